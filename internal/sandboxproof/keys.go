@@ -1,0 +1,165 @@
+package sandboxproof
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// SigningKey is one of the sandbox's own P-256 keys: the issuer key, which
+// signs receipts and is the audience of mandates, or the proof key, which
+// signs proofs. Its KID is the RFC 7638 thumbprint of the public key.
+type SigningKey struct {
+	KID     string
+	Private *ecdsa.PrivateKey
+}
+
+// GenerateSigningKey makes a fresh P-256 key.
+func GenerateSigningKey() (*SigningKey, error) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	return newSigningKey(priv)
+}
+
+func newSigningKey(priv *ecdsa.PrivateKey) (*SigningKey, error) {
+	kid, err := Thumbprint(&priv.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	return &SigningKey{KID: kid, Private: priv}, nil
+}
+
+// jwk is the JSON Web Key layout used for both the private key files and the
+// published sets; the private member is left out of the published sets.
+type jwk struct {
+	Kty string `json:"kty"`
+	Crv string `json:"crv"`
+	X   string `json:"x"`
+	Y   string `json:"y"`
+	D   string `json:"d,omitempty"`
+	KID string `json:"kid,omitempty"`
+	Alg string `json:"alg,omitempty"`
+	Use string `json:"use,omitempty"`
+}
+
+func publicCoordinates(pub *ecdsa.PublicKey) (x, y []byte, err error) {
+	if pub == nil || pub.Curve != elliptic.P256() {
+		return nil, nil, errors.New("sandboxproof: key is not P-256")
+	}
+	raw, err := pub.Bytes()
+	if err != nil {
+		return nil, nil, err
+	}
+	return raw[1:33], raw[33:65], nil
+}
+
+func (k *SigningKey) publicJWK() (jwk, error) {
+	x, y, err := publicCoordinates(&k.Private.PublicKey)
+	if err != nil {
+		return jwk{}, err
+	}
+	return jwk{Kty: "EC", Crv: "P-256", X: b64(x), Y: b64(y), KID: k.KID, Alg: "ES256", Use: "sig"}, nil
+}
+
+// MarshalPrivateJWK returns the key, private part included, for the server's
+// data directory. Whoever writes it to disk must use mode 0600.
+func (k *SigningKey) MarshalPrivateJWK() ([]byte, error) {
+	pub, err := k.publicJWK()
+	if err != nil {
+		return nil, err
+	}
+	d, err := k.Private.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	pub.D = b64(d)
+	return marshalFile(pub)
+}
+
+// ParseSigningKey reads a key written by MarshalPrivateJWK (or by either
+// holder, since they share the layout).
+func ParseSigningKey(data []byte) (*SigningKey, error) {
+	var k jwk
+	if err := json.Unmarshal(data, &k); err != nil {
+		return nil, fmt.Errorf("sandboxproof: key file: %w", err)
+	}
+	if k.Kty != "EC" || k.Crv != "P-256" || k.D == "" {
+		return nil, errors.New("sandboxproof: key file is not a private P-256 JWK")
+	}
+	d, err := base64.RawURLEncoding.DecodeString(k.D)
+	if err != nil {
+		return nil, fmt.Errorf("sandboxproof: key file: d: %w", err)
+	}
+	priv, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d)
+	if err != nil {
+		return nil, fmt.Errorf("sandboxproof: key file: %w", err)
+	}
+	sk, err := newSigningKey(priv)
+	if err != nil {
+		return nil, err
+	}
+	// A file whose public half disagrees with its private half has been
+	// edited; signing with it would publish a key set that cannot verify.
+	pub, err := sk.publicJWK()
+	if err != nil {
+		return nil, err
+	}
+	if (k.X != "" && k.X != pub.X) || (k.Y != "" && k.Y != pub.Y) || (k.KID != "" && k.KID != sk.KID) {
+		return nil, errors.New("sandboxproof: key file: public members do not match the private key")
+	}
+	return sk, nil
+}
+
+// PublicJWKS renders the keys as the published JWKS file (issuer-jwks.json or
+// proof-jwks.json). For the issuer set, the first key is the one new mandates
+// must name as their audience.
+func PublicJWKS(keys ...*SigningKey) ([]byte, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("sandboxproof: a JWKS needs at least one key")
+	}
+	set := struct {
+		Keys []jwk `json:"keys"`
+	}{}
+	for _, k := range keys {
+		pub, err := k.publicJWK()
+		if err != nil {
+			return nil, err
+		}
+		set.Keys = append(set.Keys, pub)
+	}
+	return marshalFile(set)
+}
+
+// Thumbprint is the RFC 7638 SHA-256 thumbprint of a P-256 public key, in
+// base64url. It names the holder key and is the KID of the sandbox's keys.
+func Thumbprint(pub *ecdsa.PublicKey) (string, error) {
+	x, y, err := publicCoordinates(pub)
+	if err != nil {
+		return "", err
+	}
+	// RFC 7638 fixes the members and their order; no JSON encoder is needed.
+	canonical := `{"crv":"P-256","kty":"EC","x":"` + b64(x) + `","y":"` + b64(y) + `"}`
+	sum := sha256.Sum256([]byte(canonical))
+	return b64(sum[:]), nil
+}
+
+// marshalFile renders a published file: indented, with a final newline, so
+// that the bytes hashed by the manifest are the bytes a person reads.
+func marshalFile(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
