@@ -1,0 +1,253 @@
+package verifier
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// es256Only is the only algorithm list go-jose is ever given. Parsing with
+// it refuses "none", HS256 and every other algorithm before any key is used.
+var es256Only = []jose.SignatureAlgorithm{jose.ES256}
+
+// The typ header of each signed object.
+const (
+	typMandate  = "pier-mandate+jwt"
+	typDecision = "pier-gate-decision+jwt"
+	typReceipt  = "pier-receipt+jwt"
+	typProof    = "pier-sandbox-proof"
+)
+
+func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// decodeB64 accepts only canonical unpadded base64url: go-jose re-encodes
+// payloads before verifying while WebCrypto verifies the text as sent, so a
+// second spelling of the same bytes would make the two verifiers disagree.
+func decodeB64(s string) ([]byte, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, errors.New("not base64url")
+	}
+	if b64(b) != s {
+		return nil, errors.New("base64url is not canonical")
+	}
+	return b, nil
+}
+
+// keySet is a parsed JWKS: keys by kid, plus the order they were listed in.
+type keySet struct {
+	keys map[string]*ecdsa.PublicKey
+	kids []string
+}
+
+func parseJWKS(b []byte) (*keySet, error) {
+	doc, err := parseObject(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := exactly(doc, []string{"keys"}); err != nil {
+		return nil, err
+	}
+	list, ok := doc["keys"].([]any)
+	if !ok || len(list) == 0 {
+		return nil, errors.New(`"keys" must be a non-empty array`)
+	}
+	set := &keySet{keys: map[string]*ecdsa.PublicKey{}}
+	for i, entry := range list {
+		k, ok := entry.(object)
+		if !ok {
+			return nil, fmt.Errorf("key %d is not an object", i)
+		}
+		// Checked before the member list so the report says what went wrong.
+		if _, leaked := k["d"]; leaked {
+			return nil, fmt.Errorf("key %d carries private key material (d)", i)
+		}
+		if err := exactly(k, []string{"kty", "crv", "x", "y", "kid"}, "alg", "use"); err != nil {
+			return nil, fmt.Errorf("key %d: %v", i, err)
+		}
+		kid, ok := k["kid"].(string)
+		if !ok || kid == "" {
+			return nil, fmt.Errorf("key %d: kid must be a non-empty string", i)
+		}
+		if _, dup := set.keys[kid]; dup {
+			return nil, fmt.Errorf("kid %q appears twice", kid)
+		}
+		if alg, ok := k["alg"]; ok && alg != "ES256" {
+			return nil, fmt.Errorf("key %q: alg must be ES256", kid)
+		}
+		if use, ok := k["use"]; ok && use != "sig" {
+			return nil, fmt.Errorf("key %q: use must be sig", kid)
+		}
+		pub, err := ecPublicKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("key %q: %v", kid, err)
+		}
+		set.keys[kid] = pub
+		set.kids = append(set.kids, kid)
+	}
+	return set, nil
+}
+
+// ecPublicKey reads kty, crv, x and y of a JWK object.
+func ecPublicKey(k object) (*ecdsa.PublicKey, error) {
+	if k["kty"] != "EC" || k["crv"] != "P-256" {
+		return nil, errors.New("must be kty EC, crv P-256")
+	}
+	point := []byte{4}
+	for _, name := range []string{"x", "y"} {
+		s, ok := k[name].(string)
+		if !ok {
+			return nil, fmt.Errorf("%s must be a string", name)
+		}
+		c, err := decodeB64(s)
+		if err != nil || len(c) != 32 {
+			return nil, fmt.Errorf("%s must be 32 bytes of canonical base64url", name)
+		}
+		point = append(point, c...)
+	}
+	// ParseUncompressedPublicKey refuses points that are not on the curve.
+	pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), point)
+	if err != nil {
+		return nil, errors.New("x, y is not a point on P-256")
+	}
+	return pub, nil
+}
+
+// thumbprint is the RFC 7638 SHA-256 thumbprint of a P-256 key.
+func thumbprint(pub *ecdsa.PublicKey) string {
+	raw, _ := pub.Bytes()
+	canonical := `{"crv":"P-256","kty":"EC","x":"` + b64(raw[1:33]) + `","y":"` + b64(raw[33:65]) + `"}`
+	sum := sha256.Sum256([]byte(canonical))
+	return b64(sum[:])
+}
+
+// signed is a JWS that passed verification.
+type signed struct {
+	header object
+	// payload is left for the claims checks to parse, so that a signed but
+	// malformed payload fails there, as it does in the JavaScript twin.
+	payload []byte
+	key     *ecdsa.PublicKey
+}
+
+// keyPicker chooses the verification key from a protected header. The
+// header's own claims are never trusted beyond naming a key the verifier
+// already has (kid) or carrying the holder key that later checks pin (jwk).
+type keyPicker func(header object) (*ecdsa.PublicKey, error)
+
+func byKID(set *keySet, setName string) keyPicker {
+	return func(h object) (*ecdsa.PublicKey, error) {
+		kid, _ := h["kid"].(string)
+		pub, ok := set.keys[kid]
+		if !ok {
+			return nil, fmt.Errorf("unknown kid %q: not in the %s", kid, setName)
+		}
+		return pub, nil
+	}
+}
+
+func byEmbeddedJWK(h object) (*ecdsa.PublicKey, error) {
+	jwk, ok := h["jwk"].(object)
+	if !ok {
+		return nil, errors.New(`header "jwk" must be an object`)
+	}
+	if err := exactly(jwk, []string{"kty", "crv", "x", "y"}); err != nil {
+		return nil, fmt.Errorf("header jwk: %v", err)
+	}
+	pub, err := ecPublicKey(jwk)
+	if err != nil {
+		return nil, fmt.Errorf("header jwk: %v", err)
+	}
+	return pub, nil
+}
+
+// verifyCompact checks a compact JWS.
+func verifyCompact(compact, typ, keyMember string, pick keyPicker) (*signed, error) {
+	parts := strings.Split(compact, ".")
+	if len(parts) != 3 {
+		return nil, errors.New("not a compact JWS (three dot-separated parts)")
+	}
+	return verifyParts(parts[0], parts[1], parts[2], typ, keyMember, pick, func() (*jose.JSONWebSignature, error) {
+		return jose.ParseSignedCompact(compact, es256Only)
+	})
+}
+
+// verifyFlattened checks a flattened JWS JSON object (the proof).
+func verifyFlattened(doc []byte, typ string, pick keyPicker) (*signed, error) {
+	obj, err := parseObject(doc)
+	if err != nil {
+		return nil, err
+	}
+	if err := exactly(obj, []string{"protected", "payload", "signature"}); err != nil {
+		return nil, fmt.Errorf("flattened JWS: %v", err)
+	}
+	var parts [3]string
+	for i, name := range []string{"protected", "payload", "signature"} {
+		if parts[i], err = getString(obj, name); err != nil {
+			return nil, err
+		}
+	}
+	return verifyParts(parts[0], parts[1], parts[2], typ, "kid", pick, func() (*jose.JSONWebSignature, error) {
+		return jose.ParseSignedJSON(string(doc), es256Only)
+	})
+}
+
+func verifyParts(protected, payload, signature, typ, keyMember string, pick keyPicker, parse func() (*jose.JSONWebSignature, error)) (*signed, error) {
+	rawHeader, err := decodeB64(protected)
+	if err != nil {
+		return nil, fmt.Errorf("protected header: %v", err)
+	}
+	rawPayload, err := decodeB64(payload)
+	if err != nil || len(rawPayload) == 0 {
+		return nil, errors.New("payload: must be non-empty canonical base64url")
+	}
+	sig, err := decodeB64(signature)
+	if err != nil {
+		return nil, fmt.Errorf("signature: %v", err)
+	}
+	header, err := parseObject(rawHeader)
+	if err != nil {
+		return nil, fmt.Errorf("protected header: %v", err)
+	}
+	if header["alg"] != "ES256" {
+		return nil, fmt.Errorf("alg %s is refused: only ES256 is allowed", jsonText(header["alg"]))
+	}
+	if err := exactly(header, []string{"alg", "typ", keyMember}); err != nil {
+		return nil, fmt.Errorf("protected header: %v", err)
+	}
+	if header["typ"] != typ {
+		return nil, fmt.Errorf("typ %s, want %q", jsonText(header["typ"]), typ)
+	}
+	// go-jose checks the length too, but the format makes it a rule of its
+	// own: a DER signature or a 63-byte one is refused before any maths.
+	if len(sig) != 64 {
+		return nil, fmt.Errorf("ES256 signature must be 64 bytes (R||S), got %d", len(sig))
+	}
+	key, err := pick(header)
+	if err != nil {
+		return nil, err
+	}
+	jws, err := parse()
+	if err != nil {
+		return nil, fmt.Errorf("JWS: %v", err)
+	}
+	if len(jws.Signatures) != 1 {
+		return nil, errors.New("JWS must carry exactly one signature")
+	}
+	verified, err := jws.Verify(key)
+	if err != nil {
+		return nil, errors.New("signature does not verify")
+	}
+	// go-jose re-decodes the payload itself; it must agree with ours.
+	if !bytes.Equal(verified, rawPayload) {
+		return nil, errors.New("payload decodes inconsistently")
+	}
+	return &signed{header: header, payload: rawPayload, key: key}, nil
+}

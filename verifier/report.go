@@ -1,0 +1,87 @@
+package verifier
+
+// Verdict is the outcome of a verification run.
+type Verdict string
+
+// Verdicts.
+const (
+	Accept Verdict = "accept"
+	Reject Verdict = "reject"
+)
+
+// Check ids, in the order the checks run (docs/sandbox-proof.md §6). The
+// JavaScript verifier uses the same ids.
+const (
+	CheckManifest        = "manifest"
+	CheckManifestState   = "manifest.state"
+	CheckManifestProofID = "manifest.proofId"
+	CheckHashProof       = "hash.proof"
+	CheckHashProofJWKS   = "hash.proofJwks"
+	CheckHashIssuerJWKS  = "hash.issuerJwks"
+	CheckHashProvenance  = "hash.provenance"
+	CheckHashVerifier    = "hash.verifier"
+	CheckHashHolderCLI   = "hash.holderCli"
+	CheckAPIProof        = "api.proof"
+	CheckJWKSProof       = "jwks.proof"
+	CheckJWKSIssuer      = "jwks.issuer"
+	CheckProvenance      = "provenance"
+	CheckProofSignature  = "proof.signature"
+	CheckProofPayload    = "proof.payload"
+	CheckMandateSig      = "mandate.signature"
+	CheckMandateClaims   = "mandate.claims"
+	CheckRequestDigest   = "attempt.requestDigest"
+	CheckReceiptSig      = "receipt.signature"
+	CheckReceiptClaims   = "receipt.claims"
+	CheckGateAttempt     = "gate.attempt"
+	CheckDecisionSig     = "gate.decision.signature"
+	CheckDecisionBinding = "gate.decision.binding"
+	CheckGateExpiry      = "gate.expiry"
+	CheckGatesUnique     = "gates.unique"
+	CheckMandateSpend    = "mandate.spend"
+	CheckProofCoverage   = "proof.coverage"
+	CheckTamperRejected  = "tamper.rejected"
+)
+
+// Check is one step of the run.
+type Check struct {
+	ID     string `json:"id"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// Report lists every check that ran. The run stops at the first failure, so
+// a rejected report ends with the failing check.
+type Report struct {
+	Verdict Verdict `json:"verdict"`
+	ProofID string  `json:"proofId,omitempty"`
+	Checks  []Check `json:"checks"`
+}
+
+// Failed returns the failing check, or nil when the proof was accepted.
+func (r *Report) Failed() *Check {
+	for i := range r.Checks {
+		if !r.Checks[i].OK {
+			return &r.Checks[i]
+		}
+	}
+	return nil
+}
+
+// record appends a check and reports whether it passed, so that a stage can
+// be written as a chain of "if !r.record(...) { return false }".
+func (r *Report) record(id string, err error, okDetail string) bool {
+	if err != nil {
+		r.Checks = append(r.Checks, Check{ID: id, OK: false, Detail: err.Error()})
+		return false
+	}
+	r.Checks = append(r.Checks, Check{ID: id, OK: true, Detail: okDetail})
+	return true
+}
+
+func (r *Report) finish() *Report {
+	r.Verdict = Accept
+	if r.Failed() != nil {
+		r.Verdict = Reject
+	}
+	return r
+}
