@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
 )
@@ -59,6 +60,7 @@ func run(root string) error {
 		{"sdk/methods.gen.go", func() ([]byte, error) { return genSDKMethods(ops) }},
 		{"cli/commands.gen.go", func() ([]byte, error) { return genCLI(ops) }},
 		{"server/internal/mcp/tools.gen.go", func() ([]byte, error) { return genMCPTools(spec, ops) }},
+		{"server/internal/httpapi/unimplemented.gen.go", func() ([]byte, error) { return genUnimplemented(ops) }},
 	}
 	schemas, err := genPublishedSchemas(spec)
 	if err != nil {
@@ -93,4 +95,18 @@ func writeIfChanged(path string, b []byte) error {
 		return nil
 	}
 	return os.WriteFile(path, b, 0o644)
+}
+
+func genUnimplemented(ops []*operation) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString(header)
+	b.WriteString("package httpapi\n\nimport (\n\t\"context\"\n\n\t\"github.com/pierhq/pier/server/api\"\n)\n\n")
+	b.WriteString("// Unimplemented answers every operation with plan:not_implemented. The\n")
+	b.WriteString("// handler embeds it and overrides what is served.\n")
+	b.WriteString("type Unimplemented struct{}\n\n")
+	for _, op := range ops {
+		n := goName(op.ID)
+		fmt.Fprintf(&b, "func (Unimplemented) %s(ctx context.Context, request api.%sRequestObject) (api.%sResponseObject, error) {\n\treturn nil, notImplemented(%q)\n}\n\n", n, n, n, op.ID)
+	}
+	return gofmt([]byte(b.String()))
 }

@@ -1,0 +1,201 @@
+// Package contracttest checks HTTP exchanges against Pier's contract: every
+// response a test receives is validated against openapi.yaml (kin-openapi)
+// and, for envelopes, against the published JSON Schemas (santhosh-tekuri).
+// Tests use its Client in place of http.Client.
+package contracttest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/pierhq/pier/openapi"
+)
+
+var (
+	once     sync.Once
+	router   routers.Router
+	doc      *openapi3.T
+	schemas  map[string]*jsonschema.Schema
+	setupErr error
+)
+
+func setup() {
+	loader := openapi3.NewLoader()
+	doc, setupErr = loader.LoadFromData(openapi.YAML)
+	if setupErr != nil {
+		return
+	}
+	doc.Servers = nil // match requests to any test host
+	router, setupErr = legacy.NewRouter(doc)
+	if setupErr != nil {
+		return
+	}
+	c := jsonschema.NewCompiler()
+	names, _ := fs.Glob(openapi.Schemas, "schemas/*.json")
+	for _, n := range names {
+		b, _ := fs.ReadFile(openapi.Schemas, n)
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		if err != nil {
+			setupErr = err
+			return
+		}
+		if err := c.AddResource("https://pier.invalid/"+n, v); err != nil {
+			setupErr = err
+			return
+		}
+	}
+	schemas = map[string]*jsonschema.Schema{}
+	for _, n := range names {
+		s, err := c.Compile("https://pier.invalid/" + n)
+		if err != nil {
+			setupErr = err
+			return
+		}
+		schemas[strings.TrimPrefix(n, "schemas/")] = s
+	}
+}
+
+// Schema returns a compiled published schema, such as "error.json".
+func Schema(t testing.TB, name string) *jsonschema.Schema {
+	t.Helper()
+	once.Do(setup)
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	s, ok := schemas[name]
+	if !ok {
+		t.Fatalf("no published schema %s", name)
+	}
+	return s
+}
+
+// Client sends requests and validates each response against the contract.
+type Client struct {
+	T       testing.TB
+	BaseURL string
+	HTTP    *http.Client
+	Header  http.Header
+}
+
+// Response is a received, validated response.
+type Response struct {
+	*http.Response
+	Body []byte
+}
+
+// JSON decodes the body into a generic map.
+func (r *Response) JSON() map[string]any {
+	var m map[string]any
+	json.Unmarshal(r.Body, &m)
+	return m
+}
+
+// Do sends a request with an optional JSON body and validates the answer.
+func (c *Client) Do(method, path string, body any, header http.Header) *Response {
+	c.T.Helper()
+	var rd io.Reader
+	var raw []byte
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		raw = b
+	case string:
+		raw = []byte(b)
+	default:
+		raw, _ = json.Marshal(b)
+	}
+	if raw != nil {
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, c.BaseURL+path, rd)
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	if raw != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, vs := range c.Header {
+		req.Header[k] = vs
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		c.T.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	r := &Response{Response: resp, Body: b}
+	if raw != nil {
+		req.Body = io.NopCloser(bytes.NewReader(raw))
+	}
+	Check(c.T, req, r)
+	return r
+}
+
+// Check validates one exchange: against the contract when the route is in
+// it, and against the published envelope schemas for every JSON answer.
+func Check(t testing.TB, req *http.Request, resp *Response) {
+	t.Helper()
+	once.Do(setup)
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	ct := resp.Header.Get("Content-Type")
+	isJSON := strings.HasPrefix(ct, "application/json")
+	if resp.StatusCode >= 400 {
+		if !isJSON {
+			t.Fatalf("%s %s: status %d with Content-Type %q; every error must be the JSON error envelope: %s", req.Method, req.URL.Path, resp.StatusCode, ct, resp.Body)
+		}
+		validateSchema(t, "error.json", resp.Body, req)
+	}
+	route, params, err := router.FindRoute(req)
+	if err != nil {
+		return // not a contract route (e.g. a 404 probe); the envelope check above applies
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{
+			Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, IncludeResponseStatus: true, MultiError: true},
+		},
+		Status:  resp.StatusCode,
+		Header:  resp.Header,
+		Body:    io.NopCloser(bytes.NewReader(resp.Body)),
+		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
+		t.Fatalf("%s %s: response %d does not match openapi.yaml: %v\n%s", req.Method, req.URL.Path, resp.StatusCode, err, resp.Body)
+	}
+	if resp.StatusCode < 300 && isJSON && strings.HasPrefix(req.URL.Path, "/v1/") {
+		validateSchema(t, "envelope.json", resp.Body, req)
+	}
+}
+
+func validateSchema(t testing.TB, name string, body []byte, req *http.Request) {
+	t.Helper()
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("%s %s: body is not JSON: %v\n%s", req.Method, req.URL.Path, err, body)
+	}
+	if err := Schema(t, name).Validate(v); err != nil {
+		t.Fatalf("%s %s: body does not match /schemas/%s: %v\n%s", req.Method, req.URL.Path, name, err, body)
+	}
+}

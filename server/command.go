@@ -1,0 +1,172 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// NewCommands returns `pier server` and `pier admin`.
+func NewCommands() []*cobra.Command {
+	return []*cobra.Command{newServerCmd(), newAdminCmd()}
+}
+
+func newServerCmd() *cobra.Command {
+	var cfg Config
+	var logLevel, logFormat string
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the Pier server with embedded defaults",
+		Long: `Run the Pier server: the REST API, published schemas and the human pages.
+
+With no flags it keeps its state in SQLite under the data directory
+($PIER_DATA_DIR, else ~/.local/share/pier) and listens on 127.0.0.1:8080.
+Pass --database-url postgres://… to use PostgreSQL instead. SIGINT or
+SIGTERM drains in-flight requests, then exits.`,
+		Example: `  pier server
+  PIER_DATA_DIR=/tmp/pier pier server --http-addr 127.0.0.1:9090
+  pier server --database-url postgres://pier@localhost/pier`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log := newLogger(cmd.ErrOrStderr(), logLevel, logFormat)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			s, err := New(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			if err := s.Listen(); err != nil {
+				s.store.Close()
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "Pier is serving at %s (%s, data in %s)\n", s.BaseURL(), s.store.Engine(), s.cfg.DataDir)
+			return s.Serve(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", DefaultDataDir(), "data directory (PIER_DATA_DIR)")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", env("PIER_HTTP_ADDR", "127.0.0.1:8080"), "API, pages and edge listener (PIER_HTTP_ADDR)")
+	f.StringVar(&cfg.HTTPSAddr, "https-addr", env("PIER_HTTPS_ADDR", "127.0.0.1:8443"), "TLS listener (PIER_HTTPS_ADDR)")
+	f.StringVar(&cfg.DNSAddr, "dns-addr", env("PIER_DNS_ADDR", "127.0.0.1:5353"), "DNS listener (PIER_DNS_ADDR)")
+	f.StringVar(&cfg.SMTPAddr, "smtp-addr", env("PIER_SMTP_ADDR", "127.0.0.1:2525"), "SMTP listener (PIER_SMTP_ADDR)")
+	f.StringVar(&cfg.BaseURL, "base-url", os.Getenv("PIER_BASE_URL"), "public base URL (PIER_BASE_URL; default derived from --http-addr)")
+	f.StringVar(&cfg.APIURL, "api-url", os.Getenv("PIER_API_URL"), "MCP host URL (PIER_API_URL; default the base URL)")
+	f.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("PIER_DATABASE_URL"), "PostgreSQL URL (PIER_DATABASE_URL; default SQLite in the data directory)")
+	f.StringVar(&cfg.PreviewDomain, "preview-domain", env("PIER_PREVIEW_DOMAIN", "localhost"), "zone preview hosts live under (PIER_PREVIEW_DOMAIN)")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain requests on shutdown")
+	f.StringVar(&logLevel, "log-level", env("PIER_LOG_LEVEL", "info"), "debug, info, warn or error (PIER_LOG_LEVEL)")
+	f.StringVar(&logFormat, "log-format", env("PIER_LOG_FORMAT", "text"), "text or json (PIER_LOG_FORMAT)")
+	return cmd
+}
+
+func newLogger(w interface{ Write([]byte) (int, error) }, level, format string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func newAdminCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "admin",
+		Short: "Local operator commands that act on the data directory directly",
+	}
+	var dataDir, databaseURL, name, org string
+	var scopes []string
+	var asJSON bool
+	create := &cobra.Command{
+		Use:   "create-key",
+		Short: "Create an API key for the local operator's organisation",
+		Long: `Create an API key and print it once. The key is stored only as a hash;
+it cannot be shown again. Without an organisation one named "local" is
+created on first use.`,
+		Example: `  pier admin create-key
+  pier admin create-key --name ci --scopes read,quote
+  export PIER_API_KEY=$(pier admin create-key --json | jq -r .apiKey)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, s := range scopes {
+				if !validScope(s) {
+					return fmt.Errorf("unknown scope %q; scopes are %s", s, strings.Join(auth.Scopes, ", "))
+				}
+			}
+			ctx := cmd.Context()
+			st, err := store.Open(ctx, dataDir, databaseURL)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			now := time.Now()
+			o, err := orgFor(ctx, st, org, now)
+			if err != nil {
+				return err
+			}
+			secret, hash := auth.NewKey()
+			k := store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: name, Scopes: scopes, CreatedAt: now}
+			if err := st.CreateAPIKey(ctx, k, hash); err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{
+					"apiKey": secret, "keyId": k.ID, "organizationId": o.ID, "scopes": scopes,
+				})
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), secret)
+			fmt.Fprintf(cmd.ErrOrStderr(), "Created key %s for organisation %s with scopes %s.\nIt is shown once; store it now, for example: export PIER_API_KEY=%s\n",
+				k.ID, o.ID, strings.Join(scopes, ","), secret)
+			return nil
+		},
+	}
+	cf := create.Flags()
+	cf.StringVar(&dataDir, "data-dir", DefaultDataDir(), "data directory (PIER_DATA_DIR)")
+	cf.StringVar(&databaseURL, "database-url", os.Getenv("PIER_DATABASE_URL"), "PostgreSQL URL (PIER_DATABASE_URL)")
+	cf.StringVar(&name, "name", "local", "a name to recognise the key by")
+	cf.StringVar(&org, "org", "", "organisation id (default: the first, created if none)")
+	cf.StringSliceVar(&scopes, "scopes", []string{"read", "quote", "launch"}, "scopes: "+strings.Join(auth.Scopes, ", "))
+	cf.BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(create)
+	return cmd
+}
+
+func validScope(s string) bool {
+	for _, v := range auth.Scopes {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func orgFor(ctx context.Context, st *store.Store, id string, now time.Time) (store.Organization, error) {
+	if id != "" {
+		return store.Organization{ID: id}, nil
+	}
+	o, err := st.FirstOrganization(ctx)
+	if err == store.ErrNotFound {
+		return st.CreateOrganization(ctx, auth.ID("org"), "local", now)
+	}
+	return o, err
+}

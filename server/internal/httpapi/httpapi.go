@@ -1,0 +1,173 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/pierhq/pier/openapi"
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/api"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/ratelimit"
+	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// Config wires the REST adapter.
+type Config struct {
+	Service *service.Service
+	Store   *store.Store
+	Limiter *ratelimit.Limiter
+	Log     *slog.Logger
+	Now     func() time.Time
+	// BaseURL is the public base URL, for absolute links in actions.
+	BaseURL string
+	// IdempotencyTTL is how long responses are kept for replay (24h).
+	IdempotencyTTL time.Duration
+	// IdempotencyLease is how long an in-flight claim blocks others before
+	// a crashed holder's claim may be taken over.
+	IdempotencyLease time.Duration
+	// DefaultBodyLimit applies when an operation sets no x-body-limit.
+	DefaultBodyLimit int64
+	// Extra routes served beside the contract's (the MCP endpoint, say),
+	// keyed by operation id. They get the same routing and error handling
+	// but none of the JSON middleware.
+	Extra map[string]http.Handler
+}
+
+// Handler is the REST API.
+type Handler struct {
+	cfg   Config
+	doc   *openapi3.T
+	mux   *http.ServeMux
+	inner http.Handler
+	ops   map[string]*route
+}
+
+type route struct {
+	op        sdk.Operation
+	operation *openapi3.Operation
+	pathItem  *openapi3.PathItem
+	known     map[string]bool // query parameter names
+}
+
+type opKey struct{}
+
+func opFromContext(ctx context.Context) (sdk.Operation, bool) {
+	r, ok := ctx.Value(opKey{}).(*route)
+	if !ok {
+		return sdk.Operation{}, false
+	}
+	return r.op, true
+}
+
+// New builds the handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.IdempotencyTTL == 0 {
+		cfg.IdempotencyTTL = 24 * time.Hour
+	}
+	if cfg.IdempotencyLease == 0 {
+		cfg.IdempotencyLease = time.Minute
+	}
+	if cfg.DefaultBodyLimit == 0 {
+		cfg.DefaultBodyLimit = 1 << 20
+	}
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(openapi.YAML)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: load contract: %w", err)
+	}
+	h := &Handler{cfg: cfg, doc: doc, mux: http.NewServeMux(), ops: map[string]*route{}}
+
+	impl := &operations{svc: cfg.Service, cfg: &h.cfg}
+	strict := api.NewStrictHandlerWithOptions(impl, nil, api.StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			WriteError(w, r, cfg.Log, apierr.Newf("input:malformed_json", "the body could not be decoded: %v", err))
+		},
+		ResponseErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			WriteError(w, r, cfg.Log, err)
+		},
+	})
+	h.inner = api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
+		BaseRouter: http.NewServeMux(),
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			WriteError(w, r, cfg.Log, apierr.Newf("input:invalid", "%v", err))
+		},
+	})
+
+	for _, op := range sdk.Operations {
+		pi := doc.Paths.Find(op.Path)
+		if pi == nil {
+			return nil, fmt.Errorf("httpapi: %s: path %s not in contract", op.ID, op.Path)
+		}
+		rt := &route{op: op, pathItem: pi, operation: pi.GetOperation(op.Method), known: map[string]bool{}}
+		for _, p := range rt.operation.Parameters {
+			if p.Value.In == "query" {
+				rt.known[p.Value.Name] = true
+			}
+		}
+		h.ops[op.ID] = rt
+		var next http.Handler
+		if extra, ok := cfg.Extra[op.ID]; ok {
+			next = extra
+		} else {
+			next = h.chain(rt)
+		}
+
+		h.mux.Handle(op.Method+" "+op.Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), opKey{}, rt)))
+		}))
+	}
+	h.mux.HandleFunc("/", h.unmatched)
+	return h, nil
+}
+
+// Mux returns the router, for mounting routes that are not operations
+// (/healthz, /openapi.json).
+func (h *Handler) Mux() *http.ServeMux { return h.mux }
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			WriteError(w, r, h.cfg.Log, apierr.Internal(fmt.Errorf("panic: %v", v)))
+		}
+	}()
+	h.mux.ServeHTTP(w, r)
+}
+
+// unmatched answers 405 when the path exists under another method, else 404.
+func (h *Handler) unmatched(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		r2 := r.Clone(r.Context())
+		r2.Method = m
+		if _, pattern := h.mux.Handler(r2); pattern != "" && pattern != "/" {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) > 0 {
+		e := apierr.Newf("input:method_not_allowed", "%s %s is not allowed; use %s", r.Method, r.URL.Path, strings.Join(allowed, " or "))
+		e.Header = http.Header{"Allow": {strings.Join(allowed, ", ")}}
+		WriteError(w, r, h.cfg.Log, e)
+		return
+	}
+	WriteError(w, r, h.cfg.Log, apierr.Newf("not_found:route", "no route %s %s; the contract is at /openapi.json", r.Method, r.URL.Path))
+}

@@ -1,0 +1,443 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// chain runs the shared machinery in order: negotiation, body, identity,
+// rate limit, validation, idempotency, then the operation itself.
+func (h *Handler) chain(rt *route) http.Handler {
+	op := rt.op
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !acceptable(r.Header.Get("Accept"), responseMedia(rt)) {
+			WriteError(w, r, h.cfg.Log, apierr.Newf("input:not_acceptable", "this operation answers with %s; send Accept: %s", responseMedia(rt), responseMedia(rt)))
+			return
+		}
+
+		body, err := h.readBody(w, r, op)
+		if err != nil {
+			WriteError(w, r, h.cfg.Log, err)
+			return
+		}
+
+		p, err := h.authenticate(r, op)
+		if err != nil {
+			WriteError(w, r, h.cfg.Log, err)
+			return
+		}
+		ctx := auth.WithPrincipal(r.Context(), p)
+		r = r.WithContext(ctx)
+
+		if d, limited := h.cfg.Limiter.Allow(op.RateLimit, p.Caller); limited {
+			limit, policy := d.Headers()
+			w.Header().Set("RateLimit", limit)
+			w.Header().Set("RateLimit-Policy", policy)
+			if !d.Allowed {
+				secs := int((d.RetryAfter.Milliseconds() + 999) / 1000)
+				if secs < 1 {
+					secs = 1
+				}
+				e := apierr.Newf("rate:limited", "rate limit for %s exhausted; retry in %d s", op.ID, secs).
+					WithActions(actions.Retry(op.ID, "agent", nil, secs))
+				e.RetryAfterSeconds = secs
+				WriteError(w, r, h.cfg.Log, e)
+				return
+			}
+		}
+
+		if err := h.validate(r, rt); err != nil {
+			WriteError(w, r, h.cfg.Log, err)
+			return
+		}
+
+		key := r.Header.Get("Idempotency-Key")
+		if !op.Idempotent || key == "" {
+			h.inner.ServeHTTP(w, r)
+			return
+		}
+		h.idempotent(w, r, op, p, key, body)
+	})
+}
+
+func responseMedia(rt *route) string {
+	for code, resp := range rt.operation.Responses.Map() {
+		if strings.HasPrefix(code, "2") && resp.Value != nil {
+			for media := range resp.Value.Content {
+				return media
+			}
+		}
+	}
+	return "application/json"
+}
+
+// acceptable reports whether an Accept header admits media.
+func acceptable(accept, media string) bool {
+	if accept == "" {
+		return true
+	}
+	typ, _, _ := strings.Cut(media, "/")
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		if q, ok := params["q"]; ok {
+			if v, err := strconv.ParseFloat(q, 64); err == nil && v == 0 {
+				continue
+			}
+		}
+		if mt == "*/*" || mt == media || mt == typ+"/*" {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, op sdk.Operation) ([]byte, error) {
+	limit := op.BodyLimit
+	if limit == 0 {
+		limit = h.cfg.DefaultBodyLimit
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return nil, apierr.Newf("input:body_too_large", "the body exceeds %d bytes for %s", limit, op.ID)
+		}
+		return nil, apierr.Newf("input:invalid", "reading the body failed: %v", err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if len(body) > 0 && op.HasBody {
+		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mt != "application/json" {
+			return nil, apierr.Newf("input:unsupported_media_type", "send the body as JSON with Content-Type: application/json (got %q)", r.Header.Get("Content-Type"))
+		}
+	}
+	if !op.HasBody {
+		// Operations without a body ignore one, but the decoder must not see it.
+		r.Body = http.NoBody
+		r.ContentLength = 0
+	}
+	return body, nil
+}
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// authenticate establishes who is calling, by the authority the operation
+// takes. Holder operations refuse any Authorization header outright: the
+// holder's authority is a signature in the body, never a credential.
+func (h *Handler) authenticate(r *http.Request, op sdk.Operation) (*auth.Principal, error) {
+	header := r.Header.Get("Authorization")
+	anon := &auth.Principal{Kind: "anonymous", Caller: "ip:" + clientAddr(r)}
+	switch op.Authority {
+	case "holder":
+		if header != "" {
+			return nil, apierr.New("auth:agent_authority_refused",
+				"this is a holder operation: it is authorised by the holder's signature and refuses any Authorization header; send it without one")
+		}
+		return anon, nil
+	case "sandbox_agent":
+		if header == "" {
+			return nil, h.unauthorized("auth:missing_credentials", "send the sandbox capability as the Authorization header returned at session creation")
+		}
+		sum := sha256.Sum256([]byte(header))
+		return &auth.Principal{Kind: "sandbox_agent", Caller: "cap:" + hex.EncodeToString(sum[:8])}, nil
+	case "anonymous":
+		if header == "" {
+			return anon, nil
+		}
+		// A key on an anonymous call is used for its rate-limit bucket only,
+		// and must still be valid.
+		p, err := h.agent(r.Context(), header)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	if header == "" {
+		return nil, h.unauthorized("auth:missing_credentials", "this operation needs an API key: send Authorization: Bearer agk_…")
+	}
+	return h.agent(r.Context(), header)
+}
+
+func (h *Handler) agent(ctx context.Context, header string) (*auth.Principal, error) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, auth.KeyPrefix) {
+		return nil, h.unauthorized("auth:invalid_credentials", "the Authorization header must be Bearer agk_…")
+	}
+	k, err := h.cfg.Store.APIKeyByHash(ctx, auth.HashKey(token))
+	if errors.Is(err, store.ErrNotFound) || err == nil && k.RevokedAt != nil {
+		return nil, h.unauthorized("auth:invalid_credentials", "the API key is unknown or revoked")
+	}
+	if err != nil {
+		return nil, apierr.Internal(err)
+	}
+	return &auth.Principal{Kind: "agent", OrgID: k.OrgID, KeyID: k.ID, Scopes: k.Scopes, Caller: "key:" + k.ID}, nil
+}
+
+func (h *Handler) unauthorized(code sdk.BlockedBy, msg string) *apierr.Error {
+	e := apierr.New(code, msg)
+	challenge := `Bearer realm="pier"`
+	if code == "auth:invalid_credentials" {
+		challenge += `, error="invalid_token"`
+	}
+	e.Header = http.Header{"WWW-Authenticate": {challenge}}
+	return e
+}
+
+var validationOptions = &openapi3filter.Options{
+	AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+	MultiError:         true,
+}
+
+// validate checks the request against the contract, so that every
+// operation rejects ill-typed input the same way. Unknown query parameters
+// are refused too: a misspelt filter should fail, not be ignored.
+func (h *Handler) validate(r *http.Request, rt *route) error {
+	var unknown []sdk.FieldProblem
+	for name := range r.URL.Query() {
+		if !rt.known[name] {
+			unknown = append(unknown, sdk.FieldProblem{Field: "query." + name, Problem: "unknown parameter"})
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Slice(unknown, func(i, j int) bool { return unknown[i].Field < unknown[j].Field })
+		return apierr.Newf("input:unknown_field", "unknown query parameter %s", strings.TrimPrefix(unknown[0].Field, "query.")).WithDetails(unknown...)
+	}
+	params := map[string]string{}
+	for _, p := range rt.operation.Parameters {
+		if p.Value.In == "path" {
+			params[p.Value.Name] = r.PathValue(p.Value.Name)
+		}
+	}
+	input := &openapi3filter.RequestValidationInput{
+		Request:    r,
+		PathParams: params,
+		Route:      &routers.Route{Spec: h.doc, Path: rt.op.Path, PathItem: rt.pathItem, Method: rt.op.Method, Operation: rt.operation},
+		Options:    validationOptions,
+	}
+	if err := openapi3filter.ValidateRequest(r.Context(), input); err != nil {
+		return validationError(err)
+	}
+	return nil
+}
+
+func validationError(err error) *apierr.Error {
+	code := sdk.BlockedBy("input:invalid")
+	var details []sdk.FieldProblem
+	var visit func(prefix string, err error)
+	visit = func(prefix string, err error) {
+		var multi openapi3.MultiError
+		if errors.As(err, &multi) {
+			for _, e := range multi {
+				visit(prefix, e)
+			}
+			return
+		}
+		var re *openapi3filter.RequestError
+		if errors.As(err, &re) {
+			field := "body"
+			if re.Parameter != nil {
+				field = re.Parameter.In + "." + re.Parameter.Name
+			}
+			if re.Err == nil {
+				details = append(details, sdk.FieldProblem{Field: field, Problem: re.Reason})
+				return
+			}
+			var pe *openapi3filter.ParseError
+			if re.Parameter == nil && errors.As(re.Err, &pe) {
+				code = "input:malformed_json"
+				details = append(details, sdk.FieldProblem{Field: field, Problem: "not valid JSON"})
+				return
+			}
+			visit(field, re.Err)
+			return
+		}
+		var se *openapi3.SchemaError
+		if errors.As(err, &se) {
+			field := prefix
+			if ptr := se.JSONPointer(); len(ptr) > 0 {
+				field += "." + strings.Join(ptr, ".")
+			}
+			if se.SchemaField == "additionalProperties" {
+				code = "input:unknown_field"
+			}
+			details = append(details, sdk.FieldProblem{Field: field, Problem: se.Reason})
+			return
+		}
+		details = append(details, sdk.FieldProblem{Field: prefix, Problem: err.Error()})
+	}
+	visit("", err)
+	if len(details) == 0 {
+		details = []sdk.FieldProblem{{Field: "request", Problem: err.Error()}}
+	}
+	msg := fmt.Sprintf("%s: %s", details[0].Field, details[0].Problem)
+	if len(details) > 1 {
+		msg += fmt.Sprintf(" (and %d more)", len(details)-1)
+	}
+	return apierr.New(code, msg).WithDetails(details...)
+}
+
+// requestHash identifies a request for idempotency: the operation, its
+// path, its sorted query and its JSON body in canonical form, so that
+// re-serialising the same body differently is still "the same body".
+func requestHash(r *http.Request, body []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n", r.Method, r.URL.Path)
+	q := r.URL.Query()
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(h, "%s=%s\n", url.QueryEscape(k), strings.Join(q[k], ","))
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if len(body) > 0 && dec.Decode(&v) == nil {
+		canon, _ := json.Marshal(v)
+		h.Write(canon)
+	} else {
+		h.Write(body)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// idempotent runs the operation at most once per (caller, key).
+func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op sdk.Operation, p *auth.Principal, key string, body []byte) {
+	ctx := r.Context()
+	claim := store.IdempotencyClaim{Principal: p.Caller, Key: key, Operation: op.ID, RequestHash: requestHash(r, body)}
+	outcome, stored, err := h.cfg.Store.BeginIdempotent(ctx, claim, h.cfg.Now(), h.cfg.IdempotencyLease, h.cfg.IdempotencyTTL)
+	if err != nil {
+		WriteError(w, r, h.cfg.Log, apierr.Internal(err))
+		return
+	}
+	switch outcome {
+	case store.IdempotencyReplay:
+		w.Header().Set("Content-Type", stored.ContentType)
+		w.Header().Set("Idempotency-Replayed", "true")
+		w.WriteHeader(stored.Status)
+		w.Write(markReplayed(stored.Body))
+		return
+	case store.IdempotencyMismatch:
+		WriteError(w, r, h.cfg.Log, apierr.New("idempotency:key_reused",
+			"this Idempotency-Key was already used with a different request; use a new key for a new request"))
+		return
+	case store.IdempotencyInFlight:
+		e := apierr.New("idempotency:in_flight", "a request with this Idempotency-Key is still running; retry with the same key and body",
+			actions.Retry(op.ID, "agent", nil, 1))
+		e.RetryAfterSeconds = 1
+		WriteError(w, r, h.cfg.Log, e)
+		return
+	}
+
+	// The claim outlives a cancelled client: the work it guards may have
+	// happened, so its outcome must be recorded either way.
+	bg := context.WithoutCancel(ctx)
+	rec := &recorder{header: http.Header{}}
+	done := false
+	defer func() {
+		if !done {
+			h.cfg.Store.AbandonIdempotent(bg, claim)
+		}
+	}()
+	h.inner.ServeHTTP(rec, r)
+	done = true
+
+	if keep(rec) {
+		if err := h.cfg.Store.CompleteIdempotent(bg, claim, store.StoredResponse{
+			Status: rec.status, ContentType: rec.header.Get("Content-Type"), Body: rec.body.Bytes(),
+		}); err != nil {
+			h.cfg.Log.ErrorContext(ctx, "storing idempotent response", "op", op.ID, "err", err)
+		}
+	} else if err := h.cfg.Store.AbandonIdempotent(bg, claim); err != nil {
+		h.cfg.Log.ErrorContext(ctx, "releasing idempotency key", "op", op.ID, "err", err)
+	}
+	for k, vs := range rec.header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(rec.status)
+	w.Write(rec.body.Bytes())
+}
+
+// keep decides whether a response is stored for replay: successes and final
+// refusals are; input errors and anything worth retrying are not, so that
+// the same key can go again.
+func keep(rec *recorder) bool {
+	if rec.status >= 200 && rec.status < 300 {
+		return true
+	}
+	if rec.status >= 500 {
+		return false
+	}
+	var env struct {
+		BlockedBy sdk.BlockedBy `json:"blockedBy"`
+		Retryable bool          `json:"retryable"`
+	}
+	if json.Unmarshal(rec.body.Bytes(), &env) != nil {
+		return false
+	}
+	return !env.Retryable && env.BlockedBy.Namespace() != "input"
+}
+
+func markReplayed(body []byte) []byte {
+	if len(body) < 2 || body[0] != '{' {
+		return body
+	}
+	rest := bytes.TrimLeft(body[1:], " \n\t")
+	if len(rest) > 0 && rest[0] == '}' {
+		return append([]byte(`{"replayed":true`), rest...)
+	}
+	return append([]byte(`{"replayed":true,`), rest...)
+}
+
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(s int) {
+	if r.status == 0 {
+		r.status = s
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}

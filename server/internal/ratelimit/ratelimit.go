@@ -1,0 +1,101 @@
+// Package ratelimit is a token bucket per caller and class, on an injected
+// clock. Buckets idle for longer than it takes them to refill are dropped, so
+// memory stays bounded by the callers active in the last few minutes.
+package ratelimit
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Policy is a bucket's refill rate and size.
+type Policy struct {
+	PerSecond float64
+	Burst     int
+}
+
+// Limiter holds the buckets.
+type Limiter struct {
+	mu       sync.Mutex
+	policies map[string]Policy
+	buckets  map[string]*bucket
+	now      func() time.Time
+	lastGC   time.Time
+}
+
+type bucket struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+// New returns a limiter with a policy per class. A class with no policy is
+// not limited.
+func New(policies map[string]Policy, now func() time.Time) *Limiter {
+	if now == nil {
+		now = time.Now
+	}
+	return &Limiter{policies: policies, buckets: map[string]*bucket{}, now: now}
+}
+
+// Decision is the outcome of one Allow.
+type Decision struct {
+	Allowed    bool
+	Limit      int
+	Remaining  int
+	RetryAfter time.Duration // when not allowed
+	Reset      time.Duration // until the bucket is full again
+	Policy     Policy
+}
+
+// Headers returns the RateLimit and RateLimit-Policy header values.
+func (d Decision) Headers() (limit, policy string) {
+	window := int(math.Ceil(float64(d.Policy.Burst) / d.Policy.PerSecond))
+	return fmt.Sprintf("limit=%d, remaining=%d, reset=%d", d.Limit, d.Remaining, int(math.Ceil(d.Reset.Seconds()))),
+		fmt.Sprintf("%d;w=%d", d.Policy.Burst, window)
+}
+
+// Allow takes one token for caller in class.
+func (l *Limiter) Allow(class, caller string) (Decision, bool) {
+	p, ok := l.policies[class]
+	if !ok || class == "" {
+		return Decision{Allowed: true}, false
+	}
+	now := l.now()
+	key := class + "\x00" + caller
+
+	l.mu.Lock()
+	if now.Sub(l.lastGC) > time.Minute {
+		l.gc(now)
+	}
+	b, ok := l.buckets[key]
+	if !ok {
+		b = &bucket{lim: rate.NewLimiter(rate.Limit(p.PerSecond), p.Burst)}
+		l.buckets[key] = b
+	}
+	b.seen = now
+	allowed := b.lim.AllowN(now, 1)
+	tokens := b.lim.TokensAt(now)
+	l.mu.Unlock()
+
+	d := Decision{Allowed: allowed, Limit: p.Burst, Remaining: max(0, int(tokens)), Policy: p}
+	missing := float64(p.Burst) - tokens
+	d.Reset = time.Duration(missing / p.PerSecond * float64(time.Second))
+	if !allowed {
+		need := 1 - tokens
+		d.RetryAfter = time.Duration(math.Ceil(need/p.PerSecond*1000)) * time.Millisecond
+	}
+	return d, true
+}
+
+func (l *Limiter) gc(now time.Time) {
+	l.lastGC = now
+	for k, b := range l.buckets {
+		if now.Sub(b.seen) > 10*time.Minute {
+			delete(l.buckets, k)
+		}
+	}
+}

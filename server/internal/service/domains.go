@@ -1,0 +1,171 @@
+package service
+
+import (
+	"context"
+	"regexp"
+	"strings"
+
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/registrar"
+)
+
+var labelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// SearchDomains searches the sandbox registrar's catalog (SPEC §2.5).
+func (s *Service) SearchDomains(ctx context.Context, p sdk.SearchDomainsParams) (*sdk.DomainSearchResult, []sdk.Action, error) {
+	q := strings.ToLower(strings.TrimSpace(p.Q))
+	label, wantTLD, _ := strings.Cut(q, ".")
+	if !labelRE.MatchString(label) || strings.Contains(wantTLD, ".") {
+		return nil, nil, apierr.New("input:invalid",
+			"q must be a label such as acme, or a name such as acme.dev: letters, digits and inner hyphens, at most 63 characters",
+			actions.Manual("fix_input", "agent")).
+			WithDetails(sdk.FieldProblem{Field: "query.q", Problem: "not a domain label"})
+	}
+	full := p.IncludeExotic != nil && *p.IncludeExotic
+	limit := 25
+	if p.Limit != nil {
+		limit = *p.Limit
+	}
+
+	cat := registrar.Catalog(full)
+	inCatalog := map[string]registrar.TLD{}
+	for _, t := range cat {
+		inCatalog[t.Name] = t
+	}
+	deny := map[string]bool{}
+	denyList := []string{}
+	if p.TldDenylist != nil {
+		for _, t := range *p.TldDenylist {
+			t = strings.TrimPrefix(strings.ToLower(t), ".")
+			deny[t] = true
+			denyList = append(denyList, t)
+		}
+	}
+
+	// The effective order: the allow list's order when given (filtered to
+	// the selected catalog), else the catalog's; a TLD named in q first.
+	var order []registrar.TLD
+	allowList := []string{}
+	ignored := []string{}
+	if p.TldAllowlist != nil && len(*p.TldAllowlist) > 0 {
+		seen := map[string]bool{}
+		for _, t := range *p.TldAllowlist {
+			t = strings.TrimPrefix(strings.ToLower(t), ".")
+			if seen[t] {
+				continue
+			}
+			seen[t] = true
+			allowList = append(allowList, t)
+			if tld, ok := inCatalog[t]; ok {
+				order = append(order, tld)
+			} else {
+				ignored = append(ignored, t)
+			}
+		}
+	} else {
+		order = cat
+	}
+	if wantTLD != "" {
+		for i, t := range order {
+			if t.Name == wantTLD {
+				order = append([]registrar.TLD{t}, append(append([]registrar.TLD{}, order[:i]...), order[i+1:]...)...)
+				break
+			}
+		}
+	}
+	effective := []string{}
+	var tlds []registrar.TLD
+	for _, t := range order {
+		if deny[t.Name] {
+			continue
+		}
+		tlds = append(tlds, t)
+		effective = append(effective, t.Name)
+	}
+
+	var maxFirst, maxRenew *int64
+	if p.MaxFirstYearPriceUsd != nil {
+		v := microUSD(*p.MaxFirstYearPriceUsd)
+		maxFirst = &v
+	}
+	if p.MaxRenewalPriceUsd != nil {
+		v := microUSD(*p.MaxRenewalPriceUsd)
+		maxRenew = &v
+	}
+
+	res := &sdk.DomainSearchResult{Candidates: []sdk.DomainCandidate{}}
+	for _, t := range tlds {
+		if len(res.Candidates) >= limit {
+			break
+		}
+		quote := registrar.Check(label, t)
+		if maxFirst != nil {
+			if quote.FirstYear == nil {
+				res.Excluded.LackingPrice++
+				continue
+			}
+			if int64(*quote.FirstYear) > *maxFirst {
+				res.Excluded.OverFirstYearCeiling++
+				continue
+			}
+		}
+		annual := t.AnnualizedRenewal()
+		if maxRenew != nil {
+			if annual == nil {
+				res.Excluded.LackingPrice++
+				continue
+			}
+			if int64(*annual) > *maxRenew {
+				res.Excluded.OverRenewalCeiling++
+				continue
+			}
+		}
+		period := t.RenewalPeriodYears
+		res.Candidates = append(res.Candidates, sdk.DomainCandidate{
+			Domain:                    quote.Domain,
+			Tld:                       t.Name,
+			Available:                 quote.Available,
+			Premium:                   quote.Premium,
+			FirstYearPriceUsd:         usdPtr(quote.FirstYear),
+			RenewalPriceUsd:           usdPtr(quote.Renewal),
+			RenewalPeriodYears:        &period,
+			AnnualizedRenewalPriceUsd: usdPtr(annual),
+		})
+	}
+
+	catalogName := sdk.Common
+	if full {
+		catalogName = sdk.Full
+	}
+	res.AppliedFilters = sdk.AppliedDomainFilters{
+		Query:                label,
+		Catalog:              catalogName,
+		IncludeExotic:        full,
+		Tlds:                 effective,
+		TldAllowlist:         allowList,
+		TldDenylist:          denyList,
+		MaxFirstYearPriceUsd: p.MaxFirstYearPriceUsd,
+		MaxRenewalPriceUsd:   p.MaxRenewalPriceUsd,
+		Limit:                limit,
+	}
+	if len(ignored) > 0 {
+		res.AppliedFilters.IgnoredTlds = &ignored
+	}
+
+	next := []sdk.Action{}
+	for _, c := range res.Candidates {
+		if c.Available && c.FirstYearPriceUsd != nil {
+			next = append(next, actions.Tool("create_quote", "agent", map[string]any{
+				"items": []any{map[string]any{"kind": "domain", "domain": c.Domain, "years": 1}},
+			}))
+			break
+		}
+	}
+	if !full {
+		next = append(next, actions.Tool("search_domains", "agent", map[string]any{"q": label, "includeExotic": true}))
+	}
+	next = append(next, actions.Stop("done"))
+	return res, next, nil
+}

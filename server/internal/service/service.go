@@ -1,0 +1,44 @@
+package service
+
+import (
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// Service carries what operations need.
+type Service struct {
+	Store *store.Store
+	Now   func() time.Time
+	Log   *slog.Logger
+}
+
+// New returns a Service.
+func New(st *store.Store, now func() time.Time, log *slog.Logger) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{Store: st, Now: now, Log: log}
+}
+
+// usd renders micro-USD as a USD number. Rendering is the only place money
+// meets a float.
+func usd[T ~int64](m T) float64 { return float64(m) / 1e6 }
+
+func usdPtr[T ~int64](m *T) *float64 {
+	if m == nil {
+		return nil
+	}
+	v := usd(*m)
+	return &v
+}
+
+// microUSD parses a USD number from input. Inputs carry at most six
+// decimals, which float64 represents closely enough that rounding recovers
+// the exact integer.
+func microUSD(v float64) int64 { return int64(math.Round(v * 1e6)) }

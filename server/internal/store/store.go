@@ -1,0 +1,170 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" driver
+)
+
+// ErrNotFound is returned when a row does not exist.
+var ErrNotFound = errors.New("store: not found")
+
+//go:embed migrations
+var migrations embed.FS
+
+// Engine names a database engine.
+type Engine string
+
+const (
+	SQLite   Engine = "sqlite"
+	Postgres Engine = "postgres"
+)
+
+// Store is the database. It is safe for concurrent use.
+type Store struct {
+	db     *sql.DB
+	engine Engine
+}
+
+// Open connects to PostgreSQL when databaseURL is set, and otherwise to
+// SQLite at dataDir/pier.db, then applies pending migrations.
+func Open(ctx context.Context, dataDir, databaseURL string) (*Store, error) {
+	var s *Store
+	switch {
+	case strings.HasPrefix(databaseURL, "postgres://"), strings.HasPrefix(databaseURL, "postgresql://"):
+		db, err := sql.Open("pgx", databaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("store: open postgres: %w", err)
+		}
+		db.SetMaxOpenConns(20)
+		db.SetMaxIdleConns(20)
+		s = &Store{db: db, engine: Postgres}
+	case databaseURL == "":
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("store: data directory: %w", err)
+		}
+		path := filepath.Join(dataDir, "pier.db")
+		// WAL lets readers run beside the writer; _txlock=immediate takes the
+		// write lock at BEGIN, so check-then-write transactions serialize
+		// instead of failing with SQLITE_BUSY halfway through.
+		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			return nil, fmt.Errorf("store: open sqlite: %w", err)
+		}
+		db.SetMaxOpenConns(8)
+		db.SetMaxIdleConns(8)
+		s = &Store{db: db, engine: SQLite}
+	default:
+		return nil, fmt.Errorf("store: database URL must start with postgres:// (or be empty for SQLite)")
+	}
+	if err := s.db.PingContext(ctx); err != nil {
+		s.db.Close()
+		return nil, fmt.Errorf("store: connect %s: %w", s.engine, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Engine reports which engine backs the store.
+func (s *Store) Engine() Engine { return s.engine }
+
+// DB exposes the handle for packages that bring their own schema (River).
+func (s *Store) DB() *sql.DB { return s.db }
+
+// q rewrites ?-placeholders for the engine.
+func (s *Store) q(query string) string {
+	if s.engine != Postgres {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	dir := "migrations/" + string(s.engine)
+	entries, err := fs.ReadDir(migrations, dir)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".up.sql") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("store: migrations table: %w", err)
+	}
+	for _, name := range names {
+		version, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("store: migration %s: name must start with a number", name)
+		}
+		body, err := fs.ReadFile(migrations, dir+"/"+name)
+		if err != nil {
+			return err
+		}
+		if err := s.applyMigration(ctx, version, name, string(body)); err != nil {
+			return fmt.Errorf("store: migration %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) applyMigration(ctx context.Context, version int, name, body string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if s.engine == Postgres {
+		// Replicas starting together take turns.
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7461626)`); err != nil {
+			return err
+		}
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), version).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, body); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO schema_migrations (version, name) VALUES (?, ?)`), version, name); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,284 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pierhq/pier/openapi"
+	"github.com/pierhq/pier/server/internal/httpapi"
+	"github.com/pierhq/pier/server/internal/ratelimit"
+	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// Config is the server's settings. Each has a flag and an environment
+// variable (see the README).
+type Config struct {
+	DataDir       string
+	HTTPAddr      string
+	HTTPSAddr     string
+	DNSAddr       string
+	SMTPAddr      string
+	BaseURL       string
+	APIURL        string
+	DatabaseURL   string
+	PreviewDomain string
+	// RateLimits overrides the default buckets per class.
+	RateLimits map[string]ratelimit.Policy
+	// ShutdownTimeout bounds graceful shutdown.
+	ShutdownTimeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultRateLimits are the buckets per caller: search and estimate are
+// cheap reads; quotes hold money; signups create accounts.
+var DefaultRateLimits = map[string]ratelimit.Policy{
+	"search": {PerSecond: 20, Burst: 60},
+	"quotes": {PerSecond: 2, Burst: 10},
+	"signup": {PerSecond: 0.2, Burst: 5},
+}
+
+// DefaultDataDir is $PIER_DATA_DIR, else ~/.local/share/pier.
+func DefaultDataDir() string {
+	if d := os.Getenv("PIER_DATA_DIR"); d != "" {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".pier"
+	}
+	return filepath.Join(home, ".local", "share", "pier")
+}
+
+func (c *Config) setDefaults() {
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir()
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = "127.0.0.1:8080"
+	}
+	if c.RateLimits == nil {
+		c.RateLimits = DefaultRateLimits
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.PreviewDomain == "" {
+		c.PreviewDomain = "localhost"
+	}
+}
+
+// baseURLFor derives a URL from a listen address, naming localhost for
+// loopback and unspecified hosts.
+func baseURLFor(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if host == "" || host == "127.0.0.1" || host == "::1" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// Server is a running Pier.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	store   *store.Store
+	handler http.Handler
+	http    *http.Server
+	ln      net.Listener
+}
+
+// New opens the store and builds the handlers; Serve starts listening.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	cfg.setDefaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	st, err := store.Open(ctx, cfg.DataDir, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, store: st}
+	if err := s.build(); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) build() error {
+	svc := service.New(s.store, s.cfg.Now, s.log)
+	api, err := httpapi.New(httpapi.Config{
+		Service: svc,
+		Store:   s.store,
+		Limiter: ratelimit.New(s.cfg.RateLimits, s.cfg.Now),
+		Log:     s.log,
+		Now:     s.cfg.Now,
+		BaseURL: s.cfg.BaseURL,
+	})
+	if err != nil {
+		return err
+	}
+	mux := api.Mux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.store.DB().PingContext(r.Context()); err != nil {
+			httpapi.WriteError(w, r, s.log, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"status":"ok","engine":%q}`+"\n", s.store.Engine())
+	})
+	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "public, max-age=300")
+		w.Write(openapi.JSON)
+	})
+	mux.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		w.Write(openapi.YAML)
+	})
+	schemas, _ := fs.Sub(openapi.Schemas, "schemas")
+	mux.Handle("GET /schemas/", http.StripPrefix("/schemas/", http.FileServerFS(schemas)))
+	s.handler = logRequests(s.log, api)
+	return nil
+}
+
+// Handler returns the HTTP handler, for tests that serve it themselves.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Store returns the store.
+func (s *Server) Store() *store.Store { return s.store }
+
+// Listen binds the HTTP listener; Addr then reports the bound address.
+func (s *Server) Listen() error {
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.HTTPAddr, err)
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr is the bound HTTP address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// BaseURL is the public base URL.
+func (s *Server) BaseURL() string {
+	if s.cfg.BaseURL != "" {
+		return s.cfg.BaseURL
+	}
+	return baseURLFor(s.Addr())
+}
+
+// Serve serves until ctx ends, then drains in-flight requests for up to
+// ShutdownTimeout and closes the store.
+func (s *Server) Serve(ctx context.Context) error {
+	if s.ln == nil {
+		if err := s.Listen(); err != nil {
+			return err
+		}
+	}
+	s.http = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		WriteTimeout:      2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.http.Serve(s.ln) }()
+	go s.purgeLoop(ctx)
+	s.log.Info("pier serving", "url", s.BaseURL(), "engine", s.store.Engine(), "data_dir", s.cfg.DataDir)
+
+	select {
+	case err := <-errc:
+		s.store.Close()
+		return err
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := s.http.Shutdown(sctx)
+	if cerr := s.store.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// purgeLoop drops expired idempotency records hourly.
+func (s *Server) purgeLoop(ctx context.Context) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := s.store.PurgeIdempotency(ctx, s.cfg.Now()); err != nil {
+				s.log.Warn("purging idempotency records", "err", err)
+			} else if n > 0 {
+				s.log.Info("purged idempotency records", "count", n)
+			}
+		}
+	}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(s int) {
+	if w.status == 0 {
+		w.status = s
+	}
+	w.ResponseWriter.WriteHeader(s)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func logRequests(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if log.Enabled(r.Context(), slog.LevelDebug) || sw.status >= 500 {
+			log.Log(r.Context(), levelFor(sw.status), "request", "method", r.Method, "path", r.URL.Path,
+				"status", sw.status, "dur", time.Since(start), "ua", strings.SplitN(r.UserAgent(), " ", 2)[0])
+		}
+	})
+}
+
+func levelFor(status int) slog.Level {
+	if status >= 500 {
+		return slog.LevelError
+	}
+	return slog.LevelDebug
+}
