@@ -257,42 +257,48 @@ func validationError(err error) *apierr.Error {
 	var details []sdk.FieldProblem
 	var visit func(prefix string, err error)
 	visit = func(prefix string, err error) {
-		var multi openapi3.MultiError
-		if errors.As(err, &multi) {
-			for _, e := range multi {
-				visit(prefix, e)
+		switch e := err.(type) {
+		case openapi3.MultiError:
+			for _, x := range e {
+				visit(prefix, x)
 			}
 			return
-		}
-		var re *openapi3filter.RequestError
-		if errors.As(err, &re) {
+		case *openapi3filter.RequestError:
 			field := "body"
-			if re.Parameter != nil {
-				field = re.Parameter.In + "." + re.Parameter.Name
+			if e.Parameter != nil {
+				field = e.Parameter.In + "." + e.Parameter.Name
 			}
-			if re.Err == nil {
-				details = append(details, sdk.FieldProblem{Field: field, Problem: re.Reason})
+			if e.Err == nil {
+				details = append(details, sdk.FieldProblem{Field: field, Problem: e.Reason})
 				return
 			}
 			var pe *openapi3filter.ParseError
-			if re.Parameter == nil && errors.As(re.Err, &pe) {
+			if e.Parameter == nil && errors.As(e.Err, &pe) {
 				code = "input:malformed_json"
 				details = append(details, sdk.FieldProblem{Field: field, Problem: "not valid JSON"})
 				return
 			}
-			visit(field, re.Err)
+			visit(field, e.Err)
+			return
+		case *openapi3.SchemaError:
+			field := prefix
+			if ptr := e.JSONPointer(); len(ptr) > 0 {
+				field += "." + strings.Join(ptr, ".")
+			}
+			if e.SchemaField == "additionalProperties" || strings.HasSuffix(e.Reason, "is unsupported") {
+				code = "input:unknown_field"
+			}
+			details = append(details, sdk.FieldProblem{Field: field, Problem: e.Reason})
+			return
+		}
+		var re *openapi3filter.RequestError
+		if errors.As(err, &re) {
+			visit(prefix, re)
 			return
 		}
 		var se *openapi3.SchemaError
 		if errors.As(err, &se) {
-			field := prefix
-			if ptr := se.JSONPointer(); len(ptr) > 0 {
-				field += "." + strings.Join(ptr, ".")
-			}
-			if se.SchemaField == "additionalProperties" {
-				code = "input:unknown_field"
-			}
-			details = append(details, sdk.FieldProblem{Field: field, Problem: se.Reason})
+			visit(prefix, se)
 			return
 		}
 		details = append(details, sdk.FieldProblem{Field: prefix, Problem: err.Error()})
