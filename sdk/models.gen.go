@@ -1094,14 +1094,14 @@ type AppliedDomainFilters struct {
 	Catalog AppliedDomainFiltersCatalog `json:"catalog"`
 
 	// IgnoredTlds Allow-listed TLDs that the selected catalog does not carry.
-	IgnoredTlds          *[]Tld `json:"ignoredTlds,omitempty"`
-	IncludeExotic        bool   `json:"includeExotic"`
-	Limit                int    `json:"limit"`
-	MaxFirstYearPriceUsd *Usd   `json:"maxFirstYearPriceUsd,omitempty"`
-	MaxRenewalPriceUsd   *Usd   `json:"maxRenewalPriceUsd,omitempty"`
-	Query                string `json:"query"`
-	TldAllowlist         []Tld  `json:"tldAllowlist"`
-	TldDenylist          []Tld  `json:"tldDenylist"`
+	IgnoredTlds          *[]Tld   `json:"ignoredTlds,omitempty"`
+	IncludeExotic        bool     `json:"includeExotic"`
+	Limit                int      `json:"limit"`
+	MaxFirstYearPriceUsd *float64 `json:"maxFirstYearPriceUsd,omitempty"`
+	MaxRenewalPriceUsd   *float64 `json:"maxRenewalPriceUsd,omitempty"`
+	Query                string   `json:"query"`
+	TldAllowlist         []Tld    `json:"tldAllowlist"`
+	TldDenylist          []Tld    `json:"tldDenylist"`
 
 	// Tlds The effective ordered TLD list.
 	Tlds []Tld `json:"tlds"`
@@ -1322,17 +1322,17 @@ type Digest = string
 // DomainCandidate defines model for DomainCandidate.
 type DomainCandidate struct {
 	// AnnualizedRenewalPriceUsd The renewal price divided by the renewal period, which `maxRenewalPriceUsd` is compared with.
-	AnnualizedRenewalPriceUsd *Usd   `json:"annualizedRenewalPriceUsd,omitempty"`
-	Available                 bool   `json:"available"`
-	Domain                    string `json:"domain"`
+	AnnualizedRenewalPriceUsd *float64 `json:"annualizedRenewalPriceUsd,omitempty"`
+	Available                 bool     `json:"available"`
+	Domain                    string   `json:"domain"`
 
 	// FirstYearPriceUsd Null when the registry publishes no first-year price.
-	FirstYearPriceUsd  *Usd `json:"firstYearPriceUsd,omitempty"`
-	Premium            bool `json:"premium"`
-	RenewalPeriodYears *int `json:"renewalPeriodYears,omitempty"`
+	FirstYearPriceUsd  *float64 `json:"firstYearPriceUsd,omitempty"`
+	Premium            bool     `json:"premium"`
+	RenewalPeriodYears *int     `json:"renewalPeriodYears,omitempty"`
 
 	// RenewalPriceUsd The renewal price for one renewal period; null when not published.
-	RenewalPriceUsd *Usd `json:"renewalPriceUsd,omitempty"`
+	RenewalPriceUsd *float64 `json:"renewalPriceUsd,omitempty"`
 
 	// Tld A top-level domain without its dot, such as `com`.
 	Tld Tld `json:"tld"`
@@ -2028,7 +2028,7 @@ type TargetOption struct {
 	MissingCapabilities *[]string        `json:"missingCapabilities,omitempty"`
 
 	// MonthlyUsd The monthly total with the workload's add-ons; null when the target is not capable.
-	MonthlyUsd *Usd               `json:"monthlyUsd"`
+	MonthlyUsd *float64           `json:"monthlyUsd"`
 	Reason     TargetOptionReason `json:"reason"`
 	Target     string             `json:"target"`
 }

@@ -1,0 +1,43 @@
+# Pier's tasks. `make help` lists them.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/pier
+
+.PHONY: help build run generate check-generate test test-short lint bench bench-wrk tools clean
+
+help: ## List the tasks
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+build: ## Build bin/pier
+	$(GO) build -o $(BIN) ./cmd/pier
+
+run: build ## Run the server with the embedded defaults
+	./$(BIN) server
+
+generate: ## Regenerate everything derived from openapi/openapi.yaml
+	$(GO) generate ./openapi ./sdk ./server/api
+
+check-generate: generate ## Fail when generated files drift from the contract
+	@git diff --exit-code -- . || (echo "generated files are out of date: run make generate and commit"; exit 1)
+	@test -z "$$(git status --porcelain --untracked-files=all -- openapi sdk server cli)" || (git status --porcelain -- openapi sdk server cli; echo "untracked generated files"; exit 1)
+
+tools: ## Install the Node tools (OpenAPI linter) from tools/package-lock.json
+	@if [ ! -x tools/node_modules/.bin/redocly ]; then npm ci --prefix tools --no-audit --no-fund; fi
+
+lint: tools ## Vet and gofmt-check the Go code, and lint the contract
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "run gofmt -w"; exit 1)
+	tools/node_modules/.bin/redocly lint openapi/openapi.yaml --config redocly.yaml --format=stylish
+
+test: ## Run every test (PostgreSQL and Node tests fail if their tools are missing under CI)
+	$(GO) test -count=1 -timeout 20m ./...
+
+test-short: ## Run the tests without PostgreSQL
+	PIER_TEST_POSTGRES=skip $(GO) test -count=1 ./...
+
+bench: ## Run the Go benchmarks and the wrk comparison (see bench/README.md)
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./bench/...
+	bash bench/wrk.sh
+
+clean: ## Remove build output
+	rm -rf bin
