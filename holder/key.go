@@ -147,4 +147,3 @@ func LoadKey(path string) (*Key, error) {
 	}
 	return ParseKey(data)
 }
-

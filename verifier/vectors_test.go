@@ -112,7 +112,6 @@ func outcomeOf(r *verifier.Report) outcome {
 
 func wantOutcome(e vectors.Expect) outcome { return outcome{verdict: e.Verdict, failed: e.FailedCheck} }
 
-
 func runNodeVerifier(t *testing.T, node string, args ...string) (*verifier.Report, int) {
 	t.Helper()
 	cmd := exec.Command(node, append([]string{"js/verify-sandbox-proof.mjs", "--json", "--tamper-check"}, args...)...)
