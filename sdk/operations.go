@@ -14,6 +14,8 @@ type Operation struct {
 	BodyLimit     int64
 	SuccessStatus int
 	HasBody       bool
+	// Pure: the answer is a function of the request alone.
+	Pure bool
 }
 
 // LookupOperation finds the operation with the given id.

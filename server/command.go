@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,6 +33,7 @@ func NewCommands() []*cobra.Command {
 func newServerCmd() *cobra.Command {
 	var cfg Config
 	var logLevel, logFormat string
+	var limits []string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the Pier server with embedded defaults",
@@ -47,6 +49,22 @@ SIGTERM drains in-flight requests, then exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := newLogger(cmd.ErrOrStderr(), logLevel, logFormat)
+			if len(limits) > 0 {
+				cfg.RateLimits = map[string]RateLimit{}
+				for k, v := range DefaultRateLimits {
+					cfg.RateLimits[k] = v
+				}
+				for _, l := range limits {
+					class, rest, ok1 := strings.Cut(l, "=")
+					perSec, burst, ok2 := strings.Cut(rest, ":")
+					ps, err1 := strconv.ParseFloat(perSec, 64)
+					b, err2 := strconv.Atoi(burst)
+					if !ok1 || !ok2 || err1 != nil || err2 != nil || ps <= 0 || b < 1 {
+						return fmt.Errorf("--rate-limit %q: want CLASS=PER_SECOND:BURST, such as search=20:60", l)
+					}
+					cfg.RateLimits[class] = RateLimit{PerSecond: ps, Burst: b}
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			s, err := New(ctx, cfg, log)
@@ -72,6 +90,7 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("PIER_DATABASE_URL"), "PostgreSQL URL (PIER_DATABASE_URL; default SQLite in the data directory)")
 	f.StringVar(&cfg.PreviewDomain, "preview-domain", env("PIER_PREVIEW_DOMAIN", "localhost"), "zone preview hosts live under (PIER_PREVIEW_DOMAIN)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain requests on shutdown")
+	f.StringArrayVar(&limits, "rate-limit", nil, "override a rate-limit bucket per caller: CLASS=PER_SECOND:BURST (classes: search, quotes, signup)")
 	f.StringVar(&logLevel, "log-level", env("PIER_LOG_LEVEL", "info"), "debug, info, warn or error (PIER_LOG_LEVEL)")
 	f.StringVar(&logFormat, "log-format", env("PIER_LOG_FORMAT", "text"), "text or json (PIER_LOG_FORMAT)")
 	return cmd

@@ -282,3 +282,6 @@ func levelFor(status int) slog.Level {
 	}
 	return slog.LevelDebug
 }
+
+// RateLimit is one token bucket policy: a refill rate and a size.
+type RateLimit = ratelimit.Policy

@@ -149,6 +149,7 @@ type operation struct {
 	Authority     string
 	RateLimit     string
 	BodyLimit     int64
+	Pure          bool
 	CLI           cliExt
 	MCP           mcpExt
 }
@@ -203,6 +204,7 @@ func parseOperation(spec map[string]any, path, method string, raw map[string]any
 	if sec, ok := raw["security"]; ok && len(list(sec)) == 0 {
 		op.Anonymous = true
 	}
+	op.Pure, _ = raw["x-pure"].(bool)
 	if v, ok := raw["x-body-limit"].(float64); ok {
 		op.BodyLimit = int64(v)
 	}

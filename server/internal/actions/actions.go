@@ -5,6 +5,7 @@
 package actions
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -49,8 +50,19 @@ func Tool(id string, actor sdk.Actor, args map[string]any) sdk.Action {
 	if len(headers) > 0 {
 		t.RequiredHeaders = &headers
 	}
+	return wrap(t)
+}
+
+// wrap stores v as the union's JSON. The generated From* methods merge JSON
+// documents to set the discriminator, which costs more than the whole rest
+// of a search; every variant here already carries its kind.
+func wrap(v any) sdk.Action {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
 	var a sdk.Action
-	if err := a.FromToolAction(t); err != nil {
+	if err := a.UnmarshalJSON(b); err != nil {
 		panic(err)
 	}
 	return a
@@ -69,28 +81,20 @@ func ToolAction(id string, actor sdk.Actor, args map[string]any) sdk.ToolAction 
 func Retry(id string, actor sdk.Actor, args map[string]any, afterSeconds int) sdk.Action {
 	t := ToolAction(id, actor, args)
 	t.RetryAfterSeconds = &afterSeconds
-	var a sdk.Action
-	a.FromToolAction(t)
-	return a
+	return wrap(t)
 }
 
 // URL returns an action sending a person to a URL.
 func URL(u string, purpose sdk.UrlActionPurpose, actor sdk.Actor) sdk.Action {
-	var a sdk.Action
-	a.FromUrlAction(sdk.UrlAction{Kind: sdk.Url, Actor: actor, Url: u, Purpose: purpose})
-	return a
+	return wrap(sdk.UrlAction{Kind: sdk.Url, Actor: actor, Url: u, Purpose: purpose})
 }
 
 // Manual returns an action naming a step from the closed list.
 func Manual(step sdk.ManualActionStep, actor sdk.Actor) sdk.Action {
-	var a sdk.Action
-	a.FromManualAction(sdk.ManualAction{Kind: sdk.Manual, Actor: actor, Step: step})
-	return a
+	return wrap(sdk.ManualAction{Kind: sdk.Manual, Actor: actor, Step: step})
 }
 
 // Stop returns the terminal action.
 func Stop(reason sdk.StopActionReason) sdk.Action {
-	var a sdk.Action
-	a.FromStopAction(sdk.StopAction{Kind: sdk.Stop, Reason: reason})
-	return a
+	return wrap(sdk.StopAction{Kind: sdk.Stop, Reason: reason})
 }

@@ -48,6 +48,7 @@ type Handler struct {
 	mux   *http.ServeMux
 	inner http.Handler
 	ops   map[string]*route
+	pure  *pureCache
 }
 
 type route struct {
@@ -89,7 +90,7 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: load contract: %w", err)
 	}
-	h := &Handler{cfg: cfg, doc: doc, mux: http.NewServeMux(), ops: map[string]*route{}}
+	h := &Handler{cfg: cfg, doc: doc, mux: http.NewServeMux(), ops: map[string]*route{}, pure: newPureCache(4096)}
 
 	impl := &operations{svc: cfg.Service, cfg: &h.cfg}
 	strict := api.NewStrictHandlerWithOptions(impl, nil, api.StrictHTTPServerOptions{

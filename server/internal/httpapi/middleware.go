@@ -69,6 +69,11 @@ func (h *Handler) chain(rt *route) http.Handler {
 			}
 		}
 
+		if op.Pure {
+			h.servePure(w, r, rt, body)
+			return
+		}
+
 		if err := h.validate(r, rt); err != nil {
 			WriteError(w, r, h.cfg.Log, err)
 			return
@@ -81,6 +86,32 @@ func (h *Handler) chain(rt *route) http.Handler {
 		}
 		h.idempotent(w, r, op, p, key, body)
 	})
+}
+
+// servePure answers a pure operation from the cache, or validates and runs
+// it and keeps a successful answer.
+func (h *Handler) servePure(w http.ResponseWriter, r *http.Request, rt *route, body []byte) {
+	key := pureKey(rt.op.ID, r, body)
+	if b, ok := h.pure.get(key); ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.Write(b)
+		return
+	}
+	if err := h.validate(r, rt); err != nil {
+		WriteError(w, r, h.cfg.Log, err)
+		return
+	}
+	rec := &recorder{header: http.Header{}}
+	h.inner.ServeHTTP(rec, r)
+	if rec.status == http.StatusOK {
+		h.pure.put(key, bytes.Clone(rec.body.Bytes()))
+	}
+	for k, vs := range rec.header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(rec.status)
+	w.Write(rec.body.Bytes())
 }
 
 func responseMedia(rt *route) string {
