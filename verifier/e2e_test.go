@@ -226,4 +226,3 @@ func TestVerifyReportsUnreachableHost(t *testing.T) {
 		t.Fatalf("got %+v", report)
 	}
 }
-
