@@ -1,0 +1,555 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// OperationSpec describes one contract operation as a command. The
+// generated commands.gen.go holds one per operation.
+type OperationSpec struct {
+	ID     string // operationId, also the MCP tool name
+	Method string
+	Path   string // path template, such as /v1/projects/{id}/launch
+	Use    string
+	Short  string
+	Long   string
+	// Example is indented, one command a line.
+	Example string
+	// Anonymous operations never send the API key: some of them refuse an
+	// Authorization header.
+	Anonymous bool
+	// Idempotent operations declare an Idempotency-Key; the command gains
+	// --idempotency-key.
+	Idempotent   bool
+	HasBody      bool
+	BodyRequired bool
+	Args         []ArgSpec
+	Flags        []FlagSpec
+	// Table, when set, renders data[Table.Path] as a table in human output.
+	Table *TableSpec
+}
+
+// ArgSpec is one positional argument.
+type ArgSpec struct {
+	Name string // the parameter or field name, such as gateId
+	In   string // path, query or body
+}
+
+// FlagSpec is one flag bound to a query parameter or a top-level body field.
+type FlagSpec struct {
+	Flag  string // kebab-case flag name
+	Field string // parameter or JSON field name
+	In    string // query or body
+	// Kind is string, int, number, bool, strings or json.
+	Kind     string
+	Required bool
+	Usage    string
+	Enum     []string
+}
+
+// TableSpec names the array in data to render as a table and its columns.
+type TableSpec struct {
+	Path    string
+	Columns []string
+}
+
+// OperationOptions are what a command collected from its flags and
+// arguments, and the request built from them.
+type OperationOptions struct {
+	IO      *IOStreams
+	Factory *Factory
+	Spec    *OperationSpec
+
+	// Args are the positional arguments, in spec order.
+	Args []string
+	// Values holds the text of every operation flag that was set, by flag
+	// name; strings flags hold their comma-joined values.
+	Values map[string]string
+	// Data is --data: "@file.json", "-" for stdin, or inline JSON.
+	Data           string
+	IdempotencyKey string
+	JSON           bool
+
+	// The request built from the above.
+	Path  string     // path with parameters filled in and escaped
+	Query url.Values // nil when there are none
+	Body  []byte     // JSON object, or nil for no body
+
+	root *cobra.Command
+}
+
+// Header returns the request headers the options call for.
+func (o *OperationOptions) Header() http.Header {
+	h := http.Header{}
+	if o.IdempotencyKey != "" {
+		h.Set("Idempotency-Key", o.IdempotencyKey)
+	}
+	return h
+}
+
+// NewCmdOperation builds the command for one operation. runF, when not nil,
+// replaces the API call, so tests can check what the flags produce.
+func NewCmdOperation(f *Factory, spec *OperationSpec, runF func(*OperationOptions) error) *cobra.Command {
+	opts := &OperationOptions{IO: f.IO, Factory: f, Spec: spec}
+	values := map[string]flagValue{}
+
+	long := spec.Long
+	if long == "" {
+		long = spec.Short
+	}
+	cmd := &cobra.Command{
+		Use:     spec.Use,
+		Short:   spec.Short,
+		Long:    long,
+		Example: spec.Example,
+		Annotations: map[string]string{
+			specAnnotation: spec.ID,
+		},
+		Args: func(cmd *cobra.Command, args []string) error {
+			return checkArgs(cmd, spec, args)
+		},
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Args = args
+			opts.root = cmd.Root()
+			opts.JSON = f.Config.JSON
+			opts.Values = map[string]string{}
+			for name, v := range values {
+				if cmd.Flags().Changed(name) {
+					opts.Values[name] = v.String()
+				}
+			}
+			if err := opts.build(cmd, values); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runOperation(cmd.Context(), opts)
+		},
+	}
+
+	fl := cmd.Flags()
+	for _, fs := range spec.Flags {
+		usage := flagUsage(fs)
+		var v flagValue
+		switch fs.Kind {
+		case "bool":
+			v = &boolValue{}
+			fl.Var(v, fs.Flag, usage)
+			fl.Lookup(fs.Flag).NoOptDefVal = "true"
+		case "strings":
+			v = &stringsValue{}
+			fl.Var(v, fs.Flag, usage)
+		default:
+			v = &textValue{kind: kindOrString(fs.Kind), enum: fs.Enum}
+			fl.Var(v, fs.Flag, usage)
+		}
+		values[fs.Flag] = v
+		if fs.Required {
+			fl.SetAnnotation(fs.Flag, requiredAnnotation, []string{"true"})
+		}
+		if len(fs.Enum) > 0 {
+			enum := fs.Enum
+			cmd.RegisterFlagCompletionFunc(fs.Flag, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+				return enum, cobra.ShellCompDirectiveNoFileComp
+			})
+		}
+	}
+	if spec.HasBody {
+		fl.StringVar(&opts.Data, "data", "", "The whole request body as `json`: inline, @file.json or - for stdin; flags override its top-level fields")
+	}
+	f.registerSpec(cmd, spec)
+	if spec.Idempotent {
+		fl.StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send; a retry with the same key replays the first answer (default: a new key)")
+	}
+	return cmd
+}
+
+// requiredAnnotation marks a flag the operation requires. It is not
+// cobra's own mark, because a body field may come from --data instead.
+const requiredAnnotation = "pier_required"
+
+func kindOrString(k string) string {
+	if k == "" {
+		return "string"
+	}
+	return k
+}
+
+func flagUsage(fs FlagSpec) string {
+	// Backquotes in pflag usage name the flag's value; the contract's
+	// prose uses them for code, so drop them.
+	u := strings.ReplaceAll(strings.TrimSpace(fs.Usage), "`", "")
+	if u == "" {
+		u = fmt.Sprintf("The %s %s", fs.Field, map[string]string{"query": "parameter", "body": "field"}[fs.In])
+	}
+	u = strings.TrimSuffix(u, ".")
+	switch fs.Kind {
+	case "json":
+		if fs.In == "query" {
+			u += "; a JSON array or a comma-separated list"
+		} else {
+			u += "; JSON, or @file.json"
+		}
+	case "strings":
+		u += "; comma-separated"
+	}
+	if len(fs.Enum) > 0 {
+		u += " (one of: " + strings.Join(fs.Enum, ", ") + ")"
+	}
+	if fs.Required {
+		u += " (required)"
+	}
+	return u
+}
+
+func argName(name string) string { return "<" + kebab(name) + ">" }
+
+// kebab turns gateId into gate-id.
+func kebab(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(r + 'a' - 'A')
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func checkArgs(cmd *cobra.Command, spec *OperationSpec, args []string) error {
+	if len(args) < len(spec.Args) {
+		var missing []string
+		for _, a := range spec.Args[len(args):] {
+			missing = append(missing, argName(a.Name))
+		}
+		return usageErrorf(cmd.CommandPath(), "missing argument %s (usage: %s)", strings.Join(missing, " "), cmd.UseLine())
+	}
+	if len(args) > len(spec.Args) {
+		return usageErrorf(cmd.CommandPath(), "unexpected argument %q (usage: %s)", args[len(spec.Args)], cmd.UseLine())
+	}
+	for i, a := range args {
+		if a == "" {
+			return usageErrorf(cmd.CommandPath(), "argument %s must not be empty", argName(spec.Args[i].Name))
+		}
+	}
+	return nil
+}
+
+// build fills Path, Query and Body from the arguments, --data and flags.
+func (o *OperationOptions) build(cmd *cobra.Command, values map[string]flagValue) error {
+	spec := o.Spec
+	where := cmd.CommandPath()
+
+	// The body starts from --data; flags override its top-level fields.
+	var body map[string]json.RawMessage
+	var rawData []byte
+	if o.Data != "" {
+		b, err := readDataArg(o.Data, o.IO)
+		if err != nil {
+			return usageErrorf(where, "--data: %v", err)
+		}
+		b = bytes.TrimSpace(b)
+		if !json.Valid(b) {
+			return usageErrorf(where, "--data is not valid JSON")
+		}
+		if err := json.Unmarshal(b, &body); err != nil || body == nil {
+			return usageErrorf(where, "--data must be a JSON object")
+		}
+		rawData = b
+	}
+	overridden := false
+	setBody := func(field string, v json.RawMessage) {
+		overridden = true
+		if body == nil {
+			body = map[string]json.RawMessage{}
+		}
+		body[field] = v
+	}
+
+	path := spec.Path
+	query := url.Values{}
+	for i, a := range spec.Args {
+		switch a.In {
+		case "path":
+			path = strings.ReplaceAll(path, "{"+a.Name+"}", url.PathEscape(o.Args[i]))
+		case "query":
+			query.Set(a.Name, o.Args[i])
+		case "body":
+			s, _ := json.Marshal(o.Args[i])
+			setBody(a.Name, s)
+		}
+	}
+
+	var missing []string
+	for _, fs := range spec.Flags {
+		v := values[fs.Flag]
+		if !cmd.Flags().Changed(fs.Flag) {
+			if fs.Required {
+				_, inData := body[fs.Field]
+				if fs.In != "body" || !inData {
+					missing = append(missing, "--"+fs.Flag)
+				}
+			}
+			continue
+		}
+		switch fs.In {
+		case "query":
+			query.Set(fs.Field, v.QueryText())
+		case "body":
+			j, err := v.JSON(o.IO)
+			if err != nil {
+				return usageErrorf(where, "--%s: %v", fs.Flag, err)
+			}
+			setBody(fs.Field, j)
+		}
+	}
+	if len(missing) > 0 {
+		return usageErrorf(where, "required flag %s not set", strings.Join(missing, ", "))
+	}
+
+	o.Path = path
+	if len(query) > 0 {
+		o.Query = query
+	}
+	switch {
+	case !spec.HasBody:
+		o.Body = nil
+	case rawData != nil && !overridden:
+		o.Body = rawData // send --data exactly as given
+	case body != nil:
+		b, err := marshalObject(body)
+		if err != nil {
+			return usageErrorf(where, "building the body: %v", err)
+		}
+		o.Body = b
+	case spec.BodyRequired:
+		o.Body = []byte("{}")
+	}
+	return nil
+}
+
+// marshalObject writes fields in sorted order, keeping each value's text
+// (so a number such as 12.5 is sent exactly as typed).
+func marshalObject(m map[string]json.RawMessage) ([]byte, error) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		var c bytes.Buffer
+		if err := json.Compact(&c, m[k]); err != nil {
+			return nil, fmt.Errorf("field %s: %w", k, err)
+		}
+		b.Write(c.Bytes())
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// readDataArg reads "@file", "-" (stdin) or returns the text itself.
+func readDataArg(s string, streams *IOStreams) ([]byte, error) {
+	switch {
+	case s == "-":
+		if streams == nil || streams.In == nil {
+			return nil, errors.New("no standard input")
+		}
+		return io.ReadAll(io.LimitReader(streams.In, 64<<20))
+	case strings.HasPrefix(s, "@"):
+		return os.ReadFile(s[1:])
+	}
+	return []byte(s), nil
+}
+
+// flagValue is an operation flag: a pflag.Value that can also render
+// itself as a query value and as a JSON body value.
+type flagValue interface {
+	pflag.Value
+	QueryText() string
+	JSON(*IOStreams) (json.RawMessage, error)
+}
+
+// textValue keeps the flag's text as typed. Its kind validates it: int and
+// number must be JSON numbers; json must be JSON (or, for a query list, a
+// comma-separated list); an enum restricts the values.
+type textValue struct {
+	kind string
+	enum []string
+	s    string
+}
+
+func (v *textValue) String() string { return v.s }
+func (v *textValue) Type() string   { return v.kind }
+
+func (v *textValue) Set(s string) error {
+	switch v.kind {
+	case "int":
+		if _, err := strconv.ParseInt(s, 10, 64); err != nil {
+			return errors.New("not an integer")
+		}
+	case "number":
+		if !isJSONNumber(s) {
+			return errors.New("not a number")
+		}
+	}
+	if len(v.enum) > 0 && !contains(v.enum, s) {
+		return fmt.Errorf("must be one of %s", strings.Join(v.enum, ", "))
+	}
+	v.s = s
+	return nil
+}
+
+func (v *textValue) QueryText() string {
+	if v.kind != "json" {
+		return v.s
+	}
+	// A JSON list is sent the way the contract's form/explode=false
+	// parameters expect: one comma-joined value.
+	t := strings.TrimSpace(v.s)
+	var list []json.RawMessage
+	if strings.HasPrefix(t, "[") && json.Unmarshal([]byte(t), &list) == nil {
+		parts := make([]string, len(list))
+		for i, e := range list {
+			parts[i] = scalarText(e)
+		}
+		return strings.Join(parts, ",")
+	}
+	if strings.HasPrefix(t, `"`) {
+		return scalarText(json.RawMessage(t))
+	}
+	return v.s
+}
+
+func scalarText(e json.RawMessage) string {
+	var s string
+	if json.Unmarshal(e, &s) == nil {
+		return s
+	}
+	return string(e)
+}
+
+func (v *textValue) JSON(streams *IOStreams) (json.RawMessage, error) {
+	switch v.kind {
+	case "int", "number":
+		return json.RawMessage(v.s), nil
+	case "json":
+		b, err := readDataArg(v.s, streams)
+		if err != nil {
+			return nil, err
+		}
+		b = bytes.TrimSpace(b)
+		if !json.Valid(b) {
+			return nil, errors.New("not valid JSON")
+		}
+		return b, nil
+	}
+	return json.Marshal(v.s)
+}
+
+func isJSONNumber(s string) bool {
+	var n json.Number
+	if err := json.Unmarshal([]byte(s), &n); err != nil {
+		return false
+	}
+	return string(n) == s
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+type boolValue struct{ b bool }
+
+func (v *boolValue) String() string { return strconv.FormatBool(v.b) }
+func (v *boolValue) Type() string   { return "bool" }
+func (v *boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("not true or false")
+	}
+	v.b = b
+	return nil
+}
+func (v *boolValue) QueryText() string { return v.String() }
+func (v *boolValue) JSON(*IOStreams) (json.RawMessage, error) {
+	return json.RawMessage(v.String()), nil
+}
+
+// stringsValue collects comma-separated values; repeating the flag adds more.
+type stringsValue struct{ list []string }
+
+func (v *stringsValue) String() string { return strings.Join(v.list, ",") }
+func (v *stringsValue) Type() string   { return "strings" }
+func (v *stringsValue) Set(s string) error {
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			v.list = append(v.list, p)
+		}
+	}
+	return nil
+}
+func (v *stringsValue) QueryText() string { return v.String() }
+func (v *stringsValue) JSON(*IOStreams) (json.RawMessage, error) {
+	if v.list == nil {
+		return json.RawMessage("[]"), nil
+	}
+	return json.Marshal(v.list)
+}
+
+// runOperation calls the API and renders the answer.
+func runOperation(ctx context.Context, o *OperationOptions) error {
+	f := o.Factory
+	client, err := f.Client()
+	if o.Spec.Anonymous {
+		client, err = f.AnonymousClient()
+	}
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if f.Config.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.Config.Timeout)
+		defer cancel()
+	}
+	resp, err := client.Call(ctx, o.Spec.Method, o.Path, o.Query, o.Body, o.Header())
+	if err != nil {
+		return err
+	}
+	return renderResponse(o, resp)
+}

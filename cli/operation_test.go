@@ -1,0 +1,276 @@
+package cli
+
+import (
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestOperationFlags(t *testing.T) {
+	dir := t.TempDir()
+	launchFile := filepath.Join(dir, "launch.json")
+	os.WriteFile(launchFile, []byte(`{"name":"from-file","target":"edge","domain":"acme.dev"}`), 0o644)
+	filesFile := filepath.Join(dir, "files.json")
+	os.WriteFile(filesFile, []byte(`[{"path":"index.html","contentBase64":"aGk="}]`), 0o644)
+
+	tests := []struct {
+		name      string
+		args      string
+		stdin     string
+		wantCode  int
+		wantErr   string // substring of stderr
+		wantPath  string
+		wantQuery url.Values
+		wantBody  string // exact bytes; "-" means no body
+		wantIdem  string
+	}{
+		{
+			name:      "query string, number text and bool",
+			args:      "domains search --q acme --max-first-year-price-usd 12.5 --max-renewal-price-usd 1e2 --include-exotic --limit 5",
+			wantPath:  "/v1/domains/search",
+			wantQuery: url.Values{"q": {"acme"}, "maxFirstYearPriceUsd": {"12.5"}, "maxRenewalPriceUsd": {"1e2"}, "includeExotic": {"true"}, "limit": {"5"}},
+			wantBody:  "-",
+		},
+		{
+			name:      "query list as JSON array is comma-joined",
+			args:      `domains search --q acme --tld-allowlist ["dev","com"] --tld-denylist xyz,biz`,
+			wantPath:  "/v1/domains/search",
+			wantQuery: url.Values{"q": {"acme"}, "tldAllowlist": {"dev,com"}, "tldDenylist": {"xyz,biz"}},
+			wantBody:  "-",
+		},
+		{
+			name:      "bool set to false explicitly",
+			args:      "domains search --q acme --include-exotic=false",
+			wantPath:  "/v1/domains/search",
+			wantQuery: url.Values{"q": {"acme"}, "includeExotic": {"false"}},
+			wantBody:  "-",
+		},
+		{
+			name:     "missing required query flag",
+			args:     "domains search",
+			wantCode: ExitUsage,
+			wantErr:  "required flag --q not set",
+		},
+		{
+			name:     "number text preserved in the body",
+			args:     "estimate --workload static_site --monthly-egress-gb 12.5 --monthly-requests 100000",
+			wantPath: "/v1/estimate",
+			wantBody: `{"monthlyEgressGb":12.5,"monthlyRequests":100000,"workload":"static_site"}`,
+		},
+		{
+			name:     "not a number",
+			args:     "estimate --workload static_site --monthly-egress-gb 12,5",
+			wantCode: ExitUsage,
+			wantErr:  "not a number",
+		},
+		{
+			name:     "not an integer",
+			args:     "estimate --workload static_site --monthly-requests 1.5",
+			wantCode: ExitUsage,
+			wantErr:  "not an integer",
+		},
+		{
+			name:     "enum refuses other values",
+			args:     "estimate --workload spaceship",
+			wantCode: ExitUsage,
+			wantErr:  "must be one of static_site, dynamic_service",
+		},
+		{
+			name:     "required body field from --data",
+			args:     `estimate --data {"workload":"worker","monthlyEgressGb":3.10}`,
+			wantPath: "/v1/estimate",
+			wantBody: `{"workload":"worker","monthlyEgressGb":3.10}`,
+		},
+		{
+			name:     "flags override --data fields",
+			args:     `estimate --data {"workload":"worker","target":"edge"} --workload static_site`,
+			wantPath: "/v1/estimate",
+			wantBody: `{"target":"edge","workload":"static_site"}`,
+		},
+		{
+			name:     "--data from stdin",
+			args:     "estimate --data -",
+			stdin:    `{"workload":"worker"}`,
+			wantPath: "/v1/estimate",
+			wantBody: `{"workload":"worker"}`,
+		},
+		{
+			name:     "--data must be an object",
+			args:     "estimate --data [1]",
+			wantCode: ExitUsage,
+			wantErr:  "--data must be a JSON object",
+		},
+		{
+			name:     "--data must be JSON",
+			args:     "estimate --data {workload}",
+			wantCode: ExitUsage,
+			wantErr:  "--data is not valid JSON",
+		},
+		{
+			name:     "missing required body field",
+			args:     "estimate --target edge",
+			wantCode: ExitUsage,
+			wantErr:  "required flag --workload not set",
+		},
+		{
+			name:     "path substitution escapes, --data file, idempotency key",
+			args:     "projects launch prj/1 --data @" + launchFile + " --name web --idempotency-key idk_1",
+			wantPath: "/v1/projects/prj%2F1/launch",
+			wantBody: `{"domain":"acme.dev","name":"web","target":"edge"}`,
+			wantIdem: "idk_1",
+		},
+		{
+			name:     "two path parameters",
+			args:     "sandbox gates decide ses_1 gate_2 --decision jws",
+			wantPath: "/v1/sandbox/sessions/ses_1/gates/gate_2/decision",
+			wantBody: `{"decision":"jws"}`,
+		},
+		{
+			name:     "missing positional argument",
+			args:     "sandbox gates decide ses_1 --decision jws",
+			wantCode: ExitUsage,
+			wantErr:  "missing argument <gate-id>",
+		},
+		{
+			name:     "extra positional argument",
+			args:     "tasks get tsk_1 tsk_2",
+			wantCode: ExitUsage,
+			wantErr:  `unexpected argument "tsk_2"`,
+		},
+		{
+			name:     "json flag, inline and from a file",
+			args:     `quotes create --project-id prj_1 --items [{"kind":"domain","domain":"acme.dev"}]`,
+			wantPath: "/v1/quotes",
+			wantBody: `{"items":[{"kind":"domain","domain":"acme.dev"}],"projectId":"prj_1"}`,
+		},
+		{
+			name:     "json flag from a file",
+			args:     "bundles create --files @" + filesFile,
+			wantPath: "/v1/bundles",
+			wantBody: `{"files":[{"path":"index.html","contentBase64":"aGk="}]}`,
+		},
+		{
+			name:     "json flag must be JSON",
+			args:     "quotes create --project-id prj_1 --items nope",
+			wantCode: ExitUsage,
+			wantErr:  "--items: not valid JSON",
+		},
+		{
+			name:     "optional body with nothing set sends no body",
+			args:     "billing setup-link",
+			wantPath: "/v1/billing/setup-link",
+			wantBody: "-",
+		},
+		{
+			name:     "no body operation",
+			args:     "services teardown svc_1",
+			wantPath: "/v1/services/svc_1/teardown",
+			wantBody: "-",
+		},
+		{
+			name:     "unknown flag",
+			args:     "tasks get tsk_1 --nope",
+			wantCode: ExitUsage,
+			wantErr:  "unknown flag: --nope",
+		},
+		{
+			name:     "idempotency-key only on idempotent operations",
+			args:     "tasks get tsk_1 --idempotency-key k",
+			wantCode: ExitUsage,
+			wantErr:  "unknown flag: --idempotency-key",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, code, ts := runCaptured(t, tt.stdin, strings.Fields(tt.args)...)
+			if code != tt.wantCode {
+				t.Fatalf("exit code %d, want %d; stderr:\n%s", code, tt.wantCode, ts.err)
+			}
+			if tt.wantErr != "" {
+				if !strings.Contains(ts.err.String(), tt.wantErr) {
+					t.Errorf("stderr %q does not contain %q", ts.err, tt.wantErr)
+				}
+				if got != nil {
+					t.Errorf("the operation ran despite the error")
+				}
+				return
+			}
+			if got == nil {
+				t.Fatal("no operation ran")
+			}
+			if got.Path != tt.wantPath {
+				t.Errorf("path %q, want %q", got.Path, tt.wantPath)
+			}
+			if tt.wantQuery != nil && got.Query.Encode() != tt.wantQuery.Encode() {
+				t.Errorf("query %q, want %q", got.Query.Encode(), tt.wantQuery.Encode())
+			}
+			if tt.wantQuery == nil && got.Query != nil {
+				t.Errorf("query %q, want none", got.Query.Encode())
+			}
+			switch {
+			case tt.wantBody == "-" && got.Body != nil:
+				t.Errorf("body %s, want none", got.Body)
+			case tt.wantBody != "-" && string(got.Body) != tt.wantBody:
+				t.Errorf("body %s, want %s", got.Body, tt.wantBody)
+			}
+			if h := got.Header().Get("Idempotency-Key"); h != tt.wantIdem {
+				t.Errorf("Idempotency-Key %q, want %q", h, tt.wantIdem)
+			}
+		})
+	}
+}
+
+func TestOperationOptionsCarryFlagsAndJSON(t *testing.T) {
+	got, code, _ := runCaptured(t, "", "estimate", "--workload", "worker", "--target", "edge", "--json")
+	if code != 0 || got == nil {
+		t.Fatalf("code %d", code)
+	}
+	if !got.JSON {
+		t.Error("JSON not set")
+	}
+	if got.Spec.ID != "estimate" {
+		t.Errorf("spec %q", got.Spec.ID)
+	}
+	want := map[string]string{"workload": "worker", "target": "edge"}
+	if len(got.Values) != len(want) {
+		t.Errorf("values %v, want %v", got.Values, want)
+	}
+	for k, v := range want {
+		if got.Values[k] != v {
+			t.Errorf("values[%s] = %q, want %q", k, got.Values[k], v)
+		}
+	}
+}
+
+func TestEnumCompletion(t *testing.T) {
+	_, code, ts := runCaptured(t, "", "__complete", "estimate", "--workload", "")
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, ts.err)
+	}
+	for _, w := range []string{"static_site", "mail_enabled_app"} {
+		if !strings.Contains(ts.out.String(), w) {
+			t.Errorf("completion %q lacks %s", ts.out, w)
+		}
+	}
+}
+
+func TestConfigResolution(t *testing.T) {
+	f, _ := newTestFactory(map[string]string{"PIER_BASE_URL": "http://env:1", "PIER_API_KEY": "pk_env"})
+	if f.BaseURL() != "http://env:1" || f.APIKey() != "pk_env" {
+		t.Errorf("env: %q %q", f.BaseURL(), f.APIKey())
+	}
+	f.Config.BaseURL, f.Config.APIKey = "http://flag:2", "pk_flag"
+	if f.BaseURL() != "http://flag:2" || f.APIKey() != "pk_flag" {
+		t.Errorf("flags: %q %q", f.BaseURL(), f.APIKey())
+	}
+	f2, _ := newTestFactory(nil)
+	if f2.BaseURL() != DefaultBaseURL || f2.APIKey() != "" {
+		t.Errorf("defaults: %q %q", f2.BaseURL(), f2.APIKey())
+	}
+	f2.Config.BaseURL = "not a url"
+	if _, err := f2.Client(); ExitCode(err) != ExitUsage {
+		t.Errorf("bad base URL: %v", err)
+	}
+}

@@ -1,0 +1,575 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/lipgloss/table"
+	"github.com/muesli/termenv"
+	"github.com/pierhq/pier/sdk"
+	"github.com/spf13/cobra"
+)
+
+// styles are the few styles human output uses, bound to one stream's
+// renderer so that colour follows that stream.
+type styles struct {
+	key, faint, bold, err, header lipgloss.Style
+	r                             *lipgloss.Renderer
+}
+
+// newStyles returns styles for w. Colour is off when w is not a terminal or
+// NO_COLOR is set.
+func newStyles(f *Factory, w io.Writer, tty func() bool) styles {
+	r := lipgloss.NewRenderer(w)
+	if !is(tty) || f.getenv("NO_COLOR") != "" || f.getenv("TERM") == "dumb" {
+		r.SetColorProfile(termenv.Ascii)
+	}
+	return styles{
+		r:      r,
+		key:    r.NewStyle().Foreground(lipgloss.Color("6")),
+		faint:  r.NewStyle().Faint(true),
+		bold:   r.NewStyle().Bold(true),
+		err:    r.NewStyle().Foreground(lipgloss.Color("1")).Bold(true),
+		header: r.NewStyle().Bold(true),
+	}
+}
+
+// renderResponse writes a successful answer: as received with --json,
+// otherwise as a summary of data and the next actions.
+func renderResponse(o *OperationOptions, resp *sdk.Response) error {
+	out := o.IO.Out
+	if o.JSON {
+		return writeRaw(out, resp.Body)
+	}
+	env, ok := decodeOrdered(resp.Body)
+	if !ok || env.kind != kindObject || env.get("data") == nil {
+		// Not an envelope, such as a published artifact or a script.
+		return writeRaw(out, resp.Body)
+	}
+	st := newStyles(o.Factory, out, o.IO.StdoutIsTerminal)
+	var b strings.Builder
+	data := env.get("data")
+	skip := ""
+	if o.Spec.Table != nil {
+		if arr := data.get(o.Spec.Table.Path); arr != nil && arr.kind == kindArray {
+			skip = o.Spec.Table.Path
+		}
+	}
+	if skip != "" {
+		b.WriteString(renderTable(st, data.get(skip), o.Spec.Table.Columns))
+		b.WriteString("\n")
+		if data.kind == kindObject && len(data.keys) > 1 {
+			b.WriteString("\n")
+		}
+	}
+	if data.kind == kindObject {
+		writeFields(&b, st, data, 0, skip)
+	} else {
+		writeValue(&b, st, "", data, 0)
+	}
+	if env.get("replayed") != nil && env.get("replayed").text == "true" {
+		b.WriteString(st.faint.Render("(a stored replay of an earlier answer)") + "\n")
+	}
+	writeActions(&b, st, o.Factory, o.root, env.get("actions"))
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+func writeRaw(w io.Writer, b []byte) error {
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		_, err := io.WriteString(w, "\n")
+		return err
+	}
+	return nil
+}
+
+// PrintError reports err: in human mode on stderr, with the details and
+// next actions of an API error; with --json an API error's envelope also
+// goes to stdout, as received.
+func PrintError(f *Factory, root *cobra.Command, err error) {
+	if err == nil {
+		return
+	}
+	st := newStyles(f, f.IO.ErrOut, f.IO.StderrIsTerminal)
+	var apiErr *sdk.Error
+	var usage *UsageError
+	var b strings.Builder
+	switch {
+	case errors.As(err, &apiErr):
+		if f.Config.JSON {
+			body := apiErr.Body
+			if !json.Valid(body) {
+				body, _ = json.Marshal(map[string]any{
+					"blockedBy": apiErr.BlockedBy, "message": apiErr.Message,
+					"retryable": apiErr.Retryable, "actions": []any{},
+				})
+			}
+			writeRaw(f.IO.Out, body)
+		}
+		fmt.Fprintf(&b, "%s %s: %s\n", st.err.Render("error:"), apiErr.BlockedBy, apiErr.Message)
+		for _, d := range apiErr.Details {
+			fmt.Fprintf(&b, "  %s: %s\n", st.key.Render(d.Field), d.Problem)
+		}
+		if apiErr.Retryable {
+			msg := "  retryable"
+			if apiErr.RetryAfterSeconds > 0 {
+				msg += fmt.Sprintf(", after %ds", apiErr.RetryAfterSeconds)
+			}
+			b.WriteString(st.faint.Render(msg) + "\n")
+		}
+		if !f.Config.JSON {
+			if env, ok := decodeOrdered(apiErr.Body); ok && env.kind == kindObject {
+				writeActions(&b, st, f, root, env.get("actions"))
+			}
+		}
+	case errors.As(err, &usage):
+		fmt.Fprintf(&b, "%s %s\n", st.err.Render("error:"), usage.Err)
+		if usage.Command != "" {
+			b.WriteString(st.faint.Render(fmt.Sprintf("Run '%s --help' for usage.", usage.Command)) + "\n")
+		}
+	case isNetworkError(err):
+		fmt.Fprintf(&b, "%s %s\n", st.err.Render("error:"), err)
+		b.WriteString(st.faint.Render(fmt.Sprintf("Is Pier running at %s? Set --base-url or PIER_BASE_URL.", f.BaseURL())) + "\n")
+	default:
+		fmt.Fprintf(&b, "%s %s\n", st.err.Render("error:"), err)
+	}
+	io.WriteString(f.IO.ErrOut, b.String())
+}
+
+// writeActions prints the typed next steps as "Next:" lines.
+func writeActions(b *strings.Builder, st styles, f *Factory, root *cobra.Command, actions *node) {
+	if actions == nil || actions.kind != kindArray || len(actions.items) == 0 {
+		return
+	}
+	b.WriteString(st.bold.Render("Next:") + "\n")
+	for _, item := range actions.items {
+		raw, _ := json.Marshal(item)
+		var a sdk.Action
+		if a.UnmarshalJSON(raw) != nil {
+			continue
+		}
+		fmt.Fprintf(b, "  %s %s\n", st.faint.Render("→"), describeAction(f, root, a))
+	}
+}
+
+// describeAction renders one action on one line.
+func describeAction(f *Factory, root *cobra.Command, a sdk.Action) string {
+	kind, _ := a.Discriminator()
+	switch kind {
+	case "tool":
+		t, err := a.AsToolAction()
+		if err != nil {
+			break
+		}
+		call := fmt.Sprintf("%s %s", t.Http.Method, t.Http.Path)
+		s := ""
+		if hint := commandHint(f, root, t); hint != "" {
+			s = fmt.Sprintf("%s  (%s, %s)", hint, t.Tool, call)
+		} else {
+			s = fmt.Sprintf("%s  (%s)", t.Tool, call)
+		}
+		if t.RetryAfterSeconds != nil {
+			s += fmt.Sprintf(" after %ds", *t.RetryAfterSeconds)
+		}
+		return actorPrefix(string(t.Actor)) + s
+	case "url":
+		u, err := a.AsUrlAction()
+		if err != nil {
+			break
+		}
+		return actorPrefix(string(u.Actor)) + fmt.Sprintf("open %s  (%s)", u.Url, u.Purpose)
+	case "manual":
+		m, err := a.AsManualAction()
+		if err != nil {
+			break
+		}
+		return actorPrefix(string(m.Actor)) + string(m.Step)
+	case "stop":
+		s, err := a.AsStopAction()
+		if err != nil {
+			break
+		}
+		return "stop: " + string(s.Reason)
+	case "request":
+		r, err := a.AsRequestAction()
+		if err != nil {
+			break
+		}
+		return actorPrefix(string(r.Actor)) + fmt.Sprintf("%s %s", r.Method, r.Url)
+	}
+	raw, _ := a.MarshalJSON()
+	return string(raw)
+}
+
+func actorPrefix(actor string) string {
+	if actor == "" || actor == "agent" {
+		return ""
+	}
+	return actor + ": "
+}
+
+// commandHint finds the command of a tool action's operation and writes
+// the call as a pier command line.
+func commandHint(f *Factory, root *cobra.Command, t sdk.ToolAction) string {
+	if root == nil {
+		return ""
+	}
+	cmd := findOperationCommand(root, t.Tool)
+	if cmd == nil {
+		return ""
+	}
+	spec := f.specFor(cmd)
+	if spec == nil {
+		return cmd.CommandPath()
+	}
+	args := map[string]any{}
+	if t.Arguments != nil {
+		for k, v := range *t.Arguments {
+			args[k] = v
+		}
+	}
+	for k, v := range pathParams(spec.Path, t.Http.Path) {
+		if _, ok := args[k]; !ok {
+			args[k] = v
+		}
+	}
+	parts := []string{cmd.CommandPath()}
+	for _, a := range spec.Args {
+		v, ok := args[a.Name]
+		if !ok {
+			parts = append(parts, strings.ToUpper(kebab(a.Name)))
+			continue
+		}
+		parts = append(parts, shellWord(argText(v)))
+		delete(args, a.Name)
+	}
+	for _, fs := range spec.Flags {
+		v, ok := args[fs.Field]
+		if !ok {
+			continue
+		}
+		parts = append(parts, "--"+fs.Flag, shellWord(argText(v)))
+	}
+	return strings.Join(parts, " ")
+}
+
+func argText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func shellWord(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@=,+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// pathParams matches a concrete path against a template.
+func pathParams(template, path string) map[string]string {
+	t := strings.Split(strings.Trim(template, "/"), "/")
+	p := strings.Split(strings.Trim(path, "/"), "/")
+	out := map[string]string{}
+	if len(t) != len(p) {
+		return out
+	}
+	for i := range t {
+		if strings.HasPrefix(t[i], "{") && strings.HasSuffix(t[i], "}") {
+			out[t[i][1:len(t[i])-1]] = p[i]
+		}
+	}
+	return out
+}
+
+const specAnnotation = "operation"
+
+func findOperationCommand(c *cobra.Command, id string) *cobra.Command {
+	if c.Annotations[specAnnotation] == id {
+		return c
+	}
+	for _, sub := range c.Commands() {
+		if found := findOperationCommand(sub, id); found != nil {
+			return found
+		}
+	}
+	return nil
+}
+
+// --- human rendering of JSON -------------------------------------------
+
+const nullText = "—"
+
+func renderTable(st styles, arr *node, columns []string) string {
+	headers := make([]string, len(columns))
+	for i, c := range columns {
+		headers[i] = strings.ToUpper(strings.ReplaceAll(kebab(c), "-", " "))
+	}
+	rows := make([][]string, 0, len(arr.items))
+	for _, item := range arr.items {
+		row := make([]string, len(columns))
+		for i, c := range columns {
+			row[i] = cellText(c, item.get(c))
+		}
+		rows = append(rows, row)
+	}
+	t := table.New().
+		Border(lipgloss.NormalBorder()).
+		BorderTop(false).BorderBottom(false).BorderLeft(false).BorderRight(false).
+		BorderColumn(false).BorderHeader(true).
+		BorderStyle(st.faint).
+		Headers(headers...).
+		Rows(rows...).
+		StyleFunc(func(row, col int) lipgloss.Style {
+			s := st.r.NewStyle().PaddingRight(2)
+			if row == table.HeaderRow {
+				return s.Inherit(st.header)
+			}
+			return s
+		})
+	lines := strings.Split(t.String(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cellText formats a scalar: null as "—", booleans as yes/no, amounts in
+// fields ending in Usd as $0.00, other numbers as sent.
+func cellText(key string, n *node) string {
+	if n == nil {
+		return nullText
+	}
+	switch n.kind {
+	case kindNull:
+		return nullText
+	case kindBool:
+		if n.text == "true" {
+			return "yes"
+		}
+		return "no"
+	case kindNumber:
+		if strings.HasSuffix(key, "Usd") {
+			if v, err := strconv.ParseFloat(n.text, 64); err == nil {
+				return fmt.Sprintf("$%.2f", v)
+			}
+		}
+		return n.text
+	case kindString:
+		return n.text
+	case kindArray:
+		if allScalar(n.items) {
+			parts := make([]string, len(n.items))
+			for i, e := range n.items {
+				parts[i] = cellText(key, e)
+			}
+			return strings.Join(parts, ", ")
+		}
+	}
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+func allScalar(items []*node) bool {
+	for _, e := range items {
+		if e.kind == kindObject || e.kind == kindArray {
+			return false
+		}
+	}
+	return true
+}
+
+func writeFields(b *strings.Builder, st styles, obj *node, indent int, skip string) {
+	for i, k := range obj.keys {
+		if k == skip && indent == 0 {
+			continue
+		}
+		writeValue(b, st, k, obj.vals[i], indent)
+	}
+}
+
+func writeValue(b *strings.Builder, st styles, key string, v *node, indent int) {
+	pad := strings.Repeat("  ", indent)
+	label := ""
+	if key != "" {
+		label = st.key.Render(key) + ": "
+	}
+	switch {
+	case v.kind == kindObject:
+		if len(v.keys) == 0 {
+			fmt.Fprintf(b, "%s%s%s\n", pad, label, st.faint.Render("{}"))
+			return
+		}
+		if key != "" {
+			fmt.Fprintf(b, "%s%s\n", pad, st.key.Render(key)+":")
+			writeFields(b, st, v, indent+1, "")
+		} else {
+			writeFields(b, st, v, indent, "")
+		}
+	case v.kind == kindArray && !allScalar(v.items):
+		fmt.Fprintf(b, "%s%s\n", pad, st.key.Render(key)+":")
+		for _, e := range v.items {
+			var sub strings.Builder
+			writeValue(&sub, st, "", e, 0)
+			lines := strings.Split(strings.TrimRight(sub.String(), "\n"), "\n")
+			for j, l := range lines {
+				lead := "  "
+				if j == 0 {
+					lead = "- "
+				}
+				fmt.Fprintf(b, "%s  %s%s\n", pad, lead, l)
+			}
+		}
+	case v.kind == kindArray && len(v.items) == 0:
+		fmt.Fprintf(b, "%s%s%s\n", pad, label, st.faint.Render("none"))
+	default:
+		fmt.Fprintf(b, "%s%s%s\n", pad, label, cellText(key, v))
+	}
+}
+
+// --- ordered JSON --------------------------------------------------------
+
+type nodeKind int
+
+const (
+	kindNull nodeKind = iota
+	kindBool
+	kindNumber
+	kindString
+	kindArray
+	kindObject
+)
+
+// node is decoded JSON that keeps object key order and number text.
+type node struct {
+	kind  nodeKind
+	text  string // bool, number or string value
+	keys  []string
+	vals  []*node
+	items []*node
+}
+
+func (n *node) get(key string) *node {
+	if n == nil || n.kind != kindObject {
+		return nil
+	}
+	for i, k := range n.keys {
+		if k == key {
+			return n.vals[i]
+		}
+	}
+	return nil
+}
+
+func (n *node) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	switch n.kind {
+	case kindNull:
+		b.WriteString("null")
+	case kindBool, kindNumber:
+		b.WriteString(n.text)
+	case kindString:
+		s, _ := json.Marshal(n.text)
+		b.Write(s)
+	case kindArray:
+		b.WriteByte('[')
+		for i, e := range n.items {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			s, _ := e.MarshalJSON()
+			b.Write(s)
+		}
+		b.WriteByte(']')
+	case kindObject:
+		b.WriteByte('{')
+		for i, k := range n.keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			ks, _ := json.Marshal(k)
+			b.Write(ks)
+			b.WriteByte(':')
+			s, _ := n.vals[i].MarshalJSON()
+			b.Write(s)
+		}
+		b.WriteByte('}')
+	}
+	return b.Bytes(), nil
+}
+
+func decodeOrdered(b []byte) (*node, bool) {
+	if !json.Valid(b) {
+		return nil, false
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	n, err := decodeNode(d)
+	return n, err == nil
+}
+
+func decodeNode(d *json.Decoder) (*node, error) {
+	tok, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case nil:
+		return &node{kind: kindNull}, nil
+	case bool:
+		return &node{kind: kindBool, text: strconv.FormatBool(t)}, nil
+	case json.Number:
+		return &node{kind: kindNumber, text: t.String()}, nil
+	case string:
+		return &node{kind: kindString, text: t}, nil
+	case json.Delim:
+		switch t {
+		case '[':
+			n := &node{kind: kindArray}
+			for d.More() {
+				e, err := decodeNode(d)
+				if err != nil {
+					return nil, err
+				}
+				n.items = append(n.items, e)
+			}
+			_, err := d.Token()
+			return n, err
+		case '{':
+			n := &node{kind: kindObject}
+			for d.More() {
+				kt, err := d.Token()
+				if err != nil {
+					return nil, err
+				}
+				v, err := decodeNode(d)
+				if err != nil {
+					return nil, err
+				}
+				n.keys = append(n.keys, kt.(string))
+				n.vals = append(n.vals, v)
+			}
+			_, err := d.Token()
+			return n, err
+		}
+	}
+	return nil, fmt.Errorf("unexpected token %v", tok)
+}
