@@ -255,12 +255,12 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 	}, runF))
 	groups["domains"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "search_domains", Method: "GET", Path: "/v1/domains/search",
-		Use: "search", Short: "Search available domains within price and TLD filters.",
+		Use: "search <q>", Short: "Search available domains within price and TLD filters.",
 		Long:      "Search available domains within price and TLD filters.\n\nAnonymous, holds nothing. The default is the common-launch catalog;\n`includeExotic=true` selects the full catalog. Candidates lacking a price\nthat a ceiling needs are excluded. `appliedFilters` echoes what was applied,\nincluding the effective ordered TLD list.",
-		Example:   "  pier domains search --q acme\n  pier domains search --q acme --json",
+		Example:   "  pier domains search acme\n  pier domains search acme --json",
 		Anonymous: true, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "q", In: "query"}},
 		Flags: []FlagSpec{
-			{Flag: "q", Field: "q", In: "query", Kind: "string", Required: true, Usage: "The name to search for, as a label (`acme`) or a full name (`acme.dev`)."},
 			{Flag: "tld-allowlist", Field: "tldAllowlist", In: "query", Kind: "json", Required: false, Usage: "Ordered list of TLDs to consider, without dots."},
 			{Flag: "tld-denylist", Field: "tldDenylist", In: "query", Kind: "json", Required: false, Usage: "TLDs to leave out, without dots."},
 			{Flag: "max-first-year-price-usd", Field: "maxFirstYearPriceUsd", In: "query", Kind: "number", Required: false, Usage: "First-year price ceiling in USD."},

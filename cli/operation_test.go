@@ -28,30 +28,30 @@ func TestOperationFlags(t *testing.T) {
 	}{
 		{
 			name:      "query string, number text and bool",
-			args:      "domains search --q acme --max-first-year-price-usd 12.5 --max-renewal-price-usd 1e2 --include-exotic --limit 5",
+			args:      "domains search acme --max-first-year-price-usd 12.5 --max-renewal-price-usd 1e2 --include-exotic --limit 5",
 			wantPath:  "/v1/domains/search",
 			wantQuery: url.Values{"q": {"acme"}, "maxFirstYearPriceUsd": {"12.5"}, "maxRenewalPriceUsd": {"1e2"}, "includeExotic": {"true"}, "limit": {"5"}},
 			wantBody:  "-",
 		},
 		{
 			name:      "query list as JSON array is comma-joined",
-			args:      `domains search --q acme --tld-allowlist ["dev","com"] --tld-denylist xyz,biz`,
+			args:      `domains search acme --tld-allowlist ["dev","com"] --tld-denylist xyz,biz`,
 			wantPath:  "/v1/domains/search",
 			wantQuery: url.Values{"q": {"acme"}, "tldAllowlist": {"dev,com"}, "tldDenylist": {"xyz,biz"}},
 			wantBody:  "-",
 		},
 		{
 			name:      "bool set to false explicitly",
-			args:      "domains search --q acme --include-exotic=false",
+			args:      "domains search acme --include-exotic=false",
 			wantPath:  "/v1/domains/search",
 			wantQuery: url.Values{"q": {"acme"}, "includeExotic": {"false"}},
 			wantBody:  "-",
 		},
 		{
-			name:     "missing required query flag",
+			name:     "missing positional query argument",
 			args:     "domains search",
 			wantCode: ExitUsage,
-			wantErr:  "required flag --q not set",
+			wantErr:  "missing argument <q>",
 		},
 		{
 			name:     "number text preserved in the body",

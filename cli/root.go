@@ -42,8 +42,8 @@ Configuration:
   PIER_API_KEY    API key (or --api-key)
   NO_COLOR        turn colour off`
 
-const rootExample = `  pier domains search --q acme
-  pier domains search --q acme --max-first-year-price-usd 15 --json
+const rootExample = `  pier domains search acme
+  pier domains search acme --max-first-year-price-usd 15 --json
   pier estimate --workload static_site
   pier quotes create --project-id prj_123 --items '[{"kind":"domain","domain":"acme.dev"}]'
   pier projects launch prj_123 --name web --target edge --data @launch.json
