@@ -553,3 +553,7 @@ func runOperation(ctx context.Context, o *OperationOptions) error {
 	}
 	return renderResponse(o, resp)
 }
+
+// OperationAnnotation is the cobra annotation holding a command's
+// operationId, for tools that map commands back to the contract.
+const OperationAnnotation = specAnnotation

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/pierhq/pier/cli"
+	"github.com/pierhq/pier/openapi"
+	"github.com/pierhq/pier/server"
+	"github.com/spf13/cobra"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"pier": func() { os.Exit(cli.Main(server.NewCommands()...)) },
+	})
+}
+
+// TestScripts runs the CLI end to end against a real in-process server on
+// SQLite: the same binary an operator runs, talking HTTP to the real API.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			ctx, cancel := context.WithCancel(context.Background())
+			s, err := server.New(ctx, server.Config{DataDir: env.WorkDir + "/data", HTTPAddr: "127.0.0.1:0"}, nil)
+			if err != nil {
+				cancel()
+				return err
+			}
+			if err := s.Listen(); err != nil {
+				cancel()
+				return err
+			}
+			done := make(chan struct{})
+			go func() { s.Serve(ctx); close(done) }()
+			env.Defer(func() { cancel(); <-done })
+			env.Setenv("PIER_BASE_URL", "http://"+s.Addr())
+			env.Setenv("PIER_DATA_DIR", env.WorkDir+"/data")
+			env.Setenv("NO_COLOR", "1")
+			return nil
+		},
+	})
+}
+
+// specOperations are SPEC.md §4's rows plus the operations it names only as
+// MCP tools. Each must be in the contract, /openapi.json and the CLI tree
+// (the MCP endpoint itself is the transport and is neither a tool nor a
+// command). server/internal/mcp checks the same list against the tool table.
+var specOperations = []struct{ id, method, path string }{
+	{"create_signup", "POST", "/v1/signup"},
+	{"create_billing_setup_link", "POST", "/v1/billing/setup-link"},
+	{"poll_billing", "POST", "/v1/billing/poll"},
+	{"search_domains", "GET", "/v1/domains/search"},
+	{"estimate", "POST", "/v1/estimate"},
+	{"create_quote", "POST", "/v1/quotes"},
+	{"launch_service", "POST", "/v1/projects/{id}/launch"},
+	{"get_task", "GET", "/v1/tasks/{id}"},
+	{"export_project", "POST", "/v1/projects/{id}/export"},
+	{"mcp", "POST", "/mcp"},
+	{"create_sandbox_session", "POST", "/v1/sandbox/sessions"},
+	{"get_sandbox_session", "GET", "/v1/sandbox/sessions/{id}"},
+	{"create_sandbox_attempt", "POST", "/v1/sandbox/sessions/{id}/attempts"},
+	{"get_sandbox_proof", "GET", "/v1/sandbox/proofs/{proofId}"},
+	{"get_sandbox_reference", "GET", "/.well-known/sandbox-reference.json"},
+	{"get_reference_proof", "GET", "/reference/sandbox/proof.json"},
+	{"get_reference_proof_jwks", "GET", "/reference/sandbox/proof-jwks.json"},
+	{"get_reference_issuer_jwks", "GET", "/reference/sandbox/issuer-jwks.json"},
+	{"get_reference_provenance", "GET", "/reference/sandbox/provenance.json"},
+	{"get_verifier_script", "GET", "/verify-sandbox-proof.mjs"},
+	{"get_holder_script", "GET", "/sandbox-holder.mjs"},
+	{"upload_assets", "POST", "/v1/bundles"},
+	{"prepare_workflow", "POST", "/v1/workflows"},
+	{"apply_workflow", "POST", "/v1/workflows/{id}/apply"},
+	{"set_registrant_contact", "PUT", "/v1/domains/{domain}/registrant-contact"},
+}
+
+func TestEverySpecOperationEverywhere(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]struct {
+			OperationID string `json:"operationId"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(openapi.JSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	root := cli.NewRootCmd(cli.NewFactory(cli.SystemIOStreams()))
+	commands := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if id, ok := c.Annotations[cli.OperationAnnotation]; ok {
+			commands[id] = true
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	for _, op := range specOperations {
+		got := doc.Paths[op.path][strings.ToLower(op.method)].OperationID
+		if got != op.id {
+			t.Errorf("%s %s: operationId %q in /openapi.json, want %q", op.method, op.path, got, op.id)
+		}
+		if op.id == "mcp" {
+			continue
+		}
+		if !commands[op.id] {
+			t.Errorf("%s: not in the CLI command tree", op.id)
+		}
+	}
+	if len(commands) == 0 {
+		t.Fatal("no operation commands found; annotate them with operationId")
+	}
+}
