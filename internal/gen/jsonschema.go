@@ -12,22 +12,22 @@ const draft202012 = "https://json-schema.org/draft/2020-12/schema"
 // Each is self-contained: the root component plus every component it reaches,
 // under $defs.
 var publishedSchemas = map[string]string{
-	"envelope.json":                  "", // the generic success envelope, built below
-	"error.json":                     "ErrorEnvelope",
-	"action.json":                    "Action",
-	"actions.json":                   "Actions",
-	"receipt.json":                   "Receipt",
-	"undo.json":                      "Undo",
-	"sandbox-reference.json":         "SandboxReferenceManifest",
-	"conformance-run-v1.json":        "ConformanceRunReportV1",
-	"conformance-run-v2.json":        "ConformanceRunReportV2",
-	"domain-search-envelope.json":    "DomainSearchEnvelope",
-	"estimate-envelope.json":         "EstimateEnvelope",
-	"task-envelope.json":             "TaskEnvelope",
-	"sandbox-session-envelope.json":  "SandboxSessionCreatedEnvelope",
-	"sandbox-session-read.json":      "SandboxSessionEnvelope",
-	"sandbox-attempt-envelope.json":  "SandboxAttemptEnvelope",
-	"mutation-result.json":           "MutationResult",
+	"envelope.json":                 "", // the generic success envelope, built below
+	"error.json":                    "ErrorEnvelope",
+	"action.json":                   "Action",
+	"actions.json":                  "Actions",
+	"receipt.json":                  "Receipt",
+	"undo.json":                     "Undo",
+	"sandbox-reference.json":        "SandboxReferenceManifest",
+	"conformance-run-v1.json":       "ConformanceRunReportV1",
+	"conformance-run-v2.json":       "ConformanceRunReportV2",
+	"domain-search-envelope.json":   "DomainSearchEnvelope",
+	"estimate-envelope.json":        "EstimateEnvelope",
+	"task-envelope.json":            "TaskEnvelope",
+	"sandbox-session-envelope.json": "SandboxSessionCreatedEnvelope",
+	"sandbox-session-read.json":     "SandboxSessionEnvelope",
+	"sandbox-attempt-envelope.json": "SandboxAttemptEnvelope",
+	"mutation-result.json":          "MutationResult",
 }
 
 func genPublishedSchemas(spec map[string]any) (map[string][]byte, error) {
