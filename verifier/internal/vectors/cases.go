@@ -259,6 +259,16 @@ func cases() []vectorCase {
 			editRelease([]attemptSpec{{"sba_allowed01", sandboxproof.ScenarioAllowed, 90_000_000, ""}, baseAttempts[1]},
 				func(*scenario, *release) {})},
 
+		{"jwks-off-curve", reject("jwks.issuer", "the issuer key's y coordinate is altered, so x, y is not a point on P-256"),
+			editRelease(baseAttempts, func(s *scenario, r *release) {
+				var set map[string][]map[string]any
+				_ = json.Unmarshal(r.issuerJWKS, &set)
+				y, _ := base64.RawURLEncoding.DecodeString(set["keys"][0]["y"].(string))
+				y[31] ^= 1
+				set["keys"][0]["y"] = b64(y)
+				r.issuerJWKS, _ = indent(set)
+			})},
+
 		{"jwks-private-key", reject("jwks.issuer", "the published issuer JWKS leaks the private key"),
 			editRelease(baseAttempts, func(s *scenario, r *release) {
 				private, _ := s.keys.Issuer.MarshalPrivateJWK()

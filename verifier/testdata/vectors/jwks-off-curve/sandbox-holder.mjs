@@ -1,0 +1,1 @@
+// stand-in for sandbox-holder.mjs in the test vectors

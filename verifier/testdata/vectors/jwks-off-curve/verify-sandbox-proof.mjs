@@ -1,0 +1,1 @@
+// stand-in for verify-sandbox-proof.mjs in the test vectors
