@@ -3056,6 +3056,8 @@ type GetSandboxReferenceResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *SandboxReferenceManifest
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *ErrorResponse
 }
@@ -3063,6 +3065,11 @@ type GetSandboxReferenceResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetSandboxReferenceResponse) GetJSON200() *SandboxReferenceManifest {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetSandboxReferenceResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSONDefault returns the response for an HTTP default `application/json` response
@@ -3159,6 +3166,8 @@ type GetReferenceIssuerJwksResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Jwks
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *ErrorResponse
 }
@@ -3166,6 +3175,11 @@ type GetReferenceIssuerJwksResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetReferenceIssuerJwksResponse) GetJSON200() *Jwks {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetReferenceIssuerJwksResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSONDefault returns the response for an HTTP default `application/json` response
@@ -3207,6 +3221,8 @@ type GetReferenceProofJwksResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Jwks
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *ErrorResponse
 }
@@ -3214,6 +3230,11 @@ type GetReferenceProofJwksResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetReferenceProofJwksResponse) GetJSON200() *Jwks {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetReferenceProofJwksResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSONDefault returns the response for an HTTP default `application/json` response
@@ -3255,6 +3276,8 @@ type GetReferenceProofResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *FlattenedJws
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *ErrorResponse
 }
@@ -3262,6 +3285,11 @@ type GetReferenceProofResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetReferenceProofResponse) GetJSON200() *FlattenedJws {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetReferenceProofResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSONDefault returns the response for an HTTP default `application/json` response
@@ -3303,6 +3331,8 @@ type GetReferenceProvenanceResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Provenance
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *ErrorResponse
 }
@@ -3310,6 +3340,11 @@ type GetReferenceProvenanceResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetReferenceProvenanceResponse) GetJSON200() *Provenance {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetReferenceProvenanceResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSONDefault returns the response for an HTTP default `application/json` response
@@ -3349,8 +3384,15 @@ func (r GetReferenceProvenanceResponse) ContentType() string {
 type GetHolderScriptResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *ErrorResponse
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetHolderScriptResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSONDefault returns the response for an HTTP default `application/json` response
@@ -3399,6 +3441,8 @@ type PollBillingResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *BillingPollEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -3410,6 +3454,11 @@ type PollBillingResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r PollBillingResponse) GetJSON200() *BillingPollEnvelope {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r PollBillingResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3463,6 +3512,8 @@ type CreateBillingSetupLinkResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *BillingSetupLinkEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -3474,6 +3525,11 @@ type CreateBillingSetupLinkResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateBillingSetupLinkResponse) GetJSON201() *BillingSetupLinkEnvelope {
 	return r.JSON201
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r CreateBillingSetupLinkResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3527,6 +3583,8 @@ type UploadAssetsResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *BundleEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -3538,6 +3596,11 @@ type UploadAssetsResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r UploadAssetsResponse) GetJSON201() *BundleEnvelope {
 	return r.JSON201
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r UploadAssetsResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3591,6 +3654,8 @@ type SearchDomainsResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *DomainSearchEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -3602,6 +3667,11 @@ type SearchDomainsResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r SearchDomainsResponse) GetJSON200() *DomainSearchEnvelope {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r SearchDomainsResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3655,6 +3725,8 @@ type SetRegistrantContactResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *RegistrantContactEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -3666,6 +3738,11 @@ type SetRegistrantContactResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r SetRegistrantContactResponse) GetJSON200() *RegistrantContactEnvelope {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r SetRegistrantContactResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3719,6 +3796,8 @@ type SetupEmailResponse struct {
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *TaskEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -3730,6 +3809,11 @@ type SetupEmailResponse struct {
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
 func (r SetupEmailResponse) GetJSON202() *TaskEnvelope {
 	return r.JSON202
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r SetupEmailResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3783,6 +3867,8 @@ type EstimateResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *EstimateEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -3794,6 +3880,11 @@ type EstimateResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r EstimateResponse) GetJSON200() *EstimateEnvelope {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r EstimateResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3847,6 +3938,8 @@ type ExportProjectResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *LeavePackageEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -3858,6 +3951,11 @@ type ExportProjectResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ExportProjectResponse) GetJSON200() *LeavePackageEnvelope {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r ExportProjectResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3911,6 +4009,8 @@ type LaunchServiceResponse struct {
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *TaskEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -3922,6 +4022,11 @@ type LaunchServiceResponse struct {
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
 func (r LaunchServiceResponse) GetJSON202() *TaskEnvelope {
 	return r.JSON202
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r LaunchServiceResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3975,6 +4080,8 @@ type CreateQuoteResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *QuoteEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -3986,6 +4093,11 @@ type CreateQuoteResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateQuoteResponse) GetJSON201() *QuoteEnvelope {
 	return r.JSON201
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r CreateQuoteResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4039,6 +4151,8 @@ type GetSandboxProofResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *SandboxProofEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -4050,6 +4164,11 @@ type GetSandboxProofResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetSandboxProofResponse) GetJSON200() *SandboxProofEnvelope {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetSandboxProofResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4103,6 +4222,8 @@ type CreateSandboxSessionResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *SandboxSessionCreatedEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -4114,6 +4235,11 @@ type CreateSandboxSessionResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateSandboxSessionResponse) GetJSON201() *SandboxSessionCreatedEnvelope {
 	return r.JSON201
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r CreateSandboxSessionResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4167,6 +4293,8 @@ type GetSandboxSessionResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *SandboxSessionEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -4178,6 +4306,11 @@ type GetSandboxSessionResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetSandboxSessionResponse) GetJSON200() *SandboxSessionEnvelope {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetSandboxSessionResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4231,6 +4364,8 @@ type CreateSandboxAttemptResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *SandboxAttemptEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -4242,6 +4377,11 @@ type CreateSandboxAttemptResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateSandboxAttemptResponse) GetJSON201() *SandboxAttemptEnvelope {
 	return r.JSON201
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r CreateSandboxAttemptResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4295,6 +4435,8 @@ type DecideSandboxGateResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *GateDecisionEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -4306,6 +4448,11 @@ type DecideSandboxGateResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r DecideSandboxGateResponse) GetJSON200() *GateDecisionEnvelope {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r DecideSandboxGateResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4359,6 +4506,8 @@ type RegisterSandboxMandateResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *MandateEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -4370,6 +4519,11 @@ type RegisterSandboxMandateResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r RegisterSandboxMandateResponse) GetJSON201() *MandateEnvelope {
 	return r.JSON201
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r RegisterSandboxMandateResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4423,6 +4577,8 @@ type TeardownServiceResponse struct {
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *TaskEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -4434,6 +4590,11 @@ type TeardownServiceResponse struct {
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
 func (r TeardownServiceResponse) GetJSON202() *TaskEnvelope {
 	return r.JSON202
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r TeardownServiceResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4487,6 +4648,8 @@ type CreateSignupResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *SignupEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -4498,6 +4661,11 @@ type CreateSignupResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateSignupResponse) GetJSON201() *SignupEnvelope {
 	return r.JSON201
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r CreateSignupResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4551,6 +4719,8 @@ type PollSignupResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *SignupPollEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -4562,6 +4732,11 @@ type PollSignupResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r PollSignupResponse) GetJSON200() *SignupPollEnvelope {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r PollSignupResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4615,6 +4790,8 @@ type GetTaskResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *TaskEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -4626,6 +4803,11 @@ type GetTaskResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetTaskResponse) GetJSON200() *TaskEnvelope {
 	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetTaskResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4679,6 +4861,8 @@ type PrepareWorkflowResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *WorkflowEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -4690,6 +4874,11 @@ type PrepareWorkflowResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r PrepareWorkflowResponse) GetJSON201() *WorkflowEnvelope {
 	return r.JSON201
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r PrepareWorkflowResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4743,6 +4932,8 @@ type ApplyWorkflowResponse struct {
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *TaskEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -4754,6 +4945,11 @@ type ApplyWorkflowResponse struct {
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
 func (r ApplyWorkflowResponse) GetJSON202() *TaskEnvelope {
 	return r.JSON202
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r ApplyWorkflowResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4798,8 +4994,15 @@ func (r ApplyWorkflowResponse) ContentType() string {
 type GetVerifierScriptResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *ErrorResponse
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetVerifierScriptResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
 }
 
 // GetJSONDefault returns the response for an HTTP default `application/json` response
@@ -5516,6 +5719,13 @@ func ParseGetSandboxReferenceResponse(rsp *http.Response) (*GetSandboxReferenceR
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest ErrorResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5592,6 +5802,13 @@ func ParseGetReferenceIssuerJwksResponse(rsp *http.Response) (*GetReferenceIssue
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest ErrorResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5624,6 +5841,13 @@ func ParseGetReferenceProofJwksResponse(rsp *http.Response) (*GetReferenceProofJ
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest ErrorResponse
@@ -5658,6 +5882,13 @@ func ParseGetReferenceProofResponse(rsp *http.Response) (*GetReferenceProofRespo
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest ErrorResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5691,6 +5922,13 @@ func ParseGetReferenceProvenanceResponse(rsp *http.Response) (*GetReferenceProve
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest ErrorResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5717,6 +5955,13 @@ func ParseGetHolderScriptResponse(rsp *http.Response) (*GetHolderScriptResponse,
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest ErrorResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5749,6 +5994,13 @@ func ParsePollBillingResponse(rsp *http.Response) (*PollBillingResponse, error) 
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -5817,6 +6069,13 @@ func ParseCreateBillingSetupLinkResponse(rsp *http.Response) (*CreateBillingSetu
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5883,6 +6142,13 @@ func ParseUploadAssetsResponse(rsp *http.Response) (*UploadAssetsResponse, error
 			return nil, err
 		}
 		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -5951,6 +6217,13 @@ func ParseSearchDomainsResponse(rsp *http.Response) (*SearchDomainsResponse, err
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6017,6 +6290,13 @@ func ParseSetRegistrantContactResponse(rsp *http.Response) (*SetRegistrantContac
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -6085,6 +6365,13 @@ func ParseSetupEmailResponse(rsp *http.Response) (*SetupEmailResponse, error) {
 		}
 		response.JSON202 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6151,6 +6438,13 @@ func ParseEstimateResponse(rsp *http.Response) (*EstimateResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -6219,6 +6513,13 @@ func ParseExportProjectResponse(rsp *http.Response) (*ExportProjectResponse, err
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6285,6 +6586,13 @@ func ParseLaunchServiceResponse(rsp *http.Response) (*LaunchServiceResponse, err
 			return nil, err
 		}
 		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -6353,6 +6661,13 @@ func ParseCreateQuoteResponse(rsp *http.Response) (*CreateQuoteResponse, error) 
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6419,6 +6734,13 @@ func ParseGetSandboxProofResponse(rsp *http.Response) (*GetSandboxProofResponse,
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -6487,6 +6809,13 @@ func ParseCreateSandboxSessionResponse(rsp *http.Response) (*CreateSandboxSessio
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6553,6 +6882,13 @@ func ParseGetSandboxSessionResponse(rsp *http.Response) (*GetSandboxSessionRespo
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -6621,6 +6957,13 @@ func ParseCreateSandboxAttemptResponse(rsp *http.Response) (*CreateSandboxAttemp
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6687,6 +7030,13 @@ func ParseDecideSandboxGateResponse(rsp *http.Response) (*DecideSandboxGateRespo
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -6755,6 +7105,13 @@ func ParseRegisterSandboxMandateResponse(rsp *http.Response) (*RegisterSandboxMa
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6821,6 +7178,13 @@ func ParseTeardownServiceResponse(rsp *http.Response) (*TeardownServiceResponse,
 			return nil, err
 		}
 		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -6889,6 +7253,13 @@ func ParseCreateSignupResponse(rsp *http.Response) (*CreateSignupResponse, error
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6955,6 +7326,13 @@ func ParsePollSignupResponse(rsp *http.Response) (*PollSignupResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -7023,6 +7401,13 @@ func ParseGetTaskResponse(rsp *http.Response) (*GetTaskResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7089,6 +7474,13 @@ func ParsePrepareWorkflowResponse(rsp *http.Response) (*PrepareWorkflowResponse,
 			return nil, err
 		}
 		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -7157,6 +7549,13 @@ func ParseApplyWorkflowResponse(rsp *http.Response) (*ApplyWorkflowResponse, err
 		}
 		response.JSON202 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7217,6 +7616,13 @@ func ParseGetVerifierScriptResponse(rsp *http.Response) (*GetVerifierScriptRespo
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest ErrorResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {

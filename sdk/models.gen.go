@@ -2187,6 +2187,9 @@ type IdempotencyKey = string
 // ErrorResponse defines model for ErrorResponse.
 type ErrorResponse = ErrorEnvelope
 
+// NotAcceptable defines model for NotAcceptable.
+type NotAcceptable = ErrorEnvelope
+
 // TooManyRequests defines model for TooManyRequests.
 type TooManyRequests = ErrorEnvelope
 

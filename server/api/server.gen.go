@@ -1214,6 +1214,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 
 type ErrorResponseJSONResponse ErrorEnvelope
 
+type NotAcceptableJSONResponse ErrorEnvelope
+
 type TooManyRequestsResponseHeaders struct {
 	RateLimit       *string
 	RateLimitPolicy *string
@@ -1242,6 +1244,20 @@ func (response GetSandboxReference200JSONResponse) VisitGetSandboxReferenceRespo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSandboxReference406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response GetSandboxReference406JSONResponse) VisitGetSandboxReferenceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1345,6 +1361,20 @@ func (response GetReferenceIssuerJwks200JSONResponse) VisitGetReferenceIssuerJwk
 	return err
 }
 
+type GetReferenceIssuerJwks406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response GetReferenceIssuerJwks406JSONResponse) VisitGetReferenceIssuerJwksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetReferenceIssuerJwksdefaultJSONResponse struct {
 	Body       ErrorEnvelope
 	StatusCode int
@@ -1379,6 +1409,20 @@ func (response GetReferenceProofJwks200JSONResponse) VisitGetReferenceProofJwksR
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReferenceProofJwks406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response GetReferenceProofJwks406JSONResponse) VisitGetReferenceProofJwksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1421,6 +1465,20 @@ func (response GetReferenceProof200JSONResponse) VisitGetReferenceProofResponse(
 	return err
 }
 
+type GetReferenceProof406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response GetReferenceProof406JSONResponse) VisitGetReferenceProofResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetReferenceProofdefaultJSONResponse struct {
 	Body       ErrorEnvelope
 	StatusCode int
@@ -1455,6 +1513,20 @@ func (response GetReferenceProvenance200JSONResponse) VisitGetReferenceProvenanc
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReferenceProvenance406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response GetReferenceProvenance406JSONResponse) VisitGetReferenceProvenanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1503,6 +1575,20 @@ func (response GetHolderScript200TextjavascriptResponse) VisitGetHolderScriptRes
 	return err
 }
 
+type GetHolderScript406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response GetHolderScript406JSONResponse) VisitGetHolderScriptResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetHolderScriptdefaultJSONResponse struct {
 	Body       ErrorEnvelope
 	StatusCode int
@@ -1538,6 +1624,20 @@ func (response PollBilling200JSONResponse) VisitPollBillingResponse(w http.Respo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollBilling406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response PollBilling406JSONResponse) VisitPollBillingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1605,6 +1705,20 @@ func (response CreateBillingSetupLink201JSONResponse) VisitCreateBillingSetupLin
 	return err
 }
 
+type CreateBillingSetupLink406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response CreateBillingSetupLink406JSONResponse) VisitCreateBillingSetupLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateBillingSetupLink429JSONResponse struct{ TooManyRequestsJSONResponse }
 
 func (response CreateBillingSetupLink429JSONResponse) VisitCreateBillingSetupLinkResponse(w http.ResponseWriter) error {
@@ -1668,6 +1782,20 @@ func (response UploadAssets201JSONResponse) VisitUploadAssetsResponse(w http.Res
 	return err
 }
 
+type UploadAssets406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response UploadAssets406JSONResponse) VisitUploadAssetsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type UploadAssets429JSONResponse struct{ TooManyRequestsJSONResponse }
 
 func (response UploadAssets429JSONResponse) VisitUploadAssetsResponse(w http.ResponseWriter) error {
@@ -1726,6 +1854,20 @@ func (response SearchDomains200JSONResponse) VisitSearchDomainsResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SearchDomains406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response SearchDomains406JSONResponse) VisitSearchDomainsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1794,6 +1936,20 @@ func (response SetRegistrantContact200JSONResponse) VisitSetRegistrantContactRes
 	return err
 }
 
+type SetRegistrantContact406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response SetRegistrantContact406JSONResponse) VisitSetRegistrantContactResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SetRegistrantContact429JSONResponse struct{ TooManyRequestsJSONResponse }
 
 func (response SetRegistrantContact429JSONResponse) VisitSetRegistrantContactResponse(w http.ResponseWriter) error {
@@ -1853,6 +2009,20 @@ func (response SetupEmail202JSONResponse) VisitSetupEmailResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetupEmail406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response SetupEmail406JSONResponse) VisitSetupEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1919,6 +2089,20 @@ func (response Estimate200JSONResponse) VisitEstimateResponse(w http.ResponseWri
 	return err
 }
 
+type Estimate406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response Estimate406JSONResponse) VisitEstimateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type Estimate429JSONResponse struct{ TooManyRequestsJSONResponse }
 
 func (response Estimate429JSONResponse) VisitEstimateResponse(w http.ResponseWriter) error {
@@ -1978,6 +2162,20 @@ func (response ExportProject200JSONResponse) VisitExportProjectResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExportProject406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response ExportProject406JSONResponse) VisitExportProjectResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2046,6 +2244,20 @@ func (response LaunchService202JSONResponse) VisitLaunchServiceResponse(w http.R
 	return err
 }
 
+type LaunchService406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response LaunchService406JSONResponse) VisitLaunchServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type LaunchService429JSONResponse struct{ TooManyRequestsJSONResponse }
 
 func (response LaunchService429JSONResponse) VisitLaunchServiceResponse(w http.ResponseWriter) error {
@@ -2105,6 +2317,20 @@ func (response CreateQuote201JSONResponse) VisitCreateQuoteResponse(w http.Respo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateQuote406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response CreateQuote406JSONResponse) VisitCreateQuoteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2171,6 +2397,20 @@ func (response GetSandboxProof200JSONResponse) VisitGetSandboxProofResponse(w ht
 	return err
 }
 
+type GetSandboxProof406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response GetSandboxProof406JSONResponse) VisitGetSandboxProofResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetSandboxProof429JSONResponse struct{ TooManyRequestsJSONResponse }
 
 func (response GetSandboxProof429JSONResponse) VisitGetSandboxProofResponse(w http.ResponseWriter) error {
@@ -2228,6 +2468,20 @@ func (response CreateSandboxSession201JSONResponse) VisitCreateSandboxSessionRes
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSandboxSession406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response CreateSandboxSession406JSONResponse) VisitCreateSandboxSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2290,6 +2544,20 @@ func (response GetSandboxSession200JSONResponse) VisitGetSandboxSessionResponse(
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSandboxSession406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response GetSandboxSession406JSONResponse) VisitGetSandboxSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2358,6 +2626,20 @@ func (response CreateSandboxAttempt201JSONResponse) VisitCreateSandboxAttemptRes
 	return err
 }
 
+type CreateSandboxAttempt406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response CreateSandboxAttempt406JSONResponse) VisitCreateSandboxAttemptResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateSandboxAttempt429JSONResponse struct{ TooManyRequestsJSONResponse }
 
 func (response CreateSandboxAttempt429JSONResponse) VisitCreateSandboxAttemptResponse(w http.ResponseWriter) error {
@@ -2418,6 +2700,20 @@ func (response DecideSandboxGate200JSONResponse) VisitDecideSandboxGateResponse(
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DecideSandboxGate406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response DecideSandboxGate406JSONResponse) VisitDecideSandboxGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2485,6 +2781,20 @@ func (response RegisterSandboxMandate201JSONResponse) VisitRegisterSandboxMandat
 	return err
 }
 
+type RegisterSandboxMandate406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response RegisterSandboxMandate406JSONResponse) VisitRegisterSandboxMandateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RegisterSandboxMandate429JSONResponse struct{ TooManyRequestsJSONResponse }
 
 func (response RegisterSandboxMandate429JSONResponse) VisitRegisterSandboxMandateResponse(w http.ResponseWriter) error {
@@ -2544,6 +2854,20 @@ func (response TeardownService202JSONResponse) VisitTeardownServiceResponse(w ht
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TeardownService406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response TeardownService406JSONResponse) VisitTeardownServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2610,6 +2934,20 @@ func (response CreateSignup201JSONResponse) VisitCreateSignupResponse(w http.Res
 	return err
 }
 
+type CreateSignup406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response CreateSignup406JSONResponse) VisitCreateSignupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateSignup429JSONResponse struct{ TooManyRequestsJSONResponse }
 
 func (response CreateSignup429JSONResponse) VisitCreateSignupResponse(w http.ResponseWriter) error {
@@ -2668,6 +3006,20 @@ func (response PollSignup200JSONResponse) VisitPollSignupResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollSignup406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response PollSignup406JSONResponse) VisitPollSignupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2734,6 +3086,20 @@ func (response GetTask200JSONResponse) VisitGetTaskResponse(w http.ResponseWrite
 	return err
 }
 
+type GetTask406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response GetTask406JSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetTask429JSONResponse struct{ TooManyRequestsJSONResponse }
 
 func (response GetTask429JSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
@@ -2793,6 +3159,20 @@ func (response PrepareWorkflow201JSONResponse) VisitPrepareWorkflowResponse(w ht
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PrepareWorkflow406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response PrepareWorkflow406JSONResponse) VisitPrepareWorkflowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2861,6 +3241,20 @@ func (response ApplyWorkflow202JSONResponse) VisitApplyWorkflowResponse(w http.R
 	return err
 }
 
+type ApplyWorkflow406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response ApplyWorkflow406JSONResponse) VisitApplyWorkflowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ApplyWorkflow429JSONResponse struct{ TooManyRequestsJSONResponse }
 
 func (response ApplyWorkflow429JSONResponse) VisitApplyWorkflowResponse(w http.ResponseWriter) error {
@@ -2925,6 +3319,20 @@ func (response GetVerifierScript200TextjavascriptResponse) VisitGetVerifierScrip
 		defer closer.Close()
 	}
 	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type GetVerifierScript406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response GetVerifierScript406JSONResponse) VisitGetVerifierScriptResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
 	return err
 }
 
