@@ -149,6 +149,13 @@ func convertSchema(s map[string]any, visit func(string)) any {
 		}
 	}
 	if nullable, _ := s["nullable"].(bool); nullable {
+		_, all := out["allOf"]
+		_, one := out["oneOf"]
+		_, anyOf := out["anyOf"]
+		if all || one || anyOf {
+			// A composed schema constrains null too; offer null beside it.
+			return map[string]any{"anyOf": []any{out, map[string]any{"type": "null"}}}
+		}
 		if t, ok := out["type"].(string); ok {
 			out["type"] = []any{t, "null"}
 			if enum := list(out["enum"]); enum != nil {
