@@ -5719,6 +5719,9 @@ func ParseGetSandboxReferenceResponse(rsp *http.Response) (*GetSandboxReferenceR
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5802,6 +5805,9 @@ func ParseGetReferenceIssuerJwksResponse(rsp *http.Response) (*GetReferenceIssue
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5841,6 +5847,9 @@ func ParseGetReferenceProofJwksResponse(rsp *http.Response) (*GetReferenceProofJ
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case rsp.StatusCode == 304:
+		break // No content-type
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
@@ -5882,6 +5891,9 @@ func ParseGetReferenceProofResponse(rsp *http.Response) (*GetReferenceProofRespo
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5922,6 +5934,9 @@ func ParseGetReferenceProvenanceResponse(rsp *http.Response) (*GetReferenceProve
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5955,6 +5970,9 @@ func ParseGetHolderScriptResponse(rsp *http.Response) (*GetHolderScriptResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7616,6 +7634,9 @@ func ParseGetVerifierScriptResponse(rsp *http.Response) (*GetVerifierScriptRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {

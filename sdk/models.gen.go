@@ -6,7 +6,6 @@ package sdk
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/oapi-codegen/runtime"
@@ -105,9 +104,12 @@ const (
 	AuthForbiddenOrigin       BlockedBy = "auth:forbidden_origin"
 	AuthInsufficientScope     BlockedBy = "auth:insufficient_scope"
 	AuthInvalidCredentials    BlockedBy = "auth:invalid_credentials"
+	AuthInvalidSignature      BlockedBy = "auth:invalid_signature"
 	AuthMissingCredentials    BlockedBy = "auth:missing_credentials"
 	BudgetHoldExpired         BlockedBy = "budget:hold_expired"
 	BudgetInsufficient        BlockedBy = "budget:insufficient"
+	ConflictExpired           BlockedBy = "conflict:expired"
+	ConflictGateDecided       BlockedBy = "conflict:gate_decided"
 	ConflictState             BlockedBy = "conflict:state"
 	IdempotencyInFlight       BlockedBy = "idempotency:in_flight"
 	IdempotencyKeyReused      BlockedBy = "idempotency:key_reused"
@@ -116,6 +118,7 @@ const (
 	InputMalformedJson        BlockedBy = "input:malformed_json"
 	InputMethodNotAllowed     BlockedBy = "input:method_not_allowed"
 	InputNotAcceptable        BlockedBy = "input:not_acceptable"
+	InputSignedMismatch       BlockedBy = "input:signed_mismatch"
 	InputUnknownField         BlockedBy = "input:unknown_field"
 	InputUnsupportedMediaType BlockedBy = "input:unsupported_media_type"
 	InternalError             BlockedBy = "internal:error"
@@ -147,11 +150,17 @@ func (e BlockedBy) Valid() bool {
 		return true
 	case AuthInvalidCredentials:
 		return true
+	case AuthInvalidSignature:
+		return true
 	case AuthMissingCredentials:
 		return true
 	case BudgetHoldExpired:
 		return true
 	case BudgetInsufficient:
+		return true
+	case ConflictExpired:
+		return true
+	case ConflictGateDecided:
 		return true
 	case ConflictState:
 		return true
@@ -168,6 +177,8 @@ func (e BlockedBy) Valid() bool {
 	case InputMethodNotAllowed:
 		return true
 	case InputNotAcceptable:
+		return true
+	case InputSignedMismatch:
 		return true
 	case InputUnknownField:
 		return true
@@ -484,6 +495,66 @@ func (e JsonRpcMessageJsonrpc) Valid() bool {
 	}
 }
 
+// Defines values for JwkAlg.
+const (
+	ES256 JwkAlg = "ES256"
+)
+
+// Valid indicates whether the value is a known member of the JwkAlg enum.
+func (e JwkAlg) Valid() bool {
+	switch e {
+	case ES256:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JwkCrv.
+const (
+	P256 JwkCrv = "P-256"
+)
+
+// Valid indicates whether the value is a known member of the JwkCrv enum.
+func (e JwkCrv) Valid() bool {
+	switch e {
+	case P256:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JwkKty.
+const (
+	EC JwkKty = "EC"
+)
+
+// Valid indicates whether the value is a known member of the JwkKty enum.
+func (e JwkKty) Valid() bool {
+	switch e {
+	case EC:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JwkUse.
+const (
+	Sig JwkUse = "sig"
+)
+
+// Valid indicates whether the value is a known member of the JwkUse enum.
+func (e JwkUse) Valid() bool {
+	switch e {
+	case Sig:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ManualActionKind.
 const (
 	Manual ManualActionKind = "manual"
@@ -556,15 +627,30 @@ func (e PricingAssumptionSource) Valid() bool {
 	}
 }
 
-// Defines values for ProvenanceLabel.
+// Defines values for ProvenanceKind.
 const (
-	UnsignedObservation ProvenanceLabel = "unsigned_observation"
+	UnsignedObservation ProvenanceKind = "unsigned-observation"
 )
 
-// Valid indicates whether the value is a known member of the ProvenanceLabel enum.
-func (e ProvenanceLabel) Valid() bool {
+// Valid indicates whether the value is a known member of the ProvenanceKind enum.
+func (e ProvenanceKind) Valid() bool {
 	switch e {
 	case UnsignedObservation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ProvenanceVersion.
+const (
+	ProvenanceVersionV1 ProvenanceVersion = "v1"
+)
+
+// Valid indicates whether the value is a known member of the ProvenanceVersion enum.
+func (e ProvenanceVersion) Valid() bool {
+	switch e {
+	case ProvenanceVersionV1:
 		return true
 	default:
 		return false
@@ -643,6 +729,39 @@ func (e RequestActionMethod) Valid() bool {
 	}
 }
 
+// Defines values for SandboxAttemptCurrency.
+const (
+	SandboxAttemptCurrencyUSD SandboxAttemptCurrency = "USD"
+)
+
+// Valid indicates whether the value is a known member of the SandboxAttemptCurrency enum.
+func (e SandboxAttemptCurrency) Valid() bool {
+	switch e {
+	case SandboxAttemptCurrencyUSD:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SandboxAttemptOutcome.
+const (
+	Charged SandboxAttemptOutcome = "charged"
+	Gated   SandboxAttemptOutcome = "gated"
+)
+
+// Valid indicates whether the value is a known member of the SandboxAttemptOutcome enum.
+func (e SandboxAttemptOutcome) Valid() bool {
+	switch e {
+	case Charged:
+		return true
+	case Gated:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SandboxAttemptScenario.
 const (
 	SandboxAttemptScenarioAllowed  SandboxAttemptScenario = "allowed"
@@ -661,72 +780,6 @@ func (e SandboxAttemptScenario) Valid() bool {
 	}
 }
 
-// Defines values for SandboxAttemptStatus.
-const (
-	SandboxAttemptStatusApproved         SandboxAttemptStatus = "approved"
-	SandboxAttemptStatusAwaitingDecision SandboxAttemptStatus = "awaiting_decision"
-	SandboxAttemptStatusCharged          SandboxAttemptStatus = "charged"
-	SandboxAttemptStatusDenied           SandboxAttemptStatus = "denied"
-)
-
-// Valid indicates whether the value is a known member of the SandboxAttemptStatus enum.
-func (e SandboxAttemptStatus) Valid() bool {
-	switch e {
-	case SandboxAttemptStatusApproved:
-		return true
-	case SandboxAttemptStatusAwaitingDecision:
-		return true
-	case SandboxAttemptStatusCharged:
-		return true
-	case SandboxAttemptStatusDenied:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for SandboxAttemptEnvelopeDataScenario.
-const (
-	SandboxAttemptEnvelopeDataScenarioAllowed  SandboxAttemptEnvelopeDataScenario = "allowed"
-	SandboxAttemptEnvelopeDataScenarioApproval SandboxAttemptEnvelopeDataScenario = "approval"
-)
-
-// Valid indicates whether the value is a known member of the SandboxAttemptEnvelopeDataScenario enum.
-func (e SandboxAttemptEnvelopeDataScenario) Valid() bool {
-	switch e {
-	case SandboxAttemptEnvelopeDataScenarioAllowed:
-		return true
-	case SandboxAttemptEnvelopeDataScenarioApproval:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for SandboxAttemptEnvelopeDataStatus.
-const (
-	SandboxAttemptEnvelopeDataStatusApproved         SandboxAttemptEnvelopeDataStatus = "approved"
-	SandboxAttemptEnvelopeDataStatusAwaitingDecision SandboxAttemptEnvelopeDataStatus = "awaiting_decision"
-	SandboxAttemptEnvelopeDataStatusCharged          SandboxAttemptEnvelopeDataStatus = "charged"
-	SandboxAttemptEnvelopeDataStatusDenied           SandboxAttemptEnvelopeDataStatus = "denied"
-)
-
-// Valid indicates whether the value is a known member of the SandboxAttemptEnvelopeDataStatus enum.
-func (e SandboxAttemptEnvelopeDataStatus) Valid() bool {
-	switch e {
-	case SandboxAttemptEnvelopeDataStatusApproved:
-		return true
-	case SandboxAttemptEnvelopeDataStatusAwaitingDecision:
-		return true
-	case SandboxAttemptEnvelopeDataStatusCharged:
-		return true
-	case SandboxAttemptEnvelopeDataStatusDenied:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for SandboxAttemptRequestScenario.
 const (
 	SandboxAttemptRequestScenarioAllowed  SandboxAttemptRequestScenario = "allowed"
@@ -739,6 +792,105 @@ func (e SandboxAttemptRequestScenario) Valid() bool {
 	case SandboxAttemptRequestScenarioAllowed:
 		return true
 	case SandboxAttemptRequestScenarioApproval:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SandboxGateOutcome.
+const (
+	SandboxGateOutcomeApproved SandboxGateOutcome = "approved"
+)
+
+// Valid indicates whether the value is a known member of the SandboxGateOutcome enum.
+func (e SandboxGateOutcome) Valid() bool {
+	switch e {
+	case SandboxGateOutcomeApproved:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SandboxGateStateDecidedOutcome.
+const (
+	SandboxGateStateDecidedOutcomeApproved SandboxGateStateDecidedOutcome = "approved"
+	SandboxGateStateDecidedOutcomeDenied   SandboxGateStateDecidedOutcome = "denied"
+)
+
+// Valid indicates whether the value is a known member of the SandboxGateStateDecidedOutcome enum.
+func (e SandboxGateStateDecidedOutcome) Valid() bool {
+	switch e {
+	case SandboxGateStateDecidedOutcomeApproved:
+		return true
+	case SandboxGateStateDecidedOutcomeDenied:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SandboxGateStateOutcome.
+const (
+	SandboxGateStateOutcomeApproved SandboxGateStateOutcome = "approved"
+)
+
+// Valid indicates whether the value is a known member of the SandboxGateStateOutcome enum.
+func (e SandboxGateStateOutcome) Valid() bool {
+	switch e {
+	case SandboxGateStateOutcomeApproved:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SandboxGateStateState.
+const (
+	SandboxGateStateStateDecided SandboxGateStateState = "decided"
+	SandboxGateStateStateExpired SandboxGateStateState = "expired"
+	SandboxGateStateStateOpen    SandboxGateStateState = "open"
+)
+
+// Valid indicates whether the value is a known member of the SandboxGateStateState enum.
+func (e SandboxGateStateState) Valid() bool {
+	switch e {
+	case SandboxGateStateStateDecided:
+		return true
+	case SandboxGateStateStateExpired:
+		return true
+	case SandboxGateStateStateOpen:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SandboxMandateCurrency.
+const (
+	SandboxMandateCurrencyUSD SandboxMandateCurrency = "USD"
+)
+
+// Valid indicates whether the value is a known member of the SandboxMandateCurrency enum.
+func (e SandboxMandateCurrency) Valid() bool {
+	switch e {
+	case SandboxMandateCurrencyUSD:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SandboxReferenceManifestProofVersion.
+const (
+	SandboxReferenceManifestProofVersionV1 SandboxReferenceManifestProofVersion = "v1"
+)
+
+// Valid indicates whether the value is a known member of the SandboxReferenceManifestProofVersion enum.
+func (e SandboxReferenceManifestProofVersion) Valid() bool {
+	switch e {
+	case SandboxReferenceManifestProofVersionV1:
 		return true
 	default:
 		return false
@@ -1459,8 +1611,19 @@ type FormatVersion string
 
 // GateDecided defines model for GateDecided.
 type GateDecided struct {
-	Gate    SandboxGate `json:"gate"`
-	ProofId *string     `json:"proofId,omitempty"`
+	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	BudgetRemainingUsd Usd `json:"budgetRemainingUsd"`
+
+	// Gate A gate with where it stands.
+	Gate SandboxGateState `json:"gate"`
+
+	// ProofId Set once the session has a proof.
+	ProofId   *string `json:"proofId"`
+	Receipt   Receipt `json:"receipt"`
+	SessionId string  `json:"sessionId"`
+
+	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
+	Undo Undo `json:"undo"`
 }
 
 // GateDecisionEnvelope defines model for GateDecisionEnvelope.
@@ -1514,16 +1677,28 @@ type JsonRpcMessage_Id struct {
 // JsonRpcMessageJsonrpc defines model for JsonRpcMessage.Jsonrpc.
 type JsonRpcMessageJsonrpc string
 
-// Jwk defines model for Jwk.
+// Jwk A public P-256 key; private members are never published.
 type Jwk struct {
-	Alg *string `json:"alg,omitempty"`
-	Crv *string `json:"crv,omitempty"`
-	Kid *string `json:"kid,omitempty"`
-	Kty string  `json:"kty"`
-	Use *string `json:"use,omitempty"`
-	X   *string `json:"x,omitempty"`
-	Y   *string `json:"y,omitempty"`
+	Alg *JwkAlg `json:"alg,omitempty"`
+	Crv JwkCrv  `json:"crv"`
+	Kid string  `json:"kid"`
+	Kty JwkKty  `json:"kty"`
+	Use *JwkUse `json:"use,omitempty"`
+	X   string  `json:"x"`
+	Y   string  `json:"y"`
 }
+
+// JwkAlg defines model for Jwk.Alg.
+type JwkAlg string
+
+// JwkCrv defines model for Jwk.Crv.
+type JwkCrv string
+
+// JwkKty defines model for Jwk.Kty.
+type JwkKty string
+
+// JwkUse defines model for Jwk.Use.
+type JwkUse string
 
 // Jwks defines model for Jwks.
 type Jwks struct {
@@ -1576,11 +1751,16 @@ type MandateEnvelope struct {
 
 // MandateRegistered defines model for MandateRegistered.
 type MandateRegistered struct {
-	// AmountUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
-	AmountUsd           Usd    `json:"amountUsd"`
-	HolderKeyThumbprint string `json:"holderKeyThumbprint"`
-	MandateId           string `json:"mandateId"`
-	SessionId           string `json:"sessionId"`
+	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	BudgetRemainingUsd Usd `json:"budgetRemainingUsd"`
+
+	// Mandate The registered fake-money mandate, as the sandbox read it.
+	Mandate   SandboxMandate `json:"mandate"`
+	Receipt   Receipt        `json:"receipt"`
+	SessionId string         `json:"sessionId"`
+
+	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
+	Undo Undo `json:"undo"`
 }
 
 // MandateRegistrationRequest defines model for MandateRegistrationRequest.
@@ -1653,14 +1833,23 @@ type PricingAssumptionSource string
 // ProofId defines model for ProofId.
 type ProofId = string
 
-// Provenance defines model for Provenance.
+// Provenance What the server believed it was running when it minted the release. Hashed by the manifest, signed by nothing.
 type Provenance struct {
-	Label                ProvenanceLabel        `json:"label"`
-	AdditionalProperties map[string]interface{} `json:"-"`
+	// Build Free-form description of the runtime build.
+	Build map[string]interface{} `json:"build"`
+	Kind  ProvenanceKind         `json:"kind"`
+
+	// ObservedAt An RFC 3339 instant in UTC with whole seconds, as the holder signs it; copy it verbatim.
+	ObservedAt SandboxTimestamp  `json:"observedAt"`
+	ProofId    ProofId           `json:"proofId"`
+	Version    ProvenanceVersion `json:"version"`
 }
 
-// ProvenanceLabel defines model for Provenance.Label.
-type ProvenanceLabel string
+// ProvenanceKind defines model for Provenance.Kind.
+type ProvenanceKind string
+
+// ProvenanceVersion defines model for Provenance.Version.
+type ProvenanceVersion string
 
 // Quote defines model for Quote.
 type Quote struct {
@@ -1793,58 +1982,38 @@ type SandboxAction struct {
 	union json.RawMessage
 }
 
-// SandboxAttempt defines model for SandboxAttempt.
+// SandboxAttempt An attempt entry exactly as the proof carries it (docs/sandbox-proof.md §4.1).
 type SandboxAttempt struct {
 	// AmountUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
-	AmountUsd *Usd         `json:"amountUsd,omitempty"`
-	Gate      *SandboxGate `json:"gate,omitempty"`
-	Id        string       `json:"id"`
+	AmountUsd Usd                    `json:"amountUsd"`
+	AttemptId string                 `json:"attemptId"`
+	Currency  SandboxAttemptCurrency `json:"currency"`
+	Outcome   SandboxAttemptOutcome  `json:"outcome"`
 
-	// Receipt An issuer-signed compact JWS.
-	Receipt       *string                `json:"receipt,omitempty"`
-	RequestDigest string                 `json:"requestDigest"`
+	// Receipt The issuer-signed receipt, a compact JWS.
+	Receipt       string                 `json:"receipt"`
+	RequestDigest Sha256Hex              `json:"requestDigest"`
 	Scenario      SandboxAttemptScenario `json:"scenario"`
-	Status        SandboxAttemptStatus   `json:"status"`
 }
+
+// SandboxAttemptCurrency defines model for SandboxAttempt.Currency.
+type SandboxAttemptCurrency string
+
+// SandboxAttemptOutcome defines model for SandboxAttempt.Outcome.
+type SandboxAttemptOutcome string
 
 // SandboxAttemptScenario defines model for SandboxAttempt.Scenario.
 type SandboxAttemptScenario string
 
-// SandboxAttemptStatus defines model for SandboxAttempt.Status.
-type SandboxAttemptStatus string
-
 // SandboxAttemptEnvelope defines model for SandboxAttemptEnvelope.
 type SandboxAttemptEnvelope struct {
-	Actions Actions `json:"actions"`
-	Data    struct {
-		// AmountUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
-		AmountUsd *Usd `json:"amountUsd,omitempty"`
-
-		// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
-		BudgetRemainingUsd Usd          `json:"budgetRemainingUsd"`
-		Gate               *SandboxGate `json:"gate,omitempty"`
-		Id                 string       `json:"id"`
-
-		// Receipt An issuer-signed compact JWS.
-		Receipt       string                             `json:"receipt"`
-		RequestDigest string                             `json:"requestDigest"`
-		Scenario      SandboxAttemptEnvelopeDataScenario `json:"scenario"`
-		Status        SandboxAttemptEnvelopeDataStatus   `json:"status"`
-
-		// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
-		Undo Undo `json:"undo"`
-	} `json:"data"`
+	Actions Actions              `json:"actions"`
+	Data    SandboxAttemptResult `json:"data"`
 
 	// FormatVersion The envelope format version.
 	FormatVersion FormatVersion `json:"formatVersion"`
 	Replayed      *bool         `json:"replayed,omitempty"`
 }
-
-// SandboxAttemptEnvelopeDataScenario defines model for SandboxAttemptEnvelope.Data.Scenario.
-type SandboxAttemptEnvelopeDataScenario string
-
-// SandboxAttemptEnvelopeDataStatus defines model for SandboxAttemptEnvelope.Data.Status.
-type SandboxAttemptEnvelopeDataStatus string
 
 // SandboxAttemptRequest defines model for SandboxAttemptRequest.
 type SandboxAttemptRequest struct {
@@ -1854,57 +2023,142 @@ type SandboxAttemptRequest struct {
 // SandboxAttemptRequestScenario defines model for SandboxAttemptRequest.Scenario.
 type SandboxAttemptRequestScenario string
 
-// SandboxGate defines model for SandboxGate.
-type SandboxGate struct {
-	DecidedOutcome *string   `json:"decidedOutcome,omitempty"`
-	ExpiresAt      time.Time `json:"expiresAt"`
-	Id             string    `json:"id"`
-	Nonce          string    `json:"nonce"`
-	Outcome        string    `json:"outcome"`
-	RequestDigest  string    `json:"requestDigest"`
+// SandboxAttemptResult defines model for SandboxAttemptResult.
+type SandboxAttemptResult struct {
+	// Attempt An attempt entry exactly as the proof carries it (docs/sandbox-proof.md §4.1).
+	Attempt SandboxAttempt `json:"attempt"`
+
+	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	BudgetRemainingUsd Usd `json:"budgetRemainingUsd"`
+
+	// Gate The gate an approval attempt opens. The holder signs these values (docs/sandbox-proof.md §3.3).
+	Gate *SandboxGate `json:"gate,omitempty"`
+
+	// ProofId Set when this attempt completed the session's proof.
+	ProofId   *string `json:"proofId"`
+	Receipt   Receipt `json:"receipt"`
+	SessionId string  `json:"sessionId"`
+
+	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
+	Undo Undo `json:"undo"`
 }
 
-// SandboxProofEnvelope defines model for SandboxProofEnvelope.
+// SandboxGate The gate an approval attempt opens. The holder signs these values (docs/sandbox-proof.md §3.3).
+type SandboxGate struct {
+	// ExpiresAt An RFC 3339 instant in UTC with whole seconds, as the holder signs it; copy it verbatim.
+	ExpiresAt SandboxTimestamp `json:"expiresAt"`
+	Id        string           `json:"id"`
+	Nonce     string           `json:"nonce"`
+
+	// Outcome The outcome a holder signature over these values puts into effect.
+	Outcome       SandboxGateOutcome `json:"outcome"`
+	RequestDigest Sha256Hex          `json:"requestDigest"`
+}
+
+// SandboxGateOutcome The outcome a holder signature over these values puts into effect.
+type SandboxGateOutcome string
+
+// SandboxGateState A gate with where it stands.
+type SandboxGateState struct {
+	// AttemptId The approval attempt that opened the gate.
+	AttemptId string `json:"attemptId"`
+
+	// DecidedAt An RFC 3339 instant in UTC with whole seconds, as the holder signs it; copy it verbatim.
+	DecidedAt      *SandboxTimestamp               `json:"decidedAt,omitempty"`
+	DecidedOutcome *SandboxGateStateDecidedOutcome `json:"decidedOutcome,omitempty"`
+
+	// ExpiresAt An RFC 3339 instant in UTC with whole seconds, as the holder signs it; copy it verbatim.
+	ExpiresAt     SandboxTimestamp        `json:"expiresAt"`
+	Id            string                  `json:"id"`
+	Nonce         string                  `json:"nonce"`
+	Outcome       SandboxGateStateOutcome `json:"outcome"`
+	RequestDigest Sha256Hex               `json:"requestDigest"`
+	State         SandboxGateStateState   `json:"state"`
+}
+
+// SandboxGateStateDecidedOutcome defines model for SandboxGateState.DecidedOutcome.
+type SandboxGateStateDecidedOutcome string
+
+// SandboxGateStateOutcome defines model for SandboxGateState.Outcome.
+type SandboxGateStateOutcome string
+
+// SandboxGateStateState defines model for SandboxGateState.State.
+type SandboxGateStateState string
+
+// SandboxMandate The registered fake-money mandate, as the sandbox read it.
+type SandboxMandate struct {
+	// AmountUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	AmountUsd Usd                    `json:"amountUsd"`
+	Currency  SandboxMandateCurrency `json:"currency"`
+
+	// ExpiresAt An RFC 3339 instant in UTC with whole seconds, as the holder signs it; copy it verbatim.
+	ExpiresAt SandboxTimestamp `json:"expiresAt"`
+
+	// HolderKeyThumbprint RFC 7638 thumbprint of the holder key; gate decisions must come from the same key.
+	HolderKeyThumbprint string `json:"holderKeyThumbprint"`
+
+	// IssuerKid The issuer key the mandate names as its audience.
+	IssuerKid     string    `json:"issuerKid"`
+	MandateSha256 Sha256Hex `json:"mandateSha256"`
+}
+
+// SandboxMandateCurrency defines model for SandboxMandate.Currency.
+type SandboxMandateCurrency string
+
+// SandboxProofEnvelope `data` is the proof artifact, JSON-equal to `/reference/sandbox/proof.json` for the reference proof.
 type SandboxProofEnvelope struct {
-	Actions *Actions     `json:"actions,omitempty"`
+	Actions Actions      `json:"actions"`
 	Data    FlattenedJws `json:"data"`
 
 	// FormatVersion The envelope format version.
-	FormatVersion *FormatVersion `json:"formatVersion,omitempty"`
+	FormatVersion FormatVersion `json:"formatVersion"`
 }
 
-// SandboxReferenceManifest defines model for SandboxReferenceManifest.
+// SandboxReferenceManifest `available` only once every file of the release is published; until then
+// `pending`, with the script hashes under `verification`. When available,
+// `holderCliSha256` is at the top level (docs/sandbox-proof.md §5).
 type SandboxReferenceManifest struct {
-	ArtifactSha256   *Sha256Hex                    `json:"artifactSha256,omitempty"`
-	HolderCliSha256  *Sha256Hex                    `json:"holderCliSha256,omitempty"`
-	IssuerJwksSha256 *Sha256Hex                    `json:"issuerJwksSha256,omitempty"`
-	ProofId          *ProofId                      `json:"proofId,omitempty"`
-	ProofJwksSha256  *Sha256Hex                    `json:"proofJwksSha256,omitempty"`
-	ProvenanceSha256 *Sha256Hex                    `json:"provenanceSha256,omitempty"`
-	PublishedAt      *time.Time                    `json:"publishedAt,omitempty"`
-	ReleaseId        *string                       `json:"releaseId,omitempty"`
-	State            SandboxReferenceManifestState `json:"state"`
+	ArtifactSha256   *Sha256Hex                            `json:"artifactSha256,omitempty"`
+	HolderCliSha256  *Sha256Hex                            `json:"holderCliSha256,omitempty"`
+	IssuerJwksSha256 *Sha256Hex                            `json:"issuerJwksSha256,omitempty"`
+	ProofId          *ProofId                              `json:"proofId,omitempty"`
+	ProofJwksSha256  *Sha256Hex                            `json:"proofJwksSha256,omitempty"`
+	ProofVersion     *SandboxReferenceManifestProofVersion `json:"proofVersion,omitempty"`
+	ProvenanceSha256 *Sha256Hex                            `json:"provenanceSha256,omitempty"`
+	State            SandboxReferenceManifestState         `json:"state"`
 	Verification     *struct {
 		HolderCliSha256 *Sha256Hex `json:"holderCliSha256,omitempty"`
+		VerifierSha256  *Sha256Hex `json:"verifierSha256,omitempty"`
 	} `json:"verification,omitempty"`
 	VerifierSha256 *Sha256Hex `json:"verifierSha256,omitempty"`
 }
 
+// SandboxReferenceManifestProofVersion defines model for SandboxReferenceManifest.ProofVersion.
+type SandboxReferenceManifestProofVersion string
+
 // SandboxReferenceManifestState defines model for SandboxReferenceManifest.State.
 type SandboxReferenceManifestState string
 
-// SandboxSession defines model for SandboxSession.
+// SandboxSession A sandbox session. It never carries the agent capability.
 type SandboxSession struct {
-	Attempts          *[]SandboxAttempt   `json:"attempts,omitempty"`
-	CreatedAt         time.Time           `json:"createdAt"`
-	ExpiresAt         *time.Time          `json:"expiresAt,omitempty"`
-	Id                string              `json:"id"`
-	MandateRegistered *bool               `json:"mandateRegistered,omitempty"`
-	ProofId           *string             `json:"proofId,omitempty"`
-	State             SandboxSessionState `json:"state"`
+	Attempts []SandboxAttempt `json:"attempts"`
+
+	// BudgetRemainingUsd What the mandate still covers; charged attempts and open gates count against it. Present once a mandate is registered.
+	BudgetRemainingUsd *Usd               `json:"budgetRemainingUsd,omitempty"`
+	CreatedAt          time.Time          `json:"createdAt"`
+	Gates              []SandboxGateState `json:"gates"`
+	Id                 string             `json:"id"`
+
+	// Mandate The registered fake-money mandate, as the sandbox read it.
+	Mandate           *SandboxMandate `json:"mandate,omitempty"`
+	MandateRegistered bool            `json:"mandateRegistered"`
+	ProofId           *string         `json:"proofId"`
+
+	// State `awaiting_mandate` until the holder registers a mandate; `active` while attempts are taken; `proven` once a proof is minted; `expired` when the mandate expired before a proof.
+	State SandboxSessionState `json:"state"`
 }
 
-// SandboxSessionState defines model for SandboxSession.State.
+// SandboxSessionState `awaiting_mandate` until the holder registers a mandate; `active` while attempts are taken; `proven` once a proof is minted; `expired` when the mandate expired before a proof.
 type SandboxSessionState string
 
 // SandboxSessionCreated defines model for SandboxSessionCreated.
@@ -1915,8 +2169,10 @@ type SandboxSessionCreated struct {
 	AgentCapability string `json:"agentCapability"`
 
 	// AuthorizationHeader Complete Authorization header value. Returned once.
-	AuthorizationHeader string         `json:"authorizationHeader"`
-	Session             SandboxSession `json:"session"`
+	AuthorizationHeader string `json:"authorizationHeader"`
+
+	// Session A sandbox session. It never carries the agent capability.
+	Session SandboxSession `json:"session"`
 }
 
 // SandboxSessionCreatedEnvelope defines model for SandboxSessionCreatedEnvelope.
@@ -1941,8 +2197,12 @@ type SandboxSessionEnvelope struct {
 
 // SandboxSessionRead defines model for SandboxSessionRead.
 type SandboxSessionRead struct {
+	// Session A sandbox session. It never carries the agent capability.
 	Session SandboxSession `json:"session"`
 }
+
+// SandboxTimestamp An RFC 3339 instant in UTC with whole seconds, as the holder signs it; copy it verbatim.
+type SandboxTimestamp = string
 
 // Sha256Hex defines model for Sha256Hex.
 type Sha256Hex = string
@@ -2363,72 +2623,6 @@ type PrepareWorkflowJSONRequestBody = WorkflowRequest
 
 // ApplyWorkflowJSONRequestBody defines body for ApplyWorkflow for application/json ContentType.
 type ApplyWorkflowJSONRequestBody = ApplyWorkflowRequest
-
-// Getter for additional properties for Provenance. Returns the specified
-// element and whether it was found
-func (a Provenance) Get(fieldName string) (value interface{}, found bool) {
-	if a.AdditionalProperties != nil {
-		value, found = a.AdditionalProperties[fieldName]
-	}
-	return
-}
-
-// Setter for additional properties for Provenance
-func (a *Provenance) Set(fieldName string, value interface{}) {
-	if a.AdditionalProperties == nil {
-		a.AdditionalProperties = make(map[string]interface{})
-	}
-	a.AdditionalProperties[fieldName] = value
-}
-
-// Override default JSON handling for Provenance to handle AdditionalProperties
-func (a *Provenance) UnmarshalJSON(b []byte) error {
-	object := make(map[string]json.RawMessage)
-	err := json.Unmarshal(b, &object)
-	if err != nil {
-		return err
-	}
-
-	if raw, found := object["label"]; found {
-		err = json.Unmarshal(raw, &a.Label)
-		if err != nil {
-			return fmt.Errorf("error reading 'label': %w", err)
-		}
-		delete(object, "label")
-	}
-
-	if len(object) != 0 {
-		a.AdditionalProperties = make(map[string]interface{})
-		for fieldName, fieldBuf := range object {
-			var fieldVal interface{}
-			err := json.Unmarshal(fieldBuf, &fieldVal)
-			if err != nil {
-				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
-			}
-			a.AdditionalProperties[fieldName] = fieldVal
-		}
-	}
-	return nil
-}
-
-// Override default JSON handling for Provenance to handle AdditionalProperties
-func (a Provenance) MarshalJSON() ([]byte, error) {
-	var err error
-	object := make(map[string]json.RawMessage)
-
-	object["label"], err = json.Marshal(a.Label)
-	if err != nil {
-		return nil, fmt.Errorf("error marshaling 'label': %w", err)
-	}
-
-	for fieldName, field := range a.AdditionalProperties {
-		object[fieldName], err = json.Marshal(field)
-		if err != nil {
-			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
-		}
-	}
-	return json.Marshal(object)
-}
 
 // AsToolAction returns the union data inside the Action as a ToolAction
 func (t Action) AsToolAction() (ToolAction, error) {

@@ -1248,6 +1248,14 @@ func (response GetSandboxReference200JSONResponse) VisitGetSandboxReferenceRespo
 	return err
 }
 
+type GetSandboxReference304Response struct {
+}
+
+func (response GetSandboxReference304Response) VisitGetSandboxReferenceResponse(w http.ResponseWriter) error {
+	w.WriteHeader(304)
+	return nil
+}
+
 type GetSandboxReference406JSONResponse struct{ NotAcceptableJSONResponse }
 
 func (response GetSandboxReference406JSONResponse) VisitGetSandboxReferenceResponse(w http.ResponseWriter) error {
@@ -1361,6 +1369,14 @@ func (response GetReferenceIssuerJwks200JSONResponse) VisitGetReferenceIssuerJwk
 	return err
 }
 
+type GetReferenceIssuerJwks304Response struct {
+}
+
+func (response GetReferenceIssuerJwks304Response) VisitGetReferenceIssuerJwksResponse(w http.ResponseWriter) error {
+	w.WriteHeader(304)
+	return nil
+}
+
 type GetReferenceIssuerJwks406JSONResponse struct{ NotAcceptableJSONResponse }
 
 func (response GetReferenceIssuerJwks406JSONResponse) VisitGetReferenceIssuerJwksResponse(w http.ResponseWriter) error {
@@ -1411,6 +1427,14 @@ func (response GetReferenceProofJwks200JSONResponse) VisitGetReferenceProofJwksR
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
+}
+
+type GetReferenceProofJwks304Response struct {
+}
+
+func (response GetReferenceProofJwks304Response) VisitGetReferenceProofJwksResponse(w http.ResponseWriter) error {
+	w.WriteHeader(304)
+	return nil
 }
 
 type GetReferenceProofJwks406JSONResponse struct{ NotAcceptableJSONResponse }
@@ -1465,6 +1489,14 @@ func (response GetReferenceProof200JSONResponse) VisitGetReferenceProofResponse(
 	return err
 }
 
+type GetReferenceProof304Response struct {
+}
+
+func (response GetReferenceProof304Response) VisitGetReferenceProofResponse(w http.ResponseWriter) error {
+	w.WriteHeader(304)
+	return nil
+}
+
 type GetReferenceProof406JSONResponse struct{ NotAcceptableJSONResponse }
 
 func (response GetReferenceProof406JSONResponse) VisitGetReferenceProofResponse(w http.ResponseWriter) error {
@@ -1515,6 +1547,14 @@ func (response GetReferenceProvenance200JSONResponse) VisitGetReferenceProvenanc
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
+}
+
+type GetReferenceProvenance304Response struct {
+}
+
+func (response GetReferenceProvenance304Response) VisitGetReferenceProvenanceResponse(w http.ResponseWriter) error {
+	w.WriteHeader(304)
+	return nil
 }
 
 type GetReferenceProvenance406JSONResponse struct{ NotAcceptableJSONResponse }
@@ -1573,6 +1613,14 @@ func (response GetHolderScript200TextjavascriptResponse) VisitGetHolderScriptRes
 	}
 	_, err := io.Copy(w, response.Body)
 	return err
+}
+
+type GetHolderScript304Response struct {
+}
+
+func (response GetHolderScript304Response) VisitGetHolderScriptResponse(w http.ResponseWriter) error {
+	w.WriteHeader(304)
+	return nil
 }
 
 type GetHolderScript406JSONResponse struct{ NotAcceptableJSONResponse }
@@ -3320,6 +3368,14 @@ func (response GetVerifierScript200TextjavascriptResponse) VisitGetVerifierScrip
 	}
 	_, err := io.Copy(w, response.Body)
 	return err
+}
+
+type GetVerifierScript304Response struct {
+}
+
+func (response GetVerifierScript304Response) VisitGetVerifierScriptResponse(w http.ResponseWriter) error {
+	w.WriteHeader(304)
+	return nil
 }
 
 type GetVerifierScript406JSONResponse struct{ NotAcceptableJSONResponse }
