@@ -15,6 +15,8 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 	root.AddCommand(groups["domains"])
 	groups["email"] = &cobra.Command{Use: "email", Short: "Organisation email addresses", GroupID: groupIDFor("email")}
 	root.AddCommand(groups["email"])
+	groups["ledger"] = &cobra.Command{Use: "ledger", Short: "The hash-chained audit ledger", GroupID: groupIDFor("ledger")}
+	root.AddCommand(groups["ledger"])
 	groups["projects"] = &cobra.Command{Use: "projects", Short: "Launches and leave packages", GroupID: groupIDFor("projects")}
 	root.AddCommand(groups["projects"])
 	groups["quotes"] = &cobra.Command{Use: "quotes", Short: "Quotes that hold project budget", GroupID: groupIDFor("quotes")}
@@ -138,6 +140,13 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Example:   "  pier reference holder-script\n  pier reference holder-script --json",
 		Anonymous: true, Idempotent: false, HasBody: false, BodyRequired: false,
 	}, runF))
+	groups["projects"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "get_project", Method: "GET", Path: "/v1/projects/{id}",
+		Use: "get <id>", Short: "Read a project, its budget, policy and active holds.",
+		Example:   "  pier projects get ID\n  pier projects get ID --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+	}, runF))
 	groups["reference"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "get_reference_issuer_jwks", Method: "GET", Path: "/reference/sandbox/issuer-jwks.json",
 		Use: "issuer-jwks", Short: "The sandbox issuer's public keys.",
@@ -210,6 +219,25 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "target", Field: "target", In: "body", Kind: "string", Required: true, Usage: "A target from the catalog, such as `edge`, `process` or `worker`."},
 		},
 	}, runF))
+	groups["ledger"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "list_ledger_entries", Method: "GET", Path: "/v1/ledger",
+		Use: "list", Short: "Read the organisation's hash-chained audit ledger.",
+		Long:      "Read the organisation's hash-chained audit ledger.\n\nEntries in order. Each carries the SHA-256 of the one before it; `pier ledger verify` checks an exported chain offline.",
+		Example:   "  pier ledger list\n  pier ledger list --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Flags: []FlagSpec{
+			{Flag: "after", Field: "after", In: "query", Kind: "int", Required: false, Usage: "Only entries with a sequence number above this."},
+			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: ""},
+		},
+		Table: &TableSpec{Path: "entries", Columns: []string{"seq", "at", "actor", "action", "objectId"}},
+	}, runF))
+	groups["projects"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "list_projects", Method: "GET", Path: "/v1/projects",
+		Use: "list", Short: "List the organisation's projects with their budgets.",
+		Example:   "  pier projects list\n  pier projects list --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Table: &TableSpec{Path: "projects", Columns: []string{"id", "name", "budgetLimitUsd", "spentUsd", "heldUsd", "remainingUsd"}},
+	}, runF))
 	groups["billing"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "poll_billing", Method: "POST", Path: "/v1/billing/poll",
 		Use: "poll", Short: "Poll a card flow; bound to its secret.",
@@ -251,6 +279,25 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Args: []ArgSpec{{Name: "id", In: "path"}},
 		Flags: []FlagSpec{
 			{Flag: "mandate", Field: "mandate", In: "body", Kind: "string", Required: true, Usage: "An ES256 compact JWS signed by the holder key."},
+		},
+	}, runF))
+	groups["quotes"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "release_quote", Method: "POST", Path: "/v1/quotes/{id}/release",
+		Use: "release <id>", Short: "Release a quote's hold before it expires; the undo of create_quote.",
+		Example:   "  pier quotes release ID\n  pier quotes release ID --json",
+		Anonymous: false, Idempotent: true, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+	}, runF))
+	groups["projects"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "request_budget_raise", Method: "POST", Path: "/v1/projects/{id}/budget-raises",
+		Use: "request-budget-raise <id>", Short: "Ask a human to raise the project's budget; answers with a task in input_required.",
+		Long:      "Ask a human to raise the project's budget; answers with a task in input_required.\n\nThe task carries the approval URL for the human. Poll it to see the decision.",
+		Example:   "  pier projects request-budget-raise ID --amount-usd AMOUNT-USD --reason REASON\n  pier projects request-budget-raise ID --amount-usd AMOUNT-USD --reason REASON --json",
+		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+		Flags: []FlagSpec{
+			{Flag: "amount-usd", Field: "amountUsd", In: "body", Kind: "number", Required: true, Usage: "How much to add to the budget limit."},
+			{Flag: "reason", Field: "reason", In: "body", Kind: "string", Required: true, Usage: "Shown to the human who decides."},
 		},
 	}, runF))
 	groups["domains"].AddCommand(NewCmdOperation(f, &OperationSpec{

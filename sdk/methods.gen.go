@@ -124,6 +124,18 @@ func (c *Client) GetHolderScript(ctx context.Context, opts ...RequestEditorFn) (
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// GetProject calls get_project (GET /v1/projects/{id}): Read a project, its budget, policy and active holds.
+func (c *Client) GetProject(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*ProjectEnvelope, error) {
+	resp, err := c.api.GetProjectWithResponse(ctx, id, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // GetReferenceIssuerJwks calls get_reference_issuer_jwks (GET /reference/sandbox/issuer-jwks.json): The sandbox issuer's public keys.
 func (c *Client) GetReferenceIssuerJwks(ctx context.Context, opts ...RequestEditorFn) (*Jwks, error) {
 	resp, err := c.api.GetReferenceIssuerJwksWithResponse(ctx, opts...)
@@ -244,6 +256,30 @@ func (c *Client) LaunchService(ctx context.Context, id ResourceId, params *Launc
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// ListLedgerEntries calls list_ledger_entries (GET /v1/ledger): Read the organisation's hash-chained audit ledger.
+func (c *Client) ListLedgerEntries(ctx context.Context, params *ListLedgerEntriesParams, opts ...RequestEditorFn) (*LedgerEnvelope, error) {
+	resp, err := c.api.ListLedgerEntriesWithResponse(ctx, params, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// ListProjects calls list_projects (GET /v1/projects): List the organisation's projects with their budgets.
+func (c *Client) ListProjects(ctx context.Context, opts ...RequestEditorFn) (*ProjectListEnvelope, error) {
+	resp, err := c.api.ListProjectsWithResponse(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // PollBilling calls poll_billing (POST /v1/billing/poll): Poll a card flow; bound to its secret.
 func (c *Client) PollBilling(ctx context.Context, body PollBillingJSONRequestBody, opts ...RequestEditorFn) (*BillingPollEnvelope, error) {
 	resp, err := c.api.PollBillingWithResponse(ctx, body, opts...)
@@ -288,6 +324,30 @@ func (c *Client) RegisterSandboxMandate(ctx context.Context, id ResourceId, body
 	}
 	if resp.JSON201 != nil {
 		return resp.JSON201, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// ReleaseQuote calls release_quote (POST /v1/quotes/{id}/release): Release a quote's hold before it expires; the undo of create_quote.
+func (c *Client) ReleaseQuote(ctx context.Context, id ResourceId, params *ReleaseQuoteParams, opts ...RequestEditorFn) (*QuoteEnvelope, error) {
+	resp, err := c.api.ReleaseQuoteWithResponse(ctx, id, params, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// RequestBudgetRaise calls request_budget_raise (POST /v1/projects/{id}/budget-raises): Ask a human to raise the project's budget; answers with a task in input_required.
+func (c *Client) RequestBudgetRaise(ctx context.Context, id ResourceId, params *RequestBudgetRaiseParams, body RequestBudgetRaiseJSONRequestBody, opts ...RequestEditorFn) (*TaskEnvelope, error) {
+	resp, err := c.api.RequestBudgetRaiseWithResponse(ctx, id, params, body, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON202 != nil {
+		return resp.JSON202, nil
 	}
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }

@@ -54,6 +54,24 @@ func (e AppliedDomainFiltersCatalog) Valid() bool {
 	}
 }
 
+// Defines values for ApprovalRulesDomainPurchases.
+const (
+	HumanGate ApprovalRulesDomainPurchases = "human_gate"
+	Scope     ApprovalRulesDomainPurchases = "scope"
+)
+
+// Valid indicates whether the value is a known member of the ApprovalRulesDomainPurchases enum.
+func (e ApprovalRulesDomainPurchases) Valid() bool {
+	switch e {
+	case HumanGate:
+		return true
+	case Scope:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BillingPollResultState.
 const (
 	BillingPollResultStateComplete BillingPollResultState = "complete"
@@ -125,6 +143,7 @@ const (
 	InternalUnavailable       BlockedBy = "internal:unavailable"
 	NotFoundResource          BlockedBy = "not_found:resource"
 	NotFoundRoute             BlockedBy = "not_found:route"
+	PlanDomainUnavailable     BlockedBy = "plan:domain_unavailable"
 	PlanNotImplemented        BlockedBy = "plan:not_implemented"
 	PlanTargetIncapable       BlockedBy = "plan:target_incapable"
 	PlanUnknownTarget         BlockedBy = "plan:unknown_target"
@@ -132,6 +151,7 @@ const (
 	PolicyPriceCeiling        BlockedBy = "policy:price_ceiling"
 	PolicyTldDenied           BlockedBy = "policy:tld_denied"
 	PriceChanged              BlockedBy = "price:changed"
+	PriceUnavailable          BlockedBy = "price:unavailable"
 	RateLimited               BlockedBy = "rate:limited"
 )
 
@@ -192,6 +212,8 @@ func (e BlockedBy) Valid() bool {
 		return true
 	case NotFoundRoute:
 		return true
+	case PlanDomainUnavailable:
+		return true
 	case PlanNotImplemented:
 		return true
 	case PlanTargetIncapable:
@@ -205,6 +227,8 @@ func (e BlockedBy) Valid() bool {
 	case PolicyTldDenied:
 		return true
 	case PriceChanged:
+		return true
+	case PriceUnavailable:
 		return true
 	case RateLimited:
 		return true
@@ -678,6 +702,48 @@ func (e QuoteDecision) Valid() bool {
 	}
 }
 
+// Defines values for QuoteGatedSteps.
+const (
+	DomainRegistration QuoteGatedSteps = "domain_registration"
+)
+
+// Valid indicates whether the value is a known member of the QuoteGatedSteps enum.
+func (e QuoteGatedSteps) Valid() bool {
+	switch e {
+	case DomainRegistration:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for QuoteState.
+const (
+	QuoteStateConsumed QuoteState = "consumed"
+	QuoteStateExpired  QuoteState = "expired"
+	QuoteStateHeld     QuoteState = "held"
+	QuoteStateNotHeld  QuoteState = "not_held"
+	QuoteStateReleased QuoteState = "released"
+)
+
+// Valid indicates whether the value is a known member of the QuoteState enum.
+func (e QuoteState) Valid() bool {
+	switch e {
+	case QuoteStateConsumed:
+		return true
+	case QuoteStateExpired:
+		return true
+	case QuoteStateHeld:
+		return true
+	case QuoteStateNotHeld:
+		return true
+	case QuoteStateReleased:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for QuoteItemKind.
 const (
 	Domain  QuoteItemKind = "domain"
@@ -1055,11 +1121,12 @@ func (e TargetOptionReason) Valid() bool {
 
 // Defines values for TaskHandleKind.
 const (
-	BudgetRaise TaskHandleKind = "budget_raise"
-	EmailSetup  TaskHandleKind = "email_setup"
-	Launch      TaskHandleKind = "launch"
-	Teardown    TaskHandleKind = "teardown"
-	Workflow    TaskHandleKind = "workflow"
+	BudgetRaise   TaskHandleKind = "budget_raise"
+	EmailSetup    TaskHandleKind = "email_setup"
+	Launch        TaskHandleKind = "launch"
+	QuoteApproval TaskHandleKind = "quote_approval"
+	Teardown      TaskHandleKind = "teardown"
+	Workflow      TaskHandleKind = "workflow"
 )
 
 // Valid indicates whether the value is a known member of the TaskHandleKind enum.
@@ -1070,6 +1137,8 @@ func (e TaskHandleKind) Valid() bool {
 	case EmailSetup:
 		return true
 	case Launch:
+		return true
+	case QuoteApproval:
 		return true
 	case Teardown:
 		return true
@@ -1268,6 +1337,18 @@ type ApplyWorkflowRequest struct {
 	Signature string `json:"signature"`
 }
 
+// ApprovalRules defines model for ApprovalRules.
+type ApprovalRules struct {
+	// ApprovalAboveUsd Quotes above this amount need a human approval; null means never.
+	ApprovalAboveUsd *float64 `json:"approvalAboveUsd"`
+
+	// DomainPurchases `human_gate`: every domain purchase waits for a human unless the key holds `buy_domain`; `scope` is the same rule stated for keys that hold it.
+	DomainPurchases ApprovalRulesDomainPurchases `json:"domainPurchases"`
+}
+
+// ApprovalRulesDomainPurchases `human_gate`: every domain purchase waits for a human unless the key holds `buy_domain`; `scope` is the same rule stated for keys that hold it.
+type ApprovalRulesDomainPurchases string
+
 // AssetFile defines model for AssetFile.
 type AssetFile struct {
 	ContentBase64 string  `json:"contentBase64"`
@@ -1333,6 +1414,15 @@ type BillingSetupLinkRequestReason string
 
 // BlockedBy The namespaced cause of a failure. `x-blocked-by` maps each value to its HTTP status and whether retrying can succeed; the server and the SDK share that table.
 type BlockedBy string
+
+// BudgetRaiseRequest defines model for BudgetRaiseRequest.
+type BudgetRaiseRequest struct {
+	// AmountUsd How much to add to the budget limit.
+	AmountUsd float64 `json:"amountUsd"`
+
+	// Reason Shown to the human who decides.
+	Reason string `json:"reason"`
+}
 
 // Bundle defines model for Bundle.
 type Bundle struct {
@@ -1642,6 +1732,14 @@ type GateDecisionRequest struct {
 	Decision string `json:"decision"`
 }
 
+// Hold defines model for Hold.
+type Hold struct {
+	// AmountUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	AmountUsd Usd       `json:"amountUsd"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	QuoteId   string    `json:"quoteId"`
+}
+
 // HttpCall defines model for HttpCall.
 type HttpCall struct {
 	Method HttpCallMethod `json:"method"`
@@ -1739,6 +1837,42 @@ type LeavePackageEnvelope struct {
 	Replayed      *bool         `json:"replayed,omitempty"`
 }
 
+// LedgerEntry defines model for LedgerEntry.
+type LedgerEntry struct {
+	Action string `json:"action"`
+
+	// Actor `key:ID`, `human:ID` or `system`.
+	Actor string `json:"actor"`
+
+	// At RFC 3339 UTC with microseconds.
+	At         string                 `json:"at"`
+	Details    map[string]interface{} `json:"details"`
+	Hash       string                 `json:"hash"`
+	ObjectId   string                 `json:"objectId"`
+	ObjectType string                 `json:"objectType"`
+	OrgId      string                 `json:"orgId"`
+	PrevHash   string                 `json:"prevHash"`
+	Seq        int                    `json:"seq"`
+}
+
+// LedgerEnvelope defines model for LedgerEnvelope.
+type LedgerEnvelope struct {
+	Actions Actions    `json:"actions"`
+	Data    LedgerPage `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// LedgerPage defines model for LedgerPage.
+type LedgerPage struct {
+	Entries []LedgerEntry `json:"entries"`
+
+	// HeadHash The hash of the newest entry in the chain.
+	HeadHash string `json:"headHash"`
+}
+
 // MandateEnvelope defines model for MandateEnvelope.
 type MandateEnvelope struct {
 	Actions Actions           `json:"actions"`
@@ -1830,6 +1964,63 @@ type PricingAssumption struct {
 // PricingAssumptionSource defines model for PricingAssumption.Source.
 type PricingAssumptionSource string
 
+// Project defines model for Project.
+type Project struct {
+	ActiveHolds []Hold `json:"activeHolds"`
+
+	// BudgetLimitUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	BudgetLimitUsd Usd       `json:"budgetLimitUsd"`
+	CreatedAt      time.Time `json:"createdAt"`
+
+	// HeldUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	HeldUsd Usd           `json:"heldUsd"`
+	Id      string        `json:"id"`
+	Name    string        `json:"name"`
+	Policy  ProjectPolicy `json:"policy"`
+
+	// RemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	RemainingUsd Usd `json:"remainingUsd"`
+
+	// SpentUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	SpentUsd Usd `json:"spentUsd"`
+}
+
+// ProjectEnvelope defines model for ProjectEnvelope.
+type ProjectEnvelope struct {
+	Actions Actions `json:"actions"`
+	Data    Project `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// ProjectList defines model for ProjectList.
+type ProjectList struct {
+	Projects []Project `json:"projects"`
+}
+
+// ProjectListEnvelope defines model for ProjectListEnvelope.
+type ProjectListEnvelope struct {
+	Actions Actions     `json:"actions"`
+	Data    ProjectList `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// ProjectPolicy defines model for ProjectPolicy.
+type ProjectPolicy struct {
+	ApprovalRules        ApprovalRules `json:"approvalRules"`
+	MaxFirstYearPriceUsd *float64      `json:"maxFirstYearPriceUsd,omitempty"`
+	MaxRenewalPriceUsd   *float64      `json:"maxRenewalPriceUsd,omitempty"`
+
+	// TldAllowlist Empty means every TLD in the catalog.
+	TldAllowlist []Tld `json:"tldAllowlist"`
+	TldDenylist  []Tld `json:"tldDenylist"`
+}
+
 // ProofId defines model for ProofId.
 type ProofId = string
 
@@ -1859,11 +2050,16 @@ type Quote struct {
 	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
 	BudgetRemainingUsd Usd           `json:"budgetRemainingUsd"`
 	Decision           QuoteDecision `json:"decision"`
-	HoldExpiresAt      *time.Time    `json:"holdExpiresAt,omitempty"`
-	ProjectId          string        `json:"projectId"`
-	QuoteId            string        `json:"quoteId"`
-	Reasons            []BlockedBy   `json:"reasons"`
-	Receipt            Receipt       `json:"receipt"`
+
+	// GatedSteps Steps that will wait for a human at launch (a domain purchase without the buy_domain scope).
+	GatedSteps    *[]QuoteGatedSteps `json:"gatedSteps,omitempty"`
+	HoldExpiresAt *time.Time         `json:"holdExpiresAt,omitempty"`
+	Lines         *[]CostLine        `json:"lines,omitempty"`
+	ProjectId     string             `json:"projectId"`
+	QuoteId       string             `json:"quoteId"`
+	Reasons       []BlockedBy        `json:"reasons"`
+	Receipt       Receipt            `json:"receipt"`
+	State         *QuoteState        `json:"state,omitempty"`
 
 	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
 	Undo Undo `json:"undo"`
@@ -1871,6 +2067,12 @@ type Quote struct {
 
 // QuoteDecision defines model for Quote.Decision.
 type QuoteDecision string
+
+// QuoteGatedSteps defines model for Quote.GatedSteps.
+type QuoteGatedSteps string
+
+// QuoteState defines model for Quote.State.
+type QuoteState string
 
 // QuoteEnvelope defines model for QuoteEnvelope.
 type QuoteEnvelope struct {
@@ -2513,6 +2715,22 @@ type SetupEmailParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ListLedgerEntriesParams defines parameters for ListLedgerEntries.
+type ListLedgerEntriesParams struct {
+	// After Only entries with a sequence number above this.
+	After *int `form:"after,omitempty" json:"after,omitempty"`
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// RequestBudgetRaiseParams defines parameters for RequestBudgetRaise.
+type RequestBudgetRaiseParams struct {
+	// IdempotencyKey A unique key for this request. The same key and body replay the stored
+	// response (`replayed: true`, header `Idempotency-Replayed: true`); the same
+	// key with another body answers 422 `idempotency:key_reused`; a request with
+	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ExportProjectParams defines parameters for ExportProject.
 type ExportProjectParams struct {
 	// IdempotencyKey A unique key for this request. The same key and body replay the stored
@@ -2533,6 +2751,15 @@ type LaunchServiceParams struct {
 
 // CreateQuoteParams defines parameters for CreateQuote.
 type CreateQuoteParams struct {
+	// IdempotencyKey A unique key for this request. The same key and body replay the stored
+	// response (`replayed: true`, header `Idempotency-Replayed: true`); the same
+	// key with another body answers 422 `idempotency:key_reused`; a request with
+	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ReleaseQuoteParams defines parameters for ReleaseQuote.
+type ReleaseQuoteParams struct {
 	// IdempotencyKey A unique key for this request. The same key and body replay the stored
 	// response (`replayed: true`, header `Idempotency-Replayed: true`); the same
 	// key with another body answers 422 `idempotency:key_reused`; a request with
@@ -2596,6 +2823,9 @@ type SetupEmailJSONRequestBody = EmailSetupRequest
 
 // EstimateJSONRequestBody defines body for Estimate for application/json ContentType.
 type EstimateJSONRequestBody = EstimateRequest
+
+// RequestBudgetRaiseJSONRequestBody defines body for RequestBudgetRaise for application/json ContentType.
+type RequestBudgetRaiseJSONRequestBody = BudgetRaiseRequest
 
 // LaunchServiceJSONRequestBody defines body for LaunchService for application/json ContentType.
 type LaunchServiceJSONRequestBody = LaunchRequest

@@ -16,6 +16,8 @@ type Operation struct {
 	HasBody       bool
 	// Pure: the answer is a function of the request alone.
 	Pure bool
+	// Scope is the key scope an agent operation needs.
+	Scope string
 }
 
 // LookupOperation finds the operation with the given id.

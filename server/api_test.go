@@ -296,7 +296,7 @@ func TestAuthentication(t *testing.T) {
 		}
 		key := newKey(t, ts.Store(), "read", "quote")
 		r = c.Do("POST", "/v1/quotes", body, http.Header{"Authorization": {"Bearer " + key}})
-		if r.StatusCode != 501 || r.JSON()["blockedBy"] != "plan:not_implemented" {
+		if r.StatusCode != 404 || r.JSON()["blockedBy"] != "not_found:resource" {
 			t.Fatalf("valid key reaches the operation: %d %s", r.StatusCode, r.Body)
 		}
 		// A holder operation refuses agent authority outright.
@@ -327,7 +327,6 @@ func TestNotImplementedOperationsAreTyped(t *testing.T) {
 	cases := []struct{ method, path, body string }{
 		{"POST", "/v1/signup", `{}`},
 		{"POST", "/v1/projects/prj_1/launch", `{"name":"site","target":"edge"}`},
-		{"GET", "/v1/tasks/tsk_1", ``},
 		{"POST", "/v1/projects/prj_1/export", ``},
 		{"POST", "/v1/bundles", `{"files":[{"path":"index.html","contentBase64":"aGk="}]}`},
 		{"POST", "/v1/workflows", `{"projectId":"prj_1","steps":[{"id":"a","tool":"estimate","arguments":{}}]}`},

@@ -100,6 +100,7 @@ type Server struct {
 	log     *slog.Logger
 	store   *store.Store
 	handler http.Handler
+	svc     *service.Service
 	http    *http.Server
 	ln      net.Listener
 }
@@ -124,13 +125,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 
 func (s *Server) build() error {
 	svc := service.New(s.store, s.cfg.Now, s.log)
+	svc.BaseURL = s.BaseURL
+	s.svc = svc
 	api, err := httpapi.New(httpapi.Config{
 		Service: svc,
 		Store:   s.store,
 		Limiter: ratelimit.New(s.cfg.RateLimits, s.cfg.Now),
 		Log:     s.log,
 		Now:     s.cfg.Now,
-		BaseURL: s.cfg.BaseURL,
+		BaseURL: s.BaseURL,
 	})
 	if err != nil {
 		return err
@@ -162,6 +165,9 @@ func (s *Server) build() error {
 // Handler returns the HTTP handler, for tests that serve it themselves.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// Service returns the domain layer, for tests and local operator commands.
+func (s *Server) Service() *service.Service { return s.svc }
+
 // Store returns the store.
 func (s *Server) Store() *store.Store { return s.store }
 
@@ -182,6 +188,9 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 func (s *Server) BaseURL() string {
 	if s.cfg.BaseURL != "" {
 		return s.cfg.BaseURL
+	}
+	if s.ln == nil {
+		return baseURLFor(s.cfg.HTTPAddr)
 	}
 	return baseURLFor(s.Addr())
 }
@@ -269,7 +278,7 @@ func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
-		if log.Enabled(r.Context(), slog.LevelDebug) || sw.status >= 500 {
+		if log.Enabled(r.Context(), slog.LevelDebug) || sw.status >= 500 && sw.status != http.StatusNotImplemented {
 			log.Log(r.Context(), levelFor(sw.status), "request", "method", r.Method, "path", r.URL.Path,
 				"status", sw.status, "dur", time.Since(start), "ua", strings.SplitN(r.UserAgent(), " ", 2)[0])
 		}
@@ -277,7 +286,7 @@ func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 }
 
 func levelFor(status int) slog.Level {
-	if status >= 500 {
+	if status >= 500 && status != http.StatusNotImplemented {
 		return slog.LevelError
 	}
 	return slog.LevelDebug

@@ -31,6 +31,7 @@ var groupShort = map[string]string{
 	"mandates":  "Holder mandates",
 	"attempts":  "Sandbox agent attempts",
 	"gates":     "Holder gate decisions",
+	"ledger":    "The hash-chained audit ledger",
 	"proofs":    "Sandbox proofs",
 }
 

@@ -150,6 +150,7 @@ type operation struct {
 	RateLimit     string
 	BodyLimit     int64
 	Pure          bool
+	Scope         string
 	CLI           cliExt
 	MCP           mcpExt
 }
@@ -205,6 +206,10 @@ func parseOperation(spec map[string]any, path, method string, raw map[string]any
 		op.Anonymous = true
 	}
 	op.Pure, _ = raw["x-pure"].(bool)
+	op.Scope = str(raw["x-scope"])
+	if op.Authority == "agent" && op.Scope == "" {
+		return nil, fmt.Errorf("%s: an agent operation needs x-scope", op.ID)
+	}
 	if v, ok := raw["x-body-limit"].(float64); ok {
 		op.BodyLimit = int64(v)
 	}

@@ -53,6 +53,9 @@ func Tool(id string, actor sdk.Actor, args map[string]any) sdk.Action {
 	return wrap(t)
 }
 
+// Wrap puts a typed action into the union.
+func Wrap(v any) sdk.Action { return wrap(v) }
+
 // wrap stores v as the union's JSON. The generated From* methods merge JSON
 // documents to set the discriminator, which costs more than the whole rest
 // of a search; every variant here already carries its kind.

@@ -26,8 +26,8 @@ type Config struct {
 	Limiter *ratelimit.Limiter
 	Log     *slog.Logger
 	Now     func() time.Time
-	// BaseURL is the public base URL, for absolute links in actions.
-	BaseURL string
+	// BaseURL gives the public base URL, for absolute links in actions.
+	BaseURL func() string
 	// IdempotencyTTL is how long responses are kept for replay (24h).
 	IdempotencyTTL time.Duration
 	// IdempotencyLease is how long an in-flight claim blocks others before

@@ -114,6 +114,13 @@ func (h *Handler) servePure(w http.ResponseWriter, r *http.Request, rt *route, b
 	w.Write(rec.body.Bytes())
 }
 
+func (h *Handler) baseURL() string {
+	if h.cfg.BaseURL == nil {
+		return ""
+	}
+	return h.cfg.BaseURL()
+}
+
 func responseMedia(rt *route) string {
 	for code, resp := range rt.operation.Responses.Map() {
 		if strings.HasPrefix(code, "2") && resp.Value != nil {
@@ -218,7 +225,15 @@ func (h *Handler) authenticate(r *http.Request, op sdk.Operation) (*auth.Princip
 	if header == "" {
 		return nil, h.unauthorized("auth:missing_credentials", "this operation needs an API key: send Authorization: Bearer agk_…")
 	}
-	return h.agent(r.Context(), header)
+	p, err := h.agent(r.Context(), header)
+	if err != nil {
+		return nil, err
+	}
+	if op.Scope != "" && !p.HasScope(op.Scope) {
+		return nil, apierr.Newf("auth:insufficient_scope", "%s needs a key with the %s scope; a human can grant it on the keys page", op.ID, op.Scope).
+			WithActions(actions.URL(h.baseURL()+"/keys", "sign_in", "human"))
+	}
+	return p, nil
 }
 
 func (h *Handler) agent(ctx context.Context, header string) (*auth.Principal, error) {

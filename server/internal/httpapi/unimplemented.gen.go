@@ -52,6 +52,10 @@ func (Unimplemented) GetHolderScript(ctx context.Context, request api.GetHolderS
 	return nil, notImplemented("get_holder_script")
 }
 
+func (Unimplemented) GetProject(ctx context.Context, request api.GetProjectRequestObject) (api.GetProjectResponseObject, error) {
+	return nil, notImplemented("get_project")
+}
+
 func (Unimplemented) GetReferenceIssuerJwks(ctx context.Context, request api.GetReferenceIssuerJwksRequestObject) (api.GetReferenceIssuerJwksResponseObject, error) {
 	return nil, notImplemented("get_reference_issuer_jwks")
 }
@@ -92,6 +96,14 @@ func (Unimplemented) LaunchService(ctx context.Context, request api.LaunchServic
 	return nil, notImplemented("launch_service")
 }
 
+func (Unimplemented) ListLedgerEntries(ctx context.Context, request api.ListLedgerEntriesRequestObject) (api.ListLedgerEntriesResponseObject, error) {
+	return nil, notImplemented("list_ledger_entries")
+}
+
+func (Unimplemented) ListProjects(ctx context.Context, request api.ListProjectsRequestObject) (api.ListProjectsResponseObject, error) {
+	return nil, notImplemented("list_projects")
+}
+
 func (Unimplemented) Mcp(ctx context.Context, request api.McpRequestObject) (api.McpResponseObject, error) {
 	return nil, notImplemented("mcp")
 }
@@ -110,6 +122,14 @@ func (Unimplemented) PrepareWorkflow(ctx context.Context, request api.PrepareWor
 
 func (Unimplemented) RegisterSandboxMandate(ctx context.Context, request api.RegisterSandboxMandateRequestObject) (api.RegisterSandboxMandateResponseObject, error) {
 	return nil, notImplemented("register_sandbox_mandate")
+}
+
+func (Unimplemented) ReleaseQuote(ctx context.Context, request api.ReleaseQuoteRequestObject) (api.ReleaseQuoteResponseObject, error) {
+	return nil, notImplemented("release_quote")
+}
+
+func (Unimplemented) RequestBudgetRaise(ctx context.Context, request api.RequestBudgetRaiseRequestObject) (api.RequestBudgetRaiseResponseObject, error) {
+	return nil, notImplemented("request_budget_raise")
 }
 
 func (Unimplemented) SearchDomains(ctx context.Context, request api.SearchDomainsRequestObject) (api.SearchDomainsResponseObject, error) {

@@ -3,6 +3,7 @@ package service
 import (
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/pierhq/pier/server/internal/store"
@@ -13,6 +14,8 @@ type Service struct {
 	Store *store.Store
 	Now   func() time.Time
 	Log   *slog.Logger
+	// BaseURL gives the public base URL for links in actions.
+	BaseURL func() string
 }
 
 // New returns a Service.
@@ -42,3 +45,5 @@ func usdPtr[T ~int64](m *T) *float64 {
 // decimals, which float64 represents closely enough that rounding recovers
 // the exact integer.
 func microUSD(v float64) int64 { return int64(math.Round(v * 1e6)) }
+
+func bytesReader(s string) *strings.Reader { return strings.NewReader(s) }

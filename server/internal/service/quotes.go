@@ -1,0 +1,450 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/pricing"
+	"github.com/pierhq/pier/server/internal/registrar"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// pricedItem is one quote item with its price, as stored with the quote so
+// that consume can recheck it.
+type pricedItem struct {
+	Kind        string `json:"kind"`
+	Domain      string `json:"domain,omitempty"`
+	Years       int    `json:"years,omitempty"`
+	Target      string `json:"target,omitempty"`
+	Workload    string `json:"workload,omitempty"`
+	Months      int    `json:"months,omitempty"`
+	AmountMicro int64  `json:"amountMicroUsd"`
+	// FirstYear and AnnualRenewal are what the policy ceilings compare.
+	FirstYearMicro     int64 `json:"firstYearMicroUsd,omitempty"`
+	AnnualRenewalMicro int64 `json:"annualRenewalMicroUsd,omitempty"`
+}
+
+func (it pricedItem) label() string {
+	if it.Kind == "domain" {
+		return "domain:" + it.Domain
+	}
+	return fmt.Sprintf("service:%s:%dmo", it.Target, it.Months)
+}
+
+// priceItems prices quote items from the catalogs. Errors here are about
+// the request itself (an unsellable name, an incapable target); what the
+// policy or the budget thinks comes after.
+func priceItems(items []sdk.QuoteItem) ([]pricedItem, error) {
+	var out []pricedItem
+	for i, it := range items {
+		field := fmt.Sprintf("body.items.%d", i)
+		switch it.Kind {
+		case sdk.Domain:
+			if it.Domain == nil {
+				return nil, apierr.New("input:invalid", "a domain item needs domain").WithDetails(sdk.FieldProblem{Field: field + ".domain", Problem: "missing"})
+			}
+			name := strings.ToLower(*it.Domain)
+			label, tldName, _ := strings.Cut(name, ".")
+			tld, ok := registrar.Lookup(tldName)
+			if !ok || strings.Contains(tldName, ".") {
+				return nil, apierr.Newf("plan:domain_unavailable", "%s: the registrar does not sell .%s", name, tldName).
+					WithActions(actions.Tool("search_domains", "agent", map[string]any{"q": label, "includeExotic": true}))
+			}
+			q := registrar.Check(label, tld)
+			if !q.Available {
+				return nil, apierr.Newf("plan:domain_unavailable", "%s is already registered", name).
+					WithActions(actions.Tool("search_domains", "agent", map[string]any{"q": label}))
+			}
+			years := 1
+			if it.Years != nil {
+				years = *it.Years
+			}
+			annual := tld.AnnualizedRenewal()
+			if q.FirstYear == nil || (years > 1 && annual == nil) {
+				return nil, apierr.Newf("price:unavailable", "%s has no published price; it cannot be bought here", name).
+					WithActions(actions.Tool("search_domains", "agent", map[string]any{"q": label, "maxFirstYearPriceUsd": 1000}))
+			}
+			amount := int64(*q.FirstYear)
+			var annualMicro int64
+			if annual != nil {
+				annualMicro = int64(*annual)
+				amount += int64(years-1) * annualMicro
+			}
+			out = append(out, pricedItem{Kind: "domain", Domain: name, Years: years, AmountMicro: amount,
+				FirstYearMicro: int64(*q.FirstYear), AnnualRenewalMicro: annualMicro})
+		case sdk.Service:
+			if it.Workload == nil {
+				return nil, apierr.New("input:invalid", "a service item needs workload").WithDetails(sdk.FieldProblem{Field: field + ".workload", Problem: "missing"})
+			}
+			target := ""
+			if it.Target != nil {
+				target = *it.Target
+			}
+			monthly, chosen, err := priceService(string(*it.Workload), target)
+			if err != nil {
+				return nil, err
+			}
+			months := 1
+			if it.Months != nil {
+				months = *it.Months
+			}
+			out = append(out, pricedItem{Kind: "service", Target: chosen, Workload: string(*it.Workload), Months: months, AmountMicro: monthly * int64(months)})
+		default:
+			return nil, apierr.Newf("input:invalid", "item kind %q is not domain or service", it.Kind)
+		}
+	}
+	return out, nil
+}
+
+// priceService is the monthly price of a workload on a target (the
+// cheapest capable one when target is empty), with default usage.
+func priceService(workload, target string) (int64, string, error) {
+	need, ok := pricing.Needs[workload]
+	if !ok {
+		return 0, "", apierr.Newf("input:invalid", "workload %q is unknown", workload)
+	}
+	usage := pricing.Usage{Requests: defaultMonthlyRequests, EgressMicroGB: defaultEgressMicroGB}
+	var addons pricing.MicroUSD
+	for _, c := range need.Addons {
+		a, _ := pricing.AddonFor(c)
+		addons += pricing.Total(pricing.Monthly(a, usage))
+	}
+	best, bestName := pricing.MicroUSD(-1), ""
+	for _, t := range pricing.Targets {
+		if t.Kind != "compute" || !t.Has(need.Compute) || (target != "" && t.Name != target) {
+			continue
+		}
+		if total := pricing.Total(pricing.Monthly(t, usage)) + addons; best < 0 || total < best {
+			best, bestName = total, t.Name
+		}
+	}
+	if best < 0 {
+		return 0, "", apierr.Newf("plan:target_incapable", "target %q cannot run a %s", target, workload).
+			WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": workload}))
+	}
+	return int64(best), bestName, nil
+}
+
+// policyReasons lists what the project's policy refuses about the items.
+func policyReasons(pol sdk.ProjectPolicy, items []pricedItem) []sdk.BlockedBy {
+	var out []sdk.BlockedBy
+	add := func(r sdk.BlockedBy) {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	for _, it := range items {
+		if it.Kind != "domain" {
+			continue
+		}
+		_, tld, _ := strings.Cut(it.Domain, ".")
+		if (len(pol.TldAllowlist) > 0 && !slices.Contains(pol.TldAllowlist, tld)) || slices.Contains(pol.TldDenylist, tld) {
+			add("policy:tld_denied")
+		}
+		if pol.MaxFirstYearPriceUsd != nil && it.FirstYearMicro > microUSD(*pol.MaxFirstYearPriceUsd) {
+			add("policy:price_ceiling")
+		}
+		if pol.MaxRenewalPriceUsd != nil && (it.AnnualRenewalMicro == 0 || it.AnnualRenewalMicro > microUSD(*pol.MaxRenewalPriceUsd)) {
+			add("policy:price_ceiling")
+		}
+	}
+	return out
+}
+
+func needsApproval(pol sdk.ProjectPolicy, amount int64) bool {
+	return pol.ApprovalRules.ApprovalAboveUsd != nil && amount > microUSD(*pol.ApprovalRules.ApprovalAboveUsd)
+}
+
+func total(items []pricedItem) int64 {
+	var t int64
+	for _, it := range items {
+		t += it.AmountMicro
+	}
+	return t
+}
+
+func gatedSteps(items []pricedItem, p *auth.Principal, pol sdk.ProjectPolicy) []sdk.QuoteGatedSteps {
+	if p.HasScope("buy_domain") {
+		return []sdk.QuoteGatedSteps{}
+	}
+	for _, it := range items {
+		if it.Kind == "domain" {
+			return []sdk.QuoteGatedSteps{sdk.DomainRegistration}
+		}
+	}
+	return []sdk.QuoteGatedSteps{}
+}
+
+func actorOf(p *auth.Principal) string {
+	if p.KeyID != "" {
+		return "key:" + p.KeyID
+	}
+	return p.Kind
+}
+
+// CreateQuote prices the items, checks policy, approval rules and budget
+// under the project's lock, and on ALLOW holds the amount for 15 minutes.
+func (s *Service) CreateQuote(ctx context.Context, p *auth.Principal, req sdk.QuoteRequest) (*sdk.Quote, []sdk.Action, error) {
+	items, err := priceItems(req.Items)
+	if err != nil {
+		return nil, nil, err
+	}
+	amount := total(items)
+	itemsJSON, _ := json.Marshal(items)
+
+	var out *sdk.Quote
+	var next []sdk.Action
+	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
+		now := s.Now()
+		proj, err := tx.LockProject(ctx, p.OrgID, req.ProjectId)
+		if errors.Is(err, store.ErrNotFound) {
+			return projectNotFound(req.ProjectId)
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.expireHolds(ctx, tx, &proj, now); err != nil {
+			return err
+		}
+		pol, err := decodePolicy(proj.Policy)
+		if err != nil {
+			return err
+		}
+
+		q := store.Quote{ID: auth.ID("quo"), OrgID: p.OrgID, ProjectID: proj.ID, KeyID: p.KeyID, AmountMicro: amount,
+			Items: string(itemsJSON), CreatedAt: now.UTC(), ExpiresAt: now.Add(HoldDuration).UTC(), State: "not_held"}
+		reasons := policyReasons(pol, items)
+		switch {
+		case len(reasons) > 0:
+			q.Decision = "DENY"
+			next = []sdk.Action{actions.Manual("change_policy", "human"), actions.Stop("denied")}
+		case amount > remaining(proj):
+			q.Decision = "DENY"
+			reasons = []sdk.BlockedBy{"budget:insufficient"}
+			short := amount - remaining(proj)
+			next = []sdk.Action{
+				actions.Tool("request_budget_raise", "agent", map[string]any{"id": proj.ID, "amountUsd": usd(short), "reason": "quote " + q.ID}),
+				actions.Stop("denied"),
+			}
+		case needsApproval(pol, amount):
+			q.Decision = "REQUIRES_APPROVAL"
+			reasons = []sdk.BlockedBy{"policy:approval_required"}
+			task, err := s.openGate(ctx, tx, p, proj.ID, "quote_approval", map[string]any{
+				"quoteId": q.ID, "projectId": proj.ID, "amountMicroUsd": amount,
+			}, now)
+			if err != nil {
+				return err
+			}
+			next = s.gateActions(task)
+		default:
+			q.Decision = "ALLOW"
+			q.State = "held"
+			if err := tx.MoveMoney(ctx, proj.ID, amount, 0); err != nil {
+				if errors.Is(err, store.ErrBudget) {
+					return apierr.New("budget:insufficient", "the budget cannot cover this quote")
+				}
+				return err
+			}
+			proj.HeldMicro += amount
+			next = []sdk.Action{
+				actions.Tool("launch_service", "agent", map[string]any{"id": proj.ID, "quoteId": q.ID}),
+				actions.Tool("release_quote", "agent", map[string]any{"id": q.ID}),
+			}
+		}
+		if reasons == nil {
+			reasons = []sdk.BlockedBy{}
+		}
+		rj, _ := json.Marshal(reasons)
+		q.Reasons = string(rj)
+		if err := tx.InsertQuote(ctx, q); err != nil {
+			return err
+		}
+		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "create_quote", ObjectType: "quote", ObjectID: q.ID,
+			Details: map[string]any{"projectId": proj.ID, "decision": q.Decision, "amountMicroUsd": amount, "held": q.State == "held", "reasons": reasons}}, now); err != nil {
+			return err
+		}
+
+		var costs []Cost
+		for _, it := range items {
+			costs = append(costs, Cost{Item: it.label(), Amount: it.AmountMicro})
+		}
+		var undo *sdk.ToolAction
+		if q.State == "held" {
+			undo = UndoCall("release_quote", map[string]any{"id": q.ID})
+		}
+		m := s.Mutation("create_quote", nil, []sdk.ResourceRef{{Type: "quote", Id: q.ID}}, undo, remaining(proj))
+		lines := make([]sdk.CostLine, 0, len(costs))
+		for _, c := range costs {
+			lines = append(lines, sdk.CostLine{Item: c.Item, AmountUsd: usd(c.Amount)})
+		}
+		out = &sdk.Quote{
+			QuoteId: q.ID, ProjectId: proj.ID, Decision: sdk.QuoteDecision(q.Decision), State: ptr(sdk.QuoteState(q.State)),
+			AmountUsd: usd(amount), Reasons: reasons, Lines: &lines,
+			Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd,
+		}
+		gs := gatedSteps(items, p, pol)
+		out.GatedSteps = &gs
+		if q.State == "held" {
+			t := q.ExpiresAt
+			out.HoldExpiresAt = &t
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, next, nil
+}
+
+// ReleaseQuote gives a held quote's budget back before it expires.
+func (s *Service) ReleaseQuote(ctx context.Context, p *auth.Principal, id string) (*sdk.Quote, []sdk.Action, error) {
+	var out *sdk.Quote
+	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
+		now := s.Now()
+		q, err := tx.LockQuote(ctx, p.OrgID, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return apierr.Newf("not_found:resource", "no quote %s in your organisation", id)
+		}
+		if err != nil {
+			return err
+		}
+		proj, err := tx.LockProject(ctx, p.OrgID, q.ProjectID)
+		if err != nil {
+			return err
+		}
+		if err := s.expireHolds(ctx, tx, &proj, now); err != nil {
+			return err
+		}
+		if q, err = tx.LockQuote(ctx, p.OrgID, id); err != nil {
+			return err
+		}
+		if q.State != "held" {
+			return apierr.Newf("conflict:state", "quote %s is %s, not held", id, q.State).WithActions(actions.Stop("done"))
+		}
+		if err := tx.SettleQuote(ctx, q.ID, "released", now); err != nil {
+			return err
+		}
+		if err := tx.MoveMoney(ctx, proj.ID, -q.AmountMicro, 0); err != nil {
+			return err
+		}
+		proj.HeldMicro -= q.AmountMicro
+		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "release_quote", ObjectType: "quote", ObjectID: q.ID,
+			Details: map[string]any{"projectId": proj.ID, "amountMicroUsd": q.AmountMicro}}, now); err != nil {
+			return err
+		}
+		var reasons []sdk.BlockedBy
+		json.Unmarshal([]byte(q.Reasons), &reasons)
+		if reasons == nil {
+			reasons = []sdk.BlockedBy{}
+		}
+		m := s.Mutation("release_quote", nil, nil, nil, remaining(proj))
+		out = &sdk.Quote{QuoteId: q.ID, ProjectId: proj.ID, Decision: sdk.QuoteDecision(q.Decision), State: ptr(sdk.QuoteStateReleased),
+			AmountUsd: usd(q.AmountMicro), Reasons: reasons, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, []sdk.Action{actions.Stop("done")}, nil
+}
+
+// Consumed is what ConsumeQuote spent.
+type Consumed struct {
+	QuoteID, ProjectID string
+	AmountMicro        int64
+	RemainingMicro     int64
+	Items              []pricedItem
+}
+
+// ConsumeQuote turns a hold into spending: the step launch takes. Under the
+// project's lock it rechecks the current budget, policy, price and approval
+// rules, and fails with budget:*, policy:*, price:changed or approval:*.
+func (s *Service) ConsumeQuote(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, quoteID string) (Consumed, error) {
+	now := s.Now()
+	proj, err := tx.LockProject(ctx, p.OrgID, projectID)
+	if errors.Is(err, store.ErrNotFound) {
+		return Consumed{}, projectNotFound(projectID)
+	}
+	if err != nil {
+		return Consumed{}, err
+	}
+	if err := s.expireHolds(ctx, tx, &proj, now); err != nil {
+		return Consumed{}, err
+	}
+	q, err := tx.LockQuote(ctx, p.OrgID, quoteID)
+	if errors.Is(err, store.ErrNotFound) || err == nil && q.ProjectID != projectID {
+		return Consumed{}, apierr.Newf("not_found:resource", "no quote %s for project %s", quoteID, projectID)
+	}
+	if err != nil {
+		return Consumed{}, err
+	}
+	requote := actions.Tool("create_quote", "agent", map[string]any{"projectId": projectID})
+	switch q.State {
+	case "expired":
+		return Consumed{}, apierr.New("budget:hold_expired", "the quote's 15-minute hold expired; quote again", requote)
+	case "consumed", "released":
+		return Consumed{}, apierr.Newf("conflict:state", "quote %s is already %s", quoteID, q.State).WithActions(requote)
+	case "not_held":
+		return Consumed{}, apierr.Newf("conflict:state", "quote %s was %s and holds no budget", quoteID, q.Decision).WithActions(requote)
+	}
+	var items []pricedItem
+	if err := json.Unmarshal([]byte(q.Items), &items); err != nil {
+		return Consumed{}, err
+	}
+	pol, err := decodePolicy(proj.Policy)
+	if err != nil {
+		return Consumed{}, err
+	}
+	if reasons := policyReasons(pol, items); len(reasons) > 0 {
+		return Consumed{}, apierr.Newf(reasons[0], "the project's policy changed since the quote and now refuses it (%v)", reasons).
+			WithActions(actions.Manual("change_policy", "human"), requote)
+	}
+	// Re-price from the catalogs: a moved price voids the quote.
+	var reqItems []sdk.QuoteItem
+	for _, it := range items {
+		ri := sdk.QuoteItem{Kind: sdk.QuoteItemKind(it.Kind)}
+		if it.Kind == "domain" {
+			d, y := it.Domain, it.Years
+			ri.Domain, ri.Years = &d, &y
+		} else {
+			w, t, m := sdk.Workload(it.Workload), it.Target, it.Months
+			ri.Workload, ri.Target, ri.Months = &w, &t, &m
+		}
+		reqItems = append(reqItems, ri)
+	}
+	current, err := priceItems(reqItems)
+	if err != nil {
+		return Consumed{}, err
+	}
+	if total(current) != q.AmountMicro {
+		return Consumed{}, apierr.Newf("price:changed", "the price moved from %.2f to %.2f USD since the quote", usd(q.AmountMicro), usd(total(current))).WithActions(requote)
+	}
+	if needsApproval(pol, q.AmountMicro) {
+		return Consumed{}, apierr.New("approval:pending", "the project now needs a human approval for this amount",
+			actions.Tool("request_budget_raise", "agent", map[string]any{"id": projectID, "amountUsd": usd(q.AmountMicro), "reason": "approval for quote " + q.ID}))
+	}
+	if err := tx.SettleQuote(ctx, q.ID, "consumed", now); err != nil {
+		return Consumed{}, apierr.Newf("conflict:state", "quote %s changed while consuming it", q.ID)
+	}
+	if err := tx.MoveMoney(ctx, proj.ID, -q.AmountMicro, q.AmountMicro); err != nil {
+		if errors.Is(err, store.ErrBudget) {
+			return Consumed{}, apierr.New("budget:insufficient", "the budget no longer covers this quote", actions.Manual("raise_budget", "human"))
+		}
+		return Consumed{}, err
+	}
+	proj.HeldMicro -= q.AmountMicro
+	proj.SpentMicro += q.AmountMicro
+	if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "consume_quote", ObjectType: "quote", ObjectID: q.ID,
+		Details: map[string]any{"projectId": proj.ID, "amountMicroUsd": q.AmountMicro}}, now); err != nil {
+		return Consumed{}, err
+	}
+	return Consumed{QuoteID: q.ID, ProjectID: proj.ID, AmountMicro: q.AmountMicro, RemainingMicro: remaining(proj), Items: items}, nil
+}

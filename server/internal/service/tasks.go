@@ -1,0 +1,274 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+
+	"time"
+)
+
+type taskStep struct {
+	Name        string     `json:"name"`
+	State       string     `json:"state"`
+	StartedAt   *time.Time `json:"startedAt,omitempty"`
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	Detail      string     `json:"detail,omitempty"`
+}
+
+// ApprovalURL is where a human decides a gate. It carries the gate id and
+// no authority: the page acts only for a signed-in human of the same
+// organisation.
+func (s *Service) ApprovalURL(gateID string) string {
+	return s.baseURL() + "/approvals/" + gateID
+}
+
+func (s *Service) baseURL() string {
+	if s.BaseURL != nil {
+		return s.BaseURL()
+	}
+	return ""
+}
+
+// openGate creates a task waiting in input_required on a new gate.
+func (s *Service) openGate(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, kind string, payload map[string]any, now time.Time) (store.Task, error) {
+	steps, _ := json.Marshal([]taskStep{{Name: "human_decision", State: "input_required", StartedAt: ptr(now.UTC())}})
+	body, _ := json.Marshal(payload)
+	t := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: projectID, Kind: kind, State: "input_required",
+		Steps: string(steps), GateID: auth.ID("gat"), CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
+	if err := tx.InsertTask(ctx, t); err != nil {
+		return t, err
+	}
+	if err := tx.InsertGate(ctx, store.Gate{ID: t.GateID, OrgID: p.OrgID, TaskID: t.ID, Kind: kind, Payload: string(body), CreatedAt: now.UTC()}); err != nil {
+		return t, err
+	}
+	_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "open_gate", ObjectType: "gate", ObjectID: t.GateID,
+		Details: map[string]any{"kind": kind, "taskId": t.ID, "payload": json.RawMessage(body)}}, now)
+	return t, err
+}
+
+// gateActions are the next steps while a human decides: the URL the human
+// opens, and the poll the agent makes.
+func (s *Service) gateActions(t store.Task) []sdk.Action {
+	poll := actions.ToolAction("get_task", "agent", map[string]any{"id": t.ID})
+	after := []string{"approve"}
+	poll.After = &after
+	wait := 5
+	poll.RetryAfterSeconds = &wait
+	url := actions.URL(s.ApprovalURL(t.GateID), "approve", "human")
+	u, _ := url.AsUrlAction()
+	id := "approve"
+	u.Id = &id
+	return []sdk.Action{actions.Wrap(u), actions.Wrap(poll)}
+}
+
+// RequestBudgetRaise asks a human to add to a project's budget. The answer
+// is a task in input_required carrying the approval URL.
+func (s *Service) RequestBudgetRaise(ctx context.Context, p *auth.Principal, projectID string, req sdk.BudgetRaiseRequest) (*sdk.TaskHandle, []sdk.Action, error) {
+	amount := microUSD(req.AmountUsd)
+	if amount <= 0 {
+		return nil, nil, apierr.New("input:invalid", "amountUsd must be at least 0.01").WithDetails(sdk.FieldProblem{Field: "body.amountUsd", Problem: "too small"})
+	}
+	var view *sdk.TaskHandle
+	var next []sdk.Action
+	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
+		now := s.Now()
+		proj, err := tx.LockProject(ctx, p.OrgID, projectID)
+		if errors.Is(err, store.ErrNotFound) {
+			return projectNotFound(projectID)
+		}
+		if err != nil {
+			return err
+		}
+		t, err := s.openGate(ctx, tx, p, proj.ID, "budget_raise", map[string]any{
+			"projectId": proj.ID, "amountMicroUsd": amount, "reason": req.Reason, "currentLimitMicroUsd": proj.LimitMicro,
+		}, now)
+		if err != nil {
+			return err
+		}
+		v, err := s.taskView(t)
+		if err != nil {
+			return err
+		}
+		m := s.Mutation("request_budget_raise", nil, []sdk.ResourceRef{{Type: "task", Id: t.ID}}, nil, remaining(proj))
+		v.Receipt, v.Undo, v.BudgetRemainingUsd = &m.Receipt, &m.Undo, &m.BudgetRemainingUsd
+		view, next = v, s.gateActions(t)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return view, next, nil
+}
+
+func (s *Service) taskView(t store.Task) (*sdk.TaskHandle, error) {
+	var steps []sdk.TaskStep
+	if err := json.Unmarshal([]byte(t.Steps), &steps); err != nil {
+		return nil, err
+	}
+	v := &sdk.TaskHandle{
+		TaskId: t.ID, Kind: sdk.TaskHandleKind(t.Kind), State: sdk.TaskHandleState(t.State), Steps: steps,
+		PollUrl: s.baseURL() + "/v1/tasks/" + t.ID,
+	}
+	if t.State == "input_required" && t.GateID != "" {
+		v.ApprovalUrl = ptr(s.ApprovalURL(t.GateID))
+		v.PollAfterSeconds = ptr(5)
+	}
+	if t.Result != "" {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(t.Result), &r); err != nil {
+			return nil, err
+		}
+		v.Result = &r
+	}
+	return v, nil
+}
+
+// GetTask reads a task of the caller's organisation.
+func (s *Service) GetTask(ctx context.Context, orgID, id string) (*sdk.TaskHandle, []sdk.Action, error) {
+	t, err := s.Store.GetTask(ctx, orgID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Newf("not_found:resource", "no task %s in your organisation", id)
+	}
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	v, err := s.taskView(t)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	var next []sdk.Action
+	switch t.State {
+	case "input_required":
+		next = s.gateActions(t)
+	case "queued", "running":
+		next = []sdk.Action{actions.Retry("get_task", "agent", map[string]any{"id": t.ID}, 1)}
+	case "succeeded":
+		next = []sdk.Action{actions.Stop("done")}
+	default:
+		next = []sdk.Action{actions.Stop("denied")}
+	}
+	return v, next, nil
+}
+
+// Human is a signed-in person acting on the human pages.
+type Human struct {
+	OrgID, UserID string
+}
+
+// DecideGate records a human's decision on a gate of their organisation and
+// carries it out. The first decision wins; a second is conflict:state. No
+// agent path reaches this method.
+func (s *Service) DecideGate(ctx context.Context, h Human, gateID string, approve bool) error {
+	return s.Store.InTx(ctx, func(tx *store.Tx) error {
+		now := s.Now()
+		g, err := tx.LockGate(ctx, h.OrgID, gateID)
+		if errors.Is(err, store.ErrNotFound) {
+			return apierr.Newf("not_found:resource", "no approval %s in your organisation", gateID)
+		}
+		if err != nil {
+			return err
+		}
+		state := "denied"
+		if approve {
+			state = "approved"
+		}
+		if err := tx.DecideGate(ctx, h.OrgID, gateID, state, "human:"+h.UserID, now); errors.Is(err, store.ErrConflict) {
+			return apierr.Newf("conflict:state", "this approval was already decided (%s)", g.State)
+		} else if err != nil {
+			return err
+		}
+		t, err := tx.LockTask(ctx, h.OrgID, g.TaskID)
+		if err != nil {
+			return err
+		}
+		var payload map[string]any
+		dec := json.NewDecoder(bytesReader(g.Payload))
+		dec.UseNumber()
+		if err := dec.Decode(&payload); err != nil {
+			return err
+		}
+		result := map[string]any{"decision": state, "decidedAt": now.UTC().Format(time.RFC3339)}
+		t.State = "failed"
+		if approve {
+			t.State = "succeeded"
+			if err := s.carryOut(ctx, tx, g, payload, result, now); err != nil {
+				var e *apierr.Error
+				if !errors.As(err, &e) {
+					return err
+				}
+				// The decision stands; what it asked for could not be done.
+				t.State = "failed"
+				result["blockedBy"] = string(e.Code)
+				result["message"] = e.Message
+			}
+		}
+		steps, _ := json.Marshal([]taskStep{{Name: "human_decision", State: map[bool]string{true: "succeeded", false: "failed"}[approve], CompletedAt: ptr(now.UTC()), Detail: state}})
+		rj, _ := json.Marshal(result)
+		t.Steps, t.Result, t.UpdatedAt = string(steps), string(rj), now.UTC()
+		if err := tx.UpdateTask(ctx, t); err != nil {
+			return err
+		}
+		_, err = tx.AppendLedger(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.UserID, Action: "decide_gate", ObjectType: "gate", ObjectID: g.ID,
+			Details: map[string]any{"kind": g.Kind, "decision": state, "taskId": t.ID, "result": result}}, now)
+		return err
+	})
+}
+
+// carryOut does what an approved gate asked for, inside the decision's
+// transaction.
+func (s *Service) carryOut(ctx context.Context, tx *store.Tx, g store.Gate, payload, result map[string]any, now time.Time) error {
+	projectID, _ := payload["projectId"].(string)
+	amount, err := payload["amountMicroUsd"].(json.Number).Int64()
+	if err != nil {
+		return err
+	}
+	proj, err := tx.LockProject(ctx, g.OrgID, projectID)
+	if err != nil {
+		return err
+	}
+	if err := s.expireHolds(ctx, tx, &proj, now); err != nil {
+		return err
+	}
+	switch g.Kind {
+	case "budget_raise":
+		limit := proj.LimitMicro + amount
+		if err := tx.SetBudgetLimit(ctx, proj.ID, limit); err != nil {
+			return err
+		}
+		result["budgetLimitUsd"] = usd(limit)
+		result["budgetRemainingUsd"] = usd(limit - proj.SpentMicro - proj.HeldMicro)
+	case "quote_approval":
+		quoteID, _ := payload["quoteId"].(string)
+		if amount > remaining(proj) {
+			return apierr.New("budget:insufficient", "the budget cannot cover the approved quote")
+		}
+		exp := now.Add(HoldDuration).UTC()
+		if err := tx.HoldQuote(ctx, quoteID, exp); err != nil {
+			return err
+		}
+		if err := tx.MoveMoney(ctx, proj.ID, amount, 0); err != nil {
+			if errors.Is(err, store.ErrBudget) {
+				return apierr.New("budget:insufficient", "the budget cannot cover the approved quote")
+			}
+			return err
+		}
+		result["quoteId"] = quoteID
+		result["holdExpiresAt"] = exp.Format(time.RFC3339)
+	default:
+		return fmt.Errorf("gate kind %q has no action", g.Kind)
+	}
+	return nil
+}
+
+// PendingApprovals lists a human's organisation's undecided gates.
+func (s *Service) PendingApprovals(ctx context.Context, orgID string) ([]store.Gate, error) {
+	return s.Store.PendingGates(ctx, orgID)
+}
