@@ -15,6 +15,7 @@ import (
 
 	"github.com/pierhq/pier/openapi"
 	"github.com/pierhq/pier/server/internal/httpapi"
+	"github.com/pierhq/pier/server/internal/mcp"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
@@ -32,6 +33,9 @@ type Config struct {
 	APIURL        string
 	DatabaseURL   string
 	PreviewDomain string
+	// MCPAllowedOrigins are browser origins allowed to call /mcp besides the
+	// base and API URLs and loopback pages of this server.
+	MCPAllowedOrigins []string
 	// RateLimits overrides the default buckets per class.
 	RateLimits map[string]ratelimit.Policy
 	// ShutdownTimeout bounds graceful shutdown.
@@ -127,6 +131,9 @@ func (s *Server) build() error {
 	svc := service.New(s.store, s.cfg.Now, s.log)
 	svc.BaseURL = s.BaseURL
 	s.svc = svc
+	// The MCP endpoint dispatches tool calls to the REST handler it is
+	// mounted in, so it is built once that handler exists.
+	var mcpHandler http.Handler
 	api, err := httpapi.New(httpapi.Config{
 		Service: svc,
 		Store:   s.store,
@@ -134,6 +141,17 @@ func (s *Server) build() error {
 		Log:     s.log,
 		Now:     s.cfg.Now,
 		BaseURL: s.BaseURL,
+		Extra: map[string]http.Handler{"mcp": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mcpHandler.ServeHTTP(w, r)
+		})},
+	})
+	if err != nil {
+		return err
+	}
+	mcpHandler, err = mcp.New(mcp.Config{
+		REST:           api,
+		Log:            s.log,
+		AllowedOrigins: append([]string{s.cfg.BaseURL, s.cfg.APIURL}, s.cfg.MCPAllowedOrigins...),
 	})
 	if err != nil {
 		return err

@@ -1,7 +1,3 @@
-// Package mcp holds the MCP tool table generated from the contract. Every
-// operation in openapi.yaml is a tool of the same name; a tool call is
-// dispatched to the same handler its REST route reaches, so both doors return
-// the same envelope.
 package mcp
 
 // Tool is one MCP tool, generated from one operation.

@@ -1,0 +1,266 @@
+package mcp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/httpapi"
+)
+
+// ProtocolVersion is the one MCP protocol version the endpoint negotiates
+// (SPEC §4 rule 1, §9.3): whatever version a client asks for in initialize,
+// the answer names this one.
+const ProtocolVersion = "2025-03-26"
+
+// firstStatelessVersion is where the protocol moved to per-request metadata
+// (SEP-2575). Requests claiming it or later are left to the SDK, which answers
+// with the JSON-RPC error that tells such clients to fall back to initialize.
+const firstStatelessVersion = "2026-07-28"
+
+// Config wires the MCP endpoint.
+type Config struct {
+	// REST serves the contract's operations; every tool call is dispatched
+	// to it in-process.
+	REST http.Handler
+	Log  *slog.Logger
+	// Version is reported as serverInfo.version.
+	Version string
+	// AllowedOrigins are the browser origins ("https://host[:port]") allowed
+	// to call the endpoint, typically the public base and API URLs. Pages of
+	// this same server on a loopback name are always allowed.
+	AllowedOrigins []string
+}
+
+// Handler serves POST /mcp.
+type Handler struct {
+	log     *slog.Logger
+	rest    http.Handler
+	origins map[string]bool
+	limit   int64
+	tools   map[string]*compiledTool
+	shapes  *shapeCache
+	// initializeResult and toolsList are encoded once: they never change.
+	initializeResult []byte
+	toolsList        []byte
+}
+
+// New builds the endpoint and compiles every tool in Tools.
+func New(cfg Config) (*Handler, error) {
+	if cfg.REST == nil {
+		return nil, errors.New("mcp: no REST handler to dispatch tool calls to")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	h := &Handler{
+		log:     cfg.Log,
+		rest:    cfg.REST,
+		origins: map[string]bool{},
+		tools:   map[string]*compiledTool{},
+		shapes:  newShapeCache(4096),
+	}
+	for _, o := range cfg.AllowedOrigins {
+		if n, ok := normalizeOrigin(o); ok {
+			h.origins[n] = true
+		}
+	}
+	// A JSON-RPC message wraps a REST body, so it may be as large as the
+	// largest body a tool takes, plus room for the message around it.
+	h.limit = 1 << 20
+	var ordered []*compiledTool
+	for _, t := range Tools {
+		ct, err := compile(t)
+		if err != nil {
+			return nil, err
+		}
+		h.tools[t.Name] = ct
+		ordered = append(ordered, ct)
+		if op, ok := sdk.LookupOperation(t.Name); ok && op.BodyLimit > h.limit {
+			h.limit = op.BodyLimit
+		}
+	}
+	h.limit += 64 << 10
+	var err error
+	h.initializeResult, h.toolsList, err = staticResults(cfg.Version, ordered)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: encoding static results: %w", err)
+	}
+	return h, nil
+}
+
+// ServeHTTP applies the transport's HTTP rules, answering each refusal with
+// the typed error envelope, then answers the JSON-RPC message.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		e := apierr.Newf("input:method_not_allowed", "%s %s is not allowed; use POST", r.Method, r.URL.Path)
+		e.Header = http.Header{"Allow": {"POST"}}
+		httpapi.WriteError(w, r, h.log, e)
+		return
+	}
+	if !h.originAllowed(r) {
+		httpapi.WriteError(w, r, h.log, apierr.Newf("auth:forbidden_origin",
+			"requests from the browser origin %q are not allowed on /mcp", r.Header.Get("Origin")).
+			WithActions(actions.Manual("contact_operator", "human")))
+		return
+	}
+	if !acceptsBoth(r.Header.Values("Accept")) {
+		httpapi.WriteError(w, r, h.log, apierr.New("input:not_acceptable",
+			"the MCP endpoint needs an Accept header listing both application/json and text/event-stream"))
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		httpapi.WriteError(w, r, h.log, apierr.Newf("input:unsupported_media_type",
+			"send the JSON-RPC message with Content-Type: application/json (got %q)", r.Header.Get("Content-Type")))
+		return
+	}
+	// A version at or after 2026-07-28 is a client probing the newer
+	// protocol; it gets method-not-found for server/discover and falls back
+	// to initialize, which negotiates ProtocolVersion.
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v != ProtocolVersion && v < firstStatelessVersion {
+		httpapi.WriteError(w, r, h.log, apierr.Newf("input:invalid",
+			"MCP-Protocol-Version %q is not supported; this server speaks %s (initialize again to negotiate it)", v, ProtocolVersion).
+			WithDetails(sdk.FieldProblem{Field: "header.MCP-Protocol-Version", Problem: "unsupported version"}))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.limit))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			httpapi.WriteError(w, r, h.log, apierr.Newf("input:body_too_large", "the JSON-RPC message exceeds %d bytes", h.limit))
+			return
+		}
+		httpapi.WriteError(w, r, h.log, apierr.Newf("input:invalid", "reading the body failed: %v", err))
+		return
+	}
+	if e := h.serveJSONRPC(r.Context(), w, body, r.Header, caller{remoteAddr: r.RemoteAddr, host: r.Host}); e != nil {
+		httpapi.WriteError(w, r, h.log, e)
+	}
+}
+
+// caller is what a dispatched tool call keeps from the MCP request besides
+// its headers: the client's address, which rate limits key anonymous callers
+// by, and the Host it named.
+type caller struct {
+	remoteAddr string
+	host       string
+}
+
+// acceptsBoth reports whether Accept admits both application/json and
+// text/event-stream, the streamable HTTP transport's rule. Wildcards count,
+// as they do for the SDK, so that nothing the SDK would serve is refused
+// here; a media range with q=0 is excluded.
+func acceptsBoth(values []string) bool {
+	var jsonOK, streamOK bool
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			if q, ok := params["q"]; ok {
+				if f, err := strconv.ParseFloat(q, 64); err == nil && f == 0 {
+					continue
+				}
+			}
+			switch mt {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK && streamOK
+}
+
+// originAllowed is the DNS-rebinding guard. A request without Origin is not
+// from a browser and cannot have been rebound. A browser's Origin must be one
+// of the configured origins, or a loopback origin on the port of a loopback
+// Host: the same local server under another loopback name. The Host header
+// alone proves nothing, since a rebound page names the attacker's host in
+// both Origin and Host; and preview sites on *.localhost are other origins.
+func (h *Handler) originAllowed(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	n, ok := normalizeOrigin(o)
+	if !ok {
+		return false // "null" and other opaque origins
+	}
+	if h.origins[n] {
+		return true
+	}
+	u, _ := url.Parse(n)
+	host, port := splitHost(r.Host, r.TLS != nil)
+	return isLoopback(u.Hostname()) && isLoopback(host) && defaultPort(u) == port
+}
+
+// normalizeOrigin lowercases scheme and host and drops a default port, so
+// that configured and received origins compare as strings.
+func normalizeOrigin(o string) (string, bool) {
+	u, err := url.Parse(strings.TrimSpace(o))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", false
+	}
+	host := strings.ToLower(u.Hostname())
+	port := u.Port()
+	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return strings.ToLower(u.Scheme) + "://" + host, true
+}
+
+func defaultPort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
+}
+
+func splitHost(hostport string, tls bool) (host, port string) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = strings.Trim(hostport, "[]")
+		port = "80"
+		if tls {
+			port = "443"
+		}
+	}
+	return strings.ToLower(host), port
+}
+
+// isLoopback accepts exactly the loopback names, never subdomains of
+// localhost: those are where preview sites live.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

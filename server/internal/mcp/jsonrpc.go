@@ -1,0 +1,268 @@
+package mcp
+
+// The JSON-RPC layer is written here by hand rather than served by the Go
+// MCP SDK's StreamableHTTPHandler. Pier needs only initialize, ping,
+// tools/list, tools/call and notifications, statelessly, with JSON answers,
+// and the SDK fought that design:
+//
+//   - It builds a server session per request (goroutines, channels and a
+//     JSON decoder with large buffers), which made a tools/call cost four
+//     times the REST request it wraps; the benchmark goal is half.
+//   - Its HTTP refusals are plain text (400 where the SPEC says 406), its
+//     Host check refuses any proxied loopback deployment, and MCPGODEBUG
+//     switches in the environment can bring Mcp-Session-Id back.
+//   - It negotiates newer protocols than 2025-03-26 unless narrowed, and
+//     runs the 2026-07-28 discovery path besides.
+//
+// The SDK's protocol types still define the initialize and tools/list
+// answers, and its client is what the tests connect with.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/internal/apierr"
+)
+
+// JSON-RPC 2.0 error codes.
+const (
+	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
+	codeInternal       = -32603
+)
+
+// rpcMessage is any JSON-RPC message a client sends: a request (method and
+// id), a notification (method, no id) or a response (result or error, no
+// method). Params holds the union of the fields the served methods read, so
+// that one pass decodes the message.
+type rpcMessage struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  *rpcParams      `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   json.RawMessage `json:"error,omitempty"`
+}
+
+type rpcParams struct {
+	// initialize
+	ProtocolVersion *string `json:"protocolVersion"`
+	// tools/call
+	Name      *string         `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// serveJSONRPC answers one POST body: a message or, as 2025-03-26 allows, a
+// batch of them. A body that is only notifications and responses gets 202.
+// A body that is not JSON-RPC at all, or a lone message that is not a valid
+// request, is refused at the HTTP level with the returned error, which the
+// transport allows; inside a batch the same mistake is a JSON-RPC error.
+func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body []byte, header http.Header, c caller) *apierr.Error {
+	body = bytes.TrimSpace(body)
+	if !json.Valid(body) {
+		return apierr.New("input:malformed_json", "the body is not JSON; send one JSON-RPC 2.0 message or a batch of them")
+	}
+	var out [][]byte
+	batch := body[0] == '['
+	if batch {
+		var raws []json.RawMessage
+		if json.Unmarshal(body, &raws) != nil || len(raws) == 0 {
+			return notJSONRPC("a batch must hold at least one message")
+		}
+		for _, raw := range raws {
+			resp, invalid := h.handleMessage(ctx, raw, header, c)
+			if invalid != "" {
+				resp = errorResponse(nil, codeInvalidRequest, invalid)
+			}
+			if resp != nil {
+				out = append(out, resp)
+			}
+		}
+	} else {
+		resp, invalid := h.handleMessage(ctx, body, header, c)
+		if invalid != "" {
+			return notJSONRPC(invalid)
+		}
+		if resp != nil {
+			out = append(out, resp)
+		}
+	}
+
+	if len(out) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return nil
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if !batch {
+		w.Header().Set("Content-Length", strconv.Itoa(len(out[0])+1))
+		w.WriteHeader(http.StatusOK)
+		w.Write(append(out[0], '\n'))
+		return nil
+	}
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	for i, r := range out {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(r)
+	}
+	buf.WriteString("]\n")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(http.StatusOK)
+	w.Write(buf.Bytes())
+	return nil
+}
+
+func notJSONRPC(problem string) *apierr.Error {
+	return apierr.Newf("input:invalid", "not a valid JSON-RPC 2.0 request: %s", problem).
+		WithDetails(sdk.FieldProblem{Field: "body", Problem: problem})
+}
+
+// handleMessage answers one message; a nil answer means nothing to answer.
+// A message that is not a valid request is described by invalid instead
+// (JSON-RPC's -32600), since its id cannot be trusted.
+func (h *Handler) handleMessage(ctx context.Context, raw json.RawMessage, header http.Header, c caller) (answer []byte, invalid string) {
+	var m rpcMessage
+	badParams := false
+	if err := json.Unmarshal(raw, &m); err != nil {
+		// A mistyped member still leaves the others decoded; only params may
+		// be wrong for the request to deserve an answer to its id.
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) || !strings.HasPrefix(te.Field, "params") {
+			return nil, "not a JSON-RPC 2.0 message object"
+		}
+		badParams = true
+	}
+	id := m.ID
+	if len(id) > 0 && !validID(id) {
+		return nil, "id must be a string or a number"
+	}
+	if m.JSONRPC != "2.0" {
+		return nil, `jsonrpc must be "2.0"`
+	}
+	if m.Method == "" {
+		if len(id) > 0 && (m.Result != nil || m.Error != nil) {
+			return nil, "" // a response to a request this server never sends
+		}
+		return nil, "a request needs a method"
+	}
+	if len(id) == 0 {
+		return nil, "" // notifications (initialized, cancelled, …) need no answer
+	}
+	p := m.Params
+	if p == nil {
+		p = &rpcParams{}
+	}
+
+	switch m.Method {
+	case "initialize":
+		if badParams || p.ProtocolVersion == nil {
+			return errorResponse(id, codeInvalidParams, "initialize needs params.protocolVersion, a string"), ""
+		}
+		// Whatever the client asked for, the answer is the one version Pier
+		// speaks; a client that cannot speak it disconnects.
+		return resultResponse(id, h.initializeResult), ""
+	case "ping":
+		return resultResponse(id, []byte(`{}`)), ""
+	case "tools/list":
+		return resultResponse(id, h.toolsList), ""
+	case "tools/call":
+		if badParams || p.Name == nil || !objectOrNull(p.Arguments) {
+			return errorResponse(id, codeInvalidParams, "tools/call needs params.name, a string, and params.arguments, an object"), ""
+		}
+		t, ok := h.tools[*p.Name]
+		if !ok {
+			return errorResponse(id, codeInvalidParams, "unknown tool "+strconv.Quote(*p.Name)+"; tools/list names them"), ""
+		}
+		res, err := h.call(ctx, resultPrefix(id), t, p.Arguments, header, c)
+		if err != nil {
+			h.log.ErrorContext(ctx, "tools/call failed", "tool", t.Name, "err", err)
+			return errorResponse(id, codeInternal, "the tool call could not be dispatched"), ""
+		}
+		return append(res, '}'), ""
+	}
+	return errorResponse(id, codeMethodNotFound, "method "+strconv.Quote(m.Method)+" is not served; Pier offers initialize, ping, tools/list and tools/call"), ""
+}
+
+// objectOrNull reports whether arguments are absent, null or an object.
+func objectOrNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || raw[0] == '{' || string(raw) == "null"
+}
+
+// validID accepts what MCP allows as a request id: a string or a number.
+func validID(id json.RawMessage) bool {
+	switch id[0] {
+	case '"':
+		var s string
+		return json.Unmarshal(id, &s) == nil
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		var n json.Number
+		return json.Unmarshal(id, &n) == nil
+	}
+	return false
+}
+
+// resultPrefix starts a response whose result the caller appends, before
+// closing it with '}'.
+func resultPrefix(id json.RawMessage) []byte {
+	b := make([]byte, 0, 4096)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	return append(b, `,"result":`...)
+}
+
+func resultResponse(id json.RawMessage, result []byte) []byte {
+	return append(append(resultPrefix(id), result...), '}')
+}
+
+func errorResponse(id json.RawMessage, code int, msg string) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	e, _ := json.Marshal(struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{code, msg})
+	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	b = append(b, `,"error":`...)
+	b = append(b, e...)
+	return append(b, '}')
+}
+
+// staticResults encodes the answers that never change, once: initialize
+// and tools/list, in the SDK's protocol types.
+func staticResults(version string, tools []*compiledTool) (initialize, list []byte, err error) {
+	initialize, err = json.Marshal(&mcpsdk.InitializeResult{
+		ProtocolVersion: ProtocolVersion,
+		// Tools only, and a fixed list, so no listChanged notifications.
+		Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{}},
+		ServerInfo:   &mcpsdk.Implementation{Name: "pier", Title: "Pier", Version: version},
+		Instructions: instructions,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	descs := make([]*mcpsdk.Tool, len(tools))
+	for i, t := range tools {
+		descs[i] = t.descriptor()
+	}
+	list, err = json.Marshal(&mcpsdk.ListToolsResult{Tools: descs})
+	return initialize, list, err
+}
+
+const instructions = `Pier publishes static sites and launches services under budgets and policy set by humans. ` +
+	`Every tool is a Pier operation and returns Pier's envelope as structuredContent and as JSON text: ` +
+	`on success {data, actions, formatVersion}; on refusal isError with {blockedBy, message, retryable, actions}. ` +
+	`Follow the typed actions; never invent next steps. Authenticate with the HTTP header Authorization: Bearer agk_…; ` +
+	`search_domains and estimate need no key.`
