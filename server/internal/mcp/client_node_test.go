@@ -1,0 +1,183 @@
+package mcp_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/pierhq/pier/server"
+	"github.com/pierhq/pier/server/internal/mcp"
+)
+
+const nodeSDKVersion = "1.32.2"
+
+// nodeSDK finds node and the TypeScript MCP SDK installed in tools/ (by
+// `make tools`). Without them the test is skipped, unless CI=true or
+// PIER_TEST_NODE=require, when it fails.
+func nodeSDK(t *testing.T) (node, nodeModules string) {
+	t.Helper()
+	missing := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" || os.Getenv("PIER_TEST_NODE") == "require" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format+" (set PIER_TEST_NODE=require to fail instead)", args...)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("node is not installed: %v", err)
+	}
+	nodeModules, _ = filepath.Abs(filepath.Join("..", "..", "..", "tools", "node_modules"))
+	b, err := os.ReadFile(filepath.Join(nodeModules, "@modelcontextprotocol", "sdk", "package.json"))
+	if err != nil {
+		missing("@modelcontextprotocol/sdk is not installed in tools/ (run npm ci --prefix tools): %v", err)
+	}
+	var pkg struct{ Version string }
+	json.Unmarshal(b, &pkg)
+	if pkg.Version != nodeSDKVersion {
+		missing("tools/ has @modelcontextprotocol/sdk %s, want %s (run npm ci --prefix tools)", pkg.Version, nodeSDKVersion)
+	}
+	return node, nodeModules
+}
+
+type nodeResult struct {
+	IsError           bool `json:"isError"`
+	StructuredContent any  `json:"structuredContent"`
+	Content           []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+// The official TypeScript client connects, lists every tool, and gets the
+// same envelopes REST answers.
+func TestTypeScriptSDKClient(t *testing.T) {
+	node, nodeModules := nodeSDK(t)
+	s, base := start(t, server.Config{})
+	key := newKey(t, s.Store(), "read", "quote")
+
+	// The script imports the SDK by name, so it runs from a directory whose
+	// node_modules is the one in tools/.
+	dir := t.TempDir()
+	script, err := os.ReadFile(filepath.Join("jstest", "client.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "client.mjs"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(nodeModules, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, filepath.Join(dir, "client.mjs"))
+	cmd.Env = append(os.Environ(), "PIER_MCP_URL="+base+"/mcp", "PIER_API_KEY="+key)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node client.mjs: %v\n%s", err, stderr.Bytes())
+	}
+
+	var out struct {
+		ProtocolVersion string  `json:"protocolVersion"`
+		SessionID       *string `json:"sessionId"`
+		ServerInfo      struct {
+			Name string `json:"name"`
+		} `json:"serverInfo"`
+		Tools []struct {
+			Name        string         `json:"name"`
+			Title       string         `json:"title"`
+			InputSchema any            `json:"inputSchema"`
+			Annotations map[string]any `json:"annotations"`
+		} `json:"tools"`
+		NextCursor      *string    `json:"nextCursor"`
+		Search          nodeResult `json:"search"`
+		Estimate        nodeResult `json:"estimate"`
+		QuoteWithoutKey nodeResult `json:"quoteWithoutKey"`
+		QuoteWithKey    nodeResult `json:"quoteWithKey"`
+		Exchanges       []struct {
+			Method      string  `json:"method"`
+			Status      int     `json:"status"`
+			ContentType *string `json:"contentType"`
+			SessionID   *string `json:"sessionId"`
+		} `json:"exchanges"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("node printed %v: %s\n%s", err, stdout.Bytes(), stderr.Bytes())
+	}
+
+	if out.ProtocolVersion != "2025-03-26" || out.SessionID != nil || out.ServerInfo.Name != "pier" {
+		t.Errorf("negotiated %q, session %v, server %q", out.ProtocolVersion, out.SessionID, out.ServerInfo.Name)
+	}
+	if out.NextCursor != nil || len(out.Tools) != len(mcp.Tools) {
+		t.Errorf("%d tools listed (cursor %v), the table has %d", len(out.Tools), out.NextCursor, len(mcp.Tools))
+	}
+	listed := map[string]int{}
+	for i, tool := range out.Tools {
+		listed[tool.Name] = i
+	}
+	for _, want := range mcp.Tools {
+		i, ok := listed[want.Name]
+		if !ok {
+			t.Errorf("%s is not listed", want.Name)
+			continue
+		}
+		tool := out.Tools[i]
+		var schema any
+		json.Unmarshal([]byte(want.InputSchema), &schema)
+		a := tool.Annotations
+		if tool.Title != want.Title || !jsonEqual(tool.InputSchema, schema) || a["readOnlyHint"] != want.ReadOnly ||
+			a["destructiveHint"] != want.Destructive || a["idempotentHint"] != want.Idempotent {
+			t.Errorf("%s listed as %+v", want.Name, tool)
+		}
+	}
+
+	check := func(name string, res nodeResult, wantStatus int, restStatus int, rest any) {
+		t.Helper()
+		if len(res.Content) != 1 || res.Content[0].Type != "text" {
+			t.Errorf("%s: content %+v", name, res.Content)
+			return
+		}
+		var fromText any
+		json.Unmarshal([]byte(res.Content[0].Text), &fromText)
+		if !jsonEqual(fromText, res.StructuredContent) {
+			t.Errorf("%s: text and structuredContent differ", name)
+		}
+		if restStatus != wantStatus || res.IsError != (restStatus >= 400) || !jsonEqual(res.StructuredContent, rest) {
+			t.Errorf("%s: MCP (isError %v) and REST (%d) differ:\n%v\n%v", name, res.IsError, restStatus, res.StructuredContent, rest)
+		}
+	}
+	status, rest := restJSON(t, base, "GET", "/v1/domains/search?q=acme&tldAllowlist=org,dev,com&maxFirstYearPriceUsd=50", nil, nil)
+	check("search_domains", out.Search, 200, status, rest)
+	status, rest = restJSON(t, base, "POST", "/v1/estimate", map[string]any{"workload": "database_backed_app", "monthlyRequests": 2000000}, nil)
+	check("estimate", out.Estimate, 200, status, rest)
+	quote := map[string]any{"projectId": "prj_x", "items": []any{map[string]any{"kind": "domain", "domain": "acme.dev"}}}
+	status, rest = restJSON(t, base, "POST", "/v1/quotes", quote, nil)
+	check("create_quote without a key", out.QuoteWithoutKey, 401, status, rest)
+	if env, _ := out.QuoteWithoutKey.StructuredContent.(map[string]any); env["blockedBy"] != "auth:missing_credentials" {
+		t.Errorf("create_quote without a key: %v", env)
+	}
+	status, rest = restJSON(t, base, "POST", "/v1/quotes", quote, http.Header{"Authorization": {"Bearer " + key}})
+	check("create_quote with a key", out.QuoteWithKey, status, status, rest)
+	if env, _ := out.QuoteWithKey.StructuredContent.(map[string]any); env["blockedBy"] == "auth:missing_credentials" || env["blockedBy"] == "auth:invalid_credentials" {
+		t.Errorf("the key did not reach the operation: %v", env)
+	}
+
+	for i, x := range out.Exchanges {
+		if x.SessionID != nil {
+			t.Errorf("exchange %d carried Mcp-Session-Id %q", i, *x.SessionID)
+		}
+		switch {
+		case x.Method == "POST" && x.Status == 200:
+			if x.ContentType == nil || *x.ContentType != "application/json" {
+				t.Errorf("exchange %d answered with %v; the endpoint answers JSON only", i, x.ContentType)
+			}
+		case x.Method == "POST" && x.Status == 202, x.Method == "GET" && x.Status == 405:
+		default:
+			t.Errorf("exchange %d: %s answered %d", i, x.Method, x.Status)
+		}
+	}
+}
