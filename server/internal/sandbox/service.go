@@ -1,0 +1,590 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pierhq/pier/internal/sandboxproof"
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// CapabilityPrefix starts every sandbox agent capability, so that it is
+// never mistaken for an API key (agk_…).
+const CapabilityPrefix = "sbx_"
+
+// MaxAttempts bounds a session's attempts: a proof carries at most 32.
+const MaxAttempts = 32
+
+// Config wires the service.
+type Config struct {
+	Store *store.Store
+	Keys  *Keys
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	Log *slog.Logger
+	// BaseURL is the public base URL for request actions, unless the adapter
+	// supplies one per request (WithBaseURL).
+	BaseURL string
+}
+
+// Service runs sandbox sessions and publishes the reference release.
+type Service struct {
+	st      *store.Store
+	keys    *Keys
+	now     func() time.Time
+	log     *slog.Logger
+	baseURL string
+
+	pending []byte // the manifest served until a release is published
+
+	mu      sync.Mutex
+	release *release // the last release read, by id; releases never change
+}
+
+// New returns the service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Keys == nil {
+		return nil, errors.New("sandbox: a store and keys are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	pending, err := pendingManifest()
+	if err != nil {
+		return nil, err
+	}
+	return &Service{st: cfg.Store, keys: cfg.Keys, now: cfg.Now, log: cfg.Log, baseURL: strings.TrimRight(cfg.BaseURL, "/"), pending: pending}, nil
+}
+
+// IssuerKID is the kid of the issuer key that mandates must name.
+func (s *Service) IssuerKID() string { return s.keys.Issuer.KID }
+
+// Created is a new session with its capability, which is shown only here.
+type Created struct {
+	Session sdk.SandboxSession
+	// Capability is the sandbox-only agent capability; the store keeps only
+	// its SHA-256.
+	Capability string
+	// Steps are the session's request actions: the holder fetches the issuer
+	// key and registers a mandate, then the agent attempts.
+	Steps []sdk.SandboxAction
+	// Actions are the same steps for the envelope.
+	Actions []sdk.Action
+}
+
+// AuthorizationHeader is the complete header value the agent sends.
+func (c *Created) AuthorizationHeader() string { return "Bearer " + c.Capability }
+
+// CreateSession opens a session that waits for the holder's mandate.
+func (s *Service) CreateSession(ctx context.Context) (*Created, error) {
+	return s.createSession(ctx, false)
+}
+
+func (s *Service) createSession(ctx context.Context, reference bool) (*Created, error) {
+	id, err := sandboxproof.NewID(sandboxproof.PrefixSession)
+	if err != nil {
+		return nil, apierr.Internal(err)
+	}
+	capability := CapabilityPrefix + auth.Token(32)
+	sess := store.SandboxSession{
+		ID: id, CapabilityHash: auth.HashKey(capability), Reference: reference,
+		CreatedAt: s.now().UTC().Truncate(time.Microsecond),
+	}
+	if err := s.st.CreateSandboxSession(ctx, sess); err != nil {
+		return nil, apierr.Internal(err)
+	}
+	l := s.links(ctx)
+	steps := []any{l.fetchIssuerKey(), l.registerMandate(id), l.attempt(id)}
+	return &Created{
+		Session:    view(sess, nil, nil, s.now()),
+		Capability: capability,
+		Steps:      asSandboxActions(steps...),
+		Actions:    asActions(steps...),
+	}, nil
+}
+
+// Session reads a session. It never carries the capability, which the
+// store does not have.
+func (s *Service) Session(ctx context.Context, id string) (sdk.SandboxSession, []sdk.Action, error) {
+	sess, err := s.session(ctx, id)
+	if err != nil {
+		return sdk.SandboxSession{}, nil, err
+	}
+	attempts, err := s.st.SandboxAttempts(ctx, id)
+	if err != nil {
+		return sdk.SandboxSession{}, nil, apierr.Internal(err)
+	}
+	gates, err := s.st.SandboxGates(ctx, id)
+	if err != nil {
+		return sdk.SandboxSession{}, nil, apierr.Internal(err)
+	}
+	v := view(sess, attempts, gates, s.now())
+	l := s.links(ctx)
+	var next []any
+	switch v.State {
+	case "awaiting_mandate":
+		next = []any{l.fetchIssuerKey(), l.registerMandate(id)}
+	case "proven":
+		next = []any{l.readProof(sess.ProofID)}
+	case "expired":
+		next = []any{stop("done")}
+	default:
+		for _, g := range v.Gates {
+			if g.State == "open" {
+				next = append(next, l.decide(id, g.Id))
+			}
+		}
+		next = append(next, l.attempt(id))
+	}
+	return v, asActions(next...), nil
+}
+
+func (s *Service) session(ctx context.Context, id string) (store.SandboxSession, error) {
+	sess, err := s.st.GetSandboxSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return sess, notFound("no sandbox session " + id)
+	}
+	if err != nil {
+		return sess, apierr.Internal(err)
+	}
+	return sess, nil
+}
+
+// MandateResult is a registered mandate.
+type MandateResult struct {
+	SessionID       string
+	Mandate         sdk.SandboxMandate
+	BudgetRemaining int64 // micro-USD
+	Actions         []sdk.Action
+}
+
+// RegisterMandate checks the holder's signed mandate and records it, once
+// per session. The signature is the holder's only authority; adapters must
+// refuse a request that carries an Authorization header before calling.
+func (s *Service) RegisterMandate(ctx context.Context, id, jws string) (*MandateResult, error) {
+	sess, err := s.session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	l := s.links(ctx)
+	already := func() error {
+		return apierr.New("conflict:state", "this session already has a mandate; a session takes one mandate, so start a new session for another",
+			asActions(l.readSession(id))...)
+	}
+	if sess.MandateJWS != "" {
+		return nil, already()
+	}
+	m, err := sandboxproof.VerifyMandate(jws, sandboxproof.MandateCheck{SessionID: id, IssuerKID: s.keys.Issuer.KID, Now: s.now()})
+	if err != nil {
+		return nil, signedError(err, "mandate", asActions(l.fetchIssuerKey(), l.registerMandate(id)))
+	}
+	sess.MandateJWS = m.JWS
+	sess.MandateSHA256 = sandboxproof.SHA256Hex([]byte(m.JWS))
+	sess.HolderThumbprint = m.HolderThumbprint
+	sess.IssuerKID = m.Audience
+	sess.MandateExpiresAt = m.ExpiresAt
+	sess.BudgetMicro = sandboxproof.MandateAmountMicroUSD
+	ok, err := s.st.RegisterSandboxMandate(ctx, sess)
+	if err != nil {
+		return nil, apierr.Internal(err)
+	}
+	if !ok {
+		return nil, already()
+	}
+	return &MandateResult{
+		SessionID:       id,
+		Mandate:         mandateView(sess),
+		BudgetRemaining: sess.BudgetMicro,
+		Actions:         asActions(l.attempt(id)),
+	}, nil
+}
+
+// AttemptResult is an attempt with its receipt, and for an approval the
+// gate it opened.
+type AttemptResult struct {
+	SessionID       string
+	Attempt         sdk.SandboxAttempt
+	Gate            *sdk.SandboxGate
+	ProofID         string
+	Amount          int64 // micro-USD
+	BudgetRemaining int64 // micro-USD
+	Actions         []sdk.Action
+}
+
+// Attempt takes a fake charge for the agent that holds the session's
+// capability. An allowed attempt is charged at once; an approval attempt
+// holds its amount and opens a gate for the holder. Either way the amount is
+// checked against what the mandate still covers and debited in the same
+// transaction, under the session's lock, so that concurrent attempts never
+// overspend.
+func (s *Service) Attempt(ctx context.Context, id, authorization, scenario string) (*AttemptResult, error) {
+	sess, err := s.session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !capabilityMatches(authorization, sess.CapabilityHash) {
+		e := apierr.New("auth:invalid_credentials",
+			"the Authorization header is not this session's sandbox capability; send the authorizationHeader value returned when the session was created (API keys carry no sandbox authority)")
+		e.Actions = []sdk.Action{mustManual("create_key")}
+		return nil, e
+	}
+	var amount int64
+	switch scenario {
+	case sandboxproof.ScenarioAllowed:
+		amount = sandboxproof.AllowedAmountMicroUSD
+	case sandboxproof.ScenarioApproval:
+		amount = sandboxproof.ApprovalAmountMicroUSD
+	default:
+		return nil, apierr.Newf("input:invalid", "scenario must be allowed or approval, not %q", scenario)
+	}
+	l := s.links(ctx)
+	res := &AttemptResult{SessionID: id, Amount: amount}
+	err = s.st.InSandboxSession(ctx, id, func(tx *store.SandboxTx, sess *store.SandboxSession) error {
+		now := s.now().UTC()
+		switch {
+		case sess.MandateJWS == "":
+			return apierr.New("conflict:state", "the holder has not registered a mandate for this session yet; attempts need one",
+				asActions(l.fetchIssuerKey(), l.registerMandate(id))...)
+		case sess.ProofID != "":
+			return apierr.New("conflict:state", "this session is proven and takes no more attempts; start a new session",
+				asActions(l.readProof(sess.ProofID))...)
+		case !now.Before(sess.MandateExpiresAt):
+			return apierr.New("conflict:expired", "the session's mandate expired at "+sandboxproof.FormatTime(sess.MandateExpiresAt)+"; start a new session",
+				asActions(stop("done"))...)
+		case sess.AttemptCount >= MaxAttempts:
+			return apierr.New("conflict:state", fmt.Sprintf("a session takes at most %d attempts; start a new session", MaxAttempts),
+				asActions(stop("done"))...)
+		}
+		released, err := tx.ExpireGates(ctx, id, now.Truncate(time.Second))
+		if err != nil {
+			return apierr.Internal(err)
+		}
+		committed := sess.CommittedMicro - released
+		if committed+amount > sess.BudgetMicro {
+			return apierr.New("budget:insufficient", fmt.Sprintf("the mandate has %s USD of fake money left and this attempt needs %s USD",
+				usdText(sess.BudgetMicro-committed), usdText(amount)), asActions(l.readSession(id), stop("done"))...)
+		}
+		attemptID, err := sandboxproof.NewID(sandboxproof.PrefixAttempt)
+		if err != nil {
+			return apierr.Internal(err)
+		}
+		var params *sandboxproof.GateParams
+		if scenario == sandboxproof.ScenarioApproval {
+			p, err := sandboxproof.NewGateParams(now)
+			if err != nil {
+				return apierr.Internal(err)
+			}
+			params = &p
+		}
+		att, gate, err := sandboxproof.IssueAttempt(s.keys.Issuer, sandboxproof.AttemptRequest{
+			SessionID: id, AttemptID: attemptID, Scenario: scenario, AmountMicroUSD: amount, Mandate: sess.MandateJWS,
+		}, now, params)
+		if errors.Is(err, sandboxproof.ErrExpired) {
+			return apierr.New("conflict:expired", "the session's mandate has expired; start a new session", asActions(stop("done"))...)
+		}
+		if err != nil {
+			return apierr.Internal(err)
+		}
+		seq := sess.AttemptCount + 1
+		row := store.SandboxAttempt{
+			ID: attemptID, SessionID: id, Seq: seq, Scenario: scenario, AmountMicro: amount,
+			RequestDigest: att.RequestDigest, Outcome: att.Outcome, Receipt: att.Receipt, CreatedAt: now,
+		}
+		var gateRow *store.SandboxGate
+		if gate != nil {
+			expires, err := time.Parse(time.RFC3339, gate.ExpiresAt)
+			if err != nil {
+				return apierr.Internal(err)
+			}
+			gateRow = &store.SandboxGate{
+				ID: gate.ID, SessionID: id, AttemptID: attemptID, Seq: seq, RequestDigest: gate.RequestDigest,
+				Nonce: gate.Nonce, ExpiresText: gate.ExpiresAt, ExpiresAt: expires, State: store.GateOpen,
+			}
+		}
+		if err := tx.InsertAttempt(ctx, row, gateRow); err != nil {
+			return apierr.Internal(err)
+		}
+		committed += amount
+		if err := tx.SetBudget(ctx, id, committed, seq); err != nil {
+			return apierr.Internal(err)
+		}
+		res.ProofID, err = s.mintIfReady(ctx, tx, sess, now)
+		if err != nil {
+			return err
+		}
+		res.Attempt = attemptView(row)
+		res.BudgetRemaining = sess.BudgetMicro - committed
+		if gate != nil {
+			g := gateView(*gateRow)
+			res.Gate = &g
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, asAPIError(err)
+	}
+	switch {
+	case res.ProofID != "":
+		res.Actions = asActions(l.readProof(res.ProofID))
+	case res.Gate != nil:
+		res.Actions = asActions(l.decide(id, res.Gate.Id), l.readSession(id))
+	default:
+		res.Actions = asActions(l.attempt(id), l.readSession(id))
+	}
+	return res, nil
+}
+
+// DecisionResult is a decided gate.
+type DecisionResult struct {
+	SessionID string
+	Gate      sdk.SandboxGateState
+	ProofID   string
+	// Released is what a denial gave back to the mandate, micro-USD.
+	Released        int64
+	BudgetRemaining int64
+	Actions         []sdk.Action
+}
+
+// Decide records the holder's signed decision on a gate. The first valid
+// decision wins (compare-and-set in the database); a second decision, a
+// replayed signature and a decision after the gate's expiry are refused.
+// The signature is the holder's only authority; adapters must refuse a
+// request that carries an Authorization header before calling.
+func (s *Service) Decide(ctx context.Context, id, gateID, jws string) (*DecisionResult, error) {
+	sess, err := s.session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.st.GetSandboxGate(ctx, id, gateID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("no gate " + gateID + " in sandbox session " + id)
+	}
+	if err != nil {
+		return nil, apierr.Internal(err)
+	}
+	l := s.links(ctx)
+	// Time is checked below, after whether the gate is already decided, so
+	// that a replay of the winning decision says so even once the gate's
+	// time is up.
+	d, err := sandboxproof.VerifyDecision(jws, sandboxproof.DecisionCheck{
+		SessionID: id, Gate: proofGate(g), HolderThumbprint: sess.HolderThumbprint,
+	})
+	if err != nil {
+		return nil, signedError(err, "decision", asActions(l.readSession(id)))
+	}
+	res := &DecisionResult{SessionID: id}
+	err = s.st.InSandboxSession(ctx, id, func(tx *store.SandboxTx, sess *store.SandboxSession) error {
+		now := s.now().UTC()
+		g.DecisionJWS = d.JWS
+		g.DecisionSHA256 = sandboxproof.SHA256Hex([]byte(d.JWS))
+		g.DecidedOutcome = d.Outcome
+		g.DecidedAt = now.Truncate(time.Second)
+		won, err := tx.DecideGate(ctx, g)
+		if err != nil {
+			return apierr.Internal(err)
+		}
+		gates, err := tx.Gates(ctx, id)
+		if err != nil {
+			return apierr.Internal(err)
+		}
+		current := g
+		for _, x := range gates {
+			if x.ID == g.ID {
+				current = x
+			}
+		}
+		if !won {
+			if current.State == store.GateDecided {
+				return apierr.New("conflict:gate_decided", fmt.Sprintf("gate %s was already decided (%s at %s); the first valid decision wins",
+					g.ID, current.DecidedOutcome, sandboxproof.FormatTime(current.DecidedAt)), asActions(l.readSession(id))...)
+			}
+			return apierr.New("conflict:expired", "gate "+g.ID+" expired at "+g.ExpiresText+" without a decision; the agent may attempt again",
+				asActions(l.attempt(id), l.readSession(id))...)
+		}
+		committed := sess.CommittedMicro
+		if d.Outcome == sandboxproof.DecisionDenied {
+			attempts, err := tx.Attempts(ctx, id)
+			if err != nil {
+				return apierr.Internal(err)
+			}
+			for _, a := range attempts {
+				if a.ID == g.AttemptID {
+					res.Released = a.AmountMicro
+				}
+			}
+			committed -= res.Released
+			if err := tx.SetBudget(ctx, id, committed, sess.AttemptCount); err != nil {
+				return apierr.Internal(err)
+			}
+		}
+		res.ProofID, err = s.mintIfReady(ctx, tx, sess, now)
+		if err != nil {
+			return err
+		}
+		res.Gate = gateStateView(current, now)
+		res.BudgetRemaining = sess.BudgetMicro - committed
+		return nil
+	})
+	if err != nil {
+		return nil, asAPIError(err)
+	}
+	switch {
+	case res.ProofID != "":
+		res.Actions = asActions(l.readProof(res.ProofID))
+	case d.Outcome == sandboxproof.DecisionDenied:
+		res.Actions = asActions(l.attempt(id), stop("denied"))
+	default:
+		res.Actions = asActions(l.attempt(id))
+	}
+	return res, nil
+}
+
+// mintIfReady mints the session's proof once it has an allowed attempt and
+// a decided gate. It runs inside the transaction that made the session
+// ready, so a session gets exactly one proof. Approval attempts whose gate
+// is not decided are left out: every approval attempt in a proof has its
+// decided gate.
+func (s *Service) mintIfReady(ctx context.Context, tx *store.SandboxTx, sess *store.SandboxSession, now time.Time) (string, error) {
+	if sess.ProofID != "" {
+		return sess.ProofID, nil
+	}
+	attempts, err := tx.Attempts(ctx, sess.ID)
+	if err != nil {
+		return "", apierr.Internal(err)
+	}
+	gates, err := tx.Gates(ctx, sess.ID)
+	if err != nil {
+		return "", apierr.Internal(err)
+	}
+	decided := map[string]store.SandboxGate{}
+	var proofGates []sandboxproof.DecidedGate
+	for _, g := range gates {
+		if g.State != store.GateDecided {
+			continue
+		}
+		decided[g.AttemptID] = g
+		proofGates = append(proofGates, sandboxproof.DecidedGate{
+			Gate: proofGate(g), AttemptID: g.AttemptID, Decision: g.DecisionJWS, DecidedAt: g.DecidedAt, DecidedOutcome: g.DecidedOutcome,
+		})
+	}
+	var entries []sandboxproof.Attempt
+	allowed := false
+	for _, a := range attempts {
+		if a.Scenario == sandboxproof.ScenarioApproval {
+			if _, ok := decided[a.ID]; !ok {
+				continue
+			}
+		} else {
+			allowed = true
+		}
+		amount, err := sandboxproof.USDNumber(a.AmountMicro)
+		if err != nil {
+			return "", apierr.Internal(err)
+		}
+		entries = append(entries, sandboxproof.Attempt{
+			AttemptID: a.ID, Scenario: a.Scenario, AmountUSD: amount, Currency: "USD",
+			RequestDigest: a.RequestDigest, Outcome: a.Outcome, Receipt: a.Receipt,
+		})
+	}
+	if !allowed || len(proofGates) == 0 {
+		return "", nil
+	}
+	proofID, err := sandboxproof.NewProofID()
+	if err != nil {
+		return "", apierr.Internal(err)
+	}
+	proof, err := sandboxproof.MintProof(s.keys.Proof, sandboxproof.ProofInput{
+		ProofID: proofID, SessionID: sess.ID, IssuedAt: now, Mandate: sess.MandateJWS, Attempts: entries, Gates: proofGates,
+	})
+	if err != nil {
+		return "", apierr.Internal(err)
+	}
+	if err := tx.InsertProof(ctx, sess.ID, proofID, proof, now); err != nil {
+		return "", apierr.Internal(err)
+	}
+	return proofID, nil
+}
+
+// Proof returns a minted proof exactly as signed.
+func (s *Service) Proof(ctx context.Context, proofID string) ([]byte, []sdk.Action, error) {
+	proof, err := s.st.SandboxProof(ctx, proofID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, notFound("no sandbox proof " + proofID)
+	}
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	return proof, s.proofActions(ctx), nil
+}
+
+// proofActions point an auditor at the verifier.
+func (s *Service) proofActions(ctx context.Context) []sdk.Action {
+	l := s.links(ctx)
+	return asActions(sdk.UrlAction{Kind: "url", Actor: "auditor", Url: l.base + sandboxproof.PathVerifierMJS, Purpose: "download"})
+}
+
+// capabilityMatches compares the presented Authorization header with the
+// stored hash in constant time.
+func capabilityMatches(header, hash string) bool {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := auth.HashKey(strings.TrimSpace(token))
+	return subtle.ConstantTimeCompare([]byte(got), []byte(hash)) == 1
+}
+
+// signedError turns a refused holder signature into its blockedBy code.
+func signedError(err error, what string, next []sdk.Action) *apierr.Error {
+	msg := what + ": " + strings.ReplaceAll(err.Error(), "sandboxproof: ", "")
+	var code sdk.BlockedBy
+	switch {
+	case errors.Is(err, sandboxproof.ErrBadSignature), errors.Is(err, sandboxproof.ErrWrongKey):
+		code = "auth:invalid_signature"
+	case errors.Is(err, sandboxproof.ErrMismatch):
+		code = "input:signed_mismatch"
+	case errors.Is(err, sandboxproof.ErrExpired):
+		code = "conflict:expired"
+	case errors.Is(err, sandboxproof.ErrMalformed), errors.Is(err, sandboxproof.ErrNotYetValid):
+		code = "input:invalid"
+	default:
+		return apierr.Internal(err)
+	}
+	return apierr.New(code, msg, next...)
+}
+
+func notFound(msg string) *apierr.Error {
+	return apierr.New("not_found:resource", msg, asActions(stop("not_found"))...)
+}
+
+func asAPIError(err error) error {
+	var e *apierr.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return apierr.Internal(err)
+}
+
+func mustManual(step sdk.ManualActionStep) sdk.Action {
+	return asActions(sdk.ManualAction{Kind: "manual", Actor: "agent", Step: step})[0]
+}
+
+func usdText(micro int64) string {
+	n, err := sandboxproof.USDNumber(micro)
+	if err != nil {
+		return fmt.Sprintf("%.2f", float64(micro)/1e6)
+	}
+	return n.String()
+}
