@@ -6584,6 +6584,9 @@ func ParseGetSandboxReferenceResponse(rsp *http.Response) (*GetSandboxReferenceR
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6667,6 +6670,9 @@ func ParseGetReferenceIssuerJwksResponse(rsp *http.Response) (*GetReferenceIssue
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6706,6 +6712,9 @@ func ParseGetReferenceProofJwksResponse(rsp *http.Response) (*GetReferenceProofJ
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case rsp.StatusCode == 304:
+		break // No content-type
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
@@ -6747,6 +6756,9 @@ func ParseGetReferenceProofResponse(rsp *http.Response) (*GetReferenceProofRespo
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6787,6 +6799,9 @@ func ParseGetReferenceProvenanceResponse(rsp *http.Response) (*GetReferenceProve
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6820,6 +6835,9 @@ func ParseGetHolderScriptResponse(rsp *http.Response) (*GetHolderScriptResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8851,6 +8869,9 @@ func ParseGetVerifierScriptResponse(rsp *http.Response) (*GetVerifierScriptRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
