@@ -1,0 +1,190 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// Human identity: one-time sign-in links and sessions. Only a human session
+// can review a signup, decide a gate, set up a card or manage keys; none of
+// these is reachable with an agent key.
+
+const (
+	// SignInTTL bounds how long a one-time sign-in link works.
+	SignInTTL = 15 * time.Minute
+	// SessionTTL bounds a signed-in session.
+	SessionTTL = 12 * time.Hour
+)
+
+// ErrNoOrganization is returned when the local operator is asked for before
+// any organisation exists.
+var ErrNoOrganization = errors.New("no organisation exists yet")
+
+// Session is a signed-in human.
+type Session struct {
+	Human
+	Name, Email, OrgName string
+	ExpiresAt            time.Time
+}
+
+// SignInURL is the one-time link for a sign-in token.
+func (s *Service) SignInURL(token string) string { return s.baseURL() + "/signin/" + token }
+
+func signedInActor(h Human) string { return "human:" + h.UserID }
+
+// SafeNext keeps a post-sign-in redirect on this site: a path, never a URL
+// or a scheme-relative //host.
+func SafeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.ContainsAny(next, "\r\n") {
+		return ""
+	}
+	return next
+}
+
+// MintSignIn issues a one-time sign-in token for a human. next is where the
+// link lands after signing in (a path on this site, or "").
+func (s *Service) MintSignIn(ctx context.Context, humanID, next string) (token string, expires time.Time, err error) {
+	token = auth.Token(32)
+	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
+		now := s.Now()
+		h, err := tx.GetHuman(ctx, humanID)
+		if err != nil {
+			return err
+		}
+		expires = now.Add(SignInTTL).UTC()
+		if err := tx.CreateSignInToken(ctx, auth.HashKey(token), h.ID, SafeNext(next), now, expires); err != nil {
+			return err
+		}
+		_, err = tx.AppendLedger(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "system", Action: "issue_signin_link", ObjectType: "human", ObjectID: h.ID,
+			Details: map[string]any{"expiresAt": expires.Format(time.RFC3339)}}, now)
+		return err
+	})
+	return token, expires, err
+}
+
+// LocalOperatorSignIn mints a one-time sign-in link for the local operator
+// of an organisation (the first one when orgID is ""), creating that human
+// on first use. ErrNoOrganization when there is none.
+func (s *Service) LocalOperatorSignIn(ctx context.Context, orgID, next string) (link string, expires time.Time, err error) {
+	if orgID == "" {
+		o, err := s.Store.FirstOrganization(ctx)
+		if errors.Is(err, store.ErrNotFound) {
+			return "", time.Time{}, ErrNoOrganization
+		}
+		if err != nil {
+			return "", time.Time{}, err
+		}
+		orgID = o.ID
+	} else if _, err := s.Store.GetOrganization(ctx, orgID); errors.Is(err, store.ErrNotFound) {
+		return "", time.Time{}, ErrNoOrganization
+	} else if err != nil {
+		return "", time.Time{}, err
+	}
+	var humanID string
+	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
+		h, err := tx.LocalOperator(ctx, orgID)
+		if err == nil {
+			humanID = h.ID
+			return nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		now := s.Now()
+		h = store.Human{ID: auth.ID("usr"), OrgID: orgID, Kind: "local_operator", Name: "Local operator", CreatedAt: now.UTC()}
+		if err := tx.CreateHuman(ctx, h); err != nil {
+			return err
+		}
+		humanID = h.ID
+		_, err = tx.AppendLedger(ctx, store.LedgerRecord{OrgID: orgID, Actor: "system", Action: "create_human", ObjectType: "human", ObjectID: h.ID,
+			Details: map[string]any{"kind": h.Kind, "name": h.Name}}, now)
+		return err
+	})
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	token, expires, err := s.MintSignIn(ctx, humanID, next)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return s.SignInURL(token), expires, nil
+}
+
+func signInRefused() *apierr.Error {
+	return apierr.New("auth:invalid_credentials", "This sign-in link was already used, has expired, or never existed.")
+}
+
+// SignIn spends a one-time token and starts a session. It returns the
+// session's secret (for the cookie) and where to go next.
+func (s *Service) SignIn(ctx context.Context, token string) (secret string, sess Session, next string, err error) {
+	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
+		now := s.Now()
+		humanID, n, err := tx.UseSignInToken(ctx, auth.HashKey(token), now)
+		if errors.Is(err, store.ErrNotFound) {
+			return signInRefused()
+		}
+		if err != nil {
+			return err
+		}
+		h, err := tx.GetHuman(ctx, humanID)
+		if err != nil {
+			return err
+		}
+		next = n
+		secret, sess, err = s.startSession(ctx, tx, h, "signin_link", now)
+		return err
+	})
+	if err != nil {
+		return "", Session{}, "", err
+	}
+	return secret, s.fillSession(ctx, sess), next, nil
+}
+
+// startSession creates a session for h inside tx and records the sign-in.
+func (s *Service) startSession(ctx context.Context, tx *store.Tx, h store.Human, via string, now time.Time) (string, Session, error) {
+	secret := auth.Token(32)
+	hs := store.HumanSession{HumanID: h.ID, OrgID: h.OrgID, CreatedAt: now.UTC(), ExpiresAt: now.Add(SessionTTL).UTC()}
+	if err := tx.CreateSession(ctx, auth.HashKey(secret), hs); err != nil {
+		return "", Session{}, err
+	}
+	_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.ID, Action: "sign_in", ObjectType: "human", ObjectID: h.ID,
+		Details: map[string]any{"via": via}}, now)
+	return secret, Session{Human: Human{OrgID: h.OrgID, UserID: h.ID}, Name: h.Name, Email: h.Email, ExpiresAt: hs.ExpiresAt}, err
+}
+
+func (s *Service) fillSession(ctx context.Context, sess Session) Session {
+	if o, err := s.Store.GetOrganization(ctx, sess.OrgID); err == nil {
+		sess.OrgName = o.Name
+	}
+	return sess
+}
+
+// SessionFor finds the live session behind a cookie secret.
+func (s *Service) SessionFor(ctx context.Context, secret string) (Session, error) {
+	if secret == "" {
+		return Session{}, store.ErrNotFound
+	}
+	hs, err := s.Store.SessionByHash(ctx, auth.HashKey(secret), s.Now())
+	if err != nil {
+		return Session{}, err
+	}
+	h, err := s.Store.GetHuman(ctx, hs.HumanID)
+	if err != nil {
+		return Session{}, err
+	}
+	return s.fillSession(ctx, Session{Human: Human{OrgID: hs.OrgID, UserID: h.ID}, Name: h.Name, Email: h.Email, ExpiresAt: hs.ExpiresAt}), nil
+}
+
+// SignOut ends the session behind a cookie secret.
+func (s *Service) SignOut(ctx context.Context, secret string) error {
+	if secret == "" {
+		return nil
+	}
+	return s.Store.EndSession(ctx, auth.HashKey(secret), s.Now())
+}

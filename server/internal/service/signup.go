@@ -1,0 +1,280 @@
+package service
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// Signup (SPEC §2.8, §5): an agent starts it anonymously and keeps the
+// session id and claim secret; the human gets only the review URL, reviews
+// the account's authority, pricing, budget and approval rules, approves, and
+// sets up a card. The agent's poll, bound to the claim secret, then returns
+// a key exactly once.
+
+const (
+	// SignupTTL is how long a signup waits for its review.
+	SignupTTL = 24 * time.Hour
+	// SignupPollSeconds is the wait the poll action asks for. It matches the
+	// signup rate-limit class's refill, so a polling agent is never limited.
+	SignupPollSeconds = 5
+	// MinSignupBudget and MaxSignupBudget bound the first project's budget
+	// a review may set, in micro-USD. A larger budget is a raise, which a
+	// human approves later.
+	MinSignupBudget = 1_000_000
+	MaxSignupBudget = 10_000_000_000
+)
+
+// SignupScopes are the scopes of the key a signup mints. buy_domain is not
+// among them: domain purchases wait for a human until one grants it.
+var SignupScopes = []string{"read", "quote", "launch"}
+
+// ReviewURL is the page a signup's human opens.
+func (s *Service) ReviewURL(token string) string { return s.baseURL() + "/signup/" + token }
+
+// signupNotFound is the one answer for an unknown session and a wrong or
+// missing secret, so a poll learns nothing without the secret.
+func signupNotFound() *apierr.Error {
+	return apierr.New("not_found:resource", "no signup session matches this id and claim secret",
+		actions.Tool("create_signup", "agent", nil))
+}
+
+func (s *Service) signupPoll(id, secret string) sdk.ToolAction {
+	t := actions.ToolAction("poll_signup", "agent", map[string]any{"signupSessionId": id, "claimSecret": secret})
+	t.RetryAfterSeconds = ptr(SignupPollSeconds)
+	return t
+}
+
+// StartSignup creates a signup session waiting for a human's review.
+func (s *Service) StartSignup(ctx context.Context, req sdk.SignupRequest) (*sdk.Signup, []sdk.Action, error) {
+	now := s.Now()
+	secret, review := auth.Token(32), auth.Token(32)
+	su := store.Signup{ID: auth.ID("sus"), SecretHash: auth.HashKey(secret), ReviewHash: auth.HashKey(review),
+		CreatedAt: now.UTC(), ExpiresAt: now.Add(SignupTTL).UTC()}
+	if req.Email != nil {
+		su.Email = string(*req.Email)
+	}
+	if req.OrganizationName != nil {
+		su.OrgName = strings.TrimSpace(*req.OrganizationName)
+	}
+	if err := s.Store.CreateSignup(ctx, su); err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	out := &sdk.Signup{ReviewUrl: s.ReviewURL(review), SignupSessionId: su.ID, ClaimSecret: secret, ExpiresAt: su.ExpiresAt}
+	reviewAction := sdk.UrlAction{Kind: sdk.Url, Id: ptr("review"), Actor: "human", Url: out.ReviewUrl, Purpose: sdk.ReviewSignup}
+	poll := s.signupPoll(su.ID, secret)
+	poll.After = &[]string{"review"}
+	return out, []sdk.Action{actions.Wrap(reviewAction), actions.Wrap(poll)}, nil
+}
+
+// PollSignup reports a signup's state to the holder of its claim secret.
+// The first poll after the human finished mints the key and returns it;
+// every later poll says it was claimed and never shows it again.
+func (s *Service) PollSignup(ctx context.Context, req sdk.SignupPollRequest) (*sdk.SignupPollResult, []sdk.Action, error) {
+	su, err := s.Store.GetSignup(ctx, req.SignupSessionId)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Internal(err)
+	}
+	// Compare in constant time, and compare even when the id is unknown.
+	stored := su.SecretHash
+	if stored == "" {
+		stored = strings.Repeat("0", 64)
+	}
+	if subtle.ConstantTimeCompare([]byte(auth.HashKey(req.ClaimSecret)), []byte(stored)) != 1 || su.ID == "" {
+		return nil, nil, signupNotFound()
+	}
+	now := s.Now()
+	poll := s.signupPoll(su.ID, req.ClaimSecret)
+	res := &sdk.SignupPollResult{State: sdk.SignupPollResultState(su.State)}
+	if su.OrgID != "" {
+		res.OrganizationId, res.ProjectId = ptr(su.OrgID), ptr(su.ProjectID)
+	}
+	switch su.State {
+	case "pending_review":
+		if !now.Before(su.ExpiresAt) {
+			res.State = "expired"
+			return res, []sdk.Action{actions.Tool("create_signup", "agent", nil)}, nil
+		}
+		return res, []sdk.Action{actions.Manual("wait_for_human", "human"), actions.Wrap(poll)}, nil
+	case "pending_card":
+		card := actions.URL(s.BillingURL(su.SetupID), sdk.CardSetup, "human")
+		return res, []sdk.Action{card, actions.Wrap(poll)}, nil
+	case "claimed":
+		return res, []sdk.Action{actions.Tool("list_projects", "agent", nil), actions.Manual("create_key", "human")}, nil
+	}
+	// complete: exactly one poll wins the compare-and-set and sees the key.
+	var secret string
+	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
+		cur, err := tx.LockSignup(ctx, su.ID)
+		if err != nil {
+			return err
+		}
+		if cur.State != "complete" {
+			return store.ErrConflict
+		}
+		keySecret, k, err := s.createKey(ctx, tx, su.OrgID, "signup", SignupScopes, "system")
+		if err != nil {
+			return err
+		}
+		if err := tx.ClaimSignup(ctx, su.ID, k.ID, now); err != nil {
+			return err
+		}
+		secret = keySecret
+		_, err = tx.AppendLedger(ctx, store.LedgerRecord{OrgID: su.OrgID, Actor: "system", Action: "claim_signup", ObjectType: "signup", ObjectID: su.ID,
+			Details: map[string]any{"keyId": k.ID}}, now)
+		return err
+	})
+	if errors.Is(err, store.ErrConflict) {
+		res.State = "claimed"
+		return res, []sdk.Action{actions.Tool("list_projects", "agent", nil), actions.Manual("create_key", "human")}, nil
+	}
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	res.State, res.ApiKey = "complete", &secret
+	return res, []sdk.Action{actions.Tool("get_project", "agent", map[string]any{"id": su.ProjectID}), actions.Stop("done")}, nil
+}
+
+// SignupReview is what the review page shows about a signup.
+type SignupReview struct {
+	ID, Email, OrgName string
+	State              string
+	Expired            bool
+	OrgID, SetupID     string
+	CreatedAt          time.Time
+	ExpiresAt          time.Time
+}
+
+// SignupForReview finds the signup a review token names.
+func (s *Service) SignupForReview(ctx context.Context, reviewToken string) (SignupReview, error) {
+	su, err := s.Store.SignupByReviewHash(ctx, auth.HashKey(reviewToken))
+	if errors.Is(err, store.ErrNotFound) {
+		return SignupReview{}, apierr.New("not_found:resource", "This review link does not name a signup.")
+	}
+	if err != nil {
+		return SignupReview{}, apierr.Internal(err)
+	}
+	return SignupReview{ID: su.ID, Email: su.Email, OrgName: su.OrgName, State: su.State, OrgID: su.OrgID, SetupID: su.SetupID,
+		Expired: su.State == "pending_review" && !s.Now().Before(su.ExpiresAt), CreatedAt: su.CreatedAt, ExpiresAt: su.ExpiresAt}, nil
+}
+
+// ReviewDecision is what the human set on the review page.
+type ReviewDecision struct {
+	OrganizationName, ProjectName string
+	HumanName, Email              string
+	BudgetMicro                   int64
+	// ApprovalAboveMicro, when set, sends every purchase above it to a human.
+	ApprovalAboveMicro *int64
+}
+
+// Approved is the outcome of a review: the session the reviewer is now
+// signed in with, and the card flow that comes next.
+type Approved struct {
+	SessionSecret string
+	Session       Session
+	SetupID       string
+}
+
+// ApproveSignup carries out a human's approval: the organisation, its first
+// project with the budget and approval rules, the human and their session,
+// and the card flow, in one transaction with a ledger entry each.
+func (s *Service) ApproveSignup(ctx context.Context, reviewToken string, d ReviewDecision) (Approved, error) {
+	d.OrganizationName, d.ProjectName, d.HumanName = strings.TrimSpace(d.OrganizationName), strings.TrimSpace(d.ProjectName), strings.TrimSpace(d.HumanName)
+	switch {
+	case d.OrganizationName == "" || len(d.OrganizationName) > 100:
+		return Approved{}, apierr.New("input:invalid", "Name the organisation (up to 100 characters).")
+	case d.ProjectName == "" || len(d.ProjectName) > 100:
+		return Approved{}, apierr.New("input:invalid", "Name the first project (up to 100 characters).")
+	case len(d.HumanName) > 100 || len(d.Email) > 254:
+		return Approved{}, apierr.New("input:invalid", "Your name or email is too long.")
+	case d.BudgetMicro < MinSignupBudget || d.BudgetMicro > MaxSignupBudget:
+		return Approved{}, apierr.Newf("input:invalid", "The budget must be between %s and %s.", FormatUSD(int64(MinSignupBudget)), FormatUSD(int64(MaxSignupBudget)))
+	case d.ApprovalAboveMicro != nil && *d.ApprovalAboveMicro < 0:
+		return Approved{}, apierr.New("input:invalid", "The approval threshold cannot be negative.")
+	}
+	if d.HumanName == "" {
+		d.HumanName = "Owner"
+	}
+	su, err := s.Store.SignupByReviewHash(ctx, auth.HashKey(reviewToken))
+	if errors.Is(err, store.ErrNotFound) {
+		return Approved{}, apierr.New("not_found:resource", "This review link does not name a signup.")
+	}
+	if err != nil {
+		return Approved{}, apierr.Internal(err)
+	}
+	var out Approved
+	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
+		now := s.Now()
+		cur, err := tx.LockSignup(ctx, su.ID)
+		if err != nil {
+			return err
+		}
+		if cur.State != "pending_review" {
+			return apierr.New("conflict:state", "This signup was already reviewed.")
+		}
+		if !now.Before(cur.ExpiresAt) {
+			return apierr.New("conflict:expired", "This signup expired before it was reviewed.")
+		}
+		org, err := tx.CreateOrganization(ctx, auth.ID("org"), d.OrganizationName, now.UTC())
+		if err != nil {
+			return err
+		}
+		h := store.Human{ID: auth.ID("usr"), OrgID: org.ID, Kind: "person", Name: d.HumanName, Email: d.Email, CreatedAt: now.UTC()}
+		actor := "human:" + h.ID
+		// The chain starts with the signup the agent began, before the
+		// organisation existed.
+		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: org.ID, Actor: "agent:anonymous", Action: "start_signup", ObjectType: "signup", ObjectID: su.ID,
+			Details: map[string]any{"startedAt": su.CreatedAt.Format(time.RFC3339Nano), "email": su.Email}}, now); err != nil {
+			return err
+		}
+		if err := tx.CreateHuman(ctx, h); err != nil {
+			return err
+		}
+		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "create_organization", ObjectType: "organization", ObjectID: org.ID,
+			Details: map[string]any{"name": org.Name, "humanId": h.ID, "humanName": h.Name}}, now); err != nil {
+			return err
+		}
+		pol := DefaultPolicy()
+		if d.ApprovalAboveMicro != nil {
+			pol.ApprovalRules.ApprovalAboveUsd = ptr(usd(*d.ApprovalAboveMicro))
+		}
+		polJSON, _ := json.Marshal(pol)
+		p := store.Project{ID: auth.ID("prj"), OrgID: org.ID, Name: d.ProjectName, LimitMicro: d.BudgetMicro, Policy: string(polJSON), CreatedAt: now.UTC()}
+		if err := tx.CreateProject(ctx, p); err != nil {
+			return err
+		}
+		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "create_project", ObjectType: "project", ObjectID: p.ID,
+			Details: map[string]any{"name": p.Name, "budgetLimitMicroUsd": p.LimitMicro, "policy": json.RawMessage(polJSON)}}, now); err != nil {
+			return err
+		}
+		setup, _, err := s.openBillingSetup(ctx, tx, org.ID, "signup", su.ID, actor, now)
+		if err != nil {
+			return err
+		}
+		cur.OrgID, cur.ProjectID, cur.HumanID, cur.SetupID = org.ID, p.ID, h.ID, setup.ID
+		if err := tx.ReviewSignup(ctx, cur, now); err != nil {
+			return err
+		}
+		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "approve_signup", ObjectType: "signup", ObjectID: su.ID,
+			Details: map[string]any{"projectId": p.ID, "keyScopes": SignupScopes, "billingSetupId": setup.ID}}, now); err != nil {
+			return err
+		}
+		secret, sess, err := s.startSession(ctx, tx, h, "signup_review", now)
+		if err != nil {
+			return err
+		}
+		sess.OrgName = org.Name
+		out = Approved{SessionSecret: secret, Session: sess, SetupID: setup.ID}
+		return nil
+	})
+	return out, err
+}
