@@ -150,6 +150,16 @@ func run(f *Factory, args []string, extra ...*cobra.Command) int {
 // are printed here and nowhere else.
 func execute(f *Factory, root *cobra.Command, args []string, extra ...*cobra.Command) int {
 	for _, c := range extra {
+		// A command named like an existing group (`pier sandbox
+		// publish-reference` beside the generated `pier sandbox …`) joins
+		// that group.
+		if existing, _, err := root.Find([]string{c.Name()}); err == nil && existing != root && existing.Name() == c.Name() {
+			for _, sub := range c.Commands() {
+				c.RemoveCommand(sub)
+				existing.AddCommand(sub)
+			}
+			continue
+		}
 		if c.GroupID == "" || c.GroupID == GroupServer {
 			if !root.ContainsGroup(GroupServer) {
 				root.AddGroup(&cobra.Group{ID: GroupServer, Title: "Running Pier:"})

@@ -330,8 +330,6 @@ func TestNotImplementedOperationsAreTyped(t *testing.T) {
 		{"POST", "/v1/bundles", `{"files":[{"path":"index.html","contentBase64":"aGk="}]}`},
 		{"POST", "/v1/workflows", `{"projectId":"prj_1","steps":[{"id":"a","tool":"estimate","arguments":{}}]}`},
 		{"PUT", "/v1/domains/acme.dev/registrant-contact", `{"name":"A","email":"a@b.co","country":"DE"}`},
-		{"POST", "/v1/sandbox/sessions", ``},
-		{"GET", "/.well-known/sandbox-reference.json", ``},
 	}
 	for _, tc := range cases {
 		var body any

@@ -25,9 +25,10 @@ func env(name, def string) string {
 	return def
 }
 
-// NewCommands returns `pier server` and `pier admin`.
+// NewCommands returns `pier server`, `pier admin` and `pier sandbox
+// publish-reference`.
 func NewCommands() []*cobra.Command {
-	return []*cobra.Command{newServerCmd(), newAdminCmd()}
+	return []*cobra.Command{newServerCmd(), newAdminCmd(), newSandboxCmd()}
 }
 
 func newServerCmd() *cobra.Command {

@@ -17,6 +17,7 @@ import (
 	"github.com/pierhq/pier/server/internal/httpapi"
 	"github.com/pierhq/pier/server/internal/mcp"
 	"github.com/pierhq/pier/server/internal/ratelimit"
+	"github.com/pierhq/pier/server/internal/sandbox"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -105,6 +106,7 @@ type Server struct {
 	store   *store.Store
 	handler http.Handler
 	svc     *service.Service
+	sandbox *sandbox.Service
 	http    *http.Server
 	ln      net.Listener
 }
@@ -120,6 +122,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, store: st}
+	if err := s.openSandbox(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
 	if err := s.build(); err != nil {
 		st.Close()
 		return nil, err
@@ -141,6 +147,7 @@ func (s *Server) build() error {
 		Log:     s.log,
 		Now:     s.cfg.Now,
 		BaseURL: s.BaseURL,
+		Sandbox: s.sandbox,
 		Extra: map[string]http.Handler{"mcp": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mcpHandler.ServeHTTP(w, r)
 		})},

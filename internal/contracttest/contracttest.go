@@ -33,6 +33,8 @@ var (
 )
 
 func setup() {
+	// The release's scripts are text; the contract describes them as strings.
+	openapi3filter.RegisterBodyDecoder("text/javascript", openapi3filter.PlainBodyDecoder)
 	loader := openapi3.NewLoader()
 	doc, setupErr = loader.LoadFromData(openapi.YAML)
 	if setupErr != nil {

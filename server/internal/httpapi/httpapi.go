@@ -15,6 +15,7 @@ import (
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/ratelimit"
+	"github.com/pierhq/pier/server/internal/sandbox"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -35,6 +36,9 @@ type Config struct {
 	IdempotencyLease time.Duration
 	// DefaultBodyLimit applies when an operation sets no x-body-limit.
 	DefaultBodyLimit int64
+	// Sandbox serves the sandbox operations and the reference release; nil
+	// leaves them answering plan:not_implemented.
+	Sandbox *sandbox.Service
 	// Extra routes served beside the contract's (the MCP endpoint, say),
 	// keyed by operation id. They get the same routing and error handling
 	// but none of the JSON middleware.
@@ -93,7 +97,7 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, doc: doc, mux: http.NewServeMux(), ops: map[string]*route{}, pure: newPureCache(4096)}
 
 	impl := &operations{svc: cfg.Service, cfg: &h.cfg}
-	strict := api.NewStrictHandlerWithOptions(impl, nil, api.StrictHTTPServerOptions{
+	strict := api.NewStrictHandlerWithOptions(impl, []api.StrictMiddlewareFunc{withRequest}, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			WriteError(w, r, cfg.Log, apierr.Newf("input:malformed_json", "the body could not be decoded: %v", err))
 		},

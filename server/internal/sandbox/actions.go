@@ -20,23 +20,15 @@ const (
 	stepReadSession     = "read_session"
 )
 
-type baseURLKey struct{}
-
-// WithBaseURL tells the service the public base URL that request actions
-// point at, when the adapter learns it per request.
-func WithBaseURL(ctx context.Context, base string) context.Context {
-	return context.WithValue(ctx, baseURLKey{}, strings.TrimRight(base, "/"))
-}
-
 // links builds the raw HTTP requests the sandbox protocol asks of each
 // party, as typed request actions.
 type links struct{ base string }
 
-func (s *Service) links(ctx context.Context) links {
-	if b, ok := ctx.Value(baseURLKey{}).(string); ok && b != "" {
-		return links{b}
+func (s *Service) links(context.Context) links {
+	if s.baseURL == nil {
+		return links{}
 	}
-	return links{s.baseURL}
+	return links{strings.TrimRight(s.baseURL(), "/")}
 }
 
 func (l links) sessionURL(id string) string {

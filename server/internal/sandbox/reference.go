@@ -27,6 +27,10 @@ type File struct {
 	// SHA256 is the lowercase hex digest of Body, which the manifest names
 	// and which serves as the strong ETag.
 	SHA256 string
+	// Published is true for a file of a published release, which never
+	// changes; the scripts served while the release is pending come from
+	// the running build and may.
+	Published bool
 }
 
 // Content types of the release's files.
@@ -68,6 +72,7 @@ func (s *Service) ReferenceFile(ctx context.Context, path string) (File, error) 
 	}
 	if rel != nil {
 		if f, ok := rel.files[path]; ok {
+			f.Published = path != sandboxproof.PathManifest
 			return f, nil
 		}
 		return File{}, apierr.Newf("not_found:route", "no reference file %s", path)

@@ -73,7 +73,7 @@ func (e *env) service(t *testing.T) *sandbox.Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := sandbox.New(sandbox.Config{Store: e.st, Keys: keys, Now: e.clock.Now, BaseURL: "http://pier.test"})
+	svc, err := sandbox.New(sandbox.Config{Store: e.st, Keys: keys, Now: e.clock.Now, BaseURL: func() string { return "http://pier.test" }})
 	if err != nil {
 		t.Fatal(err)
 	}

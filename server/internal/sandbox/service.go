@@ -31,9 +31,8 @@ type Config struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	Log *slog.Logger
-	// BaseURL is the public base URL for request actions, unless the adapter
-	// supplies one per request (WithBaseURL).
-	BaseURL string
+	// BaseURL gives the public base URL that request actions point at.
+	BaseURL func() string
 }
 
 // Service runs sandbox sessions and publishes the reference release.
@@ -42,7 +41,7 @@ type Service struct {
 	keys    *Keys
 	now     func() time.Time
 	log     *slog.Logger
-	baseURL string
+	baseURL func() string
 
 	pending []byte // the manifest served until a release is published
 
@@ -65,7 +64,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{st: cfg.Store, keys: cfg.Keys, now: cfg.Now, log: cfg.Log, baseURL: strings.TrimRight(cfg.BaseURL, "/"), pending: pending}, nil
+	return &Service{st: cfg.Store, keys: cfg.Keys, now: cfg.Now, log: cfg.Log, baseURL: cfg.BaseURL, pending: pending}, nil
 }
 
 // IssuerKID is the kid of the issuer key that mandates must name.
