@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -107,6 +108,9 @@ func (h *Handler) call(ctx context.Context, dst []byte, t *compiledTool, raw jso
 	}
 	rec := &recorder{header: http.Header{}}
 	h.rest.ServeHTTP(rec, req)
+	if h.log.Enabled(ctx, slog.LevelDebug) {
+		h.log.DebugContext(ctx, "tool call", "tool", t.Name, "method", req.Method, "path", req.URL.Path, "status", rec.status)
+	}
 	return toolResult(dst, rec.status, rec.header.Get("Content-Type"), rec.body.Bytes()), nil
 }
 

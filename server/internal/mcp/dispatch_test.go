@@ -239,3 +239,45 @@ func FuzzAppendJSONString(f *testing.F) {
 		}
 	})
 }
+
+// Whatever a client posts, the endpoint answers without panicking, with a
+// status the transport allows, and with JSON when it answers 200.
+func FuzzServeHTTP(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}`,
+		`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"search_domains","arguments":{"q":"acme","tldAllowlist":["a","b"]}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"create_quote","arguments":{"projectId":"p","items":[{"kind":"domain"}],"idempotencyKey":"k"}}}`,
+		`[{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":3,"method":"tools/list"}]`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"get_task","arguments":{"id":"a/b?c"}}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":[1]}`,
+		`[1,{"id":1}]`, `null`, `"x"`, `{`, ``,
+	} {
+		f.Add(s)
+	}
+	var got []seen
+	h, err := New(Config{REST: fakeREST(200, "application/json", `{"data":{}}`, &got)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		req := httptest.NewRequest("POST", "/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		switch w.Code {
+		case 200:
+			if !json.Valid(w.Body.Bytes()) {
+				t.Fatalf("%q answered invalid JSON %s", body, w.Body)
+			}
+		case 202:
+			if w.Body.Len() != 0 {
+				t.Fatalf("%q: 202 with a body", body)
+			}
+		case 400:
+		default:
+			t.Fatalf("%q answered %d %s", body, w.Code, w.Body)
+		}
+		got = got[:0]
+	})
+}

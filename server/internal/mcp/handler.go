@@ -24,8 +24,9 @@ import (
 const ProtocolVersion = "2025-03-26"
 
 // firstStatelessVersion is where the protocol moved to per-request metadata
-// (SEP-2575). Requests claiming it or later are left to the SDK, which answers
-// with the JSON-RPC error that tells such clients to fall back to initialize.
+// and server/discover (SEP-2575). A request claiming it or later is served:
+// its server/discover gets method-not-found, which tells such clients to
+// fall back to initialize.
 const firstStatelessVersion = "2026-07-28"
 
 // Config wires the MCP endpoint.
@@ -127,9 +128,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"send the JSON-RPC message with Content-Type: application/json (got %q)", r.Header.Get("Content-Type")))
 		return
 	}
-	// A version at or after 2026-07-28 is a client probing the newer
-	// protocol; it gets method-not-found for server/discover and falls back
-	// to initialize, which negotiates ProtocolVersion.
+	// An older version than the negotiated one means a client that ignored
+	// initialize's answer; newer ones are probes (see firstStatelessVersion).
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v != ProtocolVersion && v < firstStatelessVersion {
 		httpapi.WriteError(w, r, h.log, apierr.Newf("input:invalid",
 			"MCP-Protocol-Version %q is not supported; this server speaks %s (initialize again to negotiate it)", v, ProtocolVersion).
