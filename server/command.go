@@ -77,6 +77,11 @@ SIGTERM drains in-flight requests, then exits.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "Pier is serving at %s (%s, data in %s)\n", s.BaseURL(), s.store.Engine(), s.cfg.DataDir)
+			if cfg.DatabaseURL == "" {
+				// Embedded mode: this machine's operator is the one person
+				// who can sign in before anyone else exists.
+				s.announceOperator(ctx, cmd.ErrOrStderr())
+			}
 			return s.Serve(ctx)
 		},
 	}
@@ -167,7 +172,7 @@ created on first use.`,
 	cf.StringVar(&org, "org", "", "organisation id (default: the first, created if none)")
 	cf.StringSliceVar(&scopes, "scopes", []string{"read", "quote", "launch"}, "scopes: "+strings.Join(auth.Scopes, ", "))
 	cf.BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.AddCommand(create)
+	cmd.AddCommand(create, newSignInLinkCmd())
 	return cmd
 }
 

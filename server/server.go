@@ -20,6 +20,7 @@ import (
 	"github.com/pierhq/pier/server/internal/sandbox"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
+	"github.com/pierhq/pier/server/internal/web"
 )
 
 // Config is the server's settings. Each has a flag and an environment
@@ -164,6 +165,9 @@ func (s *Server) build() error {
 		return err
 	}
 	mux := api.Mux()
+	if err := web.Mount(mux, web.Config{Service: svc, Log: s.log}); err != nil {
+		return err
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.store.DB().PingContext(r.Context()); err != nil {
 			httpapi.WriteError(w, r, s.log, err)

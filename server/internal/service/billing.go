@@ -44,7 +44,7 @@ func FormatUSD[T ~int64](m T) string {
 func (s *Service) openBillingSetup(ctx context.Context, tx *store.Tx, orgID, reason, signupID, actor string, now time.Time) (store.BillingSetup, string, error) {
 	secret := auth.Token(32)
 	b := store.BillingSetup{ID: auth.ID("bss"), OrgID: orgID, SecretHash: auth.HashKey(secret), Reason: reason, SignupID: signupID,
-		State: "pending", CreatedAt: now.UTC(), ExpiresAt: now.Add(BillingSetupTTL).UTC()}
+		State: "pending", CreatedAt: now.UTC(), ExpiresAt: now.Add(BillingSetupTTL).UTC().Truncate(time.Second)}
 	if err := tx.CreateBillingSetup(ctx, b); err != nil {
 		return b, "", err
 	}

@@ -59,7 +59,7 @@ func (s *Service) StartSignup(ctx context.Context, req sdk.SignupRequest) (*sdk.
 	now := s.Now()
 	secret, review := auth.Token(32), auth.Token(32)
 	su := store.Signup{ID: auth.ID("sus"), SecretHash: auth.HashKey(secret), ReviewHash: auth.HashKey(review),
-		CreatedAt: now.UTC(), ExpiresAt: now.Add(SignupTTL).UTC()}
+		CreatedAt: now.UTC(), ExpiresAt: now.Add(SignupTTL).UTC().Truncate(time.Second)}
 	if req.Email != nil {
 		su.Email = string(*req.Email)
 	}

@@ -1,0 +1,337 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pierhq/pier/ledger"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/payments"
+	"github.com/pierhq/pier/server/internal/pricing"
+	"github.com/pierhq/pier/server/internal/registrar"
+	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// signIn spends a one-time link, starts a session and lands on the page
+// the human asked for, else the dashboard.
+func (p *pages) signIn(w http.ResponseWriter, r *http.Request) {
+	secret, sess, next, err := p.svc.SignIn(r.Context(), r.PathValue("token"))
+	if err != nil {
+		p.fail(w, r, nil, err)
+		return
+	}
+	setSessionCookie(w, r, secret, sess.ExpiresAt)
+	if next == "" {
+		if c, err := r.Cookie(nextCookie); err == nil {
+			next = service.SafeNext(c.Value)
+		}
+	}
+	clearCookie(w, r, nextCookie)
+	if next == "" {
+		next = "/dashboard"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (p *pages) signOut(w http.ResponseWriter, r *http.Request, s signedIn) {
+	if err := p.svc.SignOut(r.Context(), s.secret); err != nil {
+		p.fail(w, r, &s, err)
+		return
+	}
+	clearCookie(w, r, sessionCookie)
+	p.render(w, r, "signed_out", &view{Title: "Signed out", Session: &service.Session{}})
+}
+
+func (p *pages) dashboard(w http.ResponseWriter, r *http.Request, s signedIn) {
+	d, err := p.svc.DashboardFor(r.Context(), s.Human)
+	if err != nil {
+		p.fail(w, r, &s, err)
+		return
+	}
+	p.render(w, r, "dashboard", &view{Title: d.Org.Name, Data: d})
+}
+
+// ledgerDownload serves the organisation's chain as JSON lines, the format
+// `pier ledger verify` checks.
+func (p *pages) ledgerDownload(w http.ResponseWriter, r *http.Request, s signedIn) {
+	entries, err := p.svc.LedgerFor(r.Context(), s.Human)
+	if err != nil {
+		p.fail(w, r, &s, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/jsonl")
+	w.Header().Set("Content-Disposition", `attachment; filename="ledger-`+s.OrgID+`.jsonl"`)
+	ledger.WriteJSONL(w, entries)
+}
+
+// approval shows a gate of the human's organisation. Another
+// organisation's gate is not found, exactly like a gate that does not exist.
+func (p *pages) approval(w http.ResponseWriter, r *http.Request, s signedIn) {
+	g, err := p.svc.GateFor(r.Context(), s.Human, r.PathValue("gateId"))
+	if err != nil {
+		p.fail(w, r, &s, err)
+		return
+	}
+	p.render(w, r, "approval", &view{Title: "Approval", Data: g})
+}
+
+func (p *pages) decide(w http.ResponseWriter, r *http.Request, s signedIn) {
+	id := r.PathValue("gateId")
+	var approve bool
+	switch r.PostForm.Get("decision") {
+	case "approve":
+		approve = true
+	case "deny":
+	default:
+		p.fail(w, r, &s, apierr.New("input:invalid", "Choose approve or deny."))
+		return
+	}
+	if err := p.svc.DecideGate(r.Context(), s.Human, id, approve); err != nil {
+		p.fail(w, r, &s, err)
+		return
+	}
+	http.Redirect(w, r, "/approvals/"+id, http.StatusSeeOther)
+}
+
+type keysData struct {
+	Keys      []store.APIKey
+	Scopes    []string
+	NewSecret string
+	NewKey    *store.APIKey
+}
+
+func (p *pages) keysPage(w http.ResponseWriter, r *http.Request, s signedIn, d keysData, notice string) {
+	keys, err := p.svc.ListKeys(r.Context(), s.OrgID)
+	if err != nil {
+		p.fail(w, r, &s, err)
+		return
+	}
+	d.Keys, d.Scopes = keys, auth.Scopes
+	p.render(w, r, "keys", &view{Title: "API keys", Data: d, Notice: notice})
+}
+
+func (p *pages) keys(w http.ResponseWriter, r *http.Request, s signedIn) {
+	p.keysPage(w, r, s, keysData{}, "")
+}
+
+// createKey shows the new key's secret in its answer, once; it is never
+// stored and never shown again.
+func (p *pages) createKey(w http.ResponseWriter, r *http.Request, s signedIn) {
+	var scopes []string
+	for _, sc := range auth.Scopes {
+		if r.PostForm.Get("scope_"+sc) != "" {
+			scopes = append(scopes, sc)
+		}
+	}
+	secret, k, err := p.svc.CreateKey(r.Context(), s.Human, r.PostForm.Get("name"), scopes)
+	if err != nil {
+		p.fail(w, r, &s, err)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+	p.keysPage(w, r, s, keysData{NewSecret: secret, NewKey: &k}, "")
+}
+
+func (p *pages) revokeKey(w http.ResponseWriter, r *http.Request, s signedIn) {
+	id := r.PathValue("id")
+	if err := p.svc.RevokeKey(r.Context(), s.Human, id); err != nil {
+		p.fail(w, r, &s, err)
+		return
+	}
+	p.keysPage(w, r, s, keysData{}, "Revoked "+id+". It stops working on its next request.")
+}
+
+func (p *pages) grantScope(w http.ResponseWriter, r *http.Request, s signedIn) {
+	id, scope := r.PathValue("id"), r.PostForm.Get("scope")
+	if err := p.svc.GrantScope(r.Context(), s.Human, id, scope); err != nil {
+		p.fail(w, r, &s, err)
+		return
+	}
+	p.keysPage(w, r, s, keysData{}, "Granted "+scope+" to "+id+".")
+}
+
+// reviewData is the signup review page: the account's authority, the
+// prices, the budget limits and the approval rules, and the form.
+type reviewData struct {
+	Signup    service.SignupReview
+	Token     string
+	FormToken string
+	Scopes    []string
+	Domains   []registrar.TLD
+	Targets   []pricing.Target
+	MinBudget int64
+	MaxBudget int64
+	Hold      time.Duration
+	Form      reviewForm
+}
+
+type reviewForm struct {
+	OrgName, ProjectName, HumanName, Email, Budget, ApprovalAbove string
+}
+
+func (p *pages) reviewPage(w http.ResponseWriter, r *http.Request, su service.SignupReview, form reviewForm, pe *pageError) {
+	d := reviewData{Signup: su, Token: r.PathValue("token"), FormToken: formToken(w, r), Scopes: service.SignupScopes,
+		Domains: registrar.Catalog(false), Targets: pricing.Targets, MinBudget: service.MinSignupBudget, MaxBudget: service.MaxSignupBudget,
+		Hold: service.HoldDuration, Form: form}
+	if pe != nil {
+		w.WriteHeader(http.StatusBadRequest)
+	}
+	p.render(w, r, "review", &view{Title: "Review your Pier account", Data: d, Error: pe})
+}
+
+// review shows a signup to the human who got its review URL. Once reviewed
+// it shows nothing more, unless the browser is the reviewer's, which goes
+// on to the card page.
+func (p *pages) review(w http.ResponseWriter, r *http.Request) {
+	su, err := p.svc.SignupForReview(r.Context(), r.PathValue("token"))
+	if err != nil {
+		p.fail(w, r, nil, err)
+		return
+	}
+	if su.Expired {
+		p.fail(w, r, nil, apierr.New("conflict:expired", "This signup expired before it was reviewed."))
+		return
+	}
+	if su.State != "pending_review" {
+		if c, err := r.Cookie(sessionCookie); err == nil {
+			if sess, err := p.svc.SessionFor(r.Context(), c.Value); err == nil && sess.OrgID == su.OrgID {
+				if su.State == "pending_card" {
+					http.Redirect(w, r, "/billing/"+su.SetupID, http.StatusSeeOther)
+				} else {
+					http.Redirect(w, r, "/dashboard", http.StatusSeeOther)
+				}
+				return
+			}
+		}
+		p.fail(w, r, nil, apierr.New("conflict:state", "This signup was already reviewed."))
+		return
+	}
+	p.reviewPage(w, r, su, reviewForm{OrgName: su.OrgName, ProjectName: "default", Email: su.Email, Budget: "50"}, nil)
+}
+
+func (p *pages) approveSignup(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil || !checkFormToken(r) {
+		p.fail(w, r, nil, apierr.New("auth:forbidden_origin", "This form is stale or did not come from this site."))
+		return
+	}
+	token := r.PathValue("token")
+	su, err := p.svc.SignupForReview(r.Context(), token)
+	if err != nil {
+		p.fail(w, r, nil, err)
+		return
+	}
+	f := reviewForm{OrgName: r.PostForm.Get("org_name"), ProjectName: r.PostForm.Get("project_name"), HumanName: r.PostForm.Get("human_name"),
+		Email: r.PostForm.Get("email"), Budget: r.PostForm.Get("budget"), ApprovalAbove: r.PostForm.Get("approval_above")}
+	d := service.ReviewDecision{OrganizationName: f.OrgName, ProjectName: f.ProjectName, HumanName: f.HumanName, Email: strings.TrimSpace(f.Email)}
+	budget, err := parseUSD(f.Budget)
+	if err != nil {
+		p.reviewPage(w, r, su, f, &pageError{Code: "input:invalid", Message: "The budget must be an amount in USD, such as 50 or 49.99.", Resolution: resolutions["input:invalid"]})
+		return
+	}
+	d.BudgetMicro = budget
+	if strings.TrimSpace(f.ApprovalAbove) != "" {
+		above, err := parseUSD(f.ApprovalAbove)
+		if err != nil {
+			p.reviewPage(w, r, su, f, &pageError{Code: "input:invalid", Message: "The approval threshold must be an amount in USD, or empty.", Resolution: resolutions["input:invalid"]})
+			return
+		}
+		d.ApprovalAboveMicro = &above
+	}
+	if r.PostForm.Get("approve") == "" {
+		p.reviewPage(w, r, su, f, &pageError{Code: "input:invalid", Message: "Tick the box to approve the account's authority, prices, budget and rules.", Resolution: resolutions["input:invalid"]})
+		return
+	}
+	ok, err := p.svc.ApproveSignup(r.Context(), token, d)
+	var e *apierr.Error
+	if errors.As(err, &e) && e.Code == "input:invalid" {
+		p.reviewPage(w, r, su, f, &pageError{Code: string(e.Code), Message: e.Message, Resolution: resolutions["input:invalid"]})
+		return
+	}
+	if err != nil {
+		p.fail(w, r, nil, err)
+		return
+	}
+	setSessionCookie(w, r, ok.SessionSecret, ok.Session.ExpiresAt)
+	clearCookie(w, r, formCookie)
+	http.Redirect(w, r, "/billing/"+ok.SetupID, http.StatusSeeOther)
+}
+
+type cardData struct {
+	Setup     service.CardSetup
+	TestCards []payments.TestCard
+	Added     *store.PaymentMethod
+}
+
+func (p *pages) cardPage(w http.ResponseWriter, r *http.Request, s signedIn) {
+	cs, err := p.svc.CardSetupFor(r.Context(), s.Human, r.PathValue("id"))
+	if err != nil {
+		p.fail(w, r, &s, err)
+		return
+	}
+	p.render(w, r, "card", &view{Title: "Card setup", Data: cardData{Setup: cs, TestCards: payments.TestCards}})
+}
+
+func (p *pages) submitCard(w http.ResponseWriter, r *http.Request, s signedIn) {
+	id := r.PathValue("id")
+	month, year, err := payments.ParseExpiry(r.PostForm.Get("expiry"))
+	card := payments.Card{Number: r.PostForm.Get("number"), ExpMonth: month, ExpYear: year, CVC: strings.TrimSpace(r.PostForm.Get("cvc"))}
+	var pm store.PaymentMethod
+	if err == nil {
+		pm, err = p.svc.SubmitCard(r.Context(), s.Human, id, card)
+	} else {
+		err = &payments.Decline{Code: payments.InvalidExpiry, Message: "The expiry date is not valid.", Resolution: "Enter the expiry as MM/YY, such as 12/30."}
+	}
+	cs, gerr := p.svc.CardSetupFor(r.Context(), s.Human, id)
+	if gerr != nil {
+		p.fail(w, r, &s, gerr)
+		return
+	}
+	var d *payments.Decline
+	if errors.As(err, &d) {
+		pe, status := p.pageError(err)
+		w.WriteHeader(status)
+		p.render(w, r, "card", &view{Title: "Card setup", Error: pe, Data: cardData{Setup: cs, TestCards: payments.TestCards}})
+		return
+	}
+	if err != nil {
+		p.fail(w, r, &s, err)
+		return
+	}
+	p.render(w, r, "card", &view{Title: "Card saved", Data: cardData{Setup: cs, TestCards: payments.TestCards, Added: &pm}})
+}
+
+func (p *pages) openCardSetup(w http.ResponseWriter, r *http.Request, s signedIn) {
+	id, err := p.svc.OpenCardSetup(r.Context(), s.Human)
+	if err != nil {
+		p.fail(w, r, &s, err)
+		return
+	}
+	http.Redirect(w, r, "/billing/"+id, http.StatusSeeOther)
+}
+
+// parseUSD reads an amount people type, such as "50", "$1,200" or "49.99",
+// into micro-USD without passing through a float.
+func parseUSD(s string) (int64, error) {
+	s = strings.NewReplacer("$", "", ",", "", " ", "").Replace(s)
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" || len(frac) > 2 || len(whole) > 9 {
+		return 0, errors.New("not an amount")
+	}
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || w < 0 {
+		return 0, errors.New("not an amount")
+	}
+	var c int64
+	if frac != "" {
+		frac += strings.Repeat("0", 2-len(frac))
+		if c, err = strconv.ParseInt(frac, 10, 64); err != nil || c < 0 {
+			return 0, errors.New("not an amount")
+		}
+	}
+	return w*1_000_000 + c*10_000, nil
+}

@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// announceOperator prints a one-time sign-in link for the local operator of
+// the first organisation, or, before any exists, how to start one.
+func (s *Server) announceOperator(ctx context.Context, w io.Writer) {
+	link, expires, err := s.svc.LocalOperatorSignIn(ctx, "", "")
+	switch {
+	case errors.Is(err, service.ErrNoOrganization):
+		fmt.Fprintf(w, "No organisation yet. An agent starts one with a signup, which a person reviews:\n  curl -X POST %s/v1/signup\n", s.BaseURL())
+	case err != nil:
+		s.log.Warn("minting the local operator's sign-in link", "err", err)
+	default:
+		fmt.Fprintf(w, "Sign in as the local operator (works once, until %s):\n  %s\nMint another with: pier admin signin-link\n", expires.Local().Format("15:04"), link)
+	}
+}
+
+func newSignInLinkCmd() *cobra.Command {
+	var dataDir, databaseURL, baseURL, org, next string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "signin-link",
+		Short: "Print a one-time sign-in link for the local operator",
+		Long: `Print a one-time link that signs the local operator in to the human pages:
+the dashboard, approvals, keys and card setup. The link works once, for 15
+minutes. The local operator belongs to the first organisation (or --org) and
+is created on first use.
+
+The server prints one such link when it starts in embedded mode; this mints
+another.`,
+		Example: `  pier admin signin-link
+  pier admin signin-link --next /approvals/gat_123
+  pier admin signin-link --json | jq -r .url`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			st, err := store.Open(ctx, dataDir, databaseURL)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if baseURL == "" {
+				baseURL = baseURLFor(env("PIER_HTTP_ADDR", "127.0.0.1:8080"))
+			}
+			svc := service.New(st, time.Now, nil)
+			svc.BaseURL = func() string { return baseURL }
+			link, expires, err := svc.LocalOperatorSignIn(ctx, org, next)
+			if errors.Is(err, service.ErrNoOrganization) {
+				return fmt.Errorf("no organisation yet: start one with a signup (curl -X POST %s/v1/signup) or pier admin create-key", baseURL)
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"url": link, "expiresAt": expires.Format(time.RFC3339)})
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), link)
+			fmt.Fprintf(cmd.ErrOrStderr(), "Open it in a browser; it works once, until %s.\n", expires.Local().Format("15:04"))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dataDir, "data-dir", DefaultDataDir(), "data directory (PIER_DATA_DIR)")
+	f.StringVar(&databaseURL, "database-url", os.Getenv("PIER_DATABASE_URL"), "PostgreSQL URL (PIER_DATABASE_URL)")
+	f.StringVar(&baseURL, "base-url", os.Getenv("PIER_BASE_URL"), "public base URL the link points at (PIER_BASE_URL; default from PIER_HTTP_ADDR)")
+	f.StringVar(&org, "org", "", "organisation id (default: the first)")
+	f.StringVar(&next, "next", "", "page to open after signing in, such as /approvals/gat_123")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
