@@ -217,6 +217,7 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "name", Field: "name", In: "body", Kind: "string", Required: true, Usage: ""},
 			{Flag: "quote-id", Field: "quoteId", In: "body", Kind: "string", Required: false, Usage: ""},
 			{Flag: "target", Field: "target", In: "body", Kind: "string", Required: true, Usage: "A target from the catalog, such as `edge`, `process` or `worker`."},
+			{Flag: "years", Field: "years", In: "body", Kind: "int", Required: false, Usage: "Registration years for the domain; default 1."},
 		},
 	}, runF))
 	groups["ledger"].AddCommand(NewCmdOperation(f, &OperationSpec{
@@ -349,10 +350,11 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 	groups["bundles"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "upload_assets", Method: "POST", Path: "/v1/bundles",
 		Use: "create", Short: "Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.",
-		Example:   "  pier bundles create --files FILES\n  pier bundles create --files FILES --json",
+		Example:   "  pier bundles create --files FILES --project-id PROJECT-ID\n  pier bundles create --files FILES --project-id PROJECT-ID --json",
 		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
 		Flags: []FlagSpec{
 			{Flag: "files", Field: "files", In: "body", Kind: "json", Required: true, Usage: ""},
+			{Flag: "project-id", Field: "projectId", In: "body", Kind: "string", Required: true, Usage: "An object id, such as `prj_…`, `tsk_…` or `svc_…`."},
 		},
 	}, runF))
 }

@@ -1427,12 +1427,20 @@ type BudgetRaiseRequest struct {
 // Bundle defines model for Bundle.
 type Bundle struct {
 	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
-	BudgetRemainingUsd Usd     `json:"budgetRemainingUsd"`
-	BundleId           string  `json:"bundleId"`
-	FileCount          int     `json:"fileCount"`
-	Receipt            Receipt `json:"receipt"`
-	Sha256             string  `json:"sha256"`
-	TotalBytes         int     `json:"totalBytes"`
+	BudgetRemainingUsd Usd    `json:"budgetRemainingUsd"`
+	BundleId           string `json:"bundleId"`
+
+	// Deduplicated The organisation already had this exact bundle.
+	Deduplicated *bool `json:"deduplicated,omitempty"`
+	FileCount    int   `json:"fileCount"`
+
+	// NewBlobs Files whose content was not stored before.
+	NewBlobs *int    `json:"newBlobs,omitempty"`
+	Receipt  Receipt `json:"receipt"`
+
+	// Sha256 The SHA-256 of the bundle's manifest; the same files give the same bundle.
+	Sha256     string `json:"sha256"`
+	TotalBytes int    `json:"totalBytes"`
 
 	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
 	Undo Undo `json:"undo"`
@@ -1812,6 +1820,9 @@ type LaunchRequest struct {
 
 	// Target A target from the catalog, such as `edge`, `process` or `worker`.
 	Target TargetName `json:"target"`
+
+	// Years Registration years for the domain; default 1.
+	Years *int `json:"years,omitempty"`
 }
 
 // LeavePackage defines model for LeavePackage.
@@ -2517,7 +2528,8 @@ type TaskHandle struct {
 	ApprovalUrl *string `json:"approvalUrl,omitempty"`
 
 	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
-	BudgetRemainingUsd *Usd `json:"budgetRemainingUsd,omitempty"`
+	BudgetRemainingUsd *Usd    `json:"budgetRemainingUsd,omitempty"`
+	DomainUrl          *string `json:"domainUrl,omitempty"`
 	HttpsReady         *struct {
 		Domain  *bool `json:"domain,omitempty"`
 		Preview *bool `json:"preview,omitempty"`
@@ -2528,6 +2540,7 @@ type TaskHandle struct {
 	PreviewUrl       *string                 `json:"previewUrl,omitempty"`
 	Receipt          *Receipt                `json:"receipt,omitempty"`
 	Result           *map[string]interface{} `json:"result,omitempty"`
+	ServiceId        *string                 `json:"serviceId,omitempty"`
 	State            TaskHandleState         `json:"state"`
 	Steps            []TaskStep              `json:"steps"`
 	TaskId           string                  `json:"taskId"`
@@ -2593,6 +2606,9 @@ type Undo struct {
 // UploadAssetsRequest defines model for UploadAssetsRequest.
 type UploadAssetsRequest struct {
 	Files []AssetFile `json:"files"`
+
+	// ProjectId An object id, such as `prj_…`, `tsk_…` or `svc_…`.
+	ProjectId ResourceId `json:"projectId"`
 }
 
 // UrlAction defines model for UrlAction.

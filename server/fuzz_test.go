@@ -56,7 +56,7 @@ func FuzzSearchQuery(f *testing.F) {
 	}
 	h := fuzzHandler(f)
 	f.Fuzz(func(t *testing.T, query string) {
-		req := httptest.NewRequest("GET", "/v1/domains/search", nil)
+		req := httptest.NewRequest("GET", "http://localhost/v1/domains/search", nil)
 		req.URL.RawQuery = query
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -74,7 +74,7 @@ func FuzzEstimateBody(f *testing.F) {
 	}
 	h := fuzzHandler(f)
 	f.Fuzz(func(t *testing.T, body string) {
-		req := httptest.NewRequest("POST", "/v1/estimate", strings.NewReader(body))
+		req := httptest.NewRequest("POST", "http://localhost/v1/estimate", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)

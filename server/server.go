@@ -35,6 +35,10 @@ type Config struct {
 	APIURL        string
 	DatabaseURL   string
 	PreviewDomain string
+	// EdgeIPv4 and EdgeIPv6 are the addresses zones point launched domains at.
+	EdgeIPv4, EdgeIPv6 string
+	// TaskJobTimeout bounds one run of a durable task.
+	TaskJobTimeout time.Duration
 	// MCPAllowedOrigins are browser origins allowed to call /mcp besides the
 	// base and API URLs and loopback pages of this server.
 	MCPAllowedOrigins []string
@@ -85,6 +89,28 @@ func (c *Config) setDefaults() {
 	if c.PreviewDomain == "" {
 		c.PreviewDomain = "localhost"
 	}
+	// A server on an ephemeral HTTP port (tests, benchmarks) takes
+	// ephemeral ports for its other listeners too, so instances never
+	// collide.
+	ephemeral := strings.HasSuffix(c.HTTPAddr, ":0")
+	if c.HTTPSAddr == "" {
+		c.HTTPSAddr = "127.0.0.1:8443"
+		if ephemeral {
+			c.HTTPSAddr = "127.0.0.1:0"
+		}
+	}
+	if c.DNSAddr == "" {
+		c.DNSAddr = "127.0.0.1:5353"
+		if ephemeral {
+			c.DNSAddr = "127.0.0.1:0"
+		}
+	}
+	if c.EdgeIPv4 == "" {
+		c.EdgeIPv4 = "127.0.0.1"
+	}
+	if c.EdgeIPv6 == "" {
+		c.EdgeIPv6 = "::1"
+	}
 }
 
 // baseURLFor derives a URL from a listen address, naming localhost for
@@ -108,6 +134,7 @@ type Server struct {
 	handler http.Handler
 	svc     *service.Service
 	sandbox *sandbox.Service
+	launch  *launchParts
 	http    *http.Server
 	ln      net.Listener
 }
@@ -127,17 +154,20 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	if err := s.build(); err != nil {
+	if err := s.build(ctx); err != nil {
 		st.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Server) build() error {
+func (s *Server) build(ctx context.Context) error {
 	svc := service.New(s.store, s.cfg.Now, s.log)
 	svc.BaseURL = s.BaseURL
 	s.svc = svc
+	if err := s.buildLaunch(ctx, svc); err != nil {
+		return err
+	}
 	// The MCP endpoint dispatches tool calls to the REST handler it is
 	// mounted in, so it is built once that handler exists.
 	var mcpHandler http.Handler
@@ -187,7 +217,7 @@ func (s *Server) build() error {
 	})
 	schemas, _ := fs.Sub(openapi.Schemas, "schemas")
 	mux.Handle("GET /schemas/", http.StripPrefix("/schemas/", http.FileServerFS(schemas)))
-	s.handler = logRequests(s.log, api)
+	s.handler = logRequests(s.log, s.route(api))
 	return nil
 }
 
@@ -207,7 +237,7 @@ func (s *Server) Listen() error {
 		return fmt.Errorf("listen %s: %w", s.cfg.HTTPAddr, err)
 	}
 	s.ln = ln
-	return nil
+	return s.listenLaunch(context.Background())
 }
 
 // Addr is the bound HTTP address.
@@ -244,6 +274,11 @@ func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.http.Serve(s.ln) }()
 	go s.purgeLoop(ctx)
+	if err := s.serveLaunch(ctx, s.handler); err != nil {
+		s.http.Close()
+		s.store.Close()
+		return err
+	}
 	s.log.Info("pier serving", "url", s.BaseURL(), "engine", s.store.Engine(), "data_dir", s.cfg.DataDir)
 
 	select {
@@ -256,6 +291,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	err := s.http.Shutdown(sctx)
+	if lerr := s.stopLaunch(sctx); err == nil {
+		err = lerr
+	}
 	if cerr := s.store.Close(); err == nil {
 		err = cerr
 	}

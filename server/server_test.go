@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func start(t *testing.T, cfg server.Config) *testServer {
 	}
 	cfg.HTTPAddr = "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := server.New(ctx, cfg, log)
 	if err != nil {
 		t.Fatal(err)
@@ -72,10 +73,24 @@ func start(t *testing.T, cfg server.Config) *testServer {
 	return &testServer{Server: s, Client: &contracttest.Client{T: t, BaseURL: "http://" + s.Addr()}}
 }
 
-type testWriter struct{ t *testing.T }
+// testWriter sends server logs to the test's log while it runs; background
+// goroutines that log after the test ended are dropped, since testing
+// panics on a late Log.
+type testWriter struct {
+	t    *testing.T
+	done *atomic.Bool
+}
+
+func newTestWriter(t *testing.T) testWriter {
+	w := testWriter{t: t, done: &atomic.Bool{}}
+	t.Cleanup(func() { w.done.Store(true) })
+	return w
+}
 
 func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(b)))
+	if !w.done.Load() {
+		w.t.Log(strings.TrimSpace(string(b)))
+	}
 	return len(b), nil
 }
 

@@ -16,6 +16,8 @@ type Service struct {
 	Log   *slog.Logger
 	// BaseURL gives the public base URL for links in actions.
 	BaseURL func() string
+	// P are the providers launches drive.
+	P Providers
 }
 
 // New returns a Service.

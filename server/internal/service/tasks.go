@@ -121,6 +121,35 @@ func (s *Service) taskView(t store.Task) (*sdk.TaskHandle, error) {
 		v.ApprovalUrl = ptr(s.ApprovalURL(t.GateID))
 		v.PollAfterSeconds = ptr(5)
 	}
+	if t.Payload != "" {
+		var pl struct {
+			ServiceID   string       `json:"serviceId"`
+			PreviewHost string       `json:"previewHost"`
+			Domain      string       `json:"domain"`
+			Approval    string       `json:"approval"`
+			Receipt     *sdk.Receipt `json:"receipt"`
+		}
+		if err := json.Unmarshal([]byte(t.Payload), &pl); err == nil {
+			if pl.ServiceID != "" {
+				v.ServiceId = ptr(pl.ServiceID)
+			}
+			if pl.PreviewHost != "" {
+				v.PreviewUrl = ptr(s.hostURL("https", pl.PreviewHost))
+			}
+			v.Receipt = pl.Receipt
+			ready := t.Kind == "launch" && t.State == "succeeded"
+			domainReady := ready && pl.Domain != "" && pl.Approval != "denied"
+			if t.Kind == "launch" {
+				v.HttpsReady = &struct {
+					Domain  *bool `json:"domain,omitempty"`
+					Preview *bool `json:"preview,omitempty"`
+				}{Domain: ptr(domainReady), Preview: ptr(ready)}
+			}
+			if domainReady {
+				v.DomainUrl = ptr(s.hostURL("https", pl.Domain))
+			}
+		}
+	}
 	if t.Result != "" {
 		var r map[string]any
 		if err := json.Unmarshal([]byte(t.Result), &r); err != nil {
@@ -167,7 +196,8 @@ type Human struct {
 // carries it out. The first decision wins; a second is conflict:state. No
 // agent path reaches this method.
 func (s *Service) DecideGate(ctx context.Context, h Human, gateID string, approve bool) error {
-	return s.Store.InTx(ctx, func(tx *store.Tx) error {
+	requeue := ""
+	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
 		g, err := tx.LockGate(ctx, h.OrgID, gateID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -195,6 +225,10 @@ func (s *Service) DecideGate(ctx context.Context, h Human, gateID string, approv
 		if err := dec.Decode(&payload); err != nil {
 			return err
 		}
+		if g.Kind == "domain_registration" {
+			requeue = t.ID
+			return s.decideRegistration(ctx, tx, h, g, t, approve, now)
+		}
 		result := map[string]any{"decision": state, "decidedAt": now.UTC().Format(time.RFC3339)}
 		t.State = "failed"
 		if approve {
@@ -220,6 +254,64 @@ func (s *Service) DecideGate(ctx context.Context, h Human, gateID string, approv
 			Details: map[string]any{"kind": g.Kind, "decision": state, "taskId": t.ID, "result": result}}, now)
 		return err
 	})
+	if err == nil && requeue != "" && s.P.Enqueue != nil {
+		if qerr := s.P.Enqueue(ctx, requeue); qerr != nil {
+			s.Log.Warn("enqueue after decision", "task", requeue, "err", qerr)
+		}
+	}
+	return err
+}
+
+// decideRegistration resumes a launch that waited for a human to approve
+// buying its domain. A denial refunds the domain's price and the launch
+// goes on without the domain.
+func (s *Service) decideRegistration(ctx context.Context, tx *store.Tx, h Human, g store.Gate, t store.Task, approve bool, now time.Time) error {
+	var pl launchPayload
+	if err := json.Unmarshal([]byte(t.Payload), &pl); err != nil {
+		return err
+	}
+	var steps []taskStep
+	if err := json.Unmarshal([]byte(t.Steps), &steps); err != nil {
+		return err
+	}
+	decision := "approved"
+	if !approve {
+		decision = "denied"
+		proj, err := tx.LockProject(ctx, t.OrgID, pl.ProjectID)
+		if err != nil {
+			return err
+		}
+		if pl.DomainMicro > 0 {
+			if err := tx.MoveMoney(ctx, proj.ID, 0, -pl.DomainMicro); err != nil {
+				return err
+			}
+			pl.RefundedMicro = pl.DomainMicro
+			if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: t.OrgID, Actor: "system", Action: "refund", ObjectType: "task", ObjectID: t.ID,
+				Details: map[string]any{"projectId": proj.ID, "amountMicroUsd": pl.DomainMicro, "reason": "domain registration denied"}}, now); err != nil {
+				return err
+			}
+		}
+		for i := range steps {
+			if steps[i].Name == StepDNS {
+				steps[i].State = "skipped"
+			}
+		}
+	}
+	pl.Approval = decision
+	for i := range steps {
+		if steps[i].Name == StepRegister {
+			steps[i].State, steps[i].Detail = "pending", "human "+decision
+		}
+	}
+	sj, _ := json.Marshal(steps)
+	pj, _ := json.Marshal(pl)
+	t.State, t.Steps, t.Payload, t.UpdatedAt = "queued", string(sj), string(pj), now.UTC()
+	if err := tx.UpdateTask(ctx, t); err != nil {
+		return err
+	}
+	_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.UserID, Action: "decide_gate", ObjectType: "gate", ObjectID: g.ID,
+		Details: map[string]any{"kind": g.Kind, "decision": decision, "taskId": t.ID, "domain": pl.Domain}}, now)
+	return err
 }
 
 // carryOut does what an approved gate asked for, inside the decision's

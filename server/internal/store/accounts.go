@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/pierhq/pier/ledger"
@@ -44,6 +43,7 @@ type Task struct {
 	ID, OrgID, ProjectID, Kind, State string
 	Steps                             string // JSON
 	GateID                            string
+	Payload                           string // JSON inputs and provider references
 	Result                            string // JSON, may be empty
 	CreatedAt, UpdatedAt              time.Time
 }
@@ -90,8 +90,7 @@ func isCheckViolation(err error) bool {
 	if err == nil {
 		return false
 	}
-	msg := err.Error()
-	return strings.Contains(msg, "CHECK constraint failed") || strings.Contains(msg, "SQLSTATE 23514") || strings.Contains(msg, "violates check constraint")
+	return containsAny(err.Error(), "CHECK constraint failed", "SQLSTATE 23514", "violates check constraint")
 }
 
 const projectCols = `id, org_id, name, budget_limit_micro, spent_micro, held_micro, policy, created_at`
@@ -263,12 +262,12 @@ func (s *Store) QuoteTotals(ctx context.Context, projectID string) (map[string]i
 	return out, rows.Err()
 }
 
-const taskCols = `id, org_id, COALESCE(project_id, ''), kind, state, steps, COALESCE(gate_id, ''), COALESCE(result, ''), created_at, updated_at`
+const taskCols = `id, org_id, COALESCE(project_id, ''), kind, state, steps, COALESCE(gate_id, ''), COALESCE(payload, ''), COALESCE(result, ''), created_at, updated_at`
 
 func scanTask(row interface{ Scan(...any) error }) (Task, error) {
 	var t Task
 	var created, updated int64
-	err := row.Scan(&t.ID, &t.OrgID, &t.ProjectID, &t.Kind, &t.State, &t.Steps, &t.GateID, &t.Result, &created, &updated)
+	err := row.Scan(&t.ID, &t.OrgID, &t.ProjectID, &t.Kind, &t.State, &t.Steps, &t.GateID, &t.Payload, &t.Result, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, ErrNotFound
 	}
@@ -286,16 +285,45 @@ func nullable(s string) any {
 
 // InsertTask records a task.
 func (tx *Tx) InsertTask(ctx context.Context, t Task) error {
-	_, err := tx.tx.ExecContext(ctx, tx.s.q(`INSERT INTO tasks (id, org_id, project_id, kind, state, steps, gate_id, result, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		t.ID, t.OrgID, nullable(t.ProjectID), t.Kind, t.State, t.Steps, nullable(t.GateID), nullable(t.Result), t.CreatedAt.UnixMicro(), t.UpdatedAt.UnixMicro())
+	_, err := tx.tx.ExecContext(ctx, tx.s.q(`INSERT INTO tasks (id, org_id, project_id, kind, state, steps, gate_id, payload, result, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		t.ID, t.OrgID, nullable(t.ProjectID), t.Kind, t.State, t.Steps, nullable(t.GateID), nullable(t.Payload), nullable(t.Result), t.CreatedAt.UnixMicro(), t.UpdatedAt.UnixMicro())
 	return err
 }
 
 // UpdateTask stores a task's state, steps and result.
 func (tx *Tx) UpdateTask(ctx context.Context, t Task) error {
-	_, err := tx.tx.ExecContext(ctx, tx.s.q(`UPDATE tasks SET state = ?, steps = ?, result = ?, updated_at = ? WHERE id = ?`),
-		t.State, t.Steps, nullable(t.Result), t.UpdatedAt.UnixMicro(), t.ID)
+	_, err := tx.tx.ExecContext(ctx, tx.s.q(`UPDATE tasks SET state = ?, steps = ?, gate_id = ?, payload = ?, result = ?, updated_at = ? WHERE id = ?`),
+		t.State, t.Steps, nullable(t.GateID), nullable(t.Payload), nullable(t.Result), t.UpdatedAt.UnixMicro(), t.ID)
 	return err
+}
+
+// UpdateTask stores a task outside a transaction.
+func (s *Store) UpdateTask(ctx context.Context, t Task) error {
+	return s.InTx(ctx, func(tx *Tx) error { return tx.UpdateTask(ctx, t) })
+}
+
+// UnfinishedTasks lists tasks that a runner should be working on: queued or
+// running, for re-enqueueing after a restart.
+func (s *Store) UnfinishedTasks(ctx context.Context) ([]Task, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE state IN ('queued', 'running') ORDER BY created_at`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// GetTaskAnyOrg reads a task by id, for the runner.
+func (s *Store) GetTaskAnyOrg(ctx context.Context, id string) (Task, error) {
+	return scanTask(s.db.QueryRowContext(ctx, s.q(`SELECT `+taskCols+` FROM tasks WHERE id = ?`), id))
 }
 
 // LockTask reads a task and locks it.
@@ -471,4 +499,30 @@ func (tx *Tx) HoldQuote(ctx context.Context, id string, expires time.Time) error
 // LockGate reads a gate of the organisation and locks it.
 func (tx *Tx) LockGate(ctx context.Context, orgID, id string) (Gate, error) {
 	return scanGate(tx.tx.QueryRowContext(ctx, tx.s.q(`SELECT `+gateCols+` FROM gates WHERE id = ? AND org_id = ?`+tx.forUpdate()), id, orgID))
+}
+
+// AcquireTaskLease gives owner the right to run a task until the lease
+// runs out; false when another owner holds a live lease.
+func (s *Store) AcquireTaskLease(ctx context.Context, id, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE tasks SET lease_owner = ?, lease_until = ?
+		WHERE id = ? AND (lease_owner IS NULL OR lease_owner = ? OR lease_until < ?)`),
+		owner, now.Add(ttl).UnixMicro(), id, owner, now.UnixMicro())
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// ReleaseTaskLease gives a lease up.
+func (s *Store) ReleaseTaskLease(ctx context.Context, id, owner string) error {
+	_, err := s.db.ExecContext(ctx, s.q(`UPDATE tasks SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?`), id, owner)
+	return err
+}
+
+// ClearTaskLeases drops every lease. Only a single-host embedded server may
+// call it at start, when no other runner can exist.
+func (s *Store) ClearTaskLeases(ctx context.Context) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE tasks SET lease_owner = NULL, lease_until = NULL WHERE lease_owner IS NOT NULL`)
+	return err
 }

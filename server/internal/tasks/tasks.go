@@ -1,0 +1,205 @@
+// Package tasks runs durable tasks with River: a River job per task run,
+// on SQLite (riversqlite) or PostgreSQL (riverpgxv5). The tasks table is the
+// source of truth for state and steps; River delivers at-least-once
+// execution with retries, and a lease on the task row makes sure one runner
+// works a task at a time. Steps are idempotent, so a retry or a restart
+// after a crash finishes the task without acting twice.
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"database/sql"
+
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// Args is the River job: run a task.
+type Args struct {
+	TaskID string `json:"taskId"`
+}
+
+// Kind names the job.
+func (Args) Kind() string { return "pier_task" }
+
+// Run is what a job does with a task.
+type Run func(ctx context.Context, taskID string) error
+
+// Config tunes the runner.
+type Config struct {
+	// JobTimeout bounds one run of a task (default 2 minutes).
+	JobTimeout time.Duration
+	// LeaseTTL is how long a runner's claim on a task lasts without renewal
+	// (default JobTimeout plus a minute).
+	LeaseTTL time.Duration
+	// MaxAttempts before a task is failed (default 20).
+	MaxAttempts int
+	// OnGiveUp is called when a task's last attempt fails.
+	OnGiveUp func(ctx context.Context, taskID string, err error)
+	Log      *slog.Logger
+}
+
+// Runner executes tasks.
+type Runner struct {
+	store  *store.Store
+	run    Run
+	cfg    Config
+	owner  string
+	insert func(ctx context.Context, args Args) error
+	start  func(ctx context.Context) error
+	stop   func(ctx context.Context) error
+	close  func()
+}
+
+type worker struct {
+	river.WorkerDefaults[Args]
+	r *Runner
+}
+
+func (w *worker) Timeout(*river.Job[Args]) time.Duration { return w.r.cfg.JobTimeout }
+
+func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
+	r := w.r
+	ok, err := r.store.AcquireTaskLease(ctx, job.Args.TaskID, r.owner, time.Now(), r.cfg.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// Another runner is working the task; look again shortly.
+		return river.JobSnooze(2 * time.Second)
+	}
+	defer r.store.ReleaseTaskLease(context.WithoutCancel(ctx), job.Args.TaskID, r.owner)
+	err = r.run(ctx, job.Args.TaskID)
+	if err != nil && job.Attempt >= job.MaxAttempts && r.cfg.OnGiveUp != nil {
+		r.cfg.OnGiveUp(context.WithoutCancel(ctx), job.Args.TaskID, err)
+	}
+	return err
+}
+
+// New prepares a runner over the store's engine and migrates River's
+// tables. databaseURL is needed on PostgreSQL, where River uses its own pgx
+// pool.
+func New(ctx context.Context, st *store.Store, databaseURL string, run Run, cfg Config) (*Runner, error) {
+	if cfg.JobTimeout == 0 {
+		cfg.JobTimeout = 2 * time.Minute
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = cfg.JobTimeout + time.Minute
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = 20
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	r := &Runner{store: st, run: run, cfg: cfg, owner: auth.ID("run")}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &worker{r: r})
+	rc := &river.Config{
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 8}},
+		Workers:              workers,
+		FetchCooldown:        10 * time.Millisecond,
+		FetchPollInterval:    50 * time.Millisecond,
+		JobTimeout:           cfg.JobTimeout,
+		RescueStuckJobsAfter: cfg.JobTimeout + time.Minute,
+		MaxAttempts:          cfg.MaxAttempts,
+		Logger:               cfg.Log.With("component", "river"),
+	}
+	switch st.Engine() {
+	case store.SQLite:
+		if err := setup[*sql.Tx](ctx, r, riversqlite.New(st.DB()), rc); err != nil {
+			return nil, err
+		}
+		r.close = func() {}
+	case store.Postgres:
+		pool, err := pgxpool.New(ctx, databaseURL)
+		if err != nil {
+			return nil, err
+		}
+		if err := setup[pgx.Tx](ctx, r, riverpgxv5.New(pool), rc); err != nil {
+			pool.Close()
+			return nil, err
+		}
+		r.close = pool.Close
+	default:
+		return nil, fmt.Errorf("tasks: no River driver for %s", st.Engine())
+	}
+	return r, nil
+}
+
+func setup[TTx any](ctx context.Context, r *Runner, driver riverdriver.Driver[TTx], rc *river.Config) error {
+	m, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: r.cfg.Log.With("component", "rivermigrate")})
+	if err != nil {
+		return err
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("tasks: migrate River: %w", err)
+	}
+	client, err := river.NewClient(driver, rc)
+	if err != nil {
+		return err
+	}
+	r.insert = func(ctx context.Context, args Args) error {
+		// Jobs are not unique: River requires a unique job to block on
+		// "running", and a job left running by a dead process would then
+		// block the task until rescued. Extra jobs are harmless: the task
+		// lease lets one work at a time, and a finished task ends the rest.
+		_, err := client.Insert(ctx, args, nil)
+		return err
+	}
+	r.start = client.Start
+	r.stop = client.Stop
+	return nil
+}
+
+// Enqueue schedules a run of a task.
+func (r *Runner) Enqueue(ctx context.Context, taskID string) error {
+	return r.insert(context.WithoutCancel(ctx), Args{TaskID: taskID})
+}
+
+// Start begins working jobs, after re-enqueueing every unfinished task: a
+// task whose job was lost, or whose process died mid-run, resumes here.
+func (r *Runner) Start(ctx context.Context) error {
+	if r.store.Engine() == store.SQLite {
+		// An embedded server is the only runner on its database, so any
+		// lease left behind belongs to a process that is gone.
+		if err := r.store.ClearTaskLeases(ctx); err != nil {
+			return err
+		}
+	}
+	if err := r.start(ctx); err != nil {
+		return err
+	}
+	tasks, err := r.store.UnfinishedTasks(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, t := range tasks {
+		errs = append(errs, r.Enqueue(ctx, t.ID))
+	}
+	if len(tasks) > 0 {
+		r.cfg.Log.Info("resuming unfinished tasks", "count", len(tasks))
+	}
+	return errors.Join(errs...)
+}
+
+// Stop waits for running jobs to finish, up to ctx's deadline.
+func (r *Runner) Stop(ctx context.Context) error {
+	err := r.stop(ctx)
+	r.close()
+	return err
+}

@@ -1,0 +1,224 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pierhq/pier/server/internal/dnsserver"
+	"github.com/pierhq/pier/server/internal/edge"
+	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/tasks"
+	"github.com/pierhq/pier/server/internal/tlsca"
+)
+
+// launchParts are the providers a launch drives and the listeners they
+// serve on: the edge over HTTP and HTTPS, the local CA, DNS and the task
+// runner.
+type launchParts struct {
+	ca      *tlsca.CA
+	edge    *edge.Edge
+	dns     *dnsserver.Server
+	runner  *tasks.Runner
+	tlsLn   net.Listener
+	https   *http.Server
+	dnsAddr string
+	dnsStop context.CancelFunc
+}
+
+// CADir is where the local CA lives in a data directory.
+func CADir(dataDir string) string { return filepath.Join(dataDir, "ca") }
+
+func (s *Server) buildLaunch(ctx context.Context, svc *service.Service) error {
+	ca, err := tlsca.LoadOrCreate(CADir(s.cfg.DataDir), s.cfg.Now)
+	if err != nil {
+		return err
+	}
+	lp := &launchParts{ca: ca, edge: edge.New(s.store, s.log), dns: dnsserver.New(s.store, s.log)}
+	lp.runner, err = tasks.New(ctx, s.store, s.cfg.DatabaseURL, svc.RunTask, tasks.Config{
+		JobTimeout: s.cfg.TaskJobTimeout,
+		Log:        s.log,
+		OnGiveUp:   svc.FailTask,
+	})
+	if err != nil {
+		return err
+	}
+	s.launch = lp
+	_, httpPort, _ := net.SplitHostPort(s.cfg.HTTPAddr)
+	_, httpsPort, _ := net.SplitHostPort(s.cfg.HTTPSAddr)
+	svc.P = service.Providers{
+		Enqueue:        lp.runner.Enqueue,
+		InvalidateEdge: lp.edge.Invalidate,
+		InvalidateDNS:  lp.dns.Invalidate,
+		Certificate:    ca.Certificate,
+		VerifyHTTPS:    s.verifyHTTPS,
+		PreviewDomain:  s.cfg.PreviewDomain,
+		HTTPPort:       httpPort,
+		HTTPSPort:      httpsPort,
+		Zone: dnsserver.ZoneConfig{
+			EdgeIPv4:   net.ParseIP(s.cfg.EdgeIPv4),
+			EdgeIPv6:   net.ParseIP(s.cfg.EdgeIPv6),
+			CAAIssuers: []string{tlsca.Name},
+		},
+	}
+	return nil
+}
+
+// route sends requests for the API host to the API and every other host to
+// the edge, on both listeners.
+func (s *Server) route(api http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.isAPIHost(r.Host) {
+			api.ServeHTTP(w, r)
+			return
+		}
+		s.launch.edge.ServeHTTP(w, r)
+	})
+}
+
+func hostOf(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	return strings.ToLower(strings.Trim(h, "[]"))
+}
+
+// isAPIHost: the base URL's and MCP URL's hosts, IP literals and plain
+// localhost are the API; names under the preview domain and launched
+// domains are sites.
+func (s *Server) isAPIHost(h string) bool {
+	host := hostOf(h)
+	if host == "" || host == "localhost" || net.ParseIP(host) != nil {
+		return true
+	}
+	for _, u := range []string{s.BaseURL(), s.cfg.APIURL} {
+		if u == "" {
+			continue
+		}
+		rest := u[strings.Index(u, "://")+3:]
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			rest = rest[:i]
+		}
+		if hostOf(rest) == host {
+			return true
+		}
+	}
+	return false
+}
+
+// listenLaunch binds the HTTPS and DNS listeners; the HTTPS port is what
+// preview URLs name, so it is known before serving.
+func (s *Server) listenLaunch(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.HTTPSAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.HTTPSAddr, err)
+	}
+	s.launch.tlsLn = ln
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	s.svc.P.HTTPSPort = port
+	_, hport, _ := net.SplitHostPort(s.Addr())
+	s.svc.P.HTTPPort = hport
+
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	addr, err := s.launch.dns.Listen(dctx, s.cfg.DNSAddr)
+	if err != nil {
+		cancel()
+		ln.Close()
+		return fmt.Errorf("listen dns %s: %w", s.cfg.DNSAddr, err)
+	}
+	s.launch.dnsAddr, s.launch.dnsStop = addr, cancel
+	return nil
+}
+
+// HTTPSAddr is the bound TLS address.
+func (s *Server) HTTPSAddr() string { return s.launch.tlsLn.Addr().String() }
+
+// DNSAddr is the bound DNS address (UDP and TCP).
+func (s *Server) DNSAddr() string { return s.launch.dnsAddr }
+
+// CARootPEM is the local CA's root certificate.
+func (s *Server) CARootPEM() []byte { return s.launch.ca.RootPEM() }
+
+// getCertificate issues certificates only for names this server answers
+// for: the API host and hosts with a live site. An unknown SNI gets none,
+// so a client cannot make the CA sign arbitrary names.
+func (s *Server) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	name := strings.ToLower(hello.ServerName)
+	if name == "" {
+		name = "localhost"
+	}
+	if s.isAPIHost(name) || s.launch.edge.Has(hello.Context(), name) {
+		return s.launch.ca.Certificate(name)
+	}
+	return nil, fmt.Errorf("no site at %q", name)
+}
+
+func (s *Server) serveLaunch(ctx context.Context, handler http.Handler) error {
+	s.launch.https = &http.Server{
+		Handler:           handler,
+		TLSConfig:         &tls.Config{GetCertificate: s.getCertificate, MinVersion: tls.VersionTLS12},
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	go func() {
+		if err := s.launch.https.ServeTLS(s.launch.tlsLn, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("https listener stopped", "err", err)
+		}
+	}()
+	// The runner lives until stopLaunch; the serve context only signals.
+	return s.launch.runner.Start(context.WithoutCancel(ctx))
+}
+
+func (s *Server) stopLaunch(ctx context.Context) error {
+	var errs []error
+	if s.launch.https != nil {
+		errs = append(errs, s.launch.https.Shutdown(ctx))
+	}
+	errs = append(errs, s.launch.runner.Stop(ctx))
+	if s.launch.dnsStop != nil {
+		s.launch.dnsStop()
+	}
+	return errors.Join(errs...)
+}
+
+// verifyHTTPS fetches https://host/ from this server's own TLS listener with
+// the chain verified against the local CA: a site is HTTPS-ready only once
+// it is really served.
+func (s *Server) verifyHTTPS(ctx context.Context, host string) error {
+	addr := s.launch.tlsLn.Addr().String()
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: s.launch.ca.Pool(), ServerName: host},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+"/", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode >= 500 {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	if resp.StatusCode == http.StatusNotFound && resp.Header.Get("Content-Type") == "text/plain; charset=utf-8" && resp.Header.Get("ETag") == "" {
+		// The edge's "no site here" answer: not deployed on this replica yet.
+		if !s.launch.edge.Has(ctx, host) {
+			return fmt.Errorf("no site served at %s yet", host)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,326 @@
+package server_test
+
+import (
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/pierhq/pier/server"
+	"github.com/pierhq/pier/server/internal/service"
+)
+
+// siteFiles is a small site: an index, a stylesheet, a page in a folder and
+// a 404 page.
+var siteFiles = map[string]string{
+	"index.html":       "<!doctype html><title>Acme</title><link rel=stylesheet href=style.css><h1>Hello from Acme</h1>",
+	"style.css":        "body { font-family: sans-serif; }\n" + strings.Repeat("h1 { color: #333; }\n", 40),
+	"docs/index.html":  "<h1>Docs</h1>",
+	"about.html":       "<h1>About</h1>",
+	"404.html":         "<h1>Not here</h1>",
+	"assets/logo.svg":  "<svg xmlns='http://www.w3.org/2000/svg'/>",
+}
+
+func uploadBody(project string, files map[string]string) map[string]any {
+	var list []any
+	for p, c := range files {
+		list = append(list, map[string]any{"path": p, "contentBase64": base64.StdEncoding.EncodeToString([]byte(c))})
+	}
+	return map[string]any{"projectId": project, "files": list}
+}
+
+// httpsClient reaches the server's TLS listener for any host name, and
+// trusts only the server's local CA.
+func httpsClient(ts *testServer) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ts.CARootPEM())
+	addr := ts.HTTPSAddr()
+	return &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}}
+}
+
+func waitTask(t *testing.T, ts *testServer, a account, id string, want string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		task := ts.Client.Do("GET", "/v1/tasks/"+id, nil, a.header()).JSON()["data"].(map[string]any)
+		if task["state"] == want {
+			return task
+		}
+		if task["state"] == "failed" && want != "failed" {
+			t.Fatalf("task failed: %v", task)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("task %s never reached %s", id, want)
+	return nil
+}
+
+func TestUploadAssets(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
+	r := ts.Client.Do("POST", "/v1/bundles", uploadBody(a.project, siteFiles), a.header())
+	b := r.JSON()["data"].(map[string]any)
+	if r.StatusCode != 201 || b["fileCount"] != 6.0 || b["deduplicated"] != false || b["newBlobs"] != 6.0 {
+		t.Fatalf("%d %s", r.StatusCode, r.Body)
+	}
+	// The same files again are the same bundle, and store nothing new.
+	b2 := ts.Client.Do("POST", "/v1/bundles", uploadBody(a.project, siteFiles), a.header()).JSON()["data"].(map[string]any)
+	if b2["bundleId"] != b["bundleId"] || b2["deduplicated"] != true || b2["newBlobs"] != 0.0 {
+		t.Fatalf("dedup: %v", b2)
+	}
+	for _, bad := range []string{"../etc/passwd", "/abs.html", "a//b.html", "a/./b.html", `a\b.html`, "", "x\x00.html", "a/../b.html"} {
+		r := ts.Client.Do("POST", "/v1/bundles", uploadBody(a.project, map[string]string{bad: "x"}), a.header())
+		if r.StatusCode != 400 || r.JSON()["blockedBy"] != "input:invalid" {
+			t.Errorf("path %q: %d %s", bad, r.StatusCode, r.Body)
+		}
+	}
+	r = ts.Client.Do("POST", "/v1/bundles", map[string]any{"projectId": a.project, "files": []any{map[string]any{"path": "a.html", "contentBase64": "!!"}}}, a.header())
+	if r.StatusCode != 400 {
+		t.Fatalf("bad base64: %d", r.StatusCode)
+	}
+}
+
+func TestLaunchPreviewOverHTTPS(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+		bundle := ts.Client.Do("POST", "/v1/bundles", uploadBody(a.project, siteFiles), a.header()).JSON()["data"].(map[string]any)["bundleId"]
+
+		r := ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bundle}, a.header())
+		if r.StatusCode != 202 {
+			t.Fatalf("launch: %d %s", r.StatusCode, r.Body)
+		}
+		task := r.JSON()["data"].(map[string]any)
+		undo := task["undo"].(map[string]any)["command"].(map[string]any)
+		if undo["tool"] != "teardown_service" {
+			t.Fatalf("undo %v", undo)
+		}
+		done := waitTask(t, ts, a, task["taskId"].(string), "succeeded")
+		if ready := done["httpsReady"].(map[string]any); ready["preview"] != true {
+			t.Fatalf("https ready %v", ready)
+		}
+		preview := done["previewUrl"].(string)
+		host := strings.Split(strings.TrimPrefix(preview, "https://"), ":")[0]
+		if !strings.HasSuffix(host, ".localhost") || !strings.HasPrefix(host, "site--") {
+			t.Fatalf("preview host %s", host)
+		}
+
+		c := httpsClient(ts)
+		get := func(path string, h http.Header) *http.Response {
+			t.Helper()
+			req, _ := http.NewRequest("GET", "https://"+host+path, nil)
+			for k, v := range h {
+				req.Header[k] = v
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { resp.Body.Close() })
+			return resp
+		}
+		resp := get("/", nil)
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !strings.Contains(string(body), "Hello from Acme") || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" {
+			t.Fatalf("index: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+		if resp.TLS == nil || resp.TLS.PeerCertificates[0].DNSNames[0] != host {
+			t.Fatal("certificate does not name the preview host")
+		}
+		etag := resp.Header.Get("ETag")
+		if r := get("/", http.Header{"If-None-Match": {etag}}); r.StatusCode != 304 {
+			t.Fatalf("If-None-Match: %d", r.StatusCode)
+		}
+		css := get("/style.css", http.Header{"Accept-Encoding": {"gzip"}})
+		if css.Header.Get("Content-Encoding") != "gzip" || css.Header.Get("Vary") != "Accept-Encoding" || !strings.HasPrefix(css.Header.Get("Content-Type"), "text/css") {
+			t.Fatalf("gzip: %v", css.Header)
+		}
+		zr, err := gzip.NewReader(css.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := io.ReadAll(zr); !strings.HasPrefix(string(b), "body {") {
+			t.Fatal("gzip body")
+		}
+		if r := get("/docs/", nil); r.StatusCode != 200 {
+			t.Fatalf("folder index: %d", r.StatusCode)
+		}
+		if r := get("/about", nil); r.StatusCode != 200 {
+			t.Fatalf("pretty URL: %d", r.StatusCode)
+		}
+		nf := get("/missing", nil)
+		nb, _ := io.ReadAll(nf.Body)
+		if nf.StatusCode != 404 || !strings.Contains(string(nb), "Not here") {
+			t.Fatalf("404 page: %d %s", nf.StatusCode, nb)
+		}
+		if svg := get("/assets/logo.svg", nil); svg.Header.Get("Content-Type") != "image/svg+xml" || svg.Header.Get("Cache-Control") != "public, max-age=3600" {
+			t.Fatalf("svg headers %v", svg.Header)
+		}
+		// An unknown host gets no certificate from the CA.
+		req, _ := http.NewRequest("GET", "https://nobody.localhost/", nil)
+		if _, err := c.Do(req); err == nil {
+			t.Fatal("a certificate was issued for a host with no site")
+		}
+
+		// Teardown stops serving.
+		svcID := done["serviceId"].(string)
+		r = ts.Client.Do("POST", "/v1/services/"+svcID+"/teardown", nil, a.header())
+		if r.StatusCode != 202 {
+			t.Fatalf("teardown: %d %s", r.StatusCode, r.Body)
+		}
+		waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+		plain := &http.Client{}
+		hreq, _ := http.NewRequest("GET", "http://"+ts.Addr()+"/", nil)
+		hreq.Host = host
+		hresp, err := plain.Do(hreq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hresp.Body.Close()
+		if hresp.StatusCode != 404 {
+			t.Fatalf("after teardown: %d", hresp.StatusCode)
+		}
+	})
+}
+
+func TestLaunchWithDomain(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+	c := ts.Client
+	domain := availableDomains(1, "dev", "launch")[0]
+	bundle := c.Do("POST", "/v1/bundles", uploadBody(a.project, siteFiles), a.header()).JSON()["data"].(map[string]any)["bundleId"]
+	quote := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)["quoteId"]
+
+	r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "www", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": quote}, a.header())
+	if r.StatusCode != 202 || r.JSON()["data"].(map[string]any)["budgetRemainingUsd"] != 88.0 {
+		t.Fatalf("launch: %d %s", r.StatusCode, r.Body)
+	}
+	taskID := r.JSON()["data"].(map[string]any)["taskId"].(string)
+	// Without buy_domain, registration waits for a human.
+	waiting := waitTask(t, ts, a, taskID, "input_required")
+	approval := waiting["approvalUrl"].(string)
+	if n, _ := ts.Store().CountPurchases(context.Background(), domain); n != 0 {
+		t.Fatal("bought before the human decided")
+	}
+	gateID := approval[strings.LastIndex(approval, "/")+1:]
+	if err := ts.Service().DecideGate(context.Background(), service.Human{OrgID: a.org, UserID: "usr_a"}, gateID, true); err != nil {
+		t.Fatal(err)
+	}
+	done := waitTask(t, ts, a, taskID, "succeeded")
+	if done["domainUrl"] == nil || done["httpsReady"].(map[string]any)["domain"] != true {
+		t.Fatalf("domain not ready: %v", done)
+	}
+	if n, _ := ts.Store().CountPurchases(context.Background(), domain); n != 1 {
+		t.Fatalf("purchases %d", n)
+	}
+	// The zone answers over real DNS queries, on UDP and TCP.
+	for _, netw := range []string{"udp", "tcp"} {
+		cl := &dns.Client{Net: netw, Timeout: 2 * time.Second}
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn("www."+domain), dns.TypeA)
+		in, _, err := cl.Exchange(m, ts.DNSAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !in.Authoritative || len(in.Answer) != 1 || in.Answer[0].(*dns.A).A.String() != "127.0.0.1" {
+			t.Fatalf("%s answer %v", netw, in)
+		}
+	}
+	for _, q := range []uint16{dns.TypeSOA, dns.TypeNS, dns.TypeAAAA, dns.TypeCAA} {
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn(domain), q)
+		in, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, ts.DNSAddr())
+		if err != nil || len(in.Answer) == 0 {
+			t.Fatalf("%s: %v %v", dns.TypeToString[q], in, err)
+		}
+	}
+	m := new(dns.Msg)
+	m.SetQuestion("nothing."+dns.Fqdn(domain), dns.TypeA)
+	if in, _, _ := (&dns.Client{}).Exchange(m, ts.DNSAddr()); in.Rcode != dns.RcodeNameError || len(in.Ns) != 1 {
+		t.Fatalf("NXDOMAIN with SOA: %v", in)
+	}
+	m.SetQuestion("example.org.", dns.TypeA)
+	if in, _, _ := (&dns.Client{}).Exchange(m, ts.DNSAddr()); in.Rcode != dns.RcodeRefused {
+		t.Fatalf("not authoritative: %v", in)
+	}
+	// The launched domain is served over HTTPS with a verified chain.
+	resp, err := httpsClient(ts).Get("https://" + domain + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "Hello from Acme") {
+		t.Fatalf("domain: %d %s", resp.StatusCode, body)
+	}
+	// Teardown keeps the registration and says so.
+	svcID := done["serviceId"].(string)
+	r = c.Do("POST", "/v1/services/"+svcID+"/teardown", nil, a.header())
+	td := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	if !strings.Contains(fmt.Sprint(td["result"]), "domain_registration") {
+		t.Fatalf("teardown result %v", td["result"])
+	}
+	if n, _ := ts.Store().CountPurchases(context.Background(), domain); n != 1 {
+		t.Fatal("teardown touched the registration")
+	}
+}
+
+func TestLaunchDomainDeniedRefunds(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+	c := ts.Client
+	domain := availableDomains(1, "dev", "denied")[0]
+	bundle := c.Do("POST", "/v1/bundles", uploadBody(a.project, siteFiles), a.header()).JSON()["data"].(map[string]any)["bundleId"]
+	quote := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)["quoteId"]
+	r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": quote}, a.header())
+	taskID := r.JSON()["data"].(map[string]any)["taskId"].(string)
+	approval := waitTask(t, ts, a, taskID, "input_required")["approvalUrl"].(string)
+	if err := ts.Service().DecideGate(context.Background(), service.Human{OrgID: a.org, UserID: "u"}, approval[strings.LastIndex(approval, "/")+1:], false); err != nil {
+		t.Fatal(err)
+	}
+	done := waitTask(t, ts, a, taskID, "succeeded")
+	if done["httpsReady"].(map[string]any)["preview"] != true || done["domainUrl"] != nil {
+		t.Fatalf("%v", done)
+	}
+	p := c.Do("GET", "/v1/projects/"+a.project, nil, a.header()).JSON()["data"].(map[string]any)
+	if p["spentUsd"] != 0.0 || p["remainingUsd"] != 100.0 {
+		t.Fatalf("refund: %v", p)
+	}
+	if n, _ := ts.Store().CountPurchases(context.Background(), domain); n != 0 {
+		t.Fatal("a denied domain was bought")
+	}
+}
+
+func TestLaunchWithBuyDomainSkipsGate(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+	c := ts.Client
+	domain := availableDomains(1, "com", "direct")[0]
+	bundle := c.Do("POST", "/v1/bundles", uploadBody(a.project, siteFiles), a.header()).JSON()["data"].(map[string]any)["bundleId"]
+	quote := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)["quoteId"]
+	r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": quote}, a.header())
+	waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	if n, _ := ts.Store().CountPurchases(context.Background(), domain); n != 1 {
+		t.Fatalf("purchases %d", n)
+	}
+	// A launch without a quote for its domain is refused before anything happens.
+	r = c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "other", "target": "edge", "bundleId": bundle, "domain": availableDomains(2, "com", "direct")[1]}, a.header())
+	if r.StatusCode != 402 || r.JSON()["blockedBy"] != "budget:insufficient" {
+		t.Fatalf("no quote: %d %s", r.StatusCode, r.Body)
+	}
+}
