@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"strings"
@@ -146,6 +147,11 @@ func exitCodeForAPIError(e *sdk.Error) int {
 }
 
 func isNetworkError(err error) bool {
+	// A file error carries a syscall.Errno, which satisfies net.Error too.
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) {
+		return false
+	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
 		return true
 	}

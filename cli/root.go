@@ -87,7 +87,11 @@ func newRootCmd(f *Factory, runF func(*OperationOptions) error) *cobra.Command {
 	root.SetHelpCommandGroupID("")
 	root.SetCompletionCommandGroupID("")
 
-	root.AddCommand(newCmdVersion(f))
+	root.AddGroup(&cobra.Group{ID: GroupTrust, Title: "Holder and auditor:"})
+	holderCmd, verifyCmd := NewCmdHolder(f), NewCmdVerifySandboxProof(f, nil)
+	holderCmd.GroupID, verifyCmd.GroupID = GroupTrust, GroupTrust
+
+	root.AddCommand(newCmdVersion(f), holderCmd, verifyCmd)
 	addOperationCommands(root, f, runF)
 	finishTree(root)
 	return root

@@ -155,7 +155,8 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 		req.Header.Set("Idempotency-Key", newIdempotencyKey())
 	}
 	if req.Header.Get("Accept") == "" {
-		req.Header.Set("Accept", "application/json")
+		// Every answer is JSON except the two scripts the sandbox publishes.
+		req.Header.Set("Accept", "application/json, text/javascript;q=0.5")
 	}
 
 	// A request is safe to resend after an unknown outcome when it cannot act

@@ -3,32 +3,55 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/pierhq/pier/cli"
+	"github.com/pierhq/pier/internal/testpg"
 	"github.com/pierhq/pier/openapi"
 	"github.com/pierhq/pier/server"
 	"github.com/spf13/cobra"
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(withPostgres{m}, map[string]func(){
 		"pier": func() { os.Exit(cli.Main(server.NewCommands()...)) },
 	})
 }
 
+// withPostgres stops the throwaway PostgreSQL cluster after the tests.
+type withPostgres struct{ m *testing.M }
+
+func (w withPostgres) Run() int { return testpg.Run(w.m) }
+
 // TestScripts runs the CLI end to end against a real in-process server on
 // SQLite: the same binary an operator runs, talking HTTP to the real API.
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script",
+	testscript.Run(t, scriptParams(""))
+}
+
+// TestSandboxScriptOnPostgres runs the sandbox holder flow again with the
+// server on PostgreSQL.
+func TestSandboxScriptOnPostgres(t *testing.T) {
+	p := scriptParams(testpg.NewDatabase(t))
+	p.Dir, p.Files = "", []string{"testdata/script/sandbox.txtar"}
+	testscript.Run(t, p)
+}
+
+func scriptParams(databaseURL string) testscript.Params {
+	return testscript.Params{
+		Dir:       "testdata/script",
+		Cmds:      map[string]func(ts *testscript.TestScript, neg bool, args []string){"jsonget": jsonget},
+		Condition: nodeCondition,
 		Setup: func(env *testscript.Env) error {
 			ctx, cancel := context.WithCancel(context.Background())
-			s, err := server.New(ctx, server.Config{DataDir: env.WorkDir + "/data", HTTPAddr: "127.0.0.1:0"}, nil)
+			s, err := server.New(ctx, server.Config{DataDir: env.WorkDir + "/data", HTTPAddr: "127.0.0.1:0", DatabaseURL: databaseURL}, nil)
 			if err != nil {
 				cancel()
 				return err
@@ -45,7 +68,50 @@ func TestScripts(t *testing.T) {
 			env.Setenv("NO_COLOR", "1")
 			return nil
 		},
-	})
+	}
+}
+
+// jsonget FILE PATH VAR sets $VAR to the string (or number) at the dotted
+// PATH of the JSON in FILE (stdout and stderr name the last command's).
+func jsonget(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: jsonget FILE PATH VAR")
+	}
+	var v any
+	if err := json.Unmarshal([]byte(ts.ReadFile(args[0])), &v); err != nil {
+		ts.Fatalf("%s is not JSON: %v", args[0], err)
+	}
+	for _, k := range strings.Split(args[1], ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			ts.Fatalf("%s: no %s", args[1], k)
+		}
+		v = m[k]
+	}
+	switch x := v.(type) {
+	case string:
+		ts.Setenv(args[2], x)
+	case float64:
+		ts.Setenv(args[2], strconv.FormatFloat(x, 'f', -1, 64))
+	default:
+		ts.Fatalf("%s is %v, not a string or number", args[1], v)
+	}
+}
+
+// nodeCondition is [node]: whether node is there to run the JavaScript
+// twins. A missing node fails instead when CI=true or
+// PIER_TEST_NODE=require.
+func nodeCondition(cond string) (bool, error) {
+	if cond != "node" {
+		return false, fmt.Errorf("unknown condition %q", cond)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		if os.Getenv("CI") == "true" || os.Getenv("PIER_TEST_NODE") == "require" {
+			return false, fmt.Errorf("node is required: %v", err)
+		}
+		return false, nil
+	}
+	return true, nil
 }
 
 // specOperations are SPEC.md §4's rows plus the operations it names only as

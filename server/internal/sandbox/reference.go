@@ -122,20 +122,19 @@ func (s *Service) current(ctx context.Context) (*release, error) {
 	return rel, nil
 }
 
-// ProofEnvelope renders GET /v1/sandbox/proofs/{proofId}: the proof, bytes
-// as minted, as data, with the typed actions and the format version beside
-// it.
+// ProofEnvelope renders GET /v1/sandbox/proofs/{proofId}: the proof as
+// minted (compacted, so JSON-equal to proof.json member for member) as
+// data, with the typed actions and the format version beside it.
 func ProofEnvelope(proof []byte, actions []sdk.Action) ([]byte, error) {
-	if !json.Valid(proof) {
-		return nil, errors.New("sandbox: stored proof is not JSON")
+	var b bytes.Buffer
+	b.WriteString(`{"data":`)
+	if err := json.Compact(&b, proof); err != nil {
+		return nil, fmt.Errorf("sandbox: stored proof is not JSON: %w", err)
 	}
 	acts, err := json.Marshal(actions)
 	if err != nil {
 		return nil, err
 	}
-	var b bytes.Buffer
-	b.WriteString(`{"data":`)
-	b.Write(bytes.TrimSpace(proof))
 	b.WriteString(`,"actions":`)
 	b.Write(acts)
 	b.WriteString(`,"formatVersion":"1"}`)

@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pierhq/pier/holder"
+)
+
+func TestHolderKeygen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "holder.jwk")
+	f, ts := newTestFactory(nil)
+	if code := run(f, []string{"holder", "keygen", "--key", path, "--json"}); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, ts.err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi, err)
+	}
+	k, err := holder.LoadKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct{ Key, Thumbprint string }
+	if err := json.Unmarshal(ts.out.Bytes(), &out); err != nil || out.Thumbprint != k.Thumbprint() || out.Key != path {
+		t.Fatalf("output %s: %v", ts.out, err)
+	}
+	// It never replaces a key.
+	f, ts = newTestFactory(nil)
+	if code := run(f, []string{"holder", "keygen", "--key", path}); code != ExitError {
+		t.Fatalf("overwrite: exit %d", code)
+	}
+	if k2, _ := holder.LoadKey(path); k2.Thumbprint() != k.Thumbprint() {
+		t.Fatal("the key was replaced")
+	}
+}
+
+func TestHolderUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"holder", "keygen"},
+		{"holder", "mandate", "--key", "k"},
+		{"holder", "decide", "--key", "k"},
+		{"holder", "decide", "--key", "k", "--gate", "{}", "--gate-file", "g.json"},
+		{"holder", "decide", "--key", "k", "--gate", "not json"},
+		{"holder", "decide", "--key", "k", "--gate", `{"id":"sbg_1"}`},
+		{"holder", "frobnicate"},
+		{"verify-sandbox-proof", "--base-url", "ftp://example.com"},
+	} {
+		f, ts := newTestFactory(nil)
+		if code := run(f, args); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, ExitUsage, ts.err)
+		}
+	}
+}
+
+func TestReadGate(t *testing.T) {
+	gate := `{"id":"sbg_1","requestDigest":"` + strings.Repeat("a", 64) + `","nonce":"nnnnnnnnnnnnnnnnnnnnnn","outcome":"approved","expiresAt":"2026-11-21T12:10:00Z"}`
+	for name, tc := range map[string]struct {
+		in, session string
+		ok          bool
+	}{
+		"the gate":                           {gate, "", true},
+		"wrapped":                            {`{"gate":` + gate + `}`, "", true},
+		"attempt response":                   {`{"data":{"sessionId":"sbs_1","attempt":{},"gate":` + gate + `},"actions":[]}`, "sbs_1", true},
+		"attempt response of an allowed one": {`{"data":{"sessionId":"sbs_1","attempt":{}}}`, "", false},
+		"a gate without its nonce":           {`{"id":"sbg_1","requestDigest":"x","outcome":"approved","expiresAt":"x"}`, "", false},
+	} {
+		g, session, err := readGate([]byte(tc.in))
+		if (err == nil) != tc.ok || session != tc.session || (tc.ok && g.ID != "sbg_1") {
+			t.Errorf("%s: %+v %q %v", name, g, session, err)
+		}
+	}
+}
+
+// TestHolderSendsNoAuthority runs mandate and decide against a fake sandbox
+// with an API key configured: the holder commands must not send it, nor any
+// Authorization header.
+func TestHolderSendsNoAuthority(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path+" auth="+r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/reference/sandbox/issuer-jwks.json":
+			io.WriteString(w, `{"keys":[{"kty":"EC","crv":"P-256","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0","kid":"issuer-1","alg":"ES256","use":"sig"}]}`)
+		case strings.HasSuffix(r.URL.Path, "/mandate"):
+			w.WriteHeader(201)
+			io.WriteString(w, `{"data":{"sessionId":"sbs_1"},"actions":[{"kind":"stop","reason":"done"}],"formatVersion":"1"}`)
+		case strings.HasSuffix(r.URL.Path, "/decision"):
+			w.WriteHeader(409)
+			io.WriteString(w, `{"blockedBy":"conflict:gate_decided","message":"gate sbg_1 was already decided","retryable":false,"actions":[{"kind":"stop","reason":"done"}],"formatVersion":"1"}`)
+		default:
+			w.WriteHeader(404)
+		}
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	key := filepath.Join(dir, "holder.jwk")
+	env := map[string]string{"PIER_BASE_URL": srv.URL, "PIER_API_KEY": "agk_secret"}
+	f, _ := newTestFactory(env)
+	run(f, []string{"holder", "keygen", "--key", key})
+
+	f, ts := newTestFactory(env)
+	if code := run(f, []string{"holder", "mandate", "--session", "sbs_1", "--key", key, "--json"}); code != ExitOK {
+		t.Fatalf("mandate: exit %d %s", code, ts.err)
+	}
+	var out struct {
+		Mandate, IssuerKid string
+		Response           json.RawMessage
+	}
+	if err := json.Unmarshal(ts.out.Bytes(), &out); err != nil || out.IssuerKid != "issuer-1" || strings.Count(out.Mandate, ".") != 2 || out.Response == nil {
+		t.Fatalf("mandate output %s: %v", ts.out, err)
+	}
+
+	gate := `{"data":{"sessionId":"sbs_1","gate":{"id":"sbg_1","requestDigest":"` + strings.Repeat("a", 64) + `","nonce":"nnnnnnnnnnnnnnnnnnnnnn","outcome":"approved","expiresAt":"2026-11-21T12:10:00Z"}}}`
+	f, ts = newTestFactory(env)
+	ts.in.WriteString(gate)
+	// The sandbox refuses: the refusal's blockedBy sets the exit code.
+	if code := run(f, []string{"holder", "decide", "--key", key, "--gate-file", "-"}); code != ExitConflict {
+		t.Fatalf("decide: exit %d %s", code, ts.err)
+	}
+	if !strings.Contains(ts.err.String(), "conflict:gate_decided") {
+		t.Fatalf("stderr: %s", ts.err)
+	}
+	for _, s := range seen {
+		if !strings.HasSuffix(s, "auth=") {
+			t.Errorf("holder request with authority: %s", s)
+		}
+	}
+	if len(seen) != 3 {
+		t.Fatalf("requests: %v", seen)
+	}
+}
+
+func TestVerifyRejectsAPendingRelease(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"state":"pending","verification":{"holderCliSha256":"`+strings.Repeat("0", 64)+`"}}`)
+	}))
+	defer srv.Close()
+	f, ts := newTestFactory(nil)
+	if code := run(f, []string{"verify-sandbox-proof", "--base-url", srv.URL, "--json"}); code != ExitError {
+		t.Fatalf("exit %d", code)
+	}
+	var rep struct {
+		Verdict string
+		Checks  []struct {
+			ID string
+			OK bool
+		}
+	}
+	if err := json.Unmarshal(ts.out.Bytes(), &rep); err != nil || rep.Verdict != "reject" || rep.Checks[len(rep.Checks)-1].ID != "manifest.state" {
+		t.Fatalf("report %s: %v", ts.out, err)
+	}
+	if !strings.Contains(ts.err.String(), "proof rejected at manifest.state") {
+		t.Fatalf("stderr: %s", ts.err)
+	}
+}

@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pierhq/pier/verifier"
+)
+
+// VerifyOptions are `pier verify-sandbox-proof`'s.
+type VerifyOptions struct {
+	IO          *IOStreams
+	Factory     *Factory
+	APIURL      string
+	TamperCheck bool
+	JSON        bool
+}
+
+// ErrProofRejected is a verification that ran and rejected the proof. It
+// exits with ExitError (1), as verify-sandbox-proof.mjs does.
+type ErrProofRejected struct {
+	Check verifier.Check
+}
+
+func (e *ErrProofRejected) Error() string {
+	return fmt.Sprintf("proof rejected at %s: %s", e.Check.ID, e.Check.Detail)
+}
+
+// NewCmdVerifySandboxProof is `pier verify-sandbox-proof`, the auditor's
+// check of the published sandbox proof over plain HTTP.
+func NewCmdVerifySandboxProof(f *Factory, runF func(*VerifyOptions) error) *cobra.Command {
+	opts := &VerifyOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "verify-sandbox-proof [--base-url URL] [--api-url URL] [--tamper-check]",
+		Short: "Verify the published sandbox proof as an auditor",
+		Long: `Verify the sandbox reference release the way an auditor does, over plain
+HTTP and anonymously (SPEC §4 rule 3, docs/sandbox-proof.md §6): download
+/.well-known/sandbox-reference.json, require state "available" and a valid
+proof id, download every file and compare its SHA-256 with the manifest,
+compare GET {api-url}/v1/sandbox/proofs/{proofId} with proof.json, then
+check every signature: the proof against the proof JWKS, the mandate
+against its holder key with the issuer's kid as audience, each receipt
+against the issuer JWKS, each gate decision against the mandate's holder
+key and its gate. ES256 only; keys are picked by kid.
+
+The first failure stops the run. --tamper-check also alters the artifact in
+memory and requires that it is rejected. The exit code is 0 when the proof
+is accepted, 1 on any mismatch, 2 on a usage error. --json prints the
+report: {verdict, proofId, checks: [{id, ok, detail}]}.`,
+		Example: `  pier verify-sandbox-proof --base-url http://localhost:8080 --tamper-check
+  pier verify-sandbox-proof --base-url https://pier.example --api-url https://api.pier.example --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.JSON = f.Config.JSON
+			if runF != nil {
+				return runF(opts)
+			}
+			return verifySandboxProof(cmd, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.APIURL, "api-url", "", "host that serves GET /v1/sandbox/proofs/{proofId} (default: the base URL)")
+	fl.BoolVar(&opts.TamperCheck, "tamper-check", false, "also alter the artifact in memory and require that it is rejected")
+	return cmd
+}
+
+func verifySandboxProof(cmd *cobra.Command, o *VerifyOptions) error {
+	ctx, cancel := o.Factory.withTimeout(cmd.Context())
+	defer cancel()
+	rep, err := verifier.Verify(ctx, verifier.Options{
+		BaseURL: o.Factory.BaseURL(), APIURL: o.APIURL, TamperCheck: o.TamperCheck, HTTPClient: o.Factory.HTTPClient,
+	})
+	if err != nil {
+		return &UsageError{Err: err, Command: cmd.CommandPath()}
+	}
+	if o.JSON {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := writeRaw(o.IO.Out, b); err != nil {
+			return err
+		}
+	} else {
+		st := newStyles(o.Factory, o.IO.Out, o.IO.StdoutIsTerminal)
+		var b strings.Builder
+		width := 0
+		for _, c := range rep.Checks {
+			width = max(width, len(c.ID))
+		}
+		for _, c := range rep.Checks {
+			mark := st.key.Render("ok  ")
+			if !c.OK {
+				mark = st.err.Render("FAIL")
+			}
+			fmt.Fprintf(&b, "%s  %-*s  %s\n", mark, width, c.ID, st.faint.Render(c.Detail))
+		}
+		verdict := string(rep.Verdict)
+		if rep.ProofID != "" {
+			verdict += " (" + rep.ProofID + ")"
+		}
+		fmt.Fprintf(&b, "%s %s\n", st.bold.Render("verdict:"), verdict)
+		if _, err := fmt.Fprint(o.IO.Out, b.String()); err != nil {
+			return err
+		}
+	}
+	if failed := rep.Failed(); failed != nil {
+		return &ErrProofRejected{Check: *failed}
+	}
+	return nil
+}
