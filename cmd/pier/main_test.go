@@ -47,7 +47,7 @@ func TestSandboxScriptOnPostgres(t *testing.T) {
 func scriptParams(databaseURL string) testscript.Params {
 	return testscript.Params{
 		Dir:       "testdata/script",
-		Cmds:      map[string]func(ts *testscript.TestScript, neg bool, args []string){"jsonget": jsonget},
+		Cmds:      map[string]func(ts *testscript.TestScript, neg bool, args []string){"jsonget": jsonget, "tamper": tamper},
 		Condition: nodeCondition,
 		Setup: func(env *testscript.Env) error {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -64,6 +64,7 @@ func scriptParams(databaseURL string) testscript.Params {
 			go func() { s.Serve(ctx); close(done) }()
 			env.Defer(func() { cancel(); <-done })
 			env.Setenv("PIER_BASE_URL", "http://"+s.Addr())
+			env.Setenv("PIER_TEST_HTTPS_ADDR", s.HTTPSAddr())
 			env.Setenv("PIER_DATA_DIR", env.WorkDir+"/data")
 			env.Setenv("NO_COLOR", "1")
 			return nil
@@ -96,6 +97,22 @@ func jsonget(ts *testscript.TestScript, neg bool, args []string) {
 	default:
 		ts.Fatalf("%s is %v, not a string or number", args[1], v)
 	}
+}
+
+// tamper FILE LINE OLD NEW replaces OLD with NEW on one line of FILE, the
+// way someone editing an exported ledger would.
+func tamper(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 4 {
+		ts.Fatalf("usage: tamper FILE LINE OLD NEW")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	lines := strings.Split(ts.ReadFile(args[0]), "\n")
+	if n < 1 || n > len(lines) || !strings.Contains(lines[n-1], args[2]) {
+		ts.Fatalf("line %d of %s has no %q", n, args[0], args[2])
+	}
+	lines[n-1] = strings.Replace(lines[n-1], args[2], args[3], 1)
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(strings.Join(lines, "\n")), 0o644))
 }
 
 // nodeCondition is [node]: whether node is there to run the JavaScript
