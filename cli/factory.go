@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"os"
@@ -160,4 +161,15 @@ func (f *Factory) client(withKey bool) (*sdk.Client, error) {
 	}
 	f.clients[withKey] = c
 	return c, nil
+}
+
+// context applies --timeout to a command's calls.
+func (f *Factory) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if f.Config.Timeout > 0 {
+		return context.WithTimeout(ctx, f.Config.Timeout)
+	}
+	return context.WithCancel(ctx)
 }

@@ -94,6 +94,7 @@ func newRootCmd(f *Factory, runF func(*OperationOptions) error) *cobra.Command {
 	root.AddCommand(newCmdVersion(f), holderCmd, verifyCmd)
 	addOperationCommands(root, f, runF)
 	addLedgerCommands(root, f)
+	addLaunchCommands(root, f)
 	finishTree(root)
 	return root
 }

@@ -1634,6 +1634,9 @@ type ErrorEnvelope struct {
 	FormatVersion FormatVersion `json:"formatVersion"`
 	Message       string        `json:"message"`
 
+	// Replayed Present (true) when this refusal is a stored replay under the same Idempotency-Key.
+	Replayed *bool `json:"replayed,omitempty"`
+
 	// Resolution Only on human dashboards; never on agent paths.
 	Resolution *map[string]interface{} `json:"resolution,omitempty"`
 	Retryable  bool                    `json:"retryable"`

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/store"
+	"github.com/pierhq/pier/server/internal/tlsca"
 )
 
 func env(name, def string) string {
@@ -28,7 +29,7 @@ func env(name, def string) string {
 // NewCommands returns `pier server`, `pier admin` and `pier sandbox
 // publish-reference`.
 func NewCommands() []*cobra.Command {
-	return []*cobra.Command{newServerCmd(), newAdminCmd(), newSandboxCmd()}
+	return []*cobra.Command{newServerCmd(), newAdminCmd(), newCACmd(), newSandboxCmd()}
 }
 
 func newServerCmd() *cobra.Command {
@@ -172,7 +173,7 @@ created on first use.`,
 	cf.StringVar(&org, "org", "", "organisation id (default: the first, created if none)")
 	cf.StringSliceVar(&scopes, "scopes", []string{"read", "quote", "launch"}, "scopes: "+strings.Join(auth.Scopes, ", "))
 	cf.BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.AddCommand(create, newSignInLinkCmd())
+	cmd.AddCommand(create, newSignInLinkCmd(), newCreateProjectCmd())
 	return cmd
 }
 
@@ -191,7 +192,34 @@ func orgFor(ctx context.Context, st *store.Store, id string, now time.Time) (sto
 	}
 	o, err := st.FirstOrganization(ctx)
 	if err == store.ErrNotFound {
-		return st.CreateOrganization(ctx, auth.ID("org"), "local", now)
+		if o, err = st.CreateOrganization(ctx, auth.ID("org"), "local", now); err != nil {
+			return o, err
+		}
+		return o, ensureLocalProject(ctx, st, o.ID)
 	}
 	return o, err
+}
+
+func newCACmd() *cobra.Command {
+	var dataDir string
+	cmd := &cobra.Command{
+		Use:   "ca",
+		Short: "Print the local certificate authority's root certificate",
+		Long: `Print the PEM root certificate of the local CA that signs the server's
+HTTPS certificates (preview hosts and launched domains). Give it to clients
+to trust, for example curl --cacert.`,
+		Example: `  pier ca > pier-ca.pem
+  curl --cacert pier-ca.pem https://site--prj-abc.localhost:8443/`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ca, err := tlsca.LoadOrCreate(CADir(dataDir), nil)
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(ca.RootPEM())
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", DefaultDataDir(), "data directory (PIER_DATA_DIR)")
+	return cmd
 }

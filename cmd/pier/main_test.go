@@ -47,7 +47,7 @@ func TestSandboxScriptOnPostgres(t *testing.T) {
 func scriptParams(databaseURL string) testscript.Params {
 	return testscript.Params{
 		Dir:       "testdata/script",
-		Cmds:      map[string]func(ts *testscript.TestScript, neg bool, args []string){"jsonget": jsonget, "tamper": tamper},
+		Cmds:      map[string]func(ts *testscript.TestScript, neg bool, args []string){"jsonget": jsonget, "tamper": tamper, "httpsget": httpsget},
 		Condition: nodeCondition,
 		Setup: func(env *testscript.Env) error {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -83,11 +83,18 @@ func jsonget(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s is not JSON: %v", args[0], err)
 	}
 	for _, k := range strings.Split(args[1], ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
+		switch c := v.(type) {
+		case map[string]any:
+			v = c[k]
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= len(c) {
+				ts.Fatalf("%s: no element %s", args[1], k)
+			}
+			v = c[i]
+		default:
 			ts.Fatalf("%s: no %s", args[1], k)
 		}
-		v = m[k]
 	}
 	switch x := v.(type) {
 	case string:

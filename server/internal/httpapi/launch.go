@@ -31,3 +31,11 @@ func (o *operations) TeardownService(ctx context.Context, req api.TeardownServic
 	}
 	return api.TeardownService202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
 }
+
+func (o *operations) ExportProject(ctx context.Context, req api.ExportProjectRequestObject) (api.ExportProjectResponseObject, error) {
+	pkg, next, err := o.svc.ExportProject(ctx, auth.FromContext(ctx), req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return api.ExportProject200JSONResponse{Data: *pkg, Actions: next, FormatVersion: FormatVersion}, nil
+}
