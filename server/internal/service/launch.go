@@ -275,7 +275,8 @@ func (rt *runningTask) save(ctx context.Context, payload any) error {
 
 // boundary is a test hook: PIER_TEST_PAUSE_AFTER_STEP=name makes the runner
 // stop after that step is saved, so a test can kill the process exactly at a
-// step boundary.
+// step boundary. PIER_TEST_PAUSE_INSIDE_STEP=name stops after the step's
+// provider call and before the step is saved.
 func (rt *runningTask) boundary(ctx context.Context, name string) {
 	if os.Getenv("PIER_TEST_PAUSE_AFTER_STEP") == name {
 		rt.s.Log.Warn("paused at step boundary", "task", rt.t.ID, "step", name)
@@ -302,6 +303,12 @@ func (rt *runningTask) do(ctx context.Context, payload any, name string, fn func
 	detail, err := fn()
 	if errors.Is(err, errInputRequired) {
 		return err
+	}
+	if err == nil && os.Getenv("PIER_TEST_PAUSE_INSIDE_STEP") == name {
+		// The provider acted but the step is not saved: the worst moment to die.
+		rt.s.Log.Warn("paused inside step", "task", rt.t.ID, "step", name)
+		<-ctx.Done()
+		return ctx.Err()
 	}
 	done := rt.s.Now().UTC()
 	if err != nil {

@@ -1,0 +1,195 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pierhq/pier/internal/contracttest"
+	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// pierBinary builds cmd/pier once for the tests that need a real process.
+var pierBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "pier-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "pier")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/pierhq/pier/cmd/pier").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// process is `pier server` running as a child, with its log captured.
+type process struct {
+	cmd  *exec.Cmd
+	url  string
+	mu   sync.Mutex
+	log  bytes.Buffer
+	seen chan string
+}
+
+var servingRE = regexp.MustCompile(`Pier is serving at (http://\S+)`)
+
+func startProcess(t *testing.T, bin, dataDir string, env ...string) *process {
+	t.Helper()
+	cmd := exec.Command(bin, "server", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
+		"--https-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0", "--log-level", "warn")
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, seen: make(chan string, 64)}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.log.WriteString(line + "\n")
+			p.mu.Unlock()
+			select {
+			case p.seen <- line:
+			default:
+			}
+		}
+	}()
+	p.url = p.waitFor(t, servingRE, 30*time.Second)[1]
+	return p
+}
+
+// waitFor returns the first log line matching re.
+func (p *process) waitFor(t *testing.T, re *regexp.Regexp, d time.Duration) []string {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case line := <-p.seen:
+			if m := re.FindStringSubmatch(line); m != nil {
+				return m
+			}
+		case <-timeout:
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			t.Fatalf("no log line matching %s; log:\n%s", re, p.log.String())
+		}
+	}
+}
+
+func (p *process) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Wait()
+}
+
+// A launch that registers a domain is killed with SIGKILL at each step
+// boundary and restarted; every time, the task completes exactly once: the
+// registrar sold the domain once and the budget was charged once.
+func TestLaunchSurvivesSIGKILLAtEveryStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server as a separate process")
+	}
+	bin, err := pierBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ name, env, wait string }{
+		{service.StepCharge, "PIER_TEST_PAUSE_AFTER_STEP=" + service.StepCharge, `paused at step boundary.*step=` + service.StepCharge},
+		{service.StepRegister, "PIER_TEST_PAUSE_AFTER_STEP=" + service.StepRegister, `paused at step boundary.*step=` + service.StepRegister},
+		{service.StepDNS, "PIER_TEST_PAUSE_AFTER_STEP=" + service.StepDNS, `paused at step boundary.*step=` + service.StepDNS},
+		{service.StepDeploy, "PIER_TEST_PAUSE_AFTER_STEP=" + service.StepDeploy, `paused at step boundary.*step=` + service.StepDeploy},
+		{service.StepTLS, "PIER_TEST_PAUSE_AFTER_STEP=" + service.StepTLS, `paused at step boundary.*step=` + service.StepTLS},
+		// Killed after the registrar sold the domain but before the step was
+		// saved: the retry must find the sale by its reference, not buy again.
+		{"inside_" + service.StepRegister, "PIER_TEST_PAUSE_INSIDE_STEP=" + service.StepRegister, `paused inside step.*step=` + service.StepRegister},
+	}
+	domains := availableDomains(len(cases), "dev", "crash")
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir := t.TempDir()
+			out, err := exec.Command(bin, "admin", "create-key", "--data-dir", dataDir, "--scopes", "read,quote,launch,buy_domain", "--json").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var key struct{ APIKey string }
+			json.Unmarshal(out, &key)
+			h := http.Header{"Authorization": {"Bearer " + key.APIKey}}
+
+			p := startProcess(t, bin, dataDir, tc.env)
+			c := &contracttest.Client{T: t, BaseURL: p.url}
+			project := c.Do("GET", "/v1/projects", nil, h).JSON()["data"].(map[string]any)["projects"].([]any)[0].(map[string]any)["id"].(string)
+			bundle := c.Do("POST", "/v1/bundles", uploadBody(project, siteFiles), h).JSON()["data"].(map[string]any)["bundleId"]
+			quote := c.Do("POST", "/v1/quotes", domainQuote(project, domains[i], 1), h).JSON()["data"].(map[string]any)
+			launch := c.Do("POST", "/v1/projects/"+project+"/launch", map[string]any{
+				"name": "site", "target": "edge", "bundleId": bundle, "domain": domains[i], "quoteId": quote["quoteId"],
+			}, h)
+			if launch.StatusCode != 202 {
+				t.Fatalf("launch: %d %s", launch.StatusCode, launch.Body)
+			}
+			taskID := launch.JSON()["data"].(map[string]any)["taskId"].(string)
+
+			p.waitFor(t, regexp.MustCompile(tc.wait), 30*time.Second)
+			p.kill(t)
+
+			p2 := startProcess(t, bin, dataDir)
+			c2 := &contracttest.Client{T: t, BaseURL: p2.url}
+			deadline := time.Now().Add(30 * time.Second)
+			var task map[string]any
+			for time.Now().Before(deadline) {
+				task = c2.Do("GET", "/v1/tasks/"+taskID, nil, h).JSON()["data"].(map[string]any)
+				if task["state"] == "succeeded" || task["state"] == "failed" {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if task["state"] != "succeeded" {
+				t.Fatalf("after restart the task is %v: %v", task["state"], task)
+			}
+			proj := c2.Do("GET", "/v1/projects/"+project, nil, h).JSON()["data"].(map[string]any)
+			if proj["spentUsd"] != quote["amountUsd"] || proj["heldUsd"] != 0.0 {
+				t.Fatalf("charged %v (held %v), quoted %v", proj["spentUsd"], proj["heldUsd"], quote["amountUsd"])
+			}
+			page := c2.Do("GET", "/v1/ledger?limit=1000", nil, h).JSON()["data"].(map[string]any)
+			consumes := 0
+			for _, e := range page["entries"].([]any) {
+				if e.(map[string]any)["action"] == "consume_quote" {
+					consumes++
+				}
+			}
+			if consumes != 1 {
+				t.Fatalf("%d charges in the ledger", consumes)
+			}
+			p2.kill(t)
+
+			st, err := store.Open(context.Background(), dataDir, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if n, _ := st.CountPurchases(context.Background(), domains[i]); n != 1 {
+				t.Fatalf("the registrar sold %s %d times", domains[i], n)
+			}
+		})
+	}
+}
