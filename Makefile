@@ -21,15 +21,15 @@ check-generate: generate ## Fail when generated files drift from the contract
 	@git diff --exit-code -- . || (echo "generated files are out of date: run make generate and commit"; exit 1)
 	@test -z "$$(git status --porcelain --untracked-files=all -- openapi sdk server cli)" || (git status --porcelain -- openapi sdk server cli; echo "untracked generated files"; exit 1)
 
-tools: ## Install the Node tools (OpenAPI linter) from tools/package-lock.json
-	@if [ ! -x tools/node_modules/.bin/redocly ]; then npm ci --prefix tools --no-audit --no-fund; fi
+tools: ## Install the Node tools (OpenAPI linter, MCP client, playwright-core) from tools/package-lock.json
+	@if [ ! -f tools/node_modules/.package-lock.json ] || [ tools/package-lock.json -nt tools/node_modules/.package-lock.json ]; then npm ci --prefix tools --no-audit --no-fund; fi
 
 lint: tools ## Vet and gofmt-check the Go code, and lint the contract
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "run gofmt -w"; exit 1)
 	tools/node_modules/.bin/redocly lint openapi/openapi.yaml --config redocly.yaml --format=stylish
 
-test: ## Run every test (PostgreSQL and Node tests fail if their tools are missing under CI)
+test: tools ## Run every test (PostgreSQL, Node and browser tests fail if their tools are missing under CI)
 	$(GO) test -count=1 -timeout 20m ./...
 
 test-short: ## Run the tests without PostgreSQL

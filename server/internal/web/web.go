@@ -110,7 +110,9 @@ func (p *pages) guard(next http.Handler) http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")
 		// Review tokens and ids in paths must not leak to other sites.
-		h.Set("Referrer-Policy", "no-referrer")
+		// (same-origin, not no-referrer: with no-referrer browsers send
+		// "Origin: null" on our own form posts.)
+		h.Set("Referrer-Policy", "same-origin")
 		if !strings.HasPrefix(r.URL.Path, "/static/") {
 			h.Set("Cache-Control", "no-store")
 		}
@@ -132,7 +134,7 @@ func (p *pages) guard(next http.Handler) http.Handler {
 // sameOrigin refuses cross-site form posts: the Origin (or, without it,
 // Sec-Fetch-Site) must name this host.
 func sameOrigin(r *http.Request) bool {
-	if o := r.Header.Get("Origin"); o != "" {
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
 		u, err := url.Parse(o)
 		return err == nil && u.Host == r.Host
 	}

@@ -1,0 +1,235 @@
+// Package browsertest drives the human pages in real headless Chromium
+// (Debian's /usr/bin/chromium, through playwright-core from tools/) against
+// a real server. A missing browser, node or playwright-core skips, unless
+// CI=true or PIER_TEST_BROWSER=require, when it fails.
+package browsertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pierhq/pier/internal/testpg"
+	"github.com/pierhq/pier/ledger"
+	"github.com/pierhq/pier/server"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/ratelimit"
+	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(testpg.Run(m)) }
+
+type tools struct{ node, chromium, dir string }
+
+func required() bool {
+	return os.Getenv("CI") == "true" || os.Getenv("PIER_TEST_BROWSER") == "require"
+}
+
+func need(t *testing.T) tools {
+	t.Helper()
+	miss := func(format string, args ...any) {
+		t.Helper()
+		if required() {
+			t.Fatalf(format+" (required: CI=true or PIER_TEST_BROWSER=require; .ci/run installs it)", args...)
+		}
+		t.Skipf(format+"; skipping (set PIER_TEST_BROWSER=require to fail instead)", args...)
+	}
+	var tl tools
+	var err error
+	if tl.node, err = exec.LookPath("node"); err != nil {
+		miss("node is not installed")
+	}
+	tl.chromium = os.Getenv("PIER_CHROMIUM")
+	if tl.chromium == "" {
+		tl.chromium = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(tl.chromium); err != nil {
+		miss("no Chromium at %s", tl.chromium)
+	}
+	wd, _ := os.Getwd()
+	tl.dir = filepath.Join(wd, "..", "..", "..", "..", "tools")
+	if _, err := os.Stat(filepath.Join(tl.dir, "node_modules", "playwright-core", "package.json")); err != nil {
+		miss("playwright-core is not installed under tools/ (npm ci --prefix tools)")
+	}
+	return tl
+}
+
+type running struct {
+	*server.Server
+	base string
+}
+
+func start(t *testing.T, databaseURL string) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := server.New(ctx, server.Config{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", DatabaseURL: databaseURL,
+		RateLimits: map[string]ratelimit.Policy{"signup": {PerSecond: 100, Burst: 100}}}, log)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := s.Listen(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &running{Server: s, base: s.BaseURL()}
+}
+
+// artifacts is where screenshots go: PIER_BROWSER_ARTIFACTS to keep them,
+// else a temporary directory.
+func artifacts(t *testing.T) string {
+	if d := os.Getenv("PIER_BROWSER_ARTIFACTS"); d != "" {
+		os.MkdirAll(d, 0o755)
+		return d
+	}
+	return t.TempDir()
+}
+
+// script runs one of the node scripts beside this file and returns what it
+// printed as its result.
+func script(t *testing.T, tl tools, name string, env map[string]string) map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, tl.node, name)
+	cmd.Env = append(os.Environ(), "PIER_TOOLS="+tl.dir, "PIER_CHROMIUM="+tl.chromium)
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var out map[string]any
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if jerr := json.Unmarshal([]byte(lines[len(lines)-1]), &out); jerr != nil || err != nil || out["ok"] != true {
+		t.Fatalf("%s: %v\nresult: %s\nstderr: %s", name, err, stdout.String(), stderr.String())
+	}
+	return out
+}
+
+func httpJSON(t *testing.T, method, url, key string, body any) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+func engines(t *testing.T, f func(t *testing.T, db string)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, "") })
+	t.Run("postgres", func(t *testing.T) { f(t, testpg.NewDatabase(t)) })
+}
+
+func TestSignupInBrowser(t *testing.T) {
+	tl := need(t)
+	engines(t, func(t *testing.T, db string) {
+		s := start(t, db)
+		out := script(t, tl, "signup.mjs", map[string]string{"PIER_BASE_URL": s.base, "PIER_ARTIFACTS": artifacts(t)})
+		key := out["key"].(string)
+		// The key works, and the organisation's chain records every step.
+		st, list := httpJSON(t, "GET", s.base+"/v1/projects", key, nil)
+		if st != 200 || len(list["data"].(map[string]any)["projects"].([]any)) != 1 {
+			t.Fatalf("projects: %d %v", st, list)
+		}
+		entries, err := s.Store().LedgerEntries(context.Background(), out["organizationId"].(string), 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := ledger.Verify(entries); b != nil {
+			t.Fatal(b)
+		}
+		var seen []string
+		for _, e := range entries {
+			seen = append(seen, e.Action)
+		}
+		for _, want := range []string{"start_signup", "approve_signup", "card_declined", "add_payment_method", "complete_signup", "claim_signup"} {
+			if !strings.Contains(strings.Join(seen, " "), want) {
+				t.Errorf("ledger lacks %s: %v", want, seen)
+			}
+		}
+	})
+}
+
+func TestBudgetRaiseInBrowser(t *testing.T) {
+	tl := need(t)
+	engines(t, func(t *testing.T, db string) {
+		s := start(t, db)
+		ctx := context.Background()
+		svc, st := s.Service(), s.Store()
+		o, err := st.CreateOrganization(ctx, auth.ID("org"), "Lovelace & Co", svc.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := svc.CreateProject(ctx, service.NewProject{OrgID: o.ID, Name: "engine", LimitMicro: 10_000_000, Policy: service.DefaultPolicy(), CreatedBy: "system"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, hash := auth.NewKey()
+		if err := st.CreateAPIKey(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "agent", Scopes: []string{"read", "quote"}, CreatedAt: svc.Now()}, hash); err != nil {
+			t.Fatal(err)
+		}
+		// The agent asks for two raises.
+		raise := func(amount float64, reason string) (taskID, approvalURL string) {
+			code, env := httpJSON(t, "POST", s.base+"/v1/projects/"+p.ID+"/budget-raises", key, map[string]any{"amountUsd": amount, "reason": reason})
+			if code != 202 {
+				t.Fatalf("raise: %d %v", code, env)
+			}
+			d := env["data"].(map[string]any)
+			return d["taskId"].(string), d["approvalUrl"].(string)
+		}
+		approveTask, approveURL := raise(40, "launch week")
+		denyTask, denyURL := raise(500, "a bigger machine")
+		link, _, err := svc.LocalOperatorSignIn(ctx, o.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		script(t, tl, "approval.mjs", map[string]string{"PIER_BASE_URL": s.base, "PIER_ARTIFACTS": artifacts(t),
+			"PIER_APPROVE_URL": approveURL, "PIER_DENY_URL": denyURL, "PIER_SIGNIN_URL": link})
+
+		// The agent sees both outcomes by polling its tasks.
+		_, got := httpJSON(t, "GET", s.base+"/v1/tasks/"+approveTask, key, nil)
+		d := got["data"].(map[string]any)
+		if d["state"] != "succeeded" || d["result"].(map[string]any)["budgetLimitUsd"] != 50.0 {
+			t.Fatalf("approved task: %v", d)
+		}
+		_, got = httpJSON(t, "GET", s.base+"/v1/tasks/"+denyTask, key, nil)
+		d = got["data"].(map[string]any)
+		if d["state"] != "failed" || d["result"].(map[string]any)["decision"] != "denied" {
+			t.Fatalf("denied task: %v", d)
+		}
+		_, proj := httpJSON(t, "GET", s.base+"/v1/projects/"+p.ID, key, nil)
+		if proj["data"].(map[string]any)["budgetLimitUsd"] != 50.0 {
+			t.Fatalf("budget after decisions: %v", proj["data"])
+		}
+	})
+}
