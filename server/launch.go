@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pierhq/pier/server/internal/acme"
 	"github.com/pierhq/pier/server/internal/dnsserver"
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/service"
@@ -24,6 +26,7 @@ import (
 // runner.
 type launchParts struct {
 	ca      *tlsca.CA
+	acme    *acme.Issuer // nil unless certificates come from ACME
 	edge    *edge.Edge
 	dns     *dnsserver.Server
 	runner  *tasks.Runner
@@ -42,6 +45,17 @@ func (s *Server) buildLaunch(ctx context.Context, svc *service.Service) error {
 		return err
 	}
 	lp := &launchParts{ca: ca, edge: edge.New(s.store, s.log), dns: dnsserver.New(s.store, s.log)}
+	caaIssuers := []string{tlsca.Name}
+	if s.cfg.ACMEDirectory != "" {
+		lp.acme, err = acme.New(acme.Config{Directory: s.cfg.ACMEDirectory, Email: s.cfg.ACMEEmail, CAFile: s.cfg.ACMECAFile,
+			Dir: filepath.Join(s.cfg.DataDir, "acme"), Now: s.cfg.Now, Log: s.log})
+		if err != nil {
+			return err
+		}
+		// Which CA identity an ACME server checks CAA for is its own
+		// business; zones name none rather than a wrong one.
+		caaIssuers = nil
+	}
 	lp.runner, err = tasks.New(ctx, s.store, s.cfg.DatabaseURL, svc.RunTask, tasks.Config{
 		JobTimeout: s.cfg.TaskJobTimeout,
 		Log:        s.log,
@@ -57,7 +71,7 @@ func (s *Server) buildLaunch(ctx context.Context, svc *service.Service) error {
 		Enqueue:        lp.runner.Enqueue,
 		InvalidateEdge: lp.edge.Invalidate,
 		InvalidateDNS:  lp.dns.Invalidate,
-		Certificate:    ca.Certificate,
+		Certificate:    lp.certificate,
 		VerifyHTTPS:    s.verifyHTTPS,
 		PreviewDomain:  s.cfg.PreviewDomain,
 		HTTPPort:       httpPort,
@@ -65,16 +79,31 @@ func (s *Server) buildLaunch(ctx context.Context, svc *service.Service) error {
 		Zone: dnsserver.ZoneConfig{
 			EdgeIPv4:   net.ParseIP(s.cfg.EdgeIPv4),
 			EdgeIPv6:   net.ParseIP(s.cfg.EdgeIPv6),
-			CAAIssuers: []string{tlsca.Name},
+			CAAIssuers: caaIssuers,
 		},
 	}
 	return nil
 }
 
+// certificate comes from ACME when configured, except for the names no
+// ACME server issues for (IP literals and plain localhost, the API's
+// defaults), which keep the local CA's.
+func (lp *launchParts) certificate(host string) (*tls.Certificate, error) {
+	if h := hostOf(host); lp.acme != nil && h != "localhost" && net.ParseIP(h) == nil {
+		return lp.acme.Certificate(h)
+	}
+	return lp.ca.Certificate(host)
+}
+
 // route sends requests for the API host to the API and every other host to
-// the edge, on both listeners.
+// the edge, on both listeners. With ACME, HTTP-01 challenges are answered
+// for every host first.
 func (s *Server) route(api http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.launch.acme != nil && strings.HasPrefix(r.URL.Path, acme.ChallengePrefix) {
+			s.launch.acme.ServeHTTP(w, r)
+			return
+		}
 		if s.isAPIHost(r.Host) {
 			api.ServeHTTP(w, r)
 			return
@@ -155,7 +184,7 @@ func (s *Server) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, e
 		name = "localhost"
 	}
 	if s.isAPIHost(name) || s.launch.edge.Has(hello.Context(), name) {
-		return s.launch.ca.Certificate(name)
+		return s.launch.certificate(name)
 	}
 	return nil, fmt.Errorf("no site at %q", name)
 }
@@ -190,11 +219,26 @@ func (s *Server) stopLaunch(ctx context.Context) error {
 
 // verifyHTTPS fetches https://host/ from this server's own TLS listener with
 // the chain verified against the local CA: a site is HTTPS-ready only once
-// it is really served.
+// it is really served. With ACME, whose roots this server need not trust
+// itself, the served leaf must be the one obtained for host.
 func (s *Server) verifyHTTPS(ctx context.Context, host string) error {
 	addr := s.launch.tlsLn.Addr().String()
+	tc := &tls.Config{RootCAs: s.launch.ca.Pool(), ServerName: host}
+	if s.launch.acme != nil {
+		want, err := s.launch.certificate(host)
+		if err != nil {
+			return err
+		}
+		tc.InsecureSkipVerify = true // replaced by the check below
+		tc.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, want.Certificate[0]) {
+				return fmt.Errorf("%s serves another certificate than the one obtained for it", host)
+			}
+			return cs.PeerCertificates[0].VerifyHostname(host)
+		}
+	}
 	tr := &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: s.launch.ca.Pool(), ServerName: host},
+		TLSClientConfig: tc,
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, network, addr)

@@ -37,6 +37,10 @@ type Config struct {
 	PreviewDomain string
 	// EdgeIPv4 and EdgeIPv6 are the addresses zones point launched domains at.
 	EdgeIPv4, EdgeIPv6 string
+	// ACMEDirectory, when set, is the ACME directory URL that certificates
+	// come from instead of the local CA; ACMEEmail is the account contact
+	// and ACMECAFile a PEM bundle trusted for the ACME server's own TLS.
+	ACMEDirectory, ACMEEmail, ACMECAFile string
 	// TaskJobTimeout bounds one run of a durable task.
 	TaskJobTimeout time.Duration
 	// MCPAllowedOrigins are browser origins allowed to call /mcp besides the
