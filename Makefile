@@ -38,6 +38,7 @@ test-short: ## Run the tests without PostgreSQL
 bench: ## Run the Go benchmarks and the wrk comparison (see bench/README.md)
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./bench/...
 	bash bench/wrk.sh
+	bash bench/verify.sh
 
 clean: ## Remove build output
 	rm -rf bin
