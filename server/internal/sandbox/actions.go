@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"context"
 	"encoding/json"
 	"net/url"
 	"strings"
@@ -24,7 +23,7 @@ const (
 // party, as typed request actions.
 type links struct{ base string }
 
-func (s *Service) links(context.Context) links {
+func (s *Service) links() links {
 	if s.baseURL == nil {
 		return links{}
 	}

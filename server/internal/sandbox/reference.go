@@ -200,7 +200,7 @@ func (s *Service) PublishReference(ctx context.Context, opts PublishOptions) (*P
 	if err != nil {
 		return nil, err
 	}
-	apiBody, err := ProofEnvelope(proof, s.proofActions(ctx))
+	apiBody, err := ProofEnvelope(proof, s.proofActions())
 	if err != nil {
 		return nil, err
 	}

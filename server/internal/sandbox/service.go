@@ -104,7 +104,7 @@ func (s *Service) createSession(ctx context.Context, reference bool) (*Created, 
 	if err := s.st.CreateSandboxSession(ctx, sess); err != nil {
 		return nil, apierr.Internal(err)
 	}
-	l := s.links(ctx)
+	l := s.links()
 	steps := []any{l.fetchIssuerKey(), l.registerMandate(id), l.attempt(id)}
 	return &Created{
 		Session:    view(sess, nil, nil, s.now()),
@@ -130,7 +130,7 @@ func (s *Service) Session(ctx context.Context, id string) (sdk.SandboxSession, [
 		return sdk.SandboxSession{}, nil, apierr.Internal(err)
 	}
 	v := view(sess, attempts, gates, s.now())
-	l := s.links(ctx)
+	l := s.links()
 	var next []any
 	switch v.State {
 	case "awaiting_mandate":
@@ -177,7 +177,7 @@ func (s *Service) RegisterMandate(ctx context.Context, id, jws string) (*Mandate
 	if err != nil {
 		return nil, err
 	}
-	l := s.links(ctx)
+	l := s.links()
 	already := func() error {
 		return apierr.New("conflict:state", "this session already has a mandate; a session takes one mandate, so start a new session for another",
 			asActions(l.readSession(id))...)
@@ -248,7 +248,7 @@ func (s *Service) Attempt(ctx context.Context, id, authorization, scenario strin
 	default:
 		return nil, apierr.Newf("input:invalid", "scenario must be allowed or approval, not %q", scenario)
 	}
-	l := s.links(ctx)
+	l := s.links()
 	res := &AttemptResult{SessionID: id, Amount: amount}
 	err = s.st.InSandboxSession(ctx, id, func(tx *store.SandboxTx, sess *store.SandboxSession) error {
 		now := s.now().UTC()
@@ -373,7 +373,7 @@ func (s *Service) Decide(ctx context.Context, id, gateID, jws string) (*Decision
 	if err != nil {
 		return nil, apierr.Internal(err)
 	}
-	l := s.links(ctx)
+	l := s.links()
 	// Time is checked below, after whether the gate is already decided, so
 	// that a replay of the winning decision says so even once the gate's
 	// time is up.
@@ -525,12 +525,12 @@ func (s *Service) Proof(ctx context.Context, proofID string) ([]byte, []sdk.Acti
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	return proof, s.proofActions(ctx), nil
+	return proof, s.proofActions(), nil
 }
 
 // proofActions point an auditor at the verifier.
-func (s *Service) proofActions(ctx context.Context) []sdk.Action {
-	l := s.links(ctx)
+func (s *Service) proofActions() []sdk.Action {
+	l := s.links()
 	return asActions(sdk.UrlAction{Kind: "url", Actor: "auditor", Url: l.base + sandboxproof.PathVerifierMJS, Purpose: "download"})
 }
 
