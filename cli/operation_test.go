@@ -147,9 +147,9 @@ func TestOperationFlags(t *testing.T) {
 		},
 		{
 			name:     "json flag from a file",
-			args:     "bundles create --files @" + filesFile,
+			args:     "bundles create --project-id prj_1 --files @" + filesFile,
 			wantPath: "/v1/bundles",
-			wantBody: `{"files":[{"path":"index.html","contentBase64":"aGk="}]}`,
+			wantBody: `{"files":[{"path":"index.html","contentBase64":"aGk="}],"projectId":"prj_1"}`,
 		},
 		{
 			name:     "json flag must be JSON",
