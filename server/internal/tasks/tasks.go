@@ -141,7 +141,9 @@ func New(ctx context.Context, st *store.Store, databaseURL string, run Run, cfg 
 }
 
 func setup[TTx any](ctx context.Context, r *Runner, driver riverdriver.Driver[TTx], rc *river.Config) error {
-	m, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: r.cfg.Log.With("component", "rivermigrate")})
+	// River's migrations log every step at info; keep only warnings.
+	quiet := slog.New(minLevel{r.cfg.Log.Handler(), slog.LevelWarn})
+	m, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: quiet.With("component", "rivermigrate")})
 	if err != nil {
 		return err
 	}
@@ -202,4 +204,14 @@ func (r *Runner) Stop(ctx context.Context) error {
 	err := r.stop(ctx)
 	r.close()
 	return err
+}
+
+// minLevel drops records below a level.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.Handler.Enabled(ctx, l)
 }
