@@ -172,10 +172,12 @@ func (s *Server) build(ctx context.Context) error {
 	if err := s.buildLaunch(ctx, svc); err != nil {
 		return err
 	}
+	authz := s.newOAuth()
 	// The MCP endpoint dispatches tool calls to the REST handler it is
 	// mounted in, so it is built once that handler exists.
 	var mcpHandler http.Handler
 	api, err := httpapi.New(httpapi.Config{
+		Tokens:  authz,
 		Service: svc,
 		Store:   s.store,
 		Limiter: ratelimit.New(s.cfg.RateLimits, s.cfg.Now),
@@ -194,14 +196,17 @@ func (s *Server) build(ctx context.Context) error {
 		REST:           api,
 		Log:            s.log,
 		AllowedOrigins: append([]string{s.cfg.BaseURL, s.cfg.APIURL}, s.cfg.MCPAllowedOrigins...),
+		Authenticate:   mcpCredentials(api),
+		Challenge:      authz.Challenge,
 	})
 	if err != nil {
 		return err
 	}
 	mux := api.Mux()
-	if err := web.Mount(mux, web.Config{Service: svc, Log: s.log}); err != nil {
+	if err := web.Mount(mux, web.Config{Service: svc, Log: s.log, OAuth: authz}); err != nil {
 		return err
 	}
+	authz.Mount(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.store.DB().PingContext(r.Context()); err != nil {
 			httpapi.WriteError(w, r, s.log, err)
@@ -321,6 +326,7 @@ func (s *Server) purgeLoop(ctx context.Context) {
 			} else if n > 0 {
 				s.log.Info("purged idempotency records", "count", n)
 			}
+			s.purgeOAuth(ctx)
 		}
 	}
 }

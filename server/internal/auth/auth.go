@@ -70,10 +70,13 @@ func base32(b []byte) string {
 // Principal is who is calling.
 type Principal struct {
 	// Kind is "anonymous", "agent" or "sandbox_agent".
-	Kind   string
-	OrgID  string
-	KeyID  string
-	Scopes []string
+	Kind  string
+	OrgID string
+	KeyID string
+	// GrantID is set instead of KeyID when the caller holds an OAuth
+	// access token: the grant a human approved for its client.
+	GrantID string
+	Scopes  []string
 	// Caller identifies the caller for rate limits and idempotency: the key,
 	// or the client address when anonymous.
 	Caller string

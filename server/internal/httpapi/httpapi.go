@@ -14,6 +14,7 @@ import (
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 	"github.com/pierhq/pier/server/internal/sandbox"
 	"github.com/pierhq/pier/server/internal/service"
@@ -39,6 +40,11 @@ type Config struct {
 	// Sandbox serves the sandbox operations and the reference release; nil
 	// leaves them answering plan:not_implemented.
 	Sandbox *sandbox.Service
+	// Tokens authenticates OAuth access tokens as agents; nil accepts API
+	// keys only.
+	Tokens interface {
+		Authenticate(ctx context.Context, token string) (*auth.Principal, error)
+	}
 	// Extra routes served beside the contract's (the MCP endpoint, say),
 	// keyed by operation id. They get the same routing and error handling
 	// but none of the JSON middleware.

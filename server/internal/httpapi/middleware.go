@@ -25,6 +25,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/oauth"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -238,8 +239,18 @@ func (h *Handler) authenticate(r *http.Request, op sdk.Operation) (*auth.Princip
 
 func (h *Handler) agent(ctx context.Context, header string) (*auth.Principal, error) {
 	scheme, token, ok := strings.Cut(header, " ")
+	if ok && strings.EqualFold(scheme, "Bearer") && h.cfg.Tokens != nil && strings.HasPrefix(token, oauth.AccessTokenPrefix) {
+		p, err := h.cfg.Tokens.Authenticate(ctx, token)
+		if errors.Is(err, oauth.ErrInvalidToken) {
+			return nil, h.unauthorized("auth:invalid_credentials", "the access token is unknown, expired, revoked or issued for another audience; sign in again")
+		}
+		if err != nil {
+			return nil, apierr.Internal(err)
+		}
+		return p, nil
+	}
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, auth.KeyPrefix) {
-		return nil, h.unauthorized("auth:invalid_credentials", "the Authorization header must be Bearer agk_…")
+		return nil, h.unauthorized("auth:invalid_credentials", "the Authorization header must be Bearer agk_… (an API key) or an OAuth access token")
 	}
 	k, err := h.cfg.Store.APIKeyByHash(ctx, auth.HashKey(token))
 	if errors.Is(err, store.ErrNotFound) || err == nil && k.RevokedAt != nil {
@@ -249,6 +260,13 @@ func (h *Handler) agent(ctx context.Context, header string) (*auth.Principal, er
 		return nil, apierr.Internal(err)
 	}
 	return &auth.Principal{Kind: "agent", OrgID: k.OrgID, KeyID: k.ID, Scopes: k.Scopes, Caller: "key:" + k.ID}, nil
+}
+
+// Authenticate checks an Authorization header as a protected operation
+// would, for adapters (the MCP endpoint) that must refuse a bad credential
+// before serving anything.
+func (h *Handler) Authenticate(ctx context.Context, header string) (*auth.Principal, error) {
+	return h.agent(ctx, header)
 }
 
 func (h *Handler) unauthorized(code sdk.BlockedBy, msg string) *apierr.Error {

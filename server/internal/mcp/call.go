@@ -32,6 +32,8 @@ type compiledTool struct {
 	// pure: the operation's answer depends on the request alone (x-pure),
 	// so the same arguments recur and their request shape is kept.
 	pure bool
+	// needsAgent: the operation takes an agent's key or OAuth token.
+	needsAgent bool
 }
 
 func compile(t Tool) (*compiledTool, error) {
@@ -56,7 +58,7 @@ func compile(t Tool) (*compiledTool, error) {
 	if op.Method != t.Method || op.Path != t.Path {
 		return nil, fmt.Errorf("mcp: tool %s routes to %s %s but the operation is %s %s", t.Name, t.Method, t.Path, op.Method, op.Path)
 	}
-	return &compiledTool{Tool: t, schema: s, hasBody: op.HasBody, pure: op.Pure}, nil
+	return &compiledTool{Tool: t, schema: s, hasBody: op.HasBody, pure: op.Pure, needsAgent: op.Authority == "agent"}, nil
 }
 
 // descriptor is the tool as tools/list shows it. The schema goes out as the

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pierhq/pier/server"
@@ -96,9 +97,17 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		NextCursor      *string    `json:"nextCursor"`
 		Search          nodeResult `json:"search"`
 		Estimate        nodeResult `json:"estimate"`
-		QuoteWithoutKey nodeResult `json:"quoteWithoutKey"`
-		QuoteWithKey    nodeResult `json:"quoteWithKey"`
-		Exchanges       []struct {
+		QuoteWithoutKey struct {
+			Thrown  bool   `json:"thrown"`
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"quoteWithoutKey"`
+		UnauthorizedExchange *struct {
+			Status          int    `json:"status"`
+			WWWAuthenticate string `json:"wwwAuthenticate"`
+		} `json:"unauthorizedExchange"`
+		QuoteWithKey nodeResult `json:"quoteWithKey"`
+		Exchanges    []struct {
 			Method      string  `json:"method"`
 			Status      int     `json:"status"`
 			ContentType *string `json:"contentType"`
@@ -155,10 +164,11 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	status, rest = restJSON(t, base, "POST", "/v1/estimate", map[string]any{"workload": "database_backed_app", "monthlyRequests": 2000000}, nil)
 	check("estimate", out.Estimate, 200, status, rest)
 	quote := map[string]any{"projectId": "prj_x", "items": []any{map[string]any{"kind": "domain", "domain": "acme.dev"}}}
-	status, rest = restJSON(t, base, "POST", "/v1/quotes", quote, nil)
-	check("create_quote without a key", out.QuoteWithoutKey, 401, status, rest)
-	if env, _ := out.QuoteWithoutKey.StructuredContent.(map[string]any); env["blockedBy"] != "auth:missing_credentials" {
-		t.Errorf("create_quote without a key: %v", env)
+	if q := out.QuoteWithoutKey; !q.Thrown || q.Code != 401 || !strings.Contains(q.Message, "auth:missing_credentials") {
+		t.Errorf("create_quote without a key: %+v", q)
+	}
+	if x := out.UnauthorizedExchange; x == nil || x.Status != 401 || !strings.Contains(x.WWWAuthenticate, `/.well-known/oauth-protected-resource"`) {
+		t.Errorf("the 401 exchange: %+v", x)
 	}
 	status, rest = restJSON(t, base, "POST", "/v1/quotes", quote, http.Header{"Authorization": {"Bearer " + key}})
 	check("create_quote with a key", out.QuoteWithKey, status, status, rest)
@@ -166,6 +176,12 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		t.Errorf("the key did not reach the operation: %v", env)
 	}
 
+	unauthorized := 0
+	defer func() {
+		if unauthorized != 1 {
+			t.Errorf("%d exchanges answered 401, want the one call without credentials", unauthorized)
+		}
+	}()
 	for i, x := range out.Exchanges {
 		if x.SessionID != nil {
 			t.Errorf("exchange %d carried Mcp-Session-Id %q", i, *x.SessionID)
@@ -176,6 +192,8 @@ func TestTypeScriptSDKClient(t *testing.T) {
 				t.Errorf("exchange %d answered with %v; the endpoint answers JSON only", i, x.ContentType)
 			}
 		case x.Method == "POST" && x.Status == 202, x.Method == "GET" && x.Status == 405:
+		case x.Method == "POST" && x.Status == 401:
+			unauthorized++ // the governed call without credentials
 		default:
 			t.Errorf("exchange %d: %s answered %d", i, x.Method, x.Status)
 		}

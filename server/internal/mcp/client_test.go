@@ -1,9 +1,11 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -174,19 +176,32 @@ func TestGoSDKClient(t *testing.T) {
 
 	quote := map[string]any{"projectId": "prj_x", "items": []any{map[string]any{"kind": "domain", "domain": "acme.dev"}}}
 
+	// A governed tool without credentials is refused at the transport with
+	// 401 and the challenge that starts an OAuth sign-in; the SDK client
+	// reports it as an error and closes, so it gets a connection of its own.
 	t.Run("create_quote without a key", func(t *testing.T) {
-		res, err := anon.CallTool(ctx, &mcpsdk.CallToolParams{Name: "create_quote", Arguments: quote})
+		bare, _ := connect(t, base, nil, nil)
+		if _, err := bare.CallTool(ctx, &mcpsdk.CallToolParams{Name: "create_quote", Arguments: quote}); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+			t.Fatalf("want Unauthorized, got %v", err)
+		}
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "create_quote", "arguments": quote}})
+		req, _ := http.NewRequest("POST", base+"/mcp", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := structured(t, res)
-		validate(t, "error.json", env)
-		if !res.IsError || env.(map[string]any)["blockedBy"] != "auth:missing_credentials" {
-			t.Fatalf("isError %v: %v", res.IsError, env)
+		defer resp.Body.Close()
+		var env any
+		json.NewDecoder(resp.Body).Decode(&env)
+		challenge := resp.Header.Get("WWW-Authenticate")
+		if resp.StatusCode != 401 || !strings.Contains(challenge, `/.well-known/oauth-protected-resource"`) || strings.Contains(challenge, "invalid_token") {
+			t.Fatalf("%d %q", resp.StatusCode, challenge)
 		}
-		status, rest := restJSON(t, base, "POST", "/v1/quotes", quote, nil)
-		if status != 401 || !jsonEqual(env, rest) {
-			t.Fatalf("MCP and REST differ:\n%v\n%d %v", env, status, rest)
+		validate(t, "error.json", env)
+		if env.(map[string]any)["blockedBy"] != "auth:missing_credentials" {
+			t.Fatalf("%v", env)
 		}
 	})
 

@@ -134,7 +134,7 @@ func TestToolResultShapes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []seen
 			h, _ := New(Config{REST: fakeREST(tc.status, tc.media, tc.body, &got)})
-			res := toolsCall(t, h, "get_task", `{"id":"tsk_1"}`, nil)
+			res := toolsCall(t, h, "get_task", `{"id":"tsk_1"}`, http.Header{"Authorization": {"Bearer agk_test"}})
 			if (res["isError"] == true) != tc.isError {
 				t.Errorf("isError %v", res["isError"])
 			}
@@ -177,7 +177,7 @@ func TestArgumentErrors(t *testing.T) {
 		{"create_quote", `{"projectId":"prj_1","items":[{"kind":"domain","colour":1}]}`, "input:unknown_field", "arguments.items.0.colour"},
 		{"get_task", `null`, "input:invalid", "arguments.id"},
 	} {
-		res := toolsCall(t, h, tc.tool, tc.args, nil)
+		res := toolsCall(t, h, tc.tool, tc.args, http.Header{"Authorization": {"Bearer agk_test"}})
 		env, _ := res["structuredContent"].(map[string]any)
 		if res["isError"] != true || env["blockedBy"] != tc.blockedBy || env["code"] != tc.blockedBy || env["formatVersion"] != "1" || env["retryable"] != false {
 			t.Errorf("%s %s: %v", tc.tool, tc.args, res)
@@ -275,6 +275,11 @@ func FuzzServeHTTP(f *testing.F) {
 				t.Fatalf("%q: 202 with a body", body)
 			}
 		case 400:
+		case 401:
+			// a governed tool called without credentials
+			if !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer ") {
+				t.Fatalf("%q: 401 without a challenge", body)
+			}
 		default:
 			t.Fatalf("%q answered %d %s", body, w.Code, w.Body)
 		}

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,16 +42,27 @@ type Config struct {
 	// to call the endpoint, typically the public base and API URLs. Pages of
 	// this same server on a loopback name are always allowed.
 	AllowedOrigins []string
+	// Authenticate checks a request's Authorization header (an API key or
+	// an OAuth access token). A request whose credential fails it is
+	// refused with 401 before any message is served. Nil leaves checking to
+	// each dispatched call.
+	Authenticate func(ctx context.Context, header string) error
+	// Challenge is the WWW-Authenticate value of those 401s, naming the
+	// protected resource metadata so an MCP client can sign in with OAuth;
+	// invalidToken says a credential was presented and refused.
+	Challenge func(invalidToken bool) string
 }
 
 // Handler serves POST /mcp.
 type Handler struct {
-	log     *slog.Logger
-	rest    http.Handler
-	origins map[string]bool
-	limit   int64
-	tools   map[string]*compiledTool
-	shapes  *shapeCache
+	log       *slog.Logger
+	authn     func(ctx context.Context, header string) error
+	challenge func(invalidToken bool) string
+	rest      http.Handler
+	origins   map[string]bool
+	limit     int64
+	tools     map[string]*compiledTool
+	shapes    *shapeCache
 	// initializeResult and toolsList are encoded once: they never change.
 	initializeResult []byte
 	toolsList        []byte
@@ -67,12 +79,22 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.Challenge == nil {
+		cfg.Challenge = func(invalid bool) string {
+			if invalid {
+				return `Bearer realm="pier", error="invalid_token"`
+			}
+			return `Bearer realm="pier"`
+		}
+	}
 	h := &Handler{
-		log:     cfg.Log,
-		rest:    cfg.REST,
-		origins: map[string]bool{},
-		tools:   map[string]*compiledTool{},
-		shapes:  newShapeCache(4096),
+		authn:     cfg.Authenticate,
+		challenge: cfg.Challenge,
+		log:       cfg.Log,
+		rest:      cfg.REST,
+		origins:   map[string]bool{},
+		tools:     map[string]*compiledTool{},
+		shapes:    newShapeCache(4096),
 	}
 	for _, o := range cfg.AllowedOrigins {
 		if n, ok := normalizeOrigin(o); ok {
@@ -136,6 +158,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			WithDetails(sdk.FieldProblem{Field: "header.MCP-Protocol-Version", Problem: "unsupported version"}))
 		return
 	}
+	// Per the MCP authorization rules, a credential that does not
+	// authenticate is a 401 for the whole request, whatever it holds, with
+	// the challenge that starts the client's OAuth flow.
+	if a := r.Header.Get("Authorization"); a != "" && h.authn != nil {
+		if err := h.authn(r.Context(), a); err != nil {
+			e := apierr.As(err)
+			if e.Code == "auth:invalid_credentials" {
+				e.Header = challengeHeader(h.challenge(true))
+			}
+			httpapi.WriteError(w, r, h.log, e)
+			return
+		}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.limit))
 	if err != nil {
 		var mb *http.MaxBytesError
@@ -149,6 +184,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e := h.serveJSONRPC(r.Context(), w, body, r.Header, caller{remoteAddr: r.RemoteAddr, host: r.Host}); e != nil {
 		httpapi.WriteError(w, r, h.log, e)
 	}
+}
+
+// credentialsRequired is the 401 for a call of a governed tool sent
+// without credentials: anonymous tools, initialize and tools/list work
+// without any, so the endpoint asks for credentials only when a request
+// needs them, the way the MCP authorization spec lets a client discover
+// that it must sign in.
+func (h *Handler) credentialsRequired() *apierr.Error {
+	e := apierr.New("auth:missing_credentials",
+		"this tool needs an agent's credentials: send Authorization: Bearer agk_… (an API key), or sign in with OAuth as the WWW-Authenticate challenge describes")
+	e.Header = challengeHeader(h.challenge(false))
+	return e
+}
+
+func challengeHeader(challenge string) http.Header {
+	h := http.Header{}
+	h.Set("WWW-Authenticate", challenge)
+	return h
 }
 
 // caller is what a dispatched tool call keeps from the MCP request besides

@@ -78,8 +78,17 @@ func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body 
 		if json.Unmarshal(body, &raws) != nil || len(raws) == 0 {
 			return notJSONRPC("a batch must hold at least one message")
 		}
+		// A batch that needs credentials it lacks is refused whole, before
+		// any of it runs.
+		if header.Get("Authorization") == "" {
+			for _, raw := range raws {
+				if h.needsCredentials(raw) {
+					return h.credentialsRequired()
+				}
+			}
+		}
 		for _, raw := range raws {
-			resp, invalid := h.handleMessage(ctx, raw, header, c)
+			resp, invalid, _ := h.handleMessage(ctx, raw, header, c)
 			if invalid != "" {
 				resp = errorResponse(nil, codeInvalidRequest, invalid)
 			}
@@ -88,7 +97,10 @@ func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body 
 			}
 		}
 	} else {
-		resp, invalid := h.handleMessage(ctx, body, header, c)
+		resp, invalid, unauthenticated := h.handleMessage(ctx, body, header, c)
+		if unauthenticated {
+			return h.credentialsRequired()
+		}
 		if invalid != "" {
 			return notJSONRPC(invalid)
 		}
@@ -128,10 +140,25 @@ func notJSONRPC(problem string) *apierr.Error {
 		WithDetails(sdk.FieldProblem{Field: "body", Problem: problem})
 }
 
+// needsCredentials reports whether a message is a call of a tool that takes
+// an agent's credentials.
+func (h *Handler) needsCredentials(raw json.RawMessage) bool {
+	var m rpcMessage
+	json.Unmarshal(raw, &m)
+	if m.Method != "tools/call" || m.Params == nil || m.Params.Name == nil {
+		return false
+	}
+	t, ok := h.tools[*m.Params.Name]
+	return ok && t.needsAgent
+}
+
 // handleMessage answers one message; a nil answer means nothing to answer.
 // A message that is not a valid request is described by invalid instead
-// (JSON-RPC's -32600), since its id cannot be trusted.
-func (h *Handler) handleMessage(ctx context.Context, raw json.RawMessage, header http.Header, c caller) (answer []byte, invalid string) {
+// (JSON-RPC's -32600), since its id cannot be trusted. unauthenticated
+// means a call of a tool that needs an agent's credentials came without
+// any: nothing ran, and the transport answers 401 so that the client can
+// sign in.
+func (h *Handler) handleMessage(ctx context.Context, raw json.RawMessage, header http.Header, c caller) (answer []byte, invalid string, unauthenticated bool) {
 	var m rpcMessage
 	badParams := false
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -139,25 +166,25 @@ func (h *Handler) handleMessage(ctx context.Context, raw json.RawMessage, header
 		// be wrong for the request to deserve an answer to its id.
 		var te *json.UnmarshalTypeError
 		if !errors.As(err, &te) || !strings.HasPrefix(te.Field, "params") {
-			return nil, "not a JSON-RPC 2.0 message object"
+			return nil, "not a JSON-RPC 2.0 message object", false
 		}
 		badParams = true
 	}
 	id := m.ID
 	if len(id) > 0 && !validID(id) {
-		return nil, "id must be a string or a number"
+		return nil, "id must be a string or a number", false
 	}
 	if m.JSONRPC != "2.0" {
-		return nil, `jsonrpc must be "2.0"`
+		return nil, `jsonrpc must be "2.0"`, false
 	}
 	if m.Method == "" {
 		if len(id) > 0 && (m.Result != nil || m.Error != nil) {
-			return nil, "" // a response to a request this server never sends
+			return nil, "", false // a response to a request this server never sends
 		}
-		return nil, "a request needs a method"
+		return nil, "a request needs a method", false
 	}
 	if len(id) == 0 {
-		return nil, "" // notifications (initialized, cancelled, …) need no answer
+		return nil, "", false // notifications (initialized, cancelled, …) need no answer
 	}
 	p := m.Params
 	if p == nil {
@@ -167,31 +194,34 @@ func (h *Handler) handleMessage(ctx context.Context, raw json.RawMessage, header
 	switch m.Method {
 	case "initialize":
 		if badParams || p.ProtocolVersion == nil {
-			return errorResponse(id, codeInvalidParams, "initialize needs params.protocolVersion, a string"), ""
+			return errorResponse(id, codeInvalidParams, "initialize needs params.protocolVersion, a string"), "", false
 		}
 		// Whatever the client asked for, the answer is the one version Pier
 		// speaks; a client that cannot speak it disconnects.
-		return resultResponse(id, h.initializeResult), ""
+		return resultResponse(id, h.initializeResult), "", false
 	case "ping":
-		return resultResponse(id, []byte(`{}`)), ""
+		return resultResponse(id, []byte(`{}`)), "", false
 	case "tools/list":
-		return resultResponse(id, h.toolsList), ""
+		return resultResponse(id, h.toolsList), "", false
 	case "tools/call":
 		if badParams || p.Name == nil || !objectOrNull(p.Arguments) {
-			return errorResponse(id, codeInvalidParams, "tools/call needs params.name, a string, and params.arguments, an object"), ""
+			return errorResponse(id, codeInvalidParams, "tools/call needs params.name, a string, and params.arguments, an object"), "", false
 		}
 		t, ok := h.tools[*p.Name]
 		if !ok {
-			return errorResponse(id, codeInvalidParams, "unknown tool "+strconv.Quote(*p.Name)+"; tools/list names them"), ""
+			return errorResponse(id, codeInvalidParams, "unknown tool "+strconv.Quote(*p.Name)+"; tools/list names them"), "", false
+		}
+		if t.needsAgent && header.Get("Authorization") == "" {
+			return nil, "", true
 		}
 		res, err := h.call(ctx, resultPrefix(id), t, p.Arguments, header, c)
 		if err != nil {
 			h.log.ErrorContext(ctx, "tools/call failed", "tool", t.Name, "err", err)
-			return errorResponse(id, codeInternal, "the tool call could not be dispatched"), ""
+			return errorResponse(id, codeInternal, "the tool call could not be dispatched"), "", false
 		}
-		return append(res, '}'), ""
+		return append(res, '}'), "", false
 	}
-	return errorResponse(id, codeMethodNotFound, "method "+strconv.Quote(m.Method)+" is not served; Pier offers initialize, ping, tools/list and tools/call"), ""
+	return errorResponse(id, codeMethodNotFound, "method "+strconv.Quote(m.Method)+" is not served; Pier offers initialize, ping, tools/list and tools/call"), "", false
 }
 
 // objectOrNull reports whether arguments are absent, null or an object.

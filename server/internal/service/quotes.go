@@ -187,6 +187,9 @@ func actorOf(p *auth.Principal) string {
 	if p.KeyID != "" {
 		return "key:" + p.KeyID
 	}
+	if p.GrantID != "" {
+		return "oauth:" + p.GrantID
+	}
 	return p.Kind
 }
 

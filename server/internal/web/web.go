@@ -18,6 +18,7 @@ import (
 
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/oauth"
 	"github.com/pierhq/pier/server/internal/payments"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
@@ -43,13 +44,17 @@ const (
 type Config struct {
 	Service *service.Service
 	Log     *slog.Logger
+	// OAuth, when set, serves the authorization endpoint and its consent
+	// page here, behind the human session.
+	OAuth *oauth.Server
 }
 
 // pages serves the human pages.
 type pages struct {
-	svc  *service.Service
-	log  *slog.Logger
-	tmpl map[string]*template.Template
+	svc   *service.Service
+	log   *slog.Logger
+	oauth *oauth.Server
+	tmpl  map[string]*template.Template
 }
 
 // Mount registers the human pages on mux.
@@ -57,7 +62,7 @@ func Mount(mux *http.ServeMux, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	p := &pages{svc: cfg.Service, log: cfg.Log, tmpl: map[string]*template.Template{}}
+	p := &pages{svc: cfg.Service, log: cfg.Log, oauth: cfg.OAuth, tmpl: map[string]*template.Template{}}
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		return err
@@ -91,6 +96,11 @@ func Mount(mux *http.ServeMux, cfg Config) error {
 	mux.Handle("POST /billing", p.guard(p.withSession(p.openCardSetup)))
 	mux.Handle("GET /billing/{id}", p.guard(p.withSession(p.cardPage)))
 	mux.Handle("POST /billing/{id}", p.guard(p.withSession(p.submitCard)))
+	if p.oauth != nil {
+		mux.Handle("GET /oauth/authorize", p.guard(http.HandlerFunc(p.oauthAuthorize)))
+		mux.Handle("GET /oauth/consent/{id}", p.guard(p.withSession(p.oauthConsent)))
+		mux.Handle("POST /oauth/consent/{id}", p.guard(p.withSession(p.oauthDecide)))
+	}
 	return nil
 }
 

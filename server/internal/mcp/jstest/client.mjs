@@ -18,6 +18,7 @@ const recordingFetch = async (input, init) => {
     status: resp.status,
     contentType: resp.headers.get("content-type"),
     sessionId: resp.headers.get("mcp-session-id"),
+    wwwAuthenticate: resp.headers.get("www-authenticate"),
   });
   return resp;
 };
@@ -50,9 +51,22 @@ const out = {
     name: "estimate",
     arguments: { workload: "database_backed_app", monthlyRequests: 2000000 },
   }),
-  quoteWithoutKey: await anon.client.callTool({ name: "create_quote", arguments: quote }),
 };
 await anon.client.close();
+
+// A governed tool without credentials: the transport answers 401 with the
+// challenge an OAuth-capable client follows; this one has no auth provider,
+// so the SDK throws.
+const bare = await connect();
+const wire = exchanges.length;
+try {
+  await bare.client.callTool({ name: "create_quote", arguments: quote });
+  out.quoteWithoutKey = { thrown: false };
+} catch (err) {
+  out.quoteWithoutKey = { thrown: true, code: err.code ?? null, message: String(err.message) };
+}
+out.unauthorizedExchange = exchanges.length > wire ? exchanges[exchanges.length - 1] : null;
+await bare.client.close().catch(() => {});
 
 const keyed = await connect({ Authorization: `Bearer ${key}` });
 out.quoteWithKey = await keyed.client.callTool({ name: "create_quote", arguments: quote });
