@@ -294,5 +294,6 @@ func staticResults(version string, tools []*compiledTool) (initialize, list []by
 const instructions = `Pier publishes static sites and launches services under budgets and policy set by humans. ` +
 	`Every tool is a Pier operation and returns Pier's envelope as structuredContent and as JSON text: ` +
 	`on success {data, actions, formatVersion}; on refusal isError with {blockedBy, message, retryable, actions}. ` +
-	`Follow the typed actions; never invent next steps. Authenticate with the HTTP header Authorization: Bearer agk_…; ` +
-	`search_domains and estimate need no key.`
+	`Follow the typed actions; never invent next steps. Authenticate with the HTTP header Authorization: Bearer agk_… ` +
+	`or with an OAuth access token (the 401 challenge names the metadata to sign in with); ` +
+	`search_domains and estimate need no credentials.`

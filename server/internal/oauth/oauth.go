@@ -505,8 +505,19 @@ func (s *Server) exchangeCode(ctx context.Context, clientID string, form url.Val
 		}
 		if a.Status == "exchanged" {
 			// A code used twice was stolen or replayed: end what it bought.
-			if _, err := tx.RevokeOAuthGrant(ctx, a.GrantID, "code_replayed", now); err != nil {
+			revoked, err := tx.RevokeOAuthGrant(ctx, a.GrantID, "code_replayed", now)
+			if err != nil {
 				return err
+			}
+			if revoked {
+				g, err := tx.GetOAuthGrant(ctx, a.GrantID)
+				if err != nil {
+					return err
+				}
+				if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: g.OrgID, Actor: "system", Action: "revoke_oauth_grant", ObjectType: "oauth_grant", ObjectID: g.ID,
+					Details: map[string]any{"reason": "code_replayed"}}, now); err != nil {
+					return err
+				}
 			}
 			refusal = oauthError(400, "invalid_grant", "the code was already used; the tokens issued for it are revoked")
 			return nil
