@@ -23,7 +23,7 @@ import (
 // account is an organisation with a project and an agent key.
 type account struct {
 	org, project, key, keyID string
-	principal              *auth.Principal
+	principal                *auth.Principal
 }
 
 func newAccount(t *testing.T, ts *testServer, limitMicro int64, pol sdk.ProjectPolicy, scopes ...string) account {

@@ -23,12 +23,12 @@ import (
 // siteFiles is a small site: an index, a stylesheet, a page in a folder and
 // a 404 page.
 var siteFiles = map[string]string{
-	"index.html":       "<!doctype html><title>Acme</title><link rel=stylesheet href=style.css><h1>Hello from Acme</h1>",
-	"style.css":        "body { font-family: sans-serif; }\n" + strings.Repeat("h1 { color: #333; }\n", 40),
-	"docs/index.html":  "<h1>Docs</h1>",
-	"about.html":       "<h1>About</h1>",
-	"404.html":         "<h1>Not here</h1>",
-	"assets/logo.svg":  "<svg xmlns='http://www.w3.org/2000/svg'/>",
+	"index.html":      "<!doctype html><title>Acme</title><link rel=stylesheet href=style.css><h1>Hello from Acme</h1>",
+	"style.css":       "body { font-family: sans-serif; }\n" + strings.Repeat("h1 { color: #333; }\n", 40),
+	"docs/index.html": "<h1>Docs</h1>",
+	"about.html":      "<h1>About</h1>",
+	"404.html":        "<h1>Not here</h1>",
+	"assets/logo.svg": "<svg xmlns='http://www.w3.org/2000/svg'/>",
 }
 
 func uploadBody(project string, files map[string]string) map[string]any {

@@ -62,7 +62,7 @@ type launchPayload struct {
 	QuoteID       string `json:"quoteId,omitempty"`
 	Actor         string `json:"actor"`
 	// PurchaseRef is recorded before the registrar is called.
-	PurchaseRef string `json:"purchaseRef,omitempty"`
+	PurchaseRef string       `json:"purchaseRef,omitempty"`
 	Receipt     *sdk.Receipt `json:"receipt,omitempty"`
 }
 
