@@ -121,3 +121,54 @@ func TestConsentInBrowser(t *testing.T) {
 		t.Fatal("refreshed token refused")
 	}
 }
+
+// The official MCP TypeScript client, with an auth provider, is sent to
+// sign in by the 401 of a governed tool, discovers and registers on its
+// own, and after consent calls the tool with its token.
+func TestTypeScriptClientSignsIn(t *testing.T) {
+	node, err := exec.LookPath("node")
+	wd, _ := os.Getwd()
+	tools := filepath.Join(wd, "..", "..", "..", "tools")
+	if _, serr := os.Stat(filepath.Join(tools, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil || serr != nil {
+		if os.Getenv("CI") == "true" || os.Getenv("PIER_TEST_NODE") == "require" {
+			t.Fatalf("node or @modelcontextprotocol/sdk in tools/ is missing: %v %v", err, serr)
+		}
+		t.Skip("node or @modelcontextprotocol/sdk in tools/ is missing (set PIER_TEST_NODE=require to fail instead)")
+	}
+	e := start(t, "")
+	token, _, err := e.Service().MintSignIn(context.Background(), e.human.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "mcp_client.mjs"))
+	cmd.Env = append(os.Environ(), "PIER_TOOLS="+tools, "PIER_MCP_URL="+e.MCPURL(), "PIER_SIGNIN_URL="+e.Service().SignInURL(token))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("mcp_client.mjs: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	var out struct {
+		AuthURL      string `json:"authURL"`
+		Scope        string `json:"scope"`
+		ListProjects struct {
+			IsError           bool           `json:"isError"`
+			StructuredContent map[string]any `json:"structuredContent"`
+		} `json:"listProjects"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	u, _ := url.Parse(out.AuthURL)
+	q := u.Query()
+	if q.Get("code_challenge_method") != "S256" || q.Get("resource") != e.MCPURL() || !strings.HasPrefix(out.AuthURL, e.base+"/oauth/authorize?") {
+		t.Errorf("authorization URL: %s", out.AuthURL)
+	}
+	if out.Scope != "read quote launch" {
+		t.Errorf("granted %q", out.Scope)
+	}
+	if out.ListProjects.IsError || !strings.Contains(mustJSON(out.ListProjects.StructuredContent), e.project) {
+		t.Errorf("list_projects after sign-in: %+v", out.ListProjects)
+	}
+}
