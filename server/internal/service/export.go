@@ -127,7 +127,7 @@ func (s *Service) ExportProject(ctx context.Context, p *auth.Principal, projectI
 		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
 	next := []sdk.Action{actions.Stop("done")}
 	if len(domains) > 0 {
-		next = append([]sdk.Action{actions.URL(s.baseURL()+"/dashboard#domains", "transfer_out", "human")}, next...)
+		next = append([]sdk.Action{actions.URL(s.baseURL()+"/domains", "transfer_out", "human")}, next...)
 	}
 	return out, next, nil
 }

@@ -267,3 +267,23 @@ func (s *Store) DeleteZone(ctx context.Context, domain string) error {
 	_, err := s.db.ExecContext(ctx, s.q(`DELETE FROM zones WHERE domain = ?`), domain)
 	return err
 }
+
+// OrgPurchases lists the domains an organisation bought.
+func (s *Store) OrgPurchases(ctx context.Context, orgID string) ([]Purchase, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT ref, domain, org_id, years, amount_micro, auth_code, created_at FROM registrar_purchases WHERE org_id = ? ORDER BY created_at, domain`), orgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Purchase
+	for rows.Next() {
+		var p Purchase
+		var created int64
+		if err := rows.Scan(&p.Ref, &p.Domain, &p.OrgID, &p.Years, &p.AmountMicro, &p.AuthCode, &created); err != nil {
+			return nil, err
+		}
+		p.CreatedAt = time.UnixMicro(created).UTC()
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}

@@ -96,6 +96,8 @@ func Mount(mux *http.ServeMux, cfg Config) error {
 	mux.Handle("POST /billing", p.guard(p.withSession(p.openCardSetup)))
 	mux.Handle("GET /billing/{id}", p.guard(p.withSession(p.cardPage)))
 	mux.Handle("POST /billing/{id}", p.guard(p.withSession(p.submitCard)))
+	mux.Handle("GET /domains", p.guard(p.withSession(p.domains)))
+	mux.Handle("POST /domains/{domain}/transfer-out", p.guard(p.withSession(p.transferOut)))
 	if p.oauth != nil {
 		mux.Handle("GET /oauth/authorize", p.guard(http.HandlerFunc(p.oauthAuthorize)))
 		mux.Handle("GET /oauth/consent/{id}", p.guard(p.withSession(p.oauthConsent)))
