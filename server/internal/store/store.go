@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -109,7 +110,7 @@ func (s *Store) q(query string) string {
 }
 
 func (s *Store) migrate(ctx context.Context) error {
-	dir := "migrations/" + string(s.engine)
+	dir := "migrations"
 	entries, err := fs.ReadDir(migrations, dir)
 	if err != nil {
 		return err
@@ -134,11 +135,22 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := s.applyMigration(ctx, version, name, string(body)); err != nil {
+		if err := s.applyMigration(ctx, version, name, s.dialect(string(body))); err != nil {
 			return fmt.Errorf("store: migration %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+var blobType = regexp.MustCompile(`\bBLOB\b`)
+
+// dialect adapts a migration written once for both engines: the only type
+// they spell differently is the byte string.
+func (s *Store) dialect(sql string) string {
+	if s.engine == Postgres {
+		return blobType.ReplaceAllString(sql, "BYTEA")
+	}
+	return sql
 }
 
 func (s *Store) applyMigration(ctx context.Context, version int, name, body string) error {
