@@ -35,9 +35,10 @@ test: tools ## Run every test (PostgreSQL, Node and browser tests fail if their 
 test-short: ## Run the tests without PostgreSQL
 	PIER_TEST_POSTGRES=skip $(GO) test -count=1 ./...
 
-bench: ## Run the Go benchmarks and the wrk comparison (see bench/README.md)
+bench: ## Run the Go benchmarks (API, MCP, edge handler, launch latency) and the wrk comparisons (see bench/README.md)
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./bench/...
 	bash bench/wrk.sh
+	bash bench/edge.sh
 	bash bench/verify.sh
 
 clean: ## Remove build output

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -34,6 +35,9 @@ type launchParts struct {
 	https   *http.Server
 	dnsAddr string
 	dnsStop context.CancelFunc
+	// apiHosts are the hosts of the base and MCP URLs, worked out once the
+	// HTTP listener is bound rather than on every request.
+	apiHosts []string
 }
 
 // CADir is where the local CA lives in a data directory.
@@ -127,6 +131,20 @@ func (s *Server) isAPIHost(h string) bool {
 	if host == "" || host == "localhost" || net.ParseIP(host) != nil {
 		return true
 	}
+	names := s.launch.apiHosts
+	if names == nil {
+		names = s.urlHosts()
+	}
+	for _, n := range names {
+		if n == host {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) urlHosts() []string {
+	var hosts []string
 	for _, u := range []string{s.BaseURL(), s.cfg.APIURL} {
 		if u == "" {
 			continue
@@ -135,11 +153,9 @@ func (s *Server) isAPIHost(h string) bool {
 		if i := strings.IndexByte(rest, '/'); i >= 0 {
 			rest = rest[:i]
 		}
-		if hostOf(rest) == host {
-			return true
-		}
+		hosts = append(hosts, hostOf(rest))
 	}
-	return false
+	return hosts
 }
 
 // listenLaunch binds the HTTPS and DNS listeners; the HTTPS port is what
@@ -150,6 +166,7 @@ func (s *Server) listenLaunch(ctx context.Context) error {
 		return fmt.Errorf("listen %s: %w", s.cfg.HTTPSAddr, err)
 	}
 	s.launch.tlsLn = ln
+	s.launch.apiHosts = s.urlHosts()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	s.svc.P.HTTPSPort = port
 	_, hport, _ := net.SplitHostPort(s.Addr())
@@ -195,6 +212,9 @@ func (s *Server) serveLaunch(ctx context.Context, handler http.Handler) error {
 		TLSConfig:         &tls.Config{GetCertificate: s.getCertificate, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		// Failed handshakes (a name with no site, an untrusting client)
+		// are the client's business.
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	go func() {
 		if err := s.launch.https.ServeTLS(s.launch.tlsLn, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {

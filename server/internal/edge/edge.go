@@ -31,12 +31,20 @@ type File struct {
 }
 
 type file struct {
-	data, gz      []byte
-	etag          string
-	ctype         string
-	cacheControl  string
-	length, gzLen string
+	data, gz []byte
+	etag     string
+	ctype    string
+	// Header values, kept as the slices a header map holds so that a
+	// response assigns them without canonicalizing keys or allocating.
+	ctypeH, cacheH, etagH, lengthH, gzLengthH []string
 }
+
+// Header values shared by every file; net/http only reads them.
+var (
+	nosniffH = []string{"nosniff"}
+	varyH    = []string{"Accept-Encoding"}
+	gzipH    = []string{"gzip"}
+)
 
 type site struct {
 	serviceID, bundleID string
@@ -141,14 +149,15 @@ func (e *Edge) build(ctx context.Context, svc store.Service) (*site, error) {
 		if err != nil {
 			return nil, err
 		}
-		f := &file{data: data, etag: `"` + m.SHA256[:32] + `"`, ctype: m.ContentType, length: strconv.Itoa(len(data))}
+		f := &file{data: data, etag: `"` + m.SHA256[:32] + `"`, ctype: m.ContentType, lengthH: []string{strconv.Itoa(len(data))}}
 		if f.ctype == "" {
 			f.ctype = ContentType(m.Path)
 		}
+		f.ctypeH, f.etagH = []string{f.ctype}, []string{f.etag}
 		if strings.HasSuffix(m.Path, ".html") {
-			f.cacheControl = "public, max-age=0, must-revalidate"
+			f.cacheH = []string{"public, max-age=0, must-revalidate"}
 		} else {
-			f.cacheControl = "public, max-age=3600"
+			f.cacheH = []string{"public, max-age=3600"}
 		}
 		if compressible(f.ctype) && len(data) > 256 {
 			var buf bytes.Buffer
@@ -157,7 +166,7 @@ func (e *Edge) build(ctx context.Context, svc store.Service) (*site, error) {
 			zw.Close()
 			if buf.Len() < len(data)*9/10 {
 				f.gz = buf.Bytes()
-				f.gzLen = strconv.Itoa(len(f.gz))
+				f.gzLengthH = []string{strconv.Itoa(len(f.gz))}
 			}
 		}
 		s.files["/"+m.Path] = f
@@ -225,29 +234,36 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("404 page not found\n"))
 		return
 	}
-	h.Set("Content-Type", f.ctype)
-	h.Set("Cache-Control", f.cacheControl)
-	h.Set("X-Content-Type-Options", "nosniff")
+	h["Content-Type"] = f.ctypeH
+	h["Cache-Control"] = f.cacheH
+	h["X-Content-Type-Options"] = nosniffH
 	if f.gz != nil {
-		h.Set("Vary", "Accept-Encoding")
+		h["Vary"] = varyH
 	}
 	if status == http.StatusOK {
-		h.Set("ETag", f.etag)
-		if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, f.etag) {
+		h["Etag"] = f.etagH
+		if inm := first(r.Header["If-None-Match"]); inm != "" && etagMatch(inm, f.etag) {
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
 	}
-	body, length := f.data, f.length
-	if f.gz != nil && acceptsGzip(r.Header.Get("Accept-Encoding")) {
-		body, length = f.gz, f.gzLen
-		h.Set("Content-Encoding", "gzip")
+	body, length := f.data, f.lengthH
+	if f.gz != nil && acceptsGzip(first(r.Header["Accept-Encoding"])) {
+		body, length = f.gz, f.gzLengthH
+		h["Content-Encoding"] = gzipH
 	}
-	h.Set("Content-Length", length)
+	h["Content-Length"] = length
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
 		w.Write(body)
 	}
+}
+
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
 }
 
 // lookup maps a URL path to a file: the exact file, then dir/index.html,
