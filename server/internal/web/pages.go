@@ -25,7 +25,7 @@ func (p *pages) signIn(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, nil, err)
 		return
 	}
-	setSessionCookie(w, r, secret, sess.ExpiresAt)
+	setSessionCookie(w, r, secret, sess.ExpiresAt.Sub(p.svc.Now()))
 	if next == "" {
 		if c, err := r.Cookie(nextCookie); err == nil {
 			next = service.SafeNext(c.Value)
@@ -256,7 +256,7 @@ func (p *pages) approveSignup(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, nil, err)
 		return
 	}
-	setSessionCookie(w, r, ok.SessionSecret, ok.Session.ExpiresAt)
+	setSessionCookie(w, r, ok.SessionSecret, ok.Session.ExpiresAt.Sub(p.svc.Now()))
 	clearCookie(w, r, formCookie)
 	http.Redirect(w, r, "/billing/"+ok.SetupID, http.StatusSeeOther)
 }

@@ -290,8 +290,11 @@ func (p *pages) pageError(err error) (*pageError, int) {
 	return &pageError{Code: string(e.Code), Message: e.Message, Resolution: resolutions[string(e.Code)]}, e.Status()
 }
 
-func setSessionCookie(w http.ResponseWriter, r *http.Request, secret string, expires time.Time) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", Expires: expires,
+// setSessionCookie lasts as long as the session, as a Max-Age counted on
+// the server's clock: an absolute expiry would depend on the browser's clock
+// agreeing with the server's.
+func setSessionCookie(w http.ResponseWriter, r *http.Request, secret string, ttl time.Duration) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", MaxAge: max(1, int(ttl.Seconds())),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure(r)})
 }
 
