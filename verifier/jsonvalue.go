@@ -34,18 +34,24 @@ func parseObject(b []byte) (object, error) {
 // exactly insists on the members of an object: an unchecked member is an
 // unverified claim.
 func exactly(m object, required []string, optional ...string) error {
-	known := map[string]bool{}
 	for _, name := range required {
-		known[name] = true
 		if _, ok := m[name]; !ok {
 			return fmt.Errorf("missing member %q", name)
 		}
 	}
-	for _, name := range optional {
-		known[name] = true
+	unknown := false
+	for name := range m {
+		if !slices.Contains(required, name) && !slices.Contains(optional, name) {
+			unknown = true
+			break
+		}
 	}
+	if !unknown {
+		return nil
+	}
+	// Name the first unknown member in sorted order, whatever the map's.
 	for _, name := range slices.Sorted(maps.Keys(m)) {
-		if !known[name] {
+		if !slices.Contains(required, name) && !slices.Contains(optional, name) {
 			return fmt.Errorf("unknown member %q", name)
 		}
 	}

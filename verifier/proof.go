@@ -47,7 +47,7 @@ func checkSignatures(r *Report, rel *release) bool {
 		return false
 	}
 
-	proof, err := verifyFlattened(rel.proof, typProof, byKID(proofKeys, "proof JWKS"))
+	proof, err := verifyFlattened(&r.Timing, rel.proof, typProof, byKID(proofKeys, "proof JWKS"))
 	if !r.record(CheckProofSignature, err, fmt.Sprintf("signed by proof key %s", kidOf(proof))) {
 		return false
 	}
@@ -56,7 +56,7 @@ func checkSignatures(r *Report, rel *release) bool {
 		return false
 	}
 
-	mandateJWS, err := verifyCompact(p.mandate, typMandate, "jwk", byEmbeddedJWK)
+	mandateJWS, err := verifyCompact(&r.Timing, p.mandate, typMandate, "jwk", byEmbeddedJWK)
 	var holder string
 	if err == nil {
 		holder = thumbprint(mandateJWS.key)
@@ -77,7 +77,7 @@ func checkSignatures(r *Report, rel *release) bool {
 		if !r.record(CheckRequestDigest, prefix(label, checkRequestDigest(a, p.sessionID, hex.EncodeToString(mandateSum[:]))), label+"digest recomputed") {
 			return false
 		}
-		receipt, err := verifyCompact(a.receipt, typReceipt, "kid", byKID(issuerKeys, "issuer JWKS"))
+		receipt, err := verifyCompact(&r.Timing, a.receipt, typReceipt, "kid", byKID(issuerKeys, "issuer JWKS"))
 		if err == nil && receipt.header["kid"] != mandate.aud {
 			err = fmt.Errorf("receipt signed by issuer key %s but the mandate's audience is %q", jsonText(receipt.header["kid"]), mandate.aud)
 		}
@@ -95,7 +95,7 @@ func checkSignatures(r *Report, rel *release) bool {
 		if !r.record(CheckGateAttempt, prefix(label, checkGateAttempt(g, p.attempts, receipts)), label+"opened by attempt "+g.attemptID) {
 			return false
 		}
-		decision, err := verifyCompact(g.decision, typDecision, "jwk", byEmbeddedJWK)
+		decision, err := verifyCompact(&r.Timing, g.decision, typDecision, "jwk", byEmbeddedJWK)
 		if err == nil && thumbprint(decision.key) != mandate.thumbprint {
 			err = fmt.Errorf("decision signed by holder key %s, not the mandate's %s", thumbprint(decision.key), mandate.thumbprint)
 		}

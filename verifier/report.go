@@ -1,5 +1,7 @@
 package verifier
 
+import "time"
+
 // Verdict is the outcome of a verification run.
 type Verdict string
 
@@ -55,6 +57,27 @@ type Report struct {
 	Verdict Verdict `json:"verdict"`
 	ProofID string  `json:"proofId,omitempty"`
 	Checks  []Check `json:"checks"`
+	// Timing is where the run's time went. It is for measuring the
+	// verifier (bench/README.md) and is not part of the JSON report.
+	Timing Timing `json:"-"`
+}
+
+// Timing splits a run's wall time.
+type Timing struct {
+	// Total is the whole run, from the first download to the verdict.
+	Total time.Duration
+	// Fetch is the time spent getting the release's bytes: HTTP requests
+	// in Verify, lookups in VerifyFiles.
+	Fetch time.Duration
+	// Signatures counts the ES256 signatures checked: those that reached
+	// the ECDSA check, valid or not, the tamper check's included.
+	Signatures int
+	// SignatureTime is the time spent checking JWS signatures, from the
+	// serialized JWS to the ECDSA result: splitting or parsing the JWS,
+	// base64url decoding, the protected header's checks, choosing the key,
+	// SHA-256 of the signing input and the ECDSA verification. It includes
+	// JWSs refused before the ECDSA check, which Signatures does not count.
+	SignatureTime time.Duration
 }
 
 // Failed returns the failing check, or nil when the proof was accepted.

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"time"
 )
 
 // Options configure a verification run.
@@ -121,7 +122,7 @@ func (s *httpSource) get(ctx context.Context, target string) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s answered %d", target, resp.StatusCode)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxDownload+1))
+	b, err := readBody(resp)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %v", target, err)
 	}
@@ -129,6 +130,32 @@ func (s *httpSource) get(ctx context.Context, target string) ([]byte, error) {
 		return nil, fmt.Errorf("GET %s: larger than %d bytes", target, maxDownload)
 	}
 	return b, nil
+}
+
+// readBody reads at most maxDownload+1 bytes of a response, as io.ReadAll
+// would, but starts with room for the length the response declares, so
+// that the release's scripts are read without the copies of a growing
+// buffer. The body is read to its end whatever it declared.
+func readBody(resp *http.Response) ([]byte, error) {
+	r := io.LimitReader(resp.Body, maxDownload+1)
+	size := 512
+	if n := resp.ContentLength; n >= 0 && n <= maxDownload {
+		size = int(n) + 1 // one more, to read the end without growing
+	}
+	b := make([]byte, 0, size)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 type filesSource Files
@@ -162,8 +189,10 @@ type release struct {
 }
 
 func run(ctx context.Context, src source, tamperCheck bool) *Report {
+	start := time.Now()
 	r := &Report{}
-	rel, ok := checkRelease(ctx, r, src)
+	defer func() { r.Timing.Total = time.Since(start) }()
+	rel, ok := checkRelease(ctx, r, timedSource{src, &r.Timing})
 	if !ok {
 		return r.finish()
 	}
@@ -171,10 +200,28 @@ func run(ctx context.Context, src source, tamperCheck bool) *Report {
 		return r.finish()
 	}
 	if tamperCheck {
-		detail, err := tamper(rel)
+		detail, err := tamper(r, rel)
 		r.record(CheckTamperRejected, err, detail)
 	}
 	return r.finish()
+}
+
+// timedSource adds the time spent getting bytes to Timing.Fetch.
+type timedSource struct {
+	src source
+	t   *Timing
+}
+
+func (s timedSource) file(ctx context.Context, path string) ([]byte, error) {
+	start := time.Now()
+	defer func() { s.t.Fetch += time.Since(start) }()
+	return s.src.file(ctx, path)
+}
+
+func (s timedSource) apiProof(ctx context.Context, proofID string) ([]byte, error) {
+	start := time.Now()
+	defer func() { s.t.Fetch += time.Since(start) }()
+	return s.src.apiProof(ctx, proofID)
 }
 
 // checkRelease is SPEC.md §4 rule 3: checks 1 to 10.
