@@ -36,6 +36,7 @@ func newServerCmd() *cobra.Command {
 	var cfg Config
 	var logLevel, logFormat string
 	var limits []string
+	var edgeFastPath bool
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the Pier server with embedded defaults",
@@ -69,6 +70,7 @@ SIGTERM drains in-flight requests, then exits.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			cfg.DisableEdgeFastPath = !edgeFastPath
 			s, err := New(ctx, cfg, log)
 			if err != nil {
 				return err
@@ -99,6 +101,7 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.StringVar(&cfg.ACMEDirectory, "acme-directory", os.Getenv("PIER_ACME_DIRECTORY"), "ACME directory URL to obtain certificates from instead of the local CA (PIER_ACME_DIRECTORY)")
 	f.StringVar(&cfg.ACMEEmail, "acme-email", os.Getenv("PIER_ACME_EMAIL"), "contact address of the ACME account (PIER_ACME_EMAIL)")
 	f.StringVar(&cfg.ACMECAFile, "acme-ca-file", os.Getenv("PIER_ACME_CA_FILE"), "PEM bundle to trust for the ACME server's own TLS (PIER_ACME_CA_FILE)")
+	f.BoolVar(&edgeFastPath, "edge-fast-path", env("PIER_EDGE_FAST_PATH", "true") != "false", "serve the edge's plain GET and HEAD requests without net/http (PIER_EDGE_FAST_PATH)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain requests on shutdown")
 	f.StringArrayVar(&limits, "rate-limit", nil, "override a rate-limit bucket per caller: CLASS=PER_SECOND:BURST (classes: search, quotes, signup)")
 	f.StringVar(&logLevel, "log-level", env("PIER_LOG_LEVEL", "info"), "debug, info, warn or error (PIER_LOG_LEVEL)")

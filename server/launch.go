@@ -17,6 +17,7 @@ import (
 	"github.com/pierhq/pier/server/internal/acme"
 	"github.com/pierhq/pier/server/internal/dnsserver"
 	"github.com/pierhq/pier/server/internal/edge"
+	"github.com/pierhq/pier/server/internal/edge/fastpath"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/tasks"
 	"github.com/pierhq/pier/server/internal/tlsca"
@@ -216,13 +217,38 @@ func (s *Server) serveLaunch(ctx context.Context, handler http.Handler) error {
 		// are the client's business.
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	serve := func() error { return s.launch.https.ServeTLS(s.launch.tlsLn, "", "") }
+	if !s.cfg.DisableEdgeFastPath {
+		// The fast path completes handshakes itself and hands net/http
+		// the connections it does not serve (h2 ones at once).
+		tc := s.launch.https.TLSConfig
+		tc.NextProtos = []string{"h2", "http/1.1"}
+		s.launch.https.ConnContext = fastpath.ConnContext
+		s.launch.https.Handler = fastpath.WithTLS(handler)
+		ln := s.edgeListener(s.launch.tlsLn, tc)
+		serve = func() error { return s.launch.https.Serve(ln) }
+	}
 	go func() {
-		if err := s.launch.https.ServeTLS(s.launch.tlsLn, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("https listener stopped", "err", err)
 		}
 	}()
 	// The runner lives until stopLaunch; the serve context only signals.
 	return s.launch.runner.Start(context.WithoutCancel(ctx))
+}
+
+// edgeListener puts the edge's fast path in front of ln unless it is
+// disabled; tc makes it a TLS listener.
+func (s *Server) edgeListener(ln net.Listener, tc *tls.Config) net.Listener {
+	if s.cfg.DisableEdgeFastPath {
+		return ln
+	}
+	cfg := fastpath.Config{Edge: s.launch.edge, API: s.isAPIHost, TLS: tc, Log: s.log,
+		HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, WriteTimeout: 2 * time.Minute}
+	if s.launch.acme != nil {
+		cfg.Reserved = func(p string) bool { return strings.HasPrefix(p, acme.ChallengePrefix) }
+	}
+	return fastpath.New(ln, cfg)
 }
 
 func (s *Server) stopLaunch(ctx context.Context) error {

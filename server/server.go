@@ -48,6 +48,9 @@ type Config struct {
 	MCPAllowedOrigins []string
 	// RateLimits overrides the default buckets per class.
 	RateLimits map[string]ratelimit.Policy
+	// DisableEdgeFastPath serves the edge through net/http only, without
+	// the fast path for its plain GET and HEAD requests (internal/edge/fastpath).
+	DisableEdgeFastPath bool
 	// ShutdownTimeout bounds graceful shutdown.
 	ShutdownTimeout time.Duration
 	// Now is the clock; nil means time.Now.
@@ -281,7 +284,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- s.http.Serve(s.ln) }()
+	go func() { errc <- s.http.Serve(s.edgeListener(s.ln, nil)) }()
 	go s.purgeLoop(ctx)
 	if err := s.serveLaunch(ctx, s.handler); err != nil {
 		s.http.Close()

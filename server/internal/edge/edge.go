@@ -37,6 +37,9 @@ type file struct {
 	// Header values, kept as the slices a header map holds so that a
 	// response assigns them without canonicalizing keys or allocating.
 	ctypeH, cacheH, etagH, lengthH, gzLengthH []string
+	// The same answers as bytes for the fast path (see Prepared): status
+	// line and header lines as net/http writes them, without Date.
+	head200, head200gz, head304, head404, head404gz []byte
 }
 
 // Header values shared by every file; net/http only reads them.
@@ -169,9 +172,19 @@ func (e *Edge) build(ctx context.Context, svc store.Service) (*site, error) {
 				f.gzLengthH = []string{strconv.Itoa(len(f.gz))}
 			}
 		}
+		f.head200, f.head304 = f.head("200 OK", false, true), f.head("304 Not Modified", false, true)
+		if f.gz != nil {
+			f.head200gz = f.head("200 OK", true, true)
+		}
 		s.files["/"+m.Path] = f
 	}
 	s.notFound = s.files["/404.html"]
+	if f := s.notFound; f != nil {
+		f.head404 = f.head("404 Not Found", false, false)
+		if f.gz != nil {
+			f.head404gz = f.head("404 Not Found", true, false)
+		}
+	}
 	return s, nil
 }
 
@@ -256,6 +269,75 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
 		w.Write(body)
+	}
+}
+
+// headerValue is a header value as net/http writes it: line breaks become
+// spaces and surrounding blanks are trimmed.
+var headerValue = strings.NewReplacer("\n", " ", "\r", " ")
+
+// head is the status line and header lines ServeHTTP's answer gets from
+// net/http, in its order (sorted by key), without Date and the final blank
+// line. A 304 carries no Content-Type or Content-Length, as net/http drops
+// them.
+func (f *file) head(status string, gz, etag bool) []byte {
+	b := []byte("HTTP/1.1 " + status + "\r\n")
+	add := func(k, v string) {
+		b = append(b, k...)
+		b = append(b, ": "...)
+		b = append(b, strings.Trim(headerValue.Replace(v), " \t")...)
+		b = append(b, "\r\n"...)
+	}
+	notModified := strings.HasPrefix(status, "304")
+	add("Cache-Control", f.cacheH[0])
+	if !notModified {
+		if gz {
+			add("Content-Encoding", "gzip")
+			add("Content-Length", f.gzLengthH[0])
+		} else {
+			add("Content-Length", f.lengthH[0])
+		}
+		add("Content-Type", f.ctype)
+	}
+	if etag {
+		add("Etag", f.etag)
+	}
+	if f.gz != nil {
+		add("Vary", "Accept-Encoding")
+	}
+	add("X-Content-Type-Options", "nosniff")
+	return b
+}
+
+// Prepared is ServeHTTP's answer to a GET for host and urlPath with the
+// given If-None-Match and Accept-Encoding values, as bytes: head is the
+// status line and header lines without Date and the final blank line (it
+// starts "HTTP/1.1 "), body the body (nil for 304; a HEAD sends none).
+// ok is false when ServeHTTP would answer otherwise than from a file (no
+// site, a site failing to load, no file and no 404.html); the caller then
+// leaves the request to ServeHTTP. Callers must not modify the slices.
+func (e *Edge) Prepared(ctx context.Context, host, urlPath, ifNoneMatch, acceptEncoding string) (head, body []byte, ok bool) {
+	s, err := e.siteFor(ctx, hostOnly(host))
+	if err != nil || s == nil {
+		return nil, nil, false
+	}
+	f, status := s.lookup(urlPath)
+	if f == nil {
+		return nil, nil, false
+	}
+	if status == http.StatusOK && ifNoneMatch != "" && etagMatch(ifNoneMatch, f.etag) {
+		return f.head304, nil, true
+	}
+	gz := f.gz != nil && acceptsGzip(acceptEncoding)
+	switch {
+	case status == http.StatusOK && gz:
+		return f.head200gz, f.gz, true
+	case status == http.StatusOK:
+		return f.head200, f.data, true
+	case gz:
+		return f.head404gz, f.gz, true
+	default:
+		return f.head404, f.data, true
 	}
 }
 

@@ -1,0 +1,715 @@
+// Package fastpath serves the edge's plain GET and HEAD requests over
+// HTTP/1.1 without net/http, and hands every other connection to net/http.
+//
+// A Listener wraps the server's listener. Each accepted connection (after
+// the TLS handshake, for TLS) is read by a goroutine of its own: while the
+// requests are unambiguous GETs or HEADs without a body for a host the
+// edge serves, it answers them from bytes the edge prepared per file (one
+// write per response, or per batch of pipelined requests). At the first
+// request that is anything else (the API's host, another method, a body,
+// an upgrade, a header it does not parse strictly, an oversized head), it
+// hands the connection with the bytes it has read to net/http through
+// Accept, and net/http serves it from there on, answering malformed
+// requests itself. Connections that negotiated h2 go to net/http at once.
+package fastpath
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pierhq/pier/server/internal/edge"
+)
+
+// Config is what a Listener needs.
+type Config struct {
+	Edge *edge.Edge
+	// API reports whether a Host header value names the API, whose
+	// requests always go to net/http.
+	API func(host string) bool
+	// Reserved reports whether a URL path is answered by something other
+	// than the edge on every host (ACME challenges); nil means none.
+	Reserved func(path string) bool
+	// TLS, when set, makes the Listener complete TLS handshakes itself. It
+	// should offer "h2" and "http/1.1".
+	TLS *tls.Config
+	// HeaderTimeout bounds a TLS handshake and reading a request's head
+	// once its first byte arrived; IdleTimeout the wait for the next
+	// request; WriteTimeout writing an answer. Zero values mean 10 s, 2 min
+	// and 2 min.
+	HeaderTimeout, IdleTimeout, WriteTimeout time.Duration
+	Log                                      *slog.Logger
+}
+
+// Listener is a net.Listener whose Accept returns the connections net/http
+// is to serve.
+type Listener struct {
+	inner   net.Listener
+	cfg     Config
+	handoff chan net.Conn
+	done    chan struct{}
+	doneErr error
+
+	mu     sync.Mutex // guards conns
+	closed atomic.Bool
+	conns  map[net.Conn]struct{}
+	once   sync.Once
+	// handoffs counts connections given to net/http.
+	handoffs atomic.Int64
+}
+
+// New starts accepting on inner.
+func New(inner net.Listener, cfg Config) *Listener {
+	if cfg.HeaderTimeout == 0 {
+		cfg.HeaderTimeout = 10 * time.Second
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 2 * time.Minute
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 2 * time.Minute
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	l := &Listener{inner: inner, cfg: cfg, handoff: make(chan net.Conn), done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	go l.acceptLoop()
+	return l
+}
+
+// Accept returns the next connection for net/http.
+func (l *Listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.handoff:
+		return c, nil
+	case <-l.done:
+		return nil, l.doneErr
+	}
+}
+
+// Addr is the inner listener's address.
+func (l *Listener) Addr() net.Addr { return l.inner.Addr() }
+
+// Close stops accepting, and closes the fast path's connections once their
+// current answer is written (idle ones at once).
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	l.closed.Store(true)
+	for c := range l.conns {
+		c.SetReadDeadline(time.Now()) // wakes a reader; it then sees closed
+	}
+	l.mu.Unlock()
+	err := l.inner.Close()
+	l.stop(net.ErrClosed)
+	return err
+}
+
+func (l *Listener) stop(err error) {
+	l.once.Do(func() {
+		l.doneErr = err
+		close(l.done)
+	})
+}
+
+// isClosed is checked after setting a read deadline: Close sets closed and
+// then wakes readers, so a deadline set afterwards is seen here.
+func (l *Listener) isClosed() bool { return l.closed.Load() }
+
+func (l *Listener) acceptLoop() {
+	var delay time.Duration
+	for {
+		c, err := l.inner.Accept()
+		if err != nil {
+			if l.isClosed() {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				l.cfg.Log.Warn("edge fast path: accept", "err", err, "retry", delay)
+				time.Sleep(delay)
+				continue
+			}
+			l.stop(err)
+			return
+		}
+		delay = 0
+		go l.serve(c)
+	}
+}
+
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
+}
+
+func (l *Listener) track(c net.Conn, add bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !add {
+		delete(l.conns, c)
+		return true
+	}
+	if l.closed.Load() {
+		return false
+	}
+	l.conns[c] = struct{}{}
+	return true
+}
+
+// give hands c to net/http.
+func (l *Listener) give(c net.Conn) {
+	l.handoffs.Add(1)
+	c.SetDeadline(time.Time{})
+	select {
+	case l.handoff <- c:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+func (l *Listener) serve(nc net.Conn) {
+	if !l.track(nc, true) {
+		nc.Close()
+		return
+	}
+	var give net.Conn
+	defer func() {
+		if p := recover(); p != nil {
+			l.cfg.Log.Error("edge fast path: panic", "panic", p)
+			give = nil
+		}
+		l.track(nc, false)
+		if give != nil {
+			l.give(give)
+		} else {
+			nc.Close()
+		}
+	}()
+	c := nc
+	var tc *tls.Conn
+	if l.cfg.TLS != nil {
+		tc = tls.Server(nc, l.cfg.TLS)
+		nc.SetDeadline(time.Now().Add(l.cfg.HeaderTimeout))
+		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.HeaderTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			l.cfg.Log.Debug("edge fast path: TLS handshake", "remote", nc.RemoteAddr(), "err", err)
+			return
+		}
+		nc.SetDeadline(time.Time{})
+		if tc.ConnectionState().NegotiatedProtocol == "h2" {
+			give = tc
+			return
+		}
+		c = tc
+	}
+	cs := &conn{l: l, c: c, tcp: nc, tls: tc != nil, br: bufio.NewReaderSize(c, maxHead)}
+	if cs.loop() {
+		if tc != nil {
+			give = &tlsConn{bufConn{Conn: tc, br: cs.br}, tc}
+		} else {
+			give = &bufConn{Conn: nc, br: cs.br}
+		}
+	}
+}
+
+// maxHead bounds a request head on the fast path; larger ones go to net/http.
+const maxHead = 8 << 10
+
+// bigBody is the size from which a body is written from its own slice
+// (writev on TCP) rather than copied after the head.
+const bigBody = 16 << 10
+
+type conn struct {
+	l   *Listener
+	c   net.Conn // what is read and written: nc or the TLS conn
+	tcp net.Conn
+	tls bool
+	br  *bufio.Reader
+	out []byte
+
+	readBy, writeBy time.Time // deadlines set on c
+	// The last request's host and path as strings, and the routing of
+	// that host, so that a keep-alive connection repeating them allocates
+	// nothing.
+	host, path string
+	api        bool
+}
+
+// request is one parsed head.
+type request struct {
+	head                  bool // HEAD, not GET
+	http10                bool
+	close                 bool
+	host, target, inm, ae []byte
+	hostN, inmN, aeN      int
+}
+
+// loop serves requests until the connection ends (false) or one is for
+// net/http (true), with what was read of it still buffered.
+func (cs *conn) loop() bool {
+	cfg := &cs.l.cfg
+	for {
+		if cs.br.Buffered() == 0 {
+			if err := cs.flush(); err != nil {
+				return false
+			}
+			if !cs.deadline(&cs.readBy, cfg.IdleTimeout, cs.c.SetReadDeadline) || cs.l.isClosed() {
+				return false
+			}
+			if _, err := cs.br.Peek(1); err != nil {
+				return false
+			}
+		}
+		if cs.l.isClosed() {
+			cs.flush()
+			return false
+		}
+		n, fast, err := cs.readHead()
+		if err != nil {
+			cs.flush()
+			return false
+		}
+		if !fast {
+			return cs.flush() == nil
+		}
+		b, _ := cs.br.Peek(n)
+		var r request
+		if !parse(b, &r) {
+			return cs.flush() == nil
+		}
+		ok, err := cs.answer(&r)
+		if err != nil {
+			return false
+		}
+		if !ok {
+			return cs.flush() == nil
+		}
+		cs.br.Discard(n)
+		if r.close {
+			if cs.flush() == nil {
+				cs.lingerClose()
+			}
+			return false
+		}
+	}
+}
+
+// deadline moves a read or write deadline to now+d when it is more than a
+// second short of that, so a busy connection does not reset timers per
+// request; idle and write timeouts are then exact within a second.
+func (cs *conn) deadline(at *time.Time, d time.Duration, set func(time.Time) error) bool {
+	now := time.Now()
+	if at.Sub(now) > d-time.Second {
+		return true
+	}
+	*at = now.Add(d)
+	return set(*at) == nil
+}
+
+// readHead waits for a whole request head in the buffer and returns its
+// length. fast is false, without waiting, as soon as the bytes show it is
+// not a GET or HEAD, has a line not ended by CRLF or does not fit.
+func (cs *conn) readHead() (n int, fast bool, err error) {
+	scanned := 0
+	headerDeadline := false
+	for {
+		b, _ := cs.br.Peek(cs.br.Buffered())
+		if !methodPrefix(b) {
+			return 0, false, nil
+		}
+		for i := max(scanned, 1); i < len(b); i++ {
+			switch b[i] {
+			case '\n':
+				if b[i-1] != '\r' {
+					return 0, false, nil
+				}
+				if i >= 3 && b[i-2] == '\n' && b[i-3] == '\r' {
+					if headerDeadline {
+						cs.readBy = time.Time{} // the idle deadline is set anew
+					}
+					return i + 1, true, nil
+				}
+			case '\r':
+				if i+1 < len(b) && b[i+1] != '\n' {
+					return 0, false, nil
+				}
+			}
+		}
+		scanned = max(len(b)-1, 1) // a CR ending the buffer is checked again
+		if len(b) >= maxHead {
+			return 0, false, nil
+		}
+		if !headerDeadline {
+			headerDeadline = true
+			cs.readBy = time.Now().Add(cs.l.cfg.HeaderTimeout)
+			if err := cs.c.SetReadDeadline(cs.readBy); err != nil {
+				return 0, false, err
+			}
+			if cs.l.isClosed() {
+				return 0, false, net.ErrClosed
+			}
+		}
+		if _, err := cs.br.Peek(len(b) + 1); err != nil {
+			return 0, false, err
+		}
+	}
+}
+
+func methodPrefix(b []byte) bool {
+	for _, m := range [...]string{"GET ", "HEAD "} {
+		k := min(len(b), len(m))
+		if string(b[:k]) == m[:k] {
+			return true
+		}
+	}
+	return false
+}
+
+// parse reads a head strictly; false means it is for net/http.
+func parse(b []byte, r *request) bool {
+	line, rest := cutLine(b)
+	switch {
+	case hasPrefix(line, "GET "):
+		line = line[4:]
+	case hasPrefix(line, "HEAD "):
+		line, r.head = line[5:], true
+	default:
+		return false
+	}
+	sp := -1
+	for i, c := range line {
+		if c == ' ' {
+			sp = i
+			break
+		}
+		if c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	if sp < 1 || line[0] != '/' {
+		return false
+	}
+	r.target = line[:sp]
+	switch string(line[sp+1:]) {
+	case "HTTP/1.1":
+	case "HTTP/1.0":
+		r.http10, r.close = true, true
+	default:
+		return false
+	}
+	for count := 0; ; count++ {
+		line, rest = cutLine(rest)
+		if len(line) == 0 {
+			break
+		}
+		if count == 100 {
+			return false
+		}
+		colon := -1
+		for i, c := range line {
+			if c == ':' {
+				colon = i
+				break
+			}
+			if !isToken(c) {
+				return false // also obs-fold: a line starting with a blank
+			}
+		}
+		if colon < 1 {
+			return false
+		}
+		v := trim(line[colon+1:])
+		for _, c := range v {
+			if (c < ' ' && c != '\t') || c >= 0x7f {
+				return false
+			}
+		}
+		switch name := line[:colon]; {
+		case equalFold(name, "host"):
+			r.host, r.hostN = v, r.hostN+1
+		case equalFold(name, "if-none-match"):
+			r.inm, r.inmN = v, r.inmN+1
+		case equalFold(name, "accept-encoding"):
+			r.ae, r.aeN = v, r.aeN+1
+		case equalFold(name, "connection"):
+			if !connection(v, r) {
+				return false
+			}
+		case equalFold(name, "content-length"), equalFold(name, "transfer-encoding"), equalFold(name, "upgrade"),
+			equalFold(name, "expect"), equalFold(name, "http2-settings"), equalFold(name, "trailer"):
+			return false
+		}
+	}
+	if r.hostN != 1 || r.inmN > 1 || r.aeN > 1 || len(r.host) == 0 {
+		return false
+	}
+	for _, c := range r.host {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+// connection reads a Connection header: close and keep-alive are known
+// (keep-alive only on HTTP/1.1, where it changes nothing); any other token
+// names hop-by-hop headers and goes to net/http.
+func connection(v []byte, r *request) bool {
+	for len(v) > 0 {
+		var tok []byte
+		tok, v = v, nil
+		for i, c := range tok {
+			if c == ',' {
+				tok, v = tok[:i], tok[i+1:]
+				break
+			}
+		}
+		switch tok = trim(tok); {
+		case len(tok) == 0:
+		case equalFold(tok, "close"):
+			r.close = true
+		case equalFold(tok, "keep-alive") && !r.http10:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func cutLine(b []byte) (line, rest []byte) {
+	for i := 0; i+1 < len(b); i++ {
+		if b[i] == '\r' && b[i+1] == '\n' {
+			return b[:i], b[i+2:]
+		}
+	}
+	return b, nil
+}
+
+func hasPrefix(b []byte, p string) bool { return len(b) >= len(p) && string(b[:len(p)]) == p }
+
+func trim(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func equalFold(b []byte, lower string) bool {
+	if len(b) != len(lower) {
+		return false
+	}
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func isToken(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '!' || c == '#' || c == '$' || c == '%' || c == '&' || c == '\'' || c == '*' || c == '+' ||
+		c == '-' || c == '.' || c == '^' || c == '_' || c == '`' || c == '|' || c == '~'
+}
+
+// plainPath reports whether a request target needs no decoding: its path
+// is the bytes before any '?'.
+func plainPath(t []byte) ([]byte, bool) {
+	for i, c := range t {
+		switch {
+		case 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '/' || c == '.' || c == '-' || c == '_' || c == '~':
+		case c == '?':
+			return t[:i], true
+		default:
+			return nil, false
+		}
+	}
+	return t, true
+}
+
+// answer queues the edge's answer; false means the request is for net/http.
+func (cs *conn) answer(r *request) (bool, error) {
+	cfg := &cs.l.cfg
+	if string(r.host) != cs.host {
+		cs.host = string(r.host)
+		cs.api = cfg.API(cs.host)
+	}
+	if cs.api {
+		return false, nil
+	}
+	if p, ok := plainPath(r.target); ok {
+		if string(p) != cs.path {
+			cs.path = string(p)
+		}
+	} else {
+		u, err := url.ParseRequestURI(string(r.target)) // as net/http does
+		if err != nil {
+			return false, nil
+		}
+		cs.path = u.Path
+	}
+	if cfg.Reserved != nil && cfg.Reserved(cs.path) {
+		return false, nil
+	}
+	var inm, ae string
+	if len(r.inm) > 0 {
+		inm = string(r.inm)
+	}
+	if len(r.ae) > 0 {
+		ae = string(r.ae)
+	}
+	head, body, ok := cfg.Edge.Prepared(context.Background(), cs.host, cs.path, inm, ae)
+	if !ok {
+		return false, nil
+	}
+	if r.head {
+		body = nil
+	}
+	start := len(cs.out)
+	cs.out = append(cs.out, head...)
+	if r.http10 {
+		cs.out[start+7] = '0' // "HTTP/1.0 ", as net/http answers HTTP/1.0
+	}
+	cs.out = append(cs.out, date()...)
+	if r.close && !r.http10 {
+		cs.out = append(cs.out, "Connection: close\r\n"...)
+	}
+	cs.out = append(cs.out, "\r\n"...)
+	if len(body) >= bigBody {
+		return true, cs.write(body)
+	}
+	cs.out = append(cs.out, body...)
+	if len(cs.out) >= 64<<10 {
+		return true, cs.flush()
+	}
+	return true, nil
+}
+
+func (cs *conn) flush() error { return cs.write(nil) }
+
+// write sends the queued bytes and then body.
+func (cs *conn) write(body []byte) error {
+	if len(cs.out) == 0 && len(body) == 0 {
+		return nil
+	}
+	if !cs.deadline(&cs.writeBy, cs.l.cfg.WriteTimeout, cs.c.SetWriteDeadline) {
+		return errors.New("deadline")
+	}
+	var err error
+	switch {
+	case len(body) == 0:
+		_, err = cs.c.Write(cs.out)
+	case cs.tls:
+		if _, err = cs.c.Write(cs.out); err == nil {
+			_, err = cs.c.Write(body)
+		}
+	default:
+		bufs := net.Buffers{cs.out, body}
+		_, err = bufs.WriteTo(cs.c)
+	}
+	if cap(cs.out) > 256<<10 {
+		cs.out = nil
+	}
+	cs.out = cs.out[:0]
+	return err
+}
+
+// lingerClose ends the connection after an answer with Connection: close
+// the way net/http does: it stops writing and reads what the client still
+// sends for a moment, so that closing does not reset the answer away.
+func (cs *conn) lingerClose() {
+	if cw, ok := cs.c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	cs.c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	io.Copy(io.Discard, io.LimitReader(cs.c, 256<<10))
+}
+
+var dateCache struct {
+	sync.Mutex
+	sec  int64
+	line []byte
+}
+
+// date is the Date header line for the current second.
+func date() []byte {
+	now := time.Now()
+	dateCache.Lock()
+	defer dateCache.Unlock()
+	if s := now.Unix(); s != dateCache.sec || dateCache.line == nil {
+		dateCache.sec = s
+		line := make([]byte, 0, 64)
+		line = append(line, "Date: "...)
+		line = now.UTC().AppendFormat(line, http.TimeFormat)
+		dateCache.line = append(line, "\r\n"...)
+	}
+	return dateCache.line
+}
+
+// bufConn is a connection handed to net/http: reads return the bytes the
+// fast path buffered first.
+type bufConn struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+func (c *bufConn) Read(p []byte) (int, error) {
+	if c.br != nil {
+		if c.br.Buffered() > 0 {
+			return c.br.Read(p)
+		}
+		c.br = nil
+	}
+	return c.Conn.Read(p)
+}
+
+// tlsConn is a handed-off TLS connection; net/http does not see it as a
+// *tls.Conn, so ConnContext and WithTLS restore Request.TLS.
+type tlsConn struct {
+	bufConn
+	tc *tls.Conn
+}
+
+type tlsKey struct{}
+
+// ConnContext is for http.Server.ConnContext: it keeps the TLS state of a
+// connection the fast path handed off.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if t, ok := c.(*tlsConn); ok {
+		st := t.tc.ConnectionState()
+		return context.WithValue(ctx, tlsKey{}, &st)
+	}
+	return ctx
+}
+
+// WithTLS sets Request.TLS for requests on connections the fast path
+// handed off after their TLS handshake.
+func WithTLS(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			if st, ok := r.Context().Value(tlsKey{}).(*tls.ConnectionState); ok {
+				r.TLS = st
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
