@@ -268,6 +268,27 @@ func TestLaunchWithDomain(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "Hello from Acme") {
 		t.Fatalf("domain: %d %s", resp.StatusCode, body)
 	}
+	// The leave package carries the zone as an RFC 1035 master file.
+	pkg := c.Do("POST", "/v1/projects/"+a.project+"/export", nil, a.header()).JSON()["data"].(map[string]any)
+	zoneFound := false
+	for _, f := range pkg["files"].([]any) {
+		f := f.(map[string]any)
+		if f["path"] == "zones/"+domain+".zone" {
+			raw, _ := base64.StdEncoding.DecodeString(f["contentBase64"].(string))
+			zp := dns.NewZoneParser(strings.NewReader(string(raw)), "", "")
+			types := map[uint16]bool{}
+			for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
+				types[rr.Header().Rrtype] = true
+			}
+			if zp.Err() != nil || !types[dns.TypeSOA] || !types[dns.TypeNS] || !types[dns.TypeA] || !types[dns.TypeAAAA] || !types[dns.TypeCAA] {
+				t.Fatalf("zone file %v: %s", zp.Err(), raw)
+			}
+			zoneFound = true
+		}
+	}
+	if !zoneFound {
+		t.Fatal("no zone file in the leave package")
+	}
 	// Teardown keeps the registration and says so.
 	svcID := done["serviceId"].(string)
 	r = c.Do("POST", "/v1/services/"+svcID+"/teardown", nil, a.header())
