@@ -126,20 +126,7 @@ func (s *Store) GetProject(ctx context.Context, orgID, id string) (Project, erro
 
 // ListProjects lists an organisation's projects, oldest first.
 func (s *Store) ListProjects(ctx context.Context, orgID string) ([]Project, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+projectCols+` FROM projects WHERE org_id = ? ORDER BY created_at, id`), orgID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Project
-	for rows.Next() {
-		p, err := scanProject(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return collect(ctx, s.db, scanProject, s.q(`SELECT `+projectCols+` FROM projects WHERE org_id = ? ORDER BY created_at, id`), orgID)
 }
 
 // MoveMoney changes a locked project's held and spent amounts by the given
@@ -209,38 +196,12 @@ func (tx *Tx) SettleQuote(ctx context.Context, id, state string, now time.Time) 
 
 // ExpiredHolds lists a locked project's held quotes whose hold has run out.
 func (tx *Tx) ExpiredHolds(ctx context.Context, projectID string, now time.Time) ([]Quote, error) {
-	rows, err := tx.tx.QueryContext(ctx, tx.s.q(`SELECT `+quoteCols+` FROM quotes WHERE project_id = ? AND state = 'held' AND expires_at <= ? ORDER BY expires_at, id`), projectID, now.UnixMicro())
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Quote
-	for rows.Next() {
-		q, err := scanQuote(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, q)
-	}
-	return out, rows.Err()
+	return collect(ctx, tx.tx, scanQuote, tx.s.q(`SELECT `+quoteCols+` FROM quotes WHERE project_id = ? AND state = 'held' AND expires_at <= ? ORDER BY expires_at, id`), projectID, now.UnixMicro())
 }
 
 // ActiveHolds lists a project's held quotes that have not expired.
 func (s *Store) ActiveHolds(ctx context.Context, projectID string, now time.Time) ([]Quote, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+quoteCols+` FROM quotes WHERE project_id = ? AND state = 'held' AND expires_at > ? ORDER BY expires_at, id`), projectID, now.UnixMicro())
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Quote
-	for rows.Next() {
-		q, err := scanQuote(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, q)
-	}
-	return out, rows.Err()
+	return collect(ctx, s.db, scanQuote, s.q(`SELECT `+quoteCols+` FROM quotes WHERE project_id = ? AND state = 'held' AND expires_at > ? ORDER BY expires_at, id`), projectID, now.UnixMicro())
 }
 
 // QuoteTotals sums a project's quotes by state, for checking the books.
@@ -305,20 +266,7 @@ func (s *Store) UpdateTask(ctx context.Context, t Task) error {
 // UnfinishedTasks lists tasks that a runner should be working on: queued or
 // running, for re-enqueueing after a restart.
 func (s *Store) UnfinishedTasks(ctx context.Context) ([]Task, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE state IN ('queued', 'running') ORDER BY created_at`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return collect(ctx, s.db, scanTask, `SELECT `+taskCols+` FROM tasks WHERE state IN ('queued', 'running') ORDER BY created_at`)
 }
 
 // GetTaskAnyOrg reads a task by id, for the runner.
@@ -338,20 +286,7 @@ func (s *Store) GetTask(ctx context.Context, orgID, id string) (Task, error) {
 
 // ListTasks lists an organisation's newest tasks.
 func (s *Store) ListTasks(ctx context.Context, orgID string, limit int) ([]Task, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+taskCols+` FROM tasks WHERE org_id = ? ORDER BY created_at DESC, id LIMIT ?`), orgID, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return collect(ctx, s.db, scanTask, s.q(`SELECT `+taskCols+` FROM tasks WHERE org_id = ? ORDER BY created_at DESC, id LIMIT ?`), orgID, limit)
 }
 
 const gateCols = `id, org_id, task_id, kind, payload, state, COALESCE(decided_by, ''), decided_at, created_at`
@@ -400,20 +335,7 @@ func (s *Store) GetGate(ctx context.Context, orgID, id string) (Gate, error) {
 
 // PendingGates lists an organisation's undecided gates.
 func (s *Store) PendingGates(ctx context.Context, orgID string) ([]Gate, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+gateCols+` FROM gates WHERE org_id = ? AND state = 'pending' ORDER BY created_at, id`), orgID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Gate
-	for rows.Next() {
-		g, err := scanGate(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
+	return collect(ctx, s.db, scanGate, s.q(`SELECT `+gateCols+` FROM gates WHERE org_id = ? AND state = 'pending' ORDER BY created_at, id`), orgID)
 }
 
 // LedgerRecord is what a mutation writes to the ledger; Append fills in

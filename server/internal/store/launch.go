@@ -156,20 +156,7 @@ func (s *Store) ServiceByHost(ctx context.Context, host string) (Service, error)
 
 // ProjectServices lists a project's services.
 func (s *Store) ProjectServices(ctx context.Context, orgID, projectID string) ([]Service, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+serviceCols+` FROM services WHERE org_id = ? AND project_id = ? ORDER BY created_at, id`), orgID, projectID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Service
-	for rows.Next() {
-		v, err := scanService(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return collect(ctx, s.db, scanService, s.q(`SELECT `+serviceCols+` FROM services WHERE org_id = ? AND project_id = ? ORDER BY created_at, id`), orgID, projectID)
 }
 
 // Purchase is one sale in the sandbox registrar's ledger.
