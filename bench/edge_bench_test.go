@@ -1,16 +1,11 @@
 package bench
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/pierhq/pier/server"
 )
 
 // BenchmarkEdgeServeHTTP times the server's handler answering a GET for a
@@ -21,17 +16,7 @@ import (
 func BenchmarkEdgeServeHTTP(b *testing.B) {
 	dir := b.TempDir()
 	key, project := adminSetup(b, dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := server.New(ctx, server.Config{DataDir: dir, HTTPAddr: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Listen(); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
+	s := serveOn(b, dir)
 
 	api := "http://" + s.Addr()
 	files := map[string][]byte{"index.html": []byte("<h1>edge</h1>"), "1k.txt": []byte(strings.Repeat("abcdefgh", 128))}

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -35,17 +34,7 @@ const launchesPerOp = 20
 func BenchmarkLaunchLatency(b *testing.B) {
 	dir := b.TempDir()
 	key, project := adminSetup(b, dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := server.New(ctx, server.Config{DataDir: dir, HTTPAddr: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Listen(); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
+	s := serveOn(b, dir)
 
 	api := "http://" + s.Addr()
 	pool := x509.NewCertPool()
