@@ -2,6 +2,10 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/pier
+# Node 22 from tools/ (installed by `make tools`) comes first on the PATH, so
+# the linter, the MCP clients, the JavaScript twins and playwright run on it
+# whatever node the machine has.
+export PATH := $(CURDIR)/tools/node_modules/.bin:$(PATH)
 
 .PHONY: help build run generate check-generate test test-short lint bench bench-wrk tools clean
 
@@ -21,7 +25,7 @@ check-generate: generate ## Fail when generated files drift from the contract
 	@git diff --exit-code -- . || (echo "generated files are out of date: run make generate and commit"; exit 1)
 	@test -z "$$(git status --porcelain --untracked-files=all -- openapi sdk server cli)" || (git status --porcelain -- openapi sdk server cli; echo "untracked generated files"; exit 1)
 
-tools: ## Install the Node tools (OpenAPI linter, MCP client, playwright-core) from tools/package-lock.json
+tools: ## Install the Node tools (Node 22, OpenAPI linter, MCP client, playwright-core) from tools/package-lock.json
 	@if [ ! -f tools/node_modules/.package-lock.json ] || [ tools/package-lock.json -nt tools/node_modules/.package-lock.json ]; then npm ci --prefix tools --no-audit --no-fund; fi
 
 lint: tools ## Vet and gofmt-check the Go code, and lint the contract
