@@ -1181,6 +1181,7 @@ func (e TaskHandleState) Valid() bool {
 
 // Defines values for TaskStepState.
 const (
+	TaskStepStateDenied        TaskStepState = "denied"
 	TaskStepStateFailed        TaskStepState = "failed"
 	TaskStepStateInputRequired TaskStepState = "input_required"
 	TaskStepStatePending       TaskStepState = "pending"
@@ -1192,6 +1193,8 @@ const (
 // Valid indicates whether the value is a known member of the TaskStepState enum.
 func (e TaskStepState) Valid() bool {
 	switch e {
+	case TaskStepStateDenied:
+		return true
 	case TaskStepStateFailed:
 		return true
 	case TaskStepStateInputRequired:
@@ -2104,6 +2107,9 @@ type QuoteItem struct {
 	Kind   QuoteItemKind `json:"kind"`
 	Months *int          `json:"months,omitempty"`
 
+	// Name For a service item, the service name the quote is for. A launch with this quote must use the same name, target and domain as the quote prices.
+	Name *string `json:"name,omitempty"`
+
 	// Target A target from the catalog, such as `edge`, `process` or `worker`.
 	Target   *TargetName `json:"target,omitempty"`
 	Workload *Workload   `json:"workload,omitempty"`
@@ -2604,6 +2610,9 @@ type ToolActionKind string
 type Undo struct {
 	Command      *ToolAction `json:"command"`
 	Irreversible bool        `json:"irreversible"`
+
+	// NotReversed What the command does not undo, e.g. `domain_registration:acme.dev` after a purchase; present when `irreversible` is true beside a command.
+	NotReversed *[]string `json:"notReversed,omitempty"`
 }
 
 // UploadAssetsRequest defines model for UploadAssetsRequest.
