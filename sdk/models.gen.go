@@ -128,6 +128,7 @@ const (
 	BudgetInsufficient        BlockedBy = "budget:insufficient"
 	ConflictExpired           BlockedBy = "conflict:expired"
 	ConflictGateDecided       BlockedBy = "conflict:gate_decided"
+	ConflictQuoteMismatch     BlockedBy = "conflict:quote_mismatch"
 	ConflictState             BlockedBy = "conflict:state"
 	IdempotencyInFlight       BlockedBy = "idempotency:in_flight"
 	IdempotencyKeyReused      BlockedBy = "idempotency:key_reused"
@@ -152,6 +153,7 @@ const (
 	PolicyTldDenied           BlockedBy = "policy:tld_denied"
 	PriceChanged              BlockedBy = "price:changed"
 	PriceUnavailable          BlockedBy = "price:unavailable"
+	ProviderFailed            BlockedBy = "provider:failed"
 	RateLimited               BlockedBy = "rate:limited"
 )
 
@@ -181,6 +183,8 @@ func (e BlockedBy) Valid() bool {
 	case ConflictExpired:
 		return true
 	case ConflictGateDecided:
+		return true
+	case ConflictQuoteMismatch:
 		return true
 	case ConflictState:
 		return true
@@ -229,6 +233,8 @@ func (e BlockedBy) Valid() bool {
 	case PriceChanged:
 		return true
 	case PriceUnavailable:
+		return true
+	case ProviderFailed:
 		return true
 	case RateLimited:
 		return true

@@ -56,6 +56,7 @@ var blockedByTable = map[BlockedBy]BlockedByInfo{
 	"budget:insufficient":          {Status: 402, Retryable: false, Description: "The project budget cannot cover the amount; a human can raise it."},
 	"conflict:expired":             {Status: 409, Retryable: false, Description: "The sandbox mandate or gate is past its expiry."},
 	"conflict:gate_decided":        {Status: 409, Retryable: false, Description: "The gate already has a decision: the first valid decision won, and a second decision or a replayed signature is refused."},
+	"conflict:quote_mismatch":      {Status: 409, Retryable: false, Description: "The quote prices another launch (a different target, service name, domain or add-ons); quote again with this launch's arguments."},
 	"conflict:state":               {Status: 409, Retryable: false, Description: "The object is not in a state that allows this."},
 	"idempotency:in_flight":        {Status: 409, Retryable: true, Description: "A request with the same Idempotency-Key is still running."},
 	"idempotency:key_reused":       {Status: 422, Retryable: false, Description: "The Idempotency-Key was used with a different request body."},
@@ -80,5 +81,6 @@ var blockedByTable = map[BlockedBy]BlockedByInfo{
 	"policy:tld_denied":            {Status: 403, Retryable: false, Description: "The project's policy does not allow this TLD."},
 	"price:changed":                {Status: 409, Retryable: false, Description: "The price moved since the quote; quote again."},
 	"price:unavailable":            {Status: 422, Retryable: false, Description: "The registry publishes no price for this name (premium, price on application)."},
+	"provider:failed":              {Status: 502, Retryable: false, Description: "A provider kept failing after the task's bounded retries; the task failed and what it charged was refunded."},
 	"rate:limited":                 {Status: 429, Retryable: true, Description: "The caller's rate limit is exhausted; wait `Retry-After` seconds."},
 }
