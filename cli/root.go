@@ -35,7 +35,7 @@ whose actions name the next step.
 
 Every command maps to one API operation. Without --json the answer is a
 short summary; with --json it is the envelope exactly as the server sent it.
-The exit code says what blocked a failure (see EXIT_CODES.md).
+The exit code says what blocked a failure: pier help exit-codes lists them.
 
 Configuration:
   PIER_BASE_URL   API address (or --base-url); default ` + DefaultBaseURL + `
@@ -95,6 +95,7 @@ func newRootCmd(f *Factory, runF func(*OperationOptions) error) *cobra.Command {
 	addOperationCommands(root, f, runF)
 	addLedgerCommands(root, f)
 	addLaunchCommands(root, f)
+	addHelpTopics(root)
 	finishTree(root)
 	return root
 }
