@@ -56,8 +56,9 @@ func httpsClient(ts *testServer) *http.Client {
 func waitTask(t *testing.T, ts *testServer, a account, id string, want string) map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
+	var task map[string]any
 	for time.Now().Before(deadline) {
-		task := ts.Client.Do("GET", "/v1/tasks/"+id, nil, a.header()).JSON()["data"].(map[string]any)
+		task = ts.Client.Do("GET", "/v1/tasks/"+id, nil, a.header()).JSON()["data"].(map[string]any)
 		if task["state"] == want {
 			return task
 		}
@@ -66,7 +67,7 @@ func waitTask(t *testing.T, ts *testServer, a account, id string, want string) m
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("task %s never reached %s", id, want)
+	t.Fatalf("task %s never reached %s: %v", id, want, task)
 	return nil
 }
 

@@ -135,6 +135,22 @@ func (s *Service) SearchDomains(ctx context.Context, p sdk.SearchDomainsParams) 
 		})
 	}
 
+	// The catalog's answer is the registry's; what was sold here, or is
+	// being bought by a launch in flight, is taken whoever holds it.
+	names := make([]string, 0, len(res.Candidates))
+	for _, c := range res.Candidates {
+		names = append(names, c.Domain)
+	}
+	taken, err := s.Store.TakenDomains(ctx, names)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	for i := range res.Candidates {
+		if taken[res.Candidates[i].Domain] {
+			res.Candidates[i].Available = false
+		}
+	}
+
 	catalogName := sdk.Common
 	if full {
 		catalogName = sdk.Full

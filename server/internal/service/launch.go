@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -55,7 +56,13 @@ type launchPayload struct {
 	// Gated: the key lacked buy_domain, so registration waits for a human.
 	Gated bool `json:"gated,omitempty"`
 	// Approval is "", "approved" or "denied".
-	Approval      string `json:"approval,omitempty"`
+	Approval string `json:"approval,omitempty"`
+	// Owned: the organisation already bought Domain; the launch attaches
+	// it without buying.
+	Owned bool `json:"owned,omitempty"`
+	// AwaitQuote: the launch waits for a human to approve its quote; the
+	// approval consumes the quote and queues the task.
+	AwaitQuote    bool   `json:"awaitQuote,omitempty"`
 	DomainMicro   int64  `json:"domainMicroUsd,omitempty"`
 	ChargedMicro  int64  `json:"chargedMicroUsd"`
 	RefundedMicro int64  `json:"refundedMicroUsd,omitempty"`
@@ -64,7 +71,14 @@ type launchPayload struct {
 	// PurchaseRef is recorded before the registrar is called.
 	PurchaseRef string       `json:"purchaseRef,omitempty"`
 	Receipt     *sdk.Receipt `json:"receipt,omitempty"`
+	Undo        *sdk.Undo    `json:"undo,omitempty"`
 }
+
+// buys reports whether the launch buys its domain.
+func (pl *launchPayload) buys() bool { return pl.Domain != "" && !pl.Owned }
+
+// serves reports whether the launch attaches its domain.
+func (pl *launchPayload) serves() bool { return pl.Domain != "" && pl.Approval != "denied" }
 
 // Launch step names, in order.
 const (
@@ -118,10 +132,20 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 	} else if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	domain := ""
+	domain, owned := "", false
 	if req.Domain != nil {
 		domain = strings.ToLower(*req.Domain)
-		if req.QuoteId == nil {
+		org, sold, err := s.Store.DomainHolder(ctx, domain)
+		switch {
+		case err == nil && sold && org == p.OrgID:
+			owned = true
+		case err == nil:
+			s.releaseRefusedQuote(ctx, p, req.QuoteId)
+			return nil, nil, domainTaken(domain)
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, nil, apierr.Internal(err)
+		}
+		if !owned && req.QuoteId == nil {
 			return nil, nil, apierr.New("budget:insufficient", "a launch that registers a domain needs a quote that holds its price",
 				actions.Tool("create_quote", "agent", map[string]any{"projectId": projectID,
 					"items": []any{map[string]any{"kind": "domain", "domain": domain, "years": 1}}}))
@@ -129,8 +153,8 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 	}
 
 	now := s.Now()
-	pl := launchPayload{ProjectID: projectID, BundleID: *req.BundleId, Domain: domain, Years: 1, Actor: actorOf(p),
-		Gated: domain != "" && !p.HasScope("buy_domain")}
+	pl := launchPayload{ProjectID: projectID, BundleID: *req.BundleId, Domain: domain, Owned: owned, Years: 1, Actor: actorOf(p),
+		Gated: domain != "" && !owned && !p.HasScope("buy_domain")}
 	if req.Years != nil {
 		pl.Years = *req.Years
 	}
@@ -140,13 +164,17 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		var costs []Cost
 		remainingMicro := int64(0)
+		var wait *awaitApproval
 		if req.QuoteId != nil {
 			c, err := s.ConsumeQuote(ctx, tx, p, projectID, *req.QuoteId)
+			if errors.As(err, &wait) {
+				c, err = s.awaitedQuote(ctx, tx, p, projectID, *req.QuoteId)
+			}
 			if err != nil {
 				return err
 			}
-			if domain != "" && !slices.ContainsFunc(c.Items, func(it pricedItem) bool { return it.Kind == "domain" && it.Domain == domain }) {
-				return apierr.Newf("conflict:state", "quote %s does not include %s; quote the domain with the launch", *req.QuoteId, domain)
+			if err := matchQuote(projectID, c, req, domain, owned); err != nil {
+				return err
 			}
 			for _, it := range c.Items {
 				costs = append(costs, Cost{Item: it.label(), Amount: it.AmountMicro})
@@ -155,6 +183,9 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 				}
 			}
 			pl.ChargedMicro, pl.QuoteID, remainingMicro = c.AmountMicro, c.QuoteID, c.RemainingMicro
+			if wait != nil {
+				pl.ChargedMicro, pl.AwaitQuote = 0, true
+			}
 		} else {
 			proj, err := tx.LockProject(ctx, p.OrgID, projectID)
 			if errors.Is(err, store.ErrNotFound) {
@@ -177,18 +208,62 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 		} else if err != nil {
 			return err
 		}
+		// One owner per host: the preview host, and the domain with www.
+		// under it, belong to this service from now until it fails or is
+		// torn down.
+		if err := tx.ClaimHost(ctx, svc.PreviewHost, svc.ID, p.OrgID, now); errors.Is(err, store.ErrConflict) {
+			return apierr.Newf("conflict:state", "another service answers for %s; tear it down or pick another name", svc.PreviewHost)
+		} else if err != nil {
+			return err
+		}
+		if domain != "" {
+			for _, h := range []string{domain, "www." + domain} {
+				if err := tx.ClaimHost(ctx, h, svc.ID, p.OrgID, now); errors.Is(err, store.ErrConflict) {
+					if owned {
+						return apierr.Newf("conflict:state", "another of your services answers for %s; tear it down first", h).
+							WithActions(actions.Tool("list_services", "agent", map[string]any{"id": projectID}))
+					}
+					return domainTaken(domain)
+				} else if err != nil {
+					return err
+				}
+			}
+			if !owned {
+				if err := tx.ClaimDomain(ctx, domain, p.OrgID, task.ID, now); errors.Is(err, store.ErrConflict) {
+					return domainTaken(domain)
+				} else if err != nil {
+					return err
+				}
+			}
+		}
 
 		steps := []taskStep{{Name: StepCharge, State: "succeeded", CompletedAt: ptr(now.UTC()), Detail: fmt.Sprintf("%.2f USD", usd(pl.ChargedMicro))}}
-		state := "pending"
-		if domain == "" {
-			state = "skipped"
+		if wait != nil {
+			task.State, task.GateID = "input_required", wait.GateID
+			steps[0] = taskStep{Name: StepCharge, State: "input_required", StartedAt: ptr(now.UTC()),
+				Detail: fmt.Sprintf("a human must approve quote %s (%.2f USD) before it is charged", wait.QuoteID, usd(wait.AmountMicro))}
 		}
-		steps = append(steps, taskStep{Name: StepRegister, State: state}, taskStep{Name: StepDNS, State: state},
+		register, dns := "pending", "pending"
+		switch {
+		case domain == "":
+			register, dns = "skipped", "skipped"
+		case owned:
+			register = "skipped"
+		}
+		steps = append(steps, taskStep{Name: StepRegister, State: register}, taskStep{Name: StepDNS, State: dns},
 			taskStep{Name: StepDeploy, State: "pending"}, taskStep{Name: StepTLS, State: "pending"})
+		if owned {
+			steps[1].Detail = domain + " is already yours; nothing bought"
+		}
 		m := s.Mutation("launch_service", costs, []sdk.ResourceRef{
 			{Type: "service", Id: svc.ID, Url: ptr(s.hostURL("https", svc.PreviewHost))}, {Type: "task", Id: task.ID},
 		}, UndoCall("teardown_service", map[string]any{"id": svc.ID}), remainingMicro)
-		pl.Receipt = &m.Receipt
+		if pl.buys() {
+			// Teardown stops serving; it cannot unbuy the domain.
+			m.Undo.Irreversible = true
+			m.Undo.NotReversed = &[]string{"domain_registration:" + domain}
+		}
+		pl.Receipt, pl.Undo = &m.Receipt, &m.Undo
 		sj, _ := json.Marshal(steps)
 		pj, _ := json.Marshal(pl)
 		task.Steps, task.Payload = string(sj), string(pj)
@@ -197,7 +272,7 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 		}
 		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "launch_service", ObjectType: "service", ObjectID: svc.ID,
 			Details: map[string]any{"taskId": task.ID, "name": req.Name, "projectId": projectID, "bundleId": pl.BundleID, "domain": domain,
-				"chargedMicroUsd": pl.ChargedMicro, "quoteId": pl.QuoteID}}, now); err != nil {
+				"chargedMicroUsd": pl.ChargedMicro, "quoteId": pl.QuoteID, "awaitingApproval": pl.AwaitQuote}}, now); err != nil {
 			return err
 		}
 		v, err := s.taskView(task)
@@ -208,6 +283,9 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 		view = v
 		return nil
 	})
+	if e := apierr.As(err); err != nil && e.Code == "plan:domain_unavailable" {
+		s.releaseRefusedQuote(ctx, p, req.QuoteId)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -219,6 +297,9 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 		}
 	}
 	next = []sdk.Action{actions.Retry("get_task", "agent", map[string]any{"id": task.ID}, 1)}
+	if task.State == "input_required" {
+		next = s.gateActions(task)
+	}
 	return view, next, nil
 }
 
@@ -288,7 +369,7 @@ func (rt *runningTask) boundary(ctx context.Context, name string) {
 // the call.
 func (rt *runningTask) do(ctx context.Context, payload any, name string, fn func() (string, error)) error {
 	st := rt.step(name)
-	if st == nil || st.State == "succeeded" || st.State == "skipped" {
+	if st == nil || st.State == "succeeded" || st.State == "skipped" || st.State == "denied" {
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -340,31 +421,41 @@ func (s *Service) runLaunch(ctx context.Context, t store.Task) error {
 	if errors.Is(err, errInputRequired) {
 		return nil
 	}
+	if err == nil {
+		err = rt.do(ctx, &pl, StepDNS, func() (string, error) { return s.publishZone(ctx, rt.t.OrgID, pl.Domain) })
+	}
+	if err == nil {
+		err = rt.do(ctx, &pl, StepDeploy, func() (string, error) {
+			if err := s.Store.SetServiceState(ctx, pl.ServiceID, "live", s.Now()); err != nil {
+				return "", err
+			}
+			s.invalidate(pl.PreviewHost, pl.Domain)
+			return "bundle " + pl.BundleID + " live", nil
+		})
+	}
+	if err == nil {
+		err = rt.do(ctx, &pl, StepTLS, func() (string, error) { return s.makeHTTPSReady(ctx, &pl) })
+	}
 	if err != nil {
-		return err
-	}
-	if err := rt.do(ctx, &pl, StepDNS, func() (string, error) { return s.publishZone(ctx, rt.t.OrgID, pl.Domain) }); err != nil {
-		return err
-	}
-	if err := rt.do(ctx, &pl, StepDeploy, func() (string, error) {
-		if err := s.Store.SetServiceState(ctx, pl.ServiceID, "live", s.Now()); err != nil {
-			return "", err
+		// A typed error that retrying cannot mend ends the task now; anything
+		// else is transient and the runner retries it with bounded backoff.
+		var e *apierr.Error
+		if errors.As(err, &e) && !e.Retryable() && ctx.Err() == nil {
+			if ferr := s.failLaunch(context.WithoutCancel(ctx), rt.t.ID, e); ferr != nil {
+				return ferr
+			}
+			rt.boundary(ctx, "failed")
+			return nil
 		}
-		s.invalidate(pl.PreviewHost, pl.Domain)
-		return "bundle " + pl.BundleID + " live", nil
-	}); err != nil {
-		return err
-	}
-	if err := rt.do(ctx, &pl, StepTLS, func() (string, error) { return s.makeHTTPSReady(ctx, &pl) }); err != nil {
 		return err
 	}
 	result := map[string]any{"serviceId": pl.ServiceID, "previewUrl": s.hostURL("https", pl.PreviewHost),
-		"httpsReady": map[string]any{"preview": true, "domain": pl.Domain != "" && pl.Approval != "denied"}}
-	if pl.Domain != "" && pl.Approval != "denied" {
+		"httpsReady": map[string]any{"preview": true, "domain": pl.serves()}}
+	if pl.serves() {
 		result["domainUrl"] = s.hostURL("https", pl.Domain)
 	}
 	if pl.Approval == "denied" {
-		result["domain"] = "registration denied by a human; refunded"
+		result["domain"] = "registration of " + pl.Domain + " denied by a human: not bought, not attached, its price refunded"
 	}
 	rj, _ := json.Marshal(result)
 	rt.t.State, rt.t.Result = "succeeded", string(rj)
@@ -372,6 +463,9 @@ func (s *Service) runLaunch(ctx context.Context, t store.Task) error {
 		return err
 	}
 	return s.Store.InTx(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		if err := tx.ReleaseDomainClaims(ctx, rt.t.ID); err != nil {
+			return err
+		}
 		_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: rt.t.OrgID, Actor: "system", Action: "launch_succeeded", ObjectType: "task", ObjectID: rt.t.ID,
 			Details: map[string]any{"serviceId": pl.ServiceID, "previewHost": pl.PreviewHost, "domain": pl.Domain}}, s.Now())
 		return err
@@ -426,6 +520,9 @@ func (s *Service) registerDomain(ctx context.Context, rt *runningTask, pl *launc
 	if pl.Approval == "denied" {
 		return "denied by a human; not bought", nil
 	}
+	if err := s.recheckDomain(ctx, rt, pl); err != nil {
+		return "", err
+	}
 	if pl.PurchaseRef == "" {
 		// Record the reference before calling the registrar, so that a
 		// retry asks for the same purchase instead of making another.
@@ -437,7 +534,7 @@ func (s *Service) registerDomain(ctx context.Context, rt *runningTask, pl *launc
 	purchase, err := s.Store.RecordPurchase(ctx, store.Purchase{Ref: pl.PurchaseRef, Domain: pl.Domain, OrgID: rt.t.OrgID, Years: pl.Years,
 		AmountMicro: pl.DomainMicro, AuthCode: auth.Token(12), CreatedAt: s.Now().UTC()})
 	if errors.Is(err, store.ErrConflict) {
-		return "", fmt.Errorf("%s was sold to someone else", pl.Domain)
+		return "", apierr.Newf("plan:domain_unavailable", "%s was sold to someone else before this launch could buy it", pl.Domain)
 	}
 	if err != nil {
 		return "", err
@@ -457,10 +554,16 @@ func (s *Service) publishZone(ctx context.Context, orgID, domain string) (string
 }
 
 func (s *Service) makeHTTPSReady(ctx context.Context, pl *launchPayload) (string, error) {
-	hosts := []string{pl.PreviewHost}
-	if pl.Domain != "" && pl.Approval != "denied" {
-		hosts = append(hosts, pl.Domain, "www."+pl.Domain)
+	// Certificates only for the hosts this service holds: a host another
+	// service owns, or a denied domain, gets none.
+	hosts, err := s.Store.ServiceHosts(ctx, pl.ServiceID)
+	if err != nil {
+		return "", err
 	}
+	if !slices.Contains(hosts, pl.PreviewHost) {
+		return "", apierr.Newf("conflict:state", "service %s no longer holds %s", pl.ServiceID, pl.PreviewHost)
+	}
+	slices.SortFunc(hosts, func(a, b string) int { return cmp.Compare(len(a), len(b)) })
 	for _, h := range hosts {
 		if s.P.Certificate != nil {
 			if _, err := s.P.Certificate(h); err != nil {
@@ -479,14 +582,21 @@ func (s *Service) makeHTTPSReady(ctx context.Context, pl *launchPayload) (string
 	return "HTTPS ready: " + strings.Join(hosts, ", "), nil
 }
 
-// FailTask marks a task failed after its runner gave up on it.
+// FailTask marks a task failed after its runner gave up on it. A launch
+// ends as any permanent failure does: refunded, its service retired.
 func (s *Service) FailTask(ctx context.Context, taskID string, cause error) {
 	t, err := s.Store.GetTaskAnyOrg(ctx, taskID)
 	if err != nil {
 		s.Log.Error("failing task", "task", taskID, "err", err)
 		return
 	}
-	rj, _ := json.Marshal(map[string]any{"error": cause.Error()})
+	if t.Kind == "launch" {
+		if err := s.failLaunch(ctx, taskID, gaveUp(cause)); err != nil {
+			s.Log.Error("failing task", "task", taskID, "err", err)
+		}
+		return
+	}
+	rj, _ := json.Marshal(map[string]any{"error": cause.Error(), "blockedBy": "provider:failed", "retryable": false})
 	t.State, t.Result, t.UpdatedAt = "failed", string(rj), s.Now().UTC()
 	if err := s.Store.UpdateTask(ctx, t); err != nil {
 		s.Log.Error("failing task", "task", taskID, "err", err)

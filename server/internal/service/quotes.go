@@ -20,12 +20,14 @@ import (
 // pricedItem is one quote item with its price, as stored with the quote so
 // that consume can recheck it.
 type pricedItem struct {
-	Kind        string `json:"kind"`
-	Domain      string `json:"domain,omitempty"`
-	Years       int    `json:"years,omitempty"`
-	Target      string `json:"target,omitempty"`
-	Workload    string `json:"workload,omitempty"`
-	Months      int    `json:"months,omitempty"`
+	Kind     string `json:"kind"`
+	Domain   string `json:"domain,omitempty"`
+	Years    int    `json:"years,omitempty"`
+	Target   string `json:"target,omitempty"`
+	Workload string `json:"workload,omitempty"`
+	Months   int    `json:"months,omitempty"`
+	// Name is the service a service item prices; empty on older quotes.
+	Name        string `json:"name,omitempty"`
 	AmountMicro int64  `json:"amountMicroUsd"`
 	// FirstYear and AnnualRenewal are what the policy ceilings compare.
 	FirstYearMicro     int64 `json:"firstYearMicroUsd,omitempty"`
@@ -96,7 +98,11 @@ func priceItems(items []sdk.QuoteItem) ([]pricedItem, error) {
 			if it.Months != nil {
 				months = *it.Months
 			}
-			out = append(out, pricedItem{Kind: "service", Target: chosen, Workload: string(*it.Workload), Months: months, AmountMicro: monthly * int64(months)})
+			name := ""
+			if it.Name != nil {
+				name = *it.Name
+			}
+			out = append(out, pricedItem{Kind: "service", Target: chosen, Workload: string(*it.Workload), Months: months, Name: name, AmountMicro: monthly * int64(months)})
 		default:
 			return nil, apierr.Newf("input:invalid", "item kind %q is not domain or service", it.Kind)
 		}
@@ -199,6 +205,13 @@ func (s *Service) CreateQuote(ctx context.Context, p *auth.Principal, req sdk.Qu
 	items, err := priceItems(req.Items)
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, it := range items {
+		if it.Kind == "domain" {
+			if err := s.domainFree(ctx, p, req.ProjectId, it.Domain); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	amount := total(items)
 	itemsJSON, _ := json.Marshal(items)
@@ -367,6 +380,36 @@ type Consumed struct {
 	Items              []pricedItem
 }
 
+// quoteArgs are create_quote's arguments for items: the same things
+// priced again.
+func quoteArgs(projectID string, items []pricedItem) map[string]any {
+	list := []any{}
+	for _, it := range items {
+		m := map[string]any{"kind": it.Kind}
+		if it.Kind == "domain" {
+			m["domain"], m["years"] = it.Domain, max(it.Years, 1)
+		} else {
+			m["workload"], m["target"], m["months"] = it.Workload, it.Target, max(it.Months, 1)
+			if it.Name != "" {
+				m["name"] = it.Name
+			}
+		}
+		list = append(list, m)
+	}
+	return map[string]any{"projectId": projectID, "items": list}
+}
+
+// awaitApproval is ConsumeQuote's answer for a quote still waiting for a
+// human: the launch waits on the quote's gate.
+type awaitApproval struct {
+	GateID, QuoteID string
+	AmountMicro     int64
+}
+
+func (a *awaitApproval) Error() string {
+	return "quote " + a.QuoteID + " waits for a human on " + a.GateID
+}
+
 // ConsumeQuote turns a hold into spending: the step launch takes. Under the
 // project's lock it rechecks the current budget, policy, price and approval
 // rules, and fails with budget:*, policy:*, price:changed or approval:*.
@@ -389,18 +432,29 @@ func (s *Service) ConsumeQuote(ctx context.Context, tx *store.Tx, p *auth.Princi
 	if err != nil {
 		return Consumed{}, err
 	}
-	requote := actions.Tool("create_quote", "agent", map[string]any{"projectId": projectID})
+	var items []pricedItem
+	if err := json.Unmarshal([]byte(q.Items), &items); err != nil {
+		return Consumed{}, err
+	}
+	requote := actions.Tool("create_quote", "agent", quoteArgs(projectID, items))
 	switch q.State {
 	case "expired":
 		return Consumed{}, apierr.New("budget:hold_expired", "the quote's 15-minute hold expired; quote again", requote)
 	case "consumed", "released":
 		return Consumed{}, apierr.Newf("conflict:state", "quote %s is already %s", quoteID, q.State).WithActions(requote)
 	case "not_held":
+		if q.Decision == "REQUIRES_APPROVAL" {
+			g, err := tx.QuoteGate(ctx, p.OrgID, q.ID)
+			if err == nil && g.State == "pending" {
+				// The launch waits on the same gate; the human's approval
+				// consumes the quote and carries the launch on.
+				return Consumed{}, &awaitApproval{GateID: g.ID, QuoteID: q.ID, AmountMicro: q.AmountMicro}
+			}
+			if err == nil && g.State == "denied" {
+				return Consumed{}, apierr.Newf("approval:denied", "a human denied quote %s", quoteID).WithActions(requote, actions.Stop("denied"))
+			}
+		}
 		return Consumed{}, apierr.Newf("conflict:state", "quote %s was %s and holds no budget", quoteID, q.Decision).WithActions(requote)
-	}
-	var items []pricedItem
-	if err := json.Unmarshal([]byte(q.Items), &items); err != nil {
-		return Consumed{}, err
 	}
 	pol, err := decodePolicy(proj.Policy)
 	if err != nil {
@@ -430,9 +484,15 @@ func (s *Service) ConsumeQuote(ctx context.Context, tx *store.Tx, p *auth.Princi
 	if total(current) != q.AmountMicro {
 		return Consumed{}, apierr.Newf("price:changed", "the price moved from %.2f to %.2f USD since the quote", usd(q.AmountMicro), usd(total(current))).WithActions(requote)
 	}
-	if needsApproval(pol, q.AmountMicro) {
-		return Consumed{}, apierr.New("approval:pending", "the project now needs a human approval for this amount",
-			actions.Tool("request_budget_raise", "agent", map[string]any{"id": projectID, "amountUsd": usd(q.AmountMicro), "reason": "approval for quote " + q.ID}))
+	approved, err := tx.QuoteApproved(ctx, q.ID)
+	if err != nil {
+		return Consumed{}, err
+	}
+	if needsApproval(pol, q.AmountMicro) && !approved {
+		// The policy tightened after an ALLOW quote: a new quote asks the
+		// human, and a launch with it waits for the answer.
+		return Consumed{}, apierr.Newf("policy:approval_required", "the project now needs a human approval for %.2f USD; quote again and launch with the new quote to get an approval URL", usd(q.AmountMicro)).
+			WithActions(requote)
 	}
 	if err := tx.SettleQuote(ctx, q.ID, "consumed", now); err != nil {
 		return Consumed{}, apierr.Newf("conflict:state", "quote %s changed while consuming it", q.ID)

@@ -128,6 +128,7 @@ func (s *Service) taskView(t store.Task) (*sdk.TaskHandle, error) {
 			Domain      string       `json:"domain"`
 			Approval    string       `json:"approval"`
 			Receipt     *sdk.Receipt `json:"receipt"`
+			Undo        *sdk.Undo    `json:"undo"`
 		}
 		if err := json.Unmarshal([]byte(t.Payload), &pl); err == nil {
 			if pl.ServiceID != "" {
@@ -136,7 +137,7 @@ func (s *Service) taskView(t store.Task) (*sdk.TaskHandle, error) {
 			if pl.PreviewHost != "" {
 				v.PreviewUrl = ptr(s.hostURL("https", pl.PreviewHost))
 			}
-			v.Receipt = pl.Receipt
+			v.Receipt, v.Undo = pl.Receipt, pl.Undo
 			ready := t.Kind == "launch" && t.State == "succeeded"
 			domainReady := ready && pl.Domain != "" && pl.Approval != "denied"
 			if t.Kind == "launch" {
@@ -182,7 +183,12 @@ func (s *Service) GetTask(ctx context.Context, orgID, id string) (*sdk.TaskHandl
 	case "succeeded":
 		next = []sdk.Action{actions.Stop("done")}
 	default:
-		next = []sdk.Action{actions.Stop("denied")}
+		// A failed task names its way forward when it has one.
+		var r struct {
+			Actions []sdk.Action `json:"actions"`
+		}
+		json.Unmarshal([]byte(t.Result), &r)
+		next = append(r.Actions, actions.Stop("terminal_error"))
 	}
 	return v, next, nil
 }
@@ -197,6 +203,7 @@ type Human struct {
 // agent path reaches this method.
 func (s *Service) DecideGate(ctx context.Context, h Human, gateID string, approve bool) error {
 	requeue := ""
+	var requeueAll []string
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
 		g, err := tx.LockGate(ctx, h.OrgID, gateID)
@@ -244,6 +251,15 @@ func (s *Service) DecideGate(ctx context.Context, h Human, gateID string, approv
 				result["message"] = e.Message
 			}
 		}
+		if g.Kind == "quote_approval" {
+			// Launches waiting on this quote go on (approved and held) or
+			// end (denied, or the budget could not hold it).
+			resumed, err := s.resumeWaitingLaunches(ctx, tx, h, g, payload, t.State == "succeeded", result, now)
+			if err != nil {
+				return err
+			}
+			requeueAll = append(requeueAll, resumed...)
+		}
 		steps, _ := json.Marshal([]taskStep{{Name: "human_decision", State: map[bool]string{true: "succeeded", false: "failed"}[approve], CompletedAt: ptr(now.UTC()), Detail: state}})
 		rj, _ := json.Marshal(result)
 		t.Steps, t.Result, t.UpdatedAt = string(steps), string(rj), now.UTC()
@@ -254,9 +270,14 @@ func (s *Service) DecideGate(ctx context.Context, h Human, gateID string, approv
 			Details: map[string]any{"kind": g.Kind, "decision": state, "taskId": t.ID, "result": result}}, now)
 		return err
 	})
-	if err == nil && requeue != "" && s.P.Enqueue != nil {
-		if qerr := s.P.Enqueue(ctx, requeue); qerr != nil {
-			s.Log.Warn("enqueue after decision", "task", requeue, "err", qerr)
+	if requeue != "" {
+		requeueAll = append(requeueAll, requeue)
+	}
+	if err == nil && s.P.Enqueue != nil {
+		for _, id := range requeueAll {
+			if qerr := s.P.Enqueue(ctx, id); qerr != nil {
+				s.Log.Warn("enqueue after decision", "task", id, "err", qerr)
+			}
 		}
 	}
 	return err
@@ -291,18 +312,46 @@ func (s *Service) decideRegistration(ctx context.Context, tx *store.Tx, h Human,
 				return err
 			}
 		}
+		// The service goes on without the domain: it neither holds nor
+		// serves it, nobody is buying it, and the receipt shows it free.
+		if err := tx.DetachDomain(ctx, pl.ServiceID, pl.Domain, now); err != nil {
+			return err
+		}
+		if err := tx.ReleaseDomainClaims(ctx, t.ID); err != nil {
+			return err
+		}
+		if pl.Receipt != nil {
+			var total int64
+			for i, c := range pl.Receipt.Costs {
+				if c.Item == "domain:"+pl.Domain {
+					pl.Receipt.Costs[i].AmountUsd = 0
+				}
+				total += microUSD(pl.Receipt.Costs[i].AmountUsd)
+			}
+			pl.Receipt.TotalUsd = usd(total)
+		}
+		if pl.Undo != nil {
+			pl.Undo.Irreversible, pl.Undo.NotReversed = false, nil
+		}
+		pl.ChargedMicro -= pl.RefundedMicro
+		pl.RefundedMicro = 0
 		for i := range steps {
-			if steps[i].Name == StepDNS {
-				steps[i].State = "skipped"
+			switch steps[i].Name {
+			case StepDNS:
+				steps[i].State, steps[i].Detail = "skipped", "no domain"
+			case StepRegister:
+				steps[i].State, steps[i].CompletedAt = "denied", ptr(now.UTC())
+				steps[i].Detail = fmt.Sprintf("a human denied buying %s: not bought, not attached, %.2f USD refunded", pl.Domain, usd(pl.DomainMicro))
+			}
+		}
+	} else {
+		for i := range steps {
+			if steps[i].Name == StepRegister {
+				steps[i].State, steps[i].Detail = "pending", "a human approved buying "+pl.Domain
 			}
 		}
 	}
 	pl.Approval = decision
-	for i := range steps {
-		if steps[i].Name == StepRegister {
-			steps[i].State, steps[i].Detail = "pending", "human "+decision
-		}
-	}
 	sj, _ := json.Marshal(steps)
 	pj, _ := json.Marshal(pl)
 	t.State, t.Steps, t.Payload, t.UpdatedAt = "queued", string(sj), string(pj), now.UTC()
@@ -346,6 +395,9 @@ func (s *Service) carryOut(ctx context.Context, tx *store.Tx, g store.Gate, payl
 		if err := tx.HoldQuote(ctx, quoteID, exp); err != nil {
 			return err
 		}
+		if err := tx.MarkQuoteApproved(ctx, quoteID, "gate:"+g.ID); err != nil {
+			return err
+		}
 		if err := tx.MoveMoney(ctx, proj.ID, amount, 0); err != nil {
 			if errors.Is(err, store.ErrBudget) {
 				return apierr.New("budget:insufficient", "the budget cannot cover the approved quote")
@@ -363,4 +415,66 @@ func (s *Service) carryOut(ctx context.Context, tx *store.Tx, g store.Gate, payl
 // PendingApprovals lists a human's organisation's undecided gates.
 func (s *Service) PendingApprovals(ctx context.Context, orgID string) ([]store.Gate, error) {
 	return s.Store.PendingGates(ctx, orgID)
+}
+
+// resumeWaitingLaunches carries on the launches that wait on a quote's
+// approval gate: once the human approved and the quote is held, each
+// consumes it and is queued; otherwise each ends failed, charged nothing.
+func (s *Service) resumeWaitingLaunches(ctx context.Context, tx *store.Tx, h Human, g store.Gate, payload map[string]any, held bool, result map[string]any, now time.Time) ([]string, error) {
+	waiting, err := tx.TasksOnGate(ctx, g.ID)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, lt := range waiting {
+		var pl launchPayload
+		if lt.State != "input_required" || json.Unmarshal([]byte(lt.Payload), &pl) != nil || !pl.AwaitQuote {
+			continue
+		}
+		if !held {
+			cause := apierr.Newf("approval:denied", "a human denied quote %s; the launch charged nothing", pl.QuoteID)
+			if code, ok := result["blockedBy"].(string); ok {
+				msg, _ := result["message"].(string)
+				cause = apierr.New(sdk.BlockedBy(code), msg)
+			}
+			if err := s.endLaunchTx(ctx, tx, lt.OrgID, lt.ID, "failed", cause, &launchPayload{}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		c, err := s.ConsumeQuote(ctx, tx, &auth.Principal{Kind: "system", OrgID: lt.OrgID}, pl.ProjectID, pl.QuoteID)
+		if err != nil {
+			var e *apierr.Error
+			if !errors.As(err, &e) {
+				return nil, err
+			}
+			if err := s.endLaunchTx(ctx, tx, lt.OrgID, lt.ID, "failed", e, &launchPayload{}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		var steps []taskStep
+		if err := json.Unmarshal([]byte(lt.Steps), &steps); err != nil {
+			return nil, err
+		}
+		for i := range steps {
+			if steps[i].Name == StepCharge {
+				steps[i].State, steps[i].CompletedAt = "succeeded", ptr(now.UTC())
+				steps[i].Detail = fmt.Sprintf("%.2f USD, approved by a human", usd(c.AmountMicro))
+			}
+		}
+		pl.ChargedMicro, pl.AwaitQuote = c.AmountMicro, false
+		sj, _ := json.Marshal(steps)
+		pj, _ := json.Marshal(pl)
+		lt.State, lt.GateID, lt.Steps, lt.Payload, lt.UpdatedAt = "queued", "", string(sj), string(pj), now.UTC()
+		if err := tx.UpdateTask(ctx, lt); err != nil {
+			return nil, err
+		}
+		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: lt.OrgID, Actor: "human:" + h.UserID, Action: "resume_launch", ObjectType: "task", ObjectID: lt.ID,
+			Details: map[string]any{"quoteId": pl.QuoteID, "gateId": g.ID, "chargedMicroUsd": c.AmountMicro}}, now); err != nil {
+			return nil, err
+		}
+		out = append(out, lt.ID)
+	}
+	return out, nil
 }

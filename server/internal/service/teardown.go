@@ -17,6 +17,9 @@ type teardownPayload struct {
 	PreviewHost string `json:"previewHost"`
 	Domain      string `json:"domain,omitempty"`
 	Actor       string `json:"actor"`
+	// LaunchTaskID is the task that launched the service, whose domain
+	// claim the teardown gives back.
+	LaunchTaskID string `json:"launchTaskId,omitempty"`
 }
 
 // Teardown step names.
@@ -43,15 +46,40 @@ func (s *Service) TeardownService(ctx context.Context, p *auth.Principal, servic
 		case "torn_down", "tearing_down":
 			return apierr.Newf("conflict:state", "service %s is already %s", serviceID, svc.State).
 				WithActions(actions.Tool("get_task", "agent", map[string]any{"id": svc.TaskID}))
-		case "launching":
-			return apierr.Newf("conflict:state", "service %s is still launching; wait for its task, then tear it down", serviceID).
+		case "failed":
+			return apierr.Newf("conflict:state", "service %s failed to launch; it holds no name, host or budget", serviceID).
 				WithActions(actions.Tool("get_task", "agent", map[string]any{"id": svc.TaskID}))
+		case "launching":
+			// A launch waiting for a human can be given up: it ends
+			// canceled, refunded, and the teardown below finds nothing
+			// served. A launch at work must finish first.
+			lt, err := tx.LockTask(ctx, p.OrgID, svc.TaskID)
+			if err != nil {
+				return err
+			}
+			if lt.State != "input_required" {
+				return apierr.Newf("conflict:state", "service %s is still launching; wait for its task, then tear it down", serviceID).
+					WithActions(actions.Retry("get_task", "agent", map[string]any{"id": svc.TaskID}, 2))
+			}
+			var lpl launchPayload
+			if err := s.endLaunchTx(ctx, tx, p.OrgID, lt.ID, "canceled", apierr.New("conflict:state", "the service was torn down while its launch waited for a human"), &lpl); err != nil {
+				return err
+			}
+			if !lpl.Owned {
+				svc.Domain = "" // never bought, so nothing to keep
+			}
+			if lt.GateID != "" && !lpl.AwaitQuote {
+				// Its own registration gate is moot now.
+				if err := tx.DecideGate(ctx, p.OrgID, lt.GateID, "denied", actorOf(p), now); err != nil && !errors.Is(err, store.ErrConflict) {
+					return err
+				}
+			}
 		}
 		proj, err := tx.LockProject(ctx, p.OrgID, svc.ProjectID)
 		if err != nil {
 			return err
 		}
-		pl := teardownPayload{ServiceID: svc.ID, PreviewHost: svc.PreviewHost, Domain: svc.Domain, Actor: actorOf(p)}
+		pl := teardownPayload{ServiceID: svc.ID, PreviewHost: svc.PreviewHost, Domain: svc.Domain, Actor: actorOf(p), LaunchTaskID: svc.TaskID}
 		zone := "skipped"
 		if svc.Domain != "" {
 			zone = "pending"
@@ -102,11 +130,20 @@ func (s *Service) runTeardown(ctx context.Context, t store.Task) error {
 		return err
 	}
 	if err := rt.do(ctx, &pl, StepUndeploy, func() (string, error) {
-		if err := s.Store.SetServiceState(ctx, pl.ServiceID, "torn_down", s.Now()); err != nil {
+		// The name, the hosts and any domain claim are free again.
+		if err := s.Store.InTx(ctx, func(tx *store.Tx) error {
+			if err := tx.RetireService(ctx, pl.ServiceID, "torn_down", s.Now()); err != nil {
+				return err
+			}
+			if pl.LaunchTaskID == "" {
+				return nil
+			}
+			return tx.ReleaseDomainClaims(ctx, pl.LaunchTaskID)
+		}); err != nil {
 			return "", err
 		}
 		s.invalidate(pl.PreviewHost, pl.Domain)
-		return "no longer served", nil
+		return "no longer served; its name and hosts are free", nil
 	}); err != nil {
 		return err
 	}

@@ -85,6 +85,9 @@ type Service struct {
 
 const serviceCols = `id, org_id, project_id, name, target, preview_host, COALESCE(domain, ''), COALESCE(bundle_id, ''), state, task_id, created_at, updated_at`
 
+// serviceColsS is serviceCols for a query that names services s.
+const serviceColsS = `s.id, s.org_id, s.project_id, s.name, s.target, s.preview_host, COALESCE(s.domain, ''), COALESCE(s.bundle_id, ''), s.state, s.task_id, s.created_at, s.updated_at`
+
 func scanService(row interface{ Scan(...any) error }) (Service, error) {
 	var v Service
 	var created, updated int64
@@ -147,11 +150,12 @@ func (tx *Tx) LockService(ctx context.Context, orgID, id string) (Service, error
 	return scanService(tx.tx.QueryRowContext(ctx, tx.s.q(`SELECT `+serviceCols+` FROM services WHERE id = ? AND org_id = ?`+tx.forUpdate()), id, orgID))
 }
 
-// ServiceByHost finds the live service a Host header names: its preview
-// host or its domain (or www. under it).
+// ServiceByHost finds the live service a Host header names: the one
+// service holding the host (its preview host, its domain or www. under it)
+// in service_hosts. No other service answers for it, whichever is newer.
 func (s *Store) ServiceByHost(ctx context.Context, host string) (Service, error) {
-	return scanService(s.db.QueryRowContext(ctx, s.q(`SELECT `+serviceCols+` FROM services
-		WHERE state = 'live' AND (preview_host = ? OR domain = ? OR 'www.' || domain = ?) ORDER BY updated_at DESC LIMIT 1`), host, host, host))
+	return scanService(s.db.QueryRowContext(ctx, s.q(`SELECT `+serviceColsS+` FROM service_hosts h JOIN services s ON s.id = h.service_id
+		WHERE h.host = ? AND s.state = 'live'`), strings.ToLower(host)))
 }
 
 // ProjectServices lists a project's services.

@@ -45,8 +45,10 @@ type Config struct {
 	// LeaseTTL is how long a runner's claim on a task lasts without renewal
 	// (default JobTimeout plus a minute).
 	LeaseTTL time.Duration
-	// MaxAttempts before a task is failed (default 20).
+	// MaxAttempts before a task is failed (default 10).
 	MaxAttempts int
+	// MaxBackoff caps the wait between attempts (default 1 minute).
+	MaxBackoff time.Duration
 	// OnGiveUp is called when a task's last attempt fails.
 	OnGiveUp func(ctx context.Context, taskID string, err error)
 	Log      *slog.Logger
@@ -70,6 +72,22 @@ type worker struct {
 }
 
 func (w *worker) Timeout(*river.Job[Args]) time.Duration { return w.r.cfg.JobTimeout }
+
+// NextRetry backs off exponentially from one second, capped at MaxBackoff:
+// only transient errors come back here (a permanent one ends the task in
+// the run itself), and a task gives up after MaxAttempts.
+func (w *worker) NextRetry(job *river.Job[Args]) time.Time {
+	return time.Now().Add(Backoff(job.Attempt, w.r.cfg.MaxBackoff))
+}
+
+// Backoff is the wait before retry number attempt: 1s, 2s, 4s… up to max.
+func Backoff(attempt int, max time.Duration) time.Duration {
+	d := time.Second
+	for i := 1; i < attempt && d < max; i++ {
+		d *= 2
+	}
+	return min(d, max)
+}
 
 func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 	r := w.r
@@ -100,7 +118,10 @@ func New(ctx context.Context, st *store.Store, databaseURL string, run Run, cfg 
 		cfg.LeaseTTL = cfg.JobTimeout + time.Minute
 	}
 	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = 20
+		cfg.MaxAttempts = 10
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = time.Minute
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()

@@ -61,3 +61,6 @@ CREATE TABLE domain_claims (
     created_at BIGINT NOT NULL
 );
 CREATE INDEX domain_claims_task ON domain_claims(task_id);
+
+-- A quote a human approved: launch consumes it without asking again.
+ALTER TABLE quotes ADD COLUMN approved_by TEXT;
