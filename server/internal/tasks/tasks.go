@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,6 +21,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
 
 	"database/sql"
 
@@ -45,13 +47,15 @@ type Config struct {
 	// LeaseTTL is how long a runner's claim on a task lasts without renewal
 	// (default JobTimeout plus a minute).
 	LeaseTTL time.Duration
-	// MaxAttempts before a task is failed (default 10).
+	// MaxAttempts before a task is failed (default 20).
 	MaxAttempts int
-	// MaxBackoff caps the wait between attempts (default 1 minute).
-	MaxBackoff time.Duration
 	// OnGiveUp is called when a task's last attempt fails.
 	OnGiveUp func(ctx context.Context, taskID string, err error)
-	Log      *slog.Logger
+	// IdleAfter is how long River keeps running on SQLite once no job is
+	// left (default DefaultIdleAfter). PostgreSQL runners never stop: other
+	// replicas insert jobs they must see.
+	IdleAfter time.Duration
+	Log       *slog.Logger
 }
 
 // Runner executes tasks.
@@ -64,7 +68,24 @@ type Runner struct {
 	start  func(ctx context.Context) error
 	stop   func(ctx context.Context) error
 	close  func()
+	// pending reports whether River holds a job not yet finished.
+	pending func(ctx context.Context) (bool, error)
+
+	// On SQLite River runs only while there is work (see idle). mu orders
+	// an insert and the start it causes against an idle stop.
+	mu        sync.Mutex
+	lazy      bool
+	running   bool
+	closed    bool
+	runCtx    context.Context
+	idleTimer *time.Timer
 }
+
+// DefaultIdleAfter is how long an embedded runner with no unfinished job
+// keeps River running before stopping it. River's client wakes many times
+// a second while it runs (its completer ticks every 50 ms), which an idle
+// server should not; the next Enqueue starts it again.
+const DefaultIdleAfter = 15 * time.Second
 
 type worker struct {
 	river.WorkerDefaults[Args]
@@ -72,22 +93,6 @@ type worker struct {
 }
 
 func (w *worker) Timeout(*river.Job[Args]) time.Duration { return w.r.cfg.JobTimeout }
-
-// NextRetry backs off exponentially from one second, capped at MaxBackoff:
-// only transient errors come back here (a permanent one ends the task in
-// the run itself), and a task gives up after MaxAttempts.
-func (w *worker) NextRetry(job *river.Job[Args]) time.Time {
-	return time.Now().Add(Backoff(job.Attempt, w.r.cfg.MaxBackoff))
-}
-
-// Backoff is the wait before retry number attempt: 1s, 2s, 4s… up to max.
-func Backoff(attempt int, max time.Duration) time.Duration {
-	d := time.Second
-	for i := 1; i < attempt && d < max; i++ {
-		d *= 2
-	}
-	return min(d, max)
-}
 
 func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 	r := w.r
@@ -118,13 +123,13 @@ func New(ctx context.Context, st *store.Store, databaseURL string, run Run, cfg 
 		cfg.LeaseTTL = cfg.JobTimeout + time.Minute
 	}
 	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = 10
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = time.Minute
+		cfg.MaxAttempts = 20
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.IdleAfter == 0 {
+		cfg.IdleAfter = DefaultIdleAfter
 	}
 	r := &Runner{store: st, run: run, cfg: cfg, owner: auth.ID("run")}
 	workers := river.NewWorkers()
@@ -133,7 +138,7 @@ func New(ctx context.Context, st *store.Store, databaseURL string, run Run, cfg 
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 8}},
 		Workers:              workers,
 		FetchCooldown:        10 * time.Millisecond,
-		FetchPollInterval:    50 * time.Millisecond,
+		FetchPollInterval:    5 * time.Second,
 		JobTimeout:           cfg.JobTimeout,
 		RescueStuckJobsAfter: cfg.JobTimeout + time.Minute,
 		MaxAttempts:          cfg.MaxAttempts,
@@ -141,7 +146,14 @@ func New(ctx context.Context, st *store.Store, databaseURL string, run Run, cfg 
 	}
 	switch st.Engine() {
 	case store.SQLite:
-		if err := setup[*sql.Tx](ctx, r, riversqlite.New(st.DB()), rc); err != nil {
+		// One process owns an embedded database, so nothing but this
+		// client inserts jobs: River's poll-only mode, woken by each local
+		// insert, replaces the SQLite listener's 50 ms notification poll,
+		// and an idle server sleeps between River's maintenance ticks.
+		rc.PollOnly = true
+		rc.FetchPollInterval = sqliteFetchPoll
+		r.lazy = true
+		if err := setup[*sql.Tx](ctx, r, localSQLiteDriver{riversqlite.New(st.DB())}, rc); err != nil {
 			return nil, err
 		}
 		r.close = func() {}
@@ -185,12 +197,83 @@ func setup[TTx any](ctx context.Context, r *Runner, driver riverdriver.Driver[TT
 	}
 	r.start = client.Start
 	r.stop = client.Stop
+	r.pending = func(ctx context.Context) (bool, error) {
+		res, err := client.JobList(ctx, river.NewJobListParams().First(1).States(rivertype.JobStateAvailable,
+			rivertype.JobStatePending, rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled))
+		if err != nil {
+			return false, err
+		}
+		return len(res.Jobs) > 0, nil
+	}
 	return nil
 }
 
+// ensureRunning starts River if it is stopped. r.mu is held.
+func (r *Runner) ensureRunning() error {
+	if r.running || r.closed || r.runCtx == nil {
+		return nil
+	}
+	if err := r.start(r.runCtx); err != nil {
+		return err
+	}
+	r.running = true
+	if r.lazy {
+		r.idleTimer = time.AfterFunc(r.cfg.IdleAfter, r.stopIfIdle)
+	}
+	return nil
+}
+
+// stopIfIdle stops River when it holds no unfinished job, and otherwise
+// looks again after Config.IdleAfter.
+func (r *Runner) stopIfIdle() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.running || r.closed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.runCtx, 10*time.Second)
+	defer cancel()
+	busy, err := r.pending(ctx)
+	if err != nil || busy {
+		r.idleTimer.Reset(r.cfg.IdleAfter)
+		return
+	}
+	if err := r.stop(ctx); err != nil {
+		r.cfg.Log.Warn("stopping idle task runner", "err", err)
+		r.idleTimer.Reset(r.cfg.IdleAfter)
+		return
+	}
+	r.running = false
+}
+
+// Running reports whether River is working jobs now; on SQLite it is not
+// while the runner is idle.
+func (r *Runner) Running() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running
+}
+
+// sqliteFetchPoll is how often an embedded runner looks for jobs that no
+// insert announced: retries and snoozes coming due.
+const sqliteFetchPoll = 5 * time.Second
+
+// localSQLiteDriver is River's SQLite driver without its polled listener.
+// River wakes its own producer on a job inserted outside a transaction only
+// when the driver has no listener; Enqueue inserts that way, so a task
+// starts at once instead of at the next fetch poll.
+type localSQLiteDriver struct{ *riversqlite.Driver }
+
+func (localSQLiteDriver) SupportsListener() bool { return false }
+
 // Enqueue schedules a run of a task.
 func (r *Runner) Enqueue(ctx context.Context, taskID string) error {
-	return r.insert(context.WithoutCancel(ctx), Args{TaskID: taskID})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.insert(context.WithoutCancel(ctx), Args{TaskID: taskID}); err != nil {
+		return err
+	}
+	return r.ensureRunning()
 }
 
 // Start begins working jobs, after re-enqueueing every unfinished task: a
@@ -203,7 +286,17 @@ func (r *Runner) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.start(ctx); err != nil {
+	r.mu.Lock()
+	r.runCtx = context.WithoutCancel(ctx)
+	var err error
+	if !r.lazy {
+		err = r.ensureRunning()
+	} else if busy, perr := r.pending(ctx); perr != nil || busy {
+		// Jobs left by an earlier run (retries, snoozes) need River now.
+		err = errors.Join(perr, r.ensureRunning())
+	}
+	r.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	tasks, err := r.store.UnfinishedTasks(ctx)
@@ -222,7 +315,17 @@ func (r *Runner) Start(ctx context.Context) error {
 
 // Stop waits for running jobs to finish, up to ctx's deadline.
 func (r *Runner) Stop(ctx context.Context) error {
-	err := r.stop(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	if r.idleTimer != nil {
+		r.idleTimer.Stop()
+	}
+	var err error
+	if r.running {
+		err = r.stop(ctx)
+		r.running = false
+	}
 	r.close()
 	return err
 }

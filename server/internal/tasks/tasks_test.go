@@ -1,0 +1,152 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// newStore opens an embedded store with one organisation and returns a
+// function that records a queued task in it.
+func newStore(t *testing.T) (*store.Store, func(id string)) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	now := time.Now().UTC()
+	if _, err := st.CreateOrganization(ctx, "org_test", "test", now); err != nil {
+		t.Fatal(err)
+	}
+	return st, func(id string) {
+		t.Helper()
+		err := st.InTx(ctx, func(tx *store.Tx) error {
+			return tx.InsertTask(ctx, store.Task{ID: id, OrgID: "org_test", Kind: "launch", State: "queued", Steps: "[]", CreatedAt: now, UpdatedAt: now})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// recorder is a Run that records the tasks it ran and fails a task as
+// often as told first.
+type recorder struct {
+	mu    sync.Mutex
+	ran   map[string]int
+	fails map[string]int
+	ch    chan string
+}
+
+func newRecorder() *recorder {
+	return &recorder{ran: map[string]int{}, fails: map[string]int{}, ch: make(chan string, 16)}
+}
+
+func (r *recorder) run(_ context.Context, id string) error {
+	r.mu.Lock()
+	r.ran[id]++
+	fail := r.fails[id] > 0
+	if fail {
+		r.fails[id]--
+	}
+	r.mu.Unlock()
+	if fail {
+		return errors.New("transient")
+	}
+	r.ch <- id
+	return nil
+}
+
+func (r *recorder) wait(t *testing.T, id string) {
+	t.Helper()
+	select {
+	case got := <-r.ch:
+		if got != id {
+			t.Fatalf("ran %s, want %s", got, id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("task %s never ran", id)
+	}
+}
+
+func newRunner(t *testing.T, st *store.Store, run Run, idle time.Duration) *Runner {
+	t.Helper()
+	ctx := context.Background()
+	r, err := New(ctx, st, "", run, Config{IdleAfter: idle, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	return r
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestEmbeddedRunnerSleepsWhenIdle: on SQLite River runs only while a job
+// is unfinished, and an Enqueue wakes it, so an idle server makes no
+// wake-ups of its own and a new task still starts at once.
+func TestEmbeddedRunnerSleepsWhenIdle(t *testing.T) {
+	st, addTask := newStore(t)
+	rec := newRecorder()
+	r := newRunner(t, st, rec.run, 200*time.Millisecond)
+	if r.Running() {
+		t.Fatal("River runs with no job at all")
+	}
+
+	addTask("tsk_one")
+	if err := r.Enqueue(context.Background(), "tsk_one"); err != nil {
+		t.Fatal(err)
+	}
+	rec.wait(t, "tsk_one")
+	eventually(t, "River stops once no job is left", func() bool { return !r.Running() })
+
+	// A task enqueued while River sleeps starts it again; one that fails
+	// once keeps it running until its retry has run.
+	addTask("tsk_two")
+	rec.mu.Lock()
+	rec.fails["tsk_two"] = 1
+	rec.mu.Unlock()
+	if err := r.Enqueue(context.Background(), "tsk_two"); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Running() {
+		t.Fatal("Enqueue did not wake River")
+	}
+	rec.wait(t, "tsk_two")
+	rec.mu.Lock()
+	if rec.ran["tsk_two"] != 2 {
+		t.Errorf("tsk_two ran %d times, want 2 (a failure, then its retry)", rec.ran["tsk_two"])
+	}
+	rec.mu.Unlock()
+	eventually(t, "River stops after the retry", func() bool { return !r.Running() })
+}
+
+// TestRunnerResumesUnfinishedTasks: a task left queued by a process that
+// died is run after the next Start, without a new Enqueue from anyone.
+func TestRunnerResumesUnfinishedTasks(t *testing.T) {
+	st, addTask := newStore(t)
+	addTask("tsk_left")
+	rec := newRecorder()
+	newRunner(t, st, rec.run, time.Second)
+	rec.wait(t, "tsk_left")
+}
