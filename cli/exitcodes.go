@@ -87,9 +87,19 @@ func ExitCode(err error) int {
 	var apiErr *sdk.Error
 	var usage *UsageError
 	var input *ErrInputRequired
+	var failed *sdk.TaskFailedError
 	switch {
 	case errors.As(err, &input):
 		return ExitInputRequired
+	case errors.As(err, &failed):
+		// A failed task exits as its typed cause would: name taken or
+		// policy 4, conflict 8, a provider that kept failing 9.
+		if failed.Task != nil && failed.Task.Result != nil {
+			if code, ok := (*failed.Task.Result)["blockedBy"].(string); ok && code != "" {
+				return exitCodeForAPIError(&sdk.Error{BlockedBy: sdk.BlockedBy(code)})
+			}
+		}
+		return ExitError
 	case errors.As(err, &usage):
 		return ExitUsage
 	case errors.As(err, &apiErr):
@@ -128,7 +138,7 @@ func exitCodeForAPIError(e *sdk.Error) int {
 		return ExitRateLimited
 	case "conflict", "idempotency":
 		return ExitConflict
-	case "internal":
+	case "internal", "provider":
 		return ExitServer
 	}
 	switch {

@@ -551,7 +551,27 @@ func runOperation(ctx context.Context, o *OperationOptions) error {
 	if err != nil {
 		return err
 	}
-	return renderResponse(o, resp)
+	if err := renderResponse(o, resp); err != nil {
+		return err
+	}
+	return waitingForHuman(resp.Body)
+}
+
+// waitingForHuman turns an answer carrying a task in input_required (a
+// launch, a budget raise, or polling such a task) into ErrInputRequired, so
+// every command that can produce that state exits 5 after printing it.
+func waitingForHuman(body []byte) error {
+	var env struct {
+		Data struct {
+			TaskID      string `json:"taskId"`
+			State       string `json:"state"`
+			ApprovalURL string `json:"approvalUrl"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(body, &env) != nil || env.Data.TaskID == "" || env.Data.State != "input_required" {
+		return nil
+	}
+	return &ErrInputRequired{ApprovalURL: env.Data.ApprovalURL, TaskID: env.Data.TaskID, Message: "task " + env.Data.TaskID + " waits for a human"}
 }
 
 // OperationAnnotation is the cobra annotation holding a command's

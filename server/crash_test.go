@@ -193,3 +193,96 @@ func TestLaunchSurvivesSIGKILLAtEveryStep(t *testing.T) {
 		})
 	}
 }
+
+// A launch whose name is sold elsewhere while it runs fails for good, and
+// the failure survives SIGKILL at its edges: killed before the failure is
+// recorded, or right after, the task ends failed with exactly one charge,
+// one refund, no purchase of ours, and the hold released.
+func TestLaunchFailureSurvivesSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server as a separate process")
+	}
+	bin, err := pierBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	domains := availableDomains(2, "dev", "crashfail")
+	for i, killAfterFailure := range []bool{false, true} {
+		name := map[bool]string{false: "before_failure", true: "after_failure"}[killAfterFailure]
+		t.Run(name, func(t *testing.T) {
+			dataDir := t.TempDir()
+			out, err := exec.Command(bin, "admin", "create-key", "--data-dir", dataDir, "--scopes", "read,quote,launch,buy_domain", "--json").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var key struct{ APIKey string }
+			json.Unmarshal(out, &key)
+			h := http.Header{"Authorization": {"Bearer " + key.APIKey}}
+
+			p := startProcess(t, bin, dataDir, "PIER_TEST_PAUSE_AFTER_STEP="+service.StepCharge)
+			c := &contracttest.Client{T: t, BaseURL: p.url}
+			project := c.Do("GET", "/v1/projects", nil, h).JSON()["data"].(map[string]any)["projects"].([]any)[0].(map[string]any)["id"].(string)
+			bundle := c.Do("POST", "/v1/bundles", uploadBody(project, siteFiles), h).JSON()["data"].(map[string]any)["bundleId"]
+			quote := c.Do("POST", "/v1/quotes", domainQuote(project, domains[i], 1), h).JSON()["data"].(map[string]any)
+			launch := c.Do("POST", "/v1/projects/"+project+"/launch", map[string]any{
+				"name": "site", "target": "edge", "bundleId": bundle, "domain": domains[i], "quoteId": quote["quoteId"],
+			}, h)
+			if launch.StatusCode != 202 {
+				t.Fatalf("launch: %d %s", launch.StatusCode, launch.Body)
+			}
+			taskID := launch.JSON()["data"].(map[string]any)["taskId"].(string)
+			p.waitFor(t, regexp.MustCompile(`paused at step boundary.*step=`+service.StepCharge), 30*time.Second)
+			// The registrar sells the name to someone else meanwhile.
+			st, err := store.Open(context.Background(), dataDir, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.RecordPurchase(context.Background(), store.Purchase{Ref: "elsewhere", Domain: domains[i], OrgID: "org_elsewhere", Years: 1, AuthCode: "x", CreatedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+			p.kill(t)
+
+			if killAfterFailure {
+				p2 := startProcess(t, bin, dataDir, "PIER_TEST_PAUSE_AFTER_STEP=failed")
+				p2.waitFor(t, regexp.MustCompile(`paused at step boundary.*step=failed`), 30*time.Second)
+				p2.kill(t)
+			}
+			p3 := startProcess(t, bin, dataDir)
+			c3 := &contracttest.Client{T: t, BaseURL: p3.url}
+			deadline := time.Now().Add(30 * time.Second)
+			var task map[string]any
+			for time.Now().Before(deadline) {
+				task = c3.Do("GET", "/v1/tasks/"+taskID, nil, h).JSON()["data"].(map[string]any)
+				if task["state"] == "succeeded" || task["state"] == "failed" {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if task["state"] != "failed" || task["result"].(map[string]any)["blockedBy"] != "plan:domain_unavailable" {
+				t.Fatalf("after restart the task is %v: %v", task["state"], task)
+			}
+			proj := c3.Do("GET", "/v1/projects/"+project, nil, h).JSON()["data"].(map[string]any)
+			if proj["spentUsd"] != 0.0 || proj["heldUsd"] != 0.0 {
+				t.Fatalf("charged %v (held %v) after a failed launch", proj["spentUsd"], proj["heldUsd"])
+			}
+			page := c3.Do("GET", "/v1/ledger?limit=1000", nil, h).JSON()["data"].(map[string]any)
+			counts := map[string]int{}
+			for _, e := range page["entries"].([]any) {
+				counts[e.(map[string]any)["action"].(string)]++
+			}
+			if counts["consume_quote"] != 1 || counts["refund"] != 1 || counts["launch_failed"] != 1 {
+				t.Fatalf("ledger %v", counts)
+			}
+			p3.kill(t)
+			st, err = store.Open(context.Background(), dataDir, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if pu, err := st.PurchaseByDomain(context.Background(), domains[i]); err != nil || pu.Ref != "elsewhere" {
+				t.Fatalf("purchase %v %v", pu, err)
+			}
+		})
+	}
+}

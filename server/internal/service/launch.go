@@ -561,7 +561,8 @@ func (s *Service) makeHTTPSReady(ctx context.Context, pl *launchPayload) (string
 		return "", err
 	}
 	if !slices.Contains(hosts, pl.PreviewHost) {
-		return "", apierr.Newf("conflict:state", "service %s no longer holds %s", pl.ServiceID, pl.PreviewHost)
+		s.Log.Warn("service does not hold its preview host", "service", pl.ServiceID, "host", pl.PreviewHost, "held", hosts)
+		return "", fmt.Errorf("service %s does not hold %s yet", pl.ServiceID, pl.PreviewHost)
 	}
 	slices.SortFunc(hosts, func(a, b string) int { return cmp.Compare(len(a), len(b)) })
 	for _, h := range hosts {
