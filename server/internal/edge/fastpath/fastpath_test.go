@@ -71,8 +71,12 @@ func newEdge(t testing.TB) *edge.Edge {
 		if err := tx.CreateProject(ctx, store.Project{ID: "prj_1", OrgID: "org_1", Name: "p", Policy: "{}", CreatedAt: now}); err != nil {
 			return err
 		}
-		return tx.InsertService(ctx, store.Service{ID: "svc_1", OrgID: "org_1", ProjectID: "prj_1", Name: "site", Target: "edge",
-			PreviewHost: siteHost, BundleID: "bnd_1", State: "live", TaskID: "tsk_1", CreatedAt: now, UpdatedAt: now})
+		if err := tx.InsertService(ctx, store.Service{ID: "svc_1", OrgID: "org_1", ProjectID: "prj_1", Name: "site", Target: "edge",
+			PreviewHost: siteHost, BundleID: "bnd_1", State: "live", TaskID: "tsk_1", CreatedAt: now, UpdatedAt: now}); err != nil {
+			return err
+		}
+		// The edge serves a host only for the service that holds it.
+		return tx.ClaimHost(ctx, siteHost, "svc_1", "org_1", now)
 	})
 	if err != nil {
 		t.Fatal(err)
