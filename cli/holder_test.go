@@ -33,7 +33,7 @@ func TestHolderKeygen(t *testing.T) {
 		t.Fatalf("output %s: %v", ts.out, err)
 	}
 	// It never replaces a key.
-	f, ts = newTestFactory(nil)
+	f, _ = newTestFactory(nil)
 	if code := run(f, []string{"holder", "keygen", "--key", path}); code != ExitError {
 		t.Fatalf("overwrite: exit %d", code)
 	}

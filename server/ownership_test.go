@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -379,8 +378,6 @@ func toStrings(v any) []string {
 	}
 	return out
 }
-
-var pathParam = regexp.MustCompile(`/(prj|svc|tsk|quo|gat)_[a-z0-9]+`)
 
 // follow calls a typed tool action over REST: its method and path, with
 // the arguments that are not in the path as the body.

@@ -14,7 +14,6 @@ var (
 	// embeds them in JSON without escaping, which is only safe for this alphabet.
 	IDPattern    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 	noncePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{16,128}$`)
-	hexPattern   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
 // Id prefixes used by the reference server.

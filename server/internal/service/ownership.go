@@ -11,7 +11,6 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
-	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -39,21 +38,6 @@ func (s *Service) domainFree(ctx context.Context, p *auth.Principal, projectID, 
 			WithActions(actions.Tool("launch_service", "agent", map[string]any{"id": projectID, "domain": domain, "target": "edge"}))
 	}
 	return domainTaken(domain)
-}
-
-// registrarAvailable asks the sandbox registrar and the store together:
-// the name must be sellable and held by nobody.
-func (s *Service) registrarAvailable(ctx context.Context, domain string) (bool, error) {
-	label, tldName, _ := strings.Cut(domain, ".")
-	tld, ok := registrar.Lookup(tldName)
-	if !ok || !registrar.Check(label, tld).Available {
-		return false, nil
-	}
-	taken, err := s.Store.TakenDomains(ctx, []string{domain})
-	if err != nil {
-		return false, err
-	}
-	return !taken[domain], nil
 }
 
 // releaseRefusedQuote gives back the hold of a quote whose launch was
