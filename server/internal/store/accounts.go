@@ -86,13 +86,6 @@ func (tx *Tx) forUpdate() string {
 	return ""
 }
 
-func isCheckViolation(err error) bool {
-	if err == nil {
-		return false
-	}
-	return containsAny(err.Error(), "CHECK constraint failed", "SQLSTATE 23514", "violates check constraint")
-}
-
 const projectCols = `id, org_id, name, budget_limit_micro, spent_micro, held_micro, policy, created_at`
 
 func scanProject(row interface{ Scan(...any) error }) (Project, error) {

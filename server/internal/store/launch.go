@@ -111,23 +111,6 @@ func (tx *Tx) InsertService(ctx context.Context, v Service) error {
 	return err
 }
 
-func isUniqueViolation(err error) bool {
-	if err == nil {
-		return false
-	}
-	msg := err.Error()
-	return containsAny(msg, "UNIQUE constraint failed", "SQLSTATE 23505", "duplicate key value")
-}
-
-func containsAny(s string, subs ...string) bool {
-	for _, x := range subs {
-		if strings.Contains(s, x) {
-			return true
-		}
-	}
-	return false
-}
-
 // SetServiceState updates a service's state.
 func (s *Store) SetServiceState(ctx context.Context, id, state string, now time.Time) error {
 	_, err := s.db.ExecContext(ctx, s.q(`UPDATE services SET state = ?, updated_at = ? WHERE id = ?`), state, now.UnixMicro(), id)
