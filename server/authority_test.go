@@ -161,6 +161,9 @@ func TestNoAgentCanApprove(t *testing.T) {
 		if p := ha.do("POST", approvalPath, url.Values{"csrf": {tokenA}, "decision": {"approve"}}, http.Header{"Origin": {"https://evil.example"}}); p.status != 403 {
 			t.Fatalf("cross-site post: %d", p.status)
 		}
+		if p := ha.do("POST", approvalPath, url.Values{"csrf": {tokenA}, "decision": {"approve"}}, http.Header{"Sec-Fetch-Site": {"cross-site"}}); p.status != 403 {
+			t.Fatalf("cross-site post by fetch metadata: %d", p.status)
+		}
 		if p := ha.do("POST", approvalPath, url.Values{"csrf": {tokenA}, "decision": {"approve"}}, http.Header{"Authorization": {"Bearer " + a.key}}); p.status != 403 {
 			t.Fatalf("a human request carrying an agent key: %d", p.status)
 		}

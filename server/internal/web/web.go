@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -135,7 +134,7 @@ func (p *pages) guard(next http.Handler) http.Handler {
 				"The human pages do not accept API keys or other agent credentials. A person signs in with a one-time link."))
 			return
 		}
-		if r.Method == http.MethodPost && !sameOrigin(r) {
+		if crossOrigin.Check(r) != nil {
 			p.fail(w, r, nil, apierr.New("auth:forbidden_origin", "This form was posted from another site."))
 			return
 		}
@@ -143,16 +142,9 @@ func (p *pages) guard(next http.Handler) http.Handler {
 	})
 }
 
-// sameOrigin refuses cross-site form posts: the Origin (or, without it,
-// Sec-Fetch-Site) must name this host.
-func sameOrigin(r *http.Request) bool {
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
-		u, err := url.Parse(o)
-		return err == nil && u.Host == r.Host
-	}
-	site := r.Header.Get("Sec-Fetch-Site")
-	return site == "" || site == "same-origin" || site == "none"
-}
+// crossOrigin refuses cross-site form posts, by Sec-Fetch-Site or, from
+// older browsers, by an Origin that does not name this host.
+var crossOrigin = http.NewCrossOriginProtection()
 
 func secure(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
