@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/pierhq/pier/internal/testpg"
@@ -47,4 +48,31 @@ func TestConstraintViolationsByCode(t *testing.T) {
 	}
 	t.Run("sqlite", func(t *testing.T) { run(t, t.TempDir(), "") })
 	t.Run("postgres", func(t *testing.T) { run(t, "", testpg.NewDatabase(t)) })
+}
+
+func TestPlaceholdersRewrittenOncePerQuery(t *testing.T) {
+	if got := dollarPlaceholders(`SELECT a FROM t WHERE b = ? AND c IN (?, ?)`); got != `SELECT a FROM t WHERE b = $1 AND c IN ($2, $3)` {
+		t.Fatalf("rewrite: %s", got)
+	}
+	pg := &Store{engine: Postgres}
+	const query = `UPDATE t SET a = ? WHERE b = ?`
+	first := pg.q(query)
+	for range 10 {
+		if pg.q(query) != first {
+			t.Fatal("the same query rewrote differently")
+		}
+	}
+	if n := pg.rewriteCount.Load(); n != 1 {
+		t.Errorf("%d rewrites kept for one query, want 1", n)
+	}
+	for i := range maxRewrites + 10 {
+		pg.q(query + strings.Repeat(" ", i+1))
+	}
+	if n := pg.rewriteCount.Load(); n != maxRewrites {
+		t.Errorf("kept %d rewrites, want the cap %d", n, maxRewrites)
+	}
+	sq := &Store{engine: SQLite}
+	if sq.q(query) != query {
+		t.Error("SQLite's query was rewritten")
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 	_ "modernc.org/sqlite"             // registers the "sqlite" driver
@@ -36,6 +38,9 @@ const (
 type Store struct {
 	db     *sql.DB
 	engine Engine
+
+	rewrites     sync.Map // query text → the engine's text
+	rewriteCount atomic.Int64
 }
 
 // Open connects to PostgreSQL when databaseURL is set, and otherwise to
@@ -90,12 +95,31 @@ func (s *Store) Engine() Engine { return s.engine }
 // DB exposes the handle for packages that bring their own schema (River).
 func (s *Store) DB() *sql.DB { return s.db }
 
-// q rewrites ?-placeholders for the engine.
+// q gives a query in the engine's placeholder style. The store writes
+// ?-placeholders; PostgreSQL wants $n, so each query text is rewritten once
+// and the result kept. Queries built with a variable number of
+// placeholders are few, and the table stops growing at maxRewrites.
 func (s *Store) q(query string) string {
 	if s.engine != Postgres {
 		return query
 	}
+	if v, ok := s.rewrites.Load(query); ok {
+		return v.(string)
+	}
+	out := dollarPlaceholders(query)
+	if s.rewriteCount.Load() < maxRewrites {
+		if _, loaded := s.rewrites.LoadOrStore(query, out); !loaded {
+			s.rewriteCount.Add(1)
+		}
+	}
+	return out
+}
+
+const maxRewrites = 4096
+
+func dollarPlaceholders(query string) string {
 	var b strings.Builder
+	b.Grow(len(query) + 16)
 	n := 0
 	for _, r := range query {
 		if r == '?' {
