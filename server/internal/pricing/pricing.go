@@ -3,8 +3,10 @@
 // mail), each with capabilities and integer micro-USD prices.
 package pricing
 
-// MicroUSD is an amount in millionths of a US dollar.
-type MicroUSD int64
+import "github.com/pierhq/pier/server/internal/money"
+
+// MicroUSD is Pier's money type.
+type MicroUSD = money.MicroUSD
 
 // CatalogVersion names the price list; estimates echo it.
 const CatalogVersion = "2026-11-01"
@@ -32,7 +34,7 @@ func (t Target) Has(c string) bool {
 	return false
 }
 
-func usd(dollars, cents int64) MicroUSD { return MicroUSD(dollars*1_000_000 + cents*10_000) }
+func usd(dollars, cents int64) MicroUSD { return money.USD(dollars, cents) }
 
 // Targets is the catalog, cheapest first within each kind.
 var Targets = []Target{

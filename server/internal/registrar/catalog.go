@@ -7,13 +7,15 @@ package registrar
 import (
 	"crypto/sha256"
 	"strings"
+
+	"github.com/pierhq/pier/server/internal/money"
 )
 
-// MicroUSD is an amount in millionths of a US dollar. Money is never a float.
-type MicroUSD int64
+// MicroUSD is Pier's money type. Money is never a float.
+type MicroUSD = money.MicroUSD
 
 // USD converts whole dollars and cents, for writing the catalog.
-func USD(dollars, cents int64) MicroUSD { return MicroUSD(dollars*1_000_000 + cents*10_000) }
+func USD(dollars, cents int64) MicroUSD { return money.USD(dollars, cents) }
 
 // TLD is one catalog entry. A nil price means the registry publishes none
 // (price on application); filters that need that price exclude the TLD.

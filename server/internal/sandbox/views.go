@@ -5,10 +5,11 @@ import (
 
 	"github.com/pierhq/pier/internal/sandboxproof"
 	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-func usd(micro int64) float64 { return float64(micro) / 1e6 }
+func usd(micro int64) float64 { return money.MicroUSD(micro).USD() }
 
 // gateExpired is the one rule for a gate's time: a decision recorded at a
 // whole second no later than the gate's expiry is in time.

@@ -7,28 +7,25 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/server/internal/pricing"
-	"github.com/pierhq/pier/server/internal/registrar"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/service"
 )
 
 var funcs = template.FuncMap{
 	// usd renders a USD number from the API models.
-	"usd": func(v float64) string { return service.FormatUSD(int64(v*1e6 + 0.5)) },
+	"usd": func(v float64) string { return service.FormatUSD(money.FromUSD(v)) },
 	// micro renders micro-USD.
 	"micro": func(v any) string {
 		switch m := v.(type) {
 		case int64:
 			return service.FormatUSD(m)
-		case registrar.MicroUSD:
+		case money.MicroUSD:
 			return service.FormatUSD(m)
-		case *registrar.MicroUSD:
+		case *money.MicroUSD:
 			if m == nil {
 				return "no published price"
 			}
 			return service.FormatUSD(*m)
-		case pricing.MicroUSD:
-			return service.FormatUSD(m)
 		}
 		return fmt.Sprint(v)
 	},

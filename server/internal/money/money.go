@@ -1,0 +1,18 @@
+// Package money is Pier's one money type: whole micro-USD in an int64.
+// Money is never a float inside the server; the contract's decimal USD
+// numbers are converted at the edges, rounding to the nearest micro-USD.
+package money
+
+import "math"
+
+// MicroUSD is an amount in millionths of a US dollar.
+type MicroUSD int64
+
+// USD is dollars and cents, for writing catalogs.
+func USD(dollars, cents int64) MicroUSD { return MicroUSD(dollars*1_000_000 + cents*10_000) }
+
+// FromUSD converts a decimal USD amount from the contract.
+func FromUSD(v float64) MicroUSD { return MicroUSD(math.Round(v * 1e6)) }
+
+// USD is the amount in decimal dollars, for the contract's numbers.
+func (m MicroUSD) USD() float64 { return float64(m) / 1e6 }
