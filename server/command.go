@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/server/internal/tlsca"
 )
@@ -106,6 +107,8 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.StringArrayVar(&limits, "rate-limit", nil, "override a rate-limit bucket per caller: CLASS=PER_SECOND:BURST (classes: search, quotes, signup)")
 	f.StringVar(&logLevel, "log-level", env("PIER_LOG_LEVEL", "info"), "debug, info, warn or error (PIER_LOG_LEVEL)")
 	f.StringVar(&logFormat, "log-format", env("PIER_LOG_FORMAT", "text"), "text or json (PIER_LOG_FORMAT)")
+	// Crash tests hold a launch at a step through the environment only.
+	cfg.StepPause = service.StepPause{After: os.Getenv("PIER_TEST_PAUSE_AFTER_STEP"), Inside: os.Getenv("PIER_TEST_PAUSE_INSIDE_STEP")}
 	return cmd
 }
 

@@ -55,6 +55,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// StepPause holds launches at a step, for the crash tests
+	// (PIER_TEST_PAUSE_AFTER_STEP, PIER_TEST_PAUSE_INSIDE_STEP).
+	StepPause service.StepPause
 }
 
 // DefaultRateLimits are the buckets per caller: search and estimate are
@@ -171,6 +174,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 func (s *Server) build(ctx context.Context) error {
 	svc := service.New(s.store, s.cfg.Now, s.log)
 	svc.BaseURL = s.BaseURL
+	svc.Pause = s.cfg.StepPause
 	s.svc = svc
 	if err := s.buildLaunch(ctx, svc); err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -354,12 +353,10 @@ func (rt *runningTask) save(ctx context.Context, payload any) error {
 	return rt.s.Store.UpdateTask(context.WithoutCancel(ctx), rt.t)
 }
 
-// boundary is a test hook: PIER_TEST_PAUSE_AFTER_STEP=name makes the runner
-// stop after that step is saved, so a test can kill the process exactly at a
-// step boundary. PIER_TEST_PAUSE_INSIDE_STEP=name stops after the step's
-// provider call and before the step is saved.
+// boundary is a test hook: Pause.After names a step after whose save the
+// runner stops, so a test can kill the process exactly at a step boundary.
 func (rt *runningTask) boundary(ctx context.Context, name string) {
-	if os.Getenv("PIER_TEST_PAUSE_AFTER_STEP") == name {
+	if rt.s.Pause.After == name {
 		rt.s.Log.Warn("paused at step boundary", "task", rt.t.ID, "step", name)
 		<-ctx.Done()
 	}
@@ -385,7 +382,7 @@ func (rt *runningTask) do(ctx context.Context, payload any, name string, fn func
 	if errors.Is(err, errInputRequired) {
 		return err
 	}
-	if err == nil && os.Getenv("PIER_TEST_PAUSE_INSIDE_STEP") == name {
+	if err == nil && rt.s.Pause.Inside == name {
 		// The provider acted but the step is not saved: the worst moment to die.
 		rt.s.Log.Warn("paused inside step", "task", rt.t.ID, "step", name)
 		<-ctx.Done()

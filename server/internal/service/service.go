@@ -18,7 +18,14 @@ type Service struct {
 	BaseURL func() string
 	// P are the providers launches drive.
 	P Providers
+	// Pause holds the launch runner at a step, for crash tests.
+	Pause StepPause
 }
+
+// StepPause names launch steps at which the task runner stops and waits to
+// be killed: After a step is saved, or Inside it, after its provider acted
+// and before it is saved, the worst moment to die. Empty names never match.
+type StepPause struct{ After, Inside string }
 
 // New returns a Service.
 func New(st *store.Store, now func() time.Time, log *slog.Logger) *Service {
