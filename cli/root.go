@@ -88,10 +88,10 @@ func newRootCmd(f *Factory, runF func(*OperationOptions) error) *cobra.Command {
 	root.SetCompletionCommandGroupID("")
 
 	root.AddGroup(&cobra.Group{ID: GroupTrust, Title: "Holder and auditor:"})
-	holderCmd, verifyCmd := NewCmdHolder(f), NewCmdVerifySandboxProof(f, nil)
-	holderCmd.GroupID, verifyCmd.GroupID = GroupTrust, GroupTrust
+	holderCmd, verifyCmd, conformanceCmd := NewCmdHolder(f), NewCmdVerifySandboxProof(f, nil), NewCmdConformance(f)
+	holderCmd.GroupID, verifyCmd.GroupID, conformanceCmd.GroupID = GroupTrust, GroupTrust, GroupTrust
 
-	root.AddCommand(newCmdVersion(f), holderCmd, verifyCmd)
+	root.AddCommand(newCmdVersion(f), holderCmd, verifyCmd, conformanceCmd)
 	addOperationCommands(root, f, runF)
 	addLedgerCommands(root, f)
 	addLaunchCommands(root, f)

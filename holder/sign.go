@@ -132,3 +132,21 @@ func sign(k *Key, typ string, payload any) (string, error) {
 	}
 	return obj.CompactSerialize()
 }
+
+// SignDetached signs payload as a compact JWS with a detached payload
+// (RFC 7515 appendix F): the result reads header..signature and the payload
+// travels separately. The protected header carries typ, the key's RFC 7638
+// thumbprint as kid and the public key as jwk. Conformance reports are
+// signed this way over their digest.
+func SignDetached(k *Key, typ string, payload []byte) (string, error) {
+	opts := (&jose.SignerOptions{EmbedJWK: true}).WithType(jose.ContentType(typ)).WithHeader("kid", k.Thumbprint())
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k.private}, opts)
+	if err != nil {
+		return "", err
+	}
+	obj, err := signer.Sign(payload)
+	if err != nil {
+		return "", err
+	}
+	return obj.DetachedCompactSerialize()
+}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -220,7 +221,7 @@ func (s *Server) build(ctx context.Context) error {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"status":"ok","engine":%q}`+"\n", s.store.Engine())
+		fmt.Fprintf(w, `{"status":"ok","engine":%q,"build":%q}`+"\n", s.store.Engine(), buildID)
 	})
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -378,3 +379,26 @@ func levelFor(status int) slog.Level {
 
 // RateLimit is one token bucket policy: a refill rate and a size.
 type RateLimit = ratelimit.Policy
+
+// buildID names the binary serving: its module version and the VCS
+// revision it was built from, as `go build` stamps them. Conformance
+// reports record it as target.buildId.
+var buildID = func() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	id := bi.Main.Version
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			id += "+" + s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			id += "-dirty"
+		}
+	}
+	if id == "" {
+		return "unknown"
+	}
+	return id
+}()

@@ -1,0 +1,393 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pierhq/pier/conformance"
+	"github.com/pierhq/pier/holder"
+	"github.com/pierhq/pier/sdk"
+)
+
+// ErrConformanceFailed is a run whose outcome is fail, or a verification
+// that refused a report: both exit ExitError (1) after the output.
+type ErrConformanceFailed struct {
+	Code, Message string
+}
+
+func (e *ErrConformanceFailed) Error() string { return e.Code + ": " + e.Message }
+
+// NewCmdConformance is `pier conformance`, the public probes and the
+// auditor's check of their reports.
+func NewCmdConformance(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "conformance",
+		Short: "Run the public conformance probes and verify their signed reports",
+		Long: `Run Pier's public probes against a deployment and write a signed run
+report (SPEC §2.11), or verify reports and their chain with no server.
+
+  run     runs the wire, discovery and governed suites and writes the report
+  verify  checks a report's schema, signature and summary, and a chain`,
+		Example: `  pier conformance run --base-url http://localhost:8080 --profile anonymous --out report.json
+  PIER_API_KEY=pk_… pier conformance run --profile governed --previous report.json --out next.json
+  pier conformance verify next.json --chain reports/`,
+	}
+	cmd.AddCommand(NewCmdConformanceRun(f, nil), NewCmdConformanceVerify(f, nil))
+	return cmd
+}
+
+// ConformanceRunOptions are `pier conformance run`'s.
+type ConformanceRunOptions struct {
+	IO       *IOStreams
+	Factory  *Factory
+	Profile  string
+	Previous string
+	Out      string
+	Key      string
+	Project  string
+	JSON     bool
+}
+
+// NewCmdConformanceRun is `pier conformance run`.
+func NewCmdConformanceRun(f *Factory, runF func(*ConformanceRunOptions) error) *cobra.Command {
+	opts := &ConformanceRunOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "run --profile anonymous|governed [--previous REPORT] [--out FILE] [--key FILE]",
+		Short: "Run the three probe suites against a deployment and write a signed report",
+		Long: `Run the wire, discovery and governed suites against --base-url (or
+PIER_BASE_URL) and write a v2 run report.
+
+  wire       envelopes, errors and typed actions, the MCP transport rules
+             (406, no session, protocol 2025-03-26, Origin), the 429 shape
+             and idempotent replays
+  discovery  /healthz, /openapi.json, the published schemas, OAuth metadata,
+             the sandbox reference manifest and its hashes, the verifier and
+             holder scripts, MCP tools/list
+  governed   with an API key (PIER_API_KEY or --api-key), only in the
+             governed profile: a quote and its 15-minute hold, a launch and
+             its teardown, a human gate, holder endpoints refusing agent
+             authority, and the sandbox mandate flow as a simulated holder;
+             under anonymous it is not_run and not required
+
+The report records the target's spec and schema digests, links to
+--previous through previousDigest, and is signed by a detached ES256 JWS
+over its digest, written to FILE.jws beside --out. The key is --key, or
+conformance.jwk in Pier's config directory, created (mode 0600) on first
+use. Under GitHub Actions the runner block reads hosted-actions and the
+run's coordinates; elsewhere, local.
+
+Without --out the report goes to stdout with --json and nowhere otherwise.
+Exit 0 when every required suite passes, 1 when one fails.`,
+		Example: `  pier conformance run --base-url http://localhost:8080 --profile anonymous --out anon.json
+  pier conformance run --profile governed --previous anon.json --out governed.json --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.JSON = f.Config.JSON
+			if opts.Profile != conformance.ProfileAnonymous && opts.Profile != conformance.ProfileGoverned {
+				return usageErrorf(cmd.CommandPath(), "--profile must be anonymous or governed")
+			}
+			if opts.Profile == conformance.ProfileGoverned && f.APIKey() == "" {
+				return usageErrorf(cmd.CommandPath(), "the governed profile needs an API key: set PIER_API_KEY or pass --api-key")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return conformanceRun(cmd, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Profile, "profile", "", "anonymous or governed")
+	fl.StringVar(&opts.Previous, "previous", "", "the previous report `file`, to chain to")
+	fl.StringVar(&opts.Out, "out", "", "write the report to `file` and its signature to file.jws")
+	fl.StringVar(&opts.Key, "key", "", "signing key `file` (a P-256 private JWK; default conformance.jwk in the config directory)")
+	fl.StringVar(&opts.Project, "project-id", "", "project the governed suite quotes and launches in (default: the key's first)")
+	return cmd
+}
+
+// conformanceKey loads the signing key, creating the default one on
+// first use.
+func conformanceKey(path string) (*holder.Key, string, error) {
+	if path != "" {
+		k, err := holder.LoadKey(path)
+		return k, path, err
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return nil, "", err
+	}
+	path = filepath.Join(dir, "pier", "conformance.jwk")
+	if k, err := holder.LoadKey(path); err == nil {
+		return k, path, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, path, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, path, err
+	}
+	k, err := holder.GenerateKey()
+	if err != nil {
+		return nil, path, err
+	}
+	return k, path, holder.SaveKey(path, k)
+}
+
+func conformanceRun(cmd *cobra.Command, o *ConformanceRunOptions) error {
+	f := o.Factory
+	key, keyPath, err := conformanceKey(o.Key)
+	if err != nil {
+		return fmt.Errorf("signing key %s: %w", keyPath, err)
+	}
+	var prev *string
+	if o.Previous != "" {
+		b, err := os.ReadFile(o.Previous)
+		if err != nil {
+			return &UsageError{Err: err, Command: cmd.CommandPath()}
+		}
+		d, err := conformance.Digest(b)
+		if err != nil {
+			return &UsageError{Err: fmt.Errorf("--previous: %w", err), Command: cmd.CommandPath()}
+		}
+		prev = &d
+	}
+	hc := f.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	st := newStyles(f, o.IO.ErrOut, o.IO.StderrIsTerminal)
+	progress := func(suite string, p sdk.ConformanceProbe) {
+		if o.JSON || !is(o.IO.StderrIsTerminal) {
+			return
+		}
+		fmt.Fprintf(o.IO.ErrOut, "%s %s\n", st.faint.Render(string(p.Status)), p.Id)
+	}
+	rep, err := conformance.Run(cmd.Context(), conformance.Options{
+		BaseURL: f.BaseURL(), Profile: o.Profile, APIKey: f.APIKey(), ProjectID: o.Project,
+		PreviousDigest: prev, HTTPClient: hc, Getenv: f.getenv, Progress: progress,
+	})
+	if err != nil {
+		return &UsageError{Err: err, Command: cmd.CommandPath()}
+	}
+	raw, err := conformance.Marshal(rep)
+	if err != nil {
+		return err
+	}
+	digest, err := conformance.Digest(raw)
+	if err != nil {
+		return err
+	}
+	sig, err := conformance.Sign(key, digest)
+	if err != nil {
+		return err
+	}
+	if o.Out != "" {
+		if err := writeFileAtomic(o.Out, raw, 0o644); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(conformance.SignaturePath(o.Out), []byte(sig+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	if o.JSON {
+		if err := writeRaw(o.IO.Out, raw); err != nil {
+			return err
+		}
+	} else {
+		renderConformance(o.IO, newStyles(f, o.IO.Out, o.IO.StdoutIsTerminal), rep)
+		fmt.Fprintf(o.IO.Out, "%s %s\n", st.bold.Render("digest:"), digest)
+		fmt.Fprintf(o.IO.Out, "%s %s (%s)\n", st.bold.Render("signed by:"), key.Thumbprint(), keyPath)
+		if o.Out != "" {
+			fmt.Fprintf(o.IO.Out, "%s %s, %s\n", st.bold.Render("written:"), o.Out, conformance.SignaturePath(o.Out))
+			fmt.Fprintf(o.IO.Out, "Next: pier conformance verify %s\n", o.Out)
+		}
+	}
+	if rep.Summary.Outcome != conformance.Pass {
+		return &ErrConformanceFailed{Code: "conformance:run_failed", Message: fmt.Sprintf("%d probe(s) failed", rep.Summary.Failed)}
+	}
+	return nil
+}
+
+func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func renderConformance(io *IOStreams, st styles, rep *conformance.Report) {
+	var b strings.Builder
+	width := 0
+	for _, s := range rep.Suites {
+		for _, p := range s.Probes {
+			width = max(width, len(p.Id))
+		}
+	}
+	mark := func(status string) string {
+		switch status {
+		case conformance.Pass:
+			return st.key.Render("pass   ")
+		case conformance.Fail:
+			return st.err.Render("FAIL   ")
+		case conformance.Skip:
+			return st.faint.Render("skip   ")
+		}
+		return st.faint.Render("not_run")
+	}
+	for _, s := range rep.Suites {
+		req := "required"
+		if !s.Required {
+			req = "not required"
+		}
+		fmt.Fprintf(&b, "%s  %s %s\n", st.header.Render(string(s.Id)), mark(string(s.Outcome)), st.faint.Render("("+req+")"))
+		for _, p := range s.Probes {
+			detail := ""
+			if p.HttpStatus != nil {
+				detail = fmt.Sprintf("%d", *p.HttpStatus)
+			}
+			if p.LatencyMs != nil {
+				detail += fmt.Sprintf(" %dms", *p.LatencyMs)
+			}
+			fmt.Fprintf(&b, "  %s  %-*s  %s\n", mark(string(p.Status)), width, p.Id, st.faint.Render(strings.TrimSpace(detail)))
+			if p.Error != nil {
+				fmt.Fprintf(&b, "           %s\n", *p.Error)
+			}
+		}
+	}
+	s := rep.Summary
+	outcome := st.key.Render(string(s.Outcome))
+	if s.Outcome != conformance.Pass {
+		outcome = st.err.Render("FAIL")
+	}
+	fmt.Fprintf(&b, "%s %s: %d passed, %d failed, %d skipped\n", st.bold.Render("outcome:"), outcome, s.Passed, s.Failed, s.Skipped)
+	fmt.Fprint(io.Out, b.String())
+}
+
+// ConformanceVerifyOptions are `pier conformance verify`'s.
+type ConformanceVerifyOptions struct {
+	IO      *IOStreams
+	Factory *Factory
+	Reports []string
+	Chain   string
+	KeySet  string
+	JSON    bool
+}
+
+// NewCmdConformanceVerify is `pier conformance verify`.
+func NewCmdConformanceVerify(f *Factory, runF func(*ConformanceVerifyOptions) error) *cobra.Command {
+	opts := &ConformanceVerifyOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "verify [REPORT...] [--chain DIR] [--keys JWKS]",
+		Short: "Verify run reports: schema, signature, summary and chain, with no server",
+		Long: `Verify conformance run reports as an auditor, offline.
+
+For each REPORT (and each *.json in --chain DIR), with its detached
+signature REPORT.jws beside it:
+  - the schema: v1 or v2 as its schemaVersion says, no extra members;
+  - the signature: ES256 only, over the SHA-256 of the report's RFC 8785
+    canonical form, by the key its kid names, from --keys (a JWKS you
+    trust) or else from the signature's own jwk, whose thumbprint is
+    printed for you to compare;
+  - the summary and each suite's outcome against the probes.
+With --chain, the reports ordered by startedAt must form one chain: the
+first with a null previousDigest, each next naming the digest of the one
+before. A missing report is conformance:chain_gap; one out of place is
+conformance:chain_order.
+
+Exit 0 when everything verifies, 1 with a typed reason otherwise
+(conformance:schema_invalid, conformance:signature_invalid,
+conformance:summary_mismatch, conformance:chain_gap, conformance:chain_order,
+conformance:unreadable), 2 on a usage error. --json prints
+{verified: bool, reports: [...], error: {code, message, file}}.`,
+		Example: `  pier conformance verify report.json
+  pier conformance verify --chain reports/ --keys trusted-jwks.json --json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.JSON = f.Config.JSON
+			opts.Reports = args
+			if len(args) == 0 && opts.Chain == "" {
+				return usageErrorf(cmd.CommandPath(), "give a REPORT file, or --chain DIR")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return conformanceVerify(cmd, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Chain, "chain", "", "verify every report in `dir` and that they form one chain")
+	cmd.Flags().StringVar(&opts.KeySet, "keys", "", "a JWKS `file` of trusted signing keys, picked by kid")
+	return cmd
+}
+
+func conformanceVerify(cmd *cobra.Command, o *ConformanceVerifyOptions) error {
+	var trusted *conformance.KeySet
+	if o.KeySet != "" {
+		b, err := os.ReadFile(o.KeySet)
+		if err != nil {
+			return &UsageError{Err: err, Command: cmd.CommandPath()}
+		}
+		if trusted, err = conformance.ParseKeySet(b); err != nil {
+			return &UsageError{Err: err, Command: cmd.CommandPath()}
+		}
+	}
+	var verified []*conformance.Verified
+	var failure error
+	for _, p := range o.Reports {
+		v, err := conformance.VerifyFile(p, trusted)
+		if err != nil {
+			failure = err
+			break
+		}
+		verified = append(verified, v)
+	}
+	if failure == nil && o.Chain != "" {
+		chain, err := conformance.VerifyChain(o.Chain, trusted)
+		if err != nil {
+			failure = err
+		}
+		verified = append(verified, chain...)
+	}
+	var typed *conformance.Error
+	if failure != nil && !errors.As(failure, &typed) {
+		typed = &conformance.Error{Code: conformance.CodeUnreadable, Message: failure.Error()}
+	}
+	if o.JSON {
+		out := map[string]any{"verified": failure == nil, "reports": verified}
+		if typed != nil {
+			out["error"] = typed
+		}
+		b, _ := json.MarshalIndent(out, "", "  ")
+		if err := writeRaw(o.IO.Out, b); err != nil {
+			return err
+		}
+	} else {
+		st := newStyles(o.Factory, o.IO.Out, o.IO.StdoutIsTerminal)
+		for _, v := range verified {
+			signer := v.Signer.KID
+			if !v.Signer.Trusted {
+				signer += " (from the signature's jwk: compare it with the key you expect)"
+			}
+			fmt.Fprintf(o.IO.Out, "%s  %s  %s %s %s\n      digest %s\n      signed by %s\n", st.key.Render("ok"), v.File, v.SchemaVersion, v.Profile, v.Outcome, v.Digest, signer)
+		}
+		if o.Chain != "" && failure == nil {
+			fmt.Fprintf(o.IO.Out, "%s %s: %d reports in one chain\n", st.bold.Render("chain:"), o.Chain, len(verified)-len(o.Reports))
+		}
+	}
+	if typed != nil {
+		msg := typed.Message
+		if typed.File != "" {
+			msg = typed.File + ": " + msg
+		}
+		return &ErrConformanceFailed{Code: typed.Code, Message: msg}
+	}
+	return nil
+}

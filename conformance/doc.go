@@ -1,0 +1,17 @@
+// Package conformance runs Pier's public probes against a deployment and
+// writes, signs and verifies the run reports of SPEC.md §2.11.
+//
+// A run has three suites, always in this order: wire (envelopes, errors,
+// typed actions, the MCP transport rules, 429s and idempotent replays),
+// discovery (the OpenAPI document, the published schemas, OAuth metadata,
+// the sandbox reference manifest and its hashes, the verifier and holder
+// scripts, MCP tools/list) and governed (quotes and holds, a launch and its
+// teardown, a human gate, and the sandbox mandate flow as a simulated
+// holder). governed needs an API key and runs only in the governed profile;
+// elsewhere it is not_run and not required.
+//
+// A report's digest is the SHA-256 of its RFC 8785 canonical form. Reports
+// chain through previousDigest, and each is signed by a detached compact
+// JWS (ES256) whose payload is the digest, kept beside the report as
+// <report>.jws. Verify needs no server.
+package conformance

@@ -1,0 +1,175 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pierhq/pier/conformance"
+	"github.com/pierhq/pier/holder"
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server"
+)
+
+// TestConformanceAgainstPier runs both profiles against a live server on
+// each engine: every required suite passes, and the signed reports verify
+// and chain.
+func TestConformanceAgainstPier(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 50_000_000, sdk.ProjectPolicy{}, "read", "quote", "launch")
+		base := "http://" + ts.Addr()
+		key, _ := holder.GenerateKey()
+		dir := t.TempDir()
+
+		var prev *string
+		for i, profile := range []string{conformance.ProfileAnonymous, conformance.ProfileGoverned} {
+			rep, err := conformance.Run(context.Background(), conformance.Options{
+				BaseURL: base, Profile: profile, APIKey: a.key, PreviousDigest: prev,
+				Getenv: func(string) string { return "" },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range rep.Suites {
+				for _, p := range s.Probes {
+					if p.Status == conformance.Fail {
+						t.Errorf("%s: %s %s failed: %s", profile, s.Id, p.Id, deref(p.Error))
+					}
+				}
+			}
+			if rep.Summary.Outcome != conformance.Pass {
+				t.Fatalf("%s run: outcome %s", profile, rep.Summary.Outcome)
+			}
+			if got := rep.Suites[2]; profile == conformance.ProfileAnonymous && (got.Outcome != conformance.NotRun || got.Required) {
+				t.Errorf("anonymous: governed suite %s required=%v, want not_run and not required", got.Outcome, got.Required)
+			}
+			if rep.Target.SpecDigest == strings.Repeat("0", 64) || rep.Target.BuildId == "unknown" {
+				t.Errorf("%s: target not read from the server: %+v", profile, rep.Target)
+			}
+			raw, err := conformance.Marshal(rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := conformance.Validate(raw); err != nil {
+				t.Fatalf("%s report does not validate: %v", profile, err)
+			}
+			digest, _ := conformance.Digest(raw)
+			sig, err := conformance.Sign(key, digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, profile+".json")
+			os.WriteFile(path, raw, 0o644)
+			os.WriteFile(conformance.SignaturePath(path), []byte(sig), 0o644)
+			if _, err := conformance.VerifyFile(path, nil); err != nil {
+				t.Fatalf("report %d does not verify: %v", i, err)
+			}
+			prev = &digest
+			time.Sleep(5 * time.Millisecond) // distinct startedAt
+		}
+		chain, err := conformance.VerifyChain(dir, nil)
+		if err != nil || len(chain) != 2 {
+			t.Fatalf("chain: %v (%d reports)", err, len(chain))
+		}
+	})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// TestConformanceCatchesFaults serves Pier through a proxy that breaks
+// one rule at a time; the probe for that rule, and only it, fails.
+func TestConformanceCatchesFaults(t *testing.T) {
+	ts := start(t, server.Config{})
+	target := ts.Handler()
+	faults := []struct {
+		name, probe string
+		// only: no other probe fails. Without actions no error envelope
+		// matches the schema, so every error probe fails with it.
+		only  bool
+		fault func(w http.ResponseWriter, r *http.Request) bool
+	}{
+		{"no actions on errors", "wire.actions-typed", false, func(w http.ResponseWriter, r *http.Request) bool {
+			rec := httptest.NewRecorder()
+			target.ServeHTTP(rec, r)
+			body := rec.Body.Bytes()
+			if rec.Code >= 400 && strings.HasPrefix(r.URL.Path, "/v1/") {
+				var m map[string]any
+				if json.Unmarshal(body, &m) == nil {
+					delete(m, "actions")
+					body, _ = json.Marshal(m)
+				}
+			}
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.Header().Del("Content-Length")
+			w.WriteHeader(rec.Code)
+			w.Write(body)
+			return true
+		}},
+		{"no 406", "wire.mcp-accept-406", true, func(w http.ResponseWriter, r *http.Request) bool {
+			if r.URL.Path == "/mcp" {
+				r.Header.Set("Accept", "application/json, text/event-stream")
+			}
+			return false
+		}},
+		{"a session id", "wire.mcp-no-session", true, func(w http.ResponseWriter, r *http.Request) bool {
+			if r.URL.Path == "/mcp" {
+				w.Header().Set("Mcp-Session-Id", "s-1")
+			}
+			return false
+		}},
+		{"a tampered holder script", "discovery.scripts", true, func(w http.ResponseWriter, r *http.Request) bool {
+			if r.URL.Path == "/sandbox-holder.mjs" {
+				rec := httptest.NewRecorder()
+				target.ServeHTTP(rec, r)
+				w.Header().Set("Content-Type", rec.Header().Get("Content-Type"))
+				w.Write(append(rec.Body.Bytes(), []byte("\n// changed\n")...))
+				return true
+			}
+			return false
+		}},
+	}
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				r.Host = ts.Addr()
+				if !f.fault(w, r) {
+					target.ServeHTTP(w, r)
+				}
+			}))
+			defer proxy.Close()
+			rep, err := conformance.Run(context.Background(), conformance.Options{BaseURL: proxy.URL, Profile: conformance.ProfileAnonymous, Getenv: func(string) string { return "" }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var failed []string
+			for _, s := range rep.Suites {
+				for _, p := range s.Probes {
+					if p.Status == conformance.Fail {
+						failed = append(failed, p.Id)
+					}
+				}
+			}
+			if !slices.Contains(failed, f.probe) || (f.only && len(failed) != 1) {
+				t.Fatalf("failed probes %v, want %s", failed, f.probe)
+			}
+			if rep.Summary.Outcome != conformance.Fail || rep.Summary.Failed != len(failed) {
+				t.Fatalf("summary %+v", rep.Summary)
+			}
+		})
+	}
+}
