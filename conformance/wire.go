@@ -185,7 +185,7 @@ func probeMCPAccept(ctx context.Context, r *runner, p *probeRun) error {
 		return err
 	}
 	if x.status != 406 {
-		return fmt.Errorf("Accept without text/event-stream answered %d, want 406", x.status)
+		return fmt.Errorf("an Accept without text/event-stream answered %d, want 406", x.status)
 	}
 	return nil
 }
