@@ -3537,6 +3537,8 @@ type McpResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *JsonRpcMessage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *McpBadRequest
 	// JSON406 the response for an HTTP 406 `application/json` response
 	JSON406 *ErrorEnvelope
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -3546,6 +3548,11 @@ type McpResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r McpResponse) GetJSON200() *JsonRpcMessage {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r McpResponse) GetJSON400() *McpBadRequest {
+	return r.JSON400
 }
 
 // GetJSON406 returns the response for an HTTP 406 `application/json` response
@@ -6629,6 +6636,13 @@ func ParseMcpResponse(rsp *http.Response) (*McpResponse, error) {
 
 	case rsp.StatusCode == 202:
 		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest McpBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest ErrorEnvelope

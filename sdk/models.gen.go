@@ -512,13 +512,58 @@ func (e HttpCallMethod) Valid() bool {
 
 // Defines values for JsonRpcMessageJsonrpc.
 const (
-	N20 JsonRpcMessageJsonrpc = "2.0"
+	JsonRpcMessageJsonrpcN20 JsonRpcMessageJsonrpc = "2.0"
 )
 
 // Valid indicates whether the value is a known member of the JsonRpcMessageJsonrpc enum.
 func (e JsonRpcMessageJsonrpc) Valid() bool {
 	switch e {
-	case N20:
+	case JsonRpcMessageJsonrpcN20:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JsonRpcParseErrorErrorCode.
+const (
+	Minus32700 JsonRpcParseErrorErrorCode = -32700
+)
+
+// Valid indicates whether the value is a known member of the JsonRpcParseErrorErrorCode enum.
+func (e JsonRpcParseErrorErrorCode) Valid() bool {
+	switch e {
+	case Minus32700:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JsonRpcParseErrorId.
+const (
+	LessThannil JsonRpcParseErrorId = "<nil>"
+)
+
+// Valid indicates whether the value is a known member of the JsonRpcParseErrorId enum.
+func (e JsonRpcParseErrorId) Valid() bool {
+	switch e {
+	case LessThannil:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JsonRpcParseErrorJsonrpc.
+const (
+	JsonRpcParseErrorJsonrpcN20 JsonRpcParseErrorJsonrpc = "2.0"
+)
+
+// Valid indicates whether the value is a known member of the JsonRpcParseErrorJsonrpc enum.
+func (e JsonRpcParseErrorJsonrpc) Valid() bool {
+	switch e {
+	case JsonRpcParseErrorJsonrpcN20:
 		return true
 	default:
 		return false
@@ -1795,6 +1840,27 @@ type JsonRpcMessage_Id struct {
 // JsonRpcMessageJsonrpc defines model for JsonRpcMessage.Jsonrpc.
 type JsonRpcMessageJsonrpc string
 
+// JsonRpcParseError JSON-RPC 2.0's answer to a body that is not JSON.
+type JsonRpcParseError struct {
+	Error struct {
+		Code    JsonRpcParseErrorErrorCode `json:"code"`
+		Message string                     `json:"message"`
+	} `json:"error"`
+
+	// Id Always null; no id could be read.
+	Id      *JsonRpcParseErrorId     `json:"id"`
+	Jsonrpc JsonRpcParseErrorJsonrpc `json:"jsonrpc"`
+}
+
+// JsonRpcParseErrorErrorCode defines model for JsonRpcParseError.Error.Code.
+type JsonRpcParseErrorErrorCode int
+
+// JsonRpcParseErrorId Always null; no id could be read.
+type JsonRpcParseErrorId string
+
+// JsonRpcParseErrorJsonrpc defines model for JsonRpcParseError.Jsonrpc.
+type JsonRpcParseErrorJsonrpc string
+
 // Jwk A public P-256 key; private members are never published.
 type Jwk struct {
 	Alg *JwkAlg `json:"alg,omitempty"`
@@ -1941,6 +2007,9 @@ type ManualActionKind string
 
 // ManualActionStep defines model for ManualAction.Step.
 type ManualActionStep string
+
+// McpBadRequest A JSON-RPC parse error, or the error envelope.
+type McpBadRequest = json.RawMessage
 
 // MutationResult defines model for MutationResult.
 type MutationResult struct {

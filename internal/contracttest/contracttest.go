@@ -167,7 +167,11 @@ func Check(t testing.TB, req *http.Request, resp *Response) {
 		if !isJSON {
 			t.Fatalf("%s %s: status %d with Content-Type %q; every error must be the JSON error envelope: %s", req.Method, req.URL.Path, resp.StatusCode, ct, resp.Body)
 		}
-		validateSchema(t, "error.json", resp.Body, req)
+		// The one error that is not the envelope: JSON-RPC's parse error
+		// on the MCP endpoint, which the route's own schema checks below.
+		if !(req.URL.Path == "/mcp" && resp.StatusCode == 400 && bytes.HasPrefix(resp.Body, []byte(`{"jsonrpc":`))) {
+			validateSchema(t, "error.json", resp.Body, req)
+		}
 	}
 	route, params, err := router.FindRoute(req)
 	if err != nil {

@@ -1523,6 +1523,28 @@ func (response Mcp202Response) VisitMcpResponse(w http.ResponseWriter) error {
 	return nil
 }
 
+type Mcp400JSONResponse McpBadRequest
+
+func (t Mcp400JSONResponse) MarshalJSON() ([]byte, error) {
+	return McpBadRequest(t).MarshalJSON()
+}
+
+func (t *Mcp400JSONResponse) UnmarshalJSON(b []byte) error {
+	return (*McpBadRequest)(t).UnmarshalJSON(b)
+}
+
+func (response Mcp400JSONResponse) VisitMcpResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type Mcp406JSONResponse ErrorEnvelope
 
 func (response Mcp406JSONResponse) VisitMcpResponse(w http.ResponseWriter) error {

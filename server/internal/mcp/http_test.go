@@ -65,7 +65,6 @@ func TestHTTPRules(t *testing.T) {
 		{"configured Origin, default port spelt out", "POST", with("Origin", "https://Console.Pier.Example:443"), initialize, 200, ""},
 		{"unsupported protocol version header", "POST", with("Mcp-Protocol-Version", "2025-06-18"), `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 400, "input:invalid"},
 		{"negotiated protocol version header", "POST", with("Mcp-Protocol-Version", "2025-03-26"), `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 200, ""},
-		{"not JSON", "POST", mcpHeaders(), `{"jsonrpc":`, 400, "input:malformed_json"},
 		{"JSON but not a message", "POST", mcpHeaders(), `42`, 400, "input:invalid"},
 		{"empty batch", "POST", mcpHeaders(), `[]`, 400, "input:invalid"},
 		{"notification only", "POST", mcpHeaders(), `{"jsonrpc":"2.0","method":"notifications/initialized"}`, 202, ""},
@@ -91,6 +90,27 @@ func TestHTTPRules(t *testing.T) {
 				t.Errorf("answered with %q; the endpoint answers JSON only", r.header.Get("Content-Type"))
 			}
 		})
+	}
+}
+
+// Malformed JSON is a JSON-RPC parse error: -32700 with a null id, in a
+// JSON-RPC body, not Pier's envelope.
+func TestParseErrorIsJSONRPC(t *testing.T) {
+	_, base := start(t, server.Config{})
+	for _, body := range []string{`{"jsonrpc":`, `[{"jsonrpc":"2.0","id":1,"method":"ping"},`, "\xff"} {
+		r := send(t, "POST", base+"/mcp", body, mcpHeaders())
+		if r.status != 400 || r.header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%q: status %d, %s", body, r.status, r.header.Get("Content-Type"))
+		}
+		var m map[string]any
+		if err := json.Unmarshal(r.body, &m); err != nil {
+			t.Fatalf("%q: not JSON: %s", body, r.body)
+		}
+		id, hasID := m["id"]
+		e, _ := m["error"].(map[string]any)
+		if m["jsonrpc"] != "2.0" || !hasID || id != nil || e["code"] != float64(-32700) || e["message"] == "" {
+			t.Errorf("%q: %s, want a -32700 error with a null id", body, r.body)
+		}
 	}
 }
 
@@ -176,5 +196,36 @@ func TestBatch(t *testing.T) {
 	}
 	if r := post(t, base, `[{"jsonrpc":"2.0","method":"notifications/initialized"}]`, mcpHeaders()); r.status != 202 {
 		t.Fatalf("batch of notifications: %d %s", r.status, r.body)
+	}
+}
+
+// tools/list entries carry only the members the MCP schema defines for a
+// tool and its annotations; anything of Pier's own would go under _meta.
+func TestToolsListCarriesOnlyMCPFields(t *testing.T) {
+	_, base := start(t, server.Config{})
+	toolFields := map[string]bool{"name": true, "title": true, "description": true, "inputSchema": true, "outputSchema": true, "annotations": true, "_meta": true}
+	annotationFields := map[string]bool{"title": true, "readOnlyHint": true, "destructiveHint": true, "idempotentHint": true, "openWorldHint": true}
+	m := rpc(t, base, "tools/list", map[string]any{}, nil)
+	tools := m["result"].(map[string]any)["tools"].([]any)
+	if len(tools) == 0 {
+		t.Fatal("no tools")
+	}
+	for _, x := range tools {
+		tool := x.(map[string]any)
+		for k := range tool {
+			if !toolFields[k] {
+				t.Errorf("tool %v carries %q, which the MCP schema does not define", tool["name"], k)
+			}
+		}
+		if a, ok := tool["annotations"].(map[string]any); ok {
+			for k := range a {
+				if !annotationFields[k] {
+					t.Errorf("tool %v: annotation %q is not an MCP annotation", tool["name"], k)
+				}
+			}
+		}
+		if s, _ := tool["inputSchema"].(map[string]any); s["type"] != "object" {
+			t.Errorf("tool %v: inputSchema type %v", tool["name"], s["type"])
+		}
 	}
 }

@@ -34,6 +34,7 @@ import (
 
 // JSON-RPC 2.0 error codes.
 const (
+	codeParseError     = -32700
 	codeInvalidRequest = -32600
 	codeMethodNotFound = -32601
 	codeInvalidParams  = -32602
@@ -69,7 +70,14 @@ type rpcParams struct {
 func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body []byte, header http.Header, c caller) *apierr.Error {
 	body = bytes.TrimSpace(body)
 	if !json.Valid(body) {
-		return apierr.New("input:malformed_json", "the body is not JSON; send one JSON-RPC 2.0 message or a batch of them")
+		// JSON-RPC 2.0 §5.1: a parse error is answered with -32700 and a
+		// null id, since no id could be read.
+		b := append(errorResponse(nil, codeParseError, "Parse error: the body is not JSON; send one JSON-RPC 2.0 message or a batch of them"), '\n')
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write(b)
+		return nil
 	}
 	var out [][]byte
 	batch := body[0] == '['
