@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/server/internal/tlsca"
@@ -104,6 +105,13 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.StringVar(&cfg.ACMECAFile, "acme-ca-file", os.Getenv("PIER_ACME_CA_FILE"), "PEM bundle to trust for the ACME server's own TLS (PIER_ACME_CA_FILE)")
 	f.BoolVar(&edgeFastPath, "edge-fast-path", env("PIER_EDGE_FAST_PATH", "true") != "false", "serve the edge's plain GET and HEAD requests without net/http (PIER_EDGE_FAST_PATH)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain requests on shutdown")
+	lim := DefaultListenLimits
+	f.DurationVar(&cfg.Listen.HeaderTimeout, "header-timeout", lim.HeaderTimeout, "bound on a TLS handshake, a request head and a silent new connection")
+	f.DurationVar(&cfg.Listen.ReadTimeout, "read-timeout", lim.ReadTimeout, "bound on reading a whole request, body included")
+	f.DurationVar(&cfg.Listen.WriteTimeout, "write-timeout", lim.WriteTimeout, "bound on writing an answer")
+	f.DurationVar(&cfg.Listen.IdleTimeout, "idle-timeout", lim.IdleTimeout, "how long a kept-alive connection may wait for its next request")
+	f.IntVar(&cfg.Listen.MaxHeaderBytes, "max-header-bytes", lim.MaxHeaderBytes, "bound on a request's head, in bytes")
+	f.Int64Var(&cfg.Edge.HotCacheBytes, "edge-cache-bytes", edge.DefaultLimits.HotCacheBytes, "bound on the file bodies the edge keeps in memory, across every site")
 	f.StringArrayVar(&limits, "rate-limit", nil, "override a rate-limit bucket per caller: CLASS=PER_SECOND:BURST (classes: search, quotes, signup)")
 	f.StringVar(&logLevel, "log-level", env("PIER_LOG_LEVEL", "info"), "debug, info, warn or error (PIER_LOG_LEVEL)")
 	f.StringVar(&logFormat, "log-format", env("PIER_LOG_FORMAT", "text"), "text or json (PIER_LOG_FORMAT)")

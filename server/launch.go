@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/pierhq/pier/server/internal/acme"
 	"github.com/pierhq/pier/server/internal/dnsserver"
@@ -49,7 +48,7 @@ func (s *Server) buildLaunch(ctx context.Context, svc *service.Service) error {
 	if err != nil {
 		return err
 	}
-	lp := &launchParts{ca: ca, edge: edge.New(s.store, s.log), dns: dnsserver.New(s.store, s.log)}
+	lp := &launchParts{ca: ca, edge: edge.NewWithLimits(s.store, s.log, s.cfg.Edge), dns: dnsserver.New(s.store, s.log)}
 	caaIssuers := []string{tlsca.Name}
 	if s.cfg.ACMEDirectory != "" {
 		lp.acme, err = acme.New(acme.Config{Directory: s.cfg.ACMEDirectory, Email: s.cfg.ACMEEmail, CAFile: s.cfg.ACMECAFile,
@@ -204,15 +203,29 @@ func (s *Server) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, e
 	if s.isAPIHost(name) || s.launch.edge.Has(hello.Context(), name) {
 		return s.launch.certificate(name)
 	}
+	// A preview host with no site (torn down, or never launched) still
+	// gets a valid certificate, the local CA's wildcard for the preview
+	// zone, so that a browser sees Pier's 404 page rather than a TLS
+	// alert. One certificate covers every such name, so an unknown SNI
+	// costs nothing that lasts. With ACME, which issues per name over
+	// HTTP-01, unknown names get none.
+	if label, ok := strings.CutSuffix(name, "."+s.cfg.PreviewDomain); ok && s.launch.acme == nil &&
+		label != "" && !strings.Contains(label, ".") && edge.ValidHost(name) {
+		return s.launch.ca.Certificate("*." + s.cfg.PreviewDomain)
+	}
 	return nil, fmt.Errorf("no site at %q", name)
 }
 
 func (s *Server) serveLaunch(ctx context.Context, handler http.Handler) error {
+	lim := s.cfg.Listen
 	s.launch.https = &http.Server{
 		Handler:           handler,
 		TLSConfig:         &tls.Config{GetCertificate: s.getCertificate, MinVersion: tls.VersionTLS12},
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: lim.HeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
 		// Failed handshakes (a name with no site, an untrusting client)
 		// are the client's business.
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
@@ -243,8 +256,9 @@ func (s *Server) edgeListener(ln net.Listener, tc *tls.Config) net.Listener {
 	if s.cfg.DisableEdgeFastPath {
 		return ln
 	}
+	lim := s.cfg.Listen
 	cfg := fastpath.Config{Edge: s.launch.edge, API: s.isAPIHost, TLS: tc, Log: s.log,
-		HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, WriteTimeout: 2 * time.Minute}
+		HeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, WriteTimeout: lim.WriteTimeout}
 	if s.launch.acme != nil {
 		cfg.Reserved = func(p string) bool { return strings.HasPrefix(p, acme.ChallengePrefix) }
 	}
@@ -304,7 +318,7 @@ func (s *Server) verifyHTTPS(ctx context.Context, host string) error {
 	if resp.StatusCode >= 500 {
 		return fmt.Errorf("status %d", resp.StatusCode)
 	}
-	if resp.StatusCode == http.StatusNotFound && resp.Header.Get("Content-Type") == "text/plain; charset=utf-8" && resp.Header.Get("ETag") == "" {
+	if resp.StatusCode == http.StatusNotFound && resp.Header.Get("ETag") == "" {
 		// The edge's "no site here" answer: not deployed on this replica yet.
 		if !s.launch.edge.Has(ctx, host) {
 			return fmt.Errorf("no site served at %s yet", host)

@@ -172,10 +172,17 @@ func TestLaunchPreviewOverHTTPS(t *testing.T) {
 		if svg := get("/assets/logo.svg", nil); svg.Header.Get("Content-Type") != "image/svg+xml" || svg.Header.Get("Cache-Control") != "public, max-age=3600" {
 			t.Fatalf("svg headers %v", svg.Header)
 		}
-		// An unknown host gets no certificate from the CA.
+		// An unknown preview host gets the preview zone's wildcard and
+		// Pier's 404 page; a name outside the zone gets no certificate.
 		req, _ := http.NewRequest("GET", "https://nobody.localhost/", nil)
+		if resp, err := c.Do(req); err != nil || resp.StatusCode != 404 {
+			t.Fatalf("an unknown preview host: %v", err)
+		} else {
+			resp.Body.Close()
+		}
+		req, _ = http.NewRequest("GET", "https://nobody.example/", nil)
 		if _, err := c.Do(req); err == nil {
-			t.Fatal("a certificate was issued for a host with no site")
+			t.Fatal("a certificate was issued for a host outside the preview zone with no site")
 		}
 
 		// Teardown stops serving.

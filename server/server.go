@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/openapi"
+	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/httpapi"
 	"github.com/pierhq/pier/server/internal/mcp"
 	"github.com/pierhq/pier/server/internal/ratelimit"
@@ -56,9 +57,53 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Listen bounds every HTTP connection, on both listeners and the
+	// edge's fast path alike.
+	Listen ListenLimits
+	// Edge bounds the edge's memory: its hot cache of file bodies and the
+	// sites and unknown hosts it remembers.
+	Edge edge.Limits
 	// StepPause holds launches at a step, for the crash tests
 	// (PIER_TEST_PAUSE_AFTER_STEP, PIER_TEST_PAUSE_INSIDE_STEP).
 	StepPause service.StepPause
+}
+
+// ListenLimits bound HTTP connections, like nginx's client_header_timeout,
+// client_body_timeout, send_timeout, keepalive_timeout and
+// large_client_header_buffers.
+type ListenLimits struct {
+	// HeaderTimeout bounds a TLS handshake and reading a request's head,
+	// and how long a new connection may stay silent.
+	HeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included;
+	// WriteTimeout writing its answer; IdleTimeout the wait for the next
+	// request on a kept-alive connection.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's head.
+	MaxHeaderBytes int
+}
+
+// DefaultListenLimits are the listeners' defaults.
+var DefaultListenLimits = ListenLimits{HeaderTimeout: 10 * time.Second, ReadTimeout: 2 * time.Minute, WriteTimeout: 2 * time.Minute, IdleTimeout: 75 * time.Second, MaxHeaderBytes: 32 << 10}
+
+func (l ListenLimits) withDefaults() ListenLimits {
+	d := DefaultListenLimits
+	if l.HeaderTimeout <= 0 {
+		l.HeaderTimeout = d.HeaderTimeout
+	}
+	if l.ReadTimeout <= 0 {
+		l.ReadTimeout = d.ReadTimeout
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = d.WriteTimeout
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = d.IdleTimeout
+	}
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = d.MaxHeaderBytes
+	}
+	return l
 }
 
 // DefaultRateLimits are the buckets per caller: search and estimate are
@@ -94,6 +139,7 @@ func (c *Config) setDefaults() {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
 	}
+	c.Listen = c.Listen.withDefaults()
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -279,13 +325,14 @@ func (s *Server) Serve(ctx context.Context) error {
 			return err
 		}
 	}
+	lim := s.cfg.Listen
 	s.http = &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       2 * time.Minute,
-		WriteTimeout:      2 * time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		ReadHeaderTimeout: lim.HeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)

@@ -1,7 +1,13 @@
 // Package edge serves launched static sites by Host, over HTTP and HTTPS:
 // preview hosts (<service>--<project>.<preview domain>) and launched domains.
-// Sites are loaded from the store once and kept in memory with their gzip
-// variants and ETags, so a request is a map lookup and a write.
+//
+// Memory is bounded however many sites launch and whatever Hosts clients
+// send. A site in memory is only its manifest: paths, types, hashes. File
+// bodies come from one content-addressed hot cache shared by every site,
+// keyed by SHA-256 and bounded by a byte budget, in front of the store's
+// deduplicated blobs; a hundred launches of one site hold one copy. Sites
+// and the answers for unknown hosts are kept in bounded caches too, and a
+// Host that is not a valid DNS name is answered without a lookup.
 package edge
 
 import (
@@ -19,6 +25,9 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
+	"github.com/pierhq/pier/server/internal/cache"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -30,16 +39,33 @@ type File struct {
 	ContentType string `json:"contentType"`
 }
 
+// file is a site's entry for one path: what to answer with, without the
+// body, which lives in the blob cache under sha.
 type file struct {
-	data, gz []byte
-	etag     string
-	ctype    string
+	sha   string
+	etag  string
+	ctype string
 	// Header values, kept as the slices a header map holds so that a
 	// response assigns them without canonicalizing keys or allocating.
-	ctypeH, cacheH, etagH, lengthH, gzLengthH []string
-	// The same answers as bytes for the fast path (see Prepared): status
-	// line and header lines as net/http writes them, without Date.
+	ctypeH, cacheH, etagH []string
+
+	// heads are the answers as bytes for the fast path (see Prepared),
+	// made once the body's sizes are known.
+	headsOnce sync.Once
+	heads     *heads
+}
+
+// heads are a file's status line and header lines as net/http writes
+// them, without Date.
+type heads struct {
 	head200, head200gz, head304, head404, head404gz []byte
+}
+
+// blob is a file body in the hot cache, with its gzip variant when that is
+// worth sending.
+type blob struct {
+	data, gz           []byte
+	lengthH, gzLengthH []string
 }
 
 // Header values shared by every file; net/http only reads them.
@@ -57,33 +83,75 @@ type site struct {
 	checked             time.Time
 }
 
+// Limits bound the edge's memory.
+type Limits struct {
+	// HotCacheBytes bounds the file bodies (and their gzip variants) kept
+	// in memory across every site.
+	HotCacheBytes int64
+	// Sites bounds the sites kept in memory, and Files their manifests'
+	// entries in total.
+	Sites, Files int
+	// UnknownHosts bounds the remembered answers for hosts with no site.
+	UnknownHosts int
+}
+
+// DefaultLimits are the edge's defaults.
+var DefaultLimits = Limits{HotCacheBytes: 256 << 20, Sites: 10_000, Files: 1_000_000, UnknownHosts: 4096}
+
 // Edge is the site-serving handler.
 type Edge struct {
 	store *store.Store
 	log   *slog.Logger
 
-	mu    sync.RWMutex
-	sites map[string]*site // by host; nil entry caches "no site"
-	load  sync.Mutex
+	sites   *cache.Cache[string, *site]
+	missing *cache.Cache[string, time.Time]
+	blobs   *cache.Cache[string, *blob]
+	loads   singleflight.Group
 }
 
 // revalidate bounds how long a replica serves a site after another replica
 // changed it; this process invalidates its own changes at once.
 const revalidate = 2 * time.Second
 
-// New returns an edge over the store.
-func New(st *store.Store, log *slog.Logger) *Edge {
-	return &Edge{store: st, log: log, sites: map[string]*site{}}
+// New returns an edge over the store with the default limits.
+func New(st *store.Store, log *slog.Logger) *Edge { return NewWithLimits(st, log, DefaultLimits) }
+
+// NewWithLimits returns an edge over the store; zero limits take the
+// defaults.
+func NewWithLimits(st *store.Store, log *slog.Logger, l Limits) *Edge {
+	d := DefaultLimits
+	if l.HotCacheBytes <= 0 {
+		l.HotCacheBytes = d.HotCacheBytes
+	}
+	if l.Sites <= 0 {
+		l.Sites = d.Sites
+	}
+	if l.Files <= 0 {
+		l.Files = d.Files
+	}
+	if l.UnknownHosts <= 0 {
+		l.UnknownHosts = d.UnknownHosts
+	}
+	return &Edge{
+		store:   st,
+		log:     log,
+		sites:   cache.New(l.Sites, int64(l.Files), func(_ string, s *site) int64 { return int64(len(s.files)) + 1 }),
+		missing: cache.New[string, time.Time](l.UnknownHosts, 0, nil),
+		blobs:   cache.New(1<<20, l.HotCacheBytes, func(_ string, b *blob) int64 { return int64(len(b.data)+len(b.gz)) + 64 }),
+	}
 }
+
+// HotCacheBytes is what the hot cache holds now, for tests and metrics.
+func (e *Edge) HotCacheBytes() int64 { return e.blobs.Cost() }
 
 // Invalidate forgets every cached site of a service, after a deploy or a
 // teardown.
 func (e *Edge) Invalidate(hosts ...string) {
-	e.mu.Lock()
 	for _, h := range hosts {
-		delete(e.sites, strings.ToLower(h))
+		h = strings.ToLower(h)
+		e.sites.Delete(h)
+		e.missing.Delete(h)
 	}
-	e.mu.Unlock()
 }
 
 func hostOnly(h string) string {
@@ -93,6 +161,34 @@ func hostOnly(h string) string {
 	return strings.ToLower(strings.TrimSuffix(h, "."))
 }
 
+// ValidHost reports whether h (lower case, no port) could name a site: a
+// DNS name of at most 253 octets in labels of letters, digits and hyphens.
+// Anything else is answered without a lookup and remembered nowhere.
+func ValidHost(h string) bool {
+	if len(h) == 0 || len(h) > 253 {
+		return false
+	}
+	label := 0
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		switch {
+		case c == '.':
+			if label == 0 {
+				return false
+			}
+			label = 0
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_':
+			label++
+			if label > 63 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return label > 0
+}
+
 // Has reports whether a live site answers for host.
 func (e *Edge) Has(ctx context.Context, host string) bool {
 	s, _ := e.siteFor(ctx, hostOnly(host))
@@ -100,41 +196,45 @@ func (e *Edge) Has(ctx context.Context, host string) bool {
 }
 
 func (e *Edge) siteFor(ctx context.Context, host string) (*site, error) {
-	e.mu.RLock()
-	s, ok := e.sites[host]
-	e.mu.RUnlock()
-	if ok && (s == nil || time.Since(s.checked) < revalidate) {
-		if s == nil {
-			return nil, nil
-		}
-		return s, nil
-	}
-	e.load.Lock()
-	defer e.load.Unlock()
-	svc, err := e.store.ServiceByHost(ctx, host)
-	if errors.Is(err, store.ErrNotFound) {
-		e.mu.Lock()
-		e.sites[host] = nil
-		e.mu.Unlock()
+	if !ValidHost(host) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
+	if at, ok := e.missing.Get(host); ok && time.Since(at) < revalidate {
+		return nil, nil
 	}
-	if s != nil && s.serviceID == svc.ID && s.bundleID == svc.BundleID && s.updated.Equal(svc.UpdatedAt) {
-		e.mu.Lock()
-		s.checked = time.Now()
-		e.mu.Unlock()
+	s, ok := e.sites.Get(host)
+	if ok && time.Since(s.checked) < revalidate {
 		return s, nil
 	}
-	s, err = e.build(ctx, svc)
+	v, err, _ := e.loads.Do("site\x00"+host, func() (any, error) {
+		ctx := context.WithoutCancel(ctx)
+		svc, err := e.store.ServiceByHost(ctx, host)
+		if errors.Is(err, store.ErrNotFound) {
+			e.sites.Delete(host)
+			e.missing.Put(host, time.Now())
+			return (*site)(nil), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if s != nil && s.serviceID == svc.ID && s.bundleID == svc.BundleID && s.updated.Equal(svc.UpdatedAt) {
+			fresh := *s
+			fresh.checked = time.Now()
+			e.sites.Put(host, &fresh)
+			return &fresh, nil
+		}
+		ns, err := e.build(ctx, svc)
+		if err != nil {
+			return nil, err
+		}
+		e.missing.Delete(host)
+		e.sites.Put(host, ns)
+		return ns, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	e.sites[host] = s
-	e.mu.Unlock()
-	return s, nil
+	return v.(*site), nil
 }
 
 func (e *Edge) build(ctx context.Context, svc store.Service) (*site, error) {
@@ -146,13 +246,9 @@ func (e *Edge) build(ctx context.Context, svc store.Service) (*site, error) {
 	if err := json.Unmarshal([]byte(b.Manifest), &manifest); err != nil {
 		return nil, err
 	}
-	s := &site{serviceID: svc.ID, bundleID: svc.BundleID, updated: svc.UpdatedAt, checked: time.Now(), files: map[string]*file{}}
+	s := &site{serviceID: svc.ID, bundleID: svc.BundleID, updated: svc.UpdatedAt, checked: time.Now(), files: make(map[string]*file, len(manifest))}
 	for _, m := range manifest {
-		data, err := e.store.Blob(ctx, m.SHA256)
-		if err != nil {
-			return nil, err
-		}
-		f := &file{data: data, etag: `"` + m.SHA256[:32] + `"`, ctype: m.ContentType, lengthH: []string{strconv.Itoa(len(data))}}
+		f := &file{sha: m.SHA256, etag: `"` + m.SHA256[:32] + `"`, ctype: m.ContentType}
 		if f.ctype == "" {
 			f.ctype = ContentType(m.Path)
 		}
@@ -162,30 +258,61 @@ func (e *Edge) build(ctx context.Context, svc store.Service) (*site, error) {
 		} else {
 			f.cacheH = []string{"public, max-age=3600"}
 		}
+		s.files["/"+m.Path] = f
+	}
+	s.notFound = s.files["/404.html"]
+	return s, nil
+}
+
+// body returns a file's body from the hot cache, loading it from the
+// store's blobs (once, however many requests ask at the same moment) when
+// it is not there.
+func (e *Edge) body(ctx context.Context, f *file) (*blob, error) {
+	if b, ok := e.blobs.Get(f.sha); ok {
+		return b, nil
+	}
+	v, err, _ := e.loads.Do("blob\x00"+f.sha, func() (any, error) {
+		data, err := e.store.Blob(context.WithoutCancel(ctx), f.sha)
+		if err != nil {
+			return nil, err
+		}
+		b := &blob{data: data, lengthH: []string{strconv.Itoa(len(data))}}
 		if compressible(f.ctype) && len(data) > 256 {
 			var buf bytes.Buffer
 			zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
 			zw.Write(data)
 			zw.Close()
 			if buf.Len() < len(data)*9/10 {
-				f.gz = buf.Bytes()
-				f.gzLengthH = []string{strconv.Itoa(len(f.gz))}
+				b.gz = buf.Bytes()
+				b.gzLengthH = []string{strconv.Itoa(len(b.gz))}
 			}
 		}
-		f.head200, f.head304 = f.head("200 OK", false, true), f.head("304 Not Modified", false, true)
-		if f.gz != nil {
-			f.head200gz = f.head("200 OK", true, true)
-		}
-		s.files["/"+m.Path] = f
+		// A body larger than the whole budget is served without being kept.
+		e.blobs.Put(f.sha, b)
+		return b, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	s.notFound = s.files["/404.html"]
-	if f := s.notFound; f != nil {
-		f.head404 = f.head("404 Not Found", false, false)
-		if f.gz != nil {
-			f.head404gz = f.head("404 Not Found", true, false)
+	return v.(*blob), nil
+}
+
+// headsFor makes a file's prepared answers once its body's sizes are
+// known. The gzip variant is deterministic, so a body evicted and loaded
+// again has the same sizes.
+func (f *file) headsFor(b *blob) *heads {
+	f.headsOnce.Do(func() {
+		h := &heads{head200: f.head("200 OK", b, false, true), head304: f.head("304 Not Modified", b, false, true)}
+		if b.gz != nil {
+			h.head200gz = f.head("200 OK", b, true, true)
 		}
-	}
-	return s, nil
+		h.head404 = f.head("404 Not Found", b, false, false)
+		if b.gz != nil {
+			h.head404gz = f.head("404 Not Found", b, true, false)
+		}
+		f.heads = h
+	})
+	return f.heads
 }
 
 // ContentType names a file's media type by its extension.
@@ -230,9 +357,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	if s == nil {
-		h.Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusNotFound)
-		w.Write([]byte("No site is launched at " + host + ".\n"))
+		NotFound(w, host)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -247,10 +372,16 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("404 page not found\n"))
 		return
 	}
+	b, err := e.body(r.Context(), f)
+	if err != nil {
+		e.log.Error("edge: loading file", "host", host, "sha256", f.sha, "err", err)
+		http.Error(w, "site unavailable; retry shortly", http.StatusServiceUnavailable)
+		return
+	}
 	h["Content-Type"] = f.ctypeH
 	h["Cache-Control"] = f.cacheH
 	h["X-Content-Type-Options"] = nosniffH
-	if f.gz != nil {
+	if b.gz != nil {
 		h["Vary"] = varyH
 	}
 	if status == http.StatusOK {
@@ -260,9 +391,9 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	body, length := f.data, f.lengthH
-	if f.gz != nil && acceptsGzip(first(r.Header["Accept-Encoding"])) {
-		body, length = f.gz, f.gzLengthH
+	body, length := b.data, b.lengthH
+	if b.gz != nil && acceptsGzip(first(r.Header["Accept-Encoding"])) {
+		body, length = b.gz, b.gzLengthH
 		h["Content-Encoding"] = gzipH
 	}
 	h["Content-Length"] = length
@@ -270,6 +401,33 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodHead {
 		w.Write(body)
 	}
+}
+
+// notFoundPage is Pier's answer for a host with no site: a torn-down
+// service's preview host, a name never launched.
+const notFoundPage = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>No site here</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem;color:#222}code{background:#f3f3f3;padding:0 .25em}</style>
+</head><body>
+<h1>No site is launched here</h1>
+<p>Nothing is served at <code>%s</code>. The site may have been torn down, or never launched.</p>
+<p>Served by Pier.</p>
+</body></html>
+`
+
+// NotFound writes Pier's 404 page for a host with no site.
+func NotFound(w http.ResponseWriter, host string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h["X-Content-Type-Options"] = nosniffH
+	w.WriteHeader(http.StatusNotFound)
+	display := host
+	if !ValidHost(host) {
+		display = "this address"
+	}
+	w.Write([]byte(strings.Replace(notFoundPage, "%s", display, 1)))
 }
 
 // headerValue is a header value as net/http writes it: line breaks become
@@ -280,33 +438,33 @@ var headerValue = strings.NewReplacer("\n", " ", "\r", " ")
 // net/http, in its order (sorted by key), without Date and the final blank
 // line. A 304 carries no Content-Type or Content-Length, as net/http drops
 // them.
-func (f *file) head(status string, gz, etag bool) []byte {
-	b := []byte("HTTP/1.1 " + status + "\r\n")
+func (f *file) head(status string, b *blob, gz, etag bool) []byte {
+	out := []byte("HTTP/1.1 " + status + "\r\n")
 	add := func(k, v string) {
-		b = append(b, k...)
-		b = append(b, ": "...)
-		b = append(b, strings.Trim(headerValue.Replace(v), " \t")...)
-		b = append(b, "\r\n"...)
+		out = append(out, k...)
+		out = append(out, ": "...)
+		out = append(out, strings.Trim(headerValue.Replace(v), " \t")...)
+		out = append(out, "\r\n"...)
 	}
 	notModified := strings.HasPrefix(status, "304")
 	add("Cache-Control", f.cacheH[0])
 	if !notModified {
 		if gz {
 			add("Content-Encoding", "gzip")
-			add("Content-Length", f.gzLengthH[0])
+			add("Content-Length", b.gzLengthH[0])
 		} else {
-			add("Content-Length", f.lengthH[0])
+			add("Content-Length", b.lengthH[0])
 		}
 		add("Content-Type", f.ctype)
 	}
 	if etag {
 		add("Etag", f.etag)
 	}
-	if f.gz != nil {
+	if b.gz != nil {
 		add("Vary", "Accept-Encoding")
 	}
 	add("X-Content-Type-Options", "nosniff")
-	return b
+	return out
 }
 
 // Prepared is ServeHTTP's answer to a GET for host and urlPath with the
@@ -325,19 +483,24 @@ func (e *Edge) Prepared(ctx context.Context, host, urlPath, ifNoneMatch, acceptE
 	if f == nil {
 		return nil, nil, false
 	}
-	if status == http.StatusOK && ifNoneMatch != "" && etagMatch(ifNoneMatch, f.etag) {
-		return f.head304, nil, true
+	b, err := e.body(ctx, f)
+	if err != nil {
+		return nil, nil, false
 	}
-	gz := f.gz != nil && acceptsGzip(acceptEncoding)
+	h := f.headsFor(b)
+	if status == http.StatusOK && ifNoneMatch != "" && etagMatch(ifNoneMatch, f.etag) {
+		return h.head304, nil, true
+	}
+	gz := b.gz != nil && acceptsGzip(acceptEncoding)
 	switch {
 	case status == http.StatusOK && gz:
-		return f.head200gz, f.gz, true
+		return h.head200gz, b.gz, true
 	case status == http.StatusOK:
-		return f.head200, f.data, true
+		return h.head200, b.data, true
 	case gz:
-		return f.head404gz, f.gz, true
+		return h.head404gz, b.gz, true
 	default:
-		return f.head404, f.data, true
+		return h.head404, b.data, true
 	}
 }
 
@@ -382,12 +545,38 @@ func etagMatch(header, etag string) bool {
 	return false
 }
 
+// acceptsGzip reads Accept-Encoding as RFC 9110 §12.5.3 has it: gzip (or
+// x-gzip) with a q-value above 0, or else "*" with one; "gzip;q=0" (and
+// "q=0.0", "q=0.000") refuses it.
 func acceptsGzip(ae string) bool {
-	for _, part := range strings.Split(ae, ",") {
+	star := false
+	for part := range strings.SplitSeq(ae, ",") {
 		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		if strings.EqualFold(strings.TrimSpace(name), "gzip") {
-			return !strings.Contains(strings.ReplaceAll(params, " ", ""), "q=0") || strings.Contains(params, "q=0.")
+		name = strings.TrimSpace(name)
+		q := qValue(params)
+		switch {
+		case strings.EqualFold(name, "gzip"), strings.EqualFold(name, "x-gzip"):
+			return q > 0
+		case name == "*":
+			star = q > 0
 		}
 	}
-	return false
+	return star
+}
+
+// qValue is the weight among a coding's parameters: 1 when absent, 0 when
+// malformed (a client that garbles it is not sent gzip).
+func qValue(params string) float64 {
+	for p := range strings.SplitSeq(params, ";") {
+		k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "q") {
+			continue
+		}
+		q, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || q < 0 || q > 1 {
+			return 0
+		}
+		return q
+	}
+	return 1
 }

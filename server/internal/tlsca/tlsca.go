@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/cache"
 )
 
 // Name is the CA's identifier in CAA records.
@@ -32,9 +34,13 @@ type CA struct {
 	rootPEM []byte
 	now     func() time.Time
 
-	mu    sync.Mutex
-	cache map[string]*tls.Certificate
+	mu    sync.Mutex // serialises issuance
+	cache *cache.Cache[string, *tls.Certificate]
 }
+
+// maxCached bounds the leaves kept in memory; one is issued again when
+// needed.
+const maxCached = 10_000
 
 // LoadOrCreate opens the CA in dir, creating it on first use.
 func LoadOrCreate(dir string, now func() time.Time) (*CA, error) {
@@ -76,7 +82,7 @@ func LoadOrCreate(dir string, now func() time.Time) (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &CA{root: root, key: key, rootPEM: certPEM, now: now, cache: map[string]*tls.Certificate{}}, nil
+	return &CA{root: root, key: key, rootPEM: certPEM, now: now, cache: cache.New[string, *tls.Certificate](maxCached, 0, nil)}, nil
 }
 
 func writeFile(path string, b []byte, mode os.FileMode) error {
@@ -135,7 +141,7 @@ func (c *CA) Certificate(host string) (*tls.Certificate, error) {
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cert, ok := c.cache[host]; ok && c.now().Before(cert.Leaf.NotAfter.Add(-24*time.Hour)) {
+	if cert, ok := c.cache.Get(host); ok && c.now().Before(cert.Leaf.NotAfter.Add(-24*time.Hour)) {
 		return cert, nil
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -161,6 +167,6 @@ func (c *CA) Certificate(host string) (*tls.Certificate, error) {
 		return nil, err
 	}
 	cert := &tls.Certificate{Certificate: [][]byte{der, c.root.Raw}, PrivateKey: key, Leaf: leaf}
-	c.cache[host] = cert
+	c.cache.Put(host, cert)
 	return cert, nil
 }

@@ -245,6 +245,8 @@ type conn struct {
 	// nothing.
 	host, path string
 	api        bool
+	// served is set once a request was answered.
+	served bool
 }
 
 // request is one parsed head.
@@ -265,7 +267,14 @@ func (cs *conn) loop() bool {
 			if err := cs.flush(); err != nil {
 				return false
 			}
-			if !cs.deadline(&cs.readBy, cfg.IdleTimeout, cs.c.SetReadDeadline) || cs.l.isClosed() {
+			// A new connection gets the header timeout to send its first
+			// byte, as net/http gives it; only a connection that already
+			// asked something may idle for longer.
+			wait := cfg.IdleTimeout
+			if !cs.served {
+				wait = min(wait, cfg.HeaderTimeout)
+			}
+			if !cs.deadline(&cs.readBy, wait, cs.c.SetReadDeadline) || cs.l.isClosed() {
 				return false
 			}
 			if _, err := cs.br.Peek(1); err != nil {
@@ -297,6 +306,7 @@ func (cs *conn) loop() bool {
 			return cs.flush() == nil
 		}
 		cs.br.Discard(n)
+		cs.served = true
 		if r.close {
 			if cs.flush() == nil {
 				cs.lingerClose()

@@ -437,6 +437,52 @@ func TestTimeouts(t *testing.T) {
 	closes("slow head after an answer", get("/")+"GET / HTTP/1.1\r\nHo", 1)
 }
 
+// A new connection that sends nothing, or trickles its head a byte at a
+// time, is closed within the header timeout, however long the idle
+// timeout for kept-alive connections is.
+func TestSilentAndTricklingConnectionsGetTheHeaderTimeout(t *testing.T) {
+	e := newEdge(t)
+	fast := serve(t, e, true, Config{IdleTimeout: time.Minute, HeaderTimeout: 400 * time.Millisecond})
+	for _, trickle := range []bool{false, true} {
+		c, err := net.Dial("tcp", fast.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		start := time.Now()
+		closed := make(chan time.Duration, 1)
+		go func() {
+			buf := make([]byte, 1)
+			for {
+				if _, err := c.Read(buf); err != nil {
+					closed <- time.Since(start)
+					return
+				}
+			}
+		}()
+		if trickle {
+			head := "GET / HTTP/1.1\r\nHost: " + siteHost + "\r\nX-Slow: " + strings.Repeat("a", 200)
+		loop:
+			for i := 0; i < len(head); i++ {
+				select {
+				case <-closed:
+					closed <- time.Since(start)
+					break loop
+				case <-time.After(50 * time.Millisecond):
+				}
+				if _, err := c.Write([]byte{head[i]}); err != nil {
+					break
+				}
+			}
+		}
+		d := <-closed
+		c.Close()
+		if d > 2*time.Second {
+			t.Errorf("trickle=%v: closed after %v, want about the 400ms header timeout", trickle, d)
+		}
+	}
+}
+
 func TestCloseListener(t *testing.T) {
 	e := newEdge(t)
 	inner, _ := net.Listen("tcp", "127.0.0.1:0")

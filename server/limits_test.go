@@ -1,0 +1,226 @@
+package server_test
+
+import (
+	"bufio"
+	"crypto/rand"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server"
+	"github.com/pierhq/pier/server/internal/service"
+)
+
+// heapInUse is the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// TestUnknownHostsCostNothingThatLasts sends 100,000 requests for
+// distinct hosts with no site, long random names and invalid ones, through
+// the server's handler: the heap grows by less than 20 MiB.
+func TestUnknownHostsCostNothingThatLasts(t *testing.T) {
+	ts := start(t, server.Config{})
+	h := ts.Handler()
+	ask := func(host string) int {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Host = host
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	if code := ask("warm.localhost"); code != 404 {
+		t.Fatalf("unknown host: %d", code)
+	}
+	before := heapInUse()
+	label := strings.Repeat("x", 50)
+	for i := range 100_000 {
+		var host string
+		switch i % 3 {
+		case 0: // a valid name, looked up once and remembered in a bounded set
+			host = fmt.Sprintf("%s-%d.%s.%s.example", label, i, label, label)
+		case 1: // longer than any DNS name: answered without a lookup
+			host = strings.Repeat(fmt.Sprintf("h%d.", i), 200) + "example"
+		default: // not a name at all
+			host = fmt.Sprintf("bad host %d !", i)
+		}
+		if code := ask(host); code != 404 && code != 400 {
+			t.Fatalf("%q: %d", host[:20], code)
+		}
+	}
+	after := heapInUse()
+	grew := int64(after) - int64(before)
+	t.Logf("heap %d MiB → %d MiB (%+.1f MiB) after 100,000 unknown hosts", before>>20, after>>20, float64(grew)/(1<<20))
+	if grew > 20<<20 {
+		t.Fatalf("100,000 unknown hosts grew the heap by %d MiB, want under 20", grew>>20)
+	}
+}
+
+// TestOneCopyOfASiteLaunchedAHundredTimes launches the same 10 MiB site
+// a hundred times and serves every one of them: the store keeps one copy
+// of each file and the edge's memory one copy of its bytes.
+func TestOneCopyOfASiteLaunchedAHundredTimes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("launches a hundred services")
+	}
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, sdk.ProjectPolicy{}, "launch", "read")
+	big := make([]byte, 10<<20)
+	rand.Read(big) // incompressible: no gzip variant
+	files := map[string]string{"index.html": "<!doctype html><h1>same</h1>", "data.bin": string(big)}
+	bundle := upload(t, ts, a, files)
+	// Uploading the same files again stores nothing new.
+	r := ts.Client.Do("POST", "/v1/bundles", uploadBody(a.project, files), a.header())
+	if d := r.JSON()["data"].(map[string]any); r.StatusCode != 201 || d["newBlobs"] != 0.0 {
+		t.Fatalf("second upload: %d %s", r.StatusCode, r.Body)
+	}
+	big = nil
+	files = nil
+
+	var hosts []string
+	for i := range 100 {
+		r := ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": fmt.Sprintf("copy%d", i), "target": "edge", "bundleId": bundle}, a.header())
+		if r.StatusCode != 202 {
+			t.Fatalf("launch %d: %d %s", i, r.StatusCode, r.Body)
+		}
+		task := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+		u := task["previewUrl"].(string)
+		hosts = append(hosts, strings.Split(strings.TrimPrefix(u, "https://"), ":")[0])
+	}
+	before := heapInUse()
+	for _, host := range hosts {
+		req, _ := http.NewRequest("GET", "http://"+ts.Addr()+"/data.bin", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || n != 10<<20 {
+			t.Fatalf("%s: %d, %d bytes", host, resp.StatusCode, n)
+		}
+	}
+	after := heapInUse()
+	grew := int64(after) - int64(before)
+	t.Logf("heap %+.1f MiB after serving 100 launches of one 10 MiB site", float64(grew)/(1<<20))
+	if grew > 15<<20 {
+		t.Fatalf("serving 100 launches of one 10 MiB site grew the heap by %d MiB, want at most one copy", grew>>20)
+	}
+}
+
+// TestListenersCloseSilentConnections opens connections that send
+// nothing, or trickle a head, to the HTTP and HTTPS listeners, with the
+// edge's fast path and without: each is closed within the header timeout.
+// An oversized head is refused.
+func TestListenersCloseSilentConnections(t *testing.T) {
+	if server.DefaultListenLimits.HeaderTimeout > 10*time.Second {
+		t.Fatalf("default header timeout %v, want 10 s or less", server.DefaultListenLimits.HeaderTimeout)
+	}
+	const timeout = 500 * time.Millisecond
+	for _, fast := range []bool{true, false} {
+		ts := start(t, server.Config{DisableEdgeFastPath: !fast, Listen: server.ListenLimits{HeaderTimeout: timeout, MaxHeaderBytes: 8 << 10}})
+		for _, l := range []struct {
+			name, addr string
+			tls        bool
+		}{{"http", ts.Addr(), false}, {"https", ts.HTTPSAddr(), true}} {
+			for _, mode := range []string{"silent", "trickle"} {
+				name := fmt.Sprintf("fast=%v %s %s", fast, l.name, mode)
+				c, err := net.Dial("tcp", l.addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.SetDeadline(time.Now().Add(15 * time.Second))
+				start := time.Now()
+				var conn net.Conn = c
+				if l.tls && mode == "trickle" {
+					tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true, ServerName: "localhost"})
+					if err := tc.Handshake(); err != nil {
+						t.Fatalf("%s: handshake: %v", name, err)
+					}
+					conn = tc
+				}
+				done := make(chan time.Duration, 1)
+				go func() {
+					io.Copy(io.Discard, conn)
+					done <- time.Since(start)
+				}()
+				if mode == "trickle" {
+					head := "GET / HTTP/1.1\r\nHost: site.localhost\r\nX-Slow: " + strings.Repeat("a", 100)
+				send:
+					for i := range len(head) {
+						select {
+						case d := <-done:
+							done <- d
+							break send
+						case <-time.After(40 * time.Millisecond):
+						}
+						conn.Write([]byte{head[i]})
+					}
+				}
+				d := <-done
+				c.Close()
+				if d > timeout+2*time.Second {
+					t.Errorf("%s: closed after %v, want about %v", name, d, timeout)
+				}
+			}
+		}
+		// An oversized head.
+		c, err := net.Dial("tcp", ts.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: %s\r\n\r\n", strings.Repeat("b", 64<<10))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err == nil && resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("fast=%v: 64 KiB head answered %d", fast, resp.StatusCode)
+		}
+	}
+}
+
+// TestNoSiteGetsACertificateAnd404 reaches a torn-down preview host and a
+// never-launched one over HTTPS: a certificate the local CA signed for the
+// name, and Pier's 404 page.
+func TestNoSiteGetsACertificateAnd404(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
+	bundle := upload(t, ts, a, siteSaying("soon gone"))
+	r := ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "gone", "target": "edge", "bundleId": bundle}, a.header())
+	task := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	host := strings.Split(strings.TrimPrefix(task["previewUrl"].(string), "https://"), ":")[0]
+	r = ts.Client.Do("POST", "/v1/services/"+task["serviceId"].(string)+"/teardown", nil, a.header())
+	waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+
+	for _, h := range []string{host, "never--launched.localhost"} {
+		resp, err := httpsClient(ts).Get("https://" + h + "/")
+		if err != nil {
+			t.Fatalf("%s: %v", h, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 404 || !strings.Contains(string(body), "No site is launched here") || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") {
+			t.Errorf("%s: %d %s", h, resp.StatusCode, body)
+		}
+		if err := resp.TLS.PeerCertificates[0].VerifyHostname(h); err != nil {
+			t.Errorf("%s: %v", h, err)
+		}
+	}
+	// A name outside the preview zone with no site still gets no certificate.
+	if _, err := httpsClient(ts).Get("https://unknown.example/"); err == nil {
+		t.Error("a certificate for a name Pier does not serve")
+	}
+}
