@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/dnsserver"
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
@@ -37,7 +39,7 @@ func NewCommands() []*cobra.Command {
 func newServerCmd() *cobra.Command {
 	var cfg Config
 	var logLevel, logFormat string
-	var limits []string
+	var limits, secondaries []string
 	var edgeFastPath bool
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -69,6 +71,13 @@ SIGTERM drains in-flight requests, then exits.`,
 					}
 					cfg.RateLimits[class] = RateLimit{PerSecond: ps, Burst: b}
 				}
+			}
+			for _, sec := range secondaries {
+				name, secret, ok := strings.Cut(sec, ":")
+				if _, err := base64.StdEncoding.DecodeString(secret); !ok || name == "" || err != nil {
+					return fmt.Errorf("--dns-secondary %q: want TSIG-KEY-NAME:BASE64-SECRET", sec)
+				}
+				cfg.DNSSecondaries = append(cfg.DNSSecondaries, dnsserver.Secondary{KeyName: name, Secret: secret})
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -111,6 +120,9 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.DurationVar(&cfg.Listen.WriteTimeout, "write-timeout", lim.WriteTimeout, "bound on writing an answer")
 	f.DurationVar(&cfg.Listen.IdleTimeout, "idle-timeout", lim.IdleTimeout, "how long a kept-alive connection may wait for its next request")
 	f.IntVar(&cfg.Listen.MaxHeaderBytes, "max-header-bytes", lim.MaxHeaderBytes, "bound on a request's head, in bytes")
+	f.IntVar(&cfg.DNS.RRLRate, "dns-rrl-rate", dnsserver.DefaultLimits.RRLRate, "UDP answers per second per source prefix (/24, /56) before response rate limiting; 0 turns it off")
+	f.IntVar(&cfg.DNS.RRLSlip, "dns-rrl-slip", dnsserver.DefaultLimits.RRLSlip, "send every Nth rate-limited answer truncated, so real clients retry over TCP; 0 drops them all")
+	f.StringArrayVar(&secondaries, "dns-secondary", nil, "a secondary allowed zone transfers, as TSIG-KEY-NAME:BASE64-SECRET (hmac-sha256); repeatable")
 	f.Int64Var(&cfg.Edge.HotCacheBytes, "edge-cache-bytes", edge.DefaultLimits.HotCacheBytes, "bound on the file bodies the edge keeps in memory, across every site")
 	f.StringArrayVar(&limits, "rate-limit", nil, "override a rate-limit bucket per caller: CLASS=PER_SECOND:BURST (classes: search, quotes, signup)")
 	f.StringVar(&logLevel, "log-level", env("PIER_LOG_LEVEL", "info"), "debug, info, warn or error (PIER_LOG_LEVEL)")

@@ -48,7 +48,7 @@ func (s *Server) buildLaunch(ctx context.Context, svc *service.Service) error {
 	if err != nil {
 		return err
 	}
-	lp := &launchParts{ca: ca, edge: edge.NewWithLimits(s.store, s.log, s.cfg.Edge), dns: dnsserver.New(s.store, s.log)}
+	lp := &launchParts{ca: ca, edge: edge.NewWithLimits(s.store, s.log, s.cfg.Edge), dns: dnsserver.NewWithLimits(s.store, s.log, s.cfg.DNS, s.cfg.DNSSecondaries)}
 	caaIssuers := []string{tlsca.Name}
 	if s.cfg.ACMEDirectory != "" {
 		lp.acme, err = acme.New(acme.Config{Directory: s.cfg.ACMEDirectory, Email: s.cfg.ACMEEmail, CAFile: s.cfg.ACMECAFile,

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/openapi"
+	"github.com/pierhq/pier/server/internal/dnsserver"
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/httpapi"
 	"github.com/pierhq/pier/server/internal/mcp"
@@ -63,6 +64,10 @@ type Config struct {
 	// Edge bounds the edge's memory: its hot cache of file bodies and the
 	// sites and unknown hosts it remembers.
 	Edge edge.Limits
+	// DNS bounds the DNS server: zones in memory and response rate
+	// limiting; DNSSecondaries may transfer zones with TSIG.
+	DNS            dnsserver.Limits
+	DNSSecondaries []dnsserver.Secondary
 	// StepPause holds launches at a step, for the crash tests
 	// (PIER_TEST_PAUSE_AFTER_STEP, PIER_TEST_PAUSE_INSIDE_STEP).
 	StepPause service.StepPause
@@ -140,6 +145,9 @@ func (c *Config) setDefaults() {
 		c.ShutdownTimeout = 30 * time.Second
 	}
 	c.Listen = c.Listen.withDefaults()
+	if c.DNS == (dnsserver.Limits{}) {
+		c.DNS = dnsserver.DefaultLimits
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
