@@ -130,7 +130,7 @@ func exitCodeForAPIError(e *sdk.Error) int {
 		return ExitUsage
 	case "auth":
 		return ExitAuth
-	case "budget", "policy", "price", "plan", "approval":
+	case "budget", "policy", "price", "plan", "approval", "quota":
 		return ExitBlocked
 	case "not_found":
 		return ExitNotFound

@@ -134,6 +134,7 @@ const (
 	IdempotencyKeyReused      BlockedBy = "idempotency:key_reused"
 	InputBodyTooLarge         BlockedBy = "input:body_too_large"
 	InputInvalid              BlockedBy = "input:invalid"
+	InputInvalidText          BlockedBy = "input:invalid_text"
 	InputMalformedJson        BlockedBy = "input:malformed_json"
 	InputMethodNotAllowed     BlockedBy = "input:method_not_allowed"
 	InputNotAcceptable        BlockedBy = "input:not_acceptable"
@@ -154,6 +155,9 @@ const (
 	PriceChanged              BlockedBy = "price:changed"
 	PriceUnavailable          BlockedBy = "price:unavailable"
 	ProviderFailed            BlockedBy = "provider:failed"
+	QuotaBundles              BlockedBy = "quota:bundles"
+	QuotaServices             BlockedBy = "quota:services"
+	QuotaStorage              BlockedBy = "quota:storage"
 	RateLimited               BlockedBy = "rate:limited"
 )
 
@@ -196,6 +200,8 @@ func (e BlockedBy) Valid() bool {
 		return true
 	case InputInvalid:
 		return true
+	case InputInvalidText:
+		return true
 	case InputMalformedJson:
 		return true
 	case InputMethodNotAllowed:
@@ -235,6 +241,12 @@ func (e BlockedBy) Valid() bool {
 	case PriceUnavailable:
 		return true
 	case ProviderFailed:
+		return true
+	case QuotaBundles:
+		return true
+	case QuotaServices:
+		return true
+	case QuotaStorage:
 		return true
 	case RateLimited:
 		return true

@@ -62,6 +62,7 @@ var blockedByTable = map[BlockedBy]BlockedByInfo{
 	"idempotency:key_reused":       {Status: 422, Retryable: false, Description: "The Idempotency-Key was used with a different request body."},
 	"input:body_too_large":         {Status: 413, Retryable: false, Description: "The body exceeds the operation's size limit."},
 	"input:invalid":                {Status: 400, Retryable: false, Description: "A parameter or field is missing or ill-typed."},
+	"input:invalid_text":           {Status: 400, Retryable: false, Description: "A path or name holds invalid UTF-8 or a bidirectional control character (U+202A to U+202E, U+2066 to U+2069)."},
 	"input:malformed_json":         {Status: 400, Retryable: false, Description: "The body is not valid JSON."},
 	"input:method_not_allowed":     {Status: 405, Retryable: false, Description: "The path exists but not with this HTTP method."},
 	"input:not_acceptable":         {Status: 406, Retryable: false, Description: "The Accept header excludes every media type the operation answers with."},
@@ -82,5 +83,8 @@ var blockedByTable = map[BlockedBy]BlockedByInfo{
 	"price:changed":                {Status: 409, Retryable: false, Description: "The price moved since the quote; quote again."},
 	"price:unavailable":            {Status: 422, Retryable: false, Description: "The registry publishes no price for this name (premium, price on application)."},
 	"provider:failed":              {Status: 502, Retryable: false, Description: "A provider kept failing after the task's bounded retries; the task failed and what it charged was refunded."},
+	"quota:bundles":                {Status: 403, Retryable: false, Description: "The organisation stores as many bundles as its quota allows."},
+	"quota:services":               {Status: 403, Retryable: false, Description: "The organisation has as many live services as its quota allows; tear one down first."},
+	"quota:storage":                {Status: 403, Retryable: false, Description: "The organisation's bundles would hold more bytes than its storage quota allows."},
 	"rate:limited":                 {Status: 429, Retryable: true, Description: "The caller's rate limit is exhausted; wait `Retry-After` seconds."},
 }

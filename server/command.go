@@ -123,8 +123,11 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.IntVar(&cfg.DNS.RRLRate, "dns-rrl-rate", dnsserver.DefaultLimits.RRLRate, "UDP answers per second per source prefix (/24, /56) before response rate limiting; 0 turns it off")
 	f.IntVar(&cfg.DNS.RRLSlip, "dns-rrl-slip", dnsserver.DefaultLimits.RRLSlip, "send every Nth rate-limited answer truncated, so real clients retry over TCP; 0 drops them all")
 	f.StringArrayVar(&secondaries, "dns-secondary", nil, "a secondary allowed zone transfers, as TSIG-KEY-NAME:BASE64-SECRET (hmac-sha256); repeatable")
+	f.IntVar(&cfg.Quotas.Services, "quota-services", service.DefaultQuotas.Services, "live services an organisation may have")
+	f.IntVar(&cfg.Quotas.Bundles, "quota-bundles", service.DefaultQuotas.Bundles, "bundles an organisation may store")
+	f.Int64Var(&cfg.Quotas.StorageBytes, "quota-storage-bytes", service.DefaultQuotas.StorageBytes, "bytes an organisation's bundles may hold")
 	f.Int64Var(&cfg.Edge.HotCacheBytes, "edge-cache-bytes", edge.DefaultLimits.HotCacheBytes, "bound on the file bodies the edge keeps in memory, across every site")
-	f.StringArrayVar(&limits, "rate-limit", nil, "override a rate-limit bucket per caller: CLASS=PER_SECOND:BURST (classes: search, quotes, signup)")
+	f.StringArrayVar(&limits, "rate-limit", nil, "override a rate-limit bucket per caller: CLASS=PER_SECOND:BURST (classes: search, quotes, signup, mcp)")
 	f.StringVar(&logLevel, "log-level", env("PIER_LOG_LEVEL", "info"), "debug, info, warn or error (PIER_LOG_LEVEL)")
 	f.StringVar(&logFormat, "log-format", env("PIER_LOG_FORMAT", "text"), "text or json (PIER_LOG_FORMAT)")
 	// Crash tests hold a launch at a step through the environment only.

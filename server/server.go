@@ -68,6 +68,9 @@ type Config struct {
 	// limiting; DNSSecondaries may transfer zones with TSIG.
 	DNS            dnsserver.Limits
 	DNSSecondaries []dnsserver.Secondary
+	// Quotas bound each organisation's live services, bundles and stored
+	// bytes; zero fields take service.DefaultQuotas.
+	Quotas service.Quotas
 	// StepPause holds launches at a step, for the crash tests
 	// (PIER_TEST_PAUSE_AFTER_STEP, PIER_TEST_PAUSE_INSIDE_STEP).
 	StepPause service.StepPause
@@ -117,6 +120,8 @@ var DefaultRateLimits = map[string]ratelimit.Policy{
 	"search": {PerSecond: 20, Burst: 60},
 	"quotes": {PerSecond: 2, Burst: 10},
 	"signup": {PerSecond: 0.2, Burst: 5},
+	// Every MCP message, each entry of a batch included.
+	mcp.RateClass: {PerSecond: 50, Burst: 100},
 }
 
 // DefaultDataDir is $PIER_DATA_DIR, else ~/.local/share/pier.
@@ -230,6 +235,7 @@ func (s *Server) build(ctx context.Context) error {
 	svc := service.New(s.store, s.cfg.Now, s.log)
 	svc.BaseURL = s.BaseURL
 	svc.Pause = s.cfg.StepPause
+	svc.Quotas = s.cfg.Quotas
 	s.svc = svc
 	if err := s.buildLaunch(ctx, svc); err != nil {
 		return err
@@ -238,11 +244,12 @@ func (s *Server) build(ctx context.Context) error {
 	// The MCP endpoint dispatches tool calls to the REST handler it is
 	// mounted in, so it is built once that handler exists.
 	var mcpHandler http.Handler
+	limiter := ratelimit.New(s.cfg.RateLimits, s.cfg.Now)
 	api, err := httpapi.New(httpapi.Config{
 		Tokens:  authz,
 		Service: svc,
 		Store:   s.store,
-		Limiter: ratelimit.New(s.cfg.RateLimits, s.cfg.Now),
+		Limiter: limiter,
 		Log:     s.log,
 		Now:     s.cfg.Now,
 		BaseURL: s.BaseURL,
@@ -260,6 +267,7 @@ func (s *Server) build(ctx context.Context) error {
 		AllowedOrigins: append([]string{s.cfg.BaseURL, s.cfg.APIURL}, s.cfg.MCPAllowedOrigins...),
 		Authenticate:   mcpCredentials(api),
 		Challenge:      authz.Challenge,
+		Limiter:        limiter,
 	})
 	if err != nil {
 		return err

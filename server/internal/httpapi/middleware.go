@@ -39,12 +39,13 @@ func (h *Handler) chain(rt *route) http.Handler {
 			return
 		}
 
-		body, err := h.readBody(w, r, op)
-		if err != nil {
-			WriteError(w, r, h.cfg.Log, err)
+		// Nothing of the body is read before the caller is known and the
+		// route's limit is checked: an announced length over the limit is
+		// refused at once, and an unauthenticated upload never reaches memory.
+		if limit := h.bodyLimit(op); r.ContentLength > limit {
+			WriteError(w, r, h.cfg.Log, tooLarge(op, limit))
 			return
 		}
-
 		p, err := h.authenticate(r, op)
 		if err != nil {
 			WriteError(w, r, h.cfg.Log, err)
@@ -68,6 +69,12 @@ func (h *Handler) chain(rt *route) http.Handler {
 				WriteError(w, r, h.cfg.Log, e)
 				return
 			}
+		}
+
+		body, err := h.readBody(w, r, op)
+		if err != nil {
+			WriteError(w, r, h.cfg.Log, err)
+			return
 		}
 
 		if op.Pure {
@@ -156,16 +163,29 @@ func acceptable(accept, media string) bool {
 	return false
 }
 
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, op sdk.Operation) ([]byte, error) {
-	limit := op.BodyLimit
-	if limit == 0 {
-		limit = h.cfg.DefaultBodyLimit
+// bodyLimit is the route's body limit: x-body-limit in the contract (large
+// for bundles), else the default for JSON.
+func (h *Handler) bodyLimit(op sdk.Operation) int64 {
+	if op.BodyLimit > 0 {
+		return op.BodyLimit
 	}
+	return h.cfg.DefaultBodyLimit
+}
+
+func tooLarge(op sdk.Operation, limit int64) *apierr.Error {
+	return apierr.Newf("input:body_too_large", "the body exceeds %d bytes, the limit for %s", limit, op.ID).
+		WithDetails(sdk.FieldProblem{Field: "body", Problem: fmt.Sprintf("larger than %d bytes", limit)})
+}
+
+// readBody reads the body up to the route's limit; a chunked body is cut
+// there.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, op sdk.Operation) ([]byte, error) {
+	limit := h.bodyLimit(op)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
-			return nil, apierr.Newf("input:body_too_large", "the body exceeds %d bytes for %s", limit, op.ID)
+			return nil, tooLarge(op, limit)
 		}
 		return nil, apierr.Newf("input:invalid", "reading the body failed: %v", err)
 	}

@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +19,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/httpapi"
+	"github.com/pierhq/pier/server/internal/ratelimit"
 )
 
 // ProtocolVersion is the one MCP protocol version the endpoint negotiates
@@ -51,7 +54,24 @@ type Config struct {
 	// protected resource metadata so an MCP client can sign in with OAuth;
 	// invalidToken says a credential was presented and refused.
 	Challenge func(invalidToken bool) string
+	// Limiter, when set, charges every JSON-RPC message, each entry of a
+	// batch included, to the caller's RateClass bucket.
+	Limiter *ratelimit.Limiter
+	// MaxBatch and MaxBatchBytes cap a batch's entries and size; zero
+	// means DefaultMaxBatch and DefaultMaxBatchBytes.
+	MaxBatch      int
+	MaxBatchBytes int64
 }
+
+// RateClass is the rate-limit class every JSON-RPC message is charged to.
+const RateClass = "mcp"
+
+// The default batch caps: a batch is for a few calls an agent makes
+// together, not a way to multiply one request.
+const (
+	DefaultMaxBatch      = 20
+	DefaultMaxBatchBytes = 1 << 20
+)
 
 // Handler serves POST /mcp.
 type Handler struct {
@@ -63,6 +83,9 @@ type Handler struct {
 	limit     int64
 	tools     map[string]*compiledTool
 	shapes    *shapeCache
+	limiter   *ratelimit.Limiter
+	maxBatch  int
+	maxBatchB int64
 	// initializeResult and toolsList are encoded once: they never change.
 	initializeResult []byte
 	toolsList        []byte
@@ -95,6 +118,15 @@ func New(cfg Config) (*Handler, error) {
 		origins:   map[string]bool{},
 		tools:     map[string]*compiledTool{},
 		shapes:    newShapeCache(4096),
+		limiter:   cfg.Limiter,
+		maxBatch:  cfg.MaxBatch,
+		maxBatchB: cfg.MaxBatchBytes,
+	}
+	if h.maxBatch <= 0 {
+		h.maxBatch = DefaultMaxBatch
+	}
+	if h.maxBatchB <= 0 {
+		h.maxBatchB = DefaultMaxBatchBytes
 	}
 	for _, o := range cfg.AllowedOrigins {
 		if n, ok := normalizeOrigin(o); ok {
@@ -171,6 +203,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// A body announced over the limit is refused before a byte is read.
+	if r.ContentLength > h.limit {
+		httpapi.WriteError(w, r, h.log, apierr.Newf("input:body_too_large", "the JSON-RPC message exceeds %d bytes", h.limit))
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.limit))
 	if err != nil {
 		var mb *http.MaxBytesError
@@ -181,7 +218,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, apierr.Newf("input:invalid", "reading the body failed: %v", err))
 		return
 	}
-	if e := h.serveJSONRPC(r.Context(), w, body, r.Header, caller{remoteAddr: r.RemoteAddr, host: r.Host}); e != nil {
+	if e := h.serveJSONRPC(r.Context(), w, body, r.Header, caller{remoteAddr: r.RemoteAddr, host: r.Host, key: rateKey(r)}); e != nil {
 		httpapi.WriteError(w, r, h.log, e)
 	}
 }
@@ -210,6 +247,35 @@ func challengeHeader(challenge string) http.Header {
 type caller struct {
 	remoteAddr string
 	host       string
+	// key names the caller's rate-limit bucket.
+	key string
+}
+
+// rateKey is the caller a message is charged to: its credential when it
+// sends one (hashed), else its address.
+func rateKey(r *http.Request) string {
+	if a := r.Header.Get("Authorization"); a != "" {
+		sum := sha256.Sum256([]byte(a))
+		return "cred:" + hex.EncodeToString(sum[:12])
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "ip:" + host
+}
+
+// allow charges one message to the caller; when refused it returns the
+// seconds to wait.
+func (h *Handler) allow(c caller) (int, bool) {
+	if h.limiter == nil {
+		return 0, true
+	}
+	d, limited := h.limiter.Allow(RateClass, c.key)
+	if !limited || d.Allowed {
+		return 0, true
+	}
+	return max(int((d.RetryAfter.Milliseconds()+999)/1000), 1), false
 }
 
 // acceptsBoth reports whether Accept admits both application/json and

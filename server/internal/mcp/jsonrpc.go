@@ -22,6 +22,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 )
 
@@ -39,7 +41,21 @@ const (
 	codeMethodNotFound = -32601
 	codeInvalidParams  = -32602
 	codeInternal       = -32603
+	// codeRateLimited is a server error (JSON-RPC reserves -32000 to
+	// -32099 for them): the entry was not run.
+	codeRateLimited = -32029
 )
+
+// messageID reads a message's id, when it has a valid one.
+func messageID(raw json.RawMessage) json.RawMessage {
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(raw, &m) != nil || !validID(m.ID) {
+		return nil
+	}
+	return m.ID
+}
 
 // rpcMessage is any JSON-RPC message a client sends: a request (method and
 // id), a notification (method, no id) or a response (result or error, no
@@ -82,9 +98,16 @@ func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body 
 	var out [][]byte
 	batch := body[0] == '['
 	if batch {
+		if int64(len(body)) > h.maxBatchB {
+			return apierr.Newf("input:body_too_large", "a batch may hold at most %d bytes; send its messages in smaller batches or one by one", h.maxBatchB)
+		}
 		var raws []json.RawMessage
 		if json.Unmarshal(body, &raws) != nil || len(raws) == 0 {
 			return notJSONRPC("a batch must hold at least one message")
+		}
+		if len(raws) > h.maxBatch {
+			return apierr.Newf("input:invalid", "a batch may hold at most %d messages; this one holds %d", h.maxBatch, len(raws)).
+				WithDetails(sdk.FieldProblem{Field: "body", Problem: fmt.Sprintf("more than %d messages", h.maxBatch)})
 		}
 		// A batch that needs credentials it lacks is refused whole, before
 		// any of it runs.
@@ -96,6 +119,12 @@ func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body 
 			}
 		}
 		for _, raw := range raws {
+			// Every entry is charged to the caller's bucket, as a single
+			// message is.
+			if secs, ok := h.allow(c); !ok {
+				out = append(out, errorResponse(messageID(raw), codeRateLimited, fmt.Sprintf("rate limited: retry in %d s", secs)))
+				continue
+			}
 			resp, invalid, _ := h.handleMessage(ctx, raw, header, c)
 			if invalid != "" {
 				resp = errorResponse(nil, codeInvalidRequest, invalid)
@@ -105,6 +134,12 @@ func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body 
 			}
 		}
 	} else {
+		if secs, ok := h.allow(c); !ok {
+			e := apierr.Newf("rate:limited", "rate limit for MCP messages exhausted; retry in %d s", secs).
+				WithActions(actions.Retry("mcp", "agent", nil, secs))
+			e.RetryAfterSeconds = secs
+			return e
+		}
 		resp, invalid, unauthenticated := h.handleMessage(ctx, body, header, c)
 		if unauthenticated {
 			return h.credentialsRequired()

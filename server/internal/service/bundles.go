@@ -117,6 +117,9 @@ func (s *Service) UploadAssets(ctx context.Context, p *auth.Principal, req sdk.U
 		return nil, nil, apierr.Newf("input:body_too_large", "the bundle decodes to %d bytes; the limit is %d", total, MaxBundleBytes)
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].file.Path < files[j].file.Path })
+	if err := s.checkBundleQuota(ctx, p.OrgID, total); err != nil {
+		return nil, nil, err
+	}
 
 	now := s.Now()
 	manifest := make([]edge.File, 0, len(files))

@@ -126,6 +126,9 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 			actions.Tool("upload_assets", "agent", map[string]any{"projectId": projectID})).
 			WithDetails(sdk.FieldProblem{Field: "body.bundleId", Problem: "missing"})
 	}
+	if err := s.checkServiceQuota(ctx, p.OrgID); err != nil {
+		return nil, nil, err
+	}
 	if _, err := s.Store.GetBundle(ctx, p.OrgID, *req.BundleId); errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Newf("not_found:resource", "no bundle %s in your organisation", *req.BundleId)
 	} else if err != nil {

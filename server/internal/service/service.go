@@ -20,6 +20,8 @@ type Service struct {
 	P Providers
 	// Pause holds the launch runner at a step, for crash tests.
 	Pause StepPause
+	// Quotas bound each organisation; zero fields take DefaultQuotas.
+	Quotas Quotas
 }
 
 // StepPause names launch steps at which the task runner stops and waits to

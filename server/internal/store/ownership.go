@@ -223,3 +223,23 @@ func (tx *Tx) QuoteGate(ctx context.Context, orgID, quoteID string) (Gate, error
 	return scanGate(tx.tx.QueryRowContext(ctx, tx.s.q(`SELECT `+gateCols+` FROM gates WHERE org_id = ? AND kind = 'quote_approval' AND payload LIKE ? ORDER BY created_at DESC LIMIT 1`),
 		orgID, `%"quoteId":"`+quoteID+`"%`))
 }
+
+// Usage is what an organisation holds, for its quotas.
+type Usage struct {
+	// Services counts services not failed or torn down.
+	Services int
+	// Bundles and BundleBytes count its bundles and the bytes their files
+	// decode to (shared blobs counted once per bundle that names them).
+	Bundles     int
+	BundleBytes int64
+}
+
+// OrgUsage reads an organisation's usage.
+func (s *Store) OrgUsage(ctx context.Context, orgID string) (Usage, error) {
+	var u Usage
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT
+		(SELECT COUNT(*) FROM services WHERE org_id = ? AND state NOT IN ('failed', 'torn_down')),
+		(SELECT COUNT(*) FROM bundles WHERE org_id = ?),
+		(SELECT COALESCE(SUM(total_bytes), 0) FROM bundles WHERE org_id = ?)`), orgID, orgID, orgID).Scan(&u.Services, &u.Bundles, &u.BundleBytes)
+	return u, err
+}
