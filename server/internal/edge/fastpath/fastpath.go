@@ -214,12 +214,19 @@ func (l *Listener) serve(nc net.Conn) {
 		}
 		c = tc
 	}
-	cs := &conn{l: l, c: c, tcp: nc, tls: tc != nil, br: bufio.NewReaderSize(c, maxHead)}
+	cs := &conn{l: l, c: c, tcp: nc, tls: tc != nil, br: bufio.NewReaderSize(c, maxHead), start: time.Now()}
 	if cs.loop() {
+		// A head handed off half read keeps its deadline, and a first
+		// request the connection's: net/http's own header timeout, which
+		// starts afresh, may not extend them.
+		headBy := cs.headBy
+		if headBy.IsZero() && !cs.served {
+			headBy = cs.start.Add(l.cfg.HeaderTimeout)
+		}
 		if tc != nil {
-			give = &tlsConn{bufConn{Conn: tc, br: cs.br}, tc}
+			give = &tlsConn{bufConn{Conn: tc, br: cs.br, headBy: headBy}, tc}
 		} else {
-			give = &bufConn{Conn: nc, br: cs.br}
+			give = &bufConn{Conn: nc, br: cs.br, headBy: headBy}
 		}
 	}
 }
@@ -240,6 +247,9 @@ type conn struct {
 	out []byte
 
 	readBy, writeBy time.Time // deadlines set on c
+	// start is when the connection was ready for its first request, and
+	// headBy the deadline of a head being read (zero when none is).
+	start, headBy time.Time
 	// The last request's host and path as strings, and the routing of
 	// that host, so that a keep-alive connection repeating them allocates
 	// nothing.
@@ -348,6 +358,7 @@ func (cs *conn) readHead() (n int, fast bool, err error) {
 				if i >= 3 && b[i-2] == '\n' && b[i-3] == '\r' {
 					if headerDeadline {
 						cs.readBy = time.Time{} // the idle deadline is set anew
+						cs.headBy = time.Time{}
 					}
 					return i + 1, true, nil
 				}
@@ -363,7 +374,15 @@ func (cs *conn) readHead() (n int, fast bool, err error) {
 		}
 		if !headerDeadline {
 			headerDeadline = true
-			cs.readBy = time.Now().Add(cs.l.cfg.HeaderTimeout)
+			// The first head is due a header timeout after the connection
+			// opened, as net/http has it, so that silence followed by a
+			// trickle gets no more; a later one after its first byte.
+			from := time.Now()
+			if !cs.served {
+				from = cs.start
+			}
+			cs.readBy = from.Add(cs.l.cfg.HeaderTimeout)
+			cs.headBy = cs.readBy
 			if err := cs.c.SetReadDeadline(cs.readBy); err != nil {
 				return 0, false, err
 			}
@@ -680,6 +699,19 @@ func date() []byte {
 type bufConn struct {
 	net.Conn
 	br *bufio.Reader
+	// headBy, when set, caps the first read deadline net/http sets, the
+	// one for the head the fast path began reading.
+	headBy time.Time
+}
+
+func (c *bufConn) SetReadDeadline(t time.Time) error {
+	if !c.headBy.IsZero() {
+		if t.IsZero() || t.After(c.headBy) {
+			t = c.headBy
+		}
+		c.headBy = time.Time{}
+	}
+	return c.Conn.SetReadDeadline(t)
 }
 
 func (c *bufConn) Read(p []byte) (int, error) {

@@ -483,6 +483,65 @@ func TestSilentAndTricklingConnectionsGetTheHeaderTimeout(t *testing.T) {
 	}
 }
 
+// The header timeout counts from the connection's start for its first
+// request, on the fast path and after a hand-off to net/http alike: a
+// client that stays silent and then trickles, or trickles a GET and then
+// turns it into a head the fast path gives to net/http, gets no more than
+// the one timeout in all.
+func TestHeaderTimeoutHoldsAcrossSilenceAndHandoff(t *testing.T) {
+	const timeout = time.Second
+	e := newEdge(t)
+	fast := serve(t, e, true, Config{IdleTimeout: time.Minute, HeaderTimeout: timeout})
+	get := "GET / HTTP/1.1\r\nHost: " + siteHost + "\r\nX-Slow: "
+	for _, tc := range []struct {
+		name    string
+		silent  time.Duration // before the first byte
+		trickle string        // a byte every 40 ms, until 800 ms
+		burst   string        // then at once
+	}{
+		{name: "silent, then a trickled GET", silent: 800 * time.Millisecond, trickle: get + strings.Repeat("a", 100)},
+		{name: "silent, then a trickled POST", silent: 800 * time.Millisecond, trickle: "POST / HTTP/1.1\r\nHost: " + siteHost + "\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
+		{name: "a trickled GET, then an oversized head", trickle: get, burst: strings.Repeat("a", maxHead)},
+	} {
+		c, err := net.Dial("tcp", fast.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		start := time.Now()
+		closed := make(chan time.Duration, 1)
+		go func() {
+			io.Copy(io.Discard, c)
+			closed <- time.Since(start)
+		}()
+		time.Sleep(tc.silent)
+		for i := 0; time.Since(start) < 800*time.Millisecond; i++ {
+			if i < len(tc.trickle) {
+				c.Write([]byte{tc.trickle[i]})
+			}
+			time.Sleep(40 * time.Millisecond)
+		}
+		if tc.burst != "" {
+			c.Write([]byte(tc.burst))
+		}
+		// Keep trickling: only the deadline may end the connection.
+		var d time.Duration
+	wait:
+		for {
+			select {
+			case d = <-closed:
+				break wait
+			case <-time.After(40 * time.Millisecond):
+				c.Write([]byte("a"))
+			}
+		}
+		c.Close()
+		if d > timeout+400*time.Millisecond {
+			t.Errorf("%s: closed after %v, want about the %v header timeout", tc.name, d, timeout)
+		}
+	}
+}
+
 func TestCloseListener(t *testing.T) {
 	e := newEdge(t)
 	inner, _ := net.Listen("tcp", "127.0.0.1:0")
