@@ -96,7 +96,11 @@ func signIn(t *testing.T, ts *testServer, org string) *browser {
 		t.Fatal(err)
 	}
 	b := newBrowser(t, ts)
-	p := b.get(link)
+	confirm := b.get(link)
+	if confirm.status != http.StatusOK || !strings.Contains(confirm.body, "Sign in to Pier") {
+		t.Fatalf("sign-in confirm page: %d", confirm.status)
+	}
+	p := b.post(link, url.Values{"csrf": {csrfOf(t, confirm)}})
 	if p.status != http.StatusSeeOther || p.location != "/dashboard" {
 		t.Fatalf("sign-in: %d %s", p.status, p.location)
 	}
@@ -375,22 +379,41 @@ func TestSignInLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// spend opens a link as a person does: the confirm page, then its button.
+	spend := func(b *browser, link string) page {
+		t.Helper()
+		confirm := b.get(link)
+		if confirm.status != 200 {
+			return confirm
+		}
+		return b.post(link, url.Values{"csrf": {csrfOf(t, confirm)}})
+	}
+	// A link scanner's GETs, and a POST without the confirm page's token,
+	// spend nothing.
+	for range 3 {
+		if p := newBrowser(t, ts).get(link); p.status != 200 || !strings.Contains(p.body, "Sign in to Pier") || p.header.Get("Set-Cookie") != "" && strings.Contains(p.header.Get("Set-Cookie"), "pier_session=") {
+			t.Fatalf("GET of the link: %d", p.status)
+		}
+	}
+	if p := newBrowser(t, ts).post(link, url.Values{}); p.status != 403 {
+		t.Fatalf("POST without the form token: %d", p.status)
+	}
 	b := newBrowser(t, ts)
-	p := b.get(link)
+	p := spend(b, link)
 	if p.status != 303 {
 		t.Fatalf("first use: %d", p.status)
 	}
-	c := p.header.Get("Set-Cookie")
+	c := strings.Join(p.header.Values("Set-Cookie"), "\n")
 	if !strings.Contains(c, "pier_session=") || !strings.Contains(c, "HttpOnly") || !strings.Contains(c, "SameSite=Lax") {
 		t.Fatalf("cookie %q", c)
 	}
-	if p := newBrowser(t, ts).get(link); p.status != 401 || !strings.Contains(p.body, "What to do") {
+	if p := spend(newBrowser(t, ts), link); p.status != 401 || !strings.Contains(p.body, "What to do") {
 		t.Fatalf("second use: %d", p.status)
 	}
 	// An expired link does nothing.
 	late, _, _ := ts.Service().LocalOperatorSignIn(ctx, a.org, "")
 	clock.Advance(service.SignInTTL)
-	if p := newBrowser(t, ts).get(late); p.status != 401 {
+	if p := spend(newBrowser(t, ts), late); p.status != 401 {
 		t.Fatalf("expired link: %d", p.status)
 	}
 	// A page asked for before signing in is where the link lands.
@@ -399,7 +422,7 @@ func TestSignInLinks(t *testing.T) {
 		t.Fatalf("keys without a session: %d", p.status)
 	}
 	fresh, _, _ := ts.Service().LocalOperatorSignIn(ctx, a.org, "")
-	if p := nb.get(fresh); p.location != "/keys" {
+	if p := spend(nb, fresh); p.location != "/keys" {
 		t.Fatalf("landed on %q", p.location)
 	}
 	// Sign-out ends the session server-side.

@@ -109,6 +109,12 @@ func (s *Server) route(api http.Handler) http.Handler {
 			return
 		}
 		if s.isAPIHost(r.Host) {
+			// Over HTTPS the API and the human pages tell browsers to
+			// come back only over HTTPS. Launched sites decide for
+			// themselves.
+			if r.TLS != nil {
+				w.Header().Set("Strict-Transport-Security", "max-age=31536000")
+			}
 			api.ServeHTTP(w, r)
 			return
 		}

@@ -174,6 +174,13 @@ func TestIdempotencyRules(t *testing.T) {
 		if r := post(t, c, key, "k1", []byte(`{"items":[{"years":1,"domain":"acme.dev","kind":"domain"}],  "projectId":"prj_a"}`)); r.Header.Get("Idempotency-Replayed") != "true" {
 			t.Fatalf("reordered body not replayed: %d %s", r.StatusCode, r.Body)
 		}
+		// Numbers compare by value (RFC 8785): 1.0 and 1e0 are 1.
+		for _, spelt := range []string{`1.0`, `1e0`, `1.000`} {
+			b := []byte(`{"projectId":"prj_a","items":[{"kind":"domain","domain":"acme.dev","years":` + spelt + `}]}`)
+			if r := post(t, c, key, "k1", b); r.Header.Get("Idempotency-Replayed") != "true" {
+				t.Fatalf("years %s not replayed: %d %s", spelt, r.StatusCode, r.Body)
+			}
+		}
 		// Same key, another body: 422.
 		r := post(t, c, key, "k1", quoteBody("prj_b"))
 		if r.StatusCode != 422 || r.JSON()["blockedBy"] != "idempotency:key_reused" || r.JSON()["retryable"] != false {

@@ -20,12 +20,14 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
+	"github.com/gowebpki/jcs"
 
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/oauth"
+	"github.com/pierhq/pier/server/internal/safetext"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -73,6 +75,10 @@ func (h *Handler) chain(rt *route) http.Handler {
 
 		body, err := h.readBody(w, r, op)
 		if err != nil {
+			WriteError(w, r, h.cfg.Log, err)
+			return
+		}
+		if err := checkText(r, body); err != nil {
 			WriteError(w, r, h.cfg.Log, err)
 			return
 		}
@@ -161,6 +167,37 @@ func acceptable(accept, media string) bool {
 		}
 	}
 	return false
+}
+
+// checkText refuses invalid UTF-8 and bidirectional controls in the
+// path, the query and the body's strings: names and paths must read as
+// what they are.
+func checkText(r *http.Request, body []byte) error {
+	refuse := func(field, problem string) error {
+		return apierr.Newf("input:invalid_text", "%s: %s", field, problem).
+			WithDetails(sdk.FieldProblem{Field: field, Problem: problem})
+	}
+	if p := safetext.Problem(r.URL.Path); p != "" {
+		return refuse("path", p)
+	}
+	for k, vs := range r.URL.Query() {
+		for _, v := range append([]string{k}, vs...) {
+			if p := safetext.Problem(v); p != "" {
+				return refuse("query."+safeField(k), p)
+			}
+		}
+	}
+	if p := safetext.JSONProblem(body); p != "" {
+		return refuse("body", p)
+	}
+	return nil
+}
+
+func safeField(k string) string {
+	if safetext.Problem(k) != "" {
+		return "?"
+	}
+	return k
 }
 
 // bodyLimit is the route's body limit: x-body-limit in the contract (large
@@ -413,11 +450,9 @@ func requestHash(r *http.Request, body []byte) string {
 	for _, k := range keys {
 		fmt.Fprintf(h, "%s=%s\n", url.QueryEscape(k), strings.Join(q[k], ","))
 	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if len(body) > 0 && dec.Decode(&v) == nil {
-		canon, _ := json.Marshal(v)
+	// Bodies compare canonically (RFC 8785): member order, white space and
+	// number spelling (1, 1.0, 1e0) do not make another request.
+	if canon, err := jcs.Transform(body); len(body) > 0 && err == nil {
 		h.Write(canon)
 	} else {
 		h.Write(body)

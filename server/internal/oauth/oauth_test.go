@@ -193,7 +193,20 @@ func (b *browser) signIn(t *testing.T) (int, string, *http.Response) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.get(t, b.e.Service().SignInURL(token))
+	link := b.e.Service().SignInURL(token)
+	_, body, _ := b.get(t, link)
+	m := csrfField.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("the sign-in link shows no confirm form:\n%s", body)
+	}
+	// The confirm page's button spends the link; the redirect is followed.
+	resp, err := b.PostForm(link, url.Values{"csrf": {m[1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(page), resp
 }
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)

@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -17,9 +18,21 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-// signIn spends a one-time link, starts a session and lands on the page
-// the human asked for, else the dashboard.
+// signInConfirm shows a one-time link's confirm page. Opening the link
+// spends nothing: link scanners and previews fetch it with GET, and only a
+// person pressing the button posts it.
+func (p *pages) signInConfirm(w http.ResponseWriter, r *http.Request) {
+	p.render(w, r, "signin_confirm", &view{Title: "Sign in", Session: &service.Session{}, CSRF: formToken(w, r),
+		Data: struct{ Action string }{Action: "/signin/" + url.PathEscape(r.PathValue("token"))}})
+}
+
+// signIn spends a one-time link, posted from its confirm page, starts a
+// session and lands on the page the human asked for, else the dashboard.
 func (p *pages) signIn(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil || !checkFormToken(r) {
+		p.fail(w, r, nil, apierr.New("auth:forbidden_origin", "This sign-in form expired or came from another page. Open the link again."))
+		return
+	}
 	secret, sess, next, err := p.svc.SignIn(r.Context(), r.PathValue("token"))
 	if err != nil {
 		p.fail(w, r, nil, err)
@@ -27,11 +40,12 @@ func (p *pages) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	setSessionCookie(w, r, secret, sess.ExpiresAt.Sub(p.svc.Now()))
 	if next == "" {
-		if c, err := r.Cookie(nextCookie); err == nil {
+		if c, err := r.Cookie(cookieName(r, nextCookie)); err == nil {
 			next = service.SafeNext(c.Value)
 		}
 	}
 	clearCookie(w, r, nextCookie)
+	clearCookie(w, r, formCookie)
 	if next == "" {
 		next = "/dashboard"
 	}
@@ -198,7 +212,7 @@ func (p *pages) review(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if su.State != "pending_review" {
-		if c, err := r.Cookie(sessionCookie); err == nil {
+		if c, err := r.Cookie(cookieName(r, sessionCookie)); err == nil {
 			if sess, err := p.svc.SessionFor(r.Context(), c.Value); err == nil && sess.OrgID == su.OrgID {
 				if su.State == "pending_card" {
 					http.Redirect(w, r, "/billing/"+su.SetupID, http.StatusSeeOther)

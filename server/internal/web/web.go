@@ -19,6 +19,7 @@ import (
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/oauth"
 	"github.com/pierhq/pier/server/internal/payments"
+	"github.com/pierhq/pier/server/internal/safetext"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -80,7 +81,8 @@ func Mount(mux *http.ServeMux, cfg Config) error {
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET /static/", p.guard(http.StripPrefix("/static/", staticFiles(http.FileServerFS(static)))))
 
-	mux.Handle("GET /signin/{token}", p.guard(http.HandlerFunc(p.signIn)))
+	mux.Handle("GET /signin/{token}", p.guard(http.HandlerFunc(p.signInConfirm)))
+	mux.Handle("POST /signin/{token}", p.guard(http.HandlerFunc(p.signIn)))
 	mux.Handle("POST /signout", p.guard(p.withSession(p.signOut)))
 	mux.Handle("GET /dashboard", p.guard(p.withSession(p.dashboard)))
 	mux.Handle("GET /ledger.jsonl", p.guard(p.withSession(p.ledgerDownload)))
@@ -138,6 +140,23 @@ func (p *pages) guard(next http.Handler) http.Handler {
 			p.fail(w, r, nil, apierr.New("auth:forbidden_origin", "This form was posted from another site."))
 			return
 		}
+		if r.Method == http.MethodPost {
+			// Names typed into forms (organisations, projects, keys) must
+			// read as what they are.
+			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+			if err := r.ParseForm(); err != nil {
+				p.fail(w, r, nil, apierr.New("input:invalid", "This form could not be read."))
+				return
+			}
+			for _, vs := range r.PostForm {
+				for _, v := range vs {
+					if prob := safetext.Problem(v); prob != "" {
+						p.fail(w, r, nil, apierr.Newf("input:invalid_text", "A field holds text that would display as something else (%s).", prob))
+						return
+					}
+				}
+			}
+		}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -145,6 +164,16 @@ func (p *pages) guard(next http.Handler) http.Handler {
 // crossOrigin refuses cross-site form posts, by Sec-Fetch-Site or, from
 // older browsers, by an Origin that does not name this host.
 var crossOrigin = http.NewCrossOriginProtection()
+
+// cookieName gives a cookie the __Host- prefix over HTTPS, which binds it
+// to this host, Secure and Path=/ (no Domain can widen it); plain-HTTP
+// local mode cannot use the prefix.
+func cookieName(r *http.Request, name string) string {
+	if secure(r) {
+		return "__Host-" + name
+	}
+	return name
+}
 
 func secure(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
@@ -184,7 +213,7 @@ func currentSession(ctx context.Context) (signedIn, bool) {
 func (p *pages) withSession(next func(w http.ResponseWriter, r *http.Request, s signedIn)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var sess signedIn
-		if c, err := r.Cookie(sessionCookie); err == nil {
+		if c, err := r.Cookie(cookieName(r, sessionCookie)); err == nil {
 			found, err := p.svc.SessionFor(r.Context(), c.Value)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				p.fail(w, r, nil, apierr.Internal(err))
@@ -197,7 +226,7 @@ func (p *pages) withSession(next func(w http.ResponseWriter, r *http.Request, s 
 		if sess.secret == "" {
 			if r.Method == http.MethodGet {
 				if next := service.SafeNext(r.URL.Path); next != "" {
-					http.SetCookie(w, &http.Cookie{Name: nextCookie, Value: next, Path: "/", MaxAge: int(service.SignInTTL / time.Second),
+					http.SetCookie(w, &http.Cookie{Name: cookieName(r, nextCookie), Value: next, Path: "/", MaxAge: int(service.SignInTTL / time.Second),
 						HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure(r)})
 				}
 			}
@@ -255,6 +284,7 @@ var resolutions = map[string]string{
 	"conflict:state":               "Nothing more to do here: the first decision stands. The dashboard shows the current state.",
 	"conflict:expired":             "Ask the agent for a new link.",
 	"input:invalid":                "Correct the field and submit again.",
+	"input:invalid_text":           "Remove the invisible direction-control characters (or the invalid bytes) from the field and submit again.",
 	"internal:error":               "Try again in a moment.",
 }
 
@@ -286,27 +316,27 @@ func (p *pages) pageError(err error) (*pageError, int) {
 // the server's clock: an absolute expiry would depend on the browser's clock
 // agreeing with the server's.
 func setSessionCookie(w http.ResponseWriter, r *http.Request, secret string, ttl time.Duration) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", MaxAge: max(1, int(ttl.Seconds())),
+	http.SetCookie(w, &http.Cookie{Name: cookieName(r, sessionCookie), Value: secret, Path: "/", MaxAge: max(1, int(ttl.Seconds())),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure(r)})
 }
 
 func clearCookie(w http.ResponseWriter, r *http.Request, name string) {
-	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure(r)})
+	http.SetCookie(w, &http.Cookie{Name: cookieName(r, name), Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure(r)})
 }
 
 // formToken returns the double-submit token for a form shown before sign-in,
 // setting its cookie when the browser has none.
 func formToken(w http.ResponseWriter, r *http.Request) string {
-	if c, err := r.Cookie(formCookie); err == nil && len(c.Value) >= 32 {
+	if c, err := r.Cookie(cookieName(r, formCookie)); err == nil && len(c.Value) >= 32 {
 		return c.Value
 	}
 	t := auth.Token(32)
-	http.SetCookie(w, &http.Cookie{Name: formCookie, Value: t, Path: "/", MaxAge: int(service.SignupTTL / time.Second),
+	http.SetCookie(w, &http.Cookie{Name: cookieName(r, formCookie), Value: t, Path: "/", MaxAge: int(service.SignupTTL / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure(r)})
 	return t
 }
 
 func checkFormToken(r *http.Request) bool {
-	c, err := r.Cookie(formCookie)
+	c, err := r.Cookie(cookieName(r, formCookie))
 	return err == nil && equalTokens(r.PostForm.Get("csrf"), c.Value)
 }

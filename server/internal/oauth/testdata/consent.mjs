@@ -40,6 +40,8 @@ async function main() {
     check(!signedOut.includes('Browser Agent') && !signedOut.includes('buy_domain'), 'the signed-out page reveals the request');
 
     await page.goto(signin);
+    // The link opens a confirm page; pressing its button spends the link.
+    await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
     check(page.url().includes('/oauth/consent/'), `sign-in landed on ${page.url()}`);
     check((await page.locator('h1').innerText()) === 'Allow Browser Agent?', 'not the consent page');
     check(!(await page.isChecked('input[name=scope_buy_domain]')), 'buy_domain is ticked by default');

@@ -36,8 +36,15 @@ function check(cond, msg) {
 
 // The person: sign in, open the authorization URL, allow what is ticked.
 async function consent(authURL) {
-  const signin = await fetch(process.env.PIER_SIGNIN_URL, { redirect: 'manual' });
-  const cookie = signin.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+  // The link opens a confirm page; its button spends the link.
+  const link = process.env.PIER_SIGNIN_URL;
+  const confirm = await fetch(link, { redirect: 'manual' });
+  const formCookie = confirm.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+  const token = (await confirm.text()).match(/name="csrf" value="([^"]+)"/)[1];
+  const signin = await fetch(link, { method: 'POST', redirect: 'manual', body: new URLSearchParams({ csrf: token }),
+    headers: { cookie: formCookie, origin: new URL(link).origin, 'content-type': 'application/x-www-form-urlencoded' } });
+  check(signin.status === 303, `sign-in answered ${signin.status}`);
+  const cookie = signin.headers.getSetCookie().map((c) => c.split(';')[0]).filter((c) => c.split('=')[1] !== '').join('; ');
   const parked = await fetch(authURL, { redirect: 'manual' });
   check(parked.status === 303, `authorize answered ${parked.status}`);
   const page = new URL(parked.headers.get('location'), authURL);

@@ -17,6 +17,8 @@ run(async () => {
     check(!signedOut.includes('$') && !signedOut.includes('Budget raise'), 'the signed-out page reveals the approval');
 
     await page.goto(signin);
+    // The link opens a confirm page; pressing its button spends the link.
+    await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
     check(page.url() === approve, `sign-in landed on ${page.url()}`);
     const shown = await page.locator('main').innerText();
     check(shown.includes('Budget raise') && shown.includes('$40.00') && shown.includes('launch week'), `approval page: ${shown}`);
