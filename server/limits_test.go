@@ -69,56 +69,79 @@ func TestUnknownHostsCostNothingThatLasts(t *testing.T) {
 }
 
 // TestOneCopyOfASiteLaunchedAHundredTimes launches the same 10 MiB site
-// a hundred times and serves every one of them: the store keeps one copy
-// of each file and the edge's memory one copy of its bytes.
+// a hundred times, from two organisations, on both engines, and serves
+// every launch: the store keeps one copy of each file (its blobs table
+// does not grow) and the edge's memory one copy of its bytes.
 func TestOneCopyOfASiteLaunchedAHundredTimes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("launches a hundred services")
 	}
-	ts := start(t, server.Config{})
-	a := newAccount(t, ts, 100_000_000, sdk.ProjectPolicy{}, "launch", "read")
-	big := make([]byte, 10<<20)
-	rand.Read(big) // incompressible: no gzip variant
-	files := map[string]string{"index.html": "<!doctype html><h1>same</h1>", "data.bin": string(big)}
-	bundle := upload(t, ts, a, files)
-	// Uploading the same files again stores nothing new.
-	r := ts.Client.Do("POST", "/v1/bundles", uploadBody(a.project, files), a.header())
-	if d := r.JSON()["data"].(map[string]any); r.StatusCode != 201 || d["newBlobs"] != 0.0 {
-		t.Fatalf("second upload: %d %s", r.StatusCode, r.Body)
-	}
-	big = nil
-	files = nil
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		blobs := func() (n, size int64) {
+			err := ts.Store().DB().QueryRow(`SELECT COUNT(*), COALESCE(SUM(size), 0) FROM blobs`).Scan(&n, &size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n, size
+		}
+		accounts := []account{
+			newAccount(t, ts, 100_000_000, sdk.ProjectPolicy{}, "launch", "read"),
+			newAccount(t, ts, 100_000_000, sdk.ProjectPolicy{}, "launch", "read"),
+		}
+		big := make([]byte, 10<<20)
+		rand.Read(big) // incompressible: no gzip variant
+		files := map[string]string{"index.html": "<!doctype html><h1>same</h1>", "data.bin": string(big)}
+		var bundles []any
+		for _, a := range accounts {
+			bundles = append(bundles, upload(t, ts, a, files))
+		}
+		// Uploading the same files again stores nothing new.
+		r := ts.Client.Do("POST", "/v1/bundles", uploadBody(accounts[0].project, files), accounts[0].header())
+		if d := r.JSON()["data"].(map[string]any); r.StatusCode != 201 || d["newBlobs"] != 0.0 {
+			t.Fatalf("second upload: %d %s", r.StatusCode, r.Body)
+		}
+		big, files = nil, nil
+		blobCount, blobBytes := blobs()
+		if blobCount != 2 || blobBytes < 10<<20 || blobBytes > 11<<20 {
+			t.Fatalf("two organisations' uploads of one site stored %d blobs, %d bytes; want 2 blobs, one copy", blobCount, blobBytes)
+		}
 
-	var hosts []string
-	for i := range 100 {
-		r := ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": fmt.Sprintf("copy%d", i), "target": "edge", "bundleId": bundle}, a.header())
-		if r.StatusCode != 202 {
-			t.Fatalf("launch %d: %d %s", i, r.StatusCode, r.Body)
+		before := heapInUse()
+		var hosts []string
+		for i := range 100 {
+			a, bundle := accounts[i%2], bundles[i%2]
+			r := ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": fmt.Sprintf("copy%d", i), "target": "edge", "bundleId": bundle}, a.header())
+			if r.StatusCode != 202 {
+				t.Fatalf("launch %d: %d %s", i, r.StatusCode, r.Body)
+			}
+			task := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+			u := task["previewUrl"].(string)
+			hosts = append(hosts, strings.Split(strings.TrimPrefix(u, "https://"), ":")[0])
 		}
-		task := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
-		u := task["previewUrl"].(string)
-		hosts = append(hosts, strings.Split(strings.TrimPrefix(u, "https://"), ":")[0])
-	}
-	before := heapInUse()
-	for _, host := range hosts {
-		req, _ := http.NewRequest("GET", "http://"+ts.Addr()+"/data.bin", nil)
-		req.Host = host
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		for _, host := range hosts {
+			req, _ := http.NewRequest("GET", "http://"+ts.Addr()+"/data.bin", nil)
+			req.Host = host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || n != 10<<20 {
+				t.Fatalf("%s: %d, %d bytes", host, resp.StatusCode, n)
+			}
 		}
-		n, _ := io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || n != 10<<20 {
-			t.Fatalf("%s: %d, %d bytes", host, resp.StatusCode, n)
+		after := heapInUse()
+		grew := int64(after) - int64(before)
+		t.Logf("heap %+.1f MiB after launching and serving 100 copies of one 10 MiB site", float64(grew)/(1<<20))
+		if grew > 15<<20 {
+			t.Errorf("launching and serving 100 copies of one 10 MiB site grew the heap by %d MiB, want at most one copy", grew>>20)
 		}
-	}
-	after := heapInUse()
-	grew := int64(after) - int64(before)
-	t.Logf("heap %+.1f MiB after serving 100 launches of one 10 MiB site", float64(grew)/(1<<20))
-	if grew > 15<<20 {
-		t.Fatalf("serving 100 launches of one 10 MiB site grew the heap by %d MiB, want at most one copy", grew>>20)
-	}
+		if n, size := blobs(); n != blobCount || size != blobBytes {
+			t.Errorf("100 launches stored blobs: %d → %d, %d → %d bytes", blobCount, n, blobBytes, size)
+		}
+	})
 }
 
 // TestListenersCloseSilentConnections opens connections that send
