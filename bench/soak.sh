@@ -49,7 +49,7 @@ if [ -n "${PIER_TEST_DATABASE_URL:-}" ]; then db=(--database-url "$PIER_TEST_DAT
 export PIER_API_KEY=$(./bin/pier admin create-key "${db[@]}" --scopes read,quote,launch,buy_domain --json | jq -r .apiKey)
 project=$(./bin/pier admin create-project "${db[@]}" --name soak --budget-usd 1000 --json | jq -r .projectId)
 taskset -c 0 ./bin/pier server "${db[@]}" --http-addr $HTTP --https-addr $HTTPS --dns-addr $DNS --smtp-addr 127.0.0.1:18125 \
-  --rate-limit search=1000000:1000000 --rate-limit quotes=1000000:1000000 --log-level warn 2>"$tmp/pier.log" &
+  --rate-limit search=1000000:1000000 --rate-limit quotes=1000000:1000000 --rate-limit mcp=1000000:1000000 --log-level warn 2>"$tmp/pier.log" &
 server=$!
 pids+=($server)
 for _ in $(seq 100); do curl -fsS "http://$HTTP/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
@@ -59,7 +59,7 @@ domain=$(./bin/pier domains search "soak$RANDOM$RANDOM" --tld-allowlist com,dev,
   jq -r '[.data.candidates[] | select(.available and .firstYearPriceUsd != null)][0].domain')
 preview=$(./bin/pier launch "$site" --project "$project" --name soak --domain "$domain" 2>"$tmp/launch.log") || {
   echo "launch failed:"; cat "$tmp/launch.log"; cat "$tmp/pier.log"; exit 1; }
-preview=$(head -n1 <<<"$preview")
+preview=$(grep -oE 'https://[^ ]+' <<<"$preview" | head -n1)
 host=${preview#https://}; host=${host%%/*}; host=${host%%:*}
 echo "site: $preview and $domain; server pid $server"
 
