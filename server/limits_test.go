@@ -200,17 +200,32 @@ func TestListenersCloseSilentConnections(t *testing.T) {
 				}
 			}
 		}
-		// An oversized head.
-		c, err := net.Dial("tcp", ts.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: %s\r\n\r\n", strings.Repeat("b", 64<<10))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		c.Close()
-		if err == nil && resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-			t.Errorf("fast=%v: 64 KiB head answered %d", fast, resp.StatusCode)
+		// A head over the 8 KiB limit is refused with 431 on both
+		// listeners; one under it is served.
+		for _, l := range []struct {
+			name, addr string
+			tls        bool
+		}{{"http", ts.Addr(), false}, {"https", ts.HTTPSAddr(), true}} {
+			for _, size := range []int{6 << 10, 16 << 10} {
+				c, err := net.Dial("tcp", l.addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				var conn net.Conn = c
+				if l.tls {
+					conn = tls.Client(c, &tls.Config{InsecureSkipVerify: true, ServerName: "localhost"})
+				}
+				fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: %s\r\n\r\n", strings.Repeat("b", size))
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				c.Close()
+				if err != nil {
+					t.Fatalf("fast=%v %s: %d B head: %v", fast, l.name, size, err)
+				}
+				if tooLarge := resp.StatusCode == http.StatusRequestHeaderFieldsTooLarge; tooLarge != (size > 8<<10) {
+					t.Errorf("fast=%v %s: %d B head answered %d", fast, l.name, size, resp.StatusCode)
+				}
+			}
 		}
 	}
 }
