@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -45,16 +46,20 @@ func TestUnknownHostsCostNothingThatLasts(t *testing.T) {
 		t.Fatalf("unknown host: %d", code)
 	}
 	before := heapInUse()
-	label := strings.Repeat("x", 50)
+	random := func(n int) string {
+		b := make([]byte, (n+1)/2)
+		rand.Read(b)
+		return hex.EncodeToString(b)[:n]
+	}
 	for i := range 100_000 {
 		var host string
 		switch i % 3 {
-		case 0: // a valid name, looked up once and remembered in a bounded set
-			host = fmt.Sprintf("%s-%d.%s.%s.example", label, i, label, label)
-		case 1: // longer than any DNS name: answered without a lookup
-			host = strings.Repeat(fmt.Sprintf("h%d.", i), 200) + "example"
+		case 0: // a valid name of 200 random octets, looked up once and remembered in a bounded set
+			host = random(60) + "." + random(60) + "." + random(60) + "." + random(16) + ".example"
+		case 1: // 1 to 4 KiB, longer than any DNS name: answered without a lookup
+			host = strings.Repeat(random(60)+".", 16+i%50) + "example"
 		default: // not a name at all
-			host = fmt.Sprintf("bad host %d !", i)
+			host = random(40) + " !" + random(200)
 		}
 		if code := ask(host); code != 404 && code != 400 {
 			t.Fatalf("%q: %d", host[:20], code)
