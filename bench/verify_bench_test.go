@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"testing"
@@ -156,9 +157,13 @@ func wideRelease(b *testing.B, base string, ref verifier.Files) verifier.Files {
 	}
 	m, _ := holder.NewMandate(id, issuer.KID, time.Now())
 	mandate, _ := holder.SignMandate(key, m)
-	post("/v1/sandbox/sessions/"+id+"/mandate", map[string]string{"mandate": mandate}, nil)
+	post("/v1/sandbox/sessions/"+id+"/mandate", map[string]string{"mandate": mandate, "registrationSecret": created["registrationSecret"].(string)}, nil)
+	n := 0
 	attempt := func(scenario string) map[string]any {
-		return post("/v1/sandbox/sessions/"+id+"/attempts", map[string]string{"scenario": scenario}, authz)
+		n++
+		h := authz.Clone()
+		h.Set("Idempotency-Key", fmt.Sprintf("attempt-%d", n))
+		return post("/v1/sandbox/sessions/"+id+"/attempts", map[string]string{"scenario": scenario}, h)
 	}
 	for i := 0; i < 31; i++ {
 		g := attempt("approval")["gate"].(map[string]any)

@@ -107,7 +107,7 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Use: "decide <id> <gate-id>", Short: "Post the holder's signed gate decision; compare-and-set.",
 		Long:      "Post the holder's signed gate decision; compare-and-set.\n\nHolder authority. Agent authorization is not accepted.",
 		Example:   "  pier sandbox gates decide ID GATE-ID --decision DECISION\n  pier sandbox gates decide ID GATE-ID --decision DECISION --json",
-		Anonymous: true, Idempotent: false, HasBody: true, BodyRequired: true,
+		Anonymous: true, Idempotent: true, HasBody: true, BodyRequired: true,
 		Args: []ArgSpec{{Name: "id", In: "path"}, {Name: "gateId", In: "path"}},
 		Flags: []FlagSpec{
 			{Flag: "decision", Field: "decision", In: "body", Kind: "string", Required: true, Usage: "An ES256 compact JWS by the holder key over the gate's requestDigest, nonce, outcome and expiry."},
@@ -275,11 +275,12 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		ID: "register_sandbox_mandate", Method: "POST", Path: "/v1/sandbox/sessions/{id}/mandate",
 		Use: "register <id>", Short: "Register the holder's signed mandate, with the session id only.",
 		Long:      "Register the holder's signed mandate, with the session id only.\n\nHolder authority. A request carrying an `Authorization` header is refused.",
-		Example:   "  pier sandbox mandates register ID --mandate MANDATE\n  pier sandbox mandates register ID --mandate MANDATE --json",
-		Anonymous: true, Idempotent: false, HasBody: true, BodyRequired: true,
+		Example:   "  pier sandbox mandates register ID --mandate MANDATE --registration-secret REGISTRATION-SECRET\n  pier sandbox mandates register ID --mandate MANDATE --registration-secret REGISTRATION-SECRET --json",
+		Anonymous: true, Idempotent: true, HasBody: true, BodyRequired: true,
 		Args: []ArgSpec{{Name: "id", In: "path"}},
 		Flags: []FlagSpec{
 			{Flag: "mandate", Field: "mandate", In: "body", Kind: "string", Required: true, Usage: "An ES256 compact JWS signed by the holder key."},
+			{Flag: "registration-secret", Field: "registrationSecret", In: "body", Kind: "string", Required: true, Usage: "The secret returned once to the session's creator, who hands it to the holder."},
 		},
 	}, runF))
 	groups["quotes"].AddCommand(NewCmdOperation(f, &OperationSpec{

@@ -114,7 +114,7 @@ func TestAnonymousOperationsSendNoKey(t *testing.T) {
 	defer srv.Close()
 
 	for _, args := range [][]string{
-		{"sandbox", "mandates", "register", "ses_1", "--mandate", "jws"},
+		{"sandbox", "mandates", "register", "ses_1", "--mandate", "jws", "--registration-secret", "sbr_1", "--idempotency-key", "idk_holder"},
 		{"tasks", "get", "tsk_1"},
 		{"services", "teardown", "svc_1", "--idempotency-key", "idk_fixed"},
 	} {
@@ -127,7 +127,7 @@ func TestAnonymousOperationsSendNoKey(t *testing.T) {
 		}
 	}
 	want := []string{
-		"POST /v1/sandbox/sessions/ses_1/mandate  ",
+		"POST /v1/sandbox/sessions/ses_1/mandate  idk_holder",
 		"GET /v1/tasks/tsk_1 Bearer pk_secret ",
 		"POST /v1/services/svc_1/teardown Bearer pk_secret idk_fixed",
 	}

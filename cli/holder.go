@@ -93,32 +93,46 @@ func holderKeygen(o *HolderKeygenOptions) error {
 
 // HolderMandateOptions are `pier holder mandate`'s.
 type HolderMandateOptions struct {
-	IO        *IOStreams
-	Factory   *Factory
-	Key       string
-	Session   string
-	IssuerKID string
-	NoPost    bool
-	JSON      bool
+	IO      *IOStreams
+	Factory *Factory
+	Key     string
+	Session string
+	// Registration is the session's registration secret, handed over by
+	// whoever created the session.
+	Registration string
+	IssuerKID    string
+	NoPost       bool
+	JSON         bool
 }
 
 // NewCmdHolderMandate is `pier holder mandate`.
 func NewCmdHolderMandate(f *Factory, runF func(*HolderMandateOptions) error) *cobra.Command {
 	opts := &HolderMandateOptions{IO: f.IO, Factory: f}
 	cmd := &cobra.Command{
-		Use:   "mandate --session ID --key FILE",
+		Use:   "mandate --session ID --registration-secret SECRET --key FILE",
 		Short: "Sign the 100 USD fake-money mandate for a session and register it",
 		Long: `Fetch the issuer key published at /reference/sandbox/issuer-jwks.json,
 sign an open mandate for 100 fake USD naming it as the audience, and
 register it at POST /v1/sandbox/sessions/{id}/mandate with the session id
-only. --no-post prints the signed mandate without registering it.`,
-		Example: `  pier holder mandate --session sbs_… --key holder.jwk
+and the registration secret that whoever created the session handed you
+(the registrationSecret of create_sandbox_session's answer; also read from
+PIER_SANDBOX_REGISTRATION_SECRET). Knowing a session id is not enough to
+become its holder. --no-post prints the signed mandate without registering
+it. A retry sends the same Idempotency-Key (the mandate's digest) and gets
+the stored answer.`,
+		Example: `  pier holder mandate --session sbs_… --registration-secret sbr_… --key holder.jwk
   pier holder mandate --session sbs_… --key holder.jwk --issuer-kid KID --no-post`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.JSON = f.Config.JSON
 			if opts.Key == "" || opts.Session == "" {
 				return usageErrorf(cmd.CommandPath(), "--key and --session are required")
+			}
+			if opts.Registration == "" {
+				opts.Registration = strings.TrimSpace(f.getenv("PIER_SANDBOX_REGISTRATION_SECRET"))
+			}
+			if opts.Registration == "" && !opts.NoPost {
+				return usageErrorf(cmd.CommandPath(), "--registration-secret is required: ask whoever created the session for the registrationSecret it was given")
 			}
 			if runF != nil {
 				return runF(opts)
@@ -129,6 +143,7 @@ only. --no-post prints the signed mandate without registering it.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Key, "key", "", "holder key `file`")
 	fl.StringVar(&opts.Session, "session", "", "sandbox session `id`")
+	fl.StringVar(&opts.Registration, "registration-secret", "", "the session's registration `secret` (PIER_SANDBOX_REGISTRATION_SECRET)")
 	fl.StringVar(&opts.IssuerKID, "issuer-kid", "", "issuer key id to name; default: the first key of the published issuer JWKS")
 	fl.BoolVar(&opts.NoPost, "no-post", false, "print the signed mandate without registering it")
 	return cmd
@@ -163,7 +178,7 @@ func holderMandate(ctx context.Context, o *HolderMandateOptions) error {
 	if o.NoPost {
 		return holderOutput(o.IO, o.JSON, out, jws)
 	}
-	resp, err := c.RegisterMandate(ctx, base, o.Session, jws)
+	resp, err := c.RegisterMandate(ctx, base, o.Session, o.Registration, jws)
 	if err != nil {
 		return holderError(err)
 	}

@@ -111,7 +111,7 @@ func TestHolderSendsNoAuthority(t *testing.T) {
 	run(f, []string{"holder", "keygen", "--key", key})
 
 	f, ts := newTestFactory(env)
-	if code := run(f, []string{"holder", "mandate", "--session", "sbs_1", "--key", key, "--json"}); code != ExitOK {
+	if code := run(f, []string{"holder", "mandate", "--session", "sbs_1", "--registration-secret", "sbr_1", "--key", key, "--json"}); code != ExitOK {
 		t.Fatalf("mandate: exit %d %s", code, ts.err)
 	}
 	var out struct {

@@ -67,8 +67,8 @@ func FetchIssuerKey(ctx context.Context, baseURL string) (IssuerKey, error) {
 }
 
 // RegisterMandate posts a signed mandate with the default client.
-func RegisterMandate(ctx context.Context, baseURL, sessionID, jws string) (*Response, error) {
-	return defaultClient.RegisterMandate(ctx, baseURL, sessionID, jws)
+func RegisterMandate(ctx context.Context, baseURL, sessionID, registrationSecret, jws string) (*Response, error) {
+	return defaultClient.RegisterMandate(ctx, baseURL, sessionID, registrationSecret, jws)
 }
 
 // PostDecision posts a signed gate decision with the default client.
@@ -103,11 +103,12 @@ func (c *Client) FetchIssuerKey(ctx context.Context, baseURL string) (IssuerKey,
 	return IssuerKey{KID: key.KeyID, JWK: key}, nil
 }
 
-// RegisterMandate posts to /v1/sandbox/sessions/{id}/mandate. The session id
-// is all it needs; the mandate's signature is the holder's authority.
-func (c *Client) RegisterMandate(ctx context.Context, baseURL, sessionID, jws string) (*Response, error) {
+// RegisterMandate posts to /v1/sandbox/sessions/{id}/mandate with the
+// registration secret the session's creator handed over; the mandate's
+// signature is the holder's authority.
+func (c *Client) RegisterMandate(ctx context.Context, baseURL, sessionID, registrationSecret, jws string) (*Response, error) {
 	path := "/v1/sandbox/sessions/" + url.PathEscape(sessionID) + "/mandate"
-	return c.post(ctx, baseURL, path, map[string]string{"mandate": jws}, jws)
+	return c.post(ctx, baseURL, path, map[string]string{"mandate": jws, "registrationSecret": registrationSecret}, jws)
 }
 
 // PostDecision posts to /v1/sandbox/sessions/{id}/gates/{gateId}/decision.

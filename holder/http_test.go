@@ -48,8 +48,12 @@ func newSandbox(t *testing.T) (*sandbox, *httptest.Server) {
 	})
 	mux.HandleFunc("POST /v1/sandbox/sessions/{id}/mandate", func(w http.ResponseWriter, r *http.Request) {
 		sb.record(r)
-		var body struct{ Mandate string }
+		var body struct{ Mandate, RegistrationSecret string }
 		if !sb.holderRequest(w, r, &body) {
+			return
+		}
+		if body.RegistrationSecret != testRegistration {
+			refuse(w, http.StatusUnauthorized, "auth:invalid_credentials", "not this session's registration secret")
 			return
 		}
 		m, err := sandboxproof.VerifyMandate(body.Mandate, sandboxproof.MandateCheck{SessionID: r.PathValue("id"), IssuerKID: issuer.KID, Now: sb.now})
@@ -135,7 +139,7 @@ func (sb *sandbox) holderRequest(w http.ResponseWriter, r *http.Request, body an
 	}
 	var jws string
 	switch b := body.(type) {
-	case *struct{ Mandate string }:
+	case *struct{ Mandate, RegistrationSecret string }:
 		jws = b.Mandate
 	case *struct{ Decision string }:
 		jws = b.Decision
@@ -173,7 +177,7 @@ func TestHolderFlowSendsNoAuthorization(t *testing.T) {
 	}
 	m, _ := holder.NewMandate(sb.session, issuer.KID, sb.now)
 	mandate, _ := holder.SignMandate(k, m)
-	resp, err := holder.RegisterMandate(ctx, srv.URL, sb.session, mandate)
+	resp, err := holder.RegisterMandate(ctx, srv.URL, sb.session, testRegistration, mandate)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,12 +213,15 @@ func TestHolderFlowSendsNoAuthorization(t *testing.T) {
 	}
 }
 
+// testRegistration is the fake sandbox's registration secret.
+const testRegistration = "sbr_test"
+
 func TestRegisterMandateReportsRefusal(t *testing.T) {
 	sb, srv := newSandbox(t)
 	k, _ := holder.GenerateKey()
 	m, _ := holder.NewMandate(sb.session, "not-the-issuer", sb.now)
 	mandate, _ := holder.SignMandate(k, m)
-	_, err := holder.RegisterMandate(context.Background(), srv.URL, sb.session, mandate)
+	_, err := holder.RegisterMandate(context.Background(), srv.URL, sb.session, testRegistration, mandate)
 	var apiErr *holder.APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnprocessableEntity || apiErr.BlockedBy != "input:mandate" {
 		t.Fatalf("got %v, want the sandbox's input:mandate refusal", err)

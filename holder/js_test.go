@@ -115,7 +115,11 @@ func TestJSHolderFlowAgainstSandbox(t *testing.T) {
 		t.Fatal("keygen failed")
 	}
 
-	out, code := runHolder(t, "mandate", "--base-url", srv.URL, "--session", sb.session, "--key", key, "--json")
+	// The registration secret is required, from the flag or the environment.
+	if out, code := runHolder(t, "mandate", "--base-url", srv.URL, "--session", sb.session, "--key", key, "--json"); code != 2 {
+		t.Fatalf("mandate without a registration secret exited %d: %s", code, out)
+	}
+	out, code := runHolder(t, "mandate", "--base-url", srv.URL, "--session", sb.session, "--registration-secret", testRegistration, "--key", key, "--json")
 	if code != 0 {
 		t.Fatalf("mandate exited %d: %s", code, out)
 	}

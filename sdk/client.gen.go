@@ -369,7 +369,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/sandbox/sessions/{id}/gates/{gateId}/decision (the `DecideSandboxGate` operationId).
-	DecideSandboxGateWithBody(ctx context.Context, id ResourceId, gateId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DecideSandboxGateWithBody(ctx context.Context, id ResourceId, gateId string, params *DecideSandboxGateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DecideSandboxGate Post the holder's signed gate decision; compare-and-set.
 	//
@@ -378,7 +378,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/sandbox/sessions/{id}/gates/{gateId}/decision (the `DecideSandboxGate` operationId).
-	DecideSandboxGate(ctx context.Context, id ResourceId, gateId string, body DecideSandboxGateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DecideSandboxGate(ctx context.Context, id ResourceId, gateId string, params *DecideSandboxGateParams, body DecideSandboxGateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RegisterSandboxMandateWithBody Register the holder's signed mandate, with the session id only.
 	//
@@ -387,7 +387,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/sandbox/sessions/{id}/mandate (the `RegisterSandboxMandate` operationId).
-	RegisterSandboxMandateWithBody(ctx context.Context, id ResourceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RegisterSandboxMandateWithBody(ctx context.Context, id ResourceId, params *RegisterSandboxMandateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RegisterSandboxMandate Register the holder's signed mandate, with the session id only.
 	//
@@ -396,7 +396,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/sandbox/sessions/{id}/mandate (the `RegisterSandboxMandate` operationId).
-	RegisterSandboxMandate(ctx context.Context, id ResourceId, body RegisterSandboxMandateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RegisterSandboxMandate(ctx context.Context, id ResourceId, params *RegisterSandboxMandateParams, body RegisterSandboxMandateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// TeardownService Tear a service down as a durable task.
 	//
@@ -1135,8 +1135,8 @@ func (c *RawClient) CreateSandboxAttempt(ctx context.Context, id ResourceId, par
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/sandbox/sessions/{id}/gates/{gateId}/decision (the `DecideSandboxGate` operationId).
-func (c *RawClient) DecideSandboxGateWithBody(ctx context.Context, id ResourceId, gateId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDecideSandboxGateRequestWithBody(c.Server, id, gateId, contentType, body)
+func (c *RawClient) DecideSandboxGateWithBody(ctx context.Context, id ResourceId, gateId string, params *DecideSandboxGateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDecideSandboxGateRequestWithBody(c.Server, id, gateId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1154,8 +1154,8 @@ func (c *RawClient) DecideSandboxGateWithBody(ctx context.Context, id ResourceId
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/sandbox/sessions/{id}/gates/{gateId}/decision (the `DecideSandboxGate` operationId).
-func (c *RawClient) DecideSandboxGate(ctx context.Context, id ResourceId, gateId string, body DecideSandboxGateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDecideSandboxGateRequest(c.Server, id, gateId, body)
+func (c *RawClient) DecideSandboxGate(ctx context.Context, id ResourceId, gateId string, params *DecideSandboxGateParams, body DecideSandboxGateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDecideSandboxGateRequest(c.Server, id, gateId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1173,8 +1173,8 @@ func (c *RawClient) DecideSandboxGate(ctx context.Context, id ResourceId, gateId
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/sandbox/sessions/{id}/mandate (the `RegisterSandboxMandate` operationId).
-func (c *RawClient) RegisterSandboxMandateWithBody(ctx context.Context, id ResourceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRegisterSandboxMandateRequestWithBody(c.Server, id, contentType, body)
+func (c *RawClient) RegisterSandboxMandateWithBody(ctx context.Context, id ResourceId, params *RegisterSandboxMandateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterSandboxMandateRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1192,8 +1192,8 @@ func (c *RawClient) RegisterSandboxMandateWithBody(ctx context.Context, id Resou
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/sandbox/sessions/{id}/mandate (the `RegisterSandboxMandate` operationId).
-func (c *RawClient) RegisterSandboxMandate(ctx context.Context, id ResourceId, body RegisterSandboxMandateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRegisterSandboxMandateRequest(c.Server, id, body)
+func (c *RawClient) RegisterSandboxMandate(ctx context.Context, id ResourceId, params *RegisterSandboxMandateParams, body RegisterSandboxMandateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterSandboxMandateRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2577,16 +2577,14 @@ func NewCreateSandboxAttemptRequestWithBody(server string, id ResourceId, params
 
 	if params != nil {
 
-		if params.IdempotencyKey != nil {
-			var headerParam0 string
+		var headerParam0 string
 
-			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
-			if err != nil {
-				return nil, err
-			}
-
-			req.Header.Set("Idempotency-Key", headerParam0)
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
 		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
 
 	}
 
@@ -2594,18 +2592,18 @@ func NewCreateSandboxAttemptRequestWithBody(server string, id ResourceId, params
 }
 
 // NewDecideSandboxGateRequest calls the generic DecideSandboxGate builder with application/json body
-func NewDecideSandboxGateRequest(server string, id ResourceId, gateId string, body DecideSandboxGateJSONRequestBody) (*http.Request, error) {
+func NewDecideSandboxGateRequest(server string, id ResourceId, gateId string, params *DecideSandboxGateParams, body DecideSandboxGateJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewDecideSandboxGateRequestWithBody(server, id, gateId, "application/json", bodyReader)
+	return NewDecideSandboxGateRequestWithBody(server, id, gateId, params, "application/json", bodyReader)
 }
 
 // NewDecideSandboxGateRequestWithBody constructs an http.Request for the DecideSandboxGate method, with any body, and a specified content type
-func NewDecideSandboxGateRequestWithBody(server string, id ResourceId, gateId string, contentType string, body io.Reader) (*http.Request, error) {
+func NewDecideSandboxGateRequestWithBody(server string, id ResourceId, gateId string, params *DecideSandboxGateParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2644,22 +2642,37 @@ func NewDecideSandboxGateRequestWithBody(server string, id ResourceId, gateId st
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewRegisterSandboxMandateRequest calls the generic RegisterSandboxMandate builder with application/json body
-func NewRegisterSandboxMandateRequest(server string, id ResourceId, body RegisterSandboxMandateJSONRequestBody) (*http.Request, error) {
+func NewRegisterSandboxMandateRequest(server string, id ResourceId, params *RegisterSandboxMandateParams, body RegisterSandboxMandateJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewRegisterSandboxMandateRequestWithBody(server, id, "application/json", bodyReader)
+	return NewRegisterSandboxMandateRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewRegisterSandboxMandateRequestWithBody constructs an http.Request for the RegisterSandboxMandate method, with any body, and a specified content type
-func NewRegisterSandboxMandateRequestWithBody(server string, id ResourceId, contentType string, body io.Reader) (*http.Request, error) {
+func NewRegisterSandboxMandateRequestWithBody(server string, id ResourceId, params *RegisterSandboxMandateParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2690,6 +2703,21 @@ func NewRegisterSandboxMandateRequestWithBody(server string, id ResourceId, cont
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -3354,7 +3382,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandbox/sessions/{id}/gates/{gateId}/decision (the `DecideSandboxGate` operationId).
-	DecideSandboxGateWithBodyWithResponse(ctx context.Context, id ResourceId, gateId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DecideSandboxGateResponse, error)
+	DecideSandboxGateWithBodyWithResponse(ctx context.Context, id ResourceId, gateId string, params *DecideSandboxGateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DecideSandboxGateResponse, error)
 
 	// DecideSandboxGateWithResponse Post the holder's signed gate decision; compare-and-set.
 	//
@@ -3363,7 +3391,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandbox/sessions/{id}/gates/{gateId}/decision (the `DecideSandboxGate` operationId).
-	DecideSandboxGateWithResponse(ctx context.Context, id ResourceId, gateId string, body DecideSandboxGateJSONRequestBody, reqEditors ...RequestEditorFn) (*DecideSandboxGateResponse, error)
+	DecideSandboxGateWithResponse(ctx context.Context, id ResourceId, gateId string, params *DecideSandboxGateParams, body DecideSandboxGateJSONRequestBody, reqEditors ...RequestEditorFn) (*DecideSandboxGateResponse, error)
 
 	// RegisterSandboxMandateWithBodyWithResponse Register the holder's signed mandate, with the session id only.
 	//
@@ -3372,7 +3400,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandbox/sessions/{id}/mandate (the `RegisterSandboxMandate` operationId).
-	RegisterSandboxMandateWithBodyWithResponse(ctx context.Context, id ResourceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterSandboxMandateResponse, error)
+	RegisterSandboxMandateWithBodyWithResponse(ctx context.Context, id ResourceId, params *RegisterSandboxMandateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterSandboxMandateResponse, error)
 
 	// RegisterSandboxMandateWithResponse Register the holder's signed mandate, with the session id only.
 	//
@@ -3381,7 +3409,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandbox/sessions/{id}/mandate (the `RegisterSandboxMandate` operationId).
-	RegisterSandboxMandateWithResponse(ctx context.Context, id ResourceId, body RegisterSandboxMandateJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterSandboxMandateResponse, error)
+	RegisterSandboxMandateWithResponse(ctx context.Context, id ResourceId, params *RegisterSandboxMandateParams, body RegisterSandboxMandateJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterSandboxMandateResponse, error)
 
 	// TeardownServiceWithResponse Tear a service down as a durable task.
 	//
@@ -6358,8 +6386,8 @@ func (c *ClientWithResponses) CreateSandboxAttemptWithResponse(ctx context.Conte
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sandbox/sessions/{id}/gates/{gateId}/decision (the `DecideSandboxGate` operationId).
-func (c *ClientWithResponses) DecideSandboxGateWithBodyWithResponse(ctx context.Context, id ResourceId, gateId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DecideSandboxGateResponse, error) {
-	rsp, err := c.DecideSandboxGateWithBody(ctx, id, gateId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) DecideSandboxGateWithBodyWithResponse(ctx context.Context, id ResourceId, gateId string, params *DecideSandboxGateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DecideSandboxGateResponse, error) {
+	rsp, err := c.DecideSandboxGateWithBody(ctx, id, gateId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6373,8 +6401,8 @@ func (c *ClientWithResponses) DecideSandboxGateWithBodyWithResponse(ctx context.
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sandbox/sessions/{id}/gates/{gateId}/decision (the `DecideSandboxGate` operationId).
-func (c *ClientWithResponses) DecideSandboxGateWithResponse(ctx context.Context, id ResourceId, gateId string, body DecideSandboxGateJSONRequestBody, reqEditors ...RequestEditorFn) (*DecideSandboxGateResponse, error) {
-	rsp, err := c.DecideSandboxGate(ctx, id, gateId, body, reqEditors...)
+func (c *ClientWithResponses) DecideSandboxGateWithResponse(ctx context.Context, id ResourceId, gateId string, params *DecideSandboxGateParams, body DecideSandboxGateJSONRequestBody, reqEditors ...RequestEditorFn) (*DecideSandboxGateResponse, error) {
+	rsp, err := c.DecideSandboxGate(ctx, id, gateId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6388,8 +6416,8 @@ func (c *ClientWithResponses) DecideSandboxGateWithResponse(ctx context.Context,
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sandbox/sessions/{id}/mandate (the `RegisterSandboxMandate` operationId).
-func (c *ClientWithResponses) RegisterSandboxMandateWithBodyWithResponse(ctx context.Context, id ResourceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterSandboxMandateResponse, error) {
-	rsp, err := c.RegisterSandboxMandateWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) RegisterSandboxMandateWithBodyWithResponse(ctx context.Context, id ResourceId, params *RegisterSandboxMandateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterSandboxMandateResponse, error) {
+	rsp, err := c.RegisterSandboxMandateWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6403,8 +6431,8 @@ func (c *ClientWithResponses) RegisterSandboxMandateWithBodyWithResponse(ctx con
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sandbox/sessions/{id}/mandate (the `RegisterSandboxMandate` operationId).
-func (c *ClientWithResponses) RegisterSandboxMandateWithResponse(ctx context.Context, id ResourceId, body RegisterSandboxMandateJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterSandboxMandateResponse, error) {
-	rsp, err := c.RegisterSandboxMandate(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) RegisterSandboxMandateWithResponse(ctx context.Context, id ResourceId, params *RegisterSandboxMandateParams, body RegisterSandboxMandateJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterSandboxMandateResponse, error) {
+	rsp, err := c.RegisterSandboxMandate(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

@@ -77,8 +77,8 @@ func (c *Client) CreateSignup(ctx context.Context, body CreateSignupJSONRequestB
 }
 
 // DecideSandboxGate calls decide_sandbox_gate (POST /v1/sandbox/sessions/{id}/gates/{gateId}/decision): Post the holder's signed gate decision; compare-and-set.
-func (c *Client) DecideSandboxGate(ctx context.Context, id ResourceId, gateId string, body DecideSandboxGateJSONRequestBody, opts ...RequestEditorFn) (*GateDecisionEnvelope, error) {
-	resp, err := c.api.DecideSandboxGateWithResponse(ctx, id, gateId, body, opts...)
+func (c *Client) DecideSandboxGate(ctx context.Context, id ResourceId, gateId string, params *DecideSandboxGateParams, body DecideSandboxGateJSONRequestBody, opts ...RequestEditorFn) (*GateDecisionEnvelope, error) {
+	resp, err := c.api.DecideSandboxGateWithResponse(ctx, id, gateId, params, body, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -317,8 +317,8 @@ func (c *Client) PrepareWorkflow(ctx context.Context, params *PrepareWorkflowPar
 }
 
 // RegisterSandboxMandate calls register_sandbox_mandate (POST /v1/sandbox/sessions/{id}/mandate): Register the holder's signed mandate, with the session id only.
-func (c *Client) RegisterSandboxMandate(ctx context.Context, id ResourceId, body RegisterSandboxMandateJSONRequestBody, opts ...RequestEditorFn) (*MandateEnvelope, error) {
-	resp, err := c.api.RegisterSandboxMandateWithResponse(ctx, id, body, opts...)
+func (c *Client) RegisterSandboxMandate(ctx context.Context, id ResourceId, params *RegisterSandboxMandateParams, body RegisterSandboxMandateJSONRequestBody, opts ...RequestEditorFn) (*MandateEnvelope, error) {
+	resp, err := c.api.RegisterSandboxMandateWithResponse(ctx, id, params, body, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -2002,6 +2002,9 @@ type MandateRegistered struct {
 type MandateRegistrationRequest struct {
 	// Mandate An ES256 compact JWS signed by the holder key.
 	Mandate string `json:"mandate"`
+
+	// RegistrationSecret The secret returned once to the session's creator, who hands it to the holder. Knowing the session id is not enough to register a mandate.
+	RegistrationSecret string `json:"registrationSecret"`
 }
 
 // ManualAction defines model for ManualAction.
@@ -2480,6 +2483,9 @@ type SandboxSessionCreated struct {
 	// AuthorizationHeader Complete Authorization header value. Returned once.
 	AuthorizationHeader string `json:"authorizationHeader"`
 
+	// RegistrationSecret Hand this to the holder: it registers the mandate with it. Returned once; reads never show it.
+	RegistrationSecret string `json:"registrationSecret"`
+
 	// Session A sandbox session. It never carries the agent capability.
 	Session SandboxSession `json:"session"`
 }
@@ -2761,6 +2767,9 @@ type Workload string
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
 
+// IdempotencyKeyRequired defines model for IdempotencyKeyRequired.
+type IdempotencyKeyRequired = string
+
 // ErrorResponse defines model for ErrorResponse.
 type ErrorResponse = ErrorEnvelope
 
@@ -2884,6 +2893,22 @@ type ReleaseQuoteParams struct {
 
 // CreateSandboxAttemptParams defines parameters for CreateSandboxAttempt.
 type CreateSandboxAttemptParams struct {
+	// IdempotencyKey As `IdempotencyKey`, and required: this operation moves money (even
+	// fake money), so a retry must be recognisable as one.
+	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
+}
+
+// DecideSandboxGateParams defines parameters for DecideSandboxGate.
+type DecideSandboxGateParams struct {
+	// IdempotencyKey A unique key for this request. The same key and body replay the stored
+	// response (`replayed: true`, header `Idempotency-Replayed: true`); the same
+	// key with another body answers 422 `idempotency:key_reused`; a request with
+	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RegisterSandboxMandateParams defines parameters for RegisterSandboxMandate.
+type RegisterSandboxMandateParams struct {
 	// IdempotencyKey A unique key for this request. The same key and body replay the stored
 	// response (`replayed: true`, header `Idempotency-Replayed: true`); the same
 	// key with another body answers 422 `idempotency:key_reused`; a request with

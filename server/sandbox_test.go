@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,21 @@ import (
 
 // created is POST /v1/sandbox/sessions, checked against SPEC §2.9's exact
 // shape.
+// registrationSecrets holds each session's registration secret by id, as
+// the session's creator would hand it to the holder.
+var registrationSecrets sync.Map
+
+func registrationOf(id string) string {
+	v, _ := registrationSecrets.Load(id)
+	s, _ := v.(string)
+	return s
+}
+
+// mandateBody is what the holder posts to register a mandate.
+func mandateBody(id, mandate string) map[string]string {
+	return map[string]string{"mandate": mandate, "registrationSecret": registrationOf(id)}
+}
+
 func createSandboxSession(t *testing.T, c *contracttest.Client) (id, authz string) {
 	t.Helper()
 	r := c.Do("POST", "/v1/sandbox/sessions", nil, nil)
@@ -35,7 +51,7 @@ func createSandboxSession(t *testing.T, c *contracttest.Client) (id, authz strin
 		t.Fatalf("nextActions present: %s", r.Body)
 	}
 	data := env["data"].(map[string]any)
-	if got := keys(data); !reflect.DeepEqual(got, []string{"actions", "agentCapability", "authorizationHeader", "session"}) {
+	if got := keys(data); !reflect.DeepEqual(got, []string{"actions", "agentCapability", "authorizationHeader", "registrationSecret", "session"}) {
 		t.Fatalf("data members %v", got)
 	}
 	for _, flat := range []string{"id", "budget"} {
@@ -56,6 +72,7 @@ func createSandboxSession(t *testing.T, c *contracttest.Client) (id, authz strin
 		t.Fatalf("envelope: %s", r.Body)
 	}
 	id = data["session"].(map[string]any)["id"].(string)
+	registrationSecrets.Store(id, data["registrationSecret"].(string))
 	capability := data["agentCapability"].(string)
 	authz = data["authorizationHeader"].(string)
 	if id == "" || !strings.HasPrefix(capability, "sbx_") || authz != "Bearer "+capability {
@@ -116,7 +133,7 @@ func TestSandboxHolderFlowOverHTTP(t *testing.T) {
 		}
 		m, _ := holder.NewMandate(id, issuer.KID, time.Now())
 		mandate, _ := holder.SignMandate(key, m)
-		r = c.Do("POST", "/v1/sandbox/sessions/"+id+"/mandate", map[string]string{"mandate": mandate}, nil)
+		r = c.Do("POST", "/v1/sandbox/sessions/"+id+"/mandate", mandateBody(id, mandate), nil)
 		if r.StatusCode != 201 {
 			t.Fatalf("mandate: %d %s", r.StatusCode, r.Body)
 		}
@@ -234,10 +251,10 @@ func TestAgentCannotActAsHolder(t *testing.T) {
 			}
 		}
 		for name, h := range map[string]string{"agent key": "Bearer " + agentKey, "capability": authz, "any header": "Bearer x"} {
-			r := c.Do("POST", "/v1/sandbox/sessions/"+id+"/mandate", map[string]string{"mandate": mandate}, http.Header{"Authorization": {h}})
+			r := c.Do("POST", "/v1/sandbox/sessions/"+id+"/mandate", mandateBody(id, mandate), http.Header{"Authorization": {h}})
 			refusedAs("mandate with "+name, r, 403, "auth:agent_authority_refused")
 		}
-		r := c.Do("POST", "/v1/sandbox/sessions/"+id+"/mandate", map[string]string{"mandate": mandate}, nil)
+		r := c.Do("POST", "/v1/sandbox/sessions/"+id+"/mandate", mandateBody(id, mandate), nil)
 		if r.StatusCode != 201 {
 			t.Fatalf("holder's mandate: %d %s", r.StatusCode, r.Body)
 		}
@@ -503,3 +520,68 @@ func nodeOrSkip(t *testing.T) string {
 }
 
 func writeFile(path string, b []byte) error { return os.WriteFile(path, b, 0o644) }
+
+// TestSandboxRegistrationAndRetries: registering a mandate needs the
+// session's registration secret, which only the creation answer shows;
+// attempts need an Idempotency-Key; the holder's mandate and decision
+// retries, sent with the same key, replay the stored answer.
+func TestSandboxRegistrationAndRetries(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		c := ts.Client
+		id, authz := createSandboxSession(t, c)
+		secret := registrationOf(id)
+		if r := c.Do("GET", "/v1/sandbox/sessions/"+id, nil, nil); strings.Contains(string(r.Body), secret) || strings.Contains(string(r.Body), "registrationSecret") {
+			t.Fatalf("a read shows the registration secret: %s", r.Body)
+		}
+		key, _ := holder.GenerateKey()
+		issuer, _ := holder.FetchIssuerKey(context.Background(), c.BaseURL)
+		m, _ := holder.NewMandate(id, issuer.KID, time.Now())
+		mandate, _ := holder.SignMandate(key, m)
+		path := "/v1/sandbox/sessions/" + id + "/mandate"
+
+		// Whoever knows only the session id cannot become its holder.
+		for name, body := range map[string]map[string]string{
+			"no secret":                {"mandate": mandate},
+			"another session's secret": {"mandate": mandate, "registrationSecret": func() string { o, _ := createSandboxSession(t, c); return registrationOf(o) }()},
+			"a guess":                  {"mandate": mandate, "registrationSecret": "sbr_guess"},
+		} {
+			r := c.Do("POST", path, body, nil)
+			if r.StatusCode < 400 || r.StatusCode == 201 {
+				t.Fatalf("%s: %d %s", name, r.StatusCode, r.Body)
+			}
+		}
+
+		// The holder's retry of the same mandate, same key: the stored answer.
+		k := http.Header{"Idempotency-Key": {"mandate-1"}}
+		first := c.Do("POST", path, mandateBody(id, mandate), k)
+		if first.StatusCode != 201 {
+			t.Fatalf("mandate: %d %s", first.StatusCode, first.Body)
+		}
+		again := c.Do("POST", path, mandateBody(id, mandate), k)
+		if again.StatusCode != 201 || again.Header.Get("Idempotency-Replayed") != "true" || again.JSON()["replayed"] != true {
+			t.Fatalf("mandate retry: %d %s", again.StatusCode, again.Body)
+		}
+
+		// Attempts without an Idempotency-Key are refused.
+		r := c.Do("POST", "/v1/sandbox/sessions/"+id+"/attempts", map[string]string{"scenario": "approval"}, http.Header{"Authorization": {authz}})
+		if r.StatusCode != 400 || !strings.Contains(string(r.Body), "Idempotency-Key") {
+			t.Fatalf("attempt without a key: %d %s", r.StatusCode, r.Body)
+		}
+		r = c.Do("POST", "/v1/sandbox/sessions/"+id+"/attempts", map[string]string{"scenario": "approval"}, attemptHeaders(authz, "k-gate"))
+		var ar struct{ Data struct{ Gate holder.Gate } }
+		json.Unmarshal(r.Body, &ar)
+		decision, _ := holder.SignDecision(key, id, ar.Data.Gate, holder.Approve)
+		// The holder client keys its posts by the JWS's digest: its retry of
+		// a decision gets the stored answer, not a conflict.
+		for i := range 2 {
+			resp, err := holder.PostDecision(context.Background(), c.BaseURL, id, ar.Data.Gate.ID, decision)
+			if err != nil {
+				t.Fatalf("decision %d: %v", i, err)
+			}
+			if replayed := strings.Contains(string(resp.Body), `"replayed":true`); replayed != (i == 1) {
+				t.Fatalf("decision %d: replayed %v: %s", i, replayed, resp.Body)
+			}
+		}
+	})
+}

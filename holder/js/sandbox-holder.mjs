@@ -2,17 +2,20 @@
 // sandbox-holder.mjs: the holder's side of the Pier sandbox.
 //
 //   node sandbox-holder.mjs keygen  --key FILE [--json]
-//   node sandbox-holder.mjs mandate --base-url URL --session ID --key FILE [--issuer-kid KID] [--no-post] [--json]
+//   node sandbox-holder.mjs mandate --base-url URL --session ID --registration-secret SECRET --key FILE [--issuer-kid KID] [--no-post] [--json]
 //   node sandbox-holder.mjs decide  --base-url URL --session ID --key FILE (--gate JSON | --gate-file FILE) [--deny] [--no-post] [--json]
 //
 // It does what the Go package holder does, in the format of
 // docs/sandbox-proof.md: it keeps a P-256 key in a 0600 JWK file, signs the
 // 100 USD fake-money mandate and gate decisions as ES256 compact JWS carrying
-// the public key in the jwk header, and posts them with the session id only.
+// the public key in the jwk header, and posts them with the session id (and,
+// for the mandate, the registration secret that the session's creator
+// handed over, which binds the holder to that creator's session).
 // It never sends an Authorization header: a holder acts on its own key, never
 // with agent authority.
 //
-// --base-url defaults to $PIER_BASE_URL. Exit status: 0 done, 1 refused or
+// --base-url defaults to $PIER_BASE_URL and --registration-secret to
+// $PIER_SANDBOX_REGISTRATION_SECRET. Exit status: 0 done, 1 refused or
 // failed, 2 usage error. Needs Node 20 or later and no packages.
 
 import { open, readFile, stat } from 'node:fs/promises';
@@ -185,11 +188,12 @@ async function post(baseUrl, path, body, jws) {
 
 const USAGE = `usage:
   node sandbox-holder.mjs keygen  --key FILE [--json]
-  node sandbox-holder.mjs mandate --base-url URL --session ID --key FILE [--issuer-kid KID] [--no-post] [--json]
+  node sandbox-holder.mjs mandate --base-url URL --session ID --registration-secret SECRET --key FILE [--issuer-kid KID] [--no-post] [--json]
   node sandbox-holder.mjs decide  --base-url URL --session ID --key FILE (--gate JSON | --gate-file FILE) [--deny] [--no-post] [--json]`;
 
 const FLAGS = {
   '--key': 'key', '--base-url': 'baseUrl', '--session': 'session', '--issuer-kid': 'issuerKid',
+  '--registration-secret': 'registration',
   '--gate': 'gate', '--gate-file': 'gateFile',
 };
 const SWITCHES = { '--json': 'json', '--no-post': 'noPost', '--deny': 'deny', '--help': 'help', '-h': 'help' };
@@ -239,8 +243,10 @@ async function run(opts) {
       const mandate = await signMandate(key, opts.session, issuerKid);
       const out = { mandate, thumbprint: key.thumbprint, issuerKid };
       if (!opts.noPost) {
+        const registrationSecret = opts.registration ?? process.env.PIER_SANDBOX_REGISTRATION_SECRET;
+        if (!registrationSecret) throw new UsageError('mandate needs --registration-secret: ask whoever created the session for its registrationSecret');
         const path = `/v1/sandbox/sessions/${encodeURIComponent(opts.session)}/mandate`;
-        out.response = (await post(opts.baseUrl, path, { mandate }, mandate)).body;
+        out.response = (await post(opts.baseUrl, path, { mandate, registrationSecret }, mandate)).body;
       }
       return { out, text: opts.noPost ? mandate : `mandate registered for session ${opts.session}\n${mandate}` };
     }

@@ -100,10 +100,10 @@ type ServerInterface interface {
 	CreateSandboxAttempt(w http.ResponseWriter, r *http.Request, id ResourceId, params CreateSandboxAttemptParams)
 	// DecideSandboxGate Post the holder's signed gate decision; compare-and-set.
 	// (POST /v1/sandbox/sessions/{id}/gates/{gateId}/decision)
-	DecideSandboxGate(w http.ResponseWriter, r *http.Request, id ResourceId, gateId string)
+	DecideSandboxGate(w http.ResponseWriter, r *http.Request, id ResourceId, gateId string, params DecideSandboxGateParams)
 	// RegisterSandboxMandate Register the holder's signed mandate, with the session id only.
 	// (POST /v1/sandbox/sessions/{id}/mandate)
-	RegisterSandboxMandate(w http.ResponseWriter, r *http.Request, id ResourceId)
+	RegisterSandboxMandate(w http.ResponseWriter, r *http.Request, id ResourceId, params RegisterSandboxMandateParams)
 	// TeardownService Tear a service down as a durable task.
 	// (POST /v1/services/{id}/teardown)
 	TeardownService(w http.ResponseWriter, r *http.Request, id ResourceId, params TeardownServiceParams)
@@ -959,23 +959,27 @@ func (siw *ServerInterfaceWrapper) CreateSandboxAttempt(w http.ResponseWriter, r
 
 	headers := r.Header
 
-	// ------------- Optional header parameter "Idempotency-Key" -------------
+	// ------------- Required header parameter "Idempotency-Key" -------------
 	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
-		var IdempotencyKey IdempotencyKey
+		var IdempotencyKey IdempotencyKeyRequired
 		n := len(valueList)
 		if n != 1 {
 			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
 			return
 		}
 
-		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
 		if err != nil {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
 			return
 		}
 
-		params.IdempotencyKey = &IdempotencyKey
+		params.IdempotencyKey = IdempotencyKey
 
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -1013,8 +1017,32 @@ func (siw *ServerInterfaceWrapper) DecideSandboxGate(w http.ResponseWriter, r *h
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DecideSandboxGateParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.DecideSandboxGate(w, r, id, gateId)
+		siw.Handler.DecideSandboxGate(w, r, id, gateId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1039,8 +1067,32 @@ func (siw *ServerInterfaceWrapper) RegisterSandboxMandate(w http.ResponseWriter,
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RegisterSandboxMandateParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.RegisterSandboxMandate(w, r, id)
+		siw.Handler.RegisterSandboxMandate(w, r, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3341,6 +3393,7 @@ func (response CreateSandboxAttemptdefaultJSONResponse) VisitCreateSandboxAttemp
 type DecideSandboxGateRequestObject struct {
 	Id     ResourceId `json:"id"`
 	GateId string     `json:"gateId"`
+	Params DecideSandboxGateParams
 	Body   *DecideSandboxGateJSONRequestBody
 }
 
@@ -3417,8 +3470,9 @@ func (response DecideSandboxGatedefaultJSONResponse) VisitDecideSandboxGateRespo
 }
 
 type RegisterSandboxMandateRequestObject struct {
-	Id   ResourceId `json:"id"`
-	Body *RegisterSandboxMandateJSONRequestBody
+	Id     ResourceId `json:"id"`
+	Params RegisterSandboxMandateParams
+	Body   *RegisterSandboxMandateJSONRequestBody
 }
 
 type RegisterSandboxMandateResponseObject interface {
@@ -4908,11 +4962,12 @@ func (sh *strictHandler) CreateSandboxAttempt(w http.ResponseWriter, r *http.Req
 }
 
 // DecideSandboxGate operation middleware
-func (sh *strictHandler) DecideSandboxGate(w http.ResponseWriter, r *http.Request, id ResourceId, gateId string) {
+func (sh *strictHandler) DecideSandboxGate(w http.ResponseWriter, r *http.Request, id ResourceId, gateId string, params DecideSandboxGateParams) {
 	var request DecideSandboxGateRequestObject
 
 	request.Id = id
 	request.GateId = gateId
+	request.Params = params
 
 	var body DecideSandboxGateJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -4942,10 +4997,11 @@ func (sh *strictHandler) DecideSandboxGate(w http.ResponseWriter, r *http.Reques
 }
 
 // RegisterSandboxMandate operation middleware
-func (sh *strictHandler) RegisterSandboxMandate(w http.ResponseWriter, r *http.Request, id ResourceId) {
+func (sh *strictHandler) RegisterSandboxMandate(w http.ResponseWriter, r *http.Request, id ResourceId, params RegisterSandboxMandateParams) {
 	var request RegisterSandboxMandateRequestObject
 
 	request.Id = id
+	request.Params = params
 
 	var body RegisterSandboxMandateJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {

@@ -50,6 +50,7 @@ func (o *operations) CreateSandboxSession(ctx context.Context, _ api.CreateSandb
 			Session:             c.Session,
 			AuthorizationHeader: c.AuthorizationHeader(),
 			AgentCapability:     c.Capability,
+			RegistrationSecret:  c.RegistrationSecret,
 			Actions:             c.Steps,
 		},
 		Actions:       c.Actions,
@@ -76,7 +77,7 @@ func (o *operations) RegisterSandboxMandate(ctx context.Context, req api.Registe
 	if err != nil {
 		return nil, err
 	}
-	m, err := sb.RegisterMandate(ctx, req.Id, req.Body.Mandate)
+	m, err := sb.RegisterMandate(ctx, req.Id, req.Body.Mandate, req.Body.RegistrationSecret)
 	if err != nil {
 		return nil, err
 	}

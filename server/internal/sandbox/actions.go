@@ -17,6 +17,7 @@ const (
 	stepDecide          = "decide_gate"
 	stepReadProof       = "read_proof"
 	stepReadSession     = "read_session"
+	stepCreateSession   = "create_session"
 )
 
 // links builds the raw HTTP requests the sandbox protocol asks of each
@@ -53,11 +54,12 @@ func (l links) fetchIssuerKey() sdk.RequestAction {
 	return request(stepFetchIssuerKey, "holder", "GET", l.base+sandboxproof.PathIssuerJWKS, nil, nil, nil)
 }
 
-// The holder registers the signed mandate with the session id only: never
-// with the agent capability.
+// The holder registers the signed mandate with the session id and the
+// registration secret the session's creator handed over: never with the
+// agent capability.
 func (l links) registerMandate(id string) sdk.RequestAction {
 	return request(stepRegisterMandate, "holder", "POST", l.sessionURL(id)+"/mandate",
-		[]string{"Content-Type"}, []string{"Authorization"}, []string{stepFetchIssuerKey})
+		[]string{"Content-Type", "Idempotency-Key"}, []string{"Authorization"}, []string{stepFetchIssuerKey})
 }
 
 // The agent attempts a fake charge with its capability.
@@ -69,11 +71,16 @@ func (l links) attempt(id string) sdk.RequestAction {
 // The holder signs the gate and posts the decision without agent authority.
 func (l links) decide(id, gateID string) sdk.RequestAction {
 	return request(stepDecide, "holder", "POST", l.sessionURL(id)+"/gates/"+url.PathEscape(gateID)+"/decision",
-		[]string{"Content-Type"}, []string{"Authorization"}, []string{stepAttempt})
+		[]string{"Content-Type", "Idempotency-Key"}, []string{"Authorization"}, []string{stepAttempt})
 }
 
 func (l links) readProof(proofID string) sdk.RequestAction {
 	return request(stepReadProof, "auditor", "GET", l.base+"/v1/sandbox/proofs/"+url.PathEscape(proofID), nil, nil, nil)
+}
+
+// Anyone may open a session of their own.
+func (l links) createSession() sdk.RequestAction {
+	return request(stepCreateSession, "agent", "POST", l.base+"/v1/sandbox/sessions", nil, nil, nil)
 }
 
 func (l links) readSession(id string) sdk.RequestAction {

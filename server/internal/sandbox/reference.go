@@ -286,7 +286,7 @@ func (s *Service) runReferenceSession(ctx context.Context) (string, []byte, erro
 	if err != nil {
 		return "", nil, err
 	}
-	if _, err := s.RegisterMandate(ctx, id, mandate); err != nil {
+	if _, err := s.RegisterMandate(ctx, id, mandate, created.RegistrationSecret); err != nil {
 		return "", nil, err
 	}
 	if _, err := s.Attempt(ctx, id, created.AuthorizationHeader(), sandboxproof.ScenarioAllowed); err != nil {

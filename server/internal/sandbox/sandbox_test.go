@@ -82,8 +82,8 @@ func (e *env) service(t *testing.T) *sandbox.Service {
 
 // session is a session with a registered mandate and its holder.
 type session struct {
-	id, authz string
-	key       *holder.Key
+	id, authz, reg string
+	key            *holder.Key
 }
 
 func (e *env) session(t *testing.T) session {
@@ -94,8 +94,8 @@ func (e *env) session(t *testing.T) session {
 		t.Fatal(err)
 	}
 	key, _ := holder.GenerateKey()
-	s := session{id: c.Session.Id, authz: c.AuthorizationHeader(), key: key}
-	if _, err := e.svc.RegisterMandate(ctx, s.id, e.mandate(t, s)); err != nil {
+	s := session{id: c.Session.Id, reg: c.RegistrationSecret, authz: c.AuthorizationHeader(), key: key}
+	if _, err := e.svc.RegisterMandate(ctx, s.id, e.mandate(t, s), s.reg); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -153,13 +153,13 @@ func TestHolderFlowMintsAProof(t *testing.T) {
 			}
 		}
 		key, _ := holder.GenerateKey()
-		s := session{id: c.Session.Id, authz: c.AuthorizationHeader(), key: key}
+		s := session{id: c.Session.Id, reg: c.RegistrationSecret, authz: c.AuthorizationHeader(), key: key}
 
 		// Attempts wait for the mandate.
 		_, err = e.svc.Attempt(ctx, s.id, s.authz, "allowed")
 		refused(t, err, "conflict:state")
 
-		m, err := e.svc.RegisterMandate(ctx, s.id, e.mandate(t, s))
+		m, err := e.svc.RegisterMandate(ctx, s.id, e.mandate(t, s), s.reg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,18 +243,23 @@ func TestMandateRules(t *testing.T) {
 	engines(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		s := e.session(t)
-		_, err := e.svc.RegisterMandate(ctx, s.id, e.mandate(t, s))
+		_, err := e.svc.RegisterMandate(ctx, s.id, e.mandate(t, s), s.reg)
 		refused(t, err, "conflict:state")
 
 		c, _ := e.svc.CreateSession(ctx)
-		other := session{id: c.Session.Id, key: s.key}
+		other := session{id: c.Session.Id, reg: c.RegistrationSecret, key: s.key}
+		// Without this session's registration secret, nothing registers.
+		for _, secret := range []string{"", s.reg, "sbr_guess"} {
+			_, err = e.svc.RegisterMandate(ctx, other.id, e.mandate(t, other), secret)
+			refused(t, err, "auth:invalid_credentials")
+		}
 		// A mandate signed for another session.
-		_, err = e.svc.RegisterMandate(ctx, other.id, e.mandate(t, s))
+		_, err = e.svc.RegisterMandate(ctx, other.id, e.mandate(t, s), other.reg)
 		refused(t, err, "input:signed_mismatch")
 		// Naming another audience than the issuer key.
 		m, _ := holder.NewMandate(other.id, "not-the-issuer", e.clock.Now())
 		jws, _ := holder.SignMandate(s.key, m)
-		_, err = e.svc.RegisterMandate(ctx, other.id, jws)
+		_, err = e.svc.RegisterMandate(ctx, other.id, jws, other.reg)
 		refused(t, err, "input:signed_mismatch")
 		// A broken signature.
 		good := e.mandate(t, other)
@@ -262,14 +267,14 @@ func TestMandateRules(t *testing.T) {
 		if bad == good {
 			bad = good[:len(good)-4] + "BBBB"
 		}
-		_, err = e.svc.RegisterMandate(ctx, other.id, bad)
+		_, err = e.svc.RegisterMandate(ctx, other.id, bad, other.reg)
 		refused(t, err, "auth:invalid_signature")
-		_, err = e.svc.RegisterMandate(ctx, other.id, "not a jws")
+		_, err = e.svc.RegisterMandate(ctx, other.id, "not a jws", other.reg)
 		refused(t, err, "input:invalid")
 		// An expired one.
 		m, _ = holder.NewMandate(other.id, e.svc.IssuerKID(), e.clock.Now().Add(-2*time.Hour))
 		jws, _ = holder.SignMandate(s.key, m)
-		_, err = e.svc.RegisterMandate(ctx, other.id, jws)
+		_, err = e.svc.RegisterMandate(ctx, other.id, jws, other.reg)
 		refused(t, err, "conflict:expired")
 
 		// Of concurrent registrations exactly one wins.
@@ -282,7 +287,7 @@ func TestMandateRules(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := e.svc.RegisterMandate(ctx, other.id, jws); err == nil {
+				if _, err := e.svc.RegisterMandate(ctx, other.id, jws, other.reg); err == nil {
 					mu.Lock()
 					won++
 					mu.Unlock()

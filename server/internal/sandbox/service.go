@@ -21,6 +21,11 @@ import (
 // never mistaken for an API key (agk_…).
 const CapabilityPrefix = "sbx_"
 
+// RegistrationPrefix starts a registration secret: what the session's
+// creator hands to the holder so that the holder, and no one who merely
+// learns the session id, registers the mandate.
+const RegistrationPrefix = "sbr_"
+
 // MaxAttempts bounds a session's attempts: a proof carries at most 32.
 const MaxAttempts = 32
 
@@ -76,6 +81,9 @@ type Created struct {
 	// Capability is the sandbox-only agent capability; the store keeps only
 	// its SHA-256.
 	Capability string
+	// RegistrationSecret is what the creator hands the holder to register
+	// the mandate; the store keeps only its SHA-256.
+	RegistrationSecret string
 	// Steps are the session's request actions: the holder fetches the issuer
 	// key and registers a mandate, then the agent attempts.
 	Steps []sdk.SandboxAction
@@ -97,8 +105,9 @@ func (s *Service) createSession(ctx context.Context, reference bool) (*Created, 
 		return nil, apierr.Internal(err)
 	}
 	capability := CapabilityPrefix + auth.Token(32)
+	registration := RegistrationPrefix + auth.Token(32)
 	sess := store.SandboxSession{
-		ID: id, CapabilityHash: auth.HashKey(capability), Reference: reference,
+		ID: id, CapabilityHash: auth.HashKey(capability), RegistrationHash: auth.HashKey(registration), Reference: reference,
 		CreatedAt: s.now().UTC().Truncate(time.Microsecond),
 	}
 	if err := s.st.CreateSandboxSession(ctx, sess); err != nil {
@@ -107,8 +116,9 @@ func (s *Service) createSession(ctx context.Context, reference bool) (*Created, 
 	l := s.links()
 	steps := []any{l.fetchIssuerKey(), l.registerMandate(id), l.attempt(id)}
 	return &Created{
-		Session:    view(sess, nil, nil, s.now()),
-		Capability: capability,
+		Session:            view(sess, nil, nil, s.now()),
+		Capability:         capability,
+		RegistrationSecret: registration,
 		Steps:      asSandboxActions(steps...),
 		Actions:    asActions(steps...),
 	}, nil
@@ -170,14 +180,23 @@ type MandateResult struct {
 }
 
 // RegisterMandate checks the holder's signed mandate and records it, once
-// per session. The signature is the holder's only authority; adapters must
-// refuse a request that carries an Authorization header before calling.
-func (s *Service) RegisterMandate(ctx context.Context, id, jws string) (*MandateResult, error) {
+// per session. The registration secret binds it to the session's creator,
+// who handed the secret to the holder; the signature is the holder's
+// authority. Adapters must refuse a request that carries an Authorization
+// header before calling. A retry with the same Idempotency-Key is
+// replayed by the adapter's idempotency layer.
+func (s *Service) RegisterMandate(ctx context.Context, id, jws, registrationSecret string) (*MandateResult, error) {
 	sess, err := s.session(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	l := s.links()
+	if sess.RegistrationHash == "" || !secretMatches(registrationSecret, sess.RegistrationHash) {
+		return nil, apierr.New("auth:invalid_credentials",
+			"registrationSecret is not this session's: the holder registers the mandate with the registration secret returned, once, to whoever created the session; ask them for it, or create a session of your own",
+			asActions(l.createSession())...)
+	}
+
 	already := func() error {
 		return apierr.New("conflict:state", "this session already has a mandate; a session takes one mandate, so start a new session for another",
 			asActions(l.readSession(id))...)
@@ -536,6 +555,11 @@ func (s *Service) proofActions() []sdk.Action {
 
 // capabilityMatches compares the presented Authorization header with the
 // stored hash in constant time.
+func secretMatches(secret, hash string) bool {
+	got := auth.HashKey(strings.TrimSpace(secret))
+	return secret != "" && subtle.ConstantTimeCompare([]byte(got), []byte(hash)) == 1
+}
+
 func capabilityMatches(header, hash string) bool {
 	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {

@@ -13,6 +13,9 @@ import (
 type SandboxSession struct {
 	ID             string
 	CapabilityHash string
+	// RegistrationHash is the SHA-256 of the secret the holder presents to
+	// register the mandate, returned once to the session's creator.
+	RegistrationHash string
 	// Reference marks the session the server ran itself to mint the
 	// reference release.
 	Reference bool
@@ -71,7 +74,7 @@ type SandboxGate struct {
 }
 
 const sandboxSessionColumns = `id, capability_hash, reference, created_at, mandate_jws, mandate_sha256, holder_thumbprint,
-	issuer_kid, mandate_expires_at, budget_micro, committed_micro, attempt_count, proof_id`
+	issuer_kid, mandate_expires_at, budget_micro, committed_micro, attempt_count, proof_id, registration_hash`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -84,7 +87,7 @@ func scanSandboxSession(r rowScanner) (SandboxSession, error) {
 		expires                          sql.NullInt64
 	)
 	err := r.Scan(&s.ID, &s.CapabilityHash, &ref, &created, &jws, &digest, &thumb, &kid, &expires,
-		&s.BudgetMicro, &s.CommittedMicro, &s.AttemptCount, &proofID)
+		&s.BudgetMicro, &s.CommittedMicro, &s.AttemptCount, &proofID, &s.RegistrationHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return s, ErrNotFound
 	}
@@ -107,8 +110,8 @@ func (s *Store) CreateSandboxSession(ctx context.Context, sess SandboxSession) e
 	if sess.Reference {
 		ref = 1
 	}
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO sandbox_sessions (id, capability_hash, reference, created_at) VALUES (?, ?, ?, ?)`),
-		sess.ID, sess.CapabilityHash, ref, sess.CreatedAt.UnixMicro())
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO sandbox_sessions (id, capability_hash, reference, created_at, registration_hash) VALUES (?, ?, ?, ?, ?)`),
+		sess.ID, sess.CapabilityHash, ref, sess.CreatedAt.UnixMicro(), sess.RegistrationHash)
 	return err
 }
 
