@@ -2688,6 +2688,11 @@ type ToolAction struct {
 	Id   *string        `json:"id,omitempty"`
 	Kind ToolActionKind `json:"kind"`
 
+	// MissingArguments Arguments the tool requires that this action does not carry, for the
+	// agent to supply (from an earlier answer, or its own choice). Every
+	// required argument is either in `arguments` or named here.
+	MissingArguments *[]string `json:"missingArguments,omitempty"`
+
 	// RequiredHeaders Header names the call needs, such as `Authorization` or `Idempotency-Key`.
 	RequiredHeaders   *[]string `json:"requiredHeaders,omitempty"`
 	RetryAfterSeconds *int      `json:"retryAfterSeconds,omitempty"`

@@ -18,6 +18,11 @@ type Operation struct {
 	Pure bool
 	// Scope is the key scope an agent operation needs.
 	Scope string
+	// Required names the arguments the operation cannot go without:
+	// required path and query parameters and the required members of a
+	// required body. A tool action carries each or lists it in
+	// missingArguments.
+	Required []string
 }
 
 // LookupOperation finds the operation with the given id.

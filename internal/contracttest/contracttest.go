@@ -173,6 +173,11 @@ func Check(t testing.TB, req *http.Request, resp *Response) {
 			validateSchema(t, "error.json", resp.Body, req)
 		}
 	}
+	if isJSON {
+		for _, p := range CheckActions(resp.Body) {
+			t.Errorf("%s %s: %s", req.Method, req.URL.Path, p)
+		}
+	}
 	route, params, err := router.FindRoute(req)
 	if err != nil {
 		return // not a contract route (e.g. a 404 probe); the envelope check above applies

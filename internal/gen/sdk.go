@@ -24,8 +24,8 @@ func genSDKOperations(ops []*operation, blocked []blockedBy) ([]byte, error) {
 	b.WriteString("// Operations lists every operation in the contract, ordered by id.\n")
 	b.WriteString("var Operations = []Operation{\n")
 	for _, op := range ops {
-		fmt.Fprintf(&b, "\t{ID: %q, Method: %q, Path: %q, Authority: %q, Anonymous: %t, Idempotent: %t, RateLimit: %q, BodyLimit: %d, SuccessStatus: %d, HasBody: %t, Pure: %t, Scope: %q},\n",
-			op.ID, op.Method, op.Path, op.Authority, op.Anonymous, op.Idempotent, op.RateLimit, op.BodyLimit, op.SuccessStatus, op.Body != nil, op.Pure, op.Scope)
+		fmt.Fprintf(&b, "\t{ID: %q, Method: %q, Path: %q, Authority: %q, Anonymous: %t, Idempotent: %t, RateLimit: %q, BodyLimit: %d, SuccessStatus: %d, HasBody: %t, Pure: %t, Scope: %q, Required: %#v},\n",
+			op.ID, op.Method, op.Path, op.Authority, op.Anonymous, op.Idempotent, op.RateLimit, op.BodyLimit, op.SuccessStatus, op.Body != nil, op.Pure, op.Scope, requiredArguments(op))
 	}
 	b.WriteString("}\n\n")
 	b.WriteString("// blockedByTable maps each blockedBy code to its HTTP status and retryability.\n")
@@ -36,6 +36,26 @@ func genSDKOperations(ops []*operation, blocked []blockedBy) ([]byte, error) {
 	}
 	b.WriteString("}\n")
 	return gofmt(b.Bytes())
+}
+
+// requiredArguments names the arguments an operation cannot go without, as
+// tool actions and MCP tools name them: required path and query
+// parameters, and the required members of a required body.
+func requiredArguments(op *operation) []string {
+	var out []string
+	for _, p := range op.Params {
+		if p.Required {
+			out = append(out, p.Name)
+		}
+	}
+	if op.BodyRequired {
+		for _, f := range op.BodyFields {
+			if f.Required {
+				out = append(out, f.Name)
+			}
+		}
+	}
+	return out
 }
 
 // genSDKMethods writes one typed method per operation on *Client. Each calls

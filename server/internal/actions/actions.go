@@ -14,7 +14,8 @@ import (
 )
 
 // Tool returns an action calling operation id with args. Path parameters are
-// filled from args; the rest stay as arguments.
+// filled from args; the rest stay as arguments. Required arguments args
+// lacks are listed in missingArguments.
 func Tool(id string, actor sdk.Actor, args map[string]any) sdk.Action {
 	op, ok := sdk.LookupOperation(id)
 	if !ok {
@@ -46,6 +47,18 @@ func Tool(id string, actor sdk.Actor, args map[string]any) sdk.Action {
 	}
 	if len(args) > 0 {
 		t.Arguments = &args
+	}
+	// Whatever the operation requires and the action does not carry is
+	// named, so that no action is a dead end: the agent knows what it must
+	// still supply.
+	var missing []string
+	for _, r := range op.Required {
+		if _, ok := args[r]; !ok {
+			missing = append(missing, r)
+		}
+	}
+	if len(missing) > 0 {
+		t.MissingArguments = &missing
 	}
 	if len(headers) > 0 {
 		t.RequiredHeaders = &headers
