@@ -7,7 +7,7 @@ BIN := bin/pier
 # whatever node the machine has.
 export PATH := $(CURDIR)/tools/node_modules/.bin:$(PATH)
 
-.PHONY: help build run generate check-generate test test-short lint bench bench-wrk tools clean conformance
+.PHONY: help build run generate check-generate test test-short lint bench bench-wrk tools clean conformance fuzz
 
 help: ## List the tasks
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -46,6 +46,9 @@ bench: ## Run the Go benchmarks (API, MCP, edge handler, launch latency) and the
 	bash bench/wrk.sh
 	bash bench/edge.sh
 	bash bench/verify.sh
+
+fuzz: ## Run every Go fuzz target for FUZZTIME each (default 10s), seed corpora in testdata/fuzz first
+	bash scripts/fuzz.sh
 
 conformance: build ## Run the public conformance suites against a local server and verify the signed reports (conformance-reports/)
 	bash scripts/conformance.sh

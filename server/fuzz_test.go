@@ -7,8 +7,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pierhq/pier/server"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 // fuzzHandler serves the real handler in-process; rate limits are raised so
@@ -76,6 +80,63 @@ func FuzzEstimateBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		req := httptest.NewRequest("POST", "http://localhost/v1/estimate", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		checkAnswer(t, rec)
+	})
+}
+
+// FuzzJSONBodies posts arbitrary bodies, with a valid key, to the routes
+// that decode JSON into money, launches and manifests: quotes, bundle
+// uploads (paths and manifests included), launches and budget raises.
+// Every answer is a typed envelope, never a 5xx.
+func FuzzJSONBodies(f *testing.F) {
+	for _, seed := range []struct {
+		route uint8
+		body  string
+	}{
+		{0, `{"projectId":"PRJ","items":[{"kind":"domain","domain":"acme.dev","years":1}]}`},
+		{0, `{"projectId":"PRJ","items":[{"kind":"service","target":"process","workload":"dynamic_service","name":"x","months":1e9}]}`},
+		{1, `{"projectId":"PRJ","files":[{"path":"index.html","contentBase64":"PGgxPmhpPC9oMT4="}]}`},
+		{1, `{"projectId":"PRJ","files":[{"path":"../x","contentBase64":"AA=="},{"path":"a\u202e.html","contentBase64":"AA=="}]}`},
+		{1, `{"projectId":"PRJ","files":[{"path":"a.html","contentBase64":"!!!"},{"path":"a.html","contentBase64":""}]}`},
+		{2, `{"name":"site","target":"edge","bundleId":"bnd_x"}`},
+		{2, `{"name":"Site!","target":"nope","domain":"-.dev","years":-1,"quoteId":"q"}`},
+		{3, `{"amountUsd":1e308,"reason":""}`},
+		{3, `{"amountUsd":-1,"reason":"x"}`},
+		{0, `{"projectId":"PRJ","items":[]}{}`},
+		{1, "{\"projectId\":\"PRJ\",\"files\":[{\"path\":\"\xff\",\"contentBase64\":\"\"}]}"},
+	} {
+		f.Add(seed.route, seed.body)
+	}
+	s, err := server.New(context.Background(), server.Config{
+		DataDir:    f.TempDir(),
+		RateLimits: map[string]server.RateLimit{"quotes": {PerSecond: 1e9, Burst: 1 << 30}},
+	}, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { s.Store().Close() })
+	h := s.Handler()
+	ctx := context.Background()
+	o, err := s.Store().CreateOrganization(ctx, auth.ID("org"), "fuzz", time.Now())
+	if err != nil {
+		f.Fatal(err)
+	}
+	p, err := s.Service().CreateProject(ctx, service.NewProject{OrgID: o.ID, Name: "fuzz", LimitMicro: 100_000_000, Policy: service.DefaultPolicy(), CreatedBy: "human:usr_fuzz"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	secret, hash := auth.NewKey()
+	if err := s.Store().CreateAPIKey(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "fuzz", Scopes: []string{"read", "quote", "launch"}, CreatedAt: time.Now()}, hash); err != nil {
+		f.Fatal(err)
+	}
+	routes := []string{"/v1/quotes", "/v1/bundles", "/v1/projects/" + p.ID + "/launch", "/v1/projects/" + p.ID + "/budget-raises"}
+	f.Fuzz(func(t *testing.T, route uint8, body string) {
+		body = strings.ReplaceAll(body, "PRJ", p.ID)
+		req := httptest.NewRequest("POST", "http://localhost"+routes[int(route)%len(routes)], strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+secret)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		checkAnswer(t, rec)

@@ -17,6 +17,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/safetext"
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -45,6 +46,8 @@ func safePath(p string) error {
 		return errors.New("backslash in path")
 	case strings.IndexFunc(p, func(r rune) bool { return unicode.IsControl(r) || r == unicode.ReplacementChar }) >= 0:
 		return errors.New("control character in path")
+	case safetext.Problem(p) != "":
+		return errors.New(safetext.Problem(p))
 	}
 	for _, seg := range strings.Split(p, "/") {
 		switch seg {
