@@ -134,6 +134,22 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Anonymous: false, Idempotent: true, HasBody: false, BodyRequired: false,
 		Args: []ArgSpec{{Name: "id", In: "path"}},
 	}, runF))
+	groups["bundles"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "get_bundle", Method: "GET", Path: "/v1/bundles/{id}",
+		Use: "get <id>", Short: "Read one bundle with its manifest.",
+		Long:      "Read one bundle with its manifest.\n\nEvery file with its path, size, SHA-256 and content type.",
+		Example:   "  pier bundles get ID\n  pier bundles get ID --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+	}, runF))
+	groups["domains"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "get_domain", Method: "GET", Path: "/v1/domains/{domain}",
+		Use: "get <domain>", Short: "Read one domain the organisation owns.",
+		Long:      "Read one domain the organisation owns.\n\nIts registration, the service that serves it now, if any, and whether Pier answers for its zone.",
+		Example:   "  pier domains get acme.dev\n  pier domains get acme.dev --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "domain", In: "path"}},
+	}, runF))
 	groups["reference"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "get_holder_script", Method: "GET", Path: "/sandbox-holder.mjs",
 		Use: "holder-script", Short: "The JavaScript sandbox holder, for plain `node`.",
@@ -144,6 +160,14 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		ID: "get_project", Method: "GET", Path: "/v1/projects/{id}",
 		Use: "get <id>", Short: "Read a project, its budget, policy and active holds.",
 		Example:   "  pier projects get ID\n  pier projects get ID --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+	}, runF))
+	groups["quotes"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "get_quote", Method: "GET", Path: "/v1/quotes/{id}",
+		Use: "get <id>", Short: "Read one quote.",
+		Long:      "Read one quote.\n\nIts items, decision, amount, state and hold.",
+		Example:   "  pier quotes get ID\n  pier quotes get ID --json",
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
 		Args: []ArgSpec{{Name: "id", In: "path"}},
 	}, runF))
@@ -191,6 +215,14 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Anonymous: true, Idempotent: false, HasBody: false, BodyRequired: false,
 		Args: []ArgSpec{{Name: "id", In: "path"}},
 	}, runF))
+	groups["services"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "get_service", Method: "GET", Path: "/v1/services/{id}",
+		Use: "get <id>", Short: "Read one service.",
+		Long:      "Read one service.\n\nIts state, preview URL, domain, bundle and the last task that acted on it.",
+		Example:   "  pier services get ID\n  pier services get ID --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+	}, runF))
 	groups["tasks"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "get_task", Method: "GET", Path: "/v1/tasks/{id}",
 		Use: "get <id>", Short: "Read a task; poll until it is done or input_required.",
@@ -220,6 +252,28 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "years", Field: "years", In: "body", Kind: "int", Required: false, Usage: "Registration years for the domain; default 1."},
 		},
 	}, runF))
+	groups["bundles"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "list_bundles", Method: "GET", Path: "/v1/bundles",
+		Use: "list", Short: "List the organisation's bundles.",
+		Long:      "List the organisation's bundles.\n\nNewest first, without their manifests.",
+		Example:   "  pier bundles list\n  pier bundles list --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Flags: []FlagSpec{
+			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+		},
+		Table: &TableSpec{Path: "bundles", Columns: []string{"bundleId", "fileCount", "totalBytes", "createdAt"}},
+	}, runF))
+	groups["domains"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "list_domains", Method: "GET", Path: "/v1/domains",
+		Use: "list", Short: "List the domains the organisation owns.",
+		Long:      "List the domains the organisation owns.\n\nEvery domain it registered, whatever happened to the services that used it, with the service that serves it now, if any.",
+		Example:   "  pier domains list\n  pier domains list --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Flags: []FlagSpec{
+			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+		},
+		Table: &TableSpec{Path: "domains", Columns: []string{"domain", "registeredAt", "years", "serviceId"}},
+	}, runF))
 	groups["ledger"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "list_ledger_entries", Method: "GET", Path: "/v1/ledger",
 		Use: "list", Short: "Read the organisation's hash-chained audit ledger.",
@@ -238,6 +292,44 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Example:   "  pier projects list\n  pier projects list --json",
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
 		Table: &TableSpec{Path: "projects", Columns: []string{"id", "name", "budgetLimitUsd", "spentUsd", "heldUsd", "remainingUsd"}},
+	}, runF))
+	groups["quotes"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "list_quotes", Method: "GET", Path: "/v1/quotes",
+		Use: "list", Short: "List the organisation's quotes.",
+		Long:      "List the organisation's quotes.\n\nNewest first, with their decision, amount and hold.",
+		Example:   "  pier quotes list\n  pier quotes list --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Flags: []FlagSpec{
+			{Flag: "project-id", Field: "projectId", In: "query", Kind: "string", Required: false, Usage: "Only this project's."},
+			{Flag: "state", Field: "state", In: "query", Kind: "string", Required: false, Usage: "Only those in this state.", Enum: []string{"held", "consumed", "released", "expired", "not_held"}},
+			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+		},
+		Table: &TableSpec{Path: "quotes", Columns: []string{"quoteId", "decision", "state", "amountUsd", "holdExpiresAt"}},
+	}, runF))
+	groups["services"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "list_services", Method: "GET", Path: "/v1/services",
+		Use: "list", Short: "List the organisation's services.",
+		Long:      "List the organisation's services.\n\nNewest first, with their state, preview URL, domain and the last task that acted on them.",
+		Example:   "  pier services list\n  pier services list --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Flags: []FlagSpec{
+			{Flag: "project-id", Field: "projectId", In: "query", Kind: "string", Required: false, Usage: "Only this project's."},
+			{Flag: "state", Field: "state", In: "query", Kind: "string", Required: false, Usage: "Only those in this state.", Enum: []string{"launching", "live", "failed", "tearing_down", "torn_down"}},
+			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+		},
+		Table: &TableSpec{Path: "services", Columns: []string{"id", "name", "state", "target", "previewUrl", "domain"}},
+	}, runF))
+	groups["tasks"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "list_tasks", Method: "GET", Path: "/v1/tasks",
+		Use: "list", Short: "List the organisation's tasks.",
+		Long:      "List the organisation's tasks.\n\nNewest first: launches, teardowns, budget raises, with their state and steps.",
+		Example:   "  pier tasks list\n  pier tasks list --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Flags: []FlagSpec{
+			{Flag: "state", Field: "state", In: "query", Kind: "string", Required: false, Usage: "Only those in this state.", Enum: []string{"queued", "running", "input_required", "succeeded", "failed", "canceled"}},
+			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+		},
+		Table: &TableSpec{Path: "tasks", Columns: []string{"taskId", "kind", "state", "serviceId", "previewUrl"}},
 	}, runF))
 	groups["billing"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "poll_billing", Method: "POST", Path: "/v1/billing/poll",

@@ -178,6 +178,13 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/billing/setup-link (the `CreateBillingSetupLink` operationId).
 	CreateBillingSetupLink(ctx context.Context, params *CreateBillingSetupLinkParams, body CreateBillingSetupLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListBundles List the organisation's bundles.
+	//
+	// Newest first, without their manifests.
+	//
+	// Corresponds with GET /v1/bundles (the `ListBundles` operationId).
+	ListBundles(ctx context.Context, params *ListBundlesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// UploadAssetsWithBody Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
 	// Takes any type of body and a specified content type.
@@ -192,6 +199,20 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/bundles (the `UploadAssets` operationId).
 	UploadAssets(ctx context.Context, params *UploadAssetsParams, body UploadAssetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetBundle Read one bundle with its manifest.
+	//
+	// Every file with its path, size, SHA-256 and content type.
+	//
+	// Corresponds with GET /v1/bundles/{id} (the `GetBundle` operationId).
+	GetBundle(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListDomains List the domains the organisation owns.
+	//
+	// Every domain it registered, whatever happened to the services that used it, with the service that serves it now, if any.
+	//
+	// Corresponds with GET /v1/domains (the `ListDomains` operationId).
+	ListDomains(ctx context.Context, params *ListDomainsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SearchDomains Search available domains within price and TLD filters.
 	//
 	// Anonymous, holds nothing. The default is the common-launch catalog;
@@ -201,6 +222,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/domains/search (the `SearchDomains` operationId).
 	SearchDomains(ctx context.Context, params *SearchDomainsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetDomain Read one domain the organisation owns.
+	//
+	// Its registration, the service that serves it now, if any, and whether Pier answers for its zone.
+	//
+	// Corresponds with GET /v1/domains/{domain} (the `GetDomain` operationId).
+	GetDomain(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetRegistrantContactWithBody Record the human as registrant of a supported domain.
 	//
@@ -312,6 +340,13 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/projects/{id}/launch (the `LaunchService` operationId).
 	LaunchService(ctx context.Context, id ResourceId, params *LaunchServiceParams, body LaunchServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListQuotes List the organisation's quotes.
+	//
+	// Newest first, with their decision, amount and hold.
+	//
+	// Corresponds with GET /v1/quotes (the `ListQuotes` operationId).
+	ListQuotes(ctx context.Context, params *ListQuotesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateQuoteWithBody Quote a purchase; an ALLOW quote holds project budget for 15 minutes.
 	//
 	// Takes any type of body and a specified content type.
@@ -325,6 +360,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/quotes (the `CreateQuote` operationId).
 	CreateQuote(ctx context.Context, params *CreateQuoteParams, body CreateQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetQuote Read one quote.
+	//
+	// Its items, decision, amount, state and hold.
+	//
+	// Corresponds with GET /v1/quotes/{id} (the `GetQuote` operationId).
+	GetQuote(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReleaseQuote Release a quote's hold before it expires; the undo of create_quote.
 	//
@@ -398,6 +440,20 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sandbox/sessions/{id}/mandate (the `RegisterSandboxMandate` operationId).
 	RegisterSandboxMandate(ctx context.Context, id ResourceId, params *RegisterSandboxMandateParams, body RegisterSandboxMandateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListServices List the organisation's services.
+	//
+	// Newest first, with their state, preview URL, domain and the last task that acted on them.
+	//
+	// Corresponds with GET /v1/services (the `ListServices` operationId).
+	ListServices(ctx context.Context, params *ListServicesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetService Read one service.
+	//
+	// Its state, preview URL, domain, bundle and the last task that acted on it.
+	//
+	// Corresponds with GET /v1/services/{id} (the `GetService` operationId).
+	GetService(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// TeardownService Tear a service down as a durable task.
 	//
 	// Corresponds with POST /v1/services/{id}/teardown (the `TeardownService` operationId).
@@ -442,6 +498,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/signup/poll (the `PollSignup` operationId).
 	PollSignup(ctx context.Context, body PollSignupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTasks List the organisation's tasks.
+	//
+	// Newest first: launches, teardowns, budget raises, with their state and steps.
+	//
+	// Corresponds with GET /v1/tasks (the `ListTasks` operationId).
+	ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetTask Read a task; poll until it is done or input_required.
 	//
@@ -694,6 +757,23 @@ func (c *RawClient) CreateBillingSetupLink(ctx context.Context, params *CreateBi
 	return c.Client.Do(req)
 }
 
+// ListBundles List the organisation's bundles.
+//
+// Newest first, without their manifests.
+//
+// Corresponds with GET /v1/bundles (the `ListBundles` operationId).
+func (c *RawClient) ListBundles(ctx context.Context, params *ListBundlesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListBundlesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // UploadAssetsWithBody Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
 // Takes any type of body and a specified content type.
@@ -728,6 +808,40 @@ func (c *RawClient) UploadAssets(ctx context.Context, params *UploadAssetsParams
 	return c.Client.Do(req)
 }
 
+// GetBundle Read one bundle with its manifest.
+//
+// Every file with its path, size, SHA-256 and content type.
+//
+// Corresponds with GET /v1/bundles/{id} (the `GetBundle` operationId).
+func (c *RawClient) GetBundle(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetBundleRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListDomains List the domains the organisation owns.
+//
+// Every domain it registered, whatever happened to the services that used it, with the service that serves it now, if any.
+//
+// Corresponds with GET /v1/domains (the `ListDomains` operationId).
+func (c *RawClient) ListDomains(ctx context.Context, params *ListDomainsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDomainsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // SearchDomains Search available domains within price and TLD filters.
 //
 // Anonymous, holds nothing. The default is the common-launch catalog;
@@ -738,6 +852,23 @@ func (c *RawClient) UploadAssets(ctx context.Context, params *UploadAssetsParams
 // Corresponds with GET /v1/domains/search (the `SearchDomains` operationId).
 func (c *RawClient) SearchDomains(ctx context.Context, params *SearchDomainsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSearchDomainsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetDomain Read one domain the organisation owns.
+//
+// Its registration, the service that serves it now, if any, and whether Pier answers for its zone.
+//
+// Corresponds with GET /v1/domains/{domain} (the `GetDomain` operationId).
+func (c *RawClient) GetDomain(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetDomainRequest(c.Server, domain)
 	if err != nil {
 		return nil, err
 	}
@@ -998,6 +1129,23 @@ func (c *RawClient) LaunchService(ctx context.Context, id ResourceId, params *La
 	return c.Client.Do(req)
 }
 
+// ListQuotes List the organisation's quotes.
+//
+// Newest first, with their decision, amount and hold.
+//
+// Corresponds with GET /v1/quotes (the `ListQuotes` operationId).
+func (c *RawClient) ListQuotes(ctx context.Context, params *ListQuotesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListQuotesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateQuoteWithBody Quote a purchase; an ALLOW quote holds project budget for 15 minutes.
 //
 // Takes any type of body and a specified content type.
@@ -1022,6 +1170,23 @@ func (c *RawClient) CreateQuoteWithBody(ctx context.Context, params *CreateQuote
 // Corresponds with POST /v1/quotes (the `CreateQuote` operationId).
 func (c *RawClient) CreateQuote(ctx context.Context, params *CreateQuoteParams, body CreateQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateQuoteRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetQuote Read one quote.
+//
+// Its items, decision, amount, state and hold.
+//
+// Corresponds with GET /v1/quotes/{id} (the `GetQuote` operationId).
+func (c *RawClient) GetQuote(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetQuoteRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -1204,6 +1369,40 @@ func (c *RawClient) RegisterSandboxMandate(ctx context.Context, id ResourceId, p
 	return c.Client.Do(req)
 }
 
+// ListServices List the organisation's services.
+//
+// Newest first, with their state, preview URL, domain and the last task that acted on them.
+//
+// Corresponds with GET /v1/services (the `ListServices` operationId).
+func (c *RawClient) ListServices(ctx context.Context, params *ListServicesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListServicesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetService Read one service.
+//
+// Its state, preview URL, domain, bundle and the last task that acted on it.
+//
+// Corresponds with GET /v1/services/{id} (the `GetService` operationId).
+func (c *RawClient) GetService(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetServiceRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // TeardownService Tear a service down as a durable task.
 //
 // Corresponds with POST /v1/services/{id}/teardown (the `TeardownService` operationId).
@@ -1289,6 +1488,23 @@ func (c *RawClient) PollSignupWithBody(ctx context.Context, contentType string, 
 // Corresponds with POST /v1/signup/poll (the `PollSignup` operationId).
 func (c *RawClient) PollSignup(ctx context.Context, body PollSignupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPollSignupRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTasks List the organisation's tasks.
+//
+// Newest first: launches, teardowns, budget raises, with their state and steps.
+//
+// Corresponds with GET /v1/tasks (the `ListTasks` operationId).
+func (c *RawClient) ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTasksRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1698,6 +1914,60 @@ func NewCreateBillingSetupLinkRequestWithBody(server string, params *CreateBilli
 	return req, nil
 }
 
+// NewListBundlesRequest constructs an http.Request for the ListBundles method
+func NewListBundlesRequest(server string, params *ListBundlesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/bundles")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewUploadAssetsRequest calls the generic UploadAssets builder with application/json body
 func NewUploadAssetsRequest(server string, params *UploadAssetsParams, body UploadAssetsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1748,6 +2018,94 @@ func NewUploadAssetsRequestWithBody(server string, params *UploadAssetsParams, c
 			req.Header.Set("Idempotency-Key", headerParam0)
 		}
 
+	}
+
+	return req, nil
+}
+
+// NewGetBundleRequest constructs an http.Request for the GetBundle method
+func NewGetBundleRequest(server string, id ResourceId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/bundles/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListDomainsRequest constructs an http.Request for the ListDomains method
+func NewListDomainsRequest(server string, params *ListDomainsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/domains")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
 	}
 
 	return req, nil
@@ -1865,6 +2223,40 @@ func NewSearchDomainsRequest(server string, params *SearchDomainsParams) (*http.
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
 		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetDomainRequest constructs an http.Request for the GetDomain method
+func NewGetDomainRequest(server string, domain DomainName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "domain", domain, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/domains/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -2332,6 +2724,84 @@ func NewLaunchServiceRequestWithBody(server string, id ResourceId, params *Launc
 	return req, nil
 }
 
+// NewListQuotesRequest constructs an http.Request for the ListQuotes method
+func NewListQuotesRequest(server string, params *ListQuotesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/quotes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ProjectId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "projectId", *params.ProjectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateQuoteRequest calls the generic CreateQuote builder with application/json body
 func NewCreateQuoteRequest(server string, params *CreateQuoteParams, body CreateQuoteJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -2382,6 +2852,40 @@ func NewCreateQuoteRequestWithBody(server string, params *CreateQuoteParams, con
 			req.Header.Set("Idempotency-Key", headerParam0)
 		}
 
+	}
+
+	return req, nil
+}
+
+// NewGetQuoteRequest constructs an http.Request for the GetQuote method
+func NewGetQuoteRequest(server string, id ResourceId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/quotes/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
 	}
 
 	return req, nil
@@ -2722,6 +3226,118 @@ func NewRegisterSandboxMandateRequestWithBody(server string, id ResourceId, para
 	return req, nil
 }
 
+// NewListServicesRequest constructs an http.Request for the ListServices method
+func NewListServicesRequest(server string, params *ListServicesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/services")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ProjectId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "projectId", *params.ProjectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetServiceRequest constructs an http.Request for the GetService method
+func NewGetServiceRequest(server string, id ResourceId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/services/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewTeardownServiceRequest constructs an http.Request for the TeardownService method
 func NewTeardownServiceRequest(server string, id ResourceId, params *TeardownServiceParams) (*http.Request, error) {
 	var err error
@@ -2847,6 +3463,72 @@ func NewPollSignupRequestWithBody(server string, contentType string, body io.Rea
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListTasksRequest constructs an http.Request for the ListTasks method
+func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tasks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -3173,6 +3855,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/billing/setup-link (the `CreateBillingSetupLink` operationId).
 	CreateBillingSetupLinkWithResponse(ctx context.Context, params *CreateBillingSetupLinkParams, body CreateBillingSetupLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBillingSetupLinkResponse, error)
 
+	// ListBundlesWithResponse List the organisation's bundles.
+	//
+	// Newest first, without their manifests.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/bundles (the `ListBundles` operationId).
+	ListBundlesWithResponse(ctx context.Context, params *ListBundlesParams, reqEditors ...RequestEditorFn) (*ListBundlesResponse, error)
+
 	// UploadAssetsWithBodyWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -3187,6 +3878,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/bundles (the `UploadAssets` operationId).
 	UploadAssetsWithResponse(ctx context.Context, params *UploadAssetsParams, body UploadAssetsJSONRequestBody, reqEditors ...RequestEditorFn) (*UploadAssetsResponse, error)
 
+	// GetBundleWithResponse Read one bundle with its manifest.
+	//
+	// Every file with its path, size, SHA-256 and content type.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/bundles/{id} (the `GetBundle` operationId).
+	GetBundleWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*GetBundleResponse, error)
+
+	// ListDomainsWithResponse List the domains the organisation owns.
+	//
+	// Every domain it registered, whatever happened to the services that used it, with the service that serves it now, if any.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/domains (the `ListDomains` operationId).
+	ListDomainsWithResponse(ctx context.Context, params *ListDomainsParams, reqEditors ...RequestEditorFn) (*ListDomainsResponse, error)
+
 	// SearchDomainsWithResponse Search available domains within price and TLD filters.
 	//
 	// Anonymous, holds nothing. The default is the common-launch catalog;
@@ -3198,6 +3907,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/domains/search (the `SearchDomains` operationId).
 	SearchDomainsWithResponse(ctx context.Context, params *SearchDomainsParams, reqEditors ...RequestEditorFn) (*SearchDomainsResponse, error)
+
+	// GetDomainWithResponse Read one domain the organisation owns.
+	//
+	// Its registration, the service that serves it now, if any, and whether Pier answers for its zone.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/domains/{domain} (the `GetDomain` operationId).
+	GetDomainWithResponse(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*GetDomainResponse, error)
 
 	// SetRegistrantContactWithBodyWithResponse Record the human as registrant of a supported domain.
 	//
@@ -3317,6 +4035,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/projects/{id}/launch (the `LaunchService` operationId).
 	LaunchServiceWithResponse(ctx context.Context, id ResourceId, params *LaunchServiceParams, body LaunchServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*LaunchServiceResponse, error)
 
+	// ListQuotesWithResponse List the organisation's quotes.
+	//
+	// Newest first, with their decision, amount and hold.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/quotes (the `ListQuotes` operationId).
+	ListQuotesWithResponse(ctx context.Context, params *ListQuotesParams, reqEditors ...RequestEditorFn) (*ListQuotesResponse, error)
+
 	// CreateQuoteWithBodyWithResponse Quote a purchase; an ALLOW quote holds project budget for 15 minutes.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -3330,6 +4057,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/quotes (the `CreateQuote` operationId).
 	CreateQuoteWithResponse(ctx context.Context, params *CreateQuoteParams, body CreateQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateQuoteResponse, error)
+
+	// GetQuoteWithResponse Read one quote.
+	//
+	// Its items, decision, amount, state and hold.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/quotes/{id} (the `GetQuote` operationId).
+	GetQuoteWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*GetQuoteResponse, error)
 
 	// ReleaseQuoteWithResponse Release a quote's hold before it expires; the undo of create_quote.
 	//
@@ -3411,6 +4147,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sandbox/sessions/{id}/mandate (the `RegisterSandboxMandate` operationId).
 	RegisterSandboxMandateWithResponse(ctx context.Context, id ResourceId, params *RegisterSandboxMandateParams, body RegisterSandboxMandateJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterSandboxMandateResponse, error)
 
+	// ListServicesWithResponse List the organisation's services.
+	//
+	// Newest first, with their state, preview URL, domain and the last task that acted on them.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/services (the `ListServices` operationId).
+	ListServicesWithResponse(ctx context.Context, params *ListServicesParams, reqEditors ...RequestEditorFn) (*ListServicesResponse, error)
+
+	// GetServiceWithResponse Read one service.
+	//
+	// Its state, preview URL, domain, bundle and the last task that acted on it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/services/{id} (the `GetService` operationId).
+	GetServiceWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*GetServiceResponse, error)
+
 	// TeardownServiceWithResponse Tear a service down as a durable task.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3457,6 +4211,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/signup/poll (the `PollSignup` operationId).
 	PollSignupWithResponse(ctx context.Context, body PollSignupJSONRequestBody, reqEditors ...RequestEditorFn) (*PollSignupResponse, error)
+
+	// ListTasksWithResponse List the organisation's tasks.
+	//
+	// Newest first: launches, teardowns, budget raises, with their state and steps.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tasks (the `ListTasks` operationId).
+	ListTasksWithResponse(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*ListTasksResponse, error)
 
 	// GetTaskWithResponse Read a task; poll until it is done or input_required.
 	//
@@ -4032,6 +4795,77 @@ func (r CreateBillingSetupLinkResponse) ContentType() string {
 	return ""
 }
 
+// ListBundlesResponse429Headers the declared response headers of an HTTP 429 response for ListBundles
+type ListBundlesResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type ListBundlesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BundleListEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListBundlesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListBundlesResponse) GetJSON200() *BundleListEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r ListBundlesResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListBundlesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListBundlesResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListBundlesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListBundlesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListBundlesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListBundlesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // UploadAssetsResponse429Headers the declared response headers of an HTTP 429 response for UploadAssets
 type UploadAssetsResponse429Headers struct {
 	RateLimit       *string
@@ -4103,6 +4937,148 @@ func (r UploadAssetsResponse) ContentType() string {
 	return ""
 }
 
+// GetBundleResponse429Headers the declared response headers of an HTTP 429 response for GetBundle
+type GetBundleResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type GetBundleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BundleInfoEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetBundleResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetBundleResponse) GetJSON200() *BundleInfoEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetBundleResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetBundleResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetBundleResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetBundleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetBundleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetBundleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetBundleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListDomainsResponse429Headers the declared response headers of an HTTP 429 response for ListDomains
+type ListDomainsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type ListDomainsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DomainListEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListDomainsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDomainsResponse) GetJSON200() *DomainListEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r ListDomainsResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListDomainsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListDomainsResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDomainsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDomainsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDomainsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDomainsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SearchDomainsResponse429Headers the declared response headers of an HTTP 429 response for SearchDomains
 type SearchDomainsResponse429Headers struct {
 	RateLimit       *string
@@ -4168,6 +5144,77 @@ func (r SearchDomainsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SearchDomainsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetDomainResponse429Headers the declared response headers of an HTTP 429 response for GetDomain
+type GetDomainResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type GetDomainResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DomainInfoEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetDomainResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetDomainResponse) GetJSON200() *DomainInfoEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetDomainResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetDomainResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetDomainResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetDomainResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetDomainResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetDomainResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetDomainResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4813,6 +5860,77 @@ func (r LaunchServiceResponse) ContentType() string {
 	return ""
 }
 
+// ListQuotesResponse429Headers the declared response headers of an HTTP 429 response for ListQuotes
+type ListQuotesResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type ListQuotesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *QuoteInfoListEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListQuotesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListQuotesResponse) GetJSON200() *QuoteInfoListEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r ListQuotesResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListQuotesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListQuotesResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListQuotesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListQuotesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListQuotesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListQuotesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateQuoteResponse429Headers the declared response headers of an HTTP 429 response for CreateQuote
 type CreateQuoteResponse429Headers struct {
 	RateLimit       *string
@@ -4878,6 +5996,77 @@ func (r CreateQuoteResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateQuoteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetQuoteResponse429Headers the declared response headers of an HTTP 429 response for GetQuote
+type GetQuoteResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type GetQuoteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *QuoteInfoEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetQuoteResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetQuoteResponse) GetJSON200() *QuoteInfoEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetQuoteResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetQuoteResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetQuoteResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetQuoteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetQuoteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetQuoteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetQuoteResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5381,6 +6570,148 @@ func (r RegisterSandboxMandateResponse) ContentType() string {
 	return ""
 }
 
+// ListServicesResponse429Headers the declared response headers of an HTTP 429 response for ListServices
+type ListServicesResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type ListServicesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ServiceListEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListServicesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListServicesResponse) GetJSON200() *ServiceListEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r ListServicesResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListServicesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListServicesResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListServicesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListServicesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListServicesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListServicesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetServiceResponse429Headers the declared response headers of an HTTP 429 response for GetService
+type GetServiceResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type GetServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ServiceEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetServiceResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetServiceResponse) GetJSON200() *ServiceEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetServiceResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetServiceResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetServiceResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // TeardownServiceResponse429Headers the declared response headers of an HTTP 429 response for TeardownService
 type TeardownServiceResponse429Headers struct {
 	RateLimit       *string
@@ -5588,6 +6919,77 @@ func (r PollSignupResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PollSignupResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListTasksResponse429Headers the declared response headers of an HTTP 429 response for ListTasks
+type ListTasksResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type ListTasksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TaskListEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTasksResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTasksResponse) GetJSON200() *TaskListEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r ListTasksResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListTasksResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListTasksResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTasksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTasksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTasksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTasksResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6027,6 +7429,21 @@ func (c *ClientWithResponses) CreateBillingSetupLinkWithResponse(ctx context.Con
 	return ParseCreateBillingSetupLinkResponse(rsp)
 }
 
+// ListBundlesWithResponse List the organisation's bundles.
+//
+// Newest first, without their manifests.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/bundles (the `ListBundles` operationId).
+func (c *ClientWithResponses) ListBundlesWithResponse(ctx context.Context, params *ListBundlesParams, reqEditors ...RequestEditorFn) (*ListBundlesResponse, error) {
+	rsp, err := c.ListBundles(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListBundlesResponse(rsp)
+}
+
 // UploadAssetsWithBodyWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -6053,6 +7470,36 @@ func (c *ClientWithResponses) UploadAssetsWithResponse(ctx context.Context, para
 	return ParseUploadAssetsResponse(rsp)
 }
 
+// GetBundleWithResponse Read one bundle with its manifest.
+//
+// Every file with its path, size, SHA-256 and content type.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/bundles/{id} (the `GetBundle` operationId).
+func (c *ClientWithResponses) GetBundleWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*GetBundleResponse, error) {
+	rsp, err := c.GetBundle(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetBundleResponse(rsp)
+}
+
+// ListDomainsWithResponse List the domains the organisation owns.
+//
+// Every domain it registered, whatever happened to the services that used it, with the service that serves it now, if any.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/domains (the `ListDomains` operationId).
+func (c *ClientWithResponses) ListDomainsWithResponse(ctx context.Context, params *ListDomainsParams, reqEditors ...RequestEditorFn) (*ListDomainsResponse, error) {
+	rsp, err := c.ListDomains(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDomainsResponse(rsp)
+}
+
 // SearchDomainsWithResponse Search available domains within price and TLD filters.
 //
 // Anonymous, holds nothing. The default is the common-launch catalog;
@@ -6069,6 +7516,21 @@ func (c *ClientWithResponses) SearchDomainsWithResponse(ctx context.Context, par
 		return nil, err
 	}
 	return ParseSearchDomainsResponse(rsp)
+}
+
+// GetDomainWithResponse Read one domain the organisation owns.
+//
+// Its registration, the service that serves it now, if any, and whether Pier answers for its zone.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/domains/{domain} (the `GetDomain` operationId).
+func (c *ClientWithResponses) GetDomainWithResponse(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*GetDomainResponse, error) {
+	rsp, err := c.GetDomain(ctx, domain, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetDomainResponse(rsp)
 }
 
 // SetRegistrantContactWithBodyWithResponse Record the human as registrant of a supported domain.
@@ -6273,6 +7735,21 @@ func (c *ClientWithResponses) LaunchServiceWithResponse(ctx context.Context, id 
 	return ParseLaunchServiceResponse(rsp)
 }
 
+// ListQuotesWithResponse List the organisation's quotes.
+//
+// Newest first, with their decision, amount and hold.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/quotes (the `ListQuotes` operationId).
+func (c *ClientWithResponses) ListQuotesWithResponse(ctx context.Context, params *ListQuotesParams, reqEditors ...RequestEditorFn) (*ListQuotesResponse, error) {
+	rsp, err := c.ListQuotes(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListQuotesResponse(rsp)
+}
+
 // CreateQuoteWithBodyWithResponse Quote a purchase; an ALLOW quote holds project budget for 15 minutes.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -6297,6 +7774,21 @@ func (c *ClientWithResponses) CreateQuoteWithResponse(ctx context.Context, param
 		return nil, err
 	}
 	return ParseCreateQuoteResponse(rsp)
+}
+
+// GetQuoteWithResponse Read one quote.
+//
+// Its items, decision, amount, state and hold.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/quotes/{id} (the `GetQuote` operationId).
+func (c *ClientWithResponses) GetQuoteWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*GetQuoteResponse, error) {
+	rsp, err := c.GetQuote(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetQuoteResponse(rsp)
 }
 
 // ReleaseQuoteWithResponse Release a quote's hold before it expires; the undo of create_quote.
@@ -6439,6 +7931,36 @@ func (c *ClientWithResponses) RegisterSandboxMandateWithResponse(ctx context.Con
 	return ParseRegisterSandboxMandateResponse(rsp)
 }
 
+// ListServicesWithResponse List the organisation's services.
+//
+// Newest first, with their state, preview URL, domain and the last task that acted on them.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/services (the `ListServices` operationId).
+func (c *ClientWithResponses) ListServicesWithResponse(ctx context.Context, params *ListServicesParams, reqEditors ...RequestEditorFn) (*ListServicesResponse, error) {
+	rsp, err := c.ListServices(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListServicesResponse(rsp)
+}
+
+// GetServiceWithResponse Read one service.
+//
+// Its state, preview URL, domain, bundle and the last task that acted on it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/services/{id} (the `GetService` operationId).
+func (c *ClientWithResponses) GetServiceWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*GetServiceResponse, error) {
+	rsp, err := c.GetService(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetServiceResponse(rsp)
+}
+
 // TeardownServiceWithResponse Tear a service down as a durable task.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6514,6 +8036,21 @@ func (c *ClientWithResponses) PollSignupWithResponse(ctx context.Context, body P
 		return nil, err
 	}
 	return ParsePollSignupResponse(rsp)
+}
+
+// ListTasksWithResponse List the organisation's tasks.
+//
+// Newest first: launches, teardowns, budget raises, with their state and steps.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tasks (the `ListTasks` operationId).
+func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*ListTasksResponse, error) {
+	rsp, err := c.ListTasks(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTasksResponse(rsp)
 }
 
 // GetTaskWithResponse Read a task; poll until it is done or input_required.
@@ -7047,6 +8584,80 @@ func ParseCreateBillingSetupLinkResponse(rsp *http.Response) (*CreateBillingSetu
 	return response, nil
 }
 
+// ParseListBundlesResponse parses an HTTP response from a ListBundlesWithResponse call
+func ParseListBundlesResponse(rsp *http.Response) (*ListBundlesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListBundlesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BundleListEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListBundlesResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseUploadAssetsResponse parses an HTTP response from a UploadAssetsWithResponse call
 func ParseUploadAssetsResponse(rsp *http.Response) (*UploadAssetsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7121,6 +8732,154 @@ func ParseUploadAssetsResponse(rsp *http.Response) (*UploadAssetsResponse, error
 	return response, nil
 }
 
+// ParseGetBundleResponse parses an HTTP response from a GetBundleWithResponse call
+func ParseGetBundleResponse(rsp *http.Response) (*GetBundleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetBundleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BundleInfoEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetBundleResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListDomainsResponse parses an HTTP response from a ListDomainsWithResponse call
+func ParseListDomainsResponse(rsp *http.Response) (*ListDomainsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDomainsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DomainListEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListDomainsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseSearchDomainsResponse parses an HTTP response from a SearchDomainsWithResponse call
 func ParseSearchDomainsResponse(rsp *http.Response) (*SearchDomainsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7168,6 +8927,80 @@ func ParseSearchDomainsResponse(rsp *http.Response) (*SearchDomainsResponse, err
 	switch {
 	case rsp.StatusCode == 429:
 		var headers SearchDomainsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetDomainResponse parses an HTTP response from a GetDomainWithResponse call
+func ParseGetDomainResponse(rsp *http.Response) (*GetDomainResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetDomainResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DomainInfoEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetDomainResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -7861,6 +9694,80 @@ func ParseLaunchServiceResponse(rsp *http.Response) (*LaunchServiceResponse, err
 	return response, nil
 }
 
+// ParseListQuotesResponse parses an HTTP response from a ListQuotesWithResponse call
+func ParseListQuotesResponse(rsp *http.Response) (*ListQuotesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListQuotesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest QuoteInfoListEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListQuotesResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCreateQuoteResponse parses an HTTP response from a CreateQuoteWithResponse call
 func ParseCreateQuoteResponse(rsp *http.Response) (*CreateQuoteResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7908,6 +9815,80 @@ func ParseCreateQuoteResponse(rsp *http.Response) (*CreateQuoteResponse, error) 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers CreateQuoteResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetQuoteResponse parses an HTTP response from a GetQuoteWithResponse call
+func ParseGetQuoteResponse(rsp *http.Response) (*GetQuoteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetQuoteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest QuoteInfoEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetQuoteResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -8453,6 +10434,154 @@ func ParseRegisterSandboxMandateResponse(rsp *http.Response) (*RegisterSandboxMa
 	return response, nil
 }
 
+// ParseListServicesResponse parses an HTTP response from a ListServicesWithResponse call
+func ParseListServicesResponse(rsp *http.Response) (*ListServicesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListServicesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ServiceListEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListServicesResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetServiceResponse parses an HTTP response from a GetServiceWithResponse call
+func ParseGetServiceResponse(rsp *http.Response) (*GetServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ServiceEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetServiceResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseTeardownServiceResponse parses an HTTP response from a TeardownServiceWithResponse call
 func ParseTeardownServiceResponse(rsp *http.Response) (*TeardownServiceResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8648,6 +10777,80 @@ func ParsePollSignupResponse(rsp *http.Response) (*PollSignupResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers PollSignupResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListTasksResponse parses an HTTP response from a ListTasksWithResponse call
+func ParseListTasksResponse(rsp *http.Response) (*ListTasksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTasksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TaskListEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListTasksResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -112,6 +112,30 @@ func (c *Client) ExportProject(ctx context.Context, id ResourceId, params *Expor
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// GetBundle calls get_bundle (GET /v1/bundles/{id}): Read one bundle with its manifest.
+func (c *Client) GetBundle(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*BundleInfoEnvelope, error) {
+	resp, err := c.api.GetBundleWithResponse(ctx, id, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// GetDomain calls get_domain (GET /v1/domains/{domain}): Read one domain the organisation owns.
+func (c *Client) GetDomain(ctx context.Context, domain DomainName, opts ...RequestEditorFn) (*DomainInfoEnvelope, error) {
+	resp, err := c.api.GetDomainWithResponse(ctx, domain, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // GetHolderScript calls get_holder_script (GET /sandbox-holder.mjs): The JavaScript sandbox holder, for plain `node`.
 func (c *Client) GetHolderScript(ctx context.Context, opts ...RequestEditorFn) ([]byte, error) {
 	resp, err := c.api.GetHolderScriptWithResponse(ctx, opts...)
@@ -127,6 +151,18 @@ func (c *Client) GetHolderScript(ctx context.Context, opts ...RequestEditorFn) (
 // GetProject calls get_project (GET /v1/projects/{id}): Read a project, its budget, policy and active holds.
 func (c *Client) GetProject(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*ProjectEnvelope, error) {
 	resp, err := c.api.GetProjectWithResponse(ctx, id, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// GetQuote calls get_quote (GET /v1/quotes/{id}): Read one quote.
+func (c *Client) GetQuote(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*QuoteInfoEnvelope, error) {
+	resp, err := c.api.GetQuoteWithResponse(ctx, id, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -220,6 +256,18 @@ func (c *Client) GetSandboxSession(ctx context.Context, id ResourceId, opts ...R
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// GetService calls get_service (GET /v1/services/{id}): Read one service.
+func (c *Client) GetService(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*ServiceEnvelope, error) {
+	resp, err := c.api.GetServiceWithResponse(ctx, id, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // GetTask calls get_task (GET /v1/tasks/{id}): Read a task; poll until it is done or input_required.
 func (c *Client) GetTask(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*TaskEnvelope, error) {
 	resp, err := c.api.GetTaskWithResponse(ctx, id, opts...)
@@ -256,6 +304,30 @@ func (c *Client) LaunchService(ctx context.Context, id ResourceId, params *Launc
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// ListBundles calls list_bundles (GET /v1/bundles): List the organisation's bundles.
+func (c *Client) ListBundles(ctx context.Context, params *ListBundlesParams, opts ...RequestEditorFn) (*BundleListEnvelope, error) {
+	resp, err := c.api.ListBundlesWithResponse(ctx, params, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// ListDomains calls list_domains (GET /v1/domains): List the domains the organisation owns.
+func (c *Client) ListDomains(ctx context.Context, params *ListDomainsParams, opts ...RequestEditorFn) (*DomainListEnvelope, error) {
+	resp, err := c.api.ListDomainsWithResponse(ctx, params, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // ListLedgerEntries calls list_ledger_entries (GET /v1/ledger): Read the organisation's hash-chained audit ledger.
 func (c *Client) ListLedgerEntries(ctx context.Context, params *ListLedgerEntriesParams, opts ...RequestEditorFn) (*LedgerEnvelope, error) {
 	resp, err := c.api.ListLedgerEntriesWithResponse(ctx, params, opts...)
@@ -271,6 +343,42 @@ func (c *Client) ListLedgerEntries(ctx context.Context, params *ListLedgerEntrie
 // ListProjects calls list_projects (GET /v1/projects): List the organisation's projects with their budgets.
 func (c *Client) ListProjects(ctx context.Context, opts ...RequestEditorFn) (*ProjectListEnvelope, error) {
 	resp, err := c.api.ListProjectsWithResponse(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// ListQuotes calls list_quotes (GET /v1/quotes): List the organisation's quotes.
+func (c *Client) ListQuotes(ctx context.Context, params *ListQuotesParams, opts ...RequestEditorFn) (*QuoteInfoListEnvelope, error) {
+	resp, err := c.api.ListQuotesWithResponse(ctx, params, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// ListServices calls list_services (GET /v1/services): List the organisation's services.
+func (c *Client) ListServices(ctx context.Context, params *ListServicesParams, opts ...RequestEditorFn) (*ServiceListEnvelope, error) {
+	resp, err := c.api.ListServicesWithResponse(ctx, params, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// ListTasks calls list_tasks (GET /v1/tasks): List the organisation's tasks.
+func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, opts ...RequestEditorFn) (*TaskListEnvelope, error) {
+	resp, err := c.api.ListTasksWithResponse(ctx, params, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -744,6 +744,21 @@ func (e ProvenanceVersion) Valid() bool {
 	}
 }
 
+// Defines values for QuoteGatedSteps.
+const (
+	DomainRegistration QuoteGatedSteps = "domain_registration"
+)
+
+// Valid indicates whether the value is a known member of the QuoteGatedSteps enum.
+func (e QuoteGatedSteps) Valid() bool {
+	switch e {
+	case DomainRegistration:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for QuoteDecision.
 const (
 	ALLOW            QuoteDecision = "ALLOW"
@@ -765,15 +780,18 @@ func (e QuoteDecision) Valid() bool {
 	}
 }
 
-// Defines values for QuoteGatedSteps.
+// Defines values for QuoteItemKind.
 const (
-	DomainRegistration QuoteGatedSteps = "domain_registration"
+	Domain  QuoteItemKind = "domain"
+	Service QuoteItemKind = "service"
 )
 
-// Valid indicates whether the value is a known member of the QuoteGatedSteps enum.
-func (e QuoteGatedSteps) Valid() bool {
+// Valid indicates whether the value is a known member of the QuoteItemKind enum.
+func (e QuoteItemKind) Valid() bool {
 	switch e {
-	case DomainRegistration:
+	case Domain:
+		return true
+	case Service:
 		return true
 	default:
 		return false
@@ -801,24 +819,6 @@ func (e QuoteState) Valid() bool {
 	case QuoteStateNotHeld:
 		return true
 	case QuoteStateReleased:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for QuoteItemKind.
-const (
-	Domain  QuoteItemKind = "domain"
-	Service QuoteItemKind = "service"
-)
-
-// Valid indicates whether the value is a known member of the QuoteItemKind enum.
-func (e QuoteItemKind) Valid() bool {
-	switch e {
-	case Domain:
-		return true
-	case Service:
 		return true
 	default:
 		return false
@@ -1062,6 +1062,33 @@ func (e SandboxSessionState) Valid() bool {
 	case SandboxSessionStateExpired:
 		return true
 	case SandboxSessionStateProven:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServiceInfoState.
+const (
+	ServiceInfoStateFailed      ServiceInfoState = "failed"
+	ServiceInfoStateLaunching   ServiceInfoState = "launching"
+	ServiceInfoStateLive        ServiceInfoState = "live"
+	ServiceInfoStateTearingDown ServiceInfoState = "tearing_down"
+	ServiceInfoStateTornDown    ServiceInfoState = "torn_down"
+)
+
+// Valid indicates whether the value is a known member of the ServiceInfoState enum.
+func (e ServiceInfoState) Valid() bool {
+	switch e {
+	case ServiceInfoStateFailed:
+		return true
+	case ServiceInfoStateLaunching:
+		return true
+	case ServiceInfoStateLive:
+		return true
+	case ServiceInfoStateTearingDown:
+		return true
+	case ServiceInfoStateTornDown:
 		return true
 	default:
 		return false
@@ -1365,6 +1392,90 @@ func (e Workload) Valid() bool {
 	}
 }
 
+// Defines values for ListQuotesParamsState.
+const (
+	ListQuotesParamsStateConsumed ListQuotesParamsState = "consumed"
+	ListQuotesParamsStateExpired  ListQuotesParamsState = "expired"
+	ListQuotesParamsStateHeld     ListQuotesParamsState = "held"
+	ListQuotesParamsStateNotHeld  ListQuotesParamsState = "not_held"
+	ListQuotesParamsStateReleased ListQuotesParamsState = "released"
+)
+
+// Valid indicates whether the value is a known member of the ListQuotesParamsState enum.
+func (e ListQuotesParamsState) Valid() bool {
+	switch e {
+	case ListQuotesParamsStateConsumed:
+		return true
+	case ListQuotesParamsStateExpired:
+		return true
+	case ListQuotesParamsStateHeld:
+		return true
+	case ListQuotesParamsStateNotHeld:
+		return true
+	case ListQuotesParamsStateReleased:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListServicesParamsState.
+const (
+	ListServicesParamsStateFailed      ListServicesParamsState = "failed"
+	ListServicesParamsStateLaunching   ListServicesParamsState = "launching"
+	ListServicesParamsStateLive        ListServicesParamsState = "live"
+	ListServicesParamsStateTearingDown ListServicesParamsState = "tearing_down"
+	ListServicesParamsStateTornDown    ListServicesParamsState = "torn_down"
+)
+
+// Valid indicates whether the value is a known member of the ListServicesParamsState enum.
+func (e ListServicesParamsState) Valid() bool {
+	switch e {
+	case ListServicesParamsStateFailed:
+		return true
+	case ListServicesParamsStateLaunching:
+		return true
+	case ListServicesParamsStateLive:
+		return true
+	case ListServicesParamsStateTearingDown:
+		return true
+	case ListServicesParamsStateTornDown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListTasksParamsState.
+const (
+	ListTasksParamsStateCanceled      ListTasksParamsState = "canceled"
+	ListTasksParamsStateFailed        ListTasksParamsState = "failed"
+	ListTasksParamsStateInputRequired ListTasksParamsState = "input_required"
+	ListTasksParamsStateQueued        ListTasksParamsState = "queued"
+	ListTasksParamsStateRunning       ListTasksParamsState = "running"
+	ListTasksParamsStateSucceeded     ListTasksParamsState = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the ListTasksParamsState enum.
+func (e ListTasksParamsState) Valid() bool {
+	switch e {
+	case ListTasksParamsStateCanceled:
+		return true
+	case ListTasksParamsStateFailed:
+		return true
+	case ListTasksParamsStateInputRequired:
+		return true
+	case ListTasksParamsStateQueued:
+		return true
+	case ListTasksParamsStateRunning:
+		return true
+	case ListTasksParamsStateSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Action A typed next step. No free-form prose.
 type Action struct {
 	union json.RawMessage
@@ -1522,6 +1633,62 @@ type BundleEnvelope struct {
 	Replayed      *bool         `json:"replayed,omitempty"`
 }
 
+// BundleFile defines model for BundleFile.
+type BundleFile struct {
+	ContentType string `json:"contentType"`
+	Path        string `json:"path"`
+	Sha256      string `json:"sha256"`
+	Size        int    `json:"size"`
+}
+
+// BundleInfo defines model for BundleInfo.
+type BundleInfo struct {
+	BundleId  string       `json:"bundleId"`
+	CreatedAt time.Time    `json:"createdAt"`
+	FileCount int          `json:"fileCount"`
+	Files     []BundleFile `json:"files"`
+
+	// Sha256 SHA-256 of the bundle's manifest.
+	Sha256     string `json:"sha256"`
+	TotalBytes int    `json:"totalBytes"`
+}
+
+// BundleInfoEnvelope defines model for BundleInfoEnvelope.
+type BundleInfoEnvelope struct {
+	Actions Actions    `json:"actions"`
+	Data    BundleInfo `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// BundleList defines model for BundleList.
+type BundleList struct {
+	Bundles []BundleSummary `json:"bundles"`
+}
+
+// BundleListEnvelope defines model for BundleListEnvelope.
+type BundleListEnvelope struct {
+	Actions Actions    `json:"actions"`
+	Data    BundleList `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// BundleSummary defines model for BundleSummary.
+type BundleSummary struct {
+	BundleId  string    `json:"bundleId"`
+	CreatedAt time.Time `json:"createdAt"`
+	FileCount int       `json:"fileCount"`
+
+	// Sha256 SHA-256 of the bundle's manifest.
+	Sha256     string `json:"sha256"`
+	TotalBytes int    `json:"totalBytes"`
+}
+
 // ConformanceProbe defines model for ConformanceProbe.
 type ConformanceProbe struct {
 	Error      *string                `json:"error,omitempty"`
@@ -1652,6 +1819,47 @@ type DomainCandidate struct {
 
 	// Tld A top-level domain without its dot, such as `com`.
 	Tld Tld `json:"tld"`
+}
+
+// DomainInfo defines model for DomainInfo.
+type DomainInfo struct {
+	Domain string `json:"domain"`
+
+	// PaidUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	PaidUsd      *Usd      `json:"paidUsd,omitempty"`
+	RegisteredAt time.Time `json:"registeredAt"`
+
+	// ServiceId The live service that serves the domain now, if any.
+	ServiceId *string `json:"serviceId,omitempty"`
+	Years     int     `json:"years"`
+
+	// Zone Whether Pier's DNS answers for the domain's zone.
+	Zone bool `json:"zone"`
+}
+
+// DomainInfoEnvelope defines model for DomainInfoEnvelope.
+type DomainInfoEnvelope struct {
+	Actions Actions    `json:"actions"`
+	Data    DomainInfo `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// DomainList defines model for DomainList.
+type DomainList struct {
+	Domains []DomainInfo `json:"domains"`
+}
+
+// DomainListEnvelope defines model for DomainListEnvelope.
+type DomainListEnvelope struct {
+	Actions Actions    `json:"actions"`
+	Data    DomainList `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
 }
 
 // DomainName defines model for DomainName.
@@ -2088,6 +2296,9 @@ type Project struct {
 	// RemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
 	RemainingUsd Usd `json:"remainingUsd"`
 
+	// Services The project's services, newest first (on get_project only).
+	Services *[]ServiceInfo `json:"services,omitempty"`
+
 	// SpentUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
 	SpentUsd Usd `json:"spentUsd"`
 }
@@ -2172,19 +2383,54 @@ type Quote struct {
 	Undo Undo `json:"undo"`
 }
 
-// QuoteDecision defines model for Quote.Decision.
-type QuoteDecision string
-
 // QuoteGatedSteps defines model for Quote.GatedSteps.
 type QuoteGatedSteps string
 
-// QuoteState defines model for Quote.State.
-type QuoteState string
+// QuoteDecision defines model for QuoteDecision.
+type QuoteDecision string
 
 // QuoteEnvelope defines model for QuoteEnvelope.
 type QuoteEnvelope struct {
 	Actions Actions `json:"actions"`
 	Data    Quote   `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// QuoteInfo defines model for QuoteInfo.
+type QuoteInfo struct {
+	// AmountUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	AmountUsd     Usd           `json:"amountUsd"`
+	CreatedAt     time.Time     `json:"createdAt"`
+	Decision      QuoteDecision `json:"decision"`
+	HoldExpiresAt *time.Time    `json:"holdExpiresAt,omitempty"`
+	Items         []QuoteItem   `json:"items"`
+	ProjectId     string        `json:"projectId"`
+	QuoteId       string        `json:"quoteId"`
+	State         QuoteState    `json:"state"`
+}
+
+// QuoteInfoEnvelope defines model for QuoteInfoEnvelope.
+type QuoteInfoEnvelope struct {
+	Actions Actions   `json:"actions"`
+	Data    QuoteInfo `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// QuoteInfoList defines model for QuoteInfoList.
+type QuoteInfoList struct {
+	Quotes []QuoteInfo `json:"quotes"`
+}
+
+// QuoteInfoListEnvelope defines model for QuoteInfoListEnvelope.
+type QuoteInfoListEnvelope struct {
+	Actions Actions       `json:"actions"`
+	Data    QuoteInfoList `json:"data"`
 
 	// FormatVersion The envelope format version.
 	FormatVersion FormatVersion `json:"formatVersion"`
@@ -2216,6 +2462,9 @@ type QuoteRequest struct {
 	// ProjectId An object id, such as `prj_…`, `tsk_…` or `svc_…`.
 	ProjectId ResourceId `json:"projectId"`
 }
+
+// QuoteState defines model for QuoteState.
+type QuoteState string
 
 // Receipt defines model for Receipt.
 type Receipt struct {
@@ -2519,6 +2768,54 @@ type SandboxSessionRead struct {
 // SandboxTimestamp An RFC 3339 instant in UTC with whole seconds, as the holder signs it; copy it verbatim.
 type SandboxTimestamp = string
 
+// ServiceEnvelope defines model for ServiceEnvelope.
+type ServiceEnvelope struct {
+	Actions Actions     `json:"actions"`
+	Data    ServiceInfo `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// ServiceInfo defines model for ServiceInfo.
+type ServiceInfo struct {
+	BundleId  *string   `json:"bundleId,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	Domain    *string   `json:"domain,omitempty"`
+	DomainUrl *string   `json:"domainUrl,omitempty"`
+	Id        string    `json:"id"`
+	Name      string    `json:"name"`
+
+	// PreviewUrl The preview host over HTTPS (served only while the service is live).
+	PreviewUrl string           `json:"previewUrl"`
+	ProjectId  string           `json:"projectId"`
+	State      ServiceInfoState `json:"state"`
+	Target     string           `json:"target"`
+
+	// TaskId The last task that acted on the service.
+	TaskId    string    `json:"taskId"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// ServiceInfoState defines model for ServiceInfo.State.
+type ServiceInfoState string
+
+// ServiceList defines model for ServiceList.
+type ServiceList struct {
+	Services []ServiceInfo `json:"services"`
+}
+
+// ServiceListEnvelope defines model for ServiceListEnvelope.
+type ServiceListEnvelope struct {
+	Actions Actions     `json:"actions"`
+	Data    ServiceList `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
 // Sha256Hex defines model for Sha256Hex.
 type Sha256Hex = string
 
@@ -2657,6 +2954,21 @@ type TaskHandleKind string
 // TaskHandleState defines model for TaskHandle.State.
 type TaskHandleState string
 
+// TaskList defines model for TaskList.
+type TaskList struct {
+	Tasks []TaskHandle `json:"tasks"`
+}
+
+// TaskListEnvelope defines model for TaskListEnvelope.
+type TaskListEnvelope struct {
+	Actions Actions  `json:"actions"`
+	Data    TaskList `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
 // TaskStep defines model for TaskStep.
 type TaskStep struct {
 	CompletedAt *time.Time    `json:"completedAt,omitempty"`
@@ -2793,6 +3105,12 @@ type CreateBillingSetupLinkParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ListBundlesParams defines parameters for ListBundles.
+type ListBundlesParams struct {
+	// Limit At most this many, newest first.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // UploadAssetsParams defines parameters for UploadAssets.
 type UploadAssetsParams struct {
 	// IdempotencyKey A unique key for this request. The same key and body replay the stored
@@ -2800,6 +3118,12 @@ type UploadAssetsParams struct {
 	// key with another body answers 422 `idempotency:key_reused`; a request with
 	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ListDomainsParams defines parameters for ListDomains.
+type ListDomainsParams struct {
+	// Limit At most this many, newest first.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // SearchDomainsParams defines parameters for SearchDomains.
@@ -2878,6 +3202,21 @@ type LaunchServiceParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ListQuotesParams defines parameters for ListQuotes.
+type ListQuotesParams struct {
+	// ProjectId Only this project's.
+	ProjectId *ResourceId `form:"projectId,omitempty" json:"projectId,omitempty"`
+
+	// State Only those in this state.
+	State *ListQuotesParamsState `form:"state,omitempty" json:"state,omitempty"`
+
+	// Limit At most this many, newest first.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListQuotesParamsState defines parameters for ListQuotes.
+type ListQuotesParamsState string
+
 // CreateQuoteParams defines parameters for CreateQuote.
 type CreateQuoteParams struct {
 	// IdempotencyKey A unique key for this request. The same key and body replay the stored
@@ -2921,6 +3260,21 @@ type RegisterSandboxMandateParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ListServicesParams defines parameters for ListServices.
+type ListServicesParams struct {
+	// ProjectId Only this project's.
+	ProjectId *ResourceId `form:"projectId,omitempty" json:"projectId,omitempty"`
+
+	// State Only those in this state.
+	State *ListServicesParamsState `form:"state,omitempty" json:"state,omitempty"`
+
+	// Limit At most this many, newest first.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListServicesParamsState defines parameters for ListServices.
+type ListServicesParamsState string
+
 // TeardownServiceParams defines parameters for TeardownService.
 type TeardownServiceParams struct {
 	// IdempotencyKey A unique key for this request. The same key and body replay the stored
@@ -2929,6 +3283,18 @@ type TeardownServiceParams struct {
 	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
+
+// ListTasksParams defines parameters for ListTasks.
+type ListTasksParams struct {
+	// State Only those in this state.
+	State *ListTasksParamsState `form:"state,omitempty" json:"state,omitempty"`
+
+	// Limit At most this many, newest first.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListTasksParamsState defines parameters for ListTasks.
+type ListTasksParamsState string
 
 // PrepareWorkflowParams defines parameters for PrepareWorkflow.
 type PrepareWorkflowParams struct {

@@ -36,13 +36,19 @@ func LookupOperation(id string) (Operation, bool) {
 }
 
 // MatchOperation finds the operation a method and concrete path belong to.
+// A literal segment beats a parameter, as in net/http's ServeMux:
+// /v1/domains/search is search_domains, not get_domain.
 func MatchOperation(method, path string) (Operation, bool) {
+	best, bestParams, found := Operation{}, 0, false
 	for _, op := range Operations {
-		if op.Method == method && matchPath(op.Path, path) {
-			return op, true
+		if op.Method != method || !matchPath(op.Path, path) {
+			continue
+		}
+		if n := strings.Count(op.Path, "{"); !found || n < bestParams {
+			best, bestParams, found = op, n, true
 		}
 	}
-	return Operation{}, false
+	return best, found
 }
 
 func matchPath(template, path string) bool {

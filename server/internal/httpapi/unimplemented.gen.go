@@ -48,12 +48,24 @@ func (Unimplemented) ExportProject(ctx context.Context, request api.ExportProjec
 	return nil, notImplemented("export_project")
 }
 
+func (Unimplemented) GetBundle(ctx context.Context, request api.GetBundleRequestObject) (api.GetBundleResponseObject, error) {
+	return nil, notImplemented("get_bundle")
+}
+
+func (Unimplemented) GetDomain(ctx context.Context, request api.GetDomainRequestObject) (api.GetDomainResponseObject, error) {
+	return nil, notImplemented("get_domain")
+}
+
 func (Unimplemented) GetHolderScript(ctx context.Context, request api.GetHolderScriptRequestObject) (api.GetHolderScriptResponseObject, error) {
 	return nil, notImplemented("get_holder_script")
 }
 
 func (Unimplemented) GetProject(ctx context.Context, request api.GetProjectRequestObject) (api.GetProjectResponseObject, error) {
 	return nil, notImplemented("get_project")
+}
+
+func (Unimplemented) GetQuote(ctx context.Context, request api.GetQuoteRequestObject) (api.GetQuoteResponseObject, error) {
+	return nil, notImplemented("get_quote")
 }
 
 func (Unimplemented) GetReferenceIssuerJwks(ctx context.Context, request api.GetReferenceIssuerJwksRequestObject) (api.GetReferenceIssuerJwksResponseObject, error) {
@@ -84,6 +96,10 @@ func (Unimplemented) GetSandboxSession(ctx context.Context, request api.GetSandb
 	return nil, notImplemented("get_sandbox_session")
 }
 
+func (Unimplemented) GetService(ctx context.Context, request api.GetServiceRequestObject) (api.GetServiceResponseObject, error) {
+	return nil, notImplemented("get_service")
+}
+
 func (Unimplemented) GetTask(ctx context.Context, request api.GetTaskRequestObject) (api.GetTaskResponseObject, error) {
 	return nil, notImplemented("get_task")
 }
@@ -96,12 +112,32 @@ func (Unimplemented) LaunchService(ctx context.Context, request api.LaunchServic
 	return nil, notImplemented("launch_service")
 }
 
+func (Unimplemented) ListBundles(ctx context.Context, request api.ListBundlesRequestObject) (api.ListBundlesResponseObject, error) {
+	return nil, notImplemented("list_bundles")
+}
+
+func (Unimplemented) ListDomains(ctx context.Context, request api.ListDomainsRequestObject) (api.ListDomainsResponseObject, error) {
+	return nil, notImplemented("list_domains")
+}
+
 func (Unimplemented) ListLedgerEntries(ctx context.Context, request api.ListLedgerEntriesRequestObject) (api.ListLedgerEntriesResponseObject, error) {
 	return nil, notImplemented("list_ledger_entries")
 }
 
 func (Unimplemented) ListProjects(ctx context.Context, request api.ListProjectsRequestObject) (api.ListProjectsResponseObject, error) {
 	return nil, notImplemented("list_projects")
+}
+
+func (Unimplemented) ListQuotes(ctx context.Context, request api.ListQuotesRequestObject) (api.ListQuotesResponseObject, error) {
+	return nil, notImplemented("list_quotes")
+}
+
+func (Unimplemented) ListServices(ctx context.Context, request api.ListServicesRequestObject) (api.ListServicesResponseObject, error) {
+	return nil, notImplemented("list_services")
+}
+
+func (Unimplemented) ListTasks(ctx context.Context, request api.ListTasksRequestObject) (api.ListTasksResponseObject, error) {
+	return nil, notImplemented("list_tasks")
 }
 
 func (Unimplemented) Mcp(ctx context.Context, request api.McpRequestObject) (api.McpResponseObject, error) {

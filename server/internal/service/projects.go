@@ -131,8 +131,18 @@ func (s *Service) GetProject(ctx context.Context, orgID, id string) (*sdk.Projec
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
+	svcs, err := s.Store.ListServices(ctx, orgID, store.Filter{ProjectID: p.ID, Limit: 500})
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	list := []sdk.ServiceInfo{}
+	for _, sv := range svcs {
+		list = append(list, s.serviceView(sv))
+	}
+	v.Services = &list
 	return &v, []sdk.Action{
 		actions.Tool("create_quote", "agent", map[string]any{"projectId": p.ID}),
+		actions.Tool("list_services", "agent", map[string]any{"projectId": p.ID}),
 		actions.Stop("done"),
 	}, nil
 }

@@ -1,0 +1,94 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/pierhq/pier/server"
+	"github.com/pierhq/pier/server/internal/service"
+)
+
+// TestEveryNounListsAndReads: tasks, services, bundles, domains and quotes
+// each list and read for their organisation, and another organisation sees
+// none of them (absent from its lists, 404 on reads).
+func TestEveryNounListsAndReads(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+		b := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+		c := ts.Client
+
+		bundle := upload(t, ts, a, siteSaying("listed"))
+		domain := availableDomains(1, "dev", "listing")[0]
+		q := c.Do("POST", "/v1/quotes", map[string]any{"projectId": a.project, "items": []any{map[string]any{"kind": "domain", "domain": domain, "years": 1}}}, a.header())
+		quoteID := q.JSON()["data"].(map[string]any)["quoteId"].(string)
+		r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "listed", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": quoteID}, a.header())
+		task := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+		serviceID := task["serviceId"].(string)
+
+		list := func(h http.Header, path, key string) []any {
+			t.Helper()
+			r := c.Do("GET", path, nil, h)
+			if r.StatusCode != 200 {
+				t.Fatalf("GET %s: %d %s", path, r.StatusCode, r.Body)
+			}
+			return r.JSON()["data"].(map[string]any)[key].([]any)
+		}
+		has := func(items []any, field, want string) bool {
+			for _, it := range items {
+				if it.(map[string]any)[field] == want {
+					return true
+				}
+			}
+			return false
+		}
+		for _, n := range []struct{ path, key, field, want, get string }{
+			{"/v1/services", "services", "id", serviceID, "/v1/services/" + serviceID},
+			{"/v1/services?projectId=" + a.project + "&state=live", "services", "id", serviceID, ""},
+			{"/v1/tasks", "tasks", "taskId", task["taskId"].(string), "/v1/tasks/" + task["taskId"].(string)},
+			{"/v1/bundles", "bundles", "bundleId", bundle.(string), "/v1/bundles/" + bundle.(string)},
+			{"/v1/domains", "domains", "domain", domain, "/v1/domains/" + domain},
+			{"/v1/quotes", "quotes", "quoteId", quoteID, "/v1/quotes/" + quoteID},
+		} {
+			if !has(list(a.header(), n.path, n.key), n.field, n.want) {
+				t.Errorf("%s: %s missing", n.path, n.want)
+			}
+			if has(list(b.header(), n.path, n.key), n.field, n.want) {
+				t.Errorf("%s: another organisation sees %s", n.path, n.want)
+			}
+			if n.get == "" {
+				continue
+			}
+			if r := c.Do("GET", n.get, nil, a.header()); r.StatusCode != 200 {
+				t.Errorf("GET %s: %d %s", n.get, r.StatusCode, r.Body)
+			}
+			if r := c.Do("GET", n.get, nil, b.header()); r.StatusCode != 404 || r.JSON()["blockedBy"] != "not_found:resource" {
+				t.Errorf("another organisation's GET %s: %d %s", n.get, r.StatusCode, r.Body)
+			}
+		}
+		// A service reads with its URLs; a domain with the service serving it.
+		svc := c.Do("GET", "/v1/services/"+serviceID, nil, a.header()).JSON()["data"].(map[string]any)
+		if svc["state"] != "live" || svc["previewUrl"] == "" || svc["domain"] != domain {
+			t.Errorf("service: %v", svc)
+		}
+		d := c.Do("GET", "/v1/domains/"+domain, nil, a.header()).JSON()["data"].(map[string]any)
+		if d["serviceId"] != serviceID || d["zone"] != true {
+			t.Errorf("domain: %v", d)
+		}
+		// The project lists its services.
+		p := c.Do("GET", "/v1/projects/"+a.project, nil, a.header()).JSON()["data"].(map[string]any)
+		if !has(p["services"].([]any), "id", serviceID) {
+			t.Errorf("get_project lists no service: %v", p["services"])
+		}
+		// A torn-down service's domain is still the organisation's.
+		r = c.Do("POST", "/v1/services/"+serviceID+"/teardown", nil, a.header())
+		waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+		if !has(list(a.header(), "/v1/domains", "domains"), "domain", domain) {
+			t.Error("a torn-down service's domain left the organisation's list")
+		}
+		if !has(list(a.header(), "/v1/services?state=torn_down", "services"), "id", serviceID) {
+			t.Error("the torn-down service is not listed as torn_down")
+		}
+	})
+}
+
