@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -156,10 +157,14 @@ func newCmdLaunch(f *Factory) *cobra.Command {
 		Long: `Upload a directory, quote what the launch costs (a domain, when --domain
 is given), launch it on the edge and wait until it is served over HTTPS.
 
-Progress goes to stderr; the preview URL goes to stdout. When a human must
-approve (buying a domain without the buy_domain scope), the approval URL is
-printed and the command exits with code 5; run pier tasks get TASK_ID later.`,
-		Example: `  pier launch ./examples/site --wait
+Progress goes to stderr. Stdout gets the preview URL (and the domain's URL)
+first, then the service and task ids; with --json, each envelope in turn,
+the last being the finished task (serviceId, taskId, previewUrl,
+domainUrl). It waits by default; --no-wait returns once the launch is
+accepted. When a human must approve (buying a domain without the buy_domain
+scope), the approval URL is printed and the command exits with code 5; run
+pier tasks get TASK_ID later.`,
+		Example: `  pier launch ./examples/site
   pier launch ./site --project prj_123 --domain acme.dev
   pier launch ./site --project prj_123 --json --no-wait`,
 		Args: cobra.ExactArgs(1),
@@ -168,9 +173,7 @@ printed and the command exits with code 5; run pier tasks get TASK_ID later.`,
 			if opts.Name == "" {
 				opts.Name = defaultName(opts.Dir)
 			}
-			if f.Config.NoWait {
-				opts.Wait = false
-			}
+			opts.Wait = !f.Config.NoWait
 			if opts.Project == "" {
 				p, err := onlyProject(cmd.Context(), f)
 				if err != nil {
@@ -186,7 +189,6 @@ printed and the command exits with code 5; run pier tasks get TASK_ID later.`,
 	fl.StringVar(&opts.Name, "name", "", "service name (default: the directory's name)")
 	fl.StringVar(&opts.Domain, "domain", "", "also register this domain and serve the site on it")
 	fl.IntVar(&opts.Years, "years", 1, "registration years for --domain")
-	fl.BoolVar(&opts.Wait, "wait", true, "wait until the site is served over HTTPS")
 	return cmd
 }
 
@@ -277,7 +279,9 @@ func runLaunch(ctx context.Context, f *Factory, o *launchOptions) error {
 	if !o.Wait {
 		progress.done()
 		if !f.Config.JSON {
-			fmt.Fprintf(f.IO.Out, "task %s launching; follow it with: pier tasks get %s\n", launched.Data.TaskId, launched.Data.TaskId)
+			t := launched.Data
+			fmt.Fprintf(f.IO.Out, "service %s\ntask    %s (%s)\n", deref(t.ServiceId), t.TaskId, t.State)
+			fmt.Fprintf(f.IO.Out, "Next: pier tasks get %s\n", t.TaskId)
 		}
 		return nil
 	}
@@ -313,6 +317,10 @@ func runLaunch(ctx context.Context, f *Factory, o *launchOptions) error {
 		}
 		if t.DomainUrl != nil {
 			fmt.Fprintln(f.IO.Out, *t.DomainUrl)
+		}
+		fmt.Fprintf(f.IO.Out, "service %s\ntask    %s (%s)\n", deref(t.ServiceId), t.TaskId, t.State)
+		if t.ServiceId != nil {
+			fmt.Fprintf(f.IO.Out, "Next: pier services get %s\n      pier services teardown %s\n", *t.ServiceId, *t.ServiceId)
 		}
 	}
 	return nil
@@ -362,9 +370,11 @@ func newCmdExport(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export <project-id>",
 		Short: "Download a project's leave package and verify it",
-		Long: `Download the leave package (site files, zone files, the audit ledger and a
-manifest of SHA-256 hashes) into a directory, then check every file against
-the manifest and the ledger's hash chain. Any mismatch exits non-zero.`,
+		Long: `Download the leave package (site files, the zone file of every domain the
+organisation owns, the audit ledger and a manifest of SHA-256 hashes) into
+a directory, then check every file against the manifest and the ledger's
+hash chain. Any mismatch exits non-zero. --json prints the API's envelope
+once the files are written and verified.`,
 		Example: `  pier export prj_123 --out ./leave
   pier ledger verify ./leave/ledger.jsonl`,
 		Args: cobra.ExactArgs(1),
@@ -375,8 +385,12 @@ the manifest and the ledger's hash chain. Any mismatch exits non-zero.`,
 			if err != nil {
 				return err
 			}
-			pkg, err := c.ExportProject(ctx, args[0], &sdk.ExportProjectParams{})
+			resp, err := c.Call(ctx, "POST", "/v1/projects/"+url.PathEscape(args[0])+"/export", nil, nil, nil)
 			if err != nil {
+				return err
+			}
+			var pkg sdk.LeavePackageEnvelope
+			if err := json.Unmarshal(resp.Body, &pkg); err != nil {
 				return err
 			}
 			n, err := writeLeavePackage(out, &pkg.Data)
@@ -384,7 +398,9 @@ the manifest and the ledger's hash chain. Any mismatch exits non-zero.`,
 				return err
 			}
 			if f.Config.JSON {
-				return printJSON(f.IO.Out, map[string]any{"dir": out, "files": n, "manifestSha256": pkg.Data.ManifestSha256, "verified": true})
+				// The API's answer, as every --json prints; the files are
+				// written and verified before it is.
+				return writeRaw(f.IO.Out, resp.Body)
 			}
 			fmt.Fprintf(f.IO.Out, "%d files written to %s and verified (manifest %s)\n", n, out, pkg.Data.ManifestSha256[:12])
 			return nil
@@ -456,4 +472,11 @@ func writeLeavePackage(dir string, pkg *sdk.LeavePackage) (int, error) {
 		}
 	}
 	return len(byPath), nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
 }

@@ -13,9 +13,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/pierhq/pier/sdk"
 )
 
 // OperationSpec describes one contract operation as a command. The
@@ -551,10 +554,93 @@ func runOperation(ctx context.Context, o *OperationOptions) error {
 	if err != nil {
 		return err
 	}
+	// One rule for every command whose answer is a task: wait until it
+	// ends or needs a human, unless --no-wait asks for the handle.
+	if id := pendingTask(resp.Body); id != "" && !f.Config.NoWait {
+		final, err := waitTask(ctx, f, client, id)
+		if err != nil {
+			return err
+		}
+		resp = final
+	}
 	if err := renderResponse(o, resp); err != nil {
 		return err
 	}
-	return waitingForHuman(resp.Body)
+	if err := waitingForHuman(resp.Body); err != nil {
+		return err
+	}
+	return taskFailed(resp.Body)
+}
+
+// pendingTask is the id of the task an answer carries while it is queued
+// or running, or "".
+func pendingTask(body []byte) string {
+	var env struct {
+		Data struct {
+			TaskID string `json:"taskId"`
+			State  string `json:"state"`
+			Kind   string `json:"kind"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(body, &env) != nil || env.Data.TaskID == "" {
+		return ""
+	}
+	if env.Data.State == "queued" || env.Data.State == "running" {
+		return env.Data.TaskID
+	}
+	return ""
+}
+
+// waitTask polls a task until it leaves queued and running, showing its
+// step on stderr (a spinner on a terminal), and returns the last answer.
+func waitTask(ctx context.Context, f *Factory, c *sdk.Client, id string) (*sdk.Response, error) {
+	p := newProgress(f)
+	defer p.done()
+	for {
+		resp, err := c.Call(ctx, "GET", "/v1/tasks/"+url.PathEscape(id), nil, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		var env struct {
+			Data sdk.TaskHandle `json:"data"`
+		}
+		if err := json.Unmarshal(resp.Body, &env); err != nil {
+			return nil, err
+		}
+		t := env.Data
+		if t.State != sdk.TaskHandleStateQueued && t.State != sdk.TaskHandleStateRunning {
+			return resp, nil
+		}
+		step := string(t.State)
+		for _, s := range t.Steps {
+			if s.State == sdk.TaskStepStateRunning {
+				step = string(s.Name) + " (running)"
+				break
+			}
+		}
+		p.step("task " + id + ": " + step)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("task %s still %s when the wait ended (--timeout); follow it with: pier tasks get %s: %w", id, t.State, id, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// taskFailed turns an answer carrying a failed or canceled task into
+// *sdk.TaskFailedError, which exits with the code of its cause.
+func taskFailed(body []byte) error {
+	var env struct {
+		Data sdk.TaskHandle `json:"data"`
+	}
+	if json.Unmarshal(body, &env) != nil || env.Data.TaskId == "" {
+		return nil
+	}
+	if env.Data.State == sdk.TaskHandleStateFailed || env.Data.State == sdk.TaskHandleStateCanceled {
+		t := env.Data
+		return &sdk.TaskFailedError{Task: &t}
+	}
+	return nil
 }
 
 // waitingForHuman turns an answer carrying a task in input_required (a

@@ -81,6 +81,12 @@ func newRootCmd(f *Factory, runF func(*OperationOptions) error) *cobra.Command {
 	pf.BoolVar(&f.Config.JSON, "json", false, "Print the response envelope as received, for scripts")
 	pf.BoolVar(&f.Config.Yes, "yes", false, "Confirm without asking; the CLI never asks when stdin is not a terminal")
 	pf.BoolVar(&f.Config.NoWait, "no-wait", false, "Return a task handle at once instead of waiting for the task")
+	// Waiting is the default for every command whose answer is a task;
+	// --wait is kept so that scripts written with it still run.
+	var wait bool
+	pf.BoolVar(&wait, "wait", true, "Wait for the task (the default)")
+	pf.MarkHidden("wait")
+	pf.MarkDeprecated("wait", "waiting is the default; --no-wait returns the task handle at once")
 	pf.DurationVar(&f.Config.Timeout, "timeout", 2*time.Minute, "Limit on the command's API calls, such as 30s; 0 for none")
 
 	root.AddGroup(&cobra.Group{ID: GroupOperations, Title: "Operations:"})

@@ -17,8 +17,8 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
-	"github.com/pierhq/pier/server/internal/safetext"
 	"github.com/pierhq/pier/server/internal/edge"
+	"github.com/pierhq/pier/server/internal/safetext"
 	"github.com/pierhq/pier/server/internal/store"
 )
 

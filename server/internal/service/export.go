@@ -34,7 +34,7 @@ type leaveManifest struct {
 }
 
 // ExportProject builds the leave package: each service's site files, the
-// zone of each launched domain as an RFC 1035 master file, the
+// zone of every domain the organisation owns as an RFC 1035 master file, the
 // organisation's audit ledger, and a manifest of SHA-256 hashes. Auth codes
 // for transfer-out are not in it: only a signed-in human sees those.
 func (s *Service) ExportProject(ctx context.Context, p *auth.Principal, projectID string) (*sdk.LeavePackage, []sdk.Action, error) {
@@ -69,26 +69,32 @@ func (s *Service) ExportProject(ctx context.Context, p *auth.Principal, projectI
 				contents["sites/"+svc.Name+"/"+f.Path] = data
 			}
 		}
-		if svc.Domain == "" {
-			continue
+	}
+	// Every domain the organisation owns goes in, with its zone, whatever
+	// happened to the services that used it: the zone Pier serves, or, for
+	// a domain no live service serves any more, the zone it would serve.
+	purchases, err := s.Store.OrgPurchases(ctx, p.OrgID)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	for _, pu := range purchases {
+		serial, recs := s.Now().Unix(), dnsserver.BuildZone(pu.Domain, s.P.Zone)
+		z, err := s.Store.GetZone(ctx, pu.Domain)
+		switch {
+		case err == nil:
+			if recs, err = dnsserver.DecodeRecords(z.Records); err != nil {
+				return nil, nil, apierr.Internal(err)
+			}
+			serial = z.Serial
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, nil, apierr.Internal(err)
 		}
-		z, err := s.Store.GetZone(ctx, svc.Domain)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
+		master, err := dnsserver.MasterFile(pu.Domain, serial, recs)
 		if err != nil {
 			return nil, nil, apierr.Internal(err)
 		}
-		recs, err := dnsserver.DecodeRecords(z.Records)
-		if err != nil {
-			return nil, nil, apierr.Internal(err)
-		}
-		master, err := dnsserver.MasterFile(z.Domain, z.Serial, recs)
-		if err != nil {
-			return nil, nil, apierr.Internal(err)
-		}
-		contents["zones/"+z.Domain+".zone"] = []byte(master)
-		domains = append(domains, z.Domain)
+		contents["zones/"+pu.Domain+".zone"] = []byte(master)
+		domains = append(domains, pu.Domain)
 	}
 	entries, err := s.Store.LedgerEntries(ctx, p.OrgID, 0, 1<<30)
 	if err != nil {
