@@ -239,7 +239,7 @@ func TestRunnerFromCIEnvironment(t *testing.T) {
 	env := map[string]string{
 		"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "pierhq/pier", "GITHUB_SERVER_URL": "https://github.com",
 		"GITHUB_WORKFLOW_REF": "pierhq/pier/.github/workflows/public-conformance.yml@refs/heads/main",
-		"GITHUB_RUN_ID": "42", "GITHUB_RUN_ATTEMPT": "2", "GITHUB_SHA": strings.Repeat("f", 40),
+		"GITHUB_RUN_ID":       "42", "GITHUB_RUN_ATTEMPT": "2", "GITHUB_SHA": strings.Repeat("f", 40),
 	}
 	r := runnerInfo(func(k string) string { return env[k] })
 	if r.Kind != "hosted-actions" || r.Repository != "pierhq/pier" || r.RunUrl != "https://github.com/pierhq/pier/actions/runs/42" ||

@@ -91,4 +91,3 @@ func TestEveryNounListsAndReads(t *testing.T) {
 		}
 	})
 }
-

@@ -119,8 +119,8 @@ func (s *Service) createSession(ctx context.Context, reference bool) (*Created, 
 		Session:            view(sess, nil, nil, s.now()),
 		Capability:         capability,
 		RegistrationSecret: registration,
-		Steps:      asSandboxActions(steps...),
-		Actions:    asActions(steps...),
+		Steps:              asSandboxActions(steps...),
+		Actions:            asActions(steps...),
 	}, nil
 }
 
