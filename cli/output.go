@@ -2,10 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -55,6 +58,14 @@ func renderResponse(o *OperationOptions, resp *sdk.Response) error {
 	st := newStyles(o.Factory, out, o.IO.StdoutIsTerminal)
 	var b strings.Builder
 	data := env.get("data")
+	if text, ok := decodedJWS(resp.Body); ok {
+		// A signed artifact (a sandbox proof): its header and payload
+		// decoded, and every JWS inside them, so a person can read it.
+		b.WriteString(text)
+		writeActions(&b, st, o.Factory, o.root, env.get("actions"))
+		_, err := io.WriteString(out, b.String())
+		return err
+	}
 	skip := ""
 	if o.Spec.Table != nil {
 		if arr := data.get(o.Spec.Table.Path); arr != nil && arr.kind == kindArray {
@@ -204,10 +215,51 @@ func describeAction(f *Factory, root *cobra.Command, a sdk.Action) string {
 		if err != nil {
 			break
 		}
+		if cmd := sandboxCommand(r); cmd != "" {
+			return actorPrefix(string(r.Actor)) + fmt.Sprintf("%s  (%s %s)", cmd, r.Method, r.Url)
+		}
 		return actorPrefix(string(r.Actor)) + fmt.Sprintf("%s %s", r.Method, r.Url)
 	}
 	raw, _ := a.MarshalJSON()
 	return string(raw)
+}
+
+// sandboxCommand is the pier command that makes a sandbox request action's
+// call, by the step it names, with the ids its URL carries; values the
+// reader supplies are placeholders.
+func sandboxCommand(r sdk.RequestAction) string {
+	if r.Id == nil {
+		return ""
+	}
+	u, err := url.Parse(r.Url)
+	if err != nil {
+		return ""
+	}
+	seg := strings.Split(strings.Trim(u.Path, "/"), "/")
+	at := func(i int) string {
+		if i < len(seg) {
+			return seg[i]
+		}
+		return Placeholder("id")
+	}
+	// /v1/sandbox/sessions/{id}/... and /v1/sandbox/proofs/{id}
+	switch *r.Id {
+	case "create_session":
+		return "pier sandbox sessions create"
+	case "fetch_issuer_key":
+		return "pier reference issuer-jwks"
+	case "register_mandate":
+		return "pier holder mandate --session " + at(3) + " --registration-secret " + Placeholder("registrationSecret") + " --key " + Placeholder("keyFile")
+	case "attempt":
+		return "pier sandbox attempts create " + at(3) + " --scenario " + Placeholder("scenario") + " --api-key " + Placeholder("capability")
+	case "decide_gate":
+		return "pier holder decide --session " + at(3) + " --key " + Placeholder("keyFile") + " --gate-file " + Placeholder("attemptJson")
+	case "read_proof":
+		return "pier sandbox proofs get " + at(3)
+	case "read_session":
+		return "pier sandbox sessions get " + at(3)
+	}
+	return ""
 }
 
 func actorPrefix(actor string) string {
@@ -238,15 +290,24 @@ func commandHint(f *Factory, root *cobra.Command, t sdk.ToolAction) string {
 		}
 	}
 	for k, v := range pathParams(spec.Path, t.Http.Path) {
-		if _, ok := args[k]; !ok {
+		if _, ok := args[k]; !ok && !strings.HasPrefix(v, "{") {
 			args[k] = v
 		}
 	}
+	missing := map[string]bool{}
+	if t.MissingArguments != nil {
+		for _, m := range *t.MissingArguments {
+			missing[m] = true
+		}
+	}
+	// A hint runs as printed once its placeholders, written <LIKE-THIS>,
+	// are filled in: every argument the action carries is spelt as the
+	// command takes it, and every one it lacks but needs is a placeholder.
 	parts := []string{cmd.CommandPath()}
 	for _, a := range spec.Args {
 		v, ok := args[a.Name]
 		if !ok {
-			parts = append(parts, strings.ToUpper(kebab(a.Name)))
+			parts = append(parts, Placeholder(a.Name))
 			continue
 		}
 		parts = append(parts, shellWord(argText(v)))
@@ -254,12 +315,42 @@ func commandHint(f *Factory, root *cobra.Command, t sdk.ToolAction) string {
 	}
 	for _, fs := range spec.Flags {
 		v, ok := args[fs.Field]
-		if !ok {
-			continue
+		switch {
+		case !ok && (missing[fs.Field] || fs.Required):
+			parts = append(parts, "--"+fs.Flag, Placeholder(fs.Field))
+		case !ok:
+		case fs.Kind == "bool":
+			// A boolean flag takes no separate value: --flag or --flag=false.
+			if b, _ := v.(bool); b {
+				parts = append(parts, "--"+fs.Flag)
+			} else {
+				parts = append(parts, "--"+fs.Flag+"=false")
+			}
+		case fs.Kind == "strings":
+			parts = append(parts, "--"+fs.Flag, shellWord(listText(v)))
+		default:
+			parts = append(parts, "--"+fs.Flag, shellWord(argText(v)))
 		}
-		parts = append(parts, "--"+fs.Flag, shellWord(argText(v)))
 	}
 	return strings.Join(parts, " ")
+}
+
+// Placeholder is how a hint marks a value the reader must supply: the
+// argument's name in capitals between angle brackets, such as <PROJECT-ID>.
+func Placeholder(name string) string { return "<" + strings.ToUpper(kebab(name)) + ">" }
+
+// listText renders a list argument as the comma-separated value a
+// strings flag takes.
+func listText(v any) string {
+	l, ok := v.([]any)
+	if !ok {
+		return argText(v)
+	}
+	parts := make([]string, len(l))
+	for i, e := range l {
+		parts[i] = argText(e)
+	}
+	return strings.Join(parts, ",")
 }
 
 func argText(v any) string {
@@ -572,4 +663,74 @@ func decodeNode(d *json.Decoder) (*node, error) {
 		}
 	}
 	return nil, fmt.Errorf("unexpected token %v", tok)
+}
+
+var compactJWS = regexp.MustCompile(`^[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]{16,}$`)
+
+// decodedJWS renders an envelope whose data is a flattened JWS with its
+// protected header and payload decoded, and every compact JWS found in
+// them decoded in turn, as indented JSON.
+func decodedJWS(body []byte) (string, bool) {
+	var env struct {
+		Data struct {
+			Protected, Payload, Signature string
+		} `json:"data"`
+	}
+	if json.Unmarshal(body, &env) != nil || env.Data.Protected == "" || env.Data.Signature == "" {
+		return "", false
+	}
+	header, ok1 := b64JSON(env.Data.Protected)
+	payload, ok2 := b64JSON(env.Data.Payload)
+	if !ok1 || !ok2 {
+		return "", false
+	}
+	view := map[string]any{"protected (decoded)": header, "payload (decoded)": expandJWS(payload), "signature": env.Data.Signature}
+	b, err := json.MarshalIndent(view, "", "  ")
+	if err != nil {
+		return "", false
+	}
+	return string(b) + "\n", true
+}
+
+func b64JSON(s string) (any, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, false
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+// expandJWS replaces every compact JWS string in v with its decoded header
+// and payload (the signature kept as it is).
+func expandJWS(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = expandJWS(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = expandJWS(e)
+		}
+		return out
+	case string:
+		if !compactJWS.MatchString(x) {
+			return x
+		}
+		parts := strings.Split(x, ".")
+		h, ok1 := b64JSON(parts[0])
+		p, ok2 := b64JSON(parts[1])
+		if !ok1 || !ok2 {
+			return x
+		}
+		return map[string]any{"jws": map[string]any{"header": h, "payload": expandJWS(p), "signature": parts[2]}}
+	}
+	return v
 }

@@ -150,6 +150,10 @@ func newCmdVersion(f *Factory) *cobra.Command {
 // Main runs the CLI over the process's streams and returns the exit code.
 // extra commands, such as `pier server`, are added to the root under
 // "Running Pier".
+// Run runs pier with args on f's streams and environment, and returns the
+// exit code, as Main does for the process.
+func Run(f *Factory, args []string, extra ...*cobra.Command) int { return run(f, args, extra...) }
+
 func Main(extra ...*cobra.Command) int {
 	return run(NewFactory(SystemIOStreams()), os.Args[1:], extra...)
 }

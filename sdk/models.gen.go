@@ -1338,6 +1338,7 @@ const (
 	CardSetup     UrlActionPurpose = "card_setup"
 	Documentation UrlActionPurpose = "documentation"
 	Download      UrlActionPurpose = "download"
+	ManageKeys    UrlActionPurpose = "manage_keys"
 	ReviewSignup  UrlActionPurpose = "review_signup"
 	SignIn        UrlActionPurpose = "sign_in"
 	TransferOut   UrlActionPurpose = "transfer_out"
@@ -1353,6 +1354,8 @@ func (e UrlActionPurpose) Valid() bool {
 	case Documentation:
 		return true
 	case Download:
+		return true
+	case ManageKeys:
 		return true
 	case ReviewSignup:
 		return true

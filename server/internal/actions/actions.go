@@ -8,10 +8,35 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/pierhq/pier/sdk"
 )
+
+// ToolNeeding is Tool for a call that also needs arguments the contract
+// leaves optional but this call cannot go without (an edge launch's
+// bundleId): they are listed in missingArguments when args lacks them.
+func ToolNeeding(id string, actor sdk.Actor, args map[string]any, needed ...string) sdk.Action {
+	a := Tool(id, actor, args)
+	t, err := a.AsToolAction()
+	if err != nil {
+		return a
+	}
+	var missing []string
+	if t.MissingArguments != nil {
+		missing = *t.MissingArguments
+	}
+	for _, n := range needed {
+		if _, ok := args[n]; !ok && !slices.Contains(missing, n) {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		t.MissingArguments = &missing
+	}
+	return wrap(t)
+}
 
 // Tool returns an action calling operation id with args. Path parameters are
 // filled from args; the rest stay as arguments. Required arguments args

@@ -333,7 +333,8 @@ func (h *Handler) unauthorized(code sdk.BlockedBy, msg string) *apierr.Error {
 		challenge += `, error="invalid_token"`
 	}
 	e.Header = http.Header{"WWW-Authenticate": {challenge}}
-	return e
+	// A person makes keys on the keys page; say where it is.
+	return e.WithActions(actions.Manual("create_key", "human"), actions.URL(h.baseURL()+"/keys", "manage_keys", "human"))
 }
 
 var validationOptions = &openapi3filter.Options{

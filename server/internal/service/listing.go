@@ -259,7 +259,9 @@ func (s *Service) GetQuote(ctx context.Context, orgID, id string) (*sdk.QuoteInf
 	}
 	var next []sdk.Action
 	if q.State == "held" {
-		next = append(next, actions.Tool("launch_service", "agent", map[string]any{"id": q.ProjectID, "quoteId": q.ID}),
+		var items []pricedItem
+		_ = json.Unmarshal([]byte(q.Items), &items)
+		next = append(next, launchFromQuote(q.ProjectID, q.ID, items),
 			actions.Tool("release_quote", "agent", map[string]any{"id": q.ID}))
 	}
 	return &v, append(next, actions.Stop("done")), nil

@@ -271,7 +271,7 @@ func (s *Service) CreateQuote(ctx context.Context, p *auth.Principal, req sdk.Qu
 			}
 			proj.HeldMicro += amount
 			next = []sdk.Action{
-				actions.Tool("launch_service", "agent", map[string]any{"id": proj.ID, "quoteId": q.ID}),
+				launchFromQuote(proj.ID, q.ID, items),
 				actions.Tool("release_quote", "agent", map[string]any{"id": q.ID}),
 			}
 		}
@@ -382,6 +382,32 @@ type Consumed struct {
 
 // quoteArgs are create_quote's arguments for items: the same things
 // priced again.
+// launchFromQuote is the launch a quote prices: its service's name and
+// target and its domain, carried from the quote's items. An edge launch
+// also needs the bundle, which the agent uploads.
+func launchFromQuote(projectID, quoteID string, items []pricedItem) sdk.Action {
+	args := map[string]any{"id": projectID, "quoteId": quoteID}
+	target := "edge"
+	for _, it := range items {
+		switch it.Kind {
+		case "domain":
+			args["domain"], args["years"] = it.Domain, max(it.Years, 1)
+		case "service":
+			if it.Name != "" {
+				args["name"] = it.Name
+			}
+			if it.Target != "" {
+				target = it.Target
+			}
+		}
+	}
+	args["target"] = target
+	if target == "edge" {
+		return actions.ToolNeeding("launch_service", "agent", args, "bundleId")
+	}
+	return actions.Tool("launch_service", "agent", args)
+}
+
 func quoteArgs(projectID string, items []pricedItem) map[string]any {
 	list := []any{}
 	for _, it := range items {
