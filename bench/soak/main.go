@@ -593,6 +593,13 @@ func (d *driver) dnsQuery(ctx context.Context, name string, qtype uint16) (*dns.
 	m := new(dns.Msg)
 	m.SetQuestion(dns.Fqdn(name), qtype)
 	r, _, err := d.dnsUDP.ExchangeContext(ctx, m, d.c.dnsAddr)
+	var ne net.Error
+	if err != nil && errors.As(err, &ne) && ne.Timeout() && ctx.Err() == nil {
+		// Rate limiting drops some answers outright (those it does not
+		// slip); a real resolver asks again over TCP, and so does this one.
+		err = nil
+		r = &dns.Msg{MsgHdr: dns.MsgHdr{Truncated: true}}
+	}
 	if err == nil && r.Truncated {
 		// Rate limiting slips truncated answers; a real resolver retries
 		// over TCP, and so does this one.
