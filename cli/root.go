@@ -97,7 +97,7 @@ func newRootCmd(f *Factory, runF func(*OperationOptions) error) *cobra.Command {
 	holderCmd, verifyCmd, conformanceCmd := NewCmdHolder(f), NewCmdVerifySandboxProof(f, nil), NewCmdConformance(f)
 	holderCmd.GroupID, verifyCmd.GroupID, conformanceCmd.GroupID = GroupTrust, GroupTrust, GroupTrust
 
-	root.AddCommand(newCmdVersion(f), holderCmd, verifyCmd, conformanceCmd)
+	root.AddCommand(newCmdVersion(f), holderCmd, verifyCmd, conformanceCmd, NewCmdCapabilities(f, nil))
 	addOperationCommands(root, f, runF)
 	addLedgerCommands(root, f)
 	addLaunchCommands(root, f)

@@ -23,6 +23,11 @@ type Operation struct {
 	// required body. A tool action carries each or lists it in
 	// missingArguments.
 	Required []string
+	// InputRequired: the answer can be a task waiting for a human decision
+	// (input_required), which the CLI turns into exit code 5.
+	InputRequired bool
+	// MCPTool is the operation's MCP tool name, or "" when it is no tool.
+	MCPTool string
 }
 
 // LookupOperation finds the operation with the given id.

@@ -24,8 +24,12 @@ func genSDKOperations(ops []*operation, blocked []blockedBy) ([]byte, error) {
 	b.WriteString("// Operations lists every operation in the contract, ordered by id.\n")
 	b.WriteString("var Operations = []Operation{\n")
 	for _, op := range ops {
-		fmt.Fprintf(&b, "\t{ID: %q, Method: %q, Path: %q, Authority: %q, Anonymous: %t, Idempotent: %t, RateLimit: %q, BodyLimit: %d, SuccessStatus: %d, HasBody: %t, Pure: %t, Scope: %q, Required: %#v},\n",
-			op.ID, op.Method, op.Path, op.Authority, op.Anonymous, op.Idempotent, op.RateLimit, op.BodyLimit, op.SuccessStatus, op.Body != nil, op.Pure, op.Scope, requiredArguments(op))
+		mcpTool := op.ID
+		if op.MCP.Exclude {
+			mcpTool = ""
+		}
+		fmt.Fprintf(&b, "\t{ID: %q, Method: %q, Path: %q, Authority: %q, Anonymous: %t, Idempotent: %t, RateLimit: %q, BodyLimit: %d, SuccessStatus: %d, HasBody: %t, Pure: %t, Scope: %q, Required: %#v, InputRequired: %t, MCPTool: %q},\n",
+			op.ID, op.Method, op.Path, op.Authority, op.Anonymous, op.Idempotent, op.RateLimit, op.BodyLimit, op.SuccessStatus, op.Body != nil, op.Pure, op.Scope, requiredArguments(op), op.InputRequired, mcpTool)
 	}
 	b.WriteString("}\n\n")
 	b.WriteString("// blockedByTable maps each blockedBy code to its HTTP status and retryability.\n")

@@ -151,6 +151,9 @@ type operation struct {
 	BodyLimit     int64
 	Pure          bool
 	Scope         string
+	// InputRequired: the answer can be a task waiting for a human
+	// (x-input-required).
+	InputRequired bool
 	CLI           cliExt
 	MCP           mcpExt
 }
@@ -206,6 +209,7 @@ func parseOperation(spec map[string]any, path, method string, raw map[string]any
 		op.Anonymous = true
 	}
 	op.Pure, _ = raw["x-pure"].(bool)
+	op.InputRequired, _ = raw["x-input-required"].(bool)
 	op.Scope = str(raw["x-scope"])
 	if op.Authority == "agent" && op.Scope == "" {
 		return nil, fmt.Errorf("%s: an agent operation needs x-scope", op.ID)

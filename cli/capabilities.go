@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pierhq/pier/sdk"
+)
+
+// Capability is one operation as an agent plans with it.
+type Capability struct {
+	Operation string `json:"operation"`
+	Method    string `json:"method"`
+	Path      string `json:"path"`
+	// Command is the pier command line that calls it, "" when none does.
+	Command string `json:"command"`
+	// MCPTool is the MCP tool's name, "" when it is no tool.
+	MCPTool string `json:"mcpTool"`
+	// Authority is who may call it: anonymous, agent, holder or
+	// sandbox_agent; Scopes are the key scopes an agent needs.
+	Authority string   `json:"authority"`
+	Scopes    []string `json:"scopes"`
+	// Idempotent operations take an Idempotency-Key: a retry with the same
+	// key and body replays the first answer.
+	Idempotent bool `json:"idempotent"`
+	// InputRequired operations can answer with a task waiting for a human
+	// (the CLI exits 5 with the approval URL).
+	InputRequired bool `json:"inputRequired"`
+	// Required names the arguments it cannot go without.
+	Required []string `json:"required"`
+}
+
+// Capabilities lists every operation of the contract with the command and
+// tool that call it, from the generated operation table.
+func Capabilities(root *cobra.Command) []Capability {
+	out := make([]Capability, 0, len(sdk.Operations))
+	for _, op := range sdk.Operations {
+		c := Capability{Operation: op.ID, Method: op.Method, Path: op.Path, MCPTool: op.MCPTool, Authority: op.Authority,
+			Scopes: []string{}, Idempotent: op.Idempotent, InputRequired: op.InputRequired, Required: op.Required}
+		if c.Required == nil {
+			c.Required = []string{}
+		}
+		if op.Scope != "" {
+			c.Scopes = []string{op.Scope}
+		}
+		if cmd := findOperationCommand(root, op.ID); cmd != nil {
+			c.Command = strings.TrimSpace(cmd.CommandPath() + " " + argUse(cmd))
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// argUse is the positional part of a command's use line, such as <id>.
+func argUse(cmd *cobra.Command) string {
+	_, rest, _ := strings.Cut(cmd.Use, " ")
+	return rest
+}
+
+// CapabilitiesOptions are `pier capabilities`'s.
+type CapabilitiesOptions struct {
+	IO   *IOStreams
+	Root *cobra.Command
+	JSON bool
+}
+
+// NewCmdCapabilities is `pier capabilities`.
+func NewCmdCapabilities(f *Factory, runF func(*CapabilitiesOptions) error) *cobra.Command {
+	opts := &CapabilitiesOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "capabilities",
+		Short: "List every operation with its command, MCP tool, scopes, idempotency and human gates",
+		Long: `List every operation of the contract: the pier command and MCP tool that
+call it, who may call it and with which key scopes, whether it takes an
+Idempotency-Key (a retry replays the first answer), whether its answer can
+be a task waiting for a human (input_required, exit code 5), and the
+arguments it cannot go without. An agent can plan from --json without
+reading help text.`,
+		Example: `  pier capabilities
+  pier capabilities --json | jq '.operations[] | select(.inputRequired)'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.JSON = f.Config.JSON
+			opts.Root = cmd.Root()
+			if runF != nil {
+				return runF(opts)
+			}
+			return capabilities(opts)
+		},
+	}
+	return cmd
+}
+
+func capabilities(o *CapabilitiesOptions) error {
+	caps := Capabilities(o.Root)
+	if o.JSON {
+		b, err := json.MarshalIndent(map[string]any{"operations": caps}, "", "  ")
+		if err != nil {
+			return err
+		}
+		return writeRaw(o.IO.Out, b)
+	}
+	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OPERATION\tCOMMAND\tMCP TOOL\tAUTHORITY\tSCOPES\tIDEMPOTENT\tHUMAN GATE")
+	yes := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "-"
+	}
+	for _, c := range caps {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Operation, or(c.Command, "-"), or(c.MCPTool, "-"), c.Authority,
+			or(strings.Join(c.Scopes, ","), "-"), yes(c.Idempotent), yes(c.InputRequired))
+	}
+	return tw.Flush()
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

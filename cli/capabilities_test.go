@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/pierhq/pier/openapi"
+)
+
+// TestCapabilitiesCoverTheContract: every operationId in the contract is
+// listed once, with the contract's method, path, scope, idempotency and
+// input_required marker, and the command that carries its annotation.
+func TestCapabilitiesCoverTheContract(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]struct {
+			OperationID   string `json:"operationId"`
+			Scope         string `json:"x-scope"`
+			InputRequired bool   `json:"x-input-required"`
+			Parameters    []struct {
+				Ref string `json:"$ref"`
+			} `json:"parameters"`
+			MCP struct {
+				Exclude bool `json:"exclude"`
+			} `json:"x-mcp"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(openapi.JSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	f, ts := newTestFactory(nil)
+	if code := run(f, []string{"capabilities", "--json"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, ts.err)
+	}
+	var out struct{ Operations []Capability }
+	if err := json.Unmarshal(ts.out.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Capability{}
+	for _, c := range out.Operations {
+		if _, dup := got[c.Operation]; dup {
+			t.Errorf("%s listed twice", c.Operation)
+		}
+		got[c.Operation] = c
+	}
+	n := 0
+	for path, item := range doc.Paths {
+		for method, op := range item {
+			if op.OperationID == "" {
+				continue
+			}
+			n++
+			c, ok := got[op.OperationID]
+			if !ok {
+				t.Errorf("%s is not listed", op.OperationID)
+				continue
+			}
+			idem := false
+			for _, p := range op.Parameters {
+				idem = idem || p.Ref == "#/components/parameters/IdempotencyKey" || p.Ref == "#/components/parameters/IdempotencyKeyRequired"
+			}
+			if c.Path != path || c.Method != map[string]string{"get": "GET", "post": "POST", "put": "PUT", "delete": "DELETE", "patch": "PATCH"}[method] ||
+				c.Idempotent != idem || c.InputRequired != op.InputRequired || (op.Scope != "" && (len(c.Scopes) != 1 || c.Scopes[0] != op.Scope)) ||
+				(c.MCPTool == "") != op.MCP.Exclude {
+				t.Errorf("%s: %+v does not match the contract", op.OperationID, c)
+			}
+			if c.Command == "" && op.OperationID != "mcp" {
+				t.Errorf("%s has no command", op.OperationID)
+			}
+		}
+	}
+	if n != len(out.Operations) {
+		t.Errorf("%d operations in the contract, %d listed", n, len(out.Operations))
+	}
+	if c := got["launch_service"]; !c.InputRequired || c.Command != "pier projects launch <id>" {
+		t.Errorf("launch_service: %+v", c)
+	}
+}
