@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/payments"
+	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -94,27 +97,132 @@ type GateView struct {
 	DecidedBy               string
 	DecidedAt               *time.Time
 	CreatedAt               time.Time
+	// Title names what is being approved in words, such as "Buy the
+	// domain acme.dev for 1 year".
+	Title string
+	// Domain, Years and RenewalMicro describe a domain purchase: the
+	// renewal is what each later year costs.
+	Domain       string
+	Years        int
+	RenewalMicro int64
+	HasRenewal   bool
+	// Items describe a quote's lines in words.
+	Items []string
+	// RequestedBy is the name of the key (or grant) that asked.
+	RequestedBy string
+	// The project's remaining budget now, and what approving (or, for a
+	// purchase already taken from it, denying) would leave.
+	RemainingMicro, IfApprovedMicro, IfDeniedMicro int64
+	HasBudget                                      bool
 }
 
 func (s *Service) gateView(ctx context.Context, g store.Gate) GateView {
 	v := GateView{ID: g.ID, Kind: g.Kind, State: g.State, TaskID: g.TaskID, DecidedBy: g.DecidedBy, DecidedAt: g.DecidedAt, CreatedAt: g.CreatedAt}
 	var payload struct {
-		ProjectID    string `json:"projectId"`
-		Amount       int64  `json:"amountMicroUsd"`
-		Reason       string `json:"reason"`
-		QuoteID      string `json:"quoteId"`
-		CurrentLimit *int64 `json:"currentLimitMicroUsd"`
+		ProjectID    string       `json:"projectId"`
+		Amount       int64        `json:"amountMicroUsd"`
+		Reason       string       `json:"reason"`
+		QuoteID      string       `json:"quoteId"`
+		CurrentLimit *int64       `json:"currentLimitMicroUsd"`
+		Domain       string       `json:"domain"`
+		Years        int          `json:"years"`
+		RequestedBy  string       `json:"requestedBy"`
+		Items        []pricedItem `json:"items"`
 	}
 	if err := json.Unmarshal([]byte(g.Payload), &payload); err == nil {
 		v.ProjectID, v.AmountMicro, v.Reason, v.QuoteID = payload.ProjectID, payload.Amount, payload.Reason, payload.QuoteID
+		v.Domain, v.Years = payload.Domain, max(payload.Years, 1)
+		v.RequestedBy = s.requesterName(ctx, g.OrgID, payload.RequestedBy)
+		for _, it := range payload.Items {
+			v.Items = append(v.Items, itemWords(it))
+		}
+		if v.Domain != "" {
+			if label, tldName, ok := strings.Cut(v.Domain, "."); ok && label != "" {
+				if tld, ok := registrar.Lookup(tldName); ok {
+					if r := tld.AnnualizedRenewal(); r != nil {
+						v.RenewalMicro, v.HasRenewal = int64(*r), true
+					}
+				}
+			}
+		}
 		if payload.CurrentLimit != nil {
 			v.CurrentLimitMicro, v.HasCurrentLimit = *payload.CurrentLimit, true
 		}
 	}
 	if p, err := s.Store.GetProject(ctx, g.OrgID, v.ProjectID); err == nil {
 		v.ProjectName = p.Name
+		v.RemainingMicro, v.HasBudget = p.LimitMicro-p.SpentMicro-p.HeldMicro, true
+		switch v.Kind {
+		case "budget_raise":
+			v.IfApprovedMicro, v.IfDeniedMicro = v.RemainingMicro+v.AmountMicro, v.RemainingMicro
+		case "domain_registration":
+			// The launch took the price when it started: approving keeps it
+			// spent, denying gives it back.
+			v.IfApprovedMicro, v.IfDeniedMicro = v.RemainingMicro, v.RemainingMicro+v.AmountMicro
+			if g.State != "pending" {
+				v.IfApprovedMicro, v.IfDeniedMicro = v.RemainingMicro, v.RemainingMicro
+			}
+		default:
+			v.IfApprovedMicro, v.IfDeniedMicro = v.RemainingMicro-v.AmountMicro, v.RemainingMicro
+		}
 	}
+	v.Title = gateTitle(v)
 	return v
+}
+
+// gateTitle says what approving does, in words.
+func gateTitle(v GateView) string {
+	switch v.Kind {
+	case "domain_registration":
+		years := "1 year"
+		if v.Years > 1 {
+			years = fmt.Sprintf("%d years", v.Years)
+		}
+		return fmt.Sprintf("Buy the domain %s for %s", v.Domain, years)
+	case "budget_raise":
+		return fmt.Sprintf("Raise the budget of %s by %s", orName(v.ProjectName, "the project"), FormatUSD(v.AmountMicro))
+	case "quote_approval":
+		return fmt.Sprintf("Approve spending %s from %s's budget", FormatUSD(v.AmountMicro), orName(v.ProjectName, "the project"))
+	}
+	return "Approve " + strings.ReplaceAll(v.Kind, "_", " ")
+}
+
+func orName(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// itemWords describes one priced quote line.
+func itemWords(it pricedItem) string {
+	if it.Kind == "domain" {
+		return fmt.Sprintf("the domain %s for %d year(s): %s", it.Domain, max(it.Years, 1), FormatUSD(it.AmountMicro))
+	}
+	name := it.Name
+	if name == "" {
+		name = "a service"
+	}
+	return fmt.Sprintf("%s on %s (%s) for %d month(s): %s", name, it.Target, it.Workload, max(it.Months, 1), FormatUSD(it.AmountMicro))
+}
+
+// requesterName names the key or grant behind an actor string such as
+// key:key_123.
+func (s *Service) requesterName(ctx context.Context, orgID, actor string) string {
+	id, ok := strings.CutPrefix(actor, "key:")
+	if !ok {
+		return actor
+	}
+	keys, err := s.Store.ListAPIKeys(ctx, orgID)
+	if err != nil {
+		return actor
+	}
+	for _, k := range keys {
+		if k.ID == id {
+			return fmt.Sprintf("the key “%s” (%s)", k.Name, k.ID)
+		}
+	}
+	return actor
 }
 
 // GateFor reads a gate of the human's organisation.

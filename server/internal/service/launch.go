@@ -495,7 +495,7 @@ func (s *Service) registerDomain(ctx context.Context, rt *runningTask, pl *launc
 				p := &auth.Principal{Kind: "system", OrgID: rt.t.OrgID}
 				now := s.Now()
 				body, _ := json.Marshal(map[string]any{"taskId": rt.t.ID, "domain": pl.Domain, "years": pl.Years,
-					"projectId": pl.ProjectID, "amountMicroUsd": pl.DomainMicro})
+					"projectId": pl.ProjectID, "amountMicroUsd": pl.DomainMicro, "requestedBy": pl.Actor})
 				gateID := auth.ID("gat")
 				if err := tx.InsertGate(ctx, store.Gate{ID: gateID, OrgID: rt.t.OrgID, TaskID: rt.t.ID, Kind: "domain_registration", Payload: string(body), CreatedAt: now.UTC()}); err != nil {
 					return err

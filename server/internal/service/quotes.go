@@ -254,7 +254,7 @@ func (s *Service) CreateQuote(ctx context.Context, p *auth.Principal, req sdk.Qu
 			q.Decision = "REQUIRES_APPROVAL"
 			reasons = []sdk.BlockedBy{"policy:approval_required"}
 			task, err := s.openGate(ctx, tx, p, proj.ID, "quote_approval", map[string]any{
-				"quoteId": q.ID, "projectId": proj.ID, "amountMicroUsd": amount,
+				"quoteId": q.ID, "projectId": proj.ID, "amountMicroUsd": amount, "items": items,
 			}, now)
 			if err != nil {
 				return err

@@ -40,6 +40,9 @@ func (s *Service) baseURL() string {
 // openGate creates a task waiting in input_required on a new gate.
 func (s *Service) openGate(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, kind string, payload map[string]any, now time.Time) (store.Task, error) {
 	steps, _ := json.Marshal([]taskStep{{Name: "human_decision", State: "input_required", StartedAt: ptr(now.UTC())}})
+	if _, ok := payload["requestedBy"]; !ok {
+		payload["requestedBy"] = actorOf(p)
+	}
 	body, _ := json.Marshal(payload)
 	t := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: projectID, Kind: kind, State: "input_required",
 		Steps: string(steps), GateID: auth.ID("gat"), CreatedAt: now.UTC(), UpdatedAt: now.UTC()}

@@ -14,14 +14,15 @@ run(async () => {
     await page.goto(approve);
     check((await page.locator('h1').innerText()) === 'Sign in to continue', 'a signed-out browser was not asked to sign in');
     const signedOut = await page.locator('main').innerText();
-    check(!signedOut.includes('$') && !signedOut.includes('Budget raise'), 'the signed-out page reveals the approval');
+    check(!signedOut.includes('$') && !signedOut.includes('Raise the budget'), 'the signed-out page reveals the approval');
 
     await page.goto(signin);
     // The link opens a confirm page; pressing its button spends the link.
     await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
     check(page.url() === approve, `sign-in landed on ${page.url()}`);
     const shown = await page.locator('main').innerText();
-    check(shown.includes('Budget raise') && shown.includes('$40.00') && shown.includes('launch week'), `approval page: ${shown}`);
+    check(shown.includes('Raise the budget of engine by $40.00') && shown.includes('launch week') && shown.includes('if you approve')
+      && shown.toLowerCase().includes('asked by') && shown.includes('the key “agent”'), `approval page: ${shown}`);
     check(await fitsPhone(page), 'the approval page is wider than a phone');
     await page.screenshot({ path: `${artifacts}/approval-phone.png`, fullPage: true });
 
@@ -33,6 +34,8 @@ run(async () => {
     await page.goto(approve);
     await Promise.all([page.waitForNavigation(), page.click('button[value=approve]')]);
     check((await page.locator('.state').innerText()) === 'approved', 'not approved');
+    check((await page.locator('main').innerText()).includes('Approved: $40.00 was added'), 'the approved page does not say what happened');
+    await page.screenshot({ path: `${artifacts}/approval-approved-phone.png`, fullPage: true });
 
     await page.goto(deny);
     await Promise.all([page.waitForNavigation(), page.click('button[value=deny]')]);

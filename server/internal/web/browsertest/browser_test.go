@@ -233,3 +233,63 @@ func TestBudgetRaiseInBrowser(t *testing.T) {
 		}
 	})
 }
+
+// TestDomainPurchaseApprovalInBrowser: the approval page for a domain a
+// launch wants to buy says so in words, with the price, the renewal, the
+// key that asked and the budget either way, and after each decision says
+// what happened. Screenshots before and after are kept as artefacts.
+func TestDomainPurchaseApprovalInBrowser(t *testing.T) {
+	tl := need(t)
+	s := start(t, "")
+	ctx := context.Background()
+	svc, st := s.Service(), s.Store()
+	o, err := st.CreateOrganization(ctx, auth.ID("org"), "Hopper Ltd", svc.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := svc.CreateProject(ctx, service.NewProject{OrgID: o.ID, Name: "compiler", LimitMicro: 100_000_000, Policy: service.DefaultPolicy(), CreatedBy: "system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, hash := auth.NewKey()
+	if err := st.CreateAPIKey(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "launcher", Scopes: []string{"read", "quote", "launch"}, CreatedAt: svc.Now()}, hash); err != nil {
+		t.Fatal(err)
+	}
+	code, env := httpJSON(t, "POST", s.base+"/v1/bundles", key, map[string]any{"projectId": p.ID,
+		"files": []any{map[string]any{"path": "index.html", "contentBase64": "PGgxPmNvbXBpbGVyPC9oMT4="}}})
+	if code != 201 {
+		t.Fatalf("upload: %d %v", code, env)
+	}
+	bundle := env["data"].(map[string]any)["bundleId"]
+	launchWith := func(name, domain string) string {
+		code, env := httpJSON(t, "POST", s.base+"/v1/quotes", key, map[string]any{"projectId": p.ID,
+			"items": []any{map[string]any{"kind": "domain", "domain": domain, "years": 1}}})
+		if code != 201 {
+			t.Fatalf("quote %s: %d %v", domain, code, env)
+		}
+		q := env["data"].(map[string]any)["quoteId"]
+		code, env = httpJSON(t, "POST", s.base+"/v1/projects/"+p.ID+"/launch", key, map[string]any{"name": name, "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": q})
+		if code != 202 {
+			t.Fatalf("launch %s: %d %v", domain, code, env)
+		}
+		taskID := env["data"].(map[string]any)["taskId"].(string)
+		for range 200 {
+			_, env = httpJSON(t, "GET", s.base+"/v1/tasks/"+taskID, key, nil)
+			if d := env["data"].(map[string]any); d["state"] == "input_required" {
+				return d["approvalUrl"].(string)
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		t.Fatalf("launch %s never waited for a human: %v", domain, env)
+		return ""
+	}
+	approveURL := launchWith("kept", "hopperkept0.dev")
+	denyURL := launchWith("dropped", "hopperdropped0.dev")
+	link, _, err := svc.LocalOperatorSignIn(ctx, o.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script(t, tl, "domain_approval.mjs", map[string]string{"PIER_BASE_URL": s.base, "PIER_ARTIFACTS": artifacts(t),
+		"PIER_APPROVE_URL": approveURL, "PIER_DENY_URL": denyURL, "PIER_SIGNIN_URL": link,
+		"PIER_DOMAIN": "hopperkept0.dev", "PIER_DENIED_DOMAIN": "hopperdropped0.dev"})
+}
