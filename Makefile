@@ -28,10 +28,11 @@ check-generate: generate ## Fail when generated files drift from the contract
 tools: ## Install the Node tools (Node 22, OpenAPI linter, MCP client, playwright-core) from tools/package-lock.json
 	@if [ ! -f tools/node_modules/.package-lock.json ] || [ tools/package-lock.json -nt tools/node_modules/.package-lock.json ]; then npm ci --prefix tools --no-audit --no-fund; fi
 
-lint: tools ## Vet, staticcheck and gofmt-check the Go code, check go.mod is tidy, and lint the contract
+lint: tools ## Vet, staticcheck and gofmt-check the Go code, check go.mod is tidy and the import rules, and lint the contract
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	@$(GO) mod tidy -diff || (echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1)
+	$(GO) test -count=1 ./internal/importrules
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "run gofmt -w"; exit 1)
 	tools/node_modules/.bin/redocly lint openapi/openapi.yaml --config redocly.yaml --format=stylish
 

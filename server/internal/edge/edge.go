@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"mime"
 	"net/http"
 	"path"
 	"strconv"
@@ -28,16 +27,12 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/pierhq/pier/server/internal/cache"
+	sitepkg "github.com/pierhq/pier/server/internal/site"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-// File is one entry of a bundle's manifest.
-type File struct {
-	Path        string `json:"path"`
-	SHA256      string `json:"sha256"`
-	Size        int64  `json:"size"`
-	ContentType string `json:"contentType"`
-}
+// File is one entry of a bundle's manifest (package site's).
+type File = sitepkg.File
 
 // file is a site's entry for one path: what to answer with, without the
 // body, which lives in the blob cache under sha.
@@ -315,32 +310,8 @@ func (f *file) headsFor(b *blob) *heads {
 	return f.heads
 }
 
-// ContentType names a file's media type by its extension.
-func ContentType(p string) string {
-	ext := strings.ToLower(path.Ext(p))
-	switch ext {
-	case ".html", ".htm":
-		return "text/html; charset=utf-8"
-	case ".css":
-		return "text/css; charset=utf-8"
-	case ".js", ".mjs":
-		return "text/javascript; charset=utf-8"
-	case ".json", ".map":
-		return "application/json"
-	case ".svg":
-		return "image/svg+xml"
-	case ".txt":
-		return "text/plain; charset=utf-8"
-	case ".wasm":
-		return "application/wasm"
-	case ".webmanifest":
-		return "application/manifest+json"
-	}
-	if t := mime.TypeByExtension(ext); t != "" {
-		return t
-	}
-	return "application/octet-stream"
-}
+// ContentType names a file's media type by its extension (package site's).
+func ContentType(p string) string { return sitepkg.ContentType(p) }
 
 func compressible(ctype string) bool {
 	return strings.HasPrefix(ctype, "text/") || strings.Contains(ctype, "javascript") || strings.Contains(ctype, "json") ||

@@ -17,8 +17,8 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
-	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/safetext"
+	"github.com/pierhq/pier/server/internal/site"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -78,7 +78,7 @@ func (s *Service) UploadAssets(ctx context.Context, p *auth.Principal, req sdk.U
 		return nil, nil, apierr.Newf("input:invalid", "a bundle holds at most %d files", MaxBundleFiles)
 	}
 	type decoded struct {
-		file edge.File
+		file site.File
 		data []byte
 	}
 	var files []decoded
@@ -107,11 +107,11 @@ func (s *Service) UploadAssets(ctx context.Context, p *auth.Principal, req sdk.U
 		}
 		total += int64(len(data))
 		sum := sha256.Sum256(data)
-		ctype := edge.ContentType(f.Path)
+		ctype := site.ContentType(f.Path)
 		if f.ContentType != nil && *f.ContentType != "" {
 			ctype = *f.ContentType
 		}
-		files = append(files, decoded{edge.File{Path: f.Path, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), ContentType: ctype}, data})
+		files = append(files, decoded{site.File{Path: f.Path, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), ContentType: ctype}, data})
 	}
 	if len(problems) > 0 {
 		return nil, nil, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
@@ -125,7 +125,7 @@ func (s *Service) UploadAssets(ctx context.Context, p *auth.Principal, req sdk.U
 	}
 
 	now := s.Now()
-	manifest := make([]edge.File, 0, len(files))
+	manifest := make([]site.File, 0, len(files))
 	newBlobs := 0
 	for _, f := range files {
 		has, err := s.Store.HasBlob(ctx, f.file.SHA256)

@@ -15,9 +15,9 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
-	"github.com/pierhq/pier/server/internal/dnsserver"
-	"github.com/pierhq/pier/server/internal/edge"
+	"github.com/pierhq/pier/server/internal/site"
 	"github.com/pierhq/pier/server/internal/store"
+	"github.com/pierhq/pier/server/internal/zone"
 )
 
 // LeaveManifestPath names the package's manifest; its SHA-256 is the
@@ -57,7 +57,7 @@ func (s *Service) ExportProject(ctx context.Context, p *auth.Principal, projectI
 			if err != nil {
 				return nil, nil, apierr.Internal(err)
 			}
-			var files []edge.File
+			var files []site.File
 			if err := json.Unmarshal([]byte(b.Manifest), &files); err != nil {
 				return nil, nil, apierr.Internal(err)
 			}
@@ -78,18 +78,18 @@ func (s *Service) ExportProject(ctx context.Context, p *auth.Principal, projectI
 		return nil, nil, apierr.Internal(err)
 	}
 	for _, pu := range purchases {
-		serial, recs := s.Now().Unix(), dnsserver.BuildZone(pu.Domain, s.P.Zone)
+		serial, recs := s.Now().Unix(), zone.BuildZone(pu.Domain, s.P.Zone)
 		z, err := s.Store.GetZone(ctx, pu.Domain)
 		switch {
 		case err == nil:
-			if recs, err = dnsserver.DecodeRecords(z.Records); err != nil {
+			if recs, err = zone.DecodeRecords(z.Records); err != nil {
 				return nil, nil, apierr.Internal(err)
 			}
 			serial = z.Serial
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, nil, apierr.Internal(err)
 		}
-		master, err := dnsserver.MasterFile(pu.Domain, serial, recs)
+		master, err := zone.MasterFile(pu.Domain, serial, recs)
 		if err != nil {
 			return nil, nil, apierr.Internal(err)
 		}

@@ -16,8 +16,8 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
-	"github.com/pierhq/pier/server/internal/dnsserver"
 	"github.com/pierhq/pier/server/internal/store"
+	"github.com/pierhq/pier/server/internal/zone"
 )
 
 // Providers are the external effects a launch drives. Each is idempotent
@@ -34,7 +34,7 @@ type Providers struct {
 	// VerifyHTTPS fetches https://host/ from this server's own TLS listener,
 	// verifying the chain: a task reports HTTPS-ready only once it is served.
 	VerifyHTTPS func(ctx context.Context, host string) error
-	Zone        dnsserver.ZoneConfig
+	Zone        zone.ZoneConfig
 	// PreviewDomain is the zone preview hosts live under.
 	PreviewDomain string
 	// HTTPPort and HTTPSPort are the edge's public ports, for URLs; empty
@@ -543,8 +543,8 @@ func (s *Service) registerDomain(ctx context.Context, rt *runningTask, pl *launc
 }
 
 func (s *Service) publishZone(ctx context.Context, orgID, domain string) (string, error) {
-	recs := dnsserver.BuildZone(domain, s.P.Zone)
-	if err := s.Store.PutZone(ctx, store.Zone{Domain: domain, OrgID: orgID, Serial: s.Now().Unix(), Records: dnsserver.EncodeRecords(recs), UpdatedAt: s.Now()}); err != nil {
+	recs := zone.BuildZone(domain, s.P.Zone)
+	if err := s.Store.PutZone(ctx, store.Zone{Domain: domain, OrgID: orgID, Serial: s.Now().Unix(), Records: zone.EncodeRecords(recs), UpdatedAt: s.Now()}); err != nil {
 		return "", err
 	}
 	if s.P.InvalidateDNS != nil {

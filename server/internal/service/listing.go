@@ -9,8 +9,8 @@ import (
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
-	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/money"
+	"github.com/pierhq/pier/server/internal/site"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -120,7 +120,7 @@ func (s *Service) GetBundle(ctx context.Context, orgID, id string) (*sdk.BundleI
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	var manifest []edge.File
+	var manifest []site.File
 	if err := json.Unmarshal([]byte(b.Manifest), &manifest); err != nil {
 		return nil, nil, apierr.Internal(err)
 	}

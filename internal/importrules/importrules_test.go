@@ -1,0 +1,113 @@
+// Package importrules holds the architecture's import rules as a test: the
+// domain is free of its adapters, the client packages are free of the
+// server, and no server package reads the environment but the command that
+// builds the configuration. `make lint` runs it.
+package importrules
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/tools/go/packages"
+)
+
+const mod = "github.com/pierhq/pier"
+
+// The domain: business rules and their data, which adapters depend on
+// through what they are handed at construction, never the other way.
+var domain = []string{
+	mod + "/server/internal/service",
+	mod + "/server/internal/store",
+	mod + "/server/internal/money",
+	mod + "/server/internal/pricing",
+	mod + "/server/internal/registrar",
+	mod + "/server/internal/zone",
+	mod + "/server/internal/site",
+	mod + "/server/internal/actions",
+	// apierr, the typed error envelope, is shared by the domain and the
+	// transports: it carries the status and headers an answer needs.
+}
+
+// What the domain must not import: transports and the adapters built on
+// them.
+var adapters = []string{
+	"net/http",
+	"github.com/miekg/dns",
+	mod + "/server/internal/edge",
+	mod + "/server/internal/dnsserver",
+	mod + "/server/internal/httpapi",
+	mod + "/server/internal/mcp",
+	mod + "/server/internal/web",
+	mod + "/server/internal/oauth",
+	mod + "/server/internal/acme",
+	mod + "/server/internal/tlsca",
+}
+
+func load(t *testing.T) []*packages.Package {
+	t.Helper()
+	pkgs, err := packages.Load(&packages.Config{Mode: packages.NeedName | packages.NeedImports | packages.NeedFiles, Dir: "../.."}, "./...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) < 20 {
+		t.Fatalf("loaded %d packages", len(pkgs))
+	}
+	return pkgs
+}
+
+func under(path string, roots ...string) bool {
+	for _, r := range roots {
+		if path == r || strings.HasPrefix(path, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func TestImportRules(t *testing.T) {
+	for _, p := range load(t) {
+		for imp := range p.Imports {
+			switch {
+			case under(p.PkgPath, domain...) && under(imp, adapters...):
+				t.Errorf("%s (the domain) imports %s (an adapter); hand it an interface at construction instead", p.PkgPath, imp)
+			case under(p.PkgPath, mod+"/cli", mod+"/sdk", mod+"/holder", mod+"/verifier", mod+"/conformance", mod+"/ledger") && under(imp, mod+"/server"):
+				t.Errorf("%s (a client package) imports %s (the server)", p.PkgPath, imp)
+			}
+		}
+	}
+}
+
+// Only the server command reads the environment, into Config; everything
+// below it is handed its settings.
+func TestNoEnvironmentReadsBelowTheCommand(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, p := range load(t) {
+		if !under(p.PkgPath, mod+"/server/internal") {
+			continue
+		}
+		for _, file := range p.GoFiles {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, file, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "os" && slices.Contains([]string{"Getenv", "LookupEnv", "Environ"}, sel.Sel.Name) {
+					t.Errorf("%s:%d reads the environment (os.%s); read it in the server command's configuration", filepath.Base(file), fset.Position(sel.Pos()).Line, sel.Sel.Name)
+				}
+				return true
+			})
+		}
+	}
+}
