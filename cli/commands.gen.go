@@ -122,7 +122,7 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Flags: []FlagSpec{
 			{Flag: "monthly-egress-gb", Field: "monthlyEgressGb", In: "body", Kind: "number", Required: false, Usage: "Expected egress in GB a month; defaults to 10."},
 			{Flag: "monthly-requests", Field: "monthlyRequests", In: "body", Kind: "int", Required: false, Usage: "Expected requests a month; defaults to 100000."},
-			{Flag: "target", Field: "target", In: "body", Kind: "string", Required: false, Usage: "A target from the catalog, such as `edge`, `process` or `worker`."},
+			{Flag: "target", Field: "target", In: "body", Kind: "string", Required: false, Usage: "A target from the catalog.", Enum: []string{"edge", "process", "worker", "managed_postgres", "mail"}},
 			{Flag: "workload", Field: "workload", In: "body", Kind: "string", Required: true, Usage: "", Enum: []string{"static_site", "dynamic_service", "worker", "database_backed_app", "mail_enabled_app"}},
 		},
 		Table: &TableSpec{Path: "considered", Columns: []string{"target", "capable", "monthlyUsd", "reason"}},
@@ -248,7 +248,7 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "domain", Field: "domain", In: "body", Kind: "string", Required: false, Usage: ""},
 			{Flag: "name", Field: "name", In: "body", Kind: "string", Required: true, Usage: ""},
 			{Flag: "quote-id", Field: "quoteId", In: "body", Kind: "string", Required: false, Usage: ""},
-			{Flag: "target", Field: "target", In: "body", Kind: "string", Required: true, Usage: "A target from the catalog, such as `edge`, `process` or `worker`."},
+			{Flag: "target", Field: "target", In: "body", Kind: "string", Required: true, Usage: "A target from the catalog.", Enum: []string{"edge", "process", "worker", "managed_postgres", "mail"}},
 			{Flag: "years", Field: "years", In: "body", Kind: "int", Required: false, Usage: "Registration years for the domain; default 1."},
 		},
 	}, runF))

@@ -67,7 +67,7 @@ func ExampleClient_Estimate() {
 	}
 	requests := 2_000_000
 	res, err := client.Estimate(context.Background(), sdk.EstimateRequest{
-		Workload:        sdk.DatabaseBackedApp,
+		Workload:        sdk.WorkloadDatabaseBackedApp,
 		MonthlyRequests: &requests,
 	})
 	if err != nil {
@@ -80,8 +80,8 @@ func ExampleClient_Estimate() {
 
 func ExampleError() {
 	client, _ := sdk.NewClient(baseURL)
-	target := "edge"
-	_, err := client.Estimate(context.Background(), sdk.EstimateRequest{Workload: sdk.DynamicService, Target: &target})
+	target := sdk.TargetNameEdge
+	_, err := client.Estimate(context.Background(), sdk.EstimateRequest{Workload: sdk.WorkloadDynamicService, Target: &target})
 	var apiErr *sdk.Error
 	if errors.As(err, &apiErr) {
 		fmt.Println(apiErr.StatusCode, apiErr.BlockedBy, apiErr.Retryable, len(apiErr.Actions) > 0)

@@ -1164,6 +1164,33 @@ func (e StopActionReason) Valid() bool {
 	}
 }
 
+// Defines values for TargetName.
+const (
+	TargetNameEdge            TargetName = "edge"
+	TargetNameMail            TargetName = "mail"
+	TargetNameManagedPostgres TargetName = "managed_postgres"
+	TargetNameProcess         TargetName = "process"
+	TargetNameWorker          TargetName = "worker"
+)
+
+// Valid indicates whether the value is a known member of the TargetName enum.
+func (e TargetName) Valid() bool {
+	switch e {
+	case TargetNameEdge:
+		return true
+	case TargetNameMail:
+		return true
+	case TargetNameManagedPostgres:
+		return true
+	case TargetNameProcess:
+		return true
+	case TargetNameWorker:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TargetOptionKind.
 const (
 	Addon   TargetOptionKind = "addon"
@@ -1370,25 +1397,25 @@ func (e UrlActionPurpose) Valid() bool {
 
 // Defines values for Workload.
 const (
-	DatabaseBackedApp Workload = "database_backed_app"
-	DynamicService    Workload = "dynamic_service"
-	MailEnabledApp    Workload = "mail_enabled_app"
-	StaticSite        Workload = "static_site"
-	Worker            Workload = "worker"
+	WorkloadDatabaseBackedApp Workload = "database_backed_app"
+	WorkloadDynamicService    Workload = "dynamic_service"
+	WorkloadMailEnabledApp    Workload = "mail_enabled_app"
+	WorkloadStaticSite        Workload = "static_site"
+	WorkloadWorker            Workload = "worker"
 )
 
 // Valid indicates whether the value is a known member of the Workload enum.
 func (e Workload) Valid() bool {
 	switch e {
-	case DatabaseBackedApp:
+	case WorkloadDatabaseBackedApp:
 		return true
-	case DynamicService:
+	case WorkloadDynamicService:
 		return true
-	case MailEnabledApp:
+	case WorkloadMailEnabledApp:
 		return true
-	case StaticSite:
+	case WorkloadStaticSite:
 		return true
-	case Worker:
+	case WorkloadWorker:
 		return true
 	default:
 		return false
@@ -1937,7 +1964,7 @@ type EstimateRequest struct {
 	// MonthlyRequests Expected requests a month; defaults to 100000.
 	MonthlyRequests *int `json:"monthlyRequests,omitempty"`
 
-	// Target A target from the catalog, such as `edge`, `process` or `worker`.
+	// Target A target from the catalog. An unknown one is a contract violation (input:invalid).
 	Target   *TargetName `json:"target,omitempty"`
 	Workload Workload    `json:"workload"`
 }
@@ -2119,7 +2146,7 @@ type LaunchRequest struct {
 	Name     string      `json:"name"`
 	QuoteId  *string     `json:"quoteId,omitempty"`
 
-	// Target A target from the catalog, such as `edge`, `process` or `worker`.
+	// Target A target from the catalog. An unknown one is a contract violation (input:invalid).
 	Target TargetName `json:"target"`
 
 	// Years Registration years for the domain; default 1.
@@ -2449,7 +2476,7 @@ type QuoteItem struct {
 	// Name For a service item, the service name the quote is for. A launch with this quote must use the same name, target and domain as the quote prices.
 	Name *string `json:"name,omitempty"`
 
-	// Target A target from the catalog, such as `edge`, `process` or `worker`.
+	// Target A target from the catalog. An unknown one is a contract violation (input:invalid).
 	Target   *TargetName `json:"target,omitempty"`
 	Workload *Workload   `json:"workload,omitempty"`
 	Years    *int        `json:"years,omitempty"`
@@ -2891,8 +2918,8 @@ type StopActionKind string
 // StopActionReason defines model for StopAction.Reason.
 type StopActionReason string
 
-// TargetName A target from the catalog, such as `edge`, `process` or `worker`.
-type TargetName = string
+// TargetName A target from the catalog. An unknown one is a contract violation (input:invalid).
+type TargetName string
 
 // TargetOption defines model for TargetOption.
 type TargetOption struct {

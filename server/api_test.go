@@ -204,7 +204,7 @@ func TestEstimate(t *testing.T) {
 	}{
 		{"incapable target", `{"workload":"dynamic_service","target":"edge"}`, "", 422, "plan:target_incapable", "body.target"},
 		{"add-on as target", `{"workload":"static_site","target":"mail"}`, "", 422, "plan:target_incapable", "body.target"},
-		{"unknown target", `{"workload":"static_site","target":"mainframe"}`, "", 400, "plan:unknown_target", "body.target"},
+		{"unknown target, a contract violation", `{"workload":"static_site","target":"mainframe"}`, "", 400, "input:invalid", "body.target"},
 		{"unknown workload", `{"workload":"blockchain"}`, "", 400, "input:invalid", "body"},
 		{"unknown field", `{"workload":"static_site","colour":"blue"}`, "", 400, "input:unknown_field", "body"},
 		{"ill-typed field", `{"workload":"static_site","monthlyRequests":"lots"}`, "", 400, "input:invalid", "body"},

@@ -84,7 +84,7 @@ func (s *Service) Estimate(ctx context.Context, req sdk.EstimateRequest) (*sdk.E
 	selected := cheapest
 	reason := sdk.EstimateResultSelectionReasonCheapestCapable
 	if req.Target != nil {
-		t, ok := pricing.Lookup(*req.Target)
+		t, ok := pricing.Lookup(string(*req.Target))
 		switch {
 		case !ok:
 			return nil, nil, apierr.Newf("plan:unknown_target", "target %q is not in the catalog; omit target to get the cheapest capable one", *req.Target).

@@ -199,7 +199,7 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 			remainingMicro = remaining(proj)
 		}
 
-		svc := store.Service{ID: auth.ID("svc"), OrgID: p.OrgID, ProjectID: projectID, Name: req.Name, Target: req.Target,
+		svc := store.Service{ID: auth.ID("svc"), OrgID: p.OrgID, ProjectID: projectID, Name: req.Name, Target: string(req.Target),
 			PreviewHost: s.PreviewHost(req.Name, projectID), Domain: domain, BundleID: *req.BundleId, State: "launching",
 			CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
 		pl.ServiceID, pl.PreviewHost = svc.ID, svc.PreviewHost

@@ -86,7 +86,7 @@ func matchQuote(projectID string, c Consumed, req sdk.LaunchRequest, domain stri
 			}
 			why = append(why, "it prices the domain "+it.Domain+", which this launch does not buy")
 		case "service":
-			if it.Target != req.Target {
+			if it.Target != string(req.Target) {
 				why = append(why, fmt.Sprintf("it prices target %s, and the launch is %s", it.Target, req.Target))
 			}
 			if it.Name != "" && it.Name != req.Name {

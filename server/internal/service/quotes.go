@@ -88,7 +88,7 @@ func priceItems(items []sdk.QuoteItem) ([]pricedItem, error) {
 			}
 			target := ""
 			if it.Target != nil {
-				target = *it.Target
+				target = string(*it.Target)
 			}
 			monthly, chosen, err := priceService(string(*it.Workload), target)
 			if err != nil {
@@ -498,7 +498,7 @@ func (s *Service) ConsumeQuote(ctx context.Context, tx *store.Tx, p *auth.Princi
 			d, y := it.Domain, it.Years
 			ri.Domain, ri.Years = &d, &y
 		} else {
-			w, t, m := sdk.Workload(it.Workload), it.Target, it.Months
+			w, t, m := sdk.Workload(it.Workload), sdk.TargetName(it.Target), it.Months
 			ri.Workload, ri.Target, ri.Months = &w, &t, &m
 		}
 		reqItems = append(reqItems, ri)
