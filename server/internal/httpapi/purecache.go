@@ -16,7 +16,9 @@ type pureCache struct {
 }
 
 func newPureCache(max int) *pureCache {
-	return &pureCache{c: cache.New(max, int64(max)*16<<10, func(k string, v []byte) int64 { return int64(len(k) + len(v)) })}
+	// 8 MiB holds thousands of catalog answers; the cap keeps a stream of
+	// distinct searches from growing memory past it.
+	return &pureCache{c: cache.New(max, 8<<20, func(k string, v []byte) int64 { return int64(len(k) + len(v)) })}
 }
 
 func pureKey(opID string, r *http.Request, body []byte) string {
