@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,9 +9,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/pierhq/pier/internal/contracttest"
 )
 
 func TestMain(m *testing.M) {
@@ -27,19 +31,53 @@ func TestMain(m *testing.M) {
 }
 
 // TestScripts runs testdata/script/*.txtar against a fake API. The fake
-// answers with canned envelopes; the real server is exercised from
-// cmd/pier, since cli does not import server.
+// answers with canned envelopes, each validated against the contract as it
+// is served, so the fake cannot drift from the API it stands for; the real
+// server is exercised from cmd/pier, since cli does not import server.
 func TestScripts(t *testing.T) {
+	var mu sync.Mutex
+	var drift []string
+	t.Cleanup(func() {
+		for _, d := range drift {
+			t.Errorf("the fake API drifted from the contract: %s", d)
+		}
+	})
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
-			srv := httptest.NewServer(fakeAPI())
+			srv := httptest.NewServer(validated(fakeAPI(), func(p []string) {
+				mu.Lock()
+				drift = append(drift, p...)
+				mu.Unlock()
+			}))
 			env.Defer(srv.Close)
 			env.Setenv("PIER_BASE_URL", srv.URL)
 			env.Setenv("PIER_API_KEY", "")
 			env.Setenv("NO_COLOR", "1")
 			return nil
 		},
+	})
+}
+
+// validated serves h and checks every answer against the contract,
+// reporting problems.
+func validated(h http.Handler, report func([]string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		check := r.Clone(r.Context())
+		check.Body = io.NopCloser(bytes.NewReader(body))
+		resp := rec.Result()
+		if p := contracttest.Problems(check, &contracttest.Response{Response: resp, Body: rec.Body.Bytes()}); len(p) > 0 {
+			report(p)
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
 	})
 }
 
@@ -67,7 +105,7 @@ func fakeAPI() http.Handler {
 				q+"."+tld, tld, i == 0, price))
 		}
 		tl, _ := json.Marshal(tlds)
-		writeEnvelope(w, 200, fmt.Sprintf(`{"data":{"candidates":[%s],"excluded":{"lackingPrice":0,"overFirstYearCeiling":0,"overRenewalCeiling":0},"appliedFilters":{"query":%q,"catalog":"common","includeExotic":false,"tlds":%s,"tldAllowlist":[],"tldDenylist":[],"limit":20}},"actions":[{"kind":"tool","actor":"agent","tool":"create_quote","http":{"method":"POST","path":"/v1/quotes"}}],"formatVersion":"1"}`,
+		writeEnvelope(w, 200, fmt.Sprintf(`{"data":{"candidates":[%s],"excluded":{"lackingPrice":0,"overFirstYearCeiling":0,"overRenewalCeiling":0},"appliedFilters":{"query":%q,"catalog":"common","includeExotic":false,"tlds":%s,"tldAllowlist":[],"tldDenylist":[],"limit":20}},"actions":[{"kind":"tool","actor":"agent","tool":"create_quote","http":{"method":"POST","path":"/v1/quotes"},"missingArguments":["items","projectId"]}],"formatVersion":"1"}`,
 			strings.Join(cands, ","), q, tl))
 	})
 	mux.HandleFunc("POST /v1/estimate", func(w http.ResponseWriter, r *http.Request) {
@@ -79,7 +117,7 @@ func fakeAPI() http.Handler {
 			writeEnvelope(w, 400, errorEnvelope("input:invalid", "workload is required", false, ""))
 			return
 		}
-		writeEnvelope(w, 200, fmt.Sprintf(`{"data":{"workload":%q,"selectedTarget":"edge","monthlyUsd":0,"selectionReason":"cheapest_capable","considered":[{"target":"edge","kind":"edge","capable":true,"capabilities":["static"],"monthlyUsd":0,"reason":"selected"},{"target":"process","kind":"process","capable":true,"capabilities":["static","dynamic"],"monthlyUsd":7.5,"reason":"more_expensive"},{"target":"worker","kind":"worker","capable":false,"capabilities":[],"monthlyUsd":null,"reason":"incapable"}],"addons":[],"assumptions":[],"evidence":[],"catalogVersion":"2025-01"},"actions":[{"kind":"tool","actor":"agent","tool":"search_domains","http":{"method":"GET","path":"/v1/domains/search"},"arguments":{"q":"acme"}}],"formatVersion":"1"}`, in.Workload))
+		writeEnvelope(w, 200, fmt.Sprintf(`{"data":{"workload":%q,"selectedTarget":"edge","monthlyUsd":0,"selectionReason":"cheapest_capable","considered":[{"target":"edge","kind":"compute","capable":true,"capabilities":["static"],"monthlyUsd":0,"reason":"cheapest_capable"},{"target":"process","kind":"compute","capable":true,"capabilities":["static","dynamic"],"monthlyUsd":7.5,"reason":"capable_not_cheapest"},{"target":"worker","kind":"compute","capable":false,"capabilities":[],"monthlyUsd":null,"reason":"missing_capability"}],"addons":[],"assumptions":[],"evidence":[],"catalogVersion":"2025-01"},"actions":[{"kind":"tool","actor":"agent","tool":"search_domains","http":{"method":"GET","path":"/v1/domains/search"},"arguments":{"q":"acme"}}],"formatVersion":"1"}`, in.Workload))
 	})
 	mux.HandleFunc("POST /v1/quotes", func(w http.ResponseWriter, r *http.Request) {
 		writeEnvelope(w, 501, errorEnvelope("plan:not_implemented", "create_quote is not implemented yet", false, ""))
@@ -98,7 +136,7 @@ func fakeAPI() http.Handler {
 }
 
 func errorEnvelope(blockedBy, message string, retryable bool, extra string) string {
-	return fmt.Sprintf(`{"blockedBy":%q,"code":%q,"message":%q,"retryable":%t,%s"actions":[{"kind":"stop","reason":"not_implemented"},{"kind":"url","actor":"human","purpose":"docs","url":"https://pier.example/docs"}],"formatVersion":"1"}`,
+	return fmt.Sprintf(`{"blockedBy":%q,"code":%q,"message":%q,"retryable":%t,%s"actions":[{"kind":"stop","reason":"not_implemented"},{"kind":"url","actor":"human","purpose":"documentation","url":"https://pier.example/docs"}],"formatVersion":"1"}`,
 		blockedBy, blockedBy, message, retryable, extra)
 }
 

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -157,30 +158,43 @@ func (c *Client) Do(method, path string, body any, header http.Header) *Response
 // it, and against the published envelope schemas for every JSON answer.
 func Check(t testing.TB, req *http.Request, resp *Response) {
 	t.Helper()
+	if problems := Problems(req, resp); len(problems) > 0 {
+		t.Fatalf("%s", strings.Join(problems, "\n"))
+	}
+}
+
+// Problems is Check's findings as text, for callers that are not a test's
+// goroutine (a fake server validating its own answers, say).
+func Problems(req *http.Request, resp *Response) []string {
 	once.Do(setup)
 	if setupErr != nil {
-		t.Fatal(setupErr)
+		return []string{setupErr.Error()}
 	}
+	var problems []string
+	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	ct := resp.Header.Get("Content-Type")
 	isJSON := strings.HasPrefix(ct, "application/json")
 	if resp.StatusCode >= 400 {
 		if !isJSON {
-			t.Fatalf("%s %s: status %d with Content-Type %q; every error must be the JSON error envelope: %s", req.Method, req.URL.Path, resp.StatusCode, ct, resp.Body)
+			fail("%s %s: status %d with Content-Type %q; every error must be the JSON error envelope: %s", req.Method, req.URL.Path, resp.StatusCode, ct, resp.Body)
+			return problems
 		}
 		// The one error that is not the envelope: JSON-RPC's parse error
 		// on the MCP endpoint, which the route's own schema checks below.
 		if !(req.URL.Path == "/mcp" && resp.StatusCode == 400 && bytes.HasPrefix(resp.Body, []byte(`{"jsonrpc":`))) {
-			validateSchema(t, "error.json", resp.Body, req)
+			if err := schemaProblem("error.json", resp.Body); err != "" {
+				fail("%s %s: %s\n%s", req.Method, req.URL.Path, err, resp.Body)
+			}
 		}
 	}
 	if isJSON {
 		for _, p := range CheckActions(resp.Body) {
-			t.Errorf("%s %s: %s", req.Method, req.URL.Path, p)
+			fail("%s %s: %s", req.Method, req.URL.Path, p)
 		}
 	}
 	route, params, err := router.FindRoute(req)
 	if err != nil {
-		return // not a contract route (e.g. a 404 probe); the envelope check above applies
+		return problems // not a contract route (e.g. a 404 probe); the envelope check above applies
 	}
 	in := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: &openapi3filter.RequestValidationInput{
@@ -193,20 +207,27 @@ func Check(t testing.TB, req *http.Request, resp *Response) {
 		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
 	}
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
-		t.Fatalf("%s %s: response %d does not match openapi.yaml: %v\n%s", req.Method, req.URL.Path, resp.StatusCode, err, resp.Body)
+		fail("%s %s: response %d does not match openapi.yaml: %v\n%s", req.Method, req.URL.Path, resp.StatusCode, err, resp.Body)
 	}
 	if resp.StatusCode < 300 && isJSON && strings.HasPrefix(req.URL.Path, "/v1/") {
-		validateSchema(t, "envelope.json", resp.Body, req)
+		if err := schemaProblem("envelope.json", resp.Body); err != "" {
+			fail("%s %s: %s\n%s", req.Method, req.URL.Path, err, resp.Body)
+		}
 	}
+	return problems
 }
 
-func validateSchema(t testing.TB, name string, body []byte, req *http.Request) {
-	t.Helper()
+func schemaProblem(name string, body []byte) string {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
 	if err != nil {
-		t.Fatalf("%s %s: body is not JSON: %v\n%s", req.Method, req.URL.Path, err, body)
+		return fmt.Sprintf("body is not JSON: %v", err)
 	}
-	if err := Schema(t, name).Validate(v); err != nil {
-		t.Fatalf("%s %s: body does not match /schemas/%s: %v\n%s", req.Method, req.URL.Path, name, err, body)
+	s, ok := schemas[name]
+	if !ok {
+		return "no published schema " + name
 	}
+	if err := s.Validate(v); err != nil {
+		return fmt.Sprintf("body does not match /schemas/%s: %v", name, err)
+	}
+	return ""
 }
