@@ -28,12 +28,12 @@ import (
 func addLaunchCommands(root *cobra.Command, f *Factory) {
 	for _, c := range root.Commands() {
 		if c.Name() == "bundles" {
-			c.AddCommand(newCmdBundlesUpload(f))
+			c.AddCommand(NewCmdBundlesUpload(f, nil))
 		}
 	}
-	launch := newCmdLaunch(f)
+	launch := NewCmdLaunch(f, nil)
 	launch.GroupID = GroupOperations
-	export := newCmdExport(f)
+	export := NewCmdExport(f, nil)
 	export.GroupID = GroupOperations
 	root.AddCommand(launch, export)
 }
@@ -75,12 +75,15 @@ func readSite(dir string) ([]sdk.AssetFile, int64, error) {
 	return files, total, err
 }
 
-type uploadOptions struct {
+// UploadOptions are `pier bundles upload`'s.
+type UploadOptions struct {
+	Factory      *Factory
 	Dir, Project string
 }
 
-func newCmdBundlesUpload(f *Factory) *cobra.Command {
-	opts := &uploadOptions{}
+// NewCmdBundlesUpload is `pier bundles upload`.
+func NewCmdBundlesUpload(f *Factory, runF func(*UploadOptions) error) *cobra.Command {
+	opts := &UploadOptions{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "upload <dir>",
 		Short: "Upload a directory as a bundle; launches nothing",
@@ -92,23 +95,31 @@ same bundle.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dir = args[0]
-			ctx, cancel := f.context(cmd.Context())
-			defer cancel()
-			env, err := uploadDir(ctx, f, opts.Dir, opts.Project)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(opts)
 			}
-			if f.Config.JSON {
-				return printJSON(f.IO.Out, env)
-			}
-			d := env.Data
-			fmt.Fprintf(f.IO.Out, "bundle %s: %d files, %d bytes (sha256 %s)\n", d.BundleId, d.FileCount, d.TotalBytes, d.Sha256[:12])
-			return nil
+			return bundlesUpload(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Project, "project", os.Getenv("PIER_PROJECT"), "project id (env PIER_PROJECT)")
 	cmd.MarkFlagRequired("project")
 	return cmd
+}
+
+func bundlesUpload(ctx context.Context, o *UploadOptions) error {
+	f := o.Factory
+	ctx, cancel := f.context(ctx)
+	defer cancel()
+	env, err := uploadDir(ctx, f, o.Dir, o.Project)
+	if err != nil {
+		return err
+	}
+	if f.Config.JSON {
+		return printJSON(f.IO.Out, env)
+	}
+	d := env.Data
+	fmt.Fprintf(f.IO.Out, "bundle %s: %d files, %d bytes (sha256 %s)\n", d.BundleId, d.FileCount, d.TotalBytes, d.Sha256[:12])
+	return nil
 }
 
 func uploadDir(ctx context.Context, f *Factory, dir, project string) (*sdk.BundleEnvelope, error) {
@@ -129,7 +140,9 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-type launchOptions struct {
+// LaunchOptions are `pier launch`'s.
+type LaunchOptions struct {
+	Factory                    *Factory
 	Dir, Project, Name, Domain string
 	Years                      int
 	Wait                       bool
@@ -149,8 +162,9 @@ func defaultName(dir string) string {
 	return n
 }
 
-func newCmdLaunch(f *Factory) *cobra.Command {
-	opts := &launchOptions{}
+// NewCmdLaunch is `pier launch`.
+func NewCmdLaunch(f *Factory, runF func(*LaunchOptions) error) *cobra.Command {
+	opts := &LaunchOptions{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "launch <dir>",
 		Short: "Upload a site, quote it, launch it and wait for HTTPS",
@@ -174,6 +188,9 @@ pier tasks get TASK_ID later.`,
 				opts.Name = defaultName(opts.Dir)
 			}
 			opts.Wait = !f.Config.NoWait
+			if runF != nil {
+				return runF(opts)
+			}
 			if opts.Project == "" {
 				p, err := onlyProject(cmd.Context(), f)
 				if err != nil {
@@ -216,7 +233,7 @@ func onlyProject(ctx context.Context, f *Factory) (string, error) {
 	}
 }
 
-func runLaunch(ctx context.Context, f *Factory, o *launchOptions) error {
+func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
 	ctx, cancel := f.context(ctx)
 	defer cancel()
 	c, err := f.Client()
@@ -365,8 +382,16 @@ func (p *progress) done() {
 	}
 }
 
-func newCmdExport(f *Factory) *cobra.Command {
-	var out string
+// ExportOptions are `pier export`'s.
+type ExportOptions struct {
+	Factory *Factory
+	Project string
+	Out     string
+}
+
+// NewCmdExport is `pier export`.
+func NewCmdExport(f *Factory, runF func(*ExportOptions) error) *cobra.Command {
+	opts := &ExportOptions{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "export <project-id>",
 		Short: "Download a project's leave package and verify it",
@@ -379,36 +404,45 @@ once the files are written and verified.`,
   pier ledger verify ./leave/ledger.jsonl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := f.context(cmd.Context())
-			defer cancel()
-			c, err := f.Client()
-			if err != nil {
-				return err
+			opts.Project = args[0]
+			if runF != nil {
+				return runF(opts)
 			}
-			resp, err := c.Call(ctx, "POST", "/v1/projects/"+url.PathEscape(args[0])+"/export", nil, nil, nil)
-			if err != nil {
-				return err
-			}
-			var pkg sdk.LeavePackageEnvelope
-			if err := json.Unmarshal(resp.Body, &pkg); err != nil {
-				return err
-			}
-			n, err := writeLeavePackage(out, &pkg.Data)
-			if err != nil {
-				return err
-			}
-			if f.Config.JSON {
-				// The API's answer, as every --json prints; the files are
-				// written and verified before it is.
-				return writeRaw(f.IO.Out, resp.Body)
-			}
-			fmt.Fprintf(f.IO.Out, "%d files written to %s and verified (manifest %s)\n", n, out, pkg.Data.ManifestSha256[:12])
-			return nil
+			return export(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "directory to write the package into (created)")
+	cmd.Flags().StringVar(&opts.Out, "out", "", "directory to write the package into (created)")
 	cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+func export(ctx context.Context, o *ExportOptions) error {
+	f, out := o.Factory, o.Out
+	ctx, cancel := f.context(ctx)
+	defer cancel()
+	c, err := f.Client()
+	if err != nil {
+		return err
+	}
+	resp, err := c.Call(ctx, "POST", "/v1/projects/"+url.PathEscape(o.Project)+"/export", nil, nil, nil)
+	if err != nil {
+		return err
+	}
+	var pkg sdk.LeavePackageEnvelope
+	if err := json.Unmarshal(resp.Body, &pkg); err != nil {
+		return err
+	}
+	n, err := writeLeavePackage(out, &pkg.Data)
+	if err != nil {
+		return err
+	}
+	if f.Config.JSON {
+		// The API's answer, as every --json prints; the files are
+		// written and verified before it is.
+		return writeRaw(f.IO.Out, resp.Body)
+	}
+	fmt.Fprintf(f.IO.Out, "%d files written to %s and verified (manifest %s)\n", n, out, pkg.Data.ManifestSha256[:12])
+	return nil
 }
 
 // writeLeavePackage writes and verifies a package: the manifest's hash, each
