@@ -154,7 +154,7 @@ func holderMandate(ctx context.Context, o *HolderMandateOptions) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.Factory.withTimeout(ctx)
+	ctx, cancel := o.Factory.context(ctx)
 	defer cancel()
 	c := o.Factory.holderClient()
 	base := o.Factory.BaseURL()
@@ -281,7 +281,7 @@ func holderDecide(ctx context.Context, path string, o *HolderDecideOptions) erro
 	if o.NoPost {
 		return holderOutput(o.IO, o.JSON, out, jws)
 	}
-	ctx, cancel := o.Factory.withTimeout(ctx)
+	ctx, cancel := o.Factory.context(ctx)
 	defer cancel()
 	resp, err := o.Factory.holderClient().PostDecision(ctx, o.Factory.BaseURL(), session, gate.ID, jws)
 	if err != nil {
@@ -334,13 +334,6 @@ func readGate(raw []byte) (holder.Gate, string, error) {
 // authority.
 func (f *Factory) holderClient() *holder.Client {
 	return &holder.Client{HTTPClient: f.HTTPClient}
-}
-
-func (f *Factory) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if f.Config.Timeout > 0 {
-		return context.WithTimeout(ctx, f.Config.Timeout)
-	}
-	return context.WithCancel(ctx)
 }
 
 // holderError turns a refusal from the sandbox into the SDK's typed error,

@@ -139,12 +139,8 @@ offline with 'pier ledger verify'. "-" writes standard output.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			ctx := cmd.Context()
-			if f.Config.Timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, f.Config.Timeout)
-				defer cancel()
-			}
+			ctx, cancel := f.context(cmd.Context())
+			defer cancel()
 			return ledgerExportRun(ctx, opts)
 		},
 	}

@@ -542,14 +542,8 @@ func runOperation(ctx context.Context, o *OperationOptions) error {
 	if err != nil {
 		return err
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if f.Config.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, f.Config.Timeout)
-		defer cancel()
-	}
+	ctx, cancel := f.context(ctx)
+	defer cancel()
 	resp, err := client.Call(ctx, o.Spec.Method, o.Path, o.Query, o.Body, o.Header())
 	if err != nil {
 		return err

@@ -68,7 +68,7 @@ report: {verdict, proofId, checks: [{id, ok, detail}]}.`,
 }
 
 func verifySandboxProof(cmd *cobra.Command, o *VerifyOptions) error {
-	ctx, cancel := o.Factory.withTimeout(cmd.Context())
+	ctx, cancel := o.Factory.context(cmd.Context())
 	defer cancel()
 	rep, err := verifier.Verify(ctx, verifier.Options{
 		BaseURL: o.Factory.BaseURL(), APIURL: o.APIURL, TamperCheck: o.TamperCheck, HTTPClient: o.Factory.HTTPClient,
