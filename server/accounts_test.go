@@ -30,7 +30,7 @@ func newAccount(t *testing.T, ts *testServer, limitMicro int64, pol sdk.ProjectP
 	t.Helper()
 	ctx := context.Background()
 	st, svc := ts.Store(), ts.Service()
-	o, err := st.CreateOrganization(ctx, auth.ID("org"), "test", svc.Now())
+	o, err := st.Accounts().CreateOrganization(ctx, auth.ID("org"), "test", svc.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func newAccount(t *testing.T, ts *testServer, limitMicro int64, pol sdk.ProjectP
 	}
 	secret, hash := auth.NewKey()
 	k := store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "t", Scopes: scopes, CreatedAt: svc.Now()}
-	if err := st.CreateAPIKey(ctx, k, hash); err != nil {
+	if err := st.Keys().Create(ctx, k, hash); err != nil {
 		t.Fatal(err)
 	}
 	return account{org: o.ID, project: p.ID, key: secret, keyID: k.ID,
@@ -276,11 +276,11 @@ func TestNoOverspend(t *testing.T) {
 		for _, err := range failures {
 			t.Errorf("unexpected failure: %v", err)
 		}
-		p, err := ts.Store().GetProject(ctx, a.org, a.project)
+		p, err := ts.Store().Projects().Get(ctx, a.org, a.project)
 		if err != nil {
 			t.Fatal(err)
 		}
-		totals, err := ts.Store().QuoteTotals(ctx, a.project)
+		totals, err := ts.Store().Quotes().Totals(ctx, a.project)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +294,7 @@ func TestNoOverspend(t *testing.T) {
 			t.Fatalf("the race did not exercise both paths: %v", totals)
 		}
 		// The ledger recorded every movement, and its chain holds.
-		entries, err := ts.Store().LedgerEntries(ctx, a.org, 0, 10000)
+		entries, err := ts.Store().Ledger().Entries(ctx, a.org, 0, 10000)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@ const DefaultLocalBudgetMicro = 100_000_000
 // ensureLocalProject gives a new local organisation a first project, so a
 // fresh operator can launch right after creating a key.
 func ensureLocalProject(ctx context.Context, st *store.Store, orgID string) error {
-	ps, err := st.ListProjects(ctx, orgID)
+	ps, err := st.Projects().List(ctx, orgID)
 	if err != nil || len(ps) > 0 {
 		return err
 	}

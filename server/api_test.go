@@ -269,12 +269,12 @@ func TestRouting(t *testing.T) {
 func newKey(t *testing.T, st *store.Store, scopes ...string) string {
 	t.Helper()
 	ctx := context.Background()
-	o, err := st.CreateOrganization(ctx, auth.ID("org"), "test", time.Now())
+	o, err := st.Accounts().CreateOrganization(ctx, auth.ID("org"), "test", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	secret, hash := auth.NewKey()
-	if err := st.CreateAPIKey(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "t", Scopes: scopes, CreatedAt: time.Now()}, hash); err != nil {
+	if err := st.Keys().Create(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "t", Scopes: scopes, CreatedAt: time.Now()}, hash); err != nil {
 		t.Fatal(err)
 	}
 	return secret
@@ -305,11 +305,11 @@ func TestAuthentication(t *testing.T) {
 			t.Fatalf("holder op with agent key: %d %s", r.StatusCode, r.Body)
 		}
 		// Revocation takes effect on the next request.
-		k, err := ts.Store().APIKeyByHash(context.Background(), auth.HashKey(key))
+		k, err := ts.Store().Keys().ByHash(context.Background(), auth.HashKey(key))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := ts.Store().RevokeAPIKey(context.Background(), k.OrgID, k.ID, time.Now()); err != nil {
+		if err := ts.Store().Keys().Revoke(context.Background(), k.OrgID, k.ID, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		r = c.Do("POST", "/v1/quotes", body, http.Header{"Authorization": {"Bearer " + key}})

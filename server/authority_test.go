@@ -59,12 +59,12 @@ func TestNoAgentCanApprove(t *testing.T) {
 		gateID := strings.TrimPrefix(approvalPath, "/approvals/")
 		stillPending := func(when string) {
 			t.Helper()
-			g, err := ts.Store().GetGate(ctx, a.org, gateID)
+			g, err := ts.Store().Gates().Get(ctx, a.org, gateID)
 			if err != nil || g.State != "pending" {
 				t.Fatalf("%s: gate %s is %q (%v)", when, gateID, g.State, err)
 			}
-			tk, _ := ts.Store().GetTask(ctx, a.org, taskID)
-			p, _ := ts.Store().GetProject(ctx, a.org, a.project)
+			tk, _ := ts.Store().Tasks().Get(ctx, a.org, taskID)
+			p, _ := ts.Store().Projects().Get(ctx, a.org, a.project)
 			if tk.State != "input_required" || p.LimitMicro != 10_000_000 {
 				t.Fatalf("%s: task %s, limit %d", when, tk.State, p.LimitMicro)
 			}

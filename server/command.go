@@ -184,7 +184,7 @@ created on first use.`,
 			}
 			secret, hash := auth.NewKey()
 			k := store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: name, Scopes: scopes, CreatedAt: now}
-			if err := st.CreateAPIKey(ctx, k, hash); err != nil {
+			if err := st.Keys().Create(ctx, k, hash); err != nil {
 				return err
 			}
 			if asJSON {
@@ -222,9 +222,9 @@ func orgFor(ctx context.Context, st *store.Store, id string, now time.Time) (sto
 	if id != "" {
 		return store.Organization{ID: id}, nil
 	}
-	o, err := st.FirstOrganization(ctx)
+	o, err := st.Accounts().FirstOrganization(ctx)
 	if err == store.ErrNotFound {
-		if o, err = st.CreateOrganization(ctx, auth.ID("org"), "local", now); err != nil {
+		if o, err = st.Accounts().CreateOrganization(ctx, auth.ID("org"), "local", now); err != nil {
 			return o, err
 		}
 		return o, ensureLocalProject(ctx, st, o.ID)

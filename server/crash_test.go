@@ -187,7 +187,7 @@ func TestLaunchSurvivesSIGKILLAtEveryStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			if n, _ := st.CountPurchases(context.Background(), domains[i]); n != 1 {
+			if n, _ := st.Domains().CountPurchases(context.Background(), domains[i]); n != 1 {
 				t.Fatalf("the registrar sold %s %d times", domains[i], n)
 			}
 		})
@@ -237,7 +237,7 @@ func TestLaunchFailureSurvivesSIGKILL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.RecordPurchase(context.Background(), store.Purchase{Ref: "elsewhere", Domain: domains[i], OrgID: "org_elsewhere", Years: 1, AuthCode: "x", CreatedAt: time.Now()}); err != nil {
+			if _, err := st.Domains().RecordPurchase(context.Background(), store.Purchase{Ref: "elsewhere", Domain: domains[i], OrgID: "org_elsewhere", Years: 1, AuthCode: "x", CreatedAt: time.Now()}); err != nil {
 				t.Fatal(err)
 			}
 			st.Close()
@@ -280,7 +280,7 @@ func TestLaunchFailureSurvivesSIGKILL(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			if pu, err := st.PurchaseByDomain(context.Background(), domains[i]); err != nil || pu.Ref != "elsewhere" {
+			if pu, err := st.Domains().PurchaseByDomain(context.Background(), domains[i]); err != nil || pu.Ref != "elsewhere" {
 				t.Fatalf("purchase %v %v", pu, err)
 			}
 		})

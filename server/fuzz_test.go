@@ -119,7 +119,7 @@ func FuzzJSONBodies(f *testing.F) {
 	f.Cleanup(func() { s.Store().Close() })
 	h := s.Handler()
 	ctx := context.Background()
-	o, err := s.Store().CreateOrganization(ctx, auth.ID("org"), "fuzz", time.Now())
+	o, err := s.Store().Accounts().CreateOrganization(ctx, auth.ID("org"), "fuzz", time.Now())
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func FuzzJSONBodies(f *testing.F) {
 		f.Fatal(err)
 	}
 	secret, hash := auth.NewKey()
-	if err := s.Store().CreateAPIKey(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "fuzz", Scopes: []string{"read", "quote", "launch"}, CreatedAt: time.Now()}, hash); err != nil {
+	if err := s.Store().Keys().Create(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "fuzz", Scopes: []string{"read", "quote", "launch"}, CreatedAt: time.Now()}, hash); err != nil {
 		f.Fatal(err)
 	}
 	routes := []string{"/v1/quotes", "/v1/bundles", "/v1/projects/" + p.ID + "/launch", "/v1/projects/" + p.ID + "/budget-raises"}

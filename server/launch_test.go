@@ -222,7 +222,7 @@ func TestLaunchWithDomain(t *testing.T) {
 	// Without buy_domain, registration waits for a human.
 	waiting := waitTask(t, ts, a, taskID, "input_required")
 	approval := waiting["approvalUrl"].(string)
-	if n, _ := ts.Store().CountPurchases(context.Background(), domain); n != 0 {
+	if n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain); n != 0 {
 		t.Fatal("bought before the human decided")
 	}
 	gateID := approval[strings.LastIndex(approval, "/")+1:]
@@ -233,7 +233,7 @@ func TestLaunchWithDomain(t *testing.T) {
 	if done["domainUrl"] == nil || done["httpsReady"].(map[string]any)["domain"] != true {
 		t.Fatalf("domain not ready: %v", done)
 	}
-	if n, _ := ts.Store().CountPurchases(context.Background(), domain); n != 1 {
+	if n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain); n != 1 {
 		t.Fatalf("purchases %d", n)
 	}
 	// The zone answers over real DNS queries, on UDP and TCP.
@@ -304,7 +304,7 @@ func TestLaunchWithDomain(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(td["result"]), "domain_registration") {
 		t.Fatalf("teardown result %v", td["result"])
 	}
-	if n, _ := ts.Store().CountPurchases(context.Background(), domain); n != 1 {
+	if n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain); n != 1 {
 		t.Fatal("teardown touched the registration")
 	}
 }
@@ -330,7 +330,7 @@ func TestLaunchDomainDeniedRefunds(t *testing.T) {
 	if p["spentUsd"] != 0.0 || p["remainingUsd"] != 100.0 {
 		t.Fatalf("refund: %v", p)
 	}
-	if n, _ := ts.Store().CountPurchases(context.Background(), domain); n != 0 {
+	if n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain); n != 0 {
 		t.Fatal("a denied domain was bought")
 	}
 }
@@ -344,7 +344,7 @@ func TestLaunchWithBuyDomainSkipsGate(t *testing.T) {
 	quote := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)["quoteId"]
 	r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": quote}, a.header())
 	waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
-	if n, _ := ts.Store().CountPurchases(context.Background(), domain); n != 1 {
+	if n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain); n != 1 {
 		t.Fatalf("purchases %d", n)
 	}
 	// A launch without a quote for its domain is refused before anything happens.

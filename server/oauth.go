@@ -41,7 +41,7 @@ func mcpCredentials(api *httpapi.Handler) func(ctx context.Context, header strin
 
 // purgeOAuth drops expired authorization requests and tokens.
 func (s *Server) purgeOAuth(ctx context.Context) {
-	if n, err := s.store.PurgeOAuth(ctx, s.cfg.Now()); err != nil {
+	if n, err := s.store.OAuth().Purge(ctx, s.cfg.Now()); err != nil {
 		s.log.Warn("purging OAuth records", "err", err)
 	} else if n > 0 {
 		s.log.Info("purged OAuth records", "count", n)

@@ -22,7 +22,7 @@ func addKey(t *testing.T, ts *testServer, a account, scopes ...string) http.Head
 	t.Helper()
 	secret, hash := auth.NewKey()
 	k := store.APIKey{ID: auth.ID("key"), OrgID: a.org, Name: "t2", Scopes: scopes, CreatedAt: ts.Service().Now()}
-	if err := ts.Store().CreateAPIKey(context.Background(), k, hash); err != nil {
+	if err := ts.Store().Keys().Create(context.Background(), k, hash); err != nil {
 		t.Fatal(err)
 	}
 	return http.Header{"Authorization": {"Bearer " + secret}}
@@ -124,7 +124,7 @@ func TestDomainOwnershipIsAFact(t *testing.T) {
 		if spent, held := budget(t, ts, b); spent != 0 || held != 0 {
 			t.Fatalf("B charged %v, held %v", spent, held)
 		}
-		if n, _ := ts.Store().CountPurchases(context.Background(), domain); n != 1 {
+		if n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain); n != 1 {
 			t.Fatalf("purchases %d", n)
 		}
 		// A's own quote for its own name is refused too, pointing at a
@@ -185,7 +185,7 @@ func TestTakeoverScenario(t *testing.T) {
 		if done["undo"].(map[string]any)["irreversible"] != false {
 			t.Fatalf("undo after a denial: %v", done["undo"])
 		}
-		svc, err := ts.Store().GetService(context.Background(), b.org, done["serviceId"].(string))
+		svc, err := ts.Store().Services().Get(context.Background(), b.org, done["serviceId"].(string))
 		if err != nil || svc.Domain != "" {
 			t.Fatalf("denied service keeps domain %q (%v)", svc.Domain, err)
 		}
@@ -240,7 +240,7 @@ func TestTakeoverScenario(t *testing.T) {
 			}
 		}
 		oa, ob := outcome(a, ra), outcome(b, rb)
-		if n, _ := ts.Store().CountPurchases(context.Background(), domain); n != 1 {
+		if n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain); n != 1 {
 			t.Fatalf("purchases after the race: %d", n)
 		}
 		if (oa == "won") == (ob == "won") {
@@ -279,7 +279,7 @@ func TestLaunchFailsAndRefundsWhenNameSold(t *testing.T) {
 		taskID := r.JSON()["data"].(map[string]any)["taskId"].(string)
 		waiting := waitTask(t, ts, a, taskID, "input_required")
 		// The registrar sells the name to someone outside Pier meanwhile.
-		if _, err := ts.Store().RecordPurchase(context.Background(), store.Purchase{Ref: "elsewhere", Domain: domain, OrgID: "org_elsewhere", Years: 1, AuthCode: "x", CreatedAt: ts.Service().Now()}); err != nil {
+		if _, err := ts.Store().Domains().RecordPurchase(context.Background(), store.Purchase{Ref: "elsewhere", Domain: domain, OrgID: "org_elsewhere", Years: 1, AuthCode: "x", CreatedAt: ts.Service().Now()}); err != nil {
 			t.Fatal(err)
 		}
 		if err := ts.Service().DecideGate(context.Background(), service.Human{OrgID: a.org, UserID: "u"}, gateOf(waiting), true); err != nil {
@@ -568,7 +568,7 @@ func TestTeardownReleasesNameHoldAndHost(t *testing.T) {
 		if !searchAvailable(t, ts, domain) {
 			t.Fatal("the torn-down launch still holds the domain")
 		}
-		if n, _ := ts.Store().CountPurchases(context.Background(), domain); n != 0 {
+		if n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain); n != 0 {
 			t.Fatal("bought")
 		}
 	})

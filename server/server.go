@@ -392,7 +392,7 @@ func (s *Server) purgeLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if n, err := s.store.PurgeIdempotency(ctx, s.cfg.Now()); err != nil {
+			if n, err := s.store.Idempotency().Purge(ctx, s.cfg.Now()); err != nil {
 				s.log.Warn("purging idempotency records", "err", err)
 			} else if n > 0 {
 				s.log.Info("purged idempotency records", "count", n)

@@ -23,7 +23,7 @@ func TestTransferOutShowsCodeOnlyToTheHuman(t *testing.T) {
 	quote := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)["quoteId"]
 	r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": quote}, a.header())
 	waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
-	p, _ := ts.Store().PurchaseByDomain(context.Background(), domain)
+	p, _ := ts.Store().Domains().PurchaseByDomain(context.Background(), domain)
 
 	// No agent answer carries the code: not the export, not the ledger.
 	for _, path := range []string{"/v1/projects/" + a.project, "/v1/ledger?limit=1000"} {

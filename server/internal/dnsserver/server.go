@@ -169,7 +169,7 @@ func (s *Server) load(ctx context.Context, apex string) ([]dns.RR, bool) {
 	if c, ok := s.zones.Get(apex); ok && time.Since(c.loaded) < cacheTTL {
 		return c.rrs, !c.absent
 	}
-	z, err := s.store.GetZone(ctx, strings.TrimSuffix(apex, "."))
+	z, err := s.store.Domains().Zone(ctx, strings.TrimSuffix(apex, "."))
 	var rrs []dns.RR
 	absent := errors.Is(err, store.ErrNotFound)
 	if err == nil {

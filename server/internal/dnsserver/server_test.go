@@ -33,7 +33,7 @@ func serve(t testing.TB, l dnsserver.Limits, secondaries ...dnsserver.Secondary)
 	t.Cleanup(func() { st.Close() })
 	recs := dnsserver.BuildZone("acme.dev", dnsserver.ZoneConfig{EdgeIPv4: []byte{127, 0, 0, 1}, EdgeIPv6: make([]byte, 16), CAAIssuers: []string{"pier.local"}})
 	recs = append(recs, dnsserver.Record{Name: "@", Type: "TXT", TTL: 300, Value: `"` + strings.Repeat("v", 200) + `"`})
-	if err := st.PutZone(ctx, store.Zone{Domain: "acme.dev", OrgID: "org_1", Serial: 7, Records: dnsserver.EncodeRecords(recs), UpdatedAt: time.Now()}); err != nil {
+	if err := st.Domains().PutZone(ctx, store.Zone{Domain: "acme.dev", OrgID: "org_1", Serial: 7, Records: dnsserver.EncodeRecords(recs), UpdatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	s := dnsserver.NewWithLimits(st, slog.New(slog.DiscardHandler), l, secondaries)

@@ -203,7 +203,7 @@ func (e *Edge) siteFor(ctx context.Context, host string) (*site, error) {
 	}
 	v, err, _ := e.loads.Do("site\x00"+host, func() (any, error) {
 		ctx := context.WithoutCancel(ctx)
-		svc, err := e.store.ServiceByHost(ctx, host)
+		svc, err := e.store.Services().ByHost(ctx, host)
 		if errors.Is(err, store.ErrNotFound) {
 			e.sites.Delete(host)
 			e.missing.Put(host, time.Now())
@@ -233,7 +233,7 @@ func (e *Edge) siteFor(ctx context.Context, host string) (*site, error) {
 }
 
 func (e *Edge) build(ctx context.Context, svc store.Service) (*site, error) {
-	b, err := e.store.GetBundle(ctx, svc.OrgID, svc.BundleID)
+	b, err := e.store.Bundles().Get(ctx, svc.OrgID, svc.BundleID)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ func (e *Edge) body(ctx context.Context, f *file) (*blob, error) {
 		return b, nil
 	}
 	v, err, _ := e.loads.Do("blob\x00"+f.sha, func() (any, error) {
-		data, err := e.store.Blob(context.WithoutCancel(ctx), f.sha)
+		data, err := e.store.Bundles().Blob(context.WithoutCancel(ctx), f.sha)
 		if err != nil {
 			return nil, err
 		}

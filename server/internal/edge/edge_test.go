@@ -40,7 +40,7 @@ func sites(t *testing.T, databaseURL string, files map[string][]byte, hosts ...s
 	for p, data := range files {
 		sum := sha256.Sum256(data)
 		sha := hex.EncodeToString(sum[:])
-		if err := st.PutBlob(ctx, sha, data, now); err != nil {
+		if err := st.Bundles().PutBlob(ctx, sha, data, now); err != nil {
 			t.Fatal(err)
 		}
 		manifest = append(manifest, File{Path: p, SHA256: sha, Size: int64(len(data))})
@@ -48,21 +48,21 @@ func sites(t *testing.T, databaseURL string, files map[string][]byte, hosts ...s
 	mj, _ := json.Marshal(manifest)
 	for i, host := range hosts {
 		org, prj, bnd, svc := fmt.Sprintf("org_%d", i), fmt.Sprintf("prj_%d", i), fmt.Sprintf("bnd_%d", i), fmt.Sprintf("svc_%d", i)
-		if _, err := st.CreateOrganization(ctx, org, "org", now); err != nil {
+		if _, err := st.Accounts().CreateOrganization(ctx, org, "org", now); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := st.PutBundle(ctx, store.Bundle{ID: bnd, OrgID: org, SHA256: "x", FileCount: len(manifest), Manifest: string(mj), CreatedAt: now}); err != nil {
+		if _, _, err := st.Bundles().Put(ctx, store.Bundle{ID: bnd, OrgID: org, SHA256: "x", FileCount: len(manifest), Manifest: string(mj), CreatedAt: now}); err != nil {
 			t.Fatal(err)
 		}
 		err = st.InTx(ctx, func(tx *store.Tx) error {
-			if err := tx.CreateProject(ctx, store.Project{ID: prj, OrgID: org, Name: "p", Policy: "{}", CreatedAt: now}); err != nil {
+			if err := tx.Projects().Create(ctx, store.Project{ID: prj, OrgID: org, Name: "p", Policy: "{}", CreatedAt: now}); err != nil {
 				return err
 			}
-			if err := tx.InsertService(ctx, store.Service{ID: svc, OrgID: org, ProjectID: prj, Name: "site", Target: "edge",
+			if err := tx.Services().Insert(ctx, store.Service{ID: svc, OrgID: org, ProjectID: prj, Name: "site", Target: "edge",
 				PreviewHost: host, BundleID: bnd, State: "live", TaskID: "tsk_" + svc, CreatedAt: now, UpdatedAt: now}); err != nil {
 				return err
 			}
-			return tx.ClaimHost(ctx, host, svc, org, now)
+			return tx.Services().ClaimHost(ctx, host, svc, org, now)
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -71,12 +71,12 @@ func countingServer(t *testing.T, st *store.Store, now func() time.Time) (*httpt
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
-	o, err := st.CreateOrganization(context.Background(), auth.ID("org"), "t", now())
+	o, err := st.Accounts().CreateOrganization(context.Background(), auth.ID("org"), "t", now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	secret, hash := auth.NewKey()
-	if err := st.CreateAPIKey(context.Background(), store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "t", Scopes: []string{"quote"}, CreatedAt: now()}, hash); err != nil {
+	if err := st.Keys().Create(context.Background(), store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "t", Scopes: []string{"quote"}, CreatedAt: now()}, hash); err != nil {
 		t.Fatal(err)
 	}
 	return srv, secret, &count
@@ -208,7 +208,7 @@ func TestIdempotencyRules(t *testing.T) {
 		if count.Load() != 3 {
 			t.Fatalf("count %d", count.Load())
 		}
-		if n, err := st.PurgeIdempotency(context.Background(), clock().Add(25*time.Hour)); err != nil || n == 0 {
+		if n, err := st.Idempotency().Purge(context.Background(), clock().Add(25*time.Hour)); err != nil || n == 0 {
 			t.Fatalf("purge: %d %v", n, err)
 		}
 	})
@@ -219,20 +219,20 @@ func TestIdempotencyInFlightLeaseTakeover(t *testing.T) {
 		ctx := context.Background()
 		now := time.Now()
 		claim := store.IdempotencyClaim{Principal: "key:x", Key: "k", Operation: "create_quote", RequestHash: "h"}
-		if o, _, err := st.BeginIdempotent(ctx, claim, now, time.Minute, 24*time.Hour); err != nil || o != store.IdempotencyAcquired {
+		if o, _, err := st.Idempotency().Begin(ctx, claim, now, time.Minute, 24*time.Hour); err != nil || o != store.IdempotencyAcquired {
 			t.Fatalf("first: %v %v", o, err)
 		}
-		if o, _, _ := st.BeginIdempotent(ctx, claim, now.Add(time.Second), time.Minute, 24*time.Hour); o != store.IdempotencyInFlight {
+		if o, _, _ := st.Idempotency().Begin(ctx, claim, now.Add(time.Second), time.Minute, 24*time.Hour); o != store.IdempotencyInFlight {
 			t.Fatalf("second: %v", o)
 		}
 		// The holder died: after its lease, the claim can be taken over.
-		if o, _, _ := st.BeginIdempotent(ctx, claim, now.Add(2*time.Minute), time.Minute, 24*time.Hour); o != store.IdempotencyAcquired {
+		if o, _, _ := st.Idempotency().Begin(ctx, claim, now.Add(2*time.Minute), time.Minute, 24*time.Hour); o != store.IdempotencyAcquired {
 			t.Fatalf("takeover: %v", o)
 		}
-		if err := st.CompleteIdempotent(ctx, claim, store.StoredResponse{Status: 201, ContentType: "application/json", Body: []byte(`{"a":1}`)}); err != nil {
+		if err := st.Idempotency().Complete(ctx, claim, store.StoredResponse{Status: 201, ContentType: "application/json", Body: []byte(`{"a":1}`)}); err != nil {
 			t.Fatal(err)
 		}
-		o, stored, _ := st.BeginIdempotent(ctx, claim, now.Add(3*time.Minute), time.Minute, 24*time.Hour)
+		o, stored, _ := st.Idempotency().Begin(ctx, claim, now.Add(3*time.Minute), time.Minute, 24*time.Hour)
 		if o != store.IdempotencyReplay || stored.Status != 201 || string(stored.Body) != `{"a":1}` {
 			t.Fatalf("replay: %v %+v", o, stored)
 		}

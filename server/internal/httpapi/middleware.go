@@ -309,7 +309,7 @@ func (h *Handler) agent(ctx context.Context, header string) (*auth.Principal, er
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, auth.KeyPrefix) {
 		return nil, h.unauthorized("auth:invalid_credentials", "the Authorization header must be Bearer agk_… (an API key) or an OAuth access token")
 	}
-	k, err := h.cfg.Store.APIKeyByHash(ctx, auth.HashKey(token))
+	k, err := h.cfg.Store.Keys().ByHash(ctx, auth.HashKey(token))
 	if errors.Is(err, store.ErrNotFound) || err == nil && k.RevokedAt != nil {
 		return nil, h.unauthorized("auth:invalid_credentials", "the API key is unknown or revoked")
 	}
@@ -465,7 +465,7 @@ func requestHash(r *http.Request, body []byte) string {
 func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op sdk.Operation, p *auth.Principal, key string, body []byte) {
 	ctx := r.Context()
 	claim := store.IdempotencyClaim{Principal: p.Caller, Key: key, Operation: op.ID, RequestHash: requestHash(r, body)}
-	outcome, stored, err := h.cfg.Store.BeginIdempotent(ctx, claim, h.cfg.Now(), h.cfg.IdempotencyLease, h.cfg.IdempotencyTTL)
+	outcome, stored, err := h.cfg.Store.Idempotency().Begin(ctx, claim, h.cfg.Now(), h.cfg.IdempotencyLease, h.cfg.IdempotencyTTL)
 	if err != nil {
 		WriteError(w, r, h.cfg.Log, apierr.Internal(err))
 		return
@@ -496,19 +496,19 @@ func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op sdk.Oper
 	done := false
 	defer func() {
 		if !done {
-			h.cfg.Store.AbandonIdempotent(bg, claim)
+			h.cfg.Store.Idempotency().Abandon(bg, claim)
 		}
 	}()
 	h.inner.ServeHTTP(rec, r)
 	done = true
 
 	if keep(rec) {
-		if err := h.cfg.Store.CompleteIdempotent(bg, claim, store.StoredResponse{
+		if err := h.cfg.Store.Idempotency().Complete(bg, claim, store.StoredResponse{
 			Status: rec.status, ContentType: rec.header.Get("Content-Type"), Body: rec.body.Bytes(),
 		}); err != nil {
 			h.cfg.Log.ErrorContext(ctx, "storing idempotent response", "op", op.ID, "err", err)
 		}
-	} else if err := h.cfg.Store.AbandonIdempotent(bg, claim); err != nil {
+	} else if err := h.cfg.Store.Idempotency().Abandon(bg, claim); err != nil {
 		h.cfg.Log.ErrorContext(ctx, "releasing idempotency key", "op", op.ID, "err", err)
 	}
 	for k, vs := range rec.header {

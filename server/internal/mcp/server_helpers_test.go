@@ -57,12 +57,12 @@ func (w testWriter) Write(b []byte) (int, error) {
 func newKey(t *testing.T, st *store.Store, scopes ...string) string {
 	t.Helper()
 	ctx := context.Background()
-	o, err := st.CreateOrganization(ctx, auth.ID("org"), "test", time.Now())
+	o, err := st.Accounts().CreateOrganization(ctx, auth.ID("org"), "test", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	secret, hash := auth.NewKey()
-	if err := st.CreateAPIKey(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "t", Scopes: scopes, CreatedAt: time.Now()}, hash); err != nil {
+	if err := st.Keys().Create(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "t", Scopes: scopes, CreatedAt: time.Now()}, hash); err != nil {
 		t.Fatal(err)
 	}
 	return secret

@@ -162,7 +162,7 @@ func (s *Server) Register(ctx context.Context, m ClientMetadata) (ClientInformat
 	}
 	now := s.cfg.Now().UTC()
 	c := store.OAuthClient{ID: auth.ID("pcl"), Name: name, RedirectURIs: m.RedirectURIs, CreatedAt: now}
-	if err := s.cfg.Store.CreateOAuthClient(ctx, c); err != nil {
+	if err := s.cfg.Store.OAuth().CreateClient(ctx, c); err != nil {
 		return ClientInformation{}, err
 	}
 	return ClientInformation{
@@ -260,7 +260,7 @@ func (s *Server) Authorize(ctx context.Context, q url.Values) (string, error) {
 	if clientID == "" {
 		return "", oauthError(400, "invalid_request", "the request names no client_id")
 	}
-	c, err := s.cfg.Store.GetOAuthClient(ctx, clientID)
+	c, err := s.cfg.Store.OAuth().Client(ctx, clientID)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", oauthError(400, "invalid_client", "no client is registered as %s", clientID)
 	}
@@ -320,7 +320,7 @@ func (s *Server) Authorize(ctx context.Context, q url.Values) (string, error) {
 	now := s.cfg.Now().UTC()
 	a := store.OAuthAuthorization{ID: auth.Token(24), ClientID: c.ID, RedirectURI: redirect, Scopes: scopes, ClientState: state,
 		CodeChallenge: challenge, Resource: resource, CreatedAt: now, ExpiresAt: now.Add(RequestTTL)}
-	if err := s.cfg.Store.CreateOAuthAuthorization(ctx, a); err != nil {
+	if err := s.cfg.Store.OAuth().CreateAuthorization(ctx, a); err != nil {
 		return "", err
 	}
 	return a.ID, nil
@@ -365,7 +365,7 @@ type Pending struct {
 // PendingAuthorization reads a request awaiting consent. A request that is
 // unknown, decided or expired is an apierr for the human pages.
 func (s *Server) PendingAuthorization(ctx context.Context, id string) (Pending, error) {
-	a, err := s.cfg.Store.GetOAuthAuthorization(ctx, id)
+	a, err := s.cfg.Store.OAuth().Authorization(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return Pending{}, apierr.New("not_found:resource", "There is no such sign-in request.")
 	}
@@ -378,7 +378,7 @@ func (s *Server) PendingAuthorization(ctx context.Context, id string) (Pending, 
 	if !s.cfg.Now().Before(a.ExpiresAt) {
 		return Pending{}, apierr.New("conflict:expired", "This sign-in request expired. Start again from the application.")
 	}
-	c, err := s.cfg.Store.GetOAuthClient(ctx, a.ClientID)
+	c, err := s.cfg.Store.OAuth().Client(ctx, a.ClientID)
 	if err != nil {
 		return Pending{}, err
 	}
@@ -395,7 +395,7 @@ func (s *Server) Decide(ctx context.Context, id, orgID, humanID string, approve 
 	var redirect string
 	err := s.cfg.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.cfg.Now().UTC()
-		a, err := tx.LockOAuthAuthorization(ctx, id)
+		a, err := tx.OAuth().LockAuthorization(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return apierr.New("not_found:resource", "There is no such sign-in request.")
 		}
@@ -410,11 +410,11 @@ func (s *Server) Decide(ctx context.Context, id, orgID, humanID string, approve 
 		}
 		actor := "human:" + humanID
 		if !approve {
-			if err := tx.DenyOAuthAuthorization(ctx, id, now); err != nil {
+			if err := tx.OAuth().DenyAuthorization(ctx, id, now); err != nil {
 				return err
 			}
 			redirect = s.callback(a.RedirectURI, url.Values{"error": {"access_denied"}, "error_description": {"the person declined"}}, a.ClientState)
-			_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: orgID, Actor: actor, Action: "deny_oauth_client", ObjectType: "oauth_client", ObjectID: a.ClientID}, now)
+			_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: orgID, Actor: actor, Action: "deny_oauth_client", ObjectType: "oauth_client", ObjectID: a.ClientID}, now)
 			return err
 		}
 		if len(scopes) == 0 {
@@ -426,15 +426,15 @@ func (s *Server) Decide(ctx context.Context, id, orgID, humanID string, approve 
 			}
 		}
 		g := store.OAuthGrant{ID: auth.ID("oag"), ClientID: a.ClientID, OrgID: orgID, HumanID: humanID, Scopes: scopes, Resource: a.Resource, CreatedAt: now}
-		if err := tx.CreateOAuthGrant(ctx, g); err != nil {
+		if err := tx.OAuth().CreateGrant(ctx, g); err != nil {
 			return err
 		}
 		code := auth.Token(32)
-		if err := tx.ApproveOAuthAuthorization(ctx, id, g.ID, hash(code), now.Add(CodeTTL), now); err != nil {
+		if err := tx.OAuth().ApproveAuthorization(ctx, id, g.ID, hash(code), now.Add(CodeTTL), now); err != nil {
 			return err
 		}
 		redirect = s.callback(a.RedirectURI, url.Values{"code": {code}}, a.ClientState)
-		_, err = tx.AppendLedger(ctx, store.LedgerRecord{OrgID: orgID, Actor: actor, Action: "authorize_oauth_client", ObjectType: "oauth_grant", ObjectID: g.ID,
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: orgID, Actor: actor, Action: "authorize_oauth_client", ObjectType: "oauth_grant", ObjectID: g.ID,
 			Details: map[string]any{"clientId": a.ClientID, "scopes": scopes, "resource": a.Resource}}, now)
 		return err
 	})
@@ -460,7 +460,7 @@ func (s *Server) Token(ctx context.Context, form url.Values) (TokenResponse, err
 	if clientID == "" {
 		return TokenResponse{}, oauthError(401, "invalid_client", "send client_id: every client is public and authenticates by it alone")
 	}
-	if _, err := s.cfg.Store.GetOAuthClient(ctx, clientID); errors.Is(err, store.ErrNotFound) {
+	if _, err := s.cfg.Store.OAuth().Client(ctx, clientID); errors.Is(err, store.ErrNotFound) {
 		return TokenResponse{}, oauthError(401, "invalid_client", "no client is registered as %s", clientID)
 	} else if err != nil {
 		return TokenResponse{}, err
@@ -491,7 +491,7 @@ func (s *Server) exchangeCode(ctx context.Context, clientID string, form url.Val
 	var refusal *Error
 	err := s.cfg.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.cfg.Now().UTC()
-		a, err := tx.LockOAuthAuthorizationByCode(ctx, hash(code))
+		a, err := tx.OAuth().LockAuthorizationByCode(ctx, hash(code))
 		if errors.Is(err, store.ErrNotFound) {
 			refusal = oauthError(400, "invalid_grant", "the code is unknown")
 			return nil
@@ -505,16 +505,16 @@ func (s *Server) exchangeCode(ctx context.Context, clientID string, form url.Val
 		}
 		if a.Status == "exchanged" {
 			// A code used twice was stolen or replayed: end what it bought.
-			revoked, err := tx.RevokeOAuthGrant(ctx, a.GrantID, "code_replayed", now)
+			revoked, err := tx.OAuth().RevokeGrant(ctx, a.GrantID, "code_replayed", now)
 			if err != nil {
 				return err
 			}
 			if revoked {
-				g, err := tx.GetOAuthGrant(ctx, a.GrantID)
+				g, err := tx.OAuth().Grant(ctx, a.GrantID)
 				if err != nil {
 					return err
 				}
-				if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: g.OrgID, Actor: "system", Action: "revoke_oauth_grant", ObjectType: "oauth_grant", ObjectID: g.ID,
+				if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: g.OrgID, Actor: "system", Action: "revoke_oauth_grant", ObjectType: "oauth_grant", ObjectID: g.ID,
 					Details: map[string]any{"reason": "code_replayed"}}, now); err != nil {
 					return err
 				}
@@ -534,10 +534,10 @@ func (s *Server) exchangeCode(ctx context.Context, clientID string, form url.Val
 			refusal = oauthError(400, "invalid_grant", "code_verifier does not match the code_challenge")
 			return nil
 		}
-		if err := tx.SpendOAuthCode(ctx, a.ID); err != nil {
+		if err := tx.OAuth().SpendCode(ctx, a.ID); err != nil {
 			return err
 		}
-		grant, err := tx.GetOAuthGrant(ctx, a.GrantID)
+		grant, err := tx.OAuth().Grant(ctx, a.GrantID)
 		if err != nil {
 			return err
 		}
@@ -572,10 +572,10 @@ func verifierMatches(verifier, challenge string) bool {
 func (s *Server) issue(ctx context.Context, tx *store.Tx, g store.OAuthGrant, scopes []string, now time.Time) (TokenResponse, error) {
 	access := AccessTokenPrefix + auth.Token(32)
 	refresh := RefreshTokenPrefix + auth.Token(32)
-	if err := tx.CreateOAuthToken(ctx, hash(access), g.ID, "access", scopes, now, now.Add(AccessTTL)); err != nil {
+	if err := tx.OAuth().CreateToken(ctx, hash(access), g.ID, "access", scopes, now, now.Add(AccessTTL)); err != nil {
 		return TokenResponse{}, err
 	}
-	if err := tx.CreateOAuthToken(ctx, hash(refresh), g.ID, "refresh", g.Scopes, now, now.Add(RefreshTTL)); err != nil {
+	if err := tx.OAuth().CreateToken(ctx, hash(refresh), g.ID, "refresh", g.Scopes, now, now.Add(RefreshTTL)); err != nil {
 		return TokenResponse{}, err
 	}
 	return TokenResponse{AccessToken: access, TokenType: "Bearer", ExpiresIn: int64(AccessTTL / time.Second),
@@ -591,7 +591,7 @@ func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) 
 	var refusal *Error
 	err := s.cfg.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.cfg.Now().UTC()
-		t, err := tx.LockOAuthToken(ctx, hash(secret))
+		t, err := tx.OAuth().LockToken(ctx, hash(secret))
 		if errors.Is(err, store.ErrNotFound) || err == nil && t.Kind != "refresh" {
 			refusal = oauthError(400, "invalid_grant", "the refresh token is unknown")
 			return nil
@@ -610,10 +610,10 @@ func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) 
 		if t.RotatedAt != nil {
 			// Rotated tokens are spent: a second use means two parties
 			// hold it. Revoke the whole family.
-			if _, err := tx.RevokeOAuthGrant(ctx, t.GrantID, "refresh_token_replayed", now); err != nil {
+			if _, err := tx.OAuth().RevokeGrant(ctx, t.GrantID, "refresh_token_replayed", now); err != nil {
 				return err
 			}
-			if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: t.Grant.OrgID, Actor: "system", Action: "revoke_oauth_grant", ObjectType: "oauth_grant", ObjectID: t.GrantID,
+			if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: t.Grant.OrgID, Actor: "system", Action: "revoke_oauth_grant", ObjectType: "oauth_grant", ObjectID: t.GrantID,
 				Details: map[string]any{"reason": "refresh_token_replayed"}}, now); err != nil {
 				return err
 			}
@@ -641,7 +641,7 @@ func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) 
 				scopes = asked
 			}
 		}
-		if err := tx.RotateOAuthToken(ctx, hash(secret), now); err != nil {
+		if err := tx.OAuth().RotateToken(ctx, hash(secret), now); err != nil {
 			return err
 		}
 		resp, err = s.issue(ctx, tx, t.Grant, scopes, now)
@@ -669,7 +669,7 @@ func (s *Server) Revoke(ctx context.Context, form url.Values) error {
 	}
 	return s.cfg.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.cfg.Now().UTC()
-		t, err := tx.LockOAuthToken(ctx, hash(secret))
+		t, err := tx.OAuth().LockToken(ctx, hash(secret))
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
@@ -680,13 +680,13 @@ func (s *Server) Revoke(ctx context.Context, form url.Values) error {
 			return oauthError(400, "unauthorized_client", "the token was issued to another client")
 		}
 		if t.Kind == "access" {
-			return tx.RevokeOAuthToken(ctx, hash(secret), now)
+			return tx.OAuth().RevokeToken(ctx, hash(secret), now)
 		}
-		revoked, err := tx.RevokeOAuthGrant(ctx, t.GrantID, "revoked_by_client", now)
+		revoked, err := tx.OAuth().RevokeGrant(ctx, t.GrantID, "revoked_by_client", now)
 		if err != nil || !revoked {
 			return err
 		}
-		_, err = tx.AppendLedger(ctx, store.LedgerRecord{OrgID: t.Grant.OrgID, Actor: "oauth:" + t.GrantID, Action: "revoke_oauth_grant", ObjectType: "oauth_grant", ObjectID: t.GrantID,
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: t.Grant.OrgID, Actor: "oauth:" + t.GrantID, Action: "revoke_oauth_grant", ObjectType: "oauth_grant", ObjectID: t.GrantID,
 			Details: map[string]any{"reason": "revoked_by_client"}}, now)
 		return err
 	})
@@ -705,7 +705,7 @@ func (s *Server) Authenticate(ctx context.Context, token string) (*auth.Principa
 	if !strings.HasPrefix(token, AccessTokenPrefix) {
 		return nil, fmt.Errorf("%w: not an access token", ErrInvalidToken)
 	}
-	t, err := s.cfg.Store.OAuthTokenByHash(ctx, hash(token))
+	t, err := s.cfg.Store.OAuth().TokenByHash(ctx, hash(token))
 	if errors.Is(err, store.ErrNotFound) || err == nil && t.Kind != "access" {
 		return nil, fmt.Errorf("%w: unknown", ErrInvalidToken)
 	}

@@ -81,7 +81,7 @@ func start(t *testing.T, databaseURL string) *env {
 
 	e := &env{Server: s, base: s.BaseURL(), clock: c}
 	svc, st := s.Service(), s.Store()
-	if e.org, err = st.CreateOrganization(ctx, auth.ID("org"), "Lovelace & Co", c.Now()); err != nil {
+	if e.org, err = st.Accounts().CreateOrganization(ctx, auth.ID("org"), "Lovelace & Co", c.Now()); err != nil {
 		t.Fatal(err)
 	}
 	p, err := svc.CreateProject(ctx, service.NewProject{OrgID: e.org.ID, Name: "engine", LimitMicro: 50_000_000, Policy: service.DefaultPolicy(), CreatedBy: "system"})
@@ -90,7 +90,7 @@ func start(t *testing.T, databaseURL string) *env {
 	}
 	e.project = p.ID
 	e.human = store.Human{ID: auth.ID("hum"), OrgID: e.org.ID, Kind: "person", Name: "Ada", Email: "ada@example.test", CreatedAt: c.Now()}
-	if err := st.InTx(ctx, func(tx *store.Tx) error { return tx.CreateHuman(ctx, e.human) }); err != nil {
+	if err := st.InTx(ctx, func(tx *store.Tx) error { return tx.Accounts().CreateHuman(ctx, e.human) }); err != nil {
 		t.Fatal(err)
 	}
 	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -455,7 +455,7 @@ func TestAuthorizationCodeFlow(t *testing.T) {
 		}
 
 		// The organisation's chain records the consent and the revocation.
-		entries, err := e.Store().LedgerEntries(ctx, e.org.ID, 0, 1000)
+		entries, err := e.Store().Ledger().Entries(ctx, e.org.ID, 0, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -738,7 +738,7 @@ func TestTokenIsNeverAHuman(t *testing.T) {
 	}
 	// The request is still pending: nothing above decided it.
 	id := consent[strings.LastIndex(consent, "/")+1:]
-	a, err := e.Store().GetOAuthAuthorization(ctx, id)
+	a, err := e.Store().OAuth().Authorization(ctx, id)
 	if err != nil || a.Status != "pending" {
 		t.Fatalf("authorization %v %v", a.Status, err)
 	}

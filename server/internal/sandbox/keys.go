@@ -52,7 +52,7 @@ func LoadKeys(ctx context.Context, st *store.Store, dataDir string, now time.Tim
 }
 
 func dbKey(ctx context.Context, st *store.Store, name string, now time.Time) (*sandboxproof.SigningKey, error) {
-	jwk, err := st.SandboxKey(ctx, name)
+	jwk, err := st.SandboxReleases().Key(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		k, gerr := sandboxproof.GenerateSigningKey()
 		if gerr != nil {
@@ -62,11 +62,11 @@ func dbKey(ctx context.Context, st *store.Store, name string, now time.Time) (*s
 		if gerr != nil {
 			return nil, gerr
 		}
-		if err := st.PutSandboxKeyIfAbsent(ctx, name, string(b), now); err != nil {
+		if err := st.SandboxReleases().PutKeyIfAbsent(ctx, name, string(b), now); err != nil {
 			return nil, err
 		}
 		// Read back: a replica that raced us may have won.
-		jwk, err = st.SandboxKey(ctx, name)
+		jwk, err = st.SandboxReleases().Key(ctx, name)
 	}
 	if err != nil {
 		return nil, err

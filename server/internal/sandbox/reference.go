@@ -92,7 +92,7 @@ func (s *Service) ReferenceFile(ctx context.Context, path string) (File, error) 
 // so a release published by another process or replica is served at once;
 // the release itself is cached, since a release never changes.
 func (s *Service) current(ctx context.Context) (*release, error) {
-	id, err := s.st.CurrentSandboxRelease(ctx)
+	id, err := s.st.SandboxReleases().Current(ctx)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -105,7 +105,7 @@ func (s *Service) current(ctx context.Context) (*release, error) {
 	if cached != nil && cached.id == id {
 		return cached, nil
 	}
-	r, err := s.st.GetSandboxRelease(ctx, id)
+	r, err := s.st.SandboxReleases().Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -220,16 +220,16 @@ func (s *Service) PublishReference(ctx context.Context, opts PublishOptions) (*P
 		want[path] = f.SHA256
 		files = append(files, store.SandboxReleaseFile{Path: path, ContentType: f.ContentType, SHA256: f.SHA256, Body: body})
 	}
-	if err := s.st.WriteSandboxRelease(ctx, store.SandboxRelease{ID: id, ProofID: proofID, Manifest: manifest, CreatedAt: now, Files: files}); err != nil {
+	if err := s.st.SandboxReleases().Write(ctx, store.SandboxRelease{ID: id, ProofID: proofID, Manifest: manifest, CreatedAt: now, Files: files}); err != nil {
 		return nil, err
 	}
-	current, err := s.st.PublishSandboxRelease(ctx, id, want, opts.Replace, now)
+	current, err := s.st.SandboxReleases().Publish(ctx, id, want, opts.Replace, now)
 	if err != nil {
 		return nil, err
 	}
 	if current != id {
 		// Another process published first; theirs stands, ours goes.
-		if err := s.st.DeleteSandboxRelease(ctx, id); err != nil {
+		if err := s.st.SandboxReleases().Delete(ctx, id); err != nil {
 			s.log.Warn("dropping an unpublished reference release", "release", id, "err", err)
 		}
 		return s.PublishReference(ctx, PublishOptions{})
@@ -310,7 +310,7 @@ func (s *Service) runReferenceSession(ctx context.Context) (string, []byte, erro
 	if decided.ProofID == "" {
 		return "", nil, errors.New("the session was not proven")
 	}
-	proof, err := s.st.SandboxProof(ctx, decided.ProofID)
+	proof, err := s.st.Sandbox().Proof(ctx, decided.ProofID)
 	return decided.ProofID, proof, err
 }
 

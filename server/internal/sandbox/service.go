@@ -110,7 +110,7 @@ func (s *Service) createSession(ctx context.Context, reference bool) (*Created, 
 		ID: id, CapabilityHash: auth.HashKey(capability), RegistrationHash: auth.HashKey(registration), Reference: reference,
 		CreatedAt: s.now().UTC().Truncate(time.Microsecond),
 	}
-	if err := s.st.CreateSandboxSession(ctx, sess); err != nil {
+	if err := s.st.Sandbox().CreateSession(ctx, sess); err != nil {
 		return nil, apierr.Internal(err)
 	}
 	l := s.links()
@@ -131,11 +131,11 @@ func (s *Service) Session(ctx context.Context, id string) (sdk.SandboxSession, [
 	if err != nil {
 		return sdk.SandboxSession{}, nil, err
 	}
-	attempts, err := s.st.SandboxAttempts(ctx, id)
+	attempts, err := s.st.Sandbox().Attempts(ctx, id)
 	if err != nil {
 		return sdk.SandboxSession{}, nil, apierr.Internal(err)
 	}
-	gates, err := s.st.SandboxGates(ctx, id)
+	gates, err := s.st.Sandbox().Gates(ctx, id)
 	if err != nil {
 		return sdk.SandboxSession{}, nil, apierr.Internal(err)
 	}
@@ -161,7 +161,7 @@ func (s *Service) Session(ctx context.Context, id string) (sdk.SandboxSession, [
 }
 
 func (s *Service) session(ctx context.Context, id string) (store.SandboxSession, error) {
-	sess, err := s.st.GetSandboxSession(ctx, id)
+	sess, err := s.st.Sandbox().Session(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return sess, notFound("no sandbox session " + id)
 	}
@@ -214,7 +214,7 @@ func (s *Service) RegisterMandate(ctx context.Context, id, jws, registrationSecr
 	sess.IssuerKID = m.Audience
 	sess.MandateExpiresAt = m.ExpiresAt
 	sess.BudgetMicro = sandboxproof.MandateAmountMicroUSD
-	ok, err := s.st.RegisterSandboxMandate(ctx, sess)
+	ok, err := s.st.Sandbox().RegisterMandate(ctx, sess)
 	if err != nil {
 		return nil, apierr.Internal(err)
 	}
@@ -269,7 +269,7 @@ func (s *Service) Attempt(ctx context.Context, id, authorization, scenario strin
 	}
 	l := s.links()
 	res := &AttemptResult{SessionID: id, Amount: amount}
-	err = s.st.InSandboxSession(ctx, id, func(tx *store.SandboxTx, sess *store.SandboxSession) error {
+	err = s.st.Sandbox().InSession(ctx, id, func(tx *store.SandboxTx, sess *store.SandboxSession) error {
 		now := s.now().UTC()
 		switch {
 		case sess.MandateJWS == "":
@@ -385,7 +385,7 @@ func (s *Service) Decide(ctx context.Context, id, gateID, jws string) (*Decision
 	if err != nil {
 		return nil, err
 	}
-	g, err := s.st.GetSandboxGate(ctx, id, gateID)
+	g, err := s.st.Sandbox().Gate(ctx, id, gateID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("no gate " + gateID + " in sandbox session " + id)
 	}
@@ -403,7 +403,7 @@ func (s *Service) Decide(ctx context.Context, id, gateID, jws string) (*Decision
 		return nil, signedError(err, "decision", asActions(l.readSession(id)))
 	}
 	res := &DecisionResult{SessionID: id}
-	err = s.st.InSandboxSession(ctx, id, func(tx *store.SandboxTx, sess *store.SandboxSession) error {
+	err = s.st.Sandbox().InSession(ctx, id, func(tx *store.SandboxTx, sess *store.SandboxSession) error {
 		now := s.now().UTC()
 		g.DecisionJWS = d.JWS
 		g.DecisionSHA256 = sandboxproof.SHA256Hex([]byte(d.JWS))
@@ -537,7 +537,7 @@ func (s *Service) mintIfReady(ctx context.Context, tx *store.SandboxTx, sess *st
 
 // Proof returns a minted proof exactly as signed.
 func (s *Service) Proof(ctx context.Context, proofID string) ([]byte, []sdk.Action, error) {
-	proof, err := s.st.SandboxProof(ctx, proofID)
+	proof, err := s.st.Sandbox().Proof(ctx, proofID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, notFound("no sandbox proof " + proofID)
 	}

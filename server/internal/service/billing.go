@@ -45,23 +45,23 @@ func (s *Service) openBillingSetup(ctx context.Context, tx *store.Tx, orgID, rea
 	secret := auth.Token(32)
 	b := store.BillingSetup{ID: auth.ID("bss"), OrgID: orgID, SecretHash: auth.HashKey(secret), Reason: reason, SignupID: signupID,
 		State: "pending", CreatedAt: now.UTC(), ExpiresAt: now.Add(BillingSetupTTL).UTC().Truncate(time.Second)}
-	if err := tx.CreateBillingSetup(ctx, b); err != nil {
+	if err := tx.Onboarding().CreateBillingSetup(ctx, b); err != nil {
 		return b, "", err
 	}
-	_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: orgID, Actor: actor, Action: "open_billing_setup", ObjectType: "billing_setup", ObjectID: b.ID,
+	_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: orgID, Actor: actor, Action: "open_billing_setup", ObjectType: "billing_setup", ObjectID: b.ID,
 		Details: map[string]any{"reason": reason, "expiresAt": b.ExpiresAt.Format(time.RFC3339)}}, now)
 	return b, secret, err
 }
 
 // orgRemaining is what the organisation's projects have left to spend.
 func (s *Service) orgRemaining(ctx context.Context, orgID string) (int64, error) {
-	ps, err := s.Store.ListProjects(ctx, orgID)
+	ps, err := s.Store.Projects().List(ctx, orgID)
 	if err != nil {
 		return 0, err
 	}
 	var left int64
 	for _, p := range ps {
-		holds, err := s.Store.ActiveHolds(ctx, p.ID, s.Now())
+		holds, err := s.Store.Quotes().ActiveHolds(ctx, p.ID, s.Now())
 		if err != nil {
 			return 0, err
 		}
@@ -89,7 +89,7 @@ func (s *Service) CreateBillingSetupLink(ctx context.Context, p *auth.Principal,
 	if reason == "" {
 		// Say why, from the account's state: no card yet, an expired one,
 		// or a working card being replaced.
-		pm, err := s.Store.ActivePaymentMethod(ctx, p.OrgID)
+		pm, err := s.Store.Onboarding().ActivePaymentMethod(ctx, p.OrgID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			reason = "scratch_account"
@@ -129,7 +129,7 @@ func (s *Service) CreateBillingSetupLink(ctx context.Context, p *auth.Principal,
 // bound to the flow's secret: another organisation, an unknown flow and a
 // wrong secret get the same answer.
 func (s *Service) PollBilling(ctx context.Context, p *auth.Principal, req sdk.BillingPollRequest) (*sdk.BillingPollResult, []sdk.Action, error) {
-	b, err := s.Store.GetBillingSetup(ctx, p.OrgID, req.SetupSessionId)
+	b, err := s.Store.Onboarding().BillingSetup(ctx, p.OrgID, req.SetupSessionId)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Internal(err)
 	}
@@ -171,7 +171,7 @@ func setupNotFound(id string) *apierr.Error {
 
 // CardSetupFor reads a card flow of the human's organisation.
 func (s *Service) CardSetupFor(ctx context.Context, h Human, id string) (CardSetup, error) {
-	b, err := s.Store.GetBillingSetup(ctx, h.OrgID, id)
+	b, err := s.Store.Onboarding().BillingSetup(ctx, h.OrgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return CardSetup{}, setupNotFound(id)
 	}
@@ -180,7 +180,7 @@ func (s *Service) CardSetupFor(ctx context.Context, h Human, id string) (CardSet
 	}
 	cs := CardSetup{ID: b.ID, Reason: b.Reason, State: b.State, DeclineCode: b.DeclineCode, ForSignup: b.SignupID != "", ExpiresAt: b.ExpiresAt,
 		Expired: b.State != "complete" && !s.Now().Before(b.ExpiresAt)}
-	if pm, err := s.Store.ActivePaymentMethod(ctx, h.OrgID); err == nil {
+	if pm, err := s.Store.Onboarding().ActivePaymentMethod(ctx, h.OrgID); err == nil {
 		cs.Card = &pm
 	}
 	return cs, nil
@@ -196,7 +196,7 @@ func (s *Service) SubmitCard(ctx context.Context, h Human, id string, card payme
 	var decline *payments.Decline
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
-		b, err := tx.LockBillingSetup(ctx, h.OrgID, id)
+		b, err := tx.Onboarding().LockBillingSetup(ctx, h.OrgID, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return setupNotFound(id)
 		}
@@ -211,10 +211,10 @@ func (s *Service) SubmitCard(ctx context.Context, h Human, id string, card payme
 		}
 		m, err := payments.Authorize(card, now)
 		if errors.As(err, &decline) {
-			if err := tx.DeclineBillingSetup(ctx, b.ID, decline.Code); err != nil {
+			if err := tx.Onboarding().DeclineBillingSetup(ctx, b.ID, decline.Code); err != nil {
 				return err
 			}
-			_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: signedInActor(h), Action: "card_declined", ObjectType: "billing_setup", ObjectID: b.ID,
+			_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: signedInActor(h), Action: "card_declined", ObjectType: "billing_setup", ObjectID: b.ID,
 				Details: map[string]any{"code": decline.Code, "brand": payments.Brand(payments.Normalize(card.Number)), "last4": payments.Last4(card.Number)}}, now)
 			return err
 		}
@@ -222,23 +222,23 @@ func (s *Service) SubmitCard(ctx context.Context, h Human, id string, card payme
 			return err
 		}
 		pm = store.PaymentMethod{ID: auth.ID("pm"), OrgID: h.OrgID, Brand: m.Brand, Last4: m.Last4, ExpMonth: m.ExpMonth, ExpYear: m.ExpYear, State: "active", CreatedAt: now.UTC()}
-		if err := tx.AddPaymentMethod(ctx, pm); err != nil {
+		if err := tx.Onboarding().AddPaymentMethod(ctx, pm); err != nil {
 			return err
 		}
-		if err := tx.CompleteBillingSetup(ctx, b.ID, pm.ID, now); err != nil {
+		if err := tx.Onboarding().CompleteBillingSetup(ctx, b.ID, pm.ID, now); err != nil {
 			return err
 		}
-		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: signedInActor(h), Action: "add_payment_method", ObjectType: "payment_method", ObjectID: pm.ID,
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: signedInActor(h), Action: "add_payment_method", ObjectType: "payment_method", ObjectID: pm.ID,
 			Details: map[string]any{"billingSetupId": b.ID, "brand": pm.Brand, "last4": pm.Last4, "expMonth": pm.ExpMonth, "expYear": pm.ExpYear}}, now); err != nil {
 			return err
 		}
 		if b.SignupID == "" {
 			return nil
 		}
-		if err := tx.CompleteSignup(ctx, b.SignupID, now); err != nil {
+		if err := tx.Onboarding().CompleteSignup(ctx, b.SignupID, now); err != nil {
 			return err
 		}
-		_, err = tx.AppendLedger(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: signedInActor(h), Action: "complete_signup", ObjectType: "signup", ObjectID: b.SignupID,
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: signedInActor(h), Action: "complete_signup", ObjectType: "signup", ObjectID: b.SignupID,
 			Details: map[string]any{"paymentMethodId": pm.ID}}, now)
 		return err
 	})
@@ -253,7 +253,7 @@ func (s *Service) SubmitCard(ctx context.Context, h Human, id string, card payme
 
 // PaymentMethodFor returns the organisation's card on file, if any.
 func (s *Service) PaymentMethodFor(ctx context.Context, orgID string) (*store.PaymentMethod, error) {
-	pm, err := s.Store.ActivePaymentMethod(ctx, orgID)
+	pm, err := s.Store.Onboarding().ActivePaymentMethod(ctx, orgID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -267,7 +267,7 @@ func (s *Service) PaymentMethodFor(ctx context.Context, orgID string) (*store.Pa
 // the dashboard.
 func (s *Service) OpenCardSetup(ctx context.Context, h Human) (string, error) {
 	reason := "replace_card"
-	if pm, err := s.Store.ActivePaymentMethod(ctx, h.OrgID); errors.Is(err, store.ErrNotFound) {
+	if pm, err := s.Store.Onboarding().ActivePaymentMethod(ctx, h.OrgID); errors.Is(err, store.ErrNotFound) {
 		reason = "scratch_account"
 	} else if err != nil {
 		return "", err

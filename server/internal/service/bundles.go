@@ -67,7 +67,7 @@ func safePath(p string) error {
 // UploadAssets stores files content-addressed and records the bundle. It
 // launches nothing.
 func (s *Service) UploadAssets(ctx context.Context, p *auth.Principal, req sdk.UploadAssetsRequest) (*sdk.Bundle, []sdk.Action, error) {
-	proj, err := s.Store.GetProject(ctx, p.OrgID, req.ProjectId)
+	proj, err := s.Store.Projects().Get(ctx, p.OrgID, req.ProjectId)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, projectNotFound(req.ProjectId)
 	}
@@ -128,12 +128,12 @@ func (s *Service) UploadAssets(ctx context.Context, p *auth.Principal, req sdk.U
 	manifest := make([]site.File, 0, len(files))
 	newBlobs := 0
 	for _, f := range files {
-		has, err := s.Store.HasBlob(ctx, f.file.SHA256)
+		has, err := s.Store.Bundles().HasBlob(ctx, f.file.SHA256)
 		if err != nil {
 			return nil, nil, apierr.Internal(err)
 		}
 		if !has {
-			if err := s.Store.PutBlob(ctx, f.file.SHA256, f.data, now); err != nil {
+			if err := s.Store.Bundles().PutBlob(ctx, f.file.SHA256, f.data, now); err != nil {
 				return nil, nil, apierr.Internal(err)
 			}
 			newBlobs++
@@ -142,14 +142,14 @@ func (s *Service) UploadAssets(ctx context.Context, p *auth.Principal, req sdk.U
 	}
 	mj, _ := json.Marshal(manifest)
 	sum := sha256.Sum256(mj)
-	b, created, err := s.Store.PutBundle(ctx, store.Bundle{ID: auth.ID("bnd"), OrgID: p.OrgID, SHA256: hex.EncodeToString(sum[:]),
+	b, created, err := s.Store.Bundles().Put(ctx, store.Bundle{ID: auth.ID("bnd"), OrgID: p.OrgID, SHA256: hex.EncodeToString(sum[:]),
 		FileCount: len(manifest), TotalBytes: total, Manifest: string(mj), CreatedAt: now.UTC()})
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
 	if created {
 		err = s.Store.InTx(ctx, func(tx *store.Tx) error {
-			_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "upload_assets", ObjectType: "bundle", ObjectID: b.ID,
+			_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "upload_assets", ObjectType: "bundle", ObjectID: b.ID,
 				Details: map[string]any{"sha256": b.SHA256, "files": b.FileCount, "bytes": b.TotalBytes}}, now)
 			return err
 		})

@@ -36,7 +36,7 @@ type Dashboard struct {
 func (s *Service) DashboardFor(ctx context.Context, h Human) (*Dashboard, error) {
 	d := &Dashboard{}
 	var err error
-	if d.Org, err = s.Store.GetOrganization(ctx, h.OrgID); err != nil {
+	if d.Org, err = s.Store.Accounts().Organization(ctx, h.OrgID); err != nil {
 		return nil, err
 	}
 	pl, _, err := s.ListProjects(ctx, h.OrgID)
@@ -44,7 +44,7 @@ func (s *Service) DashboardFor(ctx context.Context, h Human) (*Dashboard, error)
 		return nil, err
 	}
 	d.Projects = pl.Projects
-	if d.Tasks, err = s.Store.ListTasks(ctx, h.OrgID, 20); err != nil {
+	if d.Tasks, err = s.Store.Tasks().List(ctx, h.OrgID, 20); err != nil {
 		return nil, err
 	}
 	gates, err := s.PendingApprovals(ctx, h.OrgID)
@@ -57,7 +57,7 @@ func (s *Service) DashboardFor(ctx context.Context, h Human) (*Dashboard, error)
 	if d.Keys, err = s.ListKeys(ctx, h.OrgID); err != nil {
 		return nil, err
 	}
-	if d.Ledger, err = s.Store.LedgerTail(ctx, h.OrgID, 20); err != nil {
+	if d.Ledger, err = s.Store.Ledger().Tail(ctx, h.OrgID, 20); err != nil {
 		return nil, err
 	}
 	if d.Card, err = s.PaymentMethodFor(ctx, h.OrgID); err != nil {
@@ -74,7 +74,7 @@ func (s *Service) LedgerFor(ctx context.Context, h Human) ([]ledger.Entry, error
 	var out []ledger.Entry
 	var after int64
 	for {
-		page, err := s.Store.LedgerEntries(ctx, h.OrgID, after, 1000)
+		page, err := s.Store.Ledger().Entries(ctx, h.OrgID, after, 1000)
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +149,7 @@ func (s *Service) gateView(ctx context.Context, g store.Gate) GateView {
 			v.CurrentLimitMicro, v.HasCurrentLimit = *payload.CurrentLimit, true
 		}
 	}
-	if p, err := s.Store.GetProject(ctx, g.OrgID, v.ProjectID); err == nil {
+	if p, err := s.Store.Projects().Get(ctx, g.OrgID, v.ProjectID); err == nil {
 		v.ProjectName = p.Name
 		v.RemainingMicro, v.HasBudget = p.LimitMicro-p.SpentMicro-p.HeldMicro, true
 		switch v.Kind {
@@ -213,7 +213,7 @@ func (s *Service) requesterName(ctx context.Context, orgID, actor string) string
 	if !ok {
 		return actor
 	}
-	keys, err := s.Store.ListAPIKeys(ctx, orgID)
+	keys, err := s.Store.Keys().List(ctx, orgID)
 	if err != nil {
 		return actor
 	}
@@ -227,7 +227,7 @@ func (s *Service) requesterName(ctx context.Context, orgID, actor string) string
 
 // GateFor reads a gate of the human's organisation.
 func (s *Service) GateFor(ctx context.Context, h Human, gateID string) (GateView, error) {
-	g, err := s.Store.GetGate(ctx, h.OrgID, gateID)
+	g, err := s.Store.Gates().Get(ctx, h.OrgID, gateID)
 	if errors.Is(err, store.ErrNotFound) {
 		return GateView{}, apierr.Newf("not_found:resource", "no approval %s in your organisation", gateID)
 	}

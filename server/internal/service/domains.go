@@ -141,7 +141,7 @@ func (s *Service) SearchDomains(ctx context.Context, p sdk.SearchDomainsParams) 
 	for _, c := range res.Candidates {
 		names = append(names, c.Domain)
 	}
-	taken, err := s.Store.TakenDomains(ctx, names)
+	taken, err := s.Store.Domains().Taken(ctx, names)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}

@@ -38,14 +38,14 @@ type leaveManifest struct {
 // organisation's audit ledger, and a manifest of SHA-256 hashes. Auth codes
 // for transfer-out are not in it: only a signed-in human sees those.
 func (s *Service) ExportProject(ctx context.Context, p *auth.Principal, projectID string) (*sdk.LeavePackage, []sdk.Action, error) {
-	proj, err := s.Store.GetProject(ctx, p.OrgID, projectID)
+	proj, err := s.Store.Projects().Get(ctx, p.OrgID, projectID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, projectNotFound(projectID)
 	}
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	services, err := s.Store.ProjectServices(ctx, p.OrgID, projectID)
+	services, err := s.Store.Services().InProject(ctx, p.OrgID, projectID)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
@@ -53,7 +53,7 @@ func (s *Service) ExportProject(ctx context.Context, p *auth.Principal, projectI
 	var domains []string
 	for _, svc := range services {
 		if svc.State == "live" && svc.BundleID != "" {
-			b, err := s.Store.GetBundle(ctx, p.OrgID, svc.BundleID)
+			b, err := s.Store.Bundles().Get(ctx, p.OrgID, svc.BundleID)
 			if err != nil {
 				return nil, nil, apierr.Internal(err)
 			}
@@ -62,7 +62,7 @@ func (s *Service) ExportProject(ctx context.Context, p *auth.Principal, projectI
 				return nil, nil, apierr.Internal(err)
 			}
 			for _, f := range files {
-				data, err := s.Store.Blob(ctx, f.SHA256)
+				data, err := s.Store.Bundles().Blob(ctx, f.SHA256)
 				if err != nil {
 					return nil, nil, apierr.Internal(err)
 				}
@@ -73,13 +73,13 @@ func (s *Service) ExportProject(ctx context.Context, p *auth.Principal, projectI
 	// Every domain the organisation owns goes in, with its zone, whatever
 	// happened to the services that used it: the zone Pier serves, or, for
 	// a domain no live service serves any more, the zone it would serve.
-	purchases, err := s.Store.OrgPurchases(ctx, p.OrgID)
+	purchases, err := s.Store.Domains().OrgPurchases(ctx, p.OrgID)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
 	for _, pu := range purchases {
 		serial, recs := s.Now().Unix(), zone.BuildZone(pu.Domain, s.P.Zone)
-		z, err := s.Store.GetZone(ctx, pu.Domain)
+		z, err := s.Store.Domains().Zone(ctx, pu.Domain)
 		switch {
 		case err == nil:
 			if recs, err = zone.DecodeRecords(z.Records); err != nil {
@@ -96,7 +96,7 @@ func (s *Service) ExportProject(ctx context.Context, p *auth.Principal, projectI
 		contents["zones/"+pu.Domain+".zone"] = []byte(master)
 		domains = append(domains, pu.Domain)
 	}
-	entries, err := s.Store.LedgerEntries(ctx, p.OrgID, 0, 1<<30)
+	entries, err := s.Store.Ledger().Entries(ctx, p.OrgID, 0, 1<<30)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}

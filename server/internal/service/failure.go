@@ -16,11 +16,11 @@ import (
 func (s *Service) recheckDomain(ctx context.Context, rt *runningTask, pl *launchPayload) error {
 	if pl.PurchaseRef != "" {
 		// A retry after the registrar already sold it to us is no conflict.
-		if pu, err := s.Store.PurchaseByRef(ctx, pl.PurchaseRef); err == nil && pu.Domain == pl.Domain {
+		if pu, err := s.Store.Domains().PurchaseByRef(ctx, pl.PurchaseRef); err == nil && pu.Domain == pl.Domain {
 			return nil
 		}
 	}
-	org, sold, err := s.Store.DomainHolder(ctx, pl.Domain)
+	org, sold, err := s.Store.Domains().Holder(ctx, pl.Domain)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
@@ -50,7 +50,7 @@ func (s *Service) failLaunch(ctx context.Context, taskID string, cause *apierr.E
 }
 
 func (s *Service) endLaunch(ctx context.Context, taskID, state string, cause *apierr.Error) error {
-	t0, err := s.Store.GetTaskAnyOrg(ctx, taskID)
+	t0, err := s.Store.Tasks().GetAnyOrg(ctx, taskID)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func (s *Service) endLaunch(ctx context.Context, taskID, state string, cause *ap
 
 func (s *Service) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID, state string, cause *apierr.Error, pl *launchPayload) error {
 	now := s.Now()
-	t, err := tx.LockTask(ctx, orgID, taskID)
+	t, err := tx.Tasks().Lock(ctx, orgID, taskID)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (s *Service) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID, 
 	}
 	bought := false
 	if pl.PurchaseRef != "" {
-		if pu, err := s.Store.PurchaseByRef(ctx, pl.PurchaseRef); err == nil && pu.OrgID == t.OrgID && pu.Domain == pl.Domain {
+		if pu, err := s.Store.Domains().PurchaseByRef(ctx, pl.PurchaseRef); err == nil && pu.OrgID == t.OrgID && pu.Domain == pl.Domain {
 			bought = true
 		}
 	}
@@ -93,13 +93,13 @@ func (s *Service) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID, 
 		refund -= pl.DomainMicro
 	}
 	if refund > 0 {
-		if _, err := tx.LockProject(ctx, t.OrgID, pl.ProjectID); err != nil {
+		if _, err := tx.Projects().Lock(ctx, t.OrgID, pl.ProjectID); err != nil {
 			return err
 		}
-		if err := tx.MoveMoney(ctx, pl.ProjectID, 0, -refund); err != nil {
+		if err := tx.Projects().MoveMoney(ctx, pl.ProjectID, 0, -refund); err != nil {
 			return err
 		}
-		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: t.OrgID, Actor: "system", Action: "refund", ObjectType: "task", ObjectID: t.ID,
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: t.OrgID, Actor: "system", Action: "refund", ObjectType: "task", ObjectID: t.ID,
 			Details: map[string]any{"projectId": pl.ProjectID, "amountMicroUsd": refund, "reason": "launch " + state + ": " + string(cause.Code)}}, now); err != nil {
 			return err
 		}
@@ -120,10 +120,10 @@ func (s *Service) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID, 
 	if !bought && pl.Undo != nil {
 		pl.Undo.Irreversible, pl.Undo.NotReversed = false, nil
 	}
-	if err := tx.RetireService(ctx, pl.ServiceID, "failed", now); err != nil {
+	if err := tx.Services().Retire(ctx, pl.ServiceID, "failed", now); err != nil {
 		return err
 	}
-	if err := tx.ReleaseDomainClaims(ctx, t.ID); err != nil {
+	if err := tx.Domains().ReleaseClaims(ctx, t.ID); err != nil {
 		return err
 	}
 	for i := range steps {
@@ -148,10 +148,10 @@ func (s *Service) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID, 
 	pj, _ := json.Marshal(pl)
 	rj, _ := json.Marshal(result)
 	t.State, t.Steps, t.Payload, t.Result, t.UpdatedAt = state, string(sj), string(pj), string(rj), now.UTC()
-	if err := tx.UpdateTask(ctx, t); err != nil {
+	if err := tx.Tasks().Update(ctx, t); err != nil {
 		return err
 	}
-	_, err = tx.AppendLedger(ctx, store.LedgerRecord{OrgID: t.OrgID, Actor: "system", Action: "launch_" + state, ObjectType: "task", ObjectID: t.ID,
+	_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: t.OrgID, Actor: "system", Action: "launch_" + state, ObjectType: "task", ObjectID: t.ID,
 		Details: map[string]any{"serviceId": pl.ServiceID, "blockedBy": string(cause.Code), "refundedMicroUsd": pl.RefundedMicro, "domain": pl.Domain}}, now)
 	return err
 }

@@ -53,15 +53,15 @@ func (s *Service) MintSignIn(ctx context.Context, humanID, next string) (token s
 	token = auth.Token(32)
 	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
-		h, err := tx.GetHuman(ctx, humanID)
+		h, err := tx.Accounts().Human(ctx, humanID)
 		if err != nil {
 			return err
 		}
 		expires = now.Add(SignInTTL).UTC()
-		if err := tx.CreateSignInToken(ctx, auth.HashKey(token), h.ID, SafeNext(next), now, expires); err != nil {
+		if err := tx.Accounts().CreateSignInToken(ctx, auth.HashKey(token), h.ID, SafeNext(next), now, expires); err != nil {
 			return err
 		}
-		_, err = tx.AppendLedger(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "system", Action: "issue_signin_link", ObjectType: "human", ObjectID: h.ID,
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "system", Action: "issue_signin_link", ObjectType: "human", ObjectID: h.ID,
 			Details: map[string]any{"expiresAt": expires.Format(time.RFC3339)}}, now)
 		return err
 	})
@@ -73,7 +73,7 @@ func (s *Service) MintSignIn(ctx context.Context, humanID, next string) (token s
 // on first use. ErrNoOrganization when there is none.
 func (s *Service) LocalOperatorSignIn(ctx context.Context, orgID, next string) (link string, expires time.Time, err error) {
 	if orgID == "" {
-		o, err := s.Store.FirstOrganization(ctx)
+		o, err := s.Store.Accounts().FirstOrganization(ctx)
 		if errors.Is(err, store.ErrNotFound) {
 			return "", time.Time{}, ErrNoOrganization
 		}
@@ -81,14 +81,14 @@ func (s *Service) LocalOperatorSignIn(ctx context.Context, orgID, next string) (
 			return "", time.Time{}, err
 		}
 		orgID = o.ID
-	} else if _, err := s.Store.GetOrganization(ctx, orgID); errors.Is(err, store.ErrNotFound) {
+	} else if _, err := s.Store.Accounts().Organization(ctx, orgID); errors.Is(err, store.ErrNotFound) {
 		return "", time.Time{}, ErrNoOrganization
 	} else if err != nil {
 		return "", time.Time{}, err
 	}
 	var humanID string
 	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
-		h, err := tx.LocalOperator(ctx, orgID)
+		h, err := tx.Accounts().LocalOperator(ctx, orgID)
 		if err == nil {
 			humanID = h.ID
 			return nil
@@ -98,11 +98,11 @@ func (s *Service) LocalOperatorSignIn(ctx context.Context, orgID, next string) (
 		}
 		now := s.Now()
 		h = store.Human{ID: auth.ID("usr"), OrgID: orgID, Kind: "local_operator", Name: "Local operator", CreatedAt: now.UTC()}
-		if err := tx.CreateHuman(ctx, h); err != nil {
+		if err := tx.Accounts().CreateHuman(ctx, h); err != nil {
 			return err
 		}
 		humanID = h.ID
-		_, err = tx.AppendLedger(ctx, store.LedgerRecord{OrgID: orgID, Actor: "system", Action: "create_human", ObjectType: "human", ObjectID: h.ID,
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: orgID, Actor: "system", Action: "create_human", ObjectType: "human", ObjectID: h.ID,
 			Details: map[string]any{"kind": h.Kind, "name": h.Name}}, now)
 		return err
 	})
@@ -125,14 +125,14 @@ func signInRefused() *apierr.Error {
 func (s *Service) SignIn(ctx context.Context, token string) (secret string, sess Session, next string, err error) {
 	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
-		humanID, n, err := tx.UseSignInToken(ctx, auth.HashKey(token), now)
+		humanID, n, err := tx.Accounts().UseSignInToken(ctx, auth.HashKey(token), now)
 		if errors.Is(err, store.ErrNotFound) {
 			return signInRefused()
 		}
 		if err != nil {
 			return err
 		}
-		h, err := tx.GetHuman(ctx, humanID)
+		h, err := tx.Accounts().Human(ctx, humanID)
 		if err != nil {
 			return err
 		}
@@ -150,16 +150,16 @@ func (s *Service) SignIn(ctx context.Context, token string) (secret string, sess
 func (s *Service) startSession(ctx context.Context, tx *store.Tx, h store.Human, via string, now time.Time) (string, Session, error) {
 	secret := auth.Token(32)
 	hs := store.HumanSession{HumanID: h.ID, OrgID: h.OrgID, CreatedAt: now.UTC(), ExpiresAt: now.Add(SessionTTL).UTC()}
-	if err := tx.CreateSession(ctx, auth.HashKey(secret), hs); err != nil {
+	if err := tx.Accounts().CreateSession(ctx, auth.HashKey(secret), hs); err != nil {
 		return "", Session{}, err
 	}
-	_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.ID, Action: "sign_in", ObjectType: "human", ObjectID: h.ID,
+	_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.ID, Action: "sign_in", ObjectType: "human", ObjectID: h.ID,
 		Details: map[string]any{"via": via}}, now)
 	return secret, Session{Human: Human{OrgID: h.OrgID, UserID: h.ID}, Name: h.Name, Email: h.Email, ExpiresAt: hs.ExpiresAt}, err
 }
 
 func (s *Service) fillSession(ctx context.Context, sess Session) Session {
-	if o, err := s.Store.GetOrganization(ctx, sess.OrgID); err == nil {
+	if o, err := s.Store.Accounts().Organization(ctx, sess.OrgID); err == nil {
 		sess.OrgName = o.Name
 	}
 	return sess
@@ -170,11 +170,11 @@ func (s *Service) SessionFor(ctx context.Context, secret string) (Session, error
 	if secret == "" {
 		return Session{}, store.ErrNotFound
 	}
-	hs, err := s.Store.SessionByHash(ctx, auth.HashKey(secret), s.Now())
+	hs, err := s.Store.Accounts().SessionByHash(ctx, auth.HashKey(secret), s.Now())
 	if err != nil {
 		return Session{}, err
 	}
-	h, err := s.Store.GetHuman(ctx, hs.HumanID)
+	h, err := s.Store.Accounts().Human(ctx, hs.HumanID)
 	if err != nil {
 		return Session{}, err
 	}
@@ -186,5 +186,5 @@ func (s *Service) SignOut(ctx context.Context, secret string) error {
 	if secret == "" {
 		return nil
 	}
-	return s.Store.EndSession(ctx, auth.HashKey(secret), s.Now())
+	return s.Store.Accounts().EndSession(ctx, auth.HashKey(secret), s.Now())
 }

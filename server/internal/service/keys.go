@@ -20,7 +20,7 @@ func keyNotFound(id string) *apierr.Error {
 
 // ListKeys lists the organisation's keys, revoked ones included.
 func (s *Service) ListKeys(ctx context.Context, orgID string) ([]store.APIKey, error) {
-	return s.Store.ListAPIKeys(ctx, orgID)
+	return s.Store.Keys().List(ctx, orgID)
 }
 
 func checkScopes(scopes []string) error {
@@ -62,10 +62,10 @@ func (s *Service) createKey(ctx context.Context, tx *store.Tx, orgID, name strin
 	now := s.Now()
 	secret, hash := auth.NewKey()
 	k := store.APIKey{ID: auth.ID("key"), OrgID: orgID, Name: name, Scopes: scopes, CreatedAt: now.UTC()}
-	if err := tx.CreateAPIKey(ctx, k, hash); err != nil {
+	if err := tx.Keys().Create(ctx, k, hash); err != nil {
 		return "", k, err
 	}
-	_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: orgID, Actor: actor, Action: "create_key", ObjectType: "key", ObjectID: k.ID,
+	_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: orgID, Actor: actor, Action: "create_key", ObjectType: "key", ObjectID: k.ID,
 		Details: map[string]any{"name": name, "scopes": scopes}}, now)
 	return secret, k, err
 }
@@ -75,12 +75,12 @@ func (s *Service) createKey(ctx context.Context, tx *store.Tx, orgID, name strin
 func (s *Service) RevokeKey(ctx context.Context, h Human, keyID string) error {
 	return s.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
-		if err := tx.RevokeAPIKey(ctx, h.OrgID, keyID, now); errors.Is(err, store.ErrNotFound) {
+		if err := tx.Keys().Revoke(ctx, h.OrgID, keyID, now); errors.Is(err, store.ErrNotFound) {
 			return keyNotFound(keyID)
 		} else if err != nil {
 			return err
 		}
-		_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: signedInActor(h), Action: "revoke_key", ObjectType: "key", ObjectID: keyID}, now)
+		_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: signedInActor(h), Action: "revoke_key", ObjectType: "key", ObjectID: keyID}, now)
 		return err
 	})
 }
@@ -93,7 +93,7 @@ func (s *Service) GrantScope(ctx context.Context, h Human, keyID, scope string) 
 	}
 	return s.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
-		k, err := tx.LockAPIKey(ctx, h.OrgID, keyID)
+		k, err := tx.Keys().Lock(ctx, h.OrgID, keyID)
 		if errors.Is(err, store.ErrNotFound) || err == nil && k.RevokedAt != nil {
 			return keyNotFound(keyID)
 		}
@@ -104,10 +104,10 @@ func (s *Service) GrantScope(ctx context.Context, h Human, keyID, scope string) 
 			return nil
 		}
 		scopes := append(slices.Clone(k.Scopes), scope)
-		if err := tx.SetAPIKeyScopes(ctx, h.OrgID, keyID, scopes); err != nil {
+		if err := tx.Keys().SetScopes(ctx, h.OrgID, keyID, scopes); err != nil {
 			return err
 		}
-		_, err = tx.AppendLedger(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: signedInActor(h), Action: "grant_scope", ObjectType: "key", ObjectID: keyID,
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: signedInActor(h), Action: "grant_scope", ObjectType: "key", ObjectID: keyID,
 			Details: map[string]any{"scope": scope, "scopes": scopes}}, now)
 		return err
 	})

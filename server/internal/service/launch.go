@@ -129,7 +129,7 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 	if err := s.checkServiceQuota(ctx, p.OrgID); err != nil {
 		return nil, nil, err
 	}
-	if _, err := s.Store.GetBundle(ctx, p.OrgID, *req.BundleId); errors.Is(err, store.ErrNotFound) {
+	if _, err := s.Store.Bundles().Get(ctx, p.OrgID, *req.BundleId); errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Newf("not_found:resource", "no bundle %s in your organisation", *req.BundleId)
 	} else if err != nil {
 		return nil, nil, apierr.Internal(err)
@@ -137,7 +137,7 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 	domain, owned := "", false
 	if req.Domain != nil {
 		domain = strings.ToLower(*req.Domain)
-		org, sold, err := s.Store.DomainHolder(ctx, domain)
+		org, sold, err := s.Store.Domains().Holder(ctx, domain)
 		switch {
 		case err == nil && sold && org == p.OrgID:
 			owned = true
@@ -189,7 +189,7 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 				pl.ChargedMicro, pl.AwaitQuote = 0, true
 			}
 		} else {
-			proj, err := tx.LockProject(ctx, p.OrgID, projectID)
+			proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
 			if errors.Is(err, store.ErrNotFound) {
 				return projectNotFound(projectID)
 			}
@@ -205,7 +205,7 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 		pl.ServiceID, pl.PreviewHost = svc.ID, svc.PreviewHost
 		task = store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: projectID, Kind: "launch", State: "queued", CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
 		svc.TaskID = task.ID
-		if err := tx.InsertService(ctx, svc); errors.Is(err, store.ErrConflict) {
+		if err := tx.Services().Insert(ctx, svc); errors.Is(err, store.ErrConflict) {
 			return apierr.Newf("conflict:state", "the project already has a service named %s; tear it down or pick another name", req.Name)
 		} else if err != nil {
 			return err
@@ -213,14 +213,14 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 		// One owner per host: the preview host, and the domain with www.
 		// under it, belong to this service from now until it fails or is
 		// torn down.
-		if err := tx.ClaimHost(ctx, svc.PreviewHost, svc.ID, p.OrgID, now); errors.Is(err, store.ErrConflict) {
+		if err := tx.Services().ClaimHost(ctx, svc.PreviewHost, svc.ID, p.OrgID, now); errors.Is(err, store.ErrConflict) {
 			return apierr.Newf("conflict:state", "another service answers for %s; tear it down or pick another name", svc.PreviewHost)
 		} else if err != nil {
 			return err
 		}
 		if domain != "" {
 			for _, h := range []string{domain, "www." + domain} {
-				if err := tx.ClaimHost(ctx, h, svc.ID, p.OrgID, now); errors.Is(err, store.ErrConflict) {
+				if err := tx.Services().ClaimHost(ctx, h, svc.ID, p.OrgID, now); errors.Is(err, store.ErrConflict) {
 					if owned {
 						return apierr.Newf("conflict:state", "another of your services answers for %s; tear it down first", h).
 							WithActions(actions.Tool("list_services", "agent", map[string]any{"id": projectID}))
@@ -231,7 +231,7 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 				}
 			}
 			if !owned {
-				if err := tx.ClaimDomain(ctx, domain, p.OrgID, task.ID, now); errors.Is(err, store.ErrConflict) {
+				if err := tx.Domains().Claim(ctx, domain, p.OrgID, task.ID, now); errors.Is(err, store.ErrConflict) {
 					return domainTaken(domain)
 				} else if err != nil {
 					return err
@@ -269,10 +269,10 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 		sj, _ := json.Marshal(steps)
 		pj, _ := json.Marshal(pl)
 		task.Steps, task.Payload = string(sj), string(pj)
-		if err := tx.InsertTask(ctx, task); err != nil {
+		if err := tx.Tasks().Insert(ctx, task); err != nil {
 			return err
 		}
-		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "launch_service", ObjectType: "service", ObjectID: svc.ID,
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "launch_service", ObjectType: "service", ObjectID: svc.ID,
 			Details: map[string]any{"taskId": task.ID, "name": req.Name, "projectId": projectID, "bundleId": pl.BundleID, "domain": domain,
 				"chargedMicroUsd": pl.ChargedMicro, "quoteId": pl.QuoteID, "awaitingApproval": pl.AwaitQuote}}, now); err != nil {
 			return err
@@ -308,7 +308,7 @@ func (s *Service) LaunchService(ctx context.Context, p *auth.Principal, projectI
 // RunTask carries a task forward; the durable runner calls it, and calls it
 // again after a crash. Every step is safe to repeat.
 func (s *Service) RunTask(ctx context.Context, taskID string) error {
-	t, err := s.Store.GetTaskAnyOrg(ctx, taskID)
+	t, err := s.Store.Tasks().GetAnyOrg(ctx, taskID)
 	if err != nil {
 		return err
 	}
@@ -353,7 +353,7 @@ func (rt *runningTask) save(ctx context.Context, payload any) error {
 	sj, _ := json.Marshal(rt.steps)
 	pj, _ := json.Marshal(payload)
 	rt.t.Steps, rt.t.Payload, rt.t.UpdatedAt = string(sj), string(pj), rt.s.Now().UTC()
-	return rt.s.Store.UpdateTask(context.WithoutCancel(ctx), rt.t)
+	return rt.s.Store.Tasks().Update(context.WithoutCancel(ctx), rt.t)
 }
 
 // boundary is a test hook: Pause.After names a step after whose save the
@@ -426,7 +426,7 @@ func (s *Service) runLaunch(ctx context.Context, t store.Task) error {
 	}
 	if err == nil {
 		err = rt.do(ctx, &pl, StepDeploy, func() (string, error) {
-			if err := s.Store.SetServiceState(ctx, pl.ServiceID, "live", s.Now()); err != nil {
+			if err := s.Store.Services().SetState(ctx, pl.ServiceID, "live", s.Now()); err != nil {
 				return "", err
 			}
 			s.invalidate(pl.PreviewHost, pl.Domain)
@@ -463,10 +463,10 @@ func (s *Service) runLaunch(ctx context.Context, t store.Task) error {
 		return err
 	}
 	return s.Store.InTx(context.WithoutCancel(ctx), func(tx *store.Tx) error {
-		if err := tx.ReleaseDomainClaims(ctx, rt.t.ID); err != nil {
+		if err := tx.Domains().ReleaseClaims(ctx, rt.t.ID); err != nil {
 			return err
 		}
-		_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: rt.t.OrgID, Actor: "system", Action: "launch_succeeded", ObjectType: "task", ObjectID: rt.t.ID,
+		_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: rt.t.OrgID, Actor: "system", Action: "launch_succeeded", ObjectType: "task", ObjectID: rt.t.ID,
 			Details: map[string]any{"serviceId": pl.ServiceID, "previewHost": pl.PreviewHost, "domain": pl.Domain}}, s.Now())
 		return err
 	})
@@ -497,11 +497,11 @@ func (s *Service) registerDomain(ctx context.Context, rt *runningTask, pl *launc
 				body, _ := json.Marshal(map[string]any{"taskId": rt.t.ID, "domain": pl.Domain, "years": pl.Years,
 					"projectId": pl.ProjectID, "amountMicroUsd": pl.DomainMicro, "requestedBy": pl.Actor})
 				gateID := auth.ID("gat")
-				if err := tx.InsertGate(ctx, store.Gate{ID: gateID, OrgID: rt.t.OrgID, TaskID: rt.t.ID, Kind: "domain_registration", Payload: string(body), CreatedAt: now.UTC()}); err != nil {
+				if err := tx.Gates().Insert(ctx, store.Gate{ID: gateID, OrgID: rt.t.OrgID, TaskID: rt.t.ID, Kind: "domain_registration", Payload: string(body), CreatedAt: now.UTC()}); err != nil {
 					return err
 				}
 				rt.t.GateID = gateID
-				_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: "system", Action: "open_gate", ObjectType: "gate", ObjectID: gateID,
+				_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: "system", Action: "open_gate", ObjectType: "gate", ObjectID: gateID,
 					Details: map[string]any{"kind": "domain_registration", "taskId": rt.t.ID, "domain": pl.Domain}}, now)
 				return err
 			})
@@ -531,7 +531,7 @@ func (s *Service) registerDomain(ctx context.Context, rt *runningTask, pl *launc
 			return "", err
 		}
 	}
-	purchase, err := s.Store.RecordPurchase(ctx, store.Purchase{Ref: pl.PurchaseRef, Domain: pl.Domain, OrgID: rt.t.OrgID, Years: pl.Years,
+	purchase, err := s.Store.Domains().RecordPurchase(ctx, store.Purchase{Ref: pl.PurchaseRef, Domain: pl.Domain, OrgID: rt.t.OrgID, Years: pl.Years,
 		AmountMicro: pl.DomainMicro, AuthCode: auth.Token(12), CreatedAt: s.Now().UTC()})
 	if errors.Is(err, store.ErrConflict) {
 		return "", apierr.Newf("plan:domain_unavailable", "%s was sold to someone else before this launch could buy it", pl.Domain)
@@ -544,7 +544,7 @@ func (s *Service) registerDomain(ctx context.Context, rt *runningTask, pl *launc
 
 func (s *Service) publishZone(ctx context.Context, orgID, domain string) (string, error) {
 	recs := zone.BuildZone(domain, s.P.Zone)
-	if err := s.Store.PutZone(ctx, store.Zone{Domain: domain, OrgID: orgID, Serial: s.Now().Unix(), Records: zone.EncodeRecords(recs), UpdatedAt: s.Now()}); err != nil {
+	if err := s.Store.Domains().PutZone(ctx, store.Zone{Domain: domain, OrgID: orgID, Serial: s.Now().Unix(), Records: zone.EncodeRecords(recs), UpdatedAt: s.Now()}); err != nil {
 		return "", err
 	}
 	if s.P.InvalidateDNS != nil {
@@ -556,7 +556,7 @@ func (s *Service) publishZone(ctx context.Context, orgID, domain string) (string
 func (s *Service) makeHTTPSReady(ctx context.Context, pl *launchPayload) (string, error) {
 	// Certificates only for the hosts this service holds: a host another
 	// service owns, or a denied domain, gets none.
-	hosts, err := s.Store.ServiceHosts(ctx, pl.ServiceID)
+	hosts, err := s.Store.Services().Hosts(ctx, pl.ServiceID)
 	if err != nil {
 		return "", err
 	}
@@ -586,7 +586,7 @@ func (s *Service) makeHTTPSReady(ctx context.Context, pl *launchPayload) (string
 // FailTask marks a task failed after its runner gave up on it. A launch
 // ends as any permanent failure does: refunded, its service retired.
 func (s *Service) FailTask(ctx context.Context, taskID string, cause error) {
-	t, err := s.Store.GetTaskAnyOrg(ctx, taskID)
+	t, err := s.Store.Tasks().GetAnyOrg(ctx, taskID)
 	if err != nil {
 		s.Log.Error("failing task", "task", taskID, "err", err)
 		return
@@ -599,7 +599,7 @@ func (s *Service) FailTask(ctx context.Context, taskID string, cause error) {
 	}
 	rj, _ := json.Marshal(map[string]any{"error": cause.Error(), "blockedBy": "provider:failed", "retryable": false})
 	t.State, t.Result, t.UpdatedAt = "failed", string(rj), s.Now().UTC()
-	if err := s.Store.UpdateTask(ctx, t); err != nil {
+	if err := s.Store.Tasks().Update(ctx, t); err != nil {
 		s.Log.Error("failing task", "task", taskID, "err", err)
 	}
 }

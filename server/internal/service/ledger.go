@@ -11,7 +11,7 @@ import (
 
 // LedgerEntries reads the organisation's chain.
 func (s *Service) LedgerEntries(ctx context.Context, orgID string, after int64, limit int) (*sdk.LedgerPage, []sdk.Action, error) {
-	entries, err := s.Store.LedgerEntries(ctx, orgID, after, limit)
+	entries, err := s.Store.Ledger().Entries(ctx, orgID, after, limit)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}

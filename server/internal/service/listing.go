@@ -43,7 +43,7 @@ func serviceActions(v store.Service) []sdk.Action {
 
 // ListServices lists the organisation's services.
 func (s *Service) ListServices(ctx context.Context, orgID string, f store.Filter) (*sdk.ServiceList, []sdk.Action, error) {
-	vs, err := s.Store.ListServices(ctx, orgID, f)
+	vs, err := s.Store.Services().List(ctx, orgID, f)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
@@ -60,7 +60,7 @@ func (s *Service) ListServices(ctx context.Context, orgID string, f store.Filter
 
 // GetService reads one service.
 func (s *Service) GetService(ctx context.Context, orgID, id string) (*sdk.ServiceInfo, []sdk.Action, error) {
-	v, err := s.Store.GetService(ctx, orgID, id)
+	v, err := s.Store.Services().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Newf("not_found:resource", "no service %s in your organisation", id).
 			WithActions(actions.Tool("list_services", "agent", nil))
@@ -74,7 +74,7 @@ func (s *Service) GetService(ctx context.Context, orgID, id string) (*sdk.Servic
 
 // ListTasks lists the organisation's tasks, newest first.
 func (s *Service) ListTasks(ctx context.Context, orgID string, f store.Filter) (*sdk.TaskList, []sdk.Action, error) {
-	ts, err := s.Store.ListTasksFiltered(ctx, orgID, f)
+	ts, err := s.Store.Tasks().ListFiltered(ctx, orgID, f)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
@@ -99,7 +99,7 @@ func bundleSummary(b store.Bundle) sdk.BundleSummary {
 
 // ListBundles lists the organisation's bundles.
 func (s *Service) ListBundles(ctx context.Context, orgID string, f store.Filter) (*sdk.BundleList, []sdk.Action, error) {
-	bs, err := s.Store.ListBundles(ctx, orgID, f)
+	bs, err := s.Store.Bundles().List(ctx, orgID, f)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
@@ -112,7 +112,7 @@ func (s *Service) ListBundles(ctx context.Context, orgID string, f store.Filter)
 
 // GetBundle reads one bundle with its manifest.
 func (s *Service) GetBundle(ctx context.Context, orgID, id string) (*sdk.BundleInfo, []sdk.Action, error) {
-	b, err := s.Store.GetBundle(ctx, orgID, id)
+	b, err := s.Store.Bundles().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Newf("not_found:resource", "no bundle %s in your organisation", id).
 			WithActions(actions.Tool("list_bundles", "agent", nil))
@@ -135,13 +135,13 @@ func (s *Service) GetBundle(ctx context.Context, orgID, id string) (*sdk.BundleI
 func (s *Service) domainView(ctx context.Context, orgID string, p store.Purchase) (sdk.DomainInfo, error) {
 	paid := money.MicroUSD(p.AmountMicro).USD()
 	out := sdk.DomainInfo{Domain: p.Domain, RegisteredAt: p.CreatedAt, Years: p.Years, PaidUsd: &paid}
-	if v, err := s.Store.LiveServiceForDomain(ctx, orgID, p.Domain); err == nil {
+	if v, err := s.Store.Services().LiveForDomain(ctx, orgID, p.Domain); err == nil {
 		id := v.ID
 		out.ServiceId = &id
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return out, err
 	}
-	if _, err := s.Store.GetZone(ctx, p.Domain); err == nil {
+	if _, err := s.Store.Domains().Zone(ctx, p.Domain); err == nil {
 		out.Zone = true
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return out, err
@@ -151,7 +151,7 @@ func (s *Service) domainView(ctx context.Context, orgID string, p store.Purchase
 
 // ListDomains lists the domains the organisation owns.
 func (s *Service) ListDomains(ctx context.Context, orgID string, f store.Filter) (*sdk.DomainList, []sdk.Action, error) {
-	ps, err := s.Store.ListPurchases(ctx, orgID, f)
+	ps, err := s.Store.Domains().ListPurchases(ctx, orgID, f)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
@@ -169,7 +169,7 @@ func (s *Service) ListDomains(ctx context.Context, orgID string, f store.Filter)
 // GetDomain reads one domain the organisation owns.
 func (s *Service) GetDomain(ctx context.Context, orgID, domain string) (*sdk.DomainInfo, []sdk.Action, error) {
 	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
-	p, err := s.Store.PurchaseByDomain(ctx, domain)
+	p, err := s.Store.Domains().PurchaseByDomain(ctx, domain)
 	if errors.Is(err, store.ErrNotFound) || err == nil && p.OrgID != orgID {
 		return nil, nil, apierr.Newf("not_found:resource", "your organisation owns no domain %s", domain).
 			WithActions(actions.Tool("list_domains", "agent", nil), actions.Tool("search_domains", "agent", map[string]any{"q": domain}))
@@ -228,7 +228,7 @@ func quoteView(q store.Quote) (sdk.QuoteInfo, error) {
 
 // ListQuotes lists the organisation's quotes.
 func (s *Service) ListQuotes(ctx context.Context, orgID string, f store.Filter) (*sdk.QuoteInfoList, []sdk.Action, error) {
-	qs, err := s.Store.ListQuotes(ctx, orgID, f)
+	qs, err := s.Store.Quotes().List(ctx, orgID, f)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
@@ -245,7 +245,7 @@ func (s *Service) ListQuotes(ctx context.Context, orgID string, f store.Filter) 
 
 // GetQuote reads one quote.
 func (s *Service) GetQuote(ctx context.Context, orgID, id string) (*sdk.QuoteInfo, []sdk.Action, error) {
-	q, err := s.Store.GetQuote(ctx, orgID, id)
+	q, err := s.Store.Quotes().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Newf("not_found:resource", "no quote %s in your organisation", id).
 			WithActions(actions.Tool("list_quotes", "agent", nil))

@@ -26,7 +26,7 @@ func domainTaken(domain string) *apierr.Error {
 // (the caller's own organisation included: it needs no second purchase), or
 // claimed by a launch in flight.
 func (s *Service) domainFree(ctx context.Context, p *auth.Principal, projectID, domain string) error {
-	org, sold, err := s.Store.DomainHolder(ctx, domain)
+	org, sold, err := s.Store.Domains().Holder(ctx, domain)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -55,11 +55,11 @@ func (s *Service) releaseRefusedQuote(ctx context.Context, p *auth.Principal, qu
 // awaitedQuote reads a quote that waits for a human without consuming it:
 // what it prices, for matching against the launch.
 func (s *Service) awaitedQuote(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, quoteID string) (Consumed, error) {
-	q, err := tx.LockQuote(ctx, p.OrgID, quoteID)
+	q, err := tx.Quotes().Lock(ctx, p.OrgID, quoteID)
 	if err != nil {
 		return Consumed{}, err
 	}
-	proj, err := tx.LockProject(ctx, p.OrgID, projectID)
+	proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
 	if err != nil {
 		return Consumed{}, err
 	}

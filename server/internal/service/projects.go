@@ -55,10 +55,10 @@ func (s *Service) CreateProject(ctx context.Context, np NewProject) (store.Proje
 	}
 	p := store.Project{ID: auth.ID("prj"), OrgID: np.OrgID, Name: np.Name, LimitMicro: np.LimitMicro, Policy: string(pol), CreatedAt: s.Now().UTC()}
 	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateProject(ctx, p); err != nil {
+		if err := tx.Projects().Create(ctx, p); err != nil {
 			return err
 		}
-		_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: np.OrgID, Actor: np.CreatedBy, Action: "create_project", ObjectType: "project", ObjectID: p.ID,
+		_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: np.OrgID, Actor: np.CreatedBy, Action: "create_project", ObjectType: "project", ObjectID: p.ID,
 			Details: map[string]any{"name": np.Name, "budgetLimitMicroUsd": np.LimitMicro, "policy": json.RawMessage(pol)}}, s.Now())
 		return err
 	})
@@ -68,19 +68,19 @@ func (s *Service) CreateProject(ctx context.Context, np NewProject) (store.Proje
 // expireHolds releases a locked project's holds whose time ran out, with a
 // ledger entry each, so that every read and write sees current books.
 func (s *Service) expireHolds(ctx context.Context, tx *store.Tx, p *store.Project, now time.Time) error {
-	expired, err := tx.ExpiredHolds(ctx, p.ID, now)
+	expired, err := tx.Quotes().ExpiredHolds(ctx, p.ID, now)
 	if err != nil {
 		return err
 	}
 	for _, q := range expired {
-		if err := tx.SettleQuote(ctx, q.ID, "expired", now); err != nil {
+		if err := tx.Quotes().Settle(ctx, q.ID, "expired", now); err != nil {
 			return err
 		}
-		if err := tx.MoveMoney(ctx, p.ID, -q.AmountMicro, 0); err != nil {
+		if err := tx.Projects().MoveMoney(ctx, p.ID, -q.AmountMicro, 0); err != nil {
 			return err
 		}
 		p.HeldMicro -= q.AmountMicro
-		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: "system", Action: "hold_expired", ObjectType: "quote", ObjectID: q.ID,
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: "system", Action: "hold_expired", ObjectType: "quote", ObjectID: q.ID,
 			Details: map[string]any{"projectId": p.ID, "amountMicroUsd": q.AmountMicro}}, now); err != nil {
 			return err
 		}
@@ -91,7 +91,7 @@ func (s *Service) expireHolds(ctx context.Context, tx *store.Tx, p *store.Projec
 // projectView renders a project with its active holds.
 func (s *Service) projectView(ctx context.Context, p store.Project) (sdk.Project, error) {
 	now := s.Now()
-	holds, err := s.Store.ActiveHolds(ctx, p.ID, now)
+	holds, err := s.Store.Quotes().ActiveHolds(ctx, p.ID, now)
 	if err != nil {
 		return sdk.Project{}, err
 	}
@@ -120,7 +120,7 @@ func projectNotFound(id string) *apierr.Error {
 
 // GetProject reads a project of the caller's organisation.
 func (s *Service) GetProject(ctx context.Context, orgID, id string) (*sdk.Project, []sdk.Action, error) {
-	p, err := s.Store.GetProject(ctx, orgID, id)
+	p, err := s.Store.Projects().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, projectNotFound(id)
 	}
@@ -131,7 +131,7 @@ func (s *Service) GetProject(ctx context.Context, orgID, id string) (*sdk.Projec
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	svcs, err := s.Store.ListServices(ctx, orgID, store.Filter{ProjectID: p.ID, Limit: 500})
+	svcs, err := s.Store.Services().List(ctx, orgID, store.Filter{ProjectID: p.ID, Limit: 500})
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
@@ -149,7 +149,7 @@ func (s *Service) GetProject(ctx context.Context, orgID, id string) (*sdk.Projec
 
 // ListProjects lists the caller's organisation's projects.
 func (s *Service) ListProjects(ctx context.Context, orgID string) (*sdk.ProjectList, []sdk.Action, error) {
-	ps, err := s.Store.ListProjects(ctx, orgID)
+	ps, err := s.Store.Projects().List(ctx, orgID)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}

@@ -38,7 +38,7 @@ func (s *Service) quotas() Quotas {
 // checkServiceQuota refuses a launch that would pass the organisation's
 // live-service quota.
 func (s *Service) checkServiceQuota(ctx context.Context, orgID string) error {
-	u, err := s.Store.OrgUsage(ctx, orgID)
+	u, err := s.Store.Accounts().Usage(ctx, orgID)
 	if err != nil {
 		return apierr.Internal(err)
 	}
@@ -52,7 +52,7 @@ func (s *Service) checkServiceQuota(ctx context.Context, orgID string) error {
 // checkBundleQuota refuses an upload that would pass the organisation's
 // bundle or storage quota.
 func (s *Service) checkBundleQuota(ctx context.Context, orgID string, addBytes int64) error {
-	u, err := s.Store.OrgUsage(ctx, orgID)
+	u, err := s.Store.Accounts().Usage(ctx, orgID)
 	if err != nil {
 		return apierr.Internal(err)
 	}

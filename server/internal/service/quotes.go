@@ -220,7 +220,7 @@ func (s *Service) CreateQuote(ctx context.Context, p *auth.Principal, req sdk.Qu
 	var next []sdk.Action
 	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
-		proj, err := tx.LockProject(ctx, p.OrgID, req.ProjectId)
+		proj, err := tx.Projects().Lock(ctx, p.OrgID, req.ProjectId)
 		if errors.Is(err, store.ErrNotFound) {
 			return projectNotFound(req.ProjectId)
 		}
@@ -263,7 +263,7 @@ func (s *Service) CreateQuote(ctx context.Context, p *auth.Principal, req sdk.Qu
 		default:
 			q.Decision = "ALLOW"
 			q.State = "held"
-			if err := tx.MoveMoney(ctx, proj.ID, amount, 0); err != nil {
+			if err := tx.Projects().MoveMoney(ctx, proj.ID, amount, 0); err != nil {
 				if errors.Is(err, store.ErrBudget) {
 					return apierr.New("budget:insufficient", "the budget cannot cover this quote")
 				}
@@ -280,10 +280,10 @@ func (s *Service) CreateQuote(ctx context.Context, p *auth.Principal, req sdk.Qu
 		}
 		rj, _ := json.Marshal(reasons)
 		q.Reasons = string(rj)
-		if err := tx.InsertQuote(ctx, q); err != nil {
+		if err := tx.Quotes().Insert(ctx, q); err != nil {
 			return err
 		}
-		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "create_quote", ObjectType: "quote", ObjectID: q.ID,
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "create_quote", ObjectType: "quote", ObjectID: q.ID,
 			Details: map[string]any{"projectId": proj.ID, "decision": q.Decision, "amountMicroUsd": amount, "held": q.State == "held", "reasons": reasons}}, now); err != nil {
 			return err
 		}
@@ -325,34 +325,34 @@ func (s *Service) ReleaseQuote(ctx context.Context, p *auth.Principal, id string
 	var out *sdk.Quote
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
-		q, err := tx.LockQuote(ctx, p.OrgID, id)
+		q, err := tx.Quotes().Lock(ctx, p.OrgID, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return apierr.Newf("not_found:resource", "no quote %s in your organisation", id)
 		}
 		if err != nil {
 			return err
 		}
-		proj, err := tx.LockProject(ctx, p.OrgID, q.ProjectID)
+		proj, err := tx.Projects().Lock(ctx, p.OrgID, q.ProjectID)
 		if err != nil {
 			return err
 		}
 		if err := s.expireHolds(ctx, tx, &proj, now); err != nil {
 			return err
 		}
-		if q, err = tx.LockQuote(ctx, p.OrgID, id); err != nil {
+		if q, err = tx.Quotes().Lock(ctx, p.OrgID, id); err != nil {
 			return err
 		}
 		if q.State != "held" {
 			return apierr.Newf("conflict:state", "quote %s is %s, not held", id, q.State).WithActions(actions.Stop("done"))
 		}
-		if err := tx.SettleQuote(ctx, q.ID, "released", now); err != nil {
+		if err := tx.Quotes().Settle(ctx, q.ID, "released", now); err != nil {
 			return err
 		}
-		if err := tx.MoveMoney(ctx, proj.ID, -q.AmountMicro, 0); err != nil {
+		if err := tx.Projects().MoveMoney(ctx, proj.ID, -q.AmountMicro, 0); err != nil {
 			return err
 		}
 		proj.HeldMicro -= q.AmountMicro
-		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "release_quote", ObjectType: "quote", ObjectID: q.ID,
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "release_quote", ObjectType: "quote", ObjectID: q.ID,
 			Details: map[string]any{"projectId": proj.ID, "amountMicroUsd": q.AmountMicro}}, now); err != nil {
 			return err
 		}
@@ -441,7 +441,7 @@ func (a *awaitApproval) Error() string {
 // rules, and fails with budget:*, policy:*, price:changed or approval:*.
 func (s *Service) ConsumeQuote(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, quoteID string) (Consumed, error) {
 	now := s.Now()
-	proj, err := tx.LockProject(ctx, p.OrgID, projectID)
+	proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
 	if errors.Is(err, store.ErrNotFound) {
 		return Consumed{}, projectNotFound(projectID)
 	}
@@ -451,7 +451,7 @@ func (s *Service) ConsumeQuote(ctx context.Context, tx *store.Tx, p *auth.Princi
 	if err := s.expireHolds(ctx, tx, &proj, now); err != nil {
 		return Consumed{}, err
 	}
-	q, err := tx.LockQuote(ctx, p.OrgID, quoteID)
+	q, err := tx.Quotes().Lock(ctx, p.OrgID, quoteID)
 	if errors.Is(err, store.ErrNotFound) || err == nil && q.ProjectID != projectID {
 		return Consumed{}, apierr.Newf("not_found:resource", "no quote %s for project %s", quoteID, projectID)
 	}
@@ -470,7 +470,7 @@ func (s *Service) ConsumeQuote(ctx context.Context, tx *store.Tx, p *auth.Princi
 		return Consumed{}, apierr.Newf("conflict:state", "quote %s is already %s", quoteID, q.State).WithActions(requote)
 	case "not_held":
 		if q.Decision == "REQUIRES_APPROVAL" {
-			g, err := tx.QuoteGate(ctx, p.OrgID, q.ID)
+			g, err := tx.Quotes().Gate(ctx, p.OrgID, q.ID)
 			if err == nil && g.State == "pending" {
 				// The launch waits on the same gate; the human's approval
 				// consumes the quote and carries the launch on.
@@ -510,7 +510,7 @@ func (s *Service) ConsumeQuote(ctx context.Context, tx *store.Tx, p *auth.Princi
 	if total(current) != q.AmountMicro {
 		return Consumed{}, apierr.Newf("price:changed", "the price moved from %.2f to %.2f USD since the quote", usd(q.AmountMicro), usd(total(current))).WithActions(requote)
 	}
-	approved, err := tx.QuoteApproved(ctx, q.ID)
+	approved, err := tx.Quotes().Approved(ctx, q.ID)
 	if err != nil {
 		return Consumed{}, err
 	}
@@ -520,10 +520,10 @@ func (s *Service) ConsumeQuote(ctx context.Context, tx *store.Tx, p *auth.Princi
 		return Consumed{}, apierr.Newf("policy:approval_required", "the project now needs a human approval for %.2f USD; quote again and launch with the new quote to get an approval URL", usd(q.AmountMicro)).
 			WithActions(requote)
 	}
-	if err := tx.SettleQuote(ctx, q.ID, "consumed", now); err != nil {
+	if err := tx.Quotes().Settle(ctx, q.ID, "consumed", now); err != nil {
 		return Consumed{}, apierr.Newf("conflict:state", "quote %s changed while consuming it", q.ID)
 	}
-	if err := tx.MoveMoney(ctx, proj.ID, -q.AmountMicro, q.AmountMicro); err != nil {
+	if err := tx.Projects().MoveMoney(ctx, proj.ID, -q.AmountMicro, q.AmountMicro); err != nil {
 		if errors.Is(err, store.ErrBudget) {
 			return Consumed{}, apierr.New("budget:insufficient", "the budget no longer covers this quote", actions.Manual("raise_budget", "human"))
 		}
@@ -531,7 +531,7 @@ func (s *Service) ConsumeQuote(ctx context.Context, tx *store.Tx, p *auth.Princi
 	}
 	proj.HeldMicro -= q.AmountMicro
 	proj.SpentMicro += q.AmountMicro
-	if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "consume_quote", ObjectType: "quote", ObjectID: q.ID,
+	if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "consume_quote", ObjectType: "quote", ObjectID: q.ID,
 		Details: map[string]any{"projectId": proj.ID, "amountMicroUsd": q.AmountMicro}}, now); err != nil {
 		return Consumed{}, err
 	}

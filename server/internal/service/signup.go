@@ -66,7 +66,7 @@ func (s *Service) StartSignup(ctx context.Context, req sdk.SignupRequest) (*sdk.
 	if req.OrganizationName != nil {
 		su.OrgName = strings.TrimSpace(*req.OrganizationName)
 	}
-	if err := s.Store.CreateSignup(ctx, su); err != nil {
+	if err := s.Store.Onboarding().CreateSignup(ctx, su); err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
 	out := &sdk.Signup{ReviewUrl: s.ReviewURL(review), SignupSessionId: su.ID, ClaimSecret: secret, ExpiresAt: su.ExpiresAt}
@@ -80,7 +80,7 @@ func (s *Service) StartSignup(ctx context.Context, req sdk.SignupRequest) (*sdk.
 // The first poll after the human finished mints the key and returns it;
 // every later poll says it was claimed and never shows it again.
 func (s *Service) PollSignup(ctx context.Context, req sdk.SignupPollRequest) (*sdk.SignupPollResult, []sdk.Action, error) {
-	su, err := s.Store.GetSignup(ctx, req.SignupSessionId)
+	su, err := s.Store.Onboarding().Signup(ctx, req.SignupSessionId)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Internal(err)
 	}
@@ -114,7 +114,7 @@ func (s *Service) PollSignup(ctx context.Context, req sdk.SignupPollRequest) (*s
 	// complete: exactly one poll wins the compare-and-set and sees the key.
 	var secret string
 	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
-		cur, err := tx.LockSignup(ctx, su.ID)
+		cur, err := tx.Onboarding().LockSignup(ctx, su.ID)
 		if err != nil {
 			return err
 		}
@@ -125,11 +125,11 @@ func (s *Service) PollSignup(ctx context.Context, req sdk.SignupPollRequest) (*s
 		if err != nil {
 			return err
 		}
-		if err := tx.ClaimSignup(ctx, su.ID, k.ID, now); err != nil {
+		if err := tx.Onboarding().ClaimSignup(ctx, su.ID, k.ID, now); err != nil {
 			return err
 		}
 		secret = keySecret
-		_, err = tx.AppendLedger(ctx, store.LedgerRecord{OrgID: su.OrgID, Actor: "system", Action: "claim_signup", ObjectType: "signup", ObjectID: su.ID,
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: su.OrgID, Actor: "system", Action: "claim_signup", ObjectType: "signup", ObjectID: su.ID,
 			Details: map[string]any{"keyId": k.ID}}, now)
 		return err
 	})
@@ -156,7 +156,7 @@ type SignupReview struct {
 
 // SignupForReview finds the signup a review token names.
 func (s *Service) SignupForReview(ctx context.Context, reviewToken string) (SignupReview, error) {
-	su, err := s.Store.SignupByReviewHash(ctx, auth.HashKey(reviewToken))
+	su, err := s.Store.Onboarding().SignupByReviewHash(ctx, auth.HashKey(reviewToken))
 	if errors.Is(err, store.ErrNotFound) {
 		return SignupReview{}, apierr.New("not_found:resource", "This review link does not name a signup.")
 	}
@@ -204,7 +204,7 @@ func (s *Service) ApproveSignup(ctx context.Context, reviewToken string, d Revie
 	if d.HumanName == "" {
 		d.HumanName = "Owner"
 	}
-	su, err := s.Store.SignupByReviewHash(ctx, auth.HashKey(reviewToken))
+	su, err := s.Store.Onboarding().SignupByReviewHash(ctx, auth.HashKey(reviewToken))
 	if errors.Is(err, store.ErrNotFound) {
 		return Approved{}, apierr.New("not_found:resource", "This review link does not name a signup.")
 	}
@@ -214,7 +214,7 @@ func (s *Service) ApproveSignup(ctx context.Context, reviewToken string, d Revie
 	var out Approved
 	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
-		cur, err := tx.LockSignup(ctx, su.ID)
+		cur, err := tx.Onboarding().LockSignup(ctx, su.ID)
 		if err != nil {
 			return err
 		}
@@ -224,7 +224,7 @@ func (s *Service) ApproveSignup(ctx context.Context, reviewToken string, d Revie
 		if !now.Before(cur.ExpiresAt) {
 			return apierr.New("conflict:expired", "This signup expired before it was reviewed.")
 		}
-		org, err := tx.CreateOrganization(ctx, auth.ID("org"), d.OrganizationName, now.UTC())
+		org, err := tx.Accounts().CreateOrganization(ctx, auth.ID("org"), d.OrganizationName, now.UTC())
 		if err != nil {
 			return err
 		}
@@ -232,14 +232,14 @@ func (s *Service) ApproveSignup(ctx context.Context, reviewToken string, d Revie
 		actor := "human:" + h.ID
 		// The chain starts with the signup the agent began, before the
 		// organisation existed.
-		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: org.ID, Actor: "agent:anonymous", Action: "start_signup", ObjectType: "signup", ObjectID: su.ID,
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: "agent:anonymous", Action: "start_signup", ObjectType: "signup", ObjectID: su.ID,
 			Details: map[string]any{"startedAt": su.CreatedAt.Format(time.RFC3339Nano), "email": su.Email}}, now); err != nil {
 			return err
 		}
-		if err := tx.CreateHuman(ctx, h); err != nil {
+		if err := tx.Accounts().CreateHuman(ctx, h); err != nil {
 			return err
 		}
-		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "create_organization", ObjectType: "organization", ObjectID: org.ID,
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "create_organization", ObjectType: "organization", ObjectID: org.ID,
 			Details: map[string]any{"name": org.Name, "humanId": h.ID, "humanName": h.Name}}, now); err != nil {
 			return err
 		}
@@ -249,10 +249,10 @@ func (s *Service) ApproveSignup(ctx context.Context, reviewToken string, d Revie
 		}
 		polJSON, _ := json.Marshal(pol)
 		p := store.Project{ID: auth.ID("prj"), OrgID: org.ID, Name: d.ProjectName, LimitMicro: d.BudgetMicro, Policy: string(polJSON), CreatedAt: now.UTC()}
-		if err := tx.CreateProject(ctx, p); err != nil {
+		if err := tx.Projects().Create(ctx, p); err != nil {
 			return err
 		}
-		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "create_project", ObjectType: "project", ObjectID: p.ID,
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "create_project", ObjectType: "project", ObjectID: p.ID,
 			Details: map[string]any{"name": p.Name, "budgetLimitMicroUsd": p.LimitMicro, "policy": json.RawMessage(polJSON)}}, now); err != nil {
 			return err
 		}
@@ -261,10 +261,10 @@ func (s *Service) ApproveSignup(ctx context.Context, reviewToken string, d Revie
 			return err
 		}
 		cur.OrgID, cur.ProjectID, cur.HumanID, cur.SetupID = org.ID, p.ID, h.ID, setup.ID
-		if err := tx.ReviewSignup(ctx, cur, now); err != nil {
+		if err := tx.Onboarding().ReviewSignup(ctx, cur, now); err != nil {
 			return err
 		}
-		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "approve_signup", ObjectType: "signup", ObjectID: su.ID,
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "approve_signup", ObjectType: "signup", ObjectID: su.ID,
 			Details: map[string]any{"projectId": p.ID, "keyScopes": SignupScopes, "billingSetupId": setup.ID}}, now); err != nil {
 			return err
 		}

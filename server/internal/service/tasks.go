@@ -46,13 +46,13 @@ func (s *Service) openGate(ctx context.Context, tx *store.Tx, p *auth.Principal,
 	body, _ := json.Marshal(payload)
 	t := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: projectID, Kind: kind, State: "input_required",
 		Steps: string(steps), GateID: auth.ID("gat"), CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
-	if err := tx.InsertTask(ctx, t); err != nil {
+	if err := tx.Tasks().Insert(ctx, t); err != nil {
 		return t, err
 	}
-	if err := tx.InsertGate(ctx, store.Gate{ID: t.GateID, OrgID: p.OrgID, TaskID: t.ID, Kind: kind, Payload: string(body), CreatedAt: now.UTC()}); err != nil {
+	if err := tx.Gates().Insert(ctx, store.Gate{ID: t.GateID, OrgID: p.OrgID, TaskID: t.ID, Kind: kind, Payload: string(body), CreatedAt: now.UTC()}); err != nil {
 		return t, err
 	}
-	_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "open_gate", ObjectType: "gate", ObjectID: t.GateID,
+	_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "open_gate", ObjectType: "gate", ObjectID: t.GateID,
 		Details: map[string]any{"kind": kind, "taskId": t.ID, "payload": json.RawMessage(body)}}, now)
 	return t, err
 }
@@ -83,7 +83,7 @@ func (s *Service) RequestBudgetRaise(ctx context.Context, p *auth.Principal, pro
 	var next []sdk.Action
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
-		proj, err := tx.LockProject(ctx, p.OrgID, projectID)
+		proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
 		if errors.Is(err, store.ErrNotFound) {
 			return projectNotFound(projectID)
 		}
@@ -166,7 +166,7 @@ func (s *Service) taskView(t store.Task) (*sdk.TaskHandle, error) {
 
 // GetTask reads a task of the caller's organisation.
 func (s *Service) GetTask(ctx context.Context, orgID, id string) (*sdk.TaskHandle, []sdk.Action, error) {
-	t, err := s.Store.GetTask(ctx, orgID, id)
+	t, err := s.Store.Tasks().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Newf("not_found:resource", "no task %s in your organisation", id)
 	}
@@ -209,7 +209,7 @@ func (s *Service) DecideGate(ctx context.Context, h Human, gateID string, approv
 	var requeueAll []string
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
-		g, err := tx.LockGate(ctx, h.OrgID, gateID)
+		g, err := tx.Gates().Lock(ctx, h.OrgID, gateID)
 		if errors.Is(err, store.ErrNotFound) {
 			return apierr.Newf("not_found:resource", "no approval %s in your organisation", gateID)
 		}
@@ -220,12 +220,12 @@ func (s *Service) DecideGate(ctx context.Context, h Human, gateID string, approv
 		if approve {
 			state = "approved"
 		}
-		if err := tx.DecideGate(ctx, h.OrgID, gateID, state, "human:"+h.UserID, now); errors.Is(err, store.ErrConflict) {
+		if err := tx.Gates().Decide(ctx, h.OrgID, gateID, state, "human:"+h.UserID, now); errors.Is(err, store.ErrConflict) {
 			return apierr.Newf("conflict:state", "this approval was already decided (%s)", g.State)
 		} else if err != nil {
 			return err
 		}
-		t, err := tx.LockTask(ctx, h.OrgID, g.TaskID)
+		t, err := tx.Tasks().Lock(ctx, h.OrgID, g.TaskID)
 		if err != nil {
 			return err
 		}
@@ -266,10 +266,10 @@ func (s *Service) DecideGate(ctx context.Context, h Human, gateID string, approv
 		steps, _ := json.Marshal([]taskStep{{Name: "human_decision", State: map[bool]string{true: "succeeded", false: "failed"}[approve], CompletedAt: ptr(now.UTC()), Detail: state}})
 		rj, _ := json.Marshal(result)
 		t.Steps, t.Result, t.UpdatedAt = string(steps), string(rj), now.UTC()
-		if err := tx.UpdateTask(ctx, t); err != nil {
+		if err := tx.Tasks().Update(ctx, t); err != nil {
 			return err
 		}
-		_, err = tx.AppendLedger(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.UserID, Action: "decide_gate", ObjectType: "gate", ObjectID: g.ID,
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.UserID, Action: "decide_gate", ObjectType: "gate", ObjectID: g.ID,
 			Details: map[string]any{"kind": g.Kind, "decision": state, "taskId": t.ID, "result": result}}, now)
 		return err
 	})
@@ -301,26 +301,26 @@ func (s *Service) decideRegistration(ctx context.Context, tx *store.Tx, h Human,
 	decision := "approved"
 	if !approve {
 		decision = "denied"
-		proj, err := tx.LockProject(ctx, t.OrgID, pl.ProjectID)
+		proj, err := tx.Projects().Lock(ctx, t.OrgID, pl.ProjectID)
 		if err != nil {
 			return err
 		}
 		if pl.DomainMicro > 0 {
-			if err := tx.MoveMoney(ctx, proj.ID, 0, -pl.DomainMicro); err != nil {
+			if err := tx.Projects().MoveMoney(ctx, proj.ID, 0, -pl.DomainMicro); err != nil {
 				return err
 			}
 			pl.RefundedMicro = pl.DomainMicro
-			if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: t.OrgID, Actor: "system", Action: "refund", ObjectType: "task", ObjectID: t.ID,
+			if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: t.OrgID, Actor: "system", Action: "refund", ObjectType: "task", ObjectID: t.ID,
 				Details: map[string]any{"projectId": proj.ID, "amountMicroUsd": pl.DomainMicro, "reason": "domain registration denied"}}, now); err != nil {
 				return err
 			}
 		}
 		// The service goes on without the domain: it neither holds nor
 		// serves it, nobody is buying it, and the receipt shows it free.
-		if err := tx.DetachDomain(ctx, pl.ServiceID, pl.Domain, now); err != nil {
+		if err := tx.Services().DetachDomain(ctx, pl.ServiceID, pl.Domain, now); err != nil {
 			return err
 		}
-		if err := tx.ReleaseDomainClaims(ctx, t.ID); err != nil {
+		if err := tx.Domains().ReleaseClaims(ctx, t.ID); err != nil {
 			return err
 		}
 		if pl.Receipt != nil {
@@ -358,10 +358,10 @@ func (s *Service) decideRegistration(ctx context.Context, tx *store.Tx, h Human,
 	sj, _ := json.Marshal(steps)
 	pj, _ := json.Marshal(pl)
 	t.State, t.Steps, t.Payload, t.UpdatedAt = "queued", string(sj), string(pj), now.UTC()
-	if err := tx.UpdateTask(ctx, t); err != nil {
+	if err := tx.Tasks().Update(ctx, t); err != nil {
 		return err
 	}
-	_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.UserID, Action: "decide_gate", ObjectType: "gate", ObjectID: g.ID,
+	_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.UserID, Action: "decide_gate", ObjectType: "gate", ObjectID: g.ID,
 		Details: map[string]any{"kind": g.Kind, "decision": decision, "taskId": t.ID, "domain": pl.Domain}}, now)
 	return err
 }
@@ -374,7 +374,7 @@ func (s *Service) carryOut(ctx context.Context, tx *store.Tx, g store.Gate, payl
 	if err != nil {
 		return err
 	}
-	proj, err := tx.LockProject(ctx, g.OrgID, projectID)
+	proj, err := tx.Projects().Lock(ctx, g.OrgID, projectID)
 	if err != nil {
 		return err
 	}
@@ -384,7 +384,7 @@ func (s *Service) carryOut(ctx context.Context, tx *store.Tx, g store.Gate, payl
 	switch g.Kind {
 	case "budget_raise":
 		limit := proj.LimitMicro + amount
-		if err := tx.SetBudgetLimit(ctx, proj.ID, limit); err != nil {
+		if err := tx.Projects().SetBudgetLimit(ctx, proj.ID, limit); err != nil {
 			return err
 		}
 		result["budgetLimitUsd"] = usd(limit)
@@ -395,13 +395,13 @@ func (s *Service) carryOut(ctx context.Context, tx *store.Tx, g store.Gate, payl
 			return apierr.New("budget:insufficient", "the budget cannot cover the approved quote")
 		}
 		exp := now.Add(HoldDuration).UTC()
-		if err := tx.HoldQuote(ctx, quoteID, exp); err != nil {
+		if err := tx.Quotes().Hold(ctx, quoteID, exp); err != nil {
 			return err
 		}
-		if err := tx.MarkQuoteApproved(ctx, quoteID, "gate:"+g.ID); err != nil {
+		if err := tx.Quotes().MarkApproved(ctx, quoteID, "gate:"+g.ID); err != nil {
 			return err
 		}
-		if err := tx.MoveMoney(ctx, proj.ID, amount, 0); err != nil {
+		if err := tx.Projects().MoveMoney(ctx, proj.ID, amount, 0); err != nil {
 			if errors.Is(err, store.ErrBudget) {
 				return apierr.New("budget:insufficient", "the budget cannot cover the approved quote")
 			}
@@ -417,14 +417,14 @@ func (s *Service) carryOut(ctx context.Context, tx *store.Tx, g store.Gate, payl
 
 // PendingApprovals lists a human's organisation's undecided gates.
 func (s *Service) PendingApprovals(ctx context.Context, orgID string) ([]store.Gate, error) {
-	return s.Store.PendingGates(ctx, orgID)
+	return s.Store.Gates().Pending(ctx, orgID)
 }
 
 // resumeWaitingLaunches carries on the launches that wait on a quote's
 // approval gate: once the human approved and the quote is held, each
 // consumes it and is queued; otherwise each ends failed, charged nothing.
 func (s *Service) resumeWaitingLaunches(ctx context.Context, tx *store.Tx, h Human, g store.Gate, payload map[string]any, held bool, result map[string]any, now time.Time) ([]string, error) {
-	waiting, err := tx.TasksOnGate(ctx, g.ID)
+	waiting, err := tx.Tasks().OnGate(ctx, g.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -470,10 +470,10 @@ func (s *Service) resumeWaitingLaunches(ctx context.Context, tx *store.Tx, h Hum
 		sj, _ := json.Marshal(steps)
 		pj, _ := json.Marshal(pl)
 		lt.State, lt.GateID, lt.Steps, lt.Payload, lt.UpdatedAt = "queued", "", string(sj), string(pj), now.UTC()
-		if err := tx.UpdateTask(ctx, lt); err != nil {
+		if err := tx.Tasks().Update(ctx, lt); err != nil {
 			return nil, err
 		}
-		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: lt.OrgID, Actor: "human:" + h.UserID, Action: "resume_launch", ObjectType: "task", ObjectID: lt.ID,
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: lt.OrgID, Actor: "human:" + h.UserID, Action: "resume_launch", ObjectType: "task", ObjectID: lt.ID,
 			Details: map[string]any{"quoteId": pl.QuoteID, "gateId": g.ID, "chargedMicroUsd": c.AmountMicro}}, now); err != nil {
 			return nil, err
 		}

@@ -35,7 +35,7 @@ func (s *Service) TeardownService(ctx context.Context, p *auth.Principal, servic
 	var task store.Task
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
-		svc, err := tx.LockService(ctx, p.OrgID, serviceID)
+		svc, err := tx.Services().Lock(ctx, p.OrgID, serviceID)
 		if errors.Is(err, store.ErrNotFound) {
 			return apierr.Newf("not_found:resource", "no service %s in your organisation", serviceID)
 		}
@@ -53,7 +53,7 @@ func (s *Service) TeardownService(ctx context.Context, p *auth.Principal, servic
 			// A launch waiting for a human can be given up: it ends
 			// canceled, refunded, and the teardown below finds nothing
 			// served. A launch at work must finish first.
-			lt, err := tx.LockTask(ctx, p.OrgID, svc.TaskID)
+			lt, err := tx.Tasks().Lock(ctx, p.OrgID, svc.TaskID)
 			if err != nil {
 				return err
 			}
@@ -70,12 +70,12 @@ func (s *Service) TeardownService(ctx context.Context, p *auth.Principal, servic
 			}
 			if lt.GateID != "" && !lpl.AwaitQuote {
 				// Its own registration gate is moot now.
-				if err := tx.DecideGate(ctx, p.OrgID, lt.GateID, "denied", actorOf(p), now); err != nil && !errors.Is(err, store.ErrConflict) {
+				if err := tx.Gates().Decide(ctx, p.OrgID, lt.GateID, "denied", actorOf(p), now); err != nil && !errors.Is(err, store.ErrConflict) {
 					return err
 				}
 			}
 		}
-		proj, err := tx.LockProject(ctx, p.OrgID, svc.ProjectID)
+		proj, err := tx.Projects().Lock(ctx, p.OrgID, svc.ProjectID)
 		if err != nil {
 			return err
 		}
@@ -89,10 +89,10 @@ func (s *Service) TeardownService(ctx context.Context, p *auth.Principal, servic
 		pj, _ := json.Marshal(pl)
 		task = store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: svc.ProjectID, Kind: "teardown", State: "queued",
 			Steps: string(sj), Payload: string(pj), CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
-		if err := tx.InsertTask(ctx, task); err != nil {
+		if err := tx.Tasks().Insert(ctx, task); err != nil {
 			return err
 		}
-		if err := tx.SetServiceTask(ctx, svc.ID, task.ID, "tearing_down", now); err != nil {
+		if err := tx.Services().SetTask(ctx, svc.ID, task.ID, "tearing_down", now); err != nil {
 			return err
 		}
 		var costs []Cost
@@ -100,7 +100,7 @@ func (s *Service) TeardownService(ctx context.Context, p *auth.Principal, servic
 			costs = append(costs, Cost{Item: "irreversible:domain_registration:" + svc.Domain, Amount: 0})
 		}
 		m := s.Mutation("teardown_service", costs, []sdk.ResourceRef{{Type: "task", Id: task.ID}}, nil, remaining(proj))
-		if _, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "teardown_service", ObjectType: "service", ObjectID: svc.ID,
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "teardown_service", ObjectType: "service", ObjectID: svc.ID,
 			Details: map[string]any{"taskId": task.ID, "domainKept": svc.Domain}}, now); err != nil {
 			return err
 		}
@@ -132,13 +132,13 @@ func (s *Service) runTeardown(ctx context.Context, t store.Task) error {
 	if err := rt.do(ctx, &pl, StepUndeploy, func() (string, error) {
 		// The name, the hosts and any domain claim are free again.
 		if err := s.Store.InTx(ctx, func(tx *store.Tx) error {
-			if err := tx.RetireService(ctx, pl.ServiceID, "torn_down", s.Now()); err != nil {
+			if err := tx.Services().Retire(ctx, pl.ServiceID, "torn_down", s.Now()); err != nil {
 				return err
 			}
 			if pl.LaunchTaskID == "" {
 				return nil
 			}
-			return tx.ReleaseDomainClaims(ctx, pl.LaunchTaskID)
+			return tx.Domains().ReleaseClaims(ctx, pl.LaunchTaskID)
 		}); err != nil {
 			return "", err
 		}
@@ -148,7 +148,7 @@ func (s *Service) runTeardown(ctx context.Context, t store.Task) error {
 		return err
 	}
 	if err := rt.do(ctx, &pl, StepRemoveZone, func() (string, error) {
-		if err := s.Store.DeleteZone(ctx, pl.Domain); err != nil {
+		if err := s.Store.Domains().DeleteZone(ctx, pl.Domain); err != nil {
 			return "", err
 		}
 		if s.P.InvalidateDNS != nil {

@@ -20,13 +20,13 @@ type DomainView struct {
 
 // DomainsFor lists the human's organisation's registered domains.
 func (s *Service) DomainsFor(ctx context.Context, h Human) ([]DomainView, error) {
-	ps, err := s.Store.OrgPurchases(ctx, h.OrgID)
+	ps, err := s.Store.Domains().OrgPurchases(ctx, h.OrgID)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]DomainView, 0, len(ps))
 	for _, p := range ps {
-		_, zerr := s.Store.GetZone(ctx, p.Domain)
+		_, zerr := s.Store.Domains().Zone(ctx, p.Domain)
 		out = append(out, DomainView{Domain: p.Domain, Years: p.Years, Bought: p.CreatedAt.Format("2006-01-02"), Serving: zerr == nil})
 	}
 	return out, nil
@@ -37,7 +37,7 @@ func (s *Service) DomainsFor(ctx context.Context, h Human) ([]DomainView, error)
 // it was shown. No agent path reaches it.
 func (s *Service) TransferOutCode(ctx context.Context, h Human, domain string) (string, error) {
 	domain = strings.ToLower(strings.TrimSpace(domain))
-	p, err := s.Store.PurchaseByDomain(ctx, domain)
+	p, err := s.Store.Domains().PurchaseByDomain(ctx, domain)
 	if errors.Is(err, store.ErrNotFound) || err == nil && p.OrgID != h.OrgID {
 		return "", apierr.Newf("not_found:resource", "your organisation has no domain %s", domain)
 	}
@@ -45,7 +45,7 @@ func (s *Service) TransferOutCode(ctx context.Context, h Human, domain string) (
 		return "", err
 	}
 	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
-		_, err := tx.AppendLedger(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.UserID, Action: "reveal_transfer_code",
+		_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.UserID, Action: "reveal_transfer_code",
 			ObjectType: "domain", ObjectID: domain, Details: map[string]any{"ref": p.Ref}}, s.Now())
 		return err
 	})

@@ -13,6 +13,13 @@ import (
 // by their messages: SQLite's extended result codes and PostgreSQL's
 // SQLSTATE.
 
+// ErrBudget is returned when a change would make spent plus held exceed the
+// budget limit: the database's CHECK refused it.
+var ErrBudget = errors.New("store: budget limit exceeded")
+
+// ErrConflict is returned when a compare-and-set finds the row changed.
+var ErrConflict = errors.New("store: state changed")
+
 func isUniqueViolation(err error) bool {
 	return sqliteCode(err, sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) ||
 		pgCode(err, pgerrcode.UniqueViolation)

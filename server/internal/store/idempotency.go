@@ -43,14 +43,14 @@ type IdempotencyClaim struct {
 // concurrent requests win: the insert either happens or conflicts. An
 // in-flight claim whose lease ran out (its server died) may be taken over, and
 // an expired record counts as absent.
-func (s *Store) BeginIdempotent(ctx context.Context, c IdempotencyClaim, now time.Time, lease, ttl time.Duration) (IdempotencyOutcome, *StoredResponse, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (db Idempotency) Begin(ctx context.Context, c IdempotencyClaim, now time.Time, lease, ttl time.Duration) (IdempotencyOutcome, *StoredResponse, error) {
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer tx.Rollback()
 
-	res, err := tx.ExecContext(ctx, s.q(`INSERT INTO idempotency_records
+	res, err := tx.ExecContext(ctx, db.q(`INSERT INTO idempotency_records
 		(principal, idem_key, operation, request_hash, state, created_at, locked_until, expires_at)
 		VALUES (?, ?, ?, ?, 'in_flight', ?, ?, ?)
 		ON CONFLICT (principal, idem_key) DO NOTHING`),
@@ -63,7 +63,7 @@ func (s *Store) BeginIdempotent(ctx context.Context, c IdempotencyClaim, now tim
 	}
 
 	lock := ""
-	if s.engine == Postgres {
+	if db.store.engine == Postgres {
 		lock = " FOR UPDATE"
 	}
 	var (
@@ -73,7 +73,7 @@ func (s *Store) BeginIdempotent(ctx context.Context, c IdempotencyClaim, now tim
 		body             []byte
 		lockedUntil, exp int64
 	)
-	err = tx.QueryRowContext(ctx, s.q(`SELECT operation, request_hash, state, status, content_type, body, locked_until, expires_at
+	err = tx.QueryRowContext(ctx, db.q(`SELECT operation, request_hash, state, status, content_type, body, locked_until, expires_at
 		FROM idempotency_records WHERE principal = ? AND idem_key = ?`+lock), c.Principal, c.Key).
 		Scan(&op, &hash, &state, &status, &ctype, &body, &lockedUntil, &exp)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -85,7 +85,7 @@ func (s *Store) BeginIdempotent(ctx context.Context, c IdempotencyClaim, now tim
 	}
 
 	takeOver := func() (IdempotencyOutcome, *StoredResponse, error) {
-		_, err := tx.ExecContext(ctx, s.q(`UPDATE idempotency_records
+		_, err := tx.ExecContext(ctx, db.q(`UPDATE idempotency_records
 			SET operation = ?, request_hash = ?, state = 'in_flight', status = NULL, content_type = NULL, body = NULL,
 			    created_at = ?, locked_until = ?, expires_at = ?
 			WHERE principal = ? AND idem_key = ?`),
@@ -110,8 +110,8 @@ func (s *Store) BeginIdempotent(ctx context.Context, c IdempotencyClaim, now tim
 }
 
 // CompleteIdempotent stores the response for replay.
-func (s *Store) CompleteIdempotent(ctx context.Context, c IdempotencyClaim, r StoredResponse) error {
-	_, err := s.db.ExecContext(ctx, s.q(`UPDATE idempotency_records SET state = 'done', status = ?, content_type = ?, body = ?
+func (db Idempotency) Complete(ctx context.Context, c IdempotencyClaim, r StoredResponse) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE idempotency_records SET state = 'done', status = ?, content_type = ?, body = ?
 		WHERE principal = ? AND idem_key = ? AND request_hash = ?`),
 		r.Status, r.ContentType, r.Body, c.Principal, c.Key, c.RequestHash)
 	return err
@@ -119,14 +119,14 @@ func (s *Store) CompleteIdempotent(ctx context.Context, c IdempotencyClaim, r St
 
 // AbandonIdempotent releases a claim without storing a response, so that
 // the same key can be used again (after a validation failure, say).
-func (s *Store) AbandonIdempotent(ctx context.Context, c IdempotencyClaim) error {
-	_, err := s.db.ExecContext(ctx, s.q(`DELETE FROM idempotency_records WHERE principal = ? AND idem_key = ? AND state = 'in_flight'`), c.Principal, c.Key)
+func (db Idempotency) Abandon(ctx context.Context, c IdempotencyClaim) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`DELETE FROM idempotency_records WHERE principal = ? AND idem_key = ? AND state = 'in_flight'`), c.Principal, c.Key)
 	return err
 }
 
 // PurgeIdempotency deletes expired records and reports how many.
-func (s *Store) PurgeIdempotency(ctx context.Context, now time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, s.q(`DELETE FROM idempotency_records WHERE expires_at <= ?`), now.UnixMicro())
+func (db Idempotency) Purge(ctx context.Context, now time.Time) (int64, error) {
+	res, err := db.ex.ExecContext(ctx, db.q(`DELETE FROM idempotency_records WHERE expires_at <= ?`), now.UnixMicro())
 	if err != nil {
 		return 0, err
 	}

@@ -8,11 +8,22 @@ import (
 	"time"
 )
 
-// Organization owns projects, keys, domains and email addresses.
-type Organization struct {
-	ID        string
-	Name      string
-	CreatedAt time.Time
+func scanKey(row interface{ Scan(...any) error }) (APIKey, error) {
+	var k APIKey
+	var scopes string
+	var created int64
+	var revoked sql.NullInt64
+	err := row.Scan(&k.ID, &k.OrgID, &k.Name, &scopes, &created, &revoked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return k, ErrNotFound
+	}
+	k.Scopes = strings.Fields(scopes)
+	k.CreatedAt = time.UnixMicro(created).UTC()
+	if revoked.Valid {
+		t := time.UnixMicro(revoked.Int64).UTC()
+		k.RevokedAt = &t
+	}
+	return k, err
 }
 
 // APIKey is a stored key. The secret itself is never stored, only its hash.
@@ -35,41 +46,13 @@ func (k APIKey) HasScope(scope string) bool {
 	return false
 }
 
-// CreateOrganization inserts an organization.
-func (s *Store) CreateOrganization(ctx context.Context, id, name string, now time.Time) (Organization, error) {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)`), id, name, now.UnixMicro())
-	if err != nil {
-		return Organization{}, err
-	}
-	return Organization{ID: id, Name: name, CreatedAt: now}, nil
-}
-
-// FirstOrganization returns the oldest organization, for the local operator.
-func (s *Store) FirstOrganization(ctx context.Context) (Organization, error) {
-	var o Organization
-	var created int64
-	err := s.db.QueryRowContext(ctx, `SELECT id, name, created_at FROM organizations ORDER BY created_at, id LIMIT 1`).Scan(&o.ID, &o.Name, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return o, ErrNotFound
-	}
-	o.CreatedAt = time.UnixMicro(created)
-	return o, err
-}
-
-// CreateAPIKey stores a key by the hash of its secret.
-func (s *Store) CreateAPIKey(ctx context.Context, k APIKey, hash string) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO api_keys (id, org_id, name, key_hash, scopes, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
-		k.ID, k.OrgID, k.Name, hash, strings.Join(k.Scopes, " "), k.CreatedAt.UnixMicro())
-	return err
-}
-
 // APIKeyByHash finds a key that is not revoked by the hash of its secret.
-func (s *Store) APIKeyByHash(ctx context.Context, hash string) (APIKey, error) {
+func (db Keys) ByHash(ctx context.Context, hash string) (APIKey, error) {
 	var k APIKey
 	var scopes string
 	var created int64
 	var revoked sql.NullInt64
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT id, org_id, name, scopes, created_at, revoked_at FROM api_keys WHERE key_hash = ?`), hash).
+	err := db.ex.QueryRowContext(ctx, db.q(`SELECT id, org_id, name, scopes, created_at, revoked_at FROM api_keys WHERE key_hash = ?`), hash).
 		Scan(&k.ID, &k.OrgID, &k.Name, &scopes, &created, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return k, ErrNotFound
@@ -86,9 +69,53 @@ func (s *Store) APIKeyByHash(ctx context.Context, hash string) (APIKey, error) {
 	return k, nil
 }
 
-// RevokeAPIKey marks a key revoked; it stops working on the next request.
-func (s *Store) RevokeAPIKey(ctx context.Context, orgID, id string, now time.Time) error {
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND org_id = ? AND revoked_at IS NULL`), now.UnixMicro(), id, orgID)
+// CreateAPIKey stores a key by the hash of its secret inside a transaction.
+func (db Keys) Create(ctx context.Context, k APIKey, hash string) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO api_keys (id, org_id, name, key_hash, scopes, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
+		k.ID, k.OrgID, k.Name, hash, strings.Join(k.Scopes, " "), k.CreatedAt.UnixMicro())
+	return err
+}
+
+// ListAPIKeys lists an organisation's keys, newest first, revoked ones too.
+func (db Keys) List(ctx context.Context, orgID string) ([]APIKey, error) {
+	rows, err := db.ex.QueryContext(ctx, db.q(`SELECT id, org_id, name, scopes, created_at, revoked_at FROM api_keys WHERE org_id = ? ORDER BY created_at DESC, id`), orgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []APIKey
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// LockAPIKey reads a key of the organisation and locks it.
+func (db Keys) Lock(ctx context.Context, orgID, id string) (APIKey, error) {
+	return scanKey(db.ex.QueryRowContext(ctx, db.q(`SELECT id, org_id, name, scopes, created_at, revoked_at FROM api_keys WHERE id = ? AND org_id = ?`+db.forUpdate()), id, orgID))
+}
+
+// RevokeAPIKey marks a key of the organisation revoked inside a
+// transaction; ErrNotFound if it is unknown or already revoked.
+func (db Keys) Revoke(ctx context.Context, orgID, id string, now time.Time) error {
+	res, err := db.ex.ExecContext(ctx, db.q(`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND org_id = ? AND revoked_at IS NULL`), now.UnixMicro(), id, orgID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// SetAPIKeyScopes replaces a live key's scopes; they apply from the next
+// request.
+func (db Keys) SetScopes(ctx context.Context, orgID, id string, scopes []string) error {
+	res, err := db.ex.ExecContext(ctx, db.q(`UPDATE api_keys SET scopes = ? WHERE id = ? AND org_id = ? AND revoked_at IS NULL`), strings.Join(scopes, " "), id, orgID)
 	if err != nil {
 		return err
 	}

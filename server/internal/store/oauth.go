@@ -54,28 +54,6 @@ type OAuthToken struct {
 	Grant     OAuthGrant
 }
 
-// CreateOAuthClient stores a registered client.
-func (s *Store) CreateOAuthClient(ctx context.Context, c OAuthClient) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO oauth_clients (id, name, redirect_uris, created_at) VALUES (?, ?, ?, ?)`),
-		c.ID, c.Name, strings.Join(c.RedirectURIs, "\n"), c.CreatedAt.UnixMicro())
-	return err
-}
-
-// GetOAuthClient reads a client.
-func (s *Store) GetOAuthClient(ctx context.Context, id string) (OAuthClient, error) {
-	var c OAuthClient
-	var uris string
-	var created int64
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT id, name, redirect_uris, created_at FROM oauth_clients WHERE id = ?`), id).
-		Scan(&c.ID, &c.Name, &uris, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	c.RedirectURIs = strings.Split(uris, "\n")
-	c.CreatedAt = time.UnixMicro(created).UTC()
-	return c, err
-}
-
 const oauthAuthorizationCols = `id, client_id, redirect_uri, scopes, client_state, code_challenge, resource, status, created_at, expires_at, grant_id, code_expires_at`
 
 func scanOAuthAuthorization(row interface{ Scan(...any) error }) (OAuthAuthorization, error) {
@@ -96,107 +74,6 @@ func scanOAuthAuthorization(row interface{ Scan(...any) error }) (OAuthAuthoriza
 		a.CodeExpiresAt = time.UnixMicro(codeExpires.Int64).UTC()
 	}
 	return a, err
-}
-
-// CreateOAuthAuthorization stores a pending authorization request.
-func (s *Store) CreateOAuthAuthorization(ctx context.Context, a OAuthAuthorization) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO oauth_authorizations (id, client_id, redirect_uri, scopes, client_state, code_challenge, resource, status, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`),
-		a.ID, a.ClientID, a.RedirectURI, strings.Join(a.Scopes, " "), a.ClientState, a.CodeChallenge, a.Resource,
-		a.CreatedAt.UnixMicro(), a.ExpiresAt.UnixMicro())
-	return err
-}
-
-// GetOAuthAuthorization reads an authorization request by id.
-func (s *Store) GetOAuthAuthorization(ctx context.Context, id string) (OAuthAuthorization, error) {
-	return scanOAuthAuthorization(s.db.QueryRowContext(ctx, s.q(`SELECT `+oauthAuthorizationCols+` FROM oauth_authorizations WHERE id = ?`), id))
-}
-
-// LockOAuthAuthorization reads an authorization request inside a
-// transaction, locking its row on PostgreSQL.
-func (tx *Tx) LockOAuthAuthorization(ctx context.Context, id string) (OAuthAuthorization, error) {
-	return scanOAuthAuthorization(tx.tx.QueryRowContext(ctx, tx.s.q(`SELECT `+oauthAuthorizationCols+` FROM oauth_authorizations WHERE id = ?`+tx.forUpdate()), id))
-}
-
-// LockOAuthAuthorizationByCode finds the authorization a code belongs to,
-// whatever its status, locking its row on PostgreSQL.
-func (tx *Tx) LockOAuthAuthorizationByCode(ctx context.Context, codeHash string) (OAuthAuthorization, error) {
-	return scanOAuthAuthorization(tx.tx.QueryRowContext(ctx, tx.s.q(`SELECT `+oauthAuthorizationCols+` FROM oauth_authorizations WHERE code_hash = ?`+tx.forUpdate()), codeHash))
-}
-
-// ApproveOAuthAuthorization moves a pending, unexpired request to approved
-// with its grant and code; ErrConflict if it was decided or expired.
-func (tx *Tx) ApproveOAuthAuthorization(ctx context.Context, id, grantID, codeHash string, codeExpires, now time.Time) error {
-	return tx.expectOne(tx.tx.ExecContext(ctx, tx.s.q(`UPDATE oauth_authorizations SET status = 'approved', decided_at = ?, grant_id = ?, code_hash = ?, code_expires_at = ?
-		WHERE id = ? AND status = 'pending' AND expires_at > ?`), now.UnixMicro(), grantID, codeHash, codeExpires.UnixMicro(), id, now.UnixMicro()))
-}
-
-// DenyOAuthAuthorization moves a pending request to denied; ErrConflict if
-// it was already decided.
-func (tx *Tx) DenyOAuthAuthorization(ctx context.Context, id string, now time.Time) error {
-	return tx.expectOne(tx.tx.ExecContext(ctx, tx.s.q(`UPDATE oauth_authorizations SET status = 'denied', decided_at = ? WHERE id = ? AND status = 'pending'`),
-		now.UnixMicro(), id))
-}
-
-// SpendOAuthCode marks an approved authorization's code exchanged: the
-// compare-and-set that makes a code work once.
-func (tx *Tx) SpendOAuthCode(ctx context.Context, id string) error {
-	return tx.expectOne(tx.tx.ExecContext(ctx, tx.s.q(`UPDATE oauth_authorizations SET status = 'exchanged' WHERE id = ? AND status = 'approved'`), id))
-}
-
-func (tx *Tx) expectOne(res sql.Result, err error) error {
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return ErrConflict
-	}
-	return nil
-}
-
-// CreateOAuthGrant stores a grant.
-func (tx *Tx) CreateOAuthGrant(ctx context.Context, g OAuthGrant) error {
-	_, err := tx.tx.ExecContext(ctx, tx.s.q(`INSERT INTO oauth_grants (id, client_id, org_id, human_id, scopes, resource, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-		g.ID, g.ClientID, g.OrgID, g.HumanID, strings.Join(g.Scopes, " "), g.Resource, g.CreatedAt.UnixMicro())
-	return err
-}
-
-// GetOAuthGrant reads a grant inside a transaction.
-func (tx *Tx) GetOAuthGrant(ctx context.Context, id string) (OAuthGrant, error) {
-	var g OAuthGrant
-	var scopes string
-	var created int64
-	var revoked sql.NullInt64
-	err := tx.tx.QueryRowContext(ctx, tx.s.q(`SELECT id, client_id, org_id, human_id, scopes, resource, created_at, revoked_at FROM oauth_grants WHERE id = ?`), id).
-		Scan(&g.ID, &g.ClientID, &g.OrgID, &g.HumanID, &scopes, &g.Resource, &created, &revoked)
-	if errors.Is(err, sql.ErrNoRows) {
-		return g, ErrNotFound
-	}
-	g.Scopes = strings.Fields(scopes)
-	g.CreatedAt = time.UnixMicro(created).UTC()
-	g.RevokedAt = optionalTime(revoked)
-	return g, err
-}
-
-// RevokeOAuthGrant ends a grant and every token descending from it. It is
-// a no-op on a grant already revoked.
-func (tx *Tx) RevokeOAuthGrant(ctx context.Context, id, reason string, now time.Time) (revoked bool, err error) {
-	res, err := tx.tx.ExecContext(ctx, tx.s.q(`UPDATE oauth_grants SET revoked_at = ?, revoke_reason = ? WHERE id = ? AND revoked_at IS NULL`), now.UnixMicro(), reason, id)
-	if err != nil {
-		return false, err
-	}
-	n, _ := res.RowsAffected()
-	if _, err := tx.tx.ExecContext(ctx, tx.s.q(`UPDATE oauth_tokens SET revoked_at = ? WHERE grant_id = ? AND revoked_at IS NULL`), now.UnixMicro(), id); err != nil {
-		return false, err
-	}
-	return n == 1, nil
-}
-
-// CreateOAuthToken stores a token by the hash of its secret.
-func (tx *Tx) CreateOAuthToken(ctx context.Context, hash, grantID, kind string, scopes []string, now, expires time.Time) error {
-	_, err := tx.tx.ExecContext(ctx, tx.s.q(`INSERT INTO oauth_tokens (token_hash, grant_id, kind, scopes, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`),
-		hash, grantID, kind, strings.Join(scopes, " "), now.UnixMicro(), expires.UnixMicro())
-	return err
 }
 
 const oauthTokenQuery = `SELECT t.kind, t.grant_id, t.scopes, t.created_at, t.expires_at, t.rotated_at, t.revoked_at,
@@ -234,38 +111,161 @@ func optionalTime(v sql.NullInt64) *time.Time {
 	return &t
 }
 
+// CreateOAuthClient stores a registered client.
+func (db OAuth) CreateClient(ctx context.Context, c OAuthClient) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO oauth_clients (id, name, redirect_uris, created_at) VALUES (?, ?, ?, ?)`),
+		c.ID, c.Name, strings.Join(c.RedirectURIs, "\n"), c.CreatedAt.UnixMicro())
+	return err
+}
+
+// GetOAuthClient reads a client.
+func (db OAuth) Client(ctx context.Context, id string) (OAuthClient, error) {
+	var c OAuthClient
+	var uris string
+	var created int64
+	err := db.ex.QueryRowContext(ctx, db.q(`SELECT id, name, redirect_uris, created_at FROM oauth_clients WHERE id = ?`), id).
+		Scan(&c.ID, &c.Name, &uris, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	c.RedirectURIs = strings.Split(uris, "\n")
+	c.CreatedAt = time.UnixMicro(created).UTC()
+	return c, err
+}
+
+// CreateOAuthAuthorization stores a pending authorization request.
+func (db OAuth) CreateAuthorization(ctx context.Context, a OAuthAuthorization) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO oauth_authorizations (id, client_id, redirect_uri, scopes, client_state, code_challenge, resource, status, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`),
+		a.ID, a.ClientID, a.RedirectURI, strings.Join(a.Scopes, " "), a.ClientState, a.CodeChallenge, a.Resource,
+		a.CreatedAt.UnixMicro(), a.ExpiresAt.UnixMicro())
+	return err
+}
+
+// GetOAuthAuthorization reads an authorization request by id.
+func (db OAuth) Authorization(ctx context.Context, id string) (OAuthAuthorization, error) {
+	return scanOAuthAuthorization(db.ex.QueryRowContext(ctx, db.q(`SELECT `+oauthAuthorizationCols+` FROM oauth_authorizations WHERE id = ?`), id))
+}
+
+// LockOAuthAuthorization reads an authorization request inside a
+// transaction, locking its row on PostgreSQL.
+func (db OAuth) LockAuthorization(ctx context.Context, id string) (OAuthAuthorization, error) {
+	return scanOAuthAuthorization(db.ex.QueryRowContext(ctx, db.q(`SELECT `+oauthAuthorizationCols+` FROM oauth_authorizations WHERE id = ?`+db.forUpdate()), id))
+}
+
+// LockOAuthAuthorizationByCode finds the authorization a code belongs to,
+// whatever its status, locking its row on PostgreSQL.
+func (db OAuth) LockAuthorizationByCode(ctx context.Context, codeHash string) (OAuthAuthorization, error) {
+	return scanOAuthAuthorization(db.ex.QueryRowContext(ctx, db.q(`SELECT `+oauthAuthorizationCols+` FROM oauth_authorizations WHERE code_hash = ?`+db.forUpdate()), codeHash))
+}
+
+// ApproveOAuthAuthorization moves a pending, unexpired request to approved
+// with its grant and code; ErrConflict if it was decided or expired.
+func (db OAuth) ApproveAuthorization(ctx context.Context, id, grantID, codeHash string, codeExpires, now time.Time) error {
+	return db.expectOne(db.ex.ExecContext(ctx, db.q(`UPDATE oauth_authorizations SET status = 'approved', decided_at = ?, grant_id = ?, code_hash = ?, code_expires_at = ?
+		WHERE id = ? AND status = 'pending' AND expires_at > ?`), now.UnixMicro(), grantID, codeHash, codeExpires.UnixMicro(), id, now.UnixMicro()))
+}
+
+// DenyOAuthAuthorization moves a pending request to denied; ErrConflict if
+// it was already decided.
+func (db OAuth) DenyAuthorization(ctx context.Context, id string, now time.Time) error {
+	return db.expectOne(db.ex.ExecContext(ctx, db.q(`UPDATE oauth_authorizations SET status = 'denied', decided_at = ? WHERE id = ? AND status = 'pending'`),
+		now.UnixMicro(), id))
+}
+
+// SpendOAuthCode marks an approved authorization's code exchanged: the
+// compare-and-set that makes a code work once.
+func (db OAuth) SpendCode(ctx context.Context, id string) error {
+	return db.expectOne(db.ex.ExecContext(ctx, db.q(`UPDATE oauth_authorizations SET status = 'exchanged' WHERE id = ? AND status = 'approved'`), id))
+}
+
+func (db OAuth) expectOne(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return ErrConflict
+	}
+	return nil
+}
+
+// CreateOAuthGrant stores a grant.
+func (db OAuth) CreateGrant(ctx context.Context, g OAuthGrant) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO oauth_grants (id, client_id, org_id, human_id, scopes, resource, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+		g.ID, g.ClientID, g.OrgID, g.HumanID, strings.Join(g.Scopes, " "), g.Resource, g.CreatedAt.UnixMicro())
+	return err
+}
+
+// GetOAuthGrant reads a grant inside a transaction.
+func (db OAuth) Grant(ctx context.Context, id string) (OAuthGrant, error) {
+	var g OAuthGrant
+	var scopes string
+	var created int64
+	var revoked sql.NullInt64
+	err := db.ex.QueryRowContext(ctx, db.q(`SELECT id, client_id, org_id, human_id, scopes, resource, created_at, revoked_at FROM oauth_grants WHERE id = ?`), id).
+		Scan(&g.ID, &g.ClientID, &g.OrgID, &g.HumanID, &scopes, &g.Resource, &created, &revoked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return g, ErrNotFound
+	}
+	g.Scopes = strings.Fields(scopes)
+	g.CreatedAt = time.UnixMicro(created).UTC()
+	g.RevokedAt = optionalTime(revoked)
+	return g, err
+}
+
+// RevokeOAuthGrant ends a grant and every token descending from it. It is
+// a no-op on a grant already revoked.
+func (db OAuth) RevokeGrant(ctx context.Context, id, reason string, now time.Time) (revoked bool, err error) {
+	res, err := db.ex.ExecContext(ctx, db.q(`UPDATE oauth_grants SET revoked_at = ?, revoke_reason = ? WHERE id = ? AND revoked_at IS NULL`), now.UnixMicro(), reason, id)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	if _, err := db.ex.ExecContext(ctx, db.q(`UPDATE oauth_tokens SET revoked_at = ? WHERE grant_id = ? AND revoked_at IS NULL`), now.UnixMicro(), id); err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+// CreateOAuthToken stores a token by the hash of its secret.
+func (db OAuth) CreateToken(ctx context.Context, hash, grantID, kind string, scopes []string, now, expires time.Time) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO oauth_tokens (token_hash, grant_id, kind, scopes, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`),
+		hash, grantID, kind, strings.Join(scopes, " "), now.UnixMicro(), expires.UnixMicro())
+	return err
+}
+
 // OAuthTokenByHash finds a token and its grant by the hash of its secret,
 // whatever its state: callers decide what expiry and revocation mean.
-func (s *Store) OAuthTokenByHash(ctx context.Context, hash string) (OAuthToken, error) {
-	return scanOAuthToken(s.db.QueryRowContext(ctx, s.q(oauthTokenQuery), hash))
+func (db OAuth) TokenByHash(ctx context.Context, hash string) (OAuthToken, error) {
+	return scanOAuthToken(db.ex.QueryRowContext(ctx, db.q(oauthTokenQuery), hash))
 }
 
 // LockOAuthToken is OAuthTokenByHash inside a transaction, locking the
 // token's row on PostgreSQL.
-func (tx *Tx) LockOAuthToken(ctx context.Context, hash string) (OAuthToken, error) {
+func (db OAuth) LockToken(ctx context.Context, hash string) (OAuthToken, error) {
 	q := oauthTokenQuery
-	if tx.s.engine == Postgres {
+	if db.store.engine == Postgres {
 		q += " FOR UPDATE OF t"
 	}
-	return scanOAuthToken(tx.tx.QueryRowContext(ctx, tx.s.q(q), hash))
+	return scanOAuthToken(db.ex.QueryRowContext(ctx, db.q(q), hash))
 }
 
 // RotateOAuthToken spends a refresh token; ErrConflict if it was already
 // spent or revoked, which the caller treats as replay.
-func (tx *Tx) RotateOAuthToken(ctx context.Context, hash string, now time.Time) error {
-	return tx.expectOne(tx.tx.ExecContext(ctx, tx.s.q(`UPDATE oauth_tokens SET rotated_at = ? WHERE token_hash = ? AND kind = 'refresh' AND rotated_at IS NULL AND revoked_at IS NULL`),
+func (db OAuth) RotateToken(ctx context.Context, hash string, now time.Time) error {
+	return db.expectOne(db.ex.ExecContext(ctx, db.q(`UPDATE oauth_tokens SET rotated_at = ? WHERE token_hash = ? AND kind = 'refresh' AND rotated_at IS NULL AND revoked_at IS NULL`),
 		now.UnixMicro(), hash))
 }
 
 // RevokeOAuthToken revokes one token.
-func (tx *Tx) RevokeOAuthToken(ctx context.Context, hash string, now time.Time) error {
-	_, err := tx.tx.ExecContext(ctx, tx.s.q(`UPDATE oauth_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL`), now.UnixMicro(), hash)
+func (db OAuth) RevokeToken(ctx context.Context, hash string, now time.Time) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE oauth_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL`), now.UnixMicro(), hash)
 	return err
 }
 
 // PurgeOAuth drops authorization requests and tokens that expired more
 // than a day ago; grants stay, as the ledger names them.
-func (s *Store) PurgeOAuth(ctx context.Context, now time.Time) (int64, error) {
+func (db OAuth) Purge(ctx context.Context, now time.Time) (int64, error) {
 	cutoff := now.Add(-24 * time.Hour).UnixMicro()
 	var total int64
 	for _, q := range []string{
@@ -276,7 +276,7 @@ func (s *Store) PurgeOAuth(ctx context.Context, now time.Time) (int64, error) {
 		if strings.Count(q, "?") == 2 {
 			args = append(args, cutoff)
 		}
-		res, err := s.db.ExecContext(ctx, s.q(q), args...)
+		res, err := db.ex.ExecContext(ctx, db.q(q), args...)
 		if err != nil {
 			return total, err
 		}

@@ -64,69 +64,6 @@ func scanSignup(row interface{ Scan(...any) error }) (Signup, error) {
 	return s, err
 }
 
-// CreateSignup records a signup waiting for review.
-func (s *Store) CreateSignup(ctx context.Context, su Signup) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO signups (id, secret_hash, review_hash, email, org_name, state, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'pending_review', ?, ?)`),
-		su.ID, su.SecretHash, su.ReviewHash, su.Email, su.OrgName, su.CreatedAt.UnixMicro(), su.ExpiresAt.UnixMicro())
-	return err
-}
-
-// GetSignup reads a signup by id.
-func (s *Store) GetSignup(ctx context.Context, id string) (Signup, error) {
-	return scanSignup(s.db.QueryRowContext(ctx, s.q(`SELECT `+signupCols+` FROM signups WHERE id = ?`), id))
-}
-
-// SignupByReviewHash finds the signup a review URL names.
-func (s *Store) SignupByReviewHash(ctx context.Context, hash string) (Signup, error) {
-	return scanSignup(s.db.QueryRowContext(ctx, s.q(`SELECT `+signupCols+` FROM signups WHERE review_hash = ?`), hash))
-}
-
-// LockSignup reads a signup and locks it.
-func (tx *Tx) LockSignup(ctx context.Context, id string) (Signup, error) {
-	return scanSignup(tx.tx.QueryRowContext(ctx, tx.s.q(`SELECT `+signupCols+` FROM signups WHERE id = ?`+tx.forUpdate()), id))
-}
-
-// ReviewSignup is the compare-and-set of a human's approval: a signup still
-// pending review (and not expired) moves to pending_card with what the
-// review created. ErrConflict if it was already reviewed or has expired.
-func (tx *Tx) ReviewSignup(ctx context.Context, su Signup, now time.Time) error {
-	res, err := tx.tx.ExecContext(ctx, tx.s.q(`UPDATE signups SET state = 'pending_card', org_id = ?, project_id = ?, human_id = ?, setup_id = ?, reviewed_at = ?
-		WHERE id = ? AND state = 'pending_review' AND expires_at > ?`),
-		su.OrgID, su.ProjectID, su.HumanID, su.SetupID, now.UnixMicro(), su.ID, now.UnixMicro())
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return ErrConflict
-	}
-	return nil
-}
-
-// CompleteSignup moves a signup whose card succeeded to complete.
-func (tx *Tx) CompleteSignup(ctx context.Context, id string, now time.Time) error {
-	res, err := tx.tx.ExecContext(ctx, tx.s.q(`UPDATE signups SET state = 'complete', completed_at = ? WHERE id = ? AND state = 'pending_card'`), now.UnixMicro(), id)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return ErrConflict
-	}
-	return nil
-}
-
-// ClaimSignup is the compare-and-set that lets exactly one poll mint the
-// key: complete -> claimed. ErrConflict for every other poll.
-func (tx *Tx) ClaimSignup(ctx context.Context, id, keyID string, now time.Time) error {
-	res, err := tx.tx.ExecContext(ctx, tx.s.q(`UPDATE signups SET state = 'claimed', key_id = ?, claimed_at = ? WHERE id = ? AND state = 'complete'`), keyID, now.UnixMicro(), id)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return ErrConflict
-	}
-	return nil
-}
-
 const setupCols = `id, org_id, secret_hash, reason, COALESCE(signup_id, ''), state, decline_code, COALESCE(payment_method_id, ''), created_at, expires_at, completed_at`
 
 func scanSetup(row interface{ Scan(...any) error }) (BillingSetup, error) {
@@ -141,33 +78,96 @@ func scanSetup(row interface{ Scan(...any) error }) (BillingSetup, error) {
 	return b, err
 }
 
+// CreateSignup records a signup waiting for review.
+func (db Onboarding) CreateSignup(ctx context.Context, su Signup) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO signups (id, secret_hash, review_hash, email, org_name, state, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'pending_review', ?, ?)`),
+		su.ID, su.SecretHash, su.ReviewHash, su.Email, su.OrgName, su.CreatedAt.UnixMicro(), su.ExpiresAt.UnixMicro())
+	return err
+}
+
+// GetSignup reads a signup by id.
+func (db Onboarding) Signup(ctx context.Context, id string) (Signup, error) {
+	return scanSignup(db.ex.QueryRowContext(ctx, db.q(`SELECT `+signupCols+` FROM signups WHERE id = ?`), id))
+}
+
+// SignupByReviewHash finds the signup a review URL names.
+func (db Onboarding) SignupByReviewHash(ctx context.Context, hash string) (Signup, error) {
+	return scanSignup(db.ex.QueryRowContext(ctx, db.q(`SELECT `+signupCols+` FROM signups WHERE review_hash = ?`), hash))
+}
+
+// LockSignup reads a signup and locks it.
+func (db Onboarding) LockSignup(ctx context.Context, id string) (Signup, error) {
+	return scanSignup(db.ex.QueryRowContext(ctx, db.q(`SELECT `+signupCols+` FROM signups WHERE id = ?`+db.forUpdate()), id))
+}
+
+// ReviewSignup is the compare-and-set of a human's approval: a signup still
+// pending review (and not expired) moves to pending_card with what the
+// review created. ErrConflict if it was already reviewed or has expired.
+func (db Onboarding) ReviewSignup(ctx context.Context, su Signup, now time.Time) error {
+	res, err := db.ex.ExecContext(ctx, db.q(`UPDATE signups SET state = 'pending_card', org_id = ?, project_id = ?, human_id = ?, setup_id = ?, reviewed_at = ?
+		WHERE id = ? AND state = 'pending_review' AND expires_at > ?`),
+		su.OrgID, su.ProjectID, su.HumanID, su.SetupID, now.UnixMicro(), su.ID, now.UnixMicro())
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return ErrConflict
+	}
+	return nil
+}
+
+// CompleteSignup moves a signup whose card succeeded to complete.
+func (db Onboarding) CompleteSignup(ctx context.Context, id string, now time.Time) error {
+	res, err := db.ex.ExecContext(ctx, db.q(`UPDATE signups SET state = 'complete', completed_at = ? WHERE id = ? AND state = 'pending_card'`), now.UnixMicro(), id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return ErrConflict
+	}
+	return nil
+}
+
+// ClaimSignup is the compare-and-set that lets exactly one poll mint the
+// key: complete -> claimed. ErrConflict for every other poll.
+func (db Onboarding) ClaimSignup(ctx context.Context, id, keyID string, now time.Time) error {
+	res, err := db.ex.ExecContext(ctx, db.q(`UPDATE signups SET state = 'claimed', key_id = ?, claimed_at = ? WHERE id = ? AND state = 'complete'`), keyID, now.UnixMicro(), id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return ErrConflict
+	}
+	return nil
+}
+
 // CreateBillingSetup records a pending card flow.
-func (tx *Tx) CreateBillingSetup(ctx context.Context, b BillingSetup) error {
-	_, err := tx.tx.ExecContext(ctx, tx.s.q(`INSERT INTO billing_setups (id, org_id, secret_hash, reason, signup_id, state, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)`),
+func (db Onboarding) CreateBillingSetup(ctx context.Context, b BillingSetup) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO billing_setups (id, org_id, secret_hash, reason, signup_id, state, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)`),
 		b.ID, b.OrgID, b.SecretHash, b.Reason, nullable(b.SignupID), b.CreatedAt.UnixMicro(), b.ExpiresAt.UnixMicro())
 	return err
 }
 
 // GetBillingSetup reads a card flow of the organisation.
-func (s *Store) GetBillingSetup(ctx context.Context, orgID, id string) (BillingSetup, error) {
-	return scanSetup(s.db.QueryRowContext(ctx, s.q(`SELECT `+setupCols+` FROM billing_setups WHERE id = ? AND org_id = ?`), id, orgID))
+func (db Onboarding) BillingSetup(ctx context.Context, orgID, id string) (BillingSetup, error) {
+	return scanSetup(db.ex.QueryRowContext(ctx, db.q(`SELECT `+setupCols+` FROM billing_setups WHERE id = ? AND org_id = ?`), id, orgID))
 }
 
 // LockBillingSetup reads a card flow of the organisation and locks it.
-func (tx *Tx) LockBillingSetup(ctx context.Context, orgID, id string) (BillingSetup, error) {
-	return scanSetup(tx.tx.QueryRowContext(ctx, tx.s.q(`SELECT `+setupCols+` FROM billing_setups WHERE id = ? AND org_id = ?`+tx.forUpdate()), id, orgID))
+func (db Onboarding) LockBillingSetup(ctx context.Context, orgID, id string) (BillingSetup, error) {
+	return scanSetup(db.ex.QueryRowContext(ctx, db.q(`SELECT `+setupCols+` FROM billing_setups WHERE id = ? AND org_id = ?`+db.forUpdate()), id, orgID))
 }
 
 // DeclineBillingSetup records a refused card on a flow still open.
-func (tx *Tx) DeclineBillingSetup(ctx context.Context, id, code string) error {
-	_, err := tx.tx.ExecContext(ctx, tx.s.q(`UPDATE billing_setups SET state = 'declined', decline_code = ? WHERE id = ? AND state IN ('pending', 'declined')`), code, id)
+func (db Onboarding) DeclineBillingSetup(ctx context.Context, id, code string) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE billing_setups SET state = 'declined', decline_code = ? WHERE id = ? AND state IN ('pending', 'declined')`), code, id)
 	return err
 }
 
 // CompleteBillingSetup is the compare-and-set that closes a flow with the
 // card it added; ErrConflict if it was already complete.
-func (tx *Tx) CompleteBillingSetup(ctx context.Context, id, paymentMethodID string, now time.Time) error {
-	res, err := tx.tx.ExecContext(ctx, tx.s.q(`UPDATE billing_setups SET state = 'complete', decline_code = '', payment_method_id = ?, completed_at = ? WHERE id = ? AND state IN ('pending', 'declined')`),
+func (db Onboarding) CompleteBillingSetup(ctx context.Context, id, paymentMethodID string, now time.Time) error {
+	res, err := db.ex.ExecContext(ctx, db.q(`UPDATE billing_setups SET state = 'complete', decline_code = '', payment_method_id = ?, completed_at = ? WHERE id = ? AND state IN ('pending', 'declined')`),
 		paymentMethodID, now.UnixMicro(), id)
 	if err != nil {
 		return err
@@ -180,20 +180,20 @@ func (tx *Tx) CompleteBillingSetup(ctx context.Context, id, paymentMethodID stri
 
 // AddPaymentMethod makes a card the organisation's active one, retiring
 // the one before it.
-func (tx *Tx) AddPaymentMethod(ctx context.Context, pm PaymentMethod) error {
-	if _, err := tx.tx.ExecContext(ctx, tx.s.q(`UPDATE payment_methods SET state = 'replaced' WHERE org_id = ? AND state = 'active'`), pm.OrgID); err != nil {
+func (db Onboarding) AddPaymentMethod(ctx context.Context, pm PaymentMethod) error {
+	if _, err := db.ex.ExecContext(ctx, db.q(`UPDATE payment_methods SET state = 'replaced' WHERE org_id = ? AND state = 'active'`), pm.OrgID); err != nil {
 		return err
 	}
-	_, err := tx.tx.ExecContext(ctx, tx.s.q(`INSERT INTO payment_methods (id, org_id, brand, last4, exp_month, exp_year, state, created_at) VALUES (?, ?, ?, ?, ?, ?, 'active', ?)`),
+	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO payment_methods (id, org_id, brand, last4, exp_month, exp_year, state, created_at) VALUES (?, ?, ?, ?, ?, ?, 'active', ?)`),
 		pm.ID, pm.OrgID, pm.Brand, pm.Last4, pm.ExpMonth, pm.ExpYear, pm.CreatedAt.UnixMicro())
 	return err
 }
 
 // ActivePaymentMethod returns the organisation's card on file.
-func (s *Store) ActivePaymentMethod(ctx context.Context, orgID string) (PaymentMethod, error) {
+func (db Onboarding) ActivePaymentMethod(ctx context.Context, orgID string) (PaymentMethod, error) {
 	var pm PaymentMethod
 	var created int64
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT id, org_id, brand, last4, exp_month, exp_year, state, created_at FROM payment_methods WHERE org_id = ? AND state = 'active' ORDER BY created_at DESC LIMIT 1`), orgID).
+	err := db.ex.QueryRowContext(ctx, db.q(`SELECT id, org_id, brand, last4, exp_month, exp_year, state, created_at FROM payment_methods WHERE org_id = ? AND state = 'active' ORDER BY created_at DESC LIMIT 1`), orgID).
 		Scan(&pm.ID, &pm.OrgID, &pm.Brand, &pm.Last4, &pm.ExpMonth, &pm.ExpYear, &pm.State, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return pm, ErrNotFound

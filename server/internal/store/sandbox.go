@@ -104,69 +104,6 @@ func scanSandboxSession(r rowScanner) (SandboxSession, error) {
 	return s, nil
 }
 
-// CreateSandboxSession inserts a session without a mandate.
-func (s *Store) CreateSandboxSession(ctx context.Context, sess SandboxSession) error {
-	ref := 0
-	if sess.Reference {
-		ref = 1
-	}
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO sandbox_sessions (id, capability_hash, reference, created_at, registration_hash) VALUES (?, ?, ?, ?, ?)`),
-		sess.ID, sess.CapabilityHash, ref, sess.CreatedAt.UnixMicro(), sess.RegistrationHash)
-	return err
-}
-
-// GetSandboxSession reads a session.
-func (s *Store) GetSandboxSession(ctx context.Context, id string) (SandboxSession, error) {
-	return scanSandboxSession(s.db.QueryRowContext(ctx, s.q(`SELECT `+sandboxSessionColumns+` FROM sandbox_sessions WHERE id = ?`), id))
-}
-
-// RegisterSandboxMandate records the session's mandate, once: it reports
-// false when the session already has one (or does not exist), so that of
-// two concurrent registrations exactly one wins.
-func (s *Store) RegisterSandboxMandate(ctx context.Context, sess SandboxSession) (bool, error) {
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE sandbox_sessions
-		SET mandate_jws = ?, mandate_sha256 = ?, holder_thumbprint = ?, issuer_kid = ?, mandate_expires_at = ?, budget_micro = ?
-		WHERE id = ? AND mandate_jws IS NULL`),
-		sess.MandateJWS, sess.MandateSHA256, sess.HolderThumbprint, sess.IssuerKID, sess.MandateExpiresAt.UnixMicro(), sess.BudgetMicro, sess.ID)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n == 1, err
-}
-
-// SandboxAttempts lists a session's attempts in the order they were made.
-func (s *Store) SandboxAttempts(ctx context.Context, sessionID string) ([]SandboxAttempt, error) {
-	return sandboxAttempts(ctx, s.db, s.q, sessionID)
-}
-
-// SandboxGates lists a session's gates in the order they were opened.
-func (s *Store) SandboxGates(ctx context.Context, sessionID string) ([]SandboxGate, error) {
-	return sandboxGates(ctx, s.db, s.q, sessionID, "")
-}
-
-// GetSandboxGate reads one gate of a session.
-func (s *Store) GetSandboxGate(ctx context.Context, sessionID, gateID string) (SandboxGate, error) {
-	gs, err := sandboxGates(ctx, s.db, s.q, sessionID, gateID)
-	if err != nil {
-		return SandboxGate{}, err
-	}
-	if len(gs) == 0 {
-		return SandboxGate{}, ErrNotFound
-	}
-	return gs[0], nil
-}
-
-// SandboxProof returns a minted proof, the bytes exactly as signed.
-func (s *Store) SandboxProof(ctx context.Context, proofID string) ([]byte, error) {
-	var b []byte
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT proof FROM sandbox_proofs WHERE id = ?`), proofID).Scan(&b)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	return b, err
-}
-
 type queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
@@ -231,29 +168,6 @@ func sandboxGates(ctx context.Context, db queryer, q func(string) string, sessio
 type SandboxTx struct {
 	tx *sql.Tx
 	s  *Store
-}
-
-// InSandboxSession runs fn in a transaction holding the session's lock:
-// SELECT … FOR UPDATE on PostgreSQL; on SQLite the transaction takes the
-// database write lock at BEGIN (_txlock=immediate). fn's error rolls back.
-func (s *Store) InSandboxSession(ctx context.Context, id string, fn func(tx *SandboxTx, sess *SandboxSession) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	lock := ""
-	if s.engine == Postgres {
-		lock = " FOR UPDATE"
-	}
-	sess, err := scanSandboxSession(tx.QueryRowContext(ctx, s.q(`SELECT `+sandboxSessionColumns+` FROM sandbox_sessions WHERE id = ?`+lock), id))
-	if err != nil {
-		return err
-	}
-	if err := fn(&SandboxTx{tx: tx, s: s}, &sess); err != nil {
-		return err
-	}
-	return tx.Commit()
 }
 
 // Attempts lists the session's attempts inside the transaction.
@@ -336,174 +250,87 @@ func (t *SandboxTx) InsertProof(ctx context.Context, sessionID, proofID string, 
 	return nil
 }
 
-// SandboxKey returns a stored private key by name (PostgreSQL keeps the
-// sandbox's keys in the database so that replicas share them).
-func (s *Store) SandboxKey(ctx context.Context, name string) (string, error) {
-	var jwk string
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT private_jwk FROM sandbox_keys WHERE name = ?`), name).Scan(&jwk)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", ErrNotFound
+// CreateSandboxSession inserts a session without a mandate.
+func (db Sandbox) CreateSession(ctx context.Context, sess SandboxSession) error {
+	ref := 0
+	if sess.Reference {
+		ref = 1
 	}
-	return jwk, err
-}
-
-// PutSandboxKeyIfAbsent stores a key under name unless one is there already;
-// of replicas racing to create it, one wins and all read the winner's.
-func (s *Store) PutSandboxKeyIfAbsent(ctx context.Context, name, privateJWK string, now time.Time) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO sandbox_keys (name, private_jwk, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`),
-		name, privateJWK, now.UnixMicro())
+	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO sandbox_sessions (id, capability_hash, reference, created_at, registration_hash) VALUES (?, ?, ?, ?, ?)`),
+		sess.ID, sess.CapabilityHash, ref, sess.CreatedAt.UnixMicro(), sess.RegistrationHash)
 	return err
 }
 
-// SandboxReleaseFile is one file of a reference release.
-type SandboxReleaseFile struct {
-	Path        string
-	ContentType string
-	SHA256      string
-	Body        []byte
+// GetSandboxSession reads a session.
+func (db Sandbox) Session(ctx context.Context, id string) (SandboxSession, error) {
+	return scanSandboxSession(db.ex.QueryRowContext(ctx, db.q(`SELECT `+sandboxSessionColumns+` FROM sandbox_sessions WHERE id = ?`), id))
 }
 
-// SandboxRelease is one immutable reference release.
-type SandboxRelease struct {
-	// ID is the SHA-256 of the manifest, so a release is named by what it
-	// says.
-	ID        string
-	ProofID   string
-	Manifest  []byte
-	CreatedAt time.Time
-	Files     []SandboxReleaseFile
+// RegisterSandboxMandate records the session's mandate, once: it reports
+// false when the session already has one (or does not exist), so that of
+// two concurrent registrations exactly one wins.
+func (db Sandbox) RegisterMandate(ctx context.Context, sess SandboxSession) (bool, error) {
+	res, err := db.ex.ExecContext(ctx, db.q(`UPDATE sandbox_sessions
+		SET mandate_jws = ?, mandate_sha256 = ?, holder_thumbprint = ?, issuer_kid = ?, mandate_expires_at = ?, budget_micro = ?
+		WHERE id = ? AND mandate_jws IS NULL`),
+		sess.MandateJWS, sess.MandateSHA256, sess.HolderThumbprint, sess.IssuerKID, sess.MandateExpiresAt.UnixMicro(), sess.BudgetMicro, sess.ID)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
 }
 
-// WriteSandboxRelease writes a release's files and manifest. Writing the
-// same release again changes nothing. It does not publish the release.
-func (s *Store) WriteSandboxRelease(ctx context.Context, r SandboxRelease) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	for _, f := range r.Files {
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO sandbox_release_files (release_id, path, content_type, sha256, body)
-			VALUES (?, ?, ?, ?, ?) ON CONFLICT (release_id, path) DO NOTHING`), r.ID, f.Path, f.ContentType, f.SHA256, f.Body); err != nil {
-			return err
-		}
-	}
-	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO sandbox_releases (id, proof_id, manifest, created_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (id) DO NOTHING`), r.ID, r.ProofID, r.Manifest, r.CreatedAt.UnixMicro()); err != nil {
-		return err
-	}
-	return tx.Commit()
+// SandboxAttempts lists a session's attempts in the order they were made.
+func (db Sandbox) Attempts(ctx context.Context, sessionID string) ([]SandboxAttempt, error) {
+	return sandboxAttempts(ctx, db.ex, db.q, sessionID)
 }
 
-// PublishSandboxRelease points the public hosts at a written release, after
-// checking that every one of want's paths is stored with its hash. Unless
-// replace is set, an existing publication is kept and its id returned.
-func (s *Store) PublishSandboxRelease(ctx context.Context, id string, want map[string]string, replace bool, now time.Time) (string, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return "", err
-	}
-	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, s.q(`SELECT path, sha256 FROM sandbox_release_files WHERE release_id = ?`), id)
-	if err != nil {
-		return "", err
-	}
-	have := map[string]string{}
-	for rows.Next() {
-		var p, h string
-		if err := rows.Scan(&p, &h); err != nil {
-			rows.Close()
-			return "", err
-		}
-		have[p] = h
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return "", err
-	}
-	for p, h := range want {
-		if have[p] != h {
-			return "", fmt.Errorf("store: release %s: %s is not in place", id, p)
-		}
-	}
-	var n int
-	if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM sandbox_releases WHERE id = ?`), id).Scan(&n); err != nil || n != 1 {
-		return "", fmt.Errorf("store: release %s has no manifest: %v", id, err)
-	}
-	if replace {
-		_, err = tx.ExecContext(ctx, s.q(`INSERT INTO sandbox_reference (singleton, release_id, published_at) VALUES (1, ?, ?)
-			ON CONFLICT (singleton) DO UPDATE SET release_id = excluded.release_id, published_at = excluded.published_at`), id, now.UnixMicro())
-	} else {
-		_, err = tx.ExecContext(ctx, s.q(`INSERT INTO sandbox_reference (singleton, release_id, published_at) VALUES (1, ?, ?)
-			ON CONFLICT (singleton) DO NOTHING`), id, now.UnixMicro())
-	}
-	if err != nil {
-		return "", err
-	}
-	var current string
-	if err := tx.QueryRowContext(ctx, `SELECT release_id FROM sandbox_reference WHERE singleton = 1`).Scan(&current); err != nil {
-		return "", err
-	}
-	return current, tx.Commit()
+// SandboxGates lists a session's gates in the order they were opened.
+func (db Sandbox) Gates(ctx context.Context, sessionID string) ([]SandboxGate, error) {
+	return sandboxGates(ctx, db.ex, db.q, sessionID, "")
 }
 
-// CurrentSandboxRelease is the id of the published release.
-func (s *Store) CurrentSandboxRelease(ctx context.Context) (string, error) {
-	var id string
-	err := s.db.QueryRowContext(ctx, `SELECT release_id FROM sandbox_reference WHERE singleton = 1`).Scan(&id)
+// GetSandboxGate reads one gate of a session.
+func (db Sandbox) Gate(ctx context.Context, sessionID, gateID string) (SandboxGate, error) {
+	gs, err := sandboxGates(ctx, db.ex, db.q, sessionID, gateID)
+	if err != nil {
+		return SandboxGate{}, err
+	}
+	if len(gs) == 0 {
+		return SandboxGate{}, ErrNotFound
+	}
+	return gs[0], nil
+}
+
+// SandboxProof returns a minted proof, the bytes exactly as signed.
+func (db Sandbox) Proof(ctx context.Context, proofID string) ([]byte, error) {
+	var b []byte
+	err := db.ex.QueryRowContext(ctx, db.q(`SELECT proof FROM sandbox_proofs WHERE id = ?`), proofID).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", ErrNotFound
+		return nil, ErrNotFound
 	}
-	return id, err
+	return b, err
 }
 
-// GetSandboxRelease reads a release with its files.
-func (s *Store) GetSandboxRelease(ctx context.Context, id string) (SandboxRelease, error) {
-	r := SandboxRelease{ID: id}
-	var created int64
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT proof_id, manifest, created_at FROM sandbox_releases WHERE id = ?`), id).
-		Scan(&r.ProofID, &r.Manifest, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, ErrNotFound
-	}
-	if err != nil {
-		return r, err
-	}
-	r.CreatedAt = time.UnixMicro(created).UTC()
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT path, content_type, sha256, body FROM sandbox_release_files WHERE release_id = ? ORDER BY path`), id)
-	if err != nil {
-		return r, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var f SandboxReleaseFile
-		if err := rows.Scan(&f.Path, &f.ContentType, &f.SHA256, &f.Body); err != nil {
-			return r, err
-		}
-		r.Files = append(r.Files, f)
-	}
-	return r, rows.Err()
-}
-
-// DeleteSandboxRelease removes a written release that was never published
-// (the loser of two replicas publishing at once).
-func (s *Store) DeleteSandboxRelease(ctx context.Context, id string) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+// InSandboxSession runs fn in a transaction holding the session's lock:
+// SELECT … FOR UPDATE on PostgreSQL; on SQLite the transaction takes the
+// database write lock at BEGIN (_txlock=immediate). fn's error rolls back.
+func (db Sandbox) InSession(ctx context.Context, id string, fn func(tx *SandboxTx, sess *SandboxSession) error) error {
+	tx, err := db.begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	var n int
-	if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM sandbox_reference WHERE release_id = ?`), id).Scan(&n); err != nil {
+	lock := ""
+	if db.store.engine == Postgres {
+		lock = " FOR UPDATE"
+	}
+	sess, err := scanSandboxSession(tx.QueryRowContext(ctx, db.q(`SELECT `+sandboxSessionColumns+` FROM sandbox_sessions WHERE id = ?`+lock), id))
+	if err != nil {
 		return err
 	}
-	if n > 0 {
-		return fmt.Errorf("store: release %s is published", id)
-	}
-	if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM sandbox_releases WHERE id = ?`), id); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM sandbox_release_files WHERE release_id = ?`), id); err != nil {
+	if err := fn(&SandboxTx{tx: tx, s: db.store}, &sess); err != nil {
 		return err
 	}
 	return tx.Commit()

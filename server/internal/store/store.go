@@ -20,6 +20,48 @@ import (
 	_ "modernc.org/sqlite"             // registers the "sqlite" driver
 )
 
+// Filter narrows a listing; empty fields match everything. Listings are
+// newest first and at most Limit long.
+type Filter struct {
+	ProjectID, State string
+	Limit            int
+}
+
+func (f Filter) limit() int {
+	if f.Limit <= 0 || f.Limit > 500 {
+		return 100
+	}
+	return f.Limit
+}
+
+// Tx is a transaction. Every money movement and its ledger entry commit
+// together or not at all.
+type Tx struct {
+	tx *sql.Tx
+	s  *Store
+}
+
+// InTx runs fn in a transaction. On SQLite the write lock is taken at BEGIN,
+// so transactions serialize; on PostgreSQL rows are locked FOR UPDATE as read.
+func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
+	t, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(&Tx{tx: t, s: s}); err != nil {
+		t.Rollback()
+		return err
+	}
+	return t.Commit()
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
 // ErrNotFound is returned when a row does not exist.
 var ErrNotFound = errors.New("store: not found")
 

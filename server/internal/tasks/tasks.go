@@ -96,7 +96,7 @@ func (w *worker) Timeout(*river.Job[Args]) time.Duration { return w.r.cfg.JobTim
 
 func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 	r := w.r
-	ok, err := r.store.AcquireTaskLease(ctx, job.Args.TaskID, r.owner, time.Now(), r.cfg.LeaseTTL)
+	ok, err := r.store.Tasks().AcquireLease(ctx, job.Args.TaskID, r.owner, time.Now(), r.cfg.LeaseTTL)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 		// Another runner is working the task; look again shortly.
 		return river.JobSnooze(2 * time.Second)
 	}
-	defer r.store.ReleaseTaskLease(context.WithoutCancel(ctx), job.Args.TaskID, r.owner)
+	defer r.store.Tasks().ReleaseLease(context.WithoutCancel(ctx), job.Args.TaskID, r.owner)
 	err = r.run(ctx, job.Args.TaskID)
 	if err != nil && job.Attempt >= job.MaxAttempts && r.cfg.OnGiveUp != nil {
 		r.cfg.OnGiveUp(context.WithoutCancel(ctx), job.Args.TaskID, err)
@@ -282,7 +282,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	if r.store.Engine() == store.SQLite {
 		// An embedded server is the only runner on its database, so any
 		// lease left behind belongs to a process that is gone.
-		if err := r.store.ClearTaskLeases(ctx); err != nil {
+		if err := r.store.Tasks().ClearLeases(ctx); err != nil {
 			return err
 		}
 	}
@@ -299,7 +299,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tasks, err := r.store.UnfinishedTasks(ctx)
+	tasks, err := r.store.Tasks().Unfinished(ctx)
 	if err != nil {
 		return err
 	}

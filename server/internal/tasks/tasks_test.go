@@ -23,13 +23,13 @@ func newStore(t *testing.T) (*store.Store, func(id string)) {
 	}
 	t.Cleanup(func() { st.Close() })
 	now := time.Now().UTC()
-	if _, err := st.CreateOrganization(ctx, "org_test", "test", now); err != nil {
+	if _, err := st.Accounts().CreateOrganization(ctx, "org_test", "test", now); err != nil {
 		t.Fatal(err)
 	}
 	return st, func(id string) {
 		t.Helper()
 		err := st.InTx(ctx, func(tx *store.Tx) error {
-			return tx.InsertTask(ctx, store.Task{ID: id, OrgID: "org_test", Kind: "launch", State: "queued", Steps: "[]", CreatedAt: now, UpdatedAt: now})
+			return tx.Tasks().Insert(ctx, store.Task{ID: id, OrgID: "org_test", Kind: "launch", State: "queued", Steps: "[]", CreatedAt: now, UpdatedAt: now})
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -51,32 +51,32 @@ func newEdge(t testing.TB) *edge.Edge {
 	}
 	t.Cleanup(func() { st.Close() })
 	now := time.Now()
-	if _, err := st.CreateOrganization(ctx, "org_1", "org", now); err != nil {
+	if _, err := st.Accounts().CreateOrganization(ctx, "org_1", "org", now); err != nil {
 		t.Fatal(err)
 	}
 	var manifest []edge.File
 	for p, data := range siteFiles {
 		sum := sha256.Sum256([]byte(data))
 		sha := hex.EncodeToString(sum[:])
-		if err := st.PutBlob(ctx, sha, []byte(data), now); err != nil {
+		if err := st.Bundles().PutBlob(ctx, sha, []byte(data), now); err != nil {
 			t.Fatal(err)
 		}
 		manifest = append(manifest, edge.File{Path: p, SHA256: sha, Size: int64(len(data))})
 	}
 	mj, _ := json.Marshal(manifest)
-	if _, _, err := st.PutBundle(ctx, store.Bundle{ID: "bnd_1", OrgID: "org_1", SHA256: "x", FileCount: len(manifest), Manifest: string(mj), CreatedAt: now}); err != nil {
+	if _, _, err := st.Bundles().Put(ctx, store.Bundle{ID: "bnd_1", OrgID: "org_1", SHA256: "x", FileCount: len(manifest), Manifest: string(mj), CreatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
 	err = st.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateProject(ctx, store.Project{ID: "prj_1", OrgID: "org_1", Name: "p", Policy: "{}", CreatedAt: now}); err != nil {
+		if err := tx.Projects().Create(ctx, store.Project{ID: "prj_1", OrgID: "org_1", Name: "p", Policy: "{}", CreatedAt: now}); err != nil {
 			return err
 		}
-		if err := tx.InsertService(ctx, store.Service{ID: "svc_1", OrgID: "org_1", ProjectID: "prj_1", Name: "site", Target: "edge",
+		if err := tx.Services().Insert(ctx, store.Service{ID: "svc_1", OrgID: "org_1", ProjectID: "prj_1", Name: "site", Target: "edge",
 			PreviewHost: siteHost, BundleID: "bnd_1", State: "live", TaskID: "tsk_1", CreatedAt: now, UpdatedAt: now}); err != nil {
 			return err
 		}
 		// The edge serves a host only for the service that holds it.
-		return tx.ClaimHost(ctx, siteHost, "svc_1", "org_1", now)
+		return tx.Services().ClaimHost(ctx, siteHost, "svc_1", "org_1", now)
 	})
 	if err != nil {
 		t.Fatal(err)

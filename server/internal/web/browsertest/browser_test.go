@@ -161,7 +161,7 @@ func TestSignupInBrowser(t *testing.T) {
 		if st != 200 || len(list["data"].(map[string]any)["projects"].([]any)) != 1 {
 			t.Fatalf("projects: %d %v", st, list)
 		}
-		entries, err := s.Store().LedgerEntries(context.Background(), out["organizationId"].(string), 0, 1000)
+		entries, err := s.Store().Ledger().Entries(context.Background(), out["organizationId"].(string), 0, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func TestBudgetRaiseInBrowser(t *testing.T) {
 		s := start(t, db)
 		ctx := context.Background()
 		svc, st := s.Service(), s.Store()
-		o, err := st.CreateOrganization(ctx, auth.ID("org"), "Lovelace & Co", svc.Now())
+		o, err := st.Accounts().CreateOrganization(ctx, auth.ID("org"), "Lovelace & Co", svc.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +195,7 @@ func TestBudgetRaiseInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		key, hash := auth.NewKey()
-		if err := st.CreateAPIKey(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "agent", Scopes: []string{"read", "quote"}, CreatedAt: svc.Now()}, hash); err != nil {
+		if err := st.Keys().Create(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "agent", Scopes: []string{"read", "quote"}, CreatedAt: svc.Now()}, hash); err != nil {
 			t.Fatal(err)
 		}
 		// The agent asks for two raises.
@@ -243,7 +243,7 @@ func TestDomainPurchaseApprovalInBrowser(t *testing.T) {
 	s := start(t, "")
 	ctx := context.Background()
 	svc, st := s.Service(), s.Store()
-	o, err := st.CreateOrganization(ctx, auth.ID("org"), "Hopper Ltd", svc.Now())
+	o, err := st.Accounts().CreateOrganization(ctx, auth.ID("org"), "Hopper Ltd", svc.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestDomainPurchaseApprovalInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, hash := auth.NewKey()
-	if err := st.CreateAPIKey(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "launcher", Scopes: []string{"read", "quote", "launch"}, CreatedAt: svc.Now()}, hash); err != nil {
+	if err := st.Keys().Create(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "launcher", Scopes: []string{"read", "quote", "launch"}, CreatedAt: svc.Now()}, hash); err != nil {
 		t.Fatal(err)
 	}
 	code, env := httpJSON(t, "POST", s.base+"/v1/bundles", key, map[string]any{"projectId": p.ID,

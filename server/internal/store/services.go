@@ -1,0 +1,169 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+)
+
+// Service is a named running thing with its own preview host.
+type Service struct {
+	ID, OrgID, ProjectID, Name, Target, PreviewHost string
+	Domain, BundleID                                string
+	State                                           string // launching, live, failed, tearing_down, torn_down
+	TaskID                                          string
+	CreatedAt, UpdatedAt                            time.Time
+}
+
+const serviceCols = `id, org_id, project_id, name, target, preview_host, COALESCE(domain, ''), COALESCE(bundle_id, ''), state, task_id, created_at, updated_at`
+
+// serviceColsS is serviceCols for a query that names services s.
+const serviceColsS = `s.id, s.org_id, s.project_id, s.name, s.target, s.preview_host, COALESCE(s.domain, ''), COALESCE(s.bundle_id, ''), s.state, s.task_id, s.created_at, s.updated_at`
+
+func scanService(row interface{ Scan(...any) error }) (Service, error) {
+	var v Service
+	var created, updated int64
+	err := row.Scan(&v.ID, &v.OrgID, &v.ProjectID, &v.Name, &v.Target, &v.PreviewHost, &v.Domain, &v.BundleID, &v.State, &v.TaskID, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, ErrNotFound
+	}
+	v.CreatedAt, v.UpdatedAt = time.UnixMicro(created).UTC(), time.UnixMicro(updated).UTC()
+	return v, err
+}
+
+// ClaimHost gives host to a service; ErrConflict when another service holds
+// it. Claiming a host the service already holds is a no-op. The insert never
+// violates the key, so a PostgreSQL transaction stays usable after a refusal.
+func (db Services) ClaimHost(ctx context.Context, host, serviceID, orgID string, now time.Time) error {
+	host = strings.ToLower(host)
+	res, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO service_hosts (host, service_id, org_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (host) DO NOTHING`),
+		host, serviceID, orgID, now.UnixMicro())
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	var holder string
+	if err := db.ex.QueryRowContext(ctx, db.q(`SELECT service_id FROM service_hosts WHERE host = ?`), host).Scan(&holder); err != nil {
+		return err
+	}
+	if holder != serviceID {
+		return ErrConflict
+	}
+	return nil
+}
+
+// ReleaseHost gives one host of a service back.
+func (db Services) ReleaseHost(ctx context.Context, serviceID, host string) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`DELETE FROM service_hosts WHERE service_id = ? AND host = ?`), serviceID, strings.ToLower(host))
+	return err
+}
+
+// ReleaseHosts gives every host of a service back.
+func (db Services) ReleaseHosts(ctx context.Context, serviceID string) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`DELETE FROM service_hosts WHERE service_id = ?`), serviceID)
+	return err
+}
+
+// HostOwner is the service and organisation holding host.
+func (db Services) HostOwner(ctx context.Context, host string) (serviceID, orgID string, err error) {
+	err = db.ex.QueryRowContext(ctx, db.q(`SELECT service_id, org_id FROM service_hosts WHERE host = ?`), strings.ToLower(host)).Scan(&serviceID, &orgID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", ErrNotFound
+	}
+	return serviceID, orgID, err
+}
+
+// ServiceHosts lists the hosts a service holds.
+func (db Services) Hosts(ctx context.Context, serviceID string) ([]string, error) {
+	return collect(ctx, db.ex, func(r interface{ Scan(...any) error }) (string, error) {
+		var h string
+		return h, r.Scan(&h)
+	}, db.q(`SELECT host FROM service_hosts WHERE service_id = ? ORDER BY host`), serviceID)
+}
+
+// RetireService is RetireService inside a transaction.
+func (db Services) Retire(ctx context.Context, id, state string, now time.Time) error {
+	return db.atomically(ctx, func(tx *Tx) error {
+		if _, err := tx.tx.ExecContext(ctx, db.q(`UPDATE services SET state = ?, updated_at = ? WHERE id = ?`), state, now.UnixMicro(), id); err != nil {
+			return err
+		}
+		return tx.Services().ReleaseHosts(ctx, id)
+	})
+}
+
+// DetachDomain takes a domain off a service: the service keeps its preview
+// host and answers for the domain no more.
+func (db Services) DetachDomain(ctx context.Context, serviceID, domain string, now time.Time) error {
+	if _, err := db.ex.ExecContext(ctx, db.q(`UPDATE services SET domain = NULL, updated_at = ? WHERE id = ?`), now.UnixMicro(), serviceID); err != nil {
+		return err
+	}
+	if err := db.ReleaseHost(ctx, serviceID, domain); err != nil {
+		return err
+	}
+	return db.ReleaseHost(ctx, serviceID, "www."+domain)
+}
+
+// ListServices lists an organisation's services.
+func (db Services) List(ctx context.Context, orgID string, f Filter) ([]Service, error) {
+	return collect(ctx, db.ex, scanService, db.q(`SELECT `+serviceCols+` FROM services
+		WHERE org_id = ? AND (? = '' OR project_id = ?) AND (? = '' OR state = ?)
+		ORDER BY created_at DESC, id LIMIT ?`), orgID, f.ProjectID, f.ProjectID, f.State, f.State, f.limit())
+}
+
+// LiveServiceForDomain finds the live service of an organisation that
+// serves a domain.
+func (db Services) LiveForDomain(ctx context.Context, orgID, domain string) (Service, error) {
+	return scanService(db.ex.QueryRowContext(ctx, db.q(`SELECT `+serviceCols+` FROM services
+		WHERE org_id = ? AND domain = ? AND state = 'live' ORDER BY updated_at DESC LIMIT 1`), orgID, domain))
+}
+
+// InsertService records a service; ErrConflict when the project already has
+// a live service of that name or the preview host is taken.
+func (db Services) Insert(ctx context.Context, v Service) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO services (id, org_id, project_id, name, target, preview_host, domain, bundle_id, state, task_id, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		v.ID, v.OrgID, v.ProjectID, v.Name, v.Target, v.PreviewHost, nullable(v.Domain), nullable(v.BundleID), v.State, v.TaskID, v.CreatedAt.UnixMicro(), v.UpdatedAt.UnixMicro())
+	if isUniqueViolation(err) {
+		return ErrConflict
+	}
+	return err
+}
+
+// SetServiceState updates a service's state.
+func (db Services) SetState(ctx context.Context, id, state string, now time.Time) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE services SET state = ?, updated_at = ? WHERE id = ?`), state, now.UnixMicro(), id)
+	return err
+}
+
+// SetServiceTask points a service at the task now acting on it.
+func (db Services) SetTask(ctx context.Context, id, taskID, state string, now time.Time) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE services SET task_id = ?, state = ?, updated_at = ? WHERE id = ?`), taskID, state, now.UnixMicro(), id)
+	return err
+}
+
+// GetService reads a service of the organisation.
+func (db Services) Get(ctx context.Context, orgID, id string) (Service, error) {
+	return scanService(db.ex.QueryRowContext(ctx, db.q(`SELECT `+serviceCols+` FROM services WHERE id = ? AND org_id = ?`), id, orgID))
+}
+
+// LockService reads a service and locks it.
+func (db Services) Lock(ctx context.Context, orgID, id string) (Service, error) {
+	return scanService(db.ex.QueryRowContext(ctx, db.q(`SELECT `+serviceCols+` FROM services WHERE id = ? AND org_id = ?`+db.forUpdate()), id, orgID))
+}
+
+// ServiceByHost finds the live service a Host header names: the one
+// service holding the host (its preview host, its domain or www. under it)
+// in service_hosts. No other service answers for it, whichever is newer.
+func (db Services) ByHost(ctx context.Context, host string) (Service, error) {
+	return scanService(db.ex.QueryRowContext(ctx, db.q(`SELECT `+serviceColsS+` FROM service_hosts h JOIN services s ON s.id = h.service_id
+		WHERE h.host = ? AND s.state = 'live'`), strings.ToLower(host)))
+}
+
+// ProjectServices lists a project's services.
+func (db Services) InProject(ctx context.Context, orgID, projectID string) ([]Service, error) {
+	return collect(ctx, db.ex, scanService, db.q(`SELECT `+serviceCols+` FROM services WHERE org_id = ? AND project_id = ? ORDER BY created_at, id`), orgID, projectID)
+}
