@@ -34,7 +34,7 @@ func newAccount(t *testing.T, ts *testServer, limitMicro int64, pol sdk.ProjectP
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := svc.CreateProject(ctx, service.NewProject{OrgID: o.ID, Name: "site", LimitMicro: limitMicro, Policy: pol, CreatedBy: "human:usr_test"})
+	p, err := svc.Projects.Create(ctx, service.NewProject{OrgID: o.ID, Name: "site", LimitMicro: limitMicro, Policy: pol, CreatedBy: "human:usr_test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func toAny(s []string) []any {
 
 func consume(ts *testServer, a account, quoteID string) error {
 	return ts.Store().InTx(context.Background(), func(tx *store.Tx) error {
-		_, err := ts.Service().ConsumeQuote(context.Background(), tx, a.principal, a.project, quoteID)
+		_, err := ts.Service().Quotes.Consume(context.Background(), tx, a.principal, a.project, quoteID)
 		return err
 	})
 }
@@ -250,7 +250,7 @@ func TestNoOverspend(t *testing.T) {
 				defer wg.Done()
 				if i%2 == 0 {
 					defer quoters.Done()
-					q, _, err := ts.Service().CreateQuote(ctx, a.principal, sdk.QuoteRequest{ProjectId: a.project,
+					q, _, err := ts.Service().Quotes.Create(ctx, a.principal, sdk.QuoteRequest{ProjectId: a.project,
 						Items: []sdk.QuoteItem{{Kind: sdk.Domain, Domain: &names[i], Years: ptr(1 + rand.IntN(3))}}})
 					if err != nil {
 						fail(err)
@@ -344,13 +344,13 @@ func TestBudgetRaiseAndApprovals(t *testing.T) {
 		if r := c.Do("GET", "/v1/projects/"+a.project, nil, other.header()); r.StatusCode != 404 {
 			t.Fatalf("foreign project: %d", r.StatusCode)
 		}
-		if err := ts.Service().DecideGate(ctx, service.Human{OrgID: other.org, UserID: "usr_x"}, gateID, true); code(err) != "not_found:resource" {
+		if err := ts.Service().Approvals.Decide(ctx, service.Human{OrgID: other.org, UserID: "usr_x"}, gateID, true); code(err) != "not_found:resource" {
 			t.Fatalf("foreign human decided: %v", err)
 		}
-		if err := ts.Service().DecideGate(ctx, service.Human{OrgID: a.org, UserID: "usr_a"}, gateID, true); err != nil {
+		if err := ts.Service().Approvals.Decide(ctx, service.Human{OrgID: a.org, UserID: "usr_a"}, gateID, true); err != nil {
 			t.Fatal(err)
 		}
-		if err := ts.Service().DecideGate(ctx, service.Human{OrgID: a.org, UserID: "usr_a"}, gateID, false); code(err) != "conflict:state" {
+		if err := ts.Service().Approvals.Decide(ctx, service.Human{OrgID: a.org, UserID: "usr_a"}, gateID, false); code(err) != "conflict:state" {
 			t.Fatalf("second decision: %v", err)
 		}
 		task = c.Do("GET", "/v1/tasks/"+taskID, nil, a.header()).JSON()["data"].(map[string]any)
@@ -366,7 +366,7 @@ func TestBudgetRaiseAndApprovals(t *testing.T) {
 		r = c.Do("POST", "/v1/projects/"+a.project+"/budget-raises", map[string]any{"amountUsd": 1000, "reason": "more"}, a.header())
 		approval = r.JSON()["data"].(map[string]any)["approvalUrl"].(string)
 		gateID = approval[len(approval)-len("gat_")-20:]
-		if err := ts.Service().DecideGate(ctx, service.Human{OrgID: a.org, UserID: "usr_a"}, gateID, false); err != nil {
+		if err := ts.Service().Approvals.Decide(ctx, service.Human{OrgID: a.org, UserID: "usr_a"}, gateID, false); err != nil {
 			t.Fatal(err)
 		}
 		task = c.Do("GET", "/v1/tasks/"+r.JSON()["data"].(map[string]any)["taskId"].(string), nil, a.header()).JSON()["data"].(map[string]any)
@@ -400,7 +400,7 @@ func TestQuoteApprovalRule(t *testing.T) {
 	}
 	url := u["url"].(string)
 	gateID := url[len(url)-len("gat_")-20:]
-	if err := ts.Service().DecideGate(context.Background(), service.Human{OrgID: a.org, UserID: "u"}, gateID, true); err != nil {
+	if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: a.org, UserID: "u"}, gateID, true); err != nil {
 		t.Fatal(err)
 	}
 	p := ts.Client.Do("GET", "/v1/projects/"+a.project, nil, a.header()).JSON()["data"].(map[string]any)

@@ -24,7 +24,7 @@ func ensureLocalProject(ctx context.Context, st *store.Store, orgID string) erro
 	if err != nil || len(ps) > 0 {
 		return err
 	}
-	_, err = service.New(st, time.Now, nil).CreateProject(ctx, service.NewProject{
+	_, err = service.New(service.Config{Store: st}).Projects.Create(ctx, service.NewProject{
 		OrgID: orgID, Name: "default", LimitMicro: DefaultLocalBudgetMicro, Policy: service.DefaultPolicy(), CreatedBy: "operator:local",
 	})
 	return err
@@ -58,7 +58,7 @@ signup and dashboard pages instead.`,
 			if err != nil {
 				return err
 			}
-			p, err := service.New(st, time.Now, nil).CreateProject(ctx, service.NewProject{
+			p, err := service.New(service.Config{Store: st}).Projects.Create(ctx, service.NewProject{
 				OrgID: o.ID, Name: name, LimitMicro: int64(budget*1e6 + 0.5), Policy: service.DefaultPolicy(), CreatedBy: "operator:local",
 			})
 			if err != nil {

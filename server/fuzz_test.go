@@ -123,7 +123,7 @@ func FuzzJSONBodies(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	p, err := s.Service().CreateProject(ctx, service.NewProject{OrgID: o.ID, Name: "fuzz", LimitMicro: 100_000_000, Policy: service.DefaultPolicy(), CreatedBy: "human:usr_fuzz"})
+	p, err := s.Service().Projects.Create(ctx, service.NewProject{OrgID: o.ID, Name: "fuzz", LimitMicro: 100_000_000, Policy: service.DefaultPolicy(), CreatedBy: "human:usr_fuzz"})
 	if err != nil {
 		f.Fatal(err)
 	}

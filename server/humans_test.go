@@ -91,7 +91,7 @@ func csrfOf(t *testing.T, p page) string {
 // signIn signs a browser in as the local operator of org.
 func signIn(t *testing.T, ts *testServer, org string) *browser {
 	t.Helper()
-	link, _, err := ts.Service().LocalOperatorSignIn(context.Background(), org, "")
+	link, _, err := ts.Service().Accounts.LocalOperatorSignIn(context.Background(), org, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestSignInLinks(t *testing.T) {
 	a := newAccount(t, ts, 1_000_000, service.DefaultPolicy(), "read")
 	ctx := context.Background()
 
-	link, _, err := ts.Service().LocalOperatorSignIn(ctx, a.org, "")
+	link, _, err := ts.Service().Accounts.LocalOperatorSignIn(ctx, a.org, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func TestSignInLinks(t *testing.T) {
 		t.Fatalf("second use: %d", p.status)
 	}
 	// An expired link does nothing.
-	late, _, _ := ts.Service().LocalOperatorSignIn(ctx, a.org, "")
+	late, _, _ := ts.Service().Accounts.LocalOperatorSignIn(ctx, a.org, "")
 	clock.Advance(service.SignInTTL)
 	if p := spend(newBrowser(t, ts), late); p.status != 401 {
 		t.Fatalf("expired link: %d", p.status)
@@ -421,7 +421,7 @@ func TestSignInLinks(t *testing.T) {
 	if p := nb.get("/keys"); p.status != 401 {
 		t.Fatalf("keys without a session: %d", p.status)
 	}
-	fresh, _, _ := ts.Service().LocalOperatorSignIn(ctx, a.org, "")
+	fresh, _, _ := ts.Service().Accounts.LocalOperatorSignIn(ctx, a.org, "")
 	if p := spend(nb, fresh); p.location != "/keys" {
 		t.Fatalf("landed on %q", p.location)
 	}

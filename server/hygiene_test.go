@@ -85,7 +85,7 @@ func TestHTTPSHeadersAndCookies(t *testing.T) {
 		}
 	}
 	// Sign in over HTTPS: confirm page, then its button.
-	link, _, err := ts.Service().LocalOperatorSignIn(t.Context(), a.org, "")
+	link, _, err := ts.Service().Accounts.LocalOperatorSignIn(t.Context(), a.org, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/pierhq/pier/server/internal/dnsserver"
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/edge/fastpath"
-	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/tasks"
 	"github.com/pierhq/pier/server/internal/tlsca"
 )
@@ -43,10 +42,12 @@ type launchParts struct {
 // CADir is where the local CA lives in a data directory.
 func CADir(dataDir string) string { return filepath.Join(dataDir, "ca") }
 
-func (s *Server) buildLaunch(ctx context.Context, svc *service.Service) error {
+// buildLaunch builds the parts launches drive: the local CA (and ACME
+// when configured), the edge and DNS. It returns the CAA issuers zones name.
+func (s *Server) buildLaunch() ([]string, error) {
 	ca, err := tlsca.LoadOrCreate(CADir(s.cfg.DataDir), s.cfg.Now)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	lp := &launchParts{ca: ca, edge: edge.NewWithLimits(s.store, s.log, s.cfg.Edge), dns: dnsserver.NewWithLimits(s.store, s.log, s.cfg.DNS, s.cfg.DNSSecondaries)}
 	caaIssuers := []string{tlsca.Name}
@@ -54,39 +55,46 @@ func (s *Server) buildLaunch(ctx context.Context, svc *service.Service) error {
 		lp.acme, err = acme.New(acme.Config{Directory: s.cfg.ACMEDirectory, Email: s.cfg.ACMEEmail, CAFile: s.cfg.ACMECAFile,
 			Dir: filepath.Join(s.cfg.DataDir, "acme"), Now: s.cfg.Now, Log: s.log})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// Which CA identity an ACME server checks CAA for is its own
 		// business; zones name none rather than a wrong one.
 		caaIssuers = nil
 	}
-	lp.runner, err = tasks.New(ctx, s.store, s.cfg.DatabaseURL, svc.RunTask, tasks.Config{
-		JobTimeout: s.cfg.TaskJobTimeout,
-		Log:        s.log,
-		OnGiveUp:   svc.FailTask,
-	})
-	if err != nil {
-		return err
-	}
 	s.launch = lp
-	_, httpPort, _ := net.SplitHostPort(s.cfg.HTTPAddr)
-	_, httpsPort, _ := net.SplitHostPort(s.cfg.HTTPSAddr)
-	svc.P = service.Providers{
-		Enqueue:        lp.runner.Enqueue,
-		InvalidateEdge: lp.edge.Invalidate,
-		InvalidateDNS:  lp.dns.Invalidate,
-		Certificate:    lp.certificate,
-		VerifyHTTPS:    s.verifyHTTPS,
-		PreviewDomain:  s.cfg.PreviewDomain,
-		HTTPPort:       httpPort,
-		HTTPSPort:      httpsPort,
-		Zone: dnsserver.ZoneConfig{
-			EdgeIPv4:   net.ParseIP(s.cfg.EdgeIPv4),
-			EdgeIPv6:   net.ParseIP(s.cfg.EdgeIPv6),
-			CAAIssuers: caaIssuers,
-		},
+	return caaIssuers, nil
+}
+
+// platform is what the domain's launches drive, as this server provides
+// it: the task runner, the edge's and DNS's caches, certificates and the
+// bound ports.
+type platform struct{ s *Server }
+
+func (p platform) Enqueue(ctx context.Context, taskID string) error {
+	return p.s.launch.runner.Enqueue(ctx, taskID)
+}
+func (p platform) InvalidateHosts(hosts ...string) { p.s.launch.edge.Invalidate(hosts...) }
+func (p platform) InvalidateZone(domain string)    { p.s.launch.dns.Invalidate(domain) }
+func (p platform) Certificate(host string) error {
+	_, err := p.s.launch.certificate(host)
+	return err
+}
+func (p platform) VerifyHTTPS(ctx context.Context, host string) error {
+	return p.s.verifyHTTPS(ctx, host)
+}
+
+// Ports are the bound listeners' ports once they are bound, and the
+// configured ones before.
+func (p platform) Ports() (http, https string) {
+	_, http, _ = net.SplitHostPort(p.s.cfg.HTTPAddr)
+	_, https, _ = net.SplitHostPort(p.s.cfg.HTTPSAddr)
+	if p.s.ln != nil {
+		_, http, _ = net.SplitHostPort(p.s.Addr())
 	}
-	return nil
+	if ln := p.s.launch.tlsLn; ln != nil {
+		_, https, _ = net.SplitHostPort(ln.Addr().String())
+	}
+	return http, https
 }
 
 // certificate comes from ACME when configured, except for the names no
@@ -173,10 +181,6 @@ func (s *Server) listenLaunch(ctx context.Context) error {
 	}
 	s.launch.tlsLn = ln
 	s.launch.apiHosts = s.urlHosts()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	s.svc.P.HTTPSPort = port
-	_, hport, _ := net.SplitHostPort(s.Addr())
-	s.svc.P.HTTPPort = hport
 
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	addr, err := s.launch.dns.Listen(dctx, s.cfg.DNSAddr)

@@ -226,7 +226,7 @@ func TestLaunchWithDomain(t *testing.T) {
 		t.Fatal("bought before the human decided")
 	}
 	gateID := approval[strings.LastIndex(approval, "/")+1:]
-	if err := ts.Service().DecideGate(context.Background(), service.Human{OrgID: a.org, UserID: "usr_a"}, gateID, true); err != nil {
+	if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: a.org, UserID: "usr_a"}, gateID, true); err != nil {
 		t.Fatal(err)
 	}
 	done := waitTask(t, ts, a, taskID, "succeeded")
@@ -319,7 +319,7 @@ func TestLaunchDomainDeniedRefunds(t *testing.T) {
 	r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": quote}, a.header())
 	taskID := r.JSON()["data"].(map[string]any)["taskId"].(string)
 	approval := waitTask(t, ts, a, taskID, "input_required")["approvalUrl"].(string)
-	if err := ts.Service().DecideGate(context.Background(), service.Human{OrgID: a.org, UserID: "u"}, approval[strings.LastIndex(approval, "/")+1:], false); err != nil {
+	if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: a.org, UserID: "u"}, approval[strings.LastIndex(approval, "/")+1:], false); err != nil {
 		t.Fatal(err)
 	}
 	done := waitTask(t, ts, a, taskID, "succeeded")

@@ -18,7 +18,7 @@ import (
 // announceOperator prints a one-time sign-in link for the local operator of
 // the first organisation, or, before any exists, how to start one.
 func (s *Server) announceOperator(ctx context.Context, w io.Writer) {
-	link, expires, err := s.svc.LocalOperatorSignIn(ctx, "", "")
+	link, expires, err := s.svc.Accounts.LocalOperatorSignIn(ctx, "", "")
 	switch {
 	case errors.Is(err, service.ErrNoOrganization):
 		fmt.Fprintf(w, "No organisation yet. An agent starts one with a signup, which a person reviews:\n  curl -X POST %s/v1/signup\n", s.BaseURL())
@@ -56,9 +56,8 @@ another.`,
 			if baseURL == "" {
 				baseURL = baseURLFor(env("PIER_HTTP_ADDR", "127.0.0.1:8080"))
 			}
-			svc := service.New(st, time.Now, nil)
-			svc.BaseURL = func() string { return baseURL }
-			link, expires, err := svc.LocalOperatorSignIn(ctx, org, next)
+			svc := service.New(service.Config{Store: st, BaseURL: func() string { return baseURL }})
+			link, expires, err := svc.Accounts.LocalOperatorSignIn(ctx, org, next)
 			if errors.Is(err, service.ErrNoOrganization) {
 				return fmt.Errorf("no organisation yet: start one with a signup (curl -X POST %s/v1/signup) or pier admin create-key", baseURL)
 			}

@@ -165,7 +165,7 @@ func TestTakeoverScenario(t *testing.T) {
 		if r := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()); r.StatusCode != 409 {
 			t.Fatalf("quote during B's purchase: %d %s", r.StatusCode, r.Body)
 		}
-		if err := ts.Service().DecideGate(context.Background(), service.Human{OrgID: b.org, UserID: "usr_b"}, gateOf(waiting), false); err != nil {
+		if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: b.org, UserID: "usr_b"}, gateOf(waiting), false); err != nil {
 			t.Fatal(err)
 		}
 		done := waitTask(t, ts, b, bTask, "succeeded")
@@ -282,7 +282,7 @@ func TestLaunchFailsAndRefundsWhenNameSold(t *testing.T) {
 		if _, err := ts.Store().Domains().RecordPurchase(context.Background(), store.Purchase{Ref: "elsewhere", Domain: domain, OrgID: "org_elsewhere", Years: 1, AuthCode: "x", CreatedAt: ts.Service().Now()}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ts.Service().DecideGate(context.Background(), service.Human{OrgID: a.org, UserID: "u"}, gateOf(waiting), true); err != nil {
+		if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: a.org, UserID: "u"}, gateOf(waiting), true); err != nil {
 			t.Fatal(err)
 		}
 		failed := waitTask(t, ts, a, taskID, "failed")
@@ -454,7 +454,7 @@ func TestApprovalsFinish(t *testing.T) {
 		if task["state"] != "input_required" || task["approvalUrl"] == nil {
 			t.Fatalf("launch should wait for the human: %v", task)
 		}
-		if err := ts.Service().DecideGate(context.Background(), service.Human{OrgID: a.org, UserID: "u"}, gateOf(task), true); err != nil {
+		if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: a.org, UserID: "u"}, gateOf(task), true); err != nil {
 			t.Fatal(err)
 		}
 		waitTask(t, ts, a, task["taskId"].(string), "succeeded")
@@ -467,7 +467,7 @@ func TestApprovalsFinish(t *testing.T) {
 				gate = u[strings.LastIndex(u, "/")+1:]
 			}
 		}
-		if err := ts.Service().DecideGate(context.Background(), service.Human{OrgID: a.org, UserID: "u"}, gate, true); err != nil {
+		if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: a.org, UserID: "u"}, gate, true); err != nil {
 			t.Fatal(err)
 		}
 		r = c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "two", "target": "edge", "bundleId": bundle, "domain": names[1], "quoteId": q["data"].(map[string]any)["quoteId"]}, a.header())
@@ -499,7 +499,7 @@ func TestApprovalsFinish(t *testing.T) {
 		if rr.StatusCode != 202 {
 			t.Fatalf("raise: %d %s", rr.StatusCode, rr.Body)
 		}
-		if err := ts.Service().DecideGate(context.Background(), service.Human{OrgID: b.org, UserID: "u"}, gateOf(rr.JSON()["data"].(map[string]any)), true); err != nil {
+		if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: b.org, UserID: "u"}, gateOf(rr.JSON()["data"].(map[string]any)), true); err != nil {
 			t.Fatal(err)
 		}
 		q2 := c.Do("POST", "/v1/quotes", domainQuote(b.project, names[2], 1), b.header()).JSON()["data"].(map[string]any)

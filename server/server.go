@@ -23,7 +23,9 @@ import (
 	"github.com/pierhq/pier/server/internal/sandbox"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
+	"github.com/pierhq/pier/server/internal/tasks"
 	"github.com/pierhq/pier/server/internal/web"
+	"github.com/pierhq/pier/server/internal/zone"
 )
 
 // Config is the server's settings. Each has a flag and an environment
@@ -232,12 +234,32 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 }
 
 func (s *Server) build(ctx context.Context) error {
-	svc := service.New(s.store, s.cfg.Now, s.log)
-	svc.BaseURL = s.BaseURL
-	svc.Pause = s.cfg.StepPause
-	svc.Quotas = s.cfg.Quotas
+	caaIssuers, err := s.buildLaunch()
+	if err != nil {
+		return err
+	}
+	svc := service.New(service.Config{
+		Store:         s.store,
+		Now:           s.cfg.Now,
+		Log:           s.log,
+		BaseURL:       s.BaseURL,
+		Platform:      platform{s},
+		PreviewDomain: s.cfg.PreviewDomain,
+		Zone: zone.ZoneConfig{
+			EdgeIPv4:   net.ParseIP(s.cfg.EdgeIPv4),
+			EdgeIPv6:   net.ParseIP(s.cfg.EdgeIPv6),
+			CAAIssuers: caaIssuers,
+		},
+		Pause:  s.cfg.StepPause,
+		Quotas: s.cfg.Quotas,
+	})
 	s.svc = svc
-	if err := s.buildLaunch(ctx, svc); err != nil {
+	s.launch.runner, err = tasks.New(ctx, s.store, s.cfg.DatabaseURL, svc.Launches.RunTask, tasks.Config{
+		JobTimeout: s.cfg.TaskJobTimeout,
+		Log:        s.log,
+		OnGiveUp:   svc.Launches.FailTask,
+	})
+	if err != nil {
 		return err
 	}
 	authz := s.newOAuth()

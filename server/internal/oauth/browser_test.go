@@ -62,7 +62,7 @@ func TestConsentInBrowser(t *testing.T) {
 		Endpoint: oauth2.Endpoint{AuthURL: asm.AuthorizationEndpoint, TokenURL: asm.TokenEndpoint, AuthStyle: oauth2.AuthStyleInParams}}
 	verifier := oauth2.GenerateVerifier()
 	authURL := conf.AuthCodeURL("br0wser", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", prm.Resource))
-	token, _, err := e.Service().MintSignIn(ctx, e.human.ID, "")
+	token, _, err := e.Service().Accounts.MintSignIn(ctx, e.human.ID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestTypeScriptClientSignsIn(t *testing.T) {
 		t.Skip("node or @modelcontextprotocol/sdk in tools/ is missing (set PIER_TEST_NODE=require to fail instead)")
 	}
 	e := start(t, "")
-	token, _, err := e.Service().MintSignIn(context.Background(), e.human.ID, "")
+	token, _, err := e.Service().Accounts.MintSignIn(context.Background(), e.human.ID, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func start(t *testing.T, databaseURL string) *env {
 	if e.org, err = st.Accounts().CreateOrganization(ctx, auth.ID("org"), "Lovelace & Co", c.Now()); err != nil {
 		t.Fatal(err)
 	}
-	p, err := svc.CreateProject(ctx, service.NewProject{OrgID: e.org.ID, Name: "engine", LimitMicro: 50_000_000, Policy: service.DefaultPolicy(), CreatedBy: "system"})
+	p, err := svc.Projects.Create(ctx, service.NewProject{OrgID: e.org.ID, Name: "engine", LimitMicro: 50_000_000, Policy: service.DefaultPolicy(), CreatedBy: "system"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func (b *browser) get(t *testing.T, u string) (int, string, *http.Response) {
 
 func (b *browser) signIn(t *testing.T) (int, string, *http.Response) {
 	t.Helper()
-	token, _, err := b.e.Service().MintSignIn(context.Background(), b.e.human.ID, "")
+	token, _, err := b.e.Service().Accounts.MintSignIn(context.Background(), b.e.human.ID, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,10 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
+func bundleSummary(b store.Bundle) sdk.BundleSummary {
+	return sdk.BundleSummary{BundleId: b.ID, Sha256: b.SHA256, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), CreatedAt: b.CreatedAt}
+}
+
 // Bundle limits. The request body limit (x-body-limit) bounds the encoded
 // upload; these bound what it decodes to.
 const (
@@ -64,10 +68,45 @@ func safePath(p string) error {
 	return nil
 }
 
+// ListBundles lists the organisation's bundles.
+func (s *Bundles) List(ctx context.Context, orgID string, f store.Filter) (*sdk.BundleList, []sdk.Action, error) {
+	bs, err := s.store.Bundles().List(ctx, orgID, f)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	out := &sdk.BundleList{Bundles: []sdk.BundleSummary{}}
+	for _, b := range bs {
+		out.Bundles = append(out.Bundles, bundleSummary(b))
+	}
+	return out, []sdk.Action{actions.Stop("done")}, nil
+}
+
+// GetBundle reads one bundle with its manifest.
+func (s *Bundles) Get(ctx context.Context, orgID, id string) (*sdk.BundleInfo, []sdk.Action, error) {
+	b, err := s.store.Bundles().Get(ctx, orgID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Newf("not_found:resource", "no bundle %s in your organisation", id).
+			WithActions(actions.Tool("list_bundles", "agent", nil))
+	}
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	var manifest []site.File
+	if err := json.Unmarshal([]byte(b.Manifest), &manifest); err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	sum := bundleSummary(b)
+	out := &sdk.BundleInfo{BundleId: sum.BundleId, Sha256: sum.Sha256, FileCount: sum.FileCount, TotalBytes: sum.TotalBytes, CreatedAt: sum.CreatedAt, Files: []sdk.BundleFile{}}
+	for _, f := range manifest {
+		out.Files = append(out.Files, sdk.BundleFile{ContentType: f.ContentType, Path: f.Path, Sha256: f.SHA256, Size: int(f.Size)})
+	}
+	return out, []sdk.Action{actions.Tool("launch_service", "agent", map[string]any{"bundleId": b.ID, "target": "edge"})}, nil
+}
+
 // UploadAssets stores files content-addressed and records the bundle. It
 // launches nothing.
-func (s *Service) UploadAssets(ctx context.Context, p *auth.Principal, req sdk.UploadAssetsRequest) (*sdk.Bundle, []sdk.Action, error) {
-	proj, err := s.Store.Projects().Get(ctx, p.OrgID, req.ProjectId)
+func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req sdk.UploadAssetsRequest) (*sdk.Bundle, []sdk.Action, error) {
+	proj, err := s.store.Projects().Get(ctx, p.OrgID, req.ProjectId)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, projectNotFound(req.ProjectId)
 	}
@@ -120,7 +159,7 @@ func (s *Service) UploadAssets(ctx context.Context, p *auth.Principal, req sdk.U
 		return nil, nil, apierr.Newf("input:body_too_large", "the bundle decodes to %d bytes; the limit is %d", total, MaxBundleBytes)
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].file.Path < files[j].file.Path })
-	if err := s.checkBundleQuota(ctx, p.OrgID, total); err != nil {
+	if err := s.projects.checkBundleQuota(ctx, p.OrgID, total); err != nil {
 		return nil, nil, err
 	}
 
@@ -128,12 +167,12 @@ func (s *Service) UploadAssets(ctx context.Context, p *auth.Principal, req sdk.U
 	manifest := make([]site.File, 0, len(files))
 	newBlobs := 0
 	for _, f := range files {
-		has, err := s.Store.Bundles().HasBlob(ctx, f.file.SHA256)
+		has, err := s.store.Bundles().HasBlob(ctx, f.file.SHA256)
 		if err != nil {
 			return nil, nil, apierr.Internal(err)
 		}
 		if !has {
-			if err := s.Store.Bundles().PutBlob(ctx, f.file.SHA256, f.data, now); err != nil {
+			if err := s.store.Bundles().PutBlob(ctx, f.file.SHA256, f.data, now); err != nil {
 				return nil, nil, apierr.Internal(err)
 			}
 			newBlobs++
@@ -142,13 +181,13 @@ func (s *Service) UploadAssets(ctx context.Context, p *auth.Principal, req sdk.U
 	}
 	mj, _ := json.Marshal(manifest)
 	sum := sha256.Sum256(mj)
-	b, created, err := s.Store.Bundles().Put(ctx, store.Bundle{ID: auth.ID("bnd"), OrgID: p.OrgID, SHA256: hex.EncodeToString(sum[:]),
+	b, created, err := s.store.Bundles().Put(ctx, store.Bundle{ID: auth.ID("bnd"), OrgID: p.OrgID, SHA256: hex.EncodeToString(sum[:]),
 		FileCount: len(manifest), TotalBytes: total, Manifest: string(mj), CreatedAt: now.UTC()})
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
 	if created {
-		err = s.Store.InTx(ctx, func(tx *store.Tx) error {
+		err = s.store.InTx(ctx, func(tx *store.Tx) error {
 			_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "upload_assets", ObjectType: "bundle", ObjectID: b.ID,
 				Details: map[string]any{"sha256": b.SHA256, "files": b.FileCount, "bytes": b.TotalBytes}}, now)
 			return err

@@ -2,19 +2,128 @@ package service
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strings"
 
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/registrar"
+	"github.com/pierhq/pier/server/internal/store"
 )
+
+// domainTaken is the refusal for a name someone holds: sold, or being
+// bought by a launch in flight, whichever organisation holds it.
+func domainTaken(domain string) *apierr.Error {
+	label, _, _ := strings.Cut(domain, ".")
+	return apierr.Newf("plan:domain_unavailable", "%s is already registered or being registered; search for another name", domain).
+		WithActions(actions.Tool("search_domains", "agent", map[string]any{"q": label}), actions.Stop("terminal_error"))
+}
+
+// DomainView is a registered domain as the human pages show it; it never
+// carries the auth code.
+type DomainView struct {
+	Domain  string
+	Years   int
+	Bought  string
+	Serving bool
+}
 
 var labelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
+// DomainsFor lists the human's organisation's registered domains.
+func (s *Domains) DomainsFor(ctx context.Context, h Human) ([]DomainView, error) {
+	ps, err := s.store.Domains().OrgPurchases(ctx, h.OrgID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DomainView, 0, len(ps))
+	for _, p := range ps {
+		_, zerr := s.store.Domains().Zone(ctx, p.Domain)
+		out = append(out, DomainView{Domain: p.Domain, Years: p.Years, Bought: p.CreatedAt.Format("2006-01-02"), Serving: zerr == nil})
+	}
+	return out, nil
+}
+
+// TransferOutCode reveals a domain's transfer auth code to a signed-in human
+// of the organisation that bought it, one domain at a time, and records that
+// it was shown. No agent path reaches it.
+func (s *Domains) TransferOutCode(ctx context.Context, h Human, domain string) (string, error) {
+	domain = strings.ToLower(strings.TrimSpace(domain))
+	p, err := s.store.Domains().PurchaseByDomain(ctx, domain)
+	if errors.Is(err, store.ErrNotFound) || err == nil && p.OrgID != h.OrgID {
+		return "", apierr.Newf("not_found:resource", "your organisation has no domain %s", domain)
+	}
+	if err != nil {
+		return "", err
+	}
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+		_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.UserID, Action: "reveal_transfer_code",
+			ObjectType: "domain", ObjectID: domain, Details: map[string]any{"ref": p.Ref}}, s.Now())
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return p.AuthCode, nil
+}
+
+func (s *Domains) domainView(ctx context.Context, orgID string, p store.Purchase) (sdk.DomainInfo, error) {
+	paid := money.MicroUSD(p.AmountMicro).USD()
+	out := sdk.DomainInfo{Domain: p.Domain, RegisteredAt: p.CreatedAt, Years: p.Years, PaidUsd: &paid}
+	if v, err := s.store.Services().LiveForDomain(ctx, orgID, p.Domain); err == nil {
+		id := v.ID
+		out.ServiceId = &id
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return out, err
+	}
+	if _, err := s.store.Domains().Zone(ctx, p.Domain); err == nil {
+		out.Zone = true
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return out, err
+	}
+	return out, nil
+}
+
+// ListDomains lists the domains the organisation owns.
+func (s *Domains) List(ctx context.Context, orgID string, f store.Filter) (*sdk.DomainList, []sdk.Action, error) {
+	ps, err := s.store.Domains().ListPurchases(ctx, orgID, f)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	out := &sdk.DomainList{Domains: []sdk.DomainInfo{}}
+	for _, p := range ps {
+		v, err := s.domainView(ctx, orgID, p)
+		if err != nil {
+			return nil, nil, apierr.Internal(err)
+		}
+		out.Domains = append(out.Domains, v)
+	}
+	return out, []sdk.Action{actions.Tool("search_domains", "agent", nil), actions.Stop("done")}, nil
+}
+
+// GetDomain reads one domain the organisation owns.
+func (s *Domains) Get(ctx context.Context, orgID, domain string) (*sdk.DomainInfo, []sdk.Action, error) {
+	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
+	p, err := s.store.Domains().PurchaseByDomain(ctx, domain)
+	if errors.Is(err, store.ErrNotFound) || err == nil && p.OrgID != orgID {
+		return nil, nil, apierr.Newf("not_found:resource", "your organisation owns no domain %s", domain).
+			WithActions(actions.Tool("list_domains", "agent", nil), actions.Tool("search_domains", "agent", map[string]any{"q": domain}))
+	}
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	v, err := s.domainView(ctx, orgID, p)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	return &v, []sdk.Action{actions.Stop("done")}, nil
+}
+
 // SearchDomains searches the sandbox registrar's catalog (SPEC §2.5).
-func (s *Service) SearchDomains(ctx context.Context, p sdk.SearchDomainsParams) (*sdk.DomainSearchResult, []sdk.Action, error) {
+func (s *Domains) Search(ctx context.Context, p sdk.SearchDomainsParams) (*sdk.DomainSearchResult, []sdk.Action, error) {
 	q := strings.ToLower(strings.TrimSpace(p.Q))
 	label, wantTLD, _ := strings.Cut(q, ".")
 	if !labelRE.MatchString(label) || strings.Contains(wantTLD, ".") {
@@ -141,7 +250,7 @@ func (s *Service) SearchDomains(ctx context.Context, p sdk.SearchDomainsParams) 
 	for _, c := range res.Candidates {
 		names = append(names, c.Domain)
 	}
-	taken, err := s.Store.Domains().Taken(ctx, names)
+	taken, err := s.store.Domains().Taken(ctx, names)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}

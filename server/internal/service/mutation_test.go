@@ -13,7 +13,7 @@ import (
 )
 
 func TestMutationValidates(t *testing.T) {
-	s := New(nil, func() time.Time { return time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC) }, nil)
+	s := New(Config{Now: func() time.Time { return time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC) }})
 	for name, m := range map[string]sdk.MutationResult{
 		"reversible": s.Mutation("launch_service", []Cost{{"edge:base", 0}, {"domain:acme.dev", 12_000_000}},
 			[]sdk.ResourceRef{{Type: "service", Id: "svc_1"}}, UndoCall("teardown_service", map[string]any{"id": "svc_1"}), 88_000_000),

@@ -1,17 +1,50 @@
 package service
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sort"
 	"time"
 
+	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/site"
 	"github.com/pierhq/pier/server/internal/store"
+	"github.com/pierhq/pier/server/internal/zone"
 )
+
+// Quotas bound what one organisation stores and runs, whatever its
+// budget: live services, bundles, and the bytes its bundles hold.
+type Quotas struct {
+	Services     int
+	Bundles      int
+	StorageBytes int64
+}
+
+// DefaultQuotas are the defaults per organisation.
+var DefaultQuotas = Quotas{Services: 100, Bundles: 1000, StorageBytes: 5 << 30}
+
+// LeaveManifestPath names the package's manifest; its SHA-256 is the
+// package's manifestSha256.
+const LeaveManifestPath = "manifest.json"
+
+// leaveManifest lists every other file of the package with its hash.
+type leaveManifest struct {
+	Format    string            `json:"format"`
+	ProjectID string            `json:"projectId"`
+	CreatedAt string            `json:"createdAt"`
+	Files     []sdk.PackageFile `json:"files"`
+	Domains   []string          `json:"domains"`
+}
 
 // HoldDuration is how long an ALLOW quote reserves budget (SPEC §3).
 const HoldDuration = 15 * time.Minute
@@ -47,14 +80,56 @@ type NewProject struct {
 	CreatedBy  string // ledger actor, such as "human:usr_…"
 }
 
+func projectNotFound(id string) *apierr.Error {
+	return apierr.Newf("not_found:resource", "no project %s in your organisation", id).
+		WithActions(actions.Tool("list_projects", "agent", nil))
+}
+
+// remaining is limit − spent − held for a locked project.
+func remaining(p store.Project) int64 { return p.LimitMicro - p.SpentMicro - p.HeldMicro }
+
+// checkServiceQuota refuses a launch that would pass the organisation's
+// live-service quota.
+func (s *Projects) checkServiceQuota(ctx context.Context, orgID string) error {
+	u, err := s.store.Accounts().Usage(ctx, orgID)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	if q := s.quotas(); u.Services >= q.Services {
+		return apierr.Newf("quota:services", "your organisation has %d live services, its quota; tear one down before launching another", u.Services).
+			WithActions(actions.Tool("teardown_service", "agent", nil), actions.Manual(sdk.ContactOperator, "human"))
+	}
+	return nil
+}
+
+// checkBundleQuota refuses an upload that would pass the organisation's
+// bundle or storage quota.
+func (s *Projects) checkBundleQuota(ctx context.Context, orgID string, addBytes int64) error {
+	u, err := s.store.Accounts().Usage(ctx, orgID)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	q := s.quotas()
+	if u.Bundles >= q.Bundles {
+		return apierr.Newf("quota:bundles", "your organisation stores %d bundles, its quota; ask the operator to raise it", u.Bundles).
+			WithActions(actions.Manual(sdk.ContactOperator, "human"))
+	}
+	if u.BundleBytes+addBytes > q.StorageBytes {
+		return apierr.Newf("quota:storage", "this bundle would bring your organisation's bundles to %d bytes; the quota is %d", u.BundleBytes+addBytes, q.StorageBytes).
+			WithActions(actions.Manual(sdk.ContactOperator, "human")).
+			WithDetails(sdk.FieldProblem{Field: "body.files", Problem: fmt.Sprintf("%d bytes over the storage quota", u.BundleBytes+addBytes-q.StorageBytes)})
+	}
+	return nil
+}
+
 // CreateProject creates a project with a budget and policy.
-func (s *Service) CreateProject(ctx context.Context, np NewProject) (store.Project, error) {
+func (s *Projects) Create(ctx context.Context, np NewProject) (store.Project, error) {
 	pol, err := json.Marshal(np.Policy)
 	if err != nil {
 		return store.Project{}, err
 	}
 	p := store.Project{ID: auth.ID("prj"), OrgID: np.OrgID, Name: np.Name, LimitMicro: np.LimitMicro, Policy: string(pol), CreatedAt: s.Now().UTC()}
-	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		if err := tx.Projects().Create(ctx, p); err != nil {
 			return err
 		}
@@ -67,7 +142,7 @@ func (s *Service) CreateProject(ctx context.Context, np NewProject) (store.Proje
 
 // expireHolds releases a locked project's holds whose time ran out, with a
 // ledger entry each, so that every read and write sees current books.
-func (s *Service) expireHolds(ctx context.Context, tx *store.Tx, p *store.Project, now time.Time) error {
+func (s *Projects) expireHolds(ctx context.Context, tx *store.Tx, p *store.Project, now time.Time) error {
 	expired, err := tx.Quotes().ExpiredHolds(ctx, p.ID, now)
 	if err != nil {
 		return err
@@ -89,9 +164,9 @@ func (s *Service) expireHolds(ctx context.Context, tx *store.Tx, p *store.Projec
 }
 
 // projectView renders a project with its active holds.
-func (s *Service) projectView(ctx context.Context, p store.Project) (sdk.Project, error) {
+func (s *Projects) projectView(ctx context.Context, p store.Project) (sdk.Project, error) {
 	now := s.Now()
-	holds, err := s.Store.Quotes().ActiveHolds(ctx, p.ID, now)
+	holds, err := s.store.Quotes().ActiveHolds(ctx, p.ID, now)
 	if err != nil {
 		return sdk.Project{}, err
 	}
@@ -113,14 +188,9 @@ func (s *Service) projectView(ctx context.Context, p store.Project) (sdk.Project
 	return view, nil
 }
 
-func projectNotFound(id string) *apierr.Error {
-	return apierr.Newf("not_found:resource", "no project %s in your organisation", id).
-		WithActions(actions.Tool("list_projects", "agent", nil))
-}
-
 // GetProject reads a project of the caller's organisation.
-func (s *Service) GetProject(ctx context.Context, orgID, id string) (*sdk.Project, []sdk.Action, error) {
-	p, err := s.Store.Projects().Get(ctx, orgID, id)
+func (s *Projects) Get(ctx context.Context, orgID, id string) (*sdk.Project, []sdk.Action, error) {
+	p, err := s.store.Projects().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, projectNotFound(id)
 	}
@@ -131,13 +201,13 @@ func (s *Service) GetProject(ctx context.Context, orgID, id string) (*sdk.Projec
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	svcs, err := s.Store.Services().List(ctx, orgID, store.Filter{ProjectID: p.ID, Limit: 500})
+	svcs, err := s.store.Services().List(ctx, orgID, store.Filter{ProjectID: p.ID, Limit: 500})
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
 	list := []sdk.ServiceInfo{}
 	for _, sv := range svcs {
-		list = append(list, s.serviceView(sv))
+		list = append(list, s.launches.serviceView(sv))
 	}
 	v.Services = &list
 	return &v, []sdk.Action{
@@ -148,8 +218,8 @@ func (s *Service) GetProject(ctx context.Context, orgID, id string) (*sdk.Projec
 }
 
 // ListProjects lists the caller's organisation's projects.
-func (s *Service) ListProjects(ctx context.Context, orgID string) (*sdk.ProjectList, []sdk.Action, error) {
-	ps, err := s.Store.Projects().List(ctx, orgID)
+func (s *Projects) List(ctx context.Context, orgID string) (*sdk.ProjectList, []sdk.Action, error) {
+	ps, err := s.store.Projects().List(ctx, orgID)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
@@ -164,5 +234,128 @@ func (s *Service) ListProjects(ctx context.Context, orgID string) (*sdk.ProjectL
 	return out, []sdk.Action{actions.Stop("done")}, nil
 }
 
-// remaining is limit − spent − held for a locked project.
-func remaining(p store.Project) int64 { return p.LimitMicro - p.SpentMicro - p.HeldMicro }
+// LedgerEntries reads the organisation's chain.
+func (s *Projects) LedgerEntries(ctx context.Context, orgID string, after int64, limit int) (*sdk.LedgerPage, []sdk.Action, error) {
+	entries, err := s.store.Ledger().Entries(ctx, orgID, after, limit)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	page := &sdk.LedgerPage{Entries: []sdk.LedgerEntry{}, HeadHash: ledger.Genesis}
+	for _, e := range entries {
+		page.Entries = append(page.Entries, sdk.LedgerEntry{
+			Seq: int(e.Seq), At: e.At, OrgId: e.OrgID, Actor: e.Actor, Action: e.Action, ObjectType: e.ObjectType,
+			ObjectId: e.ObjectID, Details: e.Details, PrevHash: e.PrevHash, Hash: e.Hash,
+		})
+		page.HeadHash = e.Hash
+	}
+	next := []sdk.Action{actions.Stop("done")}
+	if len(entries) == limit && limit > 0 {
+		next = []sdk.Action{actions.Tool("list_ledger_entries", "agent", map[string]any{"after": entries[len(entries)-1].Seq, "limit": limit})}
+	}
+	return page, next, nil
+}
+
+// ExportProject builds the leave package: each service's site files, the
+// zone of every domain the organisation owns as an RFC 1035 master file, the
+// organisation's audit ledger, and a manifest of SHA-256 hashes. Auth codes
+// for transfer-out are not in it: only a signed-in human sees those.
+func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID string) (*sdk.LeavePackage, []sdk.Action, error) {
+	proj, err := s.store.Projects().Get(ctx, p.OrgID, projectID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, projectNotFound(projectID)
+	}
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	services, err := s.store.Services().InProject(ctx, p.OrgID, projectID)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	contents := map[string][]byte{}
+	var domains []string
+	for _, svc := range services {
+		if svc.State == "live" && svc.BundleID != "" {
+			b, err := s.store.Bundles().Get(ctx, p.OrgID, svc.BundleID)
+			if err != nil {
+				return nil, nil, apierr.Internal(err)
+			}
+			var files []site.File
+			if err := json.Unmarshal([]byte(b.Manifest), &files); err != nil {
+				return nil, nil, apierr.Internal(err)
+			}
+			for _, f := range files {
+				data, err := s.store.Bundles().Blob(ctx, f.SHA256)
+				if err != nil {
+					return nil, nil, apierr.Internal(err)
+				}
+				contents["sites/"+svc.Name+"/"+f.Path] = data
+			}
+		}
+	}
+	// Every domain the organisation owns goes in, with its zone, whatever
+	// happened to the services that used it: the zone Pier serves, or, for
+	// a domain no live service serves any more, the zone it would serve.
+	purchases, err := s.store.Domains().OrgPurchases(ctx, p.OrgID)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	for _, pu := range purchases {
+		serial, recs := s.Now().Unix(), zone.BuildZone(pu.Domain, s.zone)
+		z, err := s.store.Domains().Zone(ctx, pu.Domain)
+		switch {
+		case err == nil:
+			if recs, err = zone.DecodeRecords(z.Records); err != nil {
+				return nil, nil, apierr.Internal(err)
+			}
+			serial = z.Serial
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, nil, apierr.Internal(err)
+		}
+		master, err := zone.MasterFile(pu.Domain, serial, recs)
+		if err != nil {
+			return nil, nil, apierr.Internal(err)
+		}
+		contents["zones/"+pu.Domain+".zone"] = []byte(master)
+		domains = append(domains, pu.Domain)
+	}
+	entries, err := s.store.Ledger().Entries(ctx, p.OrgID, 0, 1<<30)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	var lb bytes.Buffer
+	if err := ledger.WriteJSONL(&lb, entries); err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	contents["ledger.jsonl"] = lb.Bytes()
+
+	paths := make([]string, 0, len(contents))
+	for p := range contents {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	man := leaveManifest{Format: "pier.leave.v1", ProjectID: projectID, CreatedAt: s.Now().UTC().Format("2006-01-02T15:04:05Z"), Domains: domains}
+	if man.Domains == nil {
+		man.Domains = []string{}
+	}
+	var files []sdk.PackageFile
+	for _, path := range paths {
+		sum := sha256.Sum256(contents[path])
+		entry := sdk.PackageFile{Path: path, Sha256: hex.EncodeToString(sum[:]), Size: len(contents[path])}
+		man.Files = append(man.Files, entry)
+		entry.ContentBase64 = ptr(base64.StdEncoding.EncodeToString(contents[path]))
+		files = append(files, entry)
+	}
+	mj, _ := json.MarshalIndent(man, "", "  ")
+	msum := sha256.Sum256(mj)
+	files = append([]sdk.PackageFile{{Path: LeaveManifestPath, Sha256: hex.EncodeToString(msum[:]), Size: len(mj),
+		ContentBase64: ptr(base64.StdEncoding.EncodeToString(mj))}}, files...)
+
+	m := s.Mutation("export_project", nil, []sdk.ResourceRef{{Type: "leave_package", Id: hex.EncodeToString(msum[:8])}}, nil, remaining(proj))
+	out := &sdk.LeavePackage{ProjectId: projectID, ManifestSha256: hex.EncodeToString(msum[:]), Files: files,
+		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
+	next := []sdk.Action{actions.Stop("done")}
+	if len(domains) > 0 {
+		next = append([]sdk.Action{actions.URL(s.baseURL()+"/domains", "transfer_out", "human")}, next...)
+	}
+	return out, next, nil
+}

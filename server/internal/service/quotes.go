@@ -6,16 +6,146 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/pricing"
 	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/store"
 )
+
+// matchQuote refuses a launch its quote does not price: another target or
+// service name, a domain the launch does not buy, or no price for the
+// domain it does buy. A launch never pays for what it does not get.
+func matchQuote(projectID string, c Consumed, req sdk.LaunchRequest, domain string, owned bool) error {
+	var why []string
+	buys := domain != "" && !owned
+	priced := false
+	for _, it := range c.Items {
+		switch it.Kind {
+		case "domain":
+			if buys && it.Domain == domain {
+				priced = true
+				continue
+			}
+			why = append(why, "it prices the domain "+it.Domain+", which this launch does not buy")
+		case "service":
+			if it.Target != string(req.Target) {
+				why = append(why, fmt.Sprintf("it prices target %s, and the launch is %s", it.Target, req.Target))
+			}
+			if it.Name != "" && it.Name != req.Name {
+				why = append(why, fmt.Sprintf("it prices the service %s, and the launch is %s", it.Name, req.Name))
+			}
+		}
+	}
+	if buys && !priced {
+		why = append(why, "it does not price the domain "+domain)
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	items := []any{}
+	if buys {
+		years := 1
+		if req.Years != nil {
+			years = *req.Years
+		}
+		items = append(items, map[string]any{"kind": "domain", "domain": domain, "years": years})
+	}
+	for _, it := range c.Items {
+		if it.Kind == "service" {
+			items = append(items, map[string]any{"kind": "service", "workload": it.Workload, "target": req.Target, "name": req.Name, "months": max(it.Months, 1)})
+		}
+	}
+	acts := []sdk.Action{actions.Tool("release_quote", "agent", map[string]any{"id": c.QuoteID})}
+	if len(items) > 0 {
+		acts = append([]sdk.Action{actions.Tool("create_quote", "agent", map[string]any{"projectId": projectID, "items": items})}, acts...)
+	} else {
+		// Nothing of this launch costs anything: launch without a quote.
+		args := map[string]any{"id": projectID, "name": req.Name, "target": req.Target}
+		if req.BundleId != nil {
+			args["bundleId"] = *req.BundleId
+		}
+		if domain != "" {
+			args["domain"] = domain
+		}
+		acts = append([]sdk.Action{actions.Tool("launch_service", "agent", args)}, acts...)
+	}
+	return apierr.Newf("conflict:quote_mismatch", "quote %s does not match this launch: %s; quote again for what this launch does", c.QuoteID, strings.Join(why, "; ")).
+		WithActions(acts...)
+}
+
+func quoteView(q store.Quote) (sdk.QuoteInfo, error) {
+	var items []pricedItem
+	if err := json.Unmarshal([]byte(q.Items), &items); err != nil {
+		return sdk.QuoteInfo{}, err
+	}
+	out := sdk.QuoteInfo{QuoteId: q.ID, ProjectId: q.ProjectID, Decision: sdk.QuoteDecision(q.Decision), State: sdk.QuoteState(q.State),
+		AmountUsd: money.MicroUSD(q.AmountMicro).USD(), CreatedAt: q.CreatedAt, Items: []sdk.QuoteItem{}}
+	if q.State == "held" {
+		e := q.ExpiresAt
+		out.HoldExpiresAt = &e
+	}
+	for _, it := range items {
+		qi := sdk.QuoteItem{Kind: sdk.QuoteItemKind(it.Kind)}
+		if it.Domain != "" {
+			d := sdk.DomainName(it.Domain)
+			qi.Domain = &d
+		}
+		if it.Years > 0 {
+			y := it.Years
+			qi.Years = &y
+		}
+		if it.Target != "" {
+			t := sdk.TargetName(it.Target)
+			qi.Target = &t
+		}
+		if it.Workload != "" {
+			w := sdk.Workload(it.Workload)
+			qi.Workload = &w
+		}
+		if it.Months > 0 {
+			m := it.Months
+			qi.Months = &m
+		}
+		if it.Name != "" {
+			n := it.Name
+			qi.Name = &n
+		}
+		out.Items = append(out.Items, qi)
+	}
+	return out, nil
+}
+
+func targetOption(t pricing.Target, capable bool, missing []string, lines []pricing.Line, total pricing.MicroUSD, reason sdk.TargetOptionReason) sdk.TargetOption {
+	opt := sdk.TargetOption{
+		Target:       t.Name,
+		Kind:         sdk.TargetOptionKind(t.Kind),
+		Capable:      capable,
+		Capabilities: append([]string{}, t.Capabilities...),
+		Reason:       reason,
+	}
+	if len(missing) > 0 {
+		opt.MissingCapabilities = &missing
+	}
+	if capable {
+		v := usd(total)
+		opt.MonthlyUsd = &v
+		ls := make([]sdk.CostLine, 0, len(lines))
+		for _, l := range lines {
+			ls = append(ls, sdk.CostLine{Item: l.Item, AmountUsd: usd(l.Amount)})
+		}
+		opt.Lines = &ls
+	}
+	return opt
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // pricedItem is one quote item with its price, as stored with the quote so
 // that consume can recheck it.
@@ -199,179 +329,6 @@ func actorOf(p *auth.Principal) string {
 	return p.Kind
 }
 
-// CreateQuote prices the items, checks policy, approval rules and budget
-// under the project's lock, and on ALLOW holds the amount for 15 minutes.
-func (s *Service) CreateQuote(ctx context.Context, p *auth.Principal, req sdk.QuoteRequest) (*sdk.Quote, []sdk.Action, error) {
-	items, err := priceItems(req.Items)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, it := range items {
-		if it.Kind == "domain" {
-			if err := s.domainFree(ctx, p, req.ProjectId, it.Domain); err != nil {
-				return nil, nil, err
-			}
-		}
-	}
-	amount := total(items)
-	itemsJSON, _ := json.Marshal(items)
-
-	var out *sdk.Quote
-	var next []sdk.Action
-	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
-		now := s.Now()
-		proj, err := tx.Projects().Lock(ctx, p.OrgID, req.ProjectId)
-		if errors.Is(err, store.ErrNotFound) {
-			return projectNotFound(req.ProjectId)
-		}
-		if err != nil {
-			return err
-		}
-		if err := s.expireHolds(ctx, tx, &proj, now); err != nil {
-			return err
-		}
-		pol, err := decodePolicy(proj.Policy)
-		if err != nil {
-			return err
-		}
-
-		q := store.Quote{ID: auth.ID("quo"), OrgID: p.OrgID, ProjectID: proj.ID, KeyID: p.KeyID, AmountMicro: amount,
-			Items: string(itemsJSON), CreatedAt: now.UTC(), ExpiresAt: now.Add(HoldDuration).UTC(), State: "not_held"}
-		reasons := policyReasons(pol, items)
-		switch {
-		case len(reasons) > 0:
-			q.Decision = "DENY"
-			next = []sdk.Action{actions.Manual("change_policy", "human"), actions.Stop("denied")}
-		case amount > remaining(proj):
-			q.Decision = "DENY"
-			reasons = []sdk.BlockedBy{"budget:insufficient"}
-			short := amount - remaining(proj)
-			next = []sdk.Action{
-				actions.Tool("request_budget_raise", "agent", map[string]any{"id": proj.ID, "amountUsd": usd(short), "reason": "quote " + q.ID}),
-				actions.Stop("denied"),
-			}
-		case needsApproval(pol, amount):
-			q.Decision = "REQUIRES_APPROVAL"
-			reasons = []sdk.BlockedBy{"policy:approval_required"}
-			task, err := s.openGate(ctx, tx, p, proj.ID, "quote_approval", map[string]any{
-				"quoteId": q.ID, "projectId": proj.ID, "amountMicroUsd": amount, "items": items,
-			}, now)
-			if err != nil {
-				return err
-			}
-			next = s.gateActions(task)
-		default:
-			q.Decision = "ALLOW"
-			q.State = "held"
-			if err := tx.Projects().MoveMoney(ctx, proj.ID, amount, 0); err != nil {
-				if errors.Is(err, store.ErrBudget) {
-					return apierr.New("budget:insufficient", "the budget cannot cover this quote")
-				}
-				return err
-			}
-			proj.HeldMicro += amount
-			next = []sdk.Action{
-				launchFromQuote(proj.ID, q.ID, items),
-				actions.Tool("release_quote", "agent", map[string]any{"id": q.ID}),
-			}
-		}
-		if reasons == nil {
-			reasons = []sdk.BlockedBy{}
-		}
-		rj, _ := json.Marshal(reasons)
-		q.Reasons = string(rj)
-		if err := tx.Quotes().Insert(ctx, q); err != nil {
-			return err
-		}
-		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "create_quote", ObjectType: "quote", ObjectID: q.ID,
-			Details: map[string]any{"projectId": proj.ID, "decision": q.Decision, "amountMicroUsd": amount, "held": q.State == "held", "reasons": reasons}}, now); err != nil {
-			return err
-		}
-
-		var costs []Cost
-		for _, it := range items {
-			costs = append(costs, Cost{Item: it.label(), Amount: it.AmountMicro})
-		}
-		var undo *sdk.ToolAction
-		if q.State == "held" {
-			undo = UndoCall("release_quote", map[string]any{"id": q.ID})
-		}
-		m := s.Mutation("create_quote", nil, []sdk.ResourceRef{{Type: "quote", Id: q.ID}}, undo, remaining(proj))
-		lines := make([]sdk.CostLine, 0, len(costs))
-		for _, c := range costs {
-			lines = append(lines, sdk.CostLine{Item: c.Item, AmountUsd: usd(c.Amount)})
-		}
-		out = &sdk.Quote{
-			QuoteId: q.ID, ProjectId: proj.ID, Decision: sdk.QuoteDecision(q.Decision), State: ptr(sdk.QuoteState(q.State)),
-			AmountUsd: usd(amount), Reasons: reasons, Lines: &lines,
-			Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd,
-		}
-		gs := gatedSteps(items, p, pol)
-		out.GatedSteps = &gs
-		if q.State == "held" {
-			t := q.ExpiresAt
-			out.HoldExpiresAt = &t
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return out, next, nil
-}
-
-// ReleaseQuote gives a held quote's budget back before it expires.
-func (s *Service) ReleaseQuote(ctx context.Context, p *auth.Principal, id string) (*sdk.Quote, []sdk.Action, error) {
-	var out *sdk.Quote
-	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
-		now := s.Now()
-		q, err := tx.Quotes().Lock(ctx, p.OrgID, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return apierr.Newf("not_found:resource", "no quote %s in your organisation", id)
-		}
-		if err != nil {
-			return err
-		}
-		proj, err := tx.Projects().Lock(ctx, p.OrgID, q.ProjectID)
-		if err != nil {
-			return err
-		}
-		if err := s.expireHolds(ctx, tx, &proj, now); err != nil {
-			return err
-		}
-		if q, err = tx.Quotes().Lock(ctx, p.OrgID, id); err != nil {
-			return err
-		}
-		if q.State != "held" {
-			return apierr.Newf("conflict:state", "quote %s is %s, not held", id, q.State).WithActions(actions.Stop("done"))
-		}
-		if err := tx.Quotes().Settle(ctx, q.ID, "released", now); err != nil {
-			return err
-		}
-		if err := tx.Projects().MoveMoney(ctx, proj.ID, -q.AmountMicro, 0); err != nil {
-			return err
-		}
-		proj.HeldMicro -= q.AmountMicro
-		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "release_quote", ObjectType: "quote", ObjectID: q.ID,
-			Details: map[string]any{"projectId": proj.ID, "amountMicroUsd": q.AmountMicro}}, now); err != nil {
-			return err
-		}
-		var reasons []sdk.BlockedBy
-		json.Unmarshal([]byte(q.Reasons), &reasons)
-		if reasons == nil {
-			reasons = []sdk.BlockedBy{}
-		}
-		m := s.Mutation("release_quote", nil, nil, nil, remaining(proj))
-		out = &sdk.Quote{QuoteId: q.ID, ProjectId: proj.ID, Decision: sdk.QuoteDecision(q.Decision), State: ptr(sdk.QuoteStateReleased),
-			AmountUsd: usd(q.AmountMicro), Reasons: reasons, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return out, []sdk.Action{actions.Stop("done")}, nil
-}
-
 // Consumed is what ConsumeQuote spent.
 type Consumed struct {
 	QuoteID, ProjectID string
@@ -436,10 +393,183 @@ func (a *awaitApproval) Error() string {
 	return "quote " + a.QuoteID + " waits for a human on " + a.GateID
 }
 
+// CreateQuote prices the items, checks policy, approval rules and budget
+// under the project's lock, and on ALLOW holds the amount for 15 minutes.
+func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req sdk.QuoteRequest) (*sdk.Quote, []sdk.Action, error) {
+	items, err := priceItems(req.Items)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, it := range items {
+		if it.Kind == "domain" {
+			if err := s.launches.domainFree(ctx, p, req.ProjectId, it.Domain); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	amount := total(items)
+	itemsJSON, _ := json.Marshal(items)
+
+	var out *sdk.Quote
+	var next []sdk.Action
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+		now := s.Now()
+		proj, err := tx.Projects().Lock(ctx, p.OrgID, req.ProjectId)
+		if errors.Is(err, store.ErrNotFound) {
+			return projectNotFound(req.ProjectId)
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.projects.expireHolds(ctx, tx, &proj, now); err != nil {
+			return err
+		}
+		pol, err := decodePolicy(proj.Policy)
+		if err != nil {
+			return err
+		}
+
+		q := store.Quote{ID: auth.ID("quo"), OrgID: p.OrgID, ProjectID: proj.ID, KeyID: p.KeyID, AmountMicro: amount,
+			Items: string(itemsJSON), CreatedAt: now.UTC(), ExpiresAt: now.Add(HoldDuration).UTC(), State: "not_held"}
+		reasons := policyReasons(pol, items)
+		switch {
+		case len(reasons) > 0:
+			q.Decision = "DENY"
+			next = []sdk.Action{actions.Manual("change_policy", "human"), actions.Stop("denied")}
+		case amount > remaining(proj):
+			q.Decision = "DENY"
+			reasons = []sdk.BlockedBy{"budget:insufficient"}
+			short := amount - remaining(proj)
+			next = []sdk.Action{
+				actions.Tool("request_budget_raise", "agent", map[string]any{"id": proj.ID, "amountUsd": usd(short), "reason": "quote " + q.ID}),
+				actions.Stop("denied"),
+			}
+		case needsApproval(pol, amount):
+			q.Decision = "REQUIRES_APPROVAL"
+			reasons = []sdk.BlockedBy{"policy:approval_required"}
+			task, err := s.approvals.openGate(ctx, tx, p, proj.ID, "quote_approval", map[string]any{
+				"quoteId": q.ID, "projectId": proj.ID, "amountMicroUsd": amount, "items": items,
+			}, now)
+			if err != nil {
+				return err
+			}
+			next = s.approvals.gateActions(task)
+		default:
+			q.Decision = "ALLOW"
+			q.State = "held"
+			if err := tx.Projects().MoveMoney(ctx, proj.ID, amount, 0); err != nil {
+				if errors.Is(err, store.ErrBudget) {
+					return apierr.New("budget:insufficient", "the budget cannot cover this quote")
+				}
+				return err
+			}
+			proj.HeldMicro += amount
+			next = []sdk.Action{
+				launchFromQuote(proj.ID, q.ID, items),
+				actions.Tool("release_quote", "agent", map[string]any{"id": q.ID}),
+			}
+		}
+		if reasons == nil {
+			reasons = []sdk.BlockedBy{}
+		}
+		rj, _ := json.Marshal(reasons)
+		q.Reasons = string(rj)
+		if err := tx.Quotes().Insert(ctx, q); err != nil {
+			return err
+		}
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "create_quote", ObjectType: "quote", ObjectID: q.ID,
+			Details: map[string]any{"projectId": proj.ID, "decision": q.Decision, "amountMicroUsd": amount, "held": q.State == "held", "reasons": reasons}}, now); err != nil {
+			return err
+		}
+
+		var costs []Cost
+		for _, it := range items {
+			costs = append(costs, Cost{Item: it.label(), Amount: it.AmountMicro})
+		}
+		var undo *sdk.ToolAction
+		if q.State == "held" {
+			undo = UndoCall("release_quote", map[string]any{"id": q.ID})
+		}
+		m := s.Mutation("create_quote", nil, []sdk.ResourceRef{{Type: "quote", Id: q.ID}}, undo, remaining(proj))
+		lines := make([]sdk.CostLine, 0, len(costs))
+		for _, c := range costs {
+			lines = append(lines, sdk.CostLine{Item: c.Item, AmountUsd: usd(c.Amount)})
+		}
+		out = &sdk.Quote{
+			QuoteId: q.ID, ProjectId: proj.ID, Decision: sdk.QuoteDecision(q.Decision), State: ptr(sdk.QuoteState(q.State)),
+			AmountUsd: usd(amount), Reasons: reasons, Lines: &lines,
+			Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd,
+		}
+		gs := gatedSteps(items, p, pol)
+		out.GatedSteps = &gs
+		if q.State == "held" {
+			t := q.ExpiresAt
+			out.HoldExpiresAt = &t
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, next, nil
+}
+
+// ReleaseQuote gives a held quote's budget back before it expires.
+func (s *Quotes) Release(ctx context.Context, p *auth.Principal, id string) (*sdk.Quote, []sdk.Action, error) {
+	var out *sdk.Quote
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		now := s.Now()
+		q, err := tx.Quotes().Lock(ctx, p.OrgID, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return apierr.Newf("not_found:resource", "no quote %s in your organisation", id)
+		}
+		if err != nil {
+			return err
+		}
+		proj, err := tx.Projects().Lock(ctx, p.OrgID, q.ProjectID)
+		if err != nil {
+			return err
+		}
+		if err := s.projects.expireHolds(ctx, tx, &proj, now); err != nil {
+			return err
+		}
+		if q, err = tx.Quotes().Lock(ctx, p.OrgID, id); err != nil {
+			return err
+		}
+		if q.State != "held" {
+			return apierr.Newf("conflict:state", "quote %s is %s, not held", id, q.State).WithActions(actions.Stop("done"))
+		}
+		if err := tx.Quotes().Settle(ctx, q.ID, "released", now); err != nil {
+			return err
+		}
+		if err := tx.Projects().MoveMoney(ctx, proj.ID, -q.AmountMicro, 0); err != nil {
+			return err
+		}
+		proj.HeldMicro -= q.AmountMicro
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "release_quote", ObjectType: "quote", ObjectID: q.ID,
+			Details: map[string]any{"projectId": proj.ID, "amountMicroUsd": q.AmountMicro}}, now); err != nil {
+			return err
+		}
+		var reasons []sdk.BlockedBy
+		json.Unmarshal([]byte(q.Reasons), &reasons)
+		if reasons == nil {
+			reasons = []sdk.BlockedBy{}
+		}
+		m := s.Mutation("release_quote", nil, nil, nil, remaining(proj))
+		out = &sdk.Quote{QuoteId: q.ID, ProjectId: proj.ID, Decision: sdk.QuoteDecision(q.Decision), State: ptr(sdk.QuoteStateReleased),
+			AmountUsd: usd(q.AmountMicro), Reasons: reasons, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, []sdk.Action{actions.Stop("done")}, nil
+}
+
 // ConsumeQuote turns a hold into spending: the step launch takes. Under the
 // project's lock it rechecks the current budget, policy, price and approval
 // rules, and fails with budget:*, policy:*, price:changed or approval:*.
-func (s *Service) ConsumeQuote(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, quoteID string) (Consumed, error) {
+func (s *Quotes) Consume(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, quoteID string) (Consumed, error) {
 	now := s.Now()
 	proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -448,7 +578,7 @@ func (s *Service) ConsumeQuote(ctx context.Context, tx *store.Tx, p *auth.Princi
 	if err != nil {
 		return Consumed{}, err
 	}
-	if err := s.expireHolds(ctx, tx, &proj, now); err != nil {
+	if err := s.projects.expireHolds(ctx, tx, &proj, now); err != nil {
 		return Consumed{}, err
 	}
 	q, err := tx.Quotes().Lock(ctx, p.OrgID, quoteID)
@@ -537,3 +667,212 @@ func (s *Service) ConsumeQuote(ctx context.Context, tx *store.Tx, p *auth.Princi
 	}
 	return Consumed{QuoteID: q.ID, ProjectID: proj.ID, AmountMicro: q.AmountMicro, RemainingMicro: remaining(proj), Items: items}, nil
 }
+
+// releaseRefusedQuote gives back the hold of a quote whose launch was
+// refused because the domain is taken: the launch bought nothing, so the
+// hold serves nothing. A quote that is not held is left alone.
+func (s *Quotes) releaseRefusedQuote(ctx context.Context, p *auth.Principal, quoteID *string) {
+	if quoteID == nil || *quoteID == "" {
+		return
+	}
+	if _, _, err := s.Release(ctx, p, *quoteID); err != nil {
+		s.log.Debug("release refused quote", "quote", *quoteID, "err", err)
+	}
+}
+
+// awaitedQuote reads a quote that waits for a human without consuming it:
+// what it prices, for matching against the launch.
+func (s *Quotes) awaitedQuote(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, quoteID string) (Consumed, error) {
+	q, err := tx.Quotes().Lock(ctx, p.OrgID, quoteID)
+	if err != nil {
+		return Consumed{}, err
+	}
+	proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
+	if err != nil {
+		return Consumed{}, err
+	}
+	var items []pricedItem
+	if err := json.Unmarshal([]byte(q.Items), &items); err != nil {
+		return Consumed{}, err
+	}
+	return Consumed{QuoteID: q.ID, ProjectID: projectID, AmountMicro: q.AmountMicro, RemainingMicro: remaining(proj), Items: items}, nil
+}
+
+// ListQuotes lists the organisation's quotes.
+func (s *Quotes) List(ctx context.Context, orgID string, f store.Filter) (*sdk.QuoteInfoList, []sdk.Action, error) {
+	qs, err := s.store.Quotes().List(ctx, orgID, f)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	out := &sdk.QuoteInfoList{Quotes: []sdk.QuoteInfo{}}
+	for _, q := range qs {
+		v, err := quoteView(q)
+		if err != nil {
+			return nil, nil, apierr.Internal(err)
+		}
+		out.Quotes = append(out.Quotes, v)
+	}
+	return out, []sdk.Action{actions.Stop("done")}, nil
+}
+
+// GetQuote reads one quote.
+func (s *Quotes) Get(ctx context.Context, orgID, id string) (*sdk.QuoteInfo, []sdk.Action, error) {
+	q, err := s.store.Quotes().Get(ctx, orgID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Newf("not_found:resource", "no quote %s in your organisation", id).
+			WithActions(actions.Tool("list_quotes", "agent", nil))
+	}
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	v, err := quoteView(q)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	var next []sdk.Action
+	if q.State == "held" {
+		var items []pricedItem
+		_ = json.Unmarshal([]byte(q.Items), &items)
+		next = append(next, launchFromQuote(q.ProjectID, q.ID, items),
+			actions.Tool("release_quote", "agent", map[string]any{"id": q.ID}))
+	}
+	return &v, append(next, actions.Stop("done")), nil
+}
+
+// Estimate prices a workload over the target catalog (SPEC §2.6).
+func (s *Quotes) Estimate(ctx context.Context, req sdk.EstimateRequest) (*sdk.EstimateResult, []sdk.Action, error) {
+	need, ok := pricing.Needs[string(req.Workload)]
+	if !ok {
+		return nil, nil, apierr.Newf("input:invalid", "workload %q is not one of static_site, dynamic_service, worker, database_backed_app, mail_enabled_app", req.Workload).
+			WithActions(actions.Manual("fix_input", "agent"))
+	}
+	usage := pricing.Usage{Requests: defaultMonthlyRequests, EgressMicroGB: defaultEgressMicroGB}
+	reqSource, egressSource := sdk.PricingAssumptionSourceDefault, sdk.PricingAssumptionSourceDefault
+	if req.MonthlyRequests != nil {
+		usage.Requests = int64(*req.MonthlyRequests)
+		reqSource = sdk.PricingAssumptionSourceRequest
+	}
+	if req.MonthlyEgressGb != nil {
+		usage.EgressMicroGB = microUSD(*req.MonthlyEgressGb) // same fixed-point scale
+		egressSource = sdk.PricingAssumptionSourceRequest
+	}
+
+	// Add-ons every capable option carries.
+	var addons []sdk.TargetOption
+	var addonTotal pricing.MicroUSD
+	var evidence []sdk.Evidence
+	for _, c := range need.Addons {
+		a, ok := pricing.AddonFor(c)
+		if !ok {
+			return nil, nil, apierr.Internal(fmt.Errorf("no add-on provides %q", c))
+		}
+		lines := pricing.Monthly(a, usage)
+		total := pricing.Total(lines)
+		addonTotal += total
+		addons = append(addons, targetOption(a, true, nil, lines, total, sdk.TargetOptionReasonAddonRequired))
+		name := a.Name
+		evidence = append(evidence, sdk.Evidence{Code: sdk.EvidenceCodeAddonAttached, Target: &name})
+	}
+
+	type priced struct {
+		t     pricing.Target
+		total pricing.MicroUSD
+		lines []pricing.Line
+	}
+	var capable []priced
+	considered := map[string]*sdk.TargetOption{}
+	var order []string
+	for _, t := range pricing.Targets {
+		if t.Kind != "compute" {
+			continue
+		}
+		order = append(order, t.Name)
+		if !t.Has(need.Compute) {
+			opt := targetOption(t, false, []string{need.Compute}, nil, 0, sdk.TargetOptionReasonMissingCapability)
+			considered[t.Name] = &opt
+			continue
+		}
+		lines := pricing.Monthly(t, usage)
+		total := pricing.Total(lines) + addonTotal
+		capable = append(capable, priced{t, total, lines})
+		opt := targetOption(t, true, nil, lines, total, sdk.TargetOptionReasonCapableNotCheapest)
+		considered[t.Name] = &opt
+	}
+	sort.SliceStable(capable, func(i, j int) bool { return capable[i].total < capable[j].total })
+	if len(capable) == 0 {
+		return nil, nil, apierr.Internal(fmt.Errorf("no target can run %s", req.Workload))
+	}
+	cheapest := capable[0]
+
+	selected := cheapest
+	reason := sdk.EstimateResultSelectionReasonCheapestCapable
+	if req.Target != nil {
+		t, ok := pricing.Lookup(string(*req.Target))
+		switch {
+		case !ok:
+			return nil, nil, apierr.Newf("plan:unknown_target", "target %q is not in the catalog; omit target to get the cheapest capable one", *req.Target).
+				WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": string(req.Workload)})).
+				WithDetails(sdk.FieldProblem{Field: "body.target", Problem: "unknown target"})
+		case t.Kind != "compute":
+			return nil, nil, apierr.Newf("plan:target_incapable", "%s is an add-on that comes with the workload, not a target to run it on", t.Name).
+				WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": string(req.Workload)})).
+				WithDetails(sdk.FieldProblem{Field: "body.target", Problem: "add-on, not a compute target"})
+		case !t.Has(need.Compute):
+			return nil, nil, apierr.Newf("plan:target_incapable", "target %s cannot run a %s (it lacks %s); %s can", t.Name, req.Workload, need.Compute, cheapest.t.Name).
+				WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": string(req.Workload), "target": cheapest.t.Name})).
+				WithDetails(sdk.FieldProblem{Field: "body.target", Problem: "missing capability " + need.Compute})
+		}
+		for _, c := range capable {
+			if c.t.Name == t.Name {
+				selected = c
+			}
+		}
+		reason = sdk.EstimateResultSelectionReasonExplicitTarget
+		name := t.Name
+		evidence = append([]sdk.Evidence{{Code: sdk.EvidenceCodeExplicitTarget, Target: &name}}, evidence...)
+		if cheapest.total < selected.total {
+			cn := cheapest.t.Name
+			detail := fmt.Sprintf("%s costs %.2f USD a month less", cn, usd(selected.total-cheapest.total))
+			evidence = append(evidence, sdk.Evidence{Code: sdk.EvidenceCodeCheaperCapableExists, Target: &cn, Detail: &detail})
+		}
+		considered[selected.t.Name].Reason = sdk.TargetOptionReasonExplicitTarget
+	} else {
+		name := selected.t.Name
+		evidence = append([]sdk.Evidence{{Code: sdk.EvidenceCodeCheapestCapableSelected, Target: &name}}, evidence...)
+		considered[selected.t.Name].Reason = sdk.TargetOptionReasonCheapestCapable
+	}
+
+	res := &sdk.EstimateResult{
+		Workload:        req.Workload,
+		SelectedTarget:  selected.t.Name,
+		MonthlyUsd:      usd(selected.total),
+		SelectionReason: reason,
+		Addons:          addons,
+		Evidence:        evidence,
+		CatalogVersion:  pricing.CatalogVersion,
+		Assumptions: []sdk.PricingAssumption{
+			{Name: "monthlyRequests", Value: float64(usage.Requests), Unit: "requests/month", Source: &reqSource},
+			{Name: "monthlyEgressGb", Value: float64(usage.EgressMicroGB) / 1e6, Unit: "GB/month", Source: &egressSource},
+			{Name: "billingPeriod", Value: 730, Unit: "hours/month", Source: ptr(sdk.PricingAssumptionSourceCatalog)},
+			{Name: "currency", Value: 1, Unit: "USD (fake money in the sandbox)", Source: ptr(sdk.PricingAssumptionSourceCatalog)},
+		},
+	}
+	if res.Addons == nil {
+		res.Addons = []sdk.TargetOption{}
+	}
+	for _, name := range order {
+		res.Considered = append(res.Considered, *considered[name])
+	}
+	next := []sdk.Action{
+		actions.Tool("create_quote", "agent", map[string]any{
+			"items": []any{map[string]any{"kind": "service", "target": selected.t.Name, "workload": string(req.Workload), "months": 1}},
+		}),
+		actions.Stop("done"),
+	}
+	return res, next, nil
+}
+
+const (
+	defaultMonthlyRequests = 100_000
+	defaultEgressMicroGB   = 10 * 1_000_000
+)

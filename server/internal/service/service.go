@@ -1,43 +1,164 @@
 package service
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
+	"github.com/pierhq/pier/server/internal/zone"
 )
 
-// Service carries what operations need.
+// Service is the domain layer, one type per noun. Each noun shares core:
+// the store, the clock, the providers launches drive, and the other nouns.
 type Service struct {
-	Store *store.Store
-	Now   func() time.Time
-	Log   *slog.Logger
-	// BaseURL gives the public base URL for links in actions.
-	BaseURL func() string
-	// P are the providers launches drive.
-	P Providers
-	// Pause holds the launch runner at a step, for crash tests.
-	Pause StepPause
-	// Quotas bound each organisation; zero fields take DefaultQuotas.
-	Quotas Quotas
+	*core
+
+	Accounts   *Accounts
+	Approvals  *Approvals
+	Bundles    *Bundles
+	Domains    *Domains
+	Launches   *Launches
+	Onboarding *Onboarding
+	Projects   *Projects
+	Quotes     *Quotes
+	Tasks      *Tasks
 }
+
+// core is what every noun needs.
+type core struct {
+	store *store.Store
+	clock func() time.Time
+	log   *slog.Logger
+
+	baseURLFunc   func() string
+	platform      Platform
+	zone          zone.ZoneConfig
+	previewDomain string
+	pause         StepPause
+	quotaLimits   Quotas
+
+	accounts   *Accounts
+	approvals  *Approvals
+	bundles    *Bundles
+	domains    *Domains
+	launches   *Launches
+	onboarding *Onboarding
+	projects   *Projects
+	quotes     *Quotes
+	tasks      *Tasks
+}
+
+// Accounts signs humans in and manages agent keys.
+type Accounts struct{ *core }
+
+// Approvals opens human gates, decides them and carries out the decision.
+type Approvals struct{ *core }
+
+// Bundles takes uploads.
+type Bundles struct{ *core }
+
+// Domains searches, lists and transfers out domains.
+type Domains struct{ *core }
+
+// Launches launches and tears down services and runs their tasks.
+type Launches struct{ *core }
+
+// Onboarding runs signup and billing setup.
+type Onboarding struct{ *core }
+
+// Projects manages projects, their budgets, quotas and exports.
+type Projects struct{ *core }
+
+// Quotes prices, holds, releases and consumes quotes.
+type Quotes struct{ *core }
+
+// Tasks reads tasks.
+type Tasks struct{ *core }
 
 // StepPause names launch steps at which the task runner stops and waits to
 // be killed: After a step is saved, or Inside it, after its provider acted
 // and before it is saved, the worst moment to die. Empty names never match.
 type StepPause struct{ After, Inside string }
 
+// Now is the service's clock.
+func (c *core) Now() time.Time { return c.clock() }
+
+// Config is what the domain layer is given at construction.
+type Config struct {
+	Store *store.Store
+	Now   func() time.Time // default time.Now
+	Log   *slog.Logger     // default slog.Default()
+	// BaseURL gives the public base URL for links in actions.
+	BaseURL func() string
+	// Platform is what launches drive; without one, tasks are recorded
+	// and nothing is served.
+	Platform Platform
+	// Zone is what every launched domain's zone carries; PreviewDomain is
+	// the zone preview hosts live under.
+	Zone          zone.ZoneConfig
+	PreviewDomain string
+	// Pause holds the launch runner at a step, for crash tests.
+	Pause StepPause
+	// Quotas bound each organisation; zero fields take DefaultQuotas.
+	Quotas Quotas
+}
+
+// Platform is what launches drive outside the database. Each call is
+// idempotent: a task step that is retried calls it again. The server
+// implements it over the task runner, the edge, DNS and the CA.
+type Platform interface {
+	// Enqueue hands a committed task to the durable runner.
+	Enqueue(ctx context.Context, taskID string) error
+	// InvalidateHosts and InvalidateZone tell the edge's and DNS's caches
+	// that what they hold for these names changed.
+	InvalidateHosts(hosts ...string)
+	InvalidateZone(domain string)
+	// Certificate issues, or finds, the certificate for a host.
+	Certificate(host string) error
+	// VerifyHTTPS fetches https://host/ from the server's own TLS
+	// listener, verifying the chain: a launch is HTTPS-ready only once it
+	// is served.
+	VerifyHTTPS(ctx context.Context, host string) error
+	// Ports are the edge's public HTTP and HTTPS ports, for URLs; empty
+	// means the scheme's default.
+	Ports() (http, https string)
+}
+
+// noPlatform records and serves nothing: for tools that only write
+// the database, such as creating a project from the command line.
+type noPlatform struct{}
+
+func (noPlatform) Enqueue(context.Context, string) error     { return nil }
+func (noPlatform) InvalidateHosts(...string)                 {}
+func (noPlatform) InvalidateZone(string)                     {}
+func (noPlatform) Certificate(string) error                  { return nil }
+func (noPlatform) VerifyHTTPS(context.Context, string) error { return nil }
+func (noPlatform) Ports() (string, string)                   { return "", "" }
+
 // New returns a Service.
-func New(st *store.Store, now func() time.Time, log *slog.Logger) *Service {
-	if now == nil {
-		now = time.Now
+func New(cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
-	if log == nil {
-		log = slog.Default()
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
 	}
-	return &Service{Store: st, Now: now, Log: log}
+	if cfg.Platform == nil {
+		cfg.Platform = noPlatform{}
+	}
+	c := &core{store: cfg.Store, clock: cfg.Now, log: cfg.Log, baseURLFunc: cfg.BaseURL, platform: cfg.Platform,
+		zone: cfg.Zone, previewDomain: cfg.PreviewDomain, pause: cfg.Pause, quotaLimits: cfg.Quotas}
+	c.accounts, c.approvals, c.bundles = &Accounts{c}, &Approvals{c}, &Bundles{c}
+	c.domains, c.launches, c.onboarding = &Domains{c}, &Launches{c}, &Onboarding{c}
+	c.projects, c.quotes, c.tasks = &Projects{c}, &Quotes{c}, &Tasks{c}
+	return &Service{core: c,
+		Accounts: c.accounts, Approvals: c.approvals, Bundles: c.bundles,
+		Domains: c.domains, Launches: c.launches, Onboarding: c.onboarding,
+		Projects: c.projects, Quotes: c.quotes, Tasks: c.tasks,
+	}
 }
 
 // usd renders micro-USD as a USD number. Rendering is the only place money

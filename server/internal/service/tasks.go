@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
-	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/store"
 
 	"time"
@@ -23,95 +21,12 @@ type taskStep struct {
 	Detail      string     `json:"detail,omitempty"`
 }
 
-// ApprovalURL is where a human decides a gate. It carries the gate id and
-// no authority: the page acts only for a signed-in human of the same
-// organisation.
-func (s *Service) ApprovalURL(gateID string) string {
-	return s.baseURL() + "/approvals/" + gateID
+// Human is a signed-in person acting on the human pages.
+type Human struct {
+	OrgID, UserID string
 }
 
-func (s *Service) baseURL() string {
-	if s.BaseURL != nil {
-		return s.BaseURL()
-	}
-	return ""
-}
-
-// openGate creates a task waiting in input_required on a new gate.
-func (s *Service) openGate(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, kind string, payload map[string]any, now time.Time) (store.Task, error) {
-	steps, _ := json.Marshal([]taskStep{{Name: "human_decision", State: "input_required", StartedAt: ptr(now.UTC())}})
-	if _, ok := payload["requestedBy"]; !ok {
-		payload["requestedBy"] = actorOf(p)
-	}
-	body, _ := json.Marshal(payload)
-	t := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: projectID, Kind: kind, State: "input_required",
-		Steps: string(steps), GateID: auth.ID("gat"), CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
-	if err := tx.Tasks().Insert(ctx, t); err != nil {
-		return t, err
-	}
-	if err := tx.Gates().Insert(ctx, store.Gate{ID: t.GateID, OrgID: p.OrgID, TaskID: t.ID, Kind: kind, Payload: string(body), CreatedAt: now.UTC()}); err != nil {
-		return t, err
-	}
-	_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "open_gate", ObjectType: "gate", ObjectID: t.GateID,
-		Details: map[string]any{"kind": kind, "taskId": t.ID, "payload": json.RawMessage(body)}}, now)
-	return t, err
-}
-
-// gateActions are the next steps while a human decides: the URL the human
-// opens, and the poll the agent makes.
-func (s *Service) gateActions(t store.Task) []sdk.Action {
-	poll := actions.ToolAction("get_task", "agent", map[string]any{"id": t.ID})
-	after := []string{"approve"}
-	poll.After = &after
-	wait := 5
-	poll.RetryAfterSeconds = &wait
-	url := actions.URL(s.ApprovalURL(t.GateID), "approve", "human")
-	u, _ := url.AsUrlAction()
-	id := "approve"
-	u.Id = &id
-	return []sdk.Action{actions.Wrap(u), actions.Wrap(poll)}
-}
-
-// RequestBudgetRaise asks a human to add to a project's budget. The answer
-// is a task in input_required carrying the approval URL.
-func (s *Service) RequestBudgetRaise(ctx context.Context, p *auth.Principal, projectID string, req sdk.BudgetRaiseRequest) (*sdk.TaskHandle, []sdk.Action, error) {
-	amount := microUSD(req.AmountUsd)
-	if amount <= 0 {
-		return nil, nil, apierr.New("input:invalid", "amountUsd must be at least 0.01").WithDetails(sdk.FieldProblem{Field: "body.amountUsd", Problem: "too small"})
-	}
-	var view *sdk.TaskHandle
-	var next []sdk.Action
-	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
-		now := s.Now()
-		proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
-		if errors.Is(err, store.ErrNotFound) {
-			return projectNotFound(projectID)
-		}
-		if err != nil {
-			return err
-		}
-		t, err := s.openGate(ctx, tx, p, proj.ID, "budget_raise", map[string]any{
-			"projectId": proj.ID, "amountMicroUsd": amount, "reason": req.Reason, "currentLimitMicroUsd": proj.LimitMicro,
-		}, now)
-		if err != nil {
-			return err
-		}
-		v, err := s.taskView(t)
-		if err != nil {
-			return err
-		}
-		m := s.Mutation("request_budget_raise", nil, []sdk.ResourceRef{{Type: "task", Id: t.ID}}, nil, remaining(proj))
-		v.Receipt, v.Undo, v.BudgetRemainingUsd = &m.Receipt, &m.Undo, &m.BudgetRemainingUsd
-		view, next = v, s.gateActions(t)
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return view, next, nil
-}
-
-func (s *Service) taskView(t store.Task) (*sdk.TaskHandle, error) {
+func (s *Tasks) taskView(t store.Task) (*sdk.TaskHandle, error) {
 	var steps []sdk.TaskStep
 	if err := json.Unmarshal([]byte(t.Steps), &steps); err != nil {
 		return nil, err
@@ -165,8 +80,8 @@ func (s *Service) taskView(t store.Task) (*sdk.TaskHandle, error) {
 }
 
 // GetTask reads a task of the caller's organisation.
-func (s *Service) GetTask(ctx context.Context, orgID, id string) (*sdk.TaskHandle, []sdk.Action, error) {
-	t, err := s.Store.Tasks().Get(ctx, orgID, id)
+func (s *Tasks) Get(ctx context.Context, orgID, id string) (*sdk.TaskHandle, []sdk.Action, error) {
+	t, err := s.store.Tasks().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Newf("not_found:resource", "no task %s in your organisation", id)
 	}
@@ -180,7 +95,7 @@ func (s *Service) GetTask(ctx context.Context, orgID, id string) (*sdk.TaskHandl
 	var next []sdk.Action
 	switch t.State {
 	case "input_required":
-		next = s.gateActions(t)
+		next = s.approvals.gateActions(t)
 	case "queued", "running":
 		next = []sdk.Action{actions.Retry("get_task", "agent", map[string]any{"id": t.ID}, 1)}
 	case "succeeded":
@@ -196,288 +111,23 @@ func (s *Service) GetTask(ctx context.Context, orgID, id string) (*sdk.TaskHandl
 	return v, next, nil
 }
 
-// Human is a signed-in person acting on the human pages.
-type Human struct {
-	OrgID, UserID string
-}
-
-// DecideGate records a human's decision on a gate of their organisation and
-// carries it out. The first decision wins; a second is conflict:state. No
-// agent path reaches this method.
-func (s *Service) DecideGate(ctx context.Context, h Human, gateID string, approve bool) error {
-	requeue := ""
-	var requeueAll []string
-	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
-		now := s.Now()
-		g, err := tx.Gates().Lock(ctx, h.OrgID, gateID)
-		if errors.Is(err, store.ErrNotFound) {
-			return apierr.Newf("not_found:resource", "no approval %s in your organisation", gateID)
-		}
-		if err != nil {
-			return err
-		}
-		state := "denied"
-		if approve {
-			state = "approved"
-		}
-		if err := tx.Gates().Decide(ctx, h.OrgID, gateID, state, "human:"+h.UserID, now); errors.Is(err, store.ErrConflict) {
-			return apierr.Newf("conflict:state", "this approval was already decided (%s)", g.State)
-		} else if err != nil {
-			return err
-		}
-		t, err := tx.Tasks().Lock(ctx, h.OrgID, g.TaskID)
-		if err != nil {
-			return err
-		}
-		var payload map[string]any
-		dec := json.NewDecoder(bytesReader(g.Payload))
-		dec.UseNumber()
-		if err := dec.Decode(&payload); err != nil {
-			return err
-		}
-		if g.Kind == "domain_registration" {
-			requeue = t.ID
-			return s.decideRegistration(ctx, tx, h, g, t, approve, now)
-		}
-		result := map[string]any{"decision": state, "decidedAt": now.UTC().Format(time.RFC3339)}
-		t.State = "failed"
-		if approve {
-			t.State = "succeeded"
-			if err := s.carryOut(ctx, tx, g, payload, result, now); err != nil {
-				var e *apierr.Error
-				if !errors.As(err, &e) {
-					return err
-				}
-				// The decision stands; what it asked for could not be done.
-				t.State = "failed"
-				result["blockedBy"] = string(e.Code)
-				result["message"] = e.Message
-			}
-		}
-		if g.Kind == "quote_approval" {
-			// Launches waiting on this quote go on (approved and held) or
-			// end (denied, or the budget could not hold it).
-			resumed, err := s.resumeWaitingLaunches(ctx, tx, h, g, payload, t.State == "succeeded", result, now)
-			if err != nil {
-				return err
-			}
-			requeueAll = append(requeueAll, resumed...)
-		}
-		steps, _ := json.Marshal([]taskStep{{Name: "human_decision", State: map[bool]string{true: "succeeded", false: "failed"}[approve], CompletedAt: ptr(now.UTC()), Detail: state}})
-		rj, _ := json.Marshal(result)
-		t.Steps, t.Result, t.UpdatedAt = string(steps), string(rj), now.UTC()
-		if err := tx.Tasks().Update(ctx, t); err != nil {
-			return err
-		}
-		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.UserID, Action: "decide_gate", ObjectType: "gate", ObjectID: g.ID,
-			Details: map[string]any{"kind": g.Kind, "decision": state, "taskId": t.ID, "result": result}}, now)
-		return err
-	})
-	if requeue != "" {
-		requeueAll = append(requeueAll, requeue)
-	}
-	if err == nil && s.P.Enqueue != nil {
-		for _, id := range requeueAll {
-			if qerr := s.P.Enqueue(ctx, id); qerr != nil {
-				s.Log.Warn("enqueue after decision", "task", id, "err", qerr)
-			}
-		}
-	}
-	return err
-}
-
-// decideRegistration resumes a launch that waited for a human to approve
-// buying its domain. A denial refunds the domain's price and the launch
-// goes on without the domain.
-func (s *Service) decideRegistration(ctx context.Context, tx *store.Tx, h Human, g store.Gate, t store.Task, approve bool, now time.Time) error {
-	var pl launchPayload
-	if err := json.Unmarshal([]byte(t.Payload), &pl); err != nil {
-		return err
-	}
-	var steps []taskStep
-	if err := json.Unmarshal([]byte(t.Steps), &steps); err != nil {
-		return err
-	}
-	decision := "approved"
-	if !approve {
-		decision = "denied"
-		proj, err := tx.Projects().Lock(ctx, t.OrgID, pl.ProjectID)
-		if err != nil {
-			return err
-		}
-		if pl.DomainMicro > 0 {
-			if err := tx.Projects().MoveMoney(ctx, proj.ID, 0, -pl.DomainMicro); err != nil {
-				return err
-			}
-			pl.RefundedMicro = pl.DomainMicro
-			if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: t.OrgID, Actor: "system", Action: "refund", ObjectType: "task", ObjectID: t.ID,
-				Details: map[string]any{"projectId": proj.ID, "amountMicroUsd": pl.DomainMicro, "reason": "domain registration denied"}}, now); err != nil {
-				return err
-			}
-		}
-		// The service goes on without the domain: it neither holds nor
-		// serves it, nobody is buying it, and the receipt shows it free.
-		if err := tx.Services().DetachDomain(ctx, pl.ServiceID, pl.Domain, now); err != nil {
-			return err
-		}
-		if err := tx.Domains().ReleaseClaims(ctx, t.ID); err != nil {
-			return err
-		}
-		if pl.Receipt != nil {
-			var total int64
-			for i, c := range pl.Receipt.Costs {
-				if c.Item == "domain:"+pl.Domain {
-					pl.Receipt.Costs[i].AmountUsd = 0
-				}
-				total += microUSD(pl.Receipt.Costs[i].AmountUsd)
-			}
-			pl.Receipt.TotalUsd = usd(total)
-		}
-		if pl.Undo != nil {
-			pl.Undo.Irreversible, pl.Undo.NotReversed = false, nil
-		}
-		pl.ChargedMicro -= pl.RefundedMicro
-		pl.RefundedMicro = 0
-		for i := range steps {
-			switch steps[i].Name {
-			case StepDNS:
-				steps[i].State, steps[i].Detail = "skipped", "no domain"
-			case StepRegister:
-				steps[i].State, steps[i].CompletedAt = "denied", ptr(now.UTC())
-				steps[i].Detail = fmt.Sprintf("a human denied buying %s: not bought, not attached, %.2f USD refunded", pl.Domain, usd(pl.DomainMicro))
-			}
-		}
-	} else {
-		for i := range steps {
-			if steps[i].Name == StepRegister {
-				steps[i].State, steps[i].Detail = "pending", "a human approved buying "+pl.Domain
-			}
-		}
-	}
-	pl.Approval = decision
-	sj, _ := json.Marshal(steps)
-	pj, _ := json.Marshal(pl)
-	t.State, t.Steps, t.Payload, t.UpdatedAt = "queued", string(sj), string(pj), now.UTC()
-	if err := tx.Tasks().Update(ctx, t); err != nil {
-		return err
-	}
-	_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.UserID, Action: "decide_gate", ObjectType: "gate", ObjectID: g.ID,
-		Details: map[string]any{"kind": g.Kind, "decision": decision, "taskId": t.ID, "domain": pl.Domain}}, now)
-	return err
-}
-
-// carryOut does what an approved gate asked for, inside the decision's
-// transaction.
-func (s *Service) carryOut(ctx context.Context, tx *store.Tx, g store.Gate, payload, result map[string]any, now time.Time) error {
-	projectID, _ := payload["projectId"].(string)
-	amount, err := payload["amountMicroUsd"].(json.Number).Int64()
+// ListTasks lists the organisation's tasks, newest first.
+func (s *Tasks) List(ctx context.Context, orgID string, f store.Filter) (*sdk.TaskList, []sdk.Action, error) {
+	ts, err := s.store.Tasks().ListFiltered(ctx, orgID, f)
 	if err != nil {
-		return err
+		return nil, nil, apierr.Internal(err)
 	}
-	proj, err := tx.Projects().Lock(ctx, g.OrgID, projectID)
-	if err != nil {
-		return err
-	}
-	if err := s.expireHolds(ctx, tx, &proj, now); err != nil {
-		return err
-	}
-	switch g.Kind {
-	case "budget_raise":
-		limit := proj.LimitMicro + amount
-		if err := tx.Projects().SetBudgetLimit(ctx, proj.ID, limit); err != nil {
-			return err
-		}
-		result["budgetLimitUsd"] = usd(limit)
-		result["budgetRemainingUsd"] = usd(limit - proj.SpentMicro - proj.HeldMicro)
-	case "quote_approval":
-		quoteID, _ := payload["quoteId"].(string)
-		if amount > remaining(proj) {
-			return apierr.New("budget:insufficient", "the budget cannot cover the approved quote")
-		}
-		exp := now.Add(HoldDuration).UTC()
-		if err := tx.Quotes().Hold(ctx, quoteID, exp); err != nil {
-			return err
-		}
-		if err := tx.Quotes().MarkApproved(ctx, quoteID, "gate:"+g.ID); err != nil {
-			return err
-		}
-		if err := tx.Projects().MoveMoney(ctx, proj.ID, amount, 0); err != nil {
-			if errors.Is(err, store.ErrBudget) {
-				return apierr.New("budget:insufficient", "the budget cannot cover the approved quote")
-			}
-			return err
-		}
-		result["quoteId"] = quoteID
-		result["holdExpiresAt"] = exp.Format(time.RFC3339)
-	default:
-		return fmt.Errorf("gate kind %q has no action", g.Kind)
-	}
-	return nil
-}
-
-// PendingApprovals lists a human's organisation's undecided gates.
-func (s *Service) PendingApprovals(ctx context.Context, orgID string) ([]store.Gate, error) {
-	return s.Store.Gates().Pending(ctx, orgID)
-}
-
-// resumeWaitingLaunches carries on the launches that wait on a quote's
-// approval gate: once the human approved and the quote is held, each
-// consumes it and is queued; otherwise each ends failed, charged nothing.
-func (s *Service) resumeWaitingLaunches(ctx context.Context, tx *store.Tx, h Human, g store.Gate, payload map[string]any, held bool, result map[string]any, now time.Time) ([]string, error) {
-	waiting, err := tx.Tasks().OnGate(ctx, g.ID)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, lt := range waiting {
-		var pl launchPayload
-		if lt.State != "input_required" || json.Unmarshal([]byte(lt.Payload), &pl) != nil || !pl.AwaitQuote {
-			continue
-		}
-		if !held {
-			cause := apierr.Newf("approval:denied", "a human denied quote %s; the launch charged nothing", pl.QuoteID)
-			if code, ok := result["blockedBy"].(string); ok {
-				msg, _ := result["message"].(string)
-				cause = apierr.New(sdk.BlockedBy(code), msg)
-			}
-			if err := s.endLaunchTx(ctx, tx, lt.OrgID, lt.ID, "failed", cause, &launchPayload{}); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		c, err := s.ConsumeQuote(ctx, tx, &auth.Principal{Kind: "system", OrgID: lt.OrgID}, pl.ProjectID, pl.QuoteID)
+	out := &sdk.TaskList{Tasks: []sdk.TaskHandle{}}
+	for _, t := range ts {
+		v, err := s.taskView(t)
 		if err != nil {
-			var e *apierr.Error
-			if !errors.As(err, &e) {
-				return nil, err
-			}
-			if err := s.endLaunchTx(ctx, tx, lt.OrgID, lt.ID, "failed", e, &launchPayload{}); err != nil {
-				return nil, err
-			}
-			continue
+			return nil, nil, apierr.Internal(err)
 		}
-		var steps []taskStep
-		if err := json.Unmarshal([]byte(lt.Steps), &steps); err != nil {
-			return nil, err
-		}
-		for i := range steps {
-			if steps[i].Name == StepCharge {
-				steps[i].State, steps[i].CompletedAt = "succeeded", ptr(now.UTC())
-				steps[i].Detail = fmt.Sprintf("%.2f USD, approved by a human", usd(c.AmountMicro))
-			}
-		}
-		pl.ChargedMicro, pl.AwaitQuote = c.AmountMicro, false
-		sj, _ := json.Marshal(steps)
-		pj, _ := json.Marshal(pl)
-		lt.State, lt.GateID, lt.Steps, lt.Payload, lt.UpdatedAt = "queued", "", string(sj), string(pj), now.UTC()
-		if err := tx.Tasks().Update(ctx, lt); err != nil {
-			return nil, err
-		}
-		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: lt.OrgID, Actor: "human:" + h.UserID, Action: "resume_launch", ObjectType: "task", ObjectID: lt.ID,
-			Details: map[string]any{"quoteId": pl.QuoteID, "gateId": g.ID, "chargedMicroUsd": c.AmountMicro}}, now); err != nil {
-			return nil, err
-		}
-		out = append(out, lt.ID)
+		out.Tasks = append(out.Tasks, *v)
 	}
-	return out, nil
+	next := []sdk.Action{}
+	if len(ts) > 0 {
+		next = append(next, actions.Tool("get_task", "agent", map[string]any{"id": ts[0].ID}))
+	}
+	return out, append(next, actions.Stop("done")), nil
 }

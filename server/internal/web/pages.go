@@ -33,7 +33,7 @@ func (p *pages) signIn(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, nil, apierr.New("auth:forbidden_origin", "This sign-in form expired or came from another page. Open the link again."))
 		return
 	}
-	secret, sess, next, err := p.svc.SignIn(r.Context(), r.PathValue("token"))
+	secret, sess, next, err := p.svc.Accounts.SignIn(r.Context(), r.PathValue("token"))
 	if err != nil {
 		p.fail(w, r, nil, err)
 		return
@@ -53,7 +53,7 @@ func (p *pages) signIn(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *pages) signOut(w http.ResponseWriter, r *http.Request, s signedIn) {
-	if err := p.svc.SignOut(r.Context(), s.secret); err != nil {
+	if err := p.svc.Accounts.SignOut(r.Context(), s.secret); err != nil {
 		p.fail(w, r, &s, err)
 		return
 	}
@@ -62,7 +62,7 @@ func (p *pages) signOut(w http.ResponseWriter, r *http.Request, s signedIn) {
 }
 
 func (p *pages) dashboard(w http.ResponseWriter, r *http.Request, s signedIn) {
-	d, err := p.svc.DashboardFor(r.Context(), s.Human)
+	d, err := p.svc.Approvals.DashboardFor(r.Context(), s.Human)
 	if err != nil {
 		p.fail(w, r, &s, err)
 		return
@@ -73,7 +73,7 @@ func (p *pages) dashboard(w http.ResponseWriter, r *http.Request, s signedIn) {
 // ledgerDownload serves the organisation's chain as JSON lines, the format
 // `pier ledger verify` checks.
 func (p *pages) ledgerDownload(w http.ResponseWriter, r *http.Request, s signedIn) {
-	entries, err := p.svc.LedgerFor(r.Context(), s.Human)
+	entries, err := p.svc.Approvals.LedgerFor(r.Context(), s.Human)
 	if err != nil {
 		p.fail(w, r, &s, err)
 		return
@@ -86,7 +86,7 @@ func (p *pages) ledgerDownload(w http.ResponseWriter, r *http.Request, s signedI
 // approval shows a gate of the human's organisation. Another
 // organisation's gate is not found, exactly like a gate that does not exist.
 func (p *pages) approval(w http.ResponseWriter, r *http.Request, s signedIn) {
-	g, err := p.svc.GateFor(r.Context(), s.Human, r.PathValue("gateId"))
+	g, err := p.svc.Approvals.GateFor(r.Context(), s.Human, r.PathValue("gateId"))
 	if err != nil {
 		p.fail(w, r, &s, err)
 		return
@@ -105,7 +105,7 @@ func (p *pages) decide(w http.ResponseWriter, r *http.Request, s signedIn) {
 		p.fail(w, r, &s, apierr.New("input:invalid", "Choose approve or deny."))
 		return
 	}
-	if err := p.svc.DecideGate(r.Context(), s.Human, id, approve); err != nil {
+	if err := p.svc.Approvals.Decide(r.Context(), s.Human, id, approve); err != nil {
 		p.fail(w, r, &s, err)
 		return
 	}
@@ -120,7 +120,7 @@ type keysData struct {
 }
 
 func (p *pages) keysPage(w http.ResponseWriter, r *http.Request, s signedIn, d keysData, notice string) {
-	keys, err := p.svc.ListKeys(r.Context(), s.OrgID)
+	keys, err := p.svc.Accounts.ListKeys(r.Context(), s.OrgID)
 	if err != nil {
 		p.fail(w, r, &s, err)
 		return
@@ -142,7 +142,7 @@ func (p *pages) createKey(w http.ResponseWriter, r *http.Request, s signedIn) {
 			scopes = append(scopes, sc)
 		}
 	}
-	secret, k, err := p.svc.CreateKey(r.Context(), s.Human, r.PostForm.Get("name"), scopes)
+	secret, k, err := p.svc.Accounts.CreateKey(r.Context(), s.Human, r.PostForm.Get("name"), scopes)
 	if err != nil {
 		p.fail(w, r, &s, err)
 		return
@@ -153,7 +153,7 @@ func (p *pages) createKey(w http.ResponseWriter, r *http.Request, s signedIn) {
 
 func (p *pages) revokeKey(w http.ResponseWriter, r *http.Request, s signedIn) {
 	id := r.PathValue("id")
-	if err := p.svc.RevokeKey(r.Context(), s.Human, id); err != nil {
+	if err := p.svc.Accounts.RevokeKey(r.Context(), s.Human, id); err != nil {
 		p.fail(w, r, &s, err)
 		return
 	}
@@ -162,7 +162,7 @@ func (p *pages) revokeKey(w http.ResponseWriter, r *http.Request, s signedIn) {
 
 func (p *pages) grantScope(w http.ResponseWriter, r *http.Request, s signedIn) {
 	id, scope := r.PathValue("id"), r.PostForm.Get("scope")
-	if err := p.svc.GrantScope(r.Context(), s.Human, id, scope); err != nil {
+	if err := p.svc.Accounts.GrantScope(r.Context(), s.Human, id, scope); err != nil {
 		p.fail(w, r, &s, err)
 		return
 	}
@@ -202,7 +202,7 @@ func (p *pages) reviewPage(w http.ResponseWriter, r *http.Request, su service.Si
 // it shows nothing more, unless the browser is the reviewer's, which goes
 // on to the card page.
 func (p *pages) review(w http.ResponseWriter, r *http.Request) {
-	su, err := p.svc.SignupForReview(r.Context(), r.PathValue("token"))
+	su, err := p.svc.Onboarding.SignupForReview(r.Context(), r.PathValue("token"))
 	if err != nil {
 		p.fail(w, r, nil, err)
 		return
@@ -213,7 +213,7 @@ func (p *pages) review(w http.ResponseWriter, r *http.Request) {
 	}
 	if su.State != "pending_review" {
 		if c, err := r.Cookie(cookieName(r, sessionCookie)); err == nil {
-			if sess, err := p.svc.SessionFor(r.Context(), c.Value); err == nil && sess.OrgID == su.OrgID {
+			if sess, err := p.svc.Accounts.SessionFor(r.Context(), c.Value); err == nil && sess.OrgID == su.OrgID {
 				if su.State == "pending_card" {
 					http.Redirect(w, r, "/billing/"+su.SetupID, http.StatusSeeOther)
 				} else {
@@ -234,7 +234,7 @@ func (p *pages) approveSignup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := r.PathValue("token")
-	su, err := p.svc.SignupForReview(r.Context(), token)
+	su, err := p.svc.Onboarding.SignupForReview(r.Context(), token)
 	if err != nil {
 		p.fail(w, r, nil, err)
 		return
@@ -260,7 +260,7 @@ func (p *pages) approveSignup(w http.ResponseWriter, r *http.Request) {
 		p.reviewPage(w, r, su, f, &pageError{Code: "input:invalid", Message: "Tick the box to approve the account's authority, prices, budget and rules.", Resolution: resolutions["input:invalid"]})
 		return
 	}
-	ok, err := p.svc.ApproveSignup(r.Context(), token, d)
+	ok, err := p.svc.Onboarding.ApproveSignup(r.Context(), token, d)
 	var e *apierr.Error
 	if errors.As(err, &e) && e.Code == "input:invalid" {
 		p.reviewPage(w, r, su, f, &pageError{Code: string(e.Code), Message: e.Message, Resolution: resolutions["input:invalid"]})
@@ -282,7 +282,7 @@ type cardData struct {
 }
 
 func (p *pages) cardPage(w http.ResponseWriter, r *http.Request, s signedIn) {
-	cs, err := p.svc.CardSetupFor(r.Context(), s.Human, r.PathValue("id"))
+	cs, err := p.svc.Onboarding.CardSetupFor(r.Context(), s.Human, r.PathValue("id"))
 	if err != nil {
 		p.fail(w, r, &s, err)
 		return
@@ -296,11 +296,11 @@ func (p *pages) submitCard(w http.ResponseWriter, r *http.Request, s signedIn) {
 	card := payments.Card{Number: r.PostForm.Get("number"), ExpMonth: month, ExpYear: year, CVC: strings.TrimSpace(r.PostForm.Get("cvc"))}
 	var pm store.PaymentMethod
 	if err == nil {
-		pm, err = p.svc.SubmitCard(r.Context(), s.Human, id, card)
+		pm, err = p.svc.Onboarding.SubmitCard(r.Context(), s.Human, id, card)
 	} else {
 		err = &payments.Decline{Code: payments.InvalidExpiry, Message: "The expiry date is not valid.", Resolution: "Enter the expiry as MM/YY, such as 12/30."}
 	}
-	cs, gerr := p.svc.CardSetupFor(r.Context(), s.Human, id)
+	cs, gerr := p.svc.Onboarding.CardSetupFor(r.Context(), s.Human, id)
 	if gerr != nil {
 		p.fail(w, r, &s, gerr)
 		return
@@ -320,7 +320,7 @@ func (p *pages) submitCard(w http.ResponseWriter, r *http.Request, s signedIn) {
 }
 
 func (p *pages) openCardSetup(w http.ResponseWriter, r *http.Request, s signedIn) {
-	id, err := p.svc.OpenCardSetup(r.Context(), s.Human)
+	id, err := p.svc.Onboarding.OpenCardSetup(r.Context(), s.Human)
 	if err != nil {
 		p.fail(w, r, &s, err)
 		return

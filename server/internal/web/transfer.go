@@ -11,7 +11,7 @@ type domainsData struct {
 // domains lists the organisation's registered domains, each with its own
 // transfer-out action.
 func (p *pages) domains(w http.ResponseWriter, r *http.Request, s signedIn) {
-	ds, err := p.svc.DomainsFor(r.Context(), s.Human)
+	ds, err := p.svc.Domains.DomainsFor(r.Context(), s.Human)
 	if err != nil {
 		p.fail(w, r, &s, err)
 		return
@@ -23,12 +23,12 @@ func (p *pages) domains(w http.ResponseWriter, r *http.Request, s signedIn) {
 // CSRF-checked POST; the code is never in a GET URL or an agent answer.
 func (p *pages) transferOut(w http.ResponseWriter, r *http.Request, s signedIn) {
 	domain := r.PathValue("domain")
-	code, err := p.svc.TransferOutCode(r.Context(), s.Human, domain)
+	code, err := p.svc.Domains.TransferOutCode(r.Context(), s.Human, domain)
 	if err != nil {
 		p.fail(w, r, &s, err)
 		return
 	}
-	ds, err := p.svc.DomainsFor(r.Context(), s.Human)
+	ds, err := p.svc.Domains.DomainsFor(r.Context(), s.Human)
 	if err != nil {
 		p.fail(w, r, &s, err)
 		return

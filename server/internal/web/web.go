@@ -214,7 +214,7 @@ func (p *pages) withSession(next func(w http.ResponseWriter, r *http.Request, s 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var sess signedIn
 		if c, err := r.Cookie(cookieName(r, sessionCookie)); err == nil {
-			found, err := p.svc.SessionFor(r.Context(), c.Value)
+			found, err := p.svc.Accounts.SessionFor(r.Context(), c.Value)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				p.fail(w, r, nil, apierr.Internal(err))
 				return

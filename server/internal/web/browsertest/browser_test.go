@@ -190,7 +190,7 @@ func TestBudgetRaiseInBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := svc.CreateProject(ctx, service.NewProject{OrgID: o.ID, Name: "engine", LimitMicro: 10_000_000, Policy: service.DefaultPolicy(), CreatedBy: "system"})
+		p, err := svc.Projects.Create(ctx, service.NewProject{OrgID: o.ID, Name: "engine", LimitMicro: 10_000_000, Policy: service.DefaultPolicy(), CreatedBy: "system"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +209,7 @@ func TestBudgetRaiseInBrowser(t *testing.T) {
 		}
 		approveTask, approveURL := raise(40, "launch week")
 		denyTask, denyURL := raise(500, "a bigger machine")
-		link, _, err := svc.LocalOperatorSignIn(ctx, o.ID, "")
+		link, _, err := svc.Accounts.LocalOperatorSignIn(ctx, o.ID, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,7 +247,7 @@ func TestDomainPurchaseApprovalInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := svc.CreateProject(ctx, service.NewProject{OrgID: o.ID, Name: "compiler", LimitMicro: 100_000_000, Policy: service.DefaultPolicy(), CreatedBy: "system"})
+	p, err := svc.Projects.Create(ctx, service.NewProject{OrgID: o.ID, Name: "compiler", LimitMicro: 100_000_000, Policy: service.DefaultPolicy(), CreatedBy: "system"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestDomainPurchaseApprovalInBrowser(t *testing.T) {
 	}
 	approveURL := launchWith("kept", "hopperkept0.dev")
 	denyURL := launchWith("dropped", "hopperdropped0.dev")
-	link, _, err := svc.LocalOperatorSignIn(ctx, o.ID, "")
+	link, _, err := svc.Accounts.LocalOperatorSignIn(ctx, o.ID, "")
 	if err != nil {
 		t.Fatal(err)
 	}

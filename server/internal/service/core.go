@@ -1,0 +1,123 @@
+package service
+
+import (
+	"strings"
+
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/auth"
+)
+
+// Cost is one line of a receipt, in micro-USD.
+type Cost struct {
+	Item   string
+	Amount int64
+}
+
+// Undo is a concrete reversal, or the irreversible marker when there is
+// none: {command: null, irreversible: true}.
+func Undo(cmd *sdk.ToolAction) sdk.Undo {
+	if cmd == nil {
+		return sdk.Undo{Command: nil, Irreversible: true}
+	}
+	return sdk.Undo{Command: cmd, Irreversible: false}
+}
+
+// UndoCall returns the reversal calling operation id with args.
+func UndoCall(id string, args map[string]any) *sdk.ToolAction {
+	t := actions.ToolAction(id, "agent", args)
+	return &t
+}
+
+// ApprovalURL is where a human decides a gate. It carries the gate id and
+// no authority: the page acts only for a signed-in human of the same
+// organisation.
+func (s *core) ApprovalURL(gateID string) string {
+	return s.baseURL() + "/approvals/" + gateID
+}
+
+func (s *core) baseURL() string {
+	if s.baseURLFunc != nil {
+		return s.baseURLFunc()
+	}
+	return ""
+}
+
+// ReviewURL is the page a signup's human opens.
+func (s *core) ReviewURL(token string) string { return s.baseURL() + "/signup/" + token }
+
+func (s *core) quotas() Quotas {
+	q := s.quotaLimits
+	d := DefaultQuotas
+	if q.Services <= 0 {
+		q.Services = d.Services
+	}
+	if q.Bundles <= 0 {
+		q.Bundles = d.Bundles
+	}
+	if q.StorageBytes <= 0 {
+		q.StorageBytes = d.StorageBytes
+	}
+	return q
+}
+
+// Mutation builds the part every successful public mutation carries: the
+// receipt of what was done and what it cost, how to undo it, and the
+// project budget that remains. undo is nil for an irreversible action.
+func (s *core) Mutation(op string, costs []Cost, created []sdk.ResourceRef, undo *sdk.ToolAction, budgetRemaining int64) sdk.MutationResult {
+	lines := make([]sdk.CostLine, 0, len(costs))
+	var total int64
+	for _, c := range costs {
+		lines = append(lines, sdk.CostLine{Item: c.Item, AmountUsd: usd(c.Amount)})
+		total += c.Amount
+	}
+	if created == nil {
+		created = []sdk.ResourceRef{}
+	}
+	return sdk.MutationResult{
+		Receipt: sdk.Receipt{
+			Id:               auth.ID("rcp"),
+			Action:           op,
+			Costs:            lines,
+			TotalUsd:         usd(total),
+			CreatedResources: created,
+			CreatedAt:        s.Now().UTC(),
+		},
+		Undo:               Undo(undo),
+		BudgetRemainingUsd: usd(budgetRemaining),
+	}
+}
+
+// PreviewHost is <service>--<project>.<preview domain>; underscores in ids
+// become hyphens so the label is a valid host name.
+func (s *core) PreviewHost(service, projectID string) string {
+	return service + "--" + strings.ReplaceAll(strings.ToLower(projectID), "_", "-") + "." + s.previewDomain
+}
+
+func (s *core) hostURL(scheme, host string) string {
+	httpPort, port := s.platform.Ports()
+	if scheme == "http" {
+		port = httpPort
+	}
+	if port == "" || port == "443" && scheme == "https" || port == "80" && scheme == "http" {
+		return scheme + "://" + host + "/"
+	}
+	return scheme + "://" + host + ":" + port + "/"
+}
+
+func (s *core) invalidate(hosts ...string) {
+	var all []string
+	for _, h := range hosts {
+		if h != "" {
+			all = append(all, h, "www."+h)
+		}
+	}
+	s.platform.InvalidateHosts(all...)
+}
+
+// SignInURL is the one-time link for a sign-in token.
+func (s *core) SignInURL(token string) string { return s.baseURL() + "/signin/" + token }
+
+// BillingURL is the card page of a flow. Like an approval URL it carries
+// an id and no authority.
+func (s *core) BillingURL(id string) string { return s.baseURL() + "/billing/" + id }

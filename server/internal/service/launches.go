@@ -1,0 +1,920 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+	"github.com/pierhq/pier/server/internal/zone"
+)
+
+func serviceActions(v store.Service) []sdk.Action {
+	next := []sdk.Action{actions.Tool("get_task", "agent", map[string]any{"id": v.TaskID})}
+	if v.State == "live" || v.State == "failed" {
+		next = append(next, actions.Tool("teardown_service", "agent", map[string]any{"id": v.ID}))
+	}
+	return next
+}
+
+type teardownPayload struct {
+	ServiceID   string `json:"serviceId"`
+	PreviewHost string `json:"previewHost"`
+	Domain      string `json:"domain,omitempty"`
+	Actor       string `json:"actor"`
+	// LaunchTaskID is the task that launched the service, whose domain
+	// claim the teardown gives back.
+	LaunchTaskID string `json:"launchTaskId,omitempty"`
+}
+
+var serviceNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
+
+// launchPayload is what a launch task carries between its steps.
+type launchPayload struct {
+	ServiceID   string `json:"serviceId"`
+	ProjectID   string `json:"projectId"`
+	BundleID    string `json:"bundleId"`
+	PreviewHost string `json:"previewHost"`
+	Domain      string `json:"domain,omitempty"`
+	Years       int    `json:"years,omitempty"`
+	// Gated: the key lacked buy_domain, so registration waits for a human.
+	Gated bool `json:"gated,omitempty"`
+	// Approval is "", "approved" or "denied".
+	Approval string `json:"approval,omitempty"`
+	// Owned: the organisation already bought Domain; the launch attaches
+	// it without buying.
+	Owned bool `json:"owned,omitempty"`
+	// AwaitQuote: the launch waits for a human to approve its quote; the
+	// approval consumes the quote and queues the task.
+	AwaitQuote    bool   `json:"awaitQuote,omitempty"`
+	DomainMicro   int64  `json:"domainMicroUsd,omitempty"`
+	ChargedMicro  int64  `json:"chargedMicroUsd"`
+	RefundedMicro int64  `json:"refundedMicroUsd,omitempty"`
+	QuoteID       string `json:"quoteId,omitempty"`
+	Actor         string `json:"actor"`
+	// PurchaseRef is recorded before the registrar is called.
+	PurchaseRef string       `json:"purchaseRef,omitempty"`
+	Receipt     *sdk.Receipt `json:"receipt,omitempty"`
+	Undo        *sdk.Undo    `json:"undo,omitempty"`
+}
+
+// buys reports whether the launch buys its domain.
+func (pl *launchPayload) buys() bool { return pl.Domain != "" && !pl.Owned }
+
+// serves reports whether the launch attaches its domain.
+func (pl *launchPayload) serves() bool { return pl.Domain != "" && pl.Approval != "denied" }
+
+type runningTask struct {
+	s     *Launches
+	t     store.Task
+	steps []taskStep
+}
+
+func (rt *runningTask) step(name string) *taskStep {
+	for i := range rt.steps {
+		if rt.steps[i].Name == name {
+			return &rt.steps[i]
+		}
+	}
+	return nil
+}
+
+// save persists the task, its steps and payload.
+func (rt *runningTask) save(ctx context.Context, payload any) error {
+	sj, _ := json.Marshal(rt.steps)
+	pj, _ := json.Marshal(payload)
+	rt.t.Steps, rt.t.Payload, rt.t.UpdatedAt = string(sj), string(pj), rt.s.Now().UTC()
+	return rt.s.store.Tasks().Update(context.WithoutCancel(ctx), rt.t)
+}
+
+// boundary is a test hook: Pause.After names a step after whose save the
+// runner stops, so a test can kill the process exactly at a step boundary.
+func (rt *runningTask) boundary(ctx context.Context, name string) {
+	if rt.s.pause.After == name {
+		rt.s.log.Warn("paused at step boundary", "task", rt.t.ID, "step", name)
+		<-ctx.Done()
+	}
+}
+
+// do runs one step unless it is already done, persisting its state around
+// the call.
+func (rt *runningTask) do(ctx context.Context, payload any, name string, fn func() (string, error)) error {
+	st := rt.step(name)
+	if st == nil || st.State == "succeeded" || st.State == "skipped" || st.State == "denied" {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	now := rt.s.Now().UTC()
+	st.State, st.StartedAt, st.Detail = "running", &now, ""
+	rt.t.State = "running"
+	if err := rt.save(ctx, payload); err != nil {
+		return err
+	}
+	detail, err := fn()
+	if errors.Is(err, errInputRequired) {
+		return err
+	}
+	if err == nil && rt.s.pause.Inside == name {
+		// The provider acted but the step is not saved: the worst moment to die.
+		rt.s.log.Warn("paused inside step", "task", rt.t.ID, "step", name)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	done := rt.s.Now().UTC()
+	if err != nil {
+		st.Detail = err.Error()
+		rt.save(ctx, payload)
+		return err
+	}
+	st.State, st.CompletedAt, st.Detail = "succeeded", &done, detail
+	if err := rt.save(ctx, payload); err != nil {
+		return err
+	}
+	rt.boundary(ctx, name)
+	return ctx.Err()
+}
+
+var errInputRequired = errors.New("task waits for a human")
+
+// gaveUp is the cause recorded when a transient error outlasted the
+// runner's bounded retries.
+func gaveUp(cause error) *apierr.Error {
+	return apierr.Newf("provider:failed", "the launch kept failing and was stopped after its retries: %v", cause)
+}
+
+// TeardownService stops serving a service as a durable task. What cannot be
+// reversed is named in the receipt: a registered domain stays registered.
+func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID string) (*sdk.TaskHandle, []sdk.Action, error) {
+	var view *sdk.TaskHandle
+	var task store.Task
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		now := s.Now()
+		svc, err := tx.Services().Lock(ctx, p.OrgID, serviceID)
+		if errors.Is(err, store.ErrNotFound) {
+			return apierr.Newf("not_found:resource", "no service %s in your organisation", serviceID)
+		}
+		if err != nil {
+			return err
+		}
+		switch svc.State {
+		case "torn_down", "tearing_down":
+			return apierr.Newf("conflict:state", "service %s is already %s", serviceID, svc.State).
+				WithActions(actions.Tool("get_task", "agent", map[string]any{"id": svc.TaskID}))
+		case "failed":
+			return apierr.Newf("conflict:state", "service %s failed to launch; it holds no name, host or budget", serviceID).
+				WithActions(actions.Tool("get_task", "agent", map[string]any{"id": svc.TaskID}))
+		case "launching":
+			// A launch waiting for a human can be given up: it ends
+			// canceled, refunded, and the teardown below finds nothing
+			// served. A launch at work must finish first.
+			lt, err := tx.Tasks().Lock(ctx, p.OrgID, svc.TaskID)
+			if err != nil {
+				return err
+			}
+			if lt.State != "input_required" {
+				return apierr.Newf("conflict:state", "service %s is still launching; wait for its task, then tear it down", serviceID).
+					WithActions(actions.Retry("get_task", "agent", map[string]any{"id": svc.TaskID}, 2))
+			}
+			var lpl launchPayload
+			if err := s.endLaunchTx(ctx, tx, p.OrgID, lt.ID, "canceled", apierr.New("conflict:state", "the service was torn down while its launch waited for a human"), &lpl); err != nil {
+				return err
+			}
+			if !lpl.Owned {
+				svc.Domain = "" // never bought, so nothing to keep
+			}
+			if lt.GateID != "" && !lpl.AwaitQuote {
+				// Its own registration gate is moot now.
+				if err := tx.Gates().Decide(ctx, p.OrgID, lt.GateID, "denied", actorOf(p), now); err != nil && !errors.Is(err, store.ErrConflict) {
+					return err
+				}
+			}
+		}
+		proj, err := tx.Projects().Lock(ctx, p.OrgID, svc.ProjectID)
+		if err != nil {
+			return err
+		}
+		pl := teardownPayload{ServiceID: svc.ID, PreviewHost: svc.PreviewHost, Domain: svc.Domain, Actor: actorOf(p), LaunchTaskID: svc.TaskID}
+		zone := "skipped"
+		if svc.Domain != "" {
+			zone = "pending"
+		}
+		steps := []taskStep{{Name: StepUndeploy, State: "pending"}, {Name: StepRemoveZone, State: zone}}
+		sj, _ := json.Marshal(steps)
+		pj, _ := json.Marshal(pl)
+		task = store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: svc.ProjectID, Kind: "teardown", State: "queued",
+			Steps: string(sj), Payload: string(pj), CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
+		if err := tx.Tasks().Insert(ctx, task); err != nil {
+			return err
+		}
+		if err := tx.Services().SetTask(ctx, svc.ID, task.ID, "tearing_down", now); err != nil {
+			return err
+		}
+		var costs []Cost
+		if svc.Domain != "" {
+			costs = append(costs, Cost{Item: "irreversible:domain_registration:" + svc.Domain, Amount: 0})
+		}
+		m := s.Mutation("teardown_service", costs, []sdk.ResourceRef{{Type: "task", Id: task.ID}}, nil, remaining(proj))
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "teardown_service", ObjectType: "service", ObjectID: svc.ID,
+			Details: map[string]any{"taskId": task.ID, "domainKept": svc.Domain}}, now); err != nil {
+			return err
+		}
+		v, err := s.tasks.taskView(task)
+		if err != nil {
+			return err
+		}
+		v.Receipt, v.Undo, v.BudgetRemainingUsd = &m.Receipt, &m.Undo, &m.BudgetRemainingUsd
+		view = v
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.platform.Enqueue(ctx, task.ID); err != nil {
+		s.log.Warn("enqueue teardown", "task", task.ID, "err", err)
+	}
+	return view, []sdk.Action{actions.Retry("get_task", "agent", map[string]any{"id": task.ID}, 1)}, nil
+}
+
+func (s *Launches) runTeardown(ctx context.Context, t store.Task) error {
+	var pl teardownPayload
+	rt, err := s.loadRunning(t, &pl)
+	if err != nil {
+		return err
+	}
+	if err := rt.do(ctx, &pl, StepUndeploy, func() (string, error) {
+		// The name, the hosts and any domain claim are free again.
+		if err := s.store.InTx(ctx, func(tx *store.Tx) error {
+			if err := tx.Services().Retire(ctx, pl.ServiceID, "torn_down", s.Now()); err != nil {
+				return err
+			}
+			if pl.LaunchTaskID == "" {
+				return nil
+			}
+			return tx.Domains().ReleaseClaims(ctx, pl.LaunchTaskID)
+		}); err != nil {
+			return "", err
+		}
+		s.invalidate(pl.PreviewHost, pl.Domain)
+		return "no longer served; its name and hosts are free", nil
+	}); err != nil {
+		return err
+	}
+	if err := rt.do(ctx, &pl, StepRemoveZone, func() (string, error) {
+		if err := s.store.Domains().DeleteZone(ctx, pl.Domain); err != nil {
+			return "", err
+		}
+		s.platform.InvalidateZone(pl.Domain)
+		return "zone removed; the domain stays registered to you", nil
+	}); err != nil {
+		return err
+	}
+	result := map[string]any{"serviceId": pl.ServiceID, "reversed": []string{"serving", "dns"}}
+	if pl.Domain != "" {
+		result["notReversed"] = []map[string]any{{"what": "domain_registration", "domain": pl.Domain, "why": "a registered domain cannot be unbought; transfer it out from the human pages"}}
+	}
+	rj, _ := json.Marshal(result)
+	rt.t.State, rt.t.Result = "succeeded", string(rj)
+	return rt.save(ctx, &pl)
+}
+
+// domainFree refuses a domain the store says is held: bought by anyone
+// (the caller's own organisation included: it needs no second purchase), or
+// claimed by a launch in flight.
+func (s *Launches) domainFree(ctx context.Context, p *auth.Principal, projectID, domain string) error {
+	org, sold, err := s.store.Domains().Holder(ctx, domain)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	if sold && org == p.OrgID {
+		return apierr.Newf("plan:domain_unavailable", "your organisation already owns %s; launch with it, no quote or purchase needed", domain).
+			WithActions(actions.Tool("launch_service", "agent", map[string]any{"id": projectID, "domain": domain, "target": "edge"}))
+	}
+	return domainTaken(domain)
+}
+
+func (s *Launches) serviceView(v store.Service) sdk.ServiceInfo {
+	out := sdk.ServiceInfo{
+		Id: v.ID, ProjectId: v.ProjectID, Name: v.Name, Target: v.Target, State: sdk.ServiceInfoState(v.State),
+		PreviewUrl: s.hostURL("https", v.PreviewHost), TaskId: v.TaskID, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt,
+	}
+	if v.Domain != "" {
+		d, u := v.Domain, s.hostURL("https", v.Domain)
+		out.Domain, out.DomainUrl = &d, &u
+	}
+	if v.BundleID != "" {
+		b := v.BundleID
+		out.BundleId = &b
+	}
+	return out
+}
+
+// ListServices lists the organisation's services.
+func (s *Launches) ListServices(ctx context.Context, orgID string, f store.Filter) (*sdk.ServiceList, []sdk.Action, error) {
+	vs, err := s.store.Services().List(ctx, orgID, f)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	out := &sdk.ServiceList{Services: []sdk.ServiceInfo{}}
+	for _, v := range vs {
+		out.Services = append(out.Services, s.serviceView(v))
+	}
+	next := []sdk.Action{}
+	if len(vs) > 0 {
+		next = append(next, actions.Tool("get_service", "agent", map[string]any{"id": vs[0].ID}))
+	}
+	return out, append(next, actions.Stop("done")), nil
+}
+
+// GetService reads one service.
+func (s *Launches) GetService(ctx context.Context, orgID, id string) (*sdk.ServiceInfo, []sdk.Action, error) {
+	v, err := s.store.Services().Get(ctx, orgID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Newf("not_found:resource", "no service %s in your organisation", id).
+			WithActions(actions.Tool("list_services", "agent", nil))
+	}
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	out := s.serviceView(v)
+	return &out, serviceActions(v), nil
+}
+
+// LaunchService creates the named service and its launch task. A quote, when
+// given, is consumed here under the project's lock, in the same transaction
+// that records the task: the charge happens exactly once, with the task.
+func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID string, req sdk.LaunchRequest) (*sdk.TaskHandle, []sdk.Action, error) {
+	if !serviceNameRE.MatchString(req.Name) {
+		return nil, nil, apierr.New("input:invalid", "name must be a lowercase label such as site").WithDetails(sdk.FieldProblem{Field: "body.name", Problem: "not a label"})
+	}
+	switch req.Target {
+	case "edge":
+	case "process", "worker":
+		return nil, nil, apierr.Newf("plan:not_implemented", "the %s target is priced by estimate but not yet launched by this deployment; use edge for static sites", req.Target).
+			WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": "static_site"}))
+	default:
+		return nil, nil, apierr.Newf("plan:unknown_target", "target %q is not launchable; use edge for static sites", req.Target).
+			WithDetails(sdk.FieldProblem{Field: "body.target", Problem: "unknown target"})
+	}
+	if req.BundleId == nil || *req.BundleId == "" {
+		return nil, nil, apierr.New("input:invalid", "an edge launch needs bundleId; upload the site first",
+			actions.Tool("upload_assets", "agent", map[string]any{"projectId": projectID})).
+			WithDetails(sdk.FieldProblem{Field: "body.bundleId", Problem: "missing"})
+	}
+	if err := s.projects.checkServiceQuota(ctx, p.OrgID); err != nil {
+		return nil, nil, err
+	}
+	if _, err := s.store.Bundles().Get(ctx, p.OrgID, *req.BundleId); errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Newf("not_found:resource", "no bundle %s in your organisation", *req.BundleId)
+	} else if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	domain, owned := "", false
+	if req.Domain != nil {
+		domain = strings.ToLower(*req.Domain)
+		org, sold, err := s.store.Domains().Holder(ctx, domain)
+		switch {
+		case err == nil && sold && org == p.OrgID:
+			owned = true
+		case err == nil:
+			s.quotes.releaseRefusedQuote(ctx, p, req.QuoteId)
+			return nil, nil, domainTaken(domain)
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, nil, apierr.Internal(err)
+		}
+		if !owned && req.QuoteId == nil {
+			return nil, nil, apierr.New("budget:insufficient", "a launch that registers a domain needs a quote that holds its price",
+				actions.Tool("create_quote", "agent", map[string]any{"projectId": projectID,
+					"items": []any{map[string]any{"kind": "domain", "domain": domain, "years": 1}}}))
+		}
+	}
+
+	now := s.Now()
+	pl := launchPayload{ProjectID: projectID, BundleID: *req.BundleId, Domain: domain, Owned: owned, Years: 1, Actor: actorOf(p),
+		Gated: domain != "" && !owned && !p.HasScope("buy_domain")}
+	if req.Years != nil {
+		pl.Years = *req.Years
+	}
+	var view *sdk.TaskHandle
+	var next []sdk.Action
+	var task store.Task
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		var costs []Cost
+		remainingMicro := int64(0)
+		var wait *awaitApproval
+		if req.QuoteId != nil {
+			c, err := s.quotes.Consume(ctx, tx, p, projectID, *req.QuoteId)
+			if errors.As(err, &wait) {
+				c, err = s.quotes.awaitedQuote(ctx, tx, p, projectID, *req.QuoteId)
+			}
+			if err != nil {
+				return err
+			}
+			if err := matchQuote(projectID, c, req, domain, owned); err != nil {
+				return err
+			}
+			for _, it := range c.Items {
+				costs = append(costs, Cost{Item: it.label(), Amount: it.AmountMicro})
+				if it.Kind == "domain" && it.Domain == domain {
+					pl.DomainMicro, pl.Years = it.AmountMicro, it.Years
+				}
+			}
+			pl.ChargedMicro, pl.QuoteID, remainingMicro = c.AmountMicro, c.QuoteID, c.RemainingMicro
+			if wait != nil {
+				pl.ChargedMicro, pl.AwaitQuote = 0, true
+			}
+		} else {
+			proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
+			if errors.Is(err, store.ErrNotFound) {
+				return projectNotFound(projectID)
+			}
+			if err != nil {
+				return err
+			}
+			remainingMicro = remaining(proj)
+		}
+
+		svc := store.Service{ID: auth.ID("svc"), OrgID: p.OrgID, ProjectID: projectID, Name: req.Name, Target: string(req.Target),
+			PreviewHost: s.PreviewHost(req.Name, projectID), Domain: domain, BundleID: *req.BundleId, State: "launching",
+			CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
+		pl.ServiceID, pl.PreviewHost = svc.ID, svc.PreviewHost
+		task = store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: projectID, Kind: "launch", State: "queued", CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
+		svc.TaskID = task.ID
+		if err := tx.Services().Insert(ctx, svc); errors.Is(err, store.ErrConflict) {
+			return apierr.Newf("conflict:state", "the project already has a service named %s; tear it down or pick another name", req.Name)
+		} else if err != nil {
+			return err
+		}
+		// One owner per host: the preview host, and the domain with www.
+		// under it, belong to this service from now until it fails or is
+		// torn down.
+		if err := tx.Services().ClaimHost(ctx, svc.PreviewHost, svc.ID, p.OrgID, now); errors.Is(err, store.ErrConflict) {
+			return apierr.Newf("conflict:state", "another service answers for %s; tear it down or pick another name", svc.PreviewHost)
+		} else if err != nil {
+			return err
+		}
+		if domain != "" {
+			for _, h := range []string{domain, "www." + domain} {
+				if err := tx.Services().ClaimHost(ctx, h, svc.ID, p.OrgID, now); errors.Is(err, store.ErrConflict) {
+					if owned {
+						return apierr.Newf("conflict:state", "another of your services answers for %s; tear it down first", h).
+							WithActions(actions.Tool("list_services", "agent", map[string]any{"id": projectID}))
+					}
+					return domainTaken(domain)
+				} else if err != nil {
+					return err
+				}
+			}
+			if !owned {
+				if err := tx.Domains().Claim(ctx, domain, p.OrgID, task.ID, now); errors.Is(err, store.ErrConflict) {
+					return domainTaken(domain)
+				} else if err != nil {
+					return err
+				}
+			}
+		}
+
+		steps := []taskStep{{Name: StepCharge, State: "succeeded", CompletedAt: ptr(now.UTC()), Detail: fmt.Sprintf("%.2f USD", usd(pl.ChargedMicro))}}
+		if wait != nil {
+			task.State, task.GateID = "input_required", wait.GateID
+			steps[0] = taskStep{Name: StepCharge, State: "input_required", StartedAt: ptr(now.UTC()),
+				Detail: fmt.Sprintf("a human must approve quote %s (%.2f USD) before it is charged", wait.QuoteID, usd(wait.AmountMicro))}
+		}
+		register, dns := "pending", "pending"
+		switch {
+		case domain == "":
+			register, dns = "skipped", "skipped"
+		case owned:
+			register = "skipped"
+		}
+		steps = append(steps, taskStep{Name: StepRegister, State: register}, taskStep{Name: StepDNS, State: dns},
+			taskStep{Name: StepDeploy, State: "pending"}, taskStep{Name: StepTLS, State: "pending"})
+		if owned {
+			steps[1].Detail = domain + " is already yours; nothing bought"
+		}
+		m := s.Mutation("launch_service", costs, []sdk.ResourceRef{
+			{Type: "service", Id: svc.ID, Url: ptr(s.hostURL("https", svc.PreviewHost))}, {Type: "task", Id: task.ID},
+		}, UndoCall("teardown_service", map[string]any{"id": svc.ID}), remainingMicro)
+		if pl.buys() {
+			// Teardown stops serving; it cannot unbuy the domain.
+			m.Undo.Irreversible = true
+			m.Undo.NotReversed = &[]string{"domain_registration:" + domain}
+		}
+		pl.Receipt, pl.Undo = &m.Receipt, &m.Undo
+		sj, _ := json.Marshal(steps)
+		pj, _ := json.Marshal(pl)
+		task.Steps, task.Payload = string(sj), string(pj)
+		if err := tx.Tasks().Insert(ctx, task); err != nil {
+			return err
+		}
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "launch_service", ObjectType: "service", ObjectID: svc.ID,
+			Details: map[string]any{"taskId": task.ID, "name": req.Name, "projectId": projectID, "bundleId": pl.BundleID, "domain": domain,
+				"chargedMicroUsd": pl.ChargedMicro, "quoteId": pl.QuoteID, "awaitingApproval": pl.AwaitQuote}}, now); err != nil {
+			return err
+		}
+		v, err := s.tasks.taskView(task)
+		if err != nil {
+			return err
+		}
+		v.Receipt, v.Undo, v.BudgetRemainingUsd = &m.Receipt, &m.Undo, &m.BudgetRemainingUsd
+		view = v
+		return nil
+	})
+	if e := apierr.As(err); err != nil && e.Code == "plan:domain_unavailable" {
+		s.quotes.releaseRefusedQuote(ctx, p, req.QuoteId)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	// The task is committed; if this enqueue is lost, the runner's sweep
+	// finds the queued task after a restart.
+	if err := s.platform.Enqueue(ctx, task.ID); err != nil {
+		s.log.Warn("enqueue launch", "task", task.ID, "err", err)
+	}
+	next = []sdk.Action{actions.Retry("get_task", "agent", map[string]any{"id": task.ID}, 1)}
+	if task.State == "input_required" {
+		next = s.approvals.gateActions(task)
+	}
+	return view, next, nil
+}
+
+// RunTask carries a task forward; the durable runner calls it, and calls it
+// again after a crash. Every step is safe to repeat.
+func (s *Launches) RunTask(ctx context.Context, taskID string) error {
+	t, err := s.store.Tasks().GetAnyOrg(ctx, taskID)
+	if err != nil {
+		return err
+	}
+	switch t.State {
+	case "succeeded", "failed", "canceled", "input_required":
+		return nil
+	}
+	switch t.Kind {
+	case "launch":
+		return s.runLaunch(ctx, t)
+	case "teardown":
+		return s.runTeardown(ctx, t)
+	}
+	return fmt.Errorf("task %s: kind %q has no runner", t.ID, t.Kind)
+}
+
+func (s *Launches) loadRunning(t store.Task, payload any) (*runningTask, error) {
+	rt := &runningTask{s: s, t: t}
+	if err := json.Unmarshal([]byte(t.Steps), &rt.steps); err != nil {
+		return nil, err
+	}
+	return rt, json.Unmarshal([]byte(t.Payload), payload)
+}
+
+func (s *Launches) runLaunch(ctx context.Context, t store.Task) error {
+	var pl launchPayload
+	rt, err := s.loadRunning(t, &pl)
+	if err != nil {
+		return err
+	}
+	rt.boundary(ctx, StepCharge)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	err = rt.do(ctx, &pl, StepRegister, func() (string, error) { return s.registerDomain(ctx, rt, &pl) })
+	if errors.Is(err, errInputRequired) {
+		return nil
+	}
+	if err == nil {
+		err = rt.do(ctx, &pl, StepDNS, func() (string, error) { return s.publishZone(ctx, rt.t.OrgID, pl.Domain) })
+	}
+	if err == nil {
+		err = rt.do(ctx, &pl, StepDeploy, func() (string, error) {
+			if err := s.store.Services().SetState(ctx, pl.ServiceID, "live", s.Now()); err != nil {
+				return "", err
+			}
+			s.invalidate(pl.PreviewHost, pl.Domain)
+			return "bundle " + pl.BundleID + " live", nil
+		})
+	}
+	if err == nil {
+		err = rt.do(ctx, &pl, StepTLS, func() (string, error) { return s.makeHTTPSReady(ctx, &pl) })
+	}
+	if err != nil {
+		// A typed error that retrying cannot mend ends the task now; anything
+		// else is transient and the runner retries it with bounded backoff.
+		var e *apierr.Error
+		if errors.As(err, &e) && !e.Retryable() && ctx.Err() == nil {
+			if ferr := s.failLaunch(context.WithoutCancel(ctx), rt.t.ID, e); ferr != nil {
+				return ferr
+			}
+			rt.boundary(ctx, "failed")
+			return nil
+		}
+		return err
+	}
+	result := map[string]any{"serviceId": pl.ServiceID, "previewUrl": s.hostURL("https", pl.PreviewHost),
+		"httpsReady": map[string]any{"preview": true, "domain": pl.serves()}}
+	if pl.serves() {
+		result["domainUrl"] = s.hostURL("https", pl.Domain)
+	}
+	if pl.Approval == "denied" {
+		result["domain"] = "registration of " + pl.Domain + " denied by a human: not bought, not attached, its price refunded"
+	}
+	rj, _ := json.Marshal(result)
+	rt.t.State, rt.t.Result = "succeeded", string(rj)
+	if err := rt.save(ctx, &pl); err != nil {
+		return err
+	}
+	return s.store.InTx(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		if err := tx.Domains().ReleaseClaims(ctx, rt.t.ID); err != nil {
+			return err
+		}
+		_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: rt.t.OrgID, Actor: "system", Action: "launch_succeeded", ObjectType: "task", ObjectID: rt.t.ID,
+			Details: map[string]any{"serviceId": pl.ServiceID, "previewHost": pl.PreviewHost, "domain": pl.Domain}}, s.Now())
+		return err
+	})
+}
+
+// registerDomain buys the domain once. Without buy_domain it first waits for
+// a human: the step and task go to input_required on a gate, and the
+// decision re-enqueues the task.
+func (s *Launches) registerDomain(ctx context.Context, rt *runningTask, pl *launchPayload) (string, error) {
+	if pl.Gated && pl.Approval == "" {
+		if rt.t.GateID == "" {
+			err := s.store.InTx(ctx, func(tx *store.Tx) error {
+				p := &auth.Principal{Kind: "system", OrgID: rt.t.OrgID}
+				now := s.Now()
+				body, _ := json.Marshal(map[string]any{"taskId": rt.t.ID, "domain": pl.Domain, "years": pl.Years,
+					"projectId": pl.ProjectID, "amountMicroUsd": pl.DomainMicro, "requestedBy": pl.Actor})
+				gateID := auth.ID("gat")
+				if err := tx.Gates().Insert(ctx, store.Gate{ID: gateID, OrgID: rt.t.OrgID, TaskID: rt.t.ID, Kind: "domain_registration", Payload: string(body), CreatedAt: now.UTC()}); err != nil {
+					return err
+				}
+				rt.t.GateID = gateID
+				_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: "system", Action: "open_gate", ObjectType: "gate", ObjectID: gateID,
+					Details: map[string]any{"kind": "domain_registration", "taskId": rt.t.ID, "domain": pl.Domain}}, now)
+				return err
+			})
+			if err != nil {
+				return "", err
+			}
+		}
+		st := rt.step(StepRegister)
+		st.State, st.Detail = "input_required", "a human must approve buying "+pl.Domain
+		rt.t.State = "input_required"
+		if err := rt.save(ctx, pl); err != nil {
+			return "", err
+		}
+		return "", errInputRequired
+	}
+	if pl.Approval == "denied" {
+		return "denied by a human; not bought", nil
+	}
+	if err := s.recheckDomain(ctx, rt, pl); err != nil {
+		return "", err
+	}
+	if pl.PurchaseRef == "" {
+		// Record the reference before calling the registrar, so that a
+		// retry asks for the same purchase instead of making another.
+		pl.PurchaseRef = rt.t.ID
+		if err := rt.save(ctx, pl); err != nil {
+			return "", err
+		}
+	}
+	purchase, err := s.store.Domains().RecordPurchase(ctx, store.Purchase{Ref: pl.PurchaseRef, Domain: pl.Domain, OrgID: rt.t.OrgID, Years: pl.Years,
+		AmountMicro: pl.DomainMicro, AuthCode: auth.Token(12), CreatedAt: s.Now().UTC()})
+	if errors.Is(err, store.ErrConflict) {
+		return "", apierr.Newf("plan:domain_unavailable", "%s was sold to someone else before this launch could buy it", pl.Domain)
+	}
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("registered %s for %d year(s) (ref %s)", purchase.Domain, purchase.Years, purchase.Ref), nil
+}
+
+func (s *Launches) publishZone(ctx context.Context, orgID, domain string) (string, error) {
+	recs := zone.BuildZone(domain, s.zone)
+	if err := s.store.Domains().PutZone(ctx, store.Zone{Domain: domain, OrgID: orgID, Serial: s.Now().Unix(), Records: zone.EncodeRecords(recs), UpdatedAt: s.Now()}); err != nil {
+		return "", err
+	}
+	s.platform.InvalidateZone(domain)
+	return fmt.Sprintf("zone %s with %d records", domain, len(recs)), nil
+}
+
+func (s *Launches) makeHTTPSReady(ctx context.Context, pl *launchPayload) (string, error) {
+	// Certificates only for the hosts this service holds: a host another
+	// service owns, or a denied domain, gets none.
+	hosts, err := s.store.Services().Hosts(ctx, pl.ServiceID)
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(hosts, pl.PreviewHost) {
+		s.log.Warn("service does not hold its preview host", "service", pl.ServiceID, "host", pl.PreviewHost, "held", hosts)
+		return "", fmt.Errorf("service %s does not hold %s yet", pl.ServiceID, pl.PreviewHost)
+	}
+	slices.SortFunc(hosts, func(a, b string) int { return cmp.Compare(len(a), len(b)) })
+	for _, h := range hosts {
+		if err := s.platform.Certificate(h); err != nil {
+			return "", fmt.Errorf("certificate for %s: %w", h, err)
+		}
+		vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := s.platform.VerifyHTTPS(vctx, h)
+		cancel()
+		if err != nil {
+			return "", fmt.Errorf("https://%s not served yet: %w", h, err)
+		}
+	}
+	return "HTTPS ready: " + strings.Join(hosts, ", "), nil
+}
+
+// FailTask marks a task failed after its runner gave up on it. A launch
+// ends as any permanent failure does: refunded, its service retired.
+func (s *Launches) FailTask(ctx context.Context, taskID string, cause error) {
+	t, err := s.store.Tasks().GetAnyOrg(ctx, taskID)
+	if err != nil {
+		s.log.Error("failing task", "task", taskID, "err", err)
+		return
+	}
+	if t.Kind == "launch" {
+		if err := s.failLaunch(ctx, taskID, gaveUp(cause)); err != nil {
+			s.log.Error("failing task", "task", taskID, "err", err)
+		}
+		return
+	}
+	rj, _ := json.Marshal(map[string]any{"error": cause.Error(), "blockedBy": "provider:failed", "retryable": false})
+	t.State, t.Result, t.UpdatedAt = "failed", string(rj), s.Now().UTC()
+	if err := s.store.Tasks().Update(ctx, t); err != nil {
+		s.log.Error("failing task", "task", taskID, "err", err)
+	}
+}
+
+// recheckDomain runs right before the purchase: the name must still be
+// sellable, held by nobody else, and at the price the quote held. Each
+// refusal is permanent and ends the task.
+func (s *Launches) recheckDomain(ctx context.Context, rt *runningTask, pl *launchPayload) error {
+	if pl.PurchaseRef != "" {
+		// A retry after the registrar already sold it to us is no conflict.
+		if pu, err := s.store.Domains().PurchaseByRef(ctx, pl.PurchaseRef); err == nil && pu.Domain == pl.Domain {
+			return nil
+		}
+	}
+	org, sold, err := s.store.Domains().Holder(ctx, pl.Domain)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if err == nil && (sold || org != rt.t.OrgID) {
+		return apierr.Newf("plan:domain_unavailable", "%s was registered by someone else before this launch could buy it", pl.Domain)
+	}
+	years := max(pl.Years, 1)
+	current, err := priceItems([]sdk.QuoteItem{{Kind: sdk.Domain, Domain: &pl.Domain, Years: &years}})
+	if err != nil {
+		return err
+	}
+	if pl.DomainMicro > 0 && current[0].AmountMicro != pl.DomainMicro {
+		return apierr.Newf("price:changed", "%s now costs %.2f USD, not the %.2f USD quoted", pl.Domain, usd(current[0].AmountMicro), usd(pl.DomainMicro))
+	}
+	return nil
+}
+
+// failLaunch ends a launch task for good (state failed, or canceled when
+// its service was torn down while it waited): in one transaction it
+// refunds everything charged except a domain already bought, retires the
+// service (its name and hosts are free again), drops its domain claim, and
+// records the typed cause with a receipt of what was charged and refunded.
+// A task already finished is left alone, so a retry after a crash refunds
+// nothing twice.
+func (s *Launches) failLaunch(ctx context.Context, taskID string, cause *apierr.Error) error {
+	return s.endLaunch(ctx, taskID, "failed", cause)
+}
+
+func (s *Launches) endLaunch(ctx context.Context, taskID, state string, cause *apierr.Error) error {
+	t0, err := s.store.Tasks().GetAnyOrg(ctx, taskID)
+	if err != nil {
+		return err
+	}
+	var pl launchPayload
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+		return s.endLaunchTx(ctx, tx, t0.OrgID, taskID, state, cause, &pl)
+	})
+	if err != nil {
+		return err
+	}
+	s.invalidate(pl.PreviewHost, pl.Domain)
+	return nil
+}
+
+func (s *Launches) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID, state string, cause *apierr.Error, pl *launchPayload) error {
+	now := s.Now()
+	t, err := tx.Tasks().Lock(ctx, orgID, taskID)
+	if err != nil {
+		return err
+	}
+	switch t.State {
+	case "succeeded", "failed", "canceled":
+		return nil
+	}
+	if err := json.Unmarshal([]byte(t.Payload), pl); err != nil {
+		return err
+	}
+	var steps []taskStep
+	if err := json.Unmarshal([]byte(t.Steps), &steps); err != nil {
+		return err
+	}
+	bought := false
+	if pl.PurchaseRef != "" {
+		if pu, err := s.store.Domains().PurchaseByRef(ctx, pl.PurchaseRef); err == nil && pu.OrgID == t.OrgID && pu.Domain == pl.Domain {
+			bought = true
+		}
+	}
+	refund := pl.ChargedMicro - pl.RefundedMicro
+	if bought && pl.Approval != "denied" {
+		refund -= pl.DomainMicro
+	}
+	if refund > 0 {
+		if _, err := tx.Projects().Lock(ctx, t.OrgID, pl.ProjectID); err != nil {
+			return err
+		}
+		if err := tx.Projects().MoveMoney(ctx, pl.ProjectID, 0, -refund); err != nil {
+			return err
+		}
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: t.OrgID, Actor: "system", Action: "refund", ObjectType: "task", ObjectID: t.ID,
+			Details: map[string]any{"projectId": pl.ProjectID, "amountMicroUsd": refund, "reason": "launch " + state + ": " + string(cause.Code)}}, now); err != nil {
+			return err
+		}
+		pl.RefundedMicro += refund
+	}
+	if pl.Receipt != nil {
+		// The receipt says what was kept: a bought domain, nothing else.
+		var kept int64
+		for i, c := range pl.Receipt.Costs {
+			if bought && c.Item == "domain:"+pl.Domain {
+				kept += microUSD(c.AmountUsd)
+				continue
+			}
+			pl.Receipt.Costs[i].AmountUsd = 0
+		}
+		pl.Receipt.TotalUsd = usd(kept)
+	}
+	if !bought && pl.Undo != nil {
+		pl.Undo.Irreversible, pl.Undo.NotReversed = false, nil
+	}
+	if err := tx.Services().Retire(ctx, pl.ServiceID, "failed", now); err != nil {
+		return err
+	}
+	if err := tx.Domains().ReleaseClaims(ctx, t.ID); err != nil {
+		return err
+	}
+	for i := range steps {
+		switch steps[i].State {
+		case "running", "input_required":
+			steps[i].State, steps[i].CompletedAt, steps[i].Detail = "failed", ptr(now.UTC()), cause.Message
+		case "pending":
+			steps[i].State = "skipped"
+		}
+	}
+	result := map[string]any{
+		"serviceId": pl.ServiceID, "blockedBy": string(cause.Code), "message": cause.Message, "retryable": false,
+		"chargedUsd": usd(pl.ChargedMicro - pl.RefundedMicro), "refundedUsd": usd(pl.RefundedMicro),
+	}
+	if len(cause.Actions) > 0 {
+		result["actions"] = cause.Actions
+	}
+	if bought {
+		result["notReversed"] = []map[string]any{{"what": "domain_registration", "domain": pl.Domain, "why": "the registrar sold it before the launch failed; it stays yours"}}
+	}
+	sj, _ := json.Marshal(steps)
+	pj, _ := json.Marshal(pl)
+	rj, _ := json.Marshal(result)
+	t.State, t.Steps, t.Payload, t.Result, t.UpdatedAt = state, string(sj), string(pj), string(rj), now.UTC()
+	if err := tx.Tasks().Update(ctx, t); err != nil {
+		return err
+	}
+	_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: t.OrgID, Actor: "system", Action: "launch_" + state, ObjectType: "task", ObjectID: t.ID,
+		Details: map[string]any{"serviceId": pl.ServiceID, "blockedBy": string(cause.Code), "refundedMicroUsd": pl.RefundedMicro, "domain": pl.Domain}}, now)
+	return err
+}
+
+// Launch step names, in order.
+const (
+	StepCharge   = "charge"
+	StepRegister = "register_domain"
+	StepDNS      = "dns"
+	StepDeploy   = "deploy"
+	StepTLS      = "tls"
+)
+
+// Teardown step names.
+const (
+	StepUndeploy   = "undeploy"
+	StepRemoveZone = "remove_zone"
+)

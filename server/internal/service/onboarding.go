@@ -1,0 +1,536 @@
+package service
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/payments"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// SignupScopes are the scopes of the key a signup mints. buy_domain is not
+// among them: domain purchases wait for a human until one grants it.
+var SignupScopes = []string{"read", "quote", "launch"}
+
+// signupNotFound is the one answer for an unknown session and a wrong or
+// missing secret, so a poll learns nothing without the secret.
+func signupNotFound() *apierr.Error {
+	return apierr.New("not_found:resource", "no signup session matches this id and claim secret",
+		actions.Tool("create_signup", "agent", nil))
+}
+
+// SignupReview is what the review page shows about a signup.
+type SignupReview struct {
+	ID, Email, OrgName string
+	State              string
+	Expired            bool
+	OrgID, SetupID     string
+	CreatedAt          time.Time
+	ExpiresAt          time.Time
+}
+
+// ReviewDecision is what the human set on the review page.
+type ReviewDecision struct {
+	OrganizationName, ProjectName string
+	HumanName, Email              string
+	BudgetMicro                   int64
+	// ApprovalAboveMicro, when set, sends every purchase above it to a human.
+	ApprovalAboveMicro *int64
+}
+
+// Approved is the outcome of a review: the session the reviewer is now
+// signed in with, and the card flow that comes next.
+type Approved struct {
+	SessionSecret string
+	Session       Session
+	SetupID       string
+}
+
+// BillingSetupTTL is how long a card flow stays open.
+const BillingSetupTTL = 24 * time.Hour
+
+// FormatUSD renders micro-USD for people, such as "$12.50".
+func FormatUSD[T ~int64](m T) string {
+	sign := ""
+	if m < 0 {
+		sign, m = "-", -m
+	}
+	cents := (int64(m) + 5_000) / 10_000
+	return fmt.Sprintf("%s$%d.%02d", sign, cents/100, cents%100)
+}
+
+// CardSetup is what the card page shows.
+type CardSetup struct {
+	ID, Reason, State, DeclineCode string
+	Expired                        bool
+	ForSignup                      bool
+	ExpiresAt                      time.Time
+	Card                           *store.PaymentMethod // the card the flow added, or the one on file
+}
+
+func setupNotFound(id string) *apierr.Error {
+	return apierr.Newf("not_found:resource", "no card setup %s in your organisation", id)
+}
+
+func (s *Onboarding) signupPoll(id, secret string) sdk.ToolAction {
+	t := actions.ToolAction("poll_signup", "agent", map[string]any{"signupSessionId": id, "claimSecret": secret})
+	t.RetryAfterSeconds = ptr(SignupPollSeconds)
+	return t
+}
+
+// StartSignup creates a signup session waiting for a human's review.
+func (s *Onboarding) StartSignup(ctx context.Context, req sdk.SignupRequest) (*sdk.Signup, []sdk.Action, error) {
+	now := s.Now()
+	secret, review := auth.Token(32), auth.Token(32)
+	su := store.Signup{ID: auth.ID("sus"), SecretHash: auth.HashKey(secret), ReviewHash: auth.HashKey(review),
+		CreatedAt: now.UTC(), ExpiresAt: now.Add(SignupTTL).UTC().Truncate(time.Second)}
+	if req.Email != nil {
+		su.Email = string(*req.Email)
+	}
+	if req.OrganizationName != nil {
+		su.OrgName = strings.TrimSpace(*req.OrganizationName)
+	}
+	if err := s.store.Onboarding().CreateSignup(ctx, su); err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	out := &sdk.Signup{ReviewUrl: s.ReviewURL(review), SignupSessionId: su.ID, ClaimSecret: secret, ExpiresAt: su.ExpiresAt}
+	reviewAction := sdk.UrlAction{Kind: sdk.Url, Id: ptr("review"), Actor: "human", Url: out.ReviewUrl, Purpose: sdk.ReviewSignup}
+	poll := s.signupPoll(su.ID, secret)
+	poll.After = &[]string{"review"}
+	return out, []sdk.Action{actions.Wrap(reviewAction), actions.Wrap(poll)}, nil
+}
+
+// PollSignup reports a signup's state to the holder of its claim secret.
+// The first poll after the human finished mints the key and returns it;
+// every later poll says it was claimed and never shows it again.
+func (s *Onboarding) PollSignup(ctx context.Context, req sdk.SignupPollRequest) (*sdk.SignupPollResult, []sdk.Action, error) {
+	su, err := s.store.Onboarding().Signup(ctx, req.SignupSessionId)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Internal(err)
+	}
+	// Compare in constant time, and compare even when the id is unknown.
+	stored := su.SecretHash
+	if stored == "" {
+		stored = strings.Repeat("0", 64)
+	}
+	if subtle.ConstantTimeCompare([]byte(auth.HashKey(req.ClaimSecret)), []byte(stored)) != 1 || su.ID == "" {
+		return nil, nil, signupNotFound()
+	}
+	now := s.Now()
+	poll := s.signupPoll(su.ID, req.ClaimSecret)
+	res := &sdk.SignupPollResult{State: sdk.SignupPollResultState(su.State)}
+	if su.OrgID != "" {
+		res.OrganizationId, res.ProjectId = ptr(su.OrgID), ptr(su.ProjectID)
+	}
+	switch su.State {
+	case "pending_review":
+		if !now.Before(su.ExpiresAt) {
+			res.State = "expired"
+			return res, []sdk.Action{actions.Tool("create_signup", "agent", nil)}, nil
+		}
+		return res, []sdk.Action{actions.Manual("wait_for_human", "human"), actions.Wrap(poll)}, nil
+	case "pending_card":
+		card := actions.URL(s.BillingURL(su.SetupID), sdk.CardSetup, "human")
+		return res, []sdk.Action{card, actions.Wrap(poll)}, nil
+	case "claimed":
+		return res, []sdk.Action{actions.Tool("list_projects", "agent", nil), actions.Manual("create_key", "human")}, nil
+	}
+	// complete: exactly one poll wins the compare-and-set and sees the key.
+	var secret string
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+		cur, err := tx.Onboarding().LockSignup(ctx, su.ID)
+		if err != nil {
+			return err
+		}
+		if cur.State != "complete" {
+			return store.ErrConflict
+		}
+		keySecret, k, err := s.accounts.createKey(ctx, tx, su.OrgID, "signup", SignupScopes, "system")
+		if err != nil {
+			return err
+		}
+		if err := tx.Onboarding().ClaimSignup(ctx, su.ID, k.ID, now); err != nil {
+			return err
+		}
+		secret = keySecret
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: su.OrgID, Actor: "system", Action: "claim_signup", ObjectType: "signup", ObjectID: su.ID,
+			Details: map[string]any{"keyId": k.ID}}, now)
+		return err
+	})
+	if errors.Is(err, store.ErrConflict) {
+		res.State = "claimed"
+		return res, []sdk.Action{actions.Tool("list_projects", "agent", nil), actions.Manual("create_key", "human")}, nil
+	}
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	res.State, res.ApiKey = "complete", &secret
+	return res, []sdk.Action{actions.Tool("get_project", "agent", map[string]any{"id": su.ProjectID}), actions.Stop("done")}, nil
+}
+
+// SignupForReview finds the signup a review token names.
+func (s *Onboarding) SignupForReview(ctx context.Context, reviewToken string) (SignupReview, error) {
+	su, err := s.store.Onboarding().SignupByReviewHash(ctx, auth.HashKey(reviewToken))
+	if errors.Is(err, store.ErrNotFound) {
+		return SignupReview{}, apierr.New("not_found:resource", "This review link does not name a signup.")
+	}
+	if err != nil {
+		return SignupReview{}, apierr.Internal(err)
+	}
+	return SignupReview{ID: su.ID, Email: su.Email, OrgName: su.OrgName, State: su.State, OrgID: su.OrgID, SetupID: su.SetupID,
+		Expired: su.State == "pending_review" && !s.Now().Before(su.ExpiresAt), CreatedAt: su.CreatedAt, ExpiresAt: su.ExpiresAt}, nil
+}
+
+// ApproveSignup carries out a human's approval: the organisation, its first
+// project with the budget and approval rules, the human and their session,
+// and the card flow, in one transaction with a ledger entry each.
+func (s *Onboarding) ApproveSignup(ctx context.Context, reviewToken string, d ReviewDecision) (Approved, error) {
+	d.OrganizationName, d.ProjectName, d.HumanName = strings.TrimSpace(d.OrganizationName), strings.TrimSpace(d.ProjectName), strings.TrimSpace(d.HumanName)
+	switch {
+	case d.OrganizationName == "" || len(d.OrganizationName) > 100:
+		return Approved{}, apierr.New("input:invalid", "Name the organisation (up to 100 characters).")
+	case d.ProjectName == "" || len(d.ProjectName) > 100:
+		return Approved{}, apierr.New("input:invalid", "Name the first project (up to 100 characters).")
+	case len(d.HumanName) > 100 || len(d.Email) > 254:
+		return Approved{}, apierr.New("input:invalid", "Your name or email is too long.")
+	case d.BudgetMicro < MinSignupBudget || d.BudgetMicro > MaxSignupBudget:
+		return Approved{}, apierr.Newf("input:invalid", "The budget must be between %s and %s.", FormatUSD(int64(MinSignupBudget)), FormatUSD(int64(MaxSignupBudget)))
+	case d.ApprovalAboveMicro != nil && *d.ApprovalAboveMicro < 0:
+		return Approved{}, apierr.New("input:invalid", "The approval threshold cannot be negative.")
+	}
+	if d.HumanName == "" {
+		d.HumanName = "Owner"
+	}
+	su, err := s.store.Onboarding().SignupByReviewHash(ctx, auth.HashKey(reviewToken))
+	if errors.Is(err, store.ErrNotFound) {
+		return Approved{}, apierr.New("not_found:resource", "This review link does not name a signup.")
+	}
+	if err != nil {
+		return Approved{}, apierr.Internal(err)
+	}
+	var out Approved
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+		now := s.Now()
+		cur, err := tx.Onboarding().LockSignup(ctx, su.ID)
+		if err != nil {
+			return err
+		}
+		if cur.State != "pending_review" {
+			return apierr.New("conflict:state", "This signup was already reviewed.")
+		}
+		if !now.Before(cur.ExpiresAt) {
+			return apierr.New("conflict:expired", "This signup expired before it was reviewed.")
+		}
+		org, err := tx.Accounts().CreateOrganization(ctx, auth.ID("org"), d.OrganizationName, now.UTC())
+		if err != nil {
+			return err
+		}
+		h := store.Human{ID: auth.ID("usr"), OrgID: org.ID, Kind: "person", Name: d.HumanName, Email: d.Email, CreatedAt: now.UTC()}
+		actor := "human:" + h.ID
+		// The chain starts with the signup the agent began, before the
+		// organisation existed.
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: "agent:anonymous", Action: "start_signup", ObjectType: "signup", ObjectID: su.ID,
+			Details: map[string]any{"startedAt": su.CreatedAt.Format(time.RFC3339Nano), "email": su.Email}}, now); err != nil {
+			return err
+		}
+		if err := tx.Accounts().CreateHuman(ctx, h); err != nil {
+			return err
+		}
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "create_organization", ObjectType: "organization", ObjectID: org.ID,
+			Details: map[string]any{"name": org.Name, "humanId": h.ID, "humanName": h.Name}}, now); err != nil {
+			return err
+		}
+		pol := DefaultPolicy()
+		if d.ApprovalAboveMicro != nil {
+			pol.ApprovalRules.ApprovalAboveUsd = ptr(usd(*d.ApprovalAboveMicro))
+		}
+		polJSON, _ := json.Marshal(pol)
+		p := store.Project{ID: auth.ID("prj"), OrgID: org.ID, Name: d.ProjectName, LimitMicro: d.BudgetMicro, Policy: string(polJSON), CreatedAt: now.UTC()}
+		if err := tx.Projects().Create(ctx, p); err != nil {
+			return err
+		}
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "create_project", ObjectType: "project", ObjectID: p.ID,
+			Details: map[string]any{"name": p.Name, "budgetLimitMicroUsd": p.LimitMicro, "policy": json.RawMessage(polJSON)}}, now); err != nil {
+			return err
+		}
+		setup, _, err := s.openBillingSetup(ctx, tx, org.ID, "signup", su.ID, actor, now)
+		if err != nil {
+			return err
+		}
+		cur.OrgID, cur.ProjectID, cur.HumanID, cur.SetupID = org.ID, p.ID, h.ID, setup.ID
+		if err := tx.Onboarding().ReviewSignup(ctx, cur, now); err != nil {
+			return err
+		}
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "approve_signup", ObjectType: "signup", ObjectID: su.ID,
+			Details: map[string]any{"projectId": p.ID, "keyScopes": SignupScopes, "billingSetupId": setup.ID}}, now); err != nil {
+			return err
+		}
+		secret, sess, err := s.accounts.startSession(ctx, tx, h, "signup_review", now)
+		if err != nil {
+			return err
+		}
+		sess.OrgName = org.Name
+		out = Approved{SessionSecret: secret, Session: sess, SetupID: setup.ID}
+		return nil
+	})
+	return out, err
+}
+
+// openBillingSetup records a pending card flow inside tx and returns it
+// with its poll secret.
+func (s *Onboarding) openBillingSetup(ctx context.Context, tx *store.Tx, orgID, reason, signupID, actor string, now time.Time) (store.BillingSetup, string, error) {
+	secret := auth.Token(32)
+	b := store.BillingSetup{ID: auth.ID("bss"), OrgID: orgID, SecretHash: auth.HashKey(secret), Reason: reason, SignupID: signupID,
+		State: "pending", CreatedAt: now.UTC(), ExpiresAt: now.Add(BillingSetupTTL).UTC().Truncate(time.Second)}
+	if err := tx.Onboarding().CreateBillingSetup(ctx, b); err != nil {
+		return b, "", err
+	}
+	_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: orgID, Actor: actor, Action: "open_billing_setup", ObjectType: "billing_setup", ObjectID: b.ID,
+		Details: map[string]any{"reason": reason, "expiresAt": b.ExpiresAt.Format(time.RFC3339)}}, now)
+	return b, secret, err
+}
+
+// orgRemaining is what the organisation's projects have left to spend.
+func (s *Onboarding) orgRemaining(ctx context.Context, orgID string) (int64, error) {
+	ps, err := s.store.Projects().List(ctx, orgID)
+	if err != nil {
+		return 0, err
+	}
+	var left int64
+	for _, p := range ps {
+		holds, err := s.store.Quotes().ActiveHolds(ctx, p.ID, s.Now())
+		if err != nil {
+			return 0, err
+		}
+		left += p.LimitMicro - p.SpentMicro
+		for _, h := range holds {
+			left -= h.AmountMicro
+		}
+	}
+	return left, nil
+}
+
+func (s *Onboarding) billingPoll(id, secret string) sdk.ToolAction {
+	t := actions.ToolAction("poll_billing", "agent", map[string]any{"setupSessionId": id, "pollSecret": secret})
+	t.RetryAfterSeconds = ptr(SignupPollSeconds)
+	return t
+}
+
+// CreateBillingSetupLink opens a card flow for the caller's organisation
+// and returns the page for its human and the secret its poll is bound to.
+func (s *Onboarding) CreateBillingSetupLink(ctx context.Context, p *auth.Principal, req sdk.BillingSetupLinkRequest) (*sdk.BillingSetupLink, []sdk.Action, error) {
+	reason := ""
+	if req.Reason != nil {
+		reason = string(*req.Reason)
+	}
+	if reason == "" {
+		// Say why, from the account's state: no card yet, an expired one,
+		// or a working card being replaced.
+		pm, err := s.store.Onboarding().ActivePaymentMethod(ctx, p.OrgID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			reason = "scratch_account"
+		case err != nil:
+			return nil, nil, apierr.Internal(err)
+		case payments.Expired(pm.ExpMonth, pm.ExpYear, s.Now()):
+			reason = "expired_card"
+		default:
+			reason = "replace_card"
+		}
+	}
+	var b store.BillingSetup
+	var secret string
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		var err error
+		b, secret, err = s.openBillingSetup(ctx, tx, p.OrgID, reason, "", actorOf(p), s.Now())
+		return err
+	})
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	left, err := s.orgRemaining(ctx, p.OrgID)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	url := s.BillingURL(b.ID)
+	m := s.Mutation("create_billing_setup_link", nil, []sdk.ResourceRef{{Type: "billing_setup", Id: b.ID, Url: &url}}, nil, left)
+	out := &sdk.BillingSetupLink{SetupUrl: url, SetupSessionId: b.ID, PollSecret: secret, ExpiresAt: b.ExpiresAt,
+		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
+	card := sdk.UrlAction{Kind: sdk.Url, Id: ptr("card"), Actor: "human", Url: url, Purpose: sdk.CardSetup}
+	poll := s.billingPoll(b.ID, secret)
+	poll.After = &[]string{"card"}
+	return out, []sdk.Action{actions.Wrap(card), actions.Wrap(poll)}, nil
+}
+
+// PollBilling reports a card flow's state to the caller's organisation,
+// bound to the flow's secret: another organisation, an unknown flow and a
+// wrong secret get the same answer.
+func (s *Onboarding) PollBilling(ctx context.Context, p *auth.Principal, req sdk.BillingPollRequest) (*sdk.BillingPollResult, []sdk.Action, error) {
+	b, err := s.store.Onboarding().BillingSetup(ctx, p.OrgID, req.SetupSessionId)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Internal(err)
+	}
+	stored := b.SecretHash
+	if stored == "" {
+		stored = strings.Repeat("0", 64)
+	}
+	if subtle.ConstantTimeCompare([]byte(auth.HashKey(req.PollSecret)), []byte(stored)) != 1 || b.ID == "" {
+		return nil, nil, apierr.New("not_found:resource", "no card flow in your organisation matches this id and secret",
+			actions.Tool("create_billing_setup_link", "agent", nil))
+	}
+	state := b.State
+	if state != "complete" && !s.Now().Before(b.ExpiresAt) {
+		state = "expired"
+	}
+	res := &sdk.BillingPollResult{State: sdk.BillingPollResultState(state)}
+	switch state {
+	case "complete":
+		return res, []sdk.Action{actions.Stop("done")}, nil
+	case "expired":
+		return res, []sdk.Action{actions.Tool("create_billing_setup_link", "agent", nil)}, nil
+	}
+	card := actions.URL(s.BillingURL(b.ID), sdk.CardSetup, "human")
+	return res, []sdk.Action{card, actions.Wrap(s.billingPoll(b.ID, req.PollSecret))}, nil
+}
+
+// CardSetupFor reads a card flow of the human's organisation.
+func (s *Onboarding) CardSetupFor(ctx context.Context, h Human, id string) (CardSetup, error) {
+	b, err := s.store.Onboarding().BillingSetup(ctx, h.OrgID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return CardSetup{}, setupNotFound(id)
+	}
+	if err != nil {
+		return CardSetup{}, apierr.Internal(err)
+	}
+	cs := CardSetup{ID: b.ID, Reason: b.Reason, State: b.State, DeclineCode: b.DeclineCode, ForSignup: b.SignupID != "", ExpiresAt: b.ExpiresAt,
+		Expired: b.State != "complete" && !s.Now().Before(b.ExpiresAt)}
+	if pm, err := s.store.Onboarding().ActivePaymentMethod(ctx, h.OrgID); err == nil {
+		cs.Card = &pm
+	}
+	return cs, nil
+}
+
+// SubmitCard runs a card through the test provider for a flow of the
+// human's organisation. A refused card is recorded (brand and last four
+// only) and returned as a *payments.Decline; the flow stays open for
+// another try. An accepted card becomes the organisation's card on file,
+// and completes the signup the flow belongs to.
+func (s *Onboarding) SubmitCard(ctx context.Context, h Human, id string, card payments.Card) (store.PaymentMethod, error) {
+	var pm store.PaymentMethod
+	var decline *payments.Decline
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		now := s.Now()
+		b, err := tx.Onboarding().LockBillingSetup(ctx, h.OrgID, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return setupNotFound(id)
+		}
+		if err != nil {
+			return err
+		}
+		if b.State == "complete" {
+			return apierr.New("conflict:state", "This card setup is already complete.")
+		}
+		if !now.Before(b.ExpiresAt) {
+			return apierr.New("conflict:expired", "This card setup link has expired.")
+		}
+		m, err := payments.Authorize(card, now)
+		if errors.As(err, &decline) {
+			if err := tx.Onboarding().DeclineBillingSetup(ctx, b.ID, decline.Code); err != nil {
+				return err
+			}
+			_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: signedInActor(h), Action: "card_declined", ObjectType: "billing_setup", ObjectID: b.ID,
+				Details: map[string]any{"code": decline.Code, "brand": payments.Brand(payments.Normalize(card.Number)), "last4": payments.Last4(card.Number)}}, now)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		pm = store.PaymentMethod{ID: auth.ID("pm"), OrgID: h.OrgID, Brand: m.Brand, Last4: m.Last4, ExpMonth: m.ExpMonth, ExpYear: m.ExpYear, State: "active", CreatedAt: now.UTC()}
+		if err := tx.Onboarding().AddPaymentMethod(ctx, pm); err != nil {
+			return err
+		}
+		if err := tx.Onboarding().CompleteBillingSetup(ctx, b.ID, pm.ID, now); err != nil {
+			return err
+		}
+		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: signedInActor(h), Action: "add_payment_method", ObjectType: "payment_method", ObjectID: pm.ID,
+			Details: map[string]any{"billingSetupId": b.ID, "brand": pm.Brand, "last4": pm.Last4, "expMonth": pm.ExpMonth, "expYear": pm.ExpYear}}, now); err != nil {
+			return err
+		}
+		if b.SignupID == "" {
+			return nil
+		}
+		if err := tx.Onboarding().CompleteSignup(ctx, b.SignupID, now); err != nil {
+			return err
+		}
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: signedInActor(h), Action: "complete_signup", ObjectType: "signup", ObjectID: b.SignupID,
+			Details: map[string]any{"paymentMethodId": pm.ID}}, now)
+		return err
+	})
+	if err != nil {
+		return pm, err
+	}
+	if decline != nil {
+		return pm, decline
+	}
+	return pm, nil
+}
+
+// PaymentMethodFor returns the organisation's card on file, if any.
+func (s *Onboarding) PaymentMethodFor(ctx context.Context, orgID string) (*store.PaymentMethod, error) {
+	pm, err := s.store.Onboarding().ActivePaymentMethod(ctx, orgID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &pm, nil
+}
+
+// OpenCardSetup lets a signed-in human start a card flow themselves, from
+// the dashboard.
+func (s *Onboarding) OpenCardSetup(ctx context.Context, h Human) (string, error) {
+	reason := "replace_card"
+	if pm, err := s.store.Onboarding().ActivePaymentMethod(ctx, h.OrgID); errors.Is(err, store.ErrNotFound) {
+		reason = "scratch_account"
+	} else if err != nil {
+		return "", err
+	} else if payments.Expired(pm.ExpMonth, pm.ExpYear, s.Now()) {
+		reason = "expired_card"
+	}
+	var id string
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		b, _, err := s.openBillingSetup(ctx, tx, h.OrgID, reason, "", signedInActor(h), s.Now())
+		id = b.ID
+		return err
+	})
+	return id, err
+}
+
+// Signup (SPEC §2.8, §5): an agent starts it anonymously and keeps the
+// session id and claim secret; the human gets only the review URL, reviews
+// the account's authority, pricing, budget and approval rules, approves, and
+// sets up a card. The agent's poll, bound to the claim secret, then returns
+// a key exactly once.
+
+const (
+	// SignupTTL is how long a signup waits for its review.
+	SignupTTL = 24 * time.Hour
+	// SignupPollSeconds is the wait the poll action asks for. It matches the
+	// signup rate-limit class's refill, so a polling agent is never limited.
+	SignupPollSeconds = 5
+	// MinSignupBudget and MaxSignupBudget bound the first project's budget
+	// a review may set, in micro-USD. A larger budget is a raise, which a
+	// human approves later.
+	MinSignupBudget = 1_000_000
+	MaxSignupBudget = 10_000_000_000
+)
