@@ -102,7 +102,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, doc: doc, mux: http.NewServeMux(), ops: map[string]*route{}, pure: newPureCache(4096)}
 
-	impl := &operations{svc: cfg.Service, cfg: &h.cfg}
+	impl := newOperations(cfg.Service, &h.cfg)
 	strict := api.NewStrictHandlerWithOptions(impl, []api.StrictMiddlewareFunc{withRequest}, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			WriteError(w, r, cfg.Log, apierr.Newf("input:malformed_json", "the body could not be decoded: %v", err))

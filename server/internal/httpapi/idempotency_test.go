@@ -41,7 +41,7 @@ func engines(t *testing.T, f func(t *testing.T, st *store.Store)) {
 // idempotency layer lets a request through.
 func countingServer(t *testing.T, st *store.Store, now func() time.Time) (*httptest.Server, string, *atomic.Int64) {
 	t.Helper()
-	h, err := New(Config{Service: service.New(st, now, nil), Store: st, Limiter: ratelimit.New(nil, now), Now: now})
+	h, err := New(Config{Service: service.New(service.Config{Store: st, Now: now}), Store: st, Limiter: ratelimit.New(nil, now), Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,36 +1,66 @@
 package httpapi
 
 import (
-	"context"
-
-	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/service"
 )
 
+func deref[T ~string](p *T) string {
+	if p == nil {
+		return ""
+	}
+	return string(*p)
+}
+
+func limitOf(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
 // operations implements the strict server interface by calling the
-// service; the operations a later release serves fall through to
-// Unimplemented.
+// service, one embedded type per resource. The operations a later release
+// serves fall through to Unimplemented, which sits one level deeper so
+// that every served operation overrides it.
 type operations struct {
-	Unimplemented
+	bundleRoutes
+	domainRoutes
+	onboardingRoutes
+	projectRoutes
+	quoteRoutes
+	sandboxRoutes
+	serviceRoutes
+	taskRoutes
+	fallback
+}
+
+type fallback struct{ Unimplemented }
+
+// deps is what every resource's routes share.
+type deps struct {
 	svc *service.Service
 	cfg *Config
 }
 
+type (
+	bundleRoutes     struct{ *deps }
+	domainRoutes     struct{ *deps }
+	onboardingRoutes struct{ *deps }
+	projectRoutes    struct{ *deps }
+	quoteRoutes      struct{ *deps }
+	sandboxRoutes    struct{ *deps }
+	serviceRoutes    struct{ *deps }
+	taskRoutes       struct{ *deps }
+)
+
+func newOperations(svc *service.Service, cfg *Config) *operations {
+	d := &deps{svc: svc, cfg: cfg}
+	return &operations{
+		bundleRoutes: bundleRoutes{d}, domainRoutes: domainRoutes{d}, onboardingRoutes: onboardingRoutes{d},
+		projectRoutes: projectRoutes{d}, quoteRoutes: quoteRoutes{d}, sandboxRoutes: sandboxRoutes{d},
+		serviceRoutes: serviceRoutes{d}, taskRoutes: taskRoutes{d},
+	}
+}
+
 var _ api.StrictServerInterface = (*operations)(nil)
-
-func (o *operations) SearchDomains(ctx context.Context, req api.SearchDomainsRequestObject) (api.SearchDomainsResponseObject, error) {
-	res, next, err := o.svc.SearchDomains(ctx, req.Params)
-	if err != nil {
-		return nil, err
-	}
-	return api.SearchDomains200JSONResponse{Data: *res, Actions: next, FormatVersion: FormatVersion}, nil
-}
-
-func (o *operations) Estimate(ctx context.Context, req api.EstimateRequestObject) (api.EstimateResponseObject, error) {
-	res, next, err := o.svc.Estimate(ctx, sdk.EstimateRequest(*req.Body))
-	if err != nil {
-		return nil, err
-	}
-	return api.Estimate200JSONResponse{Data: *res, Actions: next, FormatVersion: FormatVersion}, nil
-}

@@ -1,0 +1,33 @@
+package httpapi
+
+import (
+	"context"
+
+	"github.com/pierhq/pier/server/api"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+func (o domainRoutes) ListDomains(ctx context.Context, req api.ListDomainsRequestObject) (api.ListDomainsResponseObject, error) {
+	l, next, err := o.svc.Domains.List(ctx, auth.FromContext(ctx).OrgID, store.Filter{Limit: limitOf(req.Params.Limit)})
+	if err != nil {
+		return nil, err
+	}
+	return api.ListDomains200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o domainRoutes) GetDomain(ctx context.Context, req api.GetDomainRequestObject) (api.GetDomainResponseObject, error) {
+	v, next, err := o.svc.Domains.Get(ctx, auth.FromContext(ctx).OrgID, string(req.Domain))
+	if err != nil {
+		return nil, err
+	}
+	return api.GetDomain200JSONResponse{Data: *v, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o domainRoutes) SearchDomains(ctx context.Context, req api.SearchDomainsRequestObject) (api.SearchDomainsResponseObject, error) {
+	res, next, err := o.svc.Domains.Search(ctx, req.Params)
+	if err != nil {
+		return nil, err
+	}
+	return api.SearchDomains200JSONResponse{Data: *res, Actions: next, FormatVersion: FormatVersion}, nil
+}

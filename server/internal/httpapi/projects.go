@@ -1,0 +1,56 @@
+package httpapi
+
+import (
+	"context"
+
+	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/server/api"
+	"github.com/pierhq/pier/server/internal/auth"
+)
+
+func (o projectRoutes) ExportProject(ctx context.Context, req api.ExportProjectRequestObject) (api.ExportProjectResponseObject, error) {
+	pkg, next, err := o.svc.Projects.Export(ctx, auth.FromContext(ctx), req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return api.ExportProject200JSONResponse{Data: *pkg, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o projectRoutes) GetProject(ctx context.Context, req api.GetProjectRequestObject) (api.GetProjectResponseObject, error) {
+	p, next, err := o.svc.Projects.Get(ctx, auth.FromContext(ctx).OrgID, req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetProject200JSONResponse{Data: *p, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o projectRoutes) ListProjects(ctx context.Context, req api.ListProjectsRequestObject) (api.ListProjectsResponseObject, error) {
+	l, next, err := o.svc.Projects.List(ctx, auth.FromContext(ctx).OrgID)
+	if err != nil {
+		return nil, err
+	}
+	return api.ListProjects200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o projectRoutes) RequestBudgetRaise(ctx context.Context, req api.RequestBudgetRaiseRequestObject) (api.RequestBudgetRaiseResponseObject, error) {
+	t, next, err := o.svc.Approvals.RequestBudgetRaise(ctx, auth.FromContext(ctx), req.Id, sdk.BudgetRaiseRequest(*req.Body))
+	if err != nil {
+		return nil, err
+	}
+	return api.RequestBudgetRaise202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o projectRoutes) ListLedgerEntries(ctx context.Context, req api.ListLedgerEntriesRequestObject) (api.ListLedgerEntriesResponseObject, error) {
+	after, limit := 0, 100
+	if req.Params.After != nil {
+		after = *req.Params.After
+	}
+	if req.Params.Limit != nil {
+		limit = *req.Params.Limit
+	}
+	page, next, err := o.svc.Projects.LedgerEntries(ctx, auth.FromContext(ctx).OrgID, int64(after), limit)
+	if err != nil {
+		return nil, err
+	}
+	return api.ListLedgerEntries200JSONResponse{Data: *page, Actions: next, FormatVersion: FormatVersion}, nil
+}
