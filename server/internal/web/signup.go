@@ -3,14 +3,11 @@ package web
 import (
 	"errors"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/server/internal/apierr"
-	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/payments"
 	"github.com/pierhq/pier/server/internal/pricing"
 	"github.com/pierhq/pier/server/internal/registrar"
@@ -18,155 +15,36 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-// signInConfirm shows a one-time link's confirm page. Opening the link
-// spends nothing: link scanners and previews fetch it with GET, and only a
-// person pressing the button posts it.
-func (p *pages) signInConfirm(w http.ResponseWriter, r *http.Request) {
-	p.render(w, r, "signin_confirm", &view{Title: "Sign in", Session: &service.Session{}, CSRF: formToken(w, r),
-		Data: struct{ Action string }{Action: "/signin/" + url.PathEscape(r.PathValue("token"))}})
+type reviewForm struct {
+	OrgName, ProjectName, HumanName, Email, Budget, ApprovalAbove string
 }
 
-// signIn spends a one-time link, posted from its confirm page, starts a
-// session and lands on the page the human asked for, else the dashboard.
-func (p *pages) signIn(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil || !checkFormToken(r) {
-		p.fail(w, r, nil, apierr.New("auth:forbidden_origin", "This sign-in form expired or came from another page. Open the link again."))
-		return
+type cardData struct {
+	Setup     service.CardSetup
+	TestCards []payments.TestCard
+	Added     *store.PaymentMethod
+}
+
+// parseUSD reads an amount people type, such as "50", "$1,200" or "49.99",
+// into micro-USD without passing through a float.
+func parseUSD(s string) (int64, error) {
+	s = strings.NewReplacer("$", "", ",", "", " ", "").Replace(s)
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" || len(frac) > 2 || len(whole) > 9 {
+		return 0, errors.New("not an amount")
 	}
-	secret, sess, next, err := p.svc.Accounts.SignIn(r.Context(), r.PathValue("token"))
-	if err != nil {
-		p.fail(w, r, nil, err)
-		return
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || w < 0 {
+		return 0, errors.New("not an amount")
 	}
-	setSessionCookie(w, r, secret, sess.ExpiresAt.Sub(p.svc.Now()))
-	if next == "" {
-		if c, err := r.Cookie(cookieName(r, nextCookie)); err == nil {
-			next = service.SafeNext(c.Value)
+	var c int64
+	if frac != "" {
+		frac += strings.Repeat("0", 2-len(frac))
+		if c, err = strconv.ParseInt(frac, 10, 64); err != nil || c < 0 {
+			return 0, errors.New("not an amount")
 		}
 	}
-	clearCookie(w, r, nextCookie)
-	clearCookie(w, r, formCookie)
-	if next == "" {
-		next = "/dashboard"
-	}
-	http.Redirect(w, r, next, http.StatusSeeOther)
-}
-
-func (p *pages) signOut(w http.ResponseWriter, r *http.Request, s signedIn) {
-	if err := p.svc.Accounts.SignOut(r.Context(), s.secret); err != nil {
-		p.fail(w, r, &s, err)
-		return
-	}
-	clearCookie(w, r, sessionCookie)
-	p.render(w, r, "signed_out", &view{Title: "Signed out", Session: &service.Session{}})
-}
-
-func (p *pages) dashboard(w http.ResponseWriter, r *http.Request, s signedIn) {
-	d, err := p.svc.Approvals.DashboardFor(r.Context(), s.Human)
-	if err != nil {
-		p.fail(w, r, &s, err)
-		return
-	}
-	p.render(w, r, "dashboard", &view{Title: d.Org.Name, Data: d})
-}
-
-// ledgerDownload serves the organisation's chain as JSON lines, the format
-// `pier ledger verify` checks.
-func (p *pages) ledgerDownload(w http.ResponseWriter, r *http.Request, s signedIn) {
-	entries, err := p.svc.Approvals.LedgerFor(r.Context(), s.Human)
-	if err != nil {
-		p.fail(w, r, &s, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/jsonl")
-	w.Header().Set("Content-Disposition", `attachment; filename="ledger-`+s.OrgID+`.jsonl"`)
-	ledger.WriteJSONL(w, entries)
-}
-
-// approval shows a gate of the human's organisation. Another
-// organisation's gate is not found, exactly like a gate that does not exist.
-func (p *pages) approval(w http.ResponseWriter, r *http.Request, s signedIn) {
-	g, err := p.svc.Approvals.GateFor(r.Context(), s.Human, r.PathValue("gateId"))
-	if err != nil {
-		p.fail(w, r, &s, err)
-		return
-	}
-	p.render(w, r, "approval", &view{Title: "Approval", Data: g})
-}
-
-func (p *pages) decide(w http.ResponseWriter, r *http.Request, s signedIn) {
-	id := r.PathValue("gateId")
-	var approve bool
-	switch r.PostForm.Get("decision") {
-	case "approve":
-		approve = true
-	case "deny":
-	default:
-		p.fail(w, r, &s, apierr.New("input:invalid", "Choose approve or deny."))
-		return
-	}
-	if err := p.svc.Approvals.Decide(r.Context(), s.Human, id, approve); err != nil {
-		p.fail(w, r, &s, err)
-		return
-	}
-	http.Redirect(w, r, "/approvals/"+id, http.StatusSeeOther)
-}
-
-type keysData struct {
-	Keys      []store.APIKey
-	Scopes    []string
-	NewSecret string
-	NewKey    *store.APIKey
-}
-
-func (p *pages) keysPage(w http.ResponseWriter, r *http.Request, s signedIn, d keysData, notice string) {
-	keys, err := p.svc.Accounts.ListKeys(r.Context(), s.OrgID)
-	if err != nil {
-		p.fail(w, r, &s, err)
-		return
-	}
-	d.Keys, d.Scopes = keys, auth.Scopes
-	p.render(w, r, "keys", &view{Title: "API keys", Data: d, Notice: notice})
-}
-
-func (p *pages) keys(w http.ResponseWriter, r *http.Request, s signedIn) {
-	p.keysPage(w, r, s, keysData{}, "")
-}
-
-// createKey shows the new key's secret in its answer, once; it is never
-// stored and never shown again.
-func (p *pages) createKey(w http.ResponseWriter, r *http.Request, s signedIn) {
-	var scopes []string
-	for _, sc := range auth.Scopes {
-		if r.PostForm.Get("scope_"+sc) != "" {
-			scopes = append(scopes, sc)
-		}
-	}
-	secret, k, err := p.svc.Accounts.CreateKey(r.Context(), s.Human, r.PostForm.Get("name"), scopes)
-	if err != nil {
-		p.fail(w, r, &s, err)
-		return
-	}
-	w.WriteHeader(http.StatusCreated)
-	p.keysPage(w, r, s, keysData{NewSecret: secret, NewKey: &k}, "")
-}
-
-func (p *pages) revokeKey(w http.ResponseWriter, r *http.Request, s signedIn) {
-	id := r.PathValue("id")
-	if err := p.svc.Accounts.RevokeKey(r.Context(), s.Human, id); err != nil {
-		p.fail(w, r, &s, err)
-		return
-	}
-	p.keysPage(w, r, s, keysData{}, "Revoked "+id+". It stops working on its next request.")
-}
-
-func (p *pages) grantScope(w http.ResponseWriter, r *http.Request, s signedIn) {
-	id, scope := r.PathValue("id"), r.PostForm.Get("scope")
-	if err := p.svc.Accounts.GrantScope(r.Context(), s.Human, id, scope); err != nil {
-		p.fail(w, r, &s, err)
-		return
-	}
-	p.keysPage(w, r, s, keysData{}, "Granted "+scope+" to "+id+".")
+	return w*1_000_000 + c*10_000, nil
 }
 
 // reviewData is the signup review page: the account's authority, the
@@ -182,10 +60,6 @@ type reviewData struct {
 	MaxBudget int64
 	Hold      time.Duration
 	Form      reviewForm
-}
-
-type reviewForm struct {
-	OrgName, ProjectName, HumanName, Email, Budget, ApprovalAbove string
 }
 
 func (p *pages) reviewPage(w http.ResponseWriter, r *http.Request, su service.SignupReview, form reviewForm, pe *pageError) {
@@ -275,12 +149,6 @@ func (p *pages) approveSignup(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/billing/"+ok.SetupID, http.StatusSeeOther)
 }
 
-type cardData struct {
-	Setup     service.CardSetup
-	TestCards []payments.TestCard
-	Added     *store.PaymentMethod
-}
-
 func (p *pages) cardPage(w http.ResponseWriter, r *http.Request, s signedIn) {
 	cs, err := p.svc.Onboarding.CardSetupFor(r.Context(), s.Human, r.PathValue("id"))
 	if err != nil {
@@ -326,26 +194,4 @@ func (p *pages) openCardSetup(w http.ResponseWriter, r *http.Request, s signedIn
 		return
 	}
 	http.Redirect(w, r, "/billing/"+id, http.StatusSeeOther)
-}
-
-// parseUSD reads an amount people type, such as "50", "$1,200" or "49.99",
-// into micro-USD without passing through a float.
-func parseUSD(s string) (int64, error) {
-	s = strings.NewReplacer("$", "", ",", "", " ", "").Replace(s)
-	whole, frac, _ := strings.Cut(s, ".")
-	if whole == "" || len(frac) > 2 || len(whole) > 9 {
-		return 0, errors.New("not an amount")
-	}
-	w, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil || w < 0 {
-		return 0, errors.New("not an amount")
-	}
-	var c int64
-	if frac != "" {
-		frac += strings.Repeat("0", 2-len(frac))
-		if c, err = strconv.ParseInt(frac, 10, 64); err != nil || c < 0 {
-			return 0, errors.New("not an amount")
-		}
-	}
-	return w*1_000_000 + c*10_000, nil
 }

@@ -1,0 +1,270 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pierhq/pier/server/internal/acme"
+	"github.com/pierhq/pier/server/internal/edge/fastpath"
+)
+
+// Listen binds the HTTP listener; Addr then reports the bound address.
+func (s *Server) Listen() error {
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.HTTPAddr, err)
+	}
+	s.ln = ln
+	return s.listenLaunch(context.Background())
+}
+
+// Addr is the bound HTTP address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Serve serves until ctx ends, then drains in-flight requests for up to
+// ShutdownTimeout and closes the store.
+func (s *Server) Serve(ctx context.Context) error {
+	if s.ln == nil {
+		if err := s.Listen(); err != nil {
+			return err
+		}
+	}
+	lim := s.cfg.Listen
+	s.http = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: lim.HeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.http.Serve(s.edgeListener(s.ln, nil)) }()
+	go s.purgeLoop(ctx)
+	if err := s.serveLaunch(ctx, s.handler); err != nil {
+		s.http.Close()
+		s.store.Close()
+		return err
+	}
+	s.log.Info("pier serving", "url", s.BaseURL(), "engine", s.store.Engine(), "data_dir", s.cfg.DataDir)
+
+	select {
+	case err := <-errc:
+		s.store.Close()
+		return err
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := s.http.Shutdown(sctx)
+	if lerr := s.stopLaunch(sctx); err == nil {
+		err = lerr
+	}
+	if cerr := s.store.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(s int) {
+	if w.status == 0 {
+		w.status = s
+	}
+	w.ResponseWriter.WriteHeader(s)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func logRequests(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if log.Enabled(r.Context(), slog.LevelDebug) || sw.status >= 500 && sw.status != http.StatusNotImplemented {
+			log.Log(r.Context(), levelFor(sw.status), "request", "method", r.Method, "path", r.URL.Path,
+				"status", sw.status, "dur", time.Since(start), "ua", strings.SplitN(r.UserAgent(), " ", 2)[0])
+		}
+	})
+}
+
+func levelFor(status int) slog.Level {
+	if status >= 500 && status != http.StatusNotImplemented {
+		return slog.LevelError
+	}
+	return slog.LevelDebug
+}
+
+// route sends requests for the API host to the API and every other host to
+// the edge, on both listeners. With ACME, HTTP-01 challenges are answered
+// for every host first.
+func (s *Server) route(api http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.launch.acme != nil && strings.HasPrefix(r.URL.Path, acme.ChallengePrefix) {
+			s.launch.acme.ServeHTTP(w, r)
+			return
+		}
+		if s.isAPIHost(r.Host) {
+			// Over HTTPS the API and the human pages tell browsers to
+			// come back only over HTTPS. Launched sites decide for
+			// themselves.
+			if r.TLS != nil {
+				w.Header().Set("Strict-Transport-Security", "max-age=31536000")
+			}
+			api.ServeHTTP(w, r)
+			return
+		}
+		s.launch.edge.ServeHTTP(w, r)
+	})
+}
+
+func hostOf(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	return strings.ToLower(strings.Trim(h, "[]"))
+}
+
+// isAPIHost: the base URL's and MCP URL's hosts, IP literals and plain
+// localhost are the API; names under the preview domain and launched
+// domains are sites.
+func (s *Server) isAPIHost(h string) bool {
+	host := hostOf(h)
+	if host == "" || host == "localhost" || net.ParseIP(host) != nil {
+		return true
+	}
+	names := s.launch.apiHosts
+	if names == nil {
+		names = s.urlHosts()
+	}
+	for _, n := range names {
+		if n == host {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) urlHosts() []string {
+	var hosts []string
+	for _, u := range []string{s.BaseURL(), s.cfg.APIURL} {
+		if u == "" {
+			continue
+		}
+		rest := u[strings.Index(u, "://")+3:]
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			rest = rest[:i]
+		}
+		hosts = append(hosts, hostOf(rest))
+	}
+	return hosts
+}
+
+// listenLaunch binds the HTTPS and DNS listeners; the HTTPS port is what
+// preview URLs name, so it is known before serving.
+func (s *Server) listenLaunch(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.HTTPSAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.HTTPSAddr, err)
+	}
+	s.launch.tlsLn = ln
+	s.launch.apiHosts = s.urlHosts()
+
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	addr, err := s.launch.dns.Listen(dctx, s.cfg.DNSAddr)
+	if err != nil {
+		cancel()
+		ln.Close()
+		return fmt.Errorf("listen dns %s: %w", s.cfg.DNSAddr, err)
+	}
+	s.launch.dnsAddr, s.launch.dnsStop = addr, cancel
+	return nil
+}
+
+// HTTPSAddr is the bound TLS address.
+func (s *Server) HTTPSAddr() string { return s.launch.tlsLn.Addr().String() }
+
+// DNSAddr is the bound DNS address (UDP and TCP).
+func (s *Server) DNSAddr() string { return s.launch.dnsAddr }
+
+func (s *Server) serveLaunch(ctx context.Context, handler http.Handler) error {
+	lim := s.cfg.Listen
+	s.launch.https = &http.Server{
+		Handler:           handler,
+		TLSConfig:         &tls.Config{GetCertificate: s.getCertificate, MinVersion: tls.VersionTLS12},
+		ReadHeaderTimeout: lim.HeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		// Failed handshakes (a name with no site, an untrusting client)
+		// are the client's business.
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	serve := func() error { return s.launch.https.ServeTLS(s.launch.tlsLn, "", "") }
+	if !s.cfg.DisableEdgeFastPath {
+		// The fast path completes handshakes itself and hands net/http
+		// the connections it does not serve (h2 ones at once).
+		tc := s.launch.https.TLSConfig
+		tc.NextProtos = []string{"h2", "http/1.1"}
+		s.launch.https.ConnContext = fastpath.ConnContext
+		s.launch.https.Handler = fastpath.WithTLS(handler)
+		ln := s.edgeListener(s.launch.tlsLn, tc)
+		serve = func() error { return s.launch.https.Serve(ln) }
+	}
+	go func() {
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("https listener stopped", "err", err)
+		}
+	}()
+	// The runner lives until stopLaunch; the serve context only signals.
+	return s.launch.runner.Start(context.WithoutCancel(ctx))
+}
+
+// edgeListener puts the edge's fast path in front of ln unless it is
+// disabled; tc makes it a TLS listener.
+func (s *Server) edgeListener(ln net.Listener, tc *tls.Config) net.Listener {
+	if s.cfg.DisableEdgeFastPath {
+		return ln
+	}
+	lim := s.cfg.Listen
+	cfg := fastpath.Config{Edge: s.launch.edge, API: s.isAPIHost, TLS: tc, Log: s.log,
+		HeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, WriteTimeout: lim.WriteTimeout}
+	if s.launch.acme != nil {
+		cfg.Reserved = func(p string) bool { return strings.HasPrefix(p, acme.ChallengePrefix) }
+	}
+	return fastpath.New(ln, cfg)
+}
+
+func (s *Server) stopLaunch(ctx context.Context) error {
+	var errs []error
+	if s.launch.https != nil {
+		errs = append(errs, s.launch.https.Shutdown(ctx))
+	}
+	errs = append(errs, s.launch.runner.Stop(ctx))
+	if s.launch.dnsStop != nil {
+		s.launch.dnsStop()
+	}
+	return errors.Join(errs...)
+}
