@@ -20,6 +20,7 @@ run: build ## Run the server with the embedded defaults
 
 generate: ## Regenerate everything derived from openapi/openapi.yaml
 	$(GO) generate ./openapi ./sdk ./server/api
+	$(GO) run ./internal/optable
 
 check-generate: generate ## Fail when generated files drift from the contract
 	@git diff --exit-code -- . || (echo "generated files are out of date: run make generate and commit"; exit 1)
