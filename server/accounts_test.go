@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server"
@@ -68,7 +69,7 @@ func domainQuote(project, domain string, years int) map[string]any {
 
 func TestQuotesHoldAndExpire(t *testing.T) {
 	engines(t, func(t *testing.T, db string) {
-		clock := &fakeClock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+		clock := testserver.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 		ts := start(t, server.Config{DatabaseURL: db, Now: clock.Now})
 		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "read", "quote")
 		c := ts.Client

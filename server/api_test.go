@@ -9,7 +9,6 @@ import (
 
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/auth"
-	"github.com/pierhq/pier/server/internal/store"
 )
 
 func candidates(t *testing.T, env map[string]any) []map[string]any {
@@ -266,20 +265,6 @@ func TestRouting(t *testing.T) {
 	}
 }
 
-func newKey(t *testing.T, st *store.Store, scopes ...string) string {
-	t.Helper()
-	ctx := context.Background()
-	o, err := st.Accounts().CreateOrganization(ctx, auth.ID("org"), "test", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret, hash := auth.NewKey()
-	if err := st.Keys().Create(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "t", Scopes: scopes, CreatedAt: time.Now()}, hash); err != nil {
-		t.Fatal(err)
-	}
-	return secret
-}
-
 func TestAuthentication(t *testing.T) {
 	engines(t, func(t *testing.T, db string) {
 		ts := start(t, server.Config{DatabaseURL: db})
@@ -294,7 +279,7 @@ func TestAuthentication(t *testing.T) {
 		if r.StatusCode != 401 || r.JSON()["blockedBy"] != "auth:invalid_credentials" {
 			t.Fatalf("bad key: %d %s", r.StatusCode, r.Body)
 		}
-		key := newKey(t, ts.Store(), "read", "quote")
+		key := ts.Key(t, "read", "quote")
 		r = c.Do("POST", "/v1/quotes", body, http.Header{"Authorization": {"Bearer " + key}})
 		if r.StatusCode != 404 || r.JSON()["blockedBy"] != "not_found:resource" {
 			t.Fatalf("valid key reaches the operation: %d %s", r.StatusCode, r.Body)
@@ -322,7 +307,7 @@ func TestAuthentication(t *testing.T) {
 // Every operation a later release serves answers 501 with a typed envelope.
 func TestNotImplementedOperationsAreTyped(t *testing.T) {
 	ts := start(t, server.Config{})
-	key := newKey(t, ts.Store(), "read", "quote", "launch")
+	key := ts.Key(t, "read", "quote", "launch")
 	h := http.Header{"Authorization": {"Bearer " + key}}
 	cases := []struct{ method, path, body string }{
 		{"POST", "/v1/workflows", `{"projectId":"prj_1","steps":[{"id":"a","tool":"estimate","arguments":{}}]}`},

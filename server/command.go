@@ -182,11 +182,11 @@ created on first use.`,
 			if err != nil {
 				return err
 			}
-			secret, hash := auth.NewKey()
-			k := store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: name, Scopes: scopes, CreatedAt: now}
-			if err := st.Keys().Create(ctx, k, hash); err != nil {
+			k, err := createKey(ctx, st, o.ID, name, scopes, now)
+			if err != nil {
 				return err
 			}
+			secret := k.Secret
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{
 					"apiKey": secret, "keyId": k.ID, "organizationId": o.ID, "scopes": scopes,

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/ratelimit"
@@ -255,7 +256,7 @@ func TestSignupOverHTTP(t *testing.T) {
 }
 
 func TestSignupExpires(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	clock := testserver.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	ts := start(t, server.Config{Now: clock.Now, RateLimits: generous})
 	data := ts.Client.Do("POST", "/v1/signup", nil, nil).JSON()["data"].(map[string]any)
 	clock.Advance(service.SignupTTL)
@@ -370,7 +371,7 @@ func TestKeysPage(t *testing.T) {
 }
 
 func TestSignInLinks(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	clock := testserver.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	ts := start(t, server.Config{Now: clock.Now})
 	a := newAccount(t, ts, 1_000_000, service.DefaultPolicy(), "read")
 	ctx := context.Background()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -80,4 +81,32 @@ another.`,
 	f.StringVar(&next, "next", "", "page to open after signing in, such as /approvals/gat_123")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// AgentKey is an agent key as created; its secret is shown this once and
+// stored only as a hash.
+type AgentKey struct {
+	ID, OrgID, Secret string
+	Scopes            []string
+}
+
+// createKey stores a new agent key of the organisation.
+func createKey(ctx context.Context, st *store.Store, orgID, name string, scopes []string, now time.Time) (AgentKey, error) {
+	secret, hash := auth.NewKey()
+	k := store.APIKey{ID: auth.ID("key"), OrgID: orgID, Name: name, Scopes: scopes, CreatedAt: now}
+	if err := st.Keys().Create(ctx, k, hash); err != nil {
+		return AgentKey{}, err
+	}
+	return AgentKey{ID: k.ID, OrgID: orgID, Secret: secret, Scopes: scopes}, nil
+}
+
+// CreateOrganizationWithKey creates an organisation named name and an agent
+// key in it holding scopes: an operator's first step, and every test's.
+func (s *Server) CreateOrganizationWithKey(ctx context.Context, name string, scopes ...string) (AgentKey, error) {
+	now := s.cfg.Now()
+	o, err := s.store.Accounts().CreateOrganization(ctx, auth.ID("org"), name, now)
+	if err != nil {
+		return AgentKey{}, err
+	}
+	return createKey(ctx, s.store, o.ID, "agent", scopes, now)
 }

@@ -236,7 +236,7 @@ func TestAgentCannotActAsHolder(t *testing.T) {
 	engines(t, func(t *testing.T, db string) {
 		ts := start(t, server.Config{DatabaseURL: db})
 		c := ts.Client
-		agentKey := newKey(t, ts.Store(), "read", "quote", "launch", "buy_domain")
+		agentKey := ts.Key(t, "read", "quote", "launch", "buy_domain")
 		id, authz := createSandboxSession(t, c)
 		otherID, otherAuthz := createSandboxSession(t, c)
 		key, _ := holder.GenerateKey()

@@ -2,97 +2,28 @@ package server_test
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/pierhq/pier/internal/contracttest"
 	"github.com/pierhq/pier/internal/testpg"
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 )
 
 func TestMain(m *testing.M) { os.Exit(testpg.Run(m)) }
 
-// engines runs f against SQLite and against a real PostgreSQL.
-func engines(t *testing.T, f func(t *testing.T, databaseURL string)) {
-	t.Run("sqlite", func(t *testing.T) { f(t, "") })
-	t.Run("postgres", func(t *testing.T) { f(t, testpg.NewDatabase(t)) })
-}
+// The harness is internal/testserver's, shared by every package.
+var (
+	start   = testserver.Start
+	engines = testserver.Engines
+)
 
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-type testServer struct {
-	*server.Server
-	Client *contracttest.Client
-}
-
-func start(t *testing.T, cfg server.Config) *testServer {
-	t.Helper()
-	if cfg.DataDir == "" {
-		cfg.DataDir = t.TempDir()
-	}
-	cfg.HTTPAddr = "127.0.0.1:0"
-	ctx, cancel := context.WithCancel(context.Background())
-	log := slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := server.New(ctx, cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return &testServer{Server: s, Client: &contracttest.Client{T: t, BaseURL: "http://" + s.Addr()}}
-}
-
-// testWriter sends server logs to the test's log while it runs; background
-// goroutines that log after the test ended are dropped, since testing
-// panics on a late Log.
-type testWriter struct {
-	t    *testing.T
-	done *atomic.Bool
-}
-
-func newTestWriter(t *testing.T) testWriter {
-	w := testWriter{t: t, done: &atomic.Bool{}}
-	t.Cleanup(func() { w.done.Store(true) })
-	return w
-}
-
-func (w testWriter) Write(b []byte) (int, error) {
-	if !w.done.Load() {
-		w.t.Log(strings.TrimSpace(string(b)))
-	}
-	return len(b), nil
-}
+type testServer = testserver.Server
 
 func TestHealthAndContract(t *testing.T) {
 	engines(t, func(t *testing.T, db string) {
@@ -144,7 +75,7 @@ func TestGracefulShutdownDrains(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	clock := testserver.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	ts := start(t, server.Config{
 		Now:        clock.Now,
 		RateLimits: map[string]ratelimit.Policy{"search": {PerSecond: 0.5, Burst: 3}},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/pierhq/pier/cli"
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/server"
 )
 
@@ -65,18 +65,7 @@ func splitWords(t *testing.T, s string) []string {
 // usage error (exit 2).
 func TestEveryHintRuns(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := server.New(ctx, server.Config{DataDir: dir + "/data", HTTPAddr: "127.0.0.1:0"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { s.Serve(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	s := testserver.Start(t, server.Config{DataDir: dir + "/data"})
 
 	env := map[string]string{"PIER_BASE_URL": "http://" + s.Addr(), "PIER_DATA_DIR": dir + "/data", "NO_COLOR": "1"}
 	run := func(args ...string) (int, string) {

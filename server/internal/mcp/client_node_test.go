@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/mcp"
 )
@@ -58,8 +59,9 @@ type nodeResult struct {
 // same envelopes REST answers.
 func TestTypeScriptSDKClient(t *testing.T) {
 	node, nodeModules := nodeSDK(t)
-	s, base := start(t, server.Config{})
-	key := newKey(t, s.Store(), "read", "quote")
+	s := testserver.Start(t, server.Config{})
+	base := s.URL
+	key := s.Key(t, "read", "quote")
 
 	// The script imports the SDK by name, so it runs from a directory whose
 	// node_modules is the one in tools/.

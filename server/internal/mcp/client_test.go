@@ -12,6 +12,7 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pierhq/pier/internal/contracttest"
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/mcp"
 )
@@ -97,8 +98,9 @@ func validate(t *testing.T, schema string, v any) {
 // The official Go SDK's client connects, lists every tool, and gets from
 // each call the envelope REST answers the same input with.
 func TestGoSDKClient(t *testing.T) {
-	s, base := start(t, server.Config{})
-	key := newKey(t, s.Store(), "read", "quote")
+	s := testserver.Start(t, server.Config{})
+	base := s.URL
+	key := s.Key(t, "read", "quote")
 	ctx := context.Background()
 
 	anon, w := connect(t, base, nil, nil)
@@ -271,7 +273,7 @@ func TestGoSDKClient(t *testing.T) {
 // Clients asking for other protocol versions, including the SDK's own
 // default (which probes the 2026-07-28 discovery first), end on 2025-03-26.
 func TestGoSDKClientVersions(t *testing.T) {
-	_, base := start(t, server.Config{})
+	base := testserver.Start(t, server.Config{}).URL
 	for _, v := range []string{"", "2025-11-25", "2025-06-18", "2025-03-26"} {
 		t.Run("asking "+v, func(t *testing.T) {
 			var opts *mcpsdk.ClientSessionOptions

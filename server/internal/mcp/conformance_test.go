@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/server"
 )
 
@@ -72,7 +73,7 @@ func TestConformanceSuite(t *testing.T) {
 		}
 	}
 
-	_, base := start(t, server.Config{})
+	base := testserver.Start(t, server.Config{}).URL
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/server"
 )
 
@@ -13,8 +14,9 @@ import (
 // and arguments replay the stored answer, through either door, since both
 // reach the same operation as the same caller.
 func TestIdempotencyKeyOverMCP(t *testing.T) {
-	s, base := start(t, server.Config{})
-	key := newKey(t, s.Store(), "read", "quote")
+	s := testserver.Start(t, server.Config{})
+	base := s.URL
+	key := s.Key(t, "read", "quote")
 	auth := http.Header{"Authorization": {"Bearer " + key}}
 	args := map[string]any{
 		"projectId": "prj_missing", "idempotencyKey": "mcp-key-1",
@@ -59,7 +61,7 @@ func TestIdempotencyKeyOverMCP(t *testing.T) {
 
 // Anonymous calls are rate limited per client address, as over REST.
 func TestRateLimitOverMCP(t *testing.T) {
-	_, base := start(t, server.Config{RateLimits: map[string]server.RateLimit{"search": {PerSecond: 0.001, Burst: 2}}})
+	base := testserver.Start(t, server.Config{RateLimits: map[string]server.RateLimit{"search": {PerSecond: 0.001, Burst: 2}}}).URL
 	for i := range 3 {
 		res := callTool(t, base, "search_domains", map[string]any{"q": "acme"}, nil)
 		env := res["structuredContent"].(map[string]any)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/server"
 )
 
@@ -22,7 +23,7 @@ func envelopeOf(t *testing.T, r response) map[string]any {
 
 // The transport's HTTP rules, each answered with the typed error envelope.
 func TestHTTPRules(t *testing.T) {
-	_, base := start(t, server.Config{MCPAllowedOrigins: []string{"https://console.pier.example"}})
+	base := testserver.Start(t, server.Config{MCPAllowedOrigins: []string{"https://console.pier.example"}}).URL
 	port := base[strings.LastIndex(base, ":")+1:]
 	with := func(k, v string) http.Header {
 		h := mcpHeaders()
@@ -96,7 +97,7 @@ func TestHTTPRules(t *testing.T) {
 // Malformed JSON is a JSON-RPC parse error: -32700 with a null id, in a
 // JSON-RPC body, not Pier's envelope.
 func TestParseErrorIsJSONRPC(t *testing.T) {
-	_, base := start(t, server.Config{})
+	base := testserver.Start(t, server.Config{}).URL
 	for _, body := range []string{`{"jsonrpc":`, `[{"jsonrpc":"2.0","id":1,"method":"ping"},`, "\xff"} {
 		r := send(t, "POST", base+"/mcp", body, mcpHeaders())
 		if r.status != 400 || r.header.Get("Content-Type") != "application/json" {
@@ -116,7 +117,7 @@ func TestParseErrorIsJSONRPC(t *testing.T) {
 
 // initialize negotiates 2025-03-26 whatever the client asks for.
 func TestInitializeNegotiates20250326(t *testing.T) {
-	_, base := start(t, server.Config{})
+	base := testserver.Start(t, server.Config{}).URL
 	for _, asked := range []string{"2025-03-26", "2024-11-05", "2025-06-18", "2025-11-25", "2026-07-28", "1999-01-01"} {
 		m := rpc(t, base, "initialize", map[string]any{
 			"protocolVersion": asked, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"},
@@ -138,7 +139,7 @@ func TestInitializeNegotiates20250326(t *testing.T) {
 }
 
 func TestJSONRPCMethods(t *testing.T) {
-	_, base := start(t, server.Config{})
+	base := testserver.Start(t, server.Config{}).URL
 	if m := rpc(t, base, "ping", nil, nil); !jsonEqual(m["result"], map[string]any{}) {
 		t.Errorf("ping: %v", m)
 	}
@@ -179,7 +180,7 @@ func TestJSONRPCMethods(t *testing.T) {
 
 // 2025-03-26 lets a client batch messages; notifications get no answer.
 func TestBatch(t *testing.T) {
-	_, base := start(t, server.Config{})
+	base := testserver.Start(t, server.Config{}).URL
 	r := post(t, base, `[`+initialize+`,{"jsonrpc":"2.0","method":"notifications/initialized"},`+
 		`{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"search_domains","arguments":{"q":"acme"}}},`+
 		`{"jsonrpc":"2.0","id":3,"method":"nope"},{"jsonrpc":"1.0","id":4,"method":"ping"}]`, mcpHeaders())
@@ -202,7 +203,7 @@ func TestBatch(t *testing.T) {
 // tools/list entries carry only the members the MCP schema defines for a
 // tool and its annotations; anything of Pier's own would go under _meta.
 func TestToolsListCarriesOnlyMCPFields(t *testing.T) {
-	_, base := start(t, server.Config{})
+	base := testserver.Start(t, server.Config{}).URL
 	toolFields := map[string]bool{"name": true, "title": true, "description": true, "inputSchema": true, "outputSchema": true, "annotations": true, "_meta": true}
 	annotationFields := map[string]bool{"title": true, "readOnlyHint": true, "destructiveHint": true, "idempotentHint": true, "openWorldHint": true}
 	m := rpc(t, base, "tools/list", map[string]any{}, nil)

@@ -2,71 +2,16 @@ package mcp_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/pierhq/pier/internal/contracttest"
-	"github.com/pierhq/pier/server"
-	"github.com/pierhq/pier/server/internal/auth"
-	"github.com/pierhq/pier/server/internal/store"
 )
-
-// start serves a real Pier on a loopback port and returns it with its URL.
-func start(t *testing.T, cfg server.Config) (*server.Server, string) {
-	t.Helper()
-	if cfg.DataDir == "" {
-		cfg.DataDir = t.TempDir()
-	}
-	cfg.HTTPAddr = "127.0.0.1:0"
-	ctx, cancel := context.WithCancel(context.Background())
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := server.New(ctx, cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return s, "http://" + s.Addr()
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(b)))
-	return len(b), nil
-}
-
-// newKey creates an organisation and an agent key in it.
-func newKey(t *testing.T, st *store.Store, scopes ...string) string {
-	t.Helper()
-	ctx := context.Background()
-	o, err := st.Accounts().CreateOrganization(ctx, auth.ID("org"), "test", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret, hash := auth.NewKey()
-	if err := st.Keys().Create(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "t", Scopes: scopes, CreatedAt: time.Now()}, hash); err != nil {
-		t.Fatal(err)
-	}
-	return secret
-}
 
 // mcpHeaders are what a streamable HTTP client sends with every POST.
 func mcpHeaders() http.Header {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -14,13 +13,13 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/oauth2"
 
 	"github.com/pierhq/pier/internal/testpg"
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -31,30 +30,12 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testpg.Run(m)) }
 
-// clock is the server's injected clock, moved by the tests.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // env is a real server with one organisation, a project, a person who can
 // sign in, and a loopback listener standing for the client's redirect URI.
 type env struct {
 	*server.Server
 	base     string
-	clock    *clock
+	clock    *testserver.Clock
 	org      store.Organization
 	project  string
 	human    store.Human
@@ -63,22 +44,10 @@ type env struct {
 
 func start(t *testing.T, databaseURL string) *env {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &clock{t: time.Now().UTC()}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := server.New(ctx, server.Config{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", DatabaseURL: databaseURL, Now: c.Now}, log)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if err := s.Listen(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-
+	ctx := context.Background()
+	c := testserver.NewClock(time.Now().UTC())
+	s := testserver.Start(t, server.Config{DatabaseURL: databaseURL, Now: c.Now}).Server
+	var err error
 	e := &env{Server: s, base: s.BaseURL(), clock: c}
 	svc, st := s.Service(), s.Store()
 	if e.org, err = st.Accounts().CreateOrganization(ctx, auth.ID("org"), "Lovelace & Co", c.Now()); err != nil {
@@ -101,10 +70,7 @@ func start(t *testing.T, databaseURL string) *env {
 	return e
 }
 
-func engines(t *testing.T, f func(t *testing.T, db string)) {
-	t.Run("sqlite", func(t *testing.T) { f(t, "") })
-	t.Run("postgres", func(t *testing.T) { f(t, testpg.NewDatabase(t)) })
-}
+var engines = testserver.Engines
 
 // discover reads both metadata documents as a client does.
 func (e *env) discover(t *testing.T) (oauth.ProtectedResourceMetadata, oauth.AuthorizationServerMetadata) {
@@ -572,7 +538,7 @@ func TestAuthorizationRequestsRefused(t *testing.T) {
 
 	// Codes are short-lived.
 	code = e.authorize(t, conf.AuthCodeURL("s3", oauth2.S256ChallengeOption(verifier)), "approve", "read").Get("code")
-	e.clock.Add(oauth.CodeTTL + time.Second)
+	e.clock.Advance(oauth.CodeTTL + time.Second)
 	if _, err := conf.Exchange(ctx, code, oauth2.VerifierOption(verifier)); tokenError(err) != "invalid_grant" {
 		t.Errorf("expired code: %v", err)
 	}
@@ -755,7 +721,7 @@ func TestExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Add(oauth.AccessTTL)
+	e.clock.Advance(oauth.AccessTTL)
 	e.refused(t, tok.AccessToken)
 	// The refresh token outlives it.
 	tok2, err := conf.TokenSource(ctx, &oauth2.Token{RefreshToken: tok.RefreshToken}).Token()
@@ -772,7 +738,7 @@ func TestExpiry(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("consent: %d", st)
 	}
-	e.clock.Add(oauth.RequestTTL)
+	e.clock.Advance(oauth.RequestTTL)
 	if resp := b.decide(t, page, body, "approve", "read"); resp.StatusCode != 410 && resp.StatusCode != 409 {
 		t.Fatalf("late approval answered %d", resp.StatusCode)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pierhq/pier/holder"
 	"github.com/pierhq/pier/internal/sandboxproof"
 	"github.com/pierhq/pier/internal/testpg"
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/sandbox"
@@ -23,27 +24,10 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testpg.Run(m)) }
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 type env struct {
 	st    *store.Store
 	svc   *sandbox.Service
-	clock *clock
+	clock *testserver.Clock
 	dir   string
 	url   string
 }
@@ -56,7 +40,7 @@ func engines(t *testing.T, f func(t *testing.T, e *env)) {
 
 func newEnv(t *testing.T, dir, url string) *env {
 	t.Helper()
-	c := &clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	c := testserver.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	st, err := store.Open(context.Background(), dir, url)
 	if err != nil {
 		t.Fatal(err)

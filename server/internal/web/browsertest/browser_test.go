@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/internal/testpg"
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -71,21 +71,8 @@ type running struct {
 
 func start(t *testing.T, databaseURL string) *running {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := server.New(ctx, server.Config{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", DatabaseURL: databaseURL,
-		RateLimits: map[string]ratelimit.Policy{"signup": {PerSecond: 100, Burst: 100}}}, log)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if err := s.Listen(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	s := testserver.Start(t, server.Config{DatabaseURL: databaseURL,
+		RateLimits: map[string]ratelimit.Policy{"signup": {PerSecond: 100, Burst: 100}}}).Server
 	return &running{Server: s, base: s.BaseURL()}
 }
 
@@ -145,10 +132,7 @@ func httpJSON(t *testing.T, method, url, key string, body any) (int, map[string]
 	return resp.StatusCode, m
 }
 
-func engines(t *testing.T, f func(t *testing.T, db string)) {
-	t.Run("sqlite", func(t *testing.T) { f(t, "") })
-	t.Run("postgres", func(t *testing.T) { f(t, testpg.NewDatabase(t)) })
-}
+var engines = testserver.Engines
 
 func TestSignupInBrowser(t *testing.T) {
 	tl := need(t)

@@ -1,0 +1,129 @@
+// Package testserver is the one harness every package's tests use to run a
+// real Pier: on loopback ports, with a fresh data directory, on SQLite or on
+// a throwaway PostgreSQL database, stopped when the test ends.
+package testserver
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pierhq/pier/internal/contracttest"
+	"github.com/pierhq/pier/internal/testpg"
+	"github.com/pierhq/pier/server"
+)
+
+// Server is a running Pier.
+type Server struct {
+	*server.Server
+	// URL is the API's base URL, http://127.0.0.1:port.
+	URL string
+	// Client sends requests and checks every answer against the contract.
+	Client *contracttest.Client
+}
+
+// Start serves a real Pier for the test. An empty DataDir becomes a
+// temporary directory and the listeners take free loopback ports; the
+// server's warnings go to the test's log.
+func Start(t testing.TB, cfg server.Config) *Server {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	if cfg.HTTPAddr == "" {
+		cfg.HTTPAddr = "127.0.0.1:0"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	log := slog.New(slog.NewTextHandler(LogWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s, err := server.New(ctx, cfg, log)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := s.Listen(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	url := "http://" + s.Addr()
+	ts := &Server{Server: s, URL: url}
+	if tt, ok := t.(*testing.T); ok {
+		ts.Client = &contracttest.Client{T: tt, BaseURL: url}
+	}
+	return ts
+}
+
+// Key creates an organisation with an agent key holding scopes and
+// returns the key's secret.
+func (s *Server) Key(t testing.TB, scopes ...string) string {
+	t.Helper()
+	k, err := s.CreateOrganizationWithKey(context.Background(), "test", scopes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Secret
+}
+
+// Engines runs f against SQLite and against a real PostgreSQL; the
+// PostgreSQL run is skipped, or fails under PIER_TEST_POSTGRES=require,
+// when the machine has none. The package's TestMain must call testpg.Run.
+func Engines(t *testing.T, f func(t *testing.T, databaseURL string)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, "") })
+	t.Run("postgres", func(t *testing.T) { f(t, testpg.NewDatabase(t)) })
+}
+
+// Clock is a clock the test moves; pass its Now as server.Config.Now.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock starts a clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{now: t} }
+
+// Now reads the clock.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock on by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// LogWriter sends lines to the test's log while the test runs. Background
+// goroutines that log after it ended are dropped: testing panics on a
+// late Log.
+func LogWriter(t testing.TB) *Writer {
+	w := &Writer{t: t}
+	t.Cleanup(func() { w.done.Store(true) })
+	return w
+}
+
+// Writer is LogWriter's writer.
+type Writer struct {
+	t    testing.TB
+	done atomic.Bool
+}
+
+func (w *Writer) Write(b []byte) (int, error) {
+	if !w.done.Load() {
+		w.t.Log(strings.TrimSpace(string(b)))
+	}
+	return len(b), nil
+}
