@@ -19,12 +19,12 @@ run: build ## Run the server with the embedded defaults
 	./$(BIN) server
 
 generate: ## Regenerate everything derived from openapi/openapi.yaml
-	$(GO) generate ./openapi ./sdk ./server/api
+	$(GO) generate ./models ./openapi ./sdk/rawapi ./server/api
 	$(GO) run ./internal/optable
 
 check-generate: generate ## Fail when generated files drift from the contract
 	@git diff --exit-code -- . || (echo "generated files are out of date: run make generate and commit"; exit 1)
-	@test -z "$$(git status --porcelain --untracked-files=all -- openapi sdk server cli)" || (git status --porcelain -- openapi sdk server cli; echo "untracked generated files"; exit 1)
+	@test -z "$$(git status --porcelain --untracked-files=all -- openapi models sdk server cli internal docs README.md)" || (git status --porcelain -- openapi models sdk server cli internal docs README.md; echo "untracked generated files"; exit 1)
 
 tools: ## Install the Node tools (Node 22, OpenAPI linter, MCP client, playwright-core) from tools/package-lock.json
 	@if [ ! -f tools/node_modules/.package-lock.json ] || [ tools/package-lock.json -nt tools/node_modules/.package-lock.json ]; then npm ci --prefix tools --no-audit --no-fund; fi

@@ -15,10 +15,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pierhq/pier/internal/version"
+	"github.com/pierhq/pier/sdk/rawapi"
 )
 
+// RequestEditorFn edits one request before it is sent, such as
+// WithIdempotencyKey.
+type RequestEditorFn = rawapi.RequestEditorFn
+
 // Version is sent in the User-Agent header.
-const Version = "0.1.0"
+const Version = version.Version
 
 // Client calls Pier's API. It is safe for concurrent use.
 type Client struct {
@@ -29,7 +36,7 @@ type Client struct {
 	minBackoff time.Duration
 	maxBackoff time.Duration
 	userAgent  string
-	api        *ClientWithResponses
+	api        *rawapi.ClientWithResponses
 }
 
 // Option configures a Client.
@@ -79,7 +86,7 @@ func NewClient(baseURL string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
-	api, err := NewClientWithResponses(c.baseURL, withDoer(c))
+	api, err := rawapi.NewClientWithResponses(c.baseURL, rawapi.WithHTTPClient(c))
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +99,7 @@ func (c *Client) BaseURL() string { return c.baseURL }
 
 // API returns the generated low-level client, which shares this client's
 // authentication, retries and idempotency.
-func (c *Client) API() *ClientWithResponses { return c.api }
+func (c *Client) API() *rawapi.ClientWithResponses { return c.api }
 
 // Response is a raw API response.
 type Response struct {

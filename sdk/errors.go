@@ -8,35 +8,6 @@ import (
 	"strings"
 )
 
-// BlockedByInfo is one row of the contract's blockedBy table.
-type BlockedByInfo struct {
-	Status      int
-	Retryable   bool
-	Description string
-}
-
-// LookupBlockedBy returns the table row for a blockedBy code.
-func LookupBlockedBy(code BlockedBy) (BlockedByInfo, bool) {
-	info, ok := blockedByTable[code]
-	return info, ok
-}
-
-// BlockedByCodes returns every blockedBy code the contract defines.
-func BlockedByCodes() []BlockedBy {
-	codes := make([]BlockedBy, 0, len(blockedByTable))
-	for c := range blockedByTable {
-		codes = append(codes, c)
-	}
-	return codes
-}
-
-// Namespace returns the part of a blockedBy code before the colon, such as
-// "budget" for "budget:insufficient".
-func (b BlockedBy) Namespace() string {
-	ns, _, _ := strings.Cut(string(b), ":")
-	return ns
-}
-
 // Error is a typed error envelope returned by the API.
 type Error struct {
 	StatusCode int
@@ -82,7 +53,7 @@ func errorFromResponse(resp *http.Response, body []byte) error {
 	if e.Message == "" {
 		e.Message = http.StatusText(resp.StatusCode)
 	}
-	info := blockedByTable[e.BlockedBy]
+	info, _ := LookupBlockedBy(e.BlockedBy)
 	e.Retryable = info.Retryable
 	return e
 }

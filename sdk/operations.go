@@ -1,21 +1,18 @@
 package sdk
 
-import "strings"
+import "github.com/pierhq/pier/internal/pathtemplate"
 
-// Operation describes one contract operation; the table is generated.
+// Operation describes one contract operation as a client plans with it;
+// the table is generated from the contract. The server keeps its own
+// policy table (rate limits, body limits, purity) apart from the SDK.
 type Operation struct {
-	ID            string
-	Method        string
-	Path          string
-	Authority     string // anonymous, agent, holder, sandbox_agent or human
-	Anonymous     bool
-	Idempotent    bool // declares Idempotency-Key
-	RateLimit     string
-	BodyLimit     int64
-	SuccessStatus int
-	HasBody       bool
-	// Pure: the answer is a function of the request alone.
-	Pure bool
+	ID        string
+	Method    string
+	Path      string
+	Authority string // anonymous, agent, holder, sandbox_agent or human
+	// Idempotent: the operation takes an Idempotency-Key, and a retry with
+	// the same key and body replays the first answer.
+	Idempotent bool
 	// Scope is the key scope an agent operation needs.
 	Scope string
 	// Required names the arguments the operation cannot go without:
@@ -44,34 +41,15 @@ func LookupOperation(id string) (Operation, bool) {
 // A literal segment beats a parameter, as in net/http's ServeMux:
 // /v1/domains/search is search_domains, not get_domain.
 func MatchOperation(method, path string) (Operation, bool) {
-	best, bestParams, found := Operation{}, 0, false
+	var candidates []Operation
+	var templates []string
 	for _, op := range Operations {
-		if op.Method != method || !matchPath(op.Path, path) {
-			continue
-		}
-		if n := strings.Count(op.Path, "{"); !found || n < bestParams {
-			best, bestParams, found = op, n, true
+		if op.Method == method {
+			candidates, templates = append(candidates, op), append(templates, op.Path)
 		}
 	}
-	return best, found
-}
-
-func matchPath(template, path string) bool {
-	t := strings.Split(strings.Trim(template, "/"), "/")
-	p := strings.Split(strings.Trim(path, "/"), "/")
-	if len(t) != len(p) {
-		return false
+	if i := pathtemplate.Best(templates, path); i >= 0 {
+		return candidates[i], true
 	}
-	for i := range t {
-		if strings.HasPrefix(t[i], "{") {
-			if p[i] == "" {
-				return false
-			}
-			continue
-		}
-		if t[i] != p[i] {
-			return false
-		}
-	}
-	return true
+	return Operation{}, false
 }

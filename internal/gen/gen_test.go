@@ -30,6 +30,20 @@ func TestRunReproducesCommittedFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(scratch, "openapi", "openapi.yaml"), contract, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The SDK's names for the models are read from package models, which
+	// oapi-codegen writes; bring its files along.
+	if err := os.MkdirAll(filepath.Join(scratch, "models"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"models.gen.go", "blockedby.go", "generate.go"} {
+		b, err := os.ReadFile(filepath.Join(repo, "models", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(scratch, "models", name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := run(scratch); err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,10 @@ func run(root string) error {
 		gen  func() ([]byte, error)
 	}{
 		{"openapi/openapi.json", func() ([]byte, error) { return marshalJSON(spec) }},
-		{"sdk/operations.gen.go", func() ([]byte, error) { return genSDKOperations(ops, blocked) }},
+		{"sdk/operations.gen.go", func() ([]byte, error) { return genSDKOperations(ops) }},
+		{"sdk/models.gen.go", func() ([]byte, error) { return genSDKModels(root) }},
+		{"models/blockedby.gen.go", func() ([]byte, error) { return genBlockedBy(blocked) }},
+		{"server/internal/operation/operations.gen.go", func() ([]byte, error) { return genServerOperations(ops) }},
 		{"sdk/methods.gen.go", func() ([]byte, error) { return genSDKMethods(ops) }},
 		{"cli/commands.gen.go", func() ([]byte, error) { return genCLI(ops) }},
 		{"server/internal/mcp/tools.gen.go", func() ([]byte, error) { return genMCPTools(spec, ops) }},

@@ -3,7 +3,13 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"go/ast"
 	"go/format"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -17,21 +23,49 @@ func gofmt(b []byte) ([]byte, error) {
 	return out, nil
 }
 
-func genSDKOperations(ops []*operation, blocked []blockedBy) ([]byte, error) {
+func genSDKOperations(ops []*operation) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(header)
 	b.WriteString("package sdk\n\n")
 	b.WriteString("// Operations lists every operation in the contract, ordered by id.\n")
 	b.WriteString("var Operations = []Operation{\n")
 	for _, op := range ops {
-		mcpTool := op.ID
-		if op.MCP.Exclude {
-			mcpTool = ""
-		}
-		fmt.Fprintf(&b, "\t{ID: %q, Method: %q, Path: %q, Authority: %q, Anonymous: %t, Idempotent: %t, RateLimit: %q, BodyLimit: %d, SuccessStatus: %d, HasBody: %t, Pure: %t, Scope: %q, Required: %#v, InputRequired: %t, MCPTool: %q},\n",
-			op.ID, op.Method, op.Path, op.Authority, op.Anonymous, op.Idempotent, op.RateLimit, op.BodyLimit, op.SuccessStatus, op.Body != nil, op.Pure, op.Scope, requiredArguments(op), op.InputRequired, mcpTool)
+		fmt.Fprintf(&b, "\t{ID: %q, Method: %q, Path: %q, Authority: %q, Idempotent: %t, Scope: %q, Required: %#v, InputRequired: %t, MCPTool: %q},\n",
+			op.ID, op.Method, op.Path, op.Authority, op.Idempotent, op.Scope, requiredArguments(op), op.InputRequired, mcpTool(op))
 	}
-	b.WriteString("}\n\n")
+	b.WriteString("}\n")
+	return gofmt(b.Bytes())
+}
+
+func mcpTool(op *operation) string {
+	if op.MCP.Exclude {
+		return ""
+	}
+	return op.ID
+}
+
+// genServerOperations writes the server's policy table: who may call each
+// operation, with which scope, whether it takes an Idempotency-Key, its
+// rate-limit class, body limit and purity, from the contract's x- members.
+func genServerOperations(ops []*operation) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString(header)
+	b.WriteString("package operation\n\n")
+	b.WriteString("// All lists every operation in the contract, ordered by id.\n")
+	b.WriteString("var All = []Operation{\n")
+	for _, op := range ops {
+		fmt.Fprintf(&b, "\t{ID: %q, Method: %q, Path: %q, Authority: %q, Anonymous: %t, Idempotent: %t, RateLimit: %q, BodyLimit: %d, SuccessStatus: %d, HasBody: %t, Pure: %t, Scope: %q, Required: %#v, InputRequired: %t, MCPTool: %q},\n",
+			op.ID, op.Method, op.Path, op.Authority, op.Anonymous, op.Idempotent, op.RateLimit, op.BodyLimit, op.SuccessStatus, op.Body != nil, op.Pure, op.Scope, requiredArguments(op), op.InputRequired, mcpTool(op))
+	}
+	b.WriteString("}\n")
+	return gofmt(b.Bytes())
+}
+
+// genBlockedBy writes the blockedBy table into the models.
+func genBlockedBy(blocked []blockedBy) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString(header)
+	b.WriteString("package models\n\n")
 	b.WriteString("// blockedByTable maps each blockedBy code to its HTTP status and retryability.\n")
 	b.WriteString("// The server answers with these statuses and the SDK reads them in reverse.\n")
 	b.WriteString("var blockedByTable = map[BlockedBy]BlockedByInfo{\n")
@@ -39,6 +73,67 @@ func genSDKOperations(ops []*operation, blocked []blockedBy) ([]byte, error) {
 		fmt.Fprintf(&b, "\t%q: {Status: %d, Retryable: %t, Description: %q},\n", e.Code, e.Status, e.Retryable, e.Description)
 	}
 	b.WriteString("}\n")
+	return gofmt(b.Bytes())
+}
+
+// genSDKModels re-exports every exported name of the models package under
+// the SDK's own: types as aliases, constants as constants. SDK users keep
+// writing sdk.Quote and sdk.TargetNameEdge.
+func genSDKModels(root string) ([]byte, error) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, filepath.Join(root, "models"), func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, 0)
+	if err != nil {
+		return nil, err
+	}
+	var types, consts, funcs []string
+	for _, pkg := range pkgs {
+		for _, f := range pkg.Files {
+			for _, d := range f.Decls {
+				switch d := d.(type) {
+				case *ast.GenDecl:
+					for _, spec := range d.Specs {
+						switch spec := spec.(type) {
+						case *ast.TypeSpec:
+							if spec.Name.IsExported() && spec.TypeParams == nil {
+								types = append(types, spec.Name.Name)
+							}
+						case *ast.ValueSpec:
+							for _, n := range spec.Names {
+								if n.IsExported() && d.Tok == token.CONST {
+									consts = append(consts, n.Name)
+								}
+							}
+						}
+					}
+				case *ast.FuncDecl:
+					if d.Recv == nil && d.Name.IsExported() {
+						funcs = append(funcs, d.Name.Name)
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(types)
+	slices.Sort(consts)
+	slices.Sort(funcs)
+	var b bytes.Buffer
+	b.WriteString(header)
+	b.WriteString("package sdk\n\nimport \"github.com/pierhq/pier/models\"\n\n")
+	b.WriteString("// The contract's types, from package models.\ntype (\n")
+	for _, n := range types {
+		fmt.Fprintf(&b, "\t%s = models.%s\n", n, n)
+	}
+	b.WriteString(")\n\n// The contract's enumerations, from package models.\nconst (\n")
+	for _, n := range consts {
+		fmt.Fprintf(&b, "\t%s = models.%s\n", n, n)
+	}
+	b.WriteString(")\n\n// Helpers of package models.\nvar (\n")
+	for _, n := range funcs {
+		fmt.Fprintf(&b, "\t%s = models.%s\n", n, n)
+	}
+	b.WriteString(")\n")
 	return gofmt(b.Bytes())
 }
 

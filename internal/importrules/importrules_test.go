@@ -1,6 +1,6 @@
 // Package importrules holds the architecture's import rules as a test: the
 // domain is free of its adapters, the client packages are free of the
-// server, and no server package reads the environment but the command that
+// server, the server is free of the public SDK (it uses the models), and no server package reads the environment but the command that
 // builds the configuration. `make lint` runs it.
 package importrules
 
@@ -77,6 +77,10 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("%s (the domain) imports %s (an adapter); hand it an interface at construction instead", p.PkgPath, imp)
 			case under(p.PkgPath, mod+"/cli", mod+"/sdk", mod+"/holder", mod+"/verifier", mod+"/conformance", mod+"/ledger") && under(imp, mod+"/server"):
 				t.Errorf("%s (a client package) imports %s (the server)", p.PkgPath, imp)
+			case under(p.PkgPath, mod+"/server") && under(imp, mod+"/sdk"):
+				t.Errorf("%s (the server) imports %s (the public SDK); use the contract's types from %s/models and the policy table from server/internal/operation", p.PkgPath, imp, mod)
+			case under(p.PkgPath, mod+"/models") && !slices.Contains([]string{"encoding/json", "errors", "strings", "time", "fmt"}, imp) && !under(imp, "github.com/oapi-codegen/runtime"):
+				t.Errorf("%s (the generated models) imports %s; models depend on nothing but the standard library and oapi-codegen's runtime", p.PkgPath, imp)
 			}
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"net/http"
 
 	"github.com/oapi-codegen/runtime"
-	. "github.com/pierhq/pier/sdk"
+	. "github.com/pierhq/pier/models"
 )
 
 // ServerInterface represents all server handlers.

@@ -11,13 +11,14 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/operation"
 )
 
 // ToolNeeding is Tool for a call that also needs arguments the contract
 // leaves optional but this call cannot go without (an edge launch's
 // bundleId): they are listed in missingArguments when args lacks them.
-func ToolNeeding(id string, actor sdk.Actor, args map[string]any, needed ...string) sdk.Action {
+func ToolNeeding(id string, actor models.Actor, args map[string]any, needed ...string) models.Action {
 	a := Tool(id, actor, args)
 	t, err := a.AsToolAction()
 	if err != nil {
@@ -41,8 +42,8 @@ func ToolNeeding(id string, actor sdk.Actor, args map[string]any, needed ...stri
 // Tool returns an action calling operation id with args. Path parameters are
 // filled from args; the rest stay as arguments. Required arguments args
 // lacks are listed in missingArguments.
-func Tool(id string, actor sdk.Actor, args map[string]any) sdk.Action {
-	op, ok := sdk.LookupOperation(id)
+func Tool(id string, actor models.Actor, args map[string]any) models.Action {
+	op, ok := operation.Lookup(id)
 	if !ok {
 		panic(fmt.Sprintf("actions: unknown operation %q", id))
 	}
@@ -64,11 +65,11 @@ func Tool(id string, actor sdk.Actor, args map[string]any) sdk.Action {
 	if op.Idempotent {
 		headers = append(headers, "Idempotency-Key")
 	}
-	t := sdk.ToolAction{
-		Kind:  sdk.Tool,
+	t := models.ToolAction{
+		Kind:  models.Tool,
 		Actor: actor,
 		Tool:  id,
-		Http:  sdk.HttpCall{Method: sdk.HttpCallMethod(op.Method), Path: path},
+		Http:  models.HttpCall{Method: models.HttpCallMethod(op.Method), Path: path},
 	}
 	if len(args) > 0 {
 		t.Arguments = &args
@@ -92,17 +93,17 @@ func Tool(id string, actor sdk.Actor, args map[string]any) sdk.Action {
 }
 
 // Wrap puts a typed action into the union.
-func Wrap(v any) sdk.Action { return wrap(v) }
+func Wrap(v any) models.Action { return wrap(v) }
 
 // wrap stores v as the union's JSON. The generated From* methods merge JSON
 // documents to set the discriminator, which costs more than the whole rest
 // of a search; every variant here already carries its kind.
-func wrap(v any) sdk.Action {
+func wrap(v any) models.Action {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(err)
 	}
-	var a sdk.Action
+	var a models.Action
 	if err := a.UnmarshalJSON(b); err != nil {
 		panic(err)
 	}
@@ -110,7 +111,7 @@ func wrap(v any) sdk.Action {
 }
 
 // ToolAction is Tool without the union wrapper, for undo commands.
-func ToolAction(id string, actor sdk.Actor, args map[string]any) sdk.ToolAction {
+func ToolAction(id string, actor models.Actor, args map[string]any) models.ToolAction {
 	t, err := Tool(id, actor, args).AsToolAction()
 	if err != nil {
 		panic(err)
@@ -119,23 +120,23 @@ func ToolAction(id string, actor sdk.Actor, args map[string]any) sdk.ToolAction 
 }
 
 // Retry returns a tool action that repeats a call after a wait.
-func Retry(id string, actor sdk.Actor, args map[string]any, afterSeconds int) sdk.Action {
+func Retry(id string, actor models.Actor, args map[string]any, afterSeconds int) models.Action {
 	t := ToolAction(id, actor, args)
 	t.RetryAfterSeconds = &afterSeconds
 	return wrap(t)
 }
 
 // URL returns an action sending a person to a URL.
-func URL(u string, purpose sdk.UrlActionPurpose, actor sdk.Actor) sdk.Action {
-	return wrap(sdk.UrlAction{Kind: sdk.Url, Actor: actor, Url: u, Purpose: purpose})
+func URL(u string, purpose models.UrlActionPurpose, actor models.Actor) models.Action {
+	return wrap(models.UrlAction{Kind: models.Url, Actor: actor, Url: u, Purpose: purpose})
 }
 
 // Manual returns an action naming a step from the closed list.
-func Manual(step sdk.ManualActionStep, actor sdk.Actor) sdk.Action {
-	return wrap(sdk.ManualAction{Kind: sdk.Manual, Actor: actor, Step: step})
+func Manual(step models.ManualActionStep, actor models.Actor) models.Action {
+	return wrap(models.ManualAction{Kind: models.Manual, Actor: actor, Step: step})
 }
 
 // Stop returns the terminal action.
-func Stop(reason sdk.StopActionReason) sdk.Action {
-	return wrap(sdk.StopAction{Kind: sdk.Stop, Reason: reason})
+func Stop(reason models.StopActionReason) models.Action {
+	return wrap(models.StopAction{Kind: models.Stop, Reason: reason})
 }

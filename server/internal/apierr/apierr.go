@@ -8,15 +8,15 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 )
 
 // Error is a failure with a blockedBy cause.
 type Error struct {
-	Code    sdk.BlockedBy
+	Code    models.BlockedBy
 	Message string
-	Actions []sdk.Action
-	Details []sdk.FieldProblem
+	Actions []models.Action
+	Details []models.FieldProblem
 	// RetryAfterSeconds is sent as Retry-After when positive.
 	RetryAfterSeconds int
 	// Header holds extra response headers, such as Allow or RateLimit.
@@ -36,7 +36,7 @@ func (e *Error) Unwrap() error { return e.Cause }
 
 // Status is the HTTP status the contract assigns to the code.
 func (e *Error) Status() int {
-	if info, ok := sdk.LookupBlockedBy(e.Code); ok {
+	if info, ok := models.LookupBlockedBy(e.Code); ok {
 		return info.Status
 	}
 	return http.StatusInternalServerError
@@ -44,28 +44,28 @@ func (e *Error) Status() int {
 
 // Retryable is the contract's retryability for the code.
 func (e *Error) Retryable() bool {
-	info, _ := sdk.LookupBlockedBy(e.Code)
+	info, _ := models.LookupBlockedBy(e.Code)
 	return info.Retryable
 }
 
 // New returns an error with a code, a message and the way forward.
-func New(code sdk.BlockedBy, msg string, actions ...sdk.Action) *Error {
+func New(code models.BlockedBy, msg string, actions ...models.Action) *Error {
 	return &Error{Code: code, Message: msg, Actions: actions}
 }
 
 // Newf is New with formatting and no actions; add them with WithActions.
-func Newf(code sdk.BlockedBy, format string, args ...any) *Error {
+func Newf(code models.BlockedBy, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // WithActions sets the actions and returns e.
-func (e *Error) WithActions(a ...sdk.Action) *Error {
+func (e *Error) WithActions(a ...models.Action) *Error {
 	e.Actions = a
 	return e
 }
 
 // WithDetails adds field problems and returns e.
-func (e *Error) WithDetails(d ...sdk.FieldProblem) *Error {
+func (e *Error) WithDetails(d ...models.FieldProblem) *Error {
 	e.Details = append(e.Details, d...)
 	return e
 }

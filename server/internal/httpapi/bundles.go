@@ -3,7 +3,7 @@ package httpapi
 import (
 	"context"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/store"
@@ -26,7 +26,7 @@ func (o bundleRoutes) GetBundle(ctx context.Context, req api.GetBundleRequestObj
 }
 
 func (o bundleRoutes) UploadAssets(ctx context.Context, req api.UploadAssetsRequestObject) (api.UploadAssetsResponseObject, error) {
-	b, next, err := o.svc.Bundles.Upload(ctx, auth.FromContext(ctx), sdk.UploadAssetsRequest(*req.Body))
+	b, next, err := o.svc.Bundles.Upload(ctx, auth.FromContext(ctx), models.UploadAssetsRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}

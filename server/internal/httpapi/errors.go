@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 )
 
 // FormatVersion is the envelope format version.
-const FormatVersion = sdk.N1
+const FormatVersion = models.N1
 
 func notImplemented(op string) error {
 	return apierr.Newf("plan:not_implemented", "%s is in the contract but this deployment does not serve it yet", op).
@@ -21,57 +21,57 @@ func notImplemented(op string) error {
 }
 
 // defaultActions gives every error a way forward when its producer named none.
-func defaultActions(e *apierr.Error, op string) []sdk.Action {
+func defaultActions(e *apierr.Error, op string) []models.Action {
 	switch e.Code.Namespace() {
 	case "auth":
 		if e.Code == "auth:insufficient_scope" {
-			return []sdk.Action{actions.Manual("grant_scope", "human")}
+			return []models.Action{actions.Manual("grant_scope", "human")}
 		}
 		if e.Code == "auth:agent_authority_refused" {
-			return []sdk.Action{actions.Manual("wait_for_human", "holder")}
+			return []models.Action{actions.Manual("wait_for_human", "holder")}
 		}
-		return []sdk.Action{actions.Manual("create_key", "human")}
+		return []models.Action{actions.Manual("create_key", "human")}
 	case "rate", "internal", "idempotency":
 		if e.Code == "idempotency:key_reused" {
-			return []sdk.Action{actions.Manual("fix_input", "agent")}
+			return []models.Action{actions.Manual("fix_input", "agent")}
 		}
 		if op != "" {
 			after := e.RetryAfterSeconds
 			if after == 0 {
 				after = 1
 			}
-			return []sdk.Action{actions.Retry(op, "agent", nil, after)}
+			return []models.Action{actions.Retry(op, "agent", nil, after)}
 		}
 	case "input":
 		if e.Code == "input:not_acceptable" || e.Code == "input:unsupported_media_type" {
-			return []sdk.Action{actions.Manual("upgrade_client", "agent")}
+			return []models.Action{actions.Manual("upgrade_client", "agent")}
 		}
-		return []sdk.Action{actions.Manual("fix_input", "agent")}
+		return []models.Action{actions.Manual("fix_input", "agent")}
 	case "not_found":
-		return []sdk.Action{actions.Stop("not_found")}
+		return []models.Action{actions.Stop("not_found")}
 	case "plan":
 		if e.Code == "plan:not_implemented" {
-			return []sdk.Action{actions.Stop("not_implemented")}
+			return []models.Action{actions.Stop("not_implemented")}
 		}
-		return []sdk.Action{actions.Manual("fix_input", "agent")}
+		return []models.Action{actions.Manual("fix_input", "agent")}
 	case "budget":
-		return []sdk.Action{actions.Manual("raise_budget", "human")}
+		return []models.Action{actions.Manual("raise_budget", "human")}
 	case "policy":
-		return []sdk.Action{actions.Manual("change_policy", "human")}
+		return []models.Action{actions.Manual("change_policy", "human")}
 	case "approval":
-		return []sdk.Action{actions.Manual("wait_for_human", "human")}
+		return []models.Action{actions.Manual("wait_for_human", "human")}
 	}
-	return []sdk.Action{actions.Stop("terminal_error")}
+	return []models.Action{actions.Stop("terminal_error")}
 }
 
 // ErrorEnvelope renders e as the contract's error envelope.
-func ErrorEnvelope(e *apierr.Error, op string) sdk.ErrorEnvelope {
+func ErrorEnvelope(e *apierr.Error, op string) models.ErrorEnvelope {
 	acts := e.Actions
 	if len(acts) == 0 {
 		acts = defaultActions(e, op)
 	}
 	code := e.Code
-	env := sdk.ErrorEnvelope{
+	env := models.ErrorEnvelope{
 		BlockedBy:     e.Code,
 		Code:          &code,
 		Message:       e.Message,

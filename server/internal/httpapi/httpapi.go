@@ -11,10 +11,10 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/pierhq/pier/openapi"
-	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/operation"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 	"github.com/pierhq/pier/server/internal/sandbox"
 	"github.com/pierhq/pier/server/internal/service"
@@ -62,7 +62,7 @@ type Handler struct {
 }
 
 type route struct {
-	op        sdk.Operation
+	op        operation.Operation
 	operation *openapi3.Operation
 	pathItem  *openapi3.PathItem
 	known     map[string]bool // query parameter names
@@ -70,10 +70,10 @@ type route struct {
 
 type opKey struct{}
 
-func opFromContext(ctx context.Context) (sdk.Operation, bool) {
+func opFromContext(ctx context.Context) (operation.Operation, bool) {
 	r, ok := ctx.Value(opKey{}).(*route)
 	if !ok {
-		return sdk.Operation{}, false
+		return operation.Operation{}, false
 	}
 	return r.op, true
 }
@@ -118,7 +118,7 @@ func New(cfg Config) (*Handler, error) {
 		},
 	})
 
-	for _, op := range sdk.Operations {
+	for _, op := range operation.All {
 		pi := doc.Paths.Find(op.Path)
 		if pi == nil {
 			return nil, fmt.Errorf("httpapi: %s: path %s not in contract", op.ID, op.Path)

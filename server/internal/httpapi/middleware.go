@@ -22,11 +22,12 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/gowebpki/jcs"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/oauth"
+	"github.com/pierhq/pier/server/internal/operation"
 	"github.com/pierhq/pier/server/internal/safetext"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -175,7 +176,7 @@ func acceptable(accept, media string) bool {
 func checkText(r *http.Request, body []byte) error {
 	refuse := func(field, problem string) error {
 		return apierr.Newf("input:invalid_text", "%s: %s", field, problem).
-			WithDetails(sdk.FieldProblem{Field: field, Problem: problem})
+			WithDetails(models.FieldProblem{Field: field, Problem: problem})
 	}
 	if p := safetext.Problem(r.URL.Path); p != "" {
 		return refuse("path", p)
@@ -202,21 +203,21 @@ func safeField(k string) string {
 
 // bodyLimit is the route's body limit: x-body-limit in the contract (large
 // for bundles), else the default for JSON.
-func (h *Handler) bodyLimit(op sdk.Operation) int64 {
+func (h *Handler) bodyLimit(op operation.Operation) int64 {
 	if op.BodyLimit > 0 {
 		return op.BodyLimit
 	}
 	return h.cfg.DefaultBodyLimit
 }
 
-func tooLarge(op sdk.Operation, limit int64) *apierr.Error {
+func tooLarge(op operation.Operation, limit int64) *apierr.Error {
 	return apierr.Newf("input:body_too_large", "the body exceeds %d bytes, the limit for %s", limit, op.ID).
-		WithDetails(sdk.FieldProblem{Field: "body", Problem: fmt.Sprintf("larger than %d bytes", limit)})
+		WithDetails(models.FieldProblem{Field: "body", Problem: fmt.Sprintf("larger than %d bytes", limit)})
 }
 
 // readBody reads the body up to the route's limit; a chunked body is cut
 // there.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, op sdk.Operation) ([]byte, error) {
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, op operation.Operation) ([]byte, error) {
 	limit := h.bodyLimit(op)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
@@ -252,7 +253,7 @@ func clientAddr(r *http.Request) string {
 // authenticate establishes who is calling, by the authority the operation
 // takes. Holder operations refuse any Authorization header outright: the
 // holder's authority is a signature in the body, never a credential.
-func (h *Handler) authenticate(r *http.Request, op sdk.Operation) (*auth.Principal, error) {
+func (h *Handler) authenticate(r *http.Request, op operation.Operation) (*auth.Principal, error) {
 	header := r.Header.Get("Authorization")
 	anon := &auth.Principal{Kind: "anonymous", Caller: "ip:" + clientAddr(r)}
 	switch op.Authority {
@@ -326,7 +327,7 @@ func (h *Handler) Authenticate(ctx context.Context, header string) (*auth.Princi
 	return h.agent(ctx, header)
 }
 
-func (h *Handler) unauthorized(code sdk.BlockedBy, msg string) *apierr.Error {
+func (h *Handler) unauthorized(code models.BlockedBy, msg string) *apierr.Error {
 	e := apierr.New(code, msg)
 	challenge := `Bearer realm="pier"`
 	if code == "auth:invalid_credentials" {
@@ -346,10 +347,10 @@ var validationOptions = &openapi3filter.Options{
 // operation rejects ill-typed input the same way. Unknown query parameters
 // are refused too: a misspelt filter should fail, not be ignored.
 func (h *Handler) validate(r *http.Request, rt *route) error {
-	var unknown []sdk.FieldProblem
+	var unknown []models.FieldProblem
 	for name := range r.URL.Query() {
 		if !rt.known[name] {
-			unknown = append(unknown, sdk.FieldProblem{Field: "query." + name, Problem: "unknown parameter"})
+			unknown = append(unknown, models.FieldProblem{Field: "query." + name, Problem: "unknown parameter"})
 		}
 	}
 	if len(unknown) > 0 {
@@ -375,8 +376,8 @@ func (h *Handler) validate(r *http.Request, rt *route) error {
 }
 
 func validationError(err error) *apierr.Error {
-	code := sdk.BlockedBy("input:invalid")
-	var details []sdk.FieldProblem
+	code := models.BlockedBy("input:invalid")
+	var details []models.FieldProblem
 	var visit func(prefix string, err error)
 	visit = func(prefix string, err error) {
 		switch e := err.(type) {
@@ -391,13 +392,13 @@ func validationError(err error) *apierr.Error {
 				field = e.Parameter.In + "." + e.Parameter.Name
 			}
 			if e.Err == nil {
-				details = append(details, sdk.FieldProblem{Field: field, Problem: e.Reason})
+				details = append(details, models.FieldProblem{Field: field, Problem: e.Reason})
 				return
 			}
 			var pe *openapi3filter.ParseError
 			if e.Parameter == nil && errors.As(e.Err, &pe) {
 				code = "input:malformed_json"
-				details = append(details, sdk.FieldProblem{Field: field, Problem: "not valid JSON"})
+				details = append(details, models.FieldProblem{Field: field, Problem: "not valid JSON"})
 				return
 			}
 			visit(field, e.Err)
@@ -410,7 +411,7 @@ func validationError(err error) *apierr.Error {
 			if e.SchemaField == "additionalProperties" || strings.HasSuffix(e.Reason, "is unsupported") {
 				code = "input:unknown_field"
 			}
-			details = append(details, sdk.FieldProblem{Field: field, Problem: e.Reason})
+			details = append(details, models.FieldProblem{Field: field, Problem: e.Reason})
 			return
 		}
 		var re *openapi3filter.RequestError
@@ -423,11 +424,11 @@ func validationError(err error) *apierr.Error {
 			visit(prefix, se)
 			return
 		}
-		details = append(details, sdk.FieldProblem{Field: prefix, Problem: err.Error()})
+		details = append(details, models.FieldProblem{Field: prefix, Problem: err.Error()})
 	}
 	visit("", err)
 	if len(details) == 0 {
-		details = []sdk.FieldProblem{{Field: "request", Problem: err.Error()}}
+		details = []models.FieldProblem{{Field: "request", Problem: err.Error()}}
 	}
 	msg := fmt.Sprintf("%s: %s", details[0].Field, details[0].Problem)
 	if len(details) > 1 {
@@ -462,7 +463,7 @@ func requestHash(r *http.Request, body []byte) string {
 }
 
 // idempotent runs the operation at most once per (caller, key).
-func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op sdk.Operation, p *auth.Principal, key string, body []byte) {
+func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op operation.Operation, p *auth.Principal, key string, body []byte) {
 	ctx := r.Context()
 	claim := store.IdempotencyClaim{Principal: p.Caller, Key: key, Operation: op.ID, RequestHash: requestHash(r, body)}
 	outcome, stored, err := h.cfg.Store.Idempotency().Begin(ctx, claim, h.cfg.Now(), h.cfg.IdempotencyLease, h.cfg.IdempotencyTTL)
@@ -529,8 +530,8 @@ func keep(rec *recorder) bool {
 		return false
 	}
 	var env struct {
-		BlockedBy sdk.BlockedBy `json:"blockedBy"`
-		Retryable bool          `json:"retryable"`
+		BlockedBy models.BlockedBy `json:"blockedBy"`
+		Retryable bool             `json:"retryable"`
 	}
 	if json.Unmarshal(rec.body.Bytes(), &env) != nil {
 		return false

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"context"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
 )
@@ -12,7 +12,7 @@ import (
 // side (review, card page) is on the human pages, which no agent key reaches.
 
 func (o onboardingRoutes) CreateSignup(ctx context.Context, req api.CreateSignupRequestObject) (api.CreateSignupResponseObject, error) {
-	var body sdk.SignupRequest
+	var body models.SignupRequest
 	if req.Body != nil {
 		body = *req.Body
 	}
@@ -32,7 +32,7 @@ func (o onboardingRoutes) PollSignup(ctx context.Context, req api.PollSignupRequ
 }
 
 func (o onboardingRoutes) CreateBillingSetupLink(ctx context.Context, req api.CreateBillingSetupLinkRequestObject) (api.CreateBillingSetupLinkResponseObject, error) {
-	var body sdk.BillingSetupLinkRequest
+	var body models.BillingSetupLinkRequest
 	if req.Body != nil {
 		body = *req.Body
 	}

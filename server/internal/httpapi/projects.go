@@ -3,7 +3,7 @@ package httpapi
 import (
 	"context"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
 )
@@ -33,7 +33,7 @@ func (o projectRoutes) ListProjects(ctx context.Context, req api.ListProjectsReq
 }
 
 func (o projectRoutes) RequestBudgetRaise(ctx context.Context, req api.RequestBudgetRaiseRequestObject) (api.RequestBudgetRaiseResponseObject, error) {
-	t, next, err := o.svc.Approvals.RequestBudgetRaise(ctx, auth.FromContext(ctx), req.Id, sdk.BudgetRaiseRequest(*req.Body))
+	t, next, err := o.svc.Approvals.RequestBudgetRaise(ctx, auth.FromContext(ctx), req.Id, models.BudgetRaiseRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}

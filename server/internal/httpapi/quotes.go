@@ -3,7 +3,7 @@ package httpapi
 import (
 	"context"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/store"
@@ -27,7 +27,7 @@ func (o quoteRoutes) GetQuote(ctx context.Context, req api.GetQuoteRequestObject
 }
 
 func (o quoteRoutes) Estimate(ctx context.Context, req api.EstimateRequestObject) (api.EstimateResponseObject, error) {
-	res, next, err := o.svc.Quotes.Estimate(ctx, sdk.EstimateRequest(*req.Body))
+	res, next, err := o.svc.Quotes.Estimate(ctx, models.EstimateRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func (o quoteRoutes) Estimate(ctx context.Context, req api.EstimateRequestObject
 }
 
 func (o quoteRoutes) CreateQuote(ctx context.Context, req api.CreateQuoteRequestObject) (api.CreateQuoteResponseObject, error) {
-	q, next, err := o.svc.Quotes.Create(ctx, auth.FromContext(ctx), sdk.QuoteRequest(*req.Body))
+	q, next, err := o.svc.Quotes.Create(ctx, auth.FromContext(ctx), models.QuoteRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/pierhq/pier/internal/sandboxproof"
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/sandbox"
 	"github.com/pierhq/pier/server/internal/service"
@@ -115,7 +115,7 @@ func (o sandboxRoutes) CreateSandboxSession(ctx context.Context, _ api.CreateSan
 		return nil, err
 	}
 	return api.CreateSandboxSession201JSONResponse{
-		Data: sdk.SandboxSessionCreated{
+		Data: models.SandboxSessionCreated{
 			Session:             c.Session,
 			AuthorizationHeader: c.AuthorizationHeader(),
 			AgentCapability:     c.Capability,
@@ -136,7 +136,7 @@ func (o sandboxRoutes) GetSandboxSession(ctx context.Context, req api.GetSandbox
 	if err != nil {
 		return nil, err
 	}
-	return api.GetSandboxSession200JSONResponse{Data: sdk.SandboxSessionRead{Session: s}, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.GetSandboxSession200JSONResponse{Data: models.SandboxSessionRead{Session: s}, Actions: next, FormatVersion: FormatVersion}, nil
 }
 
 // RegisterSandboxMandate is a holder operation: the middleware has already
@@ -151,9 +151,9 @@ func (o sandboxRoutes) RegisterSandboxMandate(ctx context.Context, req api.Regis
 		return nil, err
 	}
 	mr := o.svc.Mutation("register_sandbox_mandate", nil,
-		[]sdk.ResourceRef{{Type: "sandbox_mandate", Id: m.SessionID}}, nil, m.BudgetRemaining)
+		[]models.ResourceRef{{Type: "sandbox_mandate", Id: m.SessionID}}, nil, m.BudgetRemaining)
 	return api.RegisterSandboxMandate201JSONResponse{
-		Data: sdk.MandateRegistered{
+		Data: models.MandateRegistered{
 			SessionId: m.SessionID, Mandate: m.Mandate,
 			Receipt: mr.Receipt, Undo: mr.Undo, BudgetRemainingUsd: mr.BudgetRemainingUsd,
 		},
@@ -179,13 +179,13 @@ func (o sandboxRoutes) CreateSandboxAttempt(ctx context.Context, req api.CreateS
 		return nil, err
 	}
 	item := "sandbox fake charge"
-	created := []sdk.ResourceRef{{Type: "sandbox_attempt", Id: a.Attempt.AttemptId}}
+	created := []models.ResourceRef{{Type: "sandbox_attempt", Id: a.Attempt.AttemptId}}
 	if a.Gate != nil {
 		item = "sandbox fake charge held for the holder's approval"
-		created = append(created, sdk.ResourceRef{Type: "sandbox_gate", Id: a.Gate.Id})
+		created = append(created, models.ResourceRef{Type: "sandbox_gate", Id: a.Gate.Id})
 	}
 	if a.ProofID != "" {
-		created = append(created, sdk.ResourceRef{Type: "sandbox_proof", Id: a.ProofID})
+		created = append(created, models.ResourceRef{Type: "sandbox_proof", Id: a.ProofID})
 	}
 	mr := o.svc.Mutation("create_sandbox_attempt", []service.Cost{{Item: item, Amount: a.Amount}}, created, nil, a.BudgetRemaining)
 	var proofID *string
@@ -193,7 +193,7 @@ func (o sandboxRoutes) CreateSandboxAttempt(ctx context.Context, req api.CreateS
 		proofID = &a.ProofID
 	}
 	return api.CreateSandboxAttempt201JSONResponse{
-		Data: sdk.SandboxAttemptResult{
+		Data: models.SandboxAttemptResult{
 			SessionId: a.SessionID, Attempt: a.Attempt, Gate: a.Gate, ProofId: proofID,
 			Receipt: mr.Receipt, Undo: mr.Undo, BudgetRemainingUsd: mr.BudgetRemainingUsd,
 		},
@@ -214,15 +214,15 @@ func (o sandboxRoutes) DecideSandboxGate(ctx context.Context, req api.DecideSand
 	if err != nil {
 		return nil, err
 	}
-	var created []sdk.ResourceRef
+	var created []models.ResourceRef
 	var proofID *string
 	if d.ProofID != "" {
-		created = append(created, sdk.ResourceRef{Type: "sandbox_proof", Id: d.ProofID})
+		created = append(created, models.ResourceRef{Type: "sandbox_proof", Id: d.ProofID})
 		proofID = &d.ProofID
 	}
 	mr := o.svc.Mutation("decide_sandbox_gate", nil, created, nil, d.BudgetRemaining)
 	return api.DecideSandboxGate200JSONResponse{
-		Data: sdk.GateDecided{
+		Data: models.GateDecided{
 			SessionId: d.SessionID, Gate: d.Gate, ProofId: proofID,
 			Receipt: mr.Receipt, Undo: mr.Undo, BudgetRemainingUsd: mr.BudgetRemainingUsd,
 		},

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"context"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/store"
@@ -27,7 +27,7 @@ func (o serviceRoutes) GetService(ctx context.Context, req api.GetServiceRequest
 }
 
 func (o serviceRoutes) LaunchService(ctx context.Context, req api.LaunchServiceRequestObject) (api.LaunchServiceResponseObject, error) {
-	t, next, err := o.svc.Launches.Launch(ctx, auth.FromContext(ctx), req.Id, sdk.LaunchRequest(*req.Body))
+	t, next, err := o.svc.Launches.Launch(ctx, auth.FromContext(ctx), req.Id, models.LaunchRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 )
 
@@ -27,8 +27,8 @@ func argumentError(err error) *apierr.Error {
 	if !errors.As(err, &ve) {
 		return apierr.Newf("input:invalid", "the arguments do not match the tool's inputSchema: %v", err)
 	}
-	code := sdk.BlockedBy("input:invalid")
-	var details []sdk.FieldProblem
+	code := models.BlockedBy("input:invalid")
+	var details []models.FieldProblem
 	var visit func(e *jsonschema.ValidationError)
 	visit = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) > 0 {
@@ -42,19 +42,19 @@ func argumentError(err error) *apierr.Error {
 		case *kind.AdditionalProperties:
 			code = "input:unknown_field"
 			for _, p := range k.Properties {
-				details = append(details, sdk.FieldProblem{Field: field + "." + p, Problem: "unknown argument"})
+				details = append(details, models.FieldProblem{Field: field + "." + p, Problem: "unknown argument"})
 			}
 		case *kind.Required:
 			for _, p := range k.Missing {
-				details = append(details, sdk.FieldProblem{Field: field + "." + p, Problem: "missing required argument"})
+				details = append(details, models.FieldProblem{Field: field + "." + p, Problem: "missing required argument"})
 			}
 		default:
-			details = append(details, sdk.FieldProblem{Field: field, Problem: e.ErrorKind.LocalizedString(printer)})
+			details = append(details, models.FieldProblem{Field: field, Problem: e.ErrorKind.LocalizedString(printer)})
 		}
 	}
 	visit(ve)
 	if len(details) == 0 {
-		details = []sdk.FieldProblem{{Field: "arguments", Problem: ve.Error()}}
+		details = []models.FieldProblem{{Field: "arguments", Problem: ve.Error()}}
 	}
 	sort.SliceStable(details, func(i, j int) bool { return details[i].Field < details[j].Field })
 	msg := fmt.Sprintf("%s: %s", details[0].Field, details[0].Problem)

@@ -16,9 +16,10 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/httpapi"
+	"github.com/pierhq/pier/server/internal/operation"
 )
 
 // compiledTool is a Tool ready to serve: its schema compiled, its binding
@@ -51,7 +52,7 @@ func compile(t Tool) (*compiledTool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcp: %s: inputSchema: %w", t.Name, err)
 	}
-	op, ok := sdk.LookupOperation(t.Name)
+	op, ok := operation.Lookup(t.Name)
 	if !ok {
 		return nil, fmt.Errorf("mcp: tool %s has no operation", t.Name)
 	}
@@ -131,7 +132,7 @@ func decodeArguments(raw json.RawMessage) (map[string]any, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, apierr.New("input:invalid", "the arguments must be a JSON object").
-			WithDetails(sdk.FieldProblem{Field: "arguments", Problem: "not an object"})
+			WithDetails(models.FieldProblem{Field: "arguments", Problem: "not an object"})
 	}
 	return m, nil
 }

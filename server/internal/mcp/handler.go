@@ -15,10 +15,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/httpapi"
+	"github.com/pierhq/pier/server/internal/operation"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 )
 
@@ -144,7 +145,7 @@ func New(cfg Config) (*Handler, error) {
 		}
 		h.tools[t.Name] = ct
 		ordered = append(ordered, ct)
-		if op, ok := sdk.LookupOperation(t.Name); ok && op.BodyLimit > h.limit {
+		if op, ok := operation.Lookup(t.Name); ok && op.BodyLimit > h.limit {
 			h.limit = op.BodyLimit
 		}
 	}
@@ -187,7 +188,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v != ProtocolVersion && v < firstStatelessVersion {
 		httpapi.WriteError(w, r, h.log, apierr.Newf("input:invalid",
 			"MCP-Protocol-Version %q is not supported; this server speaks %s (initialize again to negotiate it)", v, ProtocolVersion).
-			WithDetails(sdk.FieldProblem{Field: "header.MCP-Protocol-Version", Problem: "unsupported version"}))
+			WithDetails(models.FieldProblem{Field: "header.MCP-Protocol-Version", Problem: "unsupported version"}))
 		return
 	}
 	// Per the MCP authorization rules, a credential that does not

@@ -29,7 +29,7 @@ import (
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 )
@@ -107,7 +107,7 @@ func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body 
 		}
 		if len(raws) > h.maxBatch {
 			return apierr.Newf("input:invalid", "a batch may hold at most %d messages; this one holds %d", h.maxBatch, len(raws)).
-				WithDetails(sdk.FieldProblem{Field: "body", Problem: fmt.Sprintf("more than %d messages", h.maxBatch)})
+				WithDetails(models.FieldProblem{Field: "body", Problem: fmt.Sprintf("more than %d messages", h.maxBatch)})
 		}
 		// A batch that needs credentials it lacks is refused whole, before
 		// any of it runs.
@@ -180,7 +180,7 @@ func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body 
 
 func notJSONRPC(problem string) *apierr.Error {
 	return apierr.Newf("input:invalid", "not a valid JSON-RPC 2.0 request: %s", problem).
-		WithDetails(sdk.FieldProblem{Field: "body", Problem: problem})
+		WithDetails(models.FieldProblem{Field: "body", Problem: problem})
 }
 
 // needsCredentials reports whether a message is a call of a tool that takes

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/pierhq/pier/internal/sandboxproof"
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 )
 
 // Step ids that actions name in their after lists.
@@ -35,8 +35,8 @@ func (l links) sessionURL(id string) string {
 	return l.base + "/v1/sandbox/sessions/" + url.PathEscape(id)
 }
 
-func request(id string, actor sdk.Actor, method sdk.RequestActionMethod, u string, required, forbidden, after []string) sdk.RequestAction {
-	r := sdk.RequestAction{Kind: "request", Id: &id, Actor: actor, Method: method, Url: u}
+func request(id string, actor models.Actor, method models.RequestActionMethod, u string, required, forbidden, after []string) models.RequestAction {
+	r := models.RequestAction{Kind: "request", Id: &id, Actor: actor, Method: method, Url: u}
 	if len(required) > 0 {
 		r.RequiredHeaders = &required
 	}
@@ -50,52 +50,52 @@ func request(id string, actor sdk.Actor, method sdk.RequestActionMethod, u strin
 }
 
 // The holder reads the published issuer key, the mandate's audience.
-func (l links) fetchIssuerKey() sdk.RequestAction {
+func (l links) fetchIssuerKey() models.RequestAction {
 	return request(stepFetchIssuerKey, "holder", "GET", l.base+sandboxproof.PathIssuerJWKS, nil, nil, nil)
 }
 
 // The holder registers the signed mandate with the session id and the
 // registration secret the session's creator handed over: never with the
 // agent capability.
-func (l links) registerMandate(id string) sdk.RequestAction {
+func (l links) registerMandate(id string) models.RequestAction {
 	return request(stepRegisterMandate, "holder", "POST", l.sessionURL(id)+"/mandate",
 		[]string{"Content-Type", "Idempotency-Key"}, []string{"Authorization"}, []string{stepFetchIssuerKey})
 }
 
 // The agent attempts a fake charge with its capability.
-func (l links) attempt(id string) sdk.RequestAction {
+func (l links) attempt(id string) models.RequestAction {
 	return request(stepAttempt, "agent", "POST", l.sessionURL(id)+"/attempts",
 		[]string{"Authorization", "Content-Type", "Idempotency-Key"}, nil, []string{stepRegisterMandate})
 }
 
 // The holder signs the gate and posts the decision without agent authority.
-func (l links) decide(id, gateID string) sdk.RequestAction {
+func (l links) decide(id, gateID string) models.RequestAction {
 	return request(stepDecide, "holder", "POST", l.sessionURL(id)+"/gates/"+url.PathEscape(gateID)+"/decision",
 		[]string{"Content-Type", "Idempotency-Key"}, []string{"Authorization"}, []string{stepAttempt})
 }
 
-func (l links) readProof(proofID string) sdk.RequestAction {
+func (l links) readProof(proofID string) models.RequestAction {
 	return request(stepReadProof, "auditor", "GET", l.base+"/v1/sandbox/proofs/"+url.PathEscape(proofID), nil, nil, nil)
 }
 
 // Anyone may open a session of their own.
-func (l links) createSession() sdk.RequestAction {
+func (l links) createSession() models.RequestAction {
 	return request(stepCreateSession, "agent", "POST", l.base+"/v1/sandbox/sessions", nil, nil, nil)
 }
 
-func (l links) readSession(id string) sdk.RequestAction {
+func (l links) readSession(id string) models.RequestAction {
 	return request(stepReadSession, "agent", "GET", l.sessionURL(id), nil, nil, nil)
 }
 
-func stop(reason sdk.StopActionReason) sdk.StopAction {
-	return sdk.StopAction{Kind: "stop", Reason: reason}
+func stop(reason models.StopActionReason) models.StopAction {
+	return models.StopAction{Kind: "stop", Reason: reason}
 }
 
 // asActions wraps request and stop actions in the envelope's action union.
-func asActions(steps ...any) []sdk.Action {
-	out := make([]sdk.Action, 0, len(steps))
+func asActions(steps ...any) []models.Action {
+	out := make([]models.Action, 0, len(steps))
 	for _, s := range steps {
-		var a sdk.Action
+		var a models.Action
 		mustWrap(s, &a)
 		out = append(out, a)
 	}
@@ -103,10 +103,10 @@ func asActions(steps ...any) []sdk.Action {
 }
 
 // asSandboxActions wraps them in the sandbox's own union (request or stop).
-func asSandboxActions(steps ...any) []sdk.SandboxAction {
-	out := make([]sdk.SandboxAction, 0, len(steps))
+func asSandboxActions(steps ...any) []models.SandboxAction {
+	out := make([]models.SandboxAction, 0, len(steps))
 	for _, s := range steps {
-		var a sdk.SandboxAction
+		var a models.SandboxAction
 		mustWrap(s, &a)
 		out = append(out, a)
 	}

@@ -13,7 +13,8 @@ import (
 	"github.com/pierhq/pier/holder"
 	holderjs "github.com/pierhq/pier/holder/js"
 	"github.com/pierhq/pier/internal/sandboxproof"
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/internal/version"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/verifier"
@@ -125,7 +126,7 @@ func (s *Service) current(ctx context.Context) (*release, error) {
 // ProofEnvelope renders GET /v1/sandbox/proofs/{proofId}: the proof as
 // minted (compacted, so JSON-equal to proof.json member for member) as
 // data, with the typed actions and the format version beside it.
-func ProofEnvelope(proof []byte, actions []sdk.Action) ([]byte, error) {
+func ProofEnvelope(proof []byte, actions []models.Action) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(`{"data":`)
 	if err := json.Compact(&b, proof); err != nil {
@@ -319,7 +320,7 @@ func (s *Service) runReferenceSession(ctx context.Context) (string, []byte, erro
 func (s *Service) buildDescription() map[string]any {
 	b := map[string]any{
 		"program":   "pier",
-		"version":   sdk.Version,
+		"version":   version.Version,
 		"goVersion": runtime.Version(),
 		"os":        runtime.GOOS,
 		"arch":      runtime.GOARCH,

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/internal/sandboxproof"
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/store"
@@ -77,7 +77,7 @@ func (s *Service) IssuerKID() string { return s.keys.Issuer.KID }
 
 // Created is a new session with its capability, which is shown only here.
 type Created struct {
-	Session sdk.SandboxSession
+	Session models.SandboxSession
 	// Capability is the sandbox-only agent capability; the store keeps only
 	// its SHA-256.
 	Capability string
@@ -86,9 +86,9 @@ type Created struct {
 	RegistrationSecret string
 	// Steps are the session's request actions: the holder fetches the issuer
 	// key and registers a mandate, then the agent attempts.
-	Steps []sdk.SandboxAction
+	Steps []models.SandboxAction
 	// Actions are the same steps for the envelope.
-	Actions []sdk.Action
+	Actions []models.Action
 }
 
 // AuthorizationHeader is the complete header value the agent sends.
@@ -126,18 +126,18 @@ func (s *Service) createSession(ctx context.Context, reference bool) (*Created, 
 
 // Session reads a session. It never carries the capability, which the
 // store does not have.
-func (s *Service) Session(ctx context.Context, id string) (sdk.SandboxSession, []sdk.Action, error) {
+func (s *Service) Session(ctx context.Context, id string) (models.SandboxSession, []models.Action, error) {
 	sess, err := s.session(ctx, id)
 	if err != nil {
-		return sdk.SandboxSession{}, nil, err
+		return models.SandboxSession{}, nil, err
 	}
 	attempts, err := s.st.Sandbox().Attempts(ctx, id)
 	if err != nil {
-		return sdk.SandboxSession{}, nil, apierr.Internal(err)
+		return models.SandboxSession{}, nil, apierr.Internal(err)
 	}
 	gates, err := s.st.Sandbox().Gates(ctx, id)
 	if err != nil {
-		return sdk.SandboxSession{}, nil, apierr.Internal(err)
+		return models.SandboxSession{}, nil, apierr.Internal(err)
 	}
 	v := view(sess, attempts, gates, s.now())
 	l := s.links()
@@ -174,9 +174,9 @@ func (s *Service) session(ctx context.Context, id string) (store.SandboxSession,
 // MandateResult is a registered mandate.
 type MandateResult struct {
 	SessionID       string
-	Mandate         sdk.SandboxMandate
+	Mandate         models.SandboxMandate
 	BudgetRemaining int64 // micro-USD
-	Actions         []sdk.Action
+	Actions         []models.Action
 }
 
 // RegisterMandate checks the holder's signed mandate and records it, once
@@ -233,12 +233,12 @@ func (s *Service) RegisterMandate(ctx context.Context, id, jws, registrationSecr
 // gate it opened.
 type AttemptResult struct {
 	SessionID       string
-	Attempt         sdk.SandboxAttempt
-	Gate            *sdk.SandboxGate
+	Attempt         models.SandboxAttempt
+	Gate            *models.SandboxGate
 	ProofID         string
 	Amount          int64 // micro-USD
 	BudgetRemaining int64 // micro-USD
-	Actions         []sdk.Action
+	Actions         []models.Action
 }
 
 // Attempt takes a fake charge for the agent that holds the session's
@@ -255,7 +255,7 @@ func (s *Service) Attempt(ctx context.Context, id, authorization, scenario strin
 	if !capabilityMatches(authorization, sess.CapabilityHash) {
 		e := apierr.New("auth:invalid_credentials",
 			"the Authorization header is not this session's sandbox capability; send the authorizationHeader value returned when the session was created (API keys carry no sandbox authority)")
-		e.Actions = []sdk.Action{mustManual("create_key")}
+		e.Actions = []models.Action{mustManual("create_key")}
 		return nil, e
 	}
 	var amount int64
@@ -367,12 +367,12 @@ func (s *Service) Attempt(ctx context.Context, id, authorization, scenario strin
 // DecisionResult is a decided gate.
 type DecisionResult struct {
 	SessionID string
-	Gate      sdk.SandboxGateState
+	Gate      models.SandboxGateState
 	ProofID   string
 	// Released is what a denial gave back to the mandate, micro-USD.
 	Released        int64
 	BudgetRemaining int64
-	Actions         []sdk.Action
+	Actions         []models.Action
 }
 
 // Decide records the holder's signed decision on a gate. The first valid
@@ -536,7 +536,7 @@ func (s *Service) mintIfReady(ctx context.Context, tx *store.SandboxTx, sess *st
 }
 
 // Proof returns a minted proof exactly as signed.
-func (s *Service) Proof(ctx context.Context, proofID string) ([]byte, []sdk.Action, error) {
+func (s *Service) Proof(ctx context.Context, proofID string) ([]byte, []models.Action, error) {
 	proof, err := s.st.Sandbox().Proof(ctx, proofID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, notFound("no sandbox proof " + proofID)
@@ -548,9 +548,9 @@ func (s *Service) Proof(ctx context.Context, proofID string) ([]byte, []sdk.Acti
 }
 
 // proofActions point an auditor at the verifier.
-func (s *Service) proofActions() []sdk.Action {
+func (s *Service) proofActions() []models.Action {
 	l := s.links()
-	return asActions(sdk.UrlAction{Kind: "url", Actor: "auditor", Url: l.base + sandboxproof.PathVerifierMJS, Purpose: "download"})
+	return asActions(models.UrlAction{Kind: "url", Actor: "auditor", Url: l.base + sandboxproof.PathVerifierMJS, Purpose: "download"})
 }
 
 // capabilityMatches compares the presented Authorization header with the
@@ -570,9 +570,9 @@ func capabilityMatches(header, hash string) bool {
 }
 
 // signedError turns a refused holder signature into its blockedBy code.
-func signedError(err error, what string, next []sdk.Action) *apierr.Error {
+func signedError(err error, what string, next []models.Action) *apierr.Error {
 	msg := what + ": " + strings.ReplaceAll(err.Error(), "sandboxproof: ", "")
-	var code sdk.BlockedBy
+	var code models.BlockedBy
 	switch {
 	case errors.Is(err, sandboxproof.ErrBadSignature), errors.Is(err, sandboxproof.ErrWrongKey):
 		code = "auth:invalid_signature"
@@ -600,8 +600,8 @@ func asAPIError(err error) error {
 	return apierr.Internal(err)
 }
 
-func mustManual(step sdk.ManualActionStep) sdk.Action {
-	return asActions(sdk.ManualAction{Kind: "manual", Actor: "agent", Step: step})[0]
+func mustManual(step models.ManualActionStep) models.Action {
+	return asActions(models.ManualAction{Kind: "manual", Actor: "agent", Step: step})[0]
 }
 
 func usdText(micro int64) string {

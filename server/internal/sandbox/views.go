@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/internal/sandboxproof"
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -19,13 +19,13 @@ func gateExpired(g store.SandboxGate, now time.Time) bool {
 
 // view renders a session as the contract's resource. It never includes the
 // capability, which the store does not have.
-func view(sess store.SandboxSession, attempts []store.SandboxAttempt, gates []store.SandboxGate, now time.Time) sdk.SandboxSession {
-	v := sdk.SandboxSession{
+func view(sess store.SandboxSession, attempts []store.SandboxAttempt, gates []store.SandboxGate, now time.Time) models.SandboxSession {
+	v := models.SandboxSession{
 		Id:                sess.ID,
 		CreatedAt:         sess.CreatedAt,
 		MandateRegistered: sess.MandateJWS != "",
-		Attempts:          []sdk.SandboxAttempt{},
-		Gates:             []sdk.SandboxGateState{},
+		Attempts:          []models.SandboxAttempt{},
+		Gates:             []models.SandboxGateState{},
 	}
 	if sess.ProofID != "" {
 		id := sess.ProofID
@@ -63,8 +63,8 @@ func view(sess store.SandboxSession, attempts []store.SandboxAttempt, gates []st
 	return v
 }
 
-func mandateView(sess store.SandboxSession) sdk.SandboxMandate {
-	return sdk.SandboxMandate{
+func mandateView(sess store.SandboxSession) models.SandboxMandate {
+	return models.SandboxMandate{
 		AmountUsd:           usd(sess.BudgetMicro),
 		Currency:            "USD",
 		HolderKeyThumbprint: sess.HolderThumbprint,
@@ -75,21 +75,21 @@ func mandateView(sess store.SandboxSession) sdk.SandboxMandate {
 }
 
 // attemptView is the attempt entry exactly as a proof carries it.
-func attemptView(a store.SandboxAttempt) sdk.SandboxAttempt {
-	return sdk.SandboxAttempt{
+func attemptView(a store.SandboxAttempt) models.SandboxAttempt {
+	return models.SandboxAttempt{
 		AttemptId:     a.ID,
-		Scenario:      sdk.SandboxAttemptScenario(a.Scenario),
+		Scenario:      models.SandboxAttemptScenario(a.Scenario),
 		AmountUsd:     usd(a.AmountMicro),
 		Currency:      "USD",
 		RequestDigest: a.RequestDigest,
-		Outcome:       sdk.SandboxAttemptOutcome(a.Outcome),
+		Outcome:       models.SandboxAttemptOutcome(a.Outcome),
 		Receipt:       a.Receipt,
 	}
 }
 
 // gateView is the gate the holder signs over, exactly.
-func gateView(g store.SandboxGate) sdk.SandboxGate {
-	return sdk.SandboxGate{
+func gateView(g store.SandboxGate) models.SandboxGate {
+	return models.SandboxGate{
 		Id:            g.ID,
 		RequestDigest: g.RequestDigest,
 		Nonce:         g.Nonce,
@@ -98,21 +98,21 @@ func gateView(g store.SandboxGate) sdk.SandboxGate {
 	}
 }
 
-func gateStateView(g store.SandboxGate, now time.Time) sdk.SandboxGateState {
-	v := sdk.SandboxGateState{
+func gateStateView(g store.SandboxGate, now time.Time) models.SandboxGateState {
+	v := models.SandboxGateState{
 		Id:            g.ID,
 		AttemptId:     g.AttemptID,
 		RequestDigest: g.RequestDigest,
 		Nonce:         g.Nonce,
 		Outcome:       sandboxproof.GateOutcome,
 		ExpiresAt:     g.ExpiresText,
-		State:         sdk.SandboxGateStateState(g.State),
+		State:         models.SandboxGateStateState(g.State),
 	}
 	if g.State == store.GateOpen && gateExpired(g, now) {
 		v.State = "expired"
 	}
 	if g.State == store.GateDecided {
-		outcome := sdk.SandboxGateStateDecidedOutcome(g.DecidedOutcome)
+		outcome := models.SandboxGateStateDecidedOutcome(g.DecidedOutcome)
 		at := sandboxproof.FormatTime(g.DecidedAt)
 		v.DecidedOutcome = &outcome
 		v.DecidedAt = &at

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/ledger"
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -21,7 +21,7 @@ import (
 // Dashboard is the organisation at a glance.
 type Dashboard struct {
 	Org         store.Organization
-	Projects    []sdk.Project
+	Projects    []models.Project
 	Tasks       []store.Task
 	Pending     []GateView
 	Keys        []store.APIKey
@@ -118,7 +118,7 @@ func (s *Approvals) openGate(ctx context.Context, tx *store.Tx, p *auth.Principa
 
 // gateActions are the next steps while a human decides: the URL the human
 // opens, and the poll the agent makes.
-func (s *Approvals) gateActions(t store.Task) []sdk.Action {
+func (s *Approvals) gateActions(t store.Task) []models.Action {
 	poll := actions.ToolAction("get_task", "agent", map[string]any{"id": t.ID})
 	after := []string{"approve"}
 	poll.After = &after
@@ -128,18 +128,18 @@ func (s *Approvals) gateActions(t store.Task) []sdk.Action {
 	u, _ := url.AsUrlAction()
 	id := "approve"
 	u.Id = &id
-	return []sdk.Action{actions.Wrap(u), actions.Wrap(poll)}
+	return []models.Action{actions.Wrap(u), actions.Wrap(poll)}
 }
 
 // RequestBudgetRaise asks a human to add to a project's budget. The answer
 // is a task in input_required carrying the approval URL.
-func (s *Approvals) RequestBudgetRaise(ctx context.Context, p *auth.Principal, projectID string, req sdk.BudgetRaiseRequest) (*sdk.TaskHandle, []sdk.Action, error) {
+func (s *Approvals) RequestBudgetRaise(ctx context.Context, p *auth.Principal, projectID string, req models.BudgetRaiseRequest) (*models.TaskHandle, []models.Action, error) {
 	amount := microUSD(req.AmountUsd)
 	if amount <= 0 {
-		return nil, nil, apierr.New("input:invalid", "amountUsd must be at least 0.01").WithDetails(sdk.FieldProblem{Field: "body.amountUsd", Problem: "too small"})
+		return nil, nil, apierr.New("input:invalid", "amountUsd must be at least 0.01").WithDetails(models.FieldProblem{Field: "body.amountUsd", Problem: "too small"})
 	}
-	var view *sdk.TaskHandle
-	var next []sdk.Action
+	var view *models.TaskHandle
+	var next []models.Action
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
 		proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
@@ -159,7 +159,7 @@ func (s *Approvals) RequestBudgetRaise(ctx context.Context, p *auth.Principal, p
 		if err != nil {
 			return err
 		}
-		m := s.Mutation("request_budget_raise", nil, []sdk.ResourceRef{{Type: "task", Id: t.ID}}, nil, remaining(proj))
+		m := s.Mutation("request_budget_raise", nil, []models.ResourceRef{{Type: "task", Id: t.ID}}, nil, remaining(proj))
 		v.Receipt, v.Undo, v.BudgetRemainingUsd = &m.Receipt, &m.Undo, &m.BudgetRemainingUsd
 		view, next = v, s.gateActions(t)
 		return nil
@@ -407,7 +407,7 @@ func (s *Approvals) resumeWaitingLaunches(ctx context.Context, tx *store.Tx, h H
 			cause := apierr.Newf("approval:denied", "a human denied quote %s; the launch charged nothing", pl.QuoteID)
 			if code, ok := result["blockedBy"].(string); ok {
 				msg, _ := result["message"].(string)
-				cause = apierr.New(sdk.BlockedBy(code), msg)
+				cause = apierr.New(models.BlockedBy(code), msg)
 			}
 			if err := s.launches.endLaunchTx(ctx, tx, lt.OrgID, lt.ID, "failed", cause, &launchPayload{}); err != nil {
 				return nil, err

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -22,8 +22,8 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-func bundleSummary(b store.Bundle) sdk.BundleSummary {
-	return sdk.BundleSummary{BundleId: b.ID, Sha256: b.SHA256, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), CreatedAt: b.CreatedAt}
+func bundleSummary(b store.Bundle) models.BundleSummary {
+	return models.BundleSummary{BundleId: b.ID, Sha256: b.SHA256, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), CreatedAt: b.CreatedAt}
 }
 
 // Bundle limits. The request body limit (x-body-limit) bounds the encoded
@@ -69,20 +69,20 @@ func safePath(p string) error {
 }
 
 // ListBundles lists the organisation's bundles.
-func (s *Bundles) List(ctx context.Context, orgID string, f store.Filter) (*sdk.BundleList, []sdk.Action, error) {
+func (s *Bundles) List(ctx context.Context, orgID string, f store.Filter) (*models.BundleList, []models.Action, error) {
 	bs, err := s.store.Bundles().List(ctx, orgID, f)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	out := &sdk.BundleList{Bundles: []sdk.BundleSummary{}}
+	out := &models.BundleList{Bundles: []models.BundleSummary{}}
 	for _, b := range bs {
 		out.Bundles = append(out.Bundles, bundleSummary(b))
 	}
-	return out, []sdk.Action{actions.Stop("done")}, nil
+	return out, []models.Action{actions.Stop("done")}, nil
 }
 
 // GetBundle reads one bundle with its manifest.
-func (s *Bundles) Get(ctx context.Context, orgID, id string) (*sdk.BundleInfo, []sdk.Action, error) {
+func (s *Bundles) Get(ctx context.Context, orgID, id string) (*models.BundleInfo, []models.Action, error) {
 	b, err := s.store.Bundles().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Newf("not_found:resource", "no bundle %s in your organisation", id).
@@ -96,16 +96,16 @@ func (s *Bundles) Get(ctx context.Context, orgID, id string) (*sdk.BundleInfo, [
 		return nil, nil, apierr.Internal(err)
 	}
 	sum := bundleSummary(b)
-	out := &sdk.BundleInfo{BundleId: sum.BundleId, Sha256: sum.Sha256, FileCount: sum.FileCount, TotalBytes: sum.TotalBytes, CreatedAt: sum.CreatedAt, Files: []sdk.BundleFile{}}
+	out := &models.BundleInfo{BundleId: sum.BundleId, Sha256: sum.Sha256, FileCount: sum.FileCount, TotalBytes: sum.TotalBytes, CreatedAt: sum.CreatedAt, Files: []models.BundleFile{}}
 	for _, f := range manifest {
-		out.Files = append(out.Files, sdk.BundleFile{ContentType: f.ContentType, Path: f.Path, Sha256: f.SHA256, Size: int(f.Size)})
+		out.Files = append(out.Files, models.BundleFile{ContentType: f.ContentType, Path: f.Path, Sha256: f.SHA256, Size: int(f.Size)})
 	}
-	return out, []sdk.Action{actions.Tool("launch_service", "agent", map[string]any{"bundleId": b.ID, "target": "edge"})}, nil
+	return out, []models.Action{actions.Tool("launch_service", "agent", map[string]any{"bundleId": b.ID, "target": "edge"})}, nil
 }
 
 // UploadAssets stores files content-addressed and records the bundle. It
 // launches nothing.
-func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req sdk.UploadAssetsRequest) (*sdk.Bundle, []sdk.Action, error) {
+func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req models.UploadAssetsRequest) (*models.Bundle, []models.Action, error) {
 	proj, err := s.store.Projects().Get(ctx, p.OrgID, req.ProjectId)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, projectNotFound(req.ProjectId)
@@ -123,25 +123,25 @@ func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req sdk.UploadA
 	var files []decoded
 	var total int64
 	seen := map[string]bool{}
-	var problems []sdk.FieldProblem
+	var problems []models.FieldProblem
 	for i, f := range req.Files {
 		field := fmt.Sprintf("body.files.%d", i)
 		if err := safePath(f.Path); err != nil {
-			problems = append(problems, sdk.FieldProblem{Field: field + ".path", Problem: err.Error()})
+			problems = append(problems, models.FieldProblem{Field: field + ".path", Problem: err.Error()})
 			continue
 		}
 		if seen[f.Path] {
-			problems = append(problems, sdk.FieldProblem{Field: field + ".path", Problem: "duplicate path " + f.Path})
+			problems = append(problems, models.FieldProblem{Field: field + ".path", Problem: "duplicate path " + f.Path})
 			continue
 		}
 		seen[f.Path] = true
 		data, err := base64.StdEncoding.DecodeString(f.ContentBase64)
 		if err != nil {
-			problems = append(problems, sdk.FieldProblem{Field: field + ".contentBase64", Problem: "not standard base64"})
+			problems = append(problems, models.FieldProblem{Field: field + ".contentBase64", Problem: "not standard base64"})
 			continue
 		}
 		if len(data) > MaxFileBytes {
-			problems = append(problems, sdk.FieldProblem{Field: field, Problem: fmt.Sprintf("larger than %d bytes", MaxFileBytes)})
+			problems = append(problems, models.FieldProblem{Field: field, Problem: fmt.Sprintf("larger than %d bytes", MaxFileBytes)})
 			continue
 		}
 		total += int64(len(data))
@@ -196,10 +196,10 @@ func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req sdk.UploadA
 			return nil, nil, apierr.Internal(err)
 		}
 	}
-	m := s.Mutation("upload_assets", nil, []sdk.ResourceRef{{Type: "bundle", Id: b.ID}}, nil, remaining(proj))
-	out := &sdk.Bundle{BundleId: b.ID, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), Sha256: b.SHA256,
+	m := s.Mutation("upload_assets", nil, []models.ResourceRef{{Type: "bundle", Id: b.ID}}, nil, remaining(proj))
+	out := &models.Bundle{BundleId: b.ID, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), Sha256: b.SHA256,
 		Deduplicated: ptr(!created), NewBlobs: ptr(newBlobs), Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
-	next := []sdk.Action{
+	next := []models.Action{
 		actions.Tool("launch_service", "agent", map[string]any{"id": proj.ID, "bundleId": b.ID, "target": "edge"}),
 	}
 	return out, next, nil

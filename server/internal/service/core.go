@@ -3,7 +3,7 @@ package service
 import (
 	"strings"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/auth"
 )
@@ -16,15 +16,15 @@ type Cost struct {
 
 // Undo is a concrete reversal, or the irreversible marker when there is
 // none: {command: null, irreversible: true}.
-func Undo(cmd *sdk.ToolAction) sdk.Undo {
+func Undo(cmd *models.ToolAction) models.Undo {
 	if cmd == nil {
-		return sdk.Undo{Command: nil, Irreversible: true}
+		return models.Undo{Command: nil, Irreversible: true}
 	}
-	return sdk.Undo{Command: cmd, Irreversible: false}
+	return models.Undo{Command: cmd, Irreversible: false}
 }
 
 // UndoCall returns the reversal calling operation id with args.
-func UndoCall(id string, args map[string]any) *sdk.ToolAction {
+func UndoCall(id string, args map[string]any) *models.ToolAction {
 	t := actions.ToolAction(id, "agent", args)
 	return &t
 }
@@ -64,18 +64,18 @@ func (s *core) quotas() Quotas {
 // Mutation builds the part every successful public mutation carries: the
 // receipt of what was done and what it cost, how to undo it, and the
 // project budget that remains. undo is nil for an irreversible action.
-func (s *core) Mutation(op string, costs []Cost, created []sdk.ResourceRef, undo *sdk.ToolAction, budgetRemaining int64) sdk.MutationResult {
-	lines := make([]sdk.CostLine, 0, len(costs))
+func (s *core) Mutation(op string, costs []Cost, created []models.ResourceRef, undo *models.ToolAction, budgetRemaining int64) models.MutationResult {
+	lines := make([]models.CostLine, 0, len(costs))
 	var total int64
 	for _, c := range costs {
-		lines = append(lines, sdk.CostLine{Item: c.Item, AmountUsd: usd(c.Amount)})
+		lines = append(lines, models.CostLine{Item: c.Item, AmountUsd: usd(c.Amount)})
 		total += c.Amount
 	}
 	if created == nil {
-		created = []sdk.ResourceRef{}
+		created = []models.ResourceRef{}
 	}
-	return sdk.MutationResult{
-		Receipt: sdk.Receipt{
+	return models.MutationResult{
+		Receipt: models.Receipt{
 			Id:               auth.ID("rcp"),
 			Action:           op,
 			Costs:            lines,

@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/money"
@@ -70,9 +70,9 @@ func (s *Domains) TransferOutCode(ctx context.Context, h Human, domain string) (
 	return p.AuthCode, nil
 }
 
-func (s *Domains) domainView(ctx context.Context, orgID string, p store.Purchase) (sdk.DomainInfo, error) {
+func (s *Domains) domainView(ctx context.Context, orgID string, p store.Purchase) (models.DomainInfo, error) {
 	paid := money.MicroUSD(p.AmountMicro).USD()
-	out := sdk.DomainInfo{Domain: p.Domain, RegisteredAt: p.CreatedAt, Years: p.Years, PaidUsd: &paid}
+	out := models.DomainInfo{Domain: p.Domain, RegisteredAt: p.CreatedAt, Years: p.Years, PaidUsd: &paid}
 	if v, err := s.store.Services().LiveForDomain(ctx, orgID, p.Domain); err == nil {
 		id := v.ID
 		out.ServiceId = &id
@@ -88,12 +88,12 @@ func (s *Domains) domainView(ctx context.Context, orgID string, p store.Purchase
 }
 
 // ListDomains lists the domains the organisation owns.
-func (s *Domains) List(ctx context.Context, orgID string, f store.Filter) (*sdk.DomainList, []sdk.Action, error) {
+func (s *Domains) List(ctx context.Context, orgID string, f store.Filter) (*models.DomainList, []models.Action, error) {
 	ps, err := s.store.Domains().ListPurchases(ctx, orgID, f)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	out := &sdk.DomainList{Domains: []sdk.DomainInfo{}}
+	out := &models.DomainList{Domains: []models.DomainInfo{}}
 	for _, p := range ps {
 		v, err := s.domainView(ctx, orgID, p)
 		if err != nil {
@@ -101,11 +101,11 @@ func (s *Domains) List(ctx context.Context, orgID string, f store.Filter) (*sdk.
 		}
 		out.Domains = append(out.Domains, v)
 	}
-	return out, []sdk.Action{actions.Tool("search_domains", "agent", nil), actions.Stop("done")}, nil
+	return out, []models.Action{actions.Tool("search_domains", "agent", nil), actions.Stop("done")}, nil
 }
 
 // GetDomain reads one domain the organisation owns.
-func (s *Domains) Get(ctx context.Context, orgID, domain string) (*sdk.DomainInfo, []sdk.Action, error) {
+func (s *Domains) Get(ctx context.Context, orgID, domain string) (*models.DomainInfo, []models.Action, error) {
 	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
 	p, err := s.store.Domains().PurchaseByDomain(ctx, domain)
 	if errors.Is(err, store.ErrNotFound) || err == nil && p.OrgID != orgID {
@@ -119,18 +119,18 @@ func (s *Domains) Get(ctx context.Context, orgID, domain string) (*sdk.DomainInf
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	return &v, []sdk.Action{actions.Stop("done")}, nil
+	return &v, []models.Action{actions.Stop("done")}, nil
 }
 
 // SearchDomains searches the sandbox registrar's catalog (SPEC §2.5).
-func (s *Domains) Search(ctx context.Context, p sdk.SearchDomainsParams) (*sdk.DomainSearchResult, []sdk.Action, error) {
+func (s *Domains) Search(ctx context.Context, p models.SearchDomainsParams) (*models.DomainSearchResult, []models.Action, error) {
 	q := strings.ToLower(strings.TrimSpace(p.Q))
 	label, wantTLD, _ := strings.Cut(q, ".")
 	if !labelRE.MatchString(label) || strings.Contains(wantTLD, ".") {
 		return nil, nil, apierr.New("input:invalid",
 			"q must be a label such as acme, or a name such as acme.dev: letters, digits and inner hyphens, at most 63 characters",
 			actions.Manual("fix_input", "agent")).
-			WithDetails(sdk.FieldProblem{Field: "query.q", Problem: "not a domain label"})
+			WithDetails(models.FieldProblem{Field: "query.q", Problem: "not a domain label"})
 	}
 	full := p.IncludeExotic != nil && *p.IncludeExotic
 	limit := 25
@@ -204,7 +204,7 @@ func (s *Domains) Search(ctx context.Context, p sdk.SearchDomainsParams) (*sdk.D
 		maxRenew = &v
 	}
 
-	res := &sdk.DomainSearchResult{Candidates: []sdk.DomainCandidate{}}
+	res := &models.DomainSearchResult{Candidates: []models.DomainCandidate{}}
 	for _, t := range tlds {
 		if len(res.Candidates) >= limit {
 			break
@@ -232,7 +232,7 @@ func (s *Domains) Search(ctx context.Context, p sdk.SearchDomainsParams) (*sdk.D
 			}
 		}
 		period := t.RenewalPeriodYears
-		res.Candidates = append(res.Candidates, sdk.DomainCandidate{
+		res.Candidates = append(res.Candidates, models.DomainCandidate{
 			Domain:                    quote.Domain,
 			Tld:                       t.Name,
 			Available:                 quote.Available,
@@ -260,11 +260,11 @@ func (s *Domains) Search(ctx context.Context, p sdk.SearchDomainsParams) (*sdk.D
 		}
 	}
 
-	catalogName := sdk.Common
+	catalogName := models.Common
 	if full {
-		catalogName = sdk.Full
+		catalogName = models.Full
 	}
-	res.AppliedFilters = sdk.AppliedDomainFilters{
+	res.AppliedFilters = models.AppliedDomainFilters{
 		Query:                label,
 		Catalog:              catalogName,
 		IncludeExotic:        full,
@@ -279,7 +279,7 @@ func (s *Domains) Search(ctx context.Context, p sdk.SearchDomainsParams) (*sdk.D
 		res.AppliedFilters.IgnoredTlds = &ignored
 	}
 
-	next := []sdk.Action{}
+	next := []models.Action{}
 	for _, c := range res.Candidates {
 		if c.Available && c.FirstYearPriceUsd != nil {
 			next = append(next, actions.Tool("create_quote", "agent", map[string]any{

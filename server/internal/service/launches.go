@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -19,8 +19,8 @@ import (
 	"github.com/pierhq/pier/server/internal/zone"
 )
 
-func serviceActions(v store.Service) []sdk.Action {
-	next := []sdk.Action{actions.Tool("get_task", "agent", map[string]any{"id": v.TaskID})}
+func serviceActions(v store.Service) []models.Action {
+	next := []models.Action{actions.Tool("get_task", "agent", map[string]any{"id": v.TaskID})}
 	if v.State == "live" || v.State == "failed" {
 		next = append(next, actions.Tool("teardown_service", "agent", map[string]any{"id": v.ID}))
 	}
@@ -63,9 +63,9 @@ type launchPayload struct {
 	QuoteID       string `json:"quoteId,omitempty"`
 	Actor         string `json:"actor"`
 	// PurchaseRef is recorded before the registrar is called.
-	PurchaseRef string       `json:"purchaseRef,omitempty"`
-	Receipt     *sdk.Receipt `json:"receipt,omitempty"`
-	Undo        *sdk.Undo    `json:"undo,omitempty"`
+	PurchaseRef string          `json:"purchaseRef,omitempty"`
+	Receipt     *models.Receipt `json:"receipt,omitempty"`
+	Undo        *models.Undo    `json:"undo,omitempty"`
 }
 
 // buys reports whether the launch buys its domain.
@@ -156,8 +156,8 @@ func gaveUp(cause error) *apierr.Error {
 
 // TeardownService stops serving a service as a durable task. What cannot be
 // reversed is named in the receipt: a registered domain stays registered.
-func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID string) (*sdk.TaskHandle, []sdk.Action, error) {
-	var view *sdk.TaskHandle
+func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID string) (*models.TaskHandle, []models.Action, error) {
+	var view *models.TaskHandle
 	var task store.Task
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
@@ -225,7 +225,7 @@ func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID st
 		if svc.Domain != "" {
 			costs = append(costs, Cost{Item: "irreversible:domain_registration:" + svc.Domain, Amount: 0})
 		}
-		m := s.Mutation("teardown_service", costs, []sdk.ResourceRef{{Type: "task", Id: task.ID}}, nil, remaining(proj))
+		m := s.Mutation("teardown_service", costs, []models.ResourceRef{{Type: "task", Id: task.ID}}, nil, remaining(proj))
 		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "teardown_service", ObjectType: "service", ObjectID: svc.ID,
 			Details: map[string]any{"taskId": task.ID, "domainKept": svc.Domain}}, now); err != nil {
 			return err
@@ -244,7 +244,7 @@ func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID st
 	if err := s.platform.Enqueue(ctx, task.ID); err != nil {
 		s.log.Warn("enqueue teardown", "task", task.ID, "err", err)
 	}
-	return view, []sdk.Action{actions.Retry("get_task", "agent", map[string]any{"id": task.ID}, 1)}, nil
+	return view, []models.Action{actions.Retry("get_task", "agent", map[string]any{"id": task.ID}, 1)}, nil
 }
 
 func (s *Launches) runTeardown(ctx context.Context, t store.Task) error {
@@ -307,9 +307,9 @@ func (s *Launches) domainFree(ctx context.Context, p *auth.Principal, projectID,
 	return domainTaken(domain)
 }
 
-func (s *Launches) serviceView(v store.Service) sdk.ServiceInfo {
-	out := sdk.ServiceInfo{
-		Id: v.ID, ProjectId: v.ProjectID, Name: v.Name, Target: v.Target, State: sdk.ServiceInfoState(v.State),
+func (s *Launches) serviceView(v store.Service) models.ServiceInfo {
+	out := models.ServiceInfo{
+		Id: v.ID, ProjectId: v.ProjectID, Name: v.Name, Target: v.Target, State: models.ServiceInfoState(v.State),
 		PreviewUrl: s.hostURL("https", v.PreviewHost), TaskId: v.TaskID, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt,
 	}
 	if v.Domain != "" {
@@ -324,16 +324,16 @@ func (s *Launches) serviceView(v store.Service) sdk.ServiceInfo {
 }
 
 // ListServices lists the organisation's services.
-func (s *Launches) ListServices(ctx context.Context, orgID string, f store.Filter) (*sdk.ServiceList, []sdk.Action, error) {
+func (s *Launches) ListServices(ctx context.Context, orgID string, f store.Filter) (*models.ServiceList, []models.Action, error) {
 	vs, err := s.store.Services().List(ctx, orgID, f)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	out := &sdk.ServiceList{Services: []sdk.ServiceInfo{}}
+	out := &models.ServiceList{Services: []models.ServiceInfo{}}
 	for _, v := range vs {
 		out.Services = append(out.Services, s.serviceView(v))
 	}
-	next := []sdk.Action{}
+	next := []models.Action{}
 	if len(vs) > 0 {
 		next = append(next, actions.Tool("get_service", "agent", map[string]any{"id": vs[0].ID}))
 	}
@@ -341,7 +341,7 @@ func (s *Launches) ListServices(ctx context.Context, orgID string, f store.Filte
 }
 
 // GetService reads one service.
-func (s *Launches) GetService(ctx context.Context, orgID, id string) (*sdk.ServiceInfo, []sdk.Action, error) {
+func (s *Launches) GetService(ctx context.Context, orgID, id string) (*models.ServiceInfo, []models.Action, error) {
 	v, err := s.store.Services().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Newf("not_found:resource", "no service %s in your organisation", id).
@@ -357,9 +357,9 @@ func (s *Launches) GetService(ctx context.Context, orgID, id string) (*sdk.Servi
 // LaunchService creates the named service and its launch task. A quote, when
 // given, is consumed here under the project's lock, in the same transaction
 // that records the task: the charge happens exactly once, with the task.
-func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID string, req sdk.LaunchRequest) (*sdk.TaskHandle, []sdk.Action, error) {
+func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (*models.TaskHandle, []models.Action, error) {
 	if !serviceNameRE.MatchString(req.Name) {
-		return nil, nil, apierr.New("input:invalid", "name must be a lowercase label such as site").WithDetails(sdk.FieldProblem{Field: "body.name", Problem: "not a label"})
+		return nil, nil, apierr.New("input:invalid", "name must be a lowercase label such as site").WithDetails(models.FieldProblem{Field: "body.name", Problem: "not a label"})
 	}
 	switch req.Target {
 	case "edge":
@@ -368,12 +368,12 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 			WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": "static_site"}))
 	default:
 		return nil, nil, apierr.Newf("plan:unknown_target", "target %q is not launchable; use edge for static sites", req.Target).
-			WithDetails(sdk.FieldProblem{Field: "body.target", Problem: "unknown target"})
+			WithDetails(models.FieldProblem{Field: "body.target", Problem: "unknown target"})
 	}
 	if req.BundleId == nil || *req.BundleId == "" {
 		return nil, nil, apierr.New("input:invalid", "an edge launch needs bundleId; upload the site first",
 			actions.Tool("upload_assets", "agent", map[string]any{"projectId": projectID})).
-			WithDetails(sdk.FieldProblem{Field: "body.bundleId", Problem: "missing"})
+			WithDetails(models.FieldProblem{Field: "body.bundleId", Problem: "missing"})
 	}
 	if err := s.projects.checkServiceQuota(ctx, p.OrgID); err != nil {
 		return nil, nil, err
@@ -409,8 +409,8 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 	if req.Years != nil {
 		pl.Years = *req.Years
 	}
-	var view *sdk.TaskHandle
-	var next []sdk.Action
+	var view *models.TaskHandle
+	var next []models.Action
 	var task store.Task
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		var costs []Cost
@@ -506,7 +506,7 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 		if owned {
 			steps[1].Detail = domain + " is already yours; nothing bought"
 		}
-		m := s.Mutation("launch_service", costs, []sdk.ResourceRef{
+		m := s.Mutation("launch_service", costs, []models.ResourceRef{
 			{Type: "service", Id: svc.ID, Url: ptr(s.hostURL("https", svc.PreviewHost))}, {Type: "task", Id: task.ID},
 		}, UndoCall("teardown_service", map[string]any{"id": svc.ID}), remainingMicro)
 		if pl.buys() {
@@ -545,7 +545,7 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 	if err := s.platform.Enqueue(ctx, task.ID); err != nil {
 		s.log.Warn("enqueue launch", "task", task.ID, "err", err)
 	}
-	next = []sdk.Action{actions.Retry("get_task", "agent", map[string]any{"id": task.ID}, 1)}
+	next = []models.Action{actions.Retry("get_task", "agent", map[string]any{"id": task.ID}, 1)}
 	if task.State == "input_required" {
 		next = s.approvals.gateActions(task)
 	}
@@ -776,7 +776,7 @@ func (s *Launches) recheckDomain(ctx context.Context, rt *runningTask, pl *launc
 		return apierr.Newf("plan:domain_unavailable", "%s was registered by someone else before this launch could buy it", pl.Domain)
 	}
 	years := max(pl.Years, 1)
-	current, err := priceItems([]sdk.QuoteItem{{Kind: sdk.Domain, Domain: &pl.Domain, Years: &years}})
+	current, err := priceItems([]models.QuoteItem{{Kind: models.Domain, Domain: &pl.Domain, Years: &years}})
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -81,14 +81,14 @@ func setupNotFound(id string) *apierr.Error {
 	return apierr.Newf("not_found:resource", "no card setup %s in your organisation", id)
 }
 
-func (s *Onboarding) signupPoll(id, secret string) sdk.ToolAction {
+func (s *Onboarding) signupPoll(id, secret string) models.ToolAction {
 	t := actions.ToolAction("poll_signup", "agent", map[string]any{"signupSessionId": id, "claimSecret": secret})
 	t.RetryAfterSeconds = ptr(SignupPollSeconds)
 	return t
 }
 
 // StartSignup creates a signup session waiting for a human's review.
-func (s *Onboarding) StartSignup(ctx context.Context, req sdk.SignupRequest) (*sdk.Signup, []sdk.Action, error) {
+func (s *Onboarding) StartSignup(ctx context.Context, req models.SignupRequest) (*models.Signup, []models.Action, error) {
 	now := s.Now()
 	secret, review := auth.Token(32), auth.Token(32)
 	su := store.Signup{ID: auth.ID("sus"), SecretHash: auth.HashKey(secret), ReviewHash: auth.HashKey(review),
@@ -102,17 +102,17 @@ func (s *Onboarding) StartSignup(ctx context.Context, req sdk.SignupRequest) (*s
 	if err := s.store.Onboarding().CreateSignup(ctx, su); err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	out := &sdk.Signup{ReviewUrl: s.ReviewURL(review), SignupSessionId: su.ID, ClaimSecret: secret, ExpiresAt: su.ExpiresAt}
-	reviewAction := sdk.UrlAction{Kind: sdk.Url, Id: ptr("review"), Actor: "human", Url: out.ReviewUrl, Purpose: sdk.ReviewSignup}
+	out := &models.Signup{ReviewUrl: s.ReviewURL(review), SignupSessionId: su.ID, ClaimSecret: secret, ExpiresAt: su.ExpiresAt}
+	reviewAction := models.UrlAction{Kind: models.Url, Id: ptr("review"), Actor: "human", Url: out.ReviewUrl, Purpose: models.ReviewSignup}
 	poll := s.signupPoll(su.ID, secret)
 	poll.After = &[]string{"review"}
-	return out, []sdk.Action{actions.Wrap(reviewAction), actions.Wrap(poll)}, nil
+	return out, []models.Action{actions.Wrap(reviewAction), actions.Wrap(poll)}, nil
 }
 
 // PollSignup reports a signup's state to the holder of its claim secret.
 // The first poll after the human finished mints the key and returns it;
 // every later poll says it was claimed and never shows it again.
-func (s *Onboarding) PollSignup(ctx context.Context, req sdk.SignupPollRequest) (*sdk.SignupPollResult, []sdk.Action, error) {
+func (s *Onboarding) PollSignup(ctx context.Context, req models.SignupPollRequest) (*models.SignupPollResult, []models.Action, error) {
 	su, err := s.store.Onboarding().Signup(ctx, req.SignupSessionId)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Internal(err)
@@ -127,7 +127,7 @@ func (s *Onboarding) PollSignup(ctx context.Context, req sdk.SignupPollRequest) 
 	}
 	now := s.Now()
 	poll := s.signupPoll(su.ID, req.ClaimSecret)
-	res := &sdk.SignupPollResult{State: sdk.SignupPollResultState(su.State)}
+	res := &models.SignupPollResult{State: models.SignupPollResultState(su.State)}
 	if su.OrgID != "" {
 		res.OrganizationId, res.ProjectId = ptr(su.OrgID), ptr(su.ProjectID)
 	}
@@ -135,14 +135,14 @@ func (s *Onboarding) PollSignup(ctx context.Context, req sdk.SignupPollRequest) 
 	case "pending_review":
 		if !now.Before(su.ExpiresAt) {
 			res.State = "expired"
-			return res, []sdk.Action{actions.Tool("create_signup", "agent", nil)}, nil
+			return res, []models.Action{actions.Tool("create_signup", "agent", nil)}, nil
 		}
-		return res, []sdk.Action{actions.Manual("wait_for_human", "human"), actions.Wrap(poll)}, nil
+		return res, []models.Action{actions.Manual("wait_for_human", "human"), actions.Wrap(poll)}, nil
 	case "pending_card":
-		card := actions.URL(s.BillingURL(su.SetupID), sdk.CardSetup, "human")
-		return res, []sdk.Action{card, actions.Wrap(poll)}, nil
+		card := actions.URL(s.BillingURL(su.SetupID), models.CardSetup, "human")
+		return res, []models.Action{card, actions.Wrap(poll)}, nil
 	case "claimed":
-		return res, []sdk.Action{actions.Tool("list_projects", "agent", nil), actions.Manual("create_key", "human")}, nil
+		return res, []models.Action{actions.Tool("list_projects", "agent", nil), actions.Manual("create_key", "human")}, nil
 	}
 	// complete: exactly one poll wins the compare-and-set and sees the key.
 	var secret string
@@ -168,13 +168,13 @@ func (s *Onboarding) PollSignup(ctx context.Context, req sdk.SignupPollRequest) 
 	})
 	if errors.Is(err, store.ErrConflict) {
 		res.State = "claimed"
-		return res, []sdk.Action{actions.Tool("list_projects", "agent", nil), actions.Manual("create_key", "human")}, nil
+		return res, []models.Action{actions.Tool("list_projects", "agent", nil), actions.Manual("create_key", "human")}, nil
 	}
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
 	res.State, res.ApiKey = "complete", &secret
-	return res, []sdk.Action{actions.Tool("get_project", "agent", map[string]any{"id": su.ProjectID}), actions.Stop("done")}, nil
+	return res, []models.Action{actions.Tool("get_project", "agent", map[string]any{"id": su.ProjectID}), actions.Stop("done")}, nil
 }
 
 // SignupForReview finds the signup a review token names.
@@ -319,7 +319,7 @@ func (s *Onboarding) orgRemaining(ctx context.Context, orgID string) (int64, err
 	return left, nil
 }
 
-func (s *Onboarding) billingPoll(id, secret string) sdk.ToolAction {
+func (s *Onboarding) billingPoll(id, secret string) models.ToolAction {
 	t := actions.ToolAction("poll_billing", "agent", map[string]any{"setupSessionId": id, "pollSecret": secret})
 	t.RetryAfterSeconds = ptr(SignupPollSeconds)
 	return t
@@ -327,7 +327,7 @@ func (s *Onboarding) billingPoll(id, secret string) sdk.ToolAction {
 
 // CreateBillingSetupLink opens a card flow for the caller's organisation
 // and returns the page for its human and the secret its poll is bound to.
-func (s *Onboarding) CreateBillingSetupLink(ctx context.Context, p *auth.Principal, req sdk.BillingSetupLinkRequest) (*sdk.BillingSetupLink, []sdk.Action, error) {
+func (s *Onboarding) CreateBillingSetupLink(ctx context.Context, p *auth.Principal, req models.BillingSetupLinkRequest) (*models.BillingSetupLink, []models.Action, error) {
 	reason := ""
 	if req.Reason != nil {
 		reason = string(*req.Reason)
@@ -362,19 +362,19 @@ func (s *Onboarding) CreateBillingSetupLink(ctx context.Context, p *auth.Princip
 		return nil, nil, apierr.Internal(err)
 	}
 	url := s.BillingURL(b.ID)
-	m := s.Mutation("create_billing_setup_link", nil, []sdk.ResourceRef{{Type: "billing_setup", Id: b.ID, Url: &url}}, nil, left)
-	out := &sdk.BillingSetupLink{SetupUrl: url, SetupSessionId: b.ID, PollSecret: secret, ExpiresAt: b.ExpiresAt,
+	m := s.Mutation("create_billing_setup_link", nil, []models.ResourceRef{{Type: "billing_setup", Id: b.ID, Url: &url}}, nil, left)
+	out := &models.BillingSetupLink{SetupUrl: url, SetupSessionId: b.ID, PollSecret: secret, ExpiresAt: b.ExpiresAt,
 		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
-	card := sdk.UrlAction{Kind: sdk.Url, Id: ptr("card"), Actor: "human", Url: url, Purpose: sdk.CardSetup}
+	card := models.UrlAction{Kind: models.Url, Id: ptr("card"), Actor: "human", Url: url, Purpose: models.CardSetup}
 	poll := s.billingPoll(b.ID, secret)
 	poll.After = &[]string{"card"}
-	return out, []sdk.Action{actions.Wrap(card), actions.Wrap(poll)}, nil
+	return out, []models.Action{actions.Wrap(card), actions.Wrap(poll)}, nil
 }
 
 // PollBilling reports a card flow's state to the caller's organisation,
 // bound to the flow's secret: another organisation, an unknown flow and a
 // wrong secret get the same answer.
-func (s *Onboarding) PollBilling(ctx context.Context, p *auth.Principal, req sdk.BillingPollRequest) (*sdk.BillingPollResult, []sdk.Action, error) {
+func (s *Onboarding) PollBilling(ctx context.Context, p *auth.Principal, req models.BillingPollRequest) (*models.BillingPollResult, []models.Action, error) {
 	b, err := s.store.Onboarding().BillingSetup(ctx, p.OrgID, req.SetupSessionId)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Internal(err)
@@ -391,15 +391,15 @@ func (s *Onboarding) PollBilling(ctx context.Context, p *auth.Principal, req sdk
 	if state != "complete" && !s.Now().Before(b.ExpiresAt) {
 		state = "expired"
 	}
-	res := &sdk.BillingPollResult{State: sdk.BillingPollResultState(state)}
+	res := &models.BillingPollResult{State: models.BillingPollResultState(state)}
 	switch state {
 	case "complete":
-		return res, []sdk.Action{actions.Stop("done")}, nil
+		return res, []models.Action{actions.Stop("done")}, nil
 	case "expired":
-		return res, []sdk.Action{actions.Tool("create_billing_setup_link", "agent", nil)}, nil
+		return res, []models.Action{actions.Tool("create_billing_setup_link", "agent", nil)}, nil
 	}
-	card := actions.URL(s.BillingURL(b.ID), sdk.CardSetup, "human")
-	return res, []sdk.Action{card, actions.Wrap(s.billingPoll(b.ID, req.PollSecret))}, nil
+	card := actions.URL(s.BillingURL(b.ID), models.CardSetup, "human")
+	return res, []models.Action{card, actions.Wrap(s.billingPoll(b.ID, req.PollSecret))}, nil
 }
 
 // CardSetupFor reads a card flow of the human's organisation.

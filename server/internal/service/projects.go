@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/ledger"
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -39,11 +39,11 @@ const LeaveManifestPath = "manifest.json"
 
 // leaveManifest lists every other file of the package with its hash.
 type leaveManifest struct {
-	Format    string            `json:"format"`
-	ProjectID string            `json:"projectId"`
-	CreatedAt string            `json:"createdAt"`
-	Files     []sdk.PackageFile `json:"files"`
-	Domains   []string          `json:"domains"`
+	Format    string               `json:"format"`
+	ProjectID string               `json:"projectId"`
+	CreatedAt string               `json:"createdAt"`
+	Files     []models.PackageFile `json:"files"`
+	Domains   []string             `json:"domains"`
 }
 
 // HoldDuration is how long an ALLOW quote reserves budget (SPEC §3).
@@ -51,16 +51,16 @@ const HoldDuration = 15 * time.Minute
 
 // DefaultPolicy lets every TLD through, sets no price ceilings, and sends
 // every domain purchase to a human unless the key holds buy_domain.
-func DefaultPolicy() sdk.ProjectPolicy {
-	return sdk.ProjectPolicy{
+func DefaultPolicy() models.ProjectPolicy {
+	return models.ProjectPolicy{
 		TldAllowlist:  []string{},
 		TldDenylist:   []string{},
-		ApprovalRules: sdk.ApprovalRules{DomainPurchases: sdk.HumanGate},
+		ApprovalRules: models.ApprovalRules{DomainPurchases: models.HumanGate},
 	}
 }
 
-func decodePolicy(s string) (sdk.ProjectPolicy, error) {
-	var p sdk.ProjectPolicy
+func decodePolicy(s string) (models.ProjectPolicy, error) {
+	var p models.ProjectPolicy
 	err := json.Unmarshal([]byte(s), &p)
 	if p.TldAllowlist == nil {
 		p.TldAllowlist = []string{}
@@ -76,7 +76,7 @@ type NewProject struct {
 	OrgID      string
 	Name       string
 	LimitMicro int64
-	Policy     sdk.ProjectPolicy
+	Policy     models.ProjectPolicy
 	CreatedBy  string // ledger actor, such as "human:usr_…"
 }
 
@@ -97,7 +97,7 @@ func (s *Projects) checkServiceQuota(ctx context.Context, orgID string) error {
 	}
 	if q := s.quotas(); u.Services >= q.Services {
 		return apierr.Newf("quota:services", "your organisation has %d live services, its quota; tear one down before launching another", u.Services).
-			WithActions(actions.Tool("teardown_service", "agent", nil), actions.Manual(sdk.ContactOperator, "human"))
+			WithActions(actions.Tool("teardown_service", "agent", nil), actions.Manual(models.ContactOperator, "human"))
 	}
 	return nil
 }
@@ -112,12 +112,12 @@ func (s *Projects) checkBundleQuota(ctx context.Context, orgID string, addBytes 
 	q := s.quotas()
 	if u.Bundles >= q.Bundles {
 		return apierr.Newf("quota:bundles", "your organisation stores %d bundles, its quota; ask the operator to raise it", u.Bundles).
-			WithActions(actions.Manual(sdk.ContactOperator, "human"))
+			WithActions(actions.Manual(models.ContactOperator, "human"))
 	}
 	if u.BundleBytes+addBytes > q.StorageBytes {
 		return apierr.Newf("quota:storage", "this bundle would bring your organisation's bundles to %d bytes; the quota is %d", u.BundleBytes+addBytes, q.StorageBytes).
-			WithActions(actions.Manual(sdk.ContactOperator, "human")).
-			WithDetails(sdk.FieldProblem{Field: "body.files", Problem: fmt.Sprintf("%d bytes over the storage quota", u.BundleBytes+addBytes-q.StorageBytes)})
+			WithActions(actions.Manual(models.ContactOperator, "human")).
+			WithDetails(models.FieldProblem{Field: "body.files", Problem: fmt.Sprintf("%d bytes over the storage quota", u.BundleBytes+addBytes-q.StorageBytes)})
 	}
 	return nil
 }
@@ -164,21 +164,21 @@ func (s *Projects) expireHolds(ctx context.Context, tx *store.Tx, p *store.Proje
 }
 
 // projectView renders a project with its active holds.
-func (s *Projects) projectView(ctx context.Context, p store.Project) (sdk.Project, error) {
+func (s *Projects) projectView(ctx context.Context, p store.Project) (models.Project, error) {
 	now := s.Now()
 	holds, err := s.store.Quotes().ActiveHolds(ctx, p.ID, now)
 	if err != nil {
-		return sdk.Project{}, err
+		return models.Project{}, err
 	}
 	// Holds past their time count as released even before a write expires them.
 	var held int64
-	view := sdk.Project{
+	view := models.Project{
 		Id: p.ID, Name: p.Name, BudgetLimitUsd: usd(p.LimitMicro), SpentUsd: usd(p.SpentMicro),
-		ActiveHolds: []sdk.Hold{}, CreatedAt: p.CreatedAt,
+		ActiveHolds: []models.Hold{}, CreatedAt: p.CreatedAt,
 	}
 	for _, h := range holds {
 		held += h.AmountMicro
-		view.ActiveHolds = append(view.ActiveHolds, sdk.Hold{QuoteId: h.ID, AmountUsd: usd(h.AmountMicro), ExpiresAt: h.ExpiresAt})
+		view.ActiveHolds = append(view.ActiveHolds, models.Hold{QuoteId: h.ID, AmountUsd: usd(h.AmountMicro), ExpiresAt: h.ExpiresAt})
 	}
 	view.HeldUsd = usd(held)
 	view.RemainingUsd = usd(p.LimitMicro - p.SpentMicro - held)
@@ -189,7 +189,7 @@ func (s *Projects) projectView(ctx context.Context, p store.Project) (sdk.Projec
 }
 
 // GetProject reads a project of the caller's organisation.
-func (s *Projects) Get(ctx context.Context, orgID, id string) (*sdk.Project, []sdk.Action, error) {
+func (s *Projects) Get(ctx context.Context, orgID, id string) (*models.Project, []models.Action, error) {
 	p, err := s.store.Projects().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, projectNotFound(id)
@@ -205,12 +205,12 @@ func (s *Projects) Get(ctx context.Context, orgID, id string) (*sdk.Project, []s
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	list := []sdk.ServiceInfo{}
+	list := []models.ServiceInfo{}
 	for _, sv := range svcs {
 		list = append(list, s.launches.serviceView(sv))
 	}
 	v.Services = &list
-	return &v, []sdk.Action{
+	return &v, []models.Action{
 		actions.Tool("create_quote", "agent", map[string]any{"projectId": p.ID}),
 		actions.Tool("list_services", "agent", map[string]any{"projectId": p.ID}),
 		actions.Stop("done"),
@@ -218,12 +218,12 @@ func (s *Projects) Get(ctx context.Context, orgID, id string) (*sdk.Project, []s
 }
 
 // ListProjects lists the caller's organisation's projects.
-func (s *Projects) List(ctx context.Context, orgID string) (*sdk.ProjectList, []sdk.Action, error) {
+func (s *Projects) List(ctx context.Context, orgID string) (*models.ProjectList, []models.Action, error) {
 	ps, err := s.store.Projects().List(ctx, orgID)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	out := &sdk.ProjectList{Projects: []sdk.Project{}}
+	out := &models.ProjectList{Projects: []models.Project{}}
 	for _, p := range ps {
 		v, err := s.projectView(ctx, p)
 		if err != nil {
@@ -231,26 +231,26 @@ func (s *Projects) List(ctx context.Context, orgID string) (*sdk.ProjectList, []
 		}
 		out.Projects = append(out.Projects, v)
 	}
-	return out, []sdk.Action{actions.Stop("done")}, nil
+	return out, []models.Action{actions.Stop("done")}, nil
 }
 
 // LedgerEntries reads the organisation's chain.
-func (s *Projects) LedgerEntries(ctx context.Context, orgID string, after int64, limit int) (*sdk.LedgerPage, []sdk.Action, error) {
+func (s *Projects) LedgerEntries(ctx context.Context, orgID string, after int64, limit int) (*models.LedgerPage, []models.Action, error) {
 	entries, err := s.store.Ledger().Entries(ctx, orgID, after, limit)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	page := &sdk.LedgerPage{Entries: []sdk.LedgerEntry{}, HeadHash: ledger.Genesis}
+	page := &models.LedgerPage{Entries: []models.LedgerEntry{}, HeadHash: ledger.Genesis}
 	for _, e := range entries {
-		page.Entries = append(page.Entries, sdk.LedgerEntry{
+		page.Entries = append(page.Entries, models.LedgerEntry{
 			Seq: int(e.Seq), At: e.At, OrgId: e.OrgID, Actor: e.Actor, Action: e.Action, ObjectType: e.ObjectType,
 			ObjectId: e.ObjectID, Details: e.Details, PrevHash: e.PrevHash, Hash: e.Hash,
 		})
 		page.HeadHash = e.Hash
 	}
-	next := []sdk.Action{actions.Stop("done")}
+	next := []models.Action{actions.Stop("done")}
 	if len(entries) == limit && limit > 0 {
-		next = []sdk.Action{actions.Tool("list_ledger_entries", "agent", map[string]any{"after": entries[len(entries)-1].Seq, "limit": limit})}
+		next = []models.Action{actions.Tool("list_ledger_entries", "agent", map[string]any{"after": entries[len(entries)-1].Seq, "limit": limit})}
 	}
 	return page, next, nil
 }
@@ -259,7 +259,7 @@ func (s *Projects) LedgerEntries(ctx context.Context, orgID string, after int64,
 // zone of every domain the organisation owns as an RFC 1035 master file, the
 // organisation's audit ledger, and a manifest of SHA-256 hashes. Auth codes
 // for transfer-out are not in it: only a signed-in human sees those.
-func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID string) (*sdk.LeavePackage, []sdk.Action, error) {
+func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID string) (*models.LeavePackage, []models.Action, error) {
 	proj, err := s.store.Projects().Get(ctx, p.OrgID, projectID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, projectNotFound(projectID)
@@ -337,25 +337,25 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 	if man.Domains == nil {
 		man.Domains = []string{}
 	}
-	var files []sdk.PackageFile
+	var files []models.PackageFile
 	for _, path := range paths {
 		sum := sha256.Sum256(contents[path])
-		entry := sdk.PackageFile{Path: path, Sha256: hex.EncodeToString(sum[:]), Size: len(contents[path])}
+		entry := models.PackageFile{Path: path, Sha256: hex.EncodeToString(sum[:]), Size: len(contents[path])}
 		man.Files = append(man.Files, entry)
 		entry.ContentBase64 = ptr(base64.StdEncoding.EncodeToString(contents[path]))
 		files = append(files, entry)
 	}
 	mj, _ := json.MarshalIndent(man, "", "  ")
 	msum := sha256.Sum256(mj)
-	files = append([]sdk.PackageFile{{Path: LeaveManifestPath, Sha256: hex.EncodeToString(msum[:]), Size: len(mj),
+	files = append([]models.PackageFile{{Path: LeaveManifestPath, Sha256: hex.EncodeToString(msum[:]), Size: len(mj),
 		ContentBase64: ptr(base64.StdEncoding.EncodeToString(mj))}}, files...)
 
-	m := s.Mutation("export_project", nil, []sdk.ResourceRef{{Type: "leave_package", Id: hex.EncodeToString(msum[:8])}}, nil, remaining(proj))
-	out := &sdk.LeavePackage{ProjectId: projectID, ManifestSha256: hex.EncodeToString(msum[:]), Files: files,
+	m := s.Mutation("export_project", nil, []models.ResourceRef{{Type: "leave_package", Id: hex.EncodeToString(msum[:8])}}, nil, remaining(proj))
+	out := &models.LeavePackage{ProjectId: projectID, ManifestSha256: hex.EncodeToString(msum[:]), Files: files,
 		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
-	next := []sdk.Action{actions.Stop("done")}
+	next := []models.Action{actions.Stop("done")}
 	if len(domains) > 0 {
-		next = append([]sdk.Action{actions.URL(s.baseURL()+"/domains", "transfer_out", "human")}, next...)
+		next = append([]models.Action{actions.URL(s.baseURL()+"/domains", "transfer_out", "human")}, next...)
 	}
 	return out, next, nil
 }

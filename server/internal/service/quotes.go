@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -22,7 +22,7 @@ import (
 // matchQuote refuses a launch its quote does not price: another target or
 // service name, a domain the launch does not buy, or no price for the
 // domain it does buy. A launch never pays for what it does not get.
-func matchQuote(projectID string, c Consumed, req sdk.LaunchRequest, domain string, owned bool) error {
+func matchQuote(projectID string, c Consumed, req models.LaunchRequest, domain string, owned bool) error {
 	var why []string
 	buys := domain != "" && !owned
 	priced := false
@@ -62,9 +62,9 @@ func matchQuote(projectID string, c Consumed, req sdk.LaunchRequest, domain stri
 			items = append(items, map[string]any{"kind": "service", "workload": it.Workload, "target": req.Target, "name": req.Name, "months": max(it.Months, 1)})
 		}
 	}
-	acts := []sdk.Action{actions.Tool("release_quote", "agent", map[string]any{"id": c.QuoteID})}
+	acts := []models.Action{actions.Tool("release_quote", "agent", map[string]any{"id": c.QuoteID})}
 	if len(items) > 0 {
-		acts = append([]sdk.Action{actions.Tool("create_quote", "agent", map[string]any{"projectId": projectID, "items": items})}, acts...)
+		acts = append([]models.Action{actions.Tool("create_quote", "agent", map[string]any{"projectId": projectID, "items": items})}, acts...)
 	} else {
 		// Nothing of this launch costs anything: launch without a quote.
 		args := map[string]any{"id": projectID, "name": req.Name, "target": req.Target}
@@ -74,27 +74,27 @@ func matchQuote(projectID string, c Consumed, req sdk.LaunchRequest, domain stri
 		if domain != "" {
 			args["domain"] = domain
 		}
-		acts = append([]sdk.Action{actions.Tool("launch_service", "agent", args)}, acts...)
+		acts = append([]models.Action{actions.Tool("launch_service", "agent", args)}, acts...)
 	}
 	return apierr.Newf("conflict:quote_mismatch", "quote %s does not match this launch: %s; quote again for what this launch does", c.QuoteID, strings.Join(why, "; ")).
 		WithActions(acts...)
 }
 
-func quoteView(q store.Quote) (sdk.QuoteInfo, error) {
+func quoteView(q store.Quote) (models.QuoteInfo, error) {
 	var items []pricedItem
 	if err := json.Unmarshal([]byte(q.Items), &items); err != nil {
-		return sdk.QuoteInfo{}, err
+		return models.QuoteInfo{}, err
 	}
-	out := sdk.QuoteInfo{QuoteId: q.ID, ProjectId: q.ProjectID, Decision: sdk.QuoteDecision(q.Decision), State: sdk.QuoteState(q.State),
-		AmountUsd: money.MicroUSD(q.AmountMicro).USD(), CreatedAt: q.CreatedAt, Items: []sdk.QuoteItem{}}
+	out := models.QuoteInfo{QuoteId: q.ID, ProjectId: q.ProjectID, Decision: models.QuoteDecision(q.Decision), State: models.QuoteState(q.State),
+		AmountUsd: money.MicroUSD(q.AmountMicro).USD(), CreatedAt: q.CreatedAt, Items: []models.QuoteItem{}}
 	if q.State == "held" {
 		e := q.ExpiresAt
 		out.HoldExpiresAt = &e
 	}
 	for _, it := range items {
-		qi := sdk.QuoteItem{Kind: sdk.QuoteItemKind(it.Kind)}
+		qi := models.QuoteItem{Kind: models.QuoteItemKind(it.Kind)}
 		if it.Domain != "" {
-			d := sdk.DomainName(it.Domain)
+			d := models.DomainName(it.Domain)
 			qi.Domain = &d
 		}
 		if it.Years > 0 {
@@ -102,11 +102,11 @@ func quoteView(q store.Quote) (sdk.QuoteInfo, error) {
 			qi.Years = &y
 		}
 		if it.Target != "" {
-			t := sdk.TargetName(it.Target)
+			t := models.TargetName(it.Target)
 			qi.Target = &t
 		}
 		if it.Workload != "" {
-			w := sdk.Workload(it.Workload)
+			w := models.Workload(it.Workload)
 			qi.Workload = &w
 		}
 		if it.Months > 0 {
@@ -122,10 +122,10 @@ func quoteView(q store.Quote) (sdk.QuoteInfo, error) {
 	return out, nil
 }
 
-func targetOption(t pricing.Target, capable bool, missing []string, lines []pricing.Line, total pricing.MicroUSD, reason sdk.TargetOptionReason) sdk.TargetOption {
-	opt := sdk.TargetOption{
+func targetOption(t pricing.Target, capable bool, missing []string, lines []pricing.Line, total pricing.MicroUSD, reason models.TargetOptionReason) models.TargetOption {
+	opt := models.TargetOption{
 		Target:       t.Name,
-		Kind:         sdk.TargetOptionKind(t.Kind),
+		Kind:         models.TargetOptionKind(t.Kind),
 		Capable:      capable,
 		Capabilities: append([]string{}, t.Capabilities...),
 		Reason:       reason,
@@ -136,9 +136,9 @@ func targetOption(t pricing.Target, capable bool, missing []string, lines []pric
 	if capable {
 		v := usd(total)
 		opt.MonthlyUsd = &v
-		ls := make([]sdk.CostLine, 0, len(lines))
+		ls := make([]models.CostLine, 0, len(lines))
 		for _, l := range lines {
-			ls = append(ls, sdk.CostLine{Item: l.Item, AmountUsd: usd(l.Amount)})
+			ls = append(ls, models.CostLine{Item: l.Item, AmountUsd: usd(l.Amount)})
 		}
 		opt.Lines = &ls
 	}
@@ -174,14 +174,14 @@ func (it pricedItem) label() string {
 // priceItems prices quote items from the catalogs. Errors here are about
 // the request itself (an unsellable name, an incapable target); what the
 // policy or the budget thinks comes after.
-func priceItems(items []sdk.QuoteItem) ([]pricedItem, error) {
+func priceItems(items []models.QuoteItem) ([]pricedItem, error) {
 	var out []pricedItem
 	for i, it := range items {
 		field := fmt.Sprintf("body.items.%d", i)
 		switch it.Kind {
-		case sdk.Domain:
+		case models.Domain:
 			if it.Domain == nil {
-				return nil, apierr.New("input:invalid", "a domain item needs domain").WithDetails(sdk.FieldProblem{Field: field + ".domain", Problem: "missing"})
+				return nil, apierr.New("input:invalid", "a domain item needs domain").WithDetails(models.FieldProblem{Field: field + ".domain", Problem: "missing"})
 			}
 			name := strings.ToLower(*it.Domain)
 			label, tldName, _ := strings.Cut(name, ".")
@@ -212,9 +212,9 @@ func priceItems(items []sdk.QuoteItem) ([]pricedItem, error) {
 			}
 			out = append(out, pricedItem{Kind: "domain", Domain: name, Years: years, AmountMicro: amount,
 				FirstYearMicro: int64(*q.FirstYear), AnnualRenewalMicro: annualMicro})
-		case sdk.Service:
+		case models.Service:
 			if it.Workload == nil {
-				return nil, apierr.New("input:invalid", "a service item needs workload").WithDetails(sdk.FieldProblem{Field: field + ".workload", Problem: "missing"})
+				return nil, apierr.New("input:invalid", "a service item needs workload").WithDetails(models.FieldProblem{Field: field + ".workload", Problem: "missing"})
 			}
 			target := ""
 			if it.Target != nil {
@@ -270,9 +270,9 @@ func priceService(workload, target string) (int64, string, error) {
 }
 
 // policyReasons lists what the project's policy refuses about the items.
-func policyReasons(pol sdk.ProjectPolicy, items []pricedItem) []sdk.BlockedBy {
-	var out []sdk.BlockedBy
-	add := func(r sdk.BlockedBy) {
+func policyReasons(pol models.ProjectPolicy, items []pricedItem) []models.BlockedBy {
+	var out []models.BlockedBy
+	add := func(r models.BlockedBy) {
 		if !slices.Contains(out, r) {
 			out = append(out, r)
 		}
@@ -295,7 +295,7 @@ func policyReasons(pol sdk.ProjectPolicy, items []pricedItem) []sdk.BlockedBy {
 	return out
 }
 
-func needsApproval(pol sdk.ProjectPolicy, amount int64) bool {
+func needsApproval(pol models.ProjectPolicy, amount int64) bool {
 	return pol.ApprovalRules.ApprovalAboveUsd != nil && amount > microUSD(*pol.ApprovalRules.ApprovalAboveUsd)
 }
 
@@ -307,16 +307,16 @@ func total(items []pricedItem) int64 {
 	return t
 }
 
-func gatedSteps(items []pricedItem, p *auth.Principal, pol sdk.ProjectPolicy) []sdk.QuoteGatedSteps {
+func gatedSteps(items []pricedItem, p *auth.Principal, pol models.ProjectPolicy) []models.QuoteGatedSteps {
 	if p.HasScope("buy_domain") {
-		return []sdk.QuoteGatedSteps{}
+		return []models.QuoteGatedSteps{}
 	}
 	for _, it := range items {
 		if it.Kind == "domain" {
-			return []sdk.QuoteGatedSteps{sdk.DomainRegistration}
+			return []models.QuoteGatedSteps{models.DomainRegistration}
 		}
 	}
-	return []sdk.QuoteGatedSteps{}
+	return []models.QuoteGatedSteps{}
 }
 
 func actorOf(p *auth.Principal) string {
@@ -342,7 +342,7 @@ type Consumed struct {
 // launchFromQuote is the launch a quote prices: its service's name and
 // target and its domain, carried from the quote's items. An edge launch
 // also needs the bundle, which the agent uploads.
-func launchFromQuote(projectID, quoteID string, items []pricedItem) sdk.Action {
+func launchFromQuote(projectID, quoteID string, items []pricedItem) models.Action {
 	args := map[string]any{"id": projectID, "quoteId": quoteID}
 	target := "edge"
 	for _, it := range items {
@@ -395,7 +395,7 @@ func (a *awaitApproval) Error() string {
 
 // CreateQuote prices the items, checks policy, approval rules and budget
 // under the project's lock, and on ALLOW holds the amount for 15 minutes.
-func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req sdk.QuoteRequest) (*sdk.Quote, []sdk.Action, error) {
+func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req models.QuoteRequest) (*models.Quote, []models.Action, error) {
 	items, err := priceItems(req.Items)
 	if err != nil {
 		return nil, nil, err
@@ -410,8 +410,8 @@ func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req sdk.QuoteReq
 	amount := total(items)
 	itemsJSON, _ := json.Marshal(items)
 
-	var out *sdk.Quote
-	var next []sdk.Action
+	var out *models.Quote
+	var next []models.Action
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
 		proj, err := tx.Projects().Lock(ctx, p.OrgID, req.ProjectId)
@@ -435,18 +435,18 @@ func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req sdk.QuoteReq
 		switch {
 		case len(reasons) > 0:
 			q.Decision = "DENY"
-			next = []sdk.Action{actions.Manual("change_policy", "human"), actions.Stop("denied")}
+			next = []models.Action{actions.Manual("change_policy", "human"), actions.Stop("denied")}
 		case amount > remaining(proj):
 			q.Decision = "DENY"
-			reasons = []sdk.BlockedBy{"budget:insufficient"}
+			reasons = []models.BlockedBy{"budget:insufficient"}
 			short := amount - remaining(proj)
-			next = []sdk.Action{
+			next = []models.Action{
 				actions.Tool("request_budget_raise", "agent", map[string]any{"id": proj.ID, "amountUsd": usd(short), "reason": "quote " + q.ID}),
 				actions.Stop("denied"),
 			}
 		case needsApproval(pol, amount):
 			q.Decision = "REQUIRES_APPROVAL"
-			reasons = []sdk.BlockedBy{"policy:approval_required"}
+			reasons = []models.BlockedBy{"policy:approval_required"}
 			task, err := s.approvals.openGate(ctx, tx, p, proj.ID, "quote_approval", map[string]any{
 				"quoteId": q.ID, "projectId": proj.ID, "amountMicroUsd": amount, "items": items,
 			}, now)
@@ -464,13 +464,13 @@ func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req sdk.QuoteReq
 				return err
 			}
 			proj.HeldMicro += amount
-			next = []sdk.Action{
+			next = []models.Action{
 				launchFromQuote(proj.ID, q.ID, items),
 				actions.Tool("release_quote", "agent", map[string]any{"id": q.ID}),
 			}
 		}
 		if reasons == nil {
-			reasons = []sdk.BlockedBy{}
+			reasons = []models.BlockedBy{}
 		}
 		rj, _ := json.Marshal(reasons)
 		q.Reasons = string(rj)
@@ -486,17 +486,17 @@ func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req sdk.QuoteReq
 		for _, it := range items {
 			costs = append(costs, Cost{Item: it.label(), Amount: it.AmountMicro})
 		}
-		var undo *sdk.ToolAction
+		var undo *models.ToolAction
 		if q.State == "held" {
 			undo = UndoCall("release_quote", map[string]any{"id": q.ID})
 		}
-		m := s.Mutation("create_quote", nil, []sdk.ResourceRef{{Type: "quote", Id: q.ID}}, undo, remaining(proj))
-		lines := make([]sdk.CostLine, 0, len(costs))
+		m := s.Mutation("create_quote", nil, []models.ResourceRef{{Type: "quote", Id: q.ID}}, undo, remaining(proj))
+		lines := make([]models.CostLine, 0, len(costs))
 		for _, c := range costs {
-			lines = append(lines, sdk.CostLine{Item: c.Item, AmountUsd: usd(c.Amount)})
+			lines = append(lines, models.CostLine{Item: c.Item, AmountUsd: usd(c.Amount)})
 		}
-		out = &sdk.Quote{
-			QuoteId: q.ID, ProjectId: proj.ID, Decision: sdk.QuoteDecision(q.Decision), State: ptr(sdk.QuoteState(q.State)),
+		out = &models.Quote{
+			QuoteId: q.ID, ProjectId: proj.ID, Decision: models.QuoteDecision(q.Decision), State: ptr(models.QuoteState(q.State)),
 			AmountUsd: usd(amount), Reasons: reasons, Lines: &lines,
 			Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd,
 		}
@@ -515,8 +515,8 @@ func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req sdk.QuoteReq
 }
 
 // ReleaseQuote gives a held quote's budget back before it expires.
-func (s *Quotes) Release(ctx context.Context, p *auth.Principal, id string) (*sdk.Quote, []sdk.Action, error) {
-	var out *sdk.Quote
+func (s *Quotes) Release(ctx context.Context, p *auth.Principal, id string) (*models.Quote, []models.Action, error) {
+	var out *models.Quote
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
 		q, err := tx.Quotes().Lock(ctx, p.OrgID, id)
@@ -550,20 +550,20 @@ func (s *Quotes) Release(ctx context.Context, p *auth.Principal, id string) (*sd
 			Details: map[string]any{"projectId": proj.ID, "amountMicroUsd": q.AmountMicro}}, now); err != nil {
 			return err
 		}
-		var reasons []sdk.BlockedBy
+		var reasons []models.BlockedBy
 		json.Unmarshal([]byte(q.Reasons), &reasons)
 		if reasons == nil {
-			reasons = []sdk.BlockedBy{}
+			reasons = []models.BlockedBy{}
 		}
 		m := s.Mutation("release_quote", nil, nil, nil, remaining(proj))
-		out = &sdk.Quote{QuoteId: q.ID, ProjectId: proj.ID, Decision: sdk.QuoteDecision(q.Decision), State: ptr(sdk.QuoteStateReleased),
+		out = &models.Quote{QuoteId: q.ID, ProjectId: proj.ID, Decision: models.QuoteDecision(q.Decision), State: ptr(models.QuoteStateReleased),
 			AmountUsd: usd(q.AmountMicro), Reasons: reasons, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
 		return nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return out, []sdk.Action{actions.Stop("done")}, nil
+	return out, []models.Action{actions.Stop("done")}, nil
 }
 
 // ConsumeQuote turns a hold into spending: the step launch takes. Under the
@@ -621,14 +621,14 @@ func (s *Quotes) Consume(ctx context.Context, tx *store.Tx, p *auth.Principal, p
 			WithActions(actions.Manual("change_policy", "human"), requote)
 	}
 	// Re-price from the catalogs: a moved price voids the quote.
-	var reqItems []sdk.QuoteItem
+	var reqItems []models.QuoteItem
 	for _, it := range items {
-		ri := sdk.QuoteItem{Kind: sdk.QuoteItemKind(it.Kind)}
+		ri := models.QuoteItem{Kind: models.QuoteItemKind(it.Kind)}
 		if it.Kind == "domain" {
 			d, y := it.Domain, it.Years
 			ri.Domain, ri.Years = &d, &y
 		} else {
-			w, t, m := sdk.Workload(it.Workload), sdk.TargetName(it.Target), it.Months
+			w, t, m := models.Workload(it.Workload), models.TargetName(it.Target), it.Months
 			ri.Workload, ri.Target, ri.Months = &w, &t, &m
 		}
 		reqItems = append(reqItems, ri)
@@ -699,12 +699,12 @@ func (s *Quotes) awaitedQuote(ctx context.Context, tx *store.Tx, p *auth.Princip
 }
 
 // ListQuotes lists the organisation's quotes.
-func (s *Quotes) List(ctx context.Context, orgID string, f store.Filter) (*sdk.QuoteInfoList, []sdk.Action, error) {
+func (s *Quotes) List(ctx context.Context, orgID string, f store.Filter) (*models.QuoteInfoList, []models.Action, error) {
 	qs, err := s.store.Quotes().List(ctx, orgID, f)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	out := &sdk.QuoteInfoList{Quotes: []sdk.QuoteInfo{}}
+	out := &models.QuoteInfoList{Quotes: []models.QuoteInfo{}}
 	for _, q := range qs {
 		v, err := quoteView(q)
 		if err != nil {
@@ -712,11 +712,11 @@ func (s *Quotes) List(ctx context.Context, orgID string, f store.Filter) (*sdk.Q
 		}
 		out.Quotes = append(out.Quotes, v)
 	}
-	return out, []sdk.Action{actions.Stop("done")}, nil
+	return out, []models.Action{actions.Stop("done")}, nil
 }
 
 // GetQuote reads one quote.
-func (s *Quotes) Get(ctx context.Context, orgID, id string) (*sdk.QuoteInfo, []sdk.Action, error) {
+func (s *Quotes) Get(ctx context.Context, orgID, id string) (*models.QuoteInfo, []models.Action, error) {
 	q, err := s.store.Quotes().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Newf("not_found:resource", "no quote %s in your organisation", id).
@@ -729,7 +729,7 @@ func (s *Quotes) Get(ctx context.Context, orgID, id string) (*sdk.QuoteInfo, []s
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	var next []sdk.Action
+	var next []models.Action
 	if q.State == "held" {
 		var items []pricedItem
 		_ = json.Unmarshal([]byte(q.Items), &items)
@@ -740,27 +740,27 @@ func (s *Quotes) Get(ctx context.Context, orgID, id string) (*sdk.QuoteInfo, []s
 }
 
 // Estimate prices a workload over the target catalog (SPEC §2.6).
-func (s *Quotes) Estimate(ctx context.Context, req sdk.EstimateRequest) (*sdk.EstimateResult, []sdk.Action, error) {
+func (s *Quotes) Estimate(ctx context.Context, req models.EstimateRequest) (*models.EstimateResult, []models.Action, error) {
 	need, ok := pricing.Needs[string(req.Workload)]
 	if !ok {
 		return nil, nil, apierr.Newf("input:invalid", "workload %q is not one of static_site, dynamic_service, worker, database_backed_app, mail_enabled_app", req.Workload).
 			WithActions(actions.Manual("fix_input", "agent"))
 	}
 	usage := pricing.Usage{Requests: defaultMonthlyRequests, EgressMicroGB: defaultEgressMicroGB}
-	reqSource, egressSource := sdk.PricingAssumptionSourceDefault, sdk.PricingAssumptionSourceDefault
+	reqSource, egressSource := models.PricingAssumptionSourceDefault, models.PricingAssumptionSourceDefault
 	if req.MonthlyRequests != nil {
 		usage.Requests = int64(*req.MonthlyRequests)
-		reqSource = sdk.PricingAssumptionSourceRequest
+		reqSource = models.PricingAssumptionSourceRequest
 	}
 	if req.MonthlyEgressGb != nil {
 		usage.EgressMicroGB = microUSD(*req.MonthlyEgressGb) // same fixed-point scale
-		egressSource = sdk.PricingAssumptionSourceRequest
+		egressSource = models.PricingAssumptionSourceRequest
 	}
 
 	// Add-ons every capable option carries.
-	var addons []sdk.TargetOption
+	var addons []models.TargetOption
 	var addonTotal pricing.MicroUSD
-	var evidence []sdk.Evidence
+	var evidence []models.Evidence
 	for _, c := range need.Addons {
 		a, ok := pricing.AddonFor(c)
 		if !ok {
@@ -769,9 +769,9 @@ func (s *Quotes) Estimate(ctx context.Context, req sdk.EstimateRequest) (*sdk.Es
 		lines := pricing.Monthly(a, usage)
 		total := pricing.Total(lines)
 		addonTotal += total
-		addons = append(addons, targetOption(a, true, nil, lines, total, sdk.TargetOptionReasonAddonRequired))
+		addons = append(addons, targetOption(a, true, nil, lines, total, models.TargetOptionReasonAddonRequired))
 		name := a.Name
-		evidence = append(evidence, sdk.Evidence{Code: sdk.EvidenceCodeAddonAttached, Target: &name})
+		evidence = append(evidence, models.Evidence{Code: models.EvidenceCodeAddonAttached, Target: &name})
 	}
 
 	type priced struct {
@@ -780,7 +780,7 @@ func (s *Quotes) Estimate(ctx context.Context, req sdk.EstimateRequest) (*sdk.Es
 		lines []pricing.Line
 	}
 	var capable []priced
-	considered := map[string]*sdk.TargetOption{}
+	considered := map[string]*models.TargetOption{}
 	var order []string
 	for _, t := range pricing.Targets {
 		if t.Kind != "compute" {
@@ -788,14 +788,14 @@ func (s *Quotes) Estimate(ctx context.Context, req sdk.EstimateRequest) (*sdk.Es
 		}
 		order = append(order, t.Name)
 		if !t.Has(need.Compute) {
-			opt := targetOption(t, false, []string{need.Compute}, nil, 0, sdk.TargetOptionReasonMissingCapability)
+			opt := targetOption(t, false, []string{need.Compute}, nil, 0, models.TargetOptionReasonMissingCapability)
 			considered[t.Name] = &opt
 			continue
 		}
 		lines := pricing.Monthly(t, usage)
 		total := pricing.Total(lines) + addonTotal
 		capable = append(capable, priced{t, total, lines})
-		opt := targetOption(t, true, nil, lines, total, sdk.TargetOptionReasonCapableNotCheapest)
+		opt := targetOption(t, true, nil, lines, total, models.TargetOptionReasonCapableNotCheapest)
 		considered[t.Name] = &opt
 	}
 	sort.SliceStable(capable, func(i, j int) bool { return capable[i].total < capable[j].total })
@@ -805,44 +805,44 @@ func (s *Quotes) Estimate(ctx context.Context, req sdk.EstimateRequest) (*sdk.Es
 	cheapest := capable[0]
 
 	selected := cheapest
-	reason := sdk.EstimateResultSelectionReasonCheapestCapable
+	reason := models.EstimateResultSelectionReasonCheapestCapable
 	if req.Target != nil {
 		t, ok := pricing.Lookup(string(*req.Target))
 		switch {
 		case !ok:
 			return nil, nil, apierr.Newf("plan:unknown_target", "target %q is not in the catalog; omit target to get the cheapest capable one", *req.Target).
 				WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": string(req.Workload)})).
-				WithDetails(sdk.FieldProblem{Field: "body.target", Problem: "unknown target"})
+				WithDetails(models.FieldProblem{Field: "body.target", Problem: "unknown target"})
 		case t.Kind != "compute":
 			return nil, nil, apierr.Newf("plan:target_incapable", "%s is an add-on that comes with the workload, not a target to run it on", t.Name).
 				WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": string(req.Workload)})).
-				WithDetails(sdk.FieldProblem{Field: "body.target", Problem: "add-on, not a compute target"})
+				WithDetails(models.FieldProblem{Field: "body.target", Problem: "add-on, not a compute target"})
 		case !t.Has(need.Compute):
 			return nil, nil, apierr.Newf("plan:target_incapable", "target %s cannot run a %s (it lacks %s); %s can", t.Name, req.Workload, need.Compute, cheapest.t.Name).
 				WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": string(req.Workload), "target": cheapest.t.Name})).
-				WithDetails(sdk.FieldProblem{Field: "body.target", Problem: "missing capability " + need.Compute})
+				WithDetails(models.FieldProblem{Field: "body.target", Problem: "missing capability " + need.Compute})
 		}
 		for _, c := range capable {
 			if c.t.Name == t.Name {
 				selected = c
 			}
 		}
-		reason = sdk.EstimateResultSelectionReasonExplicitTarget
+		reason = models.EstimateResultSelectionReasonExplicitTarget
 		name := t.Name
-		evidence = append([]sdk.Evidence{{Code: sdk.EvidenceCodeExplicitTarget, Target: &name}}, evidence...)
+		evidence = append([]models.Evidence{{Code: models.EvidenceCodeExplicitTarget, Target: &name}}, evidence...)
 		if cheapest.total < selected.total {
 			cn := cheapest.t.Name
 			detail := fmt.Sprintf("%s costs %.2f USD a month less", cn, usd(selected.total-cheapest.total))
-			evidence = append(evidence, sdk.Evidence{Code: sdk.EvidenceCodeCheaperCapableExists, Target: &cn, Detail: &detail})
+			evidence = append(evidence, models.Evidence{Code: models.EvidenceCodeCheaperCapableExists, Target: &cn, Detail: &detail})
 		}
-		considered[selected.t.Name].Reason = sdk.TargetOptionReasonExplicitTarget
+		considered[selected.t.Name].Reason = models.TargetOptionReasonExplicitTarget
 	} else {
 		name := selected.t.Name
-		evidence = append([]sdk.Evidence{{Code: sdk.EvidenceCodeCheapestCapableSelected, Target: &name}}, evidence...)
-		considered[selected.t.Name].Reason = sdk.TargetOptionReasonCheapestCapable
+		evidence = append([]models.Evidence{{Code: models.EvidenceCodeCheapestCapableSelected, Target: &name}}, evidence...)
+		considered[selected.t.Name].Reason = models.TargetOptionReasonCheapestCapable
 	}
 
-	res := &sdk.EstimateResult{
+	res := &models.EstimateResult{
 		Workload:        req.Workload,
 		SelectedTarget:  selected.t.Name,
 		MonthlyUsd:      usd(selected.total),
@@ -850,20 +850,20 @@ func (s *Quotes) Estimate(ctx context.Context, req sdk.EstimateRequest) (*sdk.Es
 		Addons:          addons,
 		Evidence:        evidence,
 		CatalogVersion:  pricing.CatalogVersion,
-		Assumptions: []sdk.PricingAssumption{
+		Assumptions: []models.PricingAssumption{
 			{Name: "monthlyRequests", Value: float64(usage.Requests), Unit: "requests/month", Source: &reqSource},
 			{Name: "monthlyEgressGb", Value: float64(usage.EgressMicroGB) / 1e6, Unit: "GB/month", Source: &egressSource},
-			{Name: "billingPeriod", Value: 730, Unit: "hours/month", Source: ptr(sdk.PricingAssumptionSourceCatalog)},
-			{Name: "currency", Value: 1, Unit: "USD (fake money in the sandbox)", Source: ptr(sdk.PricingAssumptionSourceCatalog)},
+			{Name: "billingPeriod", Value: 730, Unit: "hours/month", Source: ptr(models.PricingAssumptionSourceCatalog)},
+			{Name: "currency", Value: 1, Unit: "USD (fake money in the sandbox)", Source: ptr(models.PricingAssumptionSourceCatalog)},
 		},
 	}
 	if res.Addons == nil {
-		res.Addons = []sdk.TargetOption{}
+		res.Addons = []models.TargetOption{}
 	}
 	for _, name := range order {
 		res.Considered = append(res.Considered, *considered[name])
 	}
-	next := []sdk.Action{
+	next := []models.Action{
 		actions.Tool("create_quote", "agent", map[string]any{
 			"items": []any{map[string]any{"kind": "service", "target": selected.t.Name, "workload": string(req.Workload), "months": 1}},
 		}),

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/pierhq/pier/sdk"
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/store"
@@ -26,13 +26,13 @@ type Human struct {
 	OrgID, UserID string
 }
 
-func (s *Tasks) taskView(t store.Task) (*sdk.TaskHandle, error) {
-	var steps []sdk.TaskStep
+func (s *Tasks) taskView(t store.Task) (*models.TaskHandle, error) {
+	var steps []models.TaskStep
 	if err := json.Unmarshal([]byte(t.Steps), &steps); err != nil {
 		return nil, err
 	}
-	v := &sdk.TaskHandle{
-		TaskId: t.ID, Kind: sdk.TaskHandleKind(t.Kind), State: sdk.TaskHandleState(t.State), Steps: steps,
+	v := &models.TaskHandle{
+		TaskId: t.ID, Kind: models.TaskHandleKind(t.Kind), State: models.TaskHandleState(t.State), Steps: steps,
 		PollUrl: s.baseURL() + "/v1/tasks/" + t.ID,
 	}
 	if t.State == "input_required" && t.GateID != "" {
@@ -41,12 +41,12 @@ func (s *Tasks) taskView(t store.Task) (*sdk.TaskHandle, error) {
 	}
 	if t.Payload != "" {
 		var pl struct {
-			ServiceID   string       `json:"serviceId"`
-			PreviewHost string       `json:"previewHost"`
-			Domain      string       `json:"domain"`
-			Approval    string       `json:"approval"`
-			Receipt     *sdk.Receipt `json:"receipt"`
-			Undo        *sdk.Undo    `json:"undo"`
+			ServiceID   string          `json:"serviceId"`
+			PreviewHost string          `json:"previewHost"`
+			Domain      string          `json:"domain"`
+			Approval    string          `json:"approval"`
+			Receipt     *models.Receipt `json:"receipt"`
+			Undo        *models.Undo    `json:"undo"`
 		}
 		if err := json.Unmarshal([]byte(t.Payload), &pl); err == nil {
 			if pl.ServiceID != "" {
@@ -80,7 +80,7 @@ func (s *Tasks) taskView(t store.Task) (*sdk.TaskHandle, error) {
 }
 
 // GetTask reads a task of the caller's organisation.
-func (s *Tasks) Get(ctx context.Context, orgID, id string) (*sdk.TaskHandle, []sdk.Action, error) {
+func (s *Tasks) Get(ctx context.Context, orgID, id string) (*models.TaskHandle, []models.Action, error) {
 	t, err := s.store.Tasks().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Newf("not_found:resource", "no task %s in your organisation", id)
@@ -92,18 +92,18 @@ func (s *Tasks) Get(ctx context.Context, orgID, id string) (*sdk.TaskHandle, []s
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	var next []sdk.Action
+	var next []models.Action
 	switch t.State {
 	case "input_required":
 		next = s.approvals.gateActions(t)
 	case "queued", "running":
-		next = []sdk.Action{actions.Retry("get_task", "agent", map[string]any{"id": t.ID}, 1)}
+		next = []models.Action{actions.Retry("get_task", "agent", map[string]any{"id": t.ID}, 1)}
 	case "succeeded":
-		next = []sdk.Action{actions.Stop("done")}
+		next = []models.Action{actions.Stop("done")}
 	default:
 		// A failed task names its way forward when it has one.
 		var r struct {
-			Actions []sdk.Action `json:"actions"`
+			Actions []models.Action `json:"actions"`
 		}
 		json.Unmarshal([]byte(t.Result), &r)
 		next = append(r.Actions, actions.Stop("terminal_error"))
@@ -112,12 +112,12 @@ func (s *Tasks) Get(ctx context.Context, orgID, id string) (*sdk.TaskHandle, []s
 }
 
 // ListTasks lists the organisation's tasks, newest first.
-func (s *Tasks) List(ctx context.Context, orgID string, f store.Filter) (*sdk.TaskList, []sdk.Action, error) {
+func (s *Tasks) List(ctx context.Context, orgID string, f store.Filter) (*models.TaskList, []models.Action, error) {
 	ts, err := s.store.Tasks().ListFiltered(ctx, orgID, f)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	out := &sdk.TaskList{Tasks: []sdk.TaskHandle{}}
+	out := &models.TaskList{Tasks: []models.TaskHandle{}}
 	for _, t := range ts {
 		v, err := s.taskView(t)
 		if err != nil {
@@ -125,7 +125,7 @@ func (s *Tasks) List(ctx context.Context, orgID string, f store.Filter) (*sdk.Ta
 		}
 		out.Tasks = append(out.Tasks, *v)
 	}
-	next := []sdk.Action{}
+	next := []models.Action{}
 	if len(ts) > 0 {
 		next = append(next, actions.Tool("get_task", "agent", map[string]any{"id": ts[0].ID}))
 	}

@@ -1,0 +1,44 @@
+// Package pathtemplate matches concrete paths against the contract's path
+// templates, such as /v1/quotes/{id}.
+package pathtemplate
+
+import "strings"
+
+// Match reports whether path fits template: literal segments equal, and a
+// {parameter} segment anything but empty.
+func Match(template, path string) bool {
+	t := strings.Split(strings.Trim(template, "/"), "/")
+	p := strings.Split(strings.Trim(path, "/"), "/")
+	if len(t) != len(p) {
+		return false
+	}
+	for i := range t {
+		if strings.HasPrefix(t[i], "{") {
+			if p[i] == "" {
+				return false
+			}
+			continue
+		}
+		if t[i] != p[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Best picks, among the templates that match, the one with the fewest
+// parameters: a literal segment beats a parameter, as in net/http's
+// ServeMux, so /v1/domains/search is not /v1/domains/{domain}. It returns
+// the index into templates, or -1.
+func Best(templates []string, path string) int {
+	best, bestParams := -1, 0
+	for i, t := range templates {
+		if !Match(t, path) {
+			continue
+		}
+		if n := strings.Count(t, "{"); best < 0 || n < bestParams {
+			best, bestParams = i, n
+		}
+	}
+	return best
+}

@@ -1,0 +1,59 @@
+// Package operation is the server's policy table: for every operation of
+// the contract, who may call it and with which key scope, whether it takes
+// an Idempotency-Key, its rate-limit class, body limit and purity. The
+// table is generated from the contract's x- members by internal/gen.
+package operation
+
+import "github.com/pierhq/pier/internal/pathtemplate"
+
+// Operation is one operation's policy.
+type Operation struct {
+	ID            string
+	Method        string
+	Path          string
+	Authority     string // anonymous, agent, holder, sandbox_agent or human
+	Anonymous     bool
+	Idempotent    bool // declares Idempotency-Key
+	RateLimit     string
+	BodyLimit     int64
+	SuccessStatus int
+	HasBody       bool
+	// Pure: the answer is a function of the request alone.
+	Pure bool
+	// Scope is the key scope an agent operation needs.
+	Scope string
+	// Required names the arguments the operation cannot go without:
+	// required path and query parameters and the required members of a
+	// required body.
+	Required []string
+	// InputRequired: the answer can be a task waiting for a human decision.
+	InputRequired bool
+	// MCPTool is the operation's MCP tool name, or "" when it is no tool.
+	MCPTool string
+}
+
+// Lookup finds the operation with the given id.
+func Lookup(id string) (Operation, bool) {
+	for _, op := range All {
+		if op.ID == id {
+			return op, true
+		}
+	}
+	return Operation{}, false
+}
+
+// Match finds the operation a method and concrete path belong to; a
+// literal segment beats a parameter.
+func Match(method, path string) (Operation, bool) {
+	var candidates []Operation
+	var templates []string
+	for _, op := range All {
+		if op.Method == method {
+			candidates, templates = append(candidates, op), append(templates, op.Path)
+		}
+	}
+	if i := pathtemplate.Best(templates, path); i >= 0 {
+		return candidates[i], true
+	}
+	return Operation{}, false
+}
