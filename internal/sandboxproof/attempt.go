@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/gowebpki/jcs"
 )
 
 // Scenarios, outcomes and decisions, as the format spells them.
@@ -52,14 +54,23 @@ func RequestDigest(r AttemptRequest) (string, error) {
 		return "", fmt.Errorf("%w: unknown scenario %q", ErrMalformed, r.Scenario)
 	}
 	mandateSum := sha256.Sum256([]byte(r.Mandate))
-	// Every value is from an alphabet that needs no JSON escaping, so the
-	// canonical form can be written out member by member in sorted order.
-	canonical := `{"amountUsd":` + string(amount) +
-		`,"attemptId":"` + r.AttemptID +
-		`","currency":"USD","kind":"pier.sandbox.attempt.v1","mandateSha256":"` + hex.EncodeToString(mandateSum[:]) +
-		`","scenario":"` + r.Scenario +
-		`","sessionId":"` + r.SessionID + `"}`
-	sum := sha256.Sum256([]byte(canonical))
+	body, err := json.Marshal(map[string]any{
+		"kind":          "pier.sandbox.attempt.v1",
+		"sessionId":     r.SessionID,
+		"attemptId":     r.AttemptID,
+		"scenario":      r.Scenario,
+		"amountUsd":     amount,
+		"currency":      "USD",
+		"mandateSha256": hex.EncodeToString(mandateSum[:]),
+	})
+	if err != nil {
+		return "", err
+	}
+	canonical, err := jcs.Transform(body)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(canonical)
 	return hex.EncodeToString(sum[:]), nil
 }
 

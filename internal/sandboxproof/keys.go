@@ -2,14 +2,16 @@ package sandboxproof
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	jose "github.com/go-jose/go-jose/v4"
 )
 
 // SigningKey is one of the sandbox's own P-256 keys: the issuer key, which
@@ -141,14 +143,14 @@ func PublicJWKS(keys ...*SigningKey) ([]byte, error) {
 // Thumbprint is the RFC 7638 SHA-256 thumbprint of a P-256 public key, in
 // base64url. It names the holder key and is the KID of the sandbox's keys.
 func Thumbprint(pub *ecdsa.PublicKey) (string, error) {
-	x, y, err := publicCoordinates(pub)
+	if _, _, err := publicCoordinates(pub); err != nil {
+		return "", err
+	}
+	sum, err := (&jose.JSONWebKey{Key: pub}).Thumbprint(crypto.SHA256)
 	if err != nil {
 		return "", err
 	}
-	// RFC 7638 fixes the members and their order; no JSON encoder is needed.
-	canonical := `{"crv":"P-256","kty":"EC","x":"` + b64(x) + `","y":"` + b64(y) + `"}`
-	sum := sha256.Sum256([]byte(canonical))
-	return b64(sum[:]), nil
+	return b64(sum), nil
 }
 
 // marshalFile renders a published file: indented, with a final newline, so
