@@ -46,7 +46,7 @@ func (s *Server) buildLaunch() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	lp := &launchParts{ca: ca, edge: edge.NewWithLimits(s.store, s.log, s.cfg.Edge), dns: dnsserver.NewWithLimits(s.store, s.log, s.cfg.DNS, s.cfg.DNSSecondaries)}
+	lp := &launchParts{ca: ca, edge: edge.NewWithLimits(edge.FromStore(s.store), s.log, s.cfg.Edge), dns: dnsserver.NewWithLimits(s.store.Domains(), s.log, s.cfg.DNS, s.cfg.DNSSecondaries)}
 	caaIssuers := []string{tlsca.Name}
 	if s.cfg.ACMEDirectory != "" {
 		lp.acme, err = acme.New(acme.Config{Directory: s.cfg.ACMEDirectory, Email: s.cfg.ACMEEmail, CAFile: s.cfg.ACMECAFile,

@@ -46,9 +46,15 @@ type Secondary struct {
 	Secret string
 }
 
-// Server answers authoritatively for the zones in the store.
+// Zones is what DNS reads from the domain: a zone by its apex, or
+// store.ErrNotFound. store.Domains is one.
+type Zones interface {
+	Zone(ctx context.Context, domain string) (store.Zone, error)
+}
+
+// Server answers authoritatively for the zones it is given.
 type Server struct {
-	store *store.Store
+	store Zones
 	log   *slog.Logger
 	udp   *dns.Server
 	tcp   *dns.Server
@@ -81,14 +87,14 @@ const cacheTTL = 2 * time.Second
 const maxApexLabels = 5
 
 // New returns a server over the store with the default limits.
-func New(st *store.Store, log *slog.Logger) *Server {
+func New(st Zones, log *slog.Logger) *Server {
 	return NewWithLimits(st, log, DefaultLimits, nil)
 }
 
 // NewWithLimits returns a server over the store; zero limits take the
 // defaults, except RRLRate and RRLSlip, where 0 means off. secondaries may
 // transfer zones.
-func NewWithLimits(st *store.Store, log *slog.Logger, l Limits, secondaries []Secondary) *Server {
+func NewWithLimits(st Zones, log *slog.Logger, l Limits, secondaries []Secondary) *Server {
 	d := DefaultLimits
 	if l.Zones <= 0 {
 		l.Zones = d.Zones
@@ -169,7 +175,7 @@ func (s *Server) load(ctx context.Context, apex string) ([]dns.RR, bool) {
 	if c, ok := s.zones.Get(apex); ok && time.Since(c.loaded) < cacheTTL {
 		return c.rrs, !c.absent
 	}
-	z, err := s.store.Domains().Zone(ctx, strings.TrimSuffix(apex, "."))
+	z, err := s.store.Zone(ctx, strings.TrimSuffix(apex, "."))
 	var rrs []dns.RR
 	absent := errors.Is(err, store.ErrNotFound)
 	if err == nil {

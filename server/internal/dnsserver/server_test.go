@@ -36,7 +36,7 @@ func serve(t testing.TB, l dnsserver.Limits, secondaries ...dnsserver.Secondary)
 	if err := st.Domains().PutZone(ctx, store.Zone{Domain: "acme.dev", OrgID: "org_1", Serial: 7, Records: dnsserver.EncodeRecords(recs), UpdatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	s := dnsserver.NewWithLimits(st, slog.New(slog.DiscardHandler), l, secondaries)
+	s := dnsserver.NewWithLimits(st.Domains(), slog.New(slog.DiscardHandler), l, secondaries)
 	addr, err := s.Listen(ctx, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

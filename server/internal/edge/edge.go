@@ -93,9 +93,34 @@ type Limits struct {
 // DefaultLimits are the edge's defaults.
 var DefaultLimits = Limits{HotCacheBytes: 256 << 20, Sites: 10_000, Files: 1_000_000, UnknownHosts: 4096}
 
+// Sites is what the edge reads from the domain: the live service that
+// answers for a host, its bundle, and the bundle's content-addressed blobs.
+type Sites interface {
+	ServiceByHost(ctx context.Context, host string) (store.Service, error)
+	Bundle(ctx context.Context, orgID, id string) (store.Bundle, error)
+	Blob(ctx context.Context, sha string) ([]byte, error)
+}
+
+// FromStore reads sites from the store.
+func FromStore(st *store.Store) Sites { return storeSites{st} }
+
+type storeSites struct{ st *store.Store }
+
+func (s storeSites) ServiceByHost(ctx context.Context, host string) (store.Service, error) {
+	return s.st.Services().ByHost(ctx, host)
+}
+
+func (s storeSites) Bundle(ctx context.Context, orgID, id string) (store.Bundle, error) {
+	return s.st.Bundles().Get(ctx, orgID, id)
+}
+
+func (s storeSites) Blob(ctx context.Context, sha string) ([]byte, error) {
+	return s.st.Bundles().Blob(ctx, sha)
+}
+
 // Edge is the site-serving handler.
 type Edge struct {
-	store *store.Store
+	store Sites
 	log   *slog.Logger
 
 	sites   *cache.Cache[string, *site]
@@ -108,12 +133,11 @@ type Edge struct {
 // changed it; this process invalidates its own changes at once.
 const revalidate = 2 * time.Second
 
-// New returns an edge over the store with the default limits.
-func New(st *store.Store, log *slog.Logger) *Edge { return NewWithLimits(st, log, DefaultLimits) }
+// New returns an edge over sites with the default limits.
+func New(st Sites, log *slog.Logger) *Edge { return NewWithLimits(st, log, DefaultLimits) }
 
-// NewWithLimits returns an edge over the store; zero limits take the
-// defaults.
-func NewWithLimits(st *store.Store, log *slog.Logger, l Limits) *Edge {
+// NewWithLimits returns an edge over sites; zero limits take the defaults.
+func NewWithLimits(st Sites, log *slog.Logger, l Limits) *Edge {
 	d := DefaultLimits
 	if l.HotCacheBytes <= 0 {
 		l.HotCacheBytes = d.HotCacheBytes
@@ -203,7 +227,7 @@ func (e *Edge) siteFor(ctx context.Context, host string) (*site, error) {
 	}
 	v, err, _ := e.loads.Do("site\x00"+host, func() (any, error) {
 		ctx := context.WithoutCancel(ctx)
-		svc, err := e.store.Services().ByHost(ctx, host)
+		svc, err := e.store.ServiceByHost(ctx, host)
 		if errors.Is(err, store.ErrNotFound) {
 			e.sites.Delete(host)
 			e.missing.Put(host, time.Now())
@@ -233,7 +257,7 @@ func (e *Edge) siteFor(ctx context.Context, host string) (*site, error) {
 }
 
 func (e *Edge) build(ctx context.Context, svc store.Service) (*site, error) {
-	b, err := e.store.Bundles().Get(ctx, svc.OrgID, svc.BundleID)
+	b, err := e.store.Bundle(ctx, svc.OrgID, svc.BundleID)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +291,7 @@ func (e *Edge) body(ctx context.Context, f *file) (*blob, error) {
 		return b, nil
 	}
 	v, err, _ := e.loads.Do("blob\x00"+f.sha, func() (any, error) {
-		data, err := e.store.Bundles().Blob(context.WithoutCancel(ctx), f.sha)
+		data, err := e.store.Blob(context.WithoutCancel(ctx), f.sha)
 		if err != nil {
 			return nil, err
 		}

@@ -103,7 +103,7 @@ func TestHotCacheIsBoundedAndShared(t *testing.T) {
 		log := slog.New(slog.DiscardHandler)
 
 		// Shared: the second site's request adds nothing.
-		e := NewWithLimits(st, log, Limits{HotCacheBytes: 64 << 20})
+		e := NewWithLimits(FromStore(st), log, Limits{HotCacheBytes: 64 << 20})
 		fetch(t, e, a, "/f0.bin", files["f0.bin"])
 		one := e.HotCacheBytes()
 		fetch(t, e, b, "/f0.bin", files["f0.bin"])
@@ -113,7 +113,7 @@ func TestHotCacheIsBoundedAndShared(t *testing.T) {
 
 		// Bounded: 1 MiB holds three of the six files.
 		const budget = 1 << 20
-		e = NewWithLimits(st, log, Limits{HotCacheBytes: budget})
+		e = NewWithLimits(FromStore(st), log, Limits{HotCacheBytes: budget})
 		for range 3 {
 			for _, host := range []string{a, b} {
 				for i := range 6 {

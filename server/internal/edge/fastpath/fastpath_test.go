@@ -81,7 +81,7 @@ func newEdge(t testing.TB) *edge.Edge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return edge.New(st, slog.New(slog.DiscardHandler))
+	return edge.New(edge.FromStore(st), slog.New(slog.DiscardHandler))
 }
 
 func isAPI(host string) bool {
