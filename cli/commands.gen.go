@@ -45,13 +45,13 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 	root.AddCommand(groups["workflows"])
 	groups["workflows"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "apply_workflow", Method: "POST", Path: "/v1/workflows/{id}/apply",
-		Use: "apply <id>", Short: "Apply a prepared workflow after rechecking caller, policy, budget, price, versions and state.",
-		Example:   "  pier workflows apply ID --digest DIGEST --signature SIGNATURE\n  pier workflows apply ID --digest DIGEST --signature SIGNATURE --json",
-		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
+		Use: "apply <id>", Short: "Apply a prepared workflow once, after rechecking caller, policy, budget, prices, versions and state.",
+		Long:      "Apply a prepared workflow once, after rechecking caller, policy, budget, prices, versions and state.\n\nRechecks everything the plan read and answers `plan:stale`, `plan:price_changed`, `budget:*` or `policy:*` when something changed, each with an action to prepare again. Applies exactly once: a second apply of the same plan replays the first answer, and concurrent applies run one. The steps run as one durable task, in topological order, each under an idempotency key derived from the plan and the step. When `signedPlan` is sent it must verify and match the stored plan.",
+		Example:   "  pier workflows apply ID\n  pier workflows apply ID --json",
+		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: false,
 		Args: []ArgSpec{{Name: "id", In: "path"}},
 		Flags: []FlagSpec{
-			{Flag: "digest", Field: "digest", In: "body", Kind: "string", Required: true, Usage: ""},
-			{Flag: "signature", Field: "signature", In: "body", Kind: "string", Required: true, Usage: ""},
+			{Flag: "signed-plan", Field: "signedPlan", In: "body", Kind: "string", Required: false, Usage: "The signed plan as prepare returned it; when sent it must verify and match the stored plan."},
 		},
 	}, runF))
 	groups["billing"].AddCommand(NewCmdOperation(f, &OperationSpec{
@@ -236,6 +236,19 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Example:   "  pier reference verifier-script\n  pier reference verifier-script --json",
 		Anonymous: true, Idempotent: false, HasBody: false, BodyRequired: false,
 	}, runF))
+	groups["workflows"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "get_workflow", Method: "GET", Path: "/v1/workflows/{id}",
+		Use: "get <id>", Short: "Read a prepared workflow, its signed plan and whether it was applied.",
+		Example:   "  pier workflows get ID\n  pier workflows get ID --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+	}, runF))
+	groups["workflows"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "get_workflow_jwks", Method: "GET", Path: "/.well-known/workflow-jwks.json",
+		Use: "jwks", Short: "The public keys workflow plans are signed with.",
+		Example:   "  pier workflows jwks\n  pier workflows jwks --json",
+		Anonymous: true, Idempotent: false, HasBody: false, BodyRequired: false,
+	}, runF))
 	groups["projects"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "launch_service", Method: "POST", Path: "/v1/projects/{id}/launch",
 		Use: "launch <id>", Short: "Launch a named service as a durable task.",
@@ -355,7 +368,7 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 	groups["workflows"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "prepare_workflow", Method: "POST", Path: "/v1/workflows",
 		Use: "prepare", Short: "Validate, canonicalize, sign and persist an operation graph.",
-		Long:      "Validate, canonicalize, sign and persist an operation graph.\n\nReserves no budget, creates no task and calls no provider. Returns a safe plan projection.",
+		Long:      "Validate, canonicalize, sign and persist an operation graph.\n\nValidates a finite graph of steps (each an operation of this contract with its arguments, as an MCP tool call takes them; `${steps.ID.FIELD}` takes an earlier step's output), canonicalizes it with RFC 8785, signs it with ES256 under a key published at `/.well-known/workflow-jwks.json`, and persists it. Reserves no budget, creates no task and calls no provider. Returns the plan's id, digest, the signed plan, and a safe projection for a human: each step, its price now, the total, which steps are irreversible or need a human, and the resource versions the plan read.",
 		Example:   "  pier workflows prepare --project-id PROJECT-ID --steps STEPS\n  pier workflows prepare --project-id PROJECT-ID --steps STEPS --json",
 		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
 		Flags: []FlagSpec{

@@ -147,6 +147,9 @@ const (
 	NotFoundRoute             BlockedBy = "not_found:route"
 	PlanDomainUnavailable     BlockedBy = "plan:domain_unavailable"
 	PlanNotImplemented        BlockedBy = "plan:not_implemented"
+	PlanPriceChanged          BlockedBy = "plan:price_changed"
+	PlanSignatureInvalid      BlockedBy = "plan:signature_invalid"
+	PlanStale                 BlockedBy = "plan:stale"
 	PlanTargetIncapable       BlockedBy = "plan:target_incapable"
 	PlanUnknownTarget         BlockedBy = "plan:unknown_target"
 	PolicyApprovalRequired    BlockedBy = "policy:approval_required"
@@ -225,6 +228,12 @@ func (e BlockedBy) Valid() bool {
 	case PlanDomainUnavailable:
 		return true
 	case PlanNotImplemented:
+		return true
+	case PlanPriceChanged:
+		return true
+	case PlanSignatureInvalid:
+		return true
+	case PlanStale:
 		return true
 	case PlanTargetIncapable:
 		return true
@@ -687,6 +696,24 @@ func (e ManualActionStep) Valid() bool {
 	case UpgradeClient:
 		return true
 	case WaitForHuman:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PreparedWorkflowState.
+const (
+	Applied  PreparedWorkflowState = "applied"
+	Prepared PreparedWorkflowState = "prepared"
+)
+
+// Valid indicates whether the value is a known member of the PreparedWorkflowState enum.
+func (e PreparedWorkflowState) Valid() bool {
+	switch e {
+	case Applied:
+		return true
+	case Prepared:
 		return true
 	default:
 		return false
@@ -1395,6 +1422,30 @@ func (e UrlActionPurpose) Valid() bool {
 	}
 }
 
+// Defines values for WorkflowStepTool.
+const (
+	CreateQuote     WorkflowStepTool = "create_quote"
+	LaunchService   WorkflowStepTool = "launch_service"
+	TeardownService WorkflowStepTool = "teardown_service"
+	UploadAssets    WorkflowStepTool = "upload_assets"
+)
+
+// Valid indicates whether the value is a known member of the WorkflowStepTool enum.
+func (e WorkflowStepTool) Valid() bool {
+	switch e {
+	case CreateQuote:
+		return true
+	case LaunchService:
+		return true
+	case TeardownService:
+		return true
+	case UploadAssets:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Workload.
 const (
 	WorkloadDatabaseBackedApp Workload = "database_backed_app"
@@ -1540,8 +1591,8 @@ type AppliedDomainFiltersCatalog string
 
 // ApplyWorkflowRequest defines model for ApplyWorkflowRequest.
 type ApplyWorkflowRequest struct {
-	Digest    string `json:"digest"`
-	Signature string `json:"signature"`
+	// SignedPlan The signed plan as prepare returned it; when sent it must verify and match the stored plan.
+	SignedPlan *string `json:"signedPlan,omitempty"`
 }
 
 // ApprovalRules defines model for ApprovalRules.
@@ -2284,19 +2335,29 @@ type PackageFile struct {
 
 // PreparedWorkflow defines model for PreparedWorkflow.
 type PreparedWorkflow struct {
-	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
-	BudgetRemainingUsd Usd            `json:"budgetRemainingUsd"`
-	Digest             string         `json:"digest"`
-	Plan               []WorkflowStep `json:"plan"`
-	Receipt            Receipt        `json:"receipt"`
+	CreatedAt time.Time `json:"createdAt"`
 
-	// Signature A JWS over the canonical plan bytes. It proves the plan is unchanged; it grants nothing.
-	Signature string `json:"signature"`
+	// Digest SHA-256 of the canonical (RFC 8785) plan.
+	Digest    string `json:"digest"`
+	KeyId     string `json:"keyId"`
+	ProjectId string `json:"projectId"`
 
-	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
-	Undo       Undo   `json:"undo"`
-	WorkflowId string `json:"workflowId"`
+	// SignedPlan A compact JWS (ES256) whose payload is the canonical plan. It proves the plan is unchanged; it grants nothing.
+	SignedPlan string                   `json:"signedPlan"`
+	State      PreparedWorkflowState    `json:"state"`
+	Steps      []WorkflowStepProjection `json:"steps"`
+
+	// TaskId The task that applies it, once applied.
+	TaskId *string `json:"taskId,omitempty"`
+
+	// TotalUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	TotalUsd   Usd               `json:"totalUsd"`
+	Versions   []ResourceVersion `json:"versions"`
+	WorkflowId string            `json:"workflowId"`
 }
+
+// PreparedWorkflowState defines model for PreparedWorkflow.State.
+type PreparedWorkflowState string
 
 // PricingAssumption defines model for PricingAssumption.
 type PricingAssumption struct {
@@ -2566,6 +2627,17 @@ type ResourceRef struct {
 	Id   string  `json:"id"`
 	Type string  `json:"type"`
 	Url  *string `json:"url,omitempty"`
+}
+
+// ResourceVersion defines model for ResourceVersion.
+type ResourceVersion struct {
+	Id string `json:"id"`
+
+	// Type project, bundle, service or domain.
+	Type string `json:"type"`
+
+	// Version What the plan read, compared again on apply.
+	Version string `json:"version"`
 }
 
 // SandboxAction A sandbox step; its kind is `request` or `stop`.
@@ -3100,12 +3172,36 @@ type WorkflowRequest struct {
 	Steps     []WorkflowStep `json:"steps"`
 }
 
-// WorkflowStep defines model for WorkflowStep.
+// WorkflowStep One step of a workflow. `tool` names an operation of this contract; `arguments` are what its MCP tool takes. A string argument of exactly the form `${steps.ID.FIELD}` takes an output of an earlier step.
 type WorkflowStep struct {
+	// After Steps that must finish first, besides those whose outputs this step uses.
 	After     *[]string              `json:"after,omitempty"`
 	Arguments map[string]interface{} `json:"arguments"`
 	Id        string                 `json:"id"`
-	Tool      string                 `json:"tool"`
+
+	// Tool The operations a workflow can run. `upload_assets` names an uploaded bundle by `bundleId`: the plan pins its content, and carries no files.
+	Tool WorkflowStepTool `json:"tool"`
+}
+
+// WorkflowStepTool The operations a workflow can run. `upload_assets` names an uploaded bundle by `bundleId`: the plan pins its content, and carries no files.
+type WorkflowStepTool string
+
+// WorkflowStepProjection defines model for WorkflowStepProjection.
+type WorkflowStepProjection struct {
+	After          []string               `json:"after"`
+	ApprovalReason *string                `json:"approvalReason,omitempty"`
+	Arguments      map[string]interface{} `json:"arguments"`
+	Id             string                 `json:"id"`
+
+	// Irreversible Once run, its effect cannot be undone (a domain registration).
+	Irreversible bool `json:"irreversible"`
+
+	// NeedsApproval A human gate will stop the step until a person decides.
+	NeedsApproval bool `json:"needsApproval"`
+
+	// PriceUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	PriceUsd Usd    `json:"priceUsd"`
+	Tool     string `json:"tool"`
 }
 
 // Workload defines model for Workload.

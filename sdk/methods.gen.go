@@ -4,7 +4,7 @@ package sdk
 
 import "context"
 
-// ApplyWorkflow calls apply_workflow (POST /v1/workflows/{id}/apply): Apply a prepared workflow after rechecking caller, policy, budget, price, versions and state.
+// ApplyWorkflow calls apply_workflow (POST /v1/workflows/{id}/apply): Apply a prepared workflow once, after rechecking caller, policy, budget, prices, versions and state.
 func (c *Client) ApplyWorkflow(ctx context.Context, id ResourceId, params *ApplyWorkflowParams, body ApplyWorkflowJSONRequestBody, opts ...RequestEditorFn) (*TaskEnvelope, error) {
 	resp, err := c.api.ApplyWorkflowWithResponse(ctx, id, params, body, opts...)
 	if err != nil {
@@ -288,6 +288,30 @@ func (c *Client) GetVerifierScript(ctx context.Context, opts ...RequestEditorFn)
 	}
 	if resp.StatusCode() == 200 {
 		return resp.Body, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// GetWorkflow calls get_workflow (GET /v1/workflows/{id}): Read a prepared workflow, its signed plan and whether it was applied.
+func (c *Client) GetWorkflow(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*WorkflowEnvelope, error) {
+	resp, err := c.api.GetWorkflowWithResponse(ctx, id, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// GetWorkflowJwks calls get_workflow_jwks (GET /.well-known/workflow-jwks.json): The public keys workflow plans are signed with.
+func (c *Client) GetWorkflowJwks(ctx context.Context, opts ...RequestEditorFn) (*Jwks, error) {
+	resp, err := c.api.GetWorkflowJwksWithResponse(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
 	}
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }

@@ -142,6 +142,7 @@ type (
 	PrepareWorkflowJSONRequestBody        = models.PrepareWorkflowJSONRequestBody
 	PrepareWorkflowParams                 = models.PrepareWorkflowParams
 	PreparedWorkflow                      = models.PreparedWorkflow
+	PreparedWorkflowState                 = models.PreparedWorkflowState
 	PricingAssumption                     = models.PricingAssumption
 	PricingAssumptionSource               = models.PricingAssumptionSource
 	Project                               = models.Project
@@ -179,6 +180,7 @@ type (
 	RequestBudgetRaiseParams              = models.RequestBudgetRaiseParams
 	ResourceId                            = models.ResourceId
 	ResourceRef                           = models.ResourceRef
+	ResourceVersion                       = models.ResourceVersion
 	SandboxAction                         = models.SandboxAction
 	SandboxAttempt                        = models.SandboxAttempt
 	SandboxAttemptCurrency                = models.SandboxAttemptCurrency
@@ -256,6 +258,8 @@ type (
 	WorkflowEnvelope                      = models.WorkflowEnvelope
 	WorkflowRequest                       = models.WorkflowRequest
 	WorkflowStep                          = models.WorkflowStep
+	WorkflowStepProjection                = models.WorkflowStepProjection
+	WorkflowStepTool                      = models.WorkflowStepTool
 	Workload                              = models.Workload
 )
 
@@ -264,6 +268,7 @@ const (
 	ALLOW                                        = models.ALLOW
 	Addon                                        = models.Addon
 	Agent                                        = models.Agent
+	Applied                                      = models.Applied
 	ApprovalDenied                               = models.ApprovalDenied
 	ApprovalPending                              = models.ApprovalPending
 	Approve                                      = models.Approve
@@ -308,6 +313,7 @@ const (
 	ConformanceSummaryOutcomePass                = models.ConformanceSummaryOutcomePass
 	ContactOperator                              = models.ContactOperator
 	CreateKey                                    = models.CreateKey
+	CreateQuote                                  = models.CreateQuote
 	DENY                                         = models.DENY
 	Documentation                                = models.Documentation
 	Domain                                       = models.Domain
@@ -352,6 +358,7 @@ const (
 	JsonRpcMessageJsonrpcN20                     = models.JsonRpcMessageJsonrpcN20
 	JsonRpcParseErrorJsonrpcN20                  = models.JsonRpcParseErrorJsonrpcN20
 	Launch                                       = models.Launch
+	LaunchService                                = models.LaunchService
 	LessThannil                                  = models.LessThannil
 	ListQuotesParamsStateConsumed                = models.ListQuotesParamsStateConsumed
 	ListQuotesParamsStateExpired                 = models.ListQuotesParamsStateExpired
@@ -379,11 +386,15 @@ const (
 	P256                                         = models.P256
 	PlanDomainUnavailable                        = models.PlanDomainUnavailable
 	PlanNotImplemented                           = models.PlanNotImplemented
+	PlanPriceChanged                             = models.PlanPriceChanged
+	PlanSignatureInvalid                         = models.PlanSignatureInvalid
+	PlanStale                                    = models.PlanStale
 	PlanTargetIncapable                          = models.PlanTargetIncapable
 	PlanUnknownTarget                            = models.PlanUnknownTarget
 	PolicyApprovalRequired                       = models.PolicyApprovalRequired
 	PolicyPriceCeiling                           = models.PolicyPriceCeiling
 	PolicyTldDenied                              = models.PolicyTldDenied
+	Prepared                                     = models.Prepared
 	PriceChanged                                 = models.PriceChanged
 	PriceUnavailable                             = models.PriceUnavailable
 	PricingAssumptionSourceCatalog               = models.PricingAssumptionSourceCatalog
@@ -475,10 +486,12 @@ const (
 	TaskStepStateSkipped                         = models.TaskStepStateSkipped
 	TaskStepStateSucceeded                       = models.TaskStepStateSucceeded
 	Teardown                                     = models.Teardown
+	TeardownService                              = models.TeardownService
 	Tool                                         = models.Tool
 	TransferOut                                  = models.TransferOut
 	UnsignedObservation                          = models.UnsignedObservation
 	UpgradeClient                                = models.UpgradeClient
+	UploadAssets                                 = models.UploadAssets
 	Url                                          = models.Url
 	WaitForHuman                                 = models.WaitForHuman
 	Workflow                                     = models.Workflow

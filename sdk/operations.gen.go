@@ -4,7 +4,7 @@ package sdk
 
 // Operations lists every operation in the contract, ordered by id.
 var Operations = []Operation{
-	{ID: "apply_workflow", Method: "POST", Path: "/v1/workflows/{id}/apply", Authority: "agent", Idempotent: true, Scope: "launch", Required: []string{"id", "digest", "signature"}, InputRequired: true, MCPTool: "apply_workflow"},
+	{ID: "apply_workflow", Method: "POST", Path: "/v1/workflows/{id}/apply", Authority: "agent", Idempotent: true, Scope: "launch", Required: []string{"id"}, InputRequired: true, MCPTool: "apply_workflow"},
 	{ID: "create_billing_setup_link", Method: "POST", Path: "/v1/billing/setup-link", Authority: "agent", Idempotent: true, Scope: "read", Required: []string(nil), InputRequired: false, MCPTool: "create_billing_setup_link"},
 	{ID: "create_quote", Method: "POST", Path: "/v1/quotes", Authority: "agent", Idempotent: true, Scope: "quote", Required: []string{"items", "projectId"}, InputRequired: false, MCPTool: "create_quote"},
 	{ID: "create_sandbox_attempt", Method: "POST", Path: "/v1/sandbox/sessions/{id}/attempts", Authority: "sandbox_agent", Idempotent: true, Scope: "", Required: []string{"id", "scenario"}, InputRequired: false, MCPTool: "create_sandbox_attempt"},
@@ -28,6 +28,8 @@ var Operations = []Operation{
 	{ID: "get_service", Method: "GET", Path: "/v1/services/{id}", Authority: "agent", Idempotent: false, Scope: "read", Required: []string{"id"}, InputRequired: false, MCPTool: "get_service"},
 	{ID: "get_task", Method: "GET", Path: "/v1/tasks/{id}", Authority: "agent", Idempotent: false, Scope: "read", Required: []string{"id"}, InputRequired: true, MCPTool: "get_task"},
 	{ID: "get_verifier_script", Method: "GET", Path: "/verify-sandbox-proof.mjs", Authority: "anonymous", Idempotent: false, Scope: "", Required: []string(nil), InputRequired: false, MCPTool: "get_verifier_script"},
+	{ID: "get_workflow", Method: "GET", Path: "/v1/workflows/{id}", Authority: "agent", Idempotent: false, Scope: "read", Required: []string{"id"}, InputRequired: false, MCPTool: "get_workflow"},
+	{ID: "get_workflow_jwks", Method: "GET", Path: "/.well-known/workflow-jwks.json", Authority: "anonymous", Idempotent: false, Scope: "", Required: []string(nil), InputRequired: false, MCPTool: "get_workflow_jwks"},
 	{ID: "launch_service", Method: "POST", Path: "/v1/projects/{id}/launch", Authority: "agent", Idempotent: true, Scope: "launch", Required: []string{"id", "name", "target"}, InputRequired: true, MCPTool: "launch_service"},
 	{ID: "list_bundles", Method: "GET", Path: "/v1/bundles", Authority: "agent", Idempotent: false, Scope: "read", Required: []string(nil), InputRequired: false, MCPTool: "list_bundles"},
 	{ID: "list_domains", Method: "GET", Path: "/v1/domains", Authority: "agent", Idempotent: false, Scope: "read", Required: []string(nil), InputRequired: false, MCPTool: "list_domains"},

@@ -19,6 +19,7 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/server/internal/tasks"
 	"github.com/pierhq/pier/server/internal/web"
+	"github.com/pierhq/pier/server/internal/workflow"
 	"github.com/pierhq/pier/server/internal/zone"
 )
 
@@ -43,9 +44,11 @@ type Server struct {
 	handler http.Handler
 	svc     *service.Service
 	sandbox *sandbox.Service
-	launch  *launchParts
-	http    *http.Server
-	ln      net.Listener
+	// workflows prepares, applies and runs workflows.
+	workflows *workflow.Engine
+	launch    *launchParts
+	http      *http.Server
+	ln        net.Listener
 }
 
 // New opens the store and builds the handlers; Serve starts listening.
@@ -70,6 +73,30 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
+// runTask works one durable task: workflows in the workflow engine, the
+// rest (launches, teardowns) in the domain.
+func (s *Server) runTask(ctx context.Context, taskID string) error {
+	t, err := s.store.Tasks().GetAnyOrg(ctx, taskID)
+	if err != nil {
+		return err
+	}
+	if t.Kind == "workflow" {
+		return s.workflows.Run(ctx, t)
+	}
+	return s.svc.Launches.RunTask(ctx, taskID)
+}
+
+// failTask ends a task whose runs kept failing.
+func (s *Server) failTask(ctx context.Context, taskID string, cause error) {
+	if t, err := s.store.Tasks().GetAnyOrg(ctx, taskID); err == nil && t.Kind == "workflow" {
+		if err := s.workflows.Fail(ctx, t, cause); err != nil {
+			s.log.Error("failing workflow task", "task", taskID, "err", err)
+		}
+		return
+	}
+	s.svc.Launches.FailTask(ctx, taskID, cause)
+}
+
 func (s *Server) build(ctx context.Context) error {
 	caaIssuers, err := s.buildLaunch()
 	if err != nil {
@@ -91,10 +118,16 @@ func (s *Server) build(ctx context.Context) error {
 		Quotas: s.cfg.Quotas,
 	})
 	s.svc = svc
-	s.launch.runner, err = tasks.New(ctx, s.store, s.cfg.DatabaseURL, svc.Launches.RunTask, tasks.Config{
+	var mcpH *mcp.Handler
+	s.workflows = workflow.New(workflow.Config{
+		Store: s.store, Service: svc, Now: s.cfg.Now, Log: s.log, PauseAfter: s.cfg.StepPause.After,
+		Invoker: func() workflow.Invoker { return mcpH },
+		Enqueue: platform{s}.Enqueue,
+	})
+	s.launch.runner, err = tasks.New(ctx, s.store, s.cfg.DatabaseURL, s.runTask, tasks.Config{
 		JobTimeout: s.cfg.TaskJobTimeout,
 		Log:        s.log,
-		OnGiveUp:   svc.Launches.FailTask,
+		OnGiveUp:   s.failTask,
 	})
 	if err != nil {
 		return err
@@ -105,14 +138,15 @@ func (s *Server) build(ctx context.Context) error {
 	var mcpHandler http.Handler
 	limiter := ratelimit.New(s.cfg.RateLimits, s.cfg.Now)
 	api, err := httpapi.New(httpapi.Config{
-		Tokens:  authz,
-		Service: svc,
-		Store:   s.store,
-		Limiter: limiter,
-		Log:     s.log,
-		Now:     s.cfg.Now,
-		BaseURL: s.BaseURL,
-		Sandbox: s.sandbox,
+		Tokens:    authz,
+		Service:   svc,
+		Store:     s.store,
+		Limiter:   limiter,
+		Log:       s.log,
+		Now:       s.cfg.Now,
+		BaseURL:   s.BaseURL,
+		Sandbox:   s.sandbox,
+		Workflows: s.workflows,
 		Extra: map[string]http.Handler{"mcp": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mcpHandler.ServeHTTP(w, r)
 		})},
@@ -120,7 +154,7 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mcpHandler, err = mcp.New(mcp.Config{
+	mcpH, err = mcp.New(mcp.Config{
 		REST:           api,
 		Log:            s.log,
 		AllowedOrigins: append([]string{s.cfg.BaseURL, s.cfg.APIURL}, s.cfg.MCPAllowedOrigins...),
@@ -131,6 +165,7 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	mcpHandler = mcpH
 	mux := api.Mux()
 	if err := web.Mount(mux, web.Config{Service: svc, Log: s.log, OAuth: authz}); err != nil {
 		return err

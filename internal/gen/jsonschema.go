@@ -19,6 +19,8 @@ var publishedSchemas = map[string]string{
 	"receipt.json":                  "Receipt",
 	"undo.json":                     "Undo",
 	"sandbox-reference.json":        "SandboxReferenceManifest",
+	"workflow.json":                 "WorkflowRequest",
+	"workflow-envelope.json":        "WorkflowEnvelope",
 	"conformance-run-v1.json":       "ConformanceRunReportV1",
 	"conformance-run-v2.json":       "ConformanceRunReportV2",
 	"domain-search-envelope.json":   "DomainSearchEnvelope",

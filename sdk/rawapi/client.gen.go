@@ -96,6 +96,11 @@ type ClientInterface interface {
 	// Corresponds with GET /.well-known/sandbox-reference.json (the `GetSandboxReference` operationId).
 	GetSandboxReference(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetWorkflowJwks The public keys workflow plans are signed with.
+	//
+	// Corresponds with GET /.well-known/workflow-jwks.json (the `GetWorkflowJwks` operationId).
+	GetWorkflowJwks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// McpWithBody The MCP endpoint (JSON-RPC 2.0 over stateless streamable HTTP).
 	//
 	// Requires `Content-Type: application/json` and an `Accept` header listing
@@ -514,7 +519,7 @@ type ClientInterface interface {
 
 	// PrepareWorkflowWithBody Validate, canonicalize, sign and persist an operation graph.
 	//
-	// Reserves no budget, creates no task and calls no provider. Returns a safe plan projection.
+	// Validates a finite graph of steps (each an operation of this contract with its arguments, as an MCP tool call takes them; `${steps.ID.FIELD}` takes an earlier step's output), canonicalizes it with RFC 8785, signs it with ES256 under a key published at `/.well-known/workflow-jwks.json`, and persists it. Reserves no budget, creates no task and calls no provider. Returns the plan's id, digest, the signed plan, and a safe projection for a human: each step, its price now, the total, which steps are irreversible or need a human, and the resource versions the plan read.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -523,21 +528,30 @@ type ClientInterface interface {
 
 	// PrepareWorkflow Validate, canonicalize, sign and persist an operation graph.
 	//
-	// Reserves no budget, creates no task and calls no provider. Returns a safe plan projection.
+	// Validates a finite graph of steps (each an operation of this contract with its arguments, as an MCP tool call takes them; `${steps.ID.FIELD}` takes an earlier step's output), canonicalizes it with RFC 8785, signs it with ES256 under a key published at `/.well-known/workflow-jwks.json`, and persists it. Reserves no budget, creates no task and calls no provider. Returns the plan's id, digest, the signed plan, and a safe projection for a human: each step, its price now, the total, which steps are irreversible or need a human, and the resource versions the plan read.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/workflows (the `PrepareWorkflow` operationId).
 	PrepareWorkflow(ctx context.Context, params *PrepareWorkflowParams, body PrepareWorkflowJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ApplyWorkflowWithBody Apply a prepared workflow after rechecking caller, policy, budget, price, versions and state.
+	// GetWorkflow Read a prepared workflow, its signed plan and whether it was applied.
+	//
+	// Corresponds with GET /v1/workflows/{id} (the `GetWorkflow` operationId).
+	GetWorkflow(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ApplyWorkflowWithBody Apply a prepared workflow once, after rechecking caller, policy, budget, prices, versions and state.
+	//
+	// Rechecks everything the plan read and answers `plan:stale`, `plan:price_changed`, `budget:*` or `policy:*` when something changed, each with an action to prepare again. Applies exactly once: a second apply of the same plan replays the first answer, and concurrent applies run one. The steps run as one durable task, in topological order, each under an idempotency key derived from the plan and the step. When `signedPlan` is sent it must verify and match the stored plan.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/workflows/{id}/apply (the `ApplyWorkflow` operationId).
 	ApplyWorkflowWithBody(ctx context.Context, id ResourceId, params *ApplyWorkflowParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ApplyWorkflow Apply a prepared workflow after rechecking caller, policy, budget, price, versions and state.
+	// ApplyWorkflow Apply a prepared workflow once, after rechecking caller, policy, budget, prices, versions and state.
+	//
+	// Rechecks everything the plan read and answers `plan:stale`, `plan:price_changed`, `budget:*` or `policy:*` when something changed, each with an action to prepare again. Applies exactly once: a second apply of the same plan replays the first answer, and concurrent applies run one. The steps run as one durable task, in topological order, each under an idempotency key derived from the plan and the step. When `signedPlan` is sent it must verify and match the stored plan.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -555,6 +569,21 @@ type ClientInterface interface {
 // Corresponds with GET /.well-known/sandbox-reference.json (the `GetSandboxReference` operationId).
 func (c *Client) GetSandboxReference(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSandboxReferenceRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWorkflowJwks The public keys workflow plans are signed with.
+//
+// Corresponds with GET /.well-known/workflow-jwks.json (the `GetWorkflowJwks` operationId).
+func (c *Client) GetWorkflowJwks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWorkflowJwksRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1533,7 +1562,7 @@ func (c *Client) GetTask(ctx context.Context, id ResourceId, reqEditors ...Reque
 
 // PrepareWorkflowWithBody Validate, canonicalize, sign and persist an operation graph.
 //
-// Reserves no budget, creates no task and calls no provider. Returns a safe plan projection.
+// Validates a finite graph of steps (each an operation of this contract with its arguments, as an MCP tool call takes them; `${steps.ID.FIELD}` takes an earlier step's output), canonicalizes it with RFC 8785, signs it with ES256 under a key published at `/.well-known/workflow-jwks.json`, and persists it. Reserves no budget, creates no task and calls no provider. Returns the plan's id, digest, the signed plan, and a safe projection for a human: each step, its price now, the total, which steps are irreversible or need a human, and the resource versions the plan read.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1552,7 +1581,7 @@ func (c *Client) PrepareWorkflowWithBody(ctx context.Context, params *PrepareWor
 
 // PrepareWorkflow Validate, canonicalize, sign and persist an operation graph.
 //
-// Reserves no budget, creates no task and calls no provider. Returns a safe plan projection.
+// Validates a finite graph of steps (each an operation of this contract with its arguments, as an MCP tool call takes them; `${steps.ID.FIELD}` takes an earlier step's output), canonicalizes it with RFC 8785, signs it with ES256 under a key published at `/.well-known/workflow-jwks.json`, and persists it. Reserves no budget, creates no task and calls no provider. Returns the plan's id, digest, the signed plan, and a safe projection for a human: each step, its price now, the total, which steps are irreversible or need a human, and the resource versions the plan read.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1569,7 +1598,24 @@ func (c *Client) PrepareWorkflow(ctx context.Context, params *PrepareWorkflowPar
 	return c.Client.Do(req)
 }
 
-// ApplyWorkflowWithBody Apply a prepared workflow after rechecking caller, policy, budget, price, versions and state.
+// GetWorkflow Read a prepared workflow, its signed plan and whether it was applied.
+//
+// Corresponds with GET /v1/workflows/{id} (the `GetWorkflow` operationId).
+func (c *Client) GetWorkflow(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWorkflowRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ApplyWorkflowWithBody Apply a prepared workflow once, after rechecking caller, policy, budget, prices, versions and state.
+//
+// Rechecks everything the plan read and answers `plan:stale`, `plan:price_changed`, `budget:*` or `policy:*` when something changed, each with an action to prepare again. Applies exactly once: a second apply of the same plan replays the first answer, and concurrent applies run one. The steps run as one durable task, in topological order, each under an idempotency key derived from the plan and the step. When `signedPlan` is sent it must verify and match the stored plan.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1586,7 +1632,9 @@ func (c *Client) ApplyWorkflowWithBody(ctx context.Context, id ResourceId, param
 	return c.Client.Do(req)
 }
 
-// ApplyWorkflow Apply a prepared workflow after rechecking caller, policy, budget, price, versions and state.
+// ApplyWorkflow Apply a prepared workflow once, after rechecking caller, policy, budget, prices, versions and state.
+//
+// Rechecks everything the plan read and answers `plan:stale`, `plan:price_changed`, `budget:*` or `policy:*` when something changed, each with an action to prepare again. Applies exactly once: a second apply of the same plan replays the first answer, and concurrent applies run one. The steps run as one durable task, in topological order, each under an idempotency key derived from the plan and the step. When `signedPlan` is sent it must verify and match the stored plan.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1628,6 +1676,33 @@ func NewGetSandboxReferenceRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/.well-known/sandbox-reference.json")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetWorkflowJwksRequest constructs an http.Request for the GetWorkflowJwks method
+func NewGetWorkflowJwksRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/.well-known/workflow-jwks.json")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -3623,6 +3698,40 @@ func NewPrepareWorkflowRequestWithBody(server string, params *PrepareWorkflowPar
 	return req, nil
 }
 
+// NewGetWorkflowRequest constructs an http.Request for the GetWorkflow method
+func NewGetWorkflowRequest(server string, id ResourceId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/workflows/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewApplyWorkflowRequest calls the generic ApplyWorkflow builder with application/json body
 func NewApplyWorkflowRequest(server string, id ResourceId, params *ApplyWorkflowParams, body ApplyWorkflowJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3762,6 +3871,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /.well-known/sandbox-reference.json (the `GetSandboxReference` operationId).
 	GetSandboxReferenceWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSandboxReferenceResponse, error)
+
+	// GetWorkflowJwksWithResponse The public keys workflow plans are signed with.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /.well-known/workflow-jwks.json (the `GetWorkflowJwks` operationId).
+	GetWorkflowJwksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetWorkflowJwksResponse, error)
 
 	// McpWithBodyWithResponse The MCP endpoint (JSON-RPC 2.0 over stateless streamable HTTP).
 	//
@@ -4231,7 +4347,7 @@ type ClientWithResponsesInterface interface {
 
 	// PrepareWorkflowWithBodyWithResponse Validate, canonicalize, sign and persist an operation graph.
 	//
-	// Reserves no budget, creates no task and calls no provider. Returns a safe plan projection.
+	// Validates a finite graph of steps (each an operation of this contract with its arguments, as an MCP tool call takes them; `${steps.ID.FIELD}` takes an earlier step's output), canonicalizes it with RFC 8785, signs it with ES256 under a key published at `/.well-known/workflow-jwks.json`, and persists it. Reserves no budget, creates no task and calls no provider. Returns the plan's id, digest, the signed plan, and a safe projection for a human: each step, its price now, the total, which steps are irreversible or need a human, and the resource versions the plan read.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4240,21 +4356,32 @@ type ClientWithResponsesInterface interface {
 
 	// PrepareWorkflowWithResponse Validate, canonicalize, sign and persist an operation graph.
 	//
-	// Reserves no budget, creates no task and calls no provider. Returns a safe plan projection.
+	// Validates a finite graph of steps (each an operation of this contract with its arguments, as an MCP tool call takes them; `${steps.ID.FIELD}` takes an earlier step's output), canonicalizes it with RFC 8785, signs it with ES256 under a key published at `/.well-known/workflow-jwks.json`, and persists it. Reserves no budget, creates no task and calls no provider. Returns the plan's id, digest, the signed plan, and a safe projection for a human: each step, its price now, the total, which steps are irreversible or need a human, and the resource versions the plan read.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/workflows (the `PrepareWorkflow` operationId).
 	PrepareWorkflowWithResponse(ctx context.Context, params *PrepareWorkflowParams, body PrepareWorkflowJSONRequestBody, reqEditors ...RequestEditorFn) (*PrepareWorkflowResponse, error)
 
-	// ApplyWorkflowWithBodyWithResponse Apply a prepared workflow after rechecking caller, policy, budget, price, versions and state.
+	// GetWorkflowWithResponse Read a prepared workflow, its signed plan and whether it was applied.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/workflows/{id} (the `GetWorkflow` operationId).
+	GetWorkflowWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*GetWorkflowResponse, error)
+
+	// ApplyWorkflowWithBodyWithResponse Apply a prepared workflow once, after rechecking caller, policy, budget, prices, versions and state.
+	//
+	// Rechecks everything the plan read and answers `plan:stale`, `plan:price_changed`, `budget:*` or `policy:*` when something changed, each with an action to prepare again. Applies exactly once: a second apply of the same plan replays the first answer, and concurrent applies run one. The steps run as one durable task, in topological order, each under an idempotency key derived from the plan and the step. When `signedPlan` is sent it must verify and match the stored plan.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/workflows/{id}/apply (the `ApplyWorkflow` operationId).
 	ApplyWorkflowWithBodyWithResponse(ctx context.Context, id ResourceId, params *ApplyWorkflowParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ApplyWorkflowResponse, error)
 
-	// ApplyWorkflowWithResponse Apply a prepared workflow after rechecking caller, policy, budget, price, versions and state.
+	// ApplyWorkflowWithResponse Apply a prepared workflow once, after rechecking caller, policy, budget, prices, versions and state.
+	//
+	// Rechecks everything the plan read and answers `plan:stale`, `plan:price_changed`, `budget:*` or `policy:*` when something changed, each with an action to prepare again. Applies exactly once: a second apply of the same plan replays the first answer, and concurrent applies run one. The steps run as one durable task, in topological order, each under an idempotency key derived from the plan and the step. When `signedPlan` is sent it must verify and match the stored plan.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4318,6 +4445,61 @@ func (r GetSandboxReferenceResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetSandboxReferenceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetWorkflowJwksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Jwks
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWorkflowJwksResponse) GetJSON200() *Jwks {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetWorkflowJwksResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetWorkflowJwksResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWorkflowJwksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWorkflowJwksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWorkflowJwksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWorkflowJwksResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7139,6 +7321,77 @@ func (r PrepareWorkflowResponse) ContentType() string {
 	return ""
 }
 
+// GetWorkflowResponse429Headers the declared response headers of an HTTP 429 response for GetWorkflow
+type GetWorkflowResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type GetWorkflowResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WorkflowEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetWorkflowResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWorkflowResponse) GetJSON200() *WorkflowEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetWorkflowResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetWorkflowResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetWorkflowResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWorkflowResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWorkflowResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWorkflowResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWorkflowResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ApplyWorkflowResponse429Headers the declared response headers of an HTTP 429 response for ApplyWorkflow
 type ApplyWorkflowResponse429Headers struct {
 	RateLimit       *string
@@ -7269,6 +7522,19 @@ func (c *ClientWithResponses) GetSandboxReferenceWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseGetSandboxReferenceResponse(rsp)
+}
+
+// GetWorkflowJwksWithResponse The public keys workflow plans are signed with.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /.well-known/workflow-jwks.json (the `GetWorkflowJwks` operationId).
+func (c *ClientWithResponses) GetWorkflowJwksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetWorkflowJwksResponse, error) {
+	rsp, err := c.GetWorkflowJwks(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWorkflowJwksResponse(rsp)
 }
 
 // McpWithBodyWithResponse The MCP endpoint (JSON-RPC 2.0 over stateless streamable HTTP).
@@ -8069,7 +8335,7 @@ func (c *ClientWithResponses) GetTaskWithResponse(ctx context.Context, id Resour
 
 // PrepareWorkflowWithBodyWithResponse Validate, canonicalize, sign and persist an operation graph.
 //
-// Reserves no budget, creates no task and calls no provider. Returns a safe plan projection.
+// Validates a finite graph of steps (each an operation of this contract with its arguments, as an MCP tool call takes them; `${steps.ID.FIELD}` takes an earlier step's output), canonicalizes it with RFC 8785, signs it with ES256 under a key published at `/.well-known/workflow-jwks.json`, and persists it. Reserves no budget, creates no task and calls no provider. Returns the plan's id, digest, the signed plan, and a safe projection for a human: each step, its price now, the total, which steps are irreversible or need a human, and the resource versions the plan read.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8084,7 +8350,7 @@ func (c *ClientWithResponses) PrepareWorkflowWithBodyWithResponse(ctx context.Co
 
 // PrepareWorkflowWithResponse Validate, canonicalize, sign and persist an operation graph.
 //
-// Reserves no budget, creates no task and calls no provider. Returns a safe plan projection.
+// Validates a finite graph of steps (each an operation of this contract with its arguments, as an MCP tool call takes them; `${steps.ID.FIELD}` takes an earlier step's output), canonicalizes it with RFC 8785, signs it with ES256 under a key published at `/.well-known/workflow-jwks.json`, and persists it. Reserves no budget, creates no task and calls no provider. Returns the plan's id, digest, the signed plan, and a safe projection for a human: each step, its price now, the total, which steps are irreversible or need a human, and the resource versions the plan read.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8097,7 +8363,22 @@ func (c *ClientWithResponses) PrepareWorkflowWithResponse(ctx context.Context, p
 	return ParsePrepareWorkflowResponse(rsp)
 }
 
-// ApplyWorkflowWithBodyWithResponse Apply a prepared workflow after rechecking caller, policy, budget, price, versions and state.
+// GetWorkflowWithResponse Read a prepared workflow, its signed plan and whether it was applied.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/workflows/{id} (the `GetWorkflow` operationId).
+func (c *ClientWithResponses) GetWorkflowWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*GetWorkflowResponse, error) {
+	rsp, err := c.GetWorkflow(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWorkflowResponse(rsp)
+}
+
+// ApplyWorkflowWithBodyWithResponse Apply a prepared workflow once, after rechecking caller, policy, budget, prices, versions and state.
+//
+// Rechecks everything the plan read and answers `plan:stale`, `plan:price_changed`, `budget:*` or `policy:*` when something changed, each with an action to prepare again. Applies exactly once: a second apply of the same plan replays the first answer, and concurrent applies run one. The steps run as one durable task, in topological order, each under an idempotency key derived from the plan and the step. When `signedPlan` is sent it must verify and match the stored plan.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8110,7 +8391,9 @@ func (c *ClientWithResponses) ApplyWorkflowWithBodyWithResponse(ctx context.Cont
 	return ParseApplyWorkflowResponse(rsp)
 }
 
-// ApplyWorkflowWithResponse Apply a prepared workflow after rechecking caller, policy, budget, price, versions and state.
+// ApplyWorkflowWithResponse Apply a prepared workflow once, after rechecking caller, policy, budget, prices, versions and state.
+//
+// Rechecks everything the plan read and answers `plan:stale`, `plan:price_changed`, `budget:*` or `policy:*` when something changed, each with an action to prepare again. Applies exactly once: a second apply of the same plan replays the first answer, and concurrent applies run one. The steps run as one durable task, in topological order, each under an idempotency key derived from the plan and the step. When `signedPlan` is sent it must verify and match the stored plan.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8159,6 +8442,46 @@ func ParseGetSandboxReferenceResponse(rsp *http.Response) (*GetSandboxReferenceR
 
 	case rsp.StatusCode == 304:
 		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetWorkflowJwksResponse parses an HTTP response from a GetWorkflowJwksWithResponse call
+func ParseGetWorkflowJwksResponse(rsp *http.Response) (*GetWorkflowJwksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWorkflowJwksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Jwks
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
@@ -11000,6 +11323,80 @@ func ParsePrepareWorkflowResponse(rsp *http.Response) (*PrepareWorkflowResponse,
 	switch {
 	case rsp.StatusCode == 429:
 		var headers PrepareWorkflowResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetWorkflowResponse parses an HTTP response from a GetWorkflowWithResponse call
+func ParseGetWorkflowResponse(rsp *http.Response) (*GetWorkflowResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWorkflowResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WorkflowEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetWorkflowResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -23,6 +23,9 @@ type ServerInterface interface {
 	// GetSandboxReference The sandbox reference manifest.
 	// (GET /.well-known/sandbox-reference.json)
 	GetSandboxReference(w http.ResponseWriter, r *http.Request)
+	// GetWorkflowJwks The public keys workflow plans are signed with.
+	// (GET /.well-known/workflow-jwks.json)
+	GetWorkflowJwks(w http.ResponseWriter, r *http.Request)
 	// Mcp The MCP endpoint (JSON-RPC 2.0 over stateless streamable HTTP).
 	// (POST /mcp)
 	Mcp(w http.ResponseWriter, r *http.Request)
@@ -146,7 +149,10 @@ type ServerInterface interface {
 	// PrepareWorkflow Validate, canonicalize, sign and persist an operation graph.
 	// (POST /v1/workflows)
 	PrepareWorkflow(w http.ResponseWriter, r *http.Request, params PrepareWorkflowParams)
-	// ApplyWorkflow Apply a prepared workflow after rechecking caller, policy, budget, price, versions and state.
+	// GetWorkflow Read a prepared workflow, its signed plan and whether it was applied.
+	// (GET /v1/workflows/{id})
+	GetWorkflow(w http.ResponseWriter, r *http.Request, id ResourceId)
+	// ApplyWorkflow Apply a prepared workflow once, after rechecking caller, policy, budget, prices, versions and state.
 	// (POST /v1/workflows/{id}/apply)
 	ApplyWorkflow(w http.ResponseWriter, r *http.Request, id ResourceId, params ApplyWorkflowParams)
 	// GetVerifierScript The JavaScript proof verifier, for plain `node`.
@@ -168,6 +174,20 @@ func (siw *ServerInterfaceWrapper) GetSandboxReference(w http.ResponseWriter, r 
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetSandboxReference(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetWorkflowJwks operation middleware
+func (siw *ServerInterfaceWrapper) GetWorkflowJwks(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetWorkflowJwks(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1608,6 +1628,32 @@ func (siw *ServerInterfaceWrapper) PrepareWorkflow(w http.ResponseWriter, r *htt
 	handler.ServeHTTP(w, r)
 }
 
+// GetWorkflow operation middleware
+func (siw *ServerInterfaceWrapper) GetWorkflow(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id ResourceId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetWorkflow(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ApplyWorkflow operation middleware
 func (siw *ServerInterfaceWrapper) ApplyWorkflow(w http.ResponseWriter, r *http.Request) {
 
@@ -1803,7 +1849,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/quotes", wrapper.CreateQuote)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/quotes/{id}/release", wrapper.ReleaseQuote)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/workflows", wrapper.PrepareWorkflow)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/workflows/{id}", wrapper.GetWorkflow)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/workflows/{id}/apply", wrapper.ApplyWorkflow)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/.well-known/workflow-jwks.json", wrapper.GetWorkflowJwks)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/bundles", wrapper.ListBundles)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/bundles", wrapper.UploadAssets)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/projects/{id}/launch", wrapper.LaunchService)
@@ -1904,6 +1952,58 @@ type GetSandboxReferencedefaultJSONResponse struct {
 }
 
 func (response GetSandboxReferencedefaultJSONResponse) VisitGetSandboxReferenceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWorkflowJwksRequestObject struct {
+}
+
+type GetWorkflowJwksResponseObject interface {
+	VisitGetWorkflowJwksResponse(w http.ResponseWriter) error
+}
+
+type GetWorkflowJwks200JSONResponse Jwks
+
+func (response GetWorkflowJwks200JSONResponse) VisitGetWorkflowJwksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWorkflowJwks406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response GetWorkflowJwks406JSONResponse) VisitGetWorkflowJwksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWorkflowJwksdefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response GetWorkflowJwksdefaultJSONResponse) VisitGetWorkflowJwksResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -4983,6 +5083,82 @@ func (response PrepareWorkflowdefaultJSONResponse) VisitPrepareWorkflowResponse(
 	return err
 }
 
+type GetWorkflowRequestObject struct {
+	Id ResourceId `json:"id"`
+}
+
+type GetWorkflowResponseObject interface {
+	VisitGetWorkflowResponse(w http.ResponseWriter) error
+}
+
+type GetWorkflow200JSONResponse WorkflowEnvelope
+
+func (response GetWorkflow200JSONResponse) VisitGetWorkflowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWorkflow406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response GetWorkflow406JSONResponse) VisitGetWorkflowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWorkflow429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response GetWorkflow429JSONResponse) VisitGetWorkflowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWorkflowdefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response GetWorkflowdefaultJSONResponse) VisitGetWorkflowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ApplyWorkflowRequestObject struct {
 	Id     ResourceId `json:"id"`
 	Params ApplyWorkflowParams
@@ -5132,6 +5308,9 @@ type StrictServerInterface interface {
 	// GetSandboxReference The sandbox reference manifest.
 	// (GET /.well-known/sandbox-reference.json)
 	GetSandboxReference(ctx context.Context, request GetSandboxReferenceRequestObject) (GetSandboxReferenceResponseObject, error)
+	// GetWorkflowJwks The public keys workflow plans are signed with.
+	// (GET /.well-known/workflow-jwks.json)
+	GetWorkflowJwks(ctx context.Context, request GetWorkflowJwksRequestObject) (GetWorkflowJwksResponseObject, error)
 	// Mcp The MCP endpoint (JSON-RPC 2.0 over stateless streamable HTTP).
 	// (POST /mcp)
 	Mcp(ctx context.Context, request McpRequestObject) (McpResponseObject, error)
@@ -5255,7 +5434,10 @@ type StrictServerInterface interface {
 	// PrepareWorkflow Validate, canonicalize, sign and persist an operation graph.
 	// (POST /v1/workflows)
 	PrepareWorkflow(ctx context.Context, request PrepareWorkflowRequestObject) (PrepareWorkflowResponseObject, error)
-	// ApplyWorkflow Apply a prepared workflow after rechecking caller, policy, budget, price, versions and state.
+	// GetWorkflow Read a prepared workflow, its signed plan and whether it was applied.
+	// (GET /v1/workflows/{id})
+	GetWorkflow(ctx context.Context, request GetWorkflowRequestObject) (GetWorkflowResponseObject, error)
+	// ApplyWorkflow Apply a prepared workflow once, after rechecking caller, policy, budget, prices, versions and state.
 	// (POST /v1/workflows/{id}/apply)
 	ApplyWorkflow(ctx context.Context, request ApplyWorkflowRequestObject) (ApplyWorkflowResponseObject, error)
 	// GetVerifierScript The JavaScript proof verifier, for plain `node`.
@@ -5319,6 +5501,30 @@ func (sh *strictHandler) GetSandboxReference(w http.ResponseWriter, r *http.Requ
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetSandboxReferenceResponseObject); ok {
 		if err := validResponse.VisitGetSandboxReferenceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetWorkflowJwks operation middleware
+func (sh *strictHandler) GetWorkflowJwks(w http.ResponseWriter, r *http.Request) {
+	var request GetWorkflowJwksRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWorkflowJwks(ctx, request.(GetWorkflowJwksRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWorkflowJwks")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetWorkflowJwksResponseObject); ok {
+		if err := validResponse.VisitGetWorkflowJwksResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -6496,6 +6702,32 @@ func (sh *strictHandler) PrepareWorkflow(w http.ResponseWriter, r *http.Request,
 	}
 }
 
+// GetWorkflow operation middleware
+func (sh *strictHandler) GetWorkflow(w http.ResponseWriter, r *http.Request, id ResourceId) {
+	var request GetWorkflowRequestObject
+
+	request.Id = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWorkflow(ctx, request.(GetWorkflowRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWorkflow")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetWorkflowResponseObject); ok {
+		if err := validResponse.VisitGetWorkflowResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ApplyWorkflow operation middleware
 func (sh *strictHandler) ApplyWorkflow(w http.ResponseWriter, r *http.Request, id ResourceId, params ApplyWorkflowParams) {
 	var request ApplyWorkflowRequestObject
@@ -6505,10 +6737,13 @@ func (sh *strictHandler) ApplyWorkflow(w http.ResponseWriter, r *http.Request, i
 
 	var body ApplyWorkflowJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
-		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
-		return
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
 	}
-	request.Body = &body
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ApplyWorkflow(ctx, request.(ApplyWorkflowRequestObject))

@@ -40,6 +40,9 @@ type Config struct {
 	// Sandbox serves the sandbox operations and the reference release; nil
 	// leaves them answering plan:not_implemented.
 	Sandbox *sandbox.Service
+	// Workflows prepares and applies workflows; nil leaves them answering
+	// plan:not_implemented.
+	Workflows Workflows
 	// Tokens authenticates OAuth access tokens as agents; nil accepts API
 	// keys only.
 	Tokens interface {

@@ -254,6 +254,19 @@ func clientAddr(r *http.Request) string {
 // takes. Holder operations refuse any Authorization header outright: the
 // holder's authority is a signature in the body, never a credential.
 func (h *Handler) authenticate(r *http.Request, op operation.Operation) (*auth.Principal, error) {
+	if p, ok := r.Context().Value(principalKey{}).(*auth.Principal); ok && op.Authority == "agent" {
+		// An in-process call for an agent (a workflow's step): its key
+		// must still be live and still hold the scope.
+		p, err := h.stillValid(r.Context(), p)
+		if err != nil {
+			return nil, err
+		}
+		if op.Scope != "" && !p.HasScope(op.Scope) {
+			return nil, apierr.Newf("auth:insufficient_scope", "%s needs a key with the %s scope; a human can grant it on the keys page", op.ID, op.Scope).
+				WithActions(actions.URL(h.baseURL()+"/keys", "sign_in", "human"))
+		}
+		return p, nil
+	}
 	header := r.Header.Get("Authorization")
 	anon := &auth.Principal{Kind: "anonymous", Caller: "ip:" + clientAddr(r)}
 	switch op.Authority {
@@ -318,6 +331,42 @@ func (h *Handler) agent(ctx context.Context, header string) (*auth.Principal, er
 		return nil, apierr.Internal(err)
 	}
 	return &auth.Principal{Kind: "agent", OrgID: k.OrgID, KeyID: k.ID, Scopes: k.Scopes, Caller: "key:" + k.ID}, nil
+}
+
+type principalKey struct{}
+
+// WithPrincipal marks ctx as an in-process call made for p, an agent,
+// without its credential: a durable task acting for the agent that
+// started it. Only code inside the server can set it; a request from the
+// network never carries it. The key is looked up again on every call, so a
+// revoked key or a removed scope stops the task's next call.
+func WithPrincipal(ctx context.Context, p *auth.Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// stillValid reads the principal's key (or OAuth grant) again.
+func (h *Handler) stillValid(ctx context.Context, p *auth.Principal) (*auth.Principal, error) {
+	switch {
+	case p.KeyID != "":
+		k, err := h.cfg.Store.Keys().Lock(ctx, p.OrgID, p.KeyID)
+		if errors.Is(err, store.ErrNotFound) || err == nil && k.RevokedAt != nil {
+			return nil, apierr.New("auth:invalid_credentials", "the API key that started this was revoked")
+		}
+		if err != nil {
+			return nil, apierr.Internal(err)
+		}
+		return &auth.Principal{Kind: "agent", OrgID: k.OrgID, KeyID: k.ID, Scopes: k.Scopes, Caller: "key:" + k.ID}, nil
+	case p.GrantID != "":
+		g, err := h.cfg.Store.OAuth().Grant(ctx, p.GrantID)
+		if errors.Is(err, store.ErrNotFound) || err == nil && (g.RevokedAt != nil || g.OrgID != p.OrgID) {
+			return nil, apierr.New("auth:invalid_credentials", "the OAuth grant that started this was revoked")
+		}
+		if err != nil {
+			return nil, apierr.Internal(err)
+		}
+		return &auth.Principal{Kind: "agent", OrgID: g.OrgID, GrantID: g.ID, Scopes: g.Scopes, Caller: p.Caller}, nil
+	}
+	return nil, apierr.New("auth:invalid_credentials", "an in-process call names no key or grant")
 }
 
 // Authenticate checks an Authorization header as a protected operation

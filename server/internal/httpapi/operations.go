@@ -32,6 +32,7 @@ type operations struct {
 	sandboxRoutes
 	serviceRoutes
 	taskRoutes
+	workflowRoutes
 	fallback
 }
 
@@ -52,6 +53,7 @@ type (
 	sandboxRoutes    struct{ *deps }
 	serviceRoutes    struct{ *deps }
 	taskRoutes       struct{ *deps }
+	workflowRoutes   struct{ *deps }
 )
 
 func newOperations(svc *service.Service, cfg *Config) *operations {
@@ -59,7 +61,7 @@ func newOperations(svc *service.Service, cfg *Config) *operations {
 	return &operations{
 		bundleRoutes: bundleRoutes{d}, domainRoutes: domainRoutes{d}, onboardingRoutes: onboardingRoutes{d},
 		projectRoutes: projectRoutes{d}, quoteRoutes: quoteRoutes{d}, sandboxRoutes: sandboxRoutes{d},
-		serviceRoutes: serviceRoutes{d}, taskRoutes: taskRoutes{d},
+		serviceRoutes: serviceRoutes{d}, taskRoutes: taskRoutes{d}, workflowRoutes: workflowRoutes{d},
 	}
 }
 

@@ -108,6 +108,14 @@ func (Unimplemented) GetVerifierScript(ctx context.Context, request api.GetVerif
 	return nil, notImplemented("get_verifier_script")
 }
 
+func (Unimplemented) GetWorkflow(ctx context.Context, request api.GetWorkflowRequestObject) (api.GetWorkflowResponseObject, error) {
+	return nil, notImplemented("get_workflow")
+}
+
+func (Unimplemented) GetWorkflowJwks(ctx context.Context, request api.GetWorkflowJwksRequestObject) (api.GetWorkflowJwksResponseObject, error) {
+	return nil, notImplemented("get_workflow_jwks")
+}
+
 func (Unimplemented) LaunchService(ctx context.Context, request api.LaunchServiceRequestObject) (api.LaunchServiceResponseObject, error) {
 	return nil, notImplemented("launch_service")
 }

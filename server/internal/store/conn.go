@@ -56,6 +56,7 @@ func (c conn) sandbox() Sandbox                 { return Sandbox{c} }
 func (c conn) sandboxReleases() SandboxReleases { return SandboxReleases{c} }
 func (c conn) services() Services               { return Services{c} }
 func (c conn) tasks() Tasks                     { return Tasks{c} }
+func (c conn) workflows() Workflows             { return Workflows{c} }
 
 func (s *Store) conn() conn { return conn{store: s, ex: s.db} }
 func (tx *Tx) conn() conn   { return conn{store: tx.s, ex: tx.tx, tx: tx} }
@@ -105,6 +106,9 @@ type Services struct{ conn }
 // Tasks holds durable tasks and the leases that keep one runner on each.
 type Tasks struct{ conn }
 
+// Workflows holds prepared workflows and whether each was applied.
+type Workflows struct{ conn }
+
 func (s *Store) Accounts() Accounts               { return s.conn().accounts() }
 func (s *Store) Bundles() Bundles                 { return s.conn().bundles() }
 func (s *Store) Domains() Domains                 { return s.conn().domains() }
@@ -120,6 +124,7 @@ func (s *Store) Sandbox() Sandbox                 { return s.conn().sandbox() }
 func (s *Store) SandboxReleases() SandboxReleases { return s.conn().sandboxReleases() }
 func (s *Store) Services() Services               { return s.conn().services() }
 func (s *Store) Tasks() Tasks                     { return s.conn().tasks() }
+func (s *Store) Workflows() Workflows             { return s.conn().workflows() }
 
 func (tx *Tx) Accounts() Accounts               { return tx.conn().accounts() }
 func (tx *Tx) Bundles() Bundles                 { return tx.conn().bundles() }
@@ -136,6 +141,7 @@ func (tx *Tx) Sandbox() Sandbox                 { return tx.conn().sandbox() }
 func (tx *Tx) SandboxReleases() SandboxReleases { return tx.conn().sandboxReleases() }
 func (tx *Tx) Services() Services               { return tx.conn().services() }
 func (tx *Tx) Tasks() Tasks                     { return tx.conn().tasks() }
+func (tx *Tx) Workflows() Workflows             { return tx.conn().workflows() }
 
 // begin opens a transaction of the noun's own, for the few operations that
 // manage one themselves. They are never part of a caller's transaction.

@@ -106,11 +106,26 @@ func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 	}
 	defer r.store.Tasks().ReleaseLease(context.WithoutCancel(ctx), job.Args.TaskID, r.owner)
 	err = r.run(ctx, job.Args.TaskID)
+	var wait *WaitError
+	if errors.As(err, &wait) {
+		// Waiting on something else (another task, a human) is not a
+		// failure and spends no attempt.
+		return river.JobSnooze(wait.After)
+	}
 	if err != nil && job.Attempt >= job.MaxAttempts && r.cfg.OnGiveUp != nil {
 		r.cfg.OnGiveUp(context.WithoutCancel(ctx), job.Args.TaskID, err)
 	}
 	return err
 }
+
+// WaitError asks the runner to look at the task again after a while: it
+// waits on something outside it, such as another task or a human.
+type WaitError struct{ After time.Duration }
+
+func (e *WaitError) Error() string { return fmt.Sprintf("waiting; look again in %s", e.After) }
+
+// Wait is the error a Run returns to be called again after d.
+func Wait(d time.Duration) error { return &WaitError{After: d} }
 
 // New prepares a runner over the store's engine and migrates River's
 // tables. databaseURL is needed on PostgreSQL, where River uses its own pgx

@@ -1,0 +1,191 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pierhq/pier/internal/workflowplan"
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// payload is what a workflow task carries between runs.
+type payload struct {
+	WorkflowID string `json:"workflowId"`
+	// Outputs are each finished step's outputs, for later references.
+	Outputs map[string]map[string]any `json:"outputs"`
+	// Children are the launch and teardown tasks steps started.
+	Children map[string]string `json:"children"`
+	// Report is the per-step account of a failed run: what ran, what was
+	// undone and what could not be.
+	Report []stepReport `json:"report,omitempty"`
+}
+
+type stepReport struct {
+	ID     string `json:"id"`
+	Tool   string `json:"tool"`
+	State  string `json:"state"` // succeeded, failed, skipped, undone, not_undone
+	Detail string `json:"detail,omitempty"`
+}
+
+type taskStep struct {
+	Name        string     `json:"name"`
+	State       string     `json:"state"`
+	StartedAt   *time.Time `json:"startedAt,omitempty"`
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	Detail      string     `json:"detail,omitempty"`
+}
+
+// prepareAgain is the action every refusal of a stale plan carries.
+func prepareAgain(w store.Workflow, plan workflowplan.Plan) models.Action {
+	var steps []any
+	for _, s := range plan.Steps {
+		steps = append(steps, map[string]any{"id": s.ID, "tool": s.Tool, "arguments": s.Arguments, "after": s.After})
+	}
+	return actions.Tool("prepare_workflow", "agent", map[string]any{"projectId": w.ProjectID, "steps": steps})
+}
+
+// Apply rechecks a prepared workflow and starts the task that runs it,
+// once: a later apply, or a concurrent one, answers the same task.
+func (e *Engine) Apply(ctx context.Context, p *auth.Principal, id string, req *models.ApplyWorkflowRequest) (*models.TaskHandle, []models.Action, bool, error) {
+	w, err := e.cfg.Store.Workflows().Get(ctx, p.OrgID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, false, apierr.Newf("not_found:resource", "no workflow %s in your organisation", id)
+	}
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if req != nil && req.SignedPlan != nil {
+		jwks, err := e.JWKS(ctx)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		payload, digest, _, err := workflowplan.Verify(*req.SignedPlan, jwks)
+		if err != nil {
+			return nil, nil, false, apierr.Newf("plan:signature_invalid", "%v", err)
+		}
+		if digest != w.Digest || string(payload) != w.Plan {
+			return nil, nil, false, apierr.Newf("plan:signature_invalid", "the signed plan (digest %s) is not workflow %s's plan (digest %s)", digest, w.ID, w.Digest)
+		}
+	}
+	if w.TaskID != "" {
+		return e.replay(ctx, p, w)
+	}
+	plan, err := decodePlan(w)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if err := e.recheck(ctx, p, w, plan); err != nil {
+		return nil, nil, false, err
+	}
+	now := e.cfg.Now().UTC()
+	task := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: w.ProjectID, Kind: "workflow", State: "queued", CreatedAt: now, UpdatedAt: now}
+	var steps []taskStep
+	for _, s := range plan.Steps {
+		steps = append(steps, taskStep{Name: s.ID, State: "pending"})
+	}
+	sj, _ := json.Marshal(steps)
+	pj, _ := json.Marshal(payload{WorkflowID: w.ID, Outputs: map[string]map[string]any{}, Children: map[string]string{}})
+	task.Steps, task.Payload = string(sj), string(pj)
+	won := false
+	err = e.cfg.Store.InTx(ctx, func(tx *store.Tx) error {
+		locked, err := tx.Workflows().Lock(ctx, p.OrgID, w.ID)
+		if err != nil {
+			return err
+		}
+		if locked.TaskID != "" {
+			w = locked
+			return nil
+		}
+		if err := tx.Tasks().Insert(ctx, task); err != nil {
+			return err
+		}
+		if won, err = tx.Workflows().MarkApplied(ctx, w.ID, task.ID, now); err != nil || !won {
+			return err
+		}
+		w.TaskID = task.ID
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: "agent:" + callerOf(p), Action: "apply_workflow",
+			ObjectType: "workflow", ObjectID: w.ID, Details: map[string]any{"digest": w.Digest, "taskId": task.ID, "totalMicroUsd": plan.TotalMicro}}, now)
+		return err
+	})
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if !won {
+		return e.replay(ctx, p, w)
+	}
+	if err := e.cfg.Enqueue(ctx, task.ID); err != nil {
+		// The task is committed; the runner's start-up sweep finds it.
+		e.cfg.Log.Warn("enqueue workflow", "task", task.ID, "err", err)
+	}
+	view, next, err := e.cfg.Service.Tasks.Get(ctx, p.OrgID, task.ID)
+	return view, next, false, err
+}
+
+func (e *Engine) replay(ctx context.Context, p *auth.Principal, w store.Workflow) (*models.TaskHandle, []models.Action, bool, error) {
+	view, next, err := e.cfg.Service.Tasks.Get(ctx, p.OrgID, w.TaskID)
+	return view, next, true, err
+}
+
+// recheck reads everything again and refuses what changed.
+func (e *Engine) recheck(ctx context.Context, p *auth.Principal, w store.Workflow, plan workflowplan.Plan) error {
+	again := prepareAgain(w, plan)
+	var steps []models.WorkflowStep
+	for _, s := range plan.Steps {
+		after := s.After
+		steps = append(steps, models.WorkflowStep{Id: s.ID, Tool: models.WorkflowStepTool(s.Tool), Arguments: s.Arguments, After: &after})
+	}
+	a, err := e.analyze(ctx, p, w.ProjectID, steps)
+	if err != nil {
+		var ae *apierr.Error
+		if errors.As(err, &ae) {
+			return ae.WithActions(append(ae.Actions, again)...)
+		}
+		return err
+	}
+	var changed []string
+	for i, s := range a.steps {
+		if was := plan.Steps[i].PriceMicro; s.PriceMicro != was {
+			changed = append(changed, fmt.Sprintf("%s: %s, was %s", s.ID, usd(s.PriceMicro), usd(was)))
+		}
+	}
+	if len(changed) > 0 {
+		return apierr.Newf("plan:price_changed", "prices changed since the workflow was prepared (%s); prepare it again", strings.Join(changed, "; ")).WithActions(again)
+	}
+	key := func(v workflowplan.Version) string { return v.Type + " " + v.ID }
+	was := map[string]string{}
+	for _, v := range plan.Versions {
+		was[key(v)] = v.Version
+	}
+	for _, v := range a.versions {
+		if old, ok := was[key(v)]; !ok || old != v.Version {
+			changed = append(changed, fmt.Sprintf("%s %s: %s, was %s", v.Type, v.ID, v.Version, orNone(old)))
+		}
+		delete(was, key(v))
+	}
+	for k := range was {
+		changed = append(changed, k+" is no longer read")
+	}
+	slices.Sort(changed)
+	if len(changed) > 0 {
+		return apierr.Newf("plan:stale", "what the workflow read changed since it was prepared (%s); prepare it again", strings.Join(changed, "; ")).WithActions(again)
+	}
+	return nil
+}
+
+func usd(m int64) string { return fmt.Sprintf("%.2f USD", float64(m)/1e6) }
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}

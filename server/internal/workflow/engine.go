@@ -1,0 +1,399 @@
+// Package workflow prepares and applies workflows (SPEC §2.7): a finite
+// graph of operations of the contract, signed as a plan that reserves
+// nothing, then applied once as a durable task after everything it read is
+// checked again. Steps run as in-process tool calls for the agent that
+// prepared the plan, each under an idempotency key derived from the plan
+// and the step, so a step that is retried (after a crash, say) replays
+// rather than repeats.
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pierhq/pier/internal/sandboxproof"
+	"github.com/pierhq/pier/internal/workflowplan"
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// Invoker calls operations in-process as their MCP tools: the MCP handler.
+type Invoker interface {
+	Validate(tool string, args map[string]any) error
+	Invoke(ctx context.Context, tool string, args map[string]any, idempotencyKey string) (int, []byte, error)
+}
+
+// Config is what the engine is given at construction.
+type Config struct {
+	Store   *store.Store
+	Service *service.Service
+	// Invoker gives the MCP handler, which is built after the engine.
+	Invoker func() Invoker
+	// Enqueue hands a committed task to the durable runner.
+	Enqueue func(ctx context.Context, taskID string) error
+	Now     func() time.Time
+	Log     *slog.Logger
+	// PauseAfter names a step at whose saved boundary the runner stops, for
+	// crash tests.
+	PauseAfter string
+	// ChildWait bounds how long one run waits on a launch or teardown
+	// before letting the runner call again; default 20 s.
+	ChildWait time.Duration
+}
+
+// Engine prepares, applies and runs workflows.
+type Engine struct {
+	cfg Config
+
+	keyMu sync.Mutex
+	key   *sandboxproof.SigningKey
+}
+
+// New returns an engine.
+func New(cfg Config) *Engine {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.ChildWait == 0 {
+		cfg.ChildWait = 20 * time.Second
+	}
+	return &Engine{cfg: cfg}
+}
+
+const keyName = "workflow-plan"
+
+// signingKey loads the plan key, making it on first use; replicas racing to
+// make it all end up with the winner's.
+func (e *Engine) signingKey(ctx context.Context) (*sandboxproof.SigningKey, error) {
+	e.keyMu.Lock()
+	defer e.keyMu.Unlock()
+	if e.key != nil {
+		return e.key, nil
+	}
+	keys := e.cfg.Store.SandboxReleases()
+	raw, err := keys.Key(ctx, keyName)
+	if errors.Is(err, store.ErrNotFound) {
+		if err := e.makeKey(ctx); err != nil {
+			return nil, err
+		}
+		raw, err = keys.Key(ctx, keyName)
+	}
+	if err != nil {
+		return nil, err
+	}
+	k, err := sandboxproof.ParseSigningKey([]byte(raw))
+	if err != nil {
+		return nil, err
+	}
+	e.key = k
+	return k, nil
+}
+
+func (e *Engine) makeKey(ctx context.Context) error {
+	k, err := sandboxproof.GenerateSigningKey()
+	if err != nil {
+		return err
+	}
+	b, err := k.MarshalPrivateJWK()
+	if err != nil {
+		return err
+	}
+	return e.cfg.Store.SandboxReleases().PutKeyIfAbsent(ctx, keyName, string(b), e.cfg.Now())
+}
+
+// JWKS is the public key set plans are signed with.
+func (e *Engine) JWKS(ctx context.Context) ([]byte, error) {
+	k, err := e.signingKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sandboxproof.PublicJWKS(k)
+}
+
+func callerOf(p *auth.Principal) string {
+	if p.GrantID != "" {
+		return "grant:" + p.GrantID
+	}
+	return "key:" + p.KeyID
+}
+
+func principalOf(w store.Workflow) *auth.Principal {
+	kind, id, _ := strings.Cut(w.Caller, ":")
+	p := &auth.Principal{Kind: "agent", OrgID: w.OrgID, Caller: w.Caller}
+	if kind == "grant" {
+		p.GrantID = id
+	} else {
+		p.KeyID = id
+	}
+	return p
+}
+
+// analysis is what a plan reads: each step priced and judged, the versions
+// of what it names, and the total.
+type analysis struct {
+	steps    []workflowplan.Step
+	versions []workflowplan.Version
+	total    int64
+}
+
+// analyze reads everything the steps name, for prepare and again for apply.
+func (e *Engine) analyze(ctx context.Context, p *auth.Principal, projectID string, steps []models.WorkflowStep) (*analysis, error) {
+	svc := e.cfg.Service
+	ps, err := svc.Projects.State(ctx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	a := &analysis{versions: []workflowplan.Version{{Type: "project", ID: projectID, Version: ps.Version}}}
+	seen := map[string]bool{}
+	version := func(typ, id, v string) {
+		if !seen[typ+"\x00"+id] {
+			seen[typ+"\x00"+id] = true
+			a.versions = append(a.versions, workflowplan.Version{Type: typ, ID: id, Version: v})
+		}
+	}
+	tools := map[string]string{}
+	for i, s := range steps {
+		tools[s.Id] = string(s.Tool)
+		field := fmt.Sprintf("body.steps.%d", i)
+		st := workflowplan.Step{ID: s.Id, Tool: string(s.Tool), Arguments: s.Arguments, After: *s.After}
+		if st.Arguments == nil {
+			st.Arguments = map[string]any{}
+		}
+		// Validate as the operation would be called, with each reference
+		// standing in as a value of the right shape.
+		sample, err := substitute(st.Arguments, 0, func(step, f string) (any, bool) {
+			v, ok := outputs[tools[step]][f]
+			return v, ok
+		})
+		if err != nil {
+			return nil, invalid(field+".arguments", "%v", err)
+		}
+		args := sample.(map[string]any)
+		literal := func(name string) (string, bool) {
+			v, ok := st.Arguments[name].(string)
+			return v, ok && !refRE.MatchString(v)
+		}
+		switch st.Tool {
+		case "upload_assets":
+			id, ok := literal("bundleId")
+			if !ok || len(st.Arguments) != 1 {
+				return nil, invalid(field+".arguments", "an upload_assets step names an uploaded bundle, and only that: {\"bundleId\": \"bnd_…\"}")
+			}
+			v, err := svc.Bundles.Version(ctx, p, id)
+			if err != nil {
+				return nil, err
+			}
+			version("bundle", id, v)
+		default:
+			if err := e.cfg.Invoker().Validate(st.Tool, args); err != nil {
+				var ae *apierr.Error
+				if errors.As(err, &ae) {
+					return nil, apierr.New(ae.Code, "step "+s.Id+": "+ae.Message).WithDetails(ae.Details...)
+				}
+				return nil, invalid(field, "%v", err)
+			}
+		}
+		switch st.Tool {
+		case "create_quote":
+			if pid, _ := st.Arguments["projectId"].(string); pid != projectID {
+				return nil, invalid(field+".arguments.projectId", "a step quotes for the workflow's project, %s", projectID)
+			}
+			var req models.QuoteRequest
+			b, _ := json.Marshal(args)
+			if err := json.Unmarshal(b, &req); err != nil {
+				return nil, invalid(field+".arguments", "%v", err)
+			}
+			pv, err := svc.Quotes.Preview(ctx, p, projectID, req.Items)
+			if err != nil {
+				return nil, err
+			}
+			if pv.Decision == "DENY" {
+				return nil, apierr.Newf(pv.Reasons[0], "step %s: the quote would be denied (%s)", s.Id, joinCodes(pv.Reasons))
+			}
+			st.PriceMicro = pv.AmountMicro
+			if pv.Decision == "REQUIRES_APPROVAL" {
+				st.NeedsApproval, st.Approval = true, "the quote is above the project's approval threshold; a human approves it"
+			}
+			for _, d := range pv.Domains {
+				state, err := svc.Domains.State(ctx, p, d)
+				if err != nil {
+					return nil, err
+				}
+				version("domain", d, state)
+			}
+		case "launch_service":
+			if pid, _ := st.Arguments["id"].(string); pid != projectID {
+				return nil, invalid(field+".arguments.id", "a step launches in the workflow's project, %s", projectID)
+			}
+			if id, ok := literal("bundleId"); ok {
+				v, err := svc.Bundles.Version(ctx, p, id)
+				if err != nil {
+					return nil, err
+				}
+				version("bundle", id, v)
+			}
+			if d, ok := literal("domain"); ok && d != "" {
+				d = strings.ToLower(d)
+				state, err := svc.Domains.State(ctx, p, d)
+				if err != nil {
+					return nil, err
+				}
+				if state == "taken" {
+					return nil, apierr.Newf("plan:domain_unavailable", "step %s: %s is registered to someone else", s.Id, d)
+				}
+				version("domain", d, state)
+				if state != "owned" {
+					st.Irreversible = true
+					if !p.HasScope("buy_domain") {
+						st.NeedsApproval, st.Approval = true, "registering "+d+" buys it: the key lacks buy_domain, so a human approves the purchase"
+					}
+				}
+			}
+		case "teardown_service":
+			id, ok := literal("id")
+			if !ok {
+				return nil, invalid(field+".arguments.id", "a teardown names the service it stops")
+			}
+			v, err := svc.Launches.ServiceVersion(ctx, p, id)
+			if err != nil {
+				return nil, err
+			}
+			version("service", id, v)
+			st.Irreversible = true
+		}
+		a.total += st.PriceMicro
+		a.steps = append(a.steps, st)
+	}
+	if a.total > ps.RemainingMicro {
+		return nil, apierr.Newf("budget:insufficient", "the workflow's quotes hold %s and the project has %s left",
+			service.FormatUSD(a.total), service.FormatUSD(ps.RemainingMicro)).
+			WithActions(actions.Tool("request_budget_raise", "agent", map[string]any{"id": projectID,
+				"amountUsd": float64(a.total-ps.RemainingMicro) / 1e6, "reason": "a workflow's quotes"}))
+	}
+	return a, nil
+}
+
+func joinCodes(cs []models.BlockedBy) string {
+	var s []string
+	for _, c := range cs {
+		s = append(s, string(c))
+	}
+	return strings.Join(s, ", ")
+}
+
+// Prepare validates, canonicalizes, signs and persists a workflow. It
+// holds no budget, creates no task and calls no provider.
+func (e *Engine) Prepare(ctx context.Context, p *auth.Principal, req models.WorkflowRequest) (*models.PreparedWorkflow, []models.Action, error) {
+	raw, _ := json.Marshal(req)
+	if len(raw) > MaxPlanBytes {
+		return nil, nil, invalid("body", "the workflow is %d bytes; at most %d", len(raw), MaxPlanBytes)
+	}
+	steps, err := order(req.Steps)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := e.analyze(ctx, p, req.ProjectId, steps)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := e.signingKey(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := e.cfg.Now().UTC()
+	plan := workflowplan.Plan{
+		Kind: workflowplan.Kind, WorkflowID: auth.ID("wfl"), OrgID: p.OrgID, ProjectID: req.ProjectId,
+		PreparedBy: callerOf(p), PreparedAt: now.Format(time.RFC3339), Steps: a.steps, Versions: a.versions,
+		TotalMicro: a.total, SignedByKID: key.KID,
+	}
+	canon, digest, err := workflowplan.Canonical(plan)
+	if err != nil {
+		return nil, nil, err
+	}
+	signed, err := workflowplan.Sign(key.Private, key.KID, canon)
+	if err != nil {
+		return nil, nil, err
+	}
+	w := store.Workflow{ID: plan.WorkflowID, OrgID: p.OrgID, ProjectID: req.ProjectId, Caller: plan.PreparedBy, Digest: digest,
+		Plan: string(canon), SignedPlan: signed, KeyID: key.KID, Projection: "{}", CreatedAt: now}
+	err = e.cfg.Store.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.Workflows().Insert(ctx, w); err != nil {
+			return err
+		}
+		_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: "agent:" + plan.PreparedBy, Action: "prepare_workflow",
+			ObjectType: "workflow", ObjectID: w.ID, Details: map[string]any{"projectId": w.ProjectID, "digest": digest, "steps": len(a.steps), "totalMicroUsd": a.total}}, now)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return project(w, plan), []models.Action{
+		actions.Tool("apply_workflow", "agent", map[string]any{"id": w.ID, "signedPlan": signed}),
+		actions.Tool("get_workflow", "agent", map[string]any{"id": w.ID}),
+	}, nil
+}
+
+// project is the safe projection of a plan for a human.
+func project(w store.Workflow, plan workflowplan.Plan) *models.PreparedWorkflow {
+	out := &models.PreparedWorkflow{
+		WorkflowId: w.ID, ProjectId: w.ProjectID, Digest: w.Digest, SignedPlan: w.SignedPlan, KeyId: w.KeyID,
+		TotalUsd: float64(plan.TotalMicro) / 1e6, CreatedAt: w.CreatedAt, State: models.Prepared,
+		Steps: []models.WorkflowStepProjection{}, Versions: []models.ResourceVersion{},
+	}
+	if w.TaskID != "" {
+		out.State, out.TaskId = models.Applied, &w.TaskID
+	}
+	for _, s := range plan.Steps {
+		ps := models.WorkflowStepProjection{Id: s.ID, Tool: s.Tool, Arguments: s.Arguments, After: s.After,
+			PriceUsd: float64(s.PriceMicro) / 1e6, Irreversible: s.Irreversible, NeedsApproval: s.NeedsApproval}
+		if s.Approval != "" {
+			ps.ApprovalReason = &s.Approval
+		}
+		out.Steps = append(out.Steps, ps)
+	}
+	for _, v := range plan.Versions {
+		out.Versions = append(out.Versions, models.ResourceVersion{Type: v.Type, Id: v.ID, Version: v.Version})
+	}
+	return out
+}
+
+func decodePlan(w store.Workflow) (workflowplan.Plan, error) {
+	var plan workflowplan.Plan
+	dec := json.NewDecoder(strings.NewReader(w.Plan))
+	dec.UseNumber()
+	err := dec.Decode(&plan)
+	return plan, err
+}
+
+// Get reads a workflow of the caller's organisation.
+func (e *Engine) Get(ctx context.Context, p *auth.Principal, id string) (*models.PreparedWorkflow, []models.Action, error) {
+	w, err := e.cfg.Store.Workflows().Get(ctx, p.OrgID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Newf("not_found:resource", "no workflow %s in your organisation", id)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	plan, err := decodePlan(w)
+	if err != nil {
+		return nil, nil, err
+	}
+	next := []models.Action{actions.Tool("apply_workflow", "agent", map[string]any{"id": w.ID})}
+	if w.TaskID != "" {
+		next = []models.Action{actions.Tool("get_task", "agent", map[string]any{"id": w.TaskID})}
+	}
+	return project(w, plan), next, nil
+}
