@@ -18,6 +18,8 @@ import (
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/dnsserver"
 	"github.com/pierhq/pier/server/internal/edge"
+	"github.com/pierhq/pier/server/internal/money"
+	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/server/internal/tlsca"
@@ -39,7 +41,7 @@ func NewCommands() []*cobra.Command {
 func newServerCmd() *cobra.Command {
 	var cfg Config
 	var logLevel, logFormat string
-	var limits, secondaries []string
+	var limits, secondaries, prices []string
 	var edgeFastPath bool
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -78,6 +80,17 @@ SIGTERM drains in-flight requests, then exits.`,
 					return fmt.Errorf("--dns-secondary %q: want TSIG-KEY-NAME:BASE64-SECRET", sec)
 				}
 				cfg.DNSSecondaries = append(cfg.DNSSecondaries, dnsserver.Secondary{KeyName: name, Secret: secret})
+			}
+			for _, p := range prices {
+				tld, amount, ok := strings.Cut(p, "=")
+				usd, err := strconv.ParseFloat(amount, 64)
+				if _, known := registrar.Lookup(strings.TrimPrefix(tld, ".")); !ok || err != nil || usd <= 0 || !known {
+					return fmt.Errorf("--registrar-price %q: want TLD=USD for a TLD in the catalog, such as dev=14.00", p)
+				}
+				if cfg.RegistrarPrices == nil {
+					cfg.RegistrarPrices = registrar.PriceList{}
+				}
+				cfg.RegistrarPrices[strings.TrimPrefix(tld, ".")] = money.FromUSD(usd)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -122,6 +135,7 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.IntVar(&cfg.Listen.MaxHeaderBytes, "max-header-bytes", lim.MaxHeaderBytes, "bound on a request's head, in bytes")
 	f.IntVar(&cfg.DNS.RRLRate, "dns-rrl-rate", dnsserver.DefaultLimits.RRLRate, "UDP answers per second per source prefix (/24, /56) before response rate limiting; 0 turns it off")
 	f.IntVar(&cfg.DNS.RRLSlip, "dns-rrl-slip", dnsserver.DefaultLimits.RRLSlip, "send every Nth rate-limited answer truncated, so real clients retry over TCP; 0 drops them all")
+	f.StringArrayVar(&prices, "registrar-price", nil, "the sandbox registrar's first-year price for a TLD, as TLD=USD; repeatable")
 	f.StringArrayVar(&secondaries, "dns-secondary", nil, "a secondary allowed zone transfers, as TSIG-KEY-NAME:BASE64-SECRET (hmac-sha256); repeatable")
 	f.IntVar(&cfg.Quotas.Services, "quota-services", service.DefaultQuotas.Services, "live services an organisation may have")
 	f.IntVar(&cfg.Quotas.Bundles, "quota-bundles", service.DefaultQuotas.Bundles, "bundles an organisation may store")

@@ -10,6 +10,7 @@ import (
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/mcp"
 	"github.com/pierhq/pier/server/internal/ratelimit"
+	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/service"
 )
 
@@ -58,6 +59,9 @@ type Config struct {
 	// Quotas bound each organisation's live services, bundles and stored
 	// bytes; zero fields take service.DefaultQuotas.
 	Quotas service.Quotas
+	// RegistrarPrices set the sandbox registrar's first-year price for some
+	// TLDs; the rest keep the catalog's.
+	RegistrarPrices registrar.PriceList
 	// StepPause holds launches at a step, for the crash tests
 	// (PIER_TEST_PAUSE_AFTER_STEP, PIER_TEST_PAUSE_INSIDE_STEP).
 	StepPause service.StepPause

@@ -116,6 +116,7 @@ func (s *Server) build(ctx context.Context) error {
 		},
 		Pause:  s.cfg.StepPause,
 		Quotas: s.cfg.Quotas,
+		Prices: s.cfg.RegistrarPrices,
 	})
 	s.svc = svc
 	var mcpH *mcp.Handler

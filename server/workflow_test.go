@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/pierhq/pier/server"
+	"github.com/pierhq/pier/server/internal/money"
+	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/service"
 )
 
@@ -106,5 +108,113 @@ func TestWorkflowPrepareReservesNothingAndApplyRunsOnce(t *testing.T) {
 			t.Fatalf("second apply: %d %s", r.StatusCode, r.Body)
 		}
 		_ = done
+	})
+}
+
+func TestWorkflowRefusesChangedPricesAndState(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		dir := t.TempDir()
+		ts := start(t, server.Config{DatabaseURL: db, DataDir: dir})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+		domain := availableDomains(1, "dev", "wfprice")[0]
+		bundle := upload(t, ts, a, siteSaying("priced"))
+		wf := prepare(t, ts, a, siteWorkflow(a.project, bundle, domain))
+
+		// The registrar's price moves while the plan waits.
+		ts.Stop()
+		ts = start(t, server.Config{DatabaseURL: db, DataDir: dir, RegistrarPrices: registrar.PriceList{"dev": money.USD(15, 0)}})
+		r := ts.Client.Do("POST", "/v1/workflows/"+wf["workflowId"].(string)+"/apply", nil, a.header())
+		if r.StatusCode != 409 || r.JSON()["blockedBy"] != "plan:price_changed" || !strings.Contains(string(r.Body), `"tool":"prepare_workflow"`) {
+			t.Fatalf("price changed: %d %s", r.StatusCode, r.Body)
+		}
+		if spent, held := budget(t, ts, a); spent != 0 || held != 0 {
+			t.Fatalf("a refused apply moved money: spent %v held %v", spent, held)
+		}
+
+		// A service the plan tears down changes state before apply.
+		site := upload(t, ts, a, siteSaying("old"))
+		lr := ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "old", "target": "edge", "bundleId": site}, a.header())
+		waitTask(t, ts, a, lr.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+		svc := lr.JSON()["data"].(map[string]any)["serviceId"].(string)
+		down := prepare(t, ts, a, map[string]any{"projectId": a.project, "steps": []any{
+			map[string]any{"id": "down", "tool": "teardown_service", "arguments": map[string]any{"id": svc}}}})
+		td := ts.Client.Do("POST", "/v1/services/"+svc+"/teardown", nil, a.header())
+		waitTask(t, ts, a, td.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+		r = ts.Client.Do("POST", "/v1/workflows/"+down["workflowId"].(string)+"/apply", nil, a.header())
+		if r.StatusCode != 409 || r.JSON()["blockedBy"] != "plan:stale" {
+			t.Fatalf("stale: %d %s", r.StatusCode, r.Body)
+		}
+	})
+}
+
+func TestWorkflowWaitsForTheHuman(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+		domain := availableDomains(1, "dev", "wfgate")[0]
+		wf := prepare(t, ts, a, siteWorkflow(a.project, upload(t, ts, a, siteSaying("gated")), domain))
+		if s := wf["steps"].([]any)[1].(map[string]any); s["needsApproval"] != true || s["approvalReason"] == nil {
+			t.Fatalf("the projection hides the gate: %v", s)
+		}
+		r := ts.Client.Do("POST", "/v1/workflows/"+wf["workflowId"].(string)+"/apply", nil, a.header())
+		if r.StatusCode != 202 {
+			t.Fatalf("apply: %d %s", r.StatusCode, r.Body)
+		}
+		task := r.JSON()["data"].(map[string]any)["taskId"].(string)
+		waiting := waitTask(t, ts, a, task, "input_required")
+		if n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain); n != 0 {
+			t.Fatal("bought before the human decided")
+		}
+		if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: a.org, UserID: "usr_a"}, gateOf(waiting), true); err != nil {
+			t.Fatal(err)
+		}
+		waitTask(t, ts, a, task, "succeeded")
+		if n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain); n != 1 {
+			t.Fatalf("purchases %d", n)
+		}
+	})
+}
+
+func TestWorkflowFailureUndoesWhatItCan(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+		domain := availableDomains(1, "dev", "wfundo")[0]
+		bundle := upload(t, ts, a, siteSaying("undo"))
+		launch := func(name string, extra map[string]any) map[string]any {
+			args := map[string]any{"id": a.project, "name": name, "target": "edge", "bundleId": bundle}
+			for k, v := range extra {
+				args[k] = v
+			}
+			return args
+		}
+		wf := prepare(t, ts, a, map[string]any{"projectId": a.project, "steps": []any{
+			map[string]any{"id": "q", "tool": "create_quote", "arguments": domainQuote(a.project, domain, 1)},
+			map[string]any{"id": "site", "tool": "launch_service", "arguments": launch("www", map[string]any{"domain": domain, "quoteId": "${steps.q.quoteId}"})},
+			map[string]any{"id": "plain", "tool": "launch_service", "arguments": launch("plain", nil), "after": []any{"site"}},
+			map[string]any{"id": "again", "tool": "launch_service", "arguments": launch("plain", nil), "after": []any{"plain"}},
+			map[string]any{"id": "later", "tool": "launch_service", "arguments": launch("later", nil), "after": []any{"again"}},
+		}})
+		r := ts.Client.Do("POST", "/v1/workflows/"+wf["workflowId"].(string)+"/apply", nil, a.header())
+		task := r.JSON()["data"].(map[string]any)["taskId"].(string)
+		failed := waitTask(t, ts, a, task, "failed")
+		report := map[string]string{}
+		for _, s := range failed["result"].(map[string]any)["steps"].([]any) {
+			s := s.(map[string]any)
+			report[s["id"].(string)] = s["state"].(string)
+		}
+		want := map[string]string{"q": "not_undone", "site": "not_undone", "plain": "undone", "again": "failed", "later": "skipped"}
+		for id, state := range want {
+			if report[id] != state {
+				t.Errorf("step %s: %s, want %s (report %v)", id, report[id], state, failed["result"])
+			}
+		}
+		if !strings.Contains(fmt.Sprint(failed["result"]), "cannot be undone") {
+			t.Errorf("the report does not say the registration stays: %v", failed["result"])
+		}
+		// One charge: the domain, bought once.
+		if spent, held := budget(t, ts, a); spent != 12 || held != 0 {
+			t.Fatalf("spent %v held %v", spent, held)
+		}
 	})
 }

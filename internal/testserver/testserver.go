@@ -24,7 +24,13 @@ type Server struct {
 	URL string
 	// Client sends requests and checks every answer against the contract.
 	Client *contracttest.Client
+
+	stop func()
 }
+
+// Stop shuts the server down and waits for it, as the end of the test
+// would; a test that restarts a server on the same data stops it first.
+func (s *Server) Stop() { s.stop() }
 
 // Start serves a real Pier for the test. An empty DataDir becomes a
 // temporary directory and the listeners take free loopback ports; the
@@ -50,14 +56,18 @@ func Start(t testing.TB, cfg server.Config) *Server {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	url := "http://" + s.Addr()
-	ts := &Server{Server: s, URL: url}
+	ts := &Server{Server: s, URL: url, stop: stop}
 	if tt, ok := t.(*testing.T); ok {
 		ts.Client = &contracttest.Client{T: tt, BaseURL: url}
 	}

@@ -126,3 +126,28 @@ func Check(label string, t TLD) Quote {
 	}
 	return q
 }
+
+// PriceList is the sandbox registrar's price list: the catalog, with the
+// first-year price of some TLDs set by the operator. Prices move; quotes
+// and workflows compare what they were told with what the list says now.
+type PriceList map[string]MicroUSD
+
+// Lookup finds a TLD at the list's price.
+func (pl PriceList) Lookup(name string) (TLD, bool) {
+	t, ok := Lookup(name)
+	if p, set := pl[name]; ok && set {
+		t.FirstYear = &p
+	}
+	return t, ok
+}
+
+// Catalog is Catalog at the list's prices.
+func (pl PriceList) Catalog(full bool) []TLD {
+	out := Catalog(full)
+	for i, t := range out {
+		if p, set := pl[t.Name]; set {
+			out[i].FirstYear = &p
+		}
+	}
+	return out
+}

@@ -14,7 +14,6 @@ import (
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/payments"
-	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -527,7 +526,7 @@ func (s *Approvals) gateView(ctx context.Context, g store.Gate) GateView {
 		}
 		if v.Domain != "" {
 			if label, tldName, ok := strings.Cut(v.Domain, "."); ok && label != "" {
-				if tld, ok := registrar.Lookup(tldName); ok {
+				if tld, ok := s.prices.Lookup(tldName); ok {
 					if r := tld.AnnualizedRenewal(); r != nil {
 						v.RenewalMicro, v.HasRenewal = int64(*r), true
 					}

@@ -138,7 +138,7 @@ func (s *Domains) Search(ctx context.Context, p models.SearchDomainsParams) (*mo
 		limit = *p.Limit
 	}
 
-	cat := registrar.Catalog(full)
+	cat := s.prices.Catalog(full)
 	inCatalog := map[string]registrar.TLD{}
 	for _, t := range cat {
 		inCatalog[t.Name] = t

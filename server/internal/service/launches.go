@@ -776,7 +776,7 @@ func (s *Launches) recheckDomain(ctx context.Context, rt *runningTask, pl *launc
 		return apierr.Newf("plan:domain_unavailable", "%s was registered by someone else before this launch could buy it", pl.Domain)
 	}
 	years := max(pl.Years, 1)
-	current, err := priceItems([]models.QuoteItem{{Kind: models.Domain, Domain: &pl.Domain, Years: &years}})
+	current, err := priceItems(s.prices, []models.QuoteItem{{Kind: models.Domain, Domain: &pl.Domain, Years: &years}})
 	if err != nil {
 		return err
 	}

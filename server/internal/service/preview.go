@@ -30,7 +30,7 @@ type QuotePreview struct {
 // Preview prices items for the project as Create would, and decides them
 // against the policy and the budget, writing nothing.
 func (s *Quotes) Preview(ctx context.Context, p *auth.Principal, projectID string, items []models.QuoteItem) (QuotePreview, error) {
-	priced, err := priceItems(items)
+	priced, err := priceItems(s.prices, items)
 	if err != nil {
 		return QuotePreview{}, err
 	}

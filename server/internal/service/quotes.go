@@ -174,7 +174,7 @@ func (it pricedItem) label() string {
 // priceItems prices quote items from the catalogs. Errors here are about
 // the request itself (an unsellable name, an incapable target); what the
 // policy or the budget thinks comes after.
-func priceItems(items []models.QuoteItem) ([]pricedItem, error) {
+func priceItems(prices registrar.PriceList, items []models.QuoteItem) ([]pricedItem, error) {
 	var out []pricedItem
 	for i, it := range items {
 		field := fmt.Sprintf("body.items.%d", i)
@@ -185,7 +185,7 @@ func priceItems(items []models.QuoteItem) ([]pricedItem, error) {
 			}
 			name := strings.ToLower(*it.Domain)
 			label, tldName, _ := strings.Cut(name, ".")
-			tld, ok := registrar.Lookup(tldName)
+			tld, ok := prices.Lookup(tldName)
 			if !ok || strings.Contains(tldName, ".") {
 				return nil, apierr.Newf("plan:domain_unavailable", "%s: the registrar does not sell .%s", name, tldName).
 					WithActions(actions.Tool("search_domains", "agent", map[string]any{"q": label, "includeExotic": true}))
@@ -396,7 +396,7 @@ func (a *awaitApproval) Error() string {
 // CreateQuote prices the items, checks policy, approval rules and budget
 // under the project's lock, and on ALLOW holds the amount for 15 minutes.
 func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req models.QuoteRequest) (*models.Quote, []models.Action, error) {
-	items, err := priceItems(req.Items)
+	items, err := priceItems(s.prices, req.Items)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -633,7 +633,7 @@ func (s *Quotes) Consume(ctx context.Context, tx *store.Tx, p *auth.Principal, p
 		}
 		reqItems = append(reqItems, ri)
 	}
-	current, err := priceItems(reqItems)
+	current, err := priceItems(s.prices, reqItems)
 	if err != nil {
 		return Consumed{}, err
 	}

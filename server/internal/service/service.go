@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/server/internal/money"
+	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/server/internal/zone"
 )
@@ -39,6 +40,7 @@ type core struct {
 	previewDomain string
 	pause         StepPause
 	quotaLimits   Quotas
+	prices        registrar.PriceList
 
 	accounts   *Accounts
 	approvals  *Approvals
@@ -104,6 +106,9 @@ type Config struct {
 	Pause StepPause
 	// Quotas bound each organisation; zero fields take DefaultQuotas.
 	Quotas Quotas
+	// Prices are the sandbox registrar's prices set by the operator, by
+	// TLD; the rest are the catalog's.
+	Prices registrar.PriceList
 }
 
 // Platform is what launches drive outside the database. Each call is
@@ -150,7 +155,7 @@ func New(cfg Config) *Service {
 		cfg.Platform = noPlatform{}
 	}
 	c := &core{store: cfg.Store, clock: cfg.Now, log: cfg.Log, baseURLFunc: cfg.BaseURL, platform: cfg.Platform,
-		zone: cfg.Zone, previewDomain: cfg.PreviewDomain, pause: cfg.Pause, quotaLimits: cfg.Quotas}
+		zone: cfg.Zone, previewDomain: cfg.PreviewDomain, pause: cfg.Pause, quotaLimits: cfg.Quotas, prices: cfg.Prices}
 	c.accounts, c.approvals, c.bundles = &Accounts{c}, &Approvals{c}, &Bundles{c}
 	c.domains, c.launches, c.onboarding = &Domains{c}, &Launches{c}, &Onboarding{c}
 	c.projects, c.quotes, c.tasks = &Projects{c}, &Quotes{c}, &Tasks{c}
