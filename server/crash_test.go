@@ -286,3 +286,91 @@ func TestLaunchFailureSurvivesSIGKILL(t *testing.T) {
 		})
 	}
 }
+
+// A workflow (a quote, a launch that registers a domain with it, and a
+// second launch) is killed with SIGKILL at each step boundary, and inside
+// steps after their operation ran but before the step was saved; after a
+// restart every step ran once: one quote, one purchase, one charge.
+func TestWorkflowSurvivesSIGKILLAtEveryStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server as a separate process")
+	}
+	bin, err := pierBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ name, env, wait string }{
+		{"q", "PIER_TEST_PAUSE_AFTER_STEP=q", `paused at step boundary.*step=q`},
+		{"site", "PIER_TEST_PAUSE_AFTER_STEP=site", `paused at step boundary.*step=site`},
+		{"plain", "PIER_TEST_PAUSE_AFTER_STEP=plain", `paused at step boundary.*step=plain`},
+		{"inside_q", "PIER_TEST_PAUSE_INSIDE_STEP=q", `paused inside step.*step=q`},
+		{"inside_site", "PIER_TEST_PAUSE_INSIDE_STEP=site", `paused inside step.*step=site`},
+	}
+	domains := availableDomains(len(cases), "dev", "wfcrash")
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir := t.TempDir()
+			out, err := exec.Command(bin, "admin", "create-key", "--data-dir", dataDir, "--scopes", "read,quote,launch,buy_domain", "--json").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var key struct{ APIKey string }
+			json.Unmarshal(out, &key)
+			h := http.Header{"Authorization": {"Bearer " + key.APIKey}}
+
+			p := startProcess(t, bin, dataDir, tc.env)
+			c := &contracttest.Client{T: t, BaseURL: p.url}
+			project := c.Do("GET", "/v1/projects", nil, h).JSON()["data"].(map[string]any)["projects"].([]any)[0].(map[string]any)["id"].(string)
+			bundle := c.Do("POST", "/v1/bundles", uploadBody(project, siteFiles), h).JSON()["data"].(map[string]any)["bundleId"]
+			body := siteWorkflow(project, bundle, domains[i])
+			body["steps"] = append(body["steps"].([]any), map[string]any{"id": "plain", "tool": "launch_service",
+				"arguments": map[string]any{"id": project, "name": "plain", "target": "edge", "bundleId": bundle}, "after": []any{"site"}})
+			wf := c.Do("POST", "/v1/workflows", body, h)
+			if wf.StatusCode != 201 {
+				t.Fatalf("prepare: %d %s", wf.StatusCode, wf.Body)
+			}
+			apply := c.Do("POST", "/v1/workflows/"+wf.JSON()["data"].(map[string]any)["workflowId"].(string)+"/apply", nil, h)
+			if apply.StatusCode != 202 {
+				t.Fatalf("apply: %d %s", apply.StatusCode, apply.Body)
+			}
+			taskID := apply.JSON()["data"].(map[string]any)["taskId"].(string)
+
+			p.waitFor(t, regexp.MustCompile(tc.wait), 30*time.Second)
+			p.kill(t)
+
+			p2 := startProcess(t, bin, dataDir)
+			c2 := &contracttest.Client{T: t, BaseURL: p2.url}
+			deadline := time.Now().Add(60 * time.Second)
+			var task map[string]any
+			for time.Now().Before(deadline) {
+				task = c2.Do("GET", "/v1/tasks/"+taskID, nil, h).JSON()["data"].(map[string]any)
+				if task["state"] == "succeeded" || task["state"] == "failed" {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if task["state"] != "succeeded" {
+				t.Fatalf("after restart the workflow is %v: %v", task["state"], task)
+			}
+			proj := c2.Do("GET", "/v1/projects/"+project, nil, h).JSON()["data"].(map[string]any)
+			if proj["spentUsd"] != 12.0 || proj["heldUsd"] != 0.0 {
+				t.Fatalf("charged %v (held %v), want 12 once", proj["spentUsd"], proj["heldUsd"])
+			}
+			quotes := c2.Do("GET", "/v1/quotes", nil, h).JSON()["data"].(map[string]any)["quotes"].([]any)
+			services := c2.Do("GET", "/v1/services", nil, h).JSON()["data"].(map[string]any)["services"].([]any)
+			if len(quotes) != 1 || len(services) != 2 {
+				t.Fatalf("%d quotes and %d services, want 1 and 2", len(quotes), len(services))
+			}
+			p2.kill(t)
+
+			st, err := store.Open(context.Background(), dataDir, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if n, _ := st.Domains().CountPurchases(context.Background(), domains[i]); n != 1 {
+				t.Fatalf("the registrar sold %s %d times", domains[i], n)
+			}
+		})
+	}
+}

@@ -121,7 +121,7 @@ func (s *Server) build(ctx context.Context) error {
 	s.svc = svc
 	var mcpH *mcp.Handler
 	s.workflows = workflow.New(workflow.Config{
-		Store: s.store, Service: svc, Now: s.cfg.Now, Log: s.log, PauseAfter: s.cfg.StepPause.After,
+		Store: s.store, Service: svc, Now: s.cfg.Now, Log: s.log, PauseAfter: s.cfg.StepPause.After, PauseInside: s.cfg.StepPause.Inside,
 		Invoker: func() workflow.Invoker { return mcpH },
 		Enqueue: platform{s}.Enqueue,
 	})

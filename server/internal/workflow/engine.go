@@ -46,6 +46,9 @@ type Config struct {
 	// PauseAfter names a step at whose saved boundary the runner stops, for
 	// crash tests.
 	PauseAfter string
+	// PauseInside names a step whose operation the runner calls and then
+	// stops before saving the step, for crash tests.
+	PauseInside string
 	// ChildWait bounds how long one run waits on a launch or teardown
 	// before letting the runner call again; default 20 s.
 	ChildWait time.Duration

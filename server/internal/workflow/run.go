@@ -29,6 +29,8 @@ type run struct {
 	p     *auth.Principal
 	pl    payload
 	steps []taskStep
+	// current is the step being run, for the crash tests' pause.
+	current string
 }
 
 // Run works a workflow task: its steps in order, each once. It returns
@@ -70,6 +72,7 @@ func (e *Engine) Run(ctx context.Context, t store.Task) error {
 			st.StartedAt = &now
 		}
 		st.State, r.t.State = "running", "running"
+		r.current = s.ID
 		out, err := r.step(ctx, s)
 		var wait *tasks.WaitError
 		switch {
@@ -203,6 +206,13 @@ func (r *run) call(ctx context.Context, tool string, args map[string]any, key st
 		}
 	} else {
 		env.BlockedBy, env.Message = "input:invalid", err.Error()
+	}
+	if status < 400 && r.e.cfg.PauseInside != "" && r.e.cfg.PauseInside == r.current {
+		// The operation ran but the step is not saved: the worst moment
+		// to die.
+		r.e.cfg.Log.Warn("paused inside step", "task", r.t.ID, "step", r.current)
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	if status >= 400 {
 		msg := fmt.Sprintf("%s: %s (%s)", tool, env.Message, env.BlockedBy)
