@@ -350,7 +350,36 @@ func TestWorkflowSurvivesSIGKILLAtEveryStep(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			if task["state"] != "succeeded" {
-				t.Fatalf("after restart the workflow is %v: %v", task["state"], task)
+				all := c2.Do("GET", "/v1/tasks", nil, h).Body
+				p2.mu.Lock()
+				log := p2.log.String()
+				p2.mu.Unlock()
+				p2.kill(t)
+				st, _ := store.Open(context.Background(), dataDir, "")
+				rows, _ := st.DB().Query(`SELECT host, service_id FROM service_hosts`)
+				var hosts []string
+				for rows.Next() {
+					var h, sv string
+					rows.Scan(&h, &sv)
+					hosts = append(hosts, h+"="+sv)
+				}
+				rows.Close()
+				srows, _ := st.DB().Query(`SELECT id, name, state, task_id FROM services`)
+				for srows.Next() {
+					var a, b, c, d string
+					srows.Scan(&a, &b, &c, &d)
+					hosts = append(hosts, "svc "+a+" "+b+" "+c+" "+d)
+				}
+				srows.Close()
+				irows, _ := st.DB().Query(`SELECT idem_key, operation, state, COALESCE(status, 0) FROM idempotency_records`)
+				for irows.Next() {
+					var a, b, c string
+					var d int
+					irows.Scan(&a, &b, &c, &d)
+					hosts = append(hosts, fmt.Sprintf("idem %s %s %s %d", a, b, c, d))
+				}
+				irows.Close()
+				t.Fatalf("after restart the workflow is %v: %v\nall tasks: %s\nlog:\n%s\ndb: %v", task["state"], task, all, log, hosts)
 			}
 			proj := c2.Do("GET", "/v1/projects/"+project, nil, h).JSON()["data"].(map[string]any)
 			if proj["spentUsd"] != 12.0 || proj["heldUsd"] != 0.0 {

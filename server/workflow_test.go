@@ -107,7 +107,11 @@ func TestWorkflowPrepareReservesNothingAndApplyRunsOnce(t *testing.T) {
 		if r.StatusCode != 202 || r.JSON()["data"].(map[string]any)["taskId"] != task || r.JSON()["replayed"] != true {
 			t.Fatalf("second apply: %d %s", r.StatusCode, r.Body)
 		}
-		_ = done
+		for _, s := range done["result"].(map[string]any)["steps"].([]any) {
+			if s.(map[string]any)["receipt"] == nil {
+				t.Fatalf("step without its receipt: %v", s)
+			}
+		}
 	})
 }
 

@@ -96,7 +96,11 @@ func (w *worker) Timeout(*river.Job[Args]) time.Duration { return w.r.cfg.JobTim
 
 func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 	r := w.r
-	ok, err := r.store.Tasks().AcquireLease(ctx, job.Args.TaskID, r.owner, time.Now(), r.cfg.LeaseTTL)
+	// The lease names this job, not just this runner: two jobs for one
+	// task (the start-up sweep's and one River kept from before a crash)
+	// must not run it side by side in one process either.
+	owner := fmt.Sprintf("%s:%d", r.owner, job.ID)
+	ok, err := r.store.Tasks().AcquireLease(ctx, job.Args.TaskID, owner, time.Now(), r.cfg.LeaseTTL)
 	if err != nil {
 		return err
 	}
@@ -104,7 +108,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 		// Another runner is working the task; look again shortly.
 		return river.JobSnooze(2 * time.Second)
 	}
-	defer r.store.Tasks().ReleaseLease(context.WithoutCancel(ctx), job.Args.TaskID, r.owner)
+	defer r.store.Tasks().ReleaseLease(context.WithoutCancel(ctx), job.Args.TaskID, owner)
 	err = r.run(ctx, job.Args.TaskID)
 	var wait *WaitError
 	if errors.As(err, &wait) {

@@ -24,6 +24,8 @@ type payload struct {
 	Outputs map[string]map[string]any `json:"outputs"`
 	// Children are the launch and teardown tasks steps started.
 	Children map[string]string `json:"children"`
+	// Receipts are each step's receipt, as its operation answered it.
+	Receipts map[string]any `json:"receipts,omitempty"`
 	// Report is the per-step account of a failed run: what ran, what was
 	// undone and what could not be.
 	Report []stepReport `json:"report,omitempty"`

@@ -104,7 +104,11 @@ func (e *Engine) Run(ctx context.Context, t store.Task) error {
 		}
 	}
 	r.t.State = "succeeded"
-	res, _ := json.Marshal(map[string]any{"workflowId": w.ID, "digest": w.Digest, "outputs": r.pl.Outputs})
+	var report []map[string]any
+	for _, s := range plan.Steps {
+		report = append(report, map[string]any{"id": s.ID, "tool": s.Tool, "state": "succeeded", "outputs": r.pl.Outputs[s.ID], "receipt": r.pl.Receipts[s.ID]})
+	}
+	res, _ := json.Marshal(map[string]any{"workflowId": w.ID, "digest": w.Digest, "steps": report})
 	r.t.Result = string(res)
 	return r.save(ctx)
 }
@@ -213,6 +217,12 @@ func (r *run) call(ctx context.Context, tool string, args map[string]any, key st
 		r.e.cfg.Log.Warn("paused inside step", "task", r.t.ID, "step", r.current)
 		<-ctx.Done()
 		return nil, ctx.Err()
+	}
+	if status < 400 && env.Data["receipt"] != nil && !strings.HasSuffix(key, ".undo") {
+		if r.pl.Receipts == nil {
+			r.pl.Receipts = map[string]any{}
+		}
+		r.pl.Receipts[r.current] = env.Data["receipt"]
 	}
 	if status >= 400 {
 		msg := fmt.Sprintf("%s: %s (%s)", tool, env.Message, env.BlockedBy)
