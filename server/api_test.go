@@ -310,7 +310,6 @@ func TestNotImplementedOperationsAreTyped(t *testing.T) {
 	key := ts.Key(t, "read", "quote", "launch")
 	h := http.Header{"Authorization": {"Bearer " + key}}
 	cases := []struct{ method, path, body string }{
-		{"POST", "/v1/workflows", `{"projectId":"prj_1","steps":[{"id":"a","tool":"estimate","arguments":{}}]}`},
 		{"PUT", "/v1/domains/acme.dev/registrant-contact", `{"name":"A","email":"a@b.co","country":"DE"}`},
 	}
 	for _, tc := range cases {

@@ -92,7 +92,7 @@ var ErrSignature = errors.New("the signed plan does not verify")
 // by the header's kid, typ as Sign writes it. It returns the verified
 // payload (the canonical plan), its digest and the kid.
 func Verify(compact string, jwks []byte) (payload []byte, digest, kid string, err error) {
-	obj, err := jose.ParseSigned(compact, []jose.SignatureAlgorithm{jose.ES256})
+	obj, err := jose.ParseSignedCompact(compact, []jose.SignatureAlgorithm{jose.ES256})
 	if err != nil {
 		return nil, "", "", fmt.Errorf("%w: %v", ErrSignature, err)
 	}
