@@ -13,8 +13,12 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 	root.AddCommand(groups["bundles"])
 	groups["domains"] = &cobra.Command{Use: "domains", Short: "Domain search and registrant contacts", GroupID: groupIDFor("domains")}
 	root.AddCommand(groups["domains"])
-	groups["email"] = &cobra.Command{Use: "email", Short: "Organisation email addresses", GroupID: groupIDFor("email")}
+	groups["email"] = &cobra.Command{Use: "email", Short: "Mail for owned domains: addresses, inboxes, messages", GroupID: groupIDFor("email")}
 	root.AddCommand(groups["email"])
+	groups["email addresses"] = &cobra.Command{Use: "addresses", Short: "Email addresses and the inboxes they deliver to", GroupID: groupIDFor("email addresses")}
+	groups["email"].AddCommand(groups["email addresses"])
+	groups["email messages"] = &cobra.Command{Use: "messages", Short: "Received messages", GroupID: groupIDFor("email messages")}
+	groups["email"].AddCommand(groups["email messages"])
 	groups["ledger"] = &cobra.Command{Use: "ledger", Short: "The hash-chained audit ledger", GroupID: groupIDFor("ledger")}
 	root.AddCommand(groups["ledger"])
 	groups["projects"] = &cobra.Command{Use: "projects", Short: "Launches and leave packages", GroupID: groupIDFor("projects")}
@@ -62,6 +66,16 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: false,
 		Flags: []FlagSpec{
 			{Flag: "reason", Field: "reason", In: "body", Kind: "string", Required: false, Usage: "", Enum: []string{"scratch_account", "expired_card"}},
+		},
+	}, runF))
+	groups["email addresses"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "create_email_address", Method: "POST", Path: "/v1/email-addresses",
+		Use: "create", Short: "Create an email address on a domain set up for mail; its mail goes to a new inbox.",
+		Example:   "  pier email addresses create --address ADDRESS\n  pier email addresses create --address ADDRESS --json",
+		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
+		Flags: []FlagSpec{
+			{Flag: "address", Field: "address", In: "body", Kind: "string", Required: true, Usage: "An address on a domain whose mail is set up, such as agent@example.dev; with catchAll, the domain alone names it."},
+			{Flag: "catch-all", Field: "catchAll", In: "body", Kind: "bool", Required: false, Usage: "Also take mail for every address on the domain that has none of its own."},
 		},
 	}, runF))
 	groups["quotes"].AddCommand(NewCmdOperation(f, &OperationSpec{
@@ -113,6 +127,20 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "decision", Field: "decision", In: "body", Kind: "string", Required: true, Usage: "An ES256 compact JWS by the holder key over the gate's requestDigest, nonce, outcome and expiry."},
 		},
 	}, runF))
+	groups["email addresses"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "delete_email_address", Method: "DELETE", Path: "/v1/email-addresses/{id}",
+		Use: "delete <id>", Short: "Delete an email address; its inbox and messages stay until deleted.",
+		Example:   "  pier email addresses delete ID\n  pier email addresses delete ID --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+	}, runF))
+	groups["email messages"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "delete_message", Method: "DELETE", Path: "/v1/messages/{id}",
+		Use: "delete <id>", Short: "Delete a message.",
+		Example:   "  pier email messages delete ID\n  pier email messages delete ID --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+	}, runF))
 	root.AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "estimate", Method: "POST", Path: "/v1/estimate",
 		Use: "estimate", Short: "Estimate the monthly cost of a workload.",
@@ -156,6 +184,13 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Example:   "  pier reference holder-script\n  pier reference holder-script --json",
 		Anonymous: true, Idempotent: false, HasBody: false, BodyRequired: false,
 	}, runF))
+	groups["email messages"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "get_message", Method: "GET", Path: "/v1/messages/{id}",
+		Use: "get <id>", Short: "Read a message: headers, text and HTML parts, attachments and authentication results.",
+		Example:   "  pier email messages get ID\n  pier email messages get ID --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+	}, runF))
 	groups["projects"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "get_project", Method: "GET", Path: "/v1/projects/{id}",
 		Use: "get <id>", Short: "Read a project, its budget, policy and active holds.",
@@ -170,6 +205,13 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Example:   "  pier quotes get ID\n  pier quotes get ID --json",
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
 		Args: []ArgSpec{{Name: "id", In: "path"}},
+	}, runF))
+	groups["domains"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "get_rdap_domain", Method: "GET", Path: "/rdap/domain/{domain}",
+		Use: "rdap <domain>", Short: "RDAP (RFC 9083) for a domain Pier registered, the registrant redacted.",
+		Example:   "  pier domains rdap acme.dev\n  pier domains rdap acme.dev --json",
+		Anonymous: true, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "domain", In: "path"}},
 	}, runF))
 	groups["reference"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "get_reference_issuer_jwks", Method: "GET", Path: "/reference/sandbox/issuer-jwks.json",
@@ -287,6 +329,21 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		},
 		Table: &TableSpec{Path: "domains", Columns: []string{"domain", "registeredAt", "years", "serviceId"}},
 	}, runF))
+	groups["email addresses"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "list_email_addresses", Method: "GET", Path: "/v1/email-addresses",
+		Use: "list", Short: "List the organisation's email addresses.",
+		Example:   "  pier email addresses list\n  pier email addresses list --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Flags: []FlagSpec{
+			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: ""},
+		},
+	}, runF))
+	groups["email"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "list_inboxes", Method: "GET", Path: "/v1/inboxes",
+		Use: "inboxes", Short: "List the organisation's inboxes.",
+		Example:   "  pier email inboxes\n  pier email inboxes --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+	}, runF))
 	groups["ledger"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "list_ledger_entries", Method: "GET", Path: "/v1/ledger",
 		Use: "list", Short: "Read the organisation's hash-chained audit ledger.",
@@ -298,6 +355,20 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: ""},
 		},
 		Table: &TableSpec{Path: "entries", Columns: []string{"seq", "at", "actor", "action", "objectId"}},
+	}, runF))
+	groups["email messages"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "list_messages", Method: "GET", Path: "/v1/inboxes/{id}/messages",
+		Use: "list <id>", Short: "List an inbox's messages, newest first.",
+		Example:   "  pier email messages list ID\n  pier email messages list ID --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+		Flags: []FlagSpec{
+			{Flag: "from", Field: "from", In: "query", Kind: "string", Required: false, Usage: "Only messages whose sender contains this text."},
+			{Flag: "subject", Field: "subject", In: "query", Kind: "string", Required: false, Usage: "Only messages whose subject contains this text."},
+			{Flag: "since", Field: "since", In: "query", Kind: "string", Required: false, Usage: "Only messages received at or after this time."},
+			{Flag: "before", Field: "before", In: "query", Kind: "string", Required: false, Usage: "The page after this message id (from the previous page's nextBefore)."},
+			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: ""},
+		},
 	}, runF))
 	groups["projects"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "list_projects", Method: "GET", Path: "/v1/projects",
@@ -424,26 +495,45 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		},
 		Table: &TableSpec{Path: "candidates", Columns: []string{"domain", "available", "firstYearPriceUsd", "renewalPriceUsd", "renewalPeriodYears"}},
 	}, runF))
+	groups["email"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "send_message", Method: "POST", Path: "/v1/messages",
+		Use: "send", Short: "Send a message from one of the organisation's addresses, signed with its domain's DKIM key, through the configured relay.",
+		Example:   "  pier email send --from FROM --subject SUBJECT --text TEXT --to TO\n  pier email send --from FROM --subject SUBJECT --text TEXT --to TO --json",
+		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
+		Flags: []FlagSpec{
+			{Flag: "from", Field: "from", In: "body", Kind: "string", Required: true, Usage: ""},
+			{Flag: "subject", Field: "subject", In: "body", Kind: "string", Required: true, Usage: ""},
+			{Flag: "text", Field: "text", In: "body", Kind: "string", Required: true, Usage: ""},
+			{Flag: "to", Field: "to", In: "body", Kind: "strings", Required: true, Usage: ""},
+		},
+	}, runF))
 	groups["domains"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "set_registrant_contact", Method: "PUT", Path: "/v1/domains/{domain}/registrant-contact",
-		Use: "set-registrant-contact <domain>", Short: "Record the human as registrant of a supported domain.",
+		Use: "set-registrant-contact <domain>", Short: "Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.",
+		Long:      "Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.\n\nICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.",
 		Example:   "  pier domains set-registrant-contact acme.dev --country COUNTRY --email EMAIL --name NAME\n  pier domains set-registrant-contact acme.dev --country COUNTRY --email EMAIL --name NAME --json",
 		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
 		Args: []ArgSpec{{Name: "domain", In: "path"}},
 		Flags: []FlagSpec{
+			{Flag: "city", Field: "city", In: "body", Kind: "string", Required: false, Usage: ""},
 			{Flag: "country", Field: "country", In: "body", Kind: "string", Required: true, Usage: ""},
 			{Flag: "email", Field: "email", In: "body", Kind: "string", Required: true, Usage: ""},
 			{Flag: "name", Field: "name", In: "body", Kind: "string", Required: true, Usage: ""},
 			{Flag: "organization", Field: "organization", In: "body", Kind: "string", Required: false, Usage: ""},
+			{Flag: "postal-code", Field: "postalCode", In: "body", Kind: "string", Required: false, Usage: ""},
+			{Flag: "state", Field: "state", In: "body", Kind: "string", Required: false, Usage: ""},
+			{Flag: "street", Field: "street", In: "body", Kind: "string", Required: false, Usage: ""},
 		},
 	}, runF))
 	groups["email"].AddCommand(NewCmdOperation(f, &OperationSpec{
-		ID: "setup_email", Method: "POST", Path: "/v1/email-addresses",
-		Use: "setup", Short: "Set up an organisation email address as a durable task.",
-		Example:   "  pier email setup --address ADDRESS\n  pier email setup --address ADDRESS --json",
+		ID: "setup_email", Method: "POST", Path: "/v1/domains/{domain}/email",
+		Use: "setup <domain>", Short: "Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.",
+		Long:      "Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.\n\nConsumes a quote for the mail add-on (`{\"kind\": \"email\", \"domain\": …}`), writes the records into the domain's zone and reports ready once Pier's DNS answers them. The DKIM private key stays on the server. Undo removes the records.",
+		Example:   "  pier email setup acme.dev --quote-id QUOTE-ID\n  pier email setup acme.dev --quote-id QUOTE-ID --json",
 		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
+		Args: []ArgSpec{{Name: "domain", In: "path"}},
 		Flags: []FlagSpec{
-			{Flag: "address", Field: "address", In: "body", Kind: "string", Required: true, Usage: ""},
+			{Flag: "quote-id", Field: "quoteId", In: "body", Kind: "string", Required: true, Usage: "An object id, such as `prj_…`, `tsk_…` or `svc_…`."},
 		},
 	}, runF))
 	groups["services"].AddCommand(NewCmdOperation(f, &OperationSpec{
@@ -461,6 +551,20 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Flags: []FlagSpec{
 			{Flag: "files", Field: "files", In: "body", Kind: "json", Required: true, Usage: ""},
 			{Flag: "project-id", Field: "projectId", In: "body", Kind: "string", Required: true, Usage: "An object id, such as `prj_…`, `tsk_…` or `svc_…`."},
+		},
+	}, runF))
+	groups["email messages"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "wait_for_message", Method: "POST", Path: "/v1/inboxes/{id}/wait",
+		Use: "wait <id>", Short: "Wait up to a deadline for a message that matches a filter, such as a verification code.",
+		Long:      "Wait up to a deadline for a message that matches a filter, such as a verification code.\n\nAnswers as soon as a matching message is in the inbox (one already there counts when `since` allows it), or `mail:no_message` when the deadline passes.",
+		Example:   "  pier email messages wait ID\n  pier email messages wait ID --json",
+		Anonymous: false, Idempotent: false, HasBody: true, BodyRequired: true,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+		Flags: []FlagSpec{
+			{Flag: "from", Field: "from", In: "body", Kind: "string", Required: false, Usage: ""},
+			{Flag: "since", Field: "since", In: "body", Kind: "string", Required: false, Usage: ""},
+			{Flag: "subject", Field: "subject", In: "body", Kind: "string", Required: false, Usage: ""},
+			{Flag: "timeout-seconds", Field: "timeoutSeconds", In: "body", Kind: "int", Required: false, Usage: ""},
 		},
 	}, runF))
 }

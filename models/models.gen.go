@@ -6,6 +6,7 @@ package models
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/oapi-codegen/runtime"
@@ -143,6 +144,9 @@ const (
 	InputUnsupportedMediaType BlockedBy = "input:unsupported_media_type"
 	InternalError             BlockedBy = "internal:error"
 	InternalUnavailable       BlockedBy = "internal:unavailable"
+	MailNoMessage             BlockedBy = "mail:no_message"
+	MailNotSetUp              BlockedBy = "mail:not_set_up"
+	MailRelayUnconfigured     BlockedBy = "mail:relay_unconfigured"
 	NotFoundResource          BlockedBy = "not_found:resource"
 	NotFoundRoute             BlockedBy = "not_found:route"
 	PlanDomainUnavailable     BlockedBy = "plan:domain_unavailable"
@@ -220,6 +224,12 @@ func (e BlockedBy) Valid() bool {
 	case InternalError:
 		return true
 	case InternalUnavailable:
+		return true
+	case MailNoMessage:
+		return true
+	case MailNotSetUp:
+		return true
+	case MailRelayUnconfigured:
 		return true
 	case NotFoundResource:
 		return true
@@ -810,6 +820,7 @@ func (e QuoteDecision) Valid() bool {
 // Defines values for QuoteItemKind.
 const (
 	Domain  QuoteItemKind = "domain"
+	Email   QuoteItemKind = "email"
 	Service QuoteItemKind = "service"
 )
 
@@ -817,6 +828,8 @@ const (
 func (e QuoteItemKind) Valid() bool {
 	switch e {
 	case Domain:
+		return true
+	case Email:
 		return true
 	case Service:
 		return true
@@ -1265,12 +1278,13 @@ func (e TargetOptionReason) Valid() bool {
 
 // Defines values for TaskHandleKind.
 const (
-	BudgetRaise   TaskHandleKind = "budget_raise"
-	EmailSetup    TaskHandleKind = "email_setup"
-	Launch        TaskHandleKind = "launch"
-	QuoteApproval TaskHandleKind = "quote_approval"
-	Teardown      TaskHandleKind = "teardown"
-	Workflow      TaskHandleKind = "workflow"
+	BudgetRaise       TaskHandleKind = "budget_raise"
+	EmailSetup        TaskHandleKind = "email_setup"
+	Launch            TaskHandleKind = "launch"
+	QuoteApproval     TaskHandleKind = "quote_approval"
+	RegistrantContact TaskHandleKind = "registrant_contact"
+	Teardown          TaskHandleKind = "teardown"
+	Workflow          TaskHandleKind = "workflow"
 )
 
 // Valid indicates whether the value is a known member of the TaskHandleKind enum.
@@ -1283,6 +1297,8 @@ func (e TaskHandleKind) Valid() bool {
 	case Launch:
 		return true
 	case QuoteApproval:
+		return true
+	case RegistrantContact:
 		return true
 	case Teardown:
 		return true
@@ -1612,6 +1628,22 @@ type AssetFile struct {
 	ContentBase64 string  `json:"contentBase64"`
 	ContentType   *string `json:"contentType,omitempty"`
 	Path          string  `json:"path"`
+}
+
+// Attachment defines model for Attachment.
+type Attachment struct {
+	ContentType string `json:"contentType"`
+	Filename    string `json:"filename"`
+	Sha256      string `json:"sha256"`
+	Size        int    `json:"size"`
+}
+
+// AuthResults What the receiving server verified: pass, fail, none, neutral, temperror or permerror.
+type AuthResults struct {
+	Dkim       string  `json:"dkim"`
+	DkimDomain *string `json:"dkimDomain,omitempty"`
+	Dmarc      string  `json:"dmarc"`
+	Spf        string  `json:"spf"`
 }
 
 // BillingPollEnvelope defines model for BillingPollEnvelope.
@@ -1969,9 +2001,55 @@ type DomainSearchResult struct {
 	} `json:"excluded"`
 }
 
+// EmailAddress defines model for EmailAddress.
+type EmailAddress struct {
+	Address   string    `json:"address"`
+	CatchAll  bool      `json:"catchAll"`
+	CreatedAt time.Time `json:"createdAt"`
+	Deleted   *bool     `json:"deleted,omitempty"`
+	Domain    string    `json:"domain"`
+	Id        string    `json:"id"`
+	InboxId   string    `json:"inboxId"`
+}
+
+// EmailAddressEnvelope defines model for EmailAddressEnvelope.
+type EmailAddressEnvelope struct {
+	Actions Actions      `json:"actions"`
+	Data    EmailAddress `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// EmailAddressList defines model for EmailAddressList.
+type EmailAddressList struct {
+	Addresses []EmailAddress `json:"addresses"`
+}
+
+// EmailAddressListEnvelope defines model for EmailAddressListEnvelope.
+type EmailAddressListEnvelope struct {
+	Actions Actions          `json:"actions"`
+	Data    EmailAddressList `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// EmailAddressRequest defines model for EmailAddressRequest.
+type EmailAddressRequest struct {
+	// Address An address on a domain whose mail is set up, such as agent@example.dev; with catchAll, the domain alone names it.
+	Address openapi_types.Email `json:"address"`
+
+	// CatchAll Also take mail for every address on the domain that has none of its own.
+	CatchAll *bool `json:"catchAll,omitempty"`
+}
+
 // EmailSetupRequest defines model for EmailSetupRequest.
 type EmailSetupRequest struct {
-	Address openapi_types.Email `json:"address"`
+	// QuoteId An object id, such as `prj_…`, `tsk_…` or `svc_…`.
+	QuoteId ResourceId `json:"quoteId"`
 }
 
 // ErrorEnvelope defines model for ErrorEnvelope.
@@ -2116,6 +2194,30 @@ type HttpCall struct {
 
 // HttpCallMethod defines model for HttpCall.Method.
 type HttpCallMethod string
+
+// Inbox defines model for Inbox.
+type Inbox struct {
+	Address    string `json:"address"`
+	BytesLimit int64  `json:"bytesLimit"`
+	BytesUsed  int64  `json:"bytesUsed"`
+	Id         string `json:"id"`
+	Messages   int    `json:"messages"`
+}
+
+// InboxList defines model for InboxList.
+type InboxList struct {
+	Inboxes []Inbox `json:"inboxes"`
+}
+
+// InboxListEnvelope defines model for InboxListEnvelope.
+type InboxListEnvelope struct {
+	Actions Actions   `json:"actions"`
+	Data    InboxList `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
 
 // JsonRpcMessage defines model for JsonRpcMessage.
 type JsonRpcMessage struct {
@@ -2314,6 +2416,66 @@ type ManualActionStep string
 
 // McpBadRequest A JSON-RPC parse error, or the error envelope.
 type McpBadRequest = json.RawMessage
+
+// Message A received message. Its bodies are untrusted input; Pier neither follows its links nor renders its HTML.
+type Message struct {
+	Attachments []Attachment `json:"attachments"`
+
+	// Auth What the receiving server verified: pass, fail, none, neutral, temperror or permerror.
+	Auth       AuthResults         `json:"auth"`
+	Deleted    *bool               `json:"deleted,omitempty"`
+	From       string              `json:"from"`
+	Headers    map[string][]string `json:"headers"`
+	Html       *string             `json:"html,omitempty"`
+	Id         string              `json:"id"`
+	InboxId    string              `json:"inboxId"`
+	ReceivedAt time.Time           `json:"receivedAt"`
+	Size       int                 `json:"size"`
+	Subject    string              `json:"subject"`
+	Text       string              `json:"text"`
+	To         []string            `json:"to"`
+}
+
+// MessageEnvelope defines model for MessageEnvelope.
+type MessageEnvelope struct {
+	Actions Actions `json:"actions"`
+
+	// Data A received message. Its bodies are untrusted input; Pier neither follows its links nor renders its HTML.
+	Data Message `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// MessageList defines model for MessageList.
+type MessageList struct {
+	Messages []MessageSummary `json:"messages"`
+
+	// NextBefore Pass as before for the next page.
+	NextBefore *string `json:"nextBefore,omitempty"`
+}
+
+// MessageListEnvelope defines model for MessageListEnvelope.
+type MessageListEnvelope struct {
+	Actions Actions     `json:"actions"`
+	Data    MessageList `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// MessageSummary defines model for MessageSummary.
+type MessageSummary struct {
+	From       string    `json:"from"`
+	Id         string    `json:"id"`
+	InboxId    string    `json:"inboxId"`
+	ReceivedAt time.Time `json:"receivedAt"`
+	Size       int       `json:"size"`
+	Subject    string    `json:"subject"`
+	To         []string  `json:"to"`
+}
 
 // MutationResult defines model for MutationResult.
 type MutationResult struct {
@@ -2557,6 +2719,16 @@ type QuoteRequest struct {
 // QuoteState defines model for QuoteState.
 type QuoteState string
 
+// RdapDomain defines model for RdapDomain.
+type RdapDomain struct {
+	LdhName string `json:"ldhName"`
+
+	// ObjectClassName Always domain.
+	ObjectClassName      string                 `json:"objectClassName"`
+	RdapConformance      []string               `json:"rdapConformance"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
 // Receipt defines model for Receipt.
 type Receipt struct {
 	// Action The operationId that was carried out.
@@ -2570,34 +2742,16 @@ type Receipt struct {
 	TotalUsd Usd `json:"totalUsd"`
 }
 
-// RegistrantContact defines model for RegistrantContact.
-type RegistrantContact struct {
-	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
-	BudgetRemainingUsd Usd                      `json:"budgetRemainingUsd"`
-	Domain             string                   `json:"domain"`
-	Receipt            Receipt                  `json:"receipt"`
-	Registrant         RegistrantContactRequest `json:"registrant"`
-
-	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
-	Undo Undo `json:"undo"`
-}
-
-// RegistrantContactEnvelope defines model for RegistrantContactEnvelope.
-type RegistrantContactEnvelope struct {
-	Actions Actions           `json:"actions"`
-	Data    RegistrantContact `json:"data"`
-
-	// FormatVersion The envelope format version.
-	FormatVersion FormatVersion `json:"formatVersion"`
-	Replayed      *bool         `json:"replayed,omitempty"`
-}
-
 // RegistrantContactRequest defines model for RegistrantContactRequest.
 type RegistrantContactRequest struct {
+	City         *string             `json:"city,omitempty"`
 	Country      string              `json:"country"`
 	Email        openapi_types.Email `json:"email"`
 	Name         string              `json:"name"`
 	Organization *string             `json:"organization,omitempty"`
+	PostalCode   *string             `json:"postalCode,omitempty"`
+	State        *string             `json:"state,omitempty"`
+	Street       *string             `json:"street,omitempty"`
 }
 
 // RequestAction A raw HTTP request another party makes; used by the sandbox protocol.
@@ -2869,6 +3023,33 @@ type SandboxSessionRead struct {
 
 // SandboxTimestamp An RFC 3339 instant in UTC with whole seconds, as the holder signs it; copy it verbatim.
 type SandboxTimestamp = string
+
+// SendMessageRequest defines model for SendMessageRequest.
+type SendMessageRequest struct {
+	From    openapi_types.Email   `json:"from"`
+	Subject string                `json:"subject"`
+	Text    string                `json:"text"`
+	To      []openapi_types.Email `json:"to"`
+}
+
+// SentMessage defines model for SentMessage.
+type SentMessage struct {
+	DkimSelector string   `json:"dkimSelector"`
+	From         string   `json:"from"`
+	MessageId    string   `json:"messageId"`
+	Relay        string   `json:"relay"`
+	To           []string `json:"to"`
+}
+
+// SentMessageEnvelope defines model for SentMessageEnvelope.
+type SentMessageEnvelope struct {
+	Actions Actions     `json:"actions"`
+	Data    SentMessage `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
 
 // ServiceEnvelope defines model for ServiceEnvelope.
 type ServiceEnvelope struct {
@@ -3155,6 +3336,14 @@ type UrlActionPurpose string
 // Usd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
 type Usd = float64
 
+// WaitForMessageRequest defines model for WaitForMessageRequest.
+type WaitForMessageRequest struct {
+	From           *string    `json:"from,omitempty"`
+	Since          *time.Time `json:"since,omitempty"`
+	Subject        *string    `json:"subject,omitempty"`
+	TimeoutSeconds *int       `json:"timeoutSeconds,omitempty"`
+}
+
 // WorkflowEnvelope defines model for WorkflowEnvelope.
 type WorkflowEnvelope struct {
 	Actions Actions          `json:"actions"`
@@ -3276,15 +3465,6 @@ type SearchDomainsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
-// SetRegistrantContactParams defines parameters for SetRegistrantContact.
-type SetRegistrantContactParams struct {
-	// IdempotencyKey A unique key for this request. The same key and body replay the stored
-	// response (`replayed: true`, header `Idempotency-Replayed: true`); the same
-	// key with another body answers 422 `idempotency:key_reused`; a request with
-	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
-	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
-}
-
 // SetupEmailParams defines parameters for SetupEmail.
 type SetupEmailParams struct {
 	// IdempotencyKey A unique key for this request. The same key and body replay the stored
@@ -3294,11 +3474,59 @@ type SetupEmailParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// SetRegistrantContactParams defines parameters for SetRegistrantContact.
+type SetRegistrantContactParams struct {
+	// IdempotencyKey A unique key for this request. The same key and body replay the stored
+	// response (`replayed: true`, header `Idempotency-Replayed: true`); the same
+	// key with another body answers 422 `idempotency:key_reused`; a request with
+	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ListEmailAddressesParams defines parameters for ListEmailAddresses.
+type ListEmailAddressesParams struct {
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// CreateEmailAddressParams defines parameters for CreateEmailAddress.
+type CreateEmailAddressParams struct {
+	// IdempotencyKey A unique key for this request. The same key and body replay the stored
+	// response (`replayed: true`, header `Idempotency-Replayed: true`); the same
+	// key with another body answers 422 `idempotency:key_reused`; a request with
+	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ListMessagesParams defines parameters for ListMessages.
+type ListMessagesParams struct {
+	// From Only messages whose sender contains this text.
+	From *string `form:"from,omitempty" json:"from,omitempty"`
+
+	// Subject Only messages whose subject contains this text.
+	Subject *string `form:"subject,omitempty" json:"subject,omitempty"`
+
+	// Since Only messages received at or after this time.
+	Since *time.Time `form:"since,omitempty" json:"since,omitempty"`
+
+	// Before The page after this message id (from the previous page's nextBefore).
+	Before *ResourceId `form:"before,omitempty" json:"before,omitempty"`
+	Limit  *int        `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // ListLedgerEntriesParams defines parameters for ListLedgerEntries.
 type ListLedgerEntriesParams struct {
 	// After Only entries with a sequence number above this.
 	After *int `form:"after,omitempty" json:"after,omitempty"`
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// SendMessageParams defines parameters for SendMessage.
+type SendMessageParams struct {
+	// IdempotencyKey A unique key for this request. The same key and body replay the stored
+	// response (`replayed: true`, header `Idempotency-Replayed: true`); the same
+	// key with another body answers 422 `idempotency:key_reused`; a request with
+	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // RequestBudgetRaiseParams defines parameters for RequestBudgetRaise.
@@ -3452,14 +3680,23 @@ type CreateBillingSetupLinkJSONRequestBody = BillingSetupLinkRequest
 // UploadAssetsJSONRequestBody defines body for UploadAssets for application/json ContentType.
 type UploadAssetsJSONRequestBody = UploadAssetsRequest
 
-// SetRegistrantContactJSONRequestBody defines body for SetRegistrantContact for application/json ContentType.
-type SetRegistrantContactJSONRequestBody = RegistrantContactRequest
-
 // SetupEmailJSONRequestBody defines body for SetupEmail for application/json ContentType.
 type SetupEmailJSONRequestBody = EmailSetupRequest
 
+// SetRegistrantContactJSONRequestBody defines body for SetRegistrantContact for application/json ContentType.
+type SetRegistrantContactJSONRequestBody = RegistrantContactRequest
+
+// CreateEmailAddressJSONRequestBody defines body for CreateEmailAddress for application/json ContentType.
+type CreateEmailAddressJSONRequestBody = EmailAddressRequest
+
 // EstimateJSONRequestBody defines body for Estimate for application/json ContentType.
 type EstimateJSONRequestBody = EstimateRequest
+
+// WaitForMessageJSONRequestBody defines body for WaitForMessage for application/json ContentType.
+type WaitForMessageJSONRequestBody = WaitForMessageRequest
+
+// SendMessageJSONRequestBody defines body for SendMessage for application/json ContentType.
+type SendMessageJSONRequestBody = SendMessageRequest
 
 // RequestBudgetRaiseJSONRequestBody defines body for RequestBudgetRaise for application/json ContentType.
 type RequestBudgetRaiseJSONRequestBody = BudgetRaiseRequest
@@ -3490,6 +3727,100 @@ type PrepareWorkflowJSONRequestBody = WorkflowRequest
 
 // ApplyWorkflowJSONRequestBody defines body for ApplyWorkflow for application/json ContentType.
 type ApplyWorkflowJSONRequestBody = ApplyWorkflowRequest
+
+// Getter for additional properties for RdapDomain. Returns the specified
+// element and whether it was found
+func (a RdapDomain) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for RdapDomain
+func (a *RdapDomain) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for RdapDomain to handle AdditionalProperties
+func (a *RdapDomain) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["ldhName"]; found {
+		err = json.Unmarshal(raw, &a.LdhName)
+		if err != nil {
+			return fmt.Errorf("error reading 'ldhName': %w", err)
+		}
+		delete(object, "ldhName")
+	}
+
+	if raw, found := object["objectClassName"]; found {
+		err = json.Unmarshal(raw, &a.ObjectClassName)
+		if err != nil {
+			return fmt.Errorf("error reading 'objectClassName': %w", err)
+		}
+		delete(object, "objectClassName")
+	}
+
+	if raw, found := object["rdapConformance"]; found {
+		err = json.Unmarshal(raw, &a.RdapConformance)
+		if err != nil {
+			return fmt.Errorf("error reading 'rdapConformance': %w", err)
+		}
+		delete(object, "rdapConformance")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for RdapDomain to handle AdditionalProperties
+func (a RdapDomain) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["ldhName"], err = json.Marshal(a.LdhName)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'ldhName': %w", err)
+	}
+
+	object["objectClassName"], err = json.Marshal(a.ObjectClassName)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'objectClassName': %w", err)
+	}
+
+	if a.RdapConformance != nil {
+		object["rdapConformance"], err = json.Marshal(a.RdapConformance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'rdapConformance': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // AsToolAction returns the union data inside the Action as a ToolAction
 func (t Action) AsToolAction() (ToolAction, error) {

@@ -28,6 +28,18 @@ func (c *Client) CreateBillingSetupLink(ctx context.Context, params *CreateBilli
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// CreateEmailAddress calls create_email_address (POST /v1/email-addresses): Create an email address on a domain set up for mail; its mail goes to a new inbox.
+func (c *Client) CreateEmailAddress(ctx context.Context, params *CreateEmailAddressParams, body CreateEmailAddressJSONRequestBody, opts ...RequestEditorFn) (*EmailAddressEnvelope, error) {
+	resp, err := c.api.CreateEmailAddressWithResponse(ctx, params, body, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON201 != nil {
+		return resp.JSON201, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // CreateQuote calls create_quote (POST /v1/quotes): Quote a purchase; an ALLOW quote holds project budget for 15 minutes.
 func (c *Client) CreateQuote(ctx context.Context, params *CreateQuoteParams, body CreateQuoteJSONRequestBody, opts ...RequestEditorFn) (*QuoteEnvelope, error) {
 	resp, err := c.api.CreateQuoteWithResponse(ctx, params, body, opts...)
@@ -79,6 +91,30 @@ func (c *Client) CreateSignup(ctx context.Context, body CreateSignupJSONRequestB
 // DecideSandboxGate calls decide_sandbox_gate (POST /v1/sandbox/sessions/{id}/gates/{gateId}/decision): Post the holder's signed gate decision; compare-and-set.
 func (c *Client) DecideSandboxGate(ctx context.Context, id ResourceId, gateId string, params *DecideSandboxGateParams, body DecideSandboxGateJSONRequestBody, opts ...RequestEditorFn) (*GateDecisionEnvelope, error) {
 	resp, err := c.api.DecideSandboxGateWithResponse(ctx, id, gateId, params, body, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// DeleteEmailAddress calls delete_email_address (DELETE /v1/email-addresses/{id}): Delete an email address; its inbox and messages stay until deleted.
+func (c *Client) DeleteEmailAddress(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*EmailAddressEnvelope, error) {
+	resp, err := c.api.DeleteEmailAddressWithResponse(ctx, id, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// DeleteMessage calls delete_message (DELETE /v1/messages/{id}): Delete a message.
+func (c *Client) DeleteMessage(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*MessageEnvelope, error) {
+	resp, err := c.api.DeleteMessageWithResponse(ctx, id, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +184,18 @@ func (c *Client) GetHolderScript(ctx context.Context, opts ...RequestEditorFn) (
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// GetMessage calls get_message (GET /v1/messages/{id}): Read a message: headers, text and HTML parts, attachments and authentication results.
+func (c *Client) GetMessage(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*MessageEnvelope, error) {
+	resp, err := c.api.GetMessageWithResponse(ctx, id, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // GetProject calls get_project (GET /v1/projects/{id}): Read a project, its budget, policy and active holds.
 func (c *Client) GetProject(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*ProjectEnvelope, error) {
 	resp, err := c.api.GetProjectWithResponse(ctx, id, opts...)
@@ -163,6 +211,18 @@ func (c *Client) GetProject(ctx context.Context, id ResourceId, opts ...RequestE
 // GetQuote calls get_quote (GET /v1/quotes/{id}): Read one quote.
 func (c *Client) GetQuote(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*QuoteInfoEnvelope, error) {
 	resp, err := c.api.GetQuoteWithResponse(ctx, id, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// GetRdapDomain calls get_rdap_domain (GET /rdap/domain/{domain}): RDAP (RFC 9083) for a domain Pier registered, the registrant redacted.
+func (c *Client) GetRdapDomain(ctx context.Context, domain DomainName, opts ...RequestEditorFn) (*RdapDomain, error) {
+	resp, err := c.api.GetRdapDomainWithResponse(ctx, domain, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -352,9 +412,45 @@ func (c *Client) ListDomains(ctx context.Context, params *ListDomainsParams, opt
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// ListEmailAddresses calls list_email_addresses (GET /v1/email-addresses): List the organisation's email addresses.
+func (c *Client) ListEmailAddresses(ctx context.Context, params *ListEmailAddressesParams, opts ...RequestEditorFn) (*EmailAddressListEnvelope, error) {
+	resp, err := c.api.ListEmailAddressesWithResponse(ctx, params, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// ListInboxes calls list_inboxes (GET /v1/inboxes): List the organisation's inboxes.
+func (c *Client) ListInboxes(ctx context.Context, opts ...RequestEditorFn) (*InboxListEnvelope, error) {
+	resp, err := c.api.ListInboxesWithResponse(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // ListLedgerEntries calls list_ledger_entries (GET /v1/ledger): Read the organisation's hash-chained audit ledger.
 func (c *Client) ListLedgerEntries(ctx context.Context, params *ListLedgerEntriesParams, opts ...RequestEditorFn) (*LedgerEnvelope, error) {
 	resp, err := c.api.ListLedgerEntriesWithResponse(ctx, params, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// ListMessages calls list_messages (GET /v1/inboxes/{id}/messages): List an inbox's messages, newest first.
+func (c *Client) ListMessages(ctx context.Context, id ResourceId, params *ListMessagesParams, opts ...RequestEditorFn) (*MessageListEnvelope, error) {
+	resp, err := c.api.ListMessagesWithResponse(ctx, id, params, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -496,21 +592,33 @@ func (c *Client) SearchDomains(ctx context.Context, params *SearchDomainsParams,
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
-// SetRegistrantContact calls set_registrant_contact (PUT /v1/domains/{domain}/registrant-contact): Record the human as registrant of a supported domain.
-func (c *Client) SetRegistrantContact(ctx context.Context, domain DomainName, params *SetRegistrantContactParams, body SetRegistrantContactJSONRequestBody, opts ...RequestEditorFn) (*RegistrantContactEnvelope, error) {
-	resp, err := c.api.SetRegistrantContactWithResponse(ctx, domain, params, body, opts...)
+// SendMessage calls send_message (POST /v1/messages): Send a message from one of the organisation's addresses, signed with its domain's DKIM key, through the configured relay.
+func (c *Client) SendMessage(ctx context.Context, params *SendMessageParams, body SendMessageJSONRequestBody, opts ...RequestEditorFn) (*SentMessageEnvelope, error) {
+	resp, err := c.api.SendMessageWithResponse(ctx, params, body, opts...)
 	if err != nil {
 		return nil, err
 	}
-	if resp.JSON200 != nil {
-		return resp.JSON200, nil
+	if resp.JSON202 != nil {
+		return resp.JSON202, nil
 	}
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
-// SetupEmail calls setup_email (POST /v1/email-addresses): Set up an organisation email address as a durable task.
-func (c *Client) SetupEmail(ctx context.Context, params *SetupEmailParams, body SetupEmailJSONRequestBody, opts ...RequestEditorFn) (*TaskEnvelope, error) {
-	resp, err := c.api.SetupEmailWithResponse(ctx, params, body, opts...)
+// SetRegistrantContact calls set_registrant_contact (PUT /v1/domains/{domain}/registrant-contact): Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+func (c *Client) SetRegistrantContact(ctx context.Context, domain DomainName, params *SetRegistrantContactParams, body SetRegistrantContactJSONRequestBody, opts ...RequestEditorFn) (*TaskEnvelope, error) {
+	resp, err := c.api.SetRegistrantContactWithResponse(ctx, domain, params, body, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON202 != nil {
+		return resp.JSON202, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// SetupEmail calls setup_email (POST /v1/domains/{domain}/email): Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
+func (c *Client) SetupEmail(ctx context.Context, domain DomainName, params *SetupEmailParams, body SetupEmailJSONRequestBody, opts ...RequestEditorFn) (*TaskEnvelope, error) {
+	resp, err := c.api.SetupEmailWithResponse(ctx, domain, params, body, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -540,6 +648,18 @@ func (c *Client) UploadAssets(ctx context.Context, params *UploadAssetsParams, b
 	}
 	if resp.JSON201 != nil {
 		return resp.JSON201, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// WaitForMessage calls wait_for_message (POST /v1/inboxes/{id}/wait): Wait up to a deadline for a message that matches a filter, such as a verification code.
+func (c *Client) WaitForMessage(ctx context.Context, id ResourceId, body WaitForMessageJSONRequestBody, opts ...RequestEditorFn) (*MessageEnvelope, error) {
+	resp, err := c.api.WaitForMessageWithResponse(ctx, id, body, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
 	}
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }

@@ -17,6 +17,8 @@ type (
 	ApprovalRules                         = models.ApprovalRules
 	ApprovalRulesDomainPurchases          = models.ApprovalRulesDomainPurchases
 	AssetFile                             = models.AssetFile
+	Attachment                            = models.Attachment
+	AuthResults                           = models.AuthResults
 	BillingPollEnvelope                   = models.BillingPollEnvelope
 	BillingPollRequest                    = models.BillingPollRequest
 	BillingPollResult                     = models.BillingPollResult
@@ -56,6 +58,8 @@ type (
 	CostLine                              = models.CostLine
 	CreateBillingSetupLinkJSONRequestBody = models.CreateBillingSetupLinkJSONRequestBody
 	CreateBillingSetupLinkParams          = models.CreateBillingSetupLinkParams
+	CreateEmailAddressJSONRequestBody     = models.CreateEmailAddressJSONRequestBody
+	CreateEmailAddressParams              = models.CreateEmailAddressParams
 	CreateQuoteJSONRequestBody            = models.CreateQuoteJSONRequestBody
 	CreateQuoteParams                     = models.CreateQuoteParams
 	CreateSandboxAttemptJSONRequestBody   = models.CreateSandboxAttemptJSONRequestBody
@@ -72,6 +76,11 @@ type (
 	DomainName                            = models.DomainName
 	DomainSearchEnvelope                  = models.DomainSearchEnvelope
 	DomainSearchResult                    = models.DomainSearchResult
+	EmailAddress                          = models.EmailAddress
+	EmailAddressEnvelope                  = models.EmailAddressEnvelope
+	EmailAddressList                      = models.EmailAddressList
+	EmailAddressListEnvelope              = models.EmailAddressListEnvelope
+	EmailAddressRequest                   = models.EmailAddressRequest
 	EmailSetupRequest                     = models.EmailSetupRequest
 	ErrorEnvelope                         = models.ErrorEnvelope
 	ErrorResponse                         = models.ErrorResponse
@@ -94,6 +103,9 @@ type (
 	HttpCallMethod                        = models.HttpCallMethod
 	IdempotencyKey                        = models.IdempotencyKey
 	IdempotencyKeyRequired                = models.IdempotencyKeyRequired
+	Inbox                                 = models.Inbox
+	InboxList                             = models.InboxList
+	InboxListEnvelope                     = models.InboxListEnvelope
 	JsonRpcMessage                        = models.JsonRpcMessage
 	JsonRpcMessageId0                     = models.JsonRpcMessageId0
 	JsonRpcMessageId1                     = models.JsonRpcMessageId1
@@ -119,7 +131,9 @@ type (
 	LedgerPage                            = models.LedgerPage
 	ListBundlesParams                     = models.ListBundlesParams
 	ListDomainsParams                     = models.ListDomainsParams
+	ListEmailAddressesParams              = models.ListEmailAddressesParams
 	ListLedgerEntriesParams               = models.ListLedgerEntriesParams
+	ListMessagesParams                    = models.ListMessagesParams
 	ListQuotesParams                      = models.ListQuotesParams
 	ListQuotesParamsState                 = models.ListQuotesParamsState
 	ListServicesParams                    = models.ListServicesParams
@@ -134,6 +148,11 @@ type (
 	ManualActionStep                      = models.ManualActionStep
 	McpBadRequest                         = models.McpBadRequest
 	McpJSONRequestBody                    = models.McpJSONRequestBody
+	Message                               = models.Message
+	MessageEnvelope                       = models.MessageEnvelope
+	MessageList                           = models.MessageList
+	MessageListEnvelope                   = models.MessageListEnvelope
+	MessageSummary                        = models.MessageSummary
 	MutationResult                        = models.MutationResult
 	NotAcceptable                         = models.NotAcceptable
 	PackageFile                           = models.PackageFile
@@ -166,11 +185,10 @@ type (
 	QuoteItemKind                         = models.QuoteItemKind
 	QuoteRequest                          = models.QuoteRequest
 	QuoteState                            = models.QuoteState
+	RdapDomain                            = models.RdapDomain
 	Receipt                               = models.Receipt
 	RegisterSandboxMandateJSONRequestBody = models.RegisterSandboxMandateJSONRequestBody
 	RegisterSandboxMandateParams          = models.RegisterSandboxMandateParams
-	RegistrantContact                     = models.RegistrantContact
-	RegistrantContactEnvelope             = models.RegistrantContactEnvelope
 	RegistrantContactRequest              = models.RegistrantContactRequest
 	ReleaseQuoteParams                    = models.ReleaseQuoteParams
 	RequestAction                         = models.RequestAction
@@ -210,6 +228,11 @@ type (
 	SandboxSessionState                   = models.SandboxSessionState
 	SandboxTimestamp                      = models.SandboxTimestamp
 	SearchDomainsParams                   = models.SearchDomainsParams
+	SendMessageJSONRequestBody            = models.SendMessageJSONRequestBody
+	SendMessageParams                     = models.SendMessageParams
+	SendMessageRequest                    = models.SendMessageRequest
+	SentMessage                           = models.SentMessage
+	SentMessageEnvelope                   = models.SentMessageEnvelope
 	ServiceEnvelope                       = models.ServiceEnvelope
 	ServiceInfo                           = models.ServiceInfo
 	ServiceInfoState                      = models.ServiceInfoState
@@ -255,6 +278,8 @@ type (
 	UrlActionKind                         = models.UrlActionKind
 	UrlActionPurpose                      = models.UrlActionPurpose
 	Usd                                   = models.Usd
+	WaitForMessageJSONRequestBody         = models.WaitForMessageJSONRequestBody
+	WaitForMessageRequest                 = models.WaitForMessageRequest
 	WorkflowEnvelope                      = models.WorkflowEnvelope
 	WorkflowRequest                       = models.WorkflowRequest
 	WorkflowStep                          = models.WorkflowStep
@@ -321,6 +346,7 @@ const (
 	Download                                     = models.Download
 	EC                                           = models.EC
 	ES256                                        = models.ES256
+	Email                                        = models.Email
 	EmailSetup                                   = models.EmailSetup
 	EstimateResultSelectionReasonCheapestCapable = models.EstimateResultSelectionReasonCheapestCapable
 	EstimateResultSelectionReasonExplicitTarget  = models.EstimateResultSelectionReasonExplicitTarget
@@ -377,6 +403,9 @@ const (
 	ListTasksParamsStateRunning                  = models.ListTasksParamsStateRunning
 	ListTasksParamsStateSucceeded                = models.ListTasksParamsStateSucceeded
 	Local                                        = models.Local
+	MailNoMessage                                = models.MailNoMessage
+	MailNotSetUp                                 = models.MailNotSetUp
+	MailRelayUnconfigured                        = models.MailRelayUnconfigured
 	ManageKeys                                   = models.ManageKeys
 	Manual                                       = models.Manual
 	Minus32700                                   = models.Minus32700
@@ -415,6 +444,7 @@ const (
 	REQUIRESAPPROVAL                             = models.REQUIRESAPPROVAL
 	RaiseBudget                                  = models.RaiseBudget
 	RateLimited                                  = models.RateLimited
+	RegistrantContact                            = models.RegistrantContact
 	RequestActionKindRequest                     = models.RequestActionKindRequest
 	RequestActionMethodGET                       = models.RequestActionMethodGET
 	RequestActionMethodPOST                      = models.RequestActionMethodPOST

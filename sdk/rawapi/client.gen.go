@@ -127,6 +127,11 @@ type ClientInterface interface {
 	// Corresponds with POST /mcp (the `Mcp` operationId).
 	Mcp(ctx context.Context, body McpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetRdapDomain RDAP (RFC 9083) for a domain Pier registered, the registrant redacted.
+	//
+	// Corresponds with GET /rdap/domain/{domain} (the `GetRdapDomain` operationId).
+	GetRdapDomain(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetReferenceIssuerJwks The sandbox issuer's public keys.
 	//
 	// Corresponds with GET /reference/sandbox/issuer-jwks.json (the `GetReferenceIssuerJwks` operationId).
@@ -236,33 +241,65 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/domains/{domain} (the `GetDomain` operationId).
 	GetDomain(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SetRegistrantContactWithBody Record the human as registrant of a supported domain.
+	// SetupEmailWithBody Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
+	//
+	// Consumes a quote for the mail add-on (`{"kind": "email", "domain": …}`), writes the records into the domain's zone and reports ready once Pier's DNS answers them. The DKIM private key stays on the server. Undo removes the records.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/domains/{domain}/email (the `SetupEmail` operationId).
+	SetupEmailWithBody(ctx context.Context, domain DomainName, params *SetupEmailParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetupEmail Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
+	//
+	// Consumes a quote for the mail add-on (`{"kind": "email", "domain": …}`), writes the records into the domain's zone and reports ready once Pier's DNS answers them. The DKIM private key stays on the server. Undo removes the records.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/domains/{domain}/email (the `SetupEmail` operationId).
+	SetupEmail(ctx context.Context, domain DomainName, params *SetupEmailParams, body SetupEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetRegistrantContactWithBody Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+	//
+	// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /v1/domains/{domain}/registrant-contact (the `SetRegistrantContact` operationId).
 	SetRegistrantContactWithBody(ctx context.Context, domain DomainName, params *SetRegistrantContactParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SetRegistrantContact Record the human as registrant of a supported domain.
+	// SetRegistrantContact Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+	//
+	// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /v1/domains/{domain}/registrant-contact (the `SetRegistrantContact` operationId).
 	SetRegistrantContact(ctx context.Context, domain DomainName, params *SetRegistrantContactParams, body SetRegistrantContactJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SetupEmailWithBody Set up an organisation email address as a durable task.
+	// ListEmailAddresses List the organisation's email addresses.
+	//
+	// Corresponds with GET /v1/email-addresses (the `ListEmailAddresses` operationId).
+	ListEmailAddresses(ctx context.Context, params *ListEmailAddressesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateEmailAddressWithBody Create an email address on a domain set up for mail; its mail goes to a new inbox.
 	//
 	// Takes any type of body and a specified content type.
 	//
-	// Corresponds with POST /v1/email-addresses (the `SetupEmail` operationId).
-	SetupEmailWithBody(ctx context.Context, params *SetupEmailParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	// Corresponds with POST /v1/email-addresses (the `CreateEmailAddress` operationId).
+	CreateEmailAddressWithBody(ctx context.Context, params *CreateEmailAddressParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SetupEmail Set up an organisation email address as a durable task.
+	// CreateEmailAddress Create an email address on a domain set up for mail; its mail goes to a new inbox.
 	//
 	// Takes a body of the `application/json` content type.
 	//
-	// Corresponds with POST /v1/email-addresses (the `SetupEmail` operationId).
-	SetupEmail(ctx context.Context, params *SetupEmailParams, body SetupEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	// Corresponds with POST /v1/email-addresses (the `CreateEmailAddress` operationId).
+	CreateEmailAddress(ctx context.Context, params *CreateEmailAddressParams, body CreateEmailAddressJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteEmailAddress Delete an email address; its inbox and messages stay until deleted.
+	//
+	// Corresponds with DELETE /v1/email-addresses/{id} (the `DeleteEmailAddress` operationId).
+	DeleteEmailAddress(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EstimateWithBody Estimate the monthly cost of a workload.
 	//
@@ -288,12 +325,64 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/estimate (the `Estimate` operationId).
 	Estimate(ctx context.Context, body EstimateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListInboxes List the organisation's inboxes.
+	//
+	// Corresponds with GET /v1/inboxes (the `ListInboxes` operationId).
+	ListInboxes(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListMessages List an inbox's messages, newest first.
+	//
+	// Corresponds with GET /v1/inboxes/{id}/messages (the `ListMessages` operationId).
+	ListMessages(ctx context.Context, id ResourceId, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WaitForMessageWithBody Wait up to a deadline for a message that matches a filter, such as a verification code.
+	//
+	// Answers as soon as a matching message is in the inbox (one already there counts when `since` allows it), or `mail:no_message` when the deadline passes.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/inboxes/{id}/wait (the `WaitForMessage` operationId).
+	WaitForMessageWithBody(ctx context.Context, id ResourceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WaitForMessage Wait up to a deadline for a message that matches a filter, such as a verification code.
+	//
+	// Answers as soon as a matching message is in the inbox (one already there counts when `since` allows it), or `mail:no_message` when the deadline passes.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/inboxes/{id}/wait (the `WaitForMessage` operationId).
+	WaitForMessage(ctx context.Context, id ResourceId, body WaitForMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListLedgerEntries Read the organisation's hash-chained audit ledger.
 	//
 	// Entries in order. Each carries the SHA-256 of the one before it; `pier ledger verify` checks an exported chain offline.
 	//
 	// Corresponds with GET /v1/ledger (the `ListLedgerEntries` operationId).
 	ListLedgerEntries(ctx context.Context, params *ListLedgerEntriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SendMessageWithBody Send a message from one of the organisation's addresses, signed with its domain's DKIM key, through the configured relay.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/messages (the `SendMessage` operationId).
+	SendMessageWithBody(ctx context.Context, params *SendMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SendMessage Send a message from one of the organisation's addresses, signed with its domain's DKIM key, through the configured relay.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/messages (the `SendMessage` operationId).
+	SendMessage(ctx context.Context, params *SendMessageParams, body SendMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteMessage Delete a message.
+	//
+	// Corresponds with DELETE /v1/messages/{id} (the `DeleteMessage` operationId).
+	DeleteMessage(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetMessage Read a message: headers, text and HTML parts, attachments and authentication results.
+	//
+	// Corresponds with GET /v1/messages/{id} (the `GetMessage` operationId).
+	GetMessage(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListProjects List the organisation's projects with their budgets.
 	//
@@ -640,6 +729,21 @@ func (c *Client) Mcp(ctx context.Context, body McpJSONRequestBody, reqEditors ..
 	return c.Client.Do(req)
 }
 
+// GetRdapDomain RDAP (RFC 9083) for a domain Pier registered, the registrant redacted.
+//
+// Corresponds with GET /rdap/domain/{domain} (the `GetRdapDomain` operationId).
+func (c *Client) GetRdapDomain(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetRdapDomainRequest(c.Server, domain)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetReferenceIssuerJwks The sandbox issuer's public keys.
 //
 // Corresponds with GET /reference/sandbox/issuer-jwks.json (the `GetReferenceIssuerJwks` operationId).
@@ -909,7 +1013,47 @@ func (c *Client) GetDomain(ctx context.Context, domain DomainName, reqEditors ..
 	return c.Client.Do(req)
 }
 
-// SetRegistrantContactWithBody Record the human as registrant of a supported domain.
+// SetupEmailWithBody Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
+//
+// Consumes a quote for the mail add-on (`{"kind": "email", "domain": …}`), writes the records into the domain's zone and reports ready once Pier's DNS answers them. The DKIM private key stays on the server. Undo removes the records.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/domains/{domain}/email (the `SetupEmail` operationId).
+func (c *Client) SetupEmailWithBody(ctx context.Context, domain DomainName, params *SetupEmailParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetupEmailRequestWithBody(c.Server, domain, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetupEmail Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
+//
+// Consumes a quote for the mail add-on (`{"kind": "email", "domain": …}`), writes the records into the domain's zone and reports ready once Pier's DNS answers them. The DKIM private key stays on the server. Undo removes the records.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/domains/{domain}/email (the `SetupEmail` operationId).
+func (c *Client) SetupEmail(ctx context.Context, domain DomainName, params *SetupEmailParams, body SetupEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetupEmailRequest(c.Server, domain, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetRegistrantContactWithBody Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+//
+// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 //
 // Takes any type of body and a specified content type.
 //
@@ -926,7 +1070,9 @@ func (c *Client) SetRegistrantContactWithBody(ctx context.Context, domain Domain
 	return c.Client.Do(req)
 }
 
-// SetRegistrantContact Record the human as registrant of a supported domain.
+// SetRegistrantContact Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+//
+// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -943,13 +1089,11 @@ func (c *Client) SetRegistrantContact(ctx context.Context, domain DomainName, pa
 	return c.Client.Do(req)
 }
 
-// SetupEmailWithBody Set up an organisation email address as a durable task.
+// ListEmailAddresses List the organisation's email addresses.
 //
-// Takes any type of body and a specified content type.
-//
-// Corresponds with POST /v1/email-addresses (the `SetupEmail` operationId).
-func (c *Client) SetupEmailWithBody(ctx context.Context, params *SetupEmailParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSetupEmailRequestWithBody(c.Server, params, contentType, body)
+// Corresponds with GET /v1/email-addresses (the `ListEmailAddresses` operationId).
+func (c *Client) ListEmailAddresses(ctx context.Context, params *ListEmailAddressesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEmailAddressesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -960,13 +1104,45 @@ func (c *Client) SetupEmailWithBody(ctx context.Context, params *SetupEmailParam
 	return c.Client.Do(req)
 }
 
-// SetupEmail Set up an organisation email address as a durable task.
+// CreateEmailAddressWithBody Create an email address on a domain set up for mail; its mail goes to a new inbox.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/email-addresses (the `CreateEmailAddress` operationId).
+func (c *Client) CreateEmailAddressWithBody(ctx context.Context, params *CreateEmailAddressParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEmailAddressRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateEmailAddress Create an email address on a domain set up for mail; its mail goes to a new inbox.
 //
 // Takes a body of the `application/json` content type.
 //
-// Corresponds with POST /v1/email-addresses (the `SetupEmail` operationId).
-func (c *Client) SetupEmail(ctx context.Context, params *SetupEmailParams, body SetupEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSetupEmailRequest(c.Server, params, body)
+// Corresponds with POST /v1/email-addresses (the `CreateEmailAddress` operationId).
+func (c *Client) CreateEmailAddress(ctx context.Context, params *CreateEmailAddressParams, body CreateEmailAddressJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEmailAddressRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteEmailAddress Delete an email address; its inbox and messages stay until deleted.
+//
+// Corresponds with DELETE /v1/email-addresses/{id} (the `DeleteEmailAddress` operationId).
+func (c *Client) DeleteEmailAddress(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteEmailAddressRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -1021,6 +1197,74 @@ func (c *Client) Estimate(ctx context.Context, body EstimateJSONRequestBody, req
 	return c.Client.Do(req)
 }
 
+// ListInboxes List the organisation's inboxes.
+//
+// Corresponds with GET /v1/inboxes (the `ListInboxes` operationId).
+func (c *Client) ListInboxes(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListInboxesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListMessages List an inbox's messages, newest first.
+//
+// Corresponds with GET /v1/inboxes/{id}/messages (the `ListMessages` operationId).
+func (c *Client) ListMessages(ctx context.Context, id ResourceId, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListMessagesRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WaitForMessageWithBody Wait up to a deadline for a message that matches a filter, such as a verification code.
+//
+// Answers as soon as a matching message is in the inbox (one already there counts when `since` allows it), or `mail:no_message` when the deadline passes.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/inboxes/{id}/wait (the `WaitForMessage` operationId).
+func (c *Client) WaitForMessageWithBody(ctx context.Context, id ResourceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWaitForMessageRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WaitForMessage Wait up to a deadline for a message that matches a filter, such as a verification code.
+//
+// Answers as soon as a matching message is in the inbox (one already there counts when `since` allows it), or `mail:no_message` when the deadline passes.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/inboxes/{id}/wait (the `WaitForMessage` operationId).
+func (c *Client) WaitForMessage(ctx context.Context, id ResourceId, body WaitForMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWaitForMessageRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListLedgerEntries Read the organisation's hash-chained audit ledger.
 //
 // Entries in order. Each carries the SHA-256 of the one before it; `pier ledger verify` checks an exported chain offline.
@@ -1028,6 +1272,70 @@ func (c *Client) Estimate(ctx context.Context, body EstimateJSONRequestBody, req
 // Corresponds with GET /v1/ledger (the `ListLedgerEntries` operationId).
 func (c *Client) ListLedgerEntries(ctx context.Context, params *ListLedgerEntriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListLedgerEntriesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SendMessageWithBody Send a message from one of the organisation's addresses, signed with its domain's DKIM key, through the configured relay.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/messages (the `SendMessage` operationId).
+func (c *Client) SendMessageWithBody(ctx context.Context, params *SendMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendMessageRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SendMessage Send a message from one of the organisation's addresses, signed with its domain's DKIM key, through the configured relay.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/messages (the `SendMessage` operationId).
+func (c *Client) SendMessage(ctx context.Context, params *SendMessageParams, body SendMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendMessageRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteMessage Delete a message.
+//
+// Corresponds with DELETE /v1/messages/{id} (the `DeleteMessage` operationId).
+func (c *Client) DeleteMessage(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteMessageRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetMessage Read a message: headers, text and HTML parts, attachments and authentication results.
+//
+// Corresponds with GET /v1/messages/{id} (the `GetMessage` operationId).
+func (c *Client) GetMessage(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMessageRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -1760,6 +2068,40 @@ func NewMcpRequestWithBody(server string, contentType string, body io.Reader) (*
 	return req, nil
 }
 
+// NewGetRdapDomainRequest constructs an http.Request for the GetRdapDomain method
+func NewGetRdapDomainRequest(server string, domain DomainName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "domain", domain, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/rdap/domain/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetReferenceIssuerJwksRequest constructs an http.Request for the GetReferenceIssuerJwks method
 func NewGetReferenceIssuerJwksRequest(server string) (*http.Request, error) {
 	var err error
@@ -2343,6 +2685,68 @@ func NewGetDomainRequest(server string, domain DomainName) (*http.Request, error
 	return req, nil
 }
 
+// NewSetupEmailRequest calls the generic SetupEmail builder with application/json body
+func NewSetupEmailRequest(server string, domain DomainName, params *SetupEmailParams, body SetupEmailJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetupEmailRequestWithBody(server, domain, params, "application/json", bodyReader)
+}
+
+// NewSetupEmailRequestWithBody constructs an http.Request for the SetupEmail method, with any body, and a specified content type
+func NewSetupEmailRequestWithBody(server string, domain DomainName, params *SetupEmailParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "domain", domain, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/domains/%s/email", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewSetRegistrantContactRequest calls the generic SetRegistrantContact builder with application/json body
 func NewSetRegistrantContactRequest(server string, domain DomainName, params *SetRegistrantContactParams, body SetRegistrantContactJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -2405,19 +2809,73 @@ func NewSetRegistrantContactRequestWithBody(server string, domain DomainName, pa
 	return req, nil
 }
 
-// NewSetupEmailRequest calls the generic SetupEmail builder with application/json body
-func NewSetupEmailRequest(server string, params *SetupEmailParams, body SetupEmailJSONRequestBody) (*http.Request, error) {
+// NewListEmailAddressesRequest constructs an http.Request for the ListEmailAddresses method
+func NewListEmailAddressesRequest(server string, params *ListEmailAddressesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/email-addresses")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateEmailAddressRequest calls the generic CreateEmailAddress builder with application/json body
+func NewCreateEmailAddressRequest(server string, params *CreateEmailAddressParams, body CreateEmailAddressJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewSetupEmailRequestWithBody(server, params, "application/json", bodyReader)
+	return NewCreateEmailAddressRequestWithBody(server, params, "application/json", bodyReader)
 }
 
-// NewSetupEmailRequestWithBody constructs an http.Request for the SetupEmail method, with any body, and a specified content type
-func NewSetupEmailRequestWithBody(server string, params *SetupEmailParams, contentType string, body io.Reader) (*http.Request, error) {
+// NewCreateEmailAddressRequestWithBody constructs an http.Request for the CreateEmailAddress method, with any body, and a specified content type
+func NewCreateEmailAddressRequestWithBody(server string, params *CreateEmailAddressParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -2460,6 +2918,40 @@ func NewSetupEmailRequestWithBody(server string, params *SetupEmailParams, conte
 	return req, nil
 }
 
+// NewDeleteEmailAddressRequest constructs an http.Request for the DeleteEmailAddress method
+func NewDeleteEmailAddressRequest(server string, id ResourceId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/email-addresses/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewEstimateRequest calls the generic Estimate builder with application/json body
 func NewEstimateRequest(server string, body EstimateJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -2481,6 +2973,189 @@ func NewEstimateRequestWithBody(server string, contentType string, body io.Reade
 	}
 
 	operationPath := fmt.Sprintf("/v1/estimate")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListInboxesRequest constructs an http.Request for the ListInboxes method
+func NewListInboxesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/inboxes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListMessagesRequest constructs an http.Request for the ListMessages method
+func NewListMessagesRequest(server string, id ResourceId, params *ListMessagesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/inboxes/%s/messages", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Subject != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "subject", *params.Subject, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Before != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "before", *params.Before, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewWaitForMessageRequest calls the generic WaitForMessage builder with application/json body
+func NewWaitForMessageRequest(server string, id ResourceId, body WaitForMessageJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewWaitForMessageRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewWaitForMessageRequestWithBody constructs an http.Request for the WaitForMessage method, with any body, and a specified content type
+func NewWaitForMessageRequestWithBody(server string, id ResourceId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/inboxes/%s/wait", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -2556,6 +3231,129 @@ func NewListLedgerEntriesRequest(server string, params *ListLedgerEntriesParams)
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
 		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSendMessageRequest calls the generic SendMessage builder with application/json body
+func NewSendMessageRequest(server string, params *SendMessageParams, body SendMessageJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSendMessageRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewSendMessageRequestWithBody constructs an http.Request for the SendMessage method, with any body, and a specified content type
+func NewSendMessageRequestWithBody(server string, params *SendMessageParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/messages")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewDeleteMessageRequest constructs an http.Request for the DeleteMessage method
+func NewDeleteMessageRequest(server string, id ResourceId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/messages/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetMessageRequest constructs an http.Request for the GetMessage method
+func NewGetMessageRequest(server string, id ResourceId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/messages/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -3905,6 +4703,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /mcp (the `Mcp` operationId).
 	McpWithResponse(ctx context.Context, body McpJSONRequestBody, reqEditors ...RequestEditorFn) (*McpResponse, error)
 
+	// GetRdapDomainWithResponse RDAP (RFC 9083) for a domain Pier registered, the registrant redacted.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /rdap/domain/{domain} (the `GetRdapDomain` operationId).
+	GetRdapDomainWithResponse(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*GetRdapDomainResponse, error)
+
 	// GetReferenceIssuerJwksWithResponse The sandbox issuer's public keys.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -4034,33 +4839,69 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/domains/{domain} (the `GetDomain` operationId).
 	GetDomainWithResponse(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*GetDomainResponse, error)
 
-	// SetRegistrantContactWithBodyWithResponse Record the human as registrant of a supported domain.
+	// SetupEmailWithBodyWithResponse Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
+	//
+	// Consumes a quote for the mail add-on (`{"kind": "email", "domain": …}`), writes the records into the domain's zone and reports ready once Pier's DNS answers them. The DKIM private key stays on the server. Undo removes the records.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/domains/{domain}/email (the `SetupEmail` operationId).
+	SetupEmailWithBodyWithResponse(ctx context.Context, domain DomainName, params *SetupEmailParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetupEmailResponse, error)
+
+	// SetupEmailWithResponse Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
+	//
+	// Consumes a quote for the mail add-on (`{"kind": "email", "domain": …}`), writes the records into the domain's zone and reports ready once Pier's DNS answers them. The DKIM private key stays on the server. Undo removes the records.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/domains/{domain}/email (the `SetupEmail` operationId).
+	SetupEmailWithResponse(ctx context.Context, domain DomainName, params *SetupEmailParams, body SetupEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*SetupEmailResponse, error)
+
+	// SetRegistrantContactWithBodyWithResponse Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+	//
+	// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /v1/domains/{domain}/registrant-contact (the `SetRegistrantContact` operationId).
 	SetRegistrantContactWithBodyWithResponse(ctx context.Context, domain DomainName, params *SetRegistrantContactParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetRegistrantContactResponse, error)
 
-	// SetRegistrantContactWithResponse Record the human as registrant of a supported domain.
+	// SetRegistrantContactWithResponse Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+	//
+	// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /v1/domains/{domain}/registrant-contact (the `SetRegistrantContact` operationId).
 	SetRegistrantContactWithResponse(ctx context.Context, domain DomainName, params *SetRegistrantContactParams, body SetRegistrantContactJSONRequestBody, reqEditors ...RequestEditorFn) (*SetRegistrantContactResponse, error)
 
-	// SetupEmailWithBodyWithResponse Set up an organisation email address as a durable task.
+	// ListEmailAddressesWithResponse List the organisation's email addresses.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/email-addresses (the `ListEmailAddresses` operationId).
+	ListEmailAddressesWithResponse(ctx context.Context, params *ListEmailAddressesParams, reqEditors ...RequestEditorFn) (*ListEmailAddressesResponse, error)
+
+	// CreateEmailAddressWithBodyWithResponse Create an email address on a domain set up for mail; its mail goes to a new inbox.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
-	// Corresponds with POST /v1/email-addresses (the `SetupEmail` operationId).
-	SetupEmailWithBodyWithResponse(ctx context.Context, params *SetupEmailParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetupEmailResponse, error)
+	// Corresponds with POST /v1/email-addresses (the `CreateEmailAddress` operationId).
+	CreateEmailAddressWithBodyWithResponse(ctx context.Context, params *CreateEmailAddressParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEmailAddressResponse, error)
 
-	// SetupEmailWithResponse Set up an organisation email address as a durable task.
+	// CreateEmailAddressWithResponse Create an email address on a domain set up for mail; its mail goes to a new inbox.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
-	// Corresponds with POST /v1/email-addresses (the `SetupEmail` operationId).
-	SetupEmailWithResponse(ctx context.Context, params *SetupEmailParams, body SetupEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*SetupEmailResponse, error)
+	// Corresponds with POST /v1/email-addresses (the `CreateEmailAddress` operationId).
+	CreateEmailAddressWithResponse(ctx context.Context, params *CreateEmailAddressParams, body CreateEmailAddressJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEmailAddressResponse, error)
+
+	// DeleteEmailAddressWithResponse Delete an email address; its inbox and messages stay until deleted.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/email-addresses/{id} (the `DeleteEmailAddress` operationId).
+	DeleteEmailAddressWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*DeleteEmailAddressResponse, error)
 
 	// EstimateWithBodyWithResponse Estimate the monthly cost of a workload.
 	//
@@ -4086,6 +4927,38 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/estimate (the `Estimate` operationId).
 	EstimateWithResponse(ctx context.Context, body EstimateJSONRequestBody, reqEditors ...RequestEditorFn) (*EstimateResponse, error)
 
+	// ListInboxesWithResponse List the organisation's inboxes.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/inboxes (the `ListInboxes` operationId).
+	ListInboxesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListInboxesResponse, error)
+
+	// ListMessagesWithResponse List an inbox's messages, newest first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/inboxes/{id}/messages (the `ListMessages` operationId).
+	ListMessagesWithResponse(ctx context.Context, id ResourceId, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*ListMessagesResponse, error)
+
+	// WaitForMessageWithBodyWithResponse Wait up to a deadline for a message that matches a filter, such as a verification code.
+	//
+	// Answers as soon as a matching message is in the inbox (one already there counts when `since` allows it), or `mail:no_message` when the deadline passes.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/inboxes/{id}/wait (the `WaitForMessage` operationId).
+	WaitForMessageWithBodyWithResponse(ctx context.Context, id ResourceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WaitForMessageResponse, error)
+
+	// WaitForMessageWithResponse Wait up to a deadline for a message that matches a filter, such as a verification code.
+	//
+	// Answers as soon as a matching message is in the inbox (one already there counts when `since` allows it), or `mail:no_message` when the deadline passes.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/inboxes/{id}/wait (the `WaitForMessage` operationId).
+	WaitForMessageWithResponse(ctx context.Context, id ResourceId, body WaitForMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*WaitForMessageResponse, error)
+
 	// ListLedgerEntriesWithResponse Read the organisation's hash-chained audit ledger.
 	//
 	// Entries in order. Each carries the SHA-256 of the one before it; `pier ledger verify` checks an exported chain offline.
@@ -4094,6 +4967,34 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/ledger (the `ListLedgerEntries` operationId).
 	ListLedgerEntriesWithResponse(ctx context.Context, params *ListLedgerEntriesParams, reqEditors ...RequestEditorFn) (*ListLedgerEntriesResponse, error)
+
+	// SendMessageWithBodyWithResponse Send a message from one of the organisation's addresses, signed with its domain's DKIM key, through the configured relay.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/messages (the `SendMessage` operationId).
+	SendMessageWithBodyWithResponse(ctx context.Context, params *SendMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendMessageResponse, error)
+
+	// SendMessageWithResponse Send a message from one of the organisation's addresses, signed with its domain's DKIM key, through the configured relay.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/messages (the `SendMessage` operationId).
+	SendMessageWithResponse(ctx context.Context, params *SendMessageParams, body SendMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*SendMessageResponse, error)
+
+	// DeleteMessageWithResponse Delete a message.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/messages/{id} (the `DeleteMessage` operationId).
+	DeleteMessageWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*DeleteMessageResponse, error)
+
+	// GetMessageWithResponse Read a message: headers, text and HTML parts, attachments and authentication results.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/messages/{id} (the `GetMessage` operationId).
+	GetMessageWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*GetMessageResponse, error)
 
 	// ListProjectsWithResponse List the organisation's projects with their budgets.
 	//
@@ -4562,6 +5463,61 @@ func (r McpResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r McpResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetRdapDomainResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RdapDomain
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetRdapDomainResponse) GetJSON200() *RdapDomain {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetRdapDomainResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetRdapDomainResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetRdapDomainResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetRdapDomainResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetRdapDomainResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetRdapDomainResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5404,77 +6360,6 @@ func (r GetDomainResponse) ContentType() string {
 	return ""
 }
 
-// SetRegistrantContactResponse429Headers the declared response headers of an HTTP 429 response for SetRegistrantContact
-type SetRegistrantContactResponse429Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
-	RetryAfter      *int
-}
-
-type SetRegistrantContactResponse struct {
-	Body         []byte
-	HTTPResponse *http.Response
-	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *RegistrantContactEnvelope
-	// JSON406 the response for an HTTP 406 `application/json` response
-	JSON406 *NotAcceptable
-	// JSON429 the response for an HTTP 429 `application/json` response
-	JSON429 *TooManyRequests
-	// JSONDefault the response for an HTTP default `application/json` response
-	JSONDefault *ErrorResponse
-	// Headers429 the parsed response headers for an HTTP 429 response
-	Headers429 *SetRegistrantContactResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r SetRegistrantContactResponse) GetJSON200() *RegistrantContactEnvelope {
-	return r.JSON200
-}
-
-// GetJSON406 returns the response for an HTTP 406 `application/json` response
-func (r SetRegistrantContactResponse) GetJSON406() *NotAcceptable {
-	return r.JSON406
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r SetRegistrantContactResponse) GetJSON429() *TooManyRequests {
-	return r.JSON429
-}
-
-// GetJSONDefault returns the response for an HTTP default `application/json` response
-func (r SetRegistrantContactResponse) GetJSONDefault() *ErrorResponse {
-	return r.JSONDefault
-}
-
-// GetBody returns the raw response body bytes
-func (r SetRegistrantContactResponse) GetBody() []byte {
-	return r.Body
-}
-
-// Status returns HTTPResponse.Status
-func (r SetRegistrantContactResponse) Status() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Status
-	}
-	return http.StatusText(0)
-}
-
-// StatusCode returns HTTPResponse.StatusCode
-func (r SetRegistrantContactResponse) StatusCode() int {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.StatusCode
-	}
-	return 0
-}
-
-// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
-func (r SetRegistrantContactResponse) ContentType() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Header.Get("Content-Type")
-	}
-	return ""
-}
-
 // SetupEmailResponse429Headers the declared response headers of an HTTP 429 response for SetupEmail
 type SetupEmailResponse429Headers struct {
 	RateLimit       *string
@@ -5540,6 +6425,290 @@ func (r SetupEmailResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SetupEmailResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetRegistrantContactResponse429Headers the declared response headers of an HTTP 429 response for SetRegistrantContact
+type SetRegistrantContactResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type SetRegistrantContactResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *TaskEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetRegistrantContactResponse429Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r SetRegistrantContactResponse) GetJSON202() *TaskEnvelope {
+	return r.JSON202
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r SetRegistrantContactResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetRegistrantContactResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SetRegistrantContactResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SetRegistrantContactResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetRegistrantContactResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetRegistrantContactResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetRegistrantContactResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListEmailAddressesResponse429Headers the declared response headers of an HTTP 429 response for ListEmailAddresses
+type ListEmailAddressesResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type ListEmailAddressesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EmailAddressListEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEmailAddressesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEmailAddressesResponse) GetJSON200() *EmailAddressListEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r ListEmailAddressesResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListEmailAddressesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListEmailAddressesResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEmailAddressesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEmailAddressesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEmailAddressesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEmailAddressesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateEmailAddressResponse429Headers the declared response headers of an HTTP 429 response for CreateEmailAddress
+type CreateEmailAddressResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type CreateEmailAddressResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *EmailAddressEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateEmailAddressResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateEmailAddressResponse) GetJSON201() *EmailAddressEnvelope {
+	return r.JSON201
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r CreateEmailAddressResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateEmailAddressResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r CreateEmailAddressResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateEmailAddressResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateEmailAddressResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateEmailAddressResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateEmailAddressResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteEmailAddressResponse429Headers the declared response headers of an HTTP 429 response for DeleteEmailAddress
+type DeleteEmailAddressResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type DeleteEmailAddressResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EmailAddressEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteEmailAddressResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteEmailAddressResponse) GetJSON200() *EmailAddressEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r DeleteEmailAddressResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteEmailAddressResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DeleteEmailAddressResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteEmailAddressResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteEmailAddressResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteEmailAddressResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteEmailAddressResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5617,6 +6786,219 @@ func (r EstimateResponse) ContentType() string {
 	return ""
 }
 
+// ListInboxesResponse429Headers the declared response headers of an HTTP 429 response for ListInboxes
+type ListInboxesResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type ListInboxesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InboxListEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListInboxesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListInboxesResponse) GetJSON200() *InboxListEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r ListInboxesResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListInboxesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListInboxesResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListInboxesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListInboxesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListInboxesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListInboxesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListMessagesResponse429Headers the declared response headers of an HTTP 429 response for ListMessages
+type ListMessagesResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type ListMessagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MessageListEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListMessagesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListMessagesResponse) GetJSON200() *MessageListEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r ListMessagesResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListMessagesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListMessagesResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListMessagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListMessagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListMessagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListMessagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// WaitForMessageResponse429Headers the declared response headers of an HTTP 429 response for WaitForMessage
+type WaitForMessageResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type WaitForMessageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MessageEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *WaitForMessageResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r WaitForMessageResponse) GetJSON200() *MessageEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r WaitForMessageResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r WaitForMessageResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r WaitForMessageResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r WaitForMessageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WaitForMessageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WaitForMessageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WaitForMessageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListLedgerEntriesResponse429Headers the declared response headers of an HTTP 429 response for ListLedgerEntries
 type ListLedgerEntriesResponse429Headers struct {
 	RateLimit       *string
@@ -5682,6 +7064,219 @@ func (r ListLedgerEntriesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListLedgerEntriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SendMessageResponse429Headers the declared response headers of an HTTP 429 response for SendMessage
+type SendMessageResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type SendMessageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *SentMessageEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SendMessageResponse429Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r SendMessageResponse) GetJSON202() *SentMessageEnvelope {
+	return r.JSON202
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r SendMessageResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SendMessageResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SendMessageResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SendMessageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SendMessageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SendMessageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SendMessageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteMessageResponse429Headers the declared response headers of an HTTP 429 response for DeleteMessage
+type DeleteMessageResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type DeleteMessageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MessageEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteMessageResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteMessageResponse) GetJSON200() *MessageEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r DeleteMessageResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteMessageResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DeleteMessageResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteMessageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteMessageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteMessageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteMessageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetMessageResponse429Headers the declared response headers of an HTTP 429 response for GetMessage
+type GetMessageResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type GetMessageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MessageEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetMessageResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetMessageResponse) GetJSON200() *MessageEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetMessageResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetMessageResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetMessageResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetMessageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetMessageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetMessageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetMessageResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7575,6 +9170,19 @@ func (c *ClientWithResponses) McpWithResponse(ctx context.Context, body McpJSONR
 	return ParseMcpResponse(rsp)
 }
 
+// GetRdapDomainWithResponse RDAP (RFC 9083) for a domain Pier registered, the registrant redacted.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /rdap/domain/{domain} (the `GetRdapDomain` operationId).
+func (c *ClientWithResponses) GetRdapDomainWithResponse(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*GetRdapDomainResponse, error) {
+	rsp, err := c.GetRdapDomain(ctx, domain, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetRdapDomainResponse(rsp)
+}
+
 // GetReferenceIssuerJwksWithResponse The sandbox issuer's public keys.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -7800,7 +9408,39 @@ func (c *ClientWithResponses) GetDomainWithResponse(ctx context.Context, domain 
 	return ParseGetDomainResponse(rsp)
 }
 
-// SetRegistrantContactWithBodyWithResponse Record the human as registrant of a supported domain.
+// SetupEmailWithBodyWithResponse Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
+//
+// Consumes a quote for the mail add-on (`{"kind": "email", "domain": …}`), writes the records into the domain's zone and reports ready once Pier's DNS answers them. The DKIM private key stays on the server. Undo removes the records.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/domains/{domain}/email (the `SetupEmail` operationId).
+func (c *ClientWithResponses) SetupEmailWithBodyWithResponse(ctx context.Context, domain DomainName, params *SetupEmailParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetupEmailResponse, error) {
+	rsp, err := c.SetupEmailWithBody(ctx, domain, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetupEmailResponse(rsp)
+}
+
+// SetupEmailWithResponse Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
+//
+// Consumes a quote for the mail add-on (`{"kind": "email", "domain": …}`), writes the records into the domain's zone and reports ready once Pier's DNS answers them. The DKIM private key stays on the server. Undo removes the records.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/domains/{domain}/email (the `SetupEmail` operationId).
+func (c *ClientWithResponses) SetupEmailWithResponse(ctx context.Context, domain DomainName, params *SetupEmailParams, body SetupEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*SetupEmailResponse, error) {
+	rsp, err := c.SetupEmail(ctx, domain, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetupEmailResponse(rsp)
+}
+
+// SetRegistrantContactWithBodyWithResponse Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+//
+// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7813,7 +9453,9 @@ func (c *ClientWithResponses) SetRegistrantContactWithBodyWithResponse(ctx conte
 	return ParseSetRegistrantContactResponse(rsp)
 }
 
-// SetRegistrantContactWithResponse Record the human as registrant of a supported domain.
+// SetRegistrantContactWithResponse Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+//
+// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7826,30 +9468,56 @@ func (c *ClientWithResponses) SetRegistrantContactWithResponse(ctx context.Conte
 	return ParseSetRegistrantContactResponse(rsp)
 }
 
-// SetupEmailWithBodyWithResponse Set up an organisation email address as a durable task.
+// ListEmailAddressesWithResponse List the organisation's email addresses.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/email-addresses (the `ListEmailAddresses` operationId).
+func (c *ClientWithResponses) ListEmailAddressesWithResponse(ctx context.Context, params *ListEmailAddressesParams, reqEditors ...RequestEditorFn) (*ListEmailAddressesResponse, error) {
+	rsp, err := c.ListEmailAddresses(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEmailAddressesResponse(rsp)
+}
+
+// CreateEmailAddressWithBodyWithResponse Create an email address on a domain set up for mail; its mail goes to a new inbox.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
-// Corresponds with POST /v1/email-addresses (the `SetupEmail` operationId).
-func (c *ClientWithResponses) SetupEmailWithBodyWithResponse(ctx context.Context, params *SetupEmailParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetupEmailResponse, error) {
-	rsp, err := c.SetupEmailWithBody(ctx, params, contentType, body, reqEditors...)
+// Corresponds with POST /v1/email-addresses (the `CreateEmailAddress` operationId).
+func (c *ClientWithResponses) CreateEmailAddressWithBodyWithResponse(ctx context.Context, params *CreateEmailAddressParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEmailAddressResponse, error) {
+	rsp, err := c.CreateEmailAddressWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
-	return ParseSetupEmailResponse(rsp)
+	return ParseCreateEmailAddressResponse(rsp)
 }
 
-// SetupEmailWithResponse Set up an organisation email address as a durable task.
+// CreateEmailAddressWithResponse Create an email address on a domain set up for mail; its mail goes to a new inbox.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
-// Corresponds with POST /v1/email-addresses (the `SetupEmail` operationId).
-func (c *ClientWithResponses) SetupEmailWithResponse(ctx context.Context, params *SetupEmailParams, body SetupEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*SetupEmailResponse, error) {
-	rsp, err := c.SetupEmail(ctx, params, body, reqEditors...)
+// Corresponds with POST /v1/email-addresses (the `CreateEmailAddress` operationId).
+func (c *ClientWithResponses) CreateEmailAddressWithResponse(ctx context.Context, params *CreateEmailAddressParams, body CreateEmailAddressJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEmailAddressResponse, error) {
+	rsp, err := c.CreateEmailAddress(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
-	return ParseSetupEmailResponse(rsp)
+	return ParseCreateEmailAddressResponse(rsp)
+}
+
+// DeleteEmailAddressWithResponse Delete an email address; its inbox and messages stay until deleted.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/email-addresses/{id} (the `DeleteEmailAddress` operationId).
+func (c *ClientWithResponses) DeleteEmailAddressWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*DeleteEmailAddressResponse, error) {
+	rsp, err := c.DeleteEmailAddress(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteEmailAddressResponse(rsp)
 }
 
 // EstimateWithBodyWithResponse Estimate the monthly cost of a workload.
@@ -7888,6 +9556,62 @@ func (c *ClientWithResponses) EstimateWithResponse(ctx context.Context, body Est
 	return ParseEstimateResponse(rsp)
 }
 
+// ListInboxesWithResponse List the organisation's inboxes.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/inboxes (the `ListInboxes` operationId).
+func (c *ClientWithResponses) ListInboxesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListInboxesResponse, error) {
+	rsp, err := c.ListInboxes(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListInboxesResponse(rsp)
+}
+
+// ListMessagesWithResponse List an inbox's messages, newest first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/inboxes/{id}/messages (the `ListMessages` operationId).
+func (c *ClientWithResponses) ListMessagesWithResponse(ctx context.Context, id ResourceId, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*ListMessagesResponse, error) {
+	rsp, err := c.ListMessages(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListMessagesResponse(rsp)
+}
+
+// WaitForMessageWithBodyWithResponse Wait up to a deadline for a message that matches a filter, such as a verification code.
+//
+// Answers as soon as a matching message is in the inbox (one already there counts when `since` allows it), or `mail:no_message` when the deadline passes.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/inboxes/{id}/wait (the `WaitForMessage` operationId).
+func (c *ClientWithResponses) WaitForMessageWithBodyWithResponse(ctx context.Context, id ResourceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WaitForMessageResponse, error) {
+	rsp, err := c.WaitForMessageWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWaitForMessageResponse(rsp)
+}
+
+// WaitForMessageWithResponse Wait up to a deadline for a message that matches a filter, such as a verification code.
+//
+// Answers as soon as a matching message is in the inbox (one already there counts when `since` allows it), or `mail:no_message` when the deadline passes.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/inboxes/{id}/wait (the `WaitForMessage` operationId).
+func (c *ClientWithResponses) WaitForMessageWithResponse(ctx context.Context, id ResourceId, body WaitForMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*WaitForMessageResponse, error) {
+	rsp, err := c.WaitForMessage(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWaitForMessageResponse(rsp)
+}
+
 // ListLedgerEntriesWithResponse Read the organisation's hash-chained audit ledger.
 //
 // Entries in order. Each carries the SHA-256 of the one before it; `pier ledger verify` checks an exported chain offline.
@@ -7901,6 +9625,58 @@ func (c *ClientWithResponses) ListLedgerEntriesWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseListLedgerEntriesResponse(rsp)
+}
+
+// SendMessageWithBodyWithResponse Send a message from one of the organisation's addresses, signed with its domain's DKIM key, through the configured relay.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/messages (the `SendMessage` operationId).
+func (c *ClientWithResponses) SendMessageWithBodyWithResponse(ctx context.Context, params *SendMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendMessageResponse, error) {
+	rsp, err := c.SendMessageWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSendMessageResponse(rsp)
+}
+
+// SendMessageWithResponse Send a message from one of the organisation's addresses, signed with its domain's DKIM key, through the configured relay.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/messages (the `SendMessage` operationId).
+func (c *ClientWithResponses) SendMessageWithResponse(ctx context.Context, params *SendMessageParams, body SendMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*SendMessageResponse, error) {
+	rsp, err := c.SendMessage(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSendMessageResponse(rsp)
+}
+
+// DeleteMessageWithResponse Delete a message.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/messages/{id} (the `DeleteMessage` operationId).
+func (c *ClientWithResponses) DeleteMessageWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*DeleteMessageResponse, error) {
+	rsp, err := c.DeleteMessage(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteMessageResponse(rsp)
+}
+
+// GetMessageWithResponse Read a message: headers, text and HTML parts, attachments and authentication results.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/messages/{id} (the `GetMessage` operationId).
+func (c *ClientWithResponses) GetMessageWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*GetMessageResponse, error) {
+	rsp, err := c.GetMessage(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetMessageResponse(rsp)
 }
 
 // ListProjectsWithResponse List the organisation's projects with their budgets.
@@ -8535,6 +10311,46 @@ func ParseMcpResponse(rsp *http.Response) (*McpResponse, error) {
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest ErrorEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetRdapDomainResponse parses an HTTP response from a GetRdapDomainWithResponse call
+func ParseGetRdapDomainResponse(rsp *http.Response) (*GetRdapDomainResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetRdapDomainResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RdapDomain
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -9352,6 +11168,80 @@ func ParseGetDomainResponse(rsp *http.Response) (*GetDomainResponse, error) {
 	return response, nil
 }
 
+// ParseSetupEmailResponse parses an HTTP response from a SetupEmailWithResponse call
+func ParseSetupEmailResponse(rsp *http.Response) (*SetupEmailResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetupEmailResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest TaskEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SetupEmailResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseSetRegistrantContactResponse parses an HTTP response from a SetRegistrantContactWithResponse call
 func ParseSetRegistrantContactResponse(rsp *http.Response) (*SetRegistrantContactResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -9366,12 +11256,12 @@ func ParseSetRegistrantContactResponse(rsp *http.Response) (*SetRegistrantContac
 	}
 
 	switch {
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest RegistrantContactEnvelope
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest TaskEnvelope
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.JSON200 = &dest
+		response.JSON202 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
@@ -9426,26 +11316,26 @@ func ParseSetRegistrantContactResponse(rsp *http.Response) (*SetRegistrantContac
 	return response, nil
 }
 
-// ParseSetupEmailResponse parses an HTTP response from a SetupEmailWithResponse call
-func ParseSetupEmailResponse(rsp *http.Response) (*SetupEmailResponse, error) {
+// ParseListEmailAddressesResponse parses an HTTP response from a ListEmailAddressesWithResponse call
+func ParseListEmailAddressesResponse(rsp *http.Response) (*ListEmailAddressesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
 	defer func() { _ = rsp.Body.Close() }()
 	if err != nil {
 		return nil, err
 	}
 
-	response := &SetupEmailResponse{
+	response := &ListEmailAddressesResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
 
 	switch {
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
-		var dest TaskEnvelope
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EmailAddressListEnvelope
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.JSON202 = &dest
+		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
@@ -9472,7 +11362,155 @@ func ParseSetupEmailResponse(rsp *http.Response) (*SetupEmailResponse, error) {
 
 	switch {
 	case rsp.StatusCode == 429:
-		var headers SetupEmailResponse429Headers
+		var headers ListEmailAddressesResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateEmailAddressResponse parses an HTTP response from a CreateEmailAddressWithResponse call
+func ParseCreateEmailAddressResponse(rsp *http.Response) (*CreateEmailAddressResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateEmailAddressResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest EmailAddressEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateEmailAddressResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteEmailAddressResponse parses an HTTP response from a DeleteEmailAddressWithResponse call
+func ParseDeleteEmailAddressResponse(rsp *http.Response) (*DeleteEmailAddressResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteEmailAddressResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EmailAddressEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteEmailAddressResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -9574,6 +11612,228 @@ func ParseEstimateResponse(rsp *http.Response) (*EstimateResponse, error) {
 	return response, nil
 }
 
+// ParseListInboxesResponse parses an HTTP response from a ListInboxesWithResponse call
+func ParseListInboxesResponse(rsp *http.Response) (*ListInboxesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListInboxesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InboxListEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListInboxesResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListMessagesResponse parses an HTTP response from a ListMessagesWithResponse call
+func ParseListMessagesResponse(rsp *http.Response) (*ListMessagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListMessagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MessageListEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListMessagesResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseWaitForMessageResponse parses an HTTP response from a WaitForMessageWithResponse call
+func ParseWaitForMessageResponse(rsp *http.Response) (*WaitForMessageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WaitForMessageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MessageEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers WaitForMessageResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListLedgerEntriesResponse parses an HTTP response from a ListLedgerEntriesWithResponse call
 func ParseListLedgerEntriesResponse(rsp *http.Response) (*ListLedgerEntriesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -9621,6 +11881,228 @@ func ParseListLedgerEntriesResponse(rsp *http.Response) (*ListLedgerEntriesRespo
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ListLedgerEntriesResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSendMessageResponse parses an HTTP response from a SendMessageWithResponse call
+func ParseSendMessageResponse(rsp *http.Response) (*SendMessageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SendMessageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest SentMessageEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SendMessageResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteMessageResponse parses an HTTP response from a DeleteMessageWithResponse call
+func ParseDeleteMessageResponse(rsp *http.Response) (*DeleteMessageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteMessageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MessageEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteMessageResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetMessageResponse parses an HTTP response from a GetMessageWithResponse call
+func ParseGetMessageResponse(rsp *http.Response) (*GetMessageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetMessageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MessageEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetMessageResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

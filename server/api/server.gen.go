@@ -29,6 +29,9 @@ type ServerInterface interface {
 	// Mcp The MCP endpoint (JSON-RPC 2.0 over stateless streamable HTTP).
 	// (POST /mcp)
 	Mcp(w http.ResponseWriter, r *http.Request)
+	// GetRdapDomain RDAP (RFC 9083) for a domain Pier registered, the registrant redacted.
+	// (GET /rdap/domain/{domain})
+	GetRdapDomain(w http.ResponseWriter, r *http.Request, domain DomainName)
 	// GetReferenceIssuerJwks The sandbox issuer's public keys.
 	// (GET /reference/sandbox/issuer-jwks.json)
 	GetReferenceIssuerJwks(w http.ResponseWriter, r *http.Request)
@@ -68,18 +71,45 @@ type ServerInterface interface {
 	// GetDomain Read one domain the organisation owns.
 	// (GET /v1/domains/{domain})
 	GetDomain(w http.ResponseWriter, r *http.Request, domain DomainName)
-	// SetRegistrantContact Record the human as registrant of a supported domain.
+	// SetupEmail Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
+	// (POST /v1/domains/{domain}/email)
+	SetupEmail(w http.ResponseWriter, r *http.Request, domain DomainName, params SetupEmailParams)
+	// SetRegistrantContact Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
 	// (PUT /v1/domains/{domain}/registrant-contact)
 	SetRegistrantContact(w http.ResponseWriter, r *http.Request, domain DomainName, params SetRegistrantContactParams)
-	// SetupEmail Set up an organisation email address as a durable task.
+	// ListEmailAddresses List the organisation's email addresses.
+	// (GET /v1/email-addresses)
+	ListEmailAddresses(w http.ResponseWriter, r *http.Request, params ListEmailAddressesParams)
+	// CreateEmailAddress Create an email address on a domain set up for mail; its mail goes to a new inbox.
 	// (POST /v1/email-addresses)
-	SetupEmail(w http.ResponseWriter, r *http.Request, params SetupEmailParams)
+	CreateEmailAddress(w http.ResponseWriter, r *http.Request, params CreateEmailAddressParams)
+	// DeleteEmailAddress Delete an email address; its inbox and messages stay until deleted.
+	// (DELETE /v1/email-addresses/{id})
+	DeleteEmailAddress(w http.ResponseWriter, r *http.Request, id ResourceId)
 	// Estimate Estimate the monthly cost of a workload.
 	// (POST /v1/estimate)
 	Estimate(w http.ResponseWriter, r *http.Request)
+	// ListInboxes List the organisation's inboxes.
+	// (GET /v1/inboxes)
+	ListInboxes(w http.ResponseWriter, r *http.Request)
+	// ListMessages List an inbox's messages, newest first.
+	// (GET /v1/inboxes/{id}/messages)
+	ListMessages(w http.ResponseWriter, r *http.Request, id ResourceId, params ListMessagesParams)
+	// WaitForMessage Wait up to a deadline for a message that matches a filter, such as a verification code.
+	// (POST /v1/inboxes/{id}/wait)
+	WaitForMessage(w http.ResponseWriter, r *http.Request, id ResourceId)
 	// ListLedgerEntries Read the organisation's hash-chained audit ledger.
 	// (GET /v1/ledger)
 	ListLedgerEntries(w http.ResponseWriter, r *http.Request, params ListLedgerEntriesParams)
+	// SendMessage Send a message from one of the organisation's addresses, signed with its domain's DKIM key, through the configured relay.
+	// (POST /v1/messages)
+	SendMessage(w http.ResponseWriter, r *http.Request, params SendMessageParams)
+	// DeleteMessage Delete a message.
+	// (DELETE /v1/messages/{id})
+	DeleteMessage(w http.ResponseWriter, r *http.Request, id ResourceId)
+	// GetMessage Read a message: headers, text and HTML parts, attachments and authentication results.
+	// (GET /v1/messages/{id})
+	GetMessage(w http.ResponseWriter, r *http.Request, id ResourceId)
 	// ListProjects List the organisation's projects with their budgets.
 	// (GET /v1/projects)
 	ListProjects(w http.ResponseWriter, r *http.Request)
@@ -202,6 +232,32 @@ func (siw *ServerInterfaceWrapper) Mcp(w http.ResponseWriter, r *http.Request) {
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Mcp(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetRdapDomain operation middleware
+func (siw *ServerInterfaceWrapper) GetRdapDomain(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "domain" -------------
+	var domain DomainName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "domain", r.PathValue("domain"), &domain, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "domain", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetRdapDomain(w, r, domain)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -606,6 +662,56 @@ func (siw *ServerInterfaceWrapper) GetDomain(w http.ResponseWriter, r *http.Requ
 	handler.ServeHTTP(w, r)
 }
 
+// SetupEmail operation middleware
+func (siw *ServerInterfaceWrapper) SetupEmail(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "domain" -------------
+	var domain DomainName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "domain", r.PathValue("domain"), &domain, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "domain", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SetupEmailParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetupEmail(w, r, domain, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // SetRegistrantContact operation middleware
 func (siw *ServerInterfaceWrapper) SetRegistrantContact(w http.ResponseWriter, r *http.Request) {
 
@@ -656,14 +762,47 @@ func (siw *ServerInterfaceWrapper) SetRegistrantContact(w http.ResponseWriter, r
 	handler.ServeHTTP(w, r)
 }
 
-// SetupEmail operation middleware
-func (siw *ServerInterfaceWrapper) SetupEmail(w http.ResponseWriter, r *http.Request) {
+// ListEmailAddresses operation middleware
+func (siw *ServerInterfaceWrapper) ListEmailAddresses(w http.ResponseWriter, r *http.Request) {
 
 	var err error
 	_ = err
 
 	// Parameter object where we will unmarshal all parameters from the context
-	var params SetupEmailParams
+	var params ListEmailAddressesParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListEmailAddresses(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateEmailAddress operation middleware
+func (siw *ServerInterfaceWrapper) CreateEmailAddress(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateEmailAddressParams
 
 	headers := r.Header
 
@@ -687,7 +826,33 @@ func (siw *ServerInterfaceWrapper) SetupEmail(w http.ResponseWriter, r *http.Req
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.SetupEmail(w, r, params)
+		siw.Handler.CreateEmailAddress(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteEmailAddress operation middleware
+func (siw *ServerInterfaceWrapper) DeleteEmailAddress(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id ResourceId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteEmailAddress(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -702,6 +867,140 @@ func (siw *ServerInterfaceWrapper) Estimate(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Estimate(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListInboxes operation middleware
+func (siw *ServerInterfaceWrapper) ListInboxes(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListInboxes(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListMessages operation middleware
+func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id ResourceId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListMessagesParams
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "subject" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "subject", r.URL.Query(), &params.Subject, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "subject"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "subject", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "since" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "since", r.URL.Query(), &params.Since, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "since"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "since", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "before" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "before", r.URL.Query(), &params.Before, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "before"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "before", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListMessages(w, r, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// WaitForMessage operation middleware
+func (siw *ServerInterfaceWrapper) WaitForMessage(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id ResourceId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.WaitForMessage(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -748,6 +1047,99 @@ func (siw *ServerInterfaceWrapper) ListLedgerEntries(w http.ResponseWriter, r *h
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListLedgerEntries(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SendMessage operation middleware
+func (siw *ServerInterfaceWrapper) SendMessage(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SendMessageParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SendMessage(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteMessage operation middleware
+func (siw *ServerInterfaceWrapper) DeleteMessage(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id ResourceId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteMessage(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetMessage operation middleware
+func (siw *ServerInterfaceWrapper) GetMessage(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id ResourceId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetMessage(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1844,6 +2236,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/billing/poll", wrapper.PollBilling)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/domains/search", wrapper.SearchDomains)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/domains/{domain}/registrant-contact", wrapper.SetRegistrantContact)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/domains/{domain}/email", wrapper.SetupEmail)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/rdap/domain/{domain}", wrapper.GetRdapDomain)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/estimate", wrapper.Estimate)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/quotes", wrapper.ListQuotes)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/quotes", wrapper.CreateQuote)
@@ -1869,7 +2263,15 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/projects/{id}", wrapper.GetProject)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/projects/{id}/budget-raises", wrapper.RequestBudgetRaise)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/ledger", wrapper.ListLedgerEntries)
-	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/email-addresses", wrapper.SetupEmail)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/email-addresses", wrapper.ListEmailAddresses)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/email-addresses", wrapper.CreateEmailAddress)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/email-addresses/{id}", wrapper.DeleteEmailAddress)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/inboxes", wrapper.ListInboxes)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/inboxes/{id}/messages", wrapper.ListMessages)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/inboxes/{id}/wait", wrapper.WaitForMessage)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/messages/{id}", wrapper.DeleteMessage)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/messages/{id}", wrapper.GetMessage)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/messages", wrapper.SendMessage)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sandbox/sessions", wrapper.CreateSandboxSession)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sandbox/sessions/{id}", wrapper.GetSandboxSession)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sandbox/sessions/{id}/mandate", wrapper.RegisterSandboxMandate)
@@ -2087,6 +2489,59 @@ type McpdefaultJSONResponse struct {
 }
 
 func (response McpdefaultJSONResponse) VisitMcpResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRdapDomainRequestObject struct {
+	Domain DomainName `json:"domain"`
+}
+
+type GetRdapDomainResponseObject interface {
+	VisitGetRdapDomainResponse(w http.ResponseWriter) error
+}
+
+type GetRdapDomain200JSONResponse RdapDomain
+
+func (response GetRdapDomain200JSONResponse) VisitGetRdapDomainResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRdapDomain406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response GetRdapDomain406JSONResponse) VisitGetRdapDomainResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRdapDomaindefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response GetRdapDomaindefaultJSONResponse) VisitGetRdapDomainResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -3014,85 +3469,8 @@ func (response GetDomaindefaultJSONResponse) VisitGetDomainResponse(w http.Respo
 	return err
 }
 
-type SetRegistrantContactRequestObject struct {
-	Domain DomainName `json:"domain"`
-	Params SetRegistrantContactParams
-	Body   *SetRegistrantContactJSONRequestBody
-}
-
-type SetRegistrantContactResponseObject interface {
-	VisitSetRegistrantContactResponse(w http.ResponseWriter) error
-}
-
-type SetRegistrantContact200JSONResponse RegistrantContactEnvelope
-
-func (response SetRegistrantContact200JSONResponse) VisitSetRegistrantContactResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(200)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type SetRegistrantContact406JSONResponse struct{ NotAcceptableJSONResponse }
-
-func (response SetRegistrantContact406JSONResponse) VisitSetRegistrantContactResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(406)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type SetRegistrantContact429JSONResponse struct{ TooManyRequestsJSONResponse }
-
-func (response SetRegistrantContact429JSONResponse) VisitSetRegistrantContactResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if response.Headers.RateLimit != nil {
-		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
-	}
-	if response.Headers.RateLimitPolicy != nil {
-		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
-	}
-	if response.Headers.RetryAfter != nil {
-		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
-	}
-	w.WriteHeader(429)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type SetRegistrantContactdefaultJSONResponse struct {
-	Body       ErrorEnvelope
-	StatusCode int
-}
-
-func (response SetRegistrantContactdefaultJSONResponse) VisitSetRegistrantContactResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(response.StatusCode)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
 type SetupEmailRequestObject struct {
+	Domain DomainName `json:"domain"`
 	Params SetupEmailParams
 	Body   *SetupEmailJSONRequestBody
 }
@@ -3158,6 +3536,313 @@ type SetupEmaildefaultJSONResponse struct {
 }
 
 func (response SetupEmaildefaultJSONResponse) VisitSetupEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetRegistrantContactRequestObject struct {
+	Domain DomainName `json:"domain"`
+	Params SetRegistrantContactParams
+	Body   *SetRegistrantContactJSONRequestBody
+}
+
+type SetRegistrantContactResponseObject interface {
+	VisitSetRegistrantContactResponse(w http.ResponseWriter) error
+}
+
+type SetRegistrantContact202JSONResponse TaskEnvelope
+
+func (response SetRegistrantContact202JSONResponse) VisitSetRegistrantContactResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetRegistrantContact406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response SetRegistrantContact406JSONResponse) VisitSetRegistrantContactResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetRegistrantContact429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response SetRegistrantContact429JSONResponse) VisitSetRegistrantContactResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetRegistrantContactdefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response SetRegistrantContactdefaultJSONResponse) VisitSetRegistrantContactResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListEmailAddressesRequestObject struct {
+	Params ListEmailAddressesParams
+}
+
+type ListEmailAddressesResponseObject interface {
+	VisitListEmailAddressesResponse(w http.ResponseWriter) error
+}
+
+type ListEmailAddresses200JSONResponse EmailAddressListEnvelope
+
+func (response ListEmailAddresses200JSONResponse) VisitListEmailAddressesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListEmailAddresses406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response ListEmailAddresses406JSONResponse) VisitListEmailAddressesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListEmailAddresses429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListEmailAddresses429JSONResponse) VisitListEmailAddressesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListEmailAddressesdefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response ListEmailAddressesdefaultJSONResponse) VisitListEmailAddressesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmailAddressRequestObject struct {
+	Params CreateEmailAddressParams
+	Body   *CreateEmailAddressJSONRequestBody
+}
+
+type CreateEmailAddressResponseObject interface {
+	VisitCreateEmailAddressResponse(w http.ResponseWriter) error
+}
+
+type CreateEmailAddress201JSONResponse EmailAddressEnvelope
+
+func (response CreateEmailAddress201JSONResponse) VisitCreateEmailAddressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmailAddress406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response CreateEmailAddress406JSONResponse) VisitCreateEmailAddressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmailAddress429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response CreateEmailAddress429JSONResponse) VisitCreateEmailAddressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmailAddressdefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response CreateEmailAddressdefaultJSONResponse) VisitCreateEmailAddressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteEmailAddressRequestObject struct {
+	Id ResourceId `json:"id"`
+}
+
+type DeleteEmailAddressResponseObject interface {
+	VisitDeleteEmailAddressResponse(w http.ResponseWriter) error
+}
+
+type DeleteEmailAddress200JSONResponse EmailAddressEnvelope
+
+func (response DeleteEmailAddress200JSONResponse) VisitDeleteEmailAddressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteEmailAddress406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response DeleteEmailAddress406JSONResponse) VisitDeleteEmailAddressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteEmailAddress429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DeleteEmailAddress429JSONResponse) VisitDeleteEmailAddressResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteEmailAddressdefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response DeleteEmailAddressdefaultJSONResponse) VisitDeleteEmailAddressResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -3245,6 +3930,235 @@ func (response EstimatedefaultJSONResponse) VisitEstimateResponse(w http.Respons
 	return err
 }
 
+type ListInboxesRequestObject struct {
+}
+
+type ListInboxesResponseObject interface {
+	VisitListInboxesResponse(w http.ResponseWriter) error
+}
+
+type ListInboxes200JSONResponse InboxListEnvelope
+
+func (response ListInboxes200JSONResponse) VisitListInboxesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInboxes406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response ListInboxes406JSONResponse) VisitListInboxesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInboxes429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListInboxes429JSONResponse) VisitListInboxesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInboxesdefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response ListInboxesdefaultJSONResponse) VisitListInboxesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListMessagesRequestObject struct {
+	Id     ResourceId `json:"id"`
+	Params ListMessagesParams
+}
+
+type ListMessagesResponseObject interface {
+	VisitListMessagesResponse(w http.ResponseWriter) error
+}
+
+type ListMessages200JSONResponse MessageListEnvelope
+
+func (response ListMessages200JSONResponse) VisitListMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListMessages406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response ListMessages406JSONResponse) VisitListMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListMessages429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response ListMessages429JSONResponse) VisitListMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListMessagesdefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response ListMessagesdefaultJSONResponse) VisitListMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WaitForMessageRequestObject struct {
+	Id   ResourceId `json:"id"`
+	Body *WaitForMessageJSONRequestBody
+}
+
+type WaitForMessageResponseObject interface {
+	VisitWaitForMessageResponse(w http.ResponseWriter) error
+}
+
+type WaitForMessage200JSONResponse MessageEnvelope
+
+func (response WaitForMessage200JSONResponse) VisitWaitForMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WaitForMessage406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response WaitForMessage406JSONResponse) VisitWaitForMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WaitForMessage429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response WaitForMessage429JSONResponse) VisitWaitForMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WaitForMessagedefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response WaitForMessagedefaultJSONResponse) VisitWaitForMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListLedgerEntriesRequestObject struct {
 	Params ListLedgerEntriesParams
 }
@@ -3310,6 +4224,235 @@ type ListLedgerEntriesdefaultJSONResponse struct {
 }
 
 func (response ListLedgerEntriesdefaultJSONResponse) VisitListLedgerEntriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendMessageRequestObject struct {
+	Params SendMessageParams
+	Body   *SendMessageJSONRequestBody
+}
+
+type SendMessageResponseObject interface {
+	VisitSendMessageResponse(w http.ResponseWriter) error
+}
+
+type SendMessage202JSONResponse SentMessageEnvelope
+
+func (response SendMessage202JSONResponse) VisitSendMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendMessage406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response SendMessage406JSONResponse) VisitSendMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendMessage429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response SendMessage429JSONResponse) VisitSendMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendMessagedefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response SendMessagedefaultJSONResponse) VisitSendMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteMessageRequestObject struct {
+	Id ResourceId `json:"id"`
+}
+
+type DeleteMessageResponseObject interface {
+	VisitDeleteMessageResponse(w http.ResponseWriter) error
+}
+
+type DeleteMessage200JSONResponse MessageEnvelope
+
+func (response DeleteMessage200JSONResponse) VisitDeleteMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteMessage406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response DeleteMessage406JSONResponse) VisitDeleteMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteMessage429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DeleteMessage429JSONResponse) VisitDeleteMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteMessagedefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response DeleteMessagedefaultJSONResponse) VisitDeleteMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMessageRequestObject struct {
+	Id ResourceId `json:"id"`
+}
+
+type GetMessageResponseObject interface {
+	VisitGetMessageResponse(w http.ResponseWriter) error
+}
+
+type GetMessage200JSONResponse MessageEnvelope
+
+func (response GetMessage200JSONResponse) VisitGetMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMessage406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response GetMessage406JSONResponse) VisitGetMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMessage429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response GetMessage429JSONResponse) VisitGetMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMessagedefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response GetMessagedefaultJSONResponse) VisitGetMessageResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -5314,6 +6457,9 @@ type StrictServerInterface interface {
 	// Mcp The MCP endpoint (JSON-RPC 2.0 over stateless streamable HTTP).
 	// (POST /mcp)
 	Mcp(ctx context.Context, request McpRequestObject) (McpResponseObject, error)
+	// GetRdapDomain RDAP (RFC 9083) for a domain Pier registered, the registrant redacted.
+	// (GET /rdap/domain/{domain})
+	GetRdapDomain(ctx context.Context, request GetRdapDomainRequestObject) (GetRdapDomainResponseObject, error)
 	// GetReferenceIssuerJwks The sandbox issuer's public keys.
 	// (GET /reference/sandbox/issuer-jwks.json)
 	GetReferenceIssuerJwks(ctx context.Context, request GetReferenceIssuerJwksRequestObject) (GetReferenceIssuerJwksResponseObject, error)
@@ -5353,18 +6499,45 @@ type StrictServerInterface interface {
 	// GetDomain Read one domain the organisation owns.
 	// (GET /v1/domains/{domain})
 	GetDomain(ctx context.Context, request GetDomainRequestObject) (GetDomainResponseObject, error)
-	// SetRegistrantContact Record the human as registrant of a supported domain.
+	// SetupEmail Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
+	// (POST /v1/domains/{domain}/email)
+	SetupEmail(ctx context.Context, request SetupEmailRequestObject) (SetupEmailResponseObject, error)
+	// SetRegistrantContact Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
 	// (PUT /v1/domains/{domain}/registrant-contact)
 	SetRegistrantContact(ctx context.Context, request SetRegistrantContactRequestObject) (SetRegistrantContactResponseObject, error)
-	// SetupEmail Set up an organisation email address as a durable task.
+	// ListEmailAddresses List the organisation's email addresses.
+	// (GET /v1/email-addresses)
+	ListEmailAddresses(ctx context.Context, request ListEmailAddressesRequestObject) (ListEmailAddressesResponseObject, error)
+	// CreateEmailAddress Create an email address on a domain set up for mail; its mail goes to a new inbox.
 	// (POST /v1/email-addresses)
-	SetupEmail(ctx context.Context, request SetupEmailRequestObject) (SetupEmailResponseObject, error)
+	CreateEmailAddress(ctx context.Context, request CreateEmailAddressRequestObject) (CreateEmailAddressResponseObject, error)
+	// DeleteEmailAddress Delete an email address; its inbox and messages stay until deleted.
+	// (DELETE /v1/email-addresses/{id})
+	DeleteEmailAddress(ctx context.Context, request DeleteEmailAddressRequestObject) (DeleteEmailAddressResponseObject, error)
 	// Estimate Estimate the monthly cost of a workload.
 	// (POST /v1/estimate)
 	Estimate(ctx context.Context, request EstimateRequestObject) (EstimateResponseObject, error)
+	// ListInboxes List the organisation's inboxes.
+	// (GET /v1/inboxes)
+	ListInboxes(ctx context.Context, request ListInboxesRequestObject) (ListInboxesResponseObject, error)
+	// ListMessages List an inbox's messages, newest first.
+	// (GET /v1/inboxes/{id}/messages)
+	ListMessages(ctx context.Context, request ListMessagesRequestObject) (ListMessagesResponseObject, error)
+	// WaitForMessage Wait up to a deadline for a message that matches a filter, such as a verification code.
+	// (POST /v1/inboxes/{id}/wait)
+	WaitForMessage(ctx context.Context, request WaitForMessageRequestObject) (WaitForMessageResponseObject, error)
 	// ListLedgerEntries Read the organisation's hash-chained audit ledger.
 	// (GET /v1/ledger)
 	ListLedgerEntries(ctx context.Context, request ListLedgerEntriesRequestObject) (ListLedgerEntriesResponseObject, error)
+	// SendMessage Send a message from one of the organisation's addresses, signed with its domain's DKIM key, through the configured relay.
+	// (POST /v1/messages)
+	SendMessage(ctx context.Context, request SendMessageRequestObject) (SendMessageResponseObject, error)
+	// DeleteMessage Delete a message.
+	// (DELETE /v1/messages/{id})
+	DeleteMessage(ctx context.Context, request DeleteMessageRequestObject) (DeleteMessageResponseObject, error)
+	// GetMessage Read a message: headers, text and HTML parts, attachments and authentication results.
+	// (GET /v1/messages/{id})
+	GetMessage(ctx context.Context, request GetMessageRequestObject) (GetMessageResponseObject, error)
 	// ListProjects List the organisation's projects with their budgets.
 	// (GET /v1/projects)
 	ListProjects(ctx context.Context, request ListProjectsRequestObject) (ListProjectsResponseObject, error)
@@ -5556,6 +6729,32 @@ func (sh *strictHandler) Mcp(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(McpResponseObject); ok {
 		if err := validResponse.VisitMcpResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetRdapDomain operation middleware
+func (sh *strictHandler) GetRdapDomain(w http.ResponseWriter, r *http.Request, domain DomainName) {
+	var request GetRdapDomainRequestObject
+
+	request.Domain = domain
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetRdapDomain(ctx, request.(GetRdapDomainRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetRdapDomain")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetRdapDomainResponseObject); ok {
+		if err := validResponse.VisitGetRdapDomainResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5913,6 +7112,40 @@ func (sh *strictHandler) GetDomain(w http.ResponseWriter, r *http.Request, domai
 	}
 }
 
+// SetupEmail operation middleware
+func (sh *strictHandler) SetupEmail(w http.ResponseWriter, r *http.Request, domain DomainName, params SetupEmailParams) {
+	var request SetupEmailRequestObject
+
+	request.Domain = domain
+	request.Params = params
+
+	var body SetupEmailJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetupEmail(ctx, request.(SetupEmailRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetupEmail")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetupEmailResponseObject); ok {
+		if err := validResponse.VisitSetupEmailResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // SetRegistrantContact operation middleware
 func (sh *strictHandler) SetRegistrantContact(w http.ResponseWriter, r *http.Request, domain DomainName, params SetRegistrantContactParams) {
 	var request SetRegistrantContactRequestObject
@@ -5947,13 +7180,39 @@ func (sh *strictHandler) SetRegistrantContact(w http.ResponseWriter, r *http.Req
 	}
 }
 
-// SetupEmail operation middleware
-func (sh *strictHandler) SetupEmail(w http.ResponseWriter, r *http.Request, params SetupEmailParams) {
-	var request SetupEmailRequestObject
+// ListEmailAddresses operation middleware
+func (sh *strictHandler) ListEmailAddresses(w http.ResponseWriter, r *http.Request, params ListEmailAddressesParams) {
+	var request ListEmailAddressesRequestObject
 
 	request.Params = params
 
-	var body SetupEmailJSONRequestBody
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListEmailAddresses(ctx, request.(ListEmailAddressesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListEmailAddresses")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListEmailAddressesResponseObject); ok {
+		if err := validResponse.VisitListEmailAddressesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateEmailAddress operation middleware
+func (sh *strictHandler) CreateEmailAddress(w http.ResponseWriter, r *http.Request, params CreateEmailAddressParams) {
+	var request CreateEmailAddressRequestObject
+
+	request.Params = params
+
+	var body CreateEmailAddressJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
 		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
 		return
@@ -5961,18 +7220,44 @@ func (sh *strictHandler) SetupEmail(w http.ResponseWriter, r *http.Request, para
 	request.Body = &body
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.SetupEmail(ctx, request.(SetupEmailRequestObject))
+		return sh.ssi.CreateEmailAddress(ctx, request.(CreateEmailAddressRequestObject))
 	}
 	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "SetupEmail")
+		handler = middleware(handler, "CreateEmailAddress")
 	}
 
 	response, err := handler(r.Context(), w, r, request)
 
 	if err != nil {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(SetupEmailResponseObject); ok {
-		if err := validResponse.VisitSetupEmailResponse(w); err != nil {
+	} else if validResponse, ok := response.(CreateEmailAddressResponseObject); ok {
+		if err := validResponse.VisitCreateEmailAddressResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteEmailAddress operation middleware
+func (sh *strictHandler) DeleteEmailAddress(w http.ResponseWriter, r *http.Request, id ResourceId) {
+	var request DeleteEmailAddressRequestObject
+
+	request.Id = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteEmailAddress(ctx, request.(DeleteEmailAddressRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteEmailAddress")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteEmailAddressResponseObject); ok {
+		if err := validResponse.VisitDeleteEmailAddressResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -6011,6 +7296,90 @@ func (sh *strictHandler) Estimate(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// ListInboxes operation middleware
+func (sh *strictHandler) ListInboxes(w http.ResponseWriter, r *http.Request) {
+	var request ListInboxesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListInboxes(ctx, request.(ListInboxesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListInboxes")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListInboxesResponseObject); ok {
+		if err := validResponse.VisitListInboxesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListMessages operation middleware
+func (sh *strictHandler) ListMessages(w http.ResponseWriter, r *http.Request, id ResourceId, params ListMessagesParams) {
+	var request ListMessagesRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListMessages(ctx, request.(ListMessagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListMessages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListMessagesResponseObject); ok {
+		if err := validResponse.VisitListMessagesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// WaitForMessage operation middleware
+func (sh *strictHandler) WaitForMessage(w http.ResponseWriter, r *http.Request, id ResourceId) {
+	var request WaitForMessageRequestObject
+
+	request.Id = id
+
+	var body WaitForMessageJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.WaitForMessage(ctx, request.(WaitForMessageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "WaitForMessage")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(WaitForMessageResponseObject); ok {
+		if err := validResponse.VisitWaitForMessageResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListLedgerEntries operation middleware
 func (sh *strictHandler) ListLedgerEntries(w http.ResponseWriter, r *http.Request, params ListLedgerEntriesParams) {
 	var request ListLedgerEntriesRequestObject
@@ -6030,6 +7399,91 @@ func (sh *strictHandler) ListLedgerEntries(w http.ResponseWriter, r *http.Reques
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(ListLedgerEntriesResponseObject); ok {
 		if err := validResponse.VisitListLedgerEntriesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SendMessage operation middleware
+func (sh *strictHandler) SendMessage(w http.ResponseWriter, r *http.Request, params SendMessageParams) {
+	var request SendMessageRequestObject
+
+	request.Params = params
+
+	var body SendMessageJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SendMessage(ctx, request.(SendMessageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SendMessage")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SendMessageResponseObject); ok {
+		if err := validResponse.VisitSendMessageResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteMessage operation middleware
+func (sh *strictHandler) DeleteMessage(w http.ResponseWriter, r *http.Request, id ResourceId) {
+	var request DeleteMessageRequestObject
+
+	request.Id = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteMessage(ctx, request.(DeleteMessageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteMessage")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteMessageResponseObject); ok {
+		if err := validResponse.VisitDeleteMessageResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetMessage operation middleware
+func (sh *strictHandler) GetMessage(w http.ResponseWriter, r *http.Request, id ResourceId) {
+	var request GetMessageRequestObject
+
+	request.Id = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetMessage(ctx, request.(GetMessageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetMessage")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetMessageResponseObject); ok {
+		if err := validResponse.VisitGetMessageResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

@@ -20,6 +20,10 @@ func (Unimplemented) CreateBillingSetupLink(ctx context.Context, request api.Cre
 	return nil, notImplemented("create_billing_setup_link")
 }
 
+func (Unimplemented) CreateEmailAddress(ctx context.Context, request api.CreateEmailAddressRequestObject) (api.CreateEmailAddressResponseObject, error) {
+	return nil, notImplemented("create_email_address")
+}
+
 func (Unimplemented) CreateQuote(ctx context.Context, request api.CreateQuoteRequestObject) (api.CreateQuoteResponseObject, error) {
 	return nil, notImplemented("create_quote")
 }
@@ -38,6 +42,14 @@ func (Unimplemented) CreateSignup(ctx context.Context, request api.CreateSignupR
 
 func (Unimplemented) DecideSandboxGate(ctx context.Context, request api.DecideSandboxGateRequestObject) (api.DecideSandboxGateResponseObject, error) {
 	return nil, notImplemented("decide_sandbox_gate")
+}
+
+func (Unimplemented) DeleteEmailAddress(ctx context.Context, request api.DeleteEmailAddressRequestObject) (api.DeleteEmailAddressResponseObject, error) {
+	return nil, notImplemented("delete_email_address")
+}
+
+func (Unimplemented) DeleteMessage(ctx context.Context, request api.DeleteMessageRequestObject) (api.DeleteMessageResponseObject, error) {
+	return nil, notImplemented("delete_message")
 }
 
 func (Unimplemented) Estimate(ctx context.Context, request api.EstimateRequestObject) (api.EstimateResponseObject, error) {
@@ -60,12 +72,20 @@ func (Unimplemented) GetHolderScript(ctx context.Context, request api.GetHolderS
 	return nil, notImplemented("get_holder_script")
 }
 
+func (Unimplemented) GetMessage(ctx context.Context, request api.GetMessageRequestObject) (api.GetMessageResponseObject, error) {
+	return nil, notImplemented("get_message")
+}
+
 func (Unimplemented) GetProject(ctx context.Context, request api.GetProjectRequestObject) (api.GetProjectResponseObject, error) {
 	return nil, notImplemented("get_project")
 }
 
 func (Unimplemented) GetQuote(ctx context.Context, request api.GetQuoteRequestObject) (api.GetQuoteResponseObject, error) {
 	return nil, notImplemented("get_quote")
+}
+
+func (Unimplemented) GetRdapDomain(ctx context.Context, request api.GetRdapDomainRequestObject) (api.GetRdapDomainResponseObject, error) {
+	return nil, notImplemented("get_rdap_domain")
 }
 
 func (Unimplemented) GetReferenceIssuerJwks(ctx context.Context, request api.GetReferenceIssuerJwksRequestObject) (api.GetReferenceIssuerJwksResponseObject, error) {
@@ -128,8 +148,20 @@ func (Unimplemented) ListDomains(ctx context.Context, request api.ListDomainsReq
 	return nil, notImplemented("list_domains")
 }
 
+func (Unimplemented) ListEmailAddresses(ctx context.Context, request api.ListEmailAddressesRequestObject) (api.ListEmailAddressesResponseObject, error) {
+	return nil, notImplemented("list_email_addresses")
+}
+
+func (Unimplemented) ListInboxes(ctx context.Context, request api.ListInboxesRequestObject) (api.ListInboxesResponseObject, error) {
+	return nil, notImplemented("list_inboxes")
+}
+
 func (Unimplemented) ListLedgerEntries(ctx context.Context, request api.ListLedgerEntriesRequestObject) (api.ListLedgerEntriesResponseObject, error) {
 	return nil, notImplemented("list_ledger_entries")
+}
+
+func (Unimplemented) ListMessages(ctx context.Context, request api.ListMessagesRequestObject) (api.ListMessagesResponseObject, error) {
+	return nil, notImplemented("list_messages")
 }
 
 func (Unimplemented) ListProjects(ctx context.Context, request api.ListProjectsRequestObject) (api.ListProjectsResponseObject, error) {
@@ -180,6 +212,10 @@ func (Unimplemented) SearchDomains(ctx context.Context, request api.SearchDomain
 	return nil, notImplemented("search_domains")
 }
 
+func (Unimplemented) SendMessage(ctx context.Context, request api.SendMessageRequestObject) (api.SendMessageResponseObject, error) {
+	return nil, notImplemented("send_message")
+}
+
 func (Unimplemented) SetRegistrantContact(ctx context.Context, request api.SetRegistrantContactRequestObject) (api.SetRegistrantContactResponseObject, error) {
 	return nil, notImplemented("set_registrant_contact")
 }
@@ -194,4 +230,8 @@ func (Unimplemented) TeardownService(ctx context.Context, request api.TeardownSe
 
 func (Unimplemented) UploadAssets(ctx context.Context, request api.UploadAssetsRequestObject) (api.UploadAssetsResponseObject, error) {
 	return nil, notImplemented("upload_assets")
+}
+
+func (Unimplemented) WaitForMessage(ctx context.Context, request api.WaitForMessageRequestObject) (api.WaitForMessageResponseObject, error) {
+	return nil, notImplemented("wait_for_message")
 }
