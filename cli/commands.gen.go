@@ -466,6 +466,13 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Anonymous: false, Idempotent: true, HasBody: false, BodyRequired: false,
 		Args: []ArgSpec{{Name: "id", In: "path"}},
 	}, runF))
+	groups["email"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "remove_email", Method: "DELETE", Path: "/v1/domains/{domain}/email",
+		Use: "remove <domain>", Short: "Take the mail records out of the domain's zone; setup_email's undo.",
+		Example:   "  pier email remove acme.dev\n  pier email remove acme.dev --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "domain", In: "path"}},
+	}, runF))
 	groups["projects"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "request_budget_raise", Method: "POST", Path: "/v1/projects/{id}/budget-raises",
 		Use: "request-budget-raise <id>", Short: "Ask a human to raise the project's budget; answers with a task in input_required.",

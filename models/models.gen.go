@@ -678,20 +678,26 @@ func (e ManualActionKind) Valid() bool {
 
 // Defines values for ManualActionStep.
 const (
-	ChangePolicy    ManualActionStep = "change_policy"
-	ContactOperator ManualActionStep = "contact_operator"
-	CreateKey       ManualActionStep = "create_key"
-	FixInput        ManualActionStep = "fix_input"
-	GrantScope      ManualActionStep = "grant_scope"
-	RaiseBudget     ManualActionStep = "raise_budget"
-	UpgradeClient   ManualActionStep = "upgrade_client"
-	WaitForHuman    ManualActionStep = "wait_for_human"
+	ChangePolicy       ManualActionStep = "change_policy"
+	ConfigureSmtpRelay ManualActionStep = "configure_smtp_relay"
+	ConfirmEmail       ManualActionStep = "confirm_email"
+	ContactOperator    ManualActionStep = "contact_operator"
+	CreateKey          ManualActionStep = "create_key"
+	FixInput           ManualActionStep = "fix_input"
+	GrantScope         ManualActionStep = "grant_scope"
+	RaiseBudget        ManualActionStep = "raise_budget"
+	UpgradeClient      ManualActionStep = "upgrade_client"
+	WaitForHuman       ManualActionStep = "wait_for_human"
 )
 
 // Valid indicates whether the value is a known member of the ManualActionStep enum.
 func (e ManualActionStep) Valid() bool {
 	switch e {
 	case ChangePolicy:
+		return true
+	case ConfigureSmtpRelay:
+		return true
+	case ConfirmEmail:
 		return true
 	case ContactOperator:
 		return true
@@ -2363,6 +2369,28 @@ type LedgerPage struct {
 
 	// HeadHash The hash of the newest entry in the chain.
 	HeadHash string `json:"headHash"`
+}
+
+// MailRemoval defines model for MailRemoval.
+type MailRemoval struct {
+	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	BudgetRemainingUsd Usd     `json:"budgetRemainingUsd"`
+	Domain             string  `json:"domain"`
+	Receipt            Receipt `json:"receipt"`
+	State              string  `json:"state"`
+
+	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
+	Undo Undo `json:"undo"`
+}
+
+// MailRemovalEnvelope defines model for MailRemovalEnvelope.
+type MailRemovalEnvelope struct {
+	Actions Actions     `json:"actions"`
+	Data    MailRemoval `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
 }
 
 // MandateEnvelope defines model for MandateEnvelope.

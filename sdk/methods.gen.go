@@ -226,8 +226,8 @@ func (c *Client) GetRdapDomain(ctx context.Context, domain DomainName, opts ...R
 	if err != nil {
 		return nil, err
 	}
-	if resp.JSON200 != nil {
-		return resp.JSON200, nil
+	if resp.ApplicationrdapJSON200 != nil {
+		return resp.ApplicationrdapJSON200, nil
 	}
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
@@ -559,6 +559,18 @@ func (c *Client) RegisterSandboxMandate(ctx context.Context, id ResourceId, para
 // ReleaseQuote calls release_quote (POST /v1/quotes/{id}/release): Release a quote's hold before it expires; the undo of create_quote.
 func (c *Client) ReleaseQuote(ctx context.Context, id ResourceId, params *ReleaseQuoteParams, opts ...RequestEditorFn) (*QuoteEnvelope, error) {
 	resp, err := c.api.ReleaseQuoteWithResponse(ctx, id, params, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// RemoveEmail calls remove_email (DELETE /v1/domains/{domain}/email): Take the mail records out of the domain's zone; setup_email's undo.
+func (c *Client) RemoveEmail(ctx context.Context, domain DomainName, opts ...RequestEditorFn) (*MailRemovalEnvelope, error) {
+	resp, err := c.api.RemoveEmailWithResponse(ctx, domain, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -140,6 +140,8 @@ type (
 	ListServicesParamsState               = models.ListServicesParamsState
 	ListTasksParams                       = models.ListTasksParams
 	ListTasksParamsState                  = models.ListTasksParamsState
+	MailRemoval                           = models.MailRemoval
+	MailRemovalEnvelope                   = models.MailRemovalEnvelope
 	MandateEnvelope                       = models.MandateEnvelope
 	MandateRegistered                     = models.MandateRegistered
 	MandateRegistrationRequest            = models.MandateRegistrationRequest
@@ -316,6 +318,8 @@ const (
 	Charged                                      = models.Charged
 	Common                                       = models.Common
 	Compute                                      = models.Compute
+	ConfigureSmtpRelay                           = models.ConfigureSmtpRelay
+	ConfirmEmail                                 = models.ConfirmEmail
 	ConflictExpired                              = models.ConflictExpired
 	ConflictGateDecided                          = models.ConflictGateDecided
 	ConflictQuoteMismatch                        = models.ConflictQuoteMismatch

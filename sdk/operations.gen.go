@@ -52,6 +52,7 @@ var Operations = []Operation{
 	{ID: "prepare_workflow", Method: "POST", Path: "/v1/workflows", Authority: "agent", Idempotent: true, Scope: "launch", Required: []string{"projectId", "steps"}, InputRequired: false, MCPTool: "prepare_workflow"},
 	{ID: "register_sandbox_mandate", Method: "POST", Path: "/v1/sandbox/sessions/{id}/mandate", Authority: "holder", Idempotent: true, Scope: "", Required: []string{"id", "mandate", "registrationSecret"}, InputRequired: false, MCPTool: "register_sandbox_mandate"},
 	{ID: "release_quote", Method: "POST", Path: "/v1/quotes/{id}/release", Authority: "agent", Idempotent: true, Scope: "quote", Required: []string{"id"}, InputRequired: false, MCPTool: "release_quote"},
+	{ID: "remove_email", Method: "DELETE", Path: "/v1/domains/{domain}/email", Authority: "agent", Idempotent: false, Scope: "launch", Required: []string{"domain"}, InputRequired: false, MCPTool: "remove_email"},
 	{ID: "request_budget_raise", Method: "POST", Path: "/v1/projects/{id}/budget-raises", Authority: "agent", Idempotent: true, Scope: "quote", Required: []string{"id", "amountUsd", "reason"}, InputRequired: true, MCPTool: "request_budget_raise"},
 	{ID: "search_domains", Method: "GET", Path: "/v1/domains/search", Authority: "anonymous", Idempotent: false, Scope: "", Required: []string{"q"}, InputRequired: false, MCPTool: "search_domains"},
 	{ID: "send_message", Method: "POST", Path: "/v1/messages", Authority: "agent", Idempotent: true, Scope: "launch", Required: []string{"from", "subject", "text", "to"}, InputRequired: false, MCPTool: "send_message"},

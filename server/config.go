@@ -59,6 +59,13 @@ type Config struct {
 	// Quotas bound each organisation's live services, bundles and stored
 	// bytes; zero fields take service.DefaultQuotas.
 	Quotas service.Quotas
+	// SMTPRelay is the smarthost outbound mail goes through,
+	// smtp://HOST:PORT; empty refuses send_message.
+	SMTPRelay string
+	// SMTPLimits bound inbound mail.
+	SMTPMaxMessageBytes int64
+	// InboxBytes bounds each inbox; zero takes the domain's default.
+	InboxBytes int64
 	// RegistrarPrices set the sandbox registrar's first-year price for some
 	// TLDs; the rest keep the catalog's.
 	RegistrarPrices registrar.PriceList
@@ -164,6 +171,12 @@ func (c *Config) setDefaults() {
 		c.DNSAddr = "127.0.0.1:5353"
 		if ephemeral {
 			c.DNSAddr = "127.0.0.1:0"
+		}
+	}
+	if c.SMTPAddr == "" {
+		c.SMTPAddr = "127.0.0.1:2525"
+		if ephemeral {
+			c.SMTPAddr = "127.0.0.1:0"
 		}
 	}
 	if c.EdgeIPv4 == "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pierhq/pier/server/internal/acme"
 	"github.com/pierhq/pier/server/internal/edge/fastpath"
+	"github.com/pierhq/pier/server/internal/smtpd"
 )
 
 // Listen binds the HTTP listener; Addr then reports the bound address.
@@ -199,8 +200,27 @@ func (s *Server) listenLaunch(ctx context.Context) error {
 		return fmt.Errorf("listen dns %s: %w", s.cfg.DNSAddr, err)
 	}
 	s.launch.dnsAddr, s.launch.dnsStop = addr, cancel
+
+	sln, err := net.Listen("tcp", s.cfg.SMTPAddr)
+	if err != nil {
+		cancel()
+		ln.Close()
+		return fmt.Errorf("listen smtp %s: %w", s.cfg.SMTPAddr, err)
+	}
+	s.launch.smtpLn = sln
+	s.launch.smtp = smtpd.New(smtpd.Config{
+		Mail:            s.svc.Mail,
+		TLS:             &tls.Config{GetCertificate: s.mailCertificate, MinVersion: tls.VersionTLS12},
+		Hostname:        hostOf(s.BaseURL()),
+		MaxMessageBytes: s.cfg.SMTPMaxMessageBytes,
+		Resolver:        newMailResolver(addr),
+		Log:             s.log,
+	})
 	return nil
 }
+
+// SMTPAddr is the bound SMTP address.
+func (s *Server) SMTPAddr() string { return s.launch.smtpLn.Addr().String() }
 
 // HTTPSAddr is the bound TLS address.
 func (s *Server) HTTPSAddr() string { return s.launch.tlsLn.Addr().String() }
@@ -238,6 +258,11 @@ func (s *Server) serveLaunch(ctx context.Context, handler http.Handler) error {
 			s.log.Error("https listener stopped", "err", err)
 		}
 	}()
+	go func() {
+		if err := s.launch.smtp.Serve(s.launch.smtpLn); err != nil {
+			s.log.Error("smtp listener stopped", "err", err)
+		}
+	}()
 	// The runner lives until stopLaunch; the serve context only signals.
 	return s.launch.runner.Start(context.WithoutCancel(ctx))
 }
@@ -261,6 +286,15 @@ func (s *Server) stopLaunch(ctx context.Context) error {
 	var errs []error
 	if s.launch.https != nil {
 		errs = append(errs, s.launch.https.Shutdown(ctx))
+	}
+	if s.launch.smtp != nil {
+		// Sessions get a few seconds to finish; a sender whose session is
+		// cut retries, as SMTP senders do.
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := s.launch.smtp.Shutdown(sctx); err != nil {
+			s.launch.smtp.Close()
+		}
+		cancel()
 	}
 	errs = append(errs, s.launch.runner.Stop(ctx))
 	if s.launch.dnsStop != nil {

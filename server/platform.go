@@ -10,10 +10,13 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/miekg/dns"
 	"github.com/pierhq/pier/server/internal/acme"
 	"github.com/pierhq/pier/server/internal/dnsserver"
 	"github.com/pierhq/pier/server/internal/edge"
+	"github.com/pierhq/pier/server/internal/smtpd"
 	"github.com/pierhq/pier/server/internal/tasks"
 	"github.com/pierhq/pier/server/internal/tlsca"
 )
@@ -22,6 +25,8 @@ import (
 // serve on: the edge over HTTP and HTTPS, the local CA, DNS and the task
 // runner.
 type launchParts struct {
+	smtp    *smtpd.Server
+	smtpLn  net.Listener
 	ca      *tlsca.CA
 	acme    *acme.Issuer // nil unless certificates come from ACME
 	edge    *edge.Edge
@@ -183,4 +188,90 @@ func (s *Server) verifyHTTPS(ctx context.Context, host string) error {
 		}
 	}
 	return nil
+}
+
+// VerifyDNS asks this server's DNS listener, over UDP as a resolver would,
+// for name's records of rrtype, and succeeds once one of them contains
+// want.
+func (p platform) VerifyDNS(ctx context.Context, name, rrtype, want string) error {
+	t, ok := dns.StringToType[rrtype]
+	if !ok {
+		return fmt.Errorf("unknown record type %s", rrtype)
+	}
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), t)
+	m.SetEdns0(4096, false)
+	c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
+	in, _, err := c.ExchangeContext(ctx, m, p.s.launch.dnsAddr)
+	if err != nil {
+		return err
+	}
+	for _, rr := range in.Answer {
+		var got string
+		switch r := rr.(type) {
+		case *dns.MX:
+			got = r.Mx
+		case *dns.TXT:
+			got = strings.Join(r.Txt, "")
+		default:
+			got = rr.String()
+		}
+		if strings.Contains(got, want) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no %s record of %s holds %q (rcode %s, %d answers)", rrtype, name, want, dns.RcodeToString[in.Rcode], len(in.Answer))
+}
+
+// mailResolver answers DKIM, SPF and DMARC's questions from this server's
+// own DNS first (the domains it hosts) and the system's resolver for the
+// rest.
+type mailResolver struct {
+	own, system *net.Resolver
+}
+
+func newMailResolver(dnsAddr string) mailResolver {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	own := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, dnsAddr)
+	}}
+	return mailResolver{own: own, system: net.DefaultResolver}
+}
+
+func (r mailResolver) LookupTXT(ctx context.Context, name string) ([]string, error) {
+	if v, err := r.own.LookupTXT(ctx, name); err == nil {
+		return v, nil
+	}
+	return r.system.LookupTXT(ctx, name)
+}
+
+func (r mailResolver) LookupMX(ctx context.Context, name string) ([]*net.MX, error) {
+	if v, err := r.own.LookupMX(ctx, name); err == nil {
+		return v, nil
+	}
+	return r.system.LookupMX(ctx, name)
+}
+
+func (r mailResolver) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error) {
+	if v, err := r.own.LookupIPAddr(ctx, host); err == nil {
+		return v, nil
+	}
+	return r.system.LookupIPAddr(ctx, host)
+}
+
+func (r mailResolver) LookupAddr(ctx context.Context, addr string) ([]string, error) {
+	return r.system.LookupAddr(ctx, addr)
+}
+
+// mailCertificate serves STARTTLS: the mail host of a domain whose mail is
+// set up gets its certificate (the local CA's, or ACME's); anything else
+// (no SNI, an IP) gets the server's own name's.
+func (s *Server) mailCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	name := strings.ToLower(hello.ServerName)
+	if domain, ok := strings.CutPrefix(name, "mail."); ok {
+		if d, err := s.store.Mail().Domain(hello.Context(), domain); err == nil && d.State == "ready" {
+			return s.launch.certificate(name)
+		}
+	}
+	return s.launch.certificate(hostOf(s.BaseURL()))
 }

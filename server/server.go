@@ -16,6 +16,7 @@ import (
 	"github.com/pierhq/pier/server/internal/ratelimit"
 	"github.com/pierhq/pier/server/internal/sandbox"
 	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/smtpd"
 	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/server/internal/tasks"
 	"github.com/pierhq/pier/server/internal/web"
@@ -102,6 +103,14 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var relay service.MailRelay
+	if s.cfg.SMTPRelay != "" {
+		r, err := smtpd.NewRelay(s.cfg.SMTPRelay, hostOf(s.BaseURL()))
+		if err != nil {
+			return err
+		}
+		relay = r
+	}
 	svc := service.New(service.Config{
 		Store:         s.store,
 		Now:           s.cfg.Now,
@@ -114,9 +123,11 @@ func (s *Server) build(ctx context.Context) error {
 			EdgeIPv6:   net.ParseIP(s.cfg.EdgeIPv6),
 			CAAIssuers: caaIssuers,
 		},
-		Pause:  s.cfg.StepPause,
-		Quotas: s.cfg.Quotas,
-		Prices: s.cfg.RegistrarPrices,
+		Pause:      s.cfg.StepPause,
+		Quotas:     s.cfg.Quotas,
+		Prices:     s.cfg.RegistrarPrices,
+		Relay:      relay,
+		InboxBytes: s.cfg.InboxBytes,
 	})
 	s.svc = svc
 	var mcpH *mcp.Handler

@@ -199,6 +199,10 @@ func genSDKMethods(ops []*operation) ([]byte, error) {
 		}
 		ret := "*" + op.SuccessSchema
 		field := fmt.Sprintf("JSON%d", op.SuccessStatus)
+		if m := op.SuccessMedia; strings.HasPrefix(m, "application/") && strings.HasSuffix(m, "+json") {
+			// oapi-codegen's name for a structured-syntax JSON type.
+			field = fmt.Sprintf("Application%sJSON%d", strings.TrimSuffix(strings.TrimPrefix(m, "application/"), "+json"), op.SuccessStatus)
+		}
 		if op.SuccessSchema == "" {
 			ret = "[]byte"
 		}

@@ -241,6 +241,11 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/domains/{domain} (the `GetDomain` operationId).
 	GetDomain(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RemoveEmail Take the mail records out of the domain's zone; setup_email's undo.
+	//
+	// Corresponds with DELETE /v1/domains/{domain}/email (the `RemoveEmail` operationId).
+	RemoveEmail(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SetupEmailWithBody Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
 	//
 	// Consumes a quote for the mail add-on (`{"kind": "email", "domain": …}`), writes the records into the domain's zone and reports ready once Pier's DNS answers them. The DKIM private key stays on the server. Undo removes the records.
@@ -1003,6 +1008,21 @@ func (c *Client) SearchDomains(ctx context.Context, params *SearchDomainsParams,
 // Corresponds with GET /v1/domains/{domain} (the `GetDomain` operationId).
 func (c *Client) GetDomain(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetDomainRequest(c.Server, domain)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RemoveEmail Take the mail records out of the domain's zone; setup_email's undo.
+//
+// Corresponds with DELETE /v1/domains/{domain}/email (the `RemoveEmail` operationId).
+func (c *Client) RemoveEmail(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRemoveEmailRequest(c.Server, domain)
 	if err != nil {
 		return nil, err
 	}
@@ -2678,6 +2698,40 @@ func NewGetDomainRequest(server string, domain DomainName) (*http.Request, error
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRemoveEmailRequest constructs an http.Request for the RemoveEmail method
+func NewRemoveEmailRequest(server string, domain DomainName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "domain", domain, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/domains/%s/email", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -4839,6 +4893,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/domains/{domain} (the `GetDomain` operationId).
 	GetDomainWithResponse(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*GetDomainResponse, error)
 
+	// RemoveEmailWithResponse Take the mail records out of the domain's zone; setup_email's undo.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/domains/{domain}/email (the `RemoveEmail` operationId).
+	RemoveEmailWithResponse(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*RemoveEmailResponse, error)
+
 	// SetupEmailWithBodyWithResponse Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
 	//
 	// Consumes a quote for the mail add-on (`{"kind": "email", "domain": …}`), writes the records into the domain's zone and reports ready once Pier's DNS answers them. The DKIM private key stays on the server. Undo removes the records.
@@ -5472,17 +5533,17 @@ func (r McpResponse) ContentType() string {
 type GetRdapDomainResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
-	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *RdapDomain
+	// ApplicationrdapJSON200 the response for an HTTP 200 `application/rdap+json` response
+	ApplicationrdapJSON200 *RdapDomain
 	// JSON406 the response for an HTTP 406 `application/json` response
 	JSON406 *NotAcceptable
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *ErrorResponse
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetRdapDomainResponse) GetJSON200() *RdapDomain {
-	return r.JSON200
+// GetApplicationrdapJSON200 returns the response for an HTTP 200 `application/rdap+json` response
+func (r GetRdapDomainResponse) GetApplicationrdapJSON200() *RdapDomain {
+	return r.ApplicationrdapJSON200
 }
 
 // GetJSON406 returns the response for an HTTP 406 `application/json` response
@@ -6354,6 +6415,77 @@ func (r GetDomainResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetDomainResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RemoveEmailResponse429Headers the declared response headers of an HTTP 429 response for RemoveEmail
+type RemoveEmailResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type RemoveEmailResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MailRemovalEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RemoveEmailResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RemoveEmailResponse) GetJSON200() *MailRemovalEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r RemoveEmailResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RemoveEmailResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r RemoveEmailResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RemoveEmailResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RemoveEmailResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RemoveEmailResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RemoveEmailResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9408,6 +9540,19 @@ func (c *ClientWithResponses) GetDomainWithResponse(ctx context.Context, domain 
 	return ParseGetDomainResponse(rsp)
 }
 
+// RemoveEmailWithResponse Take the mail records out of the domain's zone; setup_email's undo.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/domains/{domain}/email (the `RemoveEmail` operationId).
+func (c *ClientWithResponses) RemoveEmailWithResponse(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*RemoveEmailResponse, error) {
+	rsp, err := c.RemoveEmail(ctx, domain, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRemoveEmailResponse(rsp)
+}
+
 // SetupEmailWithBodyWithResponse Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
 //
 // Consumes a quote for the mail add-on (`{"kind": "email", "domain": …}`), writes the records into the domain's zone and reports ready once Pier's DNS answers them. The DKIM private key stays on the server. Undo removes the records.
@@ -10347,7 +10492,7 @@ func ParseGetRdapDomainResponse(rsp *http.Response) (*GetRdapDomainResponse, err
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.JSON200 = &dest
+		response.ApplicationrdapJSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
@@ -11141,6 +11286,80 @@ func ParseGetDomainResponse(rsp *http.Response) (*GetDomainResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers GetDomainResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRemoveEmailResponse parses an HTTP response from a RemoveEmailWithResponse call
+func ParseRemoveEmailResponse(rsp *http.Response) (*RemoveEmailResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RemoveEmailResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MailRemovalEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RemoveEmailResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -71,6 +71,9 @@ type ServerInterface interface {
 	// GetDomain Read one domain the organisation owns.
 	// (GET /v1/domains/{domain})
 	GetDomain(w http.ResponseWriter, r *http.Request, domain DomainName)
+	// RemoveEmail Take the mail records out of the domain's zone; setup_email's undo.
+	// (DELETE /v1/domains/{domain}/email)
+	RemoveEmail(w http.ResponseWriter, r *http.Request, domain DomainName)
 	// SetupEmail Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
 	// (POST /v1/domains/{domain}/email)
 	SetupEmail(w http.ResponseWriter, r *http.Request, domain DomainName, params SetupEmailParams)
@@ -653,6 +656,32 @@ func (siw *ServerInterfaceWrapper) GetDomain(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetDomain(w, r, domain)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RemoveEmail operation middleware
+func (siw *ServerInterfaceWrapper) RemoveEmail(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "domain" -------------
+	var domain DomainName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "domain", r.PathValue("domain"), &domain, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "domain", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RemoveEmail(w, r, domain)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2236,6 +2265,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/billing/poll", wrapper.PollBilling)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/domains/search", wrapper.SearchDomains)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/domains/{domain}/registrant-contact", wrapper.SetRegistrantContact)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/domains/{domain}/email", wrapper.RemoveEmail)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/domains/{domain}/email", wrapper.SetupEmail)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/rdap/domain/{domain}", wrapper.GetRdapDomain)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/estimate", wrapper.Estimate)
@@ -2508,15 +2538,15 @@ type GetRdapDomainResponseObject interface {
 	VisitGetRdapDomainResponse(w http.ResponseWriter) error
 }
 
-type GetRdapDomain200JSONResponse RdapDomain
+type GetRdapDomain200ApplicationRdapPlusJSONResponse RdapDomain
 
-func (response GetRdapDomain200JSONResponse) VisitGetRdapDomainResponse(w http.ResponseWriter) error {
+func (response GetRdapDomain200ApplicationRdapPlusJSONResponse) VisitGetRdapDomainResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", "application/rdap+json")
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -3458,6 +3488,82 @@ type GetDomaindefaultJSONResponse struct {
 }
 
 func (response GetDomaindefaultJSONResponse) VisitGetDomainResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveEmailRequestObject struct {
+	Domain DomainName `json:"domain"`
+}
+
+type RemoveEmailResponseObject interface {
+	VisitRemoveEmailResponse(w http.ResponseWriter) error
+}
+
+type RemoveEmail200JSONResponse MailRemovalEnvelope
+
+func (response RemoveEmail200JSONResponse) VisitRemoveEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveEmail406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response RemoveEmail406JSONResponse) VisitRemoveEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveEmail429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response RemoveEmail429JSONResponse) VisitRemoveEmailResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveEmaildefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response RemoveEmaildefaultJSONResponse) VisitRemoveEmailResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -6499,6 +6605,9 @@ type StrictServerInterface interface {
 	// GetDomain Read one domain the organisation owns.
 	// (GET /v1/domains/{domain})
 	GetDomain(ctx context.Context, request GetDomainRequestObject) (GetDomainResponseObject, error)
+	// RemoveEmail Take the mail records out of the domain's zone; setup_email's undo.
+	// (DELETE /v1/domains/{domain}/email)
+	RemoveEmail(ctx context.Context, request RemoveEmailRequestObject) (RemoveEmailResponseObject, error)
 	// SetupEmail Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
 	// (POST /v1/domains/{domain}/email)
 	SetupEmail(ctx context.Context, request SetupEmailRequestObject) (SetupEmailResponseObject, error)
@@ -7105,6 +7214,32 @@ func (sh *strictHandler) GetDomain(w http.ResponseWriter, r *http.Request, domai
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetDomainResponseObject); ok {
 		if err := validResponse.VisitGetDomainResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RemoveEmail operation middleware
+func (sh *strictHandler) RemoveEmail(w http.ResponseWriter, r *http.Request, domain DomainName) {
+	var request RemoveEmailRequestObject
+
+	request.Domain = domain
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RemoveEmail(ctx, request.(RemoveEmailRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RemoveEmail")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RemoveEmailResponseObject); ok {
+		if err := validResponse.VisitRemoveEmailResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

@@ -26,6 +26,7 @@ func limitOf(p *int) int {
 type operations struct {
 	bundleRoutes
 	domainRoutes
+	mailRoutes
 	onboardingRoutes
 	projectRoutes
 	quoteRoutes
@@ -47,6 +48,7 @@ type deps struct {
 type (
 	bundleRoutes     struct{ *deps }
 	domainRoutes     struct{ *deps }
+	mailRoutes       struct{ *deps }
 	onboardingRoutes struct{ *deps }
 	projectRoutes    struct{ *deps }
 	quoteRoutes      struct{ *deps }
@@ -59,7 +61,7 @@ type (
 func newOperations(svc *service.Service, cfg *Config) *operations {
 	d := &deps{svc: svc, cfg: cfg}
 	return &operations{
-		bundleRoutes: bundleRoutes{d}, domainRoutes: domainRoutes{d}, onboardingRoutes: onboardingRoutes{d},
+		bundleRoutes: bundleRoutes{d}, domainRoutes: domainRoutes{d}, mailRoutes: mailRoutes{d}, onboardingRoutes: onboardingRoutes{d},
 		projectRoutes: projectRoutes{d}, quoteRoutes: quoteRoutes{d}, sandboxRoutes: sandboxRoutes{d},
 		serviceRoutes: serviceRoutes{d}, taskRoutes: taskRoutes{d}, workflowRoutes: workflowRoutes{d},
 	}

@@ -204,6 +204,10 @@ func (Unimplemented) ReleaseQuote(ctx context.Context, request api.ReleaseQuoteR
 	return nil, notImplemented("release_quote")
 }
 
+func (Unimplemented) RemoveEmail(ctx context.Context, request api.RemoveEmailRequestObject) (api.RemoveEmailResponseObject, error) {
+	return nil, notImplemented("remove_email")
+}
+
 func (Unimplemented) RequestBudgetRaise(ctx context.Context, request api.RequestBudgetRaiseRequestObject) (api.RequestBudgetRaiseResponseObject, error) {
 	return nil, notImplemented("request_budget_raise")
 }

@@ -568,6 +568,8 @@ func (s *Launches) RunTask(ctx context.Context, taskID string) error {
 		return s.runLaunch(ctx, t)
 	case "teardown":
 		return s.runTeardown(ctx, t)
+	case "email_setup":
+		return s.mail.runSetup(ctx, t)
 	}
 	return fmt.Errorf("task %s: kind %q has no runner", t.ID, t.Kind)
 }

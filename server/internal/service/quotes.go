@@ -165,8 +165,11 @@ type pricedItem struct {
 }
 
 func (it pricedItem) label() string {
-	if it.Kind == "domain" {
+	switch it.Kind {
+	case "domain":
 		return "domain:" + it.Domain
+	case "email":
+		return fmt.Sprintf("email:%s:%dmo", it.Domain, it.Months)
 	}
 	return fmt.Sprintf("service:%s:%dmo", it.Target, it.Months)
 }
@@ -233,8 +236,18 @@ func priceItems(prices registrar.PriceList, items []models.QuoteItem) ([]pricedI
 				name = *it.Name
 			}
 			out = append(out, pricedItem{Kind: "service", Target: chosen, Workload: string(*it.Workload), Months: months, Name: name, AmountMicro: monthly * int64(months)})
+		case models.Email:
+			if it.Domain == nil {
+				return nil, apierr.New("input:invalid", "an email item needs the domain whose mail it sets up").WithDetails(models.FieldProblem{Field: field + ".domain", Problem: "missing"})
+			}
+			addon, _ := pricing.AddonFor("mail")
+			months := 1
+			if it.Months != nil {
+				months = *it.Months
+			}
+			out = append(out, pricedItem{Kind: "email", Domain: strings.ToLower(*it.Domain), Months: months, AmountMicro: int64(addon.Base) * int64(months)})
 		default:
-			return nil, apierr.Newf("input:invalid", "item kind %q is not domain or service", it.Kind)
+			return nil, apierr.Newf("input:invalid", "item kind %q is not domain, service or email", it.Kind)
 		}
 	}
 	return out, nil
@@ -624,10 +637,14 @@ func (s *Quotes) Consume(ctx context.Context, tx *store.Tx, p *auth.Principal, p
 	var reqItems []models.QuoteItem
 	for _, it := range items {
 		ri := models.QuoteItem{Kind: models.QuoteItemKind(it.Kind)}
-		if it.Kind == "domain" {
+		switch it.Kind {
+		case "domain":
 			d, y := it.Domain, it.Years
 			ri.Domain, ri.Years = &d, &y
-		} else {
+		case "email":
+			d, m := it.Domain, it.Months
+			ri.Domain, ri.Months = &d, &m
+		default:
 			w, t, m := models.Workload(it.Workload), models.TargetName(it.Target), it.Months
 			ri.Workload, ri.Target, ri.Months = &w, &t, &m
 		}

@@ -22,6 +22,7 @@ type Service struct {
 	Bundles    *Bundles
 	Domains    *Domains
 	Launches   *Launches
+	Mail       *Mail
 	Onboarding *Onboarding
 	Projects   *Projects
 	Quotes     *Quotes
@@ -47,10 +48,15 @@ type core struct {
 	bundles    *Bundles
 	domains    *Domains
 	launches   *Launches
+	mail       *Mail
 	onboarding *Onboarding
-	projects   *Projects
-	quotes     *Quotes
-	tasks      *Tasks
+
+	relay       MailRelay
+	inboxBytes  int64
+	mailWaiters waiters
+	projects    *Projects
+	quotes      *Quotes
+	tasks       *Tasks
 }
 
 // Accounts signs humans in and manages agent keys.
@@ -109,6 +115,11 @@ type Config struct {
 	// Prices are the sandbox registrar's prices set by the operator, by
 	// TLD; the rest are the catalog's.
 	Prices registrar.PriceList
+	// Relay sends outbound mail; nil refuses send_message with
+	// mail:relay_unconfigured.
+	Relay MailRelay
+	// InboxBytes bounds each inbox; zero takes DefaultInboxBytes.
+	InboxBytes int64
 }
 
 // Platform is what launches drive outside the database. Each call is
@@ -130,18 +141,22 @@ type Platform interface {
 	// Ports are the edge's public HTTP and HTTPS ports, for URLs; empty
 	// means the scheme's default.
 	Ports() (http, https string)
+	// VerifyDNS asks the server's own DNS listener for name's records of
+	// type and succeeds once one contains want.
+	VerifyDNS(ctx context.Context, name, rrtype, want string) error
 }
 
 // noPlatform records and serves nothing: for tools that only write
 // the database, such as creating a project from the command line.
 type noPlatform struct{}
 
-func (noPlatform) Enqueue(context.Context, string) error     { return nil }
-func (noPlatform) InvalidateHosts(...string)                 {}
-func (noPlatform) InvalidateZone(string)                     {}
-func (noPlatform) Certificate(string) error                  { return nil }
-func (noPlatform) VerifyHTTPS(context.Context, string) error { return nil }
-func (noPlatform) Ports() (string, string)                   { return "", "" }
+func (noPlatform) Enqueue(context.Context, string) error                   { return nil }
+func (noPlatform) InvalidateHosts(...string)                               {}
+func (noPlatform) InvalidateZone(string)                                   {}
+func (noPlatform) Certificate(string) error                                { return nil }
+func (noPlatform) VerifyHTTPS(context.Context, string) error               { return nil }
+func (noPlatform) Ports() (string, string)                                 { return "", "" }
+func (noPlatform) VerifyDNS(context.Context, string, string, string) error { return nil }
 
 // New returns a Service.
 func New(cfg Config) *Service {
@@ -155,13 +170,15 @@ func New(cfg Config) *Service {
 		cfg.Platform = noPlatform{}
 	}
 	c := &core{store: cfg.Store, clock: cfg.Now, log: cfg.Log, baseURLFunc: cfg.BaseURL, platform: cfg.Platform,
-		zone: cfg.Zone, previewDomain: cfg.PreviewDomain, pause: cfg.Pause, quotaLimits: cfg.Quotas, prices: cfg.Prices}
+		zone: cfg.Zone, previewDomain: cfg.PreviewDomain, pause: cfg.Pause, quotaLimits: cfg.Quotas, prices: cfg.Prices,
+		relay: cfg.Relay, inboxBytes: cfg.InboxBytes}
 	c.accounts, c.approvals, c.bundles = &Accounts{c}, &Approvals{c}, &Bundles{c}
 	c.domains, c.launches, c.onboarding = &Domains{c}, &Launches{c}, &Onboarding{c}
 	c.projects, c.quotes, c.tasks = &Projects{c}, &Quotes{c}, &Tasks{c}
+	c.mail = &Mail{c}
 	return &Service{core: c,
 		Accounts: c.accounts, Approvals: c.approvals, Bundles: c.bundles,
-		Domains: c.domains, Launches: c.launches, Onboarding: c.onboarding,
+		Domains: c.domains, Launches: c.launches, Mail: c.mail, Onboarding: c.onboarding,
 		Projects: c.projects, Quotes: c.quotes, Tasks: c.tasks,
 	}
 }

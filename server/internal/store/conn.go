@@ -48,6 +48,7 @@ func (c conn) gates() Gates                     { return Gates{c} }
 func (c conn) idempotency() Idempotency         { return Idempotency{c} }
 func (c conn) keys() Keys                       { return Keys{c} }
 func (c conn) ledger() Ledger                   { return Ledger{c} }
+func (c conn) mail() Mail                       { return Mail{c} }
 func (c conn) oAuth() OAuth                     { return OAuth{c} }
 func (c conn) onboarding() Onboarding           { return Onboarding{c} }
 func (c conn) projects() Projects               { return Projects{c} }
@@ -81,6 +82,10 @@ type Keys struct{ conn }
 
 // Ledger is the hash-chained audit ledger.
 type Ledger struct{ conn }
+
+// Mail holds mail domains and their DKIM keys, addresses, inboxes,
+// messages and registrant contacts.
+type Mail struct{ conn }
 
 // OAuth holds OAuth clients, authorizations, grants and tokens.
 type OAuth struct{ conn }
@@ -116,6 +121,7 @@ func (s *Store) Gates() Gates                     { return s.conn().gates() }
 func (s *Store) Idempotency() Idempotency         { return s.conn().idempotency() }
 func (s *Store) Keys() Keys                       { return s.conn().keys() }
 func (s *Store) Ledger() Ledger                   { return s.conn().ledger() }
+func (s *Store) Mail() Mail                       { return s.conn().mail() }
 func (s *Store) OAuth() OAuth                     { return s.conn().oAuth() }
 func (s *Store) Onboarding() Onboarding           { return s.conn().onboarding() }
 func (s *Store) Projects() Projects               { return s.conn().projects() }
@@ -133,6 +139,7 @@ func (tx *Tx) Gates() Gates                     { return tx.conn().gates() }
 func (tx *Tx) Idempotency() Idempotency         { return tx.conn().idempotency() }
 func (tx *Tx) Keys() Keys                       { return tx.conn().keys() }
 func (tx *Tx) Ledger() Ledger                   { return tx.conn().ledger() }
+func (tx *Tx) Mail() Mail                       { return tx.conn().mail() }
 func (tx *Tx) OAuth() OAuth                     { return tx.conn().oAuth() }
 func (tx *Tx) Onboarding() Onboarding           { return tx.conn().onboarding() }
 func (tx *Tx) Projects() Projects               { return tx.conn().projects() }

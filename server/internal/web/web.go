@@ -92,6 +92,8 @@ func Mount(mux *http.ServeMux, cfg Config) error {
 	mux.Handle("POST /keys", p.guard(p.withSession(p.createKey)))
 	mux.Handle("POST /keys/{id}/revoke", p.guard(p.withSession(p.revokeKey)))
 	mux.Handle("POST /keys/{id}/grant", p.guard(p.withSession(p.grantScope)))
+	mux.Handle("GET /registrant/confirm/{token}", p.guard(http.HandlerFunc(p.registrantPage)))
+	mux.Handle("POST /registrant/confirm/{token}", p.guard(http.HandlerFunc(p.confirmRegistrant)))
 	mux.Handle("GET /signup/{token}", p.guard(http.HandlerFunc(p.review)))
 	mux.Handle("POST /signup/{token}", p.guard(http.HandlerFunc(p.approveSignup)))
 	mux.Handle("POST /billing", p.guard(p.withSession(p.openCardSetup)))

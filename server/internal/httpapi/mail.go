@@ -1,0 +1,135 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/api"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+func (o mailRoutes) SetupEmail(ctx context.Context, req api.SetupEmailRequestObject) (api.SetupEmailResponseObject, error) {
+	t, next, err := o.svc.Mail.Setup(ctx, auth.FromContext(ctx), string(req.Domain), models.EmailSetupRequest(*req.Body))
+	if err != nil {
+		return nil, err
+	}
+	return api.SetupEmail202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o mailRoutes) RemoveEmail(ctx context.Context, req api.RemoveEmailRequestObject) (api.RemoveEmailResponseObject, error) {
+	r, next, err := o.svc.Mail.Remove(ctx, auth.FromContext(ctx), string(req.Domain))
+	if err != nil {
+		return nil, err
+	}
+	return api.RemoveEmail200JSONResponse{Data: *r, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o mailRoutes) CreateEmailAddress(ctx context.Context, req api.CreateEmailAddressRequestObject) (api.CreateEmailAddressResponseObject, error) {
+	a, next, err := o.svc.Mail.CreateAddress(ctx, auth.FromContext(ctx), models.EmailAddressRequest(*req.Body))
+	if err != nil {
+		return nil, err
+	}
+	return api.CreateEmailAddress201JSONResponse{Data: *a, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o mailRoutes) ListEmailAddresses(ctx context.Context, req api.ListEmailAddressesRequestObject) (api.ListEmailAddressesResponseObject, error) {
+	l, next, err := o.svc.Mail.Addresses(ctx, auth.FromContext(ctx).OrgID, limitOf(req.Params.Limit))
+	if err != nil {
+		return nil, err
+	}
+	return api.ListEmailAddresses200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o mailRoutes) DeleteEmailAddress(ctx context.Context, req api.DeleteEmailAddressRequestObject) (api.DeleteEmailAddressResponseObject, error) {
+	a, next, err := o.svc.Mail.DeleteAddress(ctx, auth.FromContext(ctx), req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return api.DeleteEmailAddress200JSONResponse{Data: *a, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o mailRoutes) ListInboxes(ctx context.Context, _ api.ListInboxesRequestObject) (api.ListInboxesResponseObject, error) {
+	l, next, err := o.svc.Mail.Inboxes(ctx, auth.FromContext(ctx).OrgID)
+	if err != nil {
+		return nil, err
+	}
+	return api.ListInboxes200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o mailRoutes) ListMessages(ctx context.Context, req api.ListMessagesRequestObject) (api.ListMessagesResponseObject, error) {
+	f := store.MessageFilter{From: deref(req.Params.From), Subject: deref(req.Params.Subject), Before: deref(req.Params.Before), Limit: limitOf(req.Params.Limit)}
+	if req.Params.Since != nil {
+		f.Since = *req.Params.Since
+	}
+	l, next, err := o.svc.Mail.Messages(ctx, auth.FromContext(ctx).OrgID, req.Id, f)
+	if err != nil {
+		return nil, err
+	}
+	return api.ListMessages200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o mailRoutes) GetMessage(ctx context.Context, req api.GetMessageRequestObject) (api.GetMessageResponseObject, error) {
+	m, next, err := o.svc.Mail.Message(ctx, auth.FromContext(ctx).OrgID, req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetMessage200JSONResponse{Data: *m, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o mailRoutes) DeleteMessage(ctx context.Context, req api.DeleteMessageRequestObject) (api.DeleteMessageResponseObject, error) {
+	m, next, err := o.svc.Mail.DeleteMessage(ctx, auth.FromContext(ctx).OrgID, req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return api.DeleteMessage200JSONResponse{Data: *m, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o mailRoutes) WaitForMessage(ctx context.Context, req api.WaitForMessageRequestObject) (api.WaitForMessageResponseObject, error) {
+	var body models.WaitForMessageRequest
+	if req.Body != nil {
+		body = models.WaitForMessageRequest(*req.Body)
+	}
+	m, next, err := o.svc.Mail.WaitForMessage(ctx, auth.FromContext(ctx).OrgID, req.Id, body)
+	if err != nil {
+		return nil, err
+	}
+	return api.WaitForMessage200JSONResponse{Data: *m, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o mailRoutes) SendMessage(ctx context.Context, req api.SendMessageRequestObject) (api.SendMessageResponseObject, error) {
+	m, next, err := o.svc.Mail.Send(ctx, auth.FromContext(ctx), models.SendMessageRequest(*req.Body))
+	if err != nil {
+		return nil, err
+	}
+	return api.SendMessage202JSONResponse{Data: *m, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o mailRoutes) SetRegistrantContact(ctx context.Context, req api.SetRegistrantContactRequestObject) (api.SetRegistrantContactResponseObject, error) {
+	t, next, err := o.svc.Mail.SetRegistrant(ctx, auth.FromContext(ctx), string(req.Domain), models.RegistrantContactRequest(*req.Body))
+	if err != nil {
+		return nil, err
+	}
+	return api.SetRegistrantContact202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o mailRoutes) GetRdapDomain(ctx context.Context, req api.GetRdapDomainRequestObject) (api.GetRdapDomainResponseObject, error) {
+	d, err := o.svc.Mail.RDAP(ctx, string(req.Domain))
+	if err != nil {
+		return nil, err
+	}
+	return rdapAnswer(d), nil
+}
+
+// rdapAnswer is an RFC 9083 object, application/rdap+json.
+type rdapAnswer map[string]any
+
+func (a rdapAnswer) VisitGetRdapDomainResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/rdap+json")
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	w.Header().Set("Cache-Control", "max-age=60")
+	w.WriteHeader(http.StatusOK)
+	return json.NewEncoder(w).Encode(a)
+}

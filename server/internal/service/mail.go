@@ -1,0 +1,322 @@
+package service
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/mail"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+	"github.com/pierhq/pier/server/internal/zone"
+)
+
+// Mail sets up mail on owned domains, keeps addresses and inboxes, takes
+// delivered messages and answers for them.
+type Mail struct {
+	*core
+}
+
+// MailRelay sends outbound mail through a smarthost.
+type MailRelay interface {
+	Send(ctx context.Context, from string, to []string, msg []byte) error
+	// Name says which relay, for receipts.
+	Name() string
+}
+
+// DefaultInboxBytes bounds an inbox's stored messages.
+const DefaultInboxBytes = 50 << 20
+
+// Email setup steps.
+const (
+	StepDKIMKey    = "dkim_key"
+	StepMailRecord = "mail_records"
+	StepMailVerify = "verify_dns"
+)
+
+// DKIMSelector names the key in DNS: <selector>._domainkey.<domain>.
+const DKIMSelector = "pier1"
+
+// MailHost is the name the domain's MX points at.
+func MailHost(domain string) string { return "mail." + domain }
+
+// mailRecords are what setup_email adds to a zone.
+func mailRecords(domain string, z zone.ZoneConfig, dkimPublic string) []zone.Record {
+	recs := []zone.Record{
+		{Name: "@", Type: "MX", TTL: 300, Value: "10 " + MailHost(domain) + "."},
+		{Name: "@", Type: "TXT", TTL: 300, Value: `"v=spf1 mx -all"`},
+		{Name: "_dmarc", Type: "TXT", TTL: 300, Value: `"v=DMARC1; p=quarantine; adkim=s; aspf=s"`},
+		{Name: DKIMSelector + "._domainkey", Type: "TXT", TTL: 300, Value: `"v=DKIM1; k=ed25519; p=` + dkimPublic + `"`},
+	}
+	if z.EdgeIPv4 != nil {
+		recs = append(recs, zone.Record{Name: "mail", Type: "A", TTL: 300, Value: z.EdgeIPv4.String()})
+	}
+	if z.EdgeIPv6 != nil {
+		recs = append(recs, zone.Record{Name: "mail", Type: "AAAA", TTL: 300, Value: z.EdgeIPv6.String()})
+	}
+	return recs
+}
+
+func isMailRecord(r zone.Record) bool {
+	switch {
+	case r.Type == "MX" && r.Name == "@":
+		return true
+	case r.Type == "TXT" && r.Name == "@" && strings.HasPrefix(r.Value, `"v=spf1`):
+		return true
+	case r.Name == "_dmarc" || strings.HasSuffix(r.Name, "._domainkey"):
+		return true
+	case r.Name == "mail" && (r.Type == "A" || r.Type == "AAAA"):
+		return true
+	}
+	return false
+}
+
+// mailPayload is what an email setup task carries.
+type mailPayload struct {
+	Domain       string          `json:"domain"`
+	ProjectID    string          `json:"projectId"`
+	QuoteID      string          `json:"quoteId"`
+	ChargedMicro int64           `json:"chargedMicroUsd"`
+	Receipt      *models.Receipt `json:"receipt,omitempty"`
+	Undo         *models.Undo    `json:"undo,omitempty"`
+}
+
+// Setup starts the task that sets up mail for an owned domain, paid by a
+// quote for the mail add-on.
+func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req models.EmailSetupRequest) (*models.TaskHandle, []models.Action, error) {
+	domain = strings.ToLower(domain)
+	state, err := s.domains.State(ctx, p, domain)
+	if err != nil {
+		return nil, nil, err
+	}
+	if state != "owned" {
+		return nil, nil, apierr.Newf("conflict:state", "%s is not a domain your organisation owns; mail is set up on owned domains", domain).
+			WithActions(actions.Tool("list_domains", "agent", nil))
+	}
+	if d, err := s.store.Mail().Domain(ctx, domain); err == nil && d.State != "removed" && d.OrgID == p.OrgID {
+		view, next, err := s.tasks.Get(ctx, p.OrgID, d.TaskID)
+		return view, next, err
+	}
+	q, err := s.store.Quotes().Get(ctx, p.OrgID, req.QuoteId)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Newf("not_found:resource", "no quote %s in your organisation", req.QuoteId)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var items []pricedItem
+	json.Unmarshal([]byte(q.Items), &items)
+	if !slices.ContainsFunc(items, func(it pricedItem) bool { return it.Kind == "email" && it.Domain == domain }) {
+		return nil, nil, apierr.Newf("input:invalid", "quote %s does not price mail for %s; quote {\"kind\": \"email\", \"domain\": %q}", q.ID, domain, domain).
+			WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": q.ProjectID,
+				"items": []any{map[string]any{"kind": "email", "domain": domain}}}))
+	}
+	now := s.Now().UTC()
+	task := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: q.ProjectID, Kind: "email_setup", State: "queued", CreatedAt: now, UpdatedAt: now}
+	steps := []taskStep{{Name: StepDKIMKey, State: "pending"}, {Name: StepMailRecord, State: "pending"}, {Name: StepMailVerify, State: "pending"}}
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+		c, err := s.quotes.Consume(ctx, tx, p, q.ProjectID, q.ID)
+		if err != nil {
+			return err
+		}
+		m := s.Mutation("setup_email", []Cost{{Item: "email:" + domain, Amount: c.AmountMicro}},
+			[]models.ResourceRef{{Type: "mail_domain", Id: domain}}, UndoCall("remove_email", map[string]any{"domain": domain}), c.RemainingMicro)
+		pl := mailPayload{Domain: domain, ProjectID: q.ProjectID, QuoteID: q.ID, ChargedMicro: c.AmountMicro, Receipt: &m.Receipt, Undo: &m.Undo}
+		sj, _ := json.Marshal(steps)
+		pj, _ := json.Marshal(pl)
+		task.Steps, task.Payload = string(sj), string(pj)
+		if err := tx.Tasks().Insert(ctx, task); err != nil {
+			return err
+		}
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "setup_email", ObjectType: "domain", ObjectID: domain,
+			Details: map[string]any{"taskId": task.ID, "quoteId": q.ID, "amountMicroUsd": c.AmountMicro}}, now)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.platform.Enqueue(ctx, task.ID); err != nil {
+		s.log.Warn("enqueue email setup", "task", task.ID, "err", err)
+	}
+	return s.tasks.Get(ctx, p.OrgID, task.ID)
+}
+
+// runSetup works an email setup task.
+func (s *Mail) runSetup(ctx context.Context, t store.Task) error {
+	var pl mailPayload
+	rt, err := s.launches.loadRunning(t, &pl)
+	if err != nil {
+		return err
+	}
+	var d store.MailDomain
+	err = rt.do(ctx, &pl, StepDKIMKey, func() (string, error) {
+		pub, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return "", err
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(priv)
+		if err != nil {
+			return "", err
+		}
+		now := s.Now().UTC()
+		d, err = s.store.Mail().PutDomain(ctx, store.MailDomain{Domain: pl.Domain, OrgID: t.OrgID, Selector: DKIMSelector,
+			PrivateKey: string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), PublicKey: base64.StdEncoding.EncodeToString(pub),
+			State: "setting_up", TaskID: t.ID, CreatedAt: now, UpdatedAt: now})
+		if err != nil {
+			return "", err
+		}
+		if d.TaskID != t.ID || d.State == "removed" {
+			if err := s.store.Mail().SetDomainState(ctx, pl.Domain, "setting_up", t.ID, now); err != nil {
+				return "", err
+			}
+		}
+		return "ed25519 key " + d.Selector + "._domainkey." + pl.Domain + " (the private key stays on the server)", nil
+	})
+	if err == nil {
+		if d.Domain == "" {
+			d, err = s.store.Mail().Domain(ctx, pl.Domain)
+		}
+	}
+	if err == nil {
+		err = rt.do(ctx, &pl, StepMailRecord, func() (string, error) {
+			n, err := s.writeMailRecords(ctx, t.OrgID, pl.Domain, d.PublicKey)
+			return fmt.Sprintf("MX, SPF, DMARC and DKIM records in %s's zone (%d records)", pl.Domain, n), err
+		})
+	}
+	if err == nil {
+		err = rt.do(ctx, &pl, StepMailVerify, func() (string, error) {
+			checks := []struct{ name, typ, want string }{
+				{pl.Domain, "MX", MailHost(pl.Domain)},
+				{pl.Domain, "TXT", "v=spf1"},
+				{"_dmarc." + pl.Domain, "TXT", "v=DMARC1"},
+				{DKIMSelector + "._domainkey." + pl.Domain, "TXT", d.PublicKey},
+			}
+			for _, c := range checks {
+				if err := s.platform.VerifyDNS(ctx, c.name, c.typ, c.want); err != nil {
+					return "", fmt.Errorf("%s %s not served yet: %w", c.name, c.typ, err)
+				}
+			}
+			return "Pier's DNS answers MX, SPF, DMARC and DKIM", nil
+		})
+	}
+	if err != nil {
+		return err
+	}
+	now := s.Now().UTC()
+	if err := s.store.Mail().SetDomainState(ctx, pl.Domain, "ready", t.ID, now); err != nil {
+		return err
+	}
+	res, _ := json.Marshal(map[string]any{"domain": pl.Domain, "mx": MailHost(pl.Domain), "dkimSelector": DKIMSelector})
+	rt.t.State, rt.t.Result = "succeeded", string(res)
+	return rt.save(ctx, &pl)
+}
+
+// writeMailRecords puts the mail records into the domain's zone, making
+// the zone when the domain has none.
+func (s *core) writeMailRecords(ctx context.Context, orgID, domain, dkimPublic string) (int, error) {
+	recs, serial := zone.BuildZone(domain, s.zone), s.Now().Unix()
+	if z, err := s.store.Domains().Zone(ctx, domain); err == nil {
+		if recs, err = zone.DecodeRecords(z.Records); err != nil {
+			return 0, err
+		}
+		serial = max(serial, z.Serial+1)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return 0, err
+	}
+	recs = slices.DeleteFunc(recs, isMailRecord)
+	if dkimPublic != "" {
+		recs = append(recs, mailRecords(domain, s.zone, dkimPublic)...)
+	}
+	if err := s.store.Domains().PutZone(ctx, store.Zone{Domain: domain, OrgID: orgID, Serial: serial, Records: zone.EncodeRecords(recs), UpdatedAt: s.Now()}); err != nil {
+		return 0, err
+	}
+	s.platform.InvalidateZone(domain)
+	return len(recs), nil
+}
+
+// Remove takes a domain's mail records out of its zone: setup_email's
+// undo. Addresses and messages stay; mail to the domain is refused.
+func (s *Mail) Remove(ctx context.Context, p *auth.Principal, domain string) (*models.MailRemoval, []models.Action, error) {
+	domain = strings.ToLower(domain)
+	d, err := s.store.Mail().Domain(ctx, domain)
+	if errors.Is(err, store.ErrNotFound) || err == nil && d.OrgID != p.OrgID {
+		return nil, nil, apierr.Newf("mail:not_set_up", "%s has no mail set up in your organisation", domain)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := s.writeMailRecords(ctx, p.OrgID, domain, ""); err != nil {
+		return nil, nil, err
+	}
+	now := s.Now().UTC()
+	if err := s.store.Mail().SetDomainState(ctx, domain, "removed", d.TaskID, now); err != nil {
+		return nil, nil, err
+	}
+	if _, err := s.store.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "remove_email", ObjectType: "domain", ObjectID: domain}, now); err != nil {
+		return nil, nil, err
+	}
+	proj := ""
+	if ps, err := s.store.Projects().List(ctx, p.OrgID); err == nil && len(ps) > 0 {
+		proj = ps[0].ID
+	}
+	var left int64
+	if proj != "" {
+		if st, err := s.projects.State(ctx, p, proj); err == nil {
+			left = st.RemainingMicro
+		}
+	}
+	m := s.Mutation("remove_email", nil, nil, nil, left)
+	return &models.MailRemoval{Domain: domain, State: "removed", Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd},
+		[]models.Action{actions.Stop("done")}, nil
+}
+
+// waiters wake wait_for_message the moment a message lands in an inbox.
+type waiters struct {
+	mu sync.Mutex
+	ch map[string]chan struct{}
+}
+
+func (w *waiters) wait(inbox string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = map[string]chan struct{}{}
+	}
+	c, ok := w.ch[inbox]
+	if !ok {
+		c = make(chan struct{})
+		w.ch[inbox] = c
+	}
+	return c
+}
+
+func (w *waiters) wake(inbox string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c, ok := w.ch[inbox]; ok {
+		close(c)
+		delete(w.ch, inbox)
+	}
+}
+
+// normAddress lowers an address and checks its form.
+func normAddress(a string) (local, domain string, err error) {
+	addr, err := mail.ParseAddress(a)
+	if err != nil || addr.Name != "" {
+		return "", "", fmt.Errorf("%q is not a bare email address", a)
+	}
+	local, domain, _ = strings.Cut(strings.ToLower(addr.Address), "@")
+	return local, domain, nil
+}

@@ -1,0 +1,326 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+func addressView(a store.EmailAddress) models.EmailAddress {
+	v := models.EmailAddress{Id: a.ID, Address: a.Address, Domain: a.Domain, InboxId: a.InboxID, CatchAll: a.CatchAll, CreatedAt: a.CreatedAt}
+	if a.DeletedAt != nil {
+		v.Deleted = ptr(true)
+	}
+	return v
+}
+
+// CreateAddress adds an address, with its own inbox, on a domain whose
+// mail is set up.
+func (s *Mail) CreateAddress(ctx context.Context, p *auth.Principal, req models.EmailAddressRequest) (*models.EmailAddress, []models.Action, error) {
+	raw := string(req.Address)
+	catchAll := req.CatchAll != nil && *req.CatchAll
+	local, domain, err := normAddress(raw)
+	if err != nil {
+		return nil, nil, apierr.Newf("input:invalid", "%v", err).WithDetails(models.FieldProblem{Field: "body.address", Problem: "not an address"})
+	}
+	d, err := s.store.Mail().Domain(ctx, domain)
+	if errors.Is(err, store.ErrNotFound) || err == nil && (d.OrgID != p.OrgID || d.State == "removed") {
+		return nil, nil, apierr.Newf("mail:not_set_up", "%s has no mail set up in your organisation", domain).
+			WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": "", "items": []any{map[string]any{"kind": "email", "domain": domain}}}))
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	a := store.EmailAddress{ID: auth.ID("adr"), OrgID: p.OrgID, Domain: domain, Address: local + "@" + domain, InboxID: auth.ID("inb"), CatchAll: catchAll, CreatedAt: s.Now().UTC()}
+	if catchAll {
+		a.Address = "*@" + domain
+	}
+	limit := s.inboxBytes
+	if limit <= 0 {
+		limit = DefaultInboxBytes
+	}
+	if err := s.store.Mail().CreateAddress(ctx, a, limit); errors.Is(err, store.ErrConflict) {
+		return nil, nil, apierr.Newf("conflict:state", "%s is already an address", a.Address).WithActions(actions.Tool("list_email_addresses", "agent", nil))
+	} else if err != nil {
+		return nil, nil, err
+	}
+	v := addressView(a)
+	return &v, []models.Action{
+		actions.Tool("wait_for_message", "agent", map[string]any{"id": a.InboxID}),
+		actions.Tool("delete_email_address", "agent", map[string]any{"id": a.ID}),
+	}, nil
+}
+
+// Addresses lists the organisation's addresses.
+func (s *Mail) Addresses(ctx context.Context, orgID string, limit int) (*models.EmailAddressList, []models.Action, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	l, err := s.store.Mail().Addresses(ctx, orgID, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &models.EmailAddressList{Addresses: []models.EmailAddress{}}
+	for _, a := range l {
+		out.Addresses = append(out.Addresses, addressView(a))
+	}
+	return out, []models.Action{actions.Stop("done")}, nil
+}
+
+// DeleteAddress stops an address taking mail; its inbox stays.
+func (s *Mail) DeleteAddress(ctx context.Context, p *auth.Principal, id string) (*models.EmailAddress, []models.Action, error) {
+	a, err := s.store.Mail().Address(ctx, p.OrgID, id)
+	if err == nil && a.DeletedAt == nil {
+		err = s.store.Mail().DeleteAddress(ctx, p.OrgID, id, s.Now())
+		a, _ = s.store.Mail().Address(ctx, p.OrgID, id)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Newf("not_found:resource", "no email address %s in your organisation", id)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	v := addressView(a)
+	return &v, []models.Action{actions.Stop("done")}, nil
+}
+
+// Inboxes lists the organisation's inboxes.
+func (s *Mail) Inboxes(ctx context.Context, orgID string) (*models.InboxList, []models.Action, error) {
+	l, err := s.store.Mail().Inboxes(ctx, orgID)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &models.InboxList{Inboxes: []models.Inbox{}}
+	for _, i := range l {
+		out.Inboxes = append(out.Inboxes, models.Inbox{Id: i.ID, Address: i.Address, Messages: i.Messages, BytesUsed: i.BytesUsed, BytesLimit: i.BytesLimit})
+	}
+	return out, []models.Action{actions.Stop("done")}, nil
+}
+
+func summaryView(m store.Message) models.MessageSummary {
+	var to []string
+	json.Unmarshal([]byte(m.Rcpt), &to)
+	if to == nil {
+		to = []string{}
+	}
+	return models.MessageSummary{Id: m.ID, InboxId: m.InboxID, From: m.FromHeader, To: to, Subject: m.Subject, ReceivedAt: m.ReceivedAt, Size: int(m.Size)}
+}
+
+func messageView(m store.Message) models.Message {
+	sv := summaryView(m)
+	v := models.Message{Id: m.ID, InboxId: m.InboxID, From: sv.From, To: sv.To, Subject: m.Subject, ReceivedAt: m.ReceivedAt, Size: sv.Size, Text: m.Text,
+		Headers: map[string][]string{}, Attachments: []models.Attachment{}}
+	json.Unmarshal([]byte(m.Headers), &v.Headers)
+	json.Unmarshal([]byte(m.Attachments), &v.Attachments)
+	json.Unmarshal([]byte(m.Auth), &v.Auth)
+	if m.HTML != "" {
+		v.Html = ptr(m.HTML)
+	}
+	return v
+}
+
+func (s *Mail) inbox(ctx context.Context, orgID, id string) error {
+	_, err := s.store.Mail().Inbox(ctx, orgID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return apierr.Newf("not_found:resource", "no inbox %s in your organisation", id)
+	}
+	return err
+}
+
+// Messages lists an inbox's messages, newest first.
+func (s *Mail) Messages(ctx context.Context, orgID, inboxID string, f store.MessageFilter) (*models.MessageList, []models.Action, error) {
+	if err := s.inbox(ctx, orgID, inboxID); err != nil {
+		return nil, nil, err
+	}
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	l, err := s.store.Mail().Messages(ctx, orgID, inboxID, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &models.MessageList{Messages: []models.MessageSummary{}}
+	for _, m := range l {
+		out.Messages = append(out.Messages, summaryView(m))
+	}
+	next := []models.Action{actions.Stop("done")}
+	if len(l) == f.Limit {
+		last := l[len(l)-1].ID
+		out.NextBefore = &last
+		next = []models.Action{actions.Tool("list_messages", "agent", map[string]any{"id": inboxID, "before": last})}
+	}
+	return out, next, nil
+}
+
+// Message reads a message.
+func (s *Mail) Message(ctx context.Context, orgID, id string) (*models.Message, []models.Action, error) {
+	m, err := s.store.Mail().Message(ctx, orgID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Newf("not_found:resource", "no message %s in your organisation", id)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	v := messageView(m)
+	return &v, []models.Action{actions.Tool("delete_message", "agent", map[string]any{"id": id})}, nil
+}
+
+// DeleteMessage deletes a message and gives its bytes back to the inbox.
+func (s *Mail) DeleteMessage(ctx context.Context, orgID, id string) (*models.Message, []models.Action, error) {
+	m, err := s.store.Mail().DeleteMessage(ctx, orgID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Newf("not_found:resource", "no message %s in your organisation", id)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	v := messageView(m)
+	v.Deleted = ptr(true)
+	return &v, []models.Action{actions.Stop("done")}, nil
+}
+
+// WaitForMessage answers the first message in the inbox that matches, as
+// soon as it is there, or mail:no_message at the deadline.
+func (s *Mail) WaitForMessage(ctx context.Context, orgID, inboxID string, req models.WaitForMessageRequest) (*models.Message, []models.Action, error) {
+	if err := s.inbox(ctx, orgID, inboxID); err != nil {
+		return nil, nil, err
+	}
+	timeout := 30 * time.Second
+	if req.TimeoutSeconds != nil {
+		timeout = time.Duration(*req.TimeoutSeconds) * time.Second
+	}
+	f := store.MessageFilter{Limit: 1}
+	if req.From != nil {
+		f.From = *req.From
+	}
+	if req.Subject != nil {
+		f.Subject = *req.Subject
+	}
+	if req.Since != nil {
+		f.Since = *req.Since
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		// Take the channel before looking, so a delivery in between wakes us.
+		woken := s.mailWaiters.wait(inboxID)
+		l, err := s.store.Mail().Messages(ctx, orgID, inboxID, f)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(l) > 0 {
+			// The oldest match since `since` is what a verification flow
+			// wants; Messages answers newest first, so look again from it.
+			v := messageView(l[0])
+			return &v, []models.Action{actions.Tool("get_message", "agent", map[string]any{"id": l[0].ID})}, nil
+		}
+		select {
+		case <-woken:
+		case <-time.After(time.Second):
+			// Another replica's delivery wakes nobody here; look again.
+		case <-deadline.C:
+			args := map[string]any{"id": inboxID}
+			if f.Subject != "" {
+				args["subject"] = f.Subject
+			}
+			if f.From != "" {
+				args["from"] = f.From
+			}
+			return nil, nil, apierr.Newf("mail:no_message", "no matching message arrived in %s", timeout).
+				WithActions(actions.Tool("wait_for_message", "agent", args))
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+// Accepts says whether mail for rcpt has somewhere to go: an address of
+// its own or its domain's catch-all, on a domain whose mail is set up.
+func (s *Mail) Accepts(ctx context.Context, rcpt string) (bool, error) {
+	local, domain, err := normAddress(rcpt)
+	if err != nil {
+		return false, nil
+	}
+	d, err := s.store.Mail().Domain(ctx, domain)
+	if errors.Is(err, store.ErrNotFound) || err == nil && d.State == "removed" {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_, err = s.store.Mail().Route(ctx, local+"@"+domain, domain)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Delivery is a received message as the SMTP listener parsed it.
+type Delivery struct {
+	MailFrom    string
+	Rcpt        string
+	FromHeader  string
+	Subject     string
+	Headers     map[string][]string
+	Text, HTML  string
+	Attachments []Attachment
+	Auth        models.AuthResults
+	Raw         []byte
+}
+
+// Attachment is one attached file.
+type Attachment struct {
+	Filename, ContentType string
+	Data                  []byte
+}
+
+// ErrInboxFull is a delivery refused because the inbox is at its limit.
+var ErrInboxFull = errors.New("the inbox is full")
+
+// Deliver stores a message in the inbox rcpt routes to. Attachments and
+// the raw message are kept as blobs, by content.
+func (s *Mail) Deliver(ctx context.Context, d Delivery) (string, error) {
+	local, domain, err := normAddress(d.Rcpt)
+	if err != nil {
+		return "", err
+	}
+	a, err := s.store.Mail().Route(ctx, local+"@"+domain, domain)
+	if err != nil {
+		return "", err
+	}
+	now := s.Now().UTC()
+	rawSum, err := s.putBlob(ctx, d.Raw, now)
+	if err != nil {
+		return "", err
+	}
+	atts := []models.Attachment{}
+	for _, at := range d.Attachments {
+		sum, err := s.putBlob(ctx, at.Data, now)
+		if err != nil {
+			return "", err
+		}
+		atts = append(atts, models.Attachment{Filename: at.Filename, ContentType: at.ContentType, Size: len(at.Data), Sha256: sum})
+	}
+	hj, _ := json.Marshal(d.Headers)
+	aj, _ := json.Marshal(atts)
+	authj, _ := json.Marshal(d.Auth)
+	rj, _ := json.Marshal([]string{strings.ToLower(d.Rcpt)})
+	m := store.Message{ID: auth.ID("msg"), InboxID: a.InboxID, OrgID: a.OrgID, MailFrom: d.MailFrom, Rcpt: string(rj), FromHeader: d.FromHeader,
+		Subject: d.Subject, ReceivedAt: now, Size: int64(len(d.Raw)), Headers: string(hj), Text: d.Text, HTML: d.HTML,
+		Attachments: string(aj), Auth: string(authj), RawSHA256: rawSum}
+	if err := s.store.Mail().Deliver(ctx, m); errors.Is(err, store.ErrBudget) {
+		return "", ErrInboxFull
+	} else if err != nil {
+		return "", err
+	}
+	s.mailWaiters.wake(a.InboxID)
+	return m.ID, nil
+}

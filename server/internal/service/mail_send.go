@@ -1,0 +1,341 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-msgauth/dkim"
+
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// putBlob keeps data by its SHA-256 and answers the hash.
+func (s *core) putBlob(ctx context.Context, data []byte, now time.Time) (string, error) {
+	sum := sha256.Sum256(data)
+	h := hex.EncodeToString(sum[:])
+	return h, s.store.Bundles().PutBlob(ctx, h, data, now)
+}
+
+// compose writes a plain-text message and signs it with the sending
+// domain's DKIM key.
+func (s *core) compose(ctx context.Context, from string, to []string, subject, text string) ([]byte, string, error) {
+	_, domain, err := normAddress(from)
+	if err != nil {
+		return nil, "", err
+	}
+	d, err := s.store.Mail().Domain(ctx, domain)
+	if err != nil {
+		return nil, "", err
+	}
+	block, _ := pem.Decode([]byte(d.PrivateKey))
+	if block == nil {
+		return nil, "", errors.New("the DKIM key is unreadable")
+	}
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, "", err
+	}
+	var msg bytes.Buffer
+	id := auth.ID("mid")
+	fmt.Fprintf(&msg, "From: %s\r\nTo: %s\r\nSubject: %s\r\nDate: %s\r\nMessage-ID: <%s@%s>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n",
+		from, strings.Join(to, ", "), headerSafe(subject), s.Now().UTC().Format(time.RFC1123Z), id, domain)
+	msg.WriteString(strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\n", "\r\n"))
+	var signed bytes.Buffer
+	if err := dkim.Sign(&signed, &msg, &dkim.SignOptions{Domain: domain, Selector: d.Selector, Signer: key.(crypto.Signer),
+		HeaderKeys: []string{"From", "To", "Subject", "Date", "Message-ID"}}); err != nil {
+		return nil, "", err
+	}
+	return signed.Bytes(), id + "@" + domain, nil
+}
+
+// headerSafe keeps a header value on one line.
+func headerSafe(v string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
+}
+
+// Send signs a message with the sender's domain key and hands it to the
+// relay.
+func (s *Mail) Send(ctx context.Context, p *auth.Principal, req models.SendMessageRequest) (*models.SentMessage, []models.Action, error) {
+	if s.relay == nil {
+		return nil, nil, apierr.New("mail:relay_unconfigured", "sending needs a relay: the operator starts pier server with --smtp-relay smtp://HOST:PORT (PIER_SMTP_RELAY)").
+			WithActions(actions.Manual("configure_smtp_relay", "human"))
+	}
+	local, domain, err := normAddress(string(req.From))
+	if err != nil {
+		return nil, nil, apierr.Newf("input:invalid", "%v", err)
+	}
+	if _, err := s.store.Mail().Route(ctx, local+"@"+domain, domain); err != nil {
+		return nil, nil, apierr.Newf("mail:not_set_up", "%s is not one of your addresses; create it first", req.From).
+			WithActions(actions.Tool("create_email_address", "agent", map[string]any{"address": string(req.From)}))
+	}
+	if d, err := s.store.Mail().Domain(ctx, domain); err != nil || d.OrgID != p.OrgID || d.State != "ready" {
+		return nil, nil, apierr.Newf("mail:not_set_up", "%s has no mail set up in your organisation", domain)
+	}
+	var to []string
+	for _, t := range req.To {
+		to = append(to, string(t))
+	}
+	msg, id, err := s.compose(ctx, string(req.From), to, req.Subject, req.Text)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.relay.Send(ctx, string(req.From), to, msg); err != nil {
+		return nil, nil, apierr.Newf("provider:failed", "the relay refused the message: %v", err)
+	}
+	if _, err := s.store.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "send_message", ObjectType: "message", ObjectID: id,
+		Details: map[string]any{"from": string(req.From), "to": to}}, s.Now()); err != nil {
+		return nil, nil, err
+	}
+	return &models.SentMessage{MessageId: id, From: string(req.From), To: to, Relay: s.relay.Name(), DkimSelector: DKIMSelector},
+		[]models.Action{actions.Stop("done")}, nil
+}
+
+// registrantPayload is what a registrant contact task carries.
+type registrantPayload struct {
+	Domain  string                          `json:"domain"`
+	Contact models.RegistrantContactRequest `json:"contact"`
+}
+
+// RegistrantTTL bounds how long a confirmation link works.
+const RegistrantTTL = 7 * 24 * time.Hour
+
+// SetRegistrant proposes a registrant for an owned domain and sends the
+// confirmation link to the proposed address; the task waits for the
+// person to confirm.
+func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain string, c models.RegistrantContactRequest) (*models.TaskHandle, []models.Action, error) {
+	domain = strings.ToLower(domain)
+	state, err := s.domains.State(ctx, p, domain)
+	if err != nil {
+		return nil, nil, err
+	}
+	if state != "owned" {
+		return nil, nil, apierr.Newf("conflict:state", "%s is not a domain your organisation owns", domain).
+			WithActions(actions.Tool("list_domains", "agent", nil))
+	}
+	secret := make([]byte, 24)
+	rand.Read(secret)
+	token := hex.EncodeToString(secret)
+	link := s.baseURL() + "/registrant/confirm/" + token
+	email := string(c.Email)
+	body := fmt.Sprintf("Someone proposed you as the registrant of %s:\n\n  %s\n  %s\n\nIf this is you and the details are right, confirm here:\n\n  %s\n\nIf not, ignore this message; nothing changes.\n",
+		domain, c.Name, email, link)
+	from := "registrar@" + strings.TrimPrefix(hostOnly(s.baseURL()), "www.")
+	msg, _, err := s.plainMessage(from, email, "Confirm you are the registrant of "+domain, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.deliverAnywhere(ctx, from, email, msg); err != nil {
+		return nil, nil, err
+	}
+	now := s.Now().UTC()
+	sum := sha256.Sum256([]byte(token))
+	task := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, Kind: "registrant_contact", State: "input_required", CreatedAt: now, UpdatedAt: now}
+	steps := []taskStep{{Name: "confirm_email", State: "input_required", Detail: "a link went to " + email}, {Name: "record_registrant", State: "pending"}}
+	sj, _ := json.Marshal(steps)
+	pj, _ := json.Marshal(registrantPayload{Domain: domain, Contact: c})
+	task.Steps, task.Payload = string(sj), string(pj)
+	cj, _ := json.Marshal(c)
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.Tasks().Insert(ctx, task); err != nil {
+			return err
+		}
+		if err := tx.Mail().ProposeRegistrant(ctx, store.Registrant{Domain: domain, OrgID: p.OrgID, Contact: string(cj), TokenHash: hex.EncodeToString(sum[:]), TaskID: task.ID, CreatedAt: now}); err != nil {
+			return err
+		}
+		_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "set_registrant_contact", ObjectType: "domain", ObjectID: domain,
+			Details: map[string]any{"taskId": task.ID, "emailSentTo": email}}, now)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	view, _, err := s.tasks.Get(ctx, p.OrgID, task.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return view, []models.Action{actions.Manual("confirm_email", "human"), actions.Retry("get_task", "agent", map[string]any{"id": task.ID}, 5)}, nil
+}
+
+func hostOnly(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+	}
+	if i := strings.IndexAny(u, ":/"); i >= 0 {
+		u = u[:i]
+	}
+	return u
+}
+
+// plainMessage writes an unsigned system message.
+func (s *core) plainMessage(from, to, subject, text string) ([]byte, string, error) {
+	id := auth.ID("mid")
+	var msg bytes.Buffer
+	fmt.Fprintf(&msg, "From: %s\r\nTo: %s\r\nSubject: %s\r\nDate: %s\r\nMessage-ID: <%s@pier>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n",
+		from, to, headerSafe(subject), s.Now().UTC().Format(time.RFC1123Z), id)
+	msg.WriteString(strings.ReplaceAll(text, "\n", "\r\n"))
+	return msg.Bytes(), id, nil
+}
+
+// deliverAnywhere delivers to an address Pier hosts directly, and to any
+// other through the relay.
+func (s *core) deliverAnywhere(ctx context.Context, from, to string, msg []byte) error {
+	if ok, err := s.mail.Accepts(ctx, to); err != nil {
+		return err
+	} else if ok {
+		_, err := s.mail.Deliver(ctx, Delivery{MailFrom: from, Rcpt: to, FromHeader: from, Subject: subjectOf(msg), Text: bodyOf(msg),
+			Headers: map[string][]string{}, Auth: models.AuthResults{Dkim: "none", Spf: "none", Dmarc: "none"}, Raw: msg})
+		return err
+	}
+	if s.relay == nil {
+		return apierr.Newf("mail:relay_unconfigured", "%s is not an address Pier hosts, and sending elsewhere needs a relay: the operator starts pier server with --smtp-relay smtp://HOST:PORT (PIER_SMTP_RELAY)", to).
+			WithActions(actions.Manual("configure_smtp_relay", "human"))
+	}
+	return s.relay.Send(ctx, from, []string{to}, msg)
+}
+
+func subjectOf(msg []byte) string {
+	for _, l := range strings.Split(string(msg), "\r\n") {
+		if l == "" {
+			break
+		}
+		if v, ok := strings.CutPrefix(l, "Subject: "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func bodyOf(msg []byte) string {
+	_, b, _ := strings.Cut(string(msg), "\r\n\r\n")
+	return strings.ReplaceAll(b, "\r\n", "\n")
+}
+
+// RegistrantProposal is what the confirmation page shows.
+type RegistrantProposal struct {
+	Domain  string
+	Contact models.RegistrantContactRequest
+	State   string
+}
+
+// RegistrantByToken reads the proposal a confirmation link names.
+func (s *Mail) RegistrantByToken(ctx context.Context, token string) (RegistrantProposal, error) {
+	sum := sha256.Sum256([]byte(token))
+	r, err := s.store.Mail().RegistrantByToken(ctx, hex.EncodeToString(sum[:]))
+	if err != nil || s.Now().Sub(r.CreatedAt) > RegistrantTTL {
+		return RegistrantProposal{}, store.ErrNotFound
+	}
+	var c models.RegistrantContactRequest
+	json.Unmarshal([]byte(r.Contact), &c)
+	return RegistrantProposal{Domain: r.Domain, Contact: c, State: r.State}, nil
+}
+
+// ConfirmRegistrant is the person's confirmation: the registrar records
+// the contact and the task ends.
+func (s *Mail) ConfirmRegistrant(ctx context.Context, token string) (RegistrantProposal, error) {
+	prop, err := s.RegistrantByToken(ctx, token)
+	if err != nil {
+		return prop, err
+	}
+	sum := sha256.Sum256([]byte(token))
+	hash := hex.EncodeToString(sum[:])
+	r, err := s.store.Mail().RegistrantByToken(ctx, hash)
+	if err != nil {
+		return prop, err
+	}
+	now := s.Now().UTC()
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.Mail().ConfirmRegistrant(ctx, hash, now); err != nil {
+			return err
+		}
+		t, err := tx.Tasks().Lock(ctx, r.OrgID, r.TaskID)
+		if err != nil {
+			return err
+		}
+		var steps []taskStep
+		json.Unmarshal([]byte(t.Steps), &steps)
+		for i := range steps {
+			steps[i].State, steps[i].CompletedAt = "succeeded", &now
+		}
+		steps[0].Detail = "confirmed by the person at " + string(prop.Contact.Email)
+		steps[len(steps)-1].Detail = "the sandbox registrar records " + prop.Contact.Name + " as registrant of " + r.Domain
+		sj, _ := json.Marshal(steps)
+		res, _ := json.Marshal(map[string]any{"domain": r.Domain, "rdap": s.baseURL() + "/rdap/domain/" + r.Domain})
+		t.Steps, t.State, t.Result, t.UpdatedAt = string(sj), "succeeded", string(res), now
+		if err := tx.Tasks().Update(ctx, t); err != nil {
+			return err
+		}
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: r.OrgID, Actor: "human:registrant", Action: "confirm_registrant", ObjectType: "domain", ObjectID: r.Domain,
+			Details: map[string]any{"taskId": r.TaskID}}, now)
+		return err
+	})
+	if errors.Is(err, store.ErrConflict) {
+		prop.State = "confirmed"
+		return prop, nil
+	}
+	prop.State = "confirmed"
+	return prop, err
+}
+
+// RDAP answers RFC 9083 for a domain Pier sold, the registrant redacted
+// (RFC 9537).
+func (s *Mail) RDAP(ctx context.Context, domain string) (map[string]any, error) {
+	domain = strings.ToLower(domain)
+	pu, err := s.store.Domains().PurchaseByDomain(ctx, domain)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apierr.Newf("not_found:resource", "%s is not a domain this registrar sold", domain)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{
+		"objectClassName": "domain",
+		"ldhName":         domain,
+		"handle":          pu.Ref,
+		"status":          []string{"active"},
+		"rdapConformance": []string{"rdap_level_0", "redacted"},
+		"events": []any{
+			map[string]any{"eventAction": "registration", "eventDate": pu.CreatedAt.UTC().Format(time.RFC3339)},
+			map[string]any{"eventAction": "expiration", "eventDate": pu.CreatedAt.AddDate(pu.Years, 0, 0).UTC().Format(time.RFC3339)},
+		},
+		"nameservers": []any{
+			map[string]any{"objectClassName": "nameserver", "ldhName": "ns1." + domain},
+			map[string]any{"objectClassName": "nameserver", "ldhName": "ns2." + domain},
+		},
+		"notices": []any{map[string]any{"title": "Sandbox registrar", "description": []string{"Pier's sandbox registrar; nothing here is registered on the internet."}}},
+	}
+	if r, err := s.store.Mail().CurrentRegistrant(ctx, domain); err == nil {
+		var c models.RegistrantContactRequest
+		json.Unmarshal([]byte(r.Contact), &c)
+		out["entities"] = []any{map[string]any{
+			"objectClassName": "entity",
+			"roles":           []string{"registrant"},
+			"vcardArray": []any{"vcard", []any{
+				[]any{"version", map[string]any{}, "text", "4.0"},
+				[]any{"fn", map[string]any{}, "text", ""},
+				[]any{"adr", map[string]any{"cc": c.Country}, "text", []any{"", "", "", "", "", "", ""}},
+			}},
+			"events": []any{map[string]any{"eventAction": "last changed", "eventDate": r.ConfirmedAt.UTC().Format(time.RFC3339)}},
+		}}
+		out["redacted"] = []any{
+			map[string]any{"name": map[string]any{"type": "Registrant Name"}, "prePath": "$.entities[?(@.roles[0]=='registrant')].vcardArray[1][?(@[0]=='fn')][3]", "method": "emptyValue", "reason": map[string]any{"type": "Server policy"}},
+			map[string]any{"name": map[string]any{"type": "Registrant Street"}, "method": "emptyValue", "reason": map[string]any{"type": "Server policy"}},
+			map[string]any{"name": map[string]any{"type": "Registrant Email"}, "method": "removal", "reason": map[string]any{"type": "Server policy"}},
+		}
+	}
+	return out, nil
+}

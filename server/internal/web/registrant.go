@@ -1,0 +1,51 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+type registrantData struct {
+	service.RegistrantProposal
+	Action string
+}
+
+// registrantPage shows a proposed registrant to the person the link was
+// mailed to. Opening it records nothing; the button does.
+func (p *pages) registrantPage(w http.ResponseWriter, r *http.Request) {
+	prop, err := p.svc.Mail.RegistrantByToken(r.Context(), r.PathValue("token"))
+	if errors.Is(err, store.ErrNotFound) {
+		p.fail(w, r, nil, apierr.New("not_found:resource", "This confirmation link is unknown or expired."))
+		return
+	}
+	if err != nil {
+		p.fail(w, r, nil, err)
+		return
+	}
+	p.render(w, r, "registrant", &view{Title: "Confirm the registrant of " + prop.Domain, Session: &service.Session{}, CSRF: formToken(w, r),
+		Data: registrantData{RegistrantProposal: prop, Action: "/registrant/confirm/" + url.PathEscape(r.PathValue("token"))}})
+}
+
+// confirmRegistrant records the person's confirmation.
+func (p *pages) confirmRegistrant(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil || !checkFormToken(r) {
+		p.fail(w, r, nil, apierr.New("auth:forbidden_origin", "This form expired or came from another page. Open the link again."))
+		return
+	}
+	prop, err := p.svc.Mail.ConfirmRegistrant(r.Context(), r.PathValue("token"))
+	if errors.Is(err, store.ErrNotFound) {
+		p.fail(w, r, nil, apierr.New("not_found:resource", "This confirmation link is unknown or expired."))
+		return
+	}
+	if err != nil {
+		p.fail(w, r, nil, err)
+		return
+	}
+	clearCookie(w, r, formCookie)
+	p.render(w, r, "registrant", &view{Title: "Registrant confirmed", Session: &service.Session{}, Data: registrantData{RegistrantProposal: prop}})
+}
