@@ -11,7 +11,8 @@ func TestExampleWorkflowsRead(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no example workflows: %v", err)
 	}
-	env := map[string]string{"PIER_PROJECT": "prj_example", "PIER_BUNDLE": "bnd_example", "DOMAIN": "example.dev"}
+	env := map[string]string{"PIER_PROJECT": "prj_example", "PIER_BUNDLE": "bnd_example", "DOMAIN": "example.dev",
+		"REGISTRANT_NAME": "Ada Lovelace", "REGISTRANT_EMAIL": "ada@example.dev", "REGISTRANT_COUNTRY": "GB"}
 	for _, f := range files {
 		req, err := readWorkflow(f, func(k string) string { return env[k] })
 		if err != nil {

@@ -1446,10 +1446,12 @@ func (e UrlActionPurpose) Valid() bool {
 
 // Defines values for WorkflowStepTool.
 const (
-	CreateQuote     WorkflowStepTool = "create_quote"
-	LaunchService   WorkflowStepTool = "launch_service"
-	TeardownService WorkflowStepTool = "teardown_service"
-	UploadAssets    WorkflowStepTool = "upload_assets"
+	CreateQuote          WorkflowStepTool = "create_quote"
+	LaunchService        WorkflowStepTool = "launch_service"
+	SetRegistrantContact WorkflowStepTool = "set_registrant_contact"
+	SetupEmail           WorkflowStepTool = "setup_email"
+	TeardownService      WorkflowStepTool = "teardown_service"
+	UploadAssets         WorkflowStepTool = "upload_assets"
 )
 
 // Valid indicates whether the value is a known member of the WorkflowStepTool enum.
@@ -1458,6 +1460,10 @@ func (e WorkflowStepTool) Valid() bool {
 	case CreateQuote:
 		return true
 	case LaunchService:
+		return true
+	case SetRegistrantContact:
+		return true
+	case SetupEmail:
 		return true
 	case TeardownService:
 		return true

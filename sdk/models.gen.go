@@ -483,6 +483,8 @@ const (
 	ServiceInfoStateLive                         = models.ServiceInfoStateLive
 	ServiceInfoStateTearingDown                  = models.ServiceInfoStateTearingDown
 	ServiceInfoStateTornDown                     = models.ServiceInfoStateTornDown
+	SetRegistrantContact                         = models.SetRegistrantContact
+	SetupEmail                                   = models.SetupEmail
 	Sig                                          = models.Sig
 	SignIn                                       = models.SignIn
 	SignupPollResultStateClaimed                 = models.SignupPollResultStateClaimed

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/miekg/dns"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/registrar"
@@ -221,4 +222,40 @@ func TestWorkflowFailureUndoesWhatItCan(t *testing.T) {
 			t.Fatalf("spent %v held %v", spent, held)
 		}
 	})
+}
+
+func TestWorkflowSetsUpMail(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+	domain := availableDomains(1, "dev", "wfmail")[0]
+	body := siteWorkflow(a.project, upload(t, ts, a, siteSaying("mail")), domain)
+	body["steps"] = append(body["steps"].([]any),
+		map[string]any{"id": "mq", "tool": "create_quote", "arguments": map[string]any{"projectId": a.project, "items": []any{map[string]any{"kind": "email", "domain": domain}}}},
+		map[string]any{"id": "mail", "tool": "setup_email", "arguments": map[string]any{"domain": domain, "quoteId": "${steps.mq.quoteId}"}, "after": []any{"site"}})
+	wf := prepare(t, ts, a, body)
+	if wf["totalUsd"] != 15.0 {
+		t.Fatalf("the plan prices the domain and the mail add-on: %v", wf["totalUsd"])
+	}
+	r := ts.Client.Do("POST", "/v1/workflows/"+wf["workflowId"].(string)+"/apply", nil, a.header())
+	waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	if mx := dnsAnswer(t, ts, domain, dns.TypeMX); len(mx) != 1 {
+		t.Fatalf("MX after the workflow: %v", mx)
+	}
+	if spent, _ := budget(t, ts, a); spent != 15 {
+		t.Fatalf("spent %v", spent)
+	}
+
+	// A second plan proposes the registrant; the person confirms from the
+	// mailed link and the plan finishes.
+	inbox := ts.Client.Do("POST", "/v1/email-addresses", map[string]any{"address": "owner@" + domain}, a.header()).JSON()["data"].(map[string]any)["inboxId"].(string)
+	reg := prepare(t, ts, a, map[string]any{"projectId": a.project, "steps": []any{
+		map[string]any{"id": "registrant", "tool": "set_registrant_contact", "arguments": map[string]any{"domain": domain, "name": "Ada Lovelace", "email": "owner@" + domain, "country": "GB"}}}})
+	if st := reg["steps"].([]any)[0].(map[string]any); st["needsApproval"] != true {
+		t.Fatalf("the projection hides the confirmation: %v", st)
+	}
+	r = ts.Client.Do("POST", "/v1/workflows/"+reg["workflowId"].(string)+"/apply", nil, a.header())
+	task := r.JSON()["data"].(map[string]any)["taskId"].(string)
+	msg := ts.Client.Do("POST", "/v1/inboxes/"+inbox+"/wait", map[string]any{"subject": "registrant", "timeoutSeconds": 20}, a.header()).JSON()["data"].(map[string]any)
+	confirmInBrowserlessForm(t, ts, confirmLink.FindString(msg["text"].(string)))
+	waitTask(t, ts, a, task, "succeeded")
 }

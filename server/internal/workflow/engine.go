@@ -265,6 +265,24 @@ func (e *Engine) analyze(ctx context.Context, p *auth.Principal, projectID strin
 					}
 				}
 			}
+		case "setup_email", "set_registrant_contact":
+			d, ok := literal("domain")
+			if !ok {
+				return nil, invalid(field+".arguments.domain", "the step names the domain")
+			}
+			d = strings.ToLower(d)
+			state, err := svc.Domains.State(ctx, p, d)
+			if err != nil {
+				return nil, err
+			}
+			if state == "taken" {
+				return nil, apierr.Newf("plan:domain_unavailable", "step %s: %s is registered to someone else", s.Id, d)
+			}
+			version("domain", d, state)
+			if st.Tool == "set_registrant_contact" {
+				st.NeedsApproval, st.Approval = true, "the proposed registrant confirms from a link mailed to them"
+				st.Irreversible = true
+			}
 		case "teardown_service":
 			id, ok := literal("id")
 			if !ok {

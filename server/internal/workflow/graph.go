@@ -26,6 +26,9 @@ var outputs = map[string]map[string]any{
 	"upload_assets":    {"bundleId": "bnd_reference"},
 	"launch_service":   {"serviceId": "svc_reference", "taskId": "tsk_reference", "previewUrl": "https://reference.invalid/"},
 	"teardown_service": {"taskId": "tsk_reference"},
+	"setup_email":      {"taskId": "tsk_reference"},
+	// The registrant step ends once the person confirmed.
+	"set_registrant_contact": {"taskId": "tsk_reference"},
 }
 
 func invalid(field, problem string, args ...any) *apierr.Error {

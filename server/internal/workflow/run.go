@@ -121,6 +121,10 @@ func summary(tool string, out map[string]any) string {
 		return fmt.Sprintf("service %v live at %v", out["serviceId"], out["previewUrl"])
 	case "teardown_service":
 		return fmt.Sprintf("torn down by task %v", out["taskId"])
+	case "setup_email":
+		return fmt.Sprintf("mail set up by task %v", out["taskId"])
+	case "set_registrant_contact":
+		return fmt.Sprintf("registrant confirmed (task %v)", out["taskId"])
 	case "upload_assets":
 		return fmt.Sprintf("bundle %v", out["bundleId"])
 	}
@@ -161,7 +165,7 @@ func (r *run) step(ctx context.Context, s workflowplan.Step) (map[string]any, er
 			}
 		}
 		return map[string]any{"bundleId": id}, nil
-	case "launch_service", "teardown_service":
+	case "launch_service", "teardown_service", "setup_email", "set_registrant_contact":
 		child, ok := r.pl.Children[s.ID]
 		if !ok {
 			data, err := r.call(ctx, s.Tool, m, r.key(s.ID, ""))
@@ -347,6 +351,14 @@ func (r *run) undo(ctx context.Context, s workflowplan.Step) (string, string) {
 		return "undone", detail
 	case "teardown_service":
 		return "not_undone", "a teardown cannot be undone; launch the service again"
+	case "setup_email":
+		d, _ := s.Arguments["domain"].(string)
+		if _, err := r.call(ctx, "remove_email", map[string]any{"domain": d}, r.key(s.ID, ".undo")); err != nil {
+			return "not_undone", "the mail records of " + d + " were not removed: " + err.Error()
+		}
+		return "undone", "the mail records of " + d + " were removed; the add-on's charge stays"
+	case "set_registrant_contact":
+		return "not_undone", "a confirmed registrant stays recorded; propose another to change it"
 	}
 	return "undone", "nothing to undo"
 }
