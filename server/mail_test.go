@@ -350,6 +350,11 @@ func TestRegistrantConfirmedByThePerson(t *testing.T) {
 		if strings.Contains(body, "Lovelace") || strings.Contains(body, "agent@") || strings.Contains(body, "James") {
 			t.Fatalf("RDAP shows the registrant's personal data: %s", body)
 		}
+		// The leave package carries the registrant record.
+		ex := c.Do("POST", "/v1/projects/"+a.project+"/export", nil, a.header())
+		if ex.StatusCode != 200 || !strings.Contains(string(ex.Body), "registrants/"+domain+".json") {
+			t.Fatalf("leave package: %d %.300s", ex.StatusCode, ex.Body)
+		}
 	})
 }
 

@@ -317,6 +317,15 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 		}
 		contents["zones/"+pu.Domain+".zone"] = []byte(master)
 		domains = append(domains, pu.Domain)
+		// The registrant the person confirmed, as the registrar records it:
+		// a new registrar needs it to take the domain over.
+		if r, err := s.store.Mail().CurrentRegistrant(ctx, pu.Domain); err == nil {
+			rec := map[string]any{"domain": pu.Domain, "confirmedAt": r.ConfirmedAt, "registrant": json.RawMessage(r.Contact)}
+			b, _ := json.MarshalIndent(rec, "", "  ")
+			contents["registrants/"+pu.Domain+".json"] = append(b, '\n')
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, nil, apierr.Internal(err)
+		}
 	}
 	entries, err := s.store.Ledger().Entries(ctx, p.OrgID, 0, 1<<30)
 	if err != nil {
