@@ -124,13 +124,15 @@ func exitCodeForAPIError(e *sdk.Error) int {
 		return ExitRateLimited
 	case "idempotency:key_reused":
 		return ExitConflict
+	case "mail:no_message":
+		return ExitNotFound
 	}
 	switch e.BlockedBy.Namespace() {
 	case "input":
 		return ExitUsage
 	case "auth":
 		return ExitAuth
-	case "budget", "policy", "price", "plan", "approval", "quota":
+	case "budget", "policy", "price", "plan", "approval", "quota", "mail":
 		return ExitBlocked
 	case "not_found":
 		return ExitNotFound

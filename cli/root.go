@@ -102,6 +102,7 @@ func newRootCmd(f *Factory, runF func(*OperationOptions) error) *cobra.Command {
 	addLedgerCommands(root, f)
 	addLaunchCommands(root, f)
 	addWorkflowCommands(root, f)
+	addMailCommands(root, f)
 	addHelpTopics(root)
 	finishTree(root)
 	return root
