@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/ratelimit"
+	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -276,4 +279,81 @@ func TestDomainPurchaseApprovalInBrowser(t *testing.T) {
 	script(t, tl, "domain_approval.mjs", map[string]string{"PIER_BASE_URL": s.base, "PIER_ARTIFACTS": artifacts(t),
 		"PIER_APPROVE_URL": approveURL, "PIER_DENY_URL": denyURL, "PIER_SIGNIN_URL": link,
 		"PIER_DOMAIN": "hopperkept0.dev", "PIER_DENIED_DOMAIN": "hopperdropped0.dev"})
+}
+
+// The registrant contact end to end: an agent proposes the human as the
+// registrant of a domain it bought, the confirmation link arrives in the
+// domain's inbox through Pier's own mail path, and the person confirms in
+// Chromium; then the registrar records it and RDAP answers, redacted.
+func TestRegistrantConfirmedInBrowser(t *testing.T) {
+	tl := need(t)
+	s := start(t, "")
+	ctx := context.Background()
+	svc, st := s.Service(), s.Store()
+	o, err := st.Accounts().CreateOrganization(ctx, auth.ID("org"), "Lovelace & Co", svc.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := svc.Projects.Create(ctx, service.NewProject{OrgID: o.ID, Name: "engine", LimitMicro: 100_000_000, Policy: service.DefaultPolicy(), CreatedBy: "system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, hash := auth.NewKey()
+	if err := st.Keys().Create(ctx, store.APIKey{ID: auth.ID("key"), OrgID: o.ID, Name: "agent", Scopes: []string{"read", "quote", "launch", "buy_domain"}, CreatedAt: svc.Now()}, hash); err != nil {
+		t.Fatal(err)
+	}
+	tld, _ := registrar.Lookup("dev")
+	domain := ""
+	for i := 0; domain == ""; i++ {
+		if l := "lovelace" + strconv.Itoa(i); registrar.Check(l, tld).Available {
+			domain = l + ".dev"
+		}
+	}
+	must := func(code int, env map[string]any, want int) map[string]any {
+		t.Helper()
+		if code != want {
+			t.Fatalf("%d, want %d: %v", code, want, env)
+		}
+		return env["data"].(map[string]any)
+	}
+	wait := func(taskID, state string) {
+		t.Helper()
+		for range 400 {
+			_, env := httpJSON(t, "GET", s.base+"/v1/tasks/"+taskID, key, nil)
+			if env["data"].(map[string]any)["state"] == state {
+				return
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		t.Fatalf("task %s never reached %s", taskID, state)
+	}
+	code, env := httpJSON(t, "POST", s.base+"/v1/bundles", key, map[string]any{"projectId": p.ID,
+		"files": []any{map[string]any{"path": "index.html", "contentBase64": "PGgxPmVuZ2luZTwvaDE+"}}})
+	bundle := must(code, env, 201)["bundleId"]
+	code, env = httpJSON(t, "POST", s.base+"/v1/quotes", key, map[string]any{"projectId": p.ID, "items": []any{map[string]any{"kind": "domain", "domain": domain}}})
+	q := must(code, env, 201)["quoteId"]
+	code, env = httpJSON(t, "POST", s.base+"/v1/projects/"+p.ID+"/launch", key, map[string]any{"name": "www", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": q})
+	wait(must(code, env, 202)["taskId"].(string), "succeeded")
+	code, env = httpJSON(t, "POST", s.base+"/v1/quotes", key, map[string]any{"projectId": p.ID, "items": []any{map[string]any{"kind": "email", "domain": domain}}})
+	mq := must(code, env, 201)["quoteId"]
+	code, env = httpJSON(t, "POST", s.base+"/v1/domains/"+domain+"/email", key, map[string]any{"quoteId": mq})
+	wait(must(code, env, 202)["taskId"].(string), "succeeded")
+	code, env = httpJSON(t, "POST", s.base+"/v1/email-addresses", key, map[string]any{"address": "ada@" + domain})
+	inbox := must(code, env, 201)["inboxId"].(string)
+	code, env = httpJSON(t, "PUT", s.base+"/v1/domains/"+domain+"/registrant-contact", key, map[string]any{"name": "Ada Lovelace", "email": "ada@" + domain,
+		"street": "12 St James's Square", "city": "London", "postalCode": "SW1Y 4JH", "country": "GB"})
+	task := must(code, env, 202)["taskId"].(string)
+	code, env = httpJSON(t, "POST", s.base+"/v1/inboxes/"+inbox+"/wait", key, map[string]any{"subject": "registrant", "timeoutSeconds": 20})
+	text := must(code, env, 200)["text"].(string)
+	link := regexp.MustCompile(`https?://\S+/registrant/confirm/[0-9a-f]+`).FindString(text)
+	if link == "" {
+		t.Fatalf("no link in %q", text)
+	}
+	script(t, tl, "registrant.mjs", map[string]string{"PIER_BASE_URL": s.base, "PIER_ARTIFACTS": artifacts(t),
+		"PIER_CONFIRM_URL": link, "PIER_DOMAIN": domain, "PIER_RDAP_URL": s.base + "/rdap/domain/" + domain})
+	wait(task, "succeeded")
+	r, err := st.Mail().CurrentRegistrant(ctx, domain)
+	if err != nil || !strings.Contains(r.Contact, "Lovelace") {
+		t.Fatalf("the registrar's record: %+v %v", r, err)
+	}
 }
