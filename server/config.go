@@ -62,8 +62,10 @@ type Config struct {
 	// SMTPRelay is the smarthost outbound mail goes through,
 	// smtp://HOST:PORT; empty refuses send_message.
 	SMTPRelay string
-	// SMTPLimits bound inbound mail.
+	// SMTPMaxMessageBytes bounds an inbound message; SMTPPeerRate the
+	// messages per second one peer address may send (0: 10 a second).
 	SMTPMaxMessageBytes int64
+	SMTPPeerRate        float64
 	// InboxBytes bounds each inbox; zero takes the domain's default.
 	InboxBytes int64
 	// RegistrarPrices set the sandbox registrar's first-year price for some

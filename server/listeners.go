@@ -213,6 +213,7 @@ func (s *Server) listenLaunch(ctx context.Context) error {
 		TLS:             &tls.Config{GetCertificate: s.mailCertificate, MinVersion: tls.VersionTLS12},
 		Hostname:        hostOf(s.BaseURL()),
 		MaxMessageBytes: s.cfg.SMTPMaxMessageBytes,
+		PeerRate:        s.cfg.SMTPPeerRate,
 		Resolver:        newMailResolver(addr),
 		Log:             s.log,
 	})

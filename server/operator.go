@@ -100,12 +100,16 @@ func createKey(ctx context.Context, st *store.Store, orgID, name string, scopes 
 	return AgentKey{ID: k.ID, OrgID: orgID, Secret: secret, Scopes: scopes}, nil
 }
 
-// CreateOrganizationWithKey creates an organisation named name and an agent
-// key in it holding scopes: an operator's first step, and every test's.
+// CreateOrganizationWithKey creates an organisation named name, with a
+// default project, and an agent key in it holding scopes: an operator's
+// first step, and every test's.
 func (s *Server) CreateOrganizationWithKey(ctx context.Context, name string, scopes ...string) (AgentKey, error) {
 	now := s.cfg.Now()
 	o, err := s.store.Accounts().CreateOrganization(ctx, auth.ID("org"), name, now)
 	if err != nil {
+		return AgentKey{}, err
+	}
+	if err := ensureLocalProject(ctx, s.store, o.ID); err != nil {
 		return AgentKey{}, err
 	}
 	return createKey(ctx, s.store, o.ID, "agent", scopes, now)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/pierhq/pier/server/internal/acme"
+	"github.com/pierhq/pier/server/internal/cache"
 	"github.com/pierhq/pier/server/internal/dnsserver"
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/smtpd"
@@ -225,41 +226,68 @@ func (p platform) VerifyDNS(ctx context.Context, name, rrtype, want string) erro
 
 // mailResolver answers DKIM, SPF and DMARC's questions from this server's
 // own DNS first (the domains it hosts) and the system's resolver for the
-// rest.
+// rest, keeping answers (and failures) for a minute in a bounded cache, as
+// a mail server's caching resolver would.
 type mailResolver struct {
 	own, system *net.Resolver
+	cache       *cache.Cache[string, resolved]
 }
 
-func newMailResolver(dnsAddr string) mailResolver {
+type resolved struct {
+	txt   []string
+	mx    []*net.MX
+	ips   []net.IPAddr
+	err   error
+	until time.Time
+}
+
+func newMailResolver(dnsAddr string) *mailResolver {
 	d := net.Dialer{Timeout: 2 * time.Second}
 	own := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return d.DialContext(ctx, network, dnsAddr)
 	}}
-	return mailResolver{own: own, system: net.DefaultResolver}
+	return &mailResolver{own: own, system: net.DefaultResolver, cache: cache.New[string, resolved](8192, 0, nil)}
 }
 
-func (r mailResolver) LookupTXT(ctx context.Context, name string) ([]string, error) {
-	if v, err := r.own.LookupTXT(ctx, name); err == nil {
-		return v, nil
+// ask answers from the cache, or asks our DNS and then the system's.
+func (r *mailResolver) ask(ctx context.Context, key string, lookup func(*net.Resolver) (resolved, error)) resolved {
+	if v, ok := r.cache.Get(key); ok && time.Now().Before(v.until) {
+		return v
 	}
-	return r.system.LookupTXT(ctx, name)
-}
-
-func (r mailResolver) LookupMX(ctx context.Context, name string) ([]*net.MX, error) {
-	if v, err := r.own.LookupMX(ctx, name); err == nil {
-		return v, nil
+	v, err := lookup(r.own)
+	if err != nil {
+		v, err = lookup(r.system)
 	}
-	return r.system.LookupMX(ctx, name)
+	v.err, v.until = err, time.Now().Add(time.Minute)
+	r.cache.Put(key, v)
+	return v
 }
 
-func (r mailResolver) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error) {
-	if v, err := r.own.LookupIPAddr(ctx, host); err == nil {
-		return v, nil
-	}
-	return r.system.LookupIPAddr(ctx, host)
+func (r *mailResolver) LookupTXT(ctx context.Context, name string) ([]string, error) {
+	v := r.ask(ctx, "TXT "+name, func(res *net.Resolver) (resolved, error) {
+		t, err := res.LookupTXT(ctx, name)
+		return resolved{txt: t}, err
+	})
+	return v.txt, v.err
 }
 
-func (r mailResolver) LookupAddr(ctx context.Context, addr string) ([]string, error) {
+func (r *mailResolver) LookupMX(ctx context.Context, name string) ([]*net.MX, error) {
+	v := r.ask(ctx, "MX "+name, func(res *net.Resolver) (resolved, error) {
+		m, err := res.LookupMX(ctx, name)
+		return resolved{mx: m}, err
+	})
+	return v.mx, v.err
+}
+
+func (r *mailResolver) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error) {
+	v := r.ask(ctx, "IP "+host, func(res *net.Resolver) (resolved, error) {
+		a, err := res.LookupIPAddr(ctx, host)
+		return resolved{ips: a}, err
+	})
+	return v.ips, v.err
+}
+
+func (r *mailResolver) LookupAddr(ctx context.Context, addr string) ([]string, error) {
 	return r.system.LookupAddr(ctx, addr)
 }
 
