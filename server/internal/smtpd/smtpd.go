@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	netmail "net/mail"
 	"net/netip"
 	"strings"
 	"sync"
@@ -203,12 +204,36 @@ func (se *session) Data(r io.Reader) error {
 	return nil
 }
 
+// maxParts bounds the MIME parts read from one message.
+const maxParts = 200
+
 // parse reads a message's parts and checks its authentication.
 func (s *Server) parse(mailFrom, helo string, peer netip.Addr, raw []byte) (service.Delivery, error) {
 	d := service.Delivery{MailFrom: mailFrom, Raw: raw, Headers: map[string][]string{}}
 	mr, err := mail.CreateReader(bytes.NewReader(raw))
 	if err != nil && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err) {
 		return d, err
+	}
+	if mr == nil {
+		// A body in an encoding nobody knows: keep the headers and the
+		// body as it came.
+		m, err := netmail.ReadMessage(bytes.NewReader(raw))
+		if err != nil {
+			return d, err
+		}
+		for k, v := range m.Header {
+			if len(d.Headers) < 100 {
+				d.Headers[k] = v
+			}
+		}
+		d.Subject, d.FromHeader = m.Header.Get("Subject"), m.Header.Get("From")
+		if from, err := m.Header.AddressList("From"); err == nil && len(from) > 0 {
+			d.FromHeader = from[0].Address
+		}
+		body, _ := io.ReadAll(io.LimitReader(m.Body, s.cfg.MaxMessageBytes))
+		d.Text = string(body)
+		d.Auth = s.authenticate(mailFrom, helo, peer, d.FromHeader, raw)
+		return d, nil
 	}
 	fields := mr.Header.Fields()
 	for fields.Next() {
@@ -223,7 +248,7 @@ func (s *Server) parse(mailFrom, helo string, peer netip.Addr, raw []byte) (serv
 	} else {
 		d.FromHeader = mr.Header.Get("From")
 	}
-	for {
+	for parts := 0; parts < maxParts; parts++ {
 		p, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
 			break
