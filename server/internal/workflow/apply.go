@@ -86,6 +86,11 @@ func (e *Engine) Apply(ctx context.Context, p *auth.Principal, id string, req *m
 		return nil, nil, false, err
 	}
 	if err := e.recheck(ctx, p, w, plan); err != nil {
+		// A concurrent apply may have won and already changed what the
+		// plan read (bought its domain, say): that one is the answer.
+		if again, gerr := e.cfg.Store.Workflows().Get(ctx, p.OrgID, w.ID); gerr == nil && again.TaskID != "" {
+			return e.replay(ctx, p, again)
+		}
 		return nil, nil, false, err
 	}
 	now := e.cfg.Now().UTC()
