@@ -77,6 +77,32 @@ func startProcess(t *testing.T, bin, dataDir string, env ...string) *process {
 	return p
 }
 
+// crashKey makes a local key in dataDir, as the operator would.
+func crashKey(t *testing.T, bin, dataDir string) http.Header {
+	t.Helper()
+	out, err := exec.Command(bin, "admin", "create-key", "--data-dir", dataDir, "--scopes", "read,quote,launch,buy_domain", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key struct{ APIKey string }
+	json.Unmarshal(out, &key)
+	return http.Header{"Authorization": {"Bearer " + key.APIKey}}
+}
+
+// finished polls a task until it ends or d passes, and returns it.
+func finished(c *contracttest.Client, h http.Header, taskID string, d time.Duration) map[string]any {
+	deadline := time.Now().Add(d)
+	var task map[string]any
+	for time.Now().Before(deadline) {
+		task = c.Do("GET", "/v1/tasks/"+taskID, nil, h).JSON()["data"].(map[string]any)
+		if task["state"] == "succeeded" || task["state"] == "failed" {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return task
+}
+
 // waitFor returns the first log line matching re.
 func (p *process) waitFor(t *testing.T, re *regexp.Regexp, d time.Duration) []string {
 	t.Helper()
@@ -128,14 +154,7 @@ func TestLaunchSurvivesSIGKILLAtEveryStep(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dataDir := t.TempDir()
-			out, err := exec.Command(bin, "admin", "create-key", "--data-dir", dataDir, "--scopes", "read,quote,launch,buy_domain", "--json").Output()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var key struct{ APIKey string }
-			json.Unmarshal(out, &key)
-			h := http.Header{"Authorization": {"Bearer " + key.APIKey}}
-
+			h := crashKey(t, bin, dataDir)
 			p := startProcess(t, bin, dataDir, tc.env)
 			c := &contracttest.Client{T: t, BaseURL: p.url}
 			project := c.Do("GET", "/v1/projects", nil, h).JSON()["data"].(map[string]any)["projects"].([]any)[0].(map[string]any)["id"].(string)
@@ -154,15 +173,7 @@ func TestLaunchSurvivesSIGKILLAtEveryStep(t *testing.T) {
 
 			p2 := startProcess(t, bin, dataDir)
 			c2 := &contracttest.Client{T: t, BaseURL: p2.url}
-			deadline := time.Now().Add(30 * time.Second)
-			var task map[string]any
-			for time.Now().Before(deadline) {
-				task = c2.Do("GET", "/v1/tasks/"+taskID, nil, h).JSON()["data"].(map[string]any)
-				if task["state"] == "succeeded" || task["state"] == "failed" {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			task := finished(c2, h, taskID, 30*time.Second)
 			if task["state"] != "succeeded" {
 				t.Fatalf("after restart the task is %v: %v", task["state"], task)
 			}
@@ -310,14 +321,7 @@ func TestWorkflowSurvivesSIGKILLAtEveryStep(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dataDir := t.TempDir()
-			out, err := exec.Command(bin, "admin", "create-key", "--data-dir", dataDir, "--scopes", "read,quote,launch,buy_domain", "--json").Output()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var key struct{ APIKey string }
-			json.Unmarshal(out, &key)
-			h := http.Header{"Authorization": {"Bearer " + key.APIKey}}
-
+			h := crashKey(t, bin, dataDir)
 			p := startProcess(t, bin, dataDir, tc.env)
 			c := &contracttest.Client{T: t, BaseURL: p.url}
 			project := c.Do("GET", "/v1/projects", nil, h).JSON()["data"].(map[string]any)["projects"].([]any)[0].(map[string]any)["id"].(string)
@@ -340,15 +344,7 @@ func TestWorkflowSurvivesSIGKILLAtEveryStep(t *testing.T) {
 
 			p2 := startProcess(t, bin, dataDir)
 			c2 := &contracttest.Client{T: t, BaseURL: p2.url}
-			deadline := time.Now().Add(60 * time.Second)
-			var task map[string]any
-			for time.Now().Before(deadline) {
-				task = c2.Do("GET", "/v1/tasks/"+taskID, nil, h).JSON()["data"].(map[string]any)
-				if task["state"] == "succeeded" || task["state"] == "failed" {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			task := finished(c2, h, taskID, 60*time.Second)
 			if task["state"] != "succeeded" {
 				all := c2.Do("GET", "/v1/tasks", nil, h).Body
 				p2.mu.Lock()

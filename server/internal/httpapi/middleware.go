@@ -261,11 +261,7 @@ func (h *Handler) authenticate(r *http.Request, op operation.Operation) (*auth.P
 		if err != nil {
 			return nil, err
 		}
-		if op.Scope != "" && !p.HasScope(op.Scope) {
-			return nil, apierr.Newf("auth:insufficient_scope", "%s needs a key with the %s scope; a human can grant it on the keys page", op.ID, op.Scope).
-				WithActions(actions.URL(h.baseURL()+"/keys", "sign_in", "human"))
-		}
-		return p, nil
+		return p, h.scoped(op, p)
 	}
 	header := r.Header.Get("Authorization")
 	anon := &auth.Principal{Kind: "anonymous", Caller: "ip:" + clientAddr(r)}
@@ -301,11 +297,16 @@ func (h *Handler) authenticate(r *http.Request, op operation.Operation) (*auth.P
 	if err != nil {
 		return nil, err
 	}
+	return p, h.scoped(op, p)
+}
+
+// scoped refuses an agent whose key lacks the operation's scope.
+func (h *Handler) scoped(op operation.Operation, p *auth.Principal) error {
 	if op.Scope != "" && !p.HasScope(op.Scope) {
-		return nil, apierr.Newf("auth:insufficient_scope", "%s needs a key with the %s scope; a human can grant it on the keys page", op.ID, op.Scope).
+		return apierr.Newf("auth:insufficient_scope", "%s needs a key with the %s scope; a human can grant it on the keys page", op.ID, op.Scope).
 			WithActions(actions.URL(h.baseURL()+"/keys", "sign_in", "human"))
 	}
-	return p, nil
+	return nil
 }
 
 func (h *Handler) agent(ctx context.Context, header string) (*auth.Principal, error) {
