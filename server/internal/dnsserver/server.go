@@ -215,12 +215,19 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		}
 		size := dns.MinMsgSize
 		if opt := req.IsEdns0(); opt != nil {
-			size = max(int(opt.UDPSize()), dns.MinMsgSize)
+			size = min(max(int(opt.UDPSize()), dns.MinMsgSize), ednsSize)
 		}
 		m.Truncate(size)
+		// Truncate turns compression off when the answer fits; names are
+		// compressed anyway, as NSD sends them.
+		m.Compress = true
 	}
 	w.WriteMsg(m)
 }
+
+// ednsSize is the UDP payload this server offers and sends at most: the
+// 2020 DNS flag day's 1232 bytes, which no path fragments.
+const ednsSize = 1232
 
 func isUDP(w dns.ResponseWriter) bool {
 	_, ok := w.RemoteAddr().(*net.UDPAddr)
@@ -232,6 +239,17 @@ func isUDP(w dns.ResponseWriter) bool {
 func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) *dns.Msg {
 	m := new(dns.Msg)
 	m.SetReply(req)
+	// Names compressed and EDNS echoed, as an authoritative server such
+	// as NSD answers.
+	m.Compress = true
+	if opt := req.IsEdns0(); opt != nil {
+		if opt.Version() != 0 {
+			m.SetRcode(req, dns.RcodeBadVers)
+			m.SetEdns0(ednsSize, false)
+			return m
+		}
+		defer m.SetEdns0(ednsSize, false)
+	}
 	if len(req.Question) != 1 || req.Opcode != dns.OpcodeQuery {
 		m.Rcode = dns.RcodeNotImplemented
 		return m
@@ -295,7 +313,32 @@ func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) *dns.Msg {
 			}
 		}
 	}
+	m.Extra = glue(rrs, append(m.Answer, m.Ns...))
 	return m
+}
+
+// glue is the additional section: the in-zone addresses of the name
+// servers and mail hosts the answer names.
+func glue(zone []dns.RR, named []dns.RR) []dns.RR {
+	var targets []string
+	for _, rr := range named {
+		switch r := rr.(type) {
+		case *dns.NS:
+			targets = append(targets, r.Ns)
+		case *dns.MX:
+			targets = append(targets, r.Mx)
+		}
+	}
+	var out []dns.RR
+	for _, t := range targets {
+		for _, rr := range zone {
+			h := rr.Header()
+			if (h.Rrtype == dns.TypeA || h.Rrtype == dns.TypeAAAA) && strings.EqualFold(h.Name, t) {
+				out = append(out, rr)
+			}
+		}
+	}
+	return out
 }
 
 // transferAllowed: a configured secondary's query whose TSIG verified.

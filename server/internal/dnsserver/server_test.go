@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"runtime"
 	"strings"
@@ -287,4 +288,66 @@ func FuzzServeDNS(f *testing.F) {
 			t.Fatalf("an answer that does not parse: %v", err)
 		}
 	})
+}
+
+// Answers have NSD's shape: the aa flag, compressed names, the EDNS OPT
+// echoed (at most 1232 bytes offered), BADVERS for an unknown EDNS version,
+// and the name servers' in-zone addresses as glue.
+func TestAnswersAreShapedLikeNSD(t *testing.T) {
+	_, addr := serve(t, dnsserver.Limits{})
+	m := new(dns.Msg)
+	m.SetQuestion("acme.dev.", dns.TypeNS)
+	m.SetEdns0(4096, false)
+	r, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Authoritative || len(r.Answer) == 0 {
+		t.Fatalf("NS answer: %v", r)
+	}
+	opt := r.IsEdns0()
+	if opt == nil || opt.UDPSize() != 1232 {
+		t.Fatalf("EDNS not echoed: %v", r)
+	}
+	glue := 0
+	for _, rr := range r.Extra {
+		if rr.Header().Rrtype == dns.TypeA || rr.Header().Rrtype == dns.TypeAAAA {
+			glue++
+		}
+	}
+	if glue == 0 {
+		t.Fatalf("no glue for the name servers: %v", r)
+	}
+	// Compressed: the bytes on the wire are fewer than the same message
+	// packed without compression.
+	conn, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	q, _ := m.Pack()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	conn.Write(q)
+	buf := make([]byte, 4096)
+	n, err := conn.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Compress = false
+	plain, _ := r.Pack()
+	if n >= len(plain) {
+		t.Fatalf("not compressed: %d bytes, %d uncompressed", n, len(plain))
+	}
+
+	m = new(dns.Msg)
+	m.SetQuestion("acme.dev.", dns.TypeA)
+	m.SetEdns0(4096, false)
+	m.IsEdns0().SetVersion(1)
+	r, _, err = (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.IsEdns0() == nil || r.Rcode != dns.RcodeBadVers {
+		t.Fatalf("EDNS version 1: rcode %d ext %v", r.Rcode, r.IsEdns0())
+	}
 }
