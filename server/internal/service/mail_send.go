@@ -291,6 +291,13 @@ func (s *Mail) ConfirmRegistrant(ctx context.Context, token string) (RegistrantP
 	return prop, err
 }
 
+// rdapHandle names a registration publicly without showing the task that
+// bought it.
+func rdapHandle(ref string) string {
+	sum := sha256.Sum256([]byte("rdap\x00" + ref))
+	return "PIER-" + strings.ToUpper(hex.EncodeToString(sum[:6]))
+}
+
 // RDAP answers RFC 9083 for a domain Pier sold, the registrant redacted
 // (RFC 9537).
 func (s *Mail) RDAP(ctx context.Context, domain string) (map[string]any, error) {
@@ -305,7 +312,7 @@ func (s *Mail) RDAP(ctx context.Context, domain string) (map[string]any, error) 
 	out := map[string]any{
 		"objectClassName": "domain",
 		"ldhName":         domain,
-		"handle":          pu.Ref,
+		"handle":          rdapHandle(pu.Ref),
 		"status":          []string{"active"},
 		"rdapConformance": []string{"rdap_level_0", "redacted"},
 		"events": []any{
