@@ -50,6 +50,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.http.Serve(s.edgeListener(s.ln, nil)) }()
 	go s.purgeLoop(ctx)
+	go s.listenInvalidations(ctx)
 	if err := s.serveLaunch(ctx, s.handler); err != nil {
 		s.http.Close()
 		s.store.Close()

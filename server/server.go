@@ -149,6 +149,10 @@ func (s *Server) build(ctx context.Context) error {
 	// mounted in, so it is built once that handler exists.
 	var mcpHandler http.Handler
 	limiter := ratelimit.New(s.cfg.RateLimits, s.cfg.Now)
+	if s.store.Engine() == store.Postgres {
+		// Replicas on one database share their buckets.
+		limiter.Shared = s.store.RateLimits()
+	}
 	api, err := httpapi.New(httpapi.Config{
 		Tokens:    authz,
 		Service:   svc,
@@ -241,6 +245,9 @@ func (s *Server) purgeLoop(ctx context.Context) {
 				s.log.Info("purged idempotency records", "count", n)
 			}
 			s.purgeOAuth(ctx)
+			if err := s.store.RateLimits().Purge(ctx, s.cfg.Now()); err != nil {
+				s.log.Warn("purging rate-limit buckets", "err", err)
+			}
 		}
 	}
 }

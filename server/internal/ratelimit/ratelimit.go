@@ -4,6 +4,7 @@
 package ratelimit
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -18,8 +19,20 @@ type Policy struct {
 	Burst     int
 }
 
+// Shared keeps buckets every replica sees (GCRA in the database): Take
+// spends one request, interval being what a request costs and tolerance
+// how far ahead of now the bucket may run.
+type Shared interface {
+	Take(ctx context.Context, key string, now time.Time, interval, tolerance time.Duration) (allowed bool, tat time.Time, err error)
+}
+
 // Limiter holds the buckets.
 type Limiter struct {
+	// Shared, when set, decides instead of the local buckets, so that
+	// replicas on one database together allow what one would. A failure
+	// of it falls back on the local bucket.
+	Shared Shared
+
 	mu       sync.Mutex
 	policies map[string]Policy
 	buckets  map[string]*bucket
@@ -66,6 +79,12 @@ func (l *Limiter) Allow(class, caller string) (Decision, bool) {
 	}
 	now := l.now()
 	key := class + "\x00" + caller
+	if l.Shared != nil {
+		// PostgreSQL text holds no NUL: the shared key uses a space.
+		if d, err := l.allowShared(class+" "+caller, p, now); err == nil {
+			return d, true
+		}
+	}
 
 	l.mu.Lock()
 	if now.Sub(l.lastGC) > time.Minute {
@@ -89,6 +108,27 @@ func (l *Limiter) Allow(class, caller string) (Decision, bool) {
 		d.RetryAfter = time.Duration(math.Ceil(need/p.PerSecond*1000)) * time.Millisecond
 	}
 	return d, true
+}
+
+// allowShared is GCRA on the shared buckets: the same limit and burst as
+// a token bucket, kept as one time per bucket.
+func (l *Limiter) allowShared(key string, p Policy, now time.Time) (Decision, error) {
+	interval := time.Duration(float64(time.Second) / p.PerSecond)
+	tolerance := interval * time.Duration(max(p.Burst-1, 0))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	allowed, tat, err := l.Shared.Take(ctx, key, now, interval, tolerance)
+	if err != nil {
+		return Decision{}, err
+	}
+	ahead := max(tat.Sub(now), 0)
+	d := Decision{Allowed: allowed, Limit: p.Burst, Policy: p, Reset: ahead}
+	d.Remaining = max(0, int((tolerance-ahead)/interval)+1)
+	if !allowed {
+		d.Remaining = 0
+		d.RetryAfter = max(ahead-tolerance, time.Millisecond)
+	}
+	return d, nil
 }
 
 func (l *Limiter) gc(now time.Time) {

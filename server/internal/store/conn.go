@@ -53,6 +53,7 @@ func (c conn) oAuth() OAuth                     { return OAuth{c} }
 func (c conn) onboarding() Onboarding           { return Onboarding{c} }
 func (c conn) projects() Projects               { return Projects{c} }
 func (c conn) quotes() Quotes                   { return Quotes{c} }
+func (c conn) rateLimits() RateLimits           { return RateLimits{c} }
 func (c conn) sandbox() Sandbox                 { return Sandbox{c} }
 func (c conn) sandboxReleases() SandboxReleases { return SandboxReleases{c} }
 func (c conn) services() Services               { return Services{c} }
@@ -126,6 +127,7 @@ func (s *Store) OAuth() OAuth                     { return s.conn().oAuth() }
 func (s *Store) Onboarding() Onboarding           { return s.conn().onboarding() }
 func (s *Store) Projects() Projects               { return s.conn().projects() }
 func (s *Store) Quotes() Quotes                   { return s.conn().quotes() }
+func (s *Store) RateLimits() RateLimits           { return s.conn().rateLimits() }
 func (s *Store) Sandbox() Sandbox                 { return s.conn().sandbox() }
 func (s *Store) SandboxReleases() SandboxReleases { return s.conn().sandboxReleases() }
 func (s *Store) Services() Services               { return s.conn().services() }
@@ -144,6 +146,7 @@ func (tx *Tx) OAuth() OAuth                     { return tx.conn().oAuth() }
 func (tx *Tx) Onboarding() Onboarding           { return tx.conn().onboarding() }
 func (tx *Tx) Projects() Projects               { return tx.conn().projects() }
 func (tx *Tx) Quotes() Quotes                   { return tx.conn().quotes() }
+func (tx *Tx) RateLimits() RateLimits           { return tx.conn().rateLimits() }
 func (tx *Tx) Sandbox() Sandbox                 { return tx.conn().sandbox() }
 func (tx *Tx) SandboxReleases() SandboxReleases { return tx.conn().sandboxReleases() }
 func (tx *Tx) Services() Services               { return tx.conn().services() }

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// invalidateChannel carries cache invalidations between replicas on one
+// PostgreSQL: a launch, teardown or zone change on one replica reaches the
+// edge and DNS caches of every other at once. A missed notification costs
+// at most the caches' own revalidation interval (2 s), which is the
+// periodic reconciliation.
+const invalidateChannel = "pier_invalidate"
+
+type invalidation struct {
+	Hosts []string `json:"hosts,omitempty"`
+	Zone  string   `json:"zone,omitempty"`
+}
+
+// announce tells the other replicas; on SQLite there are none.
+func (s *Server) announce(inv invalidation) {
+	if s.store.Engine() != store.Postgres {
+		return
+	}
+	b, _ := json.Marshal(inv)
+	if len(b) > 7900 { // NOTIFY payloads stop at 8000 bytes
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := s.store.DB().ExecContext(ctx, `SELECT pg_notify($1, $2)`, invalidateChannel, string(b)); err != nil {
+		s.log.Warn("announcing a cache invalidation", "err", err)
+	}
+}
+
+// listenInvalidations applies the other replicas' invalidations until ctx
+// ends, reconnecting after a lost connection (a PostgreSQL restart).
+func (s *Server) listenInvalidations(ctx context.Context) {
+	if s.store.Engine() != store.Postgres {
+		return
+	}
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := s.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("cache invalidation listener lost its connection; reconnecting", "err", err, "after", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (s *Server) listenOnce(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+invalidateChannel); err != nil {
+		return err
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		var inv invalidation
+		if json.Unmarshal([]byte(n.Payload), &inv) != nil {
+			continue
+		}
+		if len(inv.Hosts) > 0 {
+			s.launch.edge.Invalidate(inv.Hosts...)
+		}
+		if inv.Zone != "" {
+			s.launch.dns.Invalidate(inv.Zone)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/pierhq/pier/internal/testpg"
+	"github.com/pierhq/pier/server"
+	"github.com/pierhq/pier/server/internal/service"
+)
+
+// Two replicas on one PostgreSQL share their rate limits: callers spreading
+// requests over both get what one replica would allow, not twice as much.
+func TestRateLimitsHoldAcrossReplicas(t *testing.T) {
+	db := testpg.NewDatabase(t)
+	limits := map[string]server.RateLimit{"search": {PerSecond: 2, Burst: 5}}
+	a := start(t, server.Config{DatabaseURL: db, RateLimits: limits})
+	b := start(t, server.Config{DatabaseURL: db, RateLimits: limits})
+	began := time.Now()
+	allowed := 0
+	for i := range 30 {
+		ts := a
+		if i%2 == 1 {
+			ts = b
+		}
+		r, err := http.Get(ts.URL + "/v1/domains/search?q=replica" + string(rune('a'+i%26)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		switch r.StatusCode {
+		case 200:
+			allowed++
+		case 429:
+		default:
+			t.Fatalf("status %d", r.StatusCode)
+		}
+	}
+	// At most the limit over the window plus one burst.
+	if most := 5 + int(2*time.Since(began).Seconds()) + 1; allowed > most {
+		t.Fatalf("%d allowed across two replicas, at most %d", allowed, most)
+	}
+	if allowed < 5 {
+		t.Fatalf("only %d allowed; the burst is 5", allowed)
+	}
+}
+
+// httpStatus fetches / for host over a replica's HTTP listener.
+func httpStatus(t *testing.T, ts *testServer, host string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+ts.Addr()+"/", nil)
+	req.Host = host
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	return r.StatusCode, string(b)
+}
+
+// within polls a replica until host answers want, and says how long that
+// took after since.
+func within(t *testing.T, ts *testServer, host string, want int, since time.Time) time.Duration {
+	t.Helper()
+	for time.Since(since) < 5*time.Second {
+		if code, _ := httpStatus(t, ts, host); code == want {
+			return time.Since(since)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s never answered %d", host, want)
+	return 0
+}
+
+// A launch through one replica is served by another at once, and a
+// teardown stops on both: the edge caches hear of it over LISTEN/NOTIFY,
+// not only at their next revalidation.
+func TestReplicasServeWhatAnotherLaunched(t *testing.T) {
+	db := testpg.NewDatabase(t)
+	a := start(t, server.Config{DatabaseURL: db})
+	b := start(t, server.Config{DatabaseURL: db})
+	acct := newAccount(t, a, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+	bundle := upload(t, a, acct, siteSaying("shared"))
+	host := a.Service().PreviewHost("shared", acct.project)
+	// The other replica has already been asked, and remembers "no site".
+	if code, _ := httpStatus(t, b, host); code != 404 {
+		t.Fatalf("before the launch: %d", code)
+	}
+	r := a.Client.Do("POST", "/v1/projects/"+acct.project+"/launch", map[string]any{"name": "shared", "target": "edge", "bundleId": bundle}, acct.header())
+	data := r.JSON()["data"].(map[string]any)
+	waitTask(t, a, acct, data["taskId"].(string), "succeeded")
+	if d := within(t, b, host, 200, time.Now()); d > time.Second {
+		t.Fatalf("the other replica served the launch after %s", d)
+	}
+	td := a.Client.Do("POST", "/v1/services/"+data["serviceId"].(string)+"/teardown", nil, acct.header())
+	waitTask(t, a, acct, td.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	if d := within(t, b, host, 404, time.Now()); d > time.Second {
+		t.Fatalf("the other replica stopped serving after %s", d)
+	}
+}
