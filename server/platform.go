@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/pierhq/pier/server/internal/dnsserver"
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/smtpd"
+	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/server/internal/tasks"
 	"github.com/pierhq/pier/server/internal/tlsca"
 )
@@ -52,6 +54,11 @@ func (s *Server) buildLaunch() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.store.Engine() == store.Postgres {
+		if ca, err = s.sharedCA(ca); err != nil {
+			return nil, err
+		}
+	}
 	lp := &launchParts{ca: ca, edge: edge.NewWithLimits(edge.FromStore(s.store), s.log, s.cfg.Edge), dns: dnsserver.NewWithLimits(s.store.Domains(), s.log, s.cfg.DNS, s.cfg.DNSSecondaries)}
 	caaIssuers := []string{tlsca.Name}
 	if s.cfg.ACMEDirectory != "" {
@@ -68,6 +75,40 @@ func (s *Server) buildLaunch() ([]string, error) {
 	return caaIssuers, nil
 }
 
+// sharedCA makes every replica on one PostgreSQL sign with one local CA:
+// the first to start offers its root, and every replica adopts what the
+// database holds (writing it into its data directory for pier ca), so a
+// certificate from any replica verifies against the same root.
+func (s *Server) sharedCA(local *tlsca.CA) (*tlsca.CA, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	certPEM, keyPEM, err := local.Files()
+	if err != nil {
+		return nil, err
+	}
+	offer, _ := json.Marshal(map[string]string{"cert": string(certPEM), "key": string(keyPEM)})
+	keys := s.store.SandboxReleases()
+	if err := keys.PutKeyIfAbsent(ctx, "local-ca", string(offer), s.cfg.Now()); err != nil {
+		return nil, err
+	}
+	raw, err := keys.Key(ctx, "local-ca")
+	if err != nil {
+		return nil, err
+	}
+	var held struct{ Cert, Key string }
+	if err := json.Unmarshal([]byte(raw), &held); err != nil {
+		return nil, err
+	}
+	if held.Cert == string(certPEM) {
+		return local, nil
+	}
+	ca, err := tlsca.FromPEM([]byte(held.Cert), []byte(held.Key), s.cfg.Now)
+	if err != nil {
+		return nil, err
+	}
+	return ca, ca.Save(CADir(s.cfg.DataDir))
+}
+
 // platform is what the domain's launches drive, as this server provides
 // it: the task runner, the edge's and DNS's caches, certificates and the
 // bound ports.
@@ -77,9 +118,15 @@ func (p platform) Enqueue(ctx context.Context, taskID string) error {
 	return p.s.launch.runner.Enqueue(ctx, taskID)
 }
 
-func (p platform) InvalidateHosts(hosts ...string) { p.s.launch.edge.Invalidate(hosts...) }
+func (p platform) InvalidateHosts(hosts ...string) {
+	p.s.launch.edge.Invalidate(hosts...)
+	p.s.announce(invalidation{Hosts: hosts})
+}
 
-func (p platform) InvalidateZone(domain string) { p.s.launch.dns.Invalidate(domain) }
+func (p platform) InvalidateZone(domain string) {
+	p.s.launch.dns.Invalidate(domain)
+	p.s.announce(invalidation{Zone: domain})
+}
 
 func (p platform) Certificate(host string) error {
 	_, err := p.s.launch.certificate(host)

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"testing"
@@ -99,5 +100,15 @@ func TestReplicasServeWhatAnotherLaunched(t *testing.T) {
 	waitTask(t, a, acct, td.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
 	if d := within(t, b, host, 404, time.Now()); d > time.Second {
 		t.Fatalf("the other replica stopped serving after %s", d)
+	}
+}
+
+// Replicas on one database sign with one local CA.
+func TestReplicasShareTheLocalCA(t *testing.T) {
+	db := testpg.NewDatabase(t)
+	a := start(t, server.Config{DatabaseURL: db})
+	b := start(t, server.Config{DatabaseURL: db})
+	if !bytes.Equal(a.CARootPEM(), b.CARootPEM()) {
+		t.Fatal("two replicas, two CAs")
 	}
 }

@@ -69,10 +69,43 @@ func LoadOrCreate(dir string, now func() time.Time) (*CA, error) {
 	} else if err1 != nil || err2 != nil {
 		return nil, fmt.Errorf("tlsca: %s holds half a CA: %v %v", dir, err1, err2)
 	}
+	return FromPEM(certPEM, keyPEM, now)
+}
+
+// Files reads back what LoadOrCreate keeps: the root and its key, PEM.
+func (c *CA) Files() (certPEM, keyPEM []byte, err error) {
+	der, err := x509.MarshalECPrivateKey(c.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.rootPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
+// Save writes the CA into dir, replacing what is there: a replica adopting
+// the CA its database holds.
+func (c *CA) Save(dir string) error {
+	certPEM, keyPEM, err := c.Files()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(dir, "root.key"), keyPEM, 0o600); err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(dir, "root.pem"), certPEM, 0o644)
+}
+
+// FromPEM is a CA from its root certificate and key.
+func FromPEM(certPEM, keyPEM []byte, now func() time.Time) (*CA, error) {
+	if now == nil {
+		now = time.Now
+	}
 	cb, _ := pem.Decode(certPEM)
 	kb, _ := pem.Decode(keyPEM)
 	if cb == nil || kb == nil {
-		return nil, fmt.Errorf("tlsca: %s: unreadable PEM", dir)
+		return nil, errors.New("tlsca: unreadable PEM")
 	}
 	root, err := x509.ParseCertificate(cb.Bytes)
 	if err != nil {
