@@ -230,7 +230,13 @@ func TestNoOverspend(t *testing.T) {
 		const limit = 300_000_000 // 300 USD
 		a := newAccount(t, ts, limit, service.DefaultPolicy(), "quote", "read")
 		ctx := context.Background()
-		names := availableDomains(200, "com", "race")
+		names := availableDomains(201, "com", "race")
+		// One hold made before the race stays held, so that the books have
+		// both a held and a consumed side whatever the race's order.
+		if _, _, err := ts.Service().Quotes.Create(ctx, a.principal, sdk.QuoteRequest{ProjectId: a.project,
+			Items: []sdk.QuoteItem{{Kind: sdk.Domain, Domain: &names[200], Years: ptr(1)}}}); err != nil {
+			t.Fatal(err)
+		}
 
 		var mu sync.Mutex
 		var failures []error
