@@ -137,6 +137,7 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.IntVar(&cfg.DNS.RRLSlip, "dns-rrl-slip", dnsserver.DefaultLimits.RRLSlip, "send every Nth rate-limited answer truncated, so real clients retry over TCP; 0 drops them all")
 	f.StringVar(&cfg.SMTPRelay, "smtp-relay", env("PIER_SMTP_RELAY", ""), "smarthost for outbound mail, smtp://HOST:PORT; without one send_message is refused (PIER_SMTP_RELAY)")
 	f.Int64Var(&cfg.SMTPMaxMessageBytes, "smtp-max-message-bytes", 10<<20, "bound on an inbound message, in bytes")
+	f.DurationVar(&cfg.TaskJobTimeout, "task-job-timeout", 2*time.Minute, "bound on one run of a durable task; a replica that dies mid-run leaves its task to another after this and 10 s more")
 	f.Float64Var(&cfg.SMTPPeerRate, "smtp-peer-rate", 10, "inbound messages per second one peer address may send")
 	f.Int64Var(&cfg.InboxBytes, "inbox-bytes", 50<<20, "bound on each inbox's stored messages, in bytes")
 	f.StringArrayVar(&prices, "registrar-price", nil, "the sandbox registrar's first-year price for a TLD, as TLD=USD; repeatable")

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/internal/contracttest"
+	"github.com/pierhq/pier/internal/testpg"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -48,8 +49,14 @@ var servingRE = regexp.MustCompile(`Pier is serving at (http://\S+)`)
 
 func startProcess(t *testing.T, bin, dataDir string, env ...string) *process {
 	t.Helper()
-	cmd := exec.Command(bin, "server", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
-		"--https-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0", "--log-level", "warn")
+	return startProcessArgs(t, bin, dataDir, nil, env...)
+}
+
+// startProcessArgs is startProcess with more flags for pier server.
+func startProcessArgs(t *testing.T, bin, dataDir string, args []string, env ...string) *process {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"server", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
+		"--https-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0", "--smtp-addr", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -397,5 +404,59 @@ func TestWorkflowSurvivesSIGKILLAtEveryStep(t *testing.T) {
 				t.Fatalf("the registrar sold %s %d times", domains[i], n)
 			}
 		})
+	}
+}
+
+// A replica is killed with SIGKILL in the middle of a launch that buys a
+// domain; another replica on the same PostgreSQL takes the task over once
+// the dead one's lease runs out, and finishes it: one purchase, one charge.
+func TestLaunchSurvivesItsReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server as separate processes")
+	}
+	db := testpg.NewDatabase(t)
+	bin, err := pierBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirA, dirB := t.TempDir(), t.TempDir()
+	out, err := exec.Command(bin, "admin", "create-key", "--data-dir", dirA, "--database-url", db, "--scopes", "read,quote,launch,buy_domain", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key struct{ APIKey string }
+	json.Unmarshal(out, &key)
+	h := http.Header{"Authorization": {"Bearer " + key.APIKey}}
+	flags := []string{"--database-url", db, "--task-job-timeout", "5s"}
+
+	a := startProcessArgs(t, bin, dirA, flags, "PIER_TEST_PAUSE_AFTER_STEP="+service.StepRegister)
+	c := &contracttest.Client{T: t, BaseURL: a.url}
+	project := c.Do("GET", "/v1/projects", nil, h).JSON()["data"].(map[string]any)["projects"].([]any)[0].(map[string]any)["id"].(string)
+	domain := availableDomains(1, "dev", "replicakill")[0]
+	bundle := c.Do("POST", "/v1/bundles", uploadBody(project, siteFiles), h).JSON()["data"].(map[string]any)["bundleId"]
+	quote := c.Do("POST", "/v1/quotes", domainQuote(project, domain, 1), h).JSON()["data"].(map[string]any)
+	launch := c.Do("POST", "/v1/projects/"+project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": quote["quoteId"]}, h)
+	taskID := launch.JSON()["data"].(map[string]any)["taskId"].(string)
+	a.waitFor(t, regexp.MustCompile(`paused at step boundary.*step=`+service.StepRegister), 30*time.Second)
+	a.kill(t)
+
+	// The other replica starts after the first died and finishes the task.
+	b := startProcessArgs(t, bin, dirB, flags)
+	cb := &contracttest.Client{T: t, BaseURL: b.url}
+	task := finished(cb, h, taskID, 60*time.Second)
+	if task["state"] != "succeeded" {
+		t.Fatalf("the task on the other replica is %v: %v", task["state"], task)
+	}
+	proj := cb.Do("GET", "/v1/projects/"+project, nil, h).JSON()["data"].(map[string]any)
+	if proj["spentUsd"] != quote["amountUsd"] || proj["heldUsd"] != 0.0 {
+		t.Fatalf("charged %v (held %v), quoted %v", proj["spentUsd"], proj["heldUsd"], quote["amountUsd"])
+	}
+	st, err := store.Open(context.Background(), "", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if n, _ := st.Domains().CountPurchases(context.Background(), domain); n != 1 {
+		t.Fatalf("the registrar sold %s %d times", domain, n)
 	}
 }

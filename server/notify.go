@@ -46,7 +46,11 @@ func (s *Server) listenInvalidations(ctx context.Context) {
 	}
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := s.listenOnce(ctx)
+		if time.Since(began) > 30*time.Second {
+			backoff = 100 * time.Millisecond // it had been listening: start over
+		}
 		if ctx.Err() != nil {
 			return
 		}

@@ -112,3 +112,38 @@ func TestReplicasShareTheLocalCA(t *testing.T) {
 		t.Fatal("two replicas, two CAs")
 	}
 }
+
+// PostgreSQL restarts under two replicas: both recover on their own, and
+// what one launches afterwards the other serves at once again (the
+// invalidation listener reconnected).
+func TestReplicasRecoverFromADatabaseRestart(t *testing.T) {
+	db := testpg.NewDatabase(t)
+	a := start(t, server.Config{DatabaseURL: db})
+	b := start(t, server.Config{DatabaseURL: db})
+	acct := newAccount(t, a, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+	testpg.Restart(t)
+	for _, ts := range []*testServer{a, b} {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			r := ts.Client.Do("GET", "/v1/projects", nil, acct.header())
+			if r.StatusCode == 200 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a replica did not recover: %d %s", r.StatusCode, r.Body)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	bundle := upload(t, a, acct, siteSaying("after the restart"))
+	host := a.Service().PreviewHost("after", acct.project)
+	if code, _ := httpStatus(t, b, host); code != 404 {
+		t.Fatalf("before the launch: %d", code)
+	}
+	time.Sleep(6 * time.Second) // the listener's reconnection backoff, at most 5 s
+	r := a.Client.Do("POST", "/v1/projects/"+acct.project+"/launch", map[string]any{"name": "after", "target": "edge", "bundleId": bundle}, acct.header())
+	waitTask(t, a, acct, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	if d := within(t, b, host, 200, time.Now()); d > time.Second {
+		t.Fatalf("after the restart the other replica served the launch after %s", d)
+	}
+}

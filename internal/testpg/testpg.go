@@ -122,12 +122,28 @@ func start() (*Cluster, error) {
 	if out, err := c.run("initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"); err != nil {
 		return nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
-	opts := fmt.Sprintf("-k %s -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", dir)
-	if out, err := c.run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start"); err != nil {
+	if out, err := c.run("pg_ctl", "-D", data, "-o", c.opts(), "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "log"))
 		return nil, fmt.Errorf("pg_ctl start: %v: %s\n%s", err, out, log)
 	}
 	return c, nil
+}
+
+func (c *Cluster) opts() string {
+	return fmt.Sprintf("-k %s -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", c.dir)
+}
+
+// Restart stops the package's cluster, cutting every connection, and
+// starts it again: what a database failover does to its clients.
+func Restart(t testing.TB) {
+	t.Helper()
+	if cluster == nil {
+		t.Fatal("testpg: no cluster to restart; call NewDatabase first")
+	}
+	data := filepath.Join(cluster.dir, "data")
+	if out, err := cluster.run("pg_ctl", "-D", data, "-o", cluster.opts(), "-l", filepath.Join(cluster.dir, "log"), "-m", "fast", "-w", "-t", "60", "restart"); err != nil {
+		t.Fatalf("pg_ctl restart: %v: %s", err, out)
+	}
 }
 
 func (c *Cluster) run(name string, args ...string) ([]byte, error) {

@@ -139,7 +139,9 @@ func New(ctx context.Context, st *store.Store, databaseURL string, run Run, cfg 
 		cfg.JobTimeout = 2 * time.Minute
 	}
 	if cfg.LeaseTTL == 0 {
-		cfg.LeaseTTL = cfg.JobTimeout + time.Minute
+		// A run ends by JobTimeout (River cancels it); the margin covers
+		// saving its last step. A dead runner's task is free after it.
+		cfg.LeaseTTL = cfg.JobTimeout + 10*time.Second
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 20
@@ -159,7 +161,7 @@ func New(ctx context.Context, st *store.Store, databaseURL string, run Run, cfg 
 		FetchCooldown:        10 * time.Millisecond,
 		FetchPollInterval:    5 * time.Second,
 		JobTimeout:           cfg.JobTimeout,
-		RescueStuckJobsAfter: cfg.JobTimeout + time.Minute,
+		RescueStuckJobsAfter: cfg.LeaseTTL,
 		MaxAttempts:          cfg.MaxAttempts,
 		Logger:               cfg.Log.With("component", "river"),
 	}
