@@ -59,6 +59,9 @@ type Config struct {
 	// Quotas bound each organisation's live services, bundles and stored
 	// bytes; zero fields take service.DefaultQuotas.
 	Quotas service.Quotas
+	// BlobStore keeps blob bodies in an S3-compatible bucket,
+	// s3://BUCKET?endpoint=HOST:PORT; empty keeps them in the database.
+	BlobStore string
 	// SMTPRelay is the smarthost outbound mail goes through,
 	// smtp://HOST:PORT; empty refuses send_message.
 	SMTPRelay string

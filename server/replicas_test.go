@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/pierhq/pier/internal/testpg"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"
@@ -146,4 +150,37 @@ func TestReplicasRecoverFromADatabaseRestart(t *testing.T) {
 	if d := within(t, b, host, 200, time.Now()); d > time.Second {
 		t.Fatalf("after the restart the other replica served the launch after %s", d)
 	}
+}
+
+// Blob bodies can live in an S3-compatible bucket (here gofakes3, in
+// process): a site uploaded and launched is served from it, and the
+// database keeps only the record of each blob.
+func TestBlobsInAnObjectStore(t *testing.T) {
+	backend := s3mem.New()
+	if err := backend.CreateBucket("pier"); err != nil {
+		t.Fatal(err)
+	}
+	s3 := httptest.NewServer(gofakes3.New(backend).Server())
+	t.Cleanup(s3.Close)
+	t.Setenv("AWS_ACCESS_KEY_ID", "pier")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "pier-secret")
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db, BlobStore: "s3://pier?endpoint=" + strings.TrimPrefix(s3.URL, "http://") + "&insecure=true"})
+		acct := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+		bundle := upload(t, ts, acct, siteSaying("from the bucket"))
+		r := ts.Client.Do("POST", "/v1/projects/"+acct.project+"/launch", map[string]any{"name": "bucket", "target": "edge", "bundleId": bundle}, acct.header())
+		waitTask(t, ts, acct, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+		code, body := httpStatus(t, ts, ts.Service().PreviewHost("bucket", acct.project))
+		if code != 200 || !strings.Contains(body, "from the bucket") {
+			t.Fatalf("served: %d %q", code, body)
+		}
+		var outside int
+		if err := ts.Store().DB().QueryRow(`SELECT COUNT(*) FROM blobs WHERE size > 0 AND size <> LENGTH(data)`).Scan(&outside); err != nil || outside == 0 {
+			t.Fatalf("no blob body left the database: %d %v", outside, err)
+		}
+		list, err := backend.ListBucket("pier", nil, gofakes3.ListBucketPage{})
+		if err != nil || len(list.Contents) == 0 {
+			t.Fatalf("the bucket holds nothing: %v", err)
+		}
+	})
 }

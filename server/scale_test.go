@@ -2,91 +2,15 @@ package server_test
 
 import (
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/pierhq/pier/internal/testpg"
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"
 )
-
-// nginxFor runs Debian's nginx in front of the replicas' HTTP listeners,
-// as an operator would, and answers its address. PIER_TEST_NGINX=require
-// (CI) fails instead of skipping when nginx is missing.
-func nginxFor(t *testing.T, replicas ...*testServer) string {
-	t.Helper()
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		bin = "/usr/sbin/nginx"
-	}
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("PIER_TEST_NGINX") == "require" || os.Getenv("CI") == "true" {
-			t.Fatal("nginx is not installed (.ci/run installs nginx-light)")
-		}
-		t.Skip("nginx is not installed; set PIER_TEST_NGINX=require to fail instead")
-	}
-	dir := t.TempDir()
-	os.Chmod(dir, 0o777)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	var upstream strings.Builder
-	for _, r := range replicas {
-		fmt.Fprintf(&upstream, "    server %s;\n", r.Addr())
-	}
-	conf := fmt.Sprintf(`daemon off;
-worker_processes 1;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-events { worker_connections 256; }
-http {
-  access_log off;
-  client_body_temp_path %[1]s/body;
-  proxy_temp_path %[1]s/proxy;
-  fastcgi_temp_path %[1]s/fastcgi;
-  uwsgi_temp_path %[1]s/uwsgi;
-  scgi_temp_path %[1]s/scgi;
-  upstream pier {
-%[2]s  }
-  server {
-    listen %[3]s;
-    location / {
-      proxy_pass http://pier;
-      proxy_set_header Host $http_host;
-      proxy_next_upstream error timeout;
-    }
-  }
-}
-`, dir, upstream.String(), addr)
-	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for range 100 {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-	t.Fatalf("nginx did not start: %s", b)
-	return ""
-}
 
 // Three replicas on one PostgreSQL behind nginx: a site launched through
 // the balancer is served by every replica, and its teardown stops it on all
@@ -98,7 +22,7 @@ func TestThreeReplicasBehindNginx(t *testing.T) {
 	for range 3 {
 		replicas = append(replicas, start(t, server.Config{DatabaseURL: db, RateLimits: limits}))
 	}
-	lb := nginxFor(t, replicas...)
+	lb := testserver.Nginx(t, replicas...)
 	api := replicas[0]
 	acct := newAccount(t, api, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
 	via := func(method, path string, body any) map[string]any {

@@ -13,6 +13,7 @@ import (
 	"github.com/pierhq/pier/openapi"
 	"github.com/pierhq/pier/server/internal/httpapi"
 	"github.com/pierhq/pier/server/internal/mcp"
+	"github.com/pierhq/pier/server/internal/objstore"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 	"github.com/pierhq/pier/server/internal/sandbox"
 	"github.com/pierhq/pier/server/internal/service"
@@ -58,7 +59,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	st, err := store.Open(ctx, cfg.DataDir, cfg.DatabaseURL)
+	var opts []store.Option
+	if cfg.BlobStore != "" {
+		o, err := objstore.Open(ctx, cfg.BlobStore)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, store.WithObjects(o))
+	}
+	st, err := store.Open(ctx, cfg.DataDir, cfg.DatabaseURL, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -33,17 +33,34 @@ func (db Bundles) List(ctx context.Context, orgID string, f Filter) ([]Bundle, e
 // PutBlob stores content under its SHA-256 once; storing it again is a
 // no-op.
 func (db Bundles) PutBlob(ctx context.Context, sha string, data []byte, now time.Time) error {
+	body := data
+	if o := db.store.objects; o != nil && len(data) > 0 {
+		// The body goes to the object store first; the row, which says
+		// the blob exists, comes after, so a row never names a missing body.
+		if err := o.Put(ctx, sha, data); err != nil {
+			return err
+		}
+		body = []byte{}
+	}
 	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO blobs (sha256, size, data, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (sha256) DO NOTHING`),
-		sha, len(data), data, now.UnixMicro())
+		sha, len(data), body, now.UnixMicro())
 	return err
 }
 
 // Blob reads content by its SHA-256.
 func (db Bundles) Blob(ctx context.Context, sha string) ([]byte, error) {
 	var b []byte
-	err := db.ex.QueryRowContext(ctx, db.q(`SELECT data FROM blobs WHERE sha256 = ?`), sha).Scan(&b)
+	var size int64
+	err := db.ex.QueryRowContext(ctx, db.q(`SELECT data, size FROM blobs WHERE sha256 = ?`), sha).Scan(&b, &size)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
+	}
+	if err == nil && int64(len(b)) != size {
+		// Kept in the object store.
+		if db.store.objects == nil {
+			return nil, errors.New("store: blob " + sha + " is in an object store this server is not configured with")
+		}
+		return db.store.objects.Get(ctx, sha)
 	}
 	return b, err
 }

@@ -78,16 +78,30 @@ const (
 
 // Store is the database. It is safe for concurrent use.
 type Store struct {
-	db     *sql.DB
-	engine Engine
+	db      *sql.DB
+	engine  Engine
+	objects ObjectStore // nil: blob bodies in the database
 
 	rewrites     sync.Map // query text → the engine's text
 	rewriteCount atomic.Int64
 }
 
+// ObjectStore keeps blob bodies outside the database (S3 and the like);
+// the blobs table still records each blob, with an empty body.
+type ObjectStore interface {
+	Put(ctx context.Context, sha string, data []byte) error
+	Get(ctx context.Context, sha string) ([]byte, error)
+}
+
+// Option configures Open.
+type Option func(*Store)
+
+// WithObjects keeps new blob bodies in o.
+func WithObjects(o ObjectStore) Option { return func(s *Store) { s.objects = o } }
+
 // Open connects to PostgreSQL when databaseURL is set, and otherwise to
 // SQLite at dataDir/pier.db, then applies pending migrations.
-func Open(ctx context.Context, dataDir, databaseURL string) (*Store, error) {
+func Open(ctx context.Context, dataDir, databaseURL string, opts ...Option) (*Store, error) {
 	var s *Store
 	switch {
 	case strings.HasPrefix(databaseURL, "postgres://"), strings.HasPrefix(databaseURL, "postgresql://"):
@@ -116,6 +130,9 @@ func Open(ctx context.Context, dataDir, databaseURL string) (*Store, error) {
 		s = &Store{db: db, engine: SQLite}
 	default:
 		return nil, fmt.Errorf("store: database URL must start with postgres:// (or be empty for SQLite)")
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	if err := s.db.PingContext(ctx); err != nil {
 		s.db.Close()
