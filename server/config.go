@@ -62,6 +62,9 @@ type Config struct {
 	// BlobStore keeps blob bodies in an S3-compatible bucket,
 	// s3://BUCKET?endpoint=HOST:PORT; empty keeps them in the database.
 	BlobStore string
+	// BlobStoreKey and BlobStoreSecret sign the bucket's requests
+	// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
+	BlobStoreKey, BlobStoreSecret string
 	// SMTPRelay is the smarthost outbound mail goes through,
 	// smtp://HOST:PORT; empty refuses send_message.
 	SMTPRelay string

@@ -62,8 +62,14 @@ func (s *Server) buildLaunch() ([]string, error) {
 	lp := &launchParts{ca: ca, edge: edge.NewWithLimits(edge.FromStore(s.store), s.log, s.cfg.Edge), dns: dnsserver.NewWithLimits(s.store.Domains(), s.log, s.cfg.DNS, s.cfg.DNSSecondaries)}
 	caaIssuers := []string{tlsca.Name}
 	if s.cfg.ACMEDirectory != "" {
+		var shared acme.Shared
+		if s.store.Engine() == store.Postgres {
+			// Replicas behind one balancer: the ACME server's challenge
+			// request may reach any of them, and all serve what one got.
+			shared = s.store.Shared()
+		}
 		lp.acme, err = acme.New(acme.Config{Directory: s.cfg.ACMEDirectory, Email: s.cfg.ACMEEmail, CAFile: s.cfg.ACMECAFile,
-			Dir: filepath.Join(s.cfg.DataDir, "acme"), Now: s.cfg.Now, Log: s.log})
+			Dir: filepath.Join(s.cfg.DataDir, "acme"), Now: s.cfg.Now, Log: s.log, Shared: shared})
 		if err != nil {
 			return nil, err
 		}

@@ -162,10 +162,9 @@ func TestBlobsInAnObjectStore(t *testing.T) {
 	}
 	s3 := httptest.NewServer(gofakes3.New(backend).Server())
 	t.Cleanup(s3.Close)
-	t.Setenv("AWS_ACCESS_KEY_ID", "pier")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "pier-secret")
 	engines(t, func(t *testing.T, db string) {
-		ts := start(t, server.Config{DatabaseURL: db, BlobStore: "s3://pier?endpoint=" + strings.TrimPrefix(s3.URL, "http://") + "&insecure=true"})
+		ts := start(t, server.Config{DatabaseURL: db, BlobStore: "s3://pier?endpoint=" + strings.TrimPrefix(s3.URL, "http://") + "&insecure=true",
+			BlobStoreKey: "pier", BlobStoreSecret: "pier-secret"})
 		acct := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
 		bundle := upload(t, ts, acct, siteSaying("from the bucket"))
 		r := ts.Client.Do("POST", "/v1/projects/"+acct.project+"/launch", map[string]any{"name": "bucket", "target": "edge", "bundleId": bundle}, acct.header())

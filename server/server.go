@@ -61,7 +61,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	var opts []store.Option
 	if cfg.BlobStore != "" {
-		o, err := objstore.Open(ctx, cfg.BlobStore)
+		o, err := objstore.Open(ctx, cfg.BlobStore, cfg.BlobStoreKey, cfg.BlobStoreSecret)
 		if err != nil {
 			return nil, err
 		}

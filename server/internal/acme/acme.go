@@ -1,6 +1,7 @@
 package acme
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -9,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -48,8 +50,13 @@ type Config struct {
 	CAFile string
 	// Dir keeps the account key and the certificates.
 	Dir string
-	Now func() time.Time
-	Log *slog.Logger
+	// Shared, when set, is where replicas behind one load balancer keep
+	// challenges in progress and obtained certificates, so that the
+	// replica the ACME server reaches can answer a challenge another
+	// presented, and every replica serves what one obtained.
+	Shared Shared
+	Now    func() time.Time
+	Log    *slog.Logger
 }
 
 // Issuer obtains, caches and renews certificates.
@@ -77,6 +84,19 @@ type entry struct {
 }
 
 type challenge struct{ domain, keyAuth string }
+
+// Shared is a key-value store the replicas share.
+type Shared interface {
+	Put(ctx context.Context, key, value string) error
+	Get(ctx context.Context, key string) (string, error)
+	Delete(ctx context.Context, key string) error
+}
+
+func (i *Issuer) shared() Shared { return i.cfg.Shared }
+
+func (i *Issuer) sharedCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 5*time.Second)
+}
 
 var setLegoLog sync.Once
 
@@ -195,6 +215,11 @@ func validName(h string) bool {
 	return true
 }
 
+// certKey names a shared certificate: per ACME server, per host.
+func (i *Issuer) certKey(host string) string {
+	return "acme-cert:" + filepath.Base(i.dir) + ":" + host
+}
+
 func (i *Issuer) certPaths(host string) (chain, key string) {
 	base := filepath.Join(i.dir, "certs", host)
 	return base + ".crt", base + ".key"
@@ -206,6 +231,16 @@ func (i *Issuer) load(host string) *tls.Certificate {
 	chainPath, keyPath := i.certPaths(host)
 	chain, err1 := os.ReadFile(chainPath)
 	key, err2 := os.ReadFile(keyPath)
+	if (err1 != nil || err2 != nil) && i.shared() != nil {
+		// Another replica may have obtained it.
+		ctx, cancel := i.sharedCtx()
+		raw, err := i.shared().Get(ctx, i.certKey(host))
+		cancel()
+		var held struct{ Chain, Key string }
+		if err == nil && json.Unmarshal([]byte(raw), &held) == nil {
+			chain, key, err1, err2 = []byte(held.Chain), []byte(held.Key), nil, nil
+		}
+	}
 	if err1 != nil || err2 != nil {
 		return nil
 	}
@@ -238,6 +273,14 @@ func (i *Issuer) obtain(host string) (*tls.Certificate, error) {
 	}
 	if err := writeFile(chainPath, res.Certificate, 0o644); err != nil {
 		return nil, err
+	}
+	if i.shared() != nil {
+		b, _ := json.Marshal(map[string]string{"chain": string(res.Certificate), "key": string(res.PrivateKey)})
+		ctx, cancel := i.sharedCtx()
+		if err := i.shared().Put(ctx, i.certKey(host), string(b)); err != nil {
+			i.cfg.Log.Warn("acme: sharing a certificate with the other replicas", "host", host, "err", err)
+		}
+		cancel()
 	}
 	i.cfg.Log.Info("acme: obtained certificate", "host", host, "not_after", cert.Leaf.NotAfter, "dur", time.Since(start))
 	return &cert, nil
@@ -329,6 +372,12 @@ func (p *provider) Present(domain, token, keyAuth string) error {
 	p.chMu.Lock()
 	p.challenges[token] = challenge{domain: strings.ToLower(domain), keyAuth: keyAuth}
 	p.chMu.Unlock()
+	if sh := p.cfg.Shared; sh != nil {
+		ctx, cancel := (*Issuer)(p).sharedCtx()
+		defer cancel()
+		b, _ := json.Marshal(map[string]string{"domain": strings.ToLower(domain), "keyAuth": keyAuth})
+		return sh.Put(ctx, "acme-challenge:"+token, string(b))
+	}
 	return nil
 }
 
@@ -336,6 +385,11 @@ func (p *provider) CleanUp(domain, token, keyAuth string) error {
 	p.chMu.Lock()
 	delete(p.challenges, token)
 	p.chMu.Unlock()
+	if sh := p.cfg.Shared; sh != nil {
+		ctx, cancel := (*Issuer)(p).sharedCtx()
+		defer cancel()
+		return sh.Delete(ctx, "acme-challenge:"+token)
+	}
 	return nil
 }
 
@@ -346,6 +400,16 @@ func (i *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	i.chMu.RLock()
 	c, found := i.challenges[token]
 	i.chMu.RUnlock()
+	if ok && !found && i.shared() != nil && token != "" {
+		// Presented by another replica behind the same balancer.
+		ctx, cancel := i.sharedCtx()
+		raw, err := i.shared().Get(ctx, "acme-challenge:"+token)
+		cancel()
+		var held struct{ Domain, KeyAuth string }
+		if err == nil && json.Unmarshal([]byte(raw), &held) == nil {
+			c, found = challenge{domain: held.Domain, keyAuth: held.KeyAuth}, true
+		}
+	}
 	if !ok || !found || c.domain != hostOnly(r.Host) || r.Method != http.MethodGet && r.Method != http.MethodHead {
 		http.NotFound(w, r)
 		return

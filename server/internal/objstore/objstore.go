@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/minio/minio-go/v7"
@@ -25,9 +24,9 @@ type S3 struct {
 	bucket string
 }
 
-// Open reads s3://BUCKET?endpoint=HOST:PORT[&insecure=true][&region=R];
-// credentials come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
-func Open(ctx context.Context, rawURL string) (*S3, error) {
+// Open reads s3://BUCKET?endpoint=HOST:PORT[&insecure=true][&region=R],
+// signing with the access key and secret.
+func Open(ctx context.Context, rawURL, accessKey, secret string) (*S3, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme != "s3" || u.Host == "" {
 		return nil, fmt.Errorf("objstore: want s3://BUCKET?endpoint=HOST:PORT, not %q", rawURL)
@@ -38,7 +37,7 @@ func Open(ctx context.Context, rawURL string) (*S3, error) {
 		endpoint = "s3.amazonaws.com"
 	}
 	c, err := minio.New(endpoint, &minio.Options{
-		Creds:  credentials.NewStaticV4(os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), ""),
+		Creds:  credentials.NewStaticV4(accessKey, secret, ""),
 		Secure: q.Get("insecure") != "true",
 		Region: q.Get("region"),
 	})

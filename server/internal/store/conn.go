@@ -57,6 +57,7 @@ func (c conn) rateLimits() RateLimits           { return RateLimits{c} }
 func (c conn) sandbox() Sandbox                 { return Sandbox{c} }
 func (c conn) sandboxReleases() SandboxReleases { return SandboxReleases{c} }
 func (c conn) services() Services               { return Services{c} }
+func (c conn) shared() Shared                   { return Shared{c} }
 func (c conn) tasks() Tasks                     { return Tasks{c} }
 func (c conn) workflows() Workflows             { return Workflows{c} }
 
@@ -131,6 +132,7 @@ func (s *Store) RateLimits() RateLimits           { return s.conn().rateLimits()
 func (s *Store) Sandbox() Sandbox                 { return s.conn().sandbox() }
 func (s *Store) SandboxReleases() SandboxReleases { return s.conn().sandboxReleases() }
 func (s *Store) Services() Services               { return s.conn().services() }
+func (s *Store) Shared() Shared                   { return s.conn().shared() }
 func (s *Store) Tasks() Tasks                     { return s.conn().tasks() }
 func (s *Store) Workflows() Workflows             { return s.conn().workflows() }
 
@@ -150,6 +152,7 @@ func (tx *Tx) RateLimits() RateLimits           { return tx.conn().rateLimits() 
 func (tx *Tx) Sandbox() Sandbox                 { return tx.conn().sandbox() }
 func (tx *Tx) SandboxReleases() SandboxReleases { return tx.conn().sandboxReleases() }
 func (tx *Tx) Services() Services               { return tx.conn().services() }
+func (tx *Tx) Shared() Shared                   { return tx.conn().shared() }
 func (tx *Tx) Tasks() Tasks                     { return tx.conn().tasks() }
 func (tx *Tx) Workflows() Workflows             { return tx.conn().workflows() }
 
