@@ -39,8 +39,10 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 	groups["sandbox"].AddCommand(groups["sandbox proofs"])
 	groups["sandbox sessions"] = &cobra.Command{Use: "sessions", Short: "Sandbox sessions", GroupID: groupIDFor("sandbox sessions")}
 	groups["sandbox"].AddCommand(groups["sandbox sessions"])
-	groups["services"] = &cobra.Command{Use: "services", Short: "Running services", GroupID: groupIDFor("services")}
+	groups["services"] = &cobra.Command{Use: "services", Short: "Running services: list, read, logs, variables, rollback and teardown", GroupID: groupIDFor("services")}
 	root.AddCommand(groups["services"])
+	groups["services env"] = &cobra.Command{Use: "env", Short: "A service's variables; secret values are write-only", GroupID: groupIDFor("services env")}
+	groups["services"].AddCommand(groups["services env"])
 	groups["signup"] = &cobra.Command{Use: "signup", Short: "Sign up and claim an API key", GroupID: groupIDFor("signup")}
 	root.AddCommand(groups["signup"])
 	groups["tasks"] = &cobra.Command{Use: "tasks", Short: "Durable tasks", GroupID: groupIDFor("tasks")}
@@ -265,6 +267,23 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
 		Args: []ArgSpec{{Name: "id", In: "path"}},
 	}, runF))
+	groups["services"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "get_service_logs", Method: "GET", Path: "/v1/services/{id}/logs",
+		Use: "logs <id>", Short: "Read a service's logs; wait for new lines, or follow them as a stream.",
+		Long:      "Read a service's logs; wait for new lines, or follow them as a stream.\n\nStdout and stderr of the service's processes, and Pier's own lines about them (`system`: starts, health checks, exits, restarts), each with a timestamp, the version that wrote it and a sequence number. The last `tail` lines by default; `since` or `after` (the `nextAfter` of an earlier answer) read from a point. With `waitSeconds`, an answer with no new line waits up to that long for one. With `follow=true` and `Accept: application/x-ndjson`, the answer is a stream of JSON lines, one per log line, that stays open while the service runs. Logs are kept per service up to a bound (the oldest lines go first) and survive restarts of the server.",
+		Example:   "  pier services logs ID\n  pier services logs ID --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+		Flags: []FlagSpec{
+			{Flag: "tail", Field: "tail", In: "query", Kind: "int", Required: false, Usage: "At most this many lines, the newest; with since or after, the oldest after that point."},
+			{Flag: "since", Field: "since", In: "query", Kind: "string", Required: false, Usage: "Only lines written at or after this time."},
+			{Flag: "after", Field: "after", In: "query", Kind: "int", Required: false, Usage: "Only lines after this sequence number (an earlier answer's nextAfter)."},
+			{Flag: "version", Field: "version", In: "query", Kind: "int", Required: false, Usage: "Only lines of this version."},
+			{Flag: "wait-seconds", Field: "waitSeconds", In: "query", Kind: "int", Required: false, Usage: "When no line matches yet, wait up to this long for one."},
+			{Flag: "follow", Field: "follow", In: "query", Kind: "bool", Required: false, Usage: "Stream lines as they are written (REST, with Accept: application/x-ndjson)."},
+		},
+		Table: &TableSpec{Path: "lines", Columns: []string{"at", "stream", "version", "text"}},
+	}, runF))
 	groups["tasks"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "get_task", Method: "GET", Path: "/v1/tasks/{id}",
 		Use: "get <id>", Short: "Read a task; poll until it is done or input_required.",
@@ -299,10 +318,15 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
 		Args: []ArgSpec{{Name: "id", In: "path"}},
 		Flags: []FlagSpec{
+			{Flag: "addons", Field: "addons", In: "body", Kind: "strings", Required: false, Usage: "managed_postgres: a database and role of its own, with DATABASE_URL in the environment."},
 			{Flag: "bundle-id", Field: "bundleId", In: "body", Kind: "string", Required: false, Usage: ""},
 			{Flag: "domain", Field: "domain", In: "body", Kind: "string", Required: false, Usage: ""},
+			{Flag: "env", Field: "env", In: "body", Kind: "json", Required: false, Usage: "Variables the process gets, besides PORT."},
+			{Flag: "health-check", Field: "healthCheck", In: "body", Kind: "json", Required: false, Usage: "When a new version counts as healthy."},
 			{Flag: "name", Field: "name", In: "body", Kind: "string", Required: true, Usage: ""},
 			{Flag: "quote-id", Field: "quoteId", In: "body", Kind: "string", Required: false, Usage: ""},
+			{Flag: "run", Field: "run", In: "body", Kind: "string", Required: false, Usage: "For process and worker targets, the command to run (with sh -c) in the bundle's directory."},
+			{Flag: "secrets", Field: "secrets", In: "body", Kind: "json", Required: false, Usage: "Variables whose values are write-only; reads name them but never show them."},
 			{Flag: "target", Field: "target", In: "body", Kind: "string", Required: true, Usage: "A target from the catalog.", Enum: []string{"edge", "process", "worker", "managed_postgres", "mail"}},
 			{Flag: "years", Field: "years", In: "body", Kind: "int", Required: false, Usage: "Registration years for the domain; default 1."},
 		},
@@ -390,6 +414,14 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		},
 		Table: &TableSpec{Path: "quotes", Columns: []string{"quoteId", "decision", "state", "amountUsd", "holdExpiresAt"}},
 	}, runF))
+	groups["services env"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "list_service_env", Method: "GET", Path: "/v1/services/{id}/env",
+		Use: "list <id>", Short: "List a service's variables; secret values are never shown.",
+		Example:   "  pier services env list ID\n  pier services env list ID --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args:  []ArgSpec{{Name: "id", In: "path"}},
+		Table: &TableSpec{Path: "variables", Columns: []string{"name", "secret", "value"}},
+	}, runF))
 	groups["services"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "list_services", Method: "GET", Path: "/v1/services",
 		Use: "list", Short: "List the organisation's services.",
@@ -398,7 +430,7 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
 		Flags: []FlagSpec{
 			{Flag: "project-id", Field: "projectId", In: "query", Kind: "string", Required: false, Usage: "Only this project's."},
-			{Flag: "state", Field: "state", In: "query", Kind: "string", Required: false, Usage: "Only those in this state.", Enum: []string{"launching", "live", "failed", "tearing_down", "torn_down"}},
+			{Flag: "state", Field: "state", In: "query", Kind: "string", Required: false, Usage: "Only those in this state.", Enum: []string{"launching", "live", "crashed", "failed", "tearing_down", "torn_down"}},
 			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
 		},
 		Table: &TableSpec{Path: "services", Columns: []string{"id", "name", "state", "target", "previewUrl", "domain"}},
@@ -485,6 +517,17 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "reason", Field: "reason", In: "body", Kind: "string", Required: true, Usage: "Shown to the human who decides."},
 		},
 	}, runF))
+	groups["services"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "rollback_service", Method: "POST", Path: "/v1/services/{id}/rollback",
+		Use: "rollback <id>", Short: "Serve an earlier version again, by default the one before the serving version.",
+		Long:      "Serve an earlier version again, by default the one before the serving version.\n\nFor a static site the switch is instant. A process's earlier version is started from its stored bundle and serves once healthy; the serving version stops after its requests drain.",
+		Example:   "  pier services rollback ID\n  pier services rollback ID --json",
+		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+		Flags: []FlagSpec{
+			{Flag: "version", Field: "version", In: "body", Kind: "int", Required: false, Usage: "The version to serve again; by default the one before the serving version."},
+		},
+	}, runF))
 	groups["domains"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "search_domains", Method: "GET", Path: "/v1/domains/search",
 		Use: "search <q>", Short: "Search available domains within price and TLD filters.",
@@ -530,6 +573,19 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "postal-code", Field: "postalCode", In: "body", Kind: "string", Required: false, Usage: ""},
 			{Flag: "state", Field: "state", In: "body", Kind: "string", Required: false, Usage: ""},
 			{Flag: "street", Field: "street", In: "body", Kind: "string", Required: false, Usage: ""},
+		},
+	}, runF))
+	groups["services env"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "set_service_env", Method: "POST", Path: "/v1/services/{id}/env",
+		Use: "set <id>", Short: "Set and unset a service's variables; the change rolls out as a new version.",
+		Long:      "Set and unset a service's variables; the change rolls out as a new version.\n\nVariables in `secrets` are write-only; reads name them but never show their values. The new version replaces the serving one only once it is healthy; the answer's undo rolls back to the version before.",
+		Example:   "  pier services env set ID\n  pier services env set ID --json",
+		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+		Flags: []FlagSpec{
+			{Flag: "secrets", Field: "secrets", In: "body", Kind: "json", Required: false, Usage: ""},
+			{Flag: "set", Field: "set", In: "body", Kind: "json", Required: false, Usage: ""},
+			{Flag: "unset", Field: "unset", In: "body", Kind: "strings", Required: false, Usage: ""},
 		},
 	}, runF))
 	groups["email"].AddCommand(NewCmdOperation(f, &OperationSpec{

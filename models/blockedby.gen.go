@@ -37,7 +37,9 @@ var blockedByTable = map[BlockedBy]BlockedByInfo{
 	"mail:relay_unconfigured":      {Status: 503, Retryable: false, Description: "Sending needs a relay: the operator sets --smtp-relay (PIER_SMTP_RELAY)."},
 	"not_found:resource":           {Status: 404, Retryable: false, Description: "No such object in the caller's organisation."},
 	"not_found:route":              {Status: 404, Retryable: false, Description: "No such path."},
+	"plan:addon_unavailable":       {Status: 503, Retryable: false, Description: "This deployment does not offer the add-on: for managed_postgres the operator sets --postgres-admin-url (PIER_POSTGRES_ADMIN_URL)."},
 	"plan:domain_unavailable":      {Status: 409, Retryable: false, Description: "The domain is already registered; search for another."},
+	"plan:no_command":              {Status: 422, Retryable: false, Description: "A process or worker launch names no command: add a Procfile (`web:` or `worker:`) to the bundle, or pass run."},
 	"plan:not_implemented":         {Status: 501, Retryable: false, Description: "The operation is in the contract but not yet served by this deployment."},
 	"plan:price_changed":           {Status: 409, Retryable: false, Description: "A price in the workflow changed since it was prepared; prepare it again."},
 	"plan:signature_invalid":       {Status: 400, Retryable: false, Description: "The signed plan does not verify or does not match the stored plan."},
@@ -54,4 +56,6 @@ var blockedByTable = map[BlockedBy]BlockedByInfo{
 	"quota:services":               {Status: 403, Retryable: false, Description: "The organisation has as many live services as its quota allows; tear one down first."},
 	"quota:storage":                {Status: 403, Retryable: false, Description: "The organisation's bundles would hold more bytes than its storage quota allows."},
 	"rate:limited":                 {Status: 429, Retryable: true, Description: "The caller's rate limit is exhausted; wait `Retry-After` seconds."},
+	"service:crashed":              {Status: 409, Retryable: false, Description: "The service's process kept exiting (a crash loop) and is stopped; read its logs, then relaunch or tear it down."},
+	"service:unhealthy":            {Status: 422, Retryable: false, Description: "The new version never passed its health check before the deadline; the version serving before (if any) still serves. Read the logs."},
 }

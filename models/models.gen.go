@@ -149,7 +149,9 @@ const (
 	MailRelayUnconfigured     BlockedBy = "mail:relay_unconfigured"
 	NotFoundResource          BlockedBy = "not_found:resource"
 	NotFoundRoute             BlockedBy = "not_found:route"
+	PlanAddonUnavailable      BlockedBy = "plan:addon_unavailable"
 	PlanDomainUnavailable     BlockedBy = "plan:domain_unavailable"
+	PlanNoCommand             BlockedBy = "plan:no_command"
 	PlanNotImplemented        BlockedBy = "plan:not_implemented"
 	PlanPriceChanged          BlockedBy = "plan:price_changed"
 	PlanSignatureInvalid      BlockedBy = "plan:signature_invalid"
@@ -166,6 +168,8 @@ const (
 	QuotaServices             BlockedBy = "quota:services"
 	QuotaStorage              BlockedBy = "quota:storage"
 	RateLimited               BlockedBy = "rate:limited"
+	ServiceCrashed            BlockedBy = "service:crashed"
+	ServiceUnhealthy          BlockedBy = "service:unhealthy"
 )
 
 // Valid indicates whether the value is a known member of the BlockedBy enum.
@@ -235,7 +239,11 @@ func (e BlockedBy) Valid() bool {
 		return true
 	case NotFoundRoute:
 		return true
+	case PlanAddonUnavailable:
+		return true
 	case PlanDomainUnavailable:
+		return true
+	case PlanNoCommand:
 		return true
 	case PlanNotImplemented:
 		return true
@@ -268,6 +276,10 @@ func (e BlockedBy) Valid() bool {
 	case QuotaStorage:
 		return true
 	case RateLimited:
+		return true
+	case ServiceCrashed:
+		return true
+	case ServiceUnhealthy:
 		return true
 	default:
 		return false
@@ -661,6 +673,42 @@ func (e JwkUse) Valid() bool {
 	}
 }
 
+// Defines values for LaunchRequestAddons.
+const (
+	LaunchRequestAddonsManagedPostgres LaunchRequestAddons = "managed_postgres"
+)
+
+// Valid indicates whether the value is a known member of the LaunchRequestAddons enum.
+func (e LaunchRequestAddons) Valid() bool {
+	switch e {
+	case LaunchRequestAddonsManagedPostgres:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LogLineStream.
+const (
+	Stderr LogLineStream = "stderr"
+	Stdout LogLineStream = "stdout"
+	System LogLineStream = "system"
+)
+
+// Valid indicates whether the value is a known member of the LogLineStream enum.
+func (e LogLineStream) Valid() bool {
+	switch e {
+	case Stderr:
+		return true
+	case Stdout:
+		return true
+	case System:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ManualActionKind.
 const (
 	Manual ManualActionKind = "manual"
@@ -679,6 +727,7 @@ func (e ManualActionKind) Valid() bool {
 // Defines values for ManualActionStep.
 const (
 	ChangePolicy       ManualActionStep = "change_policy"
+	ConfigurePostgres  ManualActionStep = "configure_postgres"
 	ConfigureSmtpRelay ManualActionStep = "configure_smtp_relay"
 	ConfirmEmail       ManualActionStep = "confirm_email"
 	ContactOperator    ManualActionStep = "contact_operator"
@@ -694,6 +743,8 @@ const (
 func (e ManualActionStep) Valid() bool {
 	switch e {
 	case ChangePolicy:
+		return true
+	case ConfigurePostgres:
 		return true
 	case ConfigureSmtpRelay:
 		return true
@@ -1114,8 +1165,36 @@ func (e SandboxSessionState) Valid() bool {
 	}
 }
 
+// Defines values for ServiceHealthState.
+const (
+	ServiceHealthStateCrashed   ServiceHealthState = "crashed"
+	ServiceHealthStateHealthy   ServiceHealthState = "healthy"
+	ServiceHealthStateStarting  ServiceHealthState = "starting"
+	ServiceHealthStateStopped   ServiceHealthState = "stopped"
+	ServiceHealthStateUnhealthy ServiceHealthState = "unhealthy"
+)
+
+// Valid indicates whether the value is a known member of the ServiceHealthState enum.
+func (e ServiceHealthState) Valid() bool {
+	switch e {
+	case ServiceHealthStateCrashed:
+		return true
+	case ServiceHealthStateHealthy:
+		return true
+	case ServiceHealthStateStarting:
+		return true
+	case ServiceHealthStateStopped:
+		return true
+	case ServiceHealthStateUnhealthy:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ServiceInfoState.
 const (
+	ServiceInfoStateCrashed     ServiceInfoState = "crashed"
 	ServiceInfoStateFailed      ServiceInfoState = "failed"
 	ServiceInfoStateLaunching   ServiceInfoState = "launching"
 	ServiceInfoStateLive        ServiceInfoState = "live"
@@ -1126,6 +1205,8 @@ const (
 // Valid indicates whether the value is a known member of the ServiceInfoState enum.
 func (e ServiceInfoState) Valid() bool {
 	switch e {
+	case ServiceInfoStateCrashed:
+		return true
 	case ServiceInfoStateFailed:
 		return true
 	case ServiceInfoStateLaunching:
@@ -1135,6 +1216,30 @@ func (e ServiceInfoState) Valid() bool {
 	case ServiceInfoStateTearingDown:
 		return true
 	case ServiceInfoStateTornDown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServiceVersionState.
+const (
+	ServiceVersionStateFailed     ServiceVersionState = "failed"
+	ServiceVersionStateLive       ServiceVersionState = "live"
+	ServiceVersionStateStarting   ServiceVersionState = "starting"
+	ServiceVersionStateSuperseded ServiceVersionState = "superseded"
+)
+
+// Valid indicates whether the value is a known member of the ServiceVersionState enum.
+func (e ServiceVersionState) Valid() bool {
+	switch e {
+	case ServiceVersionStateFailed:
+		return true
+	case ServiceVersionStateLive:
+		return true
+	case ServiceVersionStateStarting:
+		return true
+	case ServiceVersionStateSuperseded:
 		return true
 	default:
 		return false
@@ -1285,10 +1390,12 @@ func (e TargetOptionReason) Valid() bool {
 // Defines values for TaskHandleKind.
 const (
 	BudgetRaise       TaskHandleKind = "budget_raise"
+	Deploy            TaskHandleKind = "deploy"
 	EmailSetup        TaskHandleKind = "email_setup"
 	Launch            TaskHandleKind = "launch"
 	QuoteApproval     TaskHandleKind = "quote_approval"
 	RegistrantContact TaskHandleKind = "registrant_contact"
+	Rollback          TaskHandleKind = "rollback"
 	Teardown          TaskHandleKind = "teardown"
 	Workflow          TaskHandleKind = "workflow"
 )
@@ -1298,6 +1405,8 @@ func (e TaskHandleKind) Valid() bool {
 	switch e {
 	case BudgetRaise:
 		return true
+	case Deploy:
+		return true
 	case EmailSetup:
 		return true
 	case Launch:
@@ -1305,6 +1414,8 @@ func (e TaskHandleKind) Valid() bool {
 	case QuoteApproval:
 		return true
 	case RegistrantContact:
+		return true
+	case Rollback:
 		return true
 	case Teardown:
 		return true
@@ -1530,6 +1641,7 @@ func (e ListQuotesParamsState) Valid() bool {
 
 // Defines values for ListServicesParamsState.
 const (
+	ListServicesParamsStateCrashed     ListServicesParamsState = "crashed"
 	ListServicesParamsStateFailed      ListServicesParamsState = "failed"
 	ListServicesParamsStateLaunching   ListServicesParamsState = "launching"
 	ListServicesParamsStateLive        ListServicesParamsState = "live"
@@ -1540,6 +1652,8 @@ const (
 // Valid indicates whether the value is a known member of the ListServicesParamsState enum.
 func (e ListServicesParamsState) Valid() bool {
 	switch e {
+	case ListServicesParamsStateCrashed:
+		return true
 	case ListServicesParamsStateFailed:
 		return true
 	case ListServicesParamsStateLaunching:
@@ -2064,6 +2178,15 @@ type EmailSetupRequest struct {
 	QuoteId ResourceId `json:"quoteId"`
 }
 
+// EnvVar defines model for EnvVar.
+type EnvVar struct {
+	Name   string `json:"name"`
+	Secret bool   `json:"secret"`
+
+	// Value Absent for secrets.
+	Value *string `json:"value,omitempty"`
+}
+
 // ErrorEnvelope defines model for ErrorEnvelope.
 type ErrorEnvelope struct {
 	Actions Actions `json:"actions"`
@@ -2188,6 +2311,13 @@ type GateDecisionRequest struct {
 	Decision string `json:"decision"`
 }
 
+// HealthCheck When a new version counts as healthy. A process must answer GET path below 500 within timeoutSeconds; a worker must stay up graceSeconds.
+type HealthCheck struct {
+	GraceSeconds   *int    `json:"graceSeconds,omitempty"`
+	Path           *string `json:"path,omitempty"`
+	TimeoutSeconds *int    `json:"timeoutSeconds,omitempty"`
+}
+
 // Hold defines model for Hold.
 type Hold struct {
 	// AmountUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
@@ -2306,10 +2436,24 @@ type Jwks struct {
 
 // LaunchRequest defines model for LaunchRequest.
 type LaunchRequest struct {
-	BundleId *string     `json:"bundleId,omitempty"`
-	Domain   *DomainName `json:"domain,omitempty"`
-	Name     string      `json:"name"`
-	QuoteId  *string     `json:"quoteId,omitempty"`
+	// Addons managed_postgres: a database and role of its own, with DATABASE_URL in the environment.
+	Addons   *[]LaunchRequestAddons `json:"addons,omitempty"`
+	BundleId *string                `json:"bundleId,omitempty"`
+	Domain   *DomainName            `json:"domain,omitempty"`
+
+	// Env Variables the process gets, besides PORT. Names are letters, digits and underscores, not starting with a digit.
+	Env *map[string]string `json:"env,omitempty"`
+
+	// HealthCheck When a new version counts as healthy. A process must answer GET path below 500 within timeoutSeconds; a worker must stay up graceSeconds.
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+	Name        string       `json:"name"`
+	QuoteId     *string      `json:"quoteId,omitempty"`
+
+	// Run For process and worker targets, the command to run (with sh -c) in the bundle's directory. Without it, the bundle's Procfile names it (`web:` for process, `worker:` for worker).
+	Run *string `json:"run,omitempty"`
+
+	// Secrets Variables whose values are write-only; reads name them but never show them.
+	Secrets *map[string]string `json:"secrets,omitempty"`
 
 	// Target A target from the catalog. An unknown one is a contract violation (input:invalid).
 	Target TargetName `json:"target"`
@@ -2317,6 +2461,9 @@ type LaunchRequest struct {
 	// Years Registration years for the domain; default 1.
 	Years *int `json:"years,omitempty"`
 }
+
+// LaunchRequestAddons defines model for LaunchRequest.Addons.
+type LaunchRequestAddons string
 
 // LeavePackage defines model for LeavePackage.
 type LeavePackage struct {
@@ -2376,6 +2523,18 @@ type LedgerPage struct {
 	// HeadHash The hash of the newest entry in the chain.
 	HeadHash string `json:"headHash"`
 }
+
+// LogLine defines model for LogLine.
+type LogLine struct {
+	At      time.Time     `json:"at"`
+	Seq     int64         `json:"seq"`
+	Stream  LogLineStream `json:"stream"`
+	Text    string        `json:"text"`
+	Version *int          `json:"version,omitempty"`
+}
+
+// LogLineStream defines model for LogLine.Stream.
+type LogLineStream string
 
 // MailRemoval defines model for MailRemoval.
 type MailRemoval struct {
@@ -2828,6 +2987,12 @@ type ResourceVersion struct {
 	Version string `json:"version"`
 }
 
+// RollbackRequest defines model for RollbackRequest.
+type RollbackRequest struct {
+	// Version The version to serve again; by default the one before the serving version.
+	Version *int `json:"version,omitempty"`
+}
+
 // SandboxAction A sandbox step; its kind is `request` or `stop`.
 type SandboxAction struct {
 	union json.RawMessage
@@ -3085,6 +3250,23 @@ type SentMessageEnvelope struct {
 	Replayed      *bool         `json:"replayed,omitempty"`
 }
 
+// ServiceEnv defines model for ServiceEnv.
+type ServiceEnv struct {
+	ServiceId string   `json:"serviceId"`
+	Variables []EnvVar `json:"variables"`
+	Version   *int     `json:"version,omitempty"`
+}
+
+// ServiceEnvEnvelope defines model for ServiceEnvEnvelope.
+type ServiceEnvEnvelope struct {
+	Actions Actions    `json:"actions"`
+	Data    ServiceEnv `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
 // ServiceEnvelope defines model for ServiceEnvelope.
 type ServiceEnvelope struct {
 	Actions Actions     `json:"actions"`
@@ -3095,14 +3277,29 @@ type ServiceEnvelope struct {
 	Replayed      *bool         `json:"replayed,omitempty"`
 }
 
+// ServiceHealth defines model for ServiceHealth.
+type ServiceHealth struct {
+	CheckedAt *time.Time `json:"checkedAt,omitempty"`
+	Detail    *string    `json:"detail,omitempty"`
+
+	// Restarts Restarts of the serving version since it started.
+	Restarts int                `json:"restarts"`
+	State    ServiceHealthState `json:"state"`
+}
+
+// ServiceHealthState defines model for ServiceHealth.State.
+type ServiceHealthState string
+
 // ServiceInfo defines model for ServiceInfo.
 type ServiceInfo struct {
-	BundleId  *string   `json:"bundleId,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
-	Domain    *string   `json:"domain,omitempty"`
-	DomainUrl *string   `json:"domainUrl,omitempty"`
-	Id        string    `json:"id"`
-	Name      string    `json:"name"`
+	Addons    *[]string      `json:"addons,omitempty"`
+	BundleId  *string        `json:"bundleId,omitempty"`
+	CreatedAt time.Time      `json:"createdAt"`
+	Domain    *string        `json:"domain,omitempty"`
+	DomainUrl *string        `json:"domainUrl,omitempty"`
+	Health    *ServiceHealth `json:"health,omitempty"`
+	Id        string         `json:"id"`
+	Name      string         `json:"name"`
 
 	// PreviewUrl The preview host over HTTPS (served only while the service is live).
 	PreviewUrl string           `json:"previewUrl"`
@@ -3113,6 +3310,12 @@ type ServiceInfo struct {
 	// TaskId The last task that acted on the service.
 	TaskId    string    `json:"taskId"`
 	UpdatedAt time.Time `json:"updatedAt"`
+
+	// Version The version serving traffic.
+	Version *int `json:"version,omitempty"`
+
+	// Versions Newest first, at most 20.
+	Versions *[]ServiceVersion `json:"versions,omitempty"`
 }
 
 // ServiceInfoState defines model for ServiceInfo.State.
@@ -3131,6 +3334,47 @@ type ServiceListEnvelope struct {
 	// FormatVersion The envelope format version.
 	FormatVersion FormatVersion `json:"formatVersion"`
 	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// ServiceLogs defines model for ServiceLogs.
+type ServiceLogs struct {
+	Lines []LogLine `json:"lines"`
+
+	// NextAfter Pass as after to read on from here.
+	NextAfter int64  `json:"nextAfter"`
+	ServiceId string `json:"serviceId"`
+}
+
+// ServiceLogsEnvelope defines model for ServiceLogsEnvelope.
+type ServiceLogsEnvelope struct {
+	Actions Actions     `json:"actions"`
+	Data    ServiceLogs `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// ServiceVersion defines model for ServiceVersion.
+type ServiceVersion struct {
+	BundleId  *string             `json:"bundleId,omitempty"`
+	CreatedAt time.Time           `json:"createdAt"`
+	Detail    *string             `json:"detail,omitempty"`
+	EnvNames  *[]string           `json:"envNames,omitempty"`
+	Number    int                 `json:"number"`
+	Run       *string             `json:"run,omitempty"`
+	State     ServiceVersionState `json:"state"`
+	TaskId    *string             `json:"taskId,omitempty"`
+}
+
+// ServiceVersionState defines model for ServiceVersion.State.
+type ServiceVersionState string
+
+// SetServiceEnvRequest defines model for SetServiceEnvRequest.
+type SetServiceEnvRequest struct {
+	Secrets *map[string]string `json:"secrets,omitempty"`
+	Set     *map[string]string `json:"set,omitempty"`
+	Unset   *[]string          `json:"unset,omitempty"`
 }
 
 // Sha256Hex defines model for Sha256Hex.
@@ -3663,6 +3907,45 @@ type ListServicesParams struct {
 // ListServicesParamsState defines parameters for ListServices.
 type ListServicesParamsState string
 
+// SetServiceEnvParams defines parameters for SetServiceEnv.
+type SetServiceEnvParams struct {
+	// IdempotencyKey A unique key for this request. The same key and body replay the stored
+	// response (`replayed: true`, header `Idempotency-Replayed: true`); the same
+	// key with another body answers 422 `idempotency:key_reused`; a request with
+	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// GetServiceLogsParams defines parameters for GetServiceLogs.
+type GetServiceLogsParams struct {
+	// Tail At most this many lines, the newest; with since or after, the oldest after that point.
+	Tail *int `form:"tail,omitempty" json:"tail,omitempty"`
+
+	// Since Only lines written at or after this time.
+	Since *time.Time `form:"since,omitempty" json:"since,omitempty"`
+
+	// After Only lines after this sequence number (an earlier answer's nextAfter).
+	After *int64 `form:"after,omitempty" json:"after,omitempty"`
+
+	// Version Only lines of this version.
+	Version *int `form:"version,omitempty" json:"version,omitempty"`
+
+	// WaitSeconds When no line matches yet, wait up to this long for one.
+	WaitSeconds *int `form:"waitSeconds,omitempty" json:"waitSeconds,omitempty"`
+
+	// Follow Stream lines as they are written (REST, with Accept: application/x-ndjson).
+	Follow *bool `form:"follow,omitempty" json:"follow,omitempty"`
+}
+
+// RollbackServiceParams defines parameters for RollbackService.
+type RollbackServiceParams struct {
+	// IdempotencyKey A unique key for this request. The same key and body replay the stored
+	// response (`replayed: true`, header `Idempotency-Replayed: true`); the same
+	// key with another body answers 422 `idempotency:key_reused`; a request with
+	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // TeardownServiceParams defines parameters for TeardownService.
 type TeardownServiceParams struct {
 	// IdempotencyKey A unique key for this request. The same key and body replay the stored
@@ -3749,6 +4032,12 @@ type DecideSandboxGateJSONRequestBody = GateDecisionRequest
 
 // RegisterSandboxMandateJSONRequestBody defines body for RegisterSandboxMandate for application/json ContentType.
 type RegisterSandboxMandateJSONRequestBody = MandateRegistrationRequest
+
+// SetServiceEnvJSONRequestBody defines body for SetServiceEnv for application/json ContentType.
+type SetServiceEnvJSONRequestBody = SetServiceEnvRequest
+
+// RollbackServiceJSONRequestBody defines body for RollbackService for application/json ContentType.
+type RollbackServiceJSONRequestBody = RollbackRequest
 
 // CreateSignupJSONRequestBody defines body for CreateSignup for application/json ContentType.
 type CreateSignupJSONRequestBody = SignupRequest

@@ -328,6 +328,18 @@ func (c *Client) GetService(ctx context.Context, id ResourceId, opts ...RequestE
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// GetServiceLogs calls get_service_logs (GET /v1/services/{id}/logs): Read a service's logs; wait for new lines, or follow them as a stream.
+func (c *Client) GetServiceLogs(ctx context.Context, id ResourceId, params *GetServiceLogsParams, opts ...RequestEditorFn) ([]byte, error) {
+	resp, err := c.api.GetServiceLogsWithResponse(ctx, id, params, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode() == 200 {
+		return resp.Body, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // GetTask calls get_task (GET /v1/tasks/{id}): Read a task; poll until it is done or input_required.
 func (c *Client) GetTask(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*TaskEnvelope, error) {
 	resp, err := c.api.GetTaskWithResponse(ctx, id, opts...)
@@ -484,6 +496,18 @@ func (c *Client) ListQuotes(ctx context.Context, params *ListQuotesParams, opts 
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// ListServiceEnv calls list_service_env (GET /v1/services/{id}/env): List a service's variables; secret values are never shown.
+func (c *Client) ListServiceEnv(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*ServiceEnvEnvelope, error) {
+	resp, err := c.api.ListServiceEnvWithResponse(ctx, id, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // ListServices calls list_services (GET /v1/services): List the organisation's services.
 func (c *Client) ListServices(ctx context.Context, params *ListServicesParams, opts ...RequestEditorFn) (*ServiceListEnvelope, error) {
 	resp, err := c.api.ListServicesWithResponse(ctx, params, opts...)
@@ -592,6 +616,18 @@ func (c *Client) RequestBudgetRaise(ctx context.Context, id ResourceId, params *
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// RollbackService calls rollback_service (POST /v1/services/{id}/rollback): Serve an earlier version again, by default the one before the serving version.
+func (c *Client) RollbackService(ctx context.Context, id ResourceId, params *RollbackServiceParams, body RollbackServiceJSONRequestBody, opts ...RequestEditorFn) (*TaskEnvelope, error) {
+	resp, err := c.api.RollbackServiceWithResponse(ctx, id, params, body, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON202 != nil {
+		return resp.JSON202, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // SearchDomains calls search_domains (GET /v1/domains/search): Search available domains within price and TLD filters.
 func (c *Client) SearchDomains(ctx context.Context, params *SearchDomainsParams, opts ...RequestEditorFn) (*DomainSearchEnvelope, error) {
 	resp, err := c.api.SearchDomainsWithResponse(ctx, params, opts...)
@@ -619,6 +655,18 @@ func (c *Client) SendMessage(ctx context.Context, params *SendMessageParams, bod
 // SetRegistrantContact calls set_registrant_contact (PUT /v1/domains/{domain}/registrant-contact): Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
 func (c *Client) SetRegistrantContact(ctx context.Context, domain DomainName, params *SetRegistrantContactParams, body SetRegistrantContactJSONRequestBody, opts ...RequestEditorFn) (*TaskEnvelope, error) {
 	resp, err := c.api.SetRegistrantContactWithResponse(ctx, domain, params, body, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON202 != nil {
+		return resp.JSON202, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// SetServiceEnv calls set_service_env (POST /v1/services/{id}/env): Set and unset a service's variables; the change rolls out as a new version.
+func (c *Client) SetServiceEnv(ctx context.Context, id ResourceId, params *SetServiceEnvParams, body SetServiceEnvJSONRequestBody, opts ...RequestEditorFn) (*TaskEnvelope, error) {
+	resp, err := c.api.SetServiceEnvWithResponse(ctx, id, params, body, opts...)
 	if err != nil {
 		return nil, err
 	}

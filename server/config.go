@@ -74,6 +74,19 @@ type Config struct {
 	SMTPPeerRate        float64
 	// InboxBytes bounds each inbox; zero takes the domain's default.
 	InboxBytes int64
+	// AppsDir holds running services' working directories (written again
+	// from the store at each start); empty takes a directory in the
+	// temporary directory named for DataDir. It must not be inside DataDir.
+	AppsDir string
+	// PostgresAdminURL is a PostgreSQL URL with the right to create roles
+	// and databases; it enables the managed_postgres add-on.
+	PostgresAdminURL string
+	// Supervision tunes how running services restart and stop; zero fields
+	// take the supervisor's defaults (1 s backoff doubling to 30 s, a crash
+	// loop at 5 restarts in 2 minutes, 10 s between SIGTERM and SIGKILL).
+	Supervision Supervision
+	// ServiceLogLines bounds each service's kept log; zero keeps 5,000.
+	ServiceLogLines int64
 	// RegistrarPrices set the sandbox registrar's first-year price for some
 	// TLDs; the rest keep the catalog's.
 	RegistrarPrices registrar.PriceList
@@ -197,3 +210,13 @@ func (c *Config) setDefaults() {
 
 // RateLimit is one token bucket policy: a refill rate and a size.
 type RateLimit = ratelimit.Policy
+
+// Supervision tunes the local supervisor of running services.
+type Supervision struct {
+	RestartBase, RestartMax time.Duration
+	CrashRestarts           int
+	CrashWindow             time.Duration
+	StopGrace               time.Duration
+	// Drain is how long a replaced version keeps running after the switch.
+	Drain time.Duration
+}

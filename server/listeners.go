@@ -14,6 +14,7 @@ import (
 	"github.com/pierhq/pier/server/internal/acme"
 	"github.com/pierhq/pier/server/internal/edge/fastpath"
 	"github.com/pierhq/pier/server/internal/smtpd"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 // Listen binds the HTTP listener; Addr then reports the bound address.
@@ -51,6 +52,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	go func() { errc <- s.http.Serve(s.edgeListener(s.ln, nil)) }()
 	go s.purgeLoop(ctx)
 	go s.listenInvalidations(ctx)
+	go s.svc.Runs.FlushLogs(ctx, 100*time.Millisecond)
+	go s.svc.Runs.Supervise(ctx, s.store.Engine() != store.Postgres)
 	if err := s.serveLaunch(ctx, s.handler); err != nil {
 		s.http.Close()
 		s.store.Close()
@@ -98,6 +101,10 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	}
 	return w.ResponseWriter.Write(b)
 }
+
+// Unwrap lets http.ResponseController reach the connection: flushing a
+// stream, moving its write deadline, hijacking for a WebSocket.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -299,6 +306,10 @@ func (s *Server) stopLaunch(ctx context.Context) error {
 		cancel()
 	}
 	errs = append(errs, s.launch.runner.Stop(ctx))
+	// Running services stop with the server (SIGTERM, then SIGKILL after
+	// their grace) and start again when it starts.
+	s.sup.Shutdown(ctx)
+	s.svc.Runs.FlushNow(context.WithoutCancel(ctx))
 	if s.launch.dnsStop != nil {
 		s.launch.dnsStop()
 	}

@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"time"
 
@@ -14,7 +16,9 @@ import (
 	"github.com/pierhq/pier/server/internal/httpapi"
 	"github.com/pierhq/pier/server/internal/mcp"
 	"github.com/pierhq/pier/server/internal/objstore"
+	"github.com/pierhq/pier/server/internal/pgaddon"
 	"github.com/pierhq/pier/server/internal/ratelimit"
+	"github.com/pierhq/pier/server/internal/runner"
 	"github.com/pierhq/pier/server/internal/sandbox"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/smtpd"
@@ -49,8 +53,10 @@ type Server struct {
 	// workflows prepares, applies and runs workflows.
 	workflows *workflow.Engine
 	launch    *launchParts
-	http      *http.Server
-	ln        net.Listener
+	// sup runs the processes of process and worker services.
+	sup  *runner.Supervisor
+	http *http.Server
+	ln   net.Listener
 }
 
 // New opens the store and builds the handlers; Serve starts listening.
@@ -120,6 +126,27 @@ func (s *Server) build(ctx context.Context) error {
 		}
 		relay = r
 	}
+	if err := os.Chmod(s.cfg.DataDir, 0o700); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	appsDir := s.cfg.AppsDir
+	if appsDir == "" {
+		appsDir = appsDirFor(s.cfg.DataDir)
+	}
+	sv := s.cfg.Supervision
+	s.sup, err = runner.New(runner.Config{Dir: appsDir, Events: runEvents{s}, Now: s.cfg.Now,
+		RestartBase: sv.RestartBase, RestartMax: sv.RestartMax, CrashRestarts: sv.CrashRestarts, CrashWindow: sv.CrashWindow, StopGrace: sv.StopGrace})
+	if err != nil {
+		return err
+	}
+	var databases service.Databases
+	if s.cfg.PostgresAdminURL != "" {
+		pg, err := pgaddon.New(s.cfg.PostgresAdminURL)
+		if err != nil {
+			return err
+		}
+		databases = pg
+	}
 	svc := service.New(service.Config{
 		Store:         s.store,
 		Now:           s.cfg.Now,
@@ -137,6 +164,10 @@ func (s *Server) build(ctx context.Context) error {
 		Prices:     s.cfg.RegistrarPrices,
 		Relay:      relay,
 		InboxBytes: s.cfg.InboxBytes,
+		Runtime:    runtime{sup: s.sup, store: s.store, id: runnerID(s.cfg.DataDir)},
+		Databases:  databases,
+		LogLines:   s.cfg.ServiceLogLines,
+		Drain:      sv.Drain,
 	})
 	s.svc = svc
 	var mcpH *mcp.Handler

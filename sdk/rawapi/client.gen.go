@@ -554,6 +554,54 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/services/{id} (the `GetService` operationId).
 	GetService(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListServiceEnv List a service's variables; secret values are never shown.
+	//
+	// Corresponds with GET /v1/services/{id}/env (the `ListServiceEnv` operationId).
+	ListServiceEnv(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetServiceEnvWithBody Set and unset a service's variables; the change rolls out as a new version.
+	//
+	// Variables in `secrets` are write-only; reads name them but never show their values. The new version replaces the serving one only once it is healthy; the answer's undo rolls back to the version before.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/services/{id}/env (the `SetServiceEnv` operationId).
+	SetServiceEnvWithBody(ctx context.Context, id ResourceId, params *SetServiceEnvParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetServiceEnv Set and unset a service's variables; the change rolls out as a new version.
+	//
+	// Variables in `secrets` are write-only; reads name them but never show their values. The new version replaces the serving one only once it is healthy; the answer's undo rolls back to the version before.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/services/{id}/env (the `SetServiceEnv` operationId).
+	SetServiceEnv(ctx context.Context, id ResourceId, params *SetServiceEnvParams, body SetServiceEnvJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetServiceLogs Read a service's logs; wait for new lines, or follow them as a stream.
+	//
+	// Stdout and stderr of the service's processes, and Pier's own lines about them (`system`: starts, health checks, exits, restarts), each with a timestamp, the version that wrote it and a sequence number. The last `tail` lines by default; `since` or `after` (the `nextAfter` of an earlier answer) read from a point. With `waitSeconds`, an answer with no new line waits up to that long for one. With `follow=true` and `Accept: application/x-ndjson`, the answer is a stream of JSON lines, one per log line, that stays open while the service runs. Logs are kept per service up to a bound (the oldest lines go first) and survive restarts of the server.
+	//
+	// Corresponds with GET /v1/services/{id}/logs (the `GetServiceLogs` operationId).
+	GetServiceLogs(ctx context.Context, id ResourceId, params *GetServiceLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RollbackServiceWithBody Serve an earlier version again, by default the one before the serving version.
+	//
+	// For a static site the switch is instant. A process's earlier version is started from its stored bundle and serves once healthy; the serving version stops after its requests drain.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/services/{id}/rollback (the `RollbackService` operationId).
+	RollbackServiceWithBody(ctx context.Context, id ResourceId, params *RollbackServiceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RollbackService Serve an earlier version again, by default the one before the serving version.
+	//
+	// For a static site the switch is instant. A process's earlier version is started from its stored bundle and serves once healthy; the serving version stops after its requests drain.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/services/{id}/rollback (the `RollbackService` operationId).
+	RollbackService(ctx context.Context, id ResourceId, params *RollbackServiceParams, body RollbackServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// TeardownService Tear a service down as a durable task.
 	//
 	// Corresponds with POST /v1/services/{id}/teardown (the `TeardownService` operationId).
@@ -1751,6 +1799,114 @@ func (c *Client) ListServices(ctx context.Context, params *ListServicesParams, r
 // Corresponds with GET /v1/services/{id} (the `GetService` operationId).
 func (c *Client) GetService(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetServiceRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListServiceEnv List a service's variables; secret values are never shown.
+//
+// Corresponds with GET /v1/services/{id}/env (the `ListServiceEnv` operationId).
+func (c *Client) ListServiceEnv(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListServiceEnvRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetServiceEnvWithBody Set and unset a service's variables; the change rolls out as a new version.
+//
+// Variables in `secrets` are write-only; reads name them but never show their values. The new version replaces the serving one only once it is healthy; the answer's undo rolls back to the version before.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/services/{id}/env (the `SetServiceEnv` operationId).
+func (c *Client) SetServiceEnvWithBody(ctx context.Context, id ResourceId, params *SetServiceEnvParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetServiceEnvRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetServiceEnv Set and unset a service's variables; the change rolls out as a new version.
+//
+// Variables in `secrets` are write-only; reads name them but never show their values. The new version replaces the serving one only once it is healthy; the answer's undo rolls back to the version before.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/services/{id}/env (the `SetServiceEnv` operationId).
+func (c *Client) SetServiceEnv(ctx context.Context, id ResourceId, params *SetServiceEnvParams, body SetServiceEnvJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetServiceEnvRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetServiceLogs Read a service's logs; wait for new lines, or follow them as a stream.
+//
+// Stdout and stderr of the service's processes, and Pier's own lines about them (`system`: starts, health checks, exits, restarts), each with a timestamp, the version that wrote it and a sequence number. The last `tail` lines by default; `since` or `after` (the `nextAfter` of an earlier answer) read from a point. With `waitSeconds`, an answer with no new line waits up to that long for one. With `follow=true` and `Accept: application/x-ndjson`, the answer is a stream of JSON lines, one per log line, that stays open while the service runs. Logs are kept per service up to a bound (the oldest lines go first) and survive restarts of the server.
+//
+// Corresponds with GET /v1/services/{id}/logs (the `GetServiceLogs` operationId).
+func (c *Client) GetServiceLogs(ctx context.Context, id ResourceId, params *GetServiceLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetServiceLogsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RollbackServiceWithBody Serve an earlier version again, by default the one before the serving version.
+//
+// For a static site the switch is instant. A process's earlier version is started from its stored bundle and serves once healthy; the serving version stops after its requests drain.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/services/{id}/rollback (the `RollbackService` operationId).
+func (c *Client) RollbackServiceWithBody(ctx context.Context, id ResourceId, params *RollbackServiceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRollbackServiceRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RollbackService Serve an earlier version again, by default the one before the serving version.
+//
+// For a static site the switch is instant. A process's earlier version is started from its stored bundle and serves once healthy; the serving version stops after its requests drain.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/services/{id}/rollback (the `RollbackService` operationId).
+func (c *Client) RollbackService(ctx context.Context, id ResourceId, params *RollbackServiceParams, body RollbackServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRollbackServiceRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4266,6 +4422,285 @@ func NewGetServiceRequest(server string, id ResourceId) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListServiceEnvRequest constructs an http.Request for the ListServiceEnv method
+func NewListServiceEnvRequest(server string, id ResourceId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/services/%s/env", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetServiceEnvRequest calls the generic SetServiceEnv builder with application/json body
+func NewSetServiceEnvRequest(server string, id ResourceId, params *SetServiceEnvParams, body SetServiceEnvJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetServiceEnvRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewSetServiceEnvRequestWithBody constructs an http.Request for the SetServiceEnv method, with any body, and a specified content type
+func NewSetServiceEnvRequestWithBody(server string, id ResourceId, params *SetServiceEnvParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/services/%s/env", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetServiceLogsRequest constructs an http.Request for the GetServiceLogs method
+func NewGetServiceLogsRequest(server string, id ResourceId, params *GetServiceLogsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/services/%s/logs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Tail != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tail", *params.Tail, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Version != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "version", *params.Version, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WaitSeconds != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "waitSeconds", *params.WaitSeconds, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Follow != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "follow", *params.Follow, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRollbackServiceRequest calls the generic RollbackService builder with application/json body
+func NewRollbackServiceRequest(server string, id ResourceId, params *RollbackServiceParams, body RollbackServiceJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRollbackServiceRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewRollbackServiceRequestWithBody constructs an http.Request for the RollbackService method, with any body, and a specified content type
+func NewRollbackServiceRequestWithBody(server string, id ResourceId, params *RollbackServiceParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/services/%s/rollback", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewTeardownServiceRequest constructs an http.Request for the TeardownService method
 func NewTeardownServiceRequest(server string, id ResourceId, params *TeardownServiceParams) (*http.Request, error) {
 	var err error
@@ -5243,6 +5678,58 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/services/{id} (the `GetService` operationId).
 	GetServiceWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*GetServiceResponse, error)
+
+	// ListServiceEnvWithResponse List a service's variables; secret values are never shown.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/services/{id}/env (the `ListServiceEnv` operationId).
+	ListServiceEnvWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*ListServiceEnvResponse, error)
+
+	// SetServiceEnvWithBodyWithResponse Set and unset a service's variables; the change rolls out as a new version.
+	//
+	// Variables in `secrets` are write-only; reads name them but never show their values. The new version replaces the serving one only once it is healthy; the answer's undo rolls back to the version before.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/services/{id}/env (the `SetServiceEnv` operationId).
+	SetServiceEnvWithBodyWithResponse(ctx context.Context, id ResourceId, params *SetServiceEnvParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetServiceEnvResponse, error)
+
+	// SetServiceEnvWithResponse Set and unset a service's variables; the change rolls out as a new version.
+	//
+	// Variables in `secrets` are write-only; reads name them but never show their values. The new version replaces the serving one only once it is healthy; the answer's undo rolls back to the version before.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/services/{id}/env (the `SetServiceEnv` operationId).
+	SetServiceEnvWithResponse(ctx context.Context, id ResourceId, params *SetServiceEnvParams, body SetServiceEnvJSONRequestBody, reqEditors ...RequestEditorFn) (*SetServiceEnvResponse, error)
+
+	// GetServiceLogsWithResponse Read a service's logs; wait for new lines, or follow them as a stream.
+	//
+	// Stdout and stderr of the service's processes, and Pier's own lines about them (`system`: starts, health checks, exits, restarts), each with a timestamp, the version that wrote it and a sequence number. The last `tail` lines by default; `since` or `after` (the `nextAfter` of an earlier answer) read from a point. With `waitSeconds`, an answer with no new line waits up to that long for one. With `follow=true` and `Accept: application/x-ndjson`, the answer is a stream of JSON lines, one per log line, that stays open while the service runs. Logs are kept per service up to a bound (the oldest lines go first) and survive restarts of the server.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/services/{id}/logs (the `GetServiceLogs` operationId).
+	GetServiceLogsWithResponse(ctx context.Context, id ResourceId, params *GetServiceLogsParams, reqEditors ...RequestEditorFn) (*GetServiceLogsResponse, error)
+
+	// RollbackServiceWithBodyWithResponse Serve an earlier version again, by default the one before the serving version.
+	//
+	// For a static site the switch is instant. A process's earlier version is started from its stored bundle and serves once healthy; the serving version stops after its requests drain.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/services/{id}/rollback (the `RollbackService` operationId).
+	RollbackServiceWithBodyWithResponse(ctx context.Context, id ResourceId, params *RollbackServiceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RollbackServiceResponse, error)
+
+	// RollbackServiceWithResponse Serve an earlier version again, by default the one before the serving version.
+	//
+	// For a static site the switch is instant. A process's earlier version is started from its stored bundle and serves once healthy; the serving version stops after its requests drain.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/services/{id}/rollback (the `RollbackService` operationId).
+	RollbackServiceWithResponse(ctx context.Context, id ResourceId, params *RollbackServiceParams, body RollbackServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*RollbackServiceResponse, error)
 
 	// TeardownServiceWithResponse Tear a service down as a durable task.
 	//
@@ -8622,6 +9109,290 @@ func (r GetServiceResponse) ContentType() string {
 	return ""
 }
 
+// ListServiceEnvResponse429Headers the declared response headers of an HTTP 429 response for ListServiceEnv
+type ListServiceEnvResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type ListServiceEnvResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ServiceEnvEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListServiceEnvResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListServiceEnvResponse) GetJSON200() *ServiceEnvEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r ListServiceEnvResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListServiceEnvResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListServiceEnvResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListServiceEnvResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListServiceEnvResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListServiceEnvResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListServiceEnvResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetServiceEnvResponse429Headers the declared response headers of an HTTP 429 response for SetServiceEnv
+type SetServiceEnvResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type SetServiceEnvResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *TaskEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetServiceEnvResponse429Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r SetServiceEnvResponse) GetJSON202() *TaskEnvelope {
+	return r.JSON202
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r SetServiceEnvResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetServiceEnvResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SetServiceEnvResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SetServiceEnvResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetServiceEnvResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetServiceEnvResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetServiceEnvResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetServiceLogsResponse429Headers the declared response headers of an HTTP 429 response for GetServiceLogs
+type GetServiceLogsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type GetServiceLogsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ServiceLogsEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetServiceLogsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetServiceLogsResponse) GetJSON200() *ServiceLogsEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r GetServiceLogsResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetServiceLogsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetServiceLogsResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetServiceLogsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetServiceLogsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetServiceLogsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetServiceLogsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RollbackServiceResponse429Headers the declared response headers of an HTTP 429 response for RollbackService
+type RollbackServiceResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type RollbackServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *TaskEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RollbackServiceResponse429Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RollbackServiceResponse) GetJSON202() *TaskEnvelope {
+	return r.JSON202
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r RollbackServiceResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RollbackServiceResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r RollbackServiceResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RollbackServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RollbackServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RollbackServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RollbackServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // TeardownServiceResponse429Headers the declared response headers of an HTTP 429 response for TeardownService
 type TeardownServiceResponse429Headers struct {
 	RateLimit       *string
@@ -10147,6 +10918,94 @@ func (c *ClientWithResponses) GetServiceWithResponse(ctx context.Context, id Res
 		return nil, err
 	}
 	return ParseGetServiceResponse(rsp)
+}
+
+// ListServiceEnvWithResponse List a service's variables; secret values are never shown.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/services/{id}/env (the `ListServiceEnv` operationId).
+func (c *ClientWithResponses) ListServiceEnvWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*ListServiceEnvResponse, error) {
+	rsp, err := c.ListServiceEnv(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListServiceEnvResponse(rsp)
+}
+
+// SetServiceEnvWithBodyWithResponse Set and unset a service's variables; the change rolls out as a new version.
+//
+// Variables in `secrets` are write-only; reads name them but never show their values. The new version replaces the serving one only once it is healthy; the answer's undo rolls back to the version before.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/services/{id}/env (the `SetServiceEnv` operationId).
+func (c *ClientWithResponses) SetServiceEnvWithBodyWithResponse(ctx context.Context, id ResourceId, params *SetServiceEnvParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetServiceEnvResponse, error) {
+	rsp, err := c.SetServiceEnvWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetServiceEnvResponse(rsp)
+}
+
+// SetServiceEnvWithResponse Set and unset a service's variables; the change rolls out as a new version.
+//
+// Variables in `secrets` are write-only; reads name them but never show their values. The new version replaces the serving one only once it is healthy; the answer's undo rolls back to the version before.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/services/{id}/env (the `SetServiceEnv` operationId).
+func (c *ClientWithResponses) SetServiceEnvWithResponse(ctx context.Context, id ResourceId, params *SetServiceEnvParams, body SetServiceEnvJSONRequestBody, reqEditors ...RequestEditorFn) (*SetServiceEnvResponse, error) {
+	rsp, err := c.SetServiceEnv(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetServiceEnvResponse(rsp)
+}
+
+// GetServiceLogsWithResponse Read a service's logs; wait for new lines, or follow them as a stream.
+//
+// Stdout and stderr of the service's processes, and Pier's own lines about them (`system`: starts, health checks, exits, restarts), each with a timestamp, the version that wrote it and a sequence number. The last `tail` lines by default; `since` or `after` (the `nextAfter` of an earlier answer) read from a point. With `waitSeconds`, an answer with no new line waits up to that long for one. With `follow=true` and `Accept: application/x-ndjson`, the answer is a stream of JSON lines, one per log line, that stays open while the service runs. Logs are kept per service up to a bound (the oldest lines go first) and survive restarts of the server.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/services/{id}/logs (the `GetServiceLogs` operationId).
+func (c *ClientWithResponses) GetServiceLogsWithResponse(ctx context.Context, id ResourceId, params *GetServiceLogsParams, reqEditors ...RequestEditorFn) (*GetServiceLogsResponse, error) {
+	rsp, err := c.GetServiceLogs(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetServiceLogsResponse(rsp)
+}
+
+// RollbackServiceWithBodyWithResponse Serve an earlier version again, by default the one before the serving version.
+//
+// For a static site the switch is instant. A process's earlier version is started from its stored bundle and serves once healthy; the serving version stops after its requests drain.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/services/{id}/rollback (the `RollbackService` operationId).
+func (c *ClientWithResponses) RollbackServiceWithBodyWithResponse(ctx context.Context, id ResourceId, params *RollbackServiceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RollbackServiceResponse, error) {
+	rsp, err := c.RollbackServiceWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRollbackServiceResponse(rsp)
+}
+
+// RollbackServiceWithResponse Serve an earlier version again, by default the one before the serving version.
+//
+// For a static site the switch is instant. A process's earlier version is started from its stored bundle and serves once healthy; the serving version stops after its requests drain.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/services/{id}/rollback (the `RollbackService` operationId).
+func (c *ClientWithResponses) RollbackServiceWithResponse(ctx context.Context, id ResourceId, params *RollbackServiceParams, body RollbackServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*RollbackServiceResponse, error) {
+	rsp, err := c.RollbackService(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRollbackServiceResponse(rsp)
 }
 
 // TeardownServiceWithResponse Tear a service down as a durable task.
@@ -13580,6 +14439,305 @@ func ParseGetServiceResponse(rsp *http.Response) (*GetServiceResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers GetServiceResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListServiceEnvResponse parses an HTTP response from a ListServiceEnvWithResponse call
+func ParseListServiceEnvResponse(rsp *http.Response) (*ListServiceEnvResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListServiceEnvResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ServiceEnvEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListServiceEnvResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetServiceEnvResponse parses an HTTP response from a SetServiceEnvWithResponse call
+func ParseSetServiceEnvResponse(rsp *http.Response) (*SetServiceEnvResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetServiceEnvResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest TaskEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SetServiceEnvResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetServiceLogsResponse parses an HTTP response from a GetServiceLogsWithResponse call
+func ParseGetServiceLogsResponse(rsp *http.Response) (*GetServiceLogsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetServiceLogsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ServiceLogsEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (application/x-ndjson) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetServiceLogsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRollbackServiceResponse parses an HTTP response from a RollbackServiceWithResponse call
+func ParseRollbackServiceResponse(rsp *http.Response) (*RollbackServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RollbackServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest TaskEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RollbackServiceResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

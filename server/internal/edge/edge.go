@@ -76,6 +76,13 @@ type site struct {
 	files               map[string]*file
 	notFound            *file
 	checked             time.Time
+
+	// A process or worker service: proxy forwards to where its serving
+	// version answers (nil for a worker, or while none answers), and
+	// down says why nothing does.
+	runs  bool
+	proxy http.Handler
+	down  string
 }
 
 // Limits bound the edge's memory.
@@ -257,6 +264,20 @@ func (e *Edge) siteFor(ctx context.Context, host string) (*site, error) {
 }
 
 func (e *Edge) build(ctx context.Context, svc store.Service) (*site, error) {
+	if svc.Target == "process" || svc.Target == "worker" {
+		s := &site{serviceID: svc.ID, bundleID: svc.BundleID, updated: svc.UpdatedAt, checked: time.Now(), runs: true}
+		switch {
+		case svc.State == "crashed":
+			s.down = "The service crashed: its process kept exiting. Its owner can read its logs, relaunch it or roll it back."
+		case svc.Target == "worker":
+			s.down = "This service is a worker: it runs in the background and answers no HTTP."
+		case svc.Upstream == "":
+			s.down = "The service is starting; retry in a moment."
+		default:
+			s.proxy = e.proxyTo(svc.Upstream)
+		}
+		return s, nil
+	}
 	b, err := e.store.Bundle(ctx, svc.OrgID, svc.BundleID)
 	if err != nil {
 		return nil, err
@@ -353,6 +374,16 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	if s == nil {
 		NotFound(w, host)
+		return
+	}
+	if s.runs {
+		if s.proxy == nil {
+			h.Set("Retry-After", "5")
+			h.Set("Cache-Control", "no-store")
+			http.Error(w, s.down, http.StatusServiceUnavailable)
+			return
+		}
+		s.proxy.ServeHTTP(w, r)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -471,7 +502,7 @@ func (f *file) head(status string, b *blob, gz, etag bool) []byte {
 // leaves the request to ServeHTTP. Callers must not modify the slices.
 func (e *Edge) Prepared(ctx context.Context, host, urlPath, ifNoneMatch, acceptEncoding string) (head, body []byte, ok bool) {
 	s, err := e.siteFor(ctx, hostOnly(host))
-	if err != nil || s == nil {
+	if err != nil || s == nil || s.runs {
 		return nil, nil, false
 	}
 	f, status := s.lookup(urlPath)

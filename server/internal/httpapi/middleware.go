@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,7 +38,7 @@ import (
 func (h *Handler) chain(rt *route) http.Handler {
 	op := rt.op
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !acceptable(r.Header.Get("Accept"), responseMedia(rt)) {
+		if !acceptableAny(r.Header.Get("Accept"), responseMedias(rt)) {
 			WriteError(w, r, h.cfg.Log, apierr.Newf("input:not_acceptable", "this operation answers with %s; send Accept: %s", responseMedia(rt), responseMedia(rt)))
 			return
 		}
@@ -136,15 +137,37 @@ func (h *Handler) baseURL() string {
 	return h.cfg.BaseURL()
 }
 
+// responseMedia is the media type an operation answers with: JSON when it
+// offers JSON among others (get_service_logs also streams NDJSON).
 func responseMedia(rt *route) string {
+	media := responseMedias(rt)
+	if len(media) == 0 || slices.Contains(media, "application/json") {
+		return "application/json"
+	}
+	return media[0]
+}
+
+func responseMedias(rt *route) []string {
+	var out []string
 	for code, resp := range rt.operation.Responses.Map() {
 		if strings.HasPrefix(code, "2") && resp.Value != nil {
 			for media := range resp.Value.Content {
-				return media
+				out = append(out, media)
 			}
 		}
 	}
-	return "application/json"
+	slices.Sort(out)
+	return out
+}
+
+// acceptableAny reports whether an Accept header admits one of media.
+func acceptableAny(accept string, media []string) bool {
+	for _, m := range media {
+		if acceptable(accept, m) {
+			return true
+		}
+	}
+	return len(media) == 0 && acceptable(accept, "application/json")
 }
 
 // acceptable reports whether an Accept header admits media.

@@ -2,10 +2,15 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -40,4 +45,121 @@ func (o serviceRoutes) TeardownService(ctx context.Context, req api.TeardownServ
 		return nil, err
 	}
 	return api.TeardownService202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o serviceRoutes) GetServiceLogs(ctx context.Context, req api.GetServiceLogsRequestObject) (api.GetServiceLogsResponseObject, error) {
+	q := service.LogQuery{Tail: val(req.Params.Tail), After: val(req.Params.After), Version: val(req.Params.Version)}
+	if req.Params.Since != nil {
+		q.Since = *req.Params.Since
+	}
+	orgID := auth.FromContext(ctx).OrgID
+	if r := requestFrom(ctx); val(req.Params.Follow) && r != nil && wantsNDJSON(r.Header.Get("Accept")) {
+		// Read once now, so an unknown service is the usual typed error.
+		first, _, err := o.svc.Runs.Logs(ctx, orgID, req.Id, q)
+		if err != nil {
+			return nil, err
+		}
+		return logStream{runs: o.svc.Runs, ctx: ctx, orgID: orgID, id: req.Id, q: q, first: first}, nil
+	}
+	if w := val(req.Params.WaitSeconds); w > 0 {
+		q.Wait = time.Duration(w) * time.Second
+	}
+	l, next, err := o.svc.Runs.Logs(ctx, orgID, req.Id, q)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetServiceLogs200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+// wantsNDJSON: the Accept header names application/x-ndjson itself.
+func wantsNDJSON(accept string) bool { return strings.Contains(accept, "application/x-ndjson") }
+
+// logStream follows a service's log as NDJSON: one LogLine per line,
+// flushed as written, until the client goes, the service ends, or an hour
+// passes (follow again with after to go on).
+type logStream struct {
+	runs  *service.Runs
+	ctx   context.Context
+	orgID string
+	id    string
+	q     service.LogQuery
+	first *models.ServiceLogs
+}
+
+func (s logStream) VisitGetServiceLogsResponse(w http.ResponseWriter) error {
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	deadline := time.Now().Add(time.Hour)
+	write := func(l *models.ServiceLogs) error {
+		rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		for _, line := range l.Lines {
+			if err := enc.Encode(line); err != nil {
+				return err
+			}
+		}
+		return rc.Flush()
+	}
+	if err := write(s.first); err != nil {
+		return nil
+	}
+	after := s.first.NextAfter
+	for time.Now().Before(deadline) {
+		q := service.LogQuery{After: after, Version: s.q.Version, Tail: 1000, Wait: 15 * time.Second}
+		l, _, err := s.runs.Logs(s.ctx, s.orgID, s.id, q)
+		if err != nil {
+			return nil
+		}
+		if len(l.Lines) == 0 {
+			if s.runs.Ended(s.ctx, s.orgID, s.id) {
+				return nil
+			}
+			// Keep the connection known to be alive through proxies.
+			rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if _, err := w.Write([]byte("\n")); err != nil || rc.Flush() != nil {
+				return nil
+			}
+			continue
+		}
+		if err := write(l); err != nil {
+			return nil
+		}
+		after = l.NextAfter
+	}
+	return nil
+}
+
+func (o serviceRoutes) ListServiceEnv(ctx context.Context, req api.ListServiceEnvRequestObject) (api.ListServiceEnvResponseObject, error) {
+	e, next, err := o.svc.Runs.ListEnv(ctx, auth.FromContext(ctx).OrgID, req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return api.ListServiceEnv200JSONResponse{Data: *e, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o serviceRoutes) SetServiceEnv(ctx context.Context, req api.SetServiceEnvRequestObject) (api.SetServiceEnvResponseObject, error) {
+	t, next, err := o.svc.Runs.SetEnv(ctx, auth.FromContext(ctx), req.Id, models.SetServiceEnvRequest(*req.Body))
+	if err != nil {
+		return nil, err
+	}
+	return api.SetServiceEnv202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o serviceRoutes) RollbackService(ctx context.Context, req api.RollbackServiceRequestObject) (api.RollbackServiceResponseObject, error) {
+	t, next, err := o.svc.Runs.Rollback(ctx, auth.FromContext(ctx), req.Id, models.RollbackRequest(*req.Body))
+	if err != nil {
+		return nil, err
+	}
+	return api.RollbackService202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func val[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

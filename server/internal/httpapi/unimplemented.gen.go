@@ -120,6 +120,10 @@ func (Unimplemented) GetService(ctx context.Context, request api.GetServiceReque
 	return nil, notImplemented("get_service")
 }
 
+func (Unimplemented) GetServiceLogs(ctx context.Context, request api.GetServiceLogsRequestObject) (api.GetServiceLogsResponseObject, error) {
+	return nil, notImplemented("get_service_logs")
+}
+
 func (Unimplemented) GetTask(ctx context.Context, request api.GetTaskRequestObject) (api.GetTaskResponseObject, error) {
 	return nil, notImplemented("get_task")
 }
@@ -172,6 +176,10 @@ func (Unimplemented) ListQuotes(ctx context.Context, request api.ListQuotesReque
 	return nil, notImplemented("list_quotes")
 }
 
+func (Unimplemented) ListServiceEnv(ctx context.Context, request api.ListServiceEnvRequestObject) (api.ListServiceEnvResponseObject, error) {
+	return nil, notImplemented("list_service_env")
+}
+
 func (Unimplemented) ListServices(ctx context.Context, request api.ListServicesRequestObject) (api.ListServicesResponseObject, error) {
 	return nil, notImplemented("list_services")
 }
@@ -212,6 +220,10 @@ func (Unimplemented) RequestBudgetRaise(ctx context.Context, request api.Request
 	return nil, notImplemented("request_budget_raise")
 }
 
+func (Unimplemented) RollbackService(ctx context.Context, request api.RollbackServiceRequestObject) (api.RollbackServiceResponseObject, error) {
+	return nil, notImplemented("rollback_service")
+}
+
 func (Unimplemented) SearchDomains(ctx context.Context, request api.SearchDomainsRequestObject) (api.SearchDomainsResponseObject, error) {
 	return nil, notImplemented("search_domains")
 }
@@ -222,6 +234,10 @@ func (Unimplemented) SendMessage(ctx context.Context, request api.SendMessageReq
 
 func (Unimplemented) SetRegistrantContact(ctx context.Context, request api.SetRegistrantContactRequestObject) (api.SetRegistrantContactResponseObject, error) {
 	return nil, notImplemented("set_registrant_contact")
+}
+
+func (Unimplemented) SetServiceEnv(ctx context.Context, request api.SetServiceEnvRequestObject) (api.SetServiceEnvResponseObject, error) {
+	return nil, notImplemented("set_service_env")
 }
 
 func (Unimplemented) SetupEmail(ctx context.Context, request api.SetupEmailRequestObject) (api.SetupEmailResponseObject, error) {

@@ -21,7 +21,16 @@ import (
 
 func serviceActions(v store.Service) []models.Action {
 	next := []models.Action{actions.Tool("get_task", "agent", map[string]any{"id": v.TaskID})}
-	if v.State == "live" || v.State == "failed" {
+	if runsProcesses(v.Target) {
+		next = append(next, actions.Tool("get_service_logs", "agent", map[string]any{"id": v.ID}))
+	}
+	if v.State == "crashed" {
+		next = append(next, actions.ToolNeeding("launch_service", "agent", map[string]any{"id": v.ProjectID, "name": v.Name, "target": v.Target}, "bundleId"))
+		if v.Version > 1 {
+			next = append(next, actions.Tool("rollback_service", "agent", map[string]any{"id": v.ID}))
+		}
+	}
+	if v.State == "live" || v.State == "failed" || v.State == "crashed" {
 		next = append(next, actions.Tool("teardown_service", "agent", map[string]any{"id": v.ID}))
 	}
 	return next
@@ -35,6 +44,7 @@ type teardownPayload struct {
 	// LaunchTaskID is the task that launched the service, whose domain
 	// claim the teardown gives back.
 	LaunchTaskID string `json:"launchTaskId,omitempty"`
+	Target       string `json:"target,omitempty"`
 }
 
 var serviceNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
@@ -66,7 +76,17 @@ type launchPayload struct {
 	PurchaseRef string          `json:"purchaseRef,omitempty"`
 	Receipt     *models.Receipt `json:"receipt,omitempty"`
 	Undo        *models.Undo    `json:"undo,omitempty"`
+	// Target is what the service runs on; Version the version this task
+	// puts live, and Previous the one serving before it (0 for none).
+	Target   string `json:"target,omitempty"`
+	Version  int    `json:"version,omitempty"`
+	Previous int    `json:"previous,omitempty"`
+	// Addr is where the started version answers.
+	Addr string `json:"addr,omitempty"`
 }
+
+// runs reports whether the launch starts processes.
+func (pl *launchPayload) runs() bool { return runsProcesses(pl.Target) }
 
 // buys reports whether the launch buys its domain.
 func (pl *launchPayload) buys() bool { return pl.Domain != "" && !pl.Owned }
@@ -205,12 +225,20 @@ func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID st
 		if err != nil {
 			return err
 		}
-		pl := teardownPayload{ServiceID: svc.ID, PreviewHost: svc.PreviewHost, Domain: svc.Domain, Actor: actorOf(p), LaunchTaskID: svc.TaskID}
+		pl := teardownPayload{ServiceID: svc.ID, PreviewHost: svc.PreviewHost, Domain: svc.Domain, Actor: actorOf(p), LaunchTaskID: svc.TaskID, Target: svc.Target}
 		zone := "skipped"
 		if svc.Domain != "" {
 			zone = "pending"
 		}
-		steps := []taskStep{{Name: StepUndeploy, State: "pending"}, {Name: StepRemoveZone, State: zone}}
+		steps := []taskStep{{Name: StepUndeploy, State: "pending"}}
+		if runsProcesses(svc.Target) {
+			database := "skipped"
+			if _, err := tx.Services().Database(ctx, svc.ID); err == nil {
+				database = "pending"
+			}
+			steps = append(steps, taskStep{Name: StepStop, State: "pending"}, taskStep{Name: StepDropDatabase, State: database})
+		}
+		steps = append(steps, taskStep{Name: StepRemoveZone, State: zone})
 		sj, _ := json.Marshal(steps)
 		pj, _ := json.Marshal(pl)
 		task = store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: svc.ProjectID, Kind: "teardown", State: "queued",
@@ -271,6 +299,17 @@ func (s *Launches) runTeardown(ctx context.Context, t store.Task) error {
 	}); err != nil {
 		return err
 	}
+	if err := rt.do(ctx, &pl, StepStop, func() (string, error) {
+		if err := s.runs.stopAll(ctx, pl.ServiceID); err != nil {
+			return "", err
+		}
+		return "processes stopped (SIGTERM, then SIGKILL after the grace period) and their files removed", nil
+	}); err != nil {
+		return err
+	}
+	if err := rt.do(ctx, &pl, StepDropDatabase, func() (string, error) { return s.runs.releaseDatabase(ctx, pl.ServiceID) }); err != nil {
+		return err
+	}
 	if err := rt.do(ctx, &pl, StepRemoveZone, func() (string, error) {
 		if err := s.store.Domains().DeleteZone(ctx, pl.Domain); err != nil {
 			return "", err
@@ -280,7 +319,11 @@ func (s *Launches) runTeardown(ctx context.Context, t store.Task) error {
 	}); err != nil {
 		return err
 	}
-	result := map[string]any{"serviceId": pl.ServiceID, "reversed": []string{"serving", "dns"}}
+	reversed := []string{"serving", "dns"}
+	if runsProcesses(pl.Target) {
+		reversed = append(reversed, "processes")
+	}
+	result := map[string]any{"serviceId": pl.ServiceID, "reversed": reversed}
 	if pl.Domain != "" {
 		result["notReversed"] = []map[string]any{{"what": "domain_registration", "domain": pl.Domain, "why": "a registered domain cannot be unbought; transfer it out from the human pages"}}
 	}
@@ -320,7 +363,47 @@ func (s *Launches) serviceView(v store.Service) models.ServiceInfo {
 		b := v.BundleID
 		out.BundleId = &b
 	}
+	if v.Version > 0 {
+		n := v.Version
+		out.Version = &n
+	}
+	if v.Health != "" && runsProcesses(v.Target) {
+		var h Health
+		if json.Unmarshal([]byte(v.Health), &h) == nil {
+			mh := models.ServiceHealth{State: models.ServiceHealthState(h.State), Restarts: h.Restarts}
+			if h.Detail != "" {
+				d := h.Detail
+				mh.Detail = &d
+			}
+			if !h.At.IsZero() {
+				at := h.At.UTC()
+				mh.CheckedAt = &at
+			}
+			out.Health = &mh
+		}
+	}
 	return out
+}
+
+// serviceDetail is serviceView with the versions and add-ons, for reads
+// of one service.
+func (s *Launches) serviceDetail(ctx context.Context, v store.Service) (models.ServiceInfo, error) {
+	out := s.serviceView(v)
+	vs, err := s.store.Services().Versions(ctx, v.ID, 20)
+	if err != nil {
+		return out, err
+	}
+	mv := versionsView(vs)
+	out.Versions = &mv
+	for _, x := range vs {
+		if x.Number == v.Version || v.Version == 0 {
+			if a := parseVersionSpec(x.Spec).Addons; len(a) > 0 {
+				out.Addons = &a
+			}
+			break
+		}
+	}
+	return out, nil
 }
 
 // ListServices lists the organisation's services.
@@ -350,7 +433,10 @@ func (s *Launches) GetService(ctx context.Context, orgID, id string) (*models.Se
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	out := s.serviceView(v)
+	out, err := s.serviceDetail(ctx, v)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
 	return &out, serviceActions(v), nil
 }
 
@@ -364,8 +450,10 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 	switch req.Target {
 	case "edge":
 	case "process", "worker":
-		return nil, nil, apierr.Newf("plan:not_implemented", "the %s target is priced by estimate but not yet launched by this deployment; use edge for static sites", req.Target).
-			WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": "static_site"}))
+		if s.runtime == nil {
+			return nil, nil, apierr.Newf("plan:not_implemented", "this deployment runs no processes; use edge for static sites").
+				WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": "static_site"}))
+		}
 	default:
 		return nil, nil, apierr.Newf("plan:unknown_target", "target %q is not launchable; use edge for static sites", req.Target).
 			WithDetails(models.FieldProblem{Field: "body.target", Problem: "unknown target"})
@@ -375,13 +463,39 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 			actions.Tool("upload_assets", "agent", map[string]any{"projectId": projectID})).
 			WithDetails(models.FieldProblem{Field: "body.bundleId", Problem: "missing"})
 	}
-	if err := s.projects.checkServiceQuota(ctx, p.OrgID); err != nil {
-		return nil, nil, err
-	}
-	if _, err := s.store.Bundles().Get(ctx, p.OrgID, *req.BundleId); errors.Is(err, store.ErrNotFound) {
+	bundle, err := s.store.Bundles().Get(ctx, p.OrgID, *req.BundleId)
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Newf("not_found:resource", "no bundle %s in your organisation", *req.BundleId)
 	} else if err != nil {
 		return nil, nil, apierr.Internal(err)
+	}
+	spec, err := s.launchSpec(ctx, projectID, req, bundle)
+	if err != nil {
+		return nil, nil, err
+	}
+	if existing, err := s.store.Services().ByName(ctx, p.OrgID, projectID, req.Name); err == nil {
+		// The name runs already: this launch is its next version.
+		return s.relaunch(ctx, p, existing, req, spec)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Internal(err)
+	}
+	if err := s.projects.checkServiceQuota(ctx, p.OrgID); err != nil {
+		return nil, nil, err
+	}
+	if runsProcesses(string(req.Target)) && req.QuoteId == nil {
+		workload := "dynamic_service"
+		switch {
+		case req.Target == "worker":
+			workload = "worker"
+		case slices.Contains(spec.Addons, "managed_postgres"):
+			workload = "database_backed_app"
+		}
+		items := []any{map[string]any{"kind": "service", "workload": workload, "target": string(req.Target), "name": req.Name, "months": 1}}
+		if req.Domain != nil {
+			items = append(items, map[string]any{"kind": "domain", "domain": *req.Domain, "years": 1})
+		}
+		return nil, nil, apierr.Newf("budget:insufficient", "a %s launch runs for a price by the month: quote it first, then launch with the quote", req.Target).
+			WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": projectID, "items": items}))
 	}
 	domain, owned := "", false
 	if req.Domain != nil {
@@ -405,14 +519,14 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 
 	now := s.Now()
 	pl := launchPayload{ProjectID: projectID, BundleID: *req.BundleId, Domain: domain, Owned: owned, Years: 1, Actor: actorOf(p),
-		Gated: domain != "" && !owned && !p.HasScope("buy_domain")}
+		Gated: domain != "" && !owned && !p.HasScope("buy_domain"), Target: string(req.Target), Version: 1}
 	if req.Years != nil {
 		pl.Years = *req.Years
 	}
 	var view *models.TaskHandle
 	var next []models.Action
 	var task store.Task
-	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		var costs []Cost
 		remainingMicro := int64(0)
 		var wait *awaitApproval
@@ -424,7 +538,7 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 			if err != nil {
 				return err
 			}
-			if err := matchQuote(projectID, c, req, domain, owned); err != nil {
+			if err := matchQuote(projectID, c, req, domain, owned, spec.Addons); err != nil {
 				return err
 			}
 			for _, it := range c.Items {
@@ -501,8 +615,20 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 		case owned:
 			register = "skipped"
 		}
-		steps = append(steps, taskStep{Name: StepRegister, State: register}, taskStep{Name: StepDNS, State: dns},
-			taskStep{Name: StepDeploy, State: "pending"}, taskStep{Name: StepTLS, State: "pending"})
+		steps = append(steps, taskStep{Name: StepRegister, State: register}, taskStep{Name: StepDNS, State: dns})
+		if pl.runs() {
+			database := "skipped"
+			if slices.Contains(spec.Addons, "managed_postgres") {
+				database = "pending"
+			}
+			steps = append(steps, taskStep{Name: StepDatabase, State: database}, taskStep{Name: StepStart, State: "pending"})
+		}
+		steps = append(steps, taskStep{Name: StepDeploy, State: "pending"}, taskStep{Name: StepTLS, State: "pending"})
+		sj, _ := json.Marshal(spec)
+		if err := tx.Services().InsertVersion(ctx, store.ServiceVersion{ServiceID: svc.ID, OrgID: p.OrgID, Number: 1, BundleID: pl.BundleID,
+			Spec: string(sj), State: "starting", TaskID: task.ID, CreatedAt: now.UTC()}); err != nil {
+			return err
+		}
 		if owned {
 			steps[1].Detail = domain + " is already yours; nothing bought"
 		}
@@ -515,9 +641,9 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 			m.Undo.NotReversed = &[]string{"domain_registration:" + domain}
 		}
 		pl.Receipt, pl.Undo = &m.Receipt, &m.Undo
-		sj, _ := json.Marshal(steps)
+		stj, _ := json.Marshal(steps)
 		pj, _ := json.Marshal(pl)
-		task.Steps, task.Payload = string(sj), string(pj)
+		task.Steps, task.Payload = string(stj), string(pj)
 		if err := tx.Tasks().Insert(ctx, task); err != nil {
 			return err
 		}
@@ -566,6 +692,8 @@ func (s *Launches) RunTask(ctx context.Context, taskID string) error {
 	switch t.Kind {
 	case "launch":
 		return s.runLaunch(ctx, t)
+	case "deploy", "rollback":
+		return s.runDeploy(ctx, t)
 	case "teardown":
 		return s.runTeardown(ctx, t)
 	case "email_setup":
@@ -599,14 +727,14 @@ func (s *Launches) runLaunch(ctx context.Context, t store.Task) error {
 	if err == nil {
 		err = rt.do(ctx, &pl, StepDNS, func() (string, error) { return s.publishZone(ctx, rt.t.OrgID, pl.Domain) })
 	}
+	if err == nil && pl.runs() {
+		err = rt.do(ctx, &pl, StepDatabase, func() (string, error) { return s.runs.createDatabase(ctx, rt.t.OrgID, pl.ServiceID) })
+		if err == nil {
+			err = rt.do(ctx, &pl, StepStart, func() (string, error) { return s.runs.startStep(ctx, &pl) })
+		}
+	}
 	if err == nil {
-		err = rt.do(ctx, &pl, StepDeploy, func() (string, error) {
-			if err := s.store.Services().SetState(ctx, pl.ServiceID, "live", s.Now()); err != nil {
-				return "", err
-			}
-			s.invalidate(pl.PreviewHost, pl.Domain)
-			return "bundle " + pl.BundleID + " live", nil
-		})
+		err = rt.do(ctx, &pl, StepDeploy, func() (string, error) { return s.runs.switchTo(ctx, &pl) })
 	}
 	if err == nil {
 		err = rt.do(ctx, &pl, StepTLS, func() (string, error) { return s.makeHTTPSReady(ctx, &pl) })
@@ -729,6 +857,9 @@ func (s *Launches) makeHTTPSReady(ctx context.Context, pl *launchPayload) (strin
 		if err := s.platform.Certificate(h); err != nil {
 			return "", fmt.Errorf("certificate for %s: %w", h, err)
 		}
+		if pl.Target == "worker" {
+			continue // a worker answers no HTTP; its hosts get certificates all the same
+		}
 		vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := s.platform.VerifyHTTPS(vctx, h)
 		cancel()
@@ -812,6 +943,16 @@ func (s *Launches) endLaunch(ctx context.Context, taskID, state string, cause *a
 		return err
 	}
 	s.invalidate(pl.PreviewHost, pl.Domain)
+	if pl.runs() {
+		// Nothing of a failed launch keeps running or holds a database.
+		if err := s.runs.stopAll(ctx, pl.ServiceID); err != nil {
+			s.log.Warn("stopping a failed launch", "service", pl.ServiceID, "err", err)
+		}
+		s.store.Services().SetVersionState(ctx, pl.ServiceID, pl.Version, "failed", firstLine(cause.Message))
+		if _, err := s.runs.releaseDatabase(ctx, pl.ServiceID); err != nil {
+			s.log.Warn("dropping a failed launch's database", "service", pl.ServiceID, "err", err)
+		}
+	}
 	return nil
 }
 
@@ -906,17 +1047,26 @@ func (s *Launches) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID,
 	return err
 }
 
-// Launch step names, in order.
+// Launch step names, in order. A process or worker launch runs database
+// (for the managed_postgres add-on) and start (until healthy) before
+// deploy switches traffic to it.
 const (
 	StepCharge   = "charge"
 	StepRegister = "register_domain"
 	StepDNS      = "dns"
+	StepDatabase = "database"
+	StepStart    = "start"
 	StepDeploy   = "deploy"
 	StepTLS      = "tls"
+	// StepDrain stops the version that served before, once its requests
+	// drained.
+	StepDrain = "drain"
 )
 
 // Teardown step names.
 const (
-	StepUndeploy   = "undeploy"
-	StepRemoveZone = "remove_zone"
+	StepUndeploy     = "undeploy"
+	StepStop         = "stop"
+	StepDropDatabase = "drop_database"
+	StepRemoveZone   = "remove_zone"
 )

@@ -22,8 +22,9 @@ import (
 // matchQuote refuses a launch its quote does not price: another target or
 // service name, a domain the launch does not buy, or no price for the
 // domain it does buy. A launch never pays for what it does not get.
-func matchQuote(projectID string, c Consumed, req models.LaunchRequest, domain string, owned bool) error {
+func matchQuote(projectID string, c Consumed, req models.LaunchRequest, domain string, owned bool, addons []string) error {
 	var why []string
+	postgres := slices.Contains(addons, "managed_postgres")
 	buys := domain != "" && !owned
 	priced := false
 	for _, it := range c.Items {
@@ -40,6 +41,13 @@ func matchQuote(projectID string, c Consumed, req models.LaunchRequest, domain s
 			}
 			if it.Name != "" && it.Name != req.Name {
 				why = append(why, fmt.Sprintf("it prices the service %s, and the launch is %s", it.Name, req.Name))
+			}
+			if priced := it.Workload == "database_backed_app"; priced != postgres {
+				if postgres {
+					why = append(why, "it does not price the managed_postgres add-on the launch asks for (quote workload database_backed_app)")
+				} else {
+					why = append(why, "it prices the managed_postgres add-on, and the launch asks for no database")
+				}
 			}
 		}
 	}

@@ -26,6 +26,7 @@ type Service struct {
 	Onboarding *Onboarding
 	Projects   *Projects
 	Quotes     *Quotes
+	Runs       *Runs
 	Tasks      *Tasks
 }
 
@@ -57,6 +58,12 @@ type core struct {
 	projects    *Projects
 	quotes      *Quotes
 	tasks       *Tasks
+
+	runs      *Runs
+	runtime   Runtime
+	databases Databases
+	logs      *logWriter
+	drain     time.Duration
 }
 
 // Accounts signs humans in and manages agent keys.
@@ -120,6 +127,18 @@ type Config struct {
 	Relay MailRelay
 	// InboxBytes bounds each inbox; zero takes DefaultInboxBytes.
 	InboxBytes int64
+	// Runtime runs process and worker services; nil answers their
+	// launches with plan:not_implemented.
+	Runtime Runtime
+	// Databases is the managed PostgreSQL add-on; nil refuses it with
+	// plan:addon_unavailable.
+	Databases Databases
+	// LogLines bounds each service's kept log; zero keeps 5,000 lines.
+	LogLines int64
+	// Drain is how long a replaced version keeps running after traffic
+	// switched away from it, for its requests in flight and for other
+	// replicas to see the switch; zero takes 3 s.
+	Drain time.Duration
 }
 
 // Platform is what launches drive outside the database. Each call is
@@ -171,7 +190,12 @@ func New(cfg Config) *Service {
 	}
 	c := &core{store: cfg.Store, clock: cfg.Now, log: cfg.Log, baseURLFunc: cfg.BaseURL, platform: cfg.Platform,
 		zone: cfg.Zone, previewDomain: cfg.PreviewDomain, pause: cfg.Pause, quotaLimits: cfg.Quotas, prices: cfg.Prices,
-		relay: cfg.Relay, inboxBytes: cfg.InboxBytes}
+		relay: cfg.Relay, inboxBytes: cfg.InboxBytes, runtime: cfg.Runtime, databases: cfg.Databases,
+		logs: newLogWriter(cfg.Store, cfg.LogLines), drain: cfg.Drain}
+	if c.drain <= 0 {
+		c.drain = 3 * time.Second
+	}
+	c.runs = &Runs{c}
 	c.accounts, c.approvals, c.bundles = &Accounts{c}, &Approvals{c}, &Bundles{c}
 	c.domains, c.launches, c.onboarding = &Domains{c}, &Launches{c}, &Onboarding{c}
 	c.projects, c.quotes, c.tasks = &Projects{c}, &Quotes{c}, &Tasks{c}
@@ -179,7 +203,7 @@ func New(cfg Config) *Service {
 	return &Service{core: c,
 		Accounts: c.accounts, Approvals: c.approvals, Bundles: c.bundles,
 		Domains: c.domains, Launches: c.launches, Mail: c.mail, Onboarding: c.onboarding,
-		Projects: c.projects, Quotes: c.quotes, Tasks: c.tasks,
+		Projects: c.projects, Quotes: c.quotes, Runs: c.runs, Tasks: c.tasks,
 	}
 }
 

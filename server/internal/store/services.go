@@ -15,21 +15,34 @@ type Service struct {
 	State                                           string // launching, live, failed, tearing_down, torn_down
 	TaskID                                          string
 	CreatedAt, UpdatedAt                            time.Time
+	// Version is the version serving traffic (0 before the first is live).
+	Version int
+	// Upstream is where a process's serving version answers (host:port).
+	Upstream string
+	// Runner is the replica supervising the service's processes, and
+	// RunnerSeen when it last said so.
+	Runner     string
+	RunnerSeen time.Time
+	// Health is the serving version's health as JSON.
+	Health string
 }
 
-const serviceCols = `id, org_id, project_id, name, target, preview_host, COALESCE(domain, ''), COALESCE(bundle_id, ''), state, task_id, created_at, updated_at`
+const serviceCols = `id, org_id, project_id, name, target, preview_host, COALESCE(domain, ''), COALESCE(bundle_id, ''), state, task_id, created_at, updated_at,
+	version, COALESCE(upstream, ''), COALESCE(runner, ''), runner_seen, COALESCE(health, '')`
 
 // serviceColsS is serviceCols for a query that names services s.
-const serviceColsS = `s.id, s.org_id, s.project_id, s.name, s.target, s.preview_host, COALESCE(s.domain, ''), COALESCE(s.bundle_id, ''), s.state, s.task_id, s.created_at, s.updated_at`
+const serviceColsS = `s.id, s.org_id, s.project_id, s.name, s.target, s.preview_host, COALESCE(s.domain, ''), COALESCE(s.bundle_id, ''), s.state, s.task_id, s.created_at, s.updated_at,
+	s.version, COALESCE(s.upstream, ''), COALESCE(s.runner, ''), s.runner_seen, COALESCE(s.health, '')`
 
 func scanService(row interface{ Scan(...any) error }) (Service, error) {
 	var v Service
-	var created, updated int64
-	err := row.Scan(&v.ID, &v.OrgID, &v.ProjectID, &v.Name, &v.Target, &v.PreviewHost, &v.Domain, &v.BundleID, &v.State, &v.TaskID, &created, &updated)
+	var created, updated, seen int64
+	err := row.Scan(&v.ID, &v.OrgID, &v.ProjectID, &v.Name, &v.Target, &v.PreviewHost, &v.Domain, &v.BundleID, &v.State, &v.TaskID, &created, &updated,
+		&v.Version, &v.Upstream, &v.Runner, &seen, &v.Health)
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, ErrNotFound
 	}
-	v.CreatedAt, v.UpdatedAt = time.UnixMicro(created).UTC(), time.UnixMicro(updated).UTC()
+	v.CreatedAt, v.UpdatedAt, v.RunnerSeen = time.UnixMicro(created).UTC(), time.UnixMicro(updated).UTC(), time.UnixMicro(seen).UTC()
 	return v, err
 }
 
@@ -160,7 +173,7 @@ func (db Services) Lock(ctx context.Context, orgID, id string) (Service, error) 
 // in service_hosts. No other service answers for it, whichever is newer.
 func (db Services) ByHost(ctx context.Context, host string) (Service, error) {
 	return scanService(db.ex.QueryRowContext(ctx, db.q(`SELECT `+serviceColsS+` FROM service_hosts h JOIN services s ON s.id = h.service_id
-		WHERE h.host = ? AND s.state = 'live'`), strings.ToLower(host)))
+		WHERE h.host = ? AND s.state IN ('live', 'crashed')`), strings.ToLower(host)))
 }
 
 // ProjectServices lists a project's services.

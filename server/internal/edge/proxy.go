@@ -1,0 +1,52 @@
+package edge
+
+import (
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// upstreams is the one transport to every process the edge proxies to:
+// connections to a version are kept and reused across requests.
+var upstreams = &http.Transport{
+	Proxy:                 nil,
+	DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	MaxIdleConns:          4096,
+	MaxIdleConnsPerHost:   512,
+	IdleConnTimeout:       90 * time.Second,
+	ResponseHeaderTimeout: 5 * time.Minute,
+	ExpectContinueTimeout: time.Second,
+	// The process decides its own encoding; the edge passes it through.
+	DisableCompression: true,
+	ForceAttemptHTTP2:  false,
+}
+
+// proxyTo forwards requests to a process answering at addr (host:port):
+// the Host the client asked for is kept, X-Forwarded-For, -Host and -Proto
+// say who asked and how, bodies stream both ways, and WebSocket upgrades
+// pass through.
+func (e *Edge) proxyTo(addr string) http.Handler {
+	target := &url.URL{Scheme: "http", Host: addr}
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+		},
+		Transport:     upstreams,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			e.log.Warn("edge: proxying", "host", r.Host, "upstream", addr, "err", err)
+			w.Header().Set("Cache-Control", "no-store")
+			w.Header().Set("Retry-After", "2")
+			msg := "the service did not answer; retry shortly"
+			if strings.Contains(err.Error(), "timeout") {
+				msg = "the service did not answer in time"
+			}
+			http.Error(w, msg, http.StatusBadGateway)
+		},
+	}
+}

@@ -1,0 +1,803 @@
+// Package runner runs the process and worker versions of services on this
+// machine: the local supervisor. It starts a version's command in a
+// directory of its own holding the bundle's files, with a clean
+// environment, PORT, limits and (when Pier runs as root) an unprivileged
+// user of its own; waits until it is healthy; captures its output line by
+// line; restarts it with exponential backoff when it exits; gives up on a
+// crash loop; and stops it gracefully.
+//
+// What runs a version is an interface (Runner); the supervisor is the
+// implementation for one machine. docs/architecture.md says how a
+// Kubernetes or Nomad runner would implement the same interface.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Spec is one version of a service to run.
+type Spec struct {
+	ServiceID string
+	Version   int
+	// Worker is true for a worker (no HTTP): healthy once it stayed up
+	// Grace. A process is healthy once GET HealthPath answers below 500.
+	Worker  bool
+	Command string
+	// Env is the service's variables; PORT, HOME and PATH are added.
+	Env map[string]string
+	// Materialize writes the version's files into dir.
+	Materialize func(ctx context.Context, dir string) error
+	HealthPath  string
+	// HealthTimeout bounds the wait for the first healthy answer; Grace is
+	// how long a worker must stay up.
+	HealthTimeout, Grace time.Duration
+}
+
+// Instance is a started, healthy version.
+type Instance struct {
+	// Addr is host:port where a process answers HTTP; empty for a worker.
+	Addr string
+	Dir  string
+	UID  int
+}
+
+// Health is what the supervisor knows of a running version.
+type Health struct {
+	State    string // healthy, starting, crashed, stopped
+	Restarts int
+	Detail   string
+	At       time.Time
+}
+
+// Runner runs versions of services. Start returns once the version is
+// healthy (or failed to become so); Stop stops one version gracefully and
+// removes its files.
+type Runner interface {
+	Start(ctx context.Context, spec Spec) (Instance, error)
+	Stop(ctx context.Context, serviceID string, version int) error
+	Running(serviceID string, version int) bool
+}
+
+// Events is what the supervisor reports: every output line, and a
+// version's health when it changes (a restart, a crash loop).
+type Events interface {
+	Log(serviceID string, version int, stream, text string, at time.Time)
+	Health(serviceID string, version int, h Health)
+}
+
+// Limits bound one process. Zero means the default.
+type Limits struct {
+	MemoryBytes int64 // address space (rlimit) or memory.max (cgroup v2)
+	CPUSeconds  int64 // CPU time
+	OpenFiles   int64
+	Processes   int64 // processes of the version's own user (or pids.max)
+}
+
+// DefaultLimits are the limits a version runs under.
+var DefaultLimits = Limits{MemoryBytes: 2 << 30, CPUSeconds: 24 * 3600, OpenFiles: 1024, Processes: 256}
+
+// Config configures a Supervisor.
+type Config struct {
+	// Dir holds each version's working directory. It must not be inside
+	// the data directory, which the versions must not read.
+	Dir    string
+	Events Events
+	Limits Limits
+	// RestartBase is the first restart's delay, doubling up to RestartMax.
+	RestartBase, RestartMax time.Duration
+	// CrashLoop: CrashRestarts restarts within CrashWindow stop the version
+	// as crashed.
+	CrashRestarts int
+	CrashWindow   time.Duration
+	// StopGrace is how long a version has between SIGTERM and SIGKILL.
+	StopGrace time.Duration
+	// UIDBase is the first of the user ids versions run as when Pier runs
+	// as root; each service gets one of UIDRange ids after it.
+	UIDBase, UIDRange int
+	Now               func() time.Time
+}
+
+// Errors Start answers with.
+var (
+	// ErrUnhealthy: the version did not become healthy in time, or exited
+	// first. The error's text carries the last lines it wrote.
+	ErrUnhealthy = errors.New("runner: version did not become healthy")
+)
+
+// UnhealthyError carries why a version failed its health check and the
+// last lines it wrote.
+type UnhealthyError struct {
+	Reason string
+	Tail   []string
+}
+
+func (e *UnhealthyError) Error() string {
+	msg := e.Reason
+	if len(e.Tail) > 0 {
+		msg += "; last lines:\n" + strings.Join(e.Tail, "\n")
+	}
+	return msg
+}
+
+func (e *UnhealthyError) Is(target error) bool { return target == ErrUnhealthy }
+
+// Supervisor runs versions as local processes.
+type Supervisor struct {
+	cfg     Config
+	cgroups *cgroupV2 // nil when cgroups v2 cannot be used here
+	root    bool
+
+	mu      sync.Mutex
+	running map[key]*proc
+	closed  bool
+
+	spawn chan spawnReq
+}
+
+type key struct {
+	service string
+	version int
+}
+
+// New returns a Supervisor. The working directories' root is made (0711,
+// so versions can reach their own directory and list nothing).
+func New(cfg Config) (*Supervisor, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("runner: no directory for versions")
+	}
+	if cfg.Limits == (Limits{}) {
+		cfg.Limits = DefaultLimits
+	}
+	if cfg.RestartBase <= 0 {
+		cfg.RestartBase = time.Second
+	}
+	if cfg.RestartMax <= 0 {
+		cfg.RestartMax = 30 * time.Second
+	}
+	if cfg.CrashRestarts <= 0 {
+		cfg.CrashRestarts = 5
+	}
+	if cfg.CrashWindow <= 0 {
+		cfg.CrashWindow = 2 * time.Minute
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 10 * time.Second
+	}
+	if cfg.UIDBase <= 0 {
+		cfg.UIDBase = 200_000
+	}
+	if cfg.UIDRange <= 0 {
+		cfg.UIDRange = 60_000
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o711); err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	fi, err := os.Lstat(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("runner: %s is not a directory", cfg.Dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return nil, fmt.Errorf("runner: %s belongs to another user", cfg.Dir)
+	}
+	if err := os.Chmod(cfg.Dir, 0o711); err != nil {
+		return nil, err
+	}
+	s := &Supervisor{cfg: cfg, running: map[key]*proc{}, root: os.Geteuid() == 0, spawn: make(chan spawnReq)}
+	if s.root {
+		s.cgroups = detectCgroupV2("/sys/fs/cgroup")
+	}
+	go s.spawner()
+	return s, nil
+}
+
+// Isolation says how versions are confined here, for the log and docs.
+func (s *Supervisor) Isolation() string {
+	parts := []string{"rlimits"}
+	if s.cgroups != nil {
+		parts = []string{"cgroups v2"}
+	}
+	if s.root {
+		parts = append(parts, "a user of its own")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// uid is the user a service's versions run as when Pier is root: one per
+// service, so services cannot read each other's files.
+func (s *Supervisor) uid(serviceID string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(serviceID); i++ {
+		h ^= uint32(serviceID[i])
+		h *= 16777619
+	}
+	return s.cfg.UIDBase + int(h%uint32(s.cfg.UIDRange))
+}
+
+// Running reports whether a version runs here.
+func (s *Supervisor) Running(serviceID string, version int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.running[key{serviceID, version}]
+	return ok
+}
+
+// Start runs spec and returns once it is healthy. A version already
+// running here is left as it is and its instance returned.
+func (s *Supervisor) Start(ctx context.Context, spec Spec) (Instance, error) {
+	k := key{spec.ServiceID, spec.Version}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Instance{}, errors.New("runner: shutting down")
+	}
+	if p, ok := s.running[k]; ok {
+		s.mu.Unlock()
+		return p.waitHealthy(ctx)
+	}
+	p := &proc{s: s, spec: spec, healthy: make(chan struct{}), done: make(chan struct{}), tail: newRing(30)}
+	s.running[k] = p
+	s.mu.Unlock()
+
+	inst, err := p.prepare(ctx)
+	if err == nil {
+		go p.supervise()
+		inst, err = p.waitHealthy(ctx)
+	}
+	if err != nil {
+		s.Stop(context.WithoutCancel(ctx), spec.ServiceID, spec.Version)
+		return Instance{}, err
+	}
+	return inst, nil
+}
+
+// Stop stops a version: SIGTERM to its process group, StopGrace, then
+// SIGKILL; then its directory goes. Stopping what does not run is a no-op.
+func (s *Supervisor) Stop(ctx context.Context, serviceID string, version int) error {
+	s.mu.Lock()
+	p, ok := s.running[key{serviceID, version}]
+	s.mu.Unlock()
+	if !ok {
+		// Files of a version that no longer runs (after a crash of Pier).
+		os.RemoveAll(filepath.Join(s.cfg.Dir, serviceID, fmt.Sprintf("v%d", version)))
+		return nil
+	}
+	p.stop()
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	if s.running[key{serviceID, version}] == p {
+		delete(s.running, key{serviceID, version})
+	}
+	s.mu.Unlock()
+	os.RemoveAll(p.dir)
+	if entries, err := os.ReadDir(filepath.Dir(p.dir)); err == nil && len(entries) == 0 {
+		os.Remove(filepath.Dir(p.dir))
+	}
+	if s.cgroups != nil {
+		s.cgroups.remove(serviceID, version)
+	}
+	return nil
+}
+
+// Shutdown stops every version, as Pier stops; they start again when it
+// starts.
+func (s *Supervisor) Shutdown(ctx context.Context) {
+	s.mu.Lock()
+	s.closed = true
+	var all []key
+	for k := range s.running {
+		all = append(all, k)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, k := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.Stop(ctx, k.service, k.version)
+		}()
+	}
+	wg.Wait()
+}
+
+// spawnReq asks the spawner goroutine to start a command.
+type spawnReq struct {
+	cmd *exec.Cmd
+	err chan error
+}
+
+// spawner starts every process from one OS thread that never exits, so
+// that Pdeathsig (which fires when the thread that forked exits) kills the
+// versions when Pier dies, and only then.
+func (s *Supervisor) spawner() {
+	runtime.LockOSThread()
+	for r := range s.spawn {
+		r.err <- r.cmd.Start()
+	}
+}
+
+// proc is one version under supervision.
+type proc struct {
+	s    *Supervisor
+	spec Spec
+	dir  string
+	port int
+	uid  int
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	stopping bool
+	restarts int
+	crashes  []time.Time
+	exited   chan struct{} // closed when the current process exits
+	health   Health
+
+	healthy chan struct{} // closed once healthy the first time
+	failed  error         // set before done closes when never healthy
+	done    chan struct{} // closed when supervision ends
+	stopCh  chan struct{}
+	once    sync.Once
+	tail    *ring
+}
+
+func (p *proc) prepare(ctx context.Context) (Instance, error) {
+	p.stopCh = make(chan struct{})
+	p.dir = filepath.Join(p.s.cfg.Dir, p.spec.ServiceID, fmt.Sprintf("v%d", p.spec.Version))
+	if err := os.RemoveAll(p.dir); err != nil {
+		return Instance{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(p.dir), 0o711); err != nil {
+		return Instance{}, err
+	}
+	if err := os.Mkdir(p.dir, 0o700); err != nil {
+		return Instance{}, err
+	}
+	if p.spec.Materialize != nil {
+		if err := p.spec.Materialize(ctx, p.dir); err != nil {
+			return Instance{}, fmt.Errorf("runner: writing the version's files: %w", err)
+		}
+	}
+	p.uid = os.Getuid()
+	if p.s.root {
+		p.uid = p.s.uid(p.spec.ServiceID)
+		if err := chownTree(p.dir, p.uid); err != nil {
+			return Instance{}, err
+		}
+	}
+	if !p.spec.Worker {
+		port, err := freePort()
+		if err != nil {
+			return Instance{}, err
+		}
+		p.port = port
+	}
+	p.system("starting version %d: %s (%s)", p.spec.Version, p.spec.Command, p.s.Isolation())
+	if err := p.startOnce(); err != nil {
+		return Instance{}, err
+	}
+	return Instance{}, nil
+}
+
+func chownTree(root string, uid int) error {
+	return filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, uid)
+	})
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (p *proc) addr() string {
+	if p.spec.Worker {
+		return ""
+	}
+	return fmt.Sprintf("127.0.0.1:%d", p.port)
+}
+
+func (p *proc) env() []string {
+	env := []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + p.dir,
+		"LANG=C.UTF-8",
+		"PYTHONUNBUFFERED=1",
+	}
+	for k, v := range p.spec.Env {
+		switch k {
+		case "PORT", "HOME":
+			continue
+		}
+		env = append(env, k+"="+v)
+	}
+	if !p.spec.Worker {
+		env = append(env, fmt.Sprintf("PORT=%d", p.port))
+	}
+	return env
+}
+
+// startOnce starts the command once.
+func (p *proc) startOnce() error {
+	cmd := exec.Command("/bin/sh", "-c", p.spec.Command)
+	cmd.Dir = p.dir
+	cmd.Env = p.env()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if p.s.root {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.uid), Gid: uint32(p.uid), Groups: []uint32{}}
+	}
+	var cgfd *os.File
+	if p.s.cgroups != nil {
+		if f, err := p.s.cgroups.create(p.spec.ServiceID, p.spec.Version, p.s.cfg.Limits); err == nil {
+			cgfd = f
+			cmd.SysProcAttr.UseCgroupFD = true
+			cmd.SysProcAttr.CgroupFD = int(f.Fd())
+		}
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	req := spawnReq{cmd: cmd, err: make(chan error, 1)}
+	p.s.spawn <- req
+	err = <-req.err
+	if cgfd != nil {
+		cgfd.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("runner: starting %q: %w", p.spec.Command, err)
+	}
+	// The limits bind from the first moment the command runs: os/exec
+	// forks with CLONE_VFORK, so the command has just been exec'd.
+	setLimits(cmd.Process.Pid, p.s.cfg.Limits, p.s.root)
+	exited := make(chan struct{})
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, exited
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); p.capture("stdout", stdout) }()
+	go func() { defer wg.Done(); p.capture("stderr", stderr) }()
+	go func() {
+		wg.Wait()
+		cmd.Wait()
+		close(exited)
+	}()
+	return nil
+}
+
+// capture reads a stream line by line (a line longer than 8 KiB is cut)
+// and reports each line.
+func (p *proc) capture(stream string, r io.Reader) {
+	buf := make([]byte, 0, 4096)
+	chunk := make([]byte, 4096)
+	emit := func(line []byte) {
+		text := strings.TrimRight(string(line), "\r")
+		p.tail.add(text)
+		if p.s.cfg.Events != nil {
+			p.s.cfg.Events.Log(p.spec.ServiceID, p.spec.Version, stream, text, p.s.cfg.Now())
+		}
+	}
+	for {
+		n, err := r.Read(chunk)
+		data := chunk[:n]
+		for len(data) > 0 {
+			i := indexByte(data, '\n')
+			if i < 0 {
+				room := 8192 - len(buf)
+				if len(data) > room {
+					buf = append(buf, data[:room]...)
+					emit(buf)
+					buf = buf[:0]
+					data = data[room:]
+					continue
+				}
+				buf = append(buf, data...)
+				break
+			}
+			buf = append(buf, data[:i]...)
+			if len(buf) > 8192 {
+				buf = buf[:8192]
+			}
+			emit(buf)
+			buf = buf[:0]
+			data = data[i+1:]
+		}
+		if err != nil {
+			if len(buf) > 0 {
+				emit(buf)
+			}
+			return
+		}
+	}
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// system writes one of Pier's own lines into the version's log.
+func (p *proc) system(format string, a ...any) {
+	text := fmt.Sprintf(format, a...)
+	p.tail.add(text)
+	if p.s.cfg.Events != nil {
+		p.s.cfg.Events.Log(p.spec.ServiceID, p.spec.Version, "system", text, p.s.cfg.Now())
+	}
+}
+
+func (p *proc) setHealth(state, detail string) {
+	p.mu.Lock()
+	p.health = Health{State: state, Restarts: p.restarts, Detail: detail, At: p.s.cfg.Now()}
+	h := p.health
+	p.mu.Unlock()
+	if p.s.cfg.Events != nil {
+		p.s.cfg.Events.Health(p.spec.ServiceID, p.spec.Version, h)
+	}
+}
+
+func (p *proc) stop() {
+	p.once.Do(func() {
+		p.mu.Lock()
+		p.stopping = true
+		p.mu.Unlock()
+		close(p.stopCh)
+	})
+}
+
+// waitHealthy waits until the version is healthy, fails, or ctx ends.
+func (p *proc) waitHealthy(ctx context.Context) (Instance, error) {
+	select {
+	case <-p.healthy:
+		return Instance{Addr: p.addr(), Dir: p.dir, UID: p.uid}, nil
+	case <-p.done:
+		if p.failed != nil {
+			return Instance{}, p.failed
+		}
+		return Instance{}, errors.New("runner: version stopped")
+	case <-ctx.Done():
+		return Instance{}, ctx.Err()
+	}
+}
+
+// supervise checks the first start's health, then restarts the process
+// each time it exits, with exponential backoff, until it is stopped or
+// crash-loops.
+func (p *proc) supervise() {
+	defer close(p.done)
+	defer p.kill()
+	if err := p.checkHealth(); err != nil {
+		p.failed = err
+		p.setHealth("unhealthy", err.Error())
+		return
+	}
+	p.system("version %d is healthy", p.spec.Version)
+	p.setHealth("healthy", "")
+	close(p.healthy)
+	backoff := p.s.cfg.RestartBase
+	for {
+		p.mu.Lock()
+		exited := p.exited
+		p.mu.Unlock()
+		select {
+		case <-p.stopCh:
+			return
+		case <-exited:
+		}
+		status := p.cmd.ProcessState.String()
+		now := p.s.cfg.Now()
+		p.mu.Lock()
+		p.crashes = append(p.crashes, now)
+		cut := 0
+		for cut < len(p.crashes) && now.Sub(p.crashes[cut]) > p.s.cfg.CrashWindow {
+			cut++
+		}
+		p.crashes = p.crashes[cut:]
+		loops := len(p.crashes) >= p.s.cfg.CrashRestarts
+		p.mu.Unlock()
+		if loops {
+			detail := fmt.Sprintf("exited %d times within %s (last: %s); stopped as crashed", len(p.crashes), p.s.cfg.CrashWindow, status)
+			p.system("%s", detail)
+			p.setHealth("crashed", detail+"; last lines:\n"+strings.Join(p.tail.lines(), "\n"))
+			return
+		}
+		p.system("process %s; restarting in %s", status, backoff)
+		p.setHealth("starting", "process "+status)
+		select {
+		case <-p.stopCh:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, p.s.cfg.RestartMax)
+		p.mu.Lock()
+		p.restarts++
+		p.mu.Unlock()
+		if err := p.startOnce(); err != nil {
+			p.system("restart failed: %v", err)
+			continue
+		}
+		if err := p.checkHealth(); err == nil {
+			p.setHealth("healthy", "restarted")
+			backoff = p.s.cfg.RestartBase
+		}
+	}
+}
+
+// checkHealth waits for the current process to be healthy: a worker that
+// stayed up Grace, a process answering GET HealthPath below 500 within
+// HealthTimeout. A process that exits first fails at once.
+func (p *proc) checkHealth() error {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	timeout := p.spec.HealthTimeout
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	if p.spec.Worker {
+		grace := p.spec.Grace
+		if grace <= 0 {
+			grace = 3 * time.Second
+		}
+		select {
+		case <-exited:
+			return p.unhealthy(fmt.Sprintf("the worker exited (%s) within its %s grace period", p.cmd.ProcessState, grace))
+		case <-p.stopCh:
+			return errors.New("runner: stopped while starting")
+		case <-time.After(grace):
+			return nil
+		}
+	}
+	path := p.spec.HealthPath
+	if path == "" {
+		path = "/"
+	}
+	url := "http://" + p.addr() + path
+	client := &http.Client{Timeout: 2 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last := "no answer yet"
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			if resp.StatusCode < 500 {
+				return nil
+			}
+			last = fmt.Sprintf("GET %s answered %d", path, resp.StatusCode)
+		} else {
+			last = "GET " + path + ": " + shortErr(err)
+		}
+		select {
+		case <-exited:
+			return p.unhealthy(fmt.Sprintf("the process exited (%s) before it was healthy", p.cmd.ProcessState))
+		case <-p.stopCh:
+			return errors.New("runner: stopped while starting")
+		case <-deadline.C:
+			return p.unhealthy(fmt.Sprintf("no healthy answer within %s (%s)", timeout, last))
+		case <-tick.C:
+		}
+	}
+}
+
+func shortErr(err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 {
+		return s[i+2:]
+	}
+	return s
+}
+
+func (p *proc) unhealthy(reason string) error {
+	p.system("%s", reason)
+	// Let the output of a process that just exited reach the tail.
+	time.Sleep(50 * time.Millisecond)
+	return &UnhealthyError{Reason: reason, Tail: p.tail.lines()}
+}
+
+// kill ends the current process: SIGTERM to its group, StopGrace, SIGKILL.
+func (p *proc) kill() {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	select {
+	case <-exited:
+		return
+	default:
+	}
+	pid := cmd.Process.Pid
+	syscall.Kill(-pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+		p.system("stopped (SIGTERM)")
+	case <-time.After(p.s.cfg.StopGrace):
+		syscall.Kill(-pid, syscall.SIGKILL)
+		<-exited
+		p.system("killed (SIGKILL after %s)", p.s.cfg.StopGrace)
+	}
+	p.setHealth("stopped", "")
+}
+
+// ring keeps the last lines a version wrote.
+type ring struct {
+	mu  sync.Mutex
+	buf []string
+	n   int
+}
+
+func newRing(n int) *ring { return &ring{buf: make([]string, 0, n), n: n} }
+
+func (r *ring) add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.buf) == r.n {
+		copy(r.buf, r.buf[1:])
+		r.buf = r.buf[:r.n-1]
+	}
+	r.buf = append(r.buf, s)
+}
+
+func (r *ring) lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.buf...)
+}
+
+// Version names a version running here.
+type Version struct {
+	ServiceID string
+	Version   int
+}
+
+// List names the versions running here.
+func (s *Supervisor) List() []Version {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Version, 0, len(s.running))
+	for k := range s.running {
+		out = append(out, Version{k.service, k.version})
+	}
+	return out
+}

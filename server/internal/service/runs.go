@@ -1,0 +1,585 @@
+package service
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/site"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// Runs supervises running services: their versions, logs, variables,
+// health and rollback. The processes themselves run on a Runtime.
+type Runs struct{ *core }
+
+// RunSpec is one version of a process or worker service to run.
+type RunSpec struct {
+	ServiceID, OrgID, BundleID string
+	Version                    int
+	Worker                     bool
+	Command                    string
+	Env                        map[string]string
+	HealthPath                 string
+	HealthTimeout, Grace       time.Duration
+}
+
+// StartError is a version that never became healthy: why, and the last
+// lines it wrote.
+type StartError struct {
+	Reason string
+	Tail   []string
+}
+
+func (e *StartError) Error() string { return e.Reason }
+
+// Runtime runs the versions of process and worker services. Start returns
+// once the version is healthy, with where it answers (host:port; empty for
+// a worker), or a *StartError. Stop stops a version gracefully and removes
+// its files; stopping what does not run is a no-op. The server implements
+// it over the local supervisor; see docs/architecture.md for runners that
+// span machines.
+type Runtime interface {
+	Start(ctx context.Context, spec RunSpec) (addr string, err error)
+	Stop(ctx context.Context, serviceID string, version int) error
+	// Running lists the versions running here.
+	Running() []RunningVersion
+	// ID names this replica's runner, the same across its restarts.
+	ID() string
+}
+
+// RunningVersion is a version a Runtime runs.
+type RunningVersion struct {
+	ServiceID string
+	Version   int
+}
+
+// Databases is the managed PostgreSQL add-on: a database and role per
+// service. Each call is idempotent.
+type Databases interface {
+	Create(ctx context.Context, name, password string) error
+	URL(name, password string) string
+	Dump(ctx context.Context, name string) ([]byte, error)
+	Drop(ctx context.Context, name string) error
+}
+
+// Health is what the runtime reports of a running version.
+type Health struct {
+	State    string // healthy, starting, unhealthy, crashed, stopped
+	Restarts int
+	Detail   string
+	At       time.Time
+}
+
+// versionSpec is what a version runs, stored with it. Secret values are
+// kept for the process and never returned by reads.
+type versionSpec struct {
+	Run           string            `json:"run,omitempty"`
+	Env           map[string]string `json:"env,omitempty"`
+	Secrets       map[string]string `json:"secrets,omitempty"`
+	HealthPath    string            `json:"healthPath,omitempty"`
+	HealthTimeout int               `json:"healthTimeoutSeconds,omitempty"`
+	Grace         int               `json:"graceSeconds,omitempty"`
+	Addons        []string          `json:"addons,omitempty"`
+}
+
+func (v versionSpec) envNames() []string {
+	var out []string
+	for k := range v.Env {
+		out = append(out, k)
+	}
+	for k := range v.Secrets {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func parseVersionSpec(s string) versionSpec {
+	var v versionSpec
+	json.Unmarshal([]byte(s), &v)
+	return v
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// reservedEnv are set by Pier and cannot be configured.
+var reservedEnv = map[string]bool{"PORT": true, "HOME": true, "PATH": true, "DATABASE_URL": true}
+
+func checkEnvNames(field string, m map[string]string) error {
+	for k := range m {
+		if !envNameRE.MatchString(k) {
+			return apierr.Newf("input:invalid", "variable name %q must be letters, digits and underscores, not starting with a digit", k).
+				WithDetails(models.FieldProblem{Field: field + "." + k, Problem: "not a variable name"})
+		}
+		if reservedEnv[k] {
+			return apierr.Newf("input:invalid", "%s is set by Pier and cannot be configured", k).
+				WithDetails(models.FieldProblem{Field: field + "." + k, Problem: "reserved"})
+		}
+	}
+	return nil
+}
+
+// runsProcesses reports whether a target runs a command.
+func runsProcesses(target string) bool { return target == "process" || target == "worker" }
+
+// procfileCommand reads the command for a target from a bundle's Procfile:
+// the web: line for a process, worker: for a worker.
+func (s *Runs) procfileCommand(ctx context.Context, b store.Bundle, target string) (string, error) {
+	var files []site.File
+	if err := json.Unmarshal([]byte(b.Manifest), &files); err != nil {
+		return "", err
+	}
+	want := "web"
+	if target == "worker" {
+		want = "worker"
+	}
+	for _, f := range files {
+		if f.Path != "Procfile" {
+			continue
+		}
+		data, err := s.store.Bundles().Blob(ctx, f.SHA256)
+		if err != nil {
+			return "", err
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		for sc.Scan() {
+			name, cmd, ok := strings.Cut(sc.Text(), ":")
+			if ok && strings.TrimSpace(name) == want && strings.TrimSpace(cmd) != "" {
+				return strings.TrimSpace(cmd), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+func noCommand(target string, projectID string) *apierr.Error {
+	line := "web: python3 app.py"
+	if target == "worker" {
+		line = "worker: python3 worker.py"
+	}
+	return apierr.Newf("plan:no_command", "a %s launch needs a command: add a Procfile with a line such as %q to the bundle, or pass run", target, line).
+		WithActions(actions.Tool("upload_assets", "agent", map[string]any{"projectId": projectID})).
+		WithDetails(models.FieldProblem{Field: "body.run", Problem: "missing, and the bundle has no Procfile line for " + target})
+}
+
+// runSpec is what the runtime needs to run version v of svc.
+func (s *Runs) runSpec(ctx context.Context, svc store.Service, v store.ServiceVersion) (RunSpec, error) {
+	spec := parseVersionSpec(v.Spec)
+	env := map[string]string{}
+	for k, val := range spec.Env {
+		env[k] = val
+	}
+	for k, val := range spec.Secrets {
+		env[k] = val
+	}
+	if slices.Contains(spec.Addons, "managed_postgres") {
+		if s.databases == nil {
+			return RunSpec{}, apierr.New("plan:addon_unavailable", "this deployment has no PostgreSQL for the managed_postgres add-on; the operator sets --postgres-admin-url (PIER_POSTGRES_ADMIN_URL)")
+		}
+		d, err := s.store.Services().Database(ctx, svc.ID)
+		if err != nil {
+			return RunSpec{}, fmt.Errorf("the service's database: %w", err)
+		}
+		env["DATABASE_URL"] = s.databases.URL(d.Name, d.Password)
+	}
+	rs := RunSpec{ServiceID: svc.ID, OrgID: svc.OrgID, BundleID: v.BundleID, Version: v.Number, Worker: svc.Target == "worker",
+		Command: spec.Run, Env: env, HealthPath: spec.HealthPath,
+		HealthTimeout: time.Duration(spec.HealthTimeout) * time.Second, Grace: time.Duration(spec.Grace) * time.Second}
+	return rs, nil
+}
+
+// start starts version v and returns where it answers. A version that
+// never became healthy is service:unhealthy, with its last lines and an
+// action to read the logs.
+func (s *Runs) start(ctx context.Context, svc store.Service, v store.ServiceVersion) (string, error) {
+	if s.runtime == nil {
+		return "", apierr.New("plan:not_implemented", "this server runs no processes")
+	}
+	spec, err := s.runSpec(ctx, svc, v)
+	if err != nil {
+		return "", err
+	}
+	addr, err := s.runtime.Start(ctx, spec)
+	var se *StartError
+	if errors.As(err, &se) {
+		msg := fmt.Sprintf("version %d of %s never became healthy: %s", v.Number, svc.Name, se.Reason)
+		if len(se.Tail) > 0 {
+			msg += "\nlast lines:\n" + strings.Join(lastN(se.Tail, 15), "\n")
+		}
+		return "", apierr.New("service:unhealthy", msg,
+			actions.Tool("get_service_logs", "agent", map[string]any{"id": svc.ID, "version": v.Number}))
+	}
+	return addr, err
+}
+
+func lastN(xs []string, n int) []string {
+	if len(xs) > n {
+		return xs[len(xs)-n:]
+	}
+	return xs
+}
+
+// Supervise keeps this replica's share of the running services running:
+// at start it adopts the live process and worker services no replica
+// supervises (embedded: all of them) and starts their serving versions,
+// then every few seconds it says it is alive, adopts those a dead replica
+// left, and stops what runs here for services no longer live. It returns
+// when ctx ends.
+func (s *Runs) Supervise(ctx context.Context, embedded bool) {
+	if s.runtime == nil {
+		return
+	}
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	first := true
+	for {
+		stale := s.Now().Add(-20 * time.Second)
+		if embedded && first {
+			stale = s.Now().Add(time.Hour) // one replica: every service is ours
+		}
+		first = false
+		s.adopt(ctx, stale)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.store.Services().Heartbeat(ctx, s.runtime.ID(), s.Now())
+		s.reconcile(ctx)
+	}
+}
+
+func (s *Runs) adopt(ctx context.Context, stale time.Time) {
+	svcs, err := s.store.Services().Adopt(ctx, s.runtime.ID(), stale, s.Now())
+	if err != nil {
+		s.log.Warn("adopting services", "err", err)
+		return
+	}
+	running := map[RunningVersion]bool{}
+	for _, rv := range s.runtime.Running() {
+		running[rv] = true
+	}
+	for _, svc := range svcs {
+		if running[RunningVersion{svc.ID, svc.Version}] {
+			continue
+		}
+		v, err := s.store.Services().Version(ctx, svc.ID, svc.Version)
+		if err != nil {
+			s.log.Warn("adopting service", "service", svc.ID, "err", err)
+			continue
+		}
+		go func() {
+			addr, err := s.start(ctx, svc, v)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				s.log.Warn("restarting service", "service", svc.ID, "version", v.Number, "err", err)
+				s.Health(svc.ID, v.Number, Health{State: "crashed", Detail: "could not start again after the server restarted: " + err.Error(), At: s.Now()})
+				return
+			}
+			if err := s.store.Services().SetUpstream(context.WithoutCancel(ctx), svc.ID, addr, s.runtime.ID(), s.Now()); err != nil {
+				s.log.Warn("restarting service", "service", svc.ID, "err", err)
+			}
+			s.platform.InvalidateHosts(s.serviceHosts(ctx, svc)...)
+			s.log.Info("service running again", "service", svc.ID, "version", v.Number, "addr", addr)
+		}()
+	}
+}
+
+// reconcile stops versions running here whose service no longer runs
+// them: torn down or failed (perhaps by a task on another replica), or
+// superseded and no longer starting.
+func (s *Runs) reconcile(ctx context.Context) {
+	for _, rv := range s.runtime.Running() {
+		svc, err := s.store.Services().GetAnyOrg(ctx, rv.ServiceID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		stop := errors.Is(err, store.ErrNotFound) || svc.State == "torn_down" || svc.State == "failed"
+		if !stop && rv.Version != svc.Version && svc.Runner != "" && svc.Runner != s.runtime.ID() {
+			stop = true // another replica serves this service now
+		}
+		if stop {
+			s.runtime.Stop(ctx, rv.ServiceID, rv.Version)
+		}
+	}
+}
+
+func (s *Runs) serviceHosts(ctx context.Context, svc store.Service) []string {
+	hosts, _ := s.store.Services().Hosts(ctx, svc.ID)
+	return append(hosts, svc.PreviewHost)
+}
+
+// Health records what the runtime says of a version. Only the serving
+// version's health is the service's; a crash loop marks the service
+// crashed, with its reason in the ledger.
+func (s *Runs) Health(serviceID string, version int, h Health) {
+	ctx := context.Background()
+	svc, err := s.store.Services().GetAnyOrg(ctx, serviceID)
+	if err != nil || svc.Version != version {
+		return
+	}
+	hj, _ := json.Marshal(h)
+	state := ""
+	switch h.State {
+	case "crashed":
+		state = "crashed"
+	case "healthy":
+		if svc.State == "crashed" {
+			state = "live"
+		}
+	}
+	if err := s.store.Services().SetHealth(ctx, serviceID, string(hj), state, s.Now()); err != nil {
+		s.log.Warn("recording health", "service", serviceID, "err", err)
+		return
+	}
+	if state == "crashed" {
+		s.store.Ledger().Append(ctx, store.LedgerRecord{OrgID: svc.OrgID, Actor: "system", Action: "service_crashed", ObjectType: "service", ObjectID: serviceID,
+			Details: map[string]any{"version": version, "restarts": h.Restarts}}, s.Now())
+		s.platform.InvalidateHosts(s.serviceHosts(ctx, svc)...)
+	}
+}
+
+// logWriter is the log writer: lines are numbered per service, kept in memory
+// briefly and written in batches; followers are woken on each batch.
+type logWriter struct {
+	st   *store.Store
+	keep int64
+
+	mu      sync.Mutex
+	next    map[string]int64 // the next sequence number per service
+	pending []store.LogLine
+	wake    map[string]chan struct{}
+}
+
+// maxPending bounds the lines waiting to be written; past it the oldest
+// are dropped (and counted in a system line).
+const maxPending = 20_000
+
+func newLogWriter(st *store.Store, keep int64) *logWriter {
+	if keep <= 0 {
+		keep = 5000
+	}
+	return &logWriter{st: st, keep: keep, next: map[string]int64{}, wake: map[string]chan struct{}{}}
+}
+
+// Log records one line of a version's output.
+func (s *Runs) Log(serviceID string, version int, stream, text string, at time.Time) {
+	w := s.logs
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seq, ok := w.next[serviceID]
+	if !ok {
+		last, err := w.st.Services().LastLogSeq(context.Background(), serviceID)
+		if err != nil {
+			last = at.UnixMicro() // still increasing, still unique enough
+		}
+		seq = last + 1
+	}
+	w.next[serviceID] = seq + 1
+	if len(w.pending) >= maxPending {
+		w.pending = w.pending[1:]
+	}
+	w.pending = append(w.pending, store.LogLine{ServiceID: serviceID, Seq: seq, At: at.UTC(), Stream: stream, Version: version, Text: text})
+}
+
+// FlushLogs writes the waiting lines every interval until ctx ends, then
+// once more.
+func (s *Runs) FlushLogs(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.flush(context.WithoutCancel(ctx))
+			return
+		case <-t.C:
+			s.flush(ctx)
+		}
+	}
+}
+
+func (s *Runs) flush(ctx context.Context) {
+	w := s.logs
+	w.mu.Lock()
+	batch := w.pending
+	w.pending = nil
+	w.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	lines := batch
+	touched := map[string]bool{}
+	for _, l := range batch {
+		touched[l.ServiceID] = true
+	}
+	for len(lines) > 0 {
+		n := min(len(lines), 500)
+		if err := s.store.Services().AppendLogs(ctx, lines[:n]); err != nil {
+			s.log.Warn("writing logs", "err", err, "lines", n)
+		}
+		lines = lines[n:]
+	}
+	w.mu.Lock()
+	for id := range touched {
+		if ch, ok := w.wake[id]; ok {
+			close(ch)
+			delete(w.wake, id)
+		}
+	}
+	w.mu.Unlock()
+	for id := range touched {
+		s.store.Services().TrimLogs(ctx, id, w.keep)
+	}
+}
+
+// logsWritten is closed once lines of the service are next written here.
+func (s *Runs) logsWritten(serviceID string) <-chan struct{} {
+	w := s.logs
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch, ok := w.wake[serviceID]
+	if !ok {
+		ch = make(chan struct{})
+		w.wake[serviceID] = ch
+	}
+	return ch
+}
+
+// LogQuery is what get_service_logs asks.
+type LogQuery struct {
+	Tail    int
+	Since   time.Time
+	After   int64
+	Version int
+	Wait    time.Duration
+}
+
+// Logs reads a service's lines; with Wait, an empty answer waits for lines.
+func (s *Runs) Logs(ctx context.Context, orgID, id string, q LogQuery) (*models.ServiceLogs, []models.Action, error) {
+	svc, err := s.store.Services().Get(ctx, orgID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, apierr.Newf("not_found:resource", "no service %s in your organisation", id).
+			WithActions(actions.Tool("list_services", "agent", nil))
+	}
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	if q.Tail <= 0 {
+		q.Tail = 200
+	}
+	sq := store.LogQuery{After: q.After, Since: q.Since, Version: q.Version, Limit: q.Tail, Tail: q.After == 0 && q.Since.IsZero()}
+	deadline := time.Now().Add(q.Wait)
+	var lines []store.LogLine
+	for {
+		woken := s.logsWritten(svc.ID)
+		lines, err = s.store.Services().Logs(ctx, svc.ID, sq)
+		if err != nil {
+			return nil, nil, apierr.Internal(err)
+		}
+		left := time.Until(deadline)
+		if len(lines) > 0 || left <= 0 {
+			break
+		}
+		// Lines written by another replica are seen within a second.
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-woken:
+		case <-time.After(min(left, time.Second)):
+		}
+		if sq.Tail {
+			// Having waited, read what came after the point we started at.
+			last, _ := s.store.Services().LastLogSeq(ctx, svc.ID)
+			sq = store.LogQuery{After: max(q.After, last-int64(len(lines))), Version: q.Version, Limit: q.Tail}
+			if last > 0 && q.After == 0 {
+				sq.After = last
+			}
+		}
+	}
+	out := &models.ServiceLogs{ServiceId: svc.ID, Lines: []models.LogLine{}, NextAfter: q.After}
+	for _, l := range lines {
+		v := l.Version
+		out.Lines = append(out.Lines, models.LogLine{Seq: l.Seq, At: l.At, Stream: models.LogLineStream(l.Stream), Version: &v, Text: l.Text})
+		out.NextAfter = l.Seq
+	}
+	if len(lines) == 0 && out.NextAfter == 0 {
+		out.NextAfter, _ = s.store.Services().LastLogSeq(ctx, svc.ID)
+	}
+	next := []models.Action{actions.Tool("get_service_logs", "agent", map[string]any{"id": svc.ID, "after": out.NextAfter, "waitSeconds": 30}),
+		actions.Tool("get_service", "agent", map[string]any{"id": svc.ID})}
+	return out, next, nil
+}
+
+// Ended reports whether a service will write no more lines.
+func (s *Runs) Ended(ctx context.Context, orgID, id string) bool {
+	svc, err := s.store.Services().Get(ctx, orgID, id)
+	return err != nil || svc.State == "torn_down" || svc.State == "failed"
+}
+
+// ListEnv lists the serving version's variables; secrets by name only.
+func (s *Runs) ListEnv(ctx context.Context, orgID, id string) (*models.ServiceEnv, []models.Action, error) {
+	svc, v, err := s.currentVersion(ctx, orgID, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	spec := parseVersionSpec(v.Spec)
+	out := &models.ServiceEnv{ServiceId: svc.ID, Variables: []models.EnvVar{}}
+	if v.Number > 0 {
+		n := v.Number
+		out.Version = &n
+	}
+	for _, name := range spec.envNames() {
+		ev := models.EnvVar{Name: name}
+		if val, ok := spec.Env[name]; ok {
+			ev.Value = &val
+		} else {
+			ev.Secret = true
+		}
+		out.Variables = append(out.Variables, ev)
+	}
+	return out, []models.Action{actions.Tool("set_service_env", "agent", map[string]any{"id": svc.ID, "set": map[string]any{}}), actions.Stop("done")}, nil
+}
+
+// currentVersion is the service and its serving version (or, before any
+// serves, its newest).
+func (s *Runs) currentVersion(ctx context.Context, orgID, id string) (store.Service, store.ServiceVersion, error) {
+	svc, err := s.store.Services().Get(ctx, orgID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return svc, store.ServiceVersion{}, apierr.Newf("not_found:resource", "no service %s in your organisation", id).
+			WithActions(actions.Tool("list_services", "agent", nil))
+	}
+	if err != nil {
+		return svc, store.ServiceVersion{}, apierr.Internal(err)
+	}
+	n := svc.Version
+	if n == 0 {
+		vs, err := s.store.Services().Versions(ctx, svc.ID, 1)
+		if err != nil || len(vs) == 0 {
+			return svc, store.ServiceVersion{}, err
+		}
+		return svc, vs[0], nil
+	}
+	v, err := s.store.Services().Version(ctx, svc.ID, n)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return svc, v, apierr.Internal(err)
+	}
+	return svc, v, nil
+}
+
+// FlushNow writes the waiting lines now.
+func (s *Runs) FlushNow(ctx context.Context) { s.flush(ctx) }
