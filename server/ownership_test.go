@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pierhq/pier/internal/contracttest"
 	"github.com/pierhq/pier/sdk"
@@ -313,6 +314,59 @@ func TestLaunchFailsAndRefundsWhenNameSold(t *testing.T) {
 			t.Fatalf("relaunch: %d %s", r.StatusCode, r.Body)
 		}
 		waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	})
+}
+
+// A launch whose step keeps failing transiently is retried a bounded number
+// of times; then the task fails with provider:failed, and what the launch
+// charged and did not get is refunded.
+func TestLaunchGivesUpOnTransientFailure(t *testing.T) {
+	retries := server.TaskRetries{MaxAttempts: 3, Backoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Poll: 50 * time.Millisecond}
+	// Every run hangs right after the charge until its job times out:
+	// nothing is bought, so the domain's price comes back.
+	t.Run("step_hangs", func(t *testing.T) {
+		engines(t, func(t *testing.T, db string) {
+			ts := start(t, server.Config{DatabaseURL: db, TaskRetries: retries, TaskJobTimeout: 300 * time.Millisecond,
+				StepPause: service.StepPause{After: service.StepCharge}})
+			a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+			c := ts.Client
+			bundle := upload(t, ts, a, siteFiles)
+			domain := availableDomains(1, "dev", "hang")[0]
+			q := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)
+			r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": q["quoteId"]}, a.header())
+			if r.StatusCode != 202 {
+				t.Fatalf("launch: %d %s", r.StatusCode, r.Body)
+			}
+			if spent, _ := budget(t, ts, a); spent != 12 {
+				t.Fatalf("the launch charged %v, want 12", spent)
+			}
+			failed := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "failed")
+			res := failed["result"].(map[string]any)
+			if res["blockedBy"] != "provider:failed" || res["retryable"] != false || res["refundedUsd"] != 12.0 || res["chargedUsd"] != 0.0 {
+				t.Fatalf("failed result %v", res)
+			}
+			if spent, held := budget(t, ts, a); spent != 0 || held != 0 {
+				t.Fatalf("after the failure: spent %v held %v", spent, held)
+			}
+			if !searchAvailable(t, ts, domain) {
+				t.Fatalf("%s stays taken after a launch that never bought it", domain)
+			}
+		})
+	})
+	// The ACME server is down: no certificate ever comes.
+	t.Run("acme_down", func(t *testing.T) {
+		engines(t, func(t *testing.T, db string) {
+			ts := start(t, server.Config{DatabaseURL: db, TaskRetries: retries, ACMEDirectory: "http://127.0.0.1:1/directory"})
+			a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
+			r := ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": upload(t, ts, a, siteFiles)}, a.header())
+			if r.StatusCode != 202 {
+				t.Fatalf("launch: %d %s", r.StatusCode, r.Body)
+			}
+			failed := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "failed")
+			if res := failed["result"].(map[string]any); res["blockedBy"] != "provider:failed" || !strings.Contains(res["message"].(string), "certificate") {
+				t.Fatalf("failed result %v", res)
+			}
+		})
 	})
 }
 
