@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pierhq/pier/openapi"
 	"github.com/pierhq/pier/sdk"
 )
 
@@ -24,9 +26,16 @@ type Capability struct {
 	// sandbox_agent; Scopes are the key scopes an agent needs.
 	Authority string   `json:"authority"`
 	Scopes    []string `json:"scopes"`
-	// Idempotent operations take an Idempotency-Key: a retry with the same
-	// key and body replays the first answer.
+	// ReadOnly operations change nothing: GETs and those the contract
+	// marks readOnly (estimate, wait_for_message…).
+	ReadOnly bool `json:"readOnly"`
+	// Idempotent operations are safe to retry: read-only ones, those the
+	// contract marks idempotent (a repeat acts no more than once), and those
+	// taking an Idempotency-Key when the retry sends the same key.
 	Idempotent bool `json:"idempotent"`
+	// IdempotencyKey operations take an Idempotency-Key: a retry with the
+	// same key and body replays the first answer.
+	IdempotencyKey bool `json:"idempotencyKey"`
 	// InputRequired operations can answer with a task waiting for a human
 	// (the CLI exits 5 with the approval URL).
 	InputRequired bool `json:"inputRequired"`
@@ -39,8 +48,11 @@ type Capability struct {
 func Capabilities(root *cobra.Command) []Capability {
 	out := make([]Capability, 0, len(sdk.Operations))
 	for _, op := range sdk.Operations {
+		hints := mcpHints()[op.ID]
+		readOnly := op.Method == "GET" || op.Method == "HEAD" || hints.ReadOnly
 		c := Capability{Operation: op.ID, Method: op.Method, Path: op.Path, MCPTool: op.MCPTool, Authority: op.Authority,
-			Scopes: []string{}, Idempotent: op.Idempotent, InputRequired: op.InputRequired, Required: op.Required}
+			Scopes: []string{}, ReadOnly: readOnly, Idempotent: readOnly || hints.Idempotent || op.Idempotent, IdempotencyKey: op.Idempotent,
+			InputRequired: op.InputRequired, Required: op.Required}
 		if c.Required == nil {
 			c.Required = []string{}
 		}
@@ -54,6 +66,35 @@ func Capabilities(root *cobra.Command) []Capability {
 	}
 	return out
 }
+
+// mcpHint is what the contract's x-mcp says of an operation.
+type mcpHint struct {
+	ReadOnly   bool `json:"readOnly"`
+	Idempotent bool `json:"idempotent"`
+}
+
+// mcpHints reads every operation's x-mcp hints from the embedded contract.
+var mcpHints = sync.OnceValue(func() map[string]mcpHint {
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	out := map[string]mcpHint{}
+	if json.Unmarshal(openapi.JSON, &doc) != nil {
+		return out
+	}
+	for _, item := range doc.Paths {
+		for _, raw := range item {
+			var op struct {
+				OperationID string  `json:"operationId"`
+				MCP         mcpHint `json:"x-mcp"`
+			}
+			if json.Unmarshal(raw, &op) == nil && op.OperationID != "" {
+				out[op.OperationID] = op.MCP
+			}
+		}
+	}
+	return out
+})
 
 // argUse is the positional part of a command's use line, such as <id>.
 func argUse(cmd *cobra.Command) string {
@@ -75,10 +116,11 @@ func NewCmdCapabilities(f *Factory, runF func(*CapabilitiesOptions) error) *cobr
 		Use:   "capabilities",
 		Short: "List every operation with its command, MCP tool, scopes, idempotency and human gates",
 		Long: `List every operation of the contract: the pier command and MCP tool that
-call it, who may call it and with which key scopes, whether it takes an
-Idempotency-Key (a retry replays the first answer), whether its answer can
-be a task waiting for a human (input_required, exit code 5), and the
-arguments it cannot go without. An agent can plan from --json without
+call it, who may call it and with which key scopes, whether it changes
+nothing (readOnly), whether a retry is safe (idempotent) and whether that
+needs an Idempotency-Key (idempotencyKey: a retry with the same key replays
+the first answer), whether its answer can be a task waiting for a human
+(input_required, exit code 5), and the arguments it cannot go without. An agent can plan from --json without
 reading help text.`,
 		Example: `  pier capabilities
   pier capabilities --json | jq '.operations[] | select(.inputRequired)'`,
@@ -112,9 +154,18 @@ func capabilities(o *CapabilitiesOptions) error {
 		}
 		return "-"
 	}
+	idempotent := func(c Capability) string {
+		switch {
+		case c.ReadOnly:
+			return "yes (read-only)"
+		case c.IdempotencyKey:
+			return "with key"
+		}
+		return yes(c.Idempotent)
+	}
 	for _, c := range caps {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Operation, or(c.Command, "-"), or(c.MCPTool, "-"), c.Authority,
-			or(strings.Join(c.Scopes, ","), "-"), yes(c.Idempotent), yes(c.InputRequired))
+			or(strings.Join(c.Scopes, ","), "-"), idempotent(c), yes(c.InputRequired))
 	}
 	return tw.Flush()
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // TestCapabilitiesCoverTheContract: every operationId in the contract is
-// listed once, with the contract's method, path, scope, idempotency and
+// listed once, with the contract's method, path, scope, idempotency (read-only
+// operations are idempotent; idempotencyKey says a retry needs the key) and
 // input_required marker, and the command that carries its annotation.
 func TestCapabilitiesCoverTheContract(t *testing.T) {
 	var doc struct {
@@ -20,7 +21,9 @@ func TestCapabilitiesCoverTheContract(t *testing.T) {
 				Ref string `json:"$ref"`
 			} `json:"parameters"`
 			MCP struct {
-				Exclude bool `json:"exclude"`
+				Exclude    bool `json:"exclude"`
+				ReadOnly   bool `json:"readOnly"`
+				Idempotent bool `json:"idempotent"`
 			} `json:"x-mcp"`
 		} `json:"paths"`
 	}
@@ -54,12 +57,13 @@ func TestCapabilitiesCoverTheContract(t *testing.T) {
 				t.Errorf("%s is not listed", op.OperationID)
 				continue
 			}
-			idem := false
+			key := false
 			for _, p := range op.Parameters {
-				idem = idem || p.Ref == "#/components/parameters/IdempotencyKey" || p.Ref == "#/components/parameters/IdempotencyKeyRequired"
+				key = key || p.Ref == "#/components/parameters/IdempotencyKey" || p.Ref == "#/components/parameters/IdempotencyKeyRequired"
 			}
+			readOnly := method == "get" || op.MCP.ReadOnly
 			if c.Path != path || c.Method != map[string]string{"get": "GET", "post": "POST", "put": "PUT", "delete": "DELETE", "patch": "PATCH"}[method] ||
-				c.Idempotent != idem || c.InputRequired != op.InputRequired || (op.Scope != "" && (len(c.Scopes) != 1 || c.Scopes[0] != op.Scope)) ||
+				c.IdempotencyKey != key || c.ReadOnly != readOnly || c.Idempotent != (readOnly || op.MCP.Idempotent || key) || c.InputRequired != op.InputRequired || (op.Scope != "" && (len(c.Scopes) != 1 || c.Scopes[0] != op.Scope)) ||
 				(c.MCPTool == "") != op.MCP.Exclude {
 				t.Errorf("%s: %+v does not match the contract", op.OperationID, c)
 			}
@@ -71,7 +75,16 @@ func TestCapabilitiesCoverTheContract(t *testing.T) {
 	if n != len(out.Operations) {
 		t.Errorf("%d operations in the contract, %d listed", n, len(out.Operations))
 	}
-	if c := got["launch_service"]; !c.InputRequired || c.Command != "pier projects launch <id>" {
+	if c := got["launch_service"]; !c.InputRequired || c.Command != "pier projects launch <id>" || c.ReadOnly || !c.Idempotent || !c.IdempotencyKey {
 		t.Errorf("launch_service: %+v", c)
+	}
+	// Reads are idempotent, though they take no key.
+	for _, id := range []string{"get_task", "list_services", "search_domains", "estimate"} {
+		if c := got[id]; !c.ReadOnly || !c.Idempotent || c.IdempotencyKey {
+			t.Errorf("%s: %+v", id, c)
+		}
+	}
+	if c := got["create_signup"]; c.Idempotent || c.ReadOnly {
+		t.Errorf("create_signup is not safe to retry: %+v", c)
 	}
 }

@@ -176,8 +176,10 @@ first, then the service and task ids; with --json, each envelope in turn,
 the last being the finished task (serviceId, taskId, previewUrl,
 domainUrl). It waits by default; --no-wait returns once the launch is
 accepted. When a human must approve (buying a domain without the buy_domain
-scope), the approval URL is printed and the command exits with code 5; run
-pier tasks get TASK_ID later.`,
+scope, or a quote over the project's approval threshold), the service,
+preview URL and task are printed, the approval URL goes to stderr, and the
+command exits with code 5, with --no-wait too; run pier tasks get TASK_ID
+later.`,
 		Example: `  pier launch ./examples/site
   pier launch ./site --project prj_123 --domain acme.dev
   pier launch ./site --project prj_123 --json --no-wait`,
@@ -270,7 +272,9 @@ func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
 		if err := emit(q); err != nil {
 			return err
 		}
-		if q.Data.Decision != sdk.ALLOW {
+		// A quote over the approval threshold still launches: the launch
+		// waits on the quote's gate, in input_required with its approval URL.
+		if q.Data.Decision != sdk.ALLOW && q.Data.Decision != sdk.REQUIRESAPPROVAL {
 			progress.done()
 			reasons := make([]string, len(q.Data.Reasons))
 			for i, r := range q.Data.Reasons {
@@ -295,9 +299,12 @@ func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
 	}
 	if !o.Wait {
 		progress.done()
+		t := launched.Data
+		if t.State == sdk.TaskHandleStateInputRequired {
+			return launchAwaitsHuman(f, o, t, launched.Data)
+		}
 		if !f.Config.JSON {
-			t := launched.Data
-			fmt.Fprintf(f.IO.Out, "service %s\ntask    %s (%s)\n", deref(t.ServiceId), t.TaskId, t.State)
+			printLaunchHandle(f, t)
 			fmt.Fprintf(f.IO.Out, "Next: pier tasks get %s\n", t.TaskId)
 		}
 		return nil
@@ -319,10 +326,14 @@ func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
 	}
 	var ir *sdk.InputRequiredError
 	if errors.As(err, &ir) {
-		if !f.Config.JSON {
-			fmt.Fprintf(f.IO.ErrOut, "A human must approve this launch: %s\nThen follow the task with: pier tasks get %s\n", ir.ApprovalURL, ir.Task.TaskId)
+		t := launched.Data
+		if ir.Task != nil {
+			t = *ir.Task
 		}
-		return &ErrInputRequired{ApprovalURL: ir.ApprovalURL, TaskID: ir.Task.TaskId, Message: "a human must approve buying " + o.Domain}
+		if t.ApprovalUrl == nil && ir.ApprovalURL != "" {
+			t.ApprovalUrl = &ir.ApprovalURL
+		}
+		return launchAwaitsHuman(f, o, t, launched.Data)
 	}
 	if err != nil {
 		return err
@@ -341,6 +352,42 @@ func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
 		}
 	}
 	return nil
+}
+
+// printLaunchHandle prints what a launch made that is not finished yet:
+// the service, its preview URL (and domain URL), and the task.
+func printLaunchHandle(f *Factory, t sdk.TaskHandle) {
+	fmt.Fprintf(f.IO.Out, "service %s\n", deref(t.ServiceId))
+	if t.PreviewUrl != nil {
+		fmt.Fprintf(f.IO.Out, "preview %s\n", *t.PreviewUrl)
+	}
+	if t.DomainUrl != nil {
+		fmt.Fprintf(f.IO.Out, "domain  %s\n", *t.DomainUrl)
+	}
+	fmt.Fprintf(f.IO.Out, "task    %s (%s)\n", t.TaskId, t.State)
+}
+
+// launchAwaitsHuman reports a launch in input_required, whether the launch's
+// own answer or the wait found it there: the service, preview URL and task
+// on stdout, the approval URL on stderr, and exit code 5. accepted is the
+// launch's 202 answer, whose ids fill in what t lacks.
+func launchAwaitsHuman(f *Factory, o *LaunchOptions, t, accepted sdk.TaskHandle) error {
+	if t.ServiceId == nil {
+		t.ServiceId = accepted.ServiceId
+	}
+	if t.PreviewUrl == nil {
+		t.PreviewUrl = accepted.PreviewUrl
+	}
+	url := deref(t.ApprovalUrl)
+	if !f.Config.JSON {
+		printLaunchHandle(f, t)
+		fmt.Fprintf(f.IO.ErrOut, "A human must approve this launch: %s\nThen follow the task with: pier tasks get %s\n", url, t.TaskId)
+	}
+	msg := "a human must approve this launch"
+	if o.Domain != "" {
+		msg += " of " + o.Domain
+	}
+	return &ErrInputRequired{ApprovalURL: url, TaskID: t.TaskId, Message: msg}
 }
 
 // progress shows the current step on stderr: a spinner on a terminal, a

@@ -34,6 +34,9 @@ type Config struct {
 	ACMEDirectory, ACMEEmail, ACMECAFile string
 	// TaskJobTimeout bounds one run of a durable task.
 	TaskJobTimeout time.Duration
+	// TaskRetries bound the retries of a durable task's transient errors;
+	// zero fields take the defaults docs/architecture.md describes.
+	TaskRetries TaskRetries
 	// MCPAllowedOrigins are browser origins allowed to call /mcp besides the
 	// base and API URLs and loopback pages of this server.
 	MCPAllowedOrigins []string
@@ -93,6 +96,19 @@ type Config struct {
 	// StepPause holds launches at a step, for the crash tests
 	// (PIER_TEST_PAUSE_AFTER_STEP, PIER_TEST_PAUSE_INSIDE_STEP).
 	StepPause service.StepPause
+}
+
+// TaskRetries bound how a durable task's transient errors are retried
+// before the task fails with provider:failed.
+type TaskRetries struct {
+	// MaxAttempts is the runs a task gets (default 10).
+	MaxAttempts int
+	// Backoff is the wait before the first retry, doubling at each further
+	// one up to MaxBackoff (defaults 1 s and one minute).
+	Backoff, MaxBackoff time.Duration
+	// Poll is how often the runner looks for retries coming due
+	// (default 5 s).
+	Poll time.Duration
 }
 
 // ListenLimits bound HTTP connections, like nginx's client_header_timeout,

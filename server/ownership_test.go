@@ -5,9 +5,11 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pierhq/pier/internal/contracttest"
 	"github.com/pierhq/pier/sdk"
@@ -315,6 +317,59 @@ func TestLaunchFailsAndRefundsWhenNameSold(t *testing.T) {
 	})
 }
 
+// A launch whose step keeps failing transiently is retried a bounded number
+// of times; then the task fails with provider:failed, and what the launch
+// charged and did not get is refunded.
+func TestLaunchGivesUpOnTransientFailure(t *testing.T) {
+	retries := server.TaskRetries{MaxAttempts: 3, Backoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Poll: 50 * time.Millisecond}
+	// Every run hangs right after the charge until its job times out:
+	// nothing is bought, so the domain's price comes back.
+	t.Run("step_hangs", func(t *testing.T) {
+		engines(t, func(t *testing.T, db string) {
+			ts := start(t, server.Config{DatabaseURL: db, TaskRetries: retries, TaskJobTimeout: 300 * time.Millisecond,
+				StepPause: service.StepPause{After: service.StepCharge}})
+			a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+			c := ts.Client
+			bundle := upload(t, ts, a, siteFiles)
+			domain := availableDomains(1, "dev", "hang")[0]
+			q := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)
+			r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": q["quoteId"]}, a.header())
+			if r.StatusCode != 202 {
+				t.Fatalf("launch: %d %s", r.StatusCode, r.Body)
+			}
+			if spent, _ := budget(t, ts, a); spent != 12 {
+				t.Fatalf("the launch charged %v, want 12", spent)
+			}
+			failed := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "failed")
+			res := failed["result"].(map[string]any)
+			if res["blockedBy"] != "provider:failed" || res["retryable"] != false || res["refundedUsd"] != 12.0 || res["chargedUsd"] != 0.0 {
+				t.Fatalf("failed result %v", res)
+			}
+			if spent, held := budget(t, ts, a); spent != 0 || held != 0 {
+				t.Fatalf("after the failure: spent %v held %v", spent, held)
+			}
+			if !searchAvailable(t, ts, domain) {
+				t.Fatalf("%s stays taken after a launch that never bought it", domain)
+			}
+		})
+	})
+	// The ACME server is down: no certificate ever comes.
+	t.Run("acme_down", func(t *testing.T) {
+		engines(t, func(t *testing.T, db string) {
+			ts := start(t, server.Config{DatabaseURL: db, TaskRetries: retries, ACMEDirectory: "http://127.0.0.1:1/directory"})
+			a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
+			r := ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": upload(t, ts, a, siteFiles)}, a.header())
+			if r.StatusCode != 202 {
+				t.Fatalf("launch: %d %s", r.StatusCode, r.Body)
+			}
+			failed := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "failed")
+			if res := failed["result"].(map[string]any); res["blockedBy"] != "provider:failed" || !strings.Contains(res["message"].(string), "certificate") {
+				t.Fatalf("failed result %v", res)
+			}
+		})
+	})
+}
+
 // A quote prices one launch: its target, its service name and its domain.
 func TestQuoteMustMatchLaunch(t *testing.T) {
 	engines(t, func(t *testing.T, db string) {
@@ -365,6 +420,102 @@ func TestQuoteMustMatchLaunch(t *testing.T) {
 		r = c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "blog", "target": "edge", "bundleId": bundle, "quoteId": eq["quoteId"]}, a.header())
 		if r.StatusCode != 202 {
 			t.Fatalf("service quote launch: %d %s", r.StatusCode, r.Body)
+		}
+	})
+}
+
+// A launch never sets up mail (setup_email does), so a quote holding the
+// mail add-on does not launch: the launch is refused with nothing consumed,
+// and the quote's own envelope offers setup_email, not launch_service.
+func TestQuoteWithMailDoesNotLaunch(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+		c := ts.Client
+		bundle := upload(t, ts, a, siteFiles)
+		domain := availableDomains(1, "dev", "mailq")[0]
+		tools := func(env map[string]any) []string {
+			var out []string
+			for _, x := range env["actions"].([]any) {
+				act := x.(map[string]any)
+				if act["kind"] == "tool" {
+					out = append(out, act["tool"].(string))
+				}
+			}
+			return out
+		}
+		quote := func(items ...any) map[string]any {
+			t.Helper()
+			r := c.Do("POST", "/v1/quotes", map[string]any{"projectId": a.project, "items": items}, a.header())
+			if r.StatusCode != 201 || r.JSON()["data"].(map[string]any)["state"] != "held" {
+				t.Fatalf("quote: %d %s", r.StatusCode, r.Body)
+			}
+			return r.JSON()
+		}
+		refused := func(body map[string]any) map[string]any {
+			t.Helper()
+			r := c.Do("POST", "/v1/projects/"+a.project+"/launch", body, a.header())
+			if r.StatusCode != 409 || r.JSON()["blockedBy"] != "conflict:quote_mismatch" {
+				t.Fatalf("launch with a mail quote: %d %s", r.StatusCode, r.Body)
+			}
+			return r.JSON()
+		}
+		held := func(id any) {
+			t.Helper()
+			q := c.Do("GET", "/v1/quotes/"+id.(string), nil, a.header()).JSON()["data"].(map[string]any)
+			if q["state"] != "held" {
+				t.Fatalf("quote %v after a refused launch: %v", id, q["state"])
+			}
+		}
+		email := map[string]any{"kind": "email", "domain": domain}
+
+		// An email-only quote: its envelope offers setup_email, and a launch
+		// without a domain is refused rather than charged for mail.
+		mq := quote(email)
+		if got := tools(mq); len(got) == 0 || got[0] != "setup_email" || slices.Contains(got, "launch_service") {
+			t.Fatalf("an email-only quote offers %v", got)
+		}
+		mid := mq["data"].(map[string]any)["quoteId"]
+		if got := tools(c.Do("GET", "/v1/quotes/"+mid.(string), nil, a.header()).JSON()); len(got) == 0 || got[0] != "setup_email" {
+			t.Fatalf("get_quote of an email-only quote offers %v", got)
+		}
+		env := refused(map[string]any{"name": "site", "target": "edge", "bundleId": bundle, "quoteId": mid})
+		if got := tools(env); !slices.Contains(got, "release_quote") {
+			t.Fatalf("refusal offers %v", got)
+		}
+		held(mid)
+
+		// A domain quote with mail for it: the launch that buys the domain
+		// is refused, and the re-quote prices the domain alone.
+		dm := quote(map[string]any{"kind": "domain", "domain": domain, "years": 1}, email)
+		did := dm["data"].(map[string]any)["quoteId"]
+		if got := tools(dm); slices.Contains(got, "launch_service") {
+			t.Fatalf("a quote holding mail offers %v", got)
+		}
+		env = refused(map[string]any{"name": "site", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": did})
+		held(did)
+		if spent, _ := budget(t, ts, a); spent != 0 {
+			t.Fatalf("refused launches charged %v", spent)
+		}
+		noLoop(t, ts, a.header(), env)
+		act := env["actions"].([]any)[0].(map[string]any)
+		if act["tool"] != "create_quote" {
+			t.Fatalf("first action %v", act)
+		}
+		for _, it := range act["arguments"].(map[string]any)["items"].([]any) {
+			if it.(map[string]any)["kind"] == "email" {
+				t.Fatalf("the re-quote still prices mail: %v", act)
+			}
+		}
+		// noLoop created the re-quote; launch with a fresh one like it.
+		rq := c.Do("POST", "/v1/quotes", act["arguments"], a.header()).JSON()["data"].(map[string]any)
+		r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": rq["quoteId"]}, a.header())
+		if r.StatusCode != 202 {
+			t.Fatalf("launch with the re-quote: %d %s", r.StatusCode, r.Body)
+		}
+		waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+		if spent, _ := budget(t, ts, a); spent != 12 {
+			t.Fatalf("the launch charged %v, want the domain's 12", spent)
 		}
 	})
 }

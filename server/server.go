@@ -177,9 +177,13 @@ func (s *Server) build(ctx context.Context) error {
 		Enqueue: platform{s}.Enqueue,
 	})
 	s.launch.runner, err = tasks.New(ctx, s.store, s.cfg.DatabaseURL, s.runTask, tasks.Config{
-		JobTimeout: s.cfg.TaskJobTimeout,
-		Log:        s.log,
-		OnGiveUp:   s.failTask,
+		JobTimeout:      s.cfg.TaskJobTimeout,
+		MaxAttempts:     s.cfg.TaskRetries.MaxAttempts,
+		RetryBackoff:    s.cfg.TaskRetries.Backoff,
+		MaxRetryBackoff: s.cfg.TaskRetries.MaxBackoff,
+		FetchPoll:       s.cfg.TaskRetries.Poll,
+		Log:             s.log,
+		OnGiveUp:        s.failTask,
 	})
 	if err != nil {
 		return err

@@ -20,8 +20,10 @@ import (
 )
 
 // matchQuote refuses a launch its quote does not price: another target or
-// service name, a domain the launch does not buy, or no price for the
-// domain it does buy. A launch never pays for what it does not get.
+// service name, a domain the launch does not buy, no price for the domain
+// it does buy, mail, which a launch never sets up (setup_email does), or a
+// database add-on the launch does not ask for (or the reverse). A launch
+// never pays for what it does not get.
 func matchQuote(projectID string, c Consumed, req models.LaunchRequest, domain string, owned bool, addons []string) error {
 	var why []string
 	postgres := slices.Contains(addons, "managed_postgres")
@@ -29,6 +31,8 @@ func matchQuote(projectID string, c Consumed, req models.LaunchRequest, domain s
 	priced := false
 	for _, it := range c.Items {
 		switch it.Kind {
+		case "email":
+			why = append(why, "it prices mail for "+it.Domain+", which a launch does not set up (setup_email does)")
 		case "domain":
 			if buys && it.Domain == domain {
 				priced = true
@@ -386,13 +390,47 @@ func launchFromQuote(projectID, quoteID string, items []pricedItem) models.Actio
 	return actions.Tool("launch_service", "agent", args)
 }
 
+// quoteNext is what a held quote offers next: the call that consumes it.
+// A launch consumes a quote for a service and its domain; setup_email
+// consumes a quote for one domain's mail. A launch never sets up mail, so a
+// quote that holds mail is never offered to launch_service: a quote mixing
+// both, which no single call consumes, is offered as separate quotes.
+func quoteNext(projectID, quoteID string, items []pricedItem) []models.Action {
+	var launch, mail []pricedItem
+	for _, it := range items {
+		if it.Kind == "email" {
+			mail = append(mail, it)
+		} else {
+			launch = append(launch, it)
+		}
+	}
+	release := actions.Tool("release_quote", "agent", map[string]any{"id": quoteID})
+	switch {
+	case len(mail) == 0:
+		return []models.Action{launchFromQuote(projectID, quoteID, items), release}
+	case len(launch) == 0 && len(mail) == 1:
+		return []models.Action{actions.Tool("setup_email", "agent", map[string]any{"domain": mail[0].Domain, "quoteId": quoteID}), release}
+	}
+	var out []models.Action
+	if len(launch) > 0 {
+		out = append(out, actions.Tool("create_quote", "agent", quoteArgs(projectID, launch)))
+	}
+	for _, m := range mail {
+		out = append(out, actions.Tool("create_quote", "agent", quoteArgs(projectID, []pricedItem{m})))
+	}
+	return append(out, release)
+}
+
 func quoteArgs(projectID string, items []pricedItem) map[string]any {
 	list := []any{}
 	for _, it := range items {
 		m := map[string]any{"kind": it.Kind}
-		if it.Kind == "domain" {
+		switch it.Kind {
+		case "domain":
 			m["domain"], m["years"] = it.Domain, max(it.Years, 1)
-		} else {
+		case "email":
+			m["domain"], m["months"] = it.Domain, max(it.Months, 1)
+		default:
 			m["workload"], m["target"], m["months"] = it.Workload, it.Target, max(it.Months, 1)
 			if it.Name != "" {
 				m["name"] = it.Name
@@ -485,10 +523,7 @@ func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req models.Quote
 				return err
 			}
 			proj.HeldMicro += amount
-			next = []models.Action{
-				launchFromQuote(proj.ID, q.ID, items),
-				actions.Tool("release_quote", "agent", map[string]any{"id": q.ID}),
-			}
+			next = quoteNext(proj.ID, q.ID, items)
 		}
 		if reasons == nil {
 			reasons = []models.BlockedBy{}
@@ -758,8 +793,7 @@ func (s *Quotes) Get(ctx context.Context, orgID, id string) (*models.QuoteInfo, 
 	if q.State == "held" {
 		var items []pricedItem
 		_ = json.Unmarshal([]byte(q.Items), &items)
-		next = append(next, launchFromQuote(q.ProjectID, q.ID, items),
-			actions.Tool("release_quote", "agent", map[string]any{"id": q.ID}))
+		next = append(next, quoteNext(q.ProjectID, q.ID, items)...)
 	}
 	return &v, append(next, actions.Stop("done")), nil
 }

@@ -47,8 +47,16 @@ type Config struct {
 	// LeaseTTL is how long a runner's claim on a task lasts without renewal
 	// (default JobTimeout plus a minute).
 	LeaseTTL time.Duration
-	// MaxAttempts before a task is failed (default 20).
+	// MaxAttempts before a task is failed (default 10). A snooze (Wait,
+	// or a task leased elsewhere) spends none.
 	MaxAttempts int
+	// RetryBackoff is the wait before the first retry of a transient
+	// error, doubling at each further one up to MaxRetryBackoff (defaults
+	// 1 s and one minute).
+	RetryBackoff, MaxRetryBackoff time.Duration
+	// FetchPoll is how often River looks for retries and snoozes coming due
+	// (default 5 s): a retry due sooner waits for the next look.
+	FetchPoll time.Duration
 	// OnGiveUp is called when a task's last attempt fails.
 	OnGiveUp func(ctx context.Context, taskID string, err error)
 	// IdleAfter is how long River keeps running on SQLite once no job is
@@ -144,7 +152,16 @@ func New(ctx context.Context, st *store.Store, databaseURL string, run Run, cfg 
 		cfg.LeaseTTL = cfg.JobTimeout + 10*time.Second
 	}
 	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = 20
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.RetryBackoff == 0 {
+		cfg.RetryBackoff = DefaultRetryBackoff
+	}
+	if cfg.MaxRetryBackoff == 0 {
+		cfg.MaxRetryBackoff = DefaultMaxRetryBackoff
+	}
+	if cfg.FetchPoll == 0 {
+		cfg.FetchPoll = defaultFetchPoll
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -159,10 +176,11 @@ func New(ctx context.Context, st *store.Store, databaseURL string, run Run, cfg 
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 8}},
 		Workers:              workers,
 		FetchCooldown:        10 * time.Millisecond,
-		FetchPollInterval:    5 * time.Second,
+		FetchPollInterval:    cfg.FetchPoll,
 		JobTimeout:           cfg.JobTimeout,
 		RescueStuckJobsAfter: cfg.LeaseTTL,
 		MaxAttempts:          cfg.MaxAttempts,
+		RetryPolicy:          backoff{base: cfg.RetryBackoff, max: cfg.MaxRetryBackoff},
 		Logger:               cfg.Log.With("component", "river"),
 	}
 	switch st.Engine() {
@@ -172,7 +190,6 @@ func New(ctx context.Context, st *store.Store, databaseURL string, run Run, cfg 
 		// insert, replaces the SQLite listener's 50 ms notification poll,
 		// and an idle server sleeps between River's maintenance ticks.
 		rc.PollOnly = true
-		rc.FetchPollInterval = sqliteFetchPoll
 		r.lazy = true
 		if err := setup[*sql.Tx](ctx, r, localSQLiteDriver{riversqlite.New(st.DB())}, rc); err != nil {
 			return nil, err
@@ -275,9 +292,38 @@ func (r *Runner) Running() bool {
 	return r.running
 }
 
-// sqliteFetchPoll is how often an embedded runner looks for jobs that no
-// insert announced: retries and snoozes coming due.
-const sqliteFetchPoll = 5 * time.Second
+// defaultFetchPoll is how often a runner looks for jobs that no insert
+// announced: retries and snoozes coming due.
+const defaultFetchPoll = 5 * time.Second
+
+// The retry defaults: transient errors are retried after 1 s, 2 s, 4 s…
+// up to a minute apart, and the task fails after the tenth attempt.
+const (
+	DefaultMaxAttempts     = 10
+	DefaultRetryBackoff    = time.Second
+	DefaultMaxRetryBackoff = time.Minute
+)
+
+// backoff is the runner's River retry policy: base after the first error,
+// doubling with each error the job has had, capped at max. Snoozes record
+// no error, so waiting does not lengthen it.
+type backoff struct{ base, max time.Duration }
+
+func (b backoff) NextRetry(job *rivertype.JobRow) time.Time {
+	return time.Now().Add(b.delay(len(job.Errors)))
+}
+
+// delay is the wait after a job's errors-th earlier error.
+func (b backoff) delay(errors int) time.Duration {
+	d := b.base
+	for range errors {
+		if d >= b.max {
+			break
+		}
+		d *= 2
+	}
+	return min(d, b.max)
+}
 
 // localSQLiteDriver is River's SQLite driver without its polled listener.
 // River wakes its own producer on a job inserted outside a transaction only

@@ -150,3 +150,66 @@ func TestRunnerResumesUnfinishedTasks(t *testing.T) {
 	newRunner(t, st, rec.run, time.Second)
 	rec.wait(t, "tsk_left")
 }
+
+// The retry policy docs/architecture.md states: 1 s, doubling, capped at a
+// minute, and 10 attempts by default.
+func TestRetryBackoff(t *testing.T) {
+	b := backoff{base: DefaultRetryBackoff, max: DefaultMaxRetryBackoff}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute, time.Minute}
+	for errs, w := range want {
+		if got := b.delay(errs); got != w {
+			t.Errorf("after %d earlier errors: %s, want %s", errs, got, w)
+		}
+	}
+	if got := b.delay(1000); got != time.Minute {
+		t.Errorf("after many errors: %s", got)
+	}
+	st, _ := newStore(t)
+	r, err := New(context.Background(), st, "", newRecorder().run, Config{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.cfg.MaxAttempts != 10 {
+		t.Errorf("default attempts %d, want 10", r.cfg.MaxAttempts)
+	}
+}
+
+// A task that keeps failing runs MaxAttempts times and is then given up,
+// once.
+func TestRunnerGivesUpAfterMaxAttempts(t *testing.T) {
+	st, addTask := newStore(t)
+	rec := newRecorder()
+	gaveUp := make(chan string, 4)
+	ctx := context.Background()
+	r, err := New(ctx, st, "", rec.run, Config{MaxAttempts: 3, RetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond,
+		FetchPoll: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnGiveUp: func(_ context.Context, id string, _ error) { gaveUp <- id }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	addTask("tsk_bad")
+	rec.mu.Lock()
+	rec.fails["tsk_bad"] = 1000
+	rec.mu.Unlock()
+	if err := r.Enqueue(ctx, "tsk_bad"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-gaveUp:
+		if id != "tsk_bad" {
+			t.Fatalf("gave up on %s", id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("never gave up")
+	}
+	time.Sleep(200 * time.Millisecond)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.ran["tsk_bad"] != 3 || len(gaveUp) != 0 {
+		t.Fatalf("ran %d times and gave up %d more times, want 3 runs and one give-up", rec.ran["tsk_bad"], len(gaveUp))
+	}
+}
