@@ -3,15 +3,19 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/internal/testpg"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"
 )
@@ -334,5 +338,112 @@ func TestLogFollowStreams(t *testing.T) {
 	r := ts.Client.Do("GET", "/v1/services/"+id+"/logs?waitSeconds=5&after="+strings.TrimSuffix(strings.TrimSuffix(toJSON(last), ".0"), ".0"), nil, a.header())
 	if lines := r.JSON()["data"].(map[string]any)["lines"].([]any); len(lines) == 0 {
 		t.Fatalf("waited read returned nothing: %s", r.Body)
+	}
+}
+
+// The managed PostgreSQL add-on: refused with the setting named when the
+// deployment has no PostgreSQL; otherwise a database and role per service,
+// DATABASE_URL in the process's environment, a dump in the leave package,
+// and the database dropped at teardown after its dump was taken.
+func TestManagedPostgresAddon(t *testing.T) {
+	plain := start(t, server.Config{})
+	a0 := newAccount(t, plain, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+	r := plain.Client.Do("POST", "/v1/quotes", map[string]any{"projectId": a0.project, "items": []any{
+		map[string]any{"kind": "service", "workload": "database_backed_app", "target": "process", "name": "shop", "months": 1}}}, a0.header())
+	if r.StatusCode != 503 || r.JSON()["blockedBy"] != "plan:addon_unavailable" || !strings.Contains(r.JSON()["message"].(string), "--postgres-admin-url") ||
+		!strings.Contains(toJSON(r.JSON()["actions"]), "configure_postgres") {
+		t.Fatalf("a database-backed quote without PostgreSQL: %d %s", r.StatusCode, r.Body)
+	}
+
+	admin := testpg.NewDatabase(t)
+	u, _ := url.Parse(admin)
+	u.Path = "/postgres"
+	ts := start(t, server.Config{PostgresAdminURL: u.String(), Supervision: fastSupervision})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+	task := launchProcess(t, ts, a, "shop", "process", exampleFiles(t, "app"), map[string]any{"addons": []any{"managed_postgres"}})
+	done := waitTask(t, ts, a, task["taskId"].(string), "succeeded")
+	id := done["serviceId"].(string)
+	if code, body := get(t, ts, previewHost(done), "/env"); code != 200 || !strings.Contains(body, "DATABASE_URL") {
+		t.Fatalf("the process's environment lacks DATABASE_URL: %s", body)
+	}
+	if svc := serviceOf(t, ts, a, id); toJSON(svc["addons"]) != `["managed_postgres"]` {
+		t.Fatalf("service addons: %v", svc["addons"])
+	}
+	d, err := ts.Store().Services().Database(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The service's role owns its database: it makes a table there.
+	du := *u
+	du.User, du.Path = url.UserPassword(d.Name, d.Password), "/"+d.Name
+	db, err := sql.Open("pgx", du.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE orders (id int primary key, item text); INSERT INTO orders VALUES (1, 'first-order-kept')`); err != nil {
+		t.Fatal(err)
+	}
+	leave := func() string {
+		r := ts.Client.Do("POST", "/v1/projects/"+a.project+"/export", nil, a.header())
+		if r.StatusCode != 200 {
+			t.Fatalf("export: %d %s", r.StatusCode, r.Body)
+		}
+		return string(r.Body)
+	}
+	if !strings.Contains(leave(), "databases/shop-"+id+".sql") {
+		t.Fatal("the leave package lacks the running service's database")
+	}
+	r = ts.Client.Do("POST", "/v1/services/"+id+"/teardown", nil, a.header())
+	waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	adm, err := sql.Open("pgx", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	var n int
+	if err := adm.QueryRow(`SELECT count(*) FROM pg_database WHERE datname = $1`, d.Name).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the database outlived teardown: %d %v", n, err)
+	}
+	pkg := leave()
+	if !strings.Contains(pkg, "databases/shop-"+id+".sql") {
+		t.Fatal("the leave package lost the dump")
+	}
+	var lp struct {
+		Data struct {
+			Files []struct{ Path, ContentBase64 string }
+		}
+	}
+	json.Unmarshal([]byte(pkg), &lp)
+	found := false
+	for _, f := range lp.Data.Files {
+		if f.Path == "databases/shop-"+id+".sql" {
+			sqlText, _ := base64.StdEncoding.DecodeString(f.ContentBase64)
+			found = strings.Contains(string(sqlText), "first-order-kept") && strings.Contains(string(sqlText), "CREATE TABLE public.orders")
+		}
+	}
+	if !found {
+		t.Fatal("the dump in the leave package lacks the table and its data")
+	}
+}
+
+// A version runs as a user of its own and cannot read Pier's data
+// directory.
+func TestProcessCannotReadTheDataDirectory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("versions run as a user of their own when Pier runs as root")
+	}
+	dataDir := t.TempDir()
+	ts := start(t, server.Config{DataDir: dataDir, Supervision: fastSupervision})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+	cmd := "worker: id -u; ls " + dataDir + " || echo cannot list the data directory; head -c 16 " + filepath.Join(dataDir, "pier.db") + " || echo cannot read the database; sleep 60"
+	task := launchProcess(t, ts, a, "nosy", "worker", map[string]string{"Procfile": cmd}, map[string]any{"healthCheck": map[string]any{"graceSeconds": 1}})
+	id := waitTask(t, ts, a, task["taskId"].(string), "succeeded")["serviceId"].(string)
+	logs := logText(t, ts, a, id)
+	if !strings.Contains(logs, "stdout: cannot list the data directory") || !strings.Contains(logs, "stdout: cannot read the database") || strings.Contains(logs, "SQLite") {
+		t.Fatalf("the process read the data directory:\n%s", logs)
+	}
+	if strings.Contains(logs, "stdout: 0\n") {
+		t.Fatalf("the process ran as root:\n%s", logs)
 	}
 }

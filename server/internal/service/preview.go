@@ -34,6 +34,9 @@ func (s *Quotes) Preview(ctx context.Context, p *auth.Principal, projectID strin
 	if err != nil {
 		return QuotePreview{}, err
 	}
+	if err := s.offered(priced); err != nil {
+		return QuotePreview{}, err
+	}
 	var out QuotePreview
 	for _, it := range priced {
 		if it.Kind == "domain" {

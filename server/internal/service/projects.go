@@ -292,6 +292,31 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 			}
 		}
 	}
+	// Each managed database goes in as a plain-SQL dump: taken now for a
+	// running service, the one taken before teardown dropped it otherwise.
+	for _, svc := range services {
+		d, err := s.store.Services().Database(ctx, svc.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, apierr.Internal(err)
+		}
+		var dump []byte
+		switch {
+		case d.DumpSHA != "":
+			if dump, err = s.store.Bundles().Blob(ctx, d.DumpSHA); err != nil {
+				return nil, nil, apierr.Internal(err)
+			}
+		case d.State == "ready" && s.databases != nil:
+			if dump, err = s.databases.Dump(ctx, d.Name); err != nil {
+				return nil, nil, apierr.New("internal:unavailable", "could not dump the database of "+svc.Name+": "+err.Error())
+			}
+		default:
+			continue
+		}
+		contents["databases/"+svc.Name+"-"+svc.ID+".sql"] = dump
+	}
 	// Every domain the organisation owns goes in, with its zone, whatever
 	// happened to the services that used it: the zone Pier serves, or, for
 	// a domain no live service serves any more, the zone it would serve.

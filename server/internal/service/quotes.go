@@ -459,6 +459,9 @@ func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req models.Quote
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := s.offered(items); err != nil {
+		return nil, nil, err
+	}
 	for _, it := range items {
 		if it.Kind == "domain" {
 			if err := s.launches.domainFree(ctx, p, req.ProjectId, it.Domain); err != nil {
@@ -935,3 +938,14 @@ const (
 	defaultMonthlyRequests = 100_000
 	defaultEgressMicroGB   = 10 * 1_000_000
 )
+
+// offered refuses items this deployment cannot deliver: a database-backed
+// service without a PostgreSQL for the managed_postgres add-on.
+func (s *Quotes) offered(items []pricedItem) error {
+	for _, it := range items {
+		if it.Kind == "service" && it.Workload == "database_backed_app" && s.databases == nil {
+			return addonUnavailable()
+		}
+	}
+	return nil
+}
