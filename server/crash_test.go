@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -459,4 +461,112 @@ func TestLaunchSurvivesItsReplica(t *testing.T) {
 	if n, _ := st.Domains().CountPurchases(context.Background(), domain); n != 1 {
 		t.Fatalf("the registrar sold %s %d times", domain, n)
 	}
+}
+
+// A process launch is killed with SIGKILL after each of its new steps, and
+// inside start (the process runs but the step is not saved); after the
+// restart the task completes once, the service answers through the edge,
+// the quote was charged once, and one process runs: the killed server's
+// process died with it.
+func TestProcessLaunchSurvivesSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server as a separate process")
+	}
+	bin, err := pierBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ name, env, wait string }{
+		{service.StepCharge, "PIER_TEST_PAUSE_AFTER_STEP=" + service.StepCharge, `paused at step boundary.*step=` + service.StepCharge},
+		{service.StepStart, "PIER_TEST_PAUSE_AFTER_STEP=" + service.StepStart, `paused at step boundary.*step=` + service.StepStart},
+		{"inside_" + service.StepStart, "PIER_TEST_PAUSE_INSIDE_STEP=" + service.StepStart, `paused inside step.*step=` + service.StepStart},
+		{service.StepDeploy, "PIER_TEST_PAUSE_AFTER_STEP=" + service.StepDeploy, `paused at step boundary.*step=` + service.StepDeploy},
+	}
+	app := exampleFiles(t, "app")
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir := t.TempDir()
+			// Not t.TempDir: its parent is 0700, and a version runs as a user
+			// of its own that must reach its directory.
+			appsDir, err := os.MkdirTemp("", "pier-apps-crash-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(appsDir) })
+			args := []string{"--apps-dir", appsDir, "--stop-grace", "2s"}
+			h := crashKey(t, bin, dataDir)
+			p := startProcessArgs(t, bin, dataDir, args, tc.env)
+			c := &contracttest.Client{T: t, BaseURL: p.url}
+			project := c.Do("GET", "/v1/projects", nil, h).JSON()["data"].(map[string]any)["projects"].([]any)[0].(map[string]any)["id"].(string)
+			bundle := c.Do("POST", "/v1/bundles", uploadBody(project, app), h).JSON()["data"].(map[string]any)["bundleId"]
+			quote := c.Do("POST", "/v1/quotes", map[string]any{"projectId": project, "items": []any{
+				map[string]any{"kind": "service", "workload": "dynamic_service", "target": "process", "name": "api", "months": 1}}}, h).JSON()["data"].(map[string]any)
+			launch := c.Do("POST", "/v1/projects/"+project+"/launch", map[string]any{"name": "api", "target": "process", "bundleId": bundle, "quoteId": quote["quoteId"]}, h)
+			if launch.StatusCode != 202 {
+				t.Fatalf("launch: %d %s", launch.StatusCode, launch.Body)
+			}
+			taskID := launch.JSON()["data"].(map[string]any)["taskId"].(string)
+			p.waitFor(t, regexp.MustCompile(tc.wait), 30*time.Second)
+			p.kill(t)
+
+			p2 := startProcessArgs(t, bin, dataDir, args)
+			c2 := &contracttest.Client{T: t, BaseURL: p2.url}
+			task := finished(c2, h, taskID, 30*time.Second)
+			if task["state"] != "succeeded" {
+				t.Fatalf("after restart the task is %v: %v", task["state"], task)
+			}
+			host := previewHost(task)
+			req, _ := http.NewRequest("GET", p2.url+"/", nil)
+			req.Host = host
+			var body string
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if body = string(b); resp.StatusCode == 200 {
+						break
+					}
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if body != "Hello from a Pier process\n" {
+				t.Fatalf("the service does not answer after the restart: %q", body)
+			}
+			proj := c2.Do("GET", "/v1/projects/"+project, nil, h).JSON()["data"].(map[string]any)
+			if proj["spentUsd"] != quote["amountUsd"] || proj["heldUsd"] != 0.0 {
+				t.Fatalf("charged %v (held %v), quoted %v", proj["spentUsd"], proj["heldUsd"], quote["amountUsd"])
+			}
+			page := c2.Do("GET", "/v1/ledger?limit=1000", nil, h).JSON()["data"].(map[string]any)
+			consumes := 0
+			for _, e := range page["entries"].([]any) {
+				if e.(map[string]any)["action"] == "consume_quote" {
+					consumes++
+				}
+			}
+			if consumes != 1 {
+				t.Fatalf("%d charges in the ledger", consumes)
+			}
+			if n := processesIn(appsDir); n != 1 {
+				t.Fatalf("%d processes run in the service's directories, want 1", n)
+			}
+			p2.kill(t)
+			time.Sleep(200 * time.Millisecond)
+			if n := processesIn(appsDir); n != 0 {
+				t.Fatalf("%d processes outlived a SIGKILLed server", n)
+			}
+		})
+	}
+}
+
+// processesIn counts the processes whose working directory is under dir.
+func processesIn(dir string) int {
+	n := 0
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && strings.HasPrefix(cwd, dir+"/") {
+			n++
+		}
+	}
+	return n
 }

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -202,6 +203,7 @@ func New(cfg Config) (*Supervisor, error) {
 		return nil, err
 	}
 	s := &Supervisor{cfg: cfg, running: map[key]*proc{}, root: os.Geteuid() == 0, spawn: make(chan spawnReq)}
+	s.killLeftovers()
 	if s.root {
 		s.cgroups = detectCgroupV2("/sys/fs/cgroup")
 	}
@@ -292,6 +294,7 @@ func (s *Supervisor) Stop(ctx context.Context, serviceID string, version int) er
 	}
 	s.mu.Unlock()
 	os.RemoveAll(p.dir)
+	os.Remove(p.pgidFile())
 	if entries, err := os.ReadDir(filepath.Dir(p.dir)); err == nil && len(entries) == 0 {
 		os.Remove(filepath.Dir(p.dir))
 	}
@@ -447,7 +450,7 @@ func (p *proc) env() []string {
 
 // startOnce starts the command once.
 func (p *proc) startOnce() error {
-	cmd := exec.Command("/bin/sh", "-c", p.spec.Command)
+	cmd := exec.Command("/bin/sh", "-c", shellCommand(p.spec.Command))
 	cmd.Dir = p.dir
 	cmd.Env = p.env()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -482,6 +485,9 @@ func (p *proc) startOnce() error {
 	// The limits bind from the first moment the command runs: os/exec
 	// forks with CLONE_VFORK, so the command has just been exec'd.
 	setLimits(cmd.Process.Pid, p.s.cfg.Limits, p.s.root)
+	// The process group is recorded where the version cannot write, so a
+	// Pier killed before it could stop it finds and ends it when it starts.
+	os.WriteFile(p.pgidFile(), []byte(strconv.Itoa(cmd.Process.Pid)), 0o600)
 	exited := make(chan struct{})
 	p.mu.Lock()
 	p.cmd, p.exited = cmd, exited
@@ -800,4 +806,59 @@ func (s *Supervisor) List() []Version {
 		out = append(out, Version{k.service, k.version})
 	}
 	return out
+}
+
+func (p *proc) pgidFile() string { return p.dir + ".pgid" }
+
+// shellCommand lets sh exec a simple command in its place, so the command
+// is the process Pier signals and that dies with Pier; a compound one
+// (pipes, lists, redirections) runs under sh.
+func shellCommand(c string) string {
+	if strings.ContainsAny(c, ";&|<>()`$\n{}*?[]#~=") || strings.HasPrefix(strings.TrimSpace(c), "exec ") {
+		return c
+	}
+	return "exec " + c
+}
+
+// killLeftovers ends the process groups of versions a previous Pier ran
+// and could not stop (it was killed): Pdeathsig reaches only the direct
+// child, not what it started. A group is killed only while one of its
+// processes still works in this supervisor's directory, so a reused pid
+// is never signalled.
+func (s *Supervisor) killLeftovers() {
+	files, _ := filepath.Glob(filepath.Join(s.cfg.Dir, "*", "v*.pgid"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		os.Remove(f)
+		if err != nil {
+			continue
+		}
+		pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pgid <= 1 {
+			continue
+		}
+		dir := strings.TrimSuffix(f, ".pgid")
+		if groupWorksIn(pgid, dir) {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+}
+
+// groupWorksIn reports whether a process of group pgid has its working
+// directory under dir.
+func groupWorksIn(pgid int, dir string) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err != nil || g != pgid {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/")) {
+			return true
+		}
+	}
+	return false
 }
