@@ -8,10 +8,13 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+	"github.com/pierhq/pier/internal/contracttest"
 	"github.com/pierhq/pier/server"
+	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 // siteWorkflow quotes a domain and launches a site on it with the quote.
@@ -258,4 +261,92 @@ func TestWorkflowSetsUpMail(t *testing.T) {
 	msg := ts.Client.Do("POST", "/v1/inboxes/"+inbox+"/wait", map[string]any{"subject": "registrant", "timeoutSeconds": 20}, a.header()).JSON()["data"].(map[string]any)
 	confirmInBrowserlessForm(t, ts, confirmLink.FindString(msg["text"].(string)))
 	waitTask(t, ts, a, task, "succeeded")
+}
+
+// sameOrgKey makes another key in a's organisation, with its own scopes.
+func sameOrgKey(t *testing.T, ts *testServer, a account, scopes ...string) account {
+	t.Helper()
+	secret, hash := auth.NewKey()
+	k := store.APIKey{ID: auth.ID("key"), OrgID: a.org, Name: "other", Scopes: scopes, CreatedAt: ts.Service().Now()}
+	if err := ts.Store().Keys().Create(context.Background(), k, hash); err != nil {
+		t.Fatal(err)
+	}
+	b := a
+	b.key, b.keyID = secret, k.ID
+	b.principal = &auth.Principal{Kind: "agent", OrgID: a.org, KeyID: k.ID, Scopes: scopes, Caller: "key:" + k.ID}
+	return b
+}
+
+// A plan lends no authority: the steps run as the caller that applies it,
+// and a caller that could not make a step's call itself is refused.
+func TestWorkflowRunsWithTheAppliersAuthority(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+	domain := availableDomains(1, "dev", "wfauth")[0]
+	bundle := upload(t, ts, a, siteSaying("authority"))
+	wf := prepare(t, ts, a, siteWorkflow(a.project, bundle, domain))
+	if s := wf["steps"].([]any)[1].(map[string]any); s["needsApproval"] != false {
+		t.Fatalf("prepared with buy_domain, the purchase needs no approval: %v", s)
+	}
+	apply := func(b account) *contracttest.Response {
+		return ts.Client.Do("POST", "/v1/workflows/"+wf["workflowId"].(string)+"/apply", nil, b.header())
+	}
+	bought := func() int {
+		n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain)
+		return n
+	}
+
+	// A launch-only key cannot apply a plan that quotes and buys.
+	launchOnly := sameOrgKey(t, ts, a, "launch")
+	r := apply(launchOnly)
+	if r.StatusCode != 403 || r.JSON()["blockedBy"] != "auth:insufficient_scope" || !strings.Contains(r.JSON()["message"].(string), "quote") {
+		t.Fatalf("launch-only apply: %d %s", r.StatusCode, r.Body)
+	}
+	// A key that may quote and launch but not buy cannot apply a plan that
+	// buys without a human, as prepared.
+	noBuy := sameOrgKey(t, ts, a, "launch", "read", "quote")
+	r = apply(noBuy)
+	if r.StatusCode != 403 || r.JSON()["blockedBy"] != "auth:insufficient_scope" || !strings.Contains(r.JSON()["message"].(string), "buy_domain") {
+		t.Fatalf("apply without buy_domain: %d %s", r.StatusCode, r.Body)
+	}
+	// Another organisation does not see the plan.
+	other := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+	if r := apply(other); r.StatusCode != 404 || r.JSON()["blockedBy"] != "not_found:resource" {
+		t.Fatalf("another organisation: %d %s", r.StatusCode, r.Body)
+	}
+	if n := bought(); n != 0 {
+		t.Fatalf("a refused apply bought the domain: %d purchases", n)
+	}
+	if spent, held := budget(t, ts, a); spent != 0 || held != 0 {
+		t.Fatalf("a refused apply moved money: spent %v held %v", spent, held)
+	}
+
+	// A plan prepared without buy_domain shows a human approving the
+	// purchase; applied by a key that holds buy_domain it would skip the
+	// human, so it is stale.
+	gated := prepare(t, ts, noBuy, siteWorkflow(a.project, bundle, domain))
+	r = ts.Client.Do("POST", "/v1/workflows/"+gated["workflowId"].(string)+"/apply", nil, a.header())
+	if r.StatusCode != 409 || r.JSON()["blockedBy"] != "plan:stale" || !strings.Contains(r.JSON()["message"].(string), "approval") {
+		t.Fatalf("a gate the projection showed would vanish: %d %s", r.StatusCode, r.Body)
+	}
+
+	// Applied by another key with every scope, the steps run as that key.
+	full := sameOrgKey(t, ts, a, "launch", "read", "quote", "buy_domain")
+	r = apply(full)
+	if r.StatusCode != 202 {
+		t.Fatalf("apply: %d %s", r.StatusCode, r.Body)
+	}
+	waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	if n := bought(); n != 1 {
+		t.Fatalf("purchases %d", n)
+	}
+	entries, err := ts.Store().Ledger().Entries(context.Background(), a.org, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if (e.Action == "create_quote" || e.Action == "launch_service") && e.Actor != "key:"+full.keyID {
+			t.Errorf("%s ran as %s, not the applier key:%s", e.Action, e.Actor, full.keyID)
+		}
+	}
 }

@@ -48,13 +48,14 @@ func (e *Engine) Run(ctx context.Context, t store.Task) error {
 	if err != nil {
 		return err
 	}
-	r := &run{e: e, t: t, w: w, plan: plan, p: principalOf(w)}
+	r := &run{e: e, t: t, w: w, plan: plan}
 	if err := json.Unmarshal([]byte(t.Steps), &r.steps); err != nil {
 		return err
 	}
 	if err := json.Unmarshal([]byte(t.Payload), &r.pl); err != nil {
 		return err
 	}
+	r.p = principalOf(w, r.pl)
 	if r.pl.Outputs == nil {
 		r.pl.Outputs = map[string]map[string]any{}
 	}
@@ -373,9 +374,10 @@ func (e *Engine) Fail(ctx context.Context, t store.Task, cause error) error {
 	if err != nil {
 		return err
 	}
-	r := &run{e: e, t: t, w: w, plan: plan, p: principalOf(w)}
+	r := &run{e: e, t: t, w: w, plan: plan}
 	json.Unmarshal([]byte(t.Steps), &r.steps)
 	json.Unmarshal([]byte(t.Payload), &r.pl)
+	r.p = principalOf(w, r.pl)
 	i := 0
 	for j := range r.steps {
 		if r.steps[j].State != "succeeded" {
