@@ -350,3 +350,60 @@ func TestWorkflowRunsWithTheAppliersAuthority(t *testing.T) {
 		}
 	}
 }
+
+// prepare_workflow refuses a plan it cannot run, with a typed input error
+// and nothing written.
+func TestWorkflowPrepareRefusesInvalidPlans(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+	bundle := upload(t, ts, a, siteSaying("invalid"))
+	launch := func(id string, extra map[string]any) map[string]any {
+		args := map[string]any{"id": a.project, "name": id, "target": "edge", "bundleId": bundle}
+		for k, v := range extra {
+			args[k] = v
+		}
+		return map[string]any{"id": id, "tool": "launch_service", "arguments": args}
+	}
+	many := []any{}
+	for i := range 51 {
+		many = append(many, launch(fmt.Sprintf("s%d", i), nil))
+	}
+	// Big but under the HTTP body limit: the workflow's own size limit.
+	big := launch("big", map[string]any{"name": strings.Repeat("x", 300<<10)})
+	deep := map[string]any{"v": "x"}
+	for range 12 {
+		deep = map[string]any{"v": deep}
+	}
+	cases := []struct {
+		name  string
+		steps []any
+		want  string // in the message
+	}{
+		{"cycle", []any{
+			launch("a", map[string]any{"name": "a"}),
+			func() map[string]any { s := launch("b", nil); s["after"] = []any{"c"}; return s }(),
+			func() map[string]any { s := launch("c", nil); s["after"] = []any{"b"}; return s }(),
+		}, "cycle"},
+		{"self reference", []any{func() map[string]any { s := launch("a", nil); s["after"] = []any{"a"}; return s }()}, "itself"},
+		{"unknown operation", []any{map[string]any{"id": "x", "tool": "delete_project", "arguments": map[string]any{"id": a.project}}}, "tool"},
+		{"unknown step referenced", []any{launch("a", map[string]any{"quoteId": "${steps.nope.quoteId}"})}, "nope"},
+		{"arguments against the schema", []any{launch("a", map[string]any{"target": "moon"})}, "target"},
+		{"missing required argument", []any{map[string]any{"id": "a", "tool": "launch_service", "arguments": map[string]any{"id": a.project, "target": "edge"}}}, "name"},
+		{"too deep", []any{launch("a", map[string]any{"extra": deep})}, "deeper"},
+		{"more steps than the limit", many, "steps"},
+		{"over the size limit", []any{big}, "bytes"},
+	}
+	before := counts(t, ts, a)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := ts.Client.Do("POST", "/v1/workflows", map[string]any{"projectId": a.project, "steps": c.steps}, a.header())
+			code, _ := r.JSON()["blockedBy"].(string)
+			if r.StatusCode != 400 || !strings.HasPrefix(code, "input:") || !strings.Contains(string(r.Body), c.want) {
+				t.Fatalf("%d %.600s", r.StatusCode, r.Body)
+			}
+		})
+	}
+	if after := counts(t, ts, a); after != before {
+		t.Fatalf("a refused prepare changed something: %s, was %s", after, before)
+	}
+}
