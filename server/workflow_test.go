@@ -407,3 +407,23 @@ func TestWorkflowPrepareRefusesInvalidPlans(t *testing.T) {
 		t.Fatalf("a refused prepare changed something: %s, was %s", after, before)
 	}
 }
+
+// A plan's arguments are shown and signed: a launch step carrying secrets
+// is refused, sent as raw JSON whatever the launch model holds.
+func TestWorkflowRefusesSecretsInArguments(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+	bundle := upload(t, ts, a, siteSaying("secret"))
+	body := `{"projectId":"` + a.project + `","steps":[{"id":"site","tool":"launch_service","arguments":{"id":"` + a.project +
+		`","name":"www","target":"edge","bundleId":"` + bundle.(string) + `","secrets":{"API_TOKEN":"hunter2"}}}]}`
+	r := ts.Client.Do("POST", "/v1/workflows", body, a.header())
+	if r.StatusCode != 400 || r.JSON()["blockedBy"] != "input:invalid" || !strings.Contains(r.JSON()["message"].(string), "set_service_env") {
+		t.Fatalf("secrets in a plan: %d %s", r.StatusCode, r.Body)
+	}
+	if strings.Contains(string(r.Body), "hunter2") {
+		t.Fatalf("the refusal echoes the secret: %s", r.Body)
+	}
+	if l := ts.Client.Do("GET", "/v1/tasks", nil, a.header()).JSON()["data"].(map[string]any)["tasks"].([]any); len(l) != 0 {
+		t.Fatalf("tasks: %v", l)
+	}
+}
