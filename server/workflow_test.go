@@ -202,19 +202,32 @@ func TestWorkflowFailureUndoesWhatItCan(t *testing.T) {
 			map[string]any{"id": "plain", "tool": "launch_service", "arguments": launch("plain", nil), "after": []any{"site"}},
 			map[string]any{"id": "again", "tool": "launch_service", "arguments": launch("plain", nil), "after": []any{"plain"}},
 			map[string]any{"id": "later", "tool": "launch_service", "arguments": launch("later", nil), "after": []any{"again"}},
+			// Independent of the failure, but run after it: stopped, not
+			// started only to be undone.
+			map[string]any{"id": "solo", "tool": "launch_service", "arguments": launch("solo", nil)},
 		}})
 		r := ts.Client.Do("POST", "/v1/workflows/"+wf["workflowId"].(string)+"/apply", nil, a.header())
 		task := r.JSON()["data"].(map[string]any)["taskId"].(string)
 		failed := waitTask(t, ts, a, task, "failed")
-		report := map[string]string{}
+		report, detail := map[string]string{}, map[string]string{}
 		for _, s := range failed["result"].(map[string]any)["steps"].([]any) {
 			s := s.(map[string]any)
 			report[s["id"].(string)] = s["state"].(string)
+			detail[s["id"].(string)], _ = s["detail"].(string)
 		}
-		want := map[string]string{"q": "not_undone", "site": "not_undone", "plain": "undone", "again": "failed", "later": "skipped"}
+		want := map[string]string{"q": "not_undone", "site": "not_undone", "plain": "undone", "again": "failed", "later": "skipped", "solo": "skipped"}
 		for id, state := range want {
 			if report[id] != state {
 				t.Errorf("step %s: %s, want %s (report %v)", id, report[id], state, failed["result"])
+			}
+		}
+		if !strings.Contains(detail["later"], "depends on step again") || !strings.Contains(detail["solo"], "stopped when step again failed") {
+			t.Errorf("the report does not tell dependants from stopped steps: later %q, solo %q", detail["later"], detail["solo"])
+		}
+		services := ts.Client.Do("GET", "/v1/services", nil, a.header()).JSON()["data"].(map[string]any)["services"].([]any)
+		for _, s := range services {
+			if s.(map[string]any)["name"] == "solo" {
+				t.Errorf("a step after the failure ran: %v", s)
 			}
 		}
 		if !strings.Contains(fmt.Sprint(failed["result"]), "cannot be undone") {

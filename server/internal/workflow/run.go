@@ -297,11 +297,29 @@ func (r *run) index(id string) int {
 	return -1
 }
 
-// fail ends the task at step i: dependants are skipped, completed
-// reversible steps undone in reverse, and each step reported.
+// fail ends the task at step i: every step not yet run is skipped,
+// completed reversible steps undone in reverse, and each step reported.
+//
+// Steps that do not depend on the failed one are skipped too, on purpose:
+// a workflow is applied as a whole, and a failure rolls back what ran. A
+// step started after the failure would only be undone again, and some
+// cannot be (a domain bought, a service torn down, a registrant
+// confirmed, the mail add-on's charge), so running it would spend money
+// and change things for a plan already being rolled back. The report says
+// which skipped steps depended on the failure and which were stopped.
 func (r *run) fail(ctx context.Context, i int, msg string) error {
 	now := r.e.cfg.Now().UTC()
 	r.steps[i].State, r.steps[i].CompletedAt, r.steps[i].Detail = "failed", &now, msg
+	failed := r.plan.Steps[i].ID
+	// Steps are in run order, so one pass finds every transitive dependant.
+	dependant := map[string]bool{failed: true}
+	for _, s := range r.plan.Steps {
+		for _, d := range s.After {
+			if dependant[d] {
+				dependant[s.ID] = true
+			}
+		}
+	}
 	report := make([]stepReport, len(r.plan.Steps))
 	for j, s := range r.plan.Steps {
 		report[j] = stepReport{ID: s.ID, Tool: s.Tool, State: r.steps[j].State}
@@ -310,8 +328,12 @@ func (r *run) fail(ctx context.Context, i int, msg string) error {
 		}
 		if r.steps[j].State == "pending" || r.steps[j].State == "running" || r.steps[j].State == "input_required" {
 			if j != i {
-				r.steps[j].State, r.steps[j].Detail = "skipped", "not run: step "+r.plan.Steps[i].ID+" failed"
-				report[j].State, report[j].Detail = "skipped", r.steps[j].Detail
+				detail := "not run: the workflow stopped when step " + failed + " failed"
+				if dependant[s.ID] {
+					detail = "not run: it depends on step " + failed + ", which failed"
+				}
+				r.steps[j].State, r.steps[j].Detail = "skipped", detail
+				report[j].State, report[j].Detail = "skipped", detail
 			}
 		}
 	}
