@@ -251,6 +251,32 @@ func TestWaitForMessageWakesOnArrival(t *testing.T) {
 	if r.StatusCode != 404 || r.JSON()["blockedBy"] != "mail:no_message" {
 		t.Fatalf("timeout: %d %s", r.StatusCode, r.Body)
 	}
+
+	// With two matches, the oldest at or after `since` answers.
+	between := time.Now().UTC()
+	time.Sleep(20 * time.Millisecond)
+	if err := sendSMTP(ts.SMTPAddr(), "noreply@service.example", []string{"agent@" + domain}, "Subject: Please verify your account\n\nCode: 112233\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sendSMTP(ts.SMTPAddr(), "noreply@service.example", []string{"agent@" + domain}, "Subject: Please verify your account\n\nCode: 445566\n"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		since map[string]any
+		want  string
+	}{
+		{map[string]any{}, "998877"},
+		{map[string]any{"since": between.Format(time.RFC3339Nano)}, "112233"},
+	} {
+		args := map[string]any{"subject": "verify", "timeoutSeconds": 2}
+		for k, v := range c.since {
+			args[k] = v
+		}
+		r := ts.Client.Do("POST", "/v1/inboxes/"+inbox+"/wait", args, a.header())
+		if r.StatusCode != 200 || !strings.Contains(string(r.Body), c.want) {
+			t.Fatalf("wait %v: want %s, got %d %s", c.since, c.want, r.StatusCode, r.Body)
+		}
+	}
 }
 
 // relaySink is a second SMTP server standing for the smarthost.

@@ -216,9 +216,12 @@ type MessageFilter struct {
 	// Before pages: messages older than this one.
 	Before string
 	Limit  int
+	// Oldest lists oldest first.
+	Oldest bool
 }
 
-// Messages lists an inbox's messages, newest first.
+// Messages lists an inbox's messages, newest first (oldest first with
+// f.Oldest).
 func (db Mail) Messages(ctx context.Context, orgID, inboxID string, f MessageFilter) ([]Message, error) {
 	q := `SELECT ` + messageCols + ` FROM messages WHERE org_id = ? AND inbox_id = ?`
 	args := []any{orgID, inboxID}
@@ -242,7 +245,11 @@ func (db Mail) Messages(ctx context.Context, orgID, inboxID string, f MessageFil
 	if f.Limit <= 0 || f.Limit > 200 {
 		f.Limit = 50
 	}
-	q += ` ORDER BY received_at DESC, id DESC LIMIT ?`
+	if f.Oldest {
+		q += ` ORDER BY received_at ASC, id ASC LIMIT ?`
+	} else {
+		q += ` ORDER BY received_at DESC, id DESC LIMIT ?`
+	}
 	args = append(args, f.Limit)
 	return collect(ctx, db.ex, scanMessage, db.q(q), args...)
 }
