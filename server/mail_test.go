@@ -416,3 +416,75 @@ func confirmInBrowserlessForm(t *testing.T, ts *testServer, link string) {
 	}
 	_ = fmt.Sprint()
 }
+
+// Two setups racing, each with its own quote: one claims the domain's mail
+// and is charged; the other answers the same task and its quote is left.
+func TestConcurrentMailSetupChargesOnce(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+		c := ts.Client
+		domain := availableDomains(1, "dev", "mailrace")[0]
+		quote := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)["quoteId"]
+		r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "www", "target": "edge", "bundleId": upload(t, ts, a, siteSaying("race")), "domain": domain, "quoteId": quote}, a.header())
+		waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+
+		var quotes []any
+		for range 2 {
+			q := c.Do("POST", "/v1/quotes", map[string]any{"projectId": a.project, "items": []any{map[string]any{"kind": "email", "domain": domain}}}, a.header())
+			if q.StatusCode != 201 {
+				t.Fatalf("mail quote: %d %s", q.StatusCode, q.Body)
+			}
+			quotes = append(quotes, q.JSON()["data"].(map[string]any)["quoteId"])
+		}
+		tasks := make([]string, 2)
+		var wg sync.WaitGroup
+		for i, q := range quotes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := c.Do("POST", "/v1/domains/"+domain+"/email", map[string]any{"quoteId": q}, a.header())
+				if r.StatusCode != 202 {
+					t.Errorf("setup_email: %d %s", r.StatusCode, r.Body)
+					return
+				}
+				tasks[i] = r.JSON()["data"].(map[string]any)["taskId"].(string)
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		if tasks[0] != tasks[1] {
+			t.Fatalf("two setup tasks: %v", tasks)
+		}
+		waitTask(t, ts, a, tasks[0], "succeeded")
+		// The domain (12) and one mail add-on (3); the other quote still holds.
+		if spent, held := budget(t, ts, a); spent != 15 || held != 3 {
+			t.Fatalf("spent %v held %v", spent, held)
+		}
+
+		// Removed, the mail can be set up again with the quote left over,
+		// under the same key.
+		key := txt(dnsAnswer(t, ts, service.DKIMSelector+"._domainkey."+domain, dns.TypeTXT))
+		if r := c.Do("DELETE", "/v1/domains/"+domain+"/email", nil, a.header()); r.StatusCode != 200 {
+			t.Fatalf("remove_email: %d %s", r.StatusCode, r.Body)
+		}
+		leftQuote := quotes[1]
+		if c.Do("GET", "/v1/quotes/"+quotes[0].(string), nil, a.header()).JSON()["data"].(map[string]any)["state"] == "held" {
+			leftQuote = quotes[0]
+		}
+		r = c.Do("POST", "/v1/domains/"+domain+"/email", map[string]any{"quoteId": leftQuote}, a.header())
+		again, _ := r.JSON()["data"].(map[string]any)["taskId"].(string)
+		if r.StatusCode != 202 || again == tasks[0] {
+			t.Fatalf("setup after removal: %d %s", r.StatusCode, r.Body)
+		}
+		waitTask(t, ts, a, again, "succeeded")
+		if k := txt(dnsAnswer(t, ts, service.DKIMSelector+"._domainkey."+domain, dns.TypeTXT)); k != key {
+			t.Fatalf("the DKIM key changed: %q, was %q", k, key)
+		}
+		if spent, held := budget(t, ts, a); spent != 18 || held != 0 {
+			t.Fatalf("after setting up again: spent %v held %v", spent, held)
+		}
+	})
+}

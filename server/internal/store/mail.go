@@ -64,6 +64,31 @@ func (db Mail) PutDomain(ctx context.Context, d MailDomain) (MailDomain, error) 
 	return db.Domain(ctx, d.Domain)
 }
 
+// ClaimDomain takes a domain's mail set-up for a new setup task, in
+// state setting_up: it inserts the row, or takes over one that was
+// removed, whose setup task failed, or that belongs to another
+// organisation (the domain changed hands), keeping the key when the
+// organisation is the same. It reports false, changing nothing, when the
+// organisation already has mail set up or being set up there. The domain
+// is the key, so of concurrent claims one wins.
+func (db Mail) ClaimDomain(ctx context.Context, d MailDomain) (bool, error) {
+	res, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO mail_domains (domain, org_id, selector, private_key, public_key, state, task_id, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, 'setting_up', ?, ?, ?)
+		ON CONFLICT (domain) DO UPDATE SET
+			private_key = CASE WHEN mail_domains.org_id = excluded.org_id THEN mail_domains.private_key ELSE excluded.private_key END,
+			public_key = CASE WHEN mail_domains.org_id = excluded.org_id THEN mail_domains.public_key ELSE excluded.public_key END,
+			selector = CASE WHEN mail_domains.org_id = excluded.org_id THEN mail_domains.selector ELSE excluded.selector END,
+			org_id = excluded.org_id, state = 'setting_up', task_id = excluded.task_id, updated_at = excluded.updated_at
+		WHERE mail_domains.state = 'removed' OR mail_domains.org_id <> excluded.org_id
+			OR EXISTS (SELECT 1 FROM tasks WHERE tasks.id = mail_domains.task_id AND tasks.state IN ('failed', 'canceled'))`),
+		d.Domain, d.OrgID, d.Selector, d.PrivateKey, d.PublicKey, d.TaskID, d.CreatedAt.UnixMicro(), d.UpdatedAt.UnixMicro())
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
 // Domain reads a domain's mail set-up.
 func (db Mail) Domain(ctx context.Context, domain string) (MailDomain, error) {
 	var d MailDomain
