@@ -470,9 +470,14 @@ func TestConcurrentMailSetupChargesOnce(t *testing.T) {
 		if r := c.Do("DELETE", "/v1/domains/"+domain+"/email", nil, a.header()); r.StatusCode != 200 {
 			t.Fatalf("remove_email: %d %s", r.StatusCode, r.Body)
 		}
-		leftQuote := quotes[1]
+		spentQuote, leftQuote := quotes[0], quotes[1]
 		if c.Do("GET", "/v1/quotes/"+quotes[0].(string), nil, a.header()).JSON()["data"].(map[string]any)["state"] == "held" {
-			leftQuote = quotes[0]
+			spentQuote, leftQuote = quotes[1], quotes[0]
+		}
+		// The consumed quote is refused, with a valid action to quote again.
+		r = c.Do("POST", "/v1/domains/"+domain+"/email", map[string]any{"quoteId": spentQuote}, a.header())
+		if r.StatusCode != 409 || !strings.Contains(string(r.Body), `"kind":"email"`) {
+			t.Fatalf("setup with a consumed quote: %d %s", r.StatusCode, r.Body)
 		}
 		r = c.Do("POST", "/v1/domains/"+domain+"/email", map[string]any{"quoteId": leftQuote}, a.header())
 		again, _ := r.JSON()["data"].(map[string]any)["taskId"].(string)

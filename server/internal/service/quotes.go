@@ -382,9 +382,12 @@ func quoteArgs(projectID string, items []pricedItem) map[string]any {
 	list := []any{}
 	for _, it := range items {
 		m := map[string]any{"kind": it.Kind}
-		if it.Kind == "domain" {
+		switch it.Kind {
+		case "domain":
 			m["domain"], m["years"] = it.Domain, max(it.Years, 1)
-		} else {
+		case "email":
+			m["domain"] = it.Domain
+		default:
 			m["workload"], m["target"], m["months"] = it.Workload, it.Target, max(it.Months, 1)
 			if it.Name != "" {
 				m["name"] = it.Name
