@@ -24,6 +24,7 @@ import (
 
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 // mailDomain buys a domain with a launch, sets its mail up and makes
@@ -492,4 +493,72 @@ func TestConcurrentMailSetupChargesOnce(t *testing.T) {
 			t.Fatalf("after setting up again: spent %v held %v", spent, held)
 		}
 	})
+}
+
+// A newer registrant proposal replaces one still waiting: the older link
+// confirms nothing and its task ends. A registrant recorded under another
+// organisation is not the domain's.
+func TestRegistrantProposalsSupersedeAndStayInTheirOrganisation(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+	domain, inbox := mailDomain(t, ts, a, "mailsup")
+	c := ts.Client
+	rdap := func() string {
+		return string(c.Do("GET", "/rdap/domain/"+domain, nil, http.Header{"Accept": {"application/rdap+json"}}).Body)
+	}
+
+	// Another organisation's confirmed registrant for the name is not the
+	// domain's registrant.
+	b := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+	ctx := context.Background()
+	if _, err := ts.Store().Mail().ProposeRegistrant(ctx, store.Registrant{Domain: domain, OrgID: b.org, Contact: `{"name":"Mallory","email":"m@example.org","country":"ZZ"}`,
+		TokenHash: "other-org", TaskID: "tsk_other", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Store().Mail().ConfirmRegistrant(ctx, "other-org", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if body := rdap(); strings.Contains(body, "registrant") || strings.Contains(body, `"ZZ"`) {
+		t.Fatalf("RDAP shows another organisation's registrant: %s", body)
+	}
+	if ex := c.Do("POST", "/v1/projects/"+a.project+"/export", nil, a.header()); strings.Contains(string(ex.Body), "registrants/"+domain) {
+		t.Fatal("the leave package carries another organisation's registrant")
+	}
+
+	propose := func(country string) (task, link string) {
+		t.Helper()
+		since := time.Now().UTC().Format(time.RFC3339Nano)
+		r := c.Do("PUT", "/v1/domains/"+domain+"/registrant-contact", map[string]any{"name": "Ada Lovelace", "email": "agent@" + domain, "country": country}, a.header())
+		if r.StatusCode != 202 {
+			t.Fatalf("propose: %d %s", r.StatusCode, r.Body)
+		}
+		msg := c.Do("POST", "/v1/inboxes/"+inbox+"/wait", map[string]any{"subject": "registrant", "since": since, "timeoutSeconds": 10}, a.header()).JSON()["data"].(map[string]any)
+		return r.JSON()["data"].(map[string]any)["taskId"].(string), confirmLink.FindString(msg["text"].(string))
+	}
+	firstTask, firstLink := propose("GB")
+	time.Sleep(10 * time.Millisecond)
+	secondTask, secondLink := propose("FR")
+	if firstLink == "" || firstLink == secondLink {
+		t.Fatalf("links: %q %q", firstLink, secondLink)
+	}
+	// The older link no longer confirms: its page says so, and so does
+	// its button.
+	page, err := http.Get(ts.URL + firstLink[strings.Index(firstLink, "/registrant/"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	if page.StatusCode != 409 || !strings.Contains(string(html), "newer proposal") {
+		t.Fatalf("superseded link: %d %s", page.StatusCode, html)
+	}
+	failed := waitTask(t, ts, a, firstTask, "failed")
+	if !strings.Contains(fmt.Sprint(failed["result"]), secondTask) {
+		t.Fatalf("the superseded task does not name its successor: %v", failed)
+	}
+	confirmInBrowserlessForm(t, ts, secondLink)
+	waitTask(t, ts, a, secondTask, "succeeded")
+	if body := rdap(); !strings.Contains(body, `"cc":"FR"`) {
+		t.Fatalf("RDAP after the newer proposal: %s", body)
+	}
 }

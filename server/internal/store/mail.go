@@ -317,11 +317,21 @@ func (db Mail) DeleteMessage(ctx context.Context, orgID, id string) (Message, er
 	return m, err
 }
 
-// ProposeRegistrant stores a registrant waiting for confirmation.
-func (db Mail) ProposeRegistrant(ctx context.Context, r Registrant) error {
-	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO registrant_contacts (domain, org_id, contact, token_hash, task_id, state, created_at) VALUES (?, ?, ?, ?, ?, 'pending', ?)`),
+// ProposeRegistrant stores a registrant waiting for confirmation. Older
+// proposals for the domain still pending are superseded, so their links no
+// longer confirm anything; it returns them, for their tasks to end. Call
+// it in a transaction.
+func (db Mail) ProposeRegistrant(ctx context.Context, r Registrant) ([]Registrant, error) {
+	older, err := collect(ctx, db.ex, scanRegistrant, db.q(`SELECT `+registrantCols+` FROM registrant_contacts WHERE domain = ? AND state = 'pending'`), r.Domain)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.ex.ExecContext(ctx, db.q(`UPDATE registrant_contacts SET state = 'superseded' WHERE domain = ? AND state = 'pending'`), r.Domain); err != nil {
+		return nil, err
+	}
+	_, err = db.ex.ExecContext(ctx, db.q(`INSERT INTO registrant_contacts (domain, org_id, contact, token_hash, task_id, state, created_at) VALUES (?, ?, ?, ?, ?, 'pending', ?)`),
 		r.Domain, r.OrgID, r.Contact, r.TokenHash, r.TaskID, r.CreatedAt.UnixMicro())
-	return err
+	return older, err
 }
 
 const registrantCols = `domain, org_id, contact, token_hash, task_id, state, created_at, confirmed_at`
@@ -360,7 +370,9 @@ func (db Mail) ConfirmRegistrant(ctx context.Context, hash string, now time.Time
 	return nil
 }
 
-// CurrentRegistrant is a domain's latest confirmed registrant.
-func (db Mail) CurrentRegistrant(ctx context.Context, domain string) (Registrant, error) {
-	return scanRegistrant(db.ex.QueryRowContext(ctx, db.q(`SELECT `+registrantCols+` FROM registrant_contacts WHERE domain = ? AND state = 'confirmed' ORDER BY confirmed_at DESC LIMIT 1`), domain))
+// CurrentRegistrant is the latest registrant confirmed for the
+// organisation's domain; one confirmed under another organisation does
+// not count.
+func (db Mail) CurrentRegistrant(ctx context.Context, orgID, domain string) (Registrant, error) {
+	return scanRegistrant(db.ex.QueryRowContext(ctx, db.q(`SELECT `+registrantCols+` FROM registrant_contacts WHERE domain = ? AND org_id = ? AND state = 'confirmed' ORDER BY confirmed_at DESC LIMIT 1`), domain, orgID))
 }
