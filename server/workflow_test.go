@@ -271,6 +271,14 @@ func TestWorkflowSetsUpMail(t *testing.T) {
 	}
 	r = ts.Client.Do("POST", "/v1/workflows/"+reg["workflowId"].(string)+"/apply", nil, a.header())
 	task := r.JSON()["data"].(map[string]any)["taskId"].(string)
+	// While the person has not confirmed, the task points at the mail, not
+	// at an approval page that does not exist.
+	if waiting := waitTask(t, ts, a, task, "input_required"); waiting["approvalUrl"] != nil {
+		t.Fatalf("an approval URL without a gate: %v", waiting)
+	}
+	if body := string(ts.Client.Do("GET", "/v1/tasks/"+task, nil, a.header()).Body); strings.Contains(body, "/approvals/") || !strings.Contains(body, "confirm_email") {
+		t.Fatalf("the waiting workflow's actions: %s", body)
+	}
 	msg := ts.Client.Do("POST", "/v1/inboxes/"+inbox+"/wait", map[string]any{"subject": "registrant", "timeoutSeconds": 20}, a.header()).JSON()["data"].(map[string]any)
 	confirmInBrowserlessForm(t, ts, confirmLink.FindString(msg["text"].(string)))
 	waitTask(t, ts, a, task, "succeeded")
