@@ -24,6 +24,7 @@ import (
 
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 // mailDomain buys a domain with a launch, sets its mail up and makes
@@ -251,6 +252,32 @@ func TestWaitForMessageWakesOnArrival(t *testing.T) {
 	if r.StatusCode != 404 || r.JSON()["blockedBy"] != "mail:no_message" {
 		t.Fatalf("timeout: %d %s", r.StatusCode, r.Body)
 	}
+
+	// With two matches, the oldest at or after `since` answers.
+	between := time.Now().UTC()
+	time.Sleep(20 * time.Millisecond)
+	if err := sendSMTP(ts.SMTPAddr(), "noreply@service.example", []string{"agent@" + domain}, "Subject: Please verify your account\n\nCode: 112233\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sendSMTP(ts.SMTPAddr(), "noreply@service.example", []string{"agent@" + domain}, "Subject: Please verify your account\n\nCode: 445566\n"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		since map[string]any
+		want  string
+	}{
+		{map[string]any{}, "998877"},
+		{map[string]any{"since": between.Format(time.RFC3339Nano)}, "112233"},
+	} {
+		args := map[string]any{"subject": "verify", "timeoutSeconds": 2}
+		for k, v := range c.since {
+			args[k] = v
+		}
+		r := ts.Client.Do("POST", "/v1/inboxes/"+inbox+"/wait", args, a.header())
+		if r.StatusCode != 200 || !strings.Contains(string(r.Body), c.want) {
+			t.Fatalf("wait %v: want %s, got %d %s", c.since, c.want, r.StatusCode, r.Body)
+		}
+	}
 }
 
 // relaySink is a second SMTP server standing for the smarthost.
@@ -389,4 +416,149 @@ func confirmInBrowserlessForm(t *testing.T, ts *testServer, link string) {
 		t.Fatalf("confirm: %d %s", res.StatusCode, out)
 	}
 	_ = fmt.Sprint()
+}
+
+// Two setups racing, each with its own quote: one claims the domain's mail
+// and is charged; the other answers the same task and its quote is left.
+func TestConcurrentMailSetupChargesOnce(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+		c := ts.Client
+		domain := availableDomains(1, "dev", "mailrace")[0]
+		quote := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)["quoteId"]
+		r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "www", "target": "edge", "bundleId": upload(t, ts, a, siteSaying("race")), "domain": domain, "quoteId": quote}, a.header())
+		waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+
+		var quotes []any
+		for range 2 {
+			q := c.Do("POST", "/v1/quotes", map[string]any{"projectId": a.project, "items": []any{map[string]any{"kind": "email", "domain": domain}}}, a.header())
+			if q.StatusCode != 201 {
+				t.Fatalf("mail quote: %d %s", q.StatusCode, q.Body)
+			}
+			quotes = append(quotes, q.JSON()["data"].(map[string]any)["quoteId"])
+		}
+		tasks := make([]string, 2)
+		var wg sync.WaitGroup
+		for i, q := range quotes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := c.Do("POST", "/v1/domains/"+domain+"/email", map[string]any{"quoteId": q}, a.header())
+				if r.StatusCode != 202 {
+					t.Errorf("setup_email: %d %s", r.StatusCode, r.Body)
+					return
+				}
+				tasks[i] = r.JSON()["data"].(map[string]any)["taskId"].(string)
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		if tasks[0] != tasks[1] {
+			t.Fatalf("two setup tasks: %v", tasks)
+		}
+		waitTask(t, ts, a, tasks[0], "succeeded")
+		// The domain (12) and one mail add-on (3); the other quote still holds.
+		if spent, held := budget(t, ts, a); spent != 15 || held != 3 {
+			t.Fatalf("spent %v held %v", spent, held)
+		}
+
+		// Removed, the mail can be set up again with the quote left over,
+		// under the same key.
+		key := txt(dnsAnswer(t, ts, service.DKIMSelector+"._domainkey."+domain, dns.TypeTXT))
+		if r := c.Do("DELETE", "/v1/domains/"+domain+"/email", nil, a.header()); r.StatusCode != 200 {
+			t.Fatalf("remove_email: %d %s", r.StatusCode, r.Body)
+		}
+		spentQuote, leftQuote := quotes[0], quotes[1]
+		if c.Do("GET", "/v1/quotes/"+quotes[0].(string), nil, a.header()).JSON()["data"].(map[string]any)["state"] == "held" {
+			spentQuote, leftQuote = quotes[1], quotes[0]
+		}
+		// The consumed quote is refused, with a valid action to quote again.
+		r = c.Do("POST", "/v1/domains/"+domain+"/email", map[string]any{"quoteId": spentQuote}, a.header())
+		if r.StatusCode != 409 || !strings.Contains(string(r.Body), `"kind":"email"`) {
+			t.Fatalf("setup with a consumed quote: %d %s", r.StatusCode, r.Body)
+		}
+		r = c.Do("POST", "/v1/domains/"+domain+"/email", map[string]any{"quoteId": leftQuote}, a.header())
+		again, _ := r.JSON()["data"].(map[string]any)["taskId"].(string)
+		if r.StatusCode != 202 || again == tasks[0] {
+			t.Fatalf("setup after removal: %d %s", r.StatusCode, r.Body)
+		}
+		waitTask(t, ts, a, again, "succeeded")
+		if k := txt(dnsAnswer(t, ts, service.DKIMSelector+"._domainkey."+domain, dns.TypeTXT)); k != key {
+			t.Fatalf("the DKIM key changed: %q, was %q", k, key)
+		}
+		if spent, held := budget(t, ts, a); spent != 18 || held != 0 {
+			t.Fatalf("after setting up again: spent %v held %v", spent, held)
+		}
+	})
+}
+
+// A newer registrant proposal replaces one still waiting: the older link
+// confirms nothing and its task ends. A registrant recorded under another
+// organisation is not the domain's.
+func TestRegistrantProposalsSupersedeAndStayInTheirOrganisation(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+	domain, inbox := mailDomain(t, ts, a, "mailsup")
+	c := ts.Client
+	rdap := func() string {
+		return string(c.Do("GET", "/rdap/domain/"+domain, nil, http.Header{"Accept": {"application/rdap+json"}}).Body)
+	}
+
+	// Another organisation's confirmed registrant for the name is not the
+	// domain's registrant.
+	b := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+	ctx := context.Background()
+	if _, err := ts.Store().Mail().ProposeRegistrant(ctx, store.Registrant{Domain: domain, OrgID: b.org, Contact: `{"name":"Mallory","email":"m@example.org","country":"ZZ"}`,
+		TokenHash: "other-org", TaskID: "tsk_other", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Store().Mail().ConfirmRegistrant(ctx, "other-org", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if body := rdap(); strings.Contains(body, "registrant") || strings.Contains(body, `"ZZ"`) {
+		t.Fatalf("RDAP shows another organisation's registrant: %s", body)
+	}
+	if ex := c.Do("POST", "/v1/projects/"+a.project+"/export", nil, a.header()); strings.Contains(string(ex.Body), "registrants/"+domain) {
+		t.Fatal("the leave package carries another organisation's registrant")
+	}
+
+	propose := func(country string) (task, link string) {
+		t.Helper()
+		since := time.Now().UTC().Format(time.RFC3339Nano)
+		r := c.Do("PUT", "/v1/domains/"+domain+"/registrant-contact", map[string]any{"name": "Ada Lovelace", "email": "agent@" + domain, "country": country}, a.header())
+		if r.StatusCode != 202 {
+			t.Fatalf("propose: %d %s", r.StatusCode, r.Body)
+		}
+		msg := c.Do("POST", "/v1/inboxes/"+inbox+"/wait", map[string]any{"subject": "registrant", "since": since, "timeoutSeconds": 10}, a.header()).JSON()["data"].(map[string]any)
+		return r.JSON()["data"].(map[string]any)["taskId"].(string), confirmLink.FindString(msg["text"].(string))
+	}
+	firstTask, firstLink := propose("GB")
+	time.Sleep(10 * time.Millisecond)
+	secondTask, secondLink := propose("FR")
+	if firstLink == "" || firstLink == secondLink {
+		t.Fatalf("links: %q %q", firstLink, secondLink)
+	}
+	// The older link no longer confirms: its page says so, and so does
+	// its button.
+	page, err := http.Get(ts.URL + firstLink[strings.Index(firstLink, "/registrant/"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	if page.StatusCode != 409 || !strings.Contains(string(html), "newer proposal") {
+		t.Fatalf("superseded link: %d %s", page.StatusCode, html)
+	}
+	failed := waitTask(t, ts, a, firstTask, "failed")
+	if !strings.Contains(fmt.Sprint(failed["result"]), secondTask) {
+		t.Fatalf("the superseded task does not name its successor: %v", failed)
+	}
+	confirmInBrowserlessForm(t, ts, secondLink)
+	waitTask(t, ts, a, secondTask, "succeeded")
+	if body := rdap(); !strings.Contains(body, `"cc":"FR"`) {
+		t.Fatalf("RDAP after the newer proposal: %s", body)
+	}
 }

@@ -8,10 +8,13 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+	"github.com/pierhq/pier/internal/contracttest"
 	"github.com/pierhq/pier/server"
+	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 // siteWorkflow quotes a domain and launches a site on it with the quote.
@@ -199,19 +202,32 @@ func TestWorkflowFailureUndoesWhatItCan(t *testing.T) {
 			map[string]any{"id": "plain", "tool": "launch_service", "arguments": launch("plain", nil), "after": []any{"site"}},
 			map[string]any{"id": "again", "tool": "launch_service", "arguments": launch("plain", nil), "after": []any{"plain"}},
 			map[string]any{"id": "later", "tool": "launch_service", "arguments": launch("later", nil), "after": []any{"again"}},
+			// Independent of the failure, but run after it: stopped, not
+			// started only to be undone.
+			map[string]any{"id": "solo", "tool": "launch_service", "arguments": launch("solo", nil)},
 		}})
 		r := ts.Client.Do("POST", "/v1/workflows/"+wf["workflowId"].(string)+"/apply", nil, a.header())
 		task := r.JSON()["data"].(map[string]any)["taskId"].(string)
 		failed := waitTask(t, ts, a, task, "failed")
-		report := map[string]string{}
+		report, detail := map[string]string{}, map[string]string{}
 		for _, s := range failed["result"].(map[string]any)["steps"].([]any) {
 			s := s.(map[string]any)
 			report[s["id"].(string)] = s["state"].(string)
+			detail[s["id"].(string)], _ = s["detail"].(string)
 		}
-		want := map[string]string{"q": "not_undone", "site": "not_undone", "plain": "undone", "again": "failed", "later": "skipped"}
+		want := map[string]string{"q": "not_undone", "site": "not_undone", "plain": "undone", "again": "failed", "later": "skipped", "solo": "skipped"}
 		for id, state := range want {
 			if report[id] != state {
 				t.Errorf("step %s: %s, want %s (report %v)", id, report[id], state, failed["result"])
+			}
+		}
+		if !strings.Contains(detail["later"], "depends on step again") || !strings.Contains(detail["solo"], "stopped when step again failed") {
+			t.Errorf("the report does not tell dependants from stopped steps: later %q, solo %q", detail["later"], detail["solo"])
+		}
+		services := ts.Client.Do("GET", "/v1/services", nil, a.header()).JSON()["data"].(map[string]any)["services"].([]any)
+		for _, s := range services {
+			if s.(map[string]any)["name"] == "solo" {
+				t.Errorf("a step after the failure ran: %v", s)
 			}
 		}
 		if !strings.Contains(fmt.Sprint(failed["result"]), "cannot be undone") {
@@ -255,7 +271,180 @@ func TestWorkflowSetsUpMail(t *testing.T) {
 	}
 	r = ts.Client.Do("POST", "/v1/workflows/"+reg["workflowId"].(string)+"/apply", nil, a.header())
 	task := r.JSON()["data"].(map[string]any)["taskId"].(string)
+	// While the person has not confirmed, the task points at the mail, not
+	// at an approval page that does not exist.
+	if waiting := waitTask(t, ts, a, task, "input_required"); waiting["approvalUrl"] != nil {
+		t.Fatalf("an approval URL without a gate: %v", waiting)
+	}
+	if body := string(ts.Client.Do("GET", "/v1/tasks/"+task, nil, a.header()).Body); strings.Contains(body, "/approvals/") || !strings.Contains(body, "confirm_email") {
+		t.Fatalf("the waiting workflow's actions: %s", body)
+	}
 	msg := ts.Client.Do("POST", "/v1/inboxes/"+inbox+"/wait", map[string]any{"subject": "registrant", "timeoutSeconds": 20}, a.header()).JSON()["data"].(map[string]any)
 	confirmInBrowserlessForm(t, ts, confirmLink.FindString(msg["text"].(string)))
 	waitTask(t, ts, a, task, "succeeded")
+}
+
+// sameOrgKey makes another key in a's organisation, with its own scopes.
+func sameOrgKey(t *testing.T, ts *testServer, a account, scopes ...string) account {
+	t.Helper()
+	secret, hash := auth.NewKey()
+	k := store.APIKey{ID: auth.ID("key"), OrgID: a.org, Name: "other", Scopes: scopes, CreatedAt: ts.Service().Now()}
+	if err := ts.Store().Keys().Create(context.Background(), k, hash); err != nil {
+		t.Fatal(err)
+	}
+	b := a
+	b.key, b.keyID = secret, k.ID
+	b.principal = &auth.Principal{Kind: "agent", OrgID: a.org, KeyID: k.ID, Scopes: scopes, Caller: "key:" + k.ID}
+	return b
+}
+
+// A plan lends no authority: the steps run as the caller that applies it,
+// and a caller that could not make a step's call itself is refused.
+func TestWorkflowRunsWithTheAppliersAuthority(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+	domain := availableDomains(1, "dev", "wfauth")[0]
+	bundle := upload(t, ts, a, siteSaying("authority"))
+	wf := prepare(t, ts, a, siteWorkflow(a.project, bundle, domain))
+	if s := wf["steps"].([]any)[1].(map[string]any); s["needsApproval"] != false {
+		t.Fatalf("prepared with buy_domain, the purchase needs no approval: %v", s)
+	}
+	apply := func(b account) *contracttest.Response {
+		return ts.Client.Do("POST", "/v1/workflows/"+wf["workflowId"].(string)+"/apply", nil, b.header())
+	}
+	bought := func() int {
+		n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain)
+		return n
+	}
+
+	// A launch-only key cannot apply a plan that quotes and buys.
+	launchOnly := sameOrgKey(t, ts, a, "launch")
+	r := apply(launchOnly)
+	if r.StatusCode != 403 || r.JSON()["blockedBy"] != "auth:insufficient_scope" || !strings.Contains(r.JSON()["message"].(string), "quote") {
+		t.Fatalf("launch-only apply: %d %s", r.StatusCode, r.Body)
+	}
+	// A key that may quote and launch but not buy cannot apply a plan that
+	// buys without a human, as prepared.
+	noBuy := sameOrgKey(t, ts, a, "launch", "read", "quote")
+	r = apply(noBuy)
+	if r.StatusCode != 403 || r.JSON()["blockedBy"] != "auth:insufficient_scope" || !strings.Contains(r.JSON()["message"].(string), "buy_domain") {
+		t.Fatalf("apply without buy_domain: %d %s", r.StatusCode, r.Body)
+	}
+	// Another organisation does not see the plan.
+	other := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+	if r := apply(other); r.StatusCode != 404 || r.JSON()["blockedBy"] != "not_found:resource" {
+		t.Fatalf("another organisation: %d %s", r.StatusCode, r.Body)
+	}
+	if n := bought(); n != 0 {
+		t.Fatalf("a refused apply bought the domain: %d purchases", n)
+	}
+	if spent, held := budget(t, ts, a); spent != 0 || held != 0 {
+		t.Fatalf("a refused apply moved money: spent %v held %v", spent, held)
+	}
+
+	// A plan prepared without buy_domain shows a human approving the
+	// purchase; applied by a key that holds buy_domain it would skip the
+	// human, so it is stale.
+	gated := prepare(t, ts, noBuy, siteWorkflow(a.project, bundle, domain))
+	r = ts.Client.Do("POST", "/v1/workflows/"+gated["workflowId"].(string)+"/apply", nil, a.header())
+	if r.StatusCode != 409 || r.JSON()["blockedBy"] != "plan:stale" || !strings.Contains(r.JSON()["message"].(string), "approval") {
+		t.Fatalf("a gate the projection showed would vanish: %d %s", r.StatusCode, r.Body)
+	}
+
+	// Applied by another key with every scope, the steps run as that key.
+	full := sameOrgKey(t, ts, a, "launch", "read", "quote", "buy_domain")
+	r = apply(full)
+	if r.StatusCode != 202 {
+		t.Fatalf("apply: %d %s", r.StatusCode, r.Body)
+	}
+	waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	if n := bought(); n != 1 {
+		t.Fatalf("purchases %d", n)
+	}
+	entries, err := ts.Store().Ledger().Entries(context.Background(), a.org, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if (e.Action == "create_quote" || e.Action == "launch_service") && e.Actor != "key:"+full.keyID {
+			t.Errorf("%s ran as %s, not the applier key:%s", e.Action, e.Actor, full.keyID)
+		}
+	}
+}
+
+// prepare_workflow refuses a plan it cannot run, with a typed input error
+// and nothing written.
+func TestWorkflowPrepareRefusesInvalidPlans(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+	bundle := upload(t, ts, a, siteSaying("invalid"))
+	launch := func(id string, extra map[string]any) map[string]any {
+		args := map[string]any{"id": a.project, "name": id, "target": "edge", "bundleId": bundle}
+		for k, v := range extra {
+			args[k] = v
+		}
+		return map[string]any{"id": id, "tool": "launch_service", "arguments": args}
+	}
+	many := []any{}
+	for i := range 51 {
+		many = append(many, launch(fmt.Sprintf("s%d", i), nil))
+	}
+	// Big but under the HTTP body limit: the workflow's own size limit.
+	big := launch("big", map[string]any{"name": strings.Repeat("x", 300<<10)})
+	deep := map[string]any{"v": "x"}
+	for range 12 {
+		deep = map[string]any{"v": deep}
+	}
+	cases := []struct {
+		name  string
+		steps []any
+		want  string // in the message
+	}{
+		{"cycle", []any{
+			launch("a", map[string]any{"name": "a"}),
+			func() map[string]any { s := launch("b", nil); s["after"] = []any{"c"}; return s }(),
+			func() map[string]any { s := launch("c", nil); s["after"] = []any{"b"}; return s }(),
+		}, "cycle"},
+		{"self reference", []any{func() map[string]any { s := launch("a", nil); s["after"] = []any{"a"}; return s }()}, "itself"},
+		{"unknown operation", []any{map[string]any{"id": "x", "tool": "delete_project", "arguments": map[string]any{"id": a.project}}}, "tool"},
+		{"unknown step referenced", []any{launch("a", map[string]any{"quoteId": "${steps.nope.quoteId}"})}, "nope"},
+		{"arguments against the schema", []any{launch("a", map[string]any{"target": "moon"})}, "target"},
+		{"missing required argument", []any{map[string]any{"id": "a", "tool": "launch_service", "arguments": map[string]any{"id": a.project, "target": "edge"}}}, "name"},
+		{"too deep", []any{launch("a", map[string]any{"extra": deep})}, "deeper"},
+		{"more steps than the limit", many, "steps"},
+		{"over the size limit", []any{big}, "bytes"},
+	}
+	before := counts(t, ts, a)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := ts.Client.Do("POST", "/v1/workflows", map[string]any{"projectId": a.project, "steps": c.steps}, a.header())
+			code, _ := r.JSON()["blockedBy"].(string)
+			if r.StatusCode != 400 || !strings.HasPrefix(code, "input:") || !strings.Contains(string(r.Body), c.want) {
+				t.Fatalf("%d %.600s", r.StatusCode, r.Body)
+			}
+		})
+	}
+	if after := counts(t, ts, a); after != before {
+		t.Fatalf("a refused prepare changed something: %s, was %s", after, before)
+	}
+}
+
+// A plan's arguments are shown and signed: a launch step carrying secrets
+// is refused, sent as raw JSON whatever the launch model holds.
+func TestWorkflowRefusesSecretsInArguments(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+	bundle := upload(t, ts, a, siteSaying("secret"))
+	body := `{"projectId":"` + a.project + `","steps":[{"id":"site","tool":"launch_service","arguments":{"id":"` + a.project +
+		`","name":"www","target":"edge","bundleId":"` + bundle.(string) + `","secrets":{"API_TOKEN":"hunter2"}}}]}`
+	r := ts.Client.Do("POST", "/v1/workflows", body, a.header())
+	if r.StatusCode != 400 || r.JSON()["blockedBy"] != "input:invalid" || !strings.Contains(r.JSON()["message"].(string), "set_service_env") {
+		t.Fatalf("secrets in a plan: %d %s", r.StatusCode, r.Body)
+	}
+	if strings.Contains(string(r.Body), "hunter2") {
+		t.Fatalf("the refusal echoes the secret: %s", r.Body)
+	}
+	if l := ts.Client.Do("GET", "/v1/tasks", nil, a.header()).JSON()["data"].(map[string]any)["tasks"].([]any); len(l) != 0 {
+		t.Fatalf("tasks: %v", l)
+	}
 }

@@ -105,9 +105,8 @@ func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req 
 		return nil, nil, apierr.Newf("conflict:state", "%s is not a domain your organisation owns; mail is set up on owned domains", domain).
 			WithActions(actions.Tool("list_domains", "agent", nil))
 	}
-	if d, err := s.store.Mail().Domain(ctx, domain); err == nil && d.State != "removed" && d.OrgID == p.OrgID {
-		view, next, err := s.tasks.Get(ctx, p.OrgID, d.TaskID)
-		return view, next, err
+	if view, next, ok := s.setupUnderWay(ctx, p, domain); ok {
+		return view, next, nil
 	}
 	q, err := s.store.Quotes().Get(ctx, p.OrgID, req.QuoteId)
 	if errors.Is(err, store.ErrNotFound) {
@@ -123,10 +122,25 @@ func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req 
 			WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": q.ProjectID,
 				"items": []any{map[string]any{"kind": "email", "domain": domain}}}))
 	}
+	privateKey, publicKey, err := newDKIMKey()
+	if err != nil {
+		return nil, nil, err
+	}
 	now := s.Now().UTC()
 	task := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: q.ProjectID, Kind: "email_setup", State: "queued", CreatedAt: now, UpdatedAt: now}
 	steps := []taskStep{{Name: StepDKIMKey, State: "pending"}, {Name: StepMailRecord, State: "pending"}, {Name: StepMailVerify, State: "pending"}}
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+		// Claim the domain's mail before consuming the quote, in the same
+		// transaction: of concurrent setups one claims and pays, and the
+		// others answer its task.
+		won, err := tx.Mail().ClaimDomain(ctx, store.MailDomain{Domain: domain, OrgID: p.OrgID, Selector: DKIMSelector,
+			PrivateKey: privateKey, PublicKey: publicKey, TaskID: task.ID, CreatedAt: now, UpdatedAt: now})
+		if err != nil {
+			return err
+		}
+		if !won {
+			return errMailClaimed
+		}
 		c, err := s.quotes.Consume(ctx, tx, p, q.ProjectID, q.ID)
 		if err != nil {
 			return err
@@ -144,6 +158,13 @@ func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req 
 			Details: map[string]any{"taskId": task.ID, "quoteId": q.ID, "amountMicroUsd": c.AmountMicro}}, now)
 		return err
 	})
+	if errors.Is(err, errMailClaimed) {
+		if view, next, ok := s.setupUnderWay(ctx, p, domain); ok {
+			return view, next, nil
+		}
+		return nil, nil, apierr.Newf("conflict:state", "mail for %s is being set up by another request; look again", domain).
+			WithActions(actions.Retry("setup_email", "agent", map[string]any{"domain": domain, "quoteId": req.QuoteId}, 1))
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -151,6 +172,37 @@ func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req 
 		s.log.Warn("enqueue email setup", "task", task.ID, "err", err)
 	}
 	return s.tasks.Get(ctx, p.OrgID, task.ID)
+}
+
+// errMailClaimed is a setup that lost the claim on the domain's mail.
+var errMailClaimed = errors.New("mail for the domain is set up or being set up")
+
+// setupUnderWay answers the task of the organisation's mail set-up on
+// domain when there is one that has not failed: set_up or being set up.
+func (s *Mail) setupUnderWay(ctx context.Context, p *auth.Principal, domain string) (*models.TaskHandle, []models.Action, bool) {
+	d, err := s.store.Mail().Domain(ctx, domain)
+	if err != nil || d.State == "removed" || d.OrgID != p.OrgID {
+		return nil, nil, false
+	}
+	view, next, err := s.tasks.Get(ctx, p.OrgID, d.TaskID)
+	if err != nil || view.State == models.TaskHandleStateFailed || view.State == models.TaskHandleStateCanceled {
+		return nil, nil, false
+	}
+	return view, next, true
+}
+
+// newDKIMKey makes a domain's signing key: the private key as PKCS #8
+// PEM, kept on the server, and the public key as DNS publishes it.
+func newDKIMKey() (private, public string, err error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return "", "", err
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), base64.StdEncoding.EncodeToString(pub), nil
 }
 
 // runSetup works an email setup task.
@@ -162,18 +214,15 @@ func (s *Mail) runSetup(ctx context.Context, t store.Task) error {
 	}
 	var d store.MailDomain
 	err = rt.do(ctx, &pl, StepDKIMKey, func() (string, error) {
-		pub, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return "", err
-		}
-		der, err := x509.MarshalPKCS8PrivateKey(priv)
+		// Setup claimed the domain with its key; a task queued before
+		// setups claimed makes the key here.
+		privateKey, publicKey, err := newDKIMKey()
 		if err != nil {
 			return "", err
 		}
 		now := s.Now().UTC()
 		d, err = s.store.Mail().PutDomain(ctx, store.MailDomain{Domain: pl.Domain, OrgID: t.OrgID, Selector: DKIMSelector,
-			PrivateKey: string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), PublicKey: base64.StdEncoding.EncodeToString(pub),
-			State: "setting_up", TaskID: t.ID, CreatedAt: now, UpdatedAt: now})
+			PrivateKey: privateKey, PublicKey: publicKey, State: "setting_up", TaskID: t.ID, CreatedAt: now, UpdatedAt: now})
 		if err != nil {
 			return "", err
 		}

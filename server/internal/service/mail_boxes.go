@@ -187,8 +187,11 @@ func (s *Mail) DeleteMessage(ctx context.Context, orgID, id string) (*models.Mes
 	return &v, []models.Action{actions.Stop("done")}, nil
 }
 
-// WaitForMessage answers the first message in the inbox that matches, as
-// soon as it is there, or mail:no_message at the deadline.
+// WaitForMessage answers the oldest message in the inbox that matches and
+// arrived at or after `since` (any time when `since` is not given), as soon
+// as there is one, or mail:no_message at the deadline. Oldest, because a
+// verification flow that waits from the moment it asked wants the first
+// answer to that request, not a later one.
 func (s *Mail) WaitForMessage(ctx context.Context, orgID, inboxID string, req models.WaitForMessageRequest) (*models.Message, []models.Action, error) {
 	if err := s.inbox(ctx, orgID, inboxID); err != nil {
 		return nil, nil, err
@@ -197,7 +200,7 @@ func (s *Mail) WaitForMessage(ctx context.Context, orgID, inboxID string, req mo
 	if req.TimeoutSeconds != nil {
 		timeout = time.Duration(*req.TimeoutSeconds) * time.Second
 	}
-	f := store.MessageFilter{Limit: 1}
+	f := store.MessageFilter{Limit: 1, Oldest: true}
 	if req.From != nil {
 		f.From = *req.From
 	}
@@ -217,8 +220,6 @@ func (s *Mail) WaitForMessage(ctx context.Context, orgID, inboxID string, req mo
 			return nil, nil, err
 		}
 		if len(l) > 0 {
-			// The oldest match since `since` is what a verification flow
-			// wants; Messages answers newest first, so look again from it.
 			v := messageView(l[0])
 			return &v, []models.Action{actions.Tool("get_message", "agent", map[string]any{"id": l[0].ID})}, nil
 		}

@@ -154,10 +154,18 @@ func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain stri
 		if err := tx.Tasks().Insert(ctx, task); err != nil {
 			return err
 		}
-		if err := tx.Mail().ProposeRegistrant(ctx, store.Registrant{Domain: domain, OrgID: p.OrgID, Contact: string(cj), TokenHash: hex.EncodeToString(sum[:]), TaskID: task.ID, CreatedAt: now}); err != nil {
+		older, err := tx.Mail().ProposeRegistrant(ctx, store.Registrant{Domain: domain, OrgID: p.OrgID, Contact: string(cj), TokenHash: hex.EncodeToString(sum[:]), TaskID: task.ID, CreatedAt: now})
+		if err != nil {
 			return err
 		}
-		_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "set_registrant_contact", ObjectType: "domain", ObjectID: domain,
+		// A newer proposal replaces any still waiting: their links stop
+		// working and their tasks end.
+		for _, o := range older {
+			if err := supersedeRegistrantTask(ctx, tx, o, task.ID, now); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "set_registrant_contact", ObjectType: "domain", ObjectID: domain,
 			Details: map[string]any{"taskId": task.ID, "emailSentTo": email}}, now)
 		return err
 	})
@@ -169,6 +177,37 @@ func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain stri
 		return nil, nil, err
 	}
 	return view, []models.Action{actions.Manual("confirm_email", "human"), actions.Retry("get_task", "agent", map[string]any{"id": task.ID}, 5)}, nil
+}
+
+// supersedeRegistrantTask fails the task of a proposal a newer one
+// replaced.
+func supersedeRegistrantTask(ctx context.Context, tx *store.Tx, r store.Registrant, newer string, now time.Time) error {
+	t, err := tx.Tasks().Lock(ctx, r.OrgID, r.TaskID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch t.State {
+	case "succeeded", "failed", "canceled":
+		return nil
+	}
+	msg := "a newer proposal for " + r.Domain + " (task " + newer + ") replaced this one; its confirmation link no longer works"
+	var steps []taskStep
+	json.Unmarshal([]byte(t.Steps), &steps)
+	for i := range steps {
+		if steps[i].State != "succeeded" {
+			steps[i].State, steps[i].Detail = "skipped", msg
+		}
+	}
+	if len(steps) > 0 {
+		steps[0].State = "failed"
+	}
+	sj, _ := json.Marshal(steps)
+	res, _ := json.Marshal(map[string]any{"error": msg, "blockedBy": "conflict:state", "retryable": false, "domain": r.Domain, "supersededBy": newer})
+	t.Steps, t.State, t.Result, t.GateID, t.UpdatedAt = string(sj), "failed", string(res), "", now
+	return tx.Tasks().Update(ctx, t)
 }
 
 func hostOnly(u string) string {
@@ -232,12 +271,19 @@ type RegistrantProposal struct {
 	State   string
 }
 
+// ErrRegistrantSuperseded is a confirmation link whose proposal a newer
+// one for the same domain replaced.
+var ErrRegistrantSuperseded = errors.New("a newer proposal replaced this one")
+
 // RegistrantByToken reads the proposal a confirmation link names.
 func (s *Mail) RegistrantByToken(ctx context.Context, token string) (RegistrantProposal, error) {
 	sum := sha256.Sum256([]byte(token))
 	r, err := s.store.Mail().RegistrantByToken(ctx, hex.EncodeToString(sum[:]))
 	if err != nil || s.Now().Sub(r.CreatedAt) > RegistrantTTL {
 		return RegistrantProposal{}, store.ErrNotFound
+	}
+	if r.State == "superseded" {
+		return RegistrantProposal{}, ErrRegistrantSuperseded
 	}
 	var c models.RegistrantContactRequest
 	json.Unmarshal([]byte(r.Contact), &c)
@@ -284,6 +330,14 @@ func (s *Mail) ConfirmRegistrant(ctx context.Context, token string) (RegistrantP
 		return err
 	})
 	if errors.Is(err, store.ErrConflict) {
+		// Confirmed already (a second press), or replaced meanwhile.
+		again, rerr := s.store.Mail().RegistrantByToken(ctx, hash)
+		if rerr != nil {
+			return prop, rerr
+		}
+		if again.State != "confirmed" {
+			return RegistrantProposal{}, ErrRegistrantSuperseded
+		}
 		prop.State = "confirmed"
 		return prop, nil
 	}
@@ -325,7 +379,7 @@ func (s *Mail) RDAP(ctx context.Context, domain string) (map[string]any, error) 
 		},
 		"notices": []any{map[string]any{"title": "Sandbox registrar", "description": []string{"Pier's sandbox registrar; nothing here is registered on the internet."}}},
 	}
-	if r, err := s.store.Mail().CurrentRegistrant(ctx, domain); err == nil {
+	if r, err := s.store.Mail().CurrentRegistrant(ctx, pu.OrgID, domain); err == nil {
 		var c models.RegistrantContactRequest
 		json.Unmarshal([]byte(r.Contact), &c)
 		out["entities"] = []any{map[string]any{

@@ -344,7 +344,7 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 		domains = append(domains, pu.Domain)
 		// The registrant the person confirmed, as the registrar records it:
 		// a new registrar needs it to take the domain over.
-		if r, err := s.store.Mail().CurrentRegistrant(ctx, pu.Domain); err == nil {
+		if r, err := s.store.Mail().CurrentRegistrant(ctx, p.OrgID, pu.Domain); err == nil {
 			rec := map[string]any{"domain": pu.Domain, "confirmedAt": r.ConfirmedAt, "registrant": json.RawMessage(r.Contact)}
 			b, _ := json.MarshalIndent(rec, "", "  ")
 			contents["registrants/"+pu.Domain+".json"] = append(b, '\n')

@@ -95,7 +95,13 @@ func (s *Tasks) Get(ctx context.Context, orgID, id string) (*models.TaskHandle, 
 	var next []models.Action
 	switch t.State {
 	case "input_required":
-		next = s.approvals.gateActions(t)
+		if t.GateID != "" {
+			next = s.approvals.gateActions(t)
+		} else {
+			// No approval page: the person confirms from a mailed link (a
+			// registrant, or a workflow waiting on one).
+			next = []models.Action{actions.Manual("confirm_email", "human"), actions.Retry("get_task", "agent", map[string]any{"id": t.ID}, 5)}
+		}
 	case "queued", "running":
 		next = []models.Action{actions.Retry("get_task", "agent", map[string]any{"id": t.ID}, 1)}
 	case "succeeded":

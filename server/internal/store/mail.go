@@ -64,6 +64,31 @@ func (db Mail) PutDomain(ctx context.Context, d MailDomain) (MailDomain, error) 
 	return db.Domain(ctx, d.Domain)
 }
 
+// ClaimDomain takes a domain's mail set-up for a new setup task, in
+// state setting_up: it inserts the row, or takes over one that was
+// removed, whose setup task failed, or that belongs to another
+// organisation (the domain changed hands), keeping the key when the
+// organisation is the same. It reports false, changing nothing, when the
+// organisation already has mail set up or being set up there. The domain
+// is the key, so of concurrent claims one wins.
+func (db Mail) ClaimDomain(ctx context.Context, d MailDomain) (bool, error) {
+	res, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO mail_domains (domain, org_id, selector, private_key, public_key, state, task_id, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, 'setting_up', ?, ?, ?)
+		ON CONFLICT (domain) DO UPDATE SET
+			private_key = CASE WHEN mail_domains.org_id = excluded.org_id THEN mail_domains.private_key ELSE excluded.private_key END,
+			public_key = CASE WHEN mail_domains.org_id = excluded.org_id THEN mail_domains.public_key ELSE excluded.public_key END,
+			selector = CASE WHEN mail_domains.org_id = excluded.org_id THEN mail_domains.selector ELSE excluded.selector END,
+			org_id = excluded.org_id, state = 'setting_up', task_id = excluded.task_id, updated_at = excluded.updated_at
+		WHERE mail_domains.state = 'removed' OR mail_domains.org_id <> excluded.org_id
+			OR EXISTS (SELECT 1 FROM tasks WHERE tasks.id = mail_domains.task_id AND tasks.state IN ('failed', 'canceled'))`),
+		d.Domain, d.OrgID, d.Selector, d.PrivateKey, d.PublicKey, d.TaskID, d.CreatedAt.UnixMicro(), d.UpdatedAt.UnixMicro())
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
 // Domain reads a domain's mail set-up.
 func (db Mail) Domain(ctx context.Context, domain string) (MailDomain, error) {
 	var d MailDomain
@@ -216,9 +241,12 @@ type MessageFilter struct {
 	// Before pages: messages older than this one.
 	Before string
 	Limit  int
+	// Oldest lists oldest first.
+	Oldest bool
 }
 
-// Messages lists an inbox's messages, newest first.
+// Messages lists an inbox's messages, newest first (oldest first with
+// f.Oldest).
 func (db Mail) Messages(ctx context.Context, orgID, inboxID string, f MessageFilter) ([]Message, error) {
 	q := `SELECT ` + messageCols + ` FROM messages WHERE org_id = ? AND inbox_id = ?`
 	args := []any{orgID, inboxID}
@@ -242,7 +270,11 @@ func (db Mail) Messages(ctx context.Context, orgID, inboxID string, f MessageFil
 	if f.Limit <= 0 || f.Limit > 200 {
 		f.Limit = 50
 	}
-	q += ` ORDER BY received_at DESC, id DESC LIMIT ?`
+	if f.Oldest {
+		q += ` ORDER BY received_at ASC, id ASC LIMIT ?`
+	} else {
+		q += ` ORDER BY received_at DESC, id DESC LIMIT ?`
+	}
 	args = append(args, f.Limit)
 	return collect(ctx, db.ex, scanMessage, db.q(q), args...)
 }
@@ -285,11 +317,21 @@ func (db Mail) DeleteMessage(ctx context.Context, orgID, id string) (Message, er
 	return m, err
 }
 
-// ProposeRegistrant stores a registrant waiting for confirmation.
-func (db Mail) ProposeRegistrant(ctx context.Context, r Registrant) error {
-	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO registrant_contacts (domain, org_id, contact, token_hash, task_id, state, created_at) VALUES (?, ?, ?, ?, ?, 'pending', ?)`),
+// ProposeRegistrant stores a registrant waiting for confirmation. Older
+// proposals for the domain still pending are superseded, so their links no
+// longer confirm anything; it returns them, for their tasks to end. Call
+// it in a transaction.
+func (db Mail) ProposeRegistrant(ctx context.Context, r Registrant) ([]Registrant, error) {
+	older, err := collect(ctx, db.ex, scanRegistrant, db.q(`SELECT `+registrantCols+` FROM registrant_contacts WHERE domain = ? AND state = 'pending'`), r.Domain)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.ex.ExecContext(ctx, db.q(`UPDATE registrant_contacts SET state = 'superseded' WHERE domain = ? AND state = 'pending'`), r.Domain); err != nil {
+		return nil, err
+	}
+	_, err = db.ex.ExecContext(ctx, db.q(`INSERT INTO registrant_contacts (domain, org_id, contact, token_hash, task_id, state, created_at) VALUES (?, ?, ?, ?, ?, 'pending', ?)`),
 		r.Domain, r.OrgID, r.Contact, r.TokenHash, r.TaskID, r.CreatedAt.UnixMicro())
-	return err
+	return older, err
 }
 
 const registrantCols = `domain, org_id, contact, token_hash, task_id, state, created_at, confirmed_at`
@@ -328,7 +370,9 @@ func (db Mail) ConfirmRegistrant(ctx context.Context, hash string, now time.Time
 	return nil
 }
 
-// CurrentRegistrant is a domain's latest confirmed registrant.
-func (db Mail) CurrentRegistrant(ctx context.Context, domain string) (Registrant, error) {
-	return scanRegistrant(db.ex.QueryRowContext(ctx, db.q(`SELECT `+registrantCols+` FROM registrant_contacts WHERE domain = ? AND state = 'confirmed' ORDER BY confirmed_at DESC LIMIT 1`), domain))
+// CurrentRegistrant is the latest registrant confirmed for the
+// organisation's domain; one confirmed under another organisation does
+// not count.
+func (db Mail) CurrentRegistrant(ctx context.Context, orgID, domain string) (Registrant, error) {
+	return scanRegistrant(db.ex.QueryRowContext(ctx, db.q(`SELECT `+registrantCols+` FROM registrant_contacts WHERE domain = ? AND org_id = ? AND state = 'confirmed' ORDER BY confirmed_at DESC LIMIT 1`), domain, orgID))
 }

@@ -23,6 +23,10 @@ func (p *pages) registrantPage(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, nil, apierr.New("not_found:resource", "This confirmation link is unknown or expired."))
 		return
 	}
+	if errors.Is(err, service.ErrRegistrantSuperseded) {
+		p.fail(w, r, nil, apierr.New("conflict:state", "A newer proposal for this domain replaced this one. Use the link in the newest message."))
+		return
+	}
 	if err != nil {
 		p.fail(w, r, nil, err)
 		return
@@ -40,6 +44,10 @@ func (p *pages) confirmRegistrant(w http.ResponseWriter, r *http.Request) {
 	prop, err := p.svc.Mail.ConfirmRegistrant(r.Context(), r.PathValue("token"))
 	if errors.Is(err, store.ErrNotFound) {
 		p.fail(w, r, nil, apierr.New("not_found:resource", "This confirmation link is unknown or expired."))
+		return
+	}
+	if errors.Is(err, service.ErrRegistrantSuperseded) {
+		p.fail(w, r, nil, apierr.New("conflict:state", "A newer proposal for this domain replaced this one. Use the link in the newest message."))
 		return
 	}
 	if err != nil {

@@ -20,6 +20,9 @@ import (
 // payload is what a workflow task carries between runs.
 type payload struct {
 	WorkflowID string `json:"workflowId"`
+	// AppliedBy is the caller that applied the plan ("key:…" or
+	// "grant:…"): the steps run with its authority, not the preparer's.
+	AppliedBy string `json:"appliedBy,omitempty"`
 	// Outputs are each finished step's outputs, for later references.
 	Outputs map[string]map[string]any `json:"outputs"`
 	// Children are the launch and teardown tasks steps started.
@@ -100,7 +103,7 @@ func (e *Engine) Apply(ctx context.Context, p *auth.Principal, id string, req *m
 		steps = append(steps, taskStep{Name: s.ID, State: "pending"})
 	}
 	sj, _ := json.Marshal(steps)
-	pj, _ := json.Marshal(payload{WorkflowID: w.ID, Outputs: map[string]map[string]any{}, Children: map[string]string{}})
+	pj, _ := json.Marshal(payload{WorkflowID: w.ID, AppliedBy: callerOf(p), Outputs: map[string]map[string]any{}, Children: map[string]string{}})
 	task.Steps, task.Payload = string(sj), string(pj)
 	won := false
 	err = e.cfg.Store.InTx(ctx, func(tx *store.Tx) error {
@@ -153,10 +156,21 @@ func (e *Engine) recheck(ctx context.Context, p *auth.Principal, w store.Workflo
 	a, err := e.analyze(ctx, p, w.ProjectID, steps)
 	if err != nil {
 		var ae *apierr.Error
-		if errors.As(err, &ae) {
+		if errors.As(err, &ae) && ae.Code != "auth:insufficient_scope" {
 			return ae.WithActions(append(ae.Actions, again)...)
 		}
 		return err
+	}
+	// The plan's gates were judged for the key that prepared it; the steps
+	// run as this caller. A purchase the plan makes without a human needs
+	// this caller to hold buy_domain too.
+	for i, s := range a.steps {
+		if was := plan.Steps[i]; s.Tool == "launch_service" && s.NeedsApproval && !was.NeedsApproval && !p.HasScope("buy_domain") {
+			d, _ := s.Arguments["domain"].(string)
+			return apierr.Newf("auth:insufficient_scope", "step %s registers %s without a human's approval, as prepared by a key with the buy_domain scope; "+
+				"this key lacks buy_domain: apply with a key that has it, or prepare the workflow again with this key and a human approves the purchase", s.ID, strings.ToLower(d)).
+				WithActions(again, actions.Manual("grant_scope", "human"))
+		}
 	}
 	var changed []string
 	for i, s := range a.steps {
@@ -181,11 +195,36 @@ func (e *Engine) recheck(ctx context.Context, p *auth.Principal, w store.Workflo
 	for k := range was {
 		changed = append(changed, k+" is no longer read")
 	}
+	// What the projection showed a human must still hold: which steps wait
+	// for a human and which cannot be undone.
+	for i, s := range a.steps {
+		old := plan.Steps[i]
+		if s.NeedsApproval != old.NeedsApproval {
+			changed = append(changed, fmt.Sprintf("step %s: %s, was %s", s.ID, gate(s.NeedsApproval), gate(old.NeedsApproval)))
+		}
+		if s.Irreversible != old.Irreversible {
+			changed = append(changed, fmt.Sprintf("step %s: %s, was %s", s.ID, reversible(s.Irreversible), reversible(old.Irreversible)))
+		}
+	}
 	slices.Sort(changed)
 	if len(changed) > 0 {
 		return apierr.Newf("plan:stale", "what the workflow read changed since it was prepared (%s); prepare it again", strings.Join(changed, "; ")).WithActions(again)
 	}
 	return nil
+}
+
+func gate(needsApproval bool) string {
+	if needsApproval {
+		return "needs a human's approval"
+	}
+	return "needs no approval"
+}
+
+func reversible(irreversible bool) string {
+	if irreversible {
+		return "irreversible"
+	}
+	return "reversible"
 }
 
 func usd(m int64) string { return fmt.Sprintf("%.2f USD", float64(m)/1e6) }

@@ -2,9 +2,10 @@
 // graph of operations of the contract, signed as a plan that reserves
 // nothing, then applied once as a durable task after everything it read is
 // checked again. Steps run as in-process tool calls for the agent that
-// prepared the plan, each under an idempotency key derived from the plan
-// and the step, so a step that is retried (after a crash, say) replays
-// rather than repeats.
+// applied the plan (the signature proves the plan unchanged; it grants no
+// authority), each under an idempotency key derived from the plan and the
+// step, so a step that is retried (after a crash, say) replays rather than
+// repeats.
 package workflow
 
 import (
@@ -23,6 +24,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/operation"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -133,9 +135,16 @@ func callerOf(p *auth.Principal) string {
 	return "key:" + p.KeyID
 }
 
-func principalOf(w store.Workflow) *auth.Principal {
-	kind, id, _ := strings.Cut(w.Caller, ":")
-	p := &auth.Principal{Kind: "agent", OrgID: w.OrgID, Caller: w.Caller}
+// principalOf is the agent a workflow's steps run as: the caller that
+// applied it, recorded in the task, within the workflow's organisation.
+func principalOf(w store.Workflow, pl payload) *auth.Principal {
+	caller := pl.AppliedBy
+	if caller == "" {
+		// A task applied before the applier was recorded.
+		caller = w.Caller
+	}
+	kind, id, _ := strings.Cut(caller, ":")
+	p := &auth.Principal{Kind: "agent", OrgID: w.OrgID, Caller: caller}
 	if kind == "grant" {
 		p.GrantID = id
 	} else {
@@ -171,6 +180,12 @@ func (e *Engine) analyze(ctx context.Context, p *auth.Principal, projectID strin
 	for i, s := range steps {
 		tools[s.Id] = string(s.Tool)
 		field := fmt.Sprintf("body.steps.%d", i)
+		// The caller must be able to call each step's operation itself: a
+		// plan lends no authority.
+		if op, ok := operation.Lookup(string(s.Tool)); ok && op.Scope != "" && !p.HasScope(op.Scope) {
+			return nil, apierr.Newf("auth:insufficient_scope", "step %s calls %s, which needs a key with the %s scope; this key lacks it, and a human can grant it on the keys page", s.Id, s.Tool, op.Scope).
+				WithActions(actions.Manual("grant_scope", "human"))
+		}
 		st := workflowplan.Step{ID: s.Id, Tool: string(s.Tool), Arguments: s.Arguments, After: *s.After}
 		if st.Arguments == nil {
 			st.Arguments = map[string]any{}

@@ -51,6 +51,13 @@ func order(steps []models.WorkflowStep) ([]models.WorkflowStep, error) {
 		if _, dup := index[s.Id]; dup {
 			return nil, invalid(field+".id", "the id %q is used twice", s.Id)
 		}
+		// A plan's arguments are shown to humans, signed and kept: no
+		// secret goes in them. Checked on the raw arguments, whatever the
+		// operation's model says.
+		if _, ok := s.Arguments["secrets"]; ok {
+			return nil, invalid(field+".arguments.secrets", "a plan's arguments are shown and signed, so a workflow carries no secrets; "+
+				"launch without them and set secrets with set_service_env after the launch")
+		}
 		index[s.Id] = i
 	}
 	deps := make([][]string, len(steps))

@@ -48,13 +48,14 @@ func (e *Engine) Run(ctx context.Context, t store.Task) error {
 	if err != nil {
 		return err
 	}
-	r := &run{e: e, t: t, w: w, plan: plan, p: principalOf(w)}
+	r := &run{e: e, t: t, w: w, plan: plan}
 	if err := json.Unmarshal([]byte(t.Steps), &r.steps); err != nil {
 		return err
 	}
 	if err := json.Unmarshal([]byte(t.Payload), &r.pl); err != nil {
 		return err
 	}
+	r.p = principalOf(w, r.pl)
 	if r.pl.Outputs == nil {
 		r.pl.Outputs = map[string]map[string]any{}
 	}
@@ -296,11 +297,29 @@ func (r *run) index(id string) int {
 	return -1
 }
 
-// fail ends the task at step i: dependants are skipped, completed
-// reversible steps undone in reverse, and each step reported.
+// fail ends the task at step i: every step not yet run is skipped,
+// completed reversible steps undone in reverse, and each step reported.
+//
+// Steps that do not depend on the failed one are skipped too, on purpose:
+// a workflow is applied as a whole, and a failure rolls back what ran. A
+// step started after the failure would only be undone again, and some
+// cannot be (a domain bought, a service torn down, a registrant
+// confirmed, the mail add-on's charge), so running it would spend money
+// and change things for a plan already being rolled back. The report says
+// which skipped steps depended on the failure and which were stopped.
 func (r *run) fail(ctx context.Context, i int, msg string) error {
 	now := r.e.cfg.Now().UTC()
 	r.steps[i].State, r.steps[i].CompletedAt, r.steps[i].Detail = "failed", &now, msg
+	failed := r.plan.Steps[i].ID
+	// Steps are in run order, so one pass finds every transitive dependant.
+	dependant := map[string]bool{failed: true}
+	for _, s := range r.plan.Steps {
+		for _, d := range s.After {
+			if dependant[d] {
+				dependant[s.ID] = true
+			}
+		}
+	}
 	report := make([]stepReport, len(r.plan.Steps))
 	for j, s := range r.plan.Steps {
 		report[j] = stepReport{ID: s.ID, Tool: s.Tool, State: r.steps[j].State}
@@ -309,8 +328,12 @@ func (r *run) fail(ctx context.Context, i int, msg string) error {
 		}
 		if r.steps[j].State == "pending" || r.steps[j].State == "running" || r.steps[j].State == "input_required" {
 			if j != i {
-				r.steps[j].State, r.steps[j].Detail = "skipped", "not run: step "+r.plan.Steps[i].ID+" failed"
-				report[j].State, report[j].Detail = "skipped", r.steps[j].Detail
+				detail := "not run: the workflow stopped when step " + failed + " failed"
+				if dependant[s.ID] {
+					detail = "not run: it depends on step " + failed + ", which failed"
+				}
+				r.steps[j].State, r.steps[j].Detail = "skipped", detail
+				report[j].State, report[j].Detail = "skipped", detail
 			}
 		}
 	}
@@ -373,9 +396,10 @@ func (e *Engine) Fail(ctx context.Context, t store.Task, cause error) error {
 	if err != nil {
 		return err
 	}
-	r := &run{e: e, t: t, w: w, plan: plan, p: principalOf(w)}
+	r := &run{e: e, t: t, w: w, plan: plan}
 	json.Unmarshal([]byte(t.Steps), &r.steps)
 	json.Unmarshal([]byte(t.Payload), &r.pl)
+	r.p = principalOf(w, r.pl)
 	i := 0
 	for j := range r.steps {
 		if r.steps[j].State != "succeeded" {

@@ -352,7 +352,7 @@ func TestRegistrantConfirmedInBrowser(t *testing.T) {
 	script(t, tl, "registrant.mjs", map[string]string{"PIER_BASE_URL": s.base, "PIER_ARTIFACTS": artifacts(t),
 		"PIER_CONFIRM_URL": link, "PIER_DOMAIN": domain, "PIER_RDAP_URL": s.base + "/rdap/domain/" + domain})
 	wait(task, "succeeded")
-	r, err := st.Mail().CurrentRegistrant(ctx, domain)
+	r, err := st.Mail().CurrentRegistrant(ctx, o.ID, domain)
 	if err != nil || !strings.Contains(r.Contact, "Lovelace") {
 		t.Fatalf("the registrar's record: %+v %v", r, err)
 	}
