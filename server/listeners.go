@@ -273,7 +273,29 @@ func (s *Server) serveLaunch(ctx context.Context, handler http.Handler) error {
 		}
 	}()
 	// The runner lives until stopLaunch; the serve context only signals.
-	return s.launch.runner.Start(context.WithoutCancel(ctx))
+	err := s.launch.runner.Start(context.WithoutCancel(ctx))
+	if err == nil || s.store.Engine() != store.Postgres {
+		return err
+	}
+	// PostgreSQL went away as the replica started (a restart, a
+	// failover): serve, and start the runner once it is back.
+	s.log.Warn("task runner not started yet; retrying", "err", err)
+	go func() {
+		for wait := 250 * time.Millisecond; ; wait = min(wait*2, 10*time.Second) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			if err := s.launch.runner.Start(context.WithoutCancel(ctx)); err == nil {
+				s.log.Info("task runner started")
+				return
+			} else {
+				s.log.Warn("task runner not started yet; retrying", "err", err, "after", wait)
+			}
+		}
+	}()
+	return nil
 }
 
 // edgeListener puts the edge's fast path in front of ln unless it is

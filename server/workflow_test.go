@@ -200,7 +200,9 @@ func TestWorkflowFailureUndoesWhatItCan(t *testing.T) {
 			map[string]any{"id": "q", "tool": "create_quote", "arguments": domainQuote(a.project, domain, 1)},
 			map[string]any{"id": "site", "tool": "launch_service", "arguments": launch("www", map[string]any{"domain": domain, "quoteId": "${steps.q.quoteId}"})},
 			map[string]any{"id": "plain", "tool": "launch_service", "arguments": launch("plain", nil), "after": []any{"site"}},
-			map[string]any{"id": "again", "tool": "launch_service", "arguments": launch("plain", nil), "after": []any{"plain"}},
+			// The same name on another target: a service keeps its target
+			// across versions, so this step fails.
+			map[string]any{"id": "again", "tool": "launch_service", "arguments": launch("plain", map[string]any{"target": "worker", "run": "sleep 60"}), "after": []any{"plain"}},
 			map[string]any{"id": "later", "tool": "launch_service", "arguments": launch("later", nil), "after": []any{"again"}},
 			// Independent of the failure, but run after it: stopped, not
 			// started only to be undone.
