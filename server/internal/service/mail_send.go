@@ -139,9 +139,6 @@ func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain stri
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := s.deliverAnywhere(ctx, from, email, msg); err != nil {
-		return nil, nil, err
-	}
 	now := s.Now().UTC()
 	sum := sha256.Sum256([]byte(token))
 	task := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, Kind: "registrant_contact", State: "input_required", CreatedAt: now, UpdatedAt: now}
@@ -170,6 +167,19 @@ func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain stri
 		return err
 	})
 	if err != nil {
+		return nil, nil, err
+	}
+	// The link goes out only once the proposal it names is stored, so it
+	// works as soon as it arrives. A link that could not be sent ends the
+	// task; its token was never shown to anyone.
+	if err := s.deliverAnywhere(ctx, from, email, msg); err != nil {
+		steps[0].State, steps[0].Detail = "failed", "the link could not be sent to "+email
+		sj, _ := json.Marshal(steps)
+		rj, _ := json.Marshal(map[string]any{"error": err.Error()})
+		task.State, task.Steps, task.Result, task.UpdatedAt = "failed", string(sj), string(rj), s.Now().UTC()
+		if uerr := s.store.Tasks().Update(ctx, task); uerr != nil {
+			return nil, nil, errors.Join(err, uerr)
+		}
 		return nil, nil, err
 	}
 	view, _, err := s.tasks.Get(ctx, p.OrgID, task.ID)
