@@ -447,3 +447,40 @@ func TestProcessCannotReadTheDataDirectory(t *testing.T) {
 		t.Fatalf("the process ran as root:\n%s", logs)
 	}
 }
+
+// A static site's relaunch is a new version whose undo is an instant
+// rollback to the one before.
+func TestStaticSiteRollsBack(t *testing.T) {
+	ts := start(t, server.Config{Supervision: fastSupervision})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
+	launch := func(words string) map[string]any {
+		r := ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": upload(t, ts, a, siteSaying(words))}, a.header())
+		if r.StatusCode != 202 {
+			t.Fatalf("launch: %d %s", r.StatusCode, r.Body)
+		}
+		d := r.JSON()["data"].(map[string]any)
+		return map[string]any{"task": waitTask(t, ts, a, d["taskId"].(string), "succeeded"), "undo": d["undo"]}
+	}
+	first := launch("first")["task"].(map[string]any)
+	host := previewHost(first)
+	second := launch("second")
+	if _, body := get(t, ts, host, "/"); !strings.Contains(body, "second") {
+		t.Fatalf("after the relaunch: %q", body)
+	}
+	undo := toJSON(second["undo"])
+	if !strings.Contains(undo, "rollback_service") || !strings.Contains(undo, `"version":1`) {
+		t.Fatalf("the relaunch's undo: %s", undo)
+	}
+	r := ts.Client.Do("POST", "/v1/services/"+first["serviceId"].(string)+"/rollback", map[string]any{"version": 1}, a.header())
+	if r.StatusCode != 202 {
+		t.Fatalf("rollback: %d %s", r.StatusCode, r.Body)
+	}
+	waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	if _, body := get(t, ts, host, "/"); !strings.Contains(body, "first") {
+		t.Fatalf("after the rollback: %q", body)
+	}
+	svc := serviceOf(t, ts, a, first["serviceId"].(string))
+	if svc["version"] != 1.0 || len(svc["versions"].([]any)) != 2 {
+		t.Fatalf("versions after the rollback: %v", svc)
+	}
+}
