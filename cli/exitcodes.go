@@ -27,6 +27,7 @@ import (
 //	7     rate limited                  rate:*, idempotency:in_flight (retries exhausted)
 //	8     conflict                      conflict:*, idempotency:key_reused
 //	9     server or network             internal:*, unknown 5xx, connection failures, timeouts
+//	10    service failed                service:* (a version never became healthy, a crash loop)
 const (
 	ExitOK            = 0
 	ExitError         = 1
@@ -38,6 +39,7 @@ const (
 	ExitRateLimited   = 7
 	ExitConflict      = 8
 	ExitServer        = 9
+	ExitServiceFailed = 10
 )
 
 // UsageError is a mistake in how the command was called: a bad flag, a
@@ -93,7 +95,8 @@ func ExitCode(err error) int {
 		return ExitInputRequired
 	case errors.As(err, &failed):
 		// A failed task exits as its typed cause would: name taken or
-		// policy 4, conflict 8, a provider that kept failing 9.
+		// policy 4, conflict 8, a provider that kept failing 9, a service
+		// that never became healthy 10.
 		if failed.Task != nil && failed.Task.Result != nil {
 			if code, ok := (*failed.Task.Result)["blockedBy"].(string); ok && code != "" {
 				return exitCodeForAPIError(&sdk.Error{BlockedBy: sdk.BlockedBy(code)})
@@ -142,6 +145,8 @@ func exitCodeForAPIError(e *sdk.Error) int {
 		return ExitConflict
 	case "internal", "provider":
 		return ExitServer
+	case "service":
+		return ExitServiceFailed
 	}
 	switch {
 	case e.StatusCode == 401 || e.StatusCode == 403:

@@ -7,7 +7,7 @@ import (
 )
 
 func TestFailedTaskExitsWithItsCause(t *testing.T) {
-	for code, want := range map[string]int{"plan:domain_unavailable": ExitBlocked, "conflict:quote_mismatch": ExitConflict, "provider:failed": ExitServer} {
+	for code, want := range map[string]int{"plan:domain_unavailable": ExitBlocked, "conflict:quote_mismatch": ExitConflict, "provider:failed": ExitServer, "service:unhealthy": ExitServiceFailed, "plan:no_command": ExitBlocked} {
 		res := map[string]any{"blockedBy": code}
 		err := &sdk.TaskFailedError{Task: &sdk.TaskHandle{TaskId: "tsk_1", State: "failed", Result: &res}}
 		if got := ExitCode(err); got != want {

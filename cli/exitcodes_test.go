@@ -49,6 +49,10 @@ func TestExitCode(t *testing.T) {
 		{"idempotency:in_flight", api("idempotency:in_flight", 409), ExitRateLimited},
 		{"conflict:state", api("conflict:state", 409), ExitConflict},
 		{"idempotency:key_reused", api("idempotency:key_reused", 422), ExitConflict},
+		{"plan:no_command", api("plan:no_command", 422), ExitBlocked},
+		{"plan:addon_unavailable", api("plan:addon_unavailable", 503), ExitBlocked},
+		{"service:unhealthy", api("service:unhealthy", 422), ExitServiceFailed},
+		{"service:crashed", api("service:crashed", 409), ExitServiceFailed},
 		{"internal:error", api("internal:error", 500), ExitServer},
 		{"internal:unavailable", api("internal:unavailable", 503), ExitServer},
 		{"unknown namespace 502", api("proxy:bad_gateway", 502), ExitServer},
@@ -88,7 +92,7 @@ func TestExitCodesDocumented(t *testing.T) {
 		n, _ := strconv.Atoi(m[1])
 		rows[n] = true
 	}
-	for code := ExitOK; code <= ExitServer; code++ {
+	for code := ExitOK; code <= ExitServiceFailed; code++ {
 		if !rows[code] {
 			t.Errorf("EXIT_CODES.md has no row for %d", code)
 		}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -146,6 +147,39 @@ type LaunchOptions struct {
 	Dir, Project, Name, Domain string
 	Years                      int
 	Wait                       bool
+	// Target is edge (a static site), process (an HTTP service) or
+	// worker (a process with no HTTP).
+	Target string
+	// Run is the command of a process or worker; "" leaves it to the
+	// bundle's Procfile.
+	Run string
+	// Env and Secrets are the variables a process or worker gets; secret
+	// values are write-only.
+	Env, Secrets map[string]string
+	// HealthPath and HealthTimeout (seconds) say when a process counts as
+	// healthy; "" and 0 leave the server's defaults (/ within 60 s).
+	HealthPath    string
+	HealthTimeout int
+	// HealthGrace (seconds) is how long a worker must stay up to count as
+	// healthy; 0 leaves the server's default (3 s).
+	HealthGrace int
+	// Addons are add-ons such as managed_postgres.
+	Addons []string
+}
+
+// runs reports whether the launch runs a process (target process or
+// worker).
+func (o *LaunchOptions) runs() bool { return o.Target == "process" || o.Target == "worker" }
+
+// workload is what a quote prices a process or worker launch as.
+func (o *LaunchOptions) workload() sdk.Workload {
+	switch {
+	case contains(o.Addons, "managed_postgres"):
+		return sdk.WorkloadDatabaseBackedApp
+	case o.Target == "worker":
+		return sdk.Workload("worker")
+	}
+	return sdk.WorkloadDynamicService
 }
 
 var labelRE = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -165,24 +199,47 @@ func defaultName(dir string) string {
 // NewCmdLaunch is `pier launch`.
 func NewCmdLaunch(f *Factory, runF func(*LaunchOptions) error) *cobra.Command {
 	opts := &LaunchOptions{Factory: f}
+	var env, secrets []string
+	var healthTimeout, healthGrace string
 	cmd := &cobra.Command{
 		Use:   "launch <dir>",
-		Short: "Upload a site, quote it, launch it and wait for HTTPS",
-		Long: `Upload a directory, quote what the launch costs (a domain, when --domain
-is given), launch it on the edge and wait until it is served over HTTPS.
+		Short: "Upload a site or an app, quote it, launch it and wait until it serves",
+		Long: `Upload a directory, quote what the launch costs, launch it and wait until it
+is served over HTTPS.
 
-Progress goes to stderr. Stdout gets the preview URL (and the domain's URL)
-first, then the service and task ids; with --json, each envelope in turn,
+--target edge (the default) serves the directory as a static site; it is
+quoted only when --domain registers a domain. --target process runs an HTTP
+service, --target worker a process with no HTTP. Their command is the
+bundle's Procfile line (web: for a process, worker: for a worker) or --run;
+the process gets PORT, the variables of --env and --secret (NAME=VALUE, or
+NAME alone to pass the value of that variable in your environment; secret
+values are never shown again), and, with --addon managed_postgres, a
+database of its own in DATABASE_URL. A process counts as healthy once GET
+--health-path answers below 500 within --health-timeout (by default / within
+60s); a worker once it stayed up --health-grace (3s). Their launch is quoted
+first (a monthly price), unless the project already runs a service of that
+name: then the launch is its next version, which takes the traffic only once
+healthy, and pier rollback serves the version before again.
+
+Progress goes to stderr: each step and, once a process starts, its first
+log lines. Stdout gets the preview URL (and the domain's URL) first, then
+the service, its version and the task; with --json, each envelope in turn,
 the last being the finished task (serviceId, taskId, previewUrl,
 domainUrl). It waits by default; --no-wait returns once the launch is
-accepted. When a human must approve (buying a domain without the buy_domain
-scope, or a quote over the project's approval threshold), the service,
-preview URL and task are printed, the approval URL goes to stderr, and the
-command exits with code 5, with --no-wait too; run pier tasks get TASK_ID
-later.`,
+accepted. A version that never becomes healthy ends the task failed: its
+message, with the last log lines, goes to stderr and the command exits 10
+(pier help exit-codes). When a human must approve (buying a domain without
+the buy_domain scope, or a quote over the project's approval threshold),
+the service, preview URL and task are printed, the approval URL goes to
+stderr, and the command exits with code 5, with --no-wait too; run pier
+tasks get TASK_ID later.`,
 		Example: `  pier launch ./examples/site
   pier launch ./site --project prj_123 --domain acme.dev
-  pier launch ./site --project prj_123 --json --no-wait`,
+  pier launch ./site --project prj_123 --json --no-wait
+  pier launch ./examples/app --target process --env GREETING=hello --secret API_TOKEN
+  pier launch ./api --target process --run "python3 server.py" --health-path /healthz --health-timeout 90s
+  pier launch ./examples/worker --target worker --env INTERVAL=5 --health-grace 5s
+  pier launch ./app --target process --addon managed_postgres`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dir = args[0]
@@ -190,6 +247,9 @@ later.`,
 				opts.Name = defaultName(opts.Dir)
 			}
 			opts.Wait = !f.Config.NoWait
+			if err := opts.resolve(cmd, f, env, secrets, healthTimeout, healthGrace); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -206,9 +266,133 @@ later.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Project, "project", os.Getenv("PIER_PROJECT"), "project id (env PIER_PROJECT)")
 	fl.StringVar(&opts.Name, "name", "", "service name (default: the directory's name)")
-	fl.StringVar(&opts.Domain, "domain", "", "also register this domain and serve the site on it")
+	fl.StringVar(&opts.Domain, "domain", "", "also register this domain and serve the launch on it")
 	fl.IntVar(&opts.Years, "years", 1, "registration years for --domain")
+	fl.StringVar(&opts.Target, "target", "edge", "what runs it: edge (a static site), process (an HTTP service) or worker (no HTTP)")
+	fl.StringVar(&opts.Run, "run", "", "process or worker: the `command` to run (default: the bundle's Procfile line)")
+	fl.StringArrayVar(&env, "env", nil, "process or worker: a variable, NAME=VALUE or NAME to pass yours (repeatable)")
+	fl.StringArrayVar(&secrets, "secret", nil, "process or worker: a write-only variable, NAME=VALUE or NAME to pass yours (repeatable)")
+	fl.StringVar(&opts.HealthPath, "health-path", "", "process: the `path` whose GET must answer below 500 (default /)")
+	fl.StringVar(&healthTimeout, "health-timeout", "", "process: the `duration` a new version has to answer healthy, such as 90s (default 60s)")
+	fl.StringVar(&healthGrace, "health-grace", "", "worker: the `duration` a new version must stay up to count as healthy (default 3s)")
+	fl.StringArrayVar(&opts.Addons, "addon", nil, "process or worker: an add-on, managed_postgres (a database in DATABASE_URL)")
+	cmd.RegisterFlagCompletionFunc("target", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"edge", "process", "worker"}, cobra.ShellCompDirectiveNoFileComp
+	})
+	cmd.RegisterFlagCompletionFunc("addon", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"managed_postgres"}, cobra.ShellCompDirectiveNoFileComp
+	})
 	return cmd
+}
+
+// resolve checks the target's flags and reads --env, --secret,
+// --health-timeout and --health-grace into the options.
+func (o *LaunchOptions) resolve(cmd *cobra.Command, f *Factory, env, secrets []string, healthTimeout, healthGrace string) error {
+	where := cmd.CommandPath()
+	switch o.Target {
+	case "edge", "process", "worker":
+	default:
+		return usageErrorf(where, "--target must be edge, process or worker, not %q", o.Target)
+	}
+	if !o.runs() {
+		for _, name := range []string{"run", "env", "secret", "health-path", "health-timeout", "health-grace", "addon"} {
+			if cmd.Flags().Changed(name) {
+				return usageErrorf(where, "--%s is for --target process or worker; an edge site runs nothing", name)
+			}
+		}
+		return nil
+	}
+	var err error
+	if o.Env, err = parseAssignments("--env", env, f.getenv); err != nil {
+		return usageErrorf(where, "%v", err)
+	}
+	if o.Secrets, err = parseAssignments("--secret", secrets, f.getenv); err != nil {
+		return usageErrorf(where, "%v", err)
+	}
+	for name := range o.Env {
+		if _, ok := o.Secrets[name]; ok {
+			return usageErrorf(where, "%s is given with both --env and --secret", name)
+		}
+	}
+	if cmd.Flags().Changed("run") && strings.TrimSpace(o.Run) == "" {
+		return usageErrorf(where, "--run must not be empty")
+	}
+	if o.Target == "worker" && (o.HealthPath != "" || healthTimeout != "") {
+		return usageErrorf(where, "--health-path and --health-timeout are for a process; a worker is healthy once it stays up --health-grace")
+	}
+	if o.Target == "process" && healthGrace != "" {
+		return usageErrorf(where, "--health-grace is for a worker; a process is healthy once --health-path answers")
+	}
+	if o.HealthPath != "" && !strings.HasPrefix(o.HealthPath, "/") {
+		return usageErrorf(where, "--health-path must start with /, such as /healthz")
+	}
+	if healthGrace != "" {
+		secs, err := parseSeconds(healthGrace)
+		if err != nil || secs < 1 || secs > 120 {
+			return usageErrorf(where, "--health-grace must be between 1s and 2m, such as 5s")
+		}
+		o.HealthGrace = secs
+	}
+	if healthTimeout != "" {
+		secs, err := parseSeconds(healthTimeout)
+		if err != nil || secs < 1 || secs > 600 {
+			return usageErrorf(where, "--health-timeout must be between 1s and 10m, such as 90s")
+		}
+		o.HealthTimeout = secs
+		// The wait must outlast the health check: the default --timeout
+		// grows to fit it, an explicit one is kept.
+		if need := time.Duration(secs)*time.Second + time.Minute; !cmd.Flags().Changed("timeout") && f.Config.Timeout > 0 && f.Config.Timeout < need {
+			f.Config.Timeout = need
+		}
+	}
+	for _, a := range o.Addons {
+		if a != "managed_postgres" {
+			return usageErrorf(where, "--addon %q is not offered; the one add-on is managed_postgres", a)
+		}
+	}
+	if len(o.Addons) > 1 {
+		o.Addons = o.Addons[:1]
+	}
+	return nil
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// parseAssignments reads NAME=VALUE flags; NAME alone takes the value of
+// that variable in the caller's environment, so a secret need not be
+// typed on the command line. nil when there are none.
+func parseAssignments(flag string, list []string, getenv func(string) string) (map[string]string, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range list {
+		name, value, ok := strings.Cut(kv, "=")
+		if !envNameRE.MatchString(name) {
+			return nil, fmt.Errorf("%s %q: the name must be letters, digits and underscores, not starting with a digit (NAME=VALUE)", flag, kv)
+		}
+		if !ok {
+			value = getenv(name)
+			if value == "" {
+				return nil, fmt.Errorf("%s %s: %s is not set in your environment; pass %s=VALUE", flag, name, name, name)
+			}
+		}
+		out[name] = value
+	}
+	return out, nil
+}
+
+// parseSeconds reads a duration such as 90s or 2m, or a bare number of
+// seconds, rounded up to whole seconds.
+func parseSeconds(s string) (int, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, err
+	}
+	return int((d + time.Second - 1) / time.Second), nil
 }
 
 // onlyProject picks the organisation's project when it has exactly one.
@@ -242,6 +426,9 @@ func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.Target == "" {
+		o.Target = "edge"
+	}
 	progress := newProgress(f)
 	emit := func(v any) error {
 		if f.Config.JSON {
@@ -259,12 +446,39 @@ func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
 	if err := emit(bundle); err != nil {
 		return err
 	}
-	body := sdk.LaunchServiceJSONRequestBody{Name: o.Name, Target: "edge", BundleId: &bundle.Data.BundleId}
+	body := sdk.LaunchServiceJSONRequestBody{Name: o.Name, Target: sdk.TargetName(o.Target), BundleId: &bundle.Data.BundleId}
+	if o.runs() {
+		o.fillProcess(&body)
+	}
+
+	// What costs money is quoted first: a domain, and a process or worker
+	// by the month. A service of that name that already runs is not: the
+	// launch is its next version, which the server does not charge again.
+	var items []sdk.QuoteItem
+	if o.runs() {
+		workload, target, months := o.workload(), sdk.TargetName(o.Target), 1
+		items = append(items, sdk.QuoteItem{Kind: sdk.QuoteItemKind("service"), Workload: &workload, Target: &target, Name: &o.Name, Months: &months})
+	}
+	years := o.Years
 	if o.Domain != "" {
-		progress.step("quoting " + o.Domain)
-		years := o.Years
-		q, err := c.CreateQuote(ctx, &sdk.CreateQuoteParams{}, sdk.CreateQuoteJSONRequestBody{ProjectId: o.Project,
-			Items: []sdk.QuoteItem{{Kind: sdk.Domain, Domain: &o.Domain, Years: &years}}})
+		items = append(items, sdk.QuoteItem{Kind: sdk.Domain, Domain: &o.Domain, Years: &years})
+		body.Domain, body.Years = &o.Domain, &years
+	}
+	var running *sdk.ServiceInfo
+	if len(items) > 0 {
+		progress.step("checking whether " + o.Name + " already runs")
+		if running, err = runningService(ctx, c, o.Project, o.Name); err != nil {
+			progress.done()
+			return err
+		}
+	}
+	if len(items) > 0 && running == nil {
+		what := o.Name
+		if !o.runs() {
+			what = o.Domain
+		}
+		progress.step("quoting " + what)
+		q, err := c.CreateQuote(ctx, &sdk.CreateQuoteParams{}, sdk.CreateQuoteJSONRequestBody{ProjectId: o.Project, Items: items})
 		if err != nil {
 			progress.done()
 			return err
@@ -286,9 +500,13 @@ func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
 			}
 			return &sdk.Error{StatusCode: 201, BlockedBy: code, Message: fmt.Sprintf("the quote was %s (%s)", q.Data.Decision, strings.Join(reasons, ", ")), Actions: q.Actions}
 		}
-		body.Domain, body.QuoteId, body.Years = &o.Domain, &q.Data.QuoteId, &years
+		body.QuoteId = &q.Data.QuoteId
 	}
-	progress.step("launching " + o.Name)
+	if running != nil {
+		progress.step(fmt.Sprintf("launching %s: a new version of %s", o.Name, running.Id))
+	} else {
+		progress.step("launching " + o.Name)
+	}
 	launched, err := c.LaunchService(ctx, o.Project, &sdk.LaunchServiceParams{}, body)
 	if err != nil {
 		progress.done()
@@ -309,14 +527,28 @@ func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
 		}
 		return nil
 	}
+	var logs *launchLogs
+	if o.runs() {
+		logs = &launchLogs{c: c, p: progress, taskID: launched.Data.TaskId}
+	}
 	final, err := c.WaitForTask(ctx, launched.Data.TaskId, sdk.WaitOptions{Interval: 200 * time.Millisecond, OnProgress: func(t *sdk.TaskHandle) {
+		step := string(t.State)
 		for _, s := range t.Steps {
 			if s.State == sdk.TaskStepStateRunning || s.State == sdk.TaskStepStateInputRequired {
-				progress.step(string(s.Name) + " (" + string(s.State) + ")")
-				return
+				step = string(s.Name) + " (" + string(s.State) + ")"
+				break
 			}
 		}
-		progress.step(string(t.State))
+		// A step shows before the lines written during it; the lines a
+		// finished task left unread show before its end.
+		finished := t.State != sdk.TaskHandleStateQueued && t.State != sdk.TaskHandleStateRunning
+		if logs != nil && finished {
+			logs.poll(ctx, t)
+		}
+		progress.step(step)
+		if logs != nil && !finished {
+			logs.poll(ctx, t)
+		}
 	}})
 	progress.done()
 	if final != nil {
@@ -336,6 +568,9 @@ func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
 		return launchAwaitsHuman(f, o, t, launched.Data)
 	}
 	if err != nil {
+		// A failed task's message (for a process, its last log lines)
+		// and actions are printed with the error; it exits with the code
+		// of its blockedBy.
 		return err
 	}
 	if !f.Config.JSON {
@@ -346,12 +581,181 @@ func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
 		if t.DomainUrl != nil {
 			fmt.Fprintln(f.IO.Out, *t.DomainUrl)
 		}
-		fmt.Fprintf(f.IO.Out, "service %s\ntask    %s (%s)\n", deref(t.ServiceId), t.TaskId, t.State)
-		if t.ServiceId != nil {
-			fmt.Fprintf(f.IO.Out, "Next: pier services get %s\n      pier services teardown %s\n", *t.ServiceId, *t.ServiceId)
+		fmt.Fprintf(f.IO.Out, "service %s\n", deref(t.ServiceId))
+		version := 0
+		if o.runs() && t.ServiceId != nil {
+			if version = resultInt(t, "version"); version == 0 {
+				if svc, err := c.GetService(ctx, *t.ServiceId); err == nil && svc.Data.Version != nil {
+					version = *svc.Data.Version
+				}
+			}
+			if previous := resultInt(t, "previous"); version > 0 && previous > 0 {
+				fmt.Fprintf(f.IO.Out, "version %d (was %d)\n", version, previous)
+			} else if version > 0 {
+				fmt.Fprintf(f.IO.Out, "version %d\n", version)
+			}
+		}
+		fmt.Fprintf(f.IO.Out, "task    %s (%s)\n", t.TaskId, t.State)
+		if id := t.ServiceId; id != nil {
+			next := []string{}
+			if o.runs() {
+				next = append(next, "pier logs "+*id+" --follow")
+				if version > 1 {
+					next = append(next, "pier rollback "+*id)
+				}
+			}
+			next = append(next, "pier services get "+*id, "pier services teardown "+*id)
+			fmt.Fprintf(f.IO.Out, "Next: %s\n", strings.Join(next, "\n      "))
 		}
 	}
 	return nil
+}
+
+// fillProcess puts a process or worker's command, variables, health check
+// and add-ons into the launch body.
+func (o *LaunchOptions) fillProcess(body *sdk.LaunchServiceJSONRequestBody) {
+	if o.Run != "" {
+		body.Run = &o.Run
+	}
+	if len(o.Env) > 0 {
+		body.Env = &o.Env
+	}
+	if len(o.Secrets) > 0 {
+		body.Secrets = &o.Secrets
+	}
+	if o.HealthPath != "" || o.HealthTimeout > 0 || o.HealthGrace > 0 {
+		hc := &sdk.HealthCheck{}
+		if o.HealthPath != "" {
+			hc.Path = &o.HealthPath
+		}
+		if o.HealthTimeout > 0 {
+			hc.TimeoutSeconds = &o.HealthTimeout
+		}
+		if o.HealthGrace > 0 {
+			hc.GraceSeconds = &o.HealthGrace
+		}
+		body.HealthCheck = hc
+	}
+	if len(o.Addons) > 0 {
+		addons := make([]sdk.LaunchRequestAddons, len(o.Addons))
+		for i, a := range o.Addons {
+			addons[i] = sdk.LaunchRequestAddons(a)
+		}
+		body.Addons = &addons
+	}
+}
+
+// runningService is the project's service of that name that a launch
+// would make a new version of (launching, live, crashed or tearing down:
+// every state but failed and torn down), or nil.
+func runningService(ctx context.Context, c *sdk.Client, project, name string) (*sdk.ServiceInfo, error) {
+	limit := 500
+	l, err := c.ListServices(ctx, &sdk.ListServicesParams{ProjectId: &project, Limit: &limit})
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range l.Data.Services {
+		if s.Name == name && s.State != sdk.ServiceInfoStateFailed && s.State != sdk.ServiceInfoStateTornDown {
+			return &l.Data.Services[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// launchLogLines is how many of a new version's log lines a launch prints
+// while it waits.
+const launchLogLines = 20
+
+// launchLogs prints a process's first log lines while its launch waits:
+// once the start step runs, it reads the new version's lines on from the
+// last it printed, waiting briefly for more.
+type launchLogs struct {
+	c      *sdk.Client
+	p      *progress
+	taskID string
+
+	started   bool
+	serviceID string
+	version   int // 0 when the version could not be told
+	after     int64
+	printed   int
+	done      bool
+}
+
+func (l *launchLogs) poll(ctx context.Context, t *sdk.TaskHandle) {
+	if l.done {
+		return
+	}
+	if !l.started {
+		if t.ServiceId == nil || !startReached(t) {
+			return
+		}
+		l.started, l.serviceID = true, *t.ServiceId
+		l.version = versionOfTask(ctx, l.c, l.serviceID, l.taskID)
+	}
+	finished := t.State != sdk.TaskHandleStateQueued && t.State != sdk.TaskHandleStateRunning
+	// Later reads wait a moment for new lines; the first does not, since a
+	// read of the newest lines that waits answers only lines written after
+	// it woke.
+	tail, wait := launchLogLines, 1
+	if finished || l.after == 0 {
+		wait = 0
+	}
+	params := &sdk.GetServiceLogsParams{Tail: &tail, WaitSeconds: &wait}
+	if l.version > 0 {
+		params.Version = &l.version
+	}
+	if l.after > 0 {
+		params.After = &l.after
+	}
+	body, err := l.c.GetServiceLogs(ctx, l.serviceID, params)
+	if err != nil {
+		return // the logs are a courtesy; the task says how the launch went
+	}
+	var env sdk.ServiceLogsEnvelope
+	if json.Unmarshal(body, &env) != nil {
+		return
+	}
+	for _, line := range env.Data.Lines {
+		if l.printed == launchLogLines {
+			l.p.line(fmt.Sprintf("  … more with: pier logs %s --follow", l.serviceID))
+			l.done = true
+			return
+		}
+		l.p.line(fmt.Sprintf("  %-6s %s", string(line.Stream), line.Text))
+		l.printed++
+	}
+	if env.Data.NextAfter > l.after {
+		l.after = env.Data.NextAfter
+	}
+	if finished {
+		l.done = true
+	}
+}
+
+// startReached reports whether the task's start step runs or ran.
+func startReached(t *sdk.TaskHandle) bool {
+	for _, s := range t.Steps {
+		if s.Name == "start" {
+			return s.State != sdk.TaskStepStatePending
+		}
+	}
+	return false
+}
+
+// versionOfTask is the number of the version a task launches, from the
+// service's versions; 0 when none names the task.
+func versionOfTask(ctx context.Context, c *sdk.Client, serviceID, taskID string) int {
+	svc, err := c.GetService(ctx, serviceID)
+	if err != nil || svc.Data.Versions == nil {
+		return 0
+	}
+	for _, v := range *svc.Data.Versions {
+		if v.TaskId != nil && *v.TaskId == taskID {
+			return v.Number
+		}
+	}
+	return 0
 }
 
 // printLaunchHandle prints what a launch made that is not finished yet:
@@ -420,6 +824,19 @@ func (p *progress) step(s string) {
 		fmt.Fprintf(p.f.IO.ErrOut, "… %s\n", s)
 	}
 	p.last = s
+}
+
+// line prints a line of its own on stderr, such as a log line, above the
+// spinner on a terminal.
+func (p *progress) line(s string) {
+	if p.f.Config.JSON && !p.tty {
+		return
+	}
+	if p.tty && p.active {
+		fmt.Fprint(p.f.IO.ErrOut, "\r\033[K")
+		p.active = false
+	}
+	fmt.Fprintln(p.f.IO.ErrOut, s)
 }
 
 func (p *progress) done() {

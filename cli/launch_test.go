@@ -6,8 +6,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -31,25 +33,66 @@ func TestLaunchOptions(t *testing.T) {
 		args []string
 		want LaunchOptions
 	}{
-		{[]string{"./site"}, LaunchOptions{Dir: "./site", Name: "site", Years: 1, Wait: true}},
-		{[]string{"./My Site/", "--project", "prj_1", "--domain", "acme.dev", "--years", "2"}, LaunchOptions{Dir: "./My Site/", Project: "prj_1", Name: "my-site", Domain: "acme.dev", Years: 2, Wait: true}},
-		{[]string{"./site", "--name", "web", "--no-wait"}, LaunchOptions{Dir: "./site", Name: "web", Years: 1}},
-		{[]string{"./site", "--wait"}, LaunchOptions{Dir: "./site", Name: "site", Years: 1, Wait: true}},
+		{[]string{"./site"}, LaunchOptions{Dir: "./site", Name: "site", Years: 1, Wait: true, Target: "edge"}},
+		{[]string{"./My Site/", "--project", "prj_1", "--domain", "acme.dev", "--years", "2"}, LaunchOptions{Dir: "./My Site/", Project: "prj_1", Name: "my-site", Domain: "acme.dev", Years: 2, Wait: true, Target: "edge"}},
+		{[]string{"./site", "--name", "web", "--no-wait"}, LaunchOptions{Dir: "./site", Name: "web", Years: 1, Target: "edge"}},
+		{[]string{"./site", "--wait"}, LaunchOptions{Dir: "./site", Name: "site", Years: 1, Wait: true, Target: "edge"}},
+		{[]string{"./examples/app", "--target", "process"}, LaunchOptions{Dir: "./examples/app", Name: "app", Years: 1, Wait: true, Target: "process"}},
+		{[]string{"./api", "--target", "process", "--run", "python3 server.py", "--env", "GREETING=hi=there", "--env", "EMPTY=", "--secret", "TOKEN",
+			"--secret", "KEY=k1", "--health-path", "/healthz", "--health-timeout", "90s", "--addon", "managed_postgres"},
+			LaunchOptions{Dir: "./api", Name: "api", Years: 1, Wait: true, Target: "process", Run: "python3 server.py",
+				Env: map[string]string{"GREETING": "hi=there", "EMPTY": ""}, Secrets: map[string]string{"TOKEN": "from-env", "KEY": "k1"},
+				HealthPath: "/healthz", HealthTimeout: 90, Addons: []string{"managed_postgres"}}},
+		{[]string{"./w", "--target", "worker", "--health-grace", "5"}, LaunchOptions{Dir: "./w", Name: "w", Years: 1, Wait: true, Target: "worker", HealthGrace: 5}},
+		{[]string{"./p", "--target", "process", "--health-timeout", "1500ms"}, LaunchOptions{Dir: "./p", Name: "p", Years: 1, Wait: true, Target: "process", HealthTimeout: 2}},
 	} {
-		f, ts := newTestFactory(map[string]string{})
+		f, ts := newTestFactory(map[string]string{"TOKEN": "from-env"})
 		var got *LaunchOptions
 		cmd := NewCmdLaunch(f, func(o *LaunchOptions) error { got = o; return nil })
 		if code := runWith(t, f, cmd, c.args...); code != 0 {
 			t.Fatalf("%v: exit %d %s", c.args, code, ts.err)
 		}
 		got.Factory = nil
-		if *got != c.want {
+		if !reflect.DeepEqual(*got, c.want) {
 			t.Errorf("%v: %+v, want %+v", c.args, *got, c.want)
 		}
 	}
 	f, _ := newTestFactory(nil)
 	if code := runWith(t, f, NewCmdLaunch(f, func(*LaunchOptions) error { return nil })); code != ExitUsage {
 		t.Errorf("launch without a directory: exit %d", code)
+	}
+	for _, args := range [][]string{
+		{"./site", "--target", "lambda"},
+		{"./site", "--run", "python3 app.py"},
+		{"./site", "--env", "A=1"},
+		{"./app", "--target", "process", "--env", "1A=x"},
+		{"./app", "--target", "process", "--secret", "UNSET_IN_ENV"},
+		{"./app", "--target", "process", "--env", "A=1", "--secret", "A=2"},
+		{"./app", "--target", "process", "--health-path", "healthz"},
+		{"./app", "--target", "process", "--health-timeout", "11m"},
+		{"./app", "--target", "process", "--health-timeout", "soon"},
+		{"./app", "--target", "worker", "--health-path", "/"},
+		{"./app", "--target", "worker", "--health-timeout", "30s"},
+		{"./app", "--target", "process", "--health-grace", "5s"},
+		{"./app", "--target", "worker", "--health-grace", "3m"},
+		{"./site", "--health-grace", "5s"},
+		{"./app", "--target", "process", "--addon", "redis"},
+		{"./app", "--target", "process", "--run", " "},
+	} {
+		f, ts := newTestFactory(nil)
+		if code := runWith(t, f, NewCmdLaunch(f, func(*LaunchOptions) error { return nil }), args...); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d\n%s", args, code, ExitUsage, ts.err)
+		}
+	}
+	// A health timeout longer than the default --timeout stretches it; an
+	// explicit --timeout is kept.
+	f, _ = newTestFactory(nil)
+	if code := runWith(t, f, NewCmdLaunch(f, func(*LaunchOptions) error { return nil }), "./app", "--target", "process", "--health-timeout", "5m"); code != 0 || f.Config.Timeout != 6*time.Minute {
+		t.Errorf("--health-timeout 5m: exit %d, timeout %s", code, f.Config.Timeout)
+	}
+	f, _ = newTestFactory(nil)
+	if code := runWith(t, f, NewCmdLaunch(f, func(*LaunchOptions) error { return nil }), "./app", "--target", "process", "--health-timeout", "5m", "--timeout", "1m"); code != 0 || f.Config.Timeout != time.Minute {
+		t.Errorf("--health-timeout 5m --timeout 1m: exit %d, timeout %s", code, f.Config.Timeout)
 	}
 }
 
@@ -98,6 +141,9 @@ func fakeLaunchAPI(t *testing.T, decision, launchState, taskState string) *httpt
 			state, reasons = "not_held", `["policy:approval_required"]`
 		}
 		writeEnvelope(w, 201, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"amountUsd":12,"budgetRemainingUsd":100,"decision":%q,"gatedSteps":[],"lines":[{"amountUsd":12,"item":"domain:acme.dev"}],"projectId":"prj_1","quoteId":"quo_1","reasons":%s,"receipt":{"action":"create_quote","costs":[],"createdAt":"2026-11-25T07:16:17Z","createdResources":[{"id":"quo_1","type":"quote"}],"id":"rcp_q","totalUsd":0},"state":%q,"undo":{"command":null,"irreversible":true}},"formatVersion":"1"}`, decision, reasons, state))
+	})
+	mux.HandleFunc("GET /v1/services", func(w http.ResponseWriter, r *http.Request) {
+		writeEnvelope(w, 200, `{"actions":[{"kind":"stop","reason":"done"}],"data":{"services":[]},"formatVersion":"1"}`)
 	})
 	mux.HandleFunc("POST /v1/projects/prj_1/launch", func(w http.ResponseWriter, r *http.Request) {
 		writeEnvelope(w, 202, task(launchState))

@@ -113,6 +113,7 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 	st := newStyles(f, f.IO.ErrOut, f.IO.StderrIsTerminal)
 	var apiErr *sdk.Error
 	var usage *UsageError
+	var failed *sdk.TaskFailedError
 	var b strings.Builder
 	switch {
 	case errors.As(err, &apiErr):
@@ -142,6 +143,25 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 				writeActions(&b, st, f, root, env.get("actions"))
 			}
 		}
+	case errors.As(err, &failed) && failedCause(failed) != "":
+		// A failed task's result says why: its blockedBy, its message (for
+		// a process, the last lines it wrote) and what to do next.
+		res := *failed.Task.Result
+		msg, _ := res["message"].(string)
+		first, rest, _ := strings.Cut(strings.TrimRight(msg, "\n"), "\n")
+		fmt.Fprintf(&b, "%s task %s %s: %s: %s\n", st.err.Render("error:"), failed.Task.TaskId, failed.Task.State, failedCause(failed), first)
+		if rest != "" {
+			for _, l := range strings.Split(rest, "\n") {
+				b.WriteString("  " + l + "\n")
+			}
+		}
+		if acts, ok := res["actions"]; ok && !f.Config.JSON {
+			if raw, err := json.Marshal(acts); err == nil {
+				if n, ok := decodeOrdered(raw); ok {
+					writeActions(&b, st, f, root, n)
+				}
+			}
+		}
 	case errors.As(err, &usage):
 		fmt.Fprintf(&b, "%s %s\n", st.err.Render("error:"), usage.Err)
 		if usage.Command != "" {
@@ -154,6 +174,15 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 		fmt.Fprintf(&b, "%s %s\n", st.err.Render("error:"), err)
 	}
 	io.WriteString(f.IO.ErrOut, b.String())
+}
+
+// failedCause is the blockedBy a failed task's result names, or "".
+func failedCause(e *sdk.TaskFailedError) string {
+	if e.Task == nil || e.Task.Result == nil {
+		return ""
+	}
+	code, _ := (*e.Task.Result)["blockedBy"].(string)
+	return code
 }
 
 // writeActions prints the typed next steps as "Next:" lines.

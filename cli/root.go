@@ -101,6 +101,7 @@ func newRootCmd(f *Factory, runF func(*OperationOptions) error) *cobra.Command {
 	addOperationCommands(root, f, runF)
 	addLedgerCommands(root, f)
 	addLaunchCommands(root, f)
+	addServiceCommands(root, f)
 	addWorkflowCommands(root, f)
 	addMailCommands(root, f)
 	addHelpTopics(root)

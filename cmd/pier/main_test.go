@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,6 +23,13 @@ import (
 func TestMain(m *testing.M) {
 	testscript.Main(withPostgres{m}, map[string]func(){
 		"pier": func() { os.Exit(cli.Main(server.NewCommands()...)) },
+		// pier-status runs pier and reports its exit code on stderr as
+		// "[exit N]", so scripts can check the code itself.
+		"pier-status": func() {
+			code := cli.Main(server.NewCommands()...)
+			fmt.Fprintf(os.Stderr, "[exit %d]\n", code)
+			os.Exit(0)
+		},
 	})
 }
 
@@ -66,6 +74,11 @@ func scriptParams(databaseURL string) testscript.Params {
 			env.Setenv("PIER_BASE_URL", "http://"+s.Addr())
 			env.Setenv("PIER_TEST_HTTPS_ADDR", s.HTTPSAddr())
 			env.Setenv("PIER_DATA_DIR", env.WorkDir+"/data")
+			examples, err := filepath.Abs(filepath.Join("..", "..", "examples"))
+			if err != nil {
+				return err
+			}
+			env.Setenv("EXAMPLES", examples)
 			env.Setenv("NO_COLOR", "1")
 			return nil
 		},
