@@ -152,7 +152,7 @@ func uploadRequest(project string, files map[string][]byte) map[string]any {
 
 // apiCall sends a JSON request with the key and an Idempotency-Key, and
 // returns the envelope's data.
-func apiCall(b *testing.B, key, method, url string, body any) map[string]any {
+func apiCall(b testing.TB, key, method, url string, body any) map[string]any {
 	var rd io.Reader
 	if body != nil {
 		j, _ := json.Marshal(body)
@@ -163,6 +163,8 @@ func apiCall(b *testing.B, key, method, url string, body any) map[string]any {
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if method == "POST" {
 		req.Header.Set("Idempotency-Key", rand.Text())
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -185,7 +187,12 @@ func apiCall(b *testing.B, key, method, url string, body any) map[string]any {
 
 // adminSetup creates a key and a project the way a local operator does,
 // with `pier admin create-key` and `pier admin create-project`.
-func adminSetup(b *testing.B, dataDir string) (key, project string) {
+func adminSetup(b testing.TB, dataDir string) (key, project string) {
+	return adminSetupBudget(b, dataDir, 1000)
+}
+
+// adminSetupBudget is adminSetup with the project's budget in USD.
+func adminSetupBudget(b testing.TB, dataDir string, budgetUSD int) (key, project string) {
 	run := func(args ...string) map[string]any {
 		var admin = findCmd(server.NewCommands(), "admin")
 		var out bytes.Buffer
@@ -202,7 +209,7 @@ func adminSetup(b *testing.B, dataDir string) (key, project string) {
 		return m
 	}
 	key = run("create-key", "--scopes", "read,quote,launch")["apiKey"].(string)
-	project = run("create-project", "--name", "bench", "--budget-usd", "1000")["projectId"].(string)
+	project = run("create-project", "--name", "bench", "--budget-usd", fmt.Sprint(budgetUSD))["projectId"].(string)
 	return key, project
 }
 

@@ -11,7 +11,7 @@ import (
 
 // serveOn runs a real server on dir, on ephemeral loopback ports, until the
 // benchmark ends.
-func serveOn(b *testing.B, dir string) *server.Server {
+func serveOn(b testing.TB, dir string) *server.Server {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := server.New(ctx, server.Config{DataDir: dir, HTTPAddr: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(io.Discard, nil)))

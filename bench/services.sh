@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Launches examples/app (Python's standard library behind a Procfile) as a
+# process service and drives it with wrk three times per round: directly,
+# at the address its process listens on; through Pier's HTTP listener with
+# the preview host in the Host header; and through bench/proxy, a bare
+# net/http/httputil ReverseProxy set up as Pier's edge sets up its own (the
+# peer for the proxy hop itself). Prints requests per second of each, the
+# medians over the rounds, and the medians of the rounds' ratios
+# pier/direct (goal: >= 0.8), goproxy/direct and pier/goproxy.
+#
+#   bash bench/services.sh                  # 3 rounds of 5 s per side
+#   DURATION=3s REPEAT=5 bash bench/services.sh
+#   PIN=0 bash bench/services.sh            # no CPU pinning
+#   PIER_BIN=/tmp/pier bash bench/services.sh   # another build of pier
+#
+# By default the server, and so the app it starts (a child inherits its
+# CPU affinity), and bench/proxy run on CPU 0 and wrk on CPU 1, as in
+# bench/edge.sh: a proxy's work is paid on the app's core. Everything stays
+# on loopback. examples/app is one Python process (threads under the GIL),
+# so every side is bounded by it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-5s}
+REPEAT=${REPEAT:-3}
+CONNS=${CONNS:-16}
+PIN=${PIN:-1}
+need=()
+command -v wrk >/dev/null || need+=(wrk)
+command -v jq >/dev/null || need+=(jq)
+command -v curl >/dev/null || need+=(curl)
+command -v bc >/dev/null || need+=(bc)
+[ -x /usr/bin/python3 ] || command -v python3 >/dev/null || need+=(python3)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+mkdir -p bin
+PIER_BIN=${PIER_BIN:-bin/pier}
+[ "$PIER_BIN" = bin/pier ] && go build -o bin/pier ./cmd/pier
+go build -o bin/benchproxy ./bench/proxy
+
+srv=() cli=()
+if [ "$PIN" = 1 ]; then srv=(taskset -c 0) cli=(taskset -c 1); fi
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+PIER_HTTP=127.0.0.1:18190
+export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
+key=$("$PIER_BIN" admin create-key --scopes read,quote,launch --json | jq -r .apiKey)
+project=$("$PIER_BIN" admin create-project --name bench --json | jq -r .projectId)
+"${srv[@]}" "$PIER_BIN" server --http-addr $PIER_HTTP --https-addr 127.0.0.1:18543 --dns-addr 127.0.0.1:18153 \
+  --smtp-addr 127.0.0.1:18125 --log-level warn 2>"$tmp/pier.log" &
+pids+=($!)
+for _ in $(seq 100); do curl -fsS "http://$PIER_HTTP/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+
+api() { # method path [json]
+  local args=(-fsS -X "$1" -H "Authorization: Bearer $key" -H "Accept: application/json")
+  if [ "$1" = POST ]; then args+=(-H "Content-Type: application/json" -H "Idempotency-Key: $(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"); fi
+  if [ $# -ge 3 ]; then args+=(--data-binary "$3"); fi
+  curl "${args[@]}" "http://$PIER_HTTP$2" || { echo "pier: $1 $2 failed" >&2; cat "$tmp/pier.log" >&2; exit 1; }
+}
+
+# Upload, quote, launch, wait for the task: what pier launch does for a site.
+files=$(for f in examples/app/*; do jq -n --arg p "$(basename "$f")" --arg c "$(base64 -w 0 "$f")" '{path: $p, contentBase64: $c}'; done | jq -s .)
+bundle=$(api POST /v1/bundles "$(jq -n --arg p "$project" --argjson f "$files" '{projectId: $p, files: $f}')" | jq -r .data.bundleId)
+quote=$(api POST /v1/quotes "$(jq -n --arg p "$project" '{projectId: $p, items: [{kind: "service", workload: "dynamic_service", target: "process", name: "app", months: 1}]}')" | jq -r .data.quoteId)
+task=$(api POST "/v1/projects/$project/launch" "$(jq -n --arg b "$bundle" --arg q "$quote" '{name: "app", target: "process", bundleId: $b, quoteId: $q}')" | jq -r .data.taskId)
+for _ in $(seq 300); do
+  t=$(api GET "/v1/tasks/$task")
+  state=$(jq -r .data.state <<<"$t")
+  [ "$state" = succeeded ] && break
+  [ "$state" = failed ] && { echo "launch failed: $t"; exit 1; }
+  sleep 0.1
+done
+[ "$state" = succeeded ] || { echo "launch not done after 30 s: $t"; exit 1; }
+service=$(jq -r .data.serviceId <<<"$t")
+preview=$(jq -r .data.previewUrl <<<"$t")
+host=${preview#https://}; host=${host%%/*}; host=${host%%:*}
+
+# The app's own address, from the line it prints when it listens (logs are
+# written in batches, so wait for it).
+port=
+for _ in $(seq 100); do
+  port=$(api GET "/v1/services/$service/logs?tail=100" | jq -r '.data.lines[].text' |
+    sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' | tail -1)
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+[ -n "$port" ] || { echo "no 'listening on' line in the service's logs"; api GET "/v1/services/$service/logs?tail=100"; exit 1; }
+pid=$(ss -Htlnp "sport = :$port" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
+direct=http://127.0.0.1:$port/ proxied=http://$PIER_HTTP/ goproxy=http://127.0.0.1:18191/
+echo "examples/app: $preview, process ${pid:-?} listening on 127.0.0.1:$port"
+"${srv[@]}" ./bin/benchproxy -addr 127.0.0.1:18191 -to "127.0.0.1:$port" 2>"$tmp/benchproxy.log" &
+pids+=($!)
+for _ in $(seq 50); do curl -fsS "$goproxy" >/dev/null 2>&1 && break; sleep 0.1; done
+
+# Every door must answer the same bytes before anything is timed.
+want=$(curl -fsS "$direct") || { echo "no answer from $direct"; exit 1; }
+for u in "$proxied" "$goproxy"; do
+  got=$(curl -fsS -H "Host: $host" "$u") || { echo "no answer from $u for $host"; cat "$tmp"/*.log; exit 1; }
+  [ "$got" = "$want" ] || { echo "$u answers $got, directly $want"; exit 1; }
+done
+
+rps() { # url
+  "${cli[@]}" wrk -t1 -c"$CONNS" -d"$DURATION" --latency -H "Host: $host" "$1" | tee -a "$tmp/wrk.log" | awk '/Requests\/sec/ {print $2}'
+}
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+
+pinning="no pinning"; [ "$PIN" = 1 ] && pinning="server and app on CPU 0, wrk on CPU 1"
+echo "wrk -t1 -c$CONNS -d$DURATION, $REPEAT rounds of direct, pier, goproxy; $pinning; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-6s %9s %9s %9s %12s %15s %13s\n' round direct pier goproxy pier/direct goproxy/direct pier/goproxy
+ds=() ps=() gs=() rs=() rgs=() rpgs=()
+for i in $(seq "$REPEAT"); do
+  # The three runs of a round follow each other and share the machine's
+  # load, so a round's ratios are steadier than ratios of medians.
+  d=$(rps "$direct"); p=$(rps "$proxied"); g=$(rps "$goproxy")
+  r=$(echo "$p / $d" | bc -l) rg=$(echo "$g / $d" | bc -l) rpg=$(echo "$p / $g" | bc -l)
+  ds+=("$d") ps+=("$p") gs+=("$g") rs+=("$r") rgs+=("$rg") rpgs+=("$rpg")
+  printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f\n' "$i" "$d" "$p" "$g" "$r" "$rg" "$rpg"
+done
+d=$(median "${ds[@]}") p=$(median "${ps[@]}") g=$(median "${gs[@]}")
+r=$(median "${rs[@]}") rg=$(median "${rgs[@]}") rpg=$(median "${rpgs[@]}")
+printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f\n' median "$d" "$p" "$g" "$r" "$rg" "$rpg"
+grep -E "Non-2xx|Socket errors" "$tmp/wrk.log" && { echo "errors during the run"; exit 1; } || true
+if [ "$(echo "$r >= 0.8" | bc -l)" = 1 ]; then echo "goal met: pier >= 0.8x direct"; else echo "goal missed: pier < 0.8x direct"; fi
