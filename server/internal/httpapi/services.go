@@ -109,6 +109,9 @@ func (s logStream) VisitGetServiceLogsResponse(w http.ResponseWriter) error {
 	after := s.first.NextAfter
 	for time.Now().Before(deadline) {
 		q := service.LogQuery{After: after, Version: s.q.Version, Tail: 1000, Wait: 15 * time.Second}
+		if s.runs.Ended(s.ctx, s.orgID, s.id) {
+			q.Wait = 0 // what is left, then the end
+		}
 		l, _, err := s.runs.Logs(s.ctx, s.orgID, s.id, q)
 		if err != nil {
 			return nil

@@ -485,6 +485,7 @@ func (s *Runs) Logs(ctx context.Context, orgID, id string, q LogQuery) (*models.
 	sq := store.LogQuery{After: q.After, Since: q.Since, Version: q.Version, Limit: q.Tail, Tail: q.After == 0 && q.Since.IsZero()}
 	deadline := time.Now().Add(q.Wait)
 	var lines []store.LogLine
+	before, _ := s.store.Services().LastLogSeq(ctx, svc.ID)
 	for {
 		woken := s.logsWritten(svc.ID)
 		lines, err = s.store.Services().Logs(ctx, svc.ID, sq)
@@ -504,11 +505,7 @@ func (s *Runs) Logs(ctx context.Context, orgID, id string, q LogQuery) (*models.
 		}
 		if sq.Tail {
 			// Having waited, read what came after the point we started at.
-			last, _ := s.store.Services().LastLogSeq(ctx, svc.ID)
-			sq = store.LogQuery{After: max(q.After, last-int64(len(lines))), Version: q.Version, Limit: q.Tail}
-			if last > 0 && q.After == 0 {
-				sq.After = last
-			}
+			sq = store.LogQuery{After: max(q.After, before), Version: q.Version, Limit: q.Tail}
 		}
 	}
 	out := &models.ServiceLogs{ServiceId: svc.ID, Lines: []models.LogLine{}, NextAfter: q.After}
