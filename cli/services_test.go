@@ -38,7 +38,6 @@ type fakeServices struct {
 	tornDown bool
 
 	mu          sync.Mutex
-	polls       int
 	follows     int
 	launchBody  map[string]any
 	quotes      []map[string]any
@@ -49,8 +48,6 @@ type fakeServices struct {
 
 	srv *httptest.Server
 }
-
-const fakeAt = "2026-11-25T07:16:17Z"
 
 func newFakeServices(t *testing.T, fs *fakeServices) *fakeServices {
 	t.Helper()
