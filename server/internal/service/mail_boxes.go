@@ -34,10 +34,15 @@ func (s *Mail) CreateAddress(ctx context.Context, p *auth.Principal, req models.
 	d, err := s.store.Mail().Domain(ctx, domain)
 	if errors.Is(err, store.ErrNotFound) || err == nil && (d.OrgID != p.OrgID || d.State == "removed") {
 		return nil, nil, apierr.Newf("mail:not_set_up", "%s has no mail set up in your organisation", domain).
-			WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": "", "items": []any{map[string]any{"kind": "email", "domain": domain}}}))
+			WithActions(s.quoteMailAction(ctx, p.OrgID, domain))
 	}
 	if err != nil {
 		return nil, nil, err
+	}
+	if d.State != "ready" {
+		// Being set up: addresses come once Pier's DNS answers its records.
+		return nil, nil, apierr.Newf("mail:not_set_up", "mail for %s is still being set up; create the address once its setup task has succeeded", domain).
+			WithActions(actions.Retry("get_task", "agent", map[string]any{"id": d.TaskID}, 2))
 	}
 	a := store.EmailAddress{ID: auth.ID("adr"), OrgID: p.OrgID, Domain: domain, Address: local + "@" + domain, InboxID: auth.ID("inb"), CatchAll: catchAll, CreatedAt: s.Now().UTC()}
 	if catchAll {
@@ -57,6 +62,17 @@ func (s *Mail) CreateAddress(ctx context.Context, p *auth.Principal, req models.
 		actions.Tool("wait_for_message", "agent", map[string]any{"id": a.InboxID}),
 		actions.Tool("delete_email_address", "agent", map[string]any{"id": a.ID}),
 	}, nil
+}
+
+// quoteMailAction is the create_quote that prices mail for domain, in the
+// organisation's first project; without one, projectId is listed as
+// missing.
+func (s *Mail) quoteMailAction(ctx context.Context, orgID, domain string) models.Action {
+	args := map[string]any{"items": []any{map[string]any{"kind": "email", "domain": domain}}}
+	if ps, err := s.store.Projects().List(ctx, orgID); err == nil && len(ps) > 0 {
+		args["projectId"] = ps[0].ID
+	}
+	return actions.Tool("create_quote", "agent", args)
 }
 
 // Addresses lists the organisation's addresses.
@@ -244,14 +260,15 @@ func (s *Mail) WaitForMessage(ctx context.Context, orgID, inboxID string, req mo
 }
 
 // Accepts says whether mail for rcpt has somewhere to go: an address of
-// its own or its domain's catch-all, on a domain whose mail is set up.
+// its own or its domain's catch-all, on a domain whose mail is set up and
+// ready (not still being set up, nor removed).
 func (s *Mail) Accepts(ctx context.Context, rcpt string) (bool, error) {
 	local, domain, err := normAddress(rcpt)
 	if err != nil {
 		return false, nil
 	}
 	d, err := s.store.Mail().Domain(ctx, domain)
-	if errors.Is(err, store.ErrNotFound) || err == nil && d.State == "removed" {
+	if errors.Is(err, store.ErrNotFound) || err == nil && d.State != "ready" {
 		return false, nil
 	}
 	if err != nil {
