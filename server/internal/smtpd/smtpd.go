@@ -86,7 +86,9 @@ func New(cfg Config) *Server {
 		cfg.PeerRate, cfg.PeerBurst = 10, 20
 	}
 	if cfg.PeerBurst <= 0 {
-		cfg.PeerBurst = int(cfg.PeerRate * 2)
+		// At least one: a burst of zero would refuse every message, however
+		// slowly the peer sends.
+		cfg.PeerBurst = max(1, int(cfg.PeerRate*2))
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
