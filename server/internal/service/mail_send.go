@@ -135,7 +135,7 @@ func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain stri
 	body := fmt.Sprintf("Someone proposed you as the registrant of %s:\n\n  %s\n  %s\n\nIf this is you and the details are right, confirm here:\n\n  %s\n\nIf not, ignore this message; nothing changes.\n",
 		domain, c.Name, email, link)
 	from := "registrar@" + strings.TrimPrefix(hostOnly(s.baseURL()), "www.")
-	msg, _, err := s.plainMessage(from, email, "Confirm you are the registrant of "+domain, body)
+	msg, err := s.systemMessage(ctx, from, email, "Confirm you are the registrant of "+domain, body)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -228,6 +228,22 @@ func hostOnly(u string) string {
 		u = u[:i]
 	}
 	return u
+}
+
+// systemMessage writes a message Pier sends on its own account, signed
+// with the sending domain's DKIM key, as send_message's are, when that
+// domain's mail is set up; unsigned when it is not.
+func (s *core) systemMessage(ctx context.Context, from, to, subject, text string) ([]byte, error) {
+	if _, domain, err := normAddress(from); err == nil {
+		if d, err := s.store.Mail().Domain(ctx, domain); err == nil && d.State == "ready" {
+			msg, _, err := s.compose(ctx, from, []string{to}, subject, text)
+			return msg, err
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+	}
+	msg, _, err := s.plainMessage(from, to, subject, text)
+	return msg, err
 }
 
 // plainMessage writes an unsigned system message.
