@@ -161,12 +161,12 @@ func conformanceRun(cmd *cobra.Command, o *ConformanceRunOptions) error {
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
-	st := newStyles(f, o.IO.ErrOut, o.IO.StderrIsTerminal)
+	errSt := newStyles(f, o.IO.ErrOut, o.IO.StderrIsTerminal)
 	progress := func(suite string, p sdk.ConformanceProbe) {
 		if o.JSON || !is(o.IO.StderrIsTerminal) {
 			return
 		}
-		fmt.Fprintf(o.IO.ErrOut, "%s %s\n", st.faint.Render(string(p.Status)), p.Id)
+		fmt.Fprintf(o.IO.ErrOut, "%s %s\n", errSt.faint.Render(string(p.Status)), p.Id)
 	}
 	rep, err := conformance.Run(cmd.Context(), conformance.Options{
 		BaseURL: f.BaseURL(), Profile: o.Profile, APIKey: f.APIKey(), ProjectID: o.Project,
@@ -200,11 +200,13 @@ func conformanceRun(cmd *cobra.Command, o *ConformanceRunOptions) error {
 			return err
 		}
 	} else {
-		renderConformance(o.IO, newStyles(f, o.IO.Out, o.IO.StdoutIsTerminal), rep)
-		fmt.Fprintf(o.IO.Out, "%s %s\n", st.bold.Render("digest:"), digest)
-		fmt.Fprintf(o.IO.Out, "%s %s (%s)\n", st.bold.Render("signed by:"), key.Thumbprint(), keyPath)
+		// stdout's own styles: colour there follows stdout, not stderr.
+		out := newStyles(f, o.IO.Out, o.IO.StdoutIsTerminal)
+		renderConformance(o.IO, out, rep)
+		fmt.Fprintf(o.IO.Out, "%s %s\n", out.bold.Render("digest:"), digest)
+		fmt.Fprintf(o.IO.Out, "%s %s (%s)\n", out.bold.Render("signed by:"), key.Thumbprint(), keyPath)
 		if o.Out != "" {
-			fmt.Fprintf(o.IO.Out, "%s %s, %s\n", st.bold.Render("written:"), o.Out, conformance.SignaturePath(o.Out))
+			fmt.Fprintf(o.IO.Out, "%s %s, %s\n", out.bold.Render("written:"), o.Out, conformance.SignaturePath(o.Out))
 			fmt.Fprintf(o.IO.Out, "Next: pier conformance verify %s\n", o.Out)
 		}
 	}
