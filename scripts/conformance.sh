@@ -34,7 +34,29 @@ last=$(ls -1 "$OUT"/*.json 2>/dev/null | sort | tail -n 1 || true)
 [ -n "$last" ] && prev=(--previous "$last")
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 
+json() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+
 "$PIER" conformance run --profile anonymous "${prev[@]}" --out "$OUT/$stamp-1-anonymous.json"
-PIER_API_KEY=$("$PIER" admin create-key --data-dir "$data" --name conformance --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])') \
-  "$PIER" conformance run --profile governed --previous "$OUT/$stamp-1-anonymous.json" --out "$OUT/$stamp-2-governed.json"
+# The governed suite needs a key that may quote and launch, and a project
+# whose budget covers its quote, so that the quote decides ALLOW and holds.
+project=$("$PIER" admin create-project --data-dir "$data" --name conformance --budget-usd 50 --json | json projectId)
+PIER_API_KEY=$("$PIER" admin create-key --data-dir "$data" --name conformance --json | json apiKey) \
+  "$PIER" conformance run --profile governed --project-id "$project" \
+  --previous "$OUT/$stamp-1-anonymous.json" --out "$OUT/$stamp-2-governed.json"
 "$PIER" conformance verify --chain "$OUT"
+
+# Against Pier every probe a profile runs passes: a skip means this script
+# failed to set up what the probe needs, and fails the run too.
+python3 - "$OUT/$stamp-1-anonymous.json" "$OUT/$stamp-2-governed.json" <<'PY'
+import json, sys
+bad = []
+for path in sys.argv[1:]:
+    report = json.load(open(path))
+    for suite in report["suites"]:
+        runs = suite["id"] != "governed" or report["profile"] == "governed"
+        want = "pass" if runs else "not_run"
+        bad += [f"{path}: {p['id']} is {p['status']}, not {want}" for p in suite["probes"] if p["status"] != want]
+if bad:
+    print("conformance: not every probe passed:", *bad, sep="\n  ", file=sys.stderr)
+    sys.exit(1)
+PY
