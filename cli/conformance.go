@@ -84,7 +84,10 @@ conformance.jwk in Pier's config directory, created (mode 0600) on first
 use. Under GitHub Actions the runner block reads hosted-actions and the
 run's coordinates; elsewhere, local.
 
-Without --out the report goes to stdout with --json and nowhere otherwise.
+Without --json, stdout shows a table of suites and probes, coloured when
+stdout is a terminal (NO_COLOR or CLICOLOR=0 turns colour off,
+CLICOLOR_FORCE on). Without --out the report goes to stdout with --json
+and nowhere otherwise.
 Exit 0 when every required suite passes, 1 when one fails.`,
 		Example: `  pier conformance run --base-url http://localhost:8080 --profile anonymous --out anon.json
   pier conformance run --profile governed --previous anon.json --out governed.json --json`,
