@@ -84,7 +84,10 @@ conformance.jwk in Pier's config directory, created (mode 0600) on first
 use. Under GitHub Actions the runner block reads hosted-actions and the
 run's coordinates; elsewhere, local.
 
-Without --out the report goes to stdout with --json and nowhere otherwise.
+Without --json, stdout shows a table of suites and probes, coloured when
+stdout is a terminal (NO_COLOR or CLICOLOR=0 turns colour off,
+CLICOLOR_FORCE on). Without --out the report goes to stdout with --json
+and nowhere otherwise.
 Exit 0 when every required suite passes, 1 when one fails.`,
 		Example: `  pier conformance run --base-url http://localhost:8080 --profile anonymous --out anon.json
   pier conformance run --profile governed --previous anon.json --out governed.json --json`,
@@ -161,12 +164,12 @@ func conformanceRun(cmd *cobra.Command, o *ConformanceRunOptions) error {
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
-	st := newStyles(f, o.IO.ErrOut, o.IO.StderrIsTerminal)
+	errSt := newStyles(f, o.IO.ErrOut, o.IO.StderrIsTerminal)
 	progress := func(suite string, p sdk.ConformanceProbe) {
 		if o.JSON || !is(o.IO.StderrIsTerminal) {
 			return
 		}
-		fmt.Fprintf(o.IO.ErrOut, "%s %s\n", st.faint.Render(string(p.Status)), p.Id)
+		fmt.Fprintf(o.IO.ErrOut, "%s %s\n", errSt.faint.Render(string(p.Status)), p.Id)
 	}
 	rep, err := conformance.Run(cmd.Context(), conformance.Options{
 		BaseURL: f.BaseURL(), Profile: o.Profile, APIKey: f.APIKey(), ProjectID: o.Project,
@@ -200,11 +203,13 @@ func conformanceRun(cmd *cobra.Command, o *ConformanceRunOptions) error {
 			return err
 		}
 	} else {
-		renderConformance(o.IO, newStyles(f, o.IO.Out, o.IO.StdoutIsTerminal), rep)
-		fmt.Fprintf(o.IO.Out, "%s %s\n", st.bold.Render("digest:"), digest)
-		fmt.Fprintf(o.IO.Out, "%s %s (%s)\n", st.bold.Render("signed by:"), key.Thumbprint(), keyPath)
+		// stdout's own styles: colour there follows stdout, not stderr.
+		out := newStyles(f, o.IO.Out, o.IO.StdoutIsTerminal)
+		renderConformance(o.IO, out, rep)
+		fmt.Fprintf(o.IO.Out, "%s %s\n", out.bold.Render("digest:"), digest)
+		fmt.Fprintf(o.IO.Out, "%s %s (%s)\n", out.bold.Render("signed by:"), key.Thumbprint(), keyPath)
 		if o.Out != "" {
-			fmt.Fprintf(o.IO.Out, "%s %s, %s\n", st.bold.Render("written:"), o.Out, conformance.SignaturePath(o.Out))
+			fmt.Fprintf(o.IO.Out, "%s %s, %s\n", out.bold.Render("written:"), o.Out, conformance.SignaturePath(o.Out))
 			fmt.Fprintf(o.IO.Out, "Next: pier conformance verify %s\n", o.Out)
 		}
 	}

@@ -26,13 +26,14 @@ type styles struct {
 	r                             *lipgloss.Renderer
 }
 
-// newStyles returns styles for w. Colour is off when w is not a terminal or
-// NO_COLOR is set.
+// newStyles returns styles for w. Colour follows the stream's terminal
+// test (tty), not the writer's type, and the environment as the Factory
+// reads it: NO_COLOR, CLICOLOR=0 and TERM=dumb turn it off, TERM and
+// COLORTERM pick the palette, and CLICOLOR_FORCE turns it on off a
+// terminal too.
 func newStyles(f *Factory, w io.Writer, tty func() bool) styles {
 	r := lipgloss.NewRenderer(w)
-	if !is(tty) || f.getenv("NO_COLOR") != "" || f.getenv("TERM") == "dumb" {
-		r.SetColorProfile(termenv.Ascii)
-	}
+	r.SetColorProfile(colorProfile(f, tty))
 	return styles{
 		r:      r,
 		key:    r.NewStyle().Foreground(lipgloss.Color("6")),
@@ -41,6 +42,29 @@ func newStyles(f *Factory, w io.Writer, tty func() bool) styles {
 		err:    r.NewStyle().Foreground(lipgloss.Color("1")).Bold(true),
 		header: r.NewStyle().Bold(true),
 	}
+}
+
+// colorProfile decides a stream's palette. The output termenv probes is
+// io.Discard so that only tty, never the writer itself, says whether the
+// stream is a terminal.
+func colorProfile(f *Factory, tty func() bool) termenv.Profile {
+	o := termenv.NewOutput(io.Discard, termenv.WithTTY(is(tty)), termenv.WithEnvironment(factoryEnviron{f}))
+	return o.EnvColorProfile()
+}
+
+// factoryEnviron is the Factory's environment as termenv reads it.
+type factoryEnviron struct{ f *Factory }
+
+func (e factoryEnviron) Getenv(k string) string { return e.f.getenv(k) }
+
+func (e factoryEnviron) Environ() []string {
+	var env []string
+	for _, k := range []string{"TERM", "COLORTERM", "TERM_PROGRAM", "NO_COLOR", "CLICOLOR", "CLICOLOR_FORCE"} {
+		if v := e.f.getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // renderResponse writes a successful answer: as received with --json,

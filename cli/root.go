@@ -40,7 +40,8 @@ The exit code says what blocked a failure: pier help exit-codes lists them.
 Configuration:
   PIER_BASE_URL   API address (or --base-url); default ` + DefaultBaseURL + `
   PIER_API_KEY    API key (or --api-key)
-  NO_COLOR        turn colour off`
+  NO_COLOR        turn colour off (so do CLICOLOR=0 and TERM=dumb)
+  CLICOLOR_FORCE  colour even when the output is not a terminal`
 
 const rootExample = `  pier domains search acme
   pier domains search acme --max-first-year-price-usd 15 --json

@@ -19,13 +19,13 @@ import (
 )
 
 var discoveryProbes = []probe{
-	{"discovery.health", "DESIGN.md Operations: /healthz", probeHealth},
-	{"discovery.openapi", "SPEC.md §4", probeOpenAPI},
-	{"discovery.schemas", "SPEC.md §2.11, §9 rule 6", probeSchemas},
+	{"discovery.health", "SPEC.md §2.11 (target.buildId, which the runner reads from /healthz)", probeHealth},
+	{"discovery.openapi", "SPEC.md §4, §9 rule 6", probeOpenAPI},
+	{"discovery.schemas", "SPEC.md §2.1, §2.11, §9 rule 6", probeSchemas},
 	{"discovery.oauth-metadata", "SPEC.md §5", probeOAuthMetadata},
-	{"discovery.sandbox-reference", "SPEC.md §2.10", probeSandboxReference},
+	{"discovery.sandbox-reference", "SPEC.md §2.10, §4 rule 3", probeSandboxReference},
 	{"discovery.scripts", "SPEC.md §2.10", probeScripts},
-	{"discovery.mcp-tools", "SPEC.md §4", probeMCPTools},
+	{"discovery.mcp-tools", "SPEC.md §1, §4", probeMCPTools},
 }
 
 func sha256Hex(b []byte) string {

@@ -12,12 +12,12 @@ import (
 )
 
 var governedProbes = []probe{
-	{"governed.project", "SPEC.md §4", probeProject},
-	{"governed.quote-hold", "SPEC.md §3 rule 1", probeQuoteHold},
-	{"governed.launch-teardown", "SPEC.md §2.3, §2.4", probeLaunchTeardown},
+	{"governed.project", "SPEC.md §5", probeProject},
+	{"governed.quote-hold", "SPEC.md §3 rule 1, §8", probeQuoteHold},
+	{"governed.launch-teardown", "SPEC.md §2.3, §2.4, §4", probeLaunchTeardown},
 	{"governed.gate-input-required", "SPEC.md §3 rule 3", probeGate},
-	{"governed.holder-refuses-agent", "SPEC.md §7 rule 5", probeHolderRefusesAgent},
-	{"governed.sandbox-mandate", "SPEC.md §2.9", probeSandboxMandate},
+	{"governed.holder-refuses-agent", "SPEC.md §7 rule 5, §4 rule 2", probeHolderRefusesAgent},
+	{"governed.sandbox-mandate", "SPEC.md §2.9, §4 rule 2", probeSandboxMandate},
 }
 
 func (r *runner) needProject(ctx context.Context, p *probeRun) error {

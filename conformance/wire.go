@@ -19,17 +19,17 @@ import (
 const mcpProtocolVersion = "2025-03-26"
 
 var wireProbes = []probe{
-	{"wire.error-envelope", "SPEC.md §2.2", probeErrorEnvelope},
+	{"wire.error-envelope", "SPEC.md §2.2, §7 rule 1", probeErrorEnvelope},
 	{"wire.actions-typed", "SPEC.md §7 rule 1", probeActionsTyped},
 	{"wire.unknown-route", "SPEC.md §2.2", probeUnknownRoute},
 	{"wire.method-not-allowed", "SPEC.md §2.2", probeMethodNotAllowed},
 	{"wire.malformed-json", "SPEC.md §2.2", probeMalformedJSON},
-	{"wire.mcp-accept-406", "SPEC.md §7 rule 3", probeMCPAccept},
-	{"wire.mcp-origin", "DESIGN.md MCP transport: Origin", probeMCPOrigin},
-	{"wire.mcp-protocol-version", "SPEC.md §9 rule 3", probeMCPVersion},
-	{"wire.mcp-no-session", "DESIGN.md MCP transport: stateless", probeMCPNoSession},
-	{"wire.mcp-parse-error", "JSON-RPC 2.0 §5.1", probeMCPParseError},
-	{"wire.rate-limit-429", "SPEC.md §7 rule 2", probeRateLimit},
+	{"wire.mcp-accept-406", "SPEC.md §7 rule 3, §4 rule 1", probeMCPAccept},
+	{"wire.mcp-origin", "SPEC.md §4 rule 1, §9 rule 3 (MCP 2025-03-26 streamable HTTP, which validates Origin)", probeMCPOrigin},
+	{"wire.mcp-protocol-version", "SPEC.md §9 rule 3, §4 rule 1", probeMCPVersion},
+	{"wire.mcp-no-session", "SPEC.md §4 rule 1", probeMCPNoSession},
+	{"wire.mcp-parse-error", "SPEC.md §4 (POST /mcp is JSON-RPC 2.0, whose parse error is -32700 with id null)", probeMCPParseError},
+	{"wire.rate-limit-429", "SPEC.md §7 rule 2, §8", probeRateLimit},
 	{"wire.idempotency-replay", "SPEC.md §7 rule 4", probeIdempotencyReplay},
 }
 

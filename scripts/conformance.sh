@@ -2,10 +2,15 @@
 # Runs the public conformance suites against a Pier server started here on
 # loopback with a throwaway data directory: an anonymous run, then a
 # governed run chained to it, then the offline verification of the chain.
-# Reports land in ${CONFORMANCE_OUT:-conformance-reports}/.
+# Reports land in ${CONFORMANCE_OUT:-conformance-reports}/ and chain: the
+# first run links to the newest report already there, when the reports
+# there verify as one chain; otherwise they are moved aside and a fresh
+# chain starts. The signing key is $CONFORMANCE_KEY, created there when
+# missing, or else pier's default (conformance.jwk in its config directory).
 #
 #   bash scripts/conformance.sh            # what `make conformance` runs
 #   PIER=bin/pier bash scripts/conformance.sh
+#   CONFORMANCE_OUT=chain/reports CONFORMANCE_KEY=chain/key/conformance.jwk bash scripts/conformance.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,14 +32,53 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+# Reports chain: each run links to the newest report already in $OUT, once
+# those verify as one chain. A chain that does not is kept aside, never
+# extended; the runs here then start a fresh one.
+if ls "$OUT"/*.json >/dev/null 2>&1 && ! "$PIER" conformance verify --chain "$OUT" >/dev/null; then
+  echo "conformance: the reports in $OUT do not verify as one chain; moved to $OUT.unverified-$stamp, starting a fresh chain" >&2
+  mv "$OUT" "$OUT.unverified-$stamp"
+fi
 mkdir -p "$OUT"
-# Reports chain: each run links to the newest report already in $OUT.
 prev=()
 last=$(ls -1 "$OUT"/*.json 2>/dev/null | sort | tail -n 1 || true)
 [ -n "$last" ] && prev=(--previous "$last")
-stamp=$(date -u +%Y%m%dT%H%M%SZ)
 
-"$PIER" conformance run --profile anonymous "${prev[@]}" --out "$OUT/$stamp-1-anonymous.json"
-PIER_API_KEY=$("$PIER" admin create-key --data-dir "$data" --name conformance --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])') \
-  "$PIER" conformance run --profile governed --previous "$OUT/$stamp-1-anonymous.json" --out "$OUT/$stamp-2-governed.json"
+key=()
+if [ -n "${CONFORMANCE_KEY:-}" ]; then
+  if [ -f "$CONFORMANCE_KEY" ]; then
+    chmod 600 "$CONFORMANCE_KEY" # a restored file may come back wider
+  else
+    mkdir -p "$(dirname "$CONFORMANCE_KEY")"
+    "$PIER" holder keygen --key "$CONFORMANCE_KEY"
+  fi
+  key=(--key "$CONFORMANCE_KEY")
+fi
+
+json() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+
+"$PIER" conformance run --profile anonymous "${key[@]}" "${prev[@]}" --out "$OUT/$stamp-1-anonymous.json"
+# The governed suite needs a key that may quote and launch, and a project
+# whose budget covers its quote, so that the quote decides ALLOW and holds.
+project=$("$PIER" admin create-project --data-dir "$data" --name conformance --budget-usd 50 --json | json projectId)
+PIER_API_KEY=$("$PIER" admin create-key --data-dir "$data" --name conformance --json | json apiKey) \
+  "$PIER" conformance run --profile governed "${key[@]}" --project-id "$project" \
+  --previous "$OUT/$stamp-1-anonymous.json" --out "$OUT/$stamp-2-governed.json"
 "$PIER" conformance verify --chain "$OUT"
+
+# Against Pier every probe a profile runs passes: a skip means this script
+# failed to set up what the probe needs, and fails the run too.
+python3 - "$OUT/$stamp-1-anonymous.json" "$OUT/$stamp-2-governed.json" <<'PY'
+import json, sys
+bad = []
+for path in sys.argv[1:]:
+    report = json.load(open(path))
+    for suite in report["suites"]:
+        runs = suite["id"] != "governed" or report["profile"] == "governed"
+        want = "pass" if runs else "not_run"
+        bad += [f"{path}: {p['id']} is {p['status']}, not {want}" for p in suite["probes"] if p["status"] != want]
+if bad:
+    print("conformance: not every probe passed:", *bad, sep="\n  ", file=sys.stderr)
+    sys.exit(1)
+PY
