@@ -7,7 +7,7 @@ BIN := bin/pier
 # whatever node the machine has.
 export PATH := $(CURDIR)/tools/node_modules/.bin:$(PATH)
 
-.PHONY: help build run generate check-generate test test-short lint bench bench-wrk tools clean conformance fuzz
+.PHONY: help build run generate check-generate test test-short test-scale lint bench bench-wrk tools clean conformance fuzz
 
 help: ## List the tasks
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -39,6 +39,9 @@ lint: tools ## Vet, staticcheck and gofmt-check the Go code, check go.mod is tid
 
 test: tools ## Run every test (PostgreSQL, Node and browser tests fail if their tools are missing under CI)
 	$(GO) test -count=1 -timeout 20m ./...
+
+test-scale: ## Run the scale-out acceptance test alone: PostgreSQL, three server processes and nginx (both required)
+	PIER_TEST_POSTGRES=require PIER_TEST_NGINX=require $(GO) test -count=1 -timeout 5m -run '^TestScaleOutAsAnOperatorRunsIt$$' -v ./server
 
 test-short: ## Run the tests without PostgreSQL
 	PIER_TEST_POSTGRES=skip $(GO) test -count=1 ./...

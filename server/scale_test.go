@@ -1,15 +1,25 @@
 package server_test
 
 import (
+	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/internal/contracttest"
 	"github.com/pierhq/pier/internal/testpg"
 	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 // Three replicas on one PostgreSQL behind nginx: a site launched through
@@ -90,4 +100,318 @@ func TestThreeReplicasBehindNginx(t *testing.T) {
 	if most := 5 + int(2*time.Since(began).Seconds()) + 1; allowed > most || allowed < 5 {
 		t.Fatalf("%d searches allowed through three replicas; between 5 and %d", allowed, most)
 	}
+}
+
+// An operator's deployment, end to end: a throwaway PostgreSQL, three
+// `pier server` processes from the built binary (each its own data
+// directory, one --database-url) and Debian's nginx in front. It shows
+// that what one replica launches every replica serves within a second of
+// the task's success, that a teardown stops on all three within a second,
+// that a rate limit holds across the three, that PostgreSQL restarting
+// under them costs no replica a restart, and that SIGKILL of the replica
+// running a launch leaves the launch to another, charged once.
+func TestScaleOutAsAnOperatorRunsIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs three servers as separate processes behind nginx")
+	}
+	began := time.Now()
+	db := testpg.NewDatabase(t)
+	bin, err := pierBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PostgreSQL and the binary ready after %s", time.Since(began).Round(time.Millisecond))
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	out, err := exec.Command(bin, "admin", "create-key", "--data-dir", dirs[0], "--database-url", db,
+		"--scopes", "read,quote,launch,buy_domain", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key struct{ APIKey string }
+	json.Unmarshal(out, &key)
+	h := http.Header{"Authorization": {"Bearer " + key.APIKey}}
+
+	// A short job timeout lets a live replica's River rescue the task of a
+	// dead one soon: once the job has run the timeout and 10 s more, at the
+	// next pass of River's rescuer (every 30 s on its leader). Every
+	// replica holds a launch after it registered its domain; launches
+	// without a domain skip that step and run through.
+	const perSecond, burst = 2, 5
+	flags := []string{"--database-url", db, "--task-job-timeout", "2s", "--preview-domain", "localhost",
+		"--rate-limit", fmt.Sprintf("search=%d:%d", perSecond, burst)}
+	pause := "PIER_TEST_PAUSE_AFTER_STEP=" + service.StepRegister
+	var replicas []*process
+	var addrs []string
+	for _, dir := range dirs {
+		p := startProcessArgs(t, bin, dir, flags, pause)
+		replicas = append(replicas, p)
+		addrs = append(addrs, strings.TrimPrefix(p.url, "http://"))
+	}
+	lb := testserver.NginxAddrs(t, addrs...)
+	t.Logf("three replicas and nginx up after %s", time.Since(began).Round(time.Millisecond))
+	api := func(i int) *contracttest.Client { return &contracttest.Client{T: t, BaseURL: replicas[i].url} }
+	viaLB := &contracttest.Client{T: t, BaseURL: "http://" + lb}
+	project := api(0).Do("GET", "/v1/projects", nil, h).JSON()["data"].(map[string]any)["projects"].([]any)[0].(map[string]any)["id"].(string)
+	hostFor := func(name string) string {
+		return name + "--" + strings.ReplaceAll(strings.ToLower(project), "_", "-") + ".localhost"
+	}
+
+	web := &http.Client{Timeout: 2 * time.Second}
+	status := func(addr, host string) int {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
+		req.Host = host
+		res, err := web.Do(req)
+		if err != nil {
+			return 0
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	type target struct{ name, addr string }
+	everyReplica := []target{{"replica 1", addrs[0]}, {"replica 2", addrs[1]}, {"replica 3", addrs[2]}, {"nginx", lb}}
+	// allAnswer polls every target until each answers host with want, and
+	// fails unless each did within limit of since: one clock for all.
+	allAnswer := func(what, host string, want int, since time.Time, limit time.Duration, targets []target) {
+		t.Helper()
+		took := map[string]time.Duration{}
+		for len(took) < len(targets) && time.Since(since) < limit+5*time.Second {
+			for _, tg := range targets {
+				if _, done := took[tg.name]; !done && status(tg.addr, host) == want {
+					took[tg.name] = time.Since(since)
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for _, tg := range targets {
+			d, ok := took[tg.name]
+			switch {
+			case !ok:
+				t.Fatalf("%s: %s never answered %d for %s", what, tg.name, want, host)
+			case d > limit:
+				t.Fatalf("%s: %s answered %d after %s, more than %s after the task succeeded", what, tg.name, want, d.Round(time.Millisecond), limit)
+			}
+		}
+		t.Logf("%s: %v", what, took)
+	}
+	// nginxAnswers sends a few requests through nginx, which spreads them
+	// over the replicas, and wants each answered alike.
+	nginxAnswers := func(what, host string, want int) {
+		t.Helper()
+		for i := range 6 {
+			if code := status(lb, host); code != want {
+				t.Fatalf("%s: request %d through nginx answered %d, want %d", what, i+1, code, want)
+			}
+		}
+	}
+	// succeeded polls a task until it succeeds and answers when: the
+	// earlier of when the poll saw it and when its last step completed.
+	succeeded := func(c *contracttest.Client, taskID string, d time.Duration) time.Time {
+		t.Helper()
+		deadline := time.Now().Add(d)
+		for time.Now().Before(deadline) {
+			task := c.Do("GET", "/v1/tasks/"+taskID, nil, h).JSON()["data"].(map[string]any)
+			seen := time.Now()
+			switch task["state"] {
+			case "succeeded":
+				var last time.Time
+				for _, s := range task["steps"].([]any) {
+					if at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(s.(map[string]any)["completedAt"])); err == nil && at.After(last) {
+						last = at
+					}
+				}
+				if !last.IsZero() && last.Before(seen) {
+					return last
+				}
+				return seen
+			case "failed", "canceled":
+				t.Fatalf("task %s %s: %v", taskID, task["state"], task)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("task %s did not succeed within %s", taskID, d)
+		return time.Time{}
+	}
+	launch := func(c *contracttest.Client, name string, extra map[string]any) map[string]any {
+		t.Helper()
+		r := c.Do("POST", "/v1/bundles", uploadBody(project, siteSaying(name)), h)
+		if r.StatusCode != 201 {
+			t.Fatalf("upload: %d %s", r.StatusCode, r.Body)
+		}
+		body := map[string]any{"name": name, "target": "edge", "bundleId": r.JSON()["data"].(map[string]any)["bundleId"]}
+		for k, v := range extra {
+			body[k] = v
+		}
+		r = c.Do("POST", "/v1/projects/"+project+"/launch", body, h)
+		if r.StatusCode != 202 {
+			t.Fatalf("launch %s: %d %s", name, r.StatusCode, r.Body)
+		}
+		return r.JSON()["data"].(map[string]any)
+	}
+
+	// 1. A launch through replica 1's own URL is served by replicas 2 and
+	// 3 within 1 s of its success. Both have already been asked for the
+	// host and remember that it has no site.
+	one := hostFor("one")
+	for i := 1; i < 3; i++ {
+		if code := status(addrs[i], one); code != 404 {
+			t.Fatalf("before the launch replica %d answered %d", i+1, code)
+		}
+	}
+	l1 := launch(api(0), "one", nil)
+	done := succeeded(api(0), l1["taskId"].(string), 20*time.Second)
+	allAnswer("launch through replica 1", one, 200, done, time.Second, everyReplica)
+	nginxAnswers("launch through replica 1", one, 200)
+
+	// 2. A teardown (of a site launched through nginx) stops it on all
+	// three within 1 s of the teardown's success.
+	two := hostFor("two")
+	l2 := launch(viaLB, "two", nil)
+	succeeded(viaLB, l2["taskId"].(string), 20*time.Second)
+	allAnswer("launch through nginx", two, 200, time.Now(), 2*time.Second, everyReplica)
+	td := viaLB.Do("POST", "/v1/services/"+l2["serviceId"].(string)+"/teardown", nil, h)
+	if td.StatusCode != 202 {
+		t.Fatalf("teardown: %d %s", td.StatusCode, td.Body)
+	}
+	done = succeeded(viaLB, td.JSON()["data"].(map[string]any)["taskId"].(string), 20*time.Second)
+	allAnswer("teardown", two, 404, done, time.Second, everyReplica)
+	nginxAnswers("teardown", two, 404)
+	nginxAnswers("the other site after the teardown", one, 200)
+
+	// 3. The rate limit holds across the three: searches sent round-robin
+	// to the replicas for a window are allowed at most the limit over the
+	// window plus one burst, and every replica refuses its share.
+	window := 1500 * time.Millisecond
+	allowed, refused := 0, make([]int, 3)
+	windowStart := time.Now()
+	for i := 0; time.Since(windowStart) < window && i < 500; i++ {
+		res, err := web.Get(fmt.Sprintf("%s/v1/domains/search?q=scale%d", replicas[i%3].url, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		switch res.StatusCode {
+		case 200:
+			allowed++
+		case 429:
+			refused[i%3]++
+		default:
+			t.Fatalf("search on replica %d: %d", i%3+1, res.StatusCode)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	elapsed := time.Since(windowStart)
+	most := burst + int(math.Ceil(perSecond*elapsed.Seconds()))
+	t.Logf("rate limit: %d allowed in %s across three replicas (at most %d), refused per replica %v", allowed, elapsed.Round(time.Millisecond), most, refused)
+	if allowed > most || allowed < burst {
+		t.Fatalf("%d searches allowed in %s across three replicas; want between %d and %d", allowed, elapsed, burst, most)
+	}
+	for i, n := range refused {
+		if n == 0 {
+			t.Fatalf("replica %d refused nothing: %v", i+1, refused)
+		}
+	}
+
+	// 5. PostgreSQL restarts under the three. Every replica answers the
+	// API and serves sites again without a restart of its own, and its
+	// invalidation listener is back: a launch afterwards is served by all
+	// three within 1 s.
+	sqlDB, err := sql.Open("pgx", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqlDB.Close()
+	listeners := func() int {
+		var n int
+		sqlDB.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN pier_invalidate'`).Scan(&n)
+		return n
+	}
+	if n := listeners(); n != 3 {
+		t.Fatalf("%d replicas listen for invalidations before the restart, want 3", n)
+	}
+	restarted := time.Now()
+	testpg.Restart(t)
+	t.Logf("PostgreSQL restarted in %s", time.Since(restarted).Round(time.Millisecond))
+	for i := range replicas {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			r := api(i).Do("GET", "/v1/projects", nil, h)
+			if r.StatusCode == 200 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %d answers %d after the restart: %s", i+1, r.StatusCode, r.Body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	allAnswer("the site from before the restart", one, 200, time.Now(), 10*time.Second, everyReplica)
+	for deadline := time.Now().Add(20 * time.Second); listeners() != 3; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d invalidation listeners are back 20 s after the restart, want 3", listeners())
+		}
+	}
+	t.Logf("every replica recovered %s after the restart began", time.Since(restarted).Round(time.Millisecond))
+	three := hostFor("three")
+	for i := range replicas {
+		if code := status(addrs[i], three); code != 404 {
+			t.Fatalf("before the launch replica %d answered %d", i+1, code)
+		}
+	}
+	l3 := launch(viaLB, "three", nil)
+	done = succeeded(viaLB, l3["taskId"].(string), 20*time.Second)
+	allAnswer("launch after the restart", three, 200, done, time.Second, everyReplica)
+
+	// 4. SIGKILL of the replica running a launch that buys a domain, held
+	// after its registration: another replica's River rescues the task and
+	// finishes it, with one charge and one purchase.
+	domain := availableDomains(1, "dev", "scaleout")[0]
+	quote := api(0).Do("POST", "/v1/quotes", domainQuote(project, domain, 1), h).JSON()["data"].(map[string]any)
+	l4 := launch(api(0), "four", map[string]any{"domain": domain, "quoteId": quote["quoteId"]})
+	paused := regexp.MustCompile(`paused at step boundary.*step=` + service.StepRegister)
+	victim := -1
+	for deadline := time.Now().Add(30 * time.Second); victim < 0; time.Sleep(20 * time.Millisecond) {
+		for i, p := range replicas {
+			p.mu.Lock()
+			if paused.MatchString(p.log.String()) {
+				victim = i
+			}
+			p.mu.Unlock()
+		}
+		if victim < 0 && time.Now().After(deadline) {
+			t.Fatal("no replica paused the launch after registering its domain")
+		}
+	}
+	replicas[victim].kill(t)
+	killed := time.Now()
+	survivor := api((victim + 1) % 3)
+	task := finished(survivor, h, l4["taskId"].(string), 60*time.Second)
+	if task["state"] != "succeeded" {
+		t.Fatalf("after replica %d was killed the task is %v: %v", victim+1, task["state"], task)
+	}
+	t.Logf("replica %d was killed holding the launch; another finished it %s later", victim+1, time.Since(killed).Round(time.Millisecond))
+	proj := survivor.Do("GET", "/v1/projects/"+project, nil, h).JSON()["data"].(map[string]any)
+	if proj["spentUsd"] != quote["amountUsd"] || proj["heldUsd"] != 0.0 {
+		t.Fatalf("charged %v (held %v), quoted %v", proj["spentUsd"], proj["heldUsd"], quote["amountUsd"])
+	}
+	consumes := 0
+	for _, e := range survivor.Do("GET", "/v1/ledger?limit=1000", nil, h).JSON()["data"].(map[string]any)["entries"].([]any) {
+		if e.(map[string]any)["action"] == "consume_quote" {
+			consumes++
+		}
+	}
+	if consumes != 1 {
+		t.Fatalf("%d charges in the ledger, want 1", consumes)
+	}
+	st, err := store.Open(context.Background(), "", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if n, _ := st.Domains().CountPurchases(context.Background(), domain); n != 1 {
+		t.Fatalf("the registrar sold %s %d times", domain, n)
+	}
+	nginxAnswers("the launch finished by another replica", hostFor("four"), 200)
+	t.Logf("the whole run took %s", time.Since(began).Round(time.Millisecond))
 }

@@ -16,6 +16,17 @@ import (
 // (CI) fails instead of skipping when nginx is missing.
 func Nginx(t testing.TB, replicas ...*Server) string {
 	t.Helper()
+	addrs := make([]string, len(replicas))
+	for i, r := range replicas {
+		addrs[i] = r.Addr()
+	}
+	return NginxAddrs(t, addrs...)
+}
+
+// NginxAddrs is Nginx in front of HTTP listeners given by address
+// (host:port), such as replicas running as processes of their own.
+func NginxAddrs(t testing.TB, addrs ...string) string {
+	t.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		bin = "/usr/sbin/nginx"
@@ -35,8 +46,8 @@ func Nginx(t testing.TB, replicas ...*Server) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	var upstream strings.Builder
-	for _, r := range replicas {
-		fmt.Fprintf(&upstream, "    server %s;\n", r.Addr())
+	for _, a := range addrs {
+		fmt.Fprintf(&upstream, "    server %s;\n", a)
 	}
 	conf := fmt.Sprintf(`daemon off;
 worker_processes 1;
