@@ -51,6 +51,9 @@ func Run(m *testing.M) int {
 // NewDatabase returns the URL of a new, empty database.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
+	if os.Getenv("PIER_TEST_POSTGRES") == "skip" {
+		t.Skip("PIER_TEST_POSTGRES=skip")
+	}
 	once.Do(func() { cluster, startErr = start() })
 	if startErr != nil {
 		if os.Getenv("PIER_TEST_POSTGRES") == "require" {
