@@ -96,6 +96,13 @@ func (db Tasks) AcquireLease(ctx context.Context, id, owner string, now time.Tim
 	return n == 1, nil
 }
 
+// ExpiredLeases lists the unfinished tasks whose runner's lease ran out:
+// it died while running them.
+func (db Tasks) ExpiredLeases(ctx context.Context, now time.Time) ([]Task, error) {
+	return collect(ctx, db.ex, scanTask, db.q(`SELECT `+taskCols+` FROM tasks
+		WHERE state IN ('queued', 'running') AND lease_owner IS NOT NULL AND lease_until < ? ORDER BY created_at LIMIT 100`), now.UnixMicro())
+}
+
 // ReleaseTaskLease gives a lease up.
 func (db Tasks) ReleaseLease(ctx context.Context, id, owner string) error {
 	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE tasks SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?`), id, owner)

@@ -87,6 +87,8 @@ type Runner struct {
 	closed    bool
 	runCtx    context.Context
 	idleTimer *time.Timer
+	// sweeping is closed by Stop to end the sweep of orphaned tasks.
+	sweeping chan struct{}
 }
 
 // DefaultIdleAfter is how long an embedded runner with no unfinished job
@@ -377,7 +379,43 @@ func (r *Runner) Start(ctx context.Context) error {
 	if len(tasks) > 0 {
 		r.cfg.Log.Info("resuming unfinished tasks", "count", len(tasks))
 	}
+	if r.store.Engine() == store.Postgres {
+		r.mu.Lock()
+		if r.sweeping == nil && !r.closed {
+			r.sweeping = make(chan struct{})
+			go r.sweepOrphans(r.sweeping)
+		}
+		r.mu.Unlock()
+	}
 	return errors.Join(errs...)
+}
+
+// sweepOrphans, with replicas on PostgreSQL, enqueues every few seconds
+// the unfinished tasks whose lease ran out: their runner died mid-run
+// (a SIGKILLed replica). River's own rescuer would find the job too, but
+// only on its 30 s cycle; the extra job finds the task done or leased
+// and ends if another got there first.
+func (r *Runner) sweepOrphans(done chan struct{}) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		orphans, err := r.store.Tasks().ExpiredLeases(ctx, time.Now())
+		for _, o := range orphans {
+			if err := r.Enqueue(ctx, o.ID); err == nil {
+				r.cfg.Log.Info("taking over a task whose runner stopped", "task", o.ID)
+			}
+		}
+		cancel()
+		if err != nil {
+			r.cfg.Log.Debug("sweeping orphaned tasks", "err", err)
+		}
+	}
 }
 
 // Stop waits for running jobs to finish, up to ctx's deadline.
@@ -387,6 +425,10 @@ func (r *Runner) Stop(ctx context.Context) error {
 	r.closed = true
 	if r.idleTimer != nil {
 		r.idleTimer.Stop()
+	}
+	if r.sweeping != nil {
+		close(r.sweeping)
+		r.sweeping = nil
 	}
 	var err error
 	if r.running {
