@@ -46,11 +46,12 @@ test-scale: ## Run the scale-out acceptance test alone: PostgreSQL, three server
 test-short: ## Run the tests without PostgreSQL
 	PIER_TEST_POSTGRES=skip $(GO) test -count=1 ./...
 
-bench: ## Run the Go benchmarks (API, MCP, edge handler, launch latency) and the wrk comparisons (see bench/README.md)
+bench: ## Run the Go benchmarks (API, MCP, edge handler, launch latency, process launch) and the wrk comparisons (see bench/README.md)
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./bench/...
 	bash bench/wrk.sh
 	bash bench/edge.sh
 	bash bench/verify.sh
+	bash bench/services.sh
 
 fuzz: ## Run every Go fuzz target for FUZZTIME each (default 10s), seed corpora in testdata/fuzz first
 	bash scripts/fuzz.sh

@@ -104,6 +104,7 @@ for u in "$proxied" "$goproxy"; do
 done
 
 rps() { # url
+  echo "== $1" >>"$tmp/wrk.log"
   "${cli[@]}" wrk -t1 -c"$CONNS" -d"$DURATION" --latency -H "Host: $host" "$1" | tee -a "$tmp/wrk.log" | awk '/Requests\/sec/ {print $2}'
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
@@ -123,5 +124,9 @@ done
 d=$(median "${ds[@]}") p=$(median "${ps[@]}") g=$(median "${gs[@]}")
 r=$(median "${rs[@]}") rg=$(median "${rgs[@]}") rpg=$(median "${rpgs[@]}")
 printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f\n' median "$d" "$p" "$g" "$r" "$rg" "$rpg"
-grep -E "Non-2xx|Socket errors" "$tmp/wrk.log" && { echo "errors during the run"; exit 1; } || true
+# wrk counts a request without an answer within 2 s as a timeout.
+if grep -qE "Non-2xx|Socket errors" "$tmp/wrk.log"; then
+  awk '/^== / {url = $2} /Non-2xx|Socket errors/ {print url ":" $0}' "$tmp/wrk.log"
+  echo "errors during the run"; exit 1
+fi
 if [ "$(echo "$r >= 0.8" | bc -l)" = 1 ]; then echo "goal met: pier >= 0.8x direct"; else echo "goal missed: pier < 0.8x direct"; fi
