@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -182,11 +183,13 @@ func (o *LaunchOptions) workload() sdk.Workload {
 	return sdk.WorkloadDynamicService
 }
 
-var labelRE = regexp.MustCompile(`[^a-z0-9-]+`)
+var labelRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`[^a-z0-9-]+`)
+})
 
 func defaultName(dir string) string {
 	abs, _ := filepath.Abs(dir)
-	n := strings.Trim(labelRE.ReplaceAllString(strings.ToLower(filepath.Base(abs)), "-"), "-")
+	n := strings.Trim(labelRE().ReplaceAllString(strings.ToLower(filepath.Base(abs)), "-"), "-")
 	if n == "" || n[0] < 'a' || n[0] > 'z' {
 		n = "site"
 	}
@@ -356,7 +359,9 @@ func (o *LaunchOptions) resolve(cmd *cobra.Command, f *Factory, env, secrets []s
 	return nil
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+})
 
 // parseAssignments reads NAME=VALUE flags; NAME alone takes the value of
 // that variable in the caller's environment, so a secret need not be
@@ -368,7 +373,7 @@ func parseAssignments(flag string, list []string, getenv func(string) string) (m
 	out := map[string]string{}
 	for _, kv := range list {
 		name, value, ok := strings.Cut(kv, "=")
-		if !envNameRE.MatchString(name) {
+		if !envNameRE().MatchString(name) {
 			return nil, fmt.Errorf("%s %q: the name must be letters, digits and underscores, not starting with a digit (NAME=VALUE)", flag, kv)
 		}
 		if !ok {

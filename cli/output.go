@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/lipgloss/table"
@@ -718,7 +719,9 @@ func decodeNode(d *json.Decoder) (*node, error) {
 	return nil, fmt.Errorf("unexpected token %v", tok)
 }
 
-var compactJWS = regexp.MustCompile(`^[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]{16,}$`)
+var compactJWS = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]{16,}$`)
+})
 
 // decodedJWS renders an envelope whose data is a flattened JWS with its
 // protected header and payload decoded, and every compact JWS found in
@@ -774,7 +777,7 @@ func expandJWS(v any) any {
 		}
 		return out
 	case string:
-		if !compactJWS.MatchString(x) {
+		if !compactJWS().MatchString(x) {
 			return x
 		}
 		parts := strings.Split(x, ".")

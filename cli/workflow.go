@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -78,13 +79,16 @@ case is the environment variable NAME.`,
 	return cmd
 }
 
-var envRef = regexp.MustCompile(`\$\{([A-Z_][A-Z0-9_]*)\}`)
+var envRef = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\$\{([A-Z_][A-Z0-9_]*)\}`)
+})
 
 // expandEnv replaces ${NAME} in every string of a parsed document.
 func expandEnv(v any, getenv func(string) string) any {
 	switch x := v.(type) {
 	case string:
-		return envRef.ReplaceAllStringFunc(x, func(m string) string { return getenv(envRef.FindStringSubmatch(m)[1]) })
+		re := envRef()
+		return re.ReplaceAllStringFunc(x, func(m string) string { return getenv(re.FindStringSubmatch(m)[1]) })
 	case map[string]any:
 		for k, e := range x {
 			x[k] = expandEnv(e, getenv)

@@ -184,7 +184,7 @@ func TestSandboxHolderFlowOverHTTP(t *testing.T) {
 		}
 		dd := r.JSON()["data"].(map[string]any)
 		proofID, _ := dd["proofId"].(string)
-		if !sandboxproof.ProofIDPattern.MatchString(proofID) || dd["gate"].(map[string]any)["state"] != "decided" {
+		if !sandboxproof.ProofIDPattern().MatchString(proofID) || dd["gate"].(map[string]any)["state"] != "decided" {
 			t.Fatalf("decision answer: %s", r.Body)
 		}
 		// A second decision, and the same signature replayed without the

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/pierhq/pier/openapi"
@@ -237,7 +238,7 @@ func (s *Server) build(ctx context.Context) error {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"status":"ok","engine":%q,"build":%q}`+"\n", s.store.Engine(), buildID)
+		fmt.Fprintf(w, `{"status":"ok","engine":%q,"build":%q}`+"\n", s.store.Engine(), buildID())
 	})
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -298,8 +299,9 @@ func (s *Server) purgeLoop(ctx context.Context) {
 
 // buildID names the binary serving: its module version and the VCS
 // revision it was built from, as `go build` stamps them. Conformance
-// reports record it as target.buildId.
-var buildID = func() string {
+// reports record it as target.buildId. Read on first use: parsing the
+// build information at package init would cost every command of the binary.
+var buildID = sync.OnceValue(func() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown"
@@ -317,4 +319,4 @@ var buildID = func() string {
 		return "unknown"
 	}
 	return id
-}()
+})

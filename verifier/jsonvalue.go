@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -66,12 +67,12 @@ func getString(m object, name string) (string, error) {
 	return s, nil
 }
 
-func getMatch(m object, name string, re *regexp.Regexp) (string, error) {
+func getMatch(m object, name string, pattern func() *regexp.Regexp) (string, error) {
 	s, err := getString(m, name)
 	if err != nil {
 		return "", err
 	}
-	if !re.MatchString(s) {
+	if re := pattern(); !re.MatchString(s) {
 		return "", fmt.Errorf("%q is %q, which does not match %s", name, s, re)
 	}
 	return s, nil
@@ -102,14 +103,21 @@ func getNumericDate(m object, name string) (int64, error) {
 	return int64(f), nil
 }
 
+// The fields' patterns, compiled on first use rather than at package init:
+// the counted repetitions expand to thousands of instructions, which every
+// command of the binary would otherwise pay for at start.
 var (
-	proofIDPattern   = regexp.MustCompile(`^sbp_[A-Za-z0-9_-]{20,32}$`)
-	idPattern        = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-	noncePattern     = regexp.MustCompile(`^[A-Za-z0-9_-]{16,128}$`)
-	hexPattern       = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	timestampPattern = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$`)
-	amountPattern    = regexp.MustCompile(`^[0-9]+(\.[0-9]{1,2})?$`)
+	proofIDPattern   = lazyRegexp(`^sbp_[A-Za-z0-9_-]{20,32}$`)
+	idPattern        = lazyRegexp(`^[A-Za-z0-9_-]{1,128}$`)
+	noncePattern     = lazyRegexp(`^[A-Za-z0-9_-]{16,128}$`)
+	hexPattern       = lazyRegexp(`^[0-9a-f]{64}$`)
+	timestampPattern = lazyRegexp(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$`)
+	amountPattern    = lazyRegexp(`^[0-9]+(\.[0-9]{1,2})?$`)
 )
+
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 func getTimestamp(m object, name string) (string, error) {
 	s, err := getMatch(m, name, timestampPattern)
@@ -141,7 +149,7 @@ func getAmount(m object, name string) (amount, error) {
 		return amount{}, fmt.Errorf("%q must be a number", name)
 	}
 	text := strconv.FormatFloat(f, 'f', -1, 64)
-	if !(f > 0 && f <= 100) || !amountPattern.MatchString(text) {
+	if !(f > 0 && f <= 100) || !amountPattern().MatchString(text) {
 		return amount{}, fmt.Errorf("%q is %s, not whole cents in (0, 100]", name, text)
 	}
 	whole, frac, _ := strings.Cut(text, ".")

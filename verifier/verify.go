@@ -285,7 +285,7 @@ func manifestHash(m object, field string) (string, error) {
 		}
 	}
 	s, isString := v.(string)
-	if !ok || !isString || !hexPattern.MatchString(s) {
+	if !ok || !isString || !hexPattern().MatchString(s) {
 		return "", fmt.Errorf("manifest %s must be 64 lowercase hex characters", field)
 	}
 	return s, nil

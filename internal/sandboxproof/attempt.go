@@ -47,8 +47,8 @@ func RequestDigest(r AttemptRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !IDPattern.MatchString(r.SessionID) || !IDPattern.MatchString(r.AttemptID) {
-		return "", fmt.Errorf("%w: session and attempt ids must match %s", ErrMalformed, IDPattern)
+	if !IDPattern().MatchString(r.SessionID) || !IDPattern().MatchString(r.AttemptID) {
+		return "", fmt.Errorf("%w: session and attempt ids must match %s", ErrMalformed, IDPattern())
 	}
 	if r.Scenario != ScenarioAllowed && r.Scenario != ScenarioApproval {
 		return "", fmt.Errorf("%w: unknown scenario %q", ErrMalformed, r.Scenario)
@@ -161,7 +161,7 @@ func IssueAttempt(issuer *SigningKey, req AttemptRequest, issuedAt time.Time, ga
 		}
 		receipt.Outcome = OutcomeCharged
 	case ScenarioApproval:
-		if gate == nil || !IDPattern.MatchString(gate.ID) || !noncePattern.MatchString(gate.Nonce) {
+		if gate == nil || !IDPattern().MatchString(gate.ID) || !noncePattern().MatchString(gate.Nonce) {
 			return Attempt{}, nil, fmt.Errorf("%w: an approval attempt needs a gate id and nonce", ErrMalformed)
 		}
 		receipt.Outcome = OutcomeGated

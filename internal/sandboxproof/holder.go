@@ -89,7 +89,7 @@ func VerifyMandate(jws string, c MandateCheck) (*Mandate, error) {
 		return nil, fmt.Errorf("%w: currency must be \"USD\"", ErrMalformed)
 	case !fake:
 		return nil, fmt.Errorf("%w: fake must be true", ErrMalformed)
-	case !noncePattern.MatchString(nonce):
+	case !noncePattern().MatchString(nonce):
 		return nil, fmt.Errorf("%w: nonce does not match its pattern", ErrMalformed)
 	case !isNumericDate(iat) || !isNumericDate(exp):
 		return nil, fmt.Errorf("%w: iat and exp must be integer seconds", ErrMalformed)

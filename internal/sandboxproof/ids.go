@@ -4,17 +4,25 @@ import (
 	"crypto/rand"
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 )
 
+// The ids' patterns are compiled on first use: their counted repetitions
+// expand to thousands of instructions, which every command of the binary
+// would otherwise pay for at package init.
 var (
 	// ProofIDPattern is SPEC §2.10's pattern for proof ids.
-	ProofIDPattern = regexp.MustCompile(`^sbp_[A-Za-z0-9_-]{20,32}$`)
+	ProofIDPattern = lazyRegexp(`^sbp_[A-Za-z0-9_-]{20,32}$`)
 	// IDPattern constrains session, attempt and gate ids. The request digest
 	// embeds them in JSON without escaping, which is only safe for this alphabet.
-	IDPattern    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-	noncePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{16,128}$`)
+	IDPattern    = lazyRegexp(`^[A-Za-z0-9_-]{1,128}$`)
+	noncePattern = lazyRegexp(`^[A-Za-z0-9_-]{16,128}$`)
 )
+
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // Id prefixes used by the reference server.
 const (
@@ -32,7 +40,7 @@ func NewID(prefix string) (string, error) {
 		return "", err
 	}
 	id := prefix + "_" + b64(b)
-	if !IDPattern.MatchString(id) {
+	if !IDPattern().MatchString(id) {
 		return "", fmt.Errorf("sandboxproof: prefix %q makes an invalid id", prefix)
 	}
 	return id, nil

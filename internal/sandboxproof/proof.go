@@ -92,11 +92,11 @@ func MintProof(proofKey *SigningKey, in ProofInput) ([]byte, error) {
 }
 
 func checkProofInput(in ProofInput) error {
-	if !ProofIDPattern.MatchString(in.ProofID) {
-		return fmt.Errorf("%w: proof id %q does not match %s", ErrMalformed, in.ProofID, ProofIDPattern)
+	if !ProofIDPattern().MatchString(in.ProofID) {
+		return fmt.Errorf("%w: proof id %q does not match %s", ErrMalformed, in.ProofID, ProofIDPattern())
 	}
-	if !IDPattern.MatchString(in.SessionID) {
-		return fmt.Errorf("%w: session id %q does not match %s", ErrMalformed, in.SessionID, IDPattern)
+	if !IDPattern().MatchString(in.SessionID) {
+		return fmt.Errorf("%w: session id %q does not match %s", ErrMalformed, in.SessionID, IDPattern())
 	}
 	if len(in.Attempts) == 0 || len(in.Attempts) > 32 || len(in.Gates) > 32 {
 		return fmt.Errorf("%w: a proof holds 1 to 32 attempts and up to 32 gates", ErrMalformed)

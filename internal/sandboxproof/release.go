@@ -51,7 +51,7 @@ type manifest struct {
 // "available". Publish it only after every other file of the release is
 // served, and serve every file from the same release.
 func (r Release) Manifest() ([]byte, error) {
-	if !ProofIDPattern.MatchString(r.ProofID) {
+	if !ProofIDPattern().MatchString(r.ProofID) {
 		return nil, fmt.Errorf("%w: proof id %q", ErrMalformed, r.ProofID)
 	}
 	for name, b := range map[string][]byte{

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -33,10 +34,12 @@ func New(adminURL string) (*Provider, error) {
 	return &Provider{admin: u}, nil
 }
 
-var nameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+})
 
 func check(name string) error {
-	if !nameRE.MatchString(name) {
+	if !nameRE().MatchString(name) {
 		return fmt.Errorf("pgaddon: %q is not a plain database name", name)
 	}
 	return nil

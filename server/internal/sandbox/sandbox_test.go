@@ -172,7 +172,7 @@ func TestHolderFlowMintsAProof(t *testing.T) {
 		if al.Gate != nil || al.Attempt.Outcome != "charged" || al.BudgetRemaining != 75_000_000 || al.ProofID == "" {
 			t.Fatalf("allowed: %+v", al)
 		}
-		if !sandboxproof.ProofIDPattern.MatchString(al.ProofID) {
+		if !sandboxproof.ProofIDPattern().MatchString(al.ProofID) {
 			t.Fatalf("proof id %q", al.ProofID)
 		}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
@@ -31,7 +32,9 @@ type DomainView struct {
 	Serving bool
 }
 
-var labelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var labelRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+})
 
 // DomainsFor lists the human's organisation's registered domains.
 func (s *Domains) DomainsFor(ctx context.Context, h Human) ([]DomainView, error) {
@@ -126,7 +129,7 @@ func (s *Domains) Get(ctx context.Context, orgID, domain string) (*models.Domain
 func (s *Domains) Search(ctx context.Context, p models.SearchDomainsParams) (*models.DomainSearchResult, []models.Action, error) {
 	q := strings.ToLower(strings.TrimSpace(p.Q))
 	label, wantTLD, _ := strings.Cut(q, ".")
-	if !labelRE.MatchString(label) || strings.Contains(wantTLD, ".") {
+	if !labelRE().MatchString(label) || strings.Contains(wantTLD, ".") {
 		return nil, nil, apierr.New("input:invalid",
 			"q must be a label such as acme, or a name such as acme.dev: letters, digits and inner hyphens, at most 63 characters",
 			actions.Manual("fix_input", "agent")).

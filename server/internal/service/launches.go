@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pierhq/pier/models"
@@ -47,7 +48,9 @@ type teardownPayload struct {
 	Target       string `json:"target,omitempty"`
 }
 
-var serviceNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
+var serviceNameRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
+})
 
 // launchPayload is what a launch task carries between its steps.
 type launchPayload struct {
@@ -444,7 +447,7 @@ func (s *Launches) GetService(ctx context.Context, orgID, id string) (*models.Se
 // given, is consumed here under the project's lock, in the same transaction
 // that records the task: the charge happens exactly once, with the task.
 func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (*models.TaskHandle, []models.Action, error) {
-	if !serviceNameRE.MatchString(req.Name) {
+	if !serviceNameRE().MatchString(req.Name) {
 		return nil, nil, apierr.New("input:invalid", "name must be a lowercase label such as site").WithDetails(models.FieldProblem{Field: "body.name", Problem: "not a label"})
 	}
 	switch req.Target {

@@ -113,14 +113,16 @@ func parseVersionSpec(s string) versionSpec {
 	return v
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+var envNameRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+})
 
 // reservedEnv are set by Pier and cannot be configured.
 var reservedEnv = map[string]bool{"PORT": true, "HOME": true, "PATH": true, "DATABASE_URL": true}
 
 func checkEnvNames(field string, m map[string]string) error {
 	for k := range m {
-		if !envNameRE.MatchString(k) {
+		if !envNameRE().MatchString(k) {
 			return apierr.Newf("input:invalid", "variable name %q must be letters, digits and underscores, not starting with a digit", k).
 				WithDetails(models.FieldProblem{Field: field + "." + k, Problem: "not a variable name"})
 		}

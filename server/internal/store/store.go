@@ -225,13 +225,15 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
-var blobType = regexp.MustCompile(`\bBLOB\b`)
+var blobType = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\bBLOB\b`)
+})
 
 // dialect adapts a migration written once for both engines: the only type
 // they spell differently is the byte string.
 func (s *Store) dialect(sql string) string {
 	if s.engine == Postgres {
-		return blobType.ReplaceAllString(sql, "BYTEA")
+		return blobType().ReplaceAllString(sql, "BYTEA")
 	}
 	return sql
 }

@@ -202,7 +202,7 @@ func (e *Engine) analyze(ctx context.Context, p *auth.Principal, projectID strin
 		args := sample.(map[string]any)
 		literal := func(name string) (string, bool) {
 			v, ok := st.Arguments[name].(string)
-			return v, ok && !refRE.MatchString(v)
+			return v, ok && !refRE().MatchString(v)
 		}
 		switch st.Tool {
 		case "upload_assets":

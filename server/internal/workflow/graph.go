@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
@@ -17,7 +18,9 @@ const (
 )
 
 // refRE is an argument that takes an earlier step's output.
-var refRE = regexp.MustCompile(`^\$\{steps\.([a-z][a-z0-9_]{0,39})\.([A-Za-z][A-Za-z0-9]{0,39})\}$`)
+var refRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\$\{steps\.([a-z][a-z0-9_]{0,39})\.([A-Za-z][A-Za-z0-9]{0,39})\}$`)
+})
 
 // outputs are the fields each tool's step yields to later steps, with a
 // value of the right shape for validating a reference before it is known.
@@ -80,7 +83,7 @@ func order(steps []models.WorkflowStep) ([]models.WorkflowStep, error) {
 			if !strings.Contains(v, "${") {
 				return
 			}
-			m := refRE.FindStringSubmatch(v)
+			m := refRE().FindStringSubmatch(v)
 			if m == nil {
 				err = invalid(field+".arguments", "%q is not a reference; write ${steps.ID.FIELD}", v)
 				return
@@ -176,7 +179,7 @@ func substitute(v any, depth int, lookup func(step, field string) (any, bool)) (
 	}
 	switch x := v.(type) {
 	case string:
-		m := refRE.FindStringSubmatch(x)
+		m := refRE().FindStringSubmatch(x)
 		if m == nil {
 			return x, nil
 		}
