@@ -107,3 +107,8 @@ tool (
 	github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen
 	honnef.co/go/tools/cmd/staticcheck
 )
+
+// The upstream package compiles every draft's metaschemas in an init,
+// which every pier command paid for at start; the copy compiles them on
+// first use. third_party/jsonschema/README.pier.md has the change.
+replace github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 => ./third_party/jsonschema
