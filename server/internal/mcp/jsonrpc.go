@@ -14,8 +14,9 @@ package mcp
 //   - It negotiates newer protocols than 2025-03-26 unless narrowed, and
 //     runs the 2026-07-28 discovery path besides.
 //
-// The SDK's protocol types still define the initialize and tools/list
-// answers, and its client is what the tests connect with.
+// The initialize and tools/list answers use copies of the SDK's protocol
+// types (see initializeResult), and its client is what the tests connect
+// with.
 
 import (
 	"bytes"
@@ -26,8 +27,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-
-	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
@@ -314,25 +313,73 @@ func errorResponse(id json.RawMessage, code int, msg string) []byte {
 }
 
 // staticResults encodes the answers that never change, once: initialize
-// and tools/list, in the SDK's protocol types.
+// and tools/list.
 func staticResults(version string, tools []*compiledTool) (initialize, list []byte, err error) {
-	initialize, err = json.Marshal(&mcpsdk.InitializeResult{
+	initialize, err = json.Marshal(&initializeResult{
 		ProtocolVersion: ProtocolVersion,
 		// Tools only, and a fixed list, so no listChanged notifications.
-		Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{}},
-		ServerInfo:   &mcpsdk.Implementation{Name: "pier", Title: "Pier", Version: version},
+		Capabilities: &serverCapabilities{Tools: &toolCapabilities{}},
+		ServerInfo:   &implementation{Name: "pier", Title: "Pier", Version: version},
 		Instructions: instructions,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	descs := make([]*mcpsdk.Tool, len(tools))
+	descs := make([]*toolDescriptor, len(tools))
 	for i, t := range tools {
 		descs[i] = t.descriptor()
 	}
-	list, err = json.Marshal(&mcpsdk.ListToolsResult{Tools: descs})
+	list, err = json.Marshal(&listToolsResult{Tools: descs})
 	return initialize, list, err
 }
+
+// The results of initialize and tools/list, field for field (and in the
+// same order) as the MCP Go SDK's protocol types that Pier answered with
+// before (github.com/modelcontextprotocol/go-sdk/mcp: InitializeResult,
+// ServerCapabilities, ToolCapabilities, Implementation, ListToolsResult,
+// Tool, ToolAnnotations), less the fields Pier never sets. The server does
+// not link the SDK, whose package inits (gob registrations, jsonschema-go)
+// every pier command paid for at start; TestStaticResultsMatchTheSDK keeps
+// the bytes equal to the SDK's.
+type (
+	initializeResult struct {
+		Capabilities    *serverCapabilities `json:"capabilities"`
+		Instructions    string              `json:"instructions,omitempty"`
+		ProtocolVersion string              `json:"protocolVersion"`
+		ServerInfo      *implementation     `json:"serverInfo"`
+	}
+	serverCapabilities struct {
+		Tools *toolCapabilities `json:"tools,omitempty"`
+	}
+	toolCapabilities struct {
+		ListChanged bool `json:"listChanged,omitempty"`
+	}
+	implementation struct {
+		Name    string `json:"name"`
+		Title   string `json:"title,omitempty"`
+		Version string `json:"version"`
+	}
+	listToolsResult struct {
+		// The SDK's Cacheable: never omitted, so sent as 0 and "".
+		TTLMs      int               `json:"ttlMs"`
+		CacheScope string            `json:"cacheScope"`
+		NextCursor string            `json:"nextCursor,omitempty"`
+		Tools      []*toolDescriptor `json:"tools"`
+	}
+	toolDescriptor struct {
+		Annotations *toolAnnotations `json:"annotations,omitempty"`
+		Description string           `json:"description,omitempty"`
+		InputSchema json.RawMessage  `json:"inputSchema"`
+		Name        string           `json:"name"`
+		Title       string           `json:"title,omitempty"`
+	}
+	toolAnnotations struct {
+		DestructiveHint *bool  `json:"destructiveHint,omitempty"`
+		IdempotentHint  bool   `json:"idempotentHint"`
+		ReadOnlyHint    bool   `json:"readOnlyHint"`
+		Title           string `json:"title,omitempty"`
+	}
+)
 
 const instructions = `Pier publishes static sites and launches services under budgets and policy set by humans. ` +
 	`Every tool is a Pier operation and returns Pier's envelope as structuredContent and as JSON text: ` +
