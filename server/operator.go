@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -75,8 +74,8 @@ another.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data-dir", DefaultDataDir(), "data directory (PIER_DATA_DIR)")
-	f.StringVar(&databaseURL, "database-url", os.Getenv("PIER_DATABASE_URL"), "PostgreSQL URL (PIER_DATABASE_URL)")
-	f.StringVar(&baseURL, "base-url", os.Getenv("PIER_BASE_URL"), "public base URL the link points at (PIER_BASE_URL; default from PIER_HTTP_ADDR)")
+	f.StringVar(&databaseURL, "database-url", env("PIER_DATABASE_URL", ""), "PostgreSQL URL (PIER_DATABASE_URL)")
+	f.StringVar(&baseURL, "base-url", env("PIER_BASE_URL", ""), "public base URL the link points at (PIER_BASE_URL; default from PIER_HTTP_ADDR)")
 	f.StringVar(&org, "org", "", "organisation id (default: the first)")
 	f.StringVar(&next, "next", "", "page to open after signing in, such as /approvals/gat_123")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
