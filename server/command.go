@@ -100,7 +100,7 @@ SIGTERM drains in-flight requests, then exits.`,
 			if cfg.DatabaseURL == "" {
 				// Embedded mode: this machine's operator is the one person
 				// who can sign in before anyone else exists.
-				s.announceOperator(ctx, cmd.ErrOrStderr())
+				announceOperator(ctx, cmd.ErrOrStderr(), s.svc.Accounts, s.BaseURL(), s.log)
 			}
 			return s.Serve(ctx)
 		},
