@@ -2,14 +2,18 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
 )
 
-// The hand-written holder, verify and ledger commands, tested through
-// runF: what the flags, arguments and environment say reaches the options,
+// The hand-written holder, verify, ledger, mail and workflow commands,
+// tested through runF: what the flags, arguments and environment say reaches the options,
 // and a usage error never reaches runF.
 
 func TestHolderKeygenOptions(t *testing.T) {
@@ -227,5 +231,91 @@ func TestLedgerExportOptions(t *testing.T) {
 	}
 	if gotPath != "/v1/ledger" || gotQuery != "after=4&limit=10" || gotAuth != "Bearer agk_test" {
 		t.Errorf("fetch sent %s?%s with %q", gotPath, gotQuery, gotAuth)
+	}
+}
+
+func TestMailWaitOptions(t *testing.T) {
+	since := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		args []string
+		want MailWaitOptions
+	}{
+		{[]string{"--to", "agent@acme.dev", "--subject", "verify", "--from", "noreply@service.example", "--since", "2026-11-25T10:00:00Z", "--timeout", "30s"},
+			MailWaitOptions{To: "agent@acme.dev", Subject: "verify", From: "noreply@service.example", Since: since, Wait: 30 * time.Second}},
+		{[]string{"--to", "agent@acme.dev", "--since", "2026-11-25T10:00:00Z"},
+			MailWaitOptions{To: "agent@acme.dev", Since: since, Wait: 60 * time.Second}},
+	} {
+		f, ts := newTestFactory(nil)
+		var got *MailWaitOptions
+		if code := runWith(t, f, NewCmdMailWait(f, func(o *MailWaitOptions) error { got = o; return nil }), c.args...); code != ExitOK {
+			t.Fatalf("%v: exit %d %s", c.args, code, ts.err)
+		}
+		if got.Factory != f {
+			t.Errorf("%v: the options do not carry the factory", c.args)
+		}
+		got.Factory = nil
+		if !reflect.DeepEqual(*got, c.want) {
+			t.Errorf("%v: %+v, want %+v", c.args, *got, c.want)
+		}
+	}
+	// Without --since, messages count from about now.
+	f, _ := newTestFactory(nil)
+	var got *MailWaitOptions
+	before := time.Now()
+	if code := runWith(t, f, NewCmdMailWait(f, func(o *MailWaitOptions) error { got = o; return nil }), "--to", "agent@acme.dev"); code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	if got.Since.After(before) || before.Sub(got.Since) > time.Minute {
+		t.Errorf("default since %s, want just before %s", got.Since, before)
+	}
+	for _, args := range [][]string{nil, {"--to", "agent@acme.dev", "--since", "yesterday"}} {
+		f, _ := newTestFactory(nil)
+		called := false
+		if code := runWith(t, f, NewCmdMailWait(f, func(*MailWaitOptions) error { called = true; return nil }), args...); code != ExitUsage || called {
+			t.Errorf("%v: exit %d, runF called %v", args, code, called)
+		}
+	}
+}
+
+func TestWorkflowOptions(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want WorkflowPrepareOptions
+	}{
+		{[]string{"plan.yaml"}, nil, WorkflowPrepareOptions{File: "plan.yaml"}},
+		{[]string{"plan.yaml"}, map[string]string{"PIER_PROJECT": "prj_env"}, WorkflowPrepareOptions{File: "plan.yaml", Project: "prj_env"}},
+		{[]string{"plan.yaml", "--project", "prj_1"}, map[string]string{"PIER_PROJECT": "prj_env"}, WorkflowPrepareOptions{File: "plan.yaml", Project: "prj_1"}},
+	} {
+		f, ts := newTestFactory(c.env)
+		var got *WorkflowPrepareOptions
+		if code := runWith(t, f, NewCmdWorkflowPrepare(f, func(o *WorkflowPrepareOptions) error { got = o; return nil }), c.args...); code != ExitOK {
+			t.Fatalf("%v: exit %d %s", c.args, code, ts.err)
+		}
+		got.Factory = nil
+		if !reflect.DeepEqual(*got, c.want) {
+			t.Errorf("prepare %v: %+v, want %+v", c.args, *got, c.want)
+		}
+	}
+	f, ts := newTestFactory(nil)
+	var verify *WorkflowVerifyOptions
+	if code := runWith(t, f, NewCmdWorkflowVerify(f, func(o *WorkflowVerifyOptions) error { verify = o; return nil }), "prepared.json", "--jwks", "jwks.json"); code != ExitOK {
+		t.Fatalf("verify: exit %d %s", code, ts.err)
+	}
+	if verify.Factory != f || verify.File != "prepared.json" || verify.JWKS != "jwks.json" {
+		t.Errorf("verify: %+v", *verify)
+	}
+	for _, cmd := range []func(f *Factory) *cobra.Command{
+		func(f *Factory) *cobra.Command {
+			return NewCmdWorkflowPrepare(f, func(*WorkflowPrepareOptions) error { return errors.New("runF called") })
+		},
+		func(f *Factory) *cobra.Command {
+			return NewCmdWorkflowVerify(f, func(*WorkflowVerifyOptions) error { return errors.New("runF called") })
+		},
+	} {
+		f, _ := newTestFactory(nil)
+		if code := runWith(t, f, cmd(f)); code != ExitUsage {
+			t.Errorf("%s without a file: exit %d", cmd(f).Name(), code)
+		}
 	}
 }
