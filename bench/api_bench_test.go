@@ -4,27 +4,24 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/server"
 )
 
 // pierServer serves the real handler with rate limits out of the way.
 func pierServer(b *testing.B) *httptest.Server {
-	s, err := server.New(context.Background(), server.Config{
+	s := testserver.New(b, server.Config{
 		DataDir:    b.TempDir(),
 		RateLimits: map[string]server.RateLimit{"search": {PerSecond: 1e9, Burst: 1 << 30}},
 	}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
 	ts := httptest.NewServer(s.Handler())
-	b.Cleanup(func() { ts.Close(); s.Store().Close() })
+	b.Cleanup(ts.Close)
 	return ts
 }
 

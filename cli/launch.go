@@ -103,7 +103,7 @@ same bundle.`,
 			return bundlesUpload(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Project, "project", os.Getenv("PIER_PROJECT"), "project id (env PIER_PROJECT)")
+	cmd.Flags().StringVar(&opts.Project, "project", f.getenv("PIER_PROJECT"), "project id (env PIER_PROJECT)")
 	cmd.MarkFlagRequired("project")
 	return cmd
 }
@@ -267,7 +267,7 @@ tasks get TASK_ID later.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Project, "project", os.Getenv("PIER_PROJECT"), "project id (env PIER_PROJECT)")
+	fl.StringVar(&opts.Project, "project", f.getenv("PIER_PROJECT"), "project id (env PIER_PROJECT)")
 	fl.StringVar(&opts.Name, "name", "", "service name (default: the directory's name)")
 	fl.StringVar(&opts.Domain, "domain", "", "also register this domain and serve the launch on it")
 	fl.IntVar(&opts.Years, "years", 1, "registration years for --domain")

@@ -75,7 +75,7 @@ case is the environment variable NAME.`,
 			return runWorkflowPrepare(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Project, "project", os.Getenv("PIER_PROJECT"), "project id, when the file names none (env PIER_PROJECT)")
+	cmd.Flags().StringVar(&opts.Project, "project", f.getenv("PIER_PROJECT"), "project id, when the file names none (env PIER_PROJECT)")
 	return cmd
 }
 

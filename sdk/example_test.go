@@ -8,6 +8,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server"
 )
@@ -18,20 +19,13 @@ var baseURL string
 
 func TestMain(m *testing.M) {
 	dir, _ := os.MkdirTemp("", "pier-sdk-example-")
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := server.New(ctx, server.Config{DataDir: dir, HTTPAddr: "127.0.0.1:0"}, nil)
+	s, stop, err := testserver.Serve(server.Config{DataDir: dir, HTTPAddr: "127.0.0.1:0"}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := s.Listen(); err != nil {
-		log.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { s.Serve(ctx); close(done) }()
 	baseURL = "http://" + s.Addr()
 	code := m.Run()
-	cancel()
-	<-done
+	stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

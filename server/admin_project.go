@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -73,7 +72,7 @@ signup and dashboard pages instead.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data-dir", DefaultDataDir(), "data directory (PIER_DATA_DIR)")
-	f.StringVar(&databaseURL, "database-url", os.Getenv("PIER_DATABASE_URL"), "PostgreSQL URL (PIER_DATABASE_URL)")
+	f.StringVar(&databaseURL, "database-url", env("PIER_DATABASE_URL", ""), "PostgreSQL URL (PIER_DATABASE_URL)")
 	f.StringVar(&name, "name", "default", "project name")
 	f.StringVar(&org, "org", "", "organisation id (default: the first, created if none)")
 	f.Float64Var(&budget, "budget-usd", 100, "budget limit in USD (fake money in the sandbox)")

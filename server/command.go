@@ -25,13 +25,6 @@ import (
 	"github.com/pierhq/pier/server/internal/tlsca"
 )
 
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 // NewCommands returns `pier server`, `pier admin` and `pier sandbox
 // publish-reference`.
 func NewCommands() []*cobra.Command {
@@ -107,7 +100,7 @@ SIGTERM drains in-flight requests, then exits.`,
 			if cfg.DatabaseURL == "" {
 				// Embedded mode: this machine's operator is the one person
 				// who can sign in before anyone else exists.
-				s.announceOperator(ctx, cmd.ErrOrStderr())
+				announceOperator(ctx, cmd.ErrOrStderr(), s.svc.Accounts, s.BaseURL(), s.log)
 			}
 			return s.Serve(ctx)
 		},
@@ -118,13 +111,13 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.StringVar(&cfg.HTTPSAddr, "https-addr", env("PIER_HTTPS_ADDR", "127.0.0.1:8443"), "TLS listener (PIER_HTTPS_ADDR)")
 	f.StringVar(&cfg.DNSAddr, "dns-addr", env("PIER_DNS_ADDR", "127.0.0.1:5353"), "DNS listener (PIER_DNS_ADDR)")
 	f.StringVar(&cfg.SMTPAddr, "smtp-addr", env("PIER_SMTP_ADDR", "127.0.0.1:2525"), "SMTP listener (PIER_SMTP_ADDR)")
-	f.StringVar(&cfg.BaseURL, "base-url", os.Getenv("PIER_BASE_URL"), "public base URL (PIER_BASE_URL; default derived from --http-addr)")
-	f.StringVar(&cfg.APIURL, "api-url", os.Getenv("PIER_API_URL"), "MCP host URL (PIER_API_URL; default the base URL)")
-	f.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("PIER_DATABASE_URL"), "PostgreSQL URL (PIER_DATABASE_URL; default SQLite in the data directory)")
+	f.StringVar(&cfg.BaseURL, "base-url", env("PIER_BASE_URL", ""), "public base URL (PIER_BASE_URL; default derived from --http-addr)")
+	f.StringVar(&cfg.APIURL, "api-url", env("PIER_API_URL", ""), "MCP host URL (PIER_API_URL; default the base URL)")
+	f.StringVar(&cfg.DatabaseURL, "database-url", env("PIER_DATABASE_URL", ""), "PostgreSQL URL (PIER_DATABASE_URL; default SQLite in the data directory)")
 	f.StringVar(&cfg.PreviewDomain, "preview-domain", env("PIER_PREVIEW_DOMAIN", "localhost"), "zone preview hosts live under (PIER_PREVIEW_DOMAIN)")
-	f.StringVar(&cfg.ACMEDirectory, "acme-directory", os.Getenv("PIER_ACME_DIRECTORY"), "ACME directory URL to obtain certificates from instead of the local CA (PIER_ACME_DIRECTORY)")
-	f.StringVar(&cfg.ACMEEmail, "acme-email", os.Getenv("PIER_ACME_EMAIL"), "contact address of the ACME account (PIER_ACME_EMAIL)")
-	f.StringVar(&cfg.ACMECAFile, "acme-ca-file", os.Getenv("PIER_ACME_CA_FILE"), "PEM bundle to trust for the ACME server's own TLS (PIER_ACME_CA_FILE)")
+	f.StringVar(&cfg.ACMEDirectory, "acme-directory", env("PIER_ACME_DIRECTORY", ""), "ACME directory URL to obtain certificates from instead of the local CA (PIER_ACME_DIRECTORY)")
+	f.StringVar(&cfg.ACMEEmail, "acme-email", env("PIER_ACME_EMAIL", ""), "contact address of the ACME account (PIER_ACME_EMAIL)")
+	f.StringVar(&cfg.ACMECAFile, "acme-ca-file", env("PIER_ACME_CA_FILE", ""), "PEM bundle to trust for the ACME server's own TLS (PIER_ACME_CA_FILE)")
 	f.BoolVar(&edgeFastPath, "edge-fast-path", env("PIER_EDGE_FAST_PATH", "true") != "false", "serve the edge's plain GET and HEAD requests without net/http (PIER_EDGE_FAST_PATH)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain requests on shutdown")
 	lim := DefaultListenLimits
@@ -135,7 +128,7 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.IntVar(&cfg.Listen.MaxHeaderBytes, "max-header-bytes", lim.MaxHeaderBytes, "bound on a request's head, in bytes")
 	f.IntVar(&cfg.DNS.RRLRate, "dns-rrl-rate", dnsserver.DefaultLimits.RRLRate, "UDP answers per second per source prefix (/24, /56) before response rate limiting; 0 turns it off")
 	f.IntVar(&cfg.DNS.RRLSlip, "dns-rrl-slip", dnsserver.DefaultLimits.RRLSlip, "send every Nth rate-limited answer truncated, so real clients retry over TCP; 0 drops them all")
-	cfg.BlobStoreKey, cfg.BlobStoreSecret = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
+	cfg.BlobStoreKey, cfg.BlobStoreSecret = env("AWS_ACCESS_KEY_ID", ""), env("AWS_SECRET_ACCESS_KEY", "")
 	f.StringVar(&cfg.BlobStore, "blob-store", env("PIER_BLOB_STORE", ""), "keep blob bodies in an S3-compatible bucket, s3://BUCKET?endpoint=HOST:PORT (credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY); default the database (PIER_BLOB_STORE)")
 	f.StringVar(&cfg.SMTPRelay, "smtp-relay", env("PIER_SMTP_RELAY", ""), "smarthost for outbound mail, smtp://HOST:PORT; without one send_message is refused (PIER_SMTP_RELAY)")
 	f.Int64Var(&cfg.SMTPMaxMessageBytes, "smtp-max-message-bytes", 10<<20, "bound on an inbound message, in bytes")
@@ -156,8 +149,14 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.StringArrayVar(&limits, "rate-limit", nil, "override a rate-limit bucket per caller: CLASS=PER_SECOND:BURST (classes: search, quotes, signup, mcp)")
 	f.StringVar(&logLevel, "log-level", env("PIER_LOG_LEVEL", "info"), "debug, info, warn or error (PIER_LOG_LEVEL)")
 	f.StringVar(&logFormat, "log-format", env("PIER_LOG_FORMAT", "text"), "text or json (PIER_LOG_FORMAT)")
-	// Crash tests hold a launch at a step through the environment only.
-	cfg.StepPause = service.StepPause{After: os.Getenv("PIER_TEST_PAUSE_AFTER_STEP"), Inside: os.Getenv("PIER_TEST_PAUSE_INSIDE_STEP")}
+	// Crash tests hold a launch at a step; the flags are hidden.
+	f.StringVar(&cfg.StepPause.After, "test-pause-after-step", env("PIER_TEST_PAUSE_AFTER_STEP", ""), "crash tests: hold launches once this step is done (PIER_TEST_PAUSE_AFTER_STEP)")
+	f.StringVar(&cfg.StepPause.Inside, "test-pause-inside-step", env("PIER_TEST_PAUSE_INSIDE_STEP", ""), "crash tests: hold launches inside this step (PIER_TEST_PAUSE_INSIDE_STEP)")
+	for _, name := range []string{"test-pause-after-step", "test-pause-inside-step"} {
+		if err := f.MarkHidden(name); err != nil {
+			panic(err)
+		}
+	}
 	return cmd
 }
 
@@ -226,7 +225,7 @@ created on first use.`,
 	}
 	cf := create.Flags()
 	cf.StringVar(&dataDir, "data-dir", DefaultDataDir(), "data directory (PIER_DATA_DIR)")
-	cf.StringVar(&databaseURL, "database-url", os.Getenv("PIER_DATABASE_URL"), "PostgreSQL URL (PIER_DATABASE_URL)")
+	cf.StringVar(&databaseURL, "database-url", env("PIER_DATABASE_URL", ""), "PostgreSQL URL (PIER_DATABASE_URL)")
 	cf.StringVar(&name, "name", "local", "a name to recognise the key by")
 	cf.StringVar(&org, "org", "", "organisation id (default: the first, created if none)")
 	cf.StringSliceVar(&scopes, "scopes", []string{"read", "quote", "launch"}, "scopes: "+strings.Join(auth.Scopes, ", "))

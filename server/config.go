@@ -93,8 +93,9 @@ type Config struct {
 	// RegistrarPrices set the sandbox registrar's first-year price for some
 	// TLDs; the rest keep the catalog's.
 	RegistrarPrices registrar.PriceList
-	// StepPause holds launches at a step, for the crash tests
-	// (PIER_TEST_PAUSE_AFTER_STEP, PIER_TEST_PAUSE_INSIDE_STEP).
+	// StepPause holds launches at a step, for the crash tests (the hidden
+	// flags --test-pause-after-step and --test-pause-inside-step, or
+	// PIER_TEST_PAUSE_AFTER_STEP and PIER_TEST_PAUSE_INSIDE_STEP).
 	StepPause service.StepPause
 }
 
@@ -159,9 +160,20 @@ var DefaultRateLimits = map[string]ratelimit.Policy{
 	mcp.RateClass: {PerSecond: 50, Burst: 100},
 }
 
+// env is the environment variable name, else def when it is unset or
+// empty. This file is the only one that reads the environment: the
+// commands' flags take their defaults from it, and everything below the
+// commands is handed a Config (internal/importrules checks it).
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
 // DefaultDataDir is $PIER_DATA_DIR, else ~/.local/share/pier.
 func DefaultDataDir() string {
-	if d := os.Getenv("PIER_DATA_DIR"); d != "" {
+	if d := env("PIER_DATA_DIR", ""); d != "" {
 		return d
 	}
 	home, err := os.UserHomeDir()

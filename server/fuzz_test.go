@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/service"
@@ -18,14 +19,10 @@ import (
 // fuzzHandler serves the real handler in-process; rate limits are raised so
 // the fuzzer's volume is not refused.
 func fuzzHandler(f *testing.F) http.Handler {
-	s, err := server.New(context.Background(), server.Config{
+	s := testserver.New(f, server.Config{
 		DataDir:    f.TempDir(),
 		RateLimits: map[string]server.RateLimit{"search": {PerSecond: 1e9, Burst: 1 << 30}},
 	}, nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { s.Store().Close() })
 	return s.Handler()
 }
 
@@ -109,14 +106,10 @@ func FuzzJSONBodies(f *testing.F) {
 	} {
 		f.Add(seed.route, seed.body)
 	}
-	s, err := server.New(context.Background(), server.Config{
+	s := testserver.New(f, server.Config{
 		DataDir:    f.TempDir(),
 		RateLimits: map[string]server.RateLimit{"quotes": {PerSecond: 1e9, Burst: 1 << 30}},
 	}, nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { s.Store().Close() })
 	h := s.Handler()
 	ctx := context.Background()
 	o, err := s.Store().Accounts().CreateOrganization(ctx, auth.ID("org"), "fuzz", time.Now())

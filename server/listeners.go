@@ -50,8 +50,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- s.http.Serve(s.edgeListener(s.ln, nil)) }()
-	go s.purgeLoop(ctx)
-	go s.listenInvalidations(ctx)
+	go purgeLoop(ctx, s.store, s.cfg.Now, s.log)
+	go s.launch.replicas.listen(ctx)
 	go s.svc.Runs.FlushLogs(ctx, 100*time.Millisecond)
 	go s.svc.Runs.Supervise(ctx, s.store.Engine() != store.Postgres)
 	if err := s.serveLaunch(ctx, s.handler); err != nil {
@@ -130,8 +130,8 @@ func levelFor(status int) slog.Level {
 // for every host first.
 func (s *Server) route(api http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.launch.acme != nil && strings.HasPrefix(r.URL.Path, acme.ChallengePrefix) {
-			s.launch.acme.ServeHTTP(w, r)
+		if s.launch.certs.acme != nil && strings.HasPrefix(r.URL.Path, acme.ChallengePrefix) {
+			s.launch.certs.acme.ServeHTTP(w, r)
 			return
 		}
 		if s.isAPIHost(r.Host) {
@@ -218,7 +218,7 @@ func (s *Server) listenLaunch(ctx context.Context) error {
 	s.launch.smtpLn = sln
 	s.launch.smtp = smtpd.New(smtpd.Config{
 		Mail:            s.svc.Mail,
-		TLS:             &tls.Config{GetCertificate: s.mailCertificate, MinVersion: tls.VersionTLS12},
+		TLS:             &tls.Config{GetCertificate: s.launch.certs.forMail, MinVersion: tls.VersionTLS12},
 		Hostname:        hostOf(s.BaseURL()),
 		MaxMessageBytes: s.cfg.SMTPMaxMessageBytes,
 		PeerRate:        s.cfg.SMTPPeerRate,
@@ -241,7 +241,7 @@ func (s *Server) serveLaunch(ctx context.Context, handler http.Handler) error {
 	lim := s.cfg.Listen
 	s.launch.https = &http.Server{
 		Handler:           handler,
-		TLSConfig:         &tls.Config{GetCertificate: s.getCertificate, MinVersion: tls.VersionTLS12},
+		TLSConfig:         &tls.Config{GetCertificate: s.launch.certs.forHandshake, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: lim.HeaderTimeout,
 		ReadTimeout:       lim.ReadTimeout,
 		WriteTimeout:      lim.WriteTimeout,
@@ -307,7 +307,7 @@ func (s *Server) edgeListener(ln net.Listener, tc *tls.Config) net.Listener {
 	lim := s.cfg.Listen
 	cfg := fastpath.Config{Edge: s.launch.edge, API: s.isAPIHost, TLS: tc, Log: s.log,
 		HeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, WriteTimeout: lim.WriteTimeout}
-	if s.launch.acme != nil {
+	if s.launch.certs.acme != nil {
 		cfg.Reserved = func(p string) bool { return strings.HasPrefix(p, acme.ChallengePrefix) }
 	}
 	return fastpath.New(ln, cfg)

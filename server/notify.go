@@ -3,10 +3,13 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pierhq/pier/server/internal/dnsserver"
+	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -17,13 +20,24 @@ import (
 // periodic reconciliation.
 const invalidateChannel = "pier_invalidate"
 
+// invalidations carry the edge's and DNS's cache invalidations between
+// replicas on one PostgreSQL: announce tells the others, listen applies
+// theirs here. On SQLite there are no others and both do nothing.
+type invalidations struct {
+	store       *store.Store
+	databaseURL string
+	log         *slog.Logger
+	edge        *edge.Edge
+	dns         *dnsserver.Server
+}
+
 type invalidation struct {
 	Hosts []string `json:"hosts,omitempty"`
 	Zone  string   `json:"zone,omitempty"`
 }
 
 // announce tells the other replicas; on SQLite there are none.
-func (s *Server) announce(inv invalidation) {
+func (s *invalidations) announce(inv invalidation) {
 	if s.store.Engine() != store.Postgres {
 		return
 	}
@@ -38,9 +52,9 @@ func (s *Server) announce(inv invalidation) {
 	}
 }
 
-// listenInvalidations applies the other replicas' invalidations until ctx
-// ends, reconnecting after a lost connection (a PostgreSQL restart).
-func (s *Server) listenInvalidations(ctx context.Context) {
+// listen applies the other replicas' invalidations until ctx ends,
+// reconnecting after a lost connection (a PostgreSQL restart).
+func (s *invalidations) listen(ctx context.Context) {
 	if s.store.Engine() != store.Postgres {
 		return
 	}
@@ -64,8 +78,8 @@ func (s *Server) listenInvalidations(ctx context.Context) {
 	}
 }
 
-func (s *Server) listenOnce(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
+func (s *invalidations) listenOnce(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, s.databaseURL)
 	if err != nil {
 		return err
 	}
@@ -83,10 +97,10 @@ func (s *Server) listenOnce(ctx context.Context) error {
 			continue
 		}
 		if len(inv.Hosts) > 0 {
-			s.launch.edge.Invalidate(inv.Hosts...)
+			s.edge.Invalidate(inv.Hosts...)
 		}
 		if inv.Zone != "" {
-			s.launch.dns.Invalidate(inv.Zone)
+			s.dns.Invalidate(inv.Zone)
 		}
 	}
 }

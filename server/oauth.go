@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/pierhq/pier/server/internal/httpapi"
 	"github.com/pierhq/pier/server/internal/oauth"
 	"github.com/pierhq/pier/server/internal/sandbox"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 // MCPURL is the MCP endpoint's URL: the protected resource that OAuth
@@ -20,9 +23,9 @@ func (s *Server) MCPURL() string {
 }
 
 // newOAuth builds the authorization server. Its issuer is the base URL;
-// the MCP endpoint and the REST API accept its tokens.
-func (s *Server) newOAuth() *oauth.Server {
-	return oauth.New(oauth.Config{Store: s.store, Log: s.log, Now: s.cfg.Now, Issuer: s.BaseURL, Resource: s.MCPURL})
+// the MCP endpoint (resource) and the REST API accept its tokens.
+func newOAuth(st *store.Store, log *slog.Logger, now func() time.Time, issuer, resource func() string) *oauth.Server {
+	return oauth.New(oauth.Config{Store: st, Log: log, Now: now, Issuer: issuer, Resource: resource})
 }
 
 // mcpCredentials checks the credential an MCP request carries before any
@@ -40,10 +43,10 @@ func mcpCredentials(api *httpapi.Handler) func(ctx context.Context, header strin
 }
 
 // purgeOAuth drops expired authorization requests and tokens.
-func (s *Server) purgeOAuth(ctx context.Context) {
-	if n, err := s.store.OAuth().Purge(ctx, s.cfg.Now()); err != nil {
-		s.log.Warn("purging OAuth records", "err", err)
+func purgeOAuth(ctx context.Context, st *store.Store, now time.Time, log *slog.Logger) {
+	if n, err := st.OAuth().Purge(ctx, now); err != nil {
+		log.Warn("purging OAuth records", "err", err)
 	} else if n > 0 {
-		s.log.Info("purged OAuth records", "count", n)
+		log.Info("purged OAuth records", "count", n)
 	}
 }

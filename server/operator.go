@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,13 +18,13 @@ import (
 
 // announceOperator prints a one-time sign-in link for the local operator of
 // the first organisation, or, before any exists, how to start one.
-func (s *Server) announceOperator(ctx context.Context, w io.Writer) {
-	link, expires, err := s.svc.Accounts.LocalOperatorSignIn(ctx, "", "")
+func announceOperator(ctx context.Context, w io.Writer, accounts *service.Accounts, baseURL string, log *slog.Logger) {
+	link, expires, err := accounts.LocalOperatorSignIn(ctx, "", "")
 	switch {
 	case errors.Is(err, service.ErrNoOrganization):
-		fmt.Fprintf(w, "No organisation yet. An agent starts one with a signup, which a person reviews:\n  curl -X POST %s/v1/signup\n", s.BaseURL())
+		fmt.Fprintf(w, "No organisation yet. An agent starts one with a signup, which a person reviews:\n  curl -X POST %s/v1/signup\n", baseURL)
 	case err != nil:
-		s.log.Warn("minting the local operator's sign-in link", "err", err)
+		log.Warn("minting the local operator's sign-in link", "err", err)
 	default:
 		fmt.Fprintf(w, "Sign in as the local operator (works once, until %s):\n  %s\nMint another with: pier admin signin-link\n", expires.Local().Format("15:04"), link)
 	}
@@ -75,8 +75,8 @@ another.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data-dir", DefaultDataDir(), "data directory (PIER_DATA_DIR)")
-	f.StringVar(&databaseURL, "database-url", os.Getenv("PIER_DATABASE_URL"), "PostgreSQL URL (PIER_DATABASE_URL)")
-	f.StringVar(&baseURL, "base-url", os.Getenv("PIER_BASE_URL"), "public base URL the link points at (PIER_BASE_URL; default from PIER_HTTP_ADDR)")
+	f.StringVar(&databaseURL, "database-url", env("PIER_DATABASE_URL", ""), "PostgreSQL URL (PIER_DATABASE_URL)")
+	f.StringVar(&baseURL, "base-url", env("PIER_BASE_URL", ""), "public base URL the link points at (PIER_BASE_URL; default from PIER_HTTP_ADDR)")
 	f.StringVar(&org, "org", "", "organisation id (default: the first)")
 	f.StringVar(&next, "next", "", "page to open after signing in, such as /approvals/gat_123")
 	f.BoolVar(&asJSON, "json", false, "print JSON")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -79,7 +78,7 @@ and prints its manifest. The server also publishes one on its first start.`,
 	}
 	f := publish.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", DefaultDataDir(), "data directory (PIER_DATA_DIR)")
-	f.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("PIER_DATABASE_URL"), "PostgreSQL URL (PIER_DATABASE_URL)")
+	f.StringVar(&cfg.DatabaseURL, "database-url", env("PIER_DATABASE_URL", ""), "PostgreSQL URL (PIER_DATABASE_URL)")
 	f.BoolVar(&replace, "replace", false, "publish a new release even when one is published (caches may keep the old files)")
 	f.BoolVar(&asJSON, "json", false, "print the release id, proof id and manifest as JSON")
 	cmd.AddCommand(publish)

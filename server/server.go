@@ -79,7 +79,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, store: st}
-	if err := s.openSandbox(ctx); err != nil {
+	if s.sandbox, err = openSandbox(ctx, cfg, st, log, s.BaseURL); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -90,28 +90,36 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
-// runTask works one durable task: workflows in the workflow engine, the
-// rest (launches, teardowns) in the domain.
-func (s *Server) runTask(ctx context.Context, taskID string) error {
-	t, err := s.store.Tasks().GetAnyOrg(ctx, taskID)
+// taskWork works durable tasks by kind: workflows in the workflow engine,
+// the rest (launches, teardowns) in the domain.
+type taskWork struct {
+	store     *store.Store
+	workflows *workflow.Engine
+	launches  *service.Launches
+	log       *slog.Logger
+}
+
+// run works one durable task.
+func (w taskWork) run(ctx context.Context, taskID string) error {
+	t, err := w.store.Tasks().GetAnyOrg(ctx, taskID)
 	if err != nil {
 		return err
 	}
 	if t.Kind == "workflow" {
-		return s.workflows.Run(ctx, t)
+		return w.workflows.Run(ctx, t)
 	}
-	return s.svc.Launches.RunTask(ctx, taskID)
+	return w.launches.RunTask(ctx, taskID)
 }
 
-// failTask ends a task whose runs kept failing.
-func (s *Server) failTask(ctx context.Context, taskID string, cause error) {
-	if t, err := s.store.Tasks().GetAnyOrg(ctx, taskID); err == nil && t.Kind == "workflow" {
-		if err := s.workflows.Fail(ctx, t, cause); err != nil {
-			s.log.Error("failing workflow task", "task", taskID, "err", err)
+// fail ends a task whose runs kept failing.
+func (w taskWork) fail(ctx context.Context, taskID string, cause error) {
+	if t, err := w.store.Tasks().GetAnyOrg(ctx, taskID); err == nil && t.Kind == "workflow" {
+		if err := w.workflows.Fail(ctx, t, cause); err != nil {
+			w.log.Error("failing workflow task", "task", taskID, "err", err)
 		}
 		return
 	}
-	s.svc.Launches.FailTask(ctx, taskID, cause)
+	w.launches.FailTask(ctx, taskID, cause)
 }
 
 func (s *Server) build(ctx context.Context) error {
@@ -177,19 +185,20 @@ func (s *Server) build(ctx context.Context) error {
 		Invoker: func() workflow.Invoker { return mcpH },
 		Enqueue: platform{s}.Enqueue,
 	})
-	s.launch.runner, err = tasks.New(ctx, s.store, s.cfg.DatabaseURL, s.runTask, tasks.Config{
+	work := taskWork{store: s.store, workflows: s.workflows, launches: svc.Launches, log: s.log}
+	s.launch.runner, err = tasks.New(ctx, s.store, s.cfg.DatabaseURL, work.run, tasks.Config{
 		JobTimeout:      s.cfg.TaskJobTimeout,
 		MaxAttempts:     s.cfg.TaskRetries.MaxAttempts,
 		RetryBackoff:    s.cfg.TaskRetries.Backoff,
 		MaxRetryBackoff: s.cfg.TaskRetries.MaxBackoff,
 		FetchPoll:       s.cfg.TaskRetries.Poll,
 		Log:             s.log,
-		OnGiveUp:        s.failTask,
+		OnGiveUp:        work.fail,
 	})
 	if err != nil {
 		return err
 	}
-	authz := s.newOAuth()
+	authz := newOAuth(s.store, s.log, s.cfg.Now, s.BaseURL, s.MCPURL)
 	// The MCP endpoint dispatches tool calls to the REST handler it is
 	// mounted in, so it is built once that handler exists.
 	var mcpHandler http.Handler
@@ -275,8 +284,9 @@ func (s *Server) BaseURL() string {
 	return baseURLFor(s.Addr())
 }
 
-// purgeLoop drops expired idempotency records hourly.
-func (s *Server) purgeLoop(ctx context.Context) {
+// purgeLoop drops expired idempotency records, OAuth records and
+// rate-limit buckets hourly.
+func purgeLoop(ctx context.Context, st *store.Store, now func() time.Time, log *slog.Logger) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
@@ -284,14 +294,14 @@ func (s *Server) purgeLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if n, err := s.store.Idempotency().Purge(ctx, s.cfg.Now()); err != nil {
-				s.log.Warn("purging idempotency records", "err", err)
+			if n, err := st.Idempotency().Purge(ctx, now()); err != nil {
+				log.Warn("purging idempotency records", "err", err)
 			} else if n > 0 {
-				s.log.Info("purged idempotency records", "count", n)
+				log.Info("purged idempotency records", "count", n)
 			}
-			s.purgeOAuth(ctx)
-			if err := s.store.RateLimits().Purge(ctx, s.cfg.Now()); err != nil {
-				s.log.Warn("purging rate-limit buckets", "err", err)
+			purgeOAuth(ctx, st, now(), log)
+			if err := st.RateLimits().Purge(ctx, now()); err != nil {
+				log.Warn("purging rate-limit buckets", "err", err)
 			}
 		}
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/pierhq/pier/cli"
 	"github.com/pierhq/pier/internal/testpg"
+	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/openapi"
 	"github.com/pierhq/pier/server"
 	"github.com/spf13/cobra"
@@ -58,19 +58,11 @@ func scriptParams(databaseURL string) testscript.Params {
 		Cmds:      map[string]func(ts *testscript.TestScript, neg bool, args []string){"jsonget": jsonget, "tamper": tamper, "httpsget": httpsget},
 		Condition: nodeCondition,
 		Setup: func(env *testscript.Env) error {
-			ctx, cancel := context.WithCancel(context.Background())
-			s, err := server.New(ctx, server.Config{DataDir: env.WorkDir + "/data", HTTPAddr: "127.0.0.1:0", DatabaseURL: databaseURL}, nil)
+			s, stop, err := testserver.Serve(server.Config{DataDir: env.WorkDir + "/data", HTTPAddr: "127.0.0.1:0", DatabaseURL: databaseURL}, nil)
 			if err != nil {
-				cancel()
 				return err
 			}
-			if err := s.Listen(); err != nil {
-				cancel()
-				return err
-			}
-			done := make(chan struct{})
-			go func() { s.Serve(ctx); close(done) }()
-			env.Defer(func() { cancel(); <-done })
+			env.Defer(func() { stop() })
 			env.Setenv("PIER_BASE_URL", "http://"+s.Addr())
 			env.Setenv("PIER_TEST_HTTPS_ADDR", s.HTTPSAddr())
 			env.Setenv("PIER_DATA_DIR", env.WorkDir+"/data")

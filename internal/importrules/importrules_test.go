@@ -1,15 +1,19 @@
 // Package importrules holds the architecture's import rules as a test: the
 // domain is free of its adapters, the client packages are free of the
-// server, the server is free of the public SDK (it uses the models), and no server package reads the environment but the command that
-// builds the configuration. `make lint` runs it.
+// server, the server is free of the public SDK (it uses the models), no server
+// file reads the environment but the command's configuration
+// (server/config.go), and no hand-written type in the server has more than
+// 25 methods. `make lint` runs it.
 package importrules
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -86,18 +90,21 @@ func TestImportRules(t *testing.T) {
 	}
 }
 
-// Only the server command reads the environment, into Config; everything
-// below it is handed its settings.
+// Only the server command's configuration (server/config.go) reads the
+// environment, into Config and the commands' flag defaults; every other
+// file of the command, and everything below it, is handed its settings.
 func TestNoEnvironmentReadsBelowTheCommand(t *testing.T) {
 	fset := token.NewFileSet()
+	checked := 0
 	for _, p := range load(t) {
-		if !under(p.PkgPath, mod+"/server/internal") {
+		if p.PkgPath != mod+"/server" && !under(p.PkgPath, mod+"/server/internal") {
 			continue
 		}
 		for _, file := range p.GoFiles {
-			if strings.HasSuffix(file, "_test.go") {
+			if strings.HasSuffix(file, "_test.go") || p.PkgPath == mod+"/server" && filepath.Base(file) == "config.go" {
 				continue
 			}
+			checked++
 			f, err := parser.ParseFile(fset, file, nil, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -112,6 +119,78 @@ func TestNoEnvironmentReadsBelowTheCommand(t *testing.T) {
 				}
 				return true
 			})
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("checked %d files; the packages did not load", checked)
+	}
+}
+
+// maxMethods bounds the methods a hand-written type of the server declares
+// itself: a type that outgrows it holds more than one thing, and splits
+// into small types by what they hold (embedded, as the store's nouns and
+// the REST API's routes are, or owned). Generated code is exempt.
+const maxMethods = 25
+
+func TestNoTypeOverMaxMethods(t *testing.T) {
+	fset := token.NewFileSet()
+	counts := map[string]int{}
+	for _, p := range load(t) {
+		if p.PkgPath != mod+"/server" && !under(p.PkgPath, mod+"/server/internal") {
+			continue
+		}
+		for _, file := range p.GoFiles {
+			if strings.HasSuffix(file, "_test.go") || strings.HasSuffix(file, ".gen.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, file, nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ast.IsGenerated(f) {
+				continue
+			}
+			for _, d := range f.Decls {
+				fd, ok := d.(*ast.FuncDecl)
+				if !ok || fd.Recv == nil || len(fd.Recv.List) == 0 {
+					continue
+				}
+				counts[p.PkgPath+"."+receiverName(fd.Recv.List[0].Type)]++
+			}
+		}
+	}
+	if len(counts) < 100 {
+		t.Fatalf("counted the methods of %d types; the packages did not load", len(counts))
+	}
+	var over []string
+	for typ, n := range counts {
+		if n > maxMethods {
+			over = append(over, fmt.Sprintf("%s has %d methods", strings.TrimPrefix(typ, mod+"/"), n))
+		}
+	}
+	sort.Strings(over)
+	for _, o := range over {
+		t.Errorf("%s, over %d: split it into small types by what they hold", o, maxMethods)
+	}
+}
+
+// receiverName is the type a method's receiver names: T for T, *T, T[P]
+// and *T[P].
+func receiverName(e ast.Expr) string {
+	for {
+		switch x := e.(type) {
+		case *ast.StarExpr:
+			e = x.X
+		case *ast.IndexExpr:
+			e = x.X
+		case *ast.IndexListExpr:
+			e = x.X
+		case *ast.ParenExpr:
+			e = x.X
+		case *ast.Ident:
+			return x.Name
+		default:
+			return fmt.Sprintf("%T", e)
 		}
 	}
 }

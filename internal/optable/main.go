@@ -152,7 +152,7 @@ func calls(fd *ast.FuncDecl) [][]string {
 }
 
 var storeNouns = []string{"Accounts()", "Bundles()", "Domains()", "Gates()", "Idempotency()", "Keys()", "Ledger()", "OAuth()",
-	"Onboarding()", "Projects()", "Quotes()", "Sandbox()", "SandboxReleases()", "Services()", "Tasks()", "Workflows()", "Mail()"}
+	"Onboarding()", "Projects()", "Quotes()", "Sandbox()", "SandboxReleases()", "Services()", "ServiceVersions()", "ServiceRuns()", "ServiceLogs()", "Tasks()", "Workflows()", "Mail()"}
 
 // storeCalls names the store methods a domain method reaches directly.
 func storeCalls(fd *ast.FuncDecl) []string {

@@ -40,27 +40,15 @@ func Start(t testing.TB, cfg server.Config) *Server {
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
-	if cfg.HTTPAddr == "" {
-		cfg.HTTPAddr = "127.0.0.1:0"
-	}
-	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(LogWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := server.New(ctx, cfg, log)
+	s, serveStop, err := Serve(cfg, log)
 	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	if err := s.Listen(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
+			if err := serveStop(); err != nil {
 				t.Errorf("serve: %v", err)
 			}
 		})
@@ -72,6 +60,48 @@ func Start(t testing.TB, cfg server.Config) *Server {
 		ts.Client = &contracttest.Client{T: tt, BaseURL: url}
 	}
 	return ts
+}
+
+// Serve builds a Pier from cfg, binds its listeners (free loopback ports
+// when HTTPAddr is empty) and serves it until stop, which waits for the
+// server to end and returns what Serve did; call it once. Start is built
+// on it; callers
+// without a testing.TB (testscript's Setup) or that want their own log
+// (benchmarks) use it directly. A nil log is slog.Default().
+func Serve(cfg server.Config, log *slog.Logger) (s *server.Server, stop func() error, err error) {
+	if cfg.HTTPAddr == "" {
+		cfg.HTTPAddr = "127.0.0.1:0"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err = server.New(ctx, cfg, log)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	if err := s.Listen(); err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	return s, func() error { cancel(); return <-done }, nil
+}
+
+// New builds a Pier from cfg without listening, for tests, fuzz targets
+// and benchmarks that serve its Handler themselves (httptest, a
+// recorder). An empty DataDir becomes a temporary directory; the store
+// closes when the test ends. A nil log is slog.Default().
+func New(t testing.TB, cfg server.Config, log *slog.Logger) *server.Server {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	s, err := server.New(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Store().Close() })
+	return s
 }
 
 // Key creates an organisation with an agent key holding scopes and

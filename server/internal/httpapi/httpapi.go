@@ -21,10 +21,19 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
+// Records is what the REST layer reads and writes in the store itself,
+// below the service: the credentials it checks (agent keys, OAuth grants)
+// and the answers it replays (idempotency). *store.Store is one.
+type Records interface {
+	Keys() store.Keys
+	OAuth() store.OAuth
+	Idempotency() store.Idempotency
+}
+
 // Config wires the REST adapter.
 type Config struct {
 	Service *service.Service
-	Store   *store.Store
+	Store   Records
 	Limiter *ratelimit.Limiter
 	Log     *slog.Logger
 	Now     func() time.Time

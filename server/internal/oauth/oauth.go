@@ -45,9 +45,17 @@ var Scopes = auth.Scopes
 // defaultScopes is what a request without a scope parameter asks for.
 var defaultScopes = []string{"read", "quote", "launch"}
 
+// Records is what the authorization server keeps in the store: its
+// clients, authorizations, grants and tokens, written in transactions that
+// record each grant and revocation in the ledger. *store.Store is one.
+type Records interface {
+	OAuth() store.OAuth
+	InTx(ctx context.Context, fn func(tx *store.Tx) error) error
+}
+
 // Config wires the authorization server.
 type Config struct {
-	Store *store.Store
+	Store Records
 	Log   *slog.Logger
 	Now   func() time.Time
 	// Issuer is the base URL: the authorization server's identifier.

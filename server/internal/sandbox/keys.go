@@ -33,7 +33,7 @@ const (
 // dataDir/sandbox, beside the database. With PostgreSQL they live in the
 // database, so that every replica signs with the same keys and the
 // published issuer key is the one each replica checks mandates against.
-func LoadKeys(ctx context.Context, st *store.Store, dataDir string, now time.Time) (*Keys, error) {
+func LoadKeys(ctx context.Context, st Records, dataDir string, now time.Time) (*Keys, error) {
 	load := func(name string) (*sandboxproof.SigningKey, error) {
 		if st.Engine() == store.Postgres {
 			return dbKey(ctx, st, name, now)
@@ -51,7 +51,7 @@ func LoadKeys(ctx context.Context, st *store.Store, dataDir string, now time.Tim
 	return &Keys{Issuer: issuer, Proof: proof}, nil
 }
 
-func dbKey(ctx context.Context, st *store.Store, name string, now time.Time) (*sandboxproof.SigningKey, error) {
+func dbKey(ctx context.Context, st Records, name string, now time.Time) (*sandboxproof.SigningKey, error) {
 	jwk, err := st.SandboxReleases().Key(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		k, gerr := sandboxproof.GenerateSigningKey()

@@ -29,9 +29,18 @@ const RegistrationPrefix = "sbr_"
 // MaxAttempts bounds a session's attempts: a proof carries at most 32.
 const MaxAttempts = 32
 
+// Records is what the sandbox keeps in the store: its sessions, attempts,
+// gates and proofs, its releases and signing keys, and which engine holds
+// them. *store.Store is one.
+type Records interface {
+	Sandbox() store.Sandbox
+	SandboxReleases() store.SandboxReleases
+	Engine() store.Engine
+}
+
 // Config wires the service.
 type Config struct {
-	Store *store.Store
+	Store Records
 	Keys  *Keys
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -42,7 +51,7 @@ type Config struct {
 
 // Service runs sandbox sessions and publishes the reference release.
 type Service struct {
-	st      *store.Store
+	st      Records
 	keys    *Keys
 	now     func() time.Time
 	log     *slog.Logger

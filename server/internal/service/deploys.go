@@ -110,7 +110,7 @@ func (s *Launches) relaunch(ctx context.Context, p *auth.Principal, svc store.Se
 		return nil, nil, apierr.Newf("conflict:state", "service %s is %s; wait for its task, then launch again", svc.Name, svc.State).
 			WithActions(actions.Retry("get_task", "agent", map[string]any{"id": svc.TaskID}, 2))
 	}
-	prev, err := s.store.Services().Version(ctx, svc.ID, svc.Version)
+	prev, err := s.store.ServiceVersions().Get(ctx, svc.ID, svc.Version)
 	if err == nil && slices.Contains(parseVersionSpec(prev.Spec).Addons, "managed_postgres") && !slices.Contains(spec.Addons, "managed_postgres") {
 		spec.Addons = append(spec.Addons, "managed_postgres") // the database stays with the service
 	}
@@ -142,7 +142,7 @@ func (s *Launches) deploy(ctx context.Context, p *auth.Principal, svc0 store.Ser
 			return apierr.Newf("conflict:state", "service %s is %s; only a live or crashed service takes a new version", svc.Name, svc.State).
 				WithActions(actions.Tool("get_service", "agent", map[string]any{"id": svc.ID}))
 		}
-		next, err := tx.Services().NextVersion(ctx, svc.ID)
+		next, err := tx.ServiceVersions().Next(ctx, svc.ID)
 		if err != nil {
 			return err
 		}
@@ -153,7 +153,7 @@ func (s *Launches) deploy(ctx context.Context, p *auth.Principal, svc0 store.Ser
 		task = store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: svc.ProjectID, Kind: kind, State: "queued", CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
 		if v.Number == next {
 			v.TaskID, v.CreatedAt = task.ID, now.UTC()
-			if err := tx.Services().InsertVersion(ctx, v); err != nil {
+			if err := tx.ServiceVersions().Insert(ctx, v); err != nil {
 				return err
 			}
 		}
@@ -264,7 +264,7 @@ func (s *Launches) failDeploy(ctx context.Context, rt *runningTask, pl *launchPa
 		s.runtime.Stop(ctx, pl.ServiceID, pl.Version)
 	}
 	if rt.t.Kind == "deploy" {
-		s.store.Services().SetVersionState(ctx, pl.ServiceID, pl.Version, "failed", firstLine(cause.Message))
+		s.store.ServiceVersions().SetState(ctx, pl.ServiceID, pl.Version, "failed", firstLine(cause.Message))
 	}
 	now := s.Now().UTC()
 	for i := range rt.steps {
@@ -304,7 +304,7 @@ func (s *Runs) startStep(ctx context.Context, pl *launchPayload) (string, error)
 	if err != nil {
 		return "", err
 	}
-	v, err := s.store.Services().Version(ctx, pl.ServiceID, pl.Version)
+	v, err := s.store.ServiceVersions().Get(ctx, pl.ServiceID, pl.Version)
 	if err != nil {
 		return "", err
 	}
@@ -326,13 +326,13 @@ func (s *Runs) switchTo(ctx context.Context, pl *launchPayload) (string, error) 
 	if pl.runs() && s.runtime != nil {
 		runner = s.runtime.ID()
 	}
-	if err := s.store.Services().Serve(ctx, pl.ServiceID, pl.Version, pl.BundleID, pl.Addr, runner, s.Now()); err != nil {
+	if err := s.store.ServiceRuns().Serve(ctx, pl.ServiceID, pl.Version, pl.BundleID, pl.Addr, runner, s.Now()); err != nil {
 		return "", err
 	}
 	if pl.runs() {
 		// The version passed its check in the start step: it is healthy.
 		hj, _ := json.Marshal(Health{State: "healthy", At: s.Now().UTC()})
-		if err := s.store.Services().SetHealth(ctx, pl.ServiceID, string(hj), "", s.Now()); err != nil {
+		if err := s.store.ServiceRuns().SetHealth(ctx, pl.ServiceID, string(hj), "", s.Now()); err != nil {
 			return "", err
 		}
 		s.invalidate(pl.PreviewHost, pl.Domain)
@@ -481,7 +481,7 @@ func (s *Runs) Rollback(ctx context.Context, p *auth.Principal, id string, req m
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	vs, err := s.store.Services().Versions(ctx, svc.ID, 100)
+	vs, err := s.store.ServiceVersions().List(ctx, svc.ID, 100)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}

@@ -392,7 +392,7 @@ func (s *Launches) serviceView(v store.Service) models.ServiceInfo {
 // of one service.
 func (s *Launches) serviceDetail(ctx context.Context, v store.Service) (models.ServiceInfo, error) {
 	out := s.serviceView(v)
-	vs, err := s.store.Services().Versions(ctx, v.ID, 20)
+	vs, err := s.store.ServiceVersions().List(ctx, v.ID, 20)
 	if err != nil {
 		return out, err
 	}
@@ -628,7 +628,7 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 		}
 		steps = append(steps, taskStep{Name: StepDeploy, State: "pending"}, taskStep{Name: StepTLS, State: "pending"})
 		sj, _ := json.Marshal(spec)
-		if err := tx.Services().InsertVersion(ctx, store.ServiceVersion{ServiceID: svc.ID, OrgID: p.OrgID, Number: 1, BundleID: pl.BundleID,
+		if err := tx.ServiceVersions().Insert(ctx, store.ServiceVersion{ServiceID: svc.ID, OrgID: p.OrgID, Number: 1, BundleID: pl.BundleID,
 			Spec: string(sj), State: "starting", TaskID: task.ID, CreatedAt: now.UTC()}); err != nil {
 			return err
 		}
@@ -951,7 +951,7 @@ func (s *Launches) endLaunch(ctx context.Context, taskID, state string, cause *a
 		if err := s.runs.stopAll(ctx, pl.ServiceID); err != nil {
 			s.log.Warn("stopping a failed launch", "service", pl.ServiceID, "err", err)
 		}
-		s.store.Services().SetVersionState(ctx, pl.ServiceID, pl.Version, "failed", firstLine(cause.Message))
+		s.store.ServiceVersions().SetState(ctx, pl.ServiceID, pl.Version, "failed", firstLine(cause.Message))
 		if _, err := s.runs.releaseDatabase(ctx, pl.ServiceID); err != nil {
 			s.log.Warn("dropping a failed launch's database", "service", pl.ServiceID, "err", err)
 		}

@@ -259,13 +259,13 @@ func (s *Runs) Supervise(ctx context.Context, embedded bool) {
 			return
 		case <-tick.C:
 		}
-		s.store.Services().Heartbeat(ctx, s.runtime.ID(), s.Now())
+		s.store.ServiceRuns().Heartbeat(ctx, s.runtime.ID(), s.Now())
 		s.reconcile(ctx)
 	}
 }
 
 func (s *Runs) adopt(ctx context.Context, stale time.Time) {
-	svcs, err := s.store.Services().Adopt(ctx, s.runtime.ID(), stale, s.Now())
+	svcs, err := s.store.ServiceRuns().Adopt(ctx, s.runtime.ID(), stale, s.Now())
 	if err != nil {
 		s.log.Warn("adopting services", "err", err)
 		return
@@ -278,7 +278,7 @@ func (s *Runs) adopt(ctx context.Context, stale time.Time) {
 		if running[RunningVersion{svc.ID, svc.Version}] {
 			continue
 		}
-		v, err := s.store.Services().Version(ctx, svc.ID, svc.Version)
+		v, err := s.store.ServiceVersions().Get(ctx, svc.ID, svc.Version)
 		if err != nil {
 			s.log.Warn("adopting service", "service", svc.ID, "err", err)
 			continue
@@ -293,7 +293,7 @@ func (s *Runs) adopt(ctx context.Context, stale time.Time) {
 				s.Health(svc.ID, v.Number, Health{State: "crashed", Detail: "could not start again after the server restarted: " + err.Error(), At: s.Now()})
 				return
 			}
-			if err := s.store.Services().SetUpstream(context.WithoutCancel(ctx), svc.ID, addr, s.runtime.ID(), s.Now()); err != nil {
+			if err := s.store.ServiceRuns().SetUpstream(context.WithoutCancel(ctx), svc.ID, addr, s.runtime.ID(), s.Now()); err != nil {
 				s.log.Warn("restarting service", "service", svc.ID, "err", err)
 			}
 			s.platform.InvalidateHosts(s.serviceHosts(ctx, svc)...)
@@ -345,7 +345,7 @@ func (s *Runs) Health(serviceID string, version int, h Health) {
 			state = "live"
 		}
 	}
-	if err := s.store.Services().SetHealth(ctx, serviceID, string(hj), state, s.Now()); err != nil {
+	if err := s.store.ServiceRuns().SetHealth(ctx, serviceID, string(hj), state, s.Now()); err != nil {
 		s.log.Warn("recording health", "service", serviceID, "err", err)
 		return
 	}
@@ -386,7 +386,7 @@ func (s *Runs) Log(serviceID string, version int, stream, text string, at time.T
 	defer w.mu.Unlock()
 	seq, ok := w.next[serviceID]
 	if !ok {
-		last, err := w.st.Services().LastLogSeq(context.Background(), serviceID)
+		last, err := w.st.ServiceLogs().LastSeq(context.Background(), serviceID)
 		if err != nil {
 			last = at.UnixMicro() // still increasing, still unique enough
 		}
@@ -431,7 +431,7 @@ func (s *Runs) flush(ctx context.Context) {
 	}
 	for len(lines) > 0 {
 		n := min(len(lines), 500)
-		if err := s.store.Services().AppendLogs(ctx, lines[:n]); err != nil {
+		if err := s.store.ServiceLogs().Append(ctx, lines[:n]); err != nil {
 			s.log.Warn("writing logs", "err", err, "lines", n)
 		}
 		lines = lines[n:]
@@ -445,7 +445,7 @@ func (s *Runs) flush(ctx context.Context) {
 	}
 	w.mu.Unlock()
 	for id := range touched {
-		s.store.Services().TrimLogs(ctx, id, w.keep)
+		s.store.ServiceLogs().Trim(ctx, id, w.keep)
 	}
 }
 
@@ -487,10 +487,10 @@ func (s *Runs) Logs(ctx context.Context, orgID, id string, q LogQuery) (*models.
 	sq := store.LogQuery{After: q.After, Since: q.Since, Version: q.Version, Limit: q.Tail, Tail: q.After == 0 && q.Since.IsZero()}
 	deadline := time.Now().Add(q.Wait)
 	var lines []store.LogLine
-	before, _ := s.store.Services().LastLogSeq(ctx, svc.ID)
+	before, _ := s.store.ServiceLogs().LastSeq(ctx, svc.ID)
 	for {
 		woken := s.logsWritten(svc.ID)
-		lines, err = s.store.Services().Logs(ctx, svc.ID, sq)
+		lines, err = s.store.ServiceLogs().Read(ctx, svc.ID, sq)
 		if err != nil {
 			return nil, nil, apierr.Internal(err)
 		}
@@ -517,7 +517,7 @@ func (s *Runs) Logs(ctx context.Context, orgID, id string, q LogQuery) (*models.
 		out.NextAfter = l.Seq
 	}
 	if len(lines) == 0 && out.NextAfter == 0 {
-		out.NextAfter, _ = s.store.Services().LastLogSeq(ctx, svc.ID)
+		out.NextAfter, _ = s.store.ServiceLogs().LastSeq(ctx, svc.ID)
 	}
 	next := []models.Action{actions.Tool("get_service_logs", "agent", map[string]any{"id": svc.ID, "after": out.NextAfter, "waitSeconds": 30}),
 		actions.Tool("get_service", "agent", map[string]any{"id": svc.ID})}
@@ -567,13 +567,13 @@ func (s *Runs) currentVersion(ctx context.Context, orgID, id string) (store.Serv
 	}
 	n := svc.Version
 	if n == 0 {
-		vs, err := s.store.Services().Versions(ctx, svc.ID, 1)
+		vs, err := s.store.ServiceVersions().List(ctx, svc.ID, 1)
 		if err != nil || len(vs) == 0 {
 			return svc, store.ServiceVersion{}, err
 		}
 		return svc, vs[0], nil
 	}
-	v, err := s.store.Services().Version(ctx, svc.ID, n)
+	v, err := s.store.ServiceVersions().Get(ctx, svc.ID, n)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return svc, v, apierr.Internal(err)
 	}

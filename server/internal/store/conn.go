@@ -41,29 +41,6 @@ func (c conn) atomically(ctx context.Context, fn func(tx *Tx) error) error {
 	return c.store.InTx(ctx, fn)
 }
 
-func (c conn) accounts() Accounts               { return Accounts{c} }
-func (c conn) bundles() Bundles                 { return Bundles{c} }
-func (c conn) domains() Domains                 { return Domains{c} }
-func (c conn) gates() Gates                     { return Gates{c} }
-func (c conn) idempotency() Idempotency         { return Idempotency{c} }
-func (c conn) keys() Keys                       { return Keys{c} }
-func (c conn) ledger() Ledger                   { return Ledger{c} }
-func (c conn) mail() Mail                       { return Mail{c} }
-func (c conn) oAuth() OAuth                     { return OAuth{c} }
-func (c conn) onboarding() Onboarding           { return Onboarding{c} }
-func (c conn) projects() Projects               { return Projects{c} }
-func (c conn) quotes() Quotes                   { return Quotes{c} }
-func (c conn) rateLimits() RateLimits           { return RateLimits{c} }
-func (c conn) sandbox() Sandbox                 { return Sandbox{c} }
-func (c conn) sandboxReleases() SandboxReleases { return SandboxReleases{c} }
-func (c conn) services() Services               { return Services{c} }
-func (c conn) shared() Shared                   { return Shared{c} }
-func (c conn) tasks() Tasks                     { return Tasks{c} }
-func (c conn) workflows() Workflows             { return Workflows{c} }
-
-func (s *Store) conn() conn { return conn{store: s, ex: s.db} }
-func (tx *Tx) conn() conn   { return conn{store: tx.s, ex: tx.tx, tx: tx} }
-
 // Accounts holds organisations, humans, their sign-in links and sessions.
 type Accounts struct{ conn }
 
@@ -107,8 +84,19 @@ type Sandbox struct{ conn }
 // SandboxReleases holds the sandbox's signing keys and published releases.
 type SandboxReleases struct{ conn }
 
-// Services holds launched services and the hosts they answer for.
+// Services holds launched services, the hosts they answer for and their
+// managed databases.
 type Services struct{ conn }
+
+// ServiceVersions holds each service's immutable, numbered versions.
+type ServiceVersions struct{ conn }
+
+// ServiceRuns holds where each live service runs: the version it serves,
+// where it answers, its health and the replica that supervises it.
+type ServiceRuns struct{ conn }
+
+// ServiceLogs holds the lines services write.
+type ServiceLogs struct{ conn }
 
 // Tasks holds durable tasks and the leases that keep one runner on each.
 type Tasks struct{ conn }
@@ -116,45 +104,33 @@ type Tasks struct{ conn }
 // Workflows holds prepared workflows and whether each was applied.
 type Workflows struct{ conn }
 
-func (s *Store) Accounts() Accounts               { return s.conn().accounts() }
-func (s *Store) Bundles() Bundles                 { return s.conn().bundles() }
-func (s *Store) Domains() Domains                 { return s.conn().domains() }
-func (s *Store) Gates() Gates                     { return s.conn().gates() }
-func (s *Store) Idempotency() Idempotency         { return s.conn().idempotency() }
-func (s *Store) Keys() Keys                       { return s.conn().keys() }
-func (s *Store) Ledger() Ledger                   { return s.conn().ledger() }
-func (s *Store) Mail() Mail                       { return s.conn().mail() }
-func (s *Store) OAuth() OAuth                     { return s.conn().oAuth() }
-func (s *Store) Onboarding() Onboarding           { return s.conn().onboarding() }
-func (s *Store) Projects() Projects               { return s.conn().projects() }
-func (s *Store) Quotes() Quotes                   { return s.conn().quotes() }
-func (s *Store) RateLimits() RateLimits           { return s.conn().rateLimits() }
-func (s *Store) Sandbox() Sandbox                 { return s.conn().sandbox() }
-func (s *Store) SandboxReleases() SandboxReleases { return s.conn().sandboxReleases() }
-func (s *Store) Services() Services               { return s.conn().services() }
-func (s *Store) Shared() Shared                   { return s.conn().shared() }
-func (s *Store) Tasks() Tasks                     { return s.conn().tasks() }
-func (s *Store) Workflows() Workflows             { return s.conn().workflows() }
+// nouns reaches each noun over one conn. Store and Tx embed it, so that
+// st.Accounts() runs on the database and tx.Accounts() inside the
+// transaction, with one accessor per noun written once.
+type nouns struct{ c conn }
 
-func (tx *Tx) Accounts() Accounts               { return tx.conn().accounts() }
-func (tx *Tx) Bundles() Bundles                 { return tx.conn().bundles() }
-func (tx *Tx) Domains() Domains                 { return tx.conn().domains() }
-func (tx *Tx) Gates() Gates                     { return tx.conn().gates() }
-func (tx *Tx) Idempotency() Idempotency         { return tx.conn().idempotency() }
-func (tx *Tx) Keys() Keys                       { return tx.conn().keys() }
-func (tx *Tx) Ledger() Ledger                   { return tx.conn().ledger() }
-func (tx *Tx) Mail() Mail                       { return tx.conn().mail() }
-func (tx *Tx) OAuth() OAuth                     { return tx.conn().oAuth() }
-func (tx *Tx) Onboarding() Onboarding           { return tx.conn().onboarding() }
-func (tx *Tx) Projects() Projects               { return tx.conn().projects() }
-func (tx *Tx) Quotes() Quotes                   { return tx.conn().quotes() }
-func (tx *Tx) RateLimits() RateLimits           { return tx.conn().rateLimits() }
-func (tx *Tx) Sandbox() Sandbox                 { return tx.conn().sandbox() }
-func (tx *Tx) SandboxReleases() SandboxReleases { return tx.conn().sandboxReleases() }
-func (tx *Tx) Services() Services               { return tx.conn().services() }
-func (tx *Tx) Shared() Shared                   { return tx.conn().shared() }
-func (tx *Tx) Tasks() Tasks                     { return tx.conn().tasks() }
-func (tx *Tx) Workflows() Workflows             { return tx.conn().workflows() }
+func (n nouns) Accounts() Accounts               { return Accounts{n.c} }
+func (n nouns) Bundles() Bundles                 { return Bundles{n.c} }
+func (n nouns) Domains() Domains                 { return Domains{n.c} }
+func (n nouns) Gates() Gates                     { return Gates{n.c} }
+func (n nouns) Idempotency() Idempotency         { return Idempotency{n.c} }
+func (n nouns) Keys() Keys                       { return Keys{n.c} }
+func (n nouns) Ledger() Ledger                   { return Ledger{n.c} }
+func (n nouns) Mail() Mail                       { return Mail{n.c} }
+func (n nouns) OAuth() OAuth                     { return OAuth{n.c} }
+func (n nouns) Onboarding() Onboarding           { return Onboarding{n.c} }
+func (n nouns) Projects() Projects               { return Projects{n.c} }
+func (n nouns) Quotes() Quotes                   { return Quotes{n.c} }
+func (n nouns) RateLimits() RateLimits           { return RateLimits{n.c} }
+func (n nouns) Sandbox() Sandbox                 { return Sandbox{n.c} }
+func (n nouns) SandboxReleases() SandboxReleases { return SandboxReleases{n.c} }
+func (n nouns) ServiceLogs() ServiceLogs         { return ServiceLogs{n.c} }
+func (n nouns) ServiceRuns() ServiceRuns         { return ServiceRuns{n.c} }
+func (n nouns) ServiceVersions() ServiceVersions { return ServiceVersions{n.c} }
+func (n nouns) Services() Services               { return Services{n.c} }
+func (n nouns) Shared() Shared                   { return Shared{n.c} }
+func (n nouns) Tasks() Tasks                     { return Tasks{n.c} }
+func (n nouns) Workflows() Workflows             { return Workflows{n.c} }
 
 // begin opens a transaction of the noun's own, for the few operations that
 // manage one themselves. They are never part of a caller's transaction.

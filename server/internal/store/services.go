@@ -180,3 +180,15 @@ func (db Services) ByHost(ctx context.Context, host string) (Service, error) {
 func (db Services) InProject(ctx context.Context, orgID, projectID string) ([]Service, error) {
 	return collect(ctx, db.ex, scanService, db.q(`SELECT `+serviceCols+` FROM services WHERE org_id = ? AND project_id = ? ORDER BY created_at, id`), orgID, projectID)
 }
+
+// ByName finds the project's service of that name that still holds it
+// (not torn down or failed).
+func (db Services) ByName(ctx context.Context, orgID, projectID, name string) (Service, error) {
+	return scanService(db.ex.QueryRowContext(ctx, db.q(`SELECT `+serviceCols+` FROM services
+		WHERE org_id = ? AND project_id = ? AND name = ? AND state NOT IN ('torn_down', 'failed')`+db.forUpdate()), orgID, projectID, name))
+}
+
+// GetAnyOrg reads a service whatever its organisation, for the runner.
+func (db Services) GetAnyOrg(ctx context.Context, id string) (Service, error) {
+	return scanService(db.ex.QueryRowContext(ctx, db.q(`SELECT `+serviceCols+` FROM services WHERE id = ?`), id))
+}

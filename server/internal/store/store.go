@@ -37,6 +37,7 @@ func (f Filter) limit() int {
 // Tx is a transaction. Every money movement and its ledger entry commit
 // together or not at all.
 type Tx struct {
+	nouns
 	tx *sql.Tx
 	s  *Store
 }
@@ -48,7 +49,9 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	if err != nil {
 		return err
 	}
-	if err := fn(&Tx{tx: t, s: s}); err != nil {
+	tx := &Tx{tx: t, s: s}
+	tx.nouns = nouns{conn{store: s, ex: t, tx: tx}}
+	if err := fn(tx); err != nil {
 		t.Rollback()
 		return err
 	}
@@ -78,6 +81,7 @@ const (
 
 // Store is the database. It is safe for concurrent use.
 type Store struct {
+	nouns
 	db      *sql.DB
 	engine  Engine
 	objects ObjectStore // nil: blob bodies in the database
@@ -131,6 +135,7 @@ func Open(ctx context.Context, dataDir, databaseURL string, opts ...Option) (*St
 	default:
 		return nil, fmt.Errorf("store: database URL must start with postgres:// (or be empty for SQLite)")
 	}
+	s.nouns = nouns{conn{store: s, ex: s.db}}
 	for _, o := range opts {
 		o(s)
 	}

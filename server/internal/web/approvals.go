@@ -7,7 +7,7 @@ import (
 	"github.com/pierhq/pier/server/internal/apierr"
 )
 
-func (p *pages) dashboard(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p approvalPages) dashboard(w http.ResponseWriter, r *http.Request, s signedIn) {
 	d, err := p.svc.Approvals.DashboardFor(r.Context(), s.Human)
 	if err != nil {
 		p.fail(w, r, &s, err)
@@ -18,7 +18,7 @@ func (p *pages) dashboard(w http.ResponseWriter, r *http.Request, s signedIn) {
 
 // ledgerDownload serves the organisation's chain as JSON lines, the format
 // `pier ledger verify` checks.
-func (p *pages) ledgerDownload(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p approvalPages) ledgerDownload(w http.ResponseWriter, r *http.Request, s signedIn) {
 	entries, err := p.svc.Approvals.LedgerFor(r.Context(), s.Human)
 	if err != nil {
 		p.fail(w, r, &s, err)
@@ -31,7 +31,7 @@ func (p *pages) ledgerDownload(w http.ResponseWriter, r *http.Request, s signedI
 
 // approval shows a gate of the human's organisation. Another
 // organisation's gate is not found, exactly like a gate that does not exist.
-func (p *pages) approval(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p approvalPages) approval(w http.ResponseWriter, r *http.Request, s signedIn) {
 	g, err := p.svc.Approvals.GateFor(r.Context(), s.Human, r.PathValue("gateId"))
 	if err != nil {
 		p.fail(w, r, &s, err)
@@ -40,7 +40,7 @@ func (p *pages) approval(w http.ResponseWriter, r *http.Request, s signedIn) {
 	p.render(w, r, "approval", &view{Title: "Approval", Data: g})
 }
 
-func (p *pages) decide(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p approvalPages) decide(w http.ResponseWriter, r *http.Request, s signedIn) {
 	id := r.PathValue("gateId")
 	var approve bool
 	switch r.PostForm.Get("decision") {

@@ -10,7 +10,7 @@ type domainsData struct {
 
 // domains lists the organisation's registered domains, each with its own
 // transfer-out action.
-func (p *pages) domains(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p domainPages) domains(w http.ResponseWriter, r *http.Request, s signedIn) {
 	ds, err := p.svc.Domains.DomainsFor(r.Context(), s.Human)
 	if err != nil {
 		p.fail(w, r, &s, err)
@@ -21,7 +21,7 @@ func (p *pages) domains(w http.ResponseWriter, r *http.Request, s signedIn) {
 
 // transferOut shows one domain's auth code to the signed-in human, after a
 // CSRF-checked POST; the code is never in a GET URL or an agent answer.
-func (p *pages) transferOut(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p domainPages) transferOut(w http.ResponseWriter, r *http.Request, s signedIn) {
 	domain := r.PathValue("domain")
 	code, err := p.svc.Domains.TransferOutCode(r.Context(), s.Human, domain)
 	if err != nil {

@@ -14,7 +14,7 @@ type keysData struct {
 	NewKey    *store.APIKey
 }
 
-func (p *pages) keysPage(w http.ResponseWriter, r *http.Request, s signedIn, d keysData, notice string) {
+func (p keyPages) keysPage(w http.ResponseWriter, r *http.Request, s signedIn, d keysData, notice string) {
 	keys, err := p.svc.Accounts.ListKeys(r.Context(), s.OrgID)
 	if err != nil {
 		p.fail(w, r, &s, err)
@@ -24,13 +24,13 @@ func (p *pages) keysPage(w http.ResponseWriter, r *http.Request, s signedIn, d k
 	p.render(w, r, "keys", &view{Title: "API keys", Data: d, Notice: notice})
 }
 
-func (p *pages) keys(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p keyPages) keys(w http.ResponseWriter, r *http.Request, s signedIn) {
 	p.keysPage(w, r, s, keysData{}, "")
 }
 
 // createKey shows the new key's secret in its answer, once; it is never
 // stored and never shown again.
-func (p *pages) createKey(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p keyPages) createKey(w http.ResponseWriter, r *http.Request, s signedIn) {
 	var scopes []string
 	for _, sc := range auth.Scopes {
 		if r.PostForm.Get("scope_"+sc) != "" {
@@ -46,7 +46,7 @@ func (p *pages) createKey(w http.ResponseWriter, r *http.Request, s signedIn) {
 	p.keysPage(w, r, s, keysData{NewSecret: secret, NewKey: &k}, "")
 }
 
-func (p *pages) revokeKey(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p keyPages) revokeKey(w http.ResponseWriter, r *http.Request, s signedIn) {
 	id := r.PathValue("id")
 	if err := p.svc.Accounts.RevokeKey(r.Context(), s.Human, id); err != nil {
 		p.fail(w, r, &s, err)
@@ -55,7 +55,7 @@ func (p *pages) revokeKey(w http.ResponseWriter, r *http.Request, s signedIn) {
 	p.keysPage(w, r, s, keysData{}, "Revoked "+id+". It stops working on its next request.")
 }
 
-func (p *pages) grantScope(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p keyPages) grantScope(w http.ResponseWriter, r *http.Request, s signedIn) {
 	id, scope := r.PathValue("id"), r.PostForm.Get("scope")
 	if err := p.svc.Accounts.GrantScope(r.Context(), s.Human, id, scope); err != nil {
 		p.fail(w, r, &s, err)

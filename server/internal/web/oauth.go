@@ -15,7 +15,7 @@ import (
 // the sign-in link can bring the person back to it.
 
 // oauthAuthorize serves GET /oauth/authorize.
-func (p *pages) oauthAuthorize(w http.ResponseWriter, r *http.Request) {
+func (p oauthPages) oauthAuthorize(w http.ResponseWriter, r *http.Request) {
 	id, err := p.oauth.Authorize(r.Context(), r.URL.Query())
 	var oe *oauth.Error
 	switch {
@@ -52,7 +52,7 @@ var scopeDescriptions = map[string]string{
 }
 
 // oauthConsent shows the request to the signed-in human.
-func (p *pages) oauthConsent(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p oauthPages) oauthConsent(w http.ResponseWriter, r *http.Request, s signedIn) {
 	pending, err := p.oauth.PendingAuthorization(r.Context(), r.PathValue("id"))
 	if err != nil {
 		p.fail(w, r, &s, err)
@@ -72,7 +72,7 @@ func (p *pages) oauthConsent(w http.ResponseWriter, r *http.Request, s signedIn)
 
 // oauthDecide records the decision and sends the browser back to the
 // client with a code or access_denied.
-func (p *pages) oauthDecide(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p oauthPages) oauthDecide(w http.ResponseWriter, r *http.Request, s signedIn) {
 	var approve bool
 	switch r.PostForm.Get("decision") {
 	case "approve":

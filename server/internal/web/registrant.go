@@ -17,7 +17,7 @@ type registrantData struct {
 
 // registrantPage shows a proposed registrant to the person the link was
 // mailed to. Opening it records nothing; the button does.
-func (p *pages) registrantPage(w http.ResponseWriter, r *http.Request) {
+func (p registrantPages) registrantPage(w http.ResponseWriter, r *http.Request) {
 	prop, err := p.svc.Mail.RegistrantByToken(r.Context(), r.PathValue("token"))
 	if errors.Is(err, store.ErrNotFound) {
 		p.fail(w, r, nil, apierr.New("not_found:resource", "This confirmation link is unknown or expired."))
@@ -36,7 +36,7 @@ func (p *pages) registrantPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // confirmRegistrant records the person's confirmation.
-func (p *pages) confirmRegistrant(w http.ResponseWriter, r *http.Request) {
+func (p registrantPages) confirmRegistrant(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil || !checkFormToken(r) {
 		p.fail(w, r, nil, apierr.New("auth:forbidden_origin", "This form expired or came from another page. Open the link again."))
 		return

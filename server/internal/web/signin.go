@@ -11,14 +11,14 @@ import (
 // signInConfirm shows a one-time link's confirm page. Opening the link
 // spends nothing: link scanners and previews fetch it with GET, and only a
 // person pressing the button posts it.
-func (p *pages) signInConfirm(w http.ResponseWriter, r *http.Request) {
+func (p signInPages) signInConfirm(w http.ResponseWriter, r *http.Request) {
 	p.render(w, r, "signin_confirm", &view{Title: "Sign in", Session: &service.Session{}, CSRF: formToken(w, r),
 		Data: struct{ Action string }{Action: "/signin/" + url.PathEscape(r.PathValue("token"))}})
 }
 
 // signIn spends a one-time link, posted from its confirm page, starts a
 // session and lands on the page the human asked for, else the dashboard.
-func (p *pages) signIn(w http.ResponseWriter, r *http.Request) {
+func (p signInPages) signIn(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil || !checkFormToken(r) {
 		p.fail(w, r, nil, apierr.New("auth:forbidden_origin", "This sign-in form expired or came from another page. Open the link again."))
 		return
@@ -42,7 +42,7 @@ func (p *pages) signIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-func (p *pages) signOut(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p signInPages) signOut(w http.ResponseWriter, r *http.Request, s signedIn) {
 	if err := p.svc.Accounts.SignOut(r.Context(), s.secret); err != nil {
 		p.fail(w, r, &s, err)
 		return

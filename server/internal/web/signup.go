@@ -62,7 +62,7 @@ type reviewData struct {
 	Form      reviewForm
 }
 
-func (p *pages) reviewPage(w http.ResponseWriter, r *http.Request, su service.SignupReview, form reviewForm, pe *pageError) {
+func (p signupPages) reviewPage(w http.ResponseWriter, r *http.Request, su service.SignupReview, form reviewForm, pe *pageError) {
 	d := reviewData{Signup: su, Token: r.PathValue("token"), FormToken: formToken(w, r), Scopes: service.SignupScopes,
 		Domains: registrar.Catalog(false), Targets: pricing.Targets, MinBudget: service.MinSignupBudget, MaxBudget: service.MaxSignupBudget,
 		Hold: service.HoldDuration, Form: form}
@@ -75,7 +75,7 @@ func (p *pages) reviewPage(w http.ResponseWriter, r *http.Request, su service.Si
 // review shows a signup to the human who got its review URL. Once reviewed
 // it shows nothing more, unless the browser is the reviewer's, which goes
 // on to the card page.
-func (p *pages) review(w http.ResponseWriter, r *http.Request) {
+func (p signupPages) review(w http.ResponseWriter, r *http.Request) {
 	su, err := p.svc.Onboarding.SignupForReview(r.Context(), r.PathValue("token"))
 	if err != nil {
 		p.fail(w, r, nil, err)
@@ -102,7 +102,7 @@ func (p *pages) review(w http.ResponseWriter, r *http.Request) {
 	p.reviewPage(w, r, su, reviewForm{OrgName: su.OrgName, ProjectName: "default", Email: su.Email, Budget: "50"}, nil)
 }
 
-func (p *pages) approveSignup(w http.ResponseWriter, r *http.Request) {
+func (p signupPages) approveSignup(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil || !checkFormToken(r) {
 		p.fail(w, r, nil, apierr.New("auth:forbidden_origin", "This form is stale or did not come from this site."))
 		return
@@ -149,7 +149,7 @@ func (p *pages) approveSignup(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/billing/"+ok.SetupID, http.StatusSeeOther)
 }
 
-func (p *pages) cardPage(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p signupPages) cardPage(w http.ResponseWriter, r *http.Request, s signedIn) {
 	cs, err := p.svc.Onboarding.CardSetupFor(r.Context(), s.Human, r.PathValue("id"))
 	if err != nil {
 		p.fail(w, r, &s, err)
@@ -158,7 +158,7 @@ func (p *pages) cardPage(w http.ResponseWriter, r *http.Request, s signedIn) {
 	p.render(w, r, "card", &view{Title: "Card setup", Data: cardData{Setup: cs, TestCards: payments.TestCards}})
 }
 
-func (p *pages) submitCard(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p signupPages) submitCard(w http.ResponseWriter, r *http.Request, s signedIn) {
 	id := r.PathValue("id")
 	month, year, err := payments.ParseExpiry(r.PostForm.Get("expiry"))
 	card := payments.Card{Number: r.PostForm.Get("number"), ExpMonth: month, ExpYear: year, CVC: strings.TrimSpace(r.PostForm.Get("cvc"))}
@@ -187,7 +187,7 @@ func (p *pages) submitCard(w http.ResponseWriter, r *http.Request, s signedIn) {
 	p.render(w, r, "card", &view{Title: "Card saved", Data: cardData{Setup: cs, TestCards: payments.TestCards, Added: &pm}})
 }
 
-func (p *pages) openCardSetup(w http.ResponseWriter, r *http.Request, s signedIn) {
+func (p signupPages) openCardSetup(w http.ResponseWriter, r *http.Request, s signedIn) {
 	id, err := p.svc.Onboarding.OpenCardSetup(r.Context(), s.Human)
 	if err != nil {
 		p.fail(w, r, &s, err)

@@ -49,7 +49,9 @@ type Config struct {
 	OAuth *oauth.Server
 }
 
-// pages serves the human pages.
+// pages is what every human page shares: the domain, the templates, and
+// the guard, session, rendering and error handling around each handler.
+// The handlers are one small type per page group, each embedding it.
 type pages struct {
 	svc   *service.Service
 	log   *slog.Logger
@@ -81,33 +83,46 @@ func Mount(mux *http.ServeMux, cfg Config) error {
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET /static/", p.guard(http.StripPrefix("/static/", staticFiles(http.FileServerFS(static)))))
 
-	mux.Handle("GET /signin/{token}", p.guard(http.HandlerFunc(p.signInConfirm)))
-	mux.Handle("POST /signin/{token}", p.guard(http.HandlerFunc(p.signIn)))
-	mux.Handle("POST /signout", p.guard(p.withSession(p.signOut)))
-	mux.Handle("GET /dashboard", p.guard(p.withSession(p.dashboard)))
-	mux.Handle("GET /ledger.jsonl", p.guard(p.withSession(p.ledgerDownload)))
-	mux.Handle("GET /approvals/{gateId}", p.guard(p.withSession(p.approval)))
-	mux.Handle("POST /approvals/{gateId}", p.guard(p.withSession(p.decide)))
-	mux.Handle("GET /keys", p.guard(p.withSession(p.keys)))
-	mux.Handle("POST /keys", p.guard(p.withSession(p.createKey)))
-	mux.Handle("POST /keys/{id}/revoke", p.guard(p.withSession(p.revokeKey)))
-	mux.Handle("POST /keys/{id}/grant", p.guard(p.withSession(p.grantScope)))
-	mux.Handle("GET /registrant/confirm/{token}", p.guard(http.HandlerFunc(p.registrantPage)))
-	mux.Handle("POST /registrant/confirm/{token}", p.guard(http.HandlerFunc(p.confirmRegistrant)))
-	mux.Handle("GET /signup/{token}", p.guard(http.HandlerFunc(p.review)))
-	mux.Handle("POST /signup/{token}", p.guard(http.HandlerFunc(p.approveSignup)))
-	mux.Handle("POST /billing", p.guard(p.withSession(p.openCardSetup)))
-	mux.Handle("GET /billing/{id}", p.guard(p.withSession(p.cardPage)))
-	mux.Handle("POST /billing/{id}", p.guard(p.withSession(p.submitCard)))
-	mux.Handle("GET /domains", p.guard(p.withSession(p.domains)))
-	mux.Handle("POST /domains/{domain}/transfer-out", p.guard(p.withSession(p.transferOut)))
+	signin, approvals, keys := signInPages{p}, approvalPages{p}, keyPages{p}
+	registrant, signup, domains, authorize := registrantPages{p}, signupPages{p}, domainPages{p}, oauthPages{p}
+	mux.Handle("GET /signin/{token}", p.guard(http.HandlerFunc(signin.signInConfirm)))
+	mux.Handle("POST /signin/{token}", p.guard(http.HandlerFunc(signin.signIn)))
+	mux.Handle("POST /signout", p.guard(p.withSession(signin.signOut)))
+	mux.Handle("GET /dashboard", p.guard(p.withSession(approvals.dashboard)))
+	mux.Handle("GET /ledger.jsonl", p.guard(p.withSession(approvals.ledgerDownload)))
+	mux.Handle("GET /approvals/{gateId}", p.guard(p.withSession(approvals.approval)))
+	mux.Handle("POST /approvals/{gateId}", p.guard(p.withSession(approvals.decide)))
+	mux.Handle("GET /keys", p.guard(p.withSession(keys.keys)))
+	mux.Handle("POST /keys", p.guard(p.withSession(keys.createKey)))
+	mux.Handle("POST /keys/{id}/revoke", p.guard(p.withSession(keys.revokeKey)))
+	mux.Handle("POST /keys/{id}/grant", p.guard(p.withSession(keys.grantScope)))
+	mux.Handle("GET /registrant/confirm/{token}", p.guard(http.HandlerFunc(registrant.registrantPage)))
+	mux.Handle("POST /registrant/confirm/{token}", p.guard(http.HandlerFunc(registrant.confirmRegistrant)))
+	mux.Handle("GET /signup/{token}", p.guard(http.HandlerFunc(signup.review)))
+	mux.Handle("POST /signup/{token}", p.guard(http.HandlerFunc(signup.approveSignup)))
+	mux.Handle("POST /billing", p.guard(p.withSession(signup.openCardSetup)))
+	mux.Handle("GET /billing/{id}", p.guard(p.withSession(signup.cardPage)))
+	mux.Handle("POST /billing/{id}", p.guard(p.withSession(signup.submitCard)))
+	mux.Handle("GET /domains", p.guard(p.withSession(domains.domains)))
+	mux.Handle("POST /domains/{domain}/transfer-out", p.guard(p.withSession(domains.transferOut)))
 	if p.oauth != nil {
-		mux.Handle("GET /oauth/authorize", p.guard(http.HandlerFunc(p.oauthAuthorize)))
-		mux.Handle("GET /oauth/consent/{id}", p.guard(p.withSession(p.oauthConsent)))
-		mux.Handle("POST /oauth/consent/{id}", p.guard(p.withSession(p.oauthDecide)))
+		mux.Handle("GET /oauth/authorize", p.guard(http.HandlerFunc(authorize.oauthAuthorize)))
+		mux.Handle("GET /oauth/consent/{id}", p.guard(p.withSession(authorize.oauthConsent)))
+		mux.Handle("POST /oauth/consent/{id}", p.guard(p.withSession(authorize.oauthDecide)))
 	}
 	return nil
 }
+
+// The page groups, one file each.
+type (
+	approvalPages   struct{ *pages } // the dashboard, the ledger download and gates' approvals
+	domainPages     struct{ *pages } // the organisation's domains and their transfers out
+	keyPages        struct{ *pages } // agent API keys
+	oauthPages      struct{ *pages } // the OAuth authorization endpoint and its consent page
+	registrantPages struct{ *pages } // a registrant's confirmation of their contact
+	signInPages     struct{ *pages } // one-time sign-in links and signing out
+	signupPages     struct{ *pages } // the signup review and the card setup
+)
 
 func staticFiles(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

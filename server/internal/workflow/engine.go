@@ -35,9 +35,19 @@ type Invoker interface {
 	Invoke(ctx context.Context, tool string, args map[string]any, idempotencyKey string) (int, []byte, error)
 }
 
+// Records is what the engine keeps in the store itself: prepared
+// workflows, the tasks that run them, its plan-signing key, and the
+// transactions that apply a workflow. *store.Store is one.
+type Records interface {
+	Workflows() store.Workflows
+	Tasks() store.Tasks
+	SandboxReleases() store.SandboxReleases
+	InTx(ctx context.Context, fn func(tx *store.Tx) error) error
+}
+
 // Config is what the engine is given at construction.
 type Config struct {
-	Store   *store.Store
+	Store   Records
 	Service *service.Service
 	// Invoker gives the MCP handler, which is built after the engine.
 	Invoker func() Invoker
