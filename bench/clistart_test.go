@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The budget of package initialisation when the pier binary starts. Pier is
+// one binary, the CLI and the server, so every package the server links
+// initialises before any command runs, `pier --version` included. See
+// bench/README.md, "CLI start", for the figures these were chosen from.
+//
+// Allocations and bytes move by a handful from run to run and not with the
+// machine, so they carry the budget, with headroom for new dependencies and
+// Go releases; the clock only has to stay under a bound loose enough for a
+// slow or busy machine, since it varies.
+const (
+	// 3,780 allocations and 507 KB at the time of writing, down from
+	// 39,000 and 5.8 MB: a regular expression compiled at init costs
+	// from tens to thousands of allocations (counted repetitions such as
+	// {1,128} are the worst), a JSON Schema compiled at init tens of
+	// thousands.
+	initAllocsBudget = 5_000
+	initBytesBudget  = 1 << 20
+	// The fastest of several runs, summed over every package: 1.8 to
+	// 2.5 ms on the 2-core machine under other work; 10 ms and more
+	// before.
+	initClockBudget = 4 * time.Millisecond
+	clockRuns       = 7
+)
+
+// initLine is one line of GODEBUG=inittrace=1.
+var initLine = regexp.MustCompile(`^init (\S+) @[0-9.]+ ms, ([0-9.]+) ms clock, ([0-9]+) bytes, ([0-9]+) allocs$`)
+
+type pkgInit struct {
+	name          string
+	clock         time.Duration
+	bytes, allocs int
+}
+
+// traceInit runs bin with args under GODEBUG=inittrace=1,gctrace=1 and
+// returns its packages' inits, and whether a garbage collection ran.
+func traceInit(t *testing.T, bin string, args ...string) (inits []pkgInit, gc bool) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1,gctrace=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, stderr.String())
+	}
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if strings.HasPrefix(line, "gc ") {
+			gc = true
+		}
+		m := initLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		ms, _ := strconv.ParseFloat(m[2], 64)
+		b, _ := strconv.Atoi(m[3])
+		a, _ := strconv.Atoi(m[4])
+		inits = append(inits, pkgInit{m[1], time.Duration(ms * float64(time.Millisecond)), b, a})
+	}
+	if len(inits) < 50 {
+		t.Fatalf("only %d init lines in:\n%s", len(inits), stderr.String())
+	}
+	return inits, gc
+}
+
+// heaviest lists the packages that allocate most at init, for a failure.
+func heaviest(inits []pkgInit) string {
+	s := slices.Clone(inits)
+	slices.SortFunc(s, func(a, b pkgInit) int { return b.allocs - a.allocs })
+	var out strings.Builder
+	for _, p := range s[:min(10, len(s))] {
+		fmt.Fprintf(&out, "\n  %-60s %6d allocs %9d bytes %s", p.name, p.allocs, p.bytes, p.clock)
+	}
+	return out.String()
+}
+
+// TestCLIStartBudget builds cmd/pier and holds the package initialisation
+// of `pier --version` to the budget above: when it fails, the listed
+// packages are where to look (a regular expression, schema, table or
+// client built in a package-level var or init; make it lazy, with
+// sync.OnceValue, or keep the package out of the binary). Find the
+// culprit with
+//
+//	GODEBUG=inittrace=1 ./bin/pier --version 2>&1 | sort -k10 -n | tail
+func TestCLIStartBudget(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "pier")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/pierhq/pier/cmd/pier").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	inits, gc := traceInit(t, bin, "--version")
+	var allocs, size int
+	for _, p := range inits {
+		allocs += p.allocs
+		size += p.bytes
+	}
+	t.Logf("%d packages initialise: %d allocations, %d bytes", len(inits), allocs, size)
+	if allocs > initAllocsBudget || size > initBytesBudget {
+		t.Errorf("package init allocates %d times and %d bytes; the budget is %d and %d. The heaviest:%s",
+			allocs, size, initAllocsBudget, initBytesBudget, heaviest(inits))
+	}
+	// The first collection starts when the heap reaches 4 MB: the start
+	// of a command should stay far below. (gctrace reports a collection
+	// when it ends, so one the exit cuts short goes unseen: the bytes
+	// budget is the guard, this the second line.)
+	if gc {
+		t.Errorf("a garbage collection ran during `pier --version`: the heap at start passed 4 MB. The heaviest inits:%s", heaviest(inits))
+	}
+
+	best := time.Duration(1<<63 - 1)
+	for range clockRuns {
+		run, _ := traceInit(t, bin, "--version")
+		var clock time.Duration
+		for _, p := range run {
+			clock += p.clock
+		}
+		best = min(best, clock)
+	}
+	t.Logf("package init clock: %s, the fastest of %d runs", best, clockRuns)
+	if best > initClockBudget {
+		slices.SortFunc(inits, func(a, b pkgInit) int { return int(b.clock - a.clock) })
+		var out strings.Builder
+		for _, p := range inits[:10] {
+			fmt.Fprintf(&out, "\n  %-60s %s", p.name, p.clock)
+		}
+		t.Errorf("package init takes %s at best of %d runs; the budget is %s. The slowest of one run:%s", best, clockRuns, initClockBudget, out.String())
+	}
+}
