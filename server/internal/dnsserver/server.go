@@ -198,9 +198,42 @@ func (s *Server) load(ctx context.Context, apex string) ([]dns.RR, bool) {
 // ServeDNS answers one query.
 func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	udp := isUDP(w)
-	m := s.answer(w, req, udp)
+	m, sets := s.answer(w, req, udp)
 	if m == nil {
 		return
+	}
+	limit, optLimit := dns.MaxMsgSize, dns.MaxMsgSize
+	if udp {
+		limit = udpLimit(req)
+		optLimit = limit
+		if v6Of(w) {
+			optLimit = min(limit, ednsSize6)
+		}
+	}
+	s.send(w, req, s.pack(m, sets, limit, optLimit), udp)
+}
+
+// udpLimit is the most bytes a UDP answer to req may have: the client's
+// EDNS payload size within [512, 1232], or 512 without EDNS.
+func udpLimit(req *dns.Msg) int {
+	size := dns.MinMsgSize
+	if opt := req.IsEdns0(); opt != nil {
+		size = min(max(int(opt.UDPSize()), dns.MinMsgSize), ednsSize)
+	}
+	return size
+}
+
+// send writes the packed answer p to req, with req's id, flags and
+// question name, after response rate limiting over UDP.
+func (s *Server) send(w dns.ResponseWriter, req *dns.Msg, p *packed, udp bool) {
+	out := make([]byte, len(p.wire))
+	copy(out, p.wire)
+	if p.patch {
+		patchHeader(out, req.Id, req.RecursionDesired, req.CheckingDisabled)
+		if off, err := dns.PackDomainName(req.Question[0].Name, out, 12, nil, false); err != nil || off != p.qend-4 {
+			// A name that packs otherwise: leave it in lower case.
+			copy(out[12:p.qend], p.wire[12:p.qend])
+		}
 	}
 	if udp {
 		switch s.limit(w.RemoteAddr()) {
@@ -208,137 +241,284 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 			return
 		case slip:
 			// Empty and truncated: a real client retries over TCP.
-			m.Truncated = true
-			m.Answer, m.Ns, m.Extra = nil, nil, nil
-			w.WriteMsg(m)
-			return
+			out = slipAnswer(out, p.qend)
 		}
-		size := dns.MinMsgSize
-		if opt := req.IsEdns0(); opt != nil {
-			size = min(max(int(opt.UDPSize()), dns.MinMsgSize), ednsSize)
-		}
-		m.Truncate(size)
-		// Truncate turns compression off when the answer fits; names are
-		// compressed anyway, as NSD sends them.
-		m.Compress = true
 	}
-	w.WriteMsg(m)
+	w.Write(out)
 }
 
 // ednsSize is the UDP payload this server offers and sends at most: the
 // 2020 DNS flag day's 1232 bytes, which no path fragments.
 const ednsSize = 1232
 
+// ednsSize6 bounds optional records over UDP to IPv6 clients (NSD's
+// IPV6_MINIMAL_RESPONSE_SIZE).
+const ednsSize6 = 1220
+
 func isUDP(w dns.ResponseWriter) bool {
 	_, ok := w.RemoteAddr().(*net.UDPAddr)
 	return ok
 }
 
-// answer builds the reply to req, or nil when it was already written (a
-// zone transfer) or must not be answered.
-func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) *dns.Msg {
+// section orders an answer's RRsets as NSD adds them to a message.
+type section uint8
+
+const (
+	secAnswer       section = iota
+	secAuthority            // the SOA of a negative answer: truncates if it does not fit
+	secOptAuthority         // the zone's NS with a positive answer: left out if it does not fit
+	secAdditional1          // glue: A (AAAA first for NS targets asked over IPv6)
+	secAdditional2          // glue: the other family
+)
+
+type rrset struct {
+	sec section
+	rrs []dns.RR
+}
+
+// answer builds the reply to req: the message with its header, question
+// and OPT record, and the RRsets that go in it. It returns a nil message
+// when the reply was already written (a zone transfer) or must not be sent.
+func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) (*dns.Msg, []rrset) {
 	m := new(dns.Msg)
 	m.SetReply(req)
 	// Names compressed and EDNS echoed, as an authoritative server such
 	// as NSD answers.
 	m.Compress = true
+	var ede uint16 = noEDE
 	if opt := req.IsEdns0(); opt != nil {
 		if opt.Version() != 0 {
 			m.SetRcode(req, dns.RcodeBadVers)
-			m.SetEdns0(ednsSize, false)
-			return m
+			m.SetEdns0(ednsSize, opt.Do())
+			return m, nil
 		}
-		defer m.SetEdns0(ednsSize, false)
+		// The DO bit is copied into the answer (RFC 3225), and extended
+		// errors (RFC 8914) go where NSD gives them.
+		defer func() {
+			m.SetEdns0(ednsSize, opt.Do())
+			if ede != noEDE {
+				o := m.IsEdns0()
+				o.Option = append(o.Option, &dns.EDNS0_EDE{InfoCode: ede})
+			}
+		}()
 	}
 	if len(req.Question) != 1 || req.Opcode != dns.OpcodeQuery {
 		m.Rcode = dns.RcodeNotImplemented
-		return m
+		return m, nil
 	}
 	q := req.Question[0]
+	name := strings.ToLower(q.Name)
 	// Only the Internet class: CHAOS (version.bind and the like) and the
 	// rest are refused, not answered from IN data.
 	if q.Qclass != dns.ClassINET {
 		m.Rcode = dns.RcodeRefused
-		return m
+		ede = dns.ExtendedErrorCodeNotSupported
+		if q.Qclass == dns.ClassCHAOS && (q.Qtype == dns.TypeTXT || q.Qtype == dns.TypeANY) {
+			switch name {
+			case "version.bind.", "version.server.", "id.server.", "hostname.bind.":
+				ede = dns.ExtendedErrorCodeProhibited // hidden, as NSD's hide-version and hide-identity
+			}
+		}
+		return m, nil
 	}
-	name := strings.ToLower(q.Name)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	apex, rrs, ok := s.zoneFor(ctx, name)
 	if !ok {
 		m.Rcode = dns.RcodeRefused // not authoritative for this name
-		return m
+		ede = dns.ExtendedErrorCodeNotAuthoritative
+		return m, nil
 	}
 	if q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
 		if udp || !s.transferAllowed(w, req) || name != apex {
 			m.Rcode = dns.RcodeRefused
-			return m
+			if !udp {
+				ede = dns.ExtendedErrorCodeProhibited
+			}
+			return m, nil
 		}
 		s.transfer(w, req, rrs)
-		return nil
+		return nil, nil
 	}
 	m.Authoritative = true
-	var soa dns.RR
+	var soa *dns.SOA
+	var found []dns.RR
 	nameExists := false
 	for _, rr := range rrs {
 		h := rr.Header()
-		if h.Rrtype == dns.TypeSOA {
-			soa = rr
+		if r, ok := rr.(*dns.SOA); ok {
+			soa = r
 		}
 		if !strings.EqualFold(h.Name, name) {
+			// An empty non-terminal, a name with names below it and no
+			// records of its own, exists (RFC 8020).
+			if !nameExists && dns.IsSubDomain(name, strings.ToLower(h.Name)) {
+				nameExists = true
+			}
 			continue
 		}
 		nameExists = true
 		if h.Rrtype == q.Qtype {
-			m.Answer = append(m.Answer, rr)
+			found = append(found, rr)
 		}
 	}
 	if q.Qtype == dns.TypeANY && nameExists {
 		// RFC 8482: a minimal answer, one synthesized HINFO, instead of
 		// every record the name has.
-		m.Answer = []dns.RR{&dns.HINFO{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeHINFO, Class: dns.ClassINET, Ttl: 3600}, Cpu: "RFC8482"}}
-		return m
+		hinfo := &dns.HINFO{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeHINFO, Class: dns.ClassINET, Ttl: 3600}, Cpu: "RFC8482"}
+		return m, []rrset{{secAnswer, []dns.RR{hinfo}}}
 	}
-	if len(m.Answer) == 0 {
+	if len(found) == 0 {
 		if !nameExists {
 			m.Rcode = dns.RcodeNameError
 		}
-		if soa != nil {
-			m.Ns = append(m.Ns, soa)
+		if soa == nil {
+			return m, nil
 		}
-	} else if q.Qtype != dns.TypeNS {
+		// The SOA of a negative answer has the lesser of its TTL and its
+		// minimum as TTL (RFC 2308, section 3).
+		neg := dns.Copy(soa).(*dns.SOA)
+		neg.Hdr.Ttl = min(soa.Hdr.Ttl, soa.Minttl)
+		return m, []rrset{{secAuthority, []dns.RR{neg}}}
+	}
+	sets := []rrset{{secAnswer, found}}
+	// The zone's NS with every positive answer but an NS one, and the
+	// in-zone addresses of the names both name, as NSD answers.
+	if q.Qtype != dns.TypeNS {
+		var ns []dns.RR
 		for _, rr := range rrs {
 			if rr.Header().Rrtype == dns.TypeNS && strings.EqualFold(rr.Header().Name, apex) {
-				m.Ns = append(m.Ns, rr)
+				ns = append(ns, rr)
 			}
 		}
+		if len(ns) > 0 {
+			sets = append(sets, rrset{secOptAuthority, ns})
+		}
 	}
-	m.Extra = glue(rrs, append(m.Answer, m.Ns...))
-	return m
+	return m, glue(rrs, sets, v6Of(w))
 }
 
-// glue is the additional section: the in-zone addresses of the name
-// servers and mail hosts the answer names.
-func glue(zone []dns.RR, named []dns.RR) []dns.RR {
-	var targets []string
-	for _, rr := range named {
-		switch r := rr.(type) {
-		case *dns.NS:
-			targets = append(targets, r.Ns)
-		case *dns.MX:
-			targets = append(targets, r.Mx)
-		}
+const noEDE = 0xffff
+
+func v6Of(w dns.ResponseWriter) bool {
+	switch a := w.RemoteAddr().(type) {
+	case *net.UDPAddr:
+		return a.IP.To4() == nil
+	case *net.TCPAddr:
+		return a.IP.To4() == nil
 	}
-	var out []dns.RR
-	for _, t := range targets {
-		for _, rr := range zone {
-			h := rr.Header()
-			if (h.Rrtype == dns.TypeA || h.Rrtype == dns.TypeAAAA) && strings.EqualFold(h.Name, t) {
-				out = append(out, rr)
+	return false
+}
+
+// glue appends the additional RRsets to sets as NSD adds them: for each
+// name server, mail exchanger or service target that an RRset of the
+// answer or authority names, in order, its A and AAAA RRsets from the zone
+// (AAAA first for name servers when the client asked over IPv6), every A
+// before every AAAA, and none already in the message.
+func glue(zone []dns.RR, sets []rrset, v6 bool) []rrset {
+	present := map[rrsetKey]bool{}
+	for _, set := range sets {
+		present[keyOf(set.rrs[0])] = true
+	}
+	var extra [2][]rrset
+	for _, set := range sets {
+		for _, rr := range set.rrs {
+			var target string
+			first, second := dns.TypeA, dns.TypeAAAA
+			switch r := rr.(type) {
+			case *dns.NS:
+				target = r.Ns
+				if v6 {
+					first, second = second, first
+				}
+			case *dns.MX:
+				target = r.Mx
+			case *dns.SRV:
+				target = r.Target
+			default:
+				continue
+			}
+			for i, t := range []uint16{first, second} {
+				k := rrsetKey{strings.ToLower(target), t}
+				if present[k] {
+					continue
+				}
+				var found []dns.RR
+				for _, z := range zone {
+					if z.Header().Rrtype == t && strings.EqualFold(z.Header().Name, target) {
+						found = append(found, z)
+					}
+				}
+				if len(found) > 0 {
+					present[k] = true
+					extra[i] = append(extra[i], rrset{secAdditional1 + section(i), found})
+				}
 			}
 		}
 	}
-	return out
+	return append(append(sets, extra[0]...), extra[1]...)
+}
+
+type rrsetKey struct {
+	name  string
+	rtype uint16
+}
+
+func keyOf(rr dns.RR) rrsetKey {
+	return rrsetKey{strings.ToLower(rr.Header().Name), rr.Header().Rrtype}
+}
+
+// fill puts sets into m within limit bytes, as NSD fills a message: the
+// answer and a negative answer's SOA in whole RRsets, truncating (TC) at
+// the first that does not fit; the optional RRsets after them each whole
+// or not at all, none after a section where one did not fit, and over UDP
+// within optLimit bytes.
+func fill(m *dns.Msg, sets []rrset, limit, optLimit int) {
+	var opt []dns.RR
+	if o := m.IsEdns0(); o != nil {
+		opt = []dns.RR{o}
+	}
+	m.Answer, m.Ns, m.Extra = nil, nil, nil
+	m.Truncated = false
+	size := func() int {
+		m.Extra = append(m.Extra, opt...)
+		n := m.Len()
+		m.Extra = m.Extra[:len(m.Extra)-len(opt)]
+		return n
+	}
+	for sec := secAnswer; sec <= secAdditional2 && !m.Truncated; sec++ {
+		lim := limit
+		if sec >= secOptAuthority {
+			lim = optLimit
+		}
+		done := false
+		for _, set := range sets {
+			if set.sec != sec {
+				continue
+			}
+			to := &m.Extra
+			switch sec {
+			case secAnswer:
+				to = &m.Answer
+			case secAuthority, secOptAuthority:
+				to = &m.Ns
+			}
+			*to = append(*to, set.rrs...)
+			if size() <= lim {
+				continue
+			}
+			*to = (*to)[:len(*to)-len(set.rrs)]
+			if sec <= secAuthority {
+				m.Truncated = true
+				break
+			}
+			done = true
+		}
+		if done {
+			break
+		}
+	}
+	m.Extra = append(m.Extra, opt...)
 }
 
 // transferAllowed: a configured secondary's query whose TSIG verified.
@@ -406,6 +586,13 @@ func (s *Server) limit(addr net.Addr) verdict {
 		return send
 	}
 	ip, _ := netip.AddrFromSlice(ua.IP)
+	return s.limitIP(ip)
+}
+
+func (s *Server) limitIP(ip netip.Addr) verdict {
+	if s.limits.RRLRate <= 0 {
+		return send
+	}
 	ip = ip.Unmap()
 	bits := 24
 	if ip.Is6() {
