@@ -108,7 +108,9 @@ func TestAnswersMatchNSD(t *testing.T) {
 		for _, netw := range []string{"udp", "tcp"} {
 			for _, e := range ednss {
 				for i, q := range questions {
-					for _, f := range []flags{{}, {rd: true}, {rd: true, cd: true, ad: true}} {
+					// Each query twice: the first answer made, the second
+					// the packed one.
+					for _, f := range []flags{{}, {rd: true}, {rd: true, cd: true, ad: true}, {}} {
 						m := new(dns.Msg)
 						m.Id = uint16(1000 + i)
 						m.Question = []dns.Question{{Name: q.name, Qtype: q.qtype, Qclass: q.class}}

@@ -3,6 +3,7 @@ package dnsserver
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -32,11 +33,16 @@ type Limits struct {
 	RRLSlip int
 	// RRLPrefixes bounds the prefixes tracked at once.
 	RRLPrefixes int
+	// Answers bounds the packed answers kept, and AnswerBytes their size
+	// in total (the answers, their keys and 256 bytes each besides).
+	Answers     int
+	AnswerBytes int64
 }
 
 // DefaultLimits are the server's defaults. RRL matches NSD's
 // rrl-ratelimit 200 and rrl-slip 2.
-var DefaultLimits = Limits{Zones: 10_000, Records: 1_000_000, RRLRate: 200, RRLBurst: 400, RRLSlip: 2, RRLPrefixes: 100_000}
+var DefaultLimits = Limits{Zones: 10_000, Records: 1_000_000, RRLRate: 200, RRLBurst: 400, RRLSlip: 2, RRLPrefixes: 100_000,
+	Answers: 65_536, AnswerBytes: 16 << 20}
 
 // Secondary is a name server allowed to transfer zones: it signs its
 // AXFR and IXFR queries with TSIG (HMAC-SHA256) under KeyName.
@@ -56,20 +62,46 @@ type Zones interface {
 type Server struct {
 	store Zones
 	log   *slog.Logger
-	udp   *dns.Server
+	udp   []*dns.Server
 	tcp   *dns.Server
 
 	limits      Limits
 	secondaries map[string]string // fully qualified key name → secret
 	zones       *cache.Cache[string, cached]
+	answers     *cache.Cache[uint64, *packed]
+	seed        maphash.Seed
+	seen        []atomic.Uint64 // hashes of answers made once, by hash; see keep
 	rrl         *cache.Cache[netip.Prefix, *bucket]
 	now         func() time.Time
+	epoch       time.Time // monotonic base of zoneVersion.loaded
 }
 
+// cached is a zone apex in the cache: the zone, or nil when there is none.
 type cached struct {
-	rrs    []dns.RR
+	z      *zoneVersion
 	loaded time.Time
-	absent bool
+}
+
+// zoneVersion is one version of a zone as read from the store.
+type zoneVersion struct {
+	rrs     []dns.RR
+	serial  int64
+	records string
+	*validity
+}
+
+// validity says whether a zone version is current: not replaced by a
+// changed zone or invalidated, and read or confirmed unchanged from the
+// store within cacheTTL. Packed answers made from the version hold it (and
+// not the version, which can leave the zone cache before them) and are
+// served only while it is current.
+type validity struct {
+	loaded atomic.Int64 // when last read from the store, in ns since Server.epoch
+	dead   atomic.Bool
+}
+
+func (s *Server) current(v *validity) bool {
+	return !v.dead.Load() && time.Duration(int64(time.Since(s.epoch))-v.loaded.Load()) < cacheTTL
 }
 
 type bucket struct {
@@ -108,10 +140,23 @@ func NewWithLimits(st Zones, log *slog.Logger, l Limits, secondaries []Secondary
 	if l.RRLPrefixes <= 0 {
 		l.RRLPrefixes = d.RRLPrefixes
 	}
+	if l.Answers <= 0 {
+		l.Answers = d.Answers
+	}
+	if l.AnswerBytes <= 0 {
+		l.AnswerBytes = d.AnswerBytes
+	}
 	s := &Server{
-		store: st, log: log, limits: l, now: time.Now, secondaries: map[string]string{},
-		zones: cache.New(l.Zones, int64(l.Records), func(_ string, c cached) int64 { return int64(len(c.rrs)) + 1 }),
-		rrl:   cache.New[netip.Prefix, *bucket](l.RRLPrefixes, 0, nil),
+		store: st, log: log, limits: l, now: time.Now, secondaries: map[string]string{}, epoch: time.Now(), seed: maphash.MakeSeed(),
+		zones: cache.New(l.Zones, int64(l.Records), func(_ string, c cached) int64 {
+			if c.z == nil {
+				return 1
+			}
+			return int64(len(c.z.rrs)) + 1
+		}),
+		answers: cache.New(l.Answers, l.AnswerBytes, func(_ uint64, p *packed) int64 { return int64(len(p.wire)+len(p.key)) + 256 }),
+		seen:    make([]atomic.Uint64, 1<<16),
+		rrl:     cache.New[netip.Prefix, *bucket](l.RRLPrefixes, 0, nil),
 	}
 	for _, sec := range secondaries {
 		s.secondaries[dns.Fqdn(strings.ToLower(sec.KeyName))] = sec.Secret
@@ -119,19 +164,29 @@ func NewWithLimits(st Zones, log *slog.Logger, l Limits, secondaries []Secondary
 	return s
 }
 
-// Invalidate drops a zone from the cache after it changed.
+// Invalidate drops a zone from the cache after it changed, and with it
+// the answers packed from it.
 func (s *Server) Invalidate(domain string) {
-	s.zones.Delete(dns.Fqdn(strings.ToLower(domain)))
+	apex := dns.Fqdn(strings.ToLower(domain))
+	if c, ok := s.zones.Get(apex); ok && c.z != nil {
+		c.z.dead.Store(true)
+	}
+	s.zones.Delete(apex)
 }
 
 // Listen binds UDP and TCP on addr (port 0 picks one port for both when
 // possible) and serves until ctx ends. It returns the bound address.
+//
+// UDP is read by one socket per CPU where the system shares a port
+// between sockets (SO_REUSEPORT), each read in batches: a query whose
+// answer is packed and current is answered from the batch, and the rest
+// go to miekg/dns's server, as TCP does.
 func (s *Server) Listen(ctx context.Context, addr string) (string, error) {
 	tcpLn, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", err
 	}
-	pc, err := net.ListenPacket("udp", tcpLn.Addr().String())
+	conns, err := listenUDP(tcpLn.Addr().String(), udpSockets())
 	if err != nil {
 		tcpLn.Close()
 		return "", err
@@ -141,15 +196,24 @@ func (s *Server) Listen(ctx context.Context, addr string) (string, error) {
 	if len(s.secondaries) > 0 {
 		tsig = s.secondaries
 	}
-	s.udp = &dns.Server{PacketConn: pc, Handler: h, TsigSecret: tsig}
+	for _, c := range conns {
+		// Room for a burst of queries while the process waits for a CPU
+		// or collects garbage (the system caps it at net.core.rmem_max).
+		c.SetReadBuffer(udpBuffer)
+		c.SetWriteBuffer(udpBuffer)
+		srv := &dns.Server{PacketConn: newPacketConn(s, c), Handler: h, TsigSecret: tsig}
+		s.udp = append(s.udp, srv)
+		go srv.ActivateAndServe()
+	}
 	// TCP connections are bounded in time, as NSD's tcp-timeout does.
 	s.tcp = &dns.Server{Listener: tcpLn, Handler: h, TsigSecret: tsig,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }}
-	go s.udp.ActivateAndServe()
 	go s.tcp.ActivateAndServe()
 	go func() {
 		<-ctx.Done()
-		s.udp.Shutdown()
+		for _, u := range s.udp {
+			u.Shutdown()
+		}
 		s.tcp.Shutdown()
 	}()
 	return tcpLn.Addr().String(), nil
@@ -159,58 +223,99 @@ func (s *Server) Listen(ctx context.Context, addr string) (string, error) {
 func (s *Server) ZonesCached() int { return s.zones.Len() }
 
 // zoneFor finds the zone that contains name among its rightmost labels.
-func (s *Server) zoneFor(ctx context.Context, name string) (string, []dns.RR, bool) {
+func (s *Server) zoneFor(ctx context.Context, name string) (string, *zoneVersion, bool) {
 	labels := dns.SplitDomainName(name)
 	first := max(len(labels)-maxApexLabels, 0)
 	for i := first; i < len(labels); i++ {
 		apex := dns.Fqdn(strings.Join(labels[i:], "."))
-		if rrs, ok := s.load(ctx, apex); ok {
-			return apex, rrs, true
+		if z := s.load(ctx, apex); z != nil {
+			return apex, z, true
 		}
 	}
 	return "", nil, false
 }
 
-func (s *Server) load(ctx context.Context, apex string) ([]dns.RR, bool) {
-	if c, ok := s.zones.Get(apex); ok && time.Since(c.loaded) < cacheTTL {
-		return c.rrs, !c.absent
+// load returns the zone at apex, or nil when there is none. A zone read
+// again after cacheTTL and found unchanged keeps its version, and so the
+// answers packed from it.
+func (s *Server) load(ctx context.Context, apex string) *zoneVersion {
+	c, ok := s.zones.Get(apex)
+	if ok && time.Since(c.loaded) < cacheTTL {
+		return c.z
 	}
 	z, err := s.store.Zone(ctx, strings.TrimSuffix(apex, "."))
-	var rrs []dns.RR
-	absent := errors.Is(err, store.ErrNotFound)
-	if err == nil {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Error("loading zone", "zone", apex, "err", err)
+		return nil
+	}
+	now := time.Now()
+	var v *zoneVersion
+	switch {
+	case err != nil: // not found
+	case ok && c.z != nil && c.z.serial == z.Serial && c.z.records == z.Records:
+		v = c.z
+	default:
 		recs, derr := DecodeRecords(z.Records)
+		var rrs []dns.RR
 		if derr == nil {
 			rrs, derr = RRs(z.Domain, z.Serial, recs)
 		}
 		if derr != nil {
 			s.log.Error("zone unreadable", "zone", apex, "err", derr)
-			absent = true
+			break
 		}
-	} else if !absent {
-		s.log.Error("loading zone", "zone", apex, "err", err)
-		return nil, false
+		v = &zoneVersion{rrs: rrs, serial: z.Serial, records: z.Records, validity: new(validity)}
 	}
-	s.zones.Put(apex, cached{rrs: rrs, loaded: time.Now(), absent: absent})
-	return rrs, !absent
+	if ok && c.z != nil && c.z != v {
+		c.z.dead.Store(true)
+	}
+	if v != nil {
+		v.loaded.Store(int64(now.Sub(s.epoch)))
+	}
+	s.zones.Put(apex, cached{z: v, loaded: now})
+	return v
 }
 
-// ServeDNS answers one query.
+// ServeDNS answers one query: from its packed answer when there is one,
+// else by looking the name up in its zone, and packing the answer for the
+// next query like it when it came from a zone.
 func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	udp := isUDP(w)
-	m, sets := s.answer(w, req, udp)
+	udp, v6 := isUDP(w), v6Of(w)
+	limit := dns.MaxMsgSize
+	if udp {
+		limit = udpLimit(req)
+	}
+	var k []byte
+	if cacheableQuery(req) {
+		k = makeKey(make([]byte, 0, 264), req, v6)
+	}
+	if k != nil {
+		if p := s.packedFor(k, limit, udp, v6); p != nil {
+			s.send(w, req, p, udp)
+			return
+		}
+	}
+	m, sets, z := s.answer(w, req, udp)
 	if m == nil {
 		return
 	}
-	limit, optLimit := dns.MaxMsgSize, dns.MaxMsgSize
-	if udp {
-		limit = udpLimit(req)
-		optLimit = limit
-		if v6Of(w) {
+	// The whole answer, as TCP sends it and UDP when it fits, then the
+	// answer cut to this query's UDP size when it does not.
+	p := s.pack(m, sets, dns.MaxMsgSize, dns.MaxMsgSize)
+	if z != nil {
+		s.keep(k, 0, p, z.validity)
+	}
+	if udp && !fits(p, limit, v6) {
+		optLimit := limit
+		if v6 {
 			optLimit = min(limit, ednsSize6)
 		}
+		p = s.pack(m, sets, limit, optLimit)
+		if z != nil {
+			s.keep(k, limit, p, z.validity)
+		}
 	}
-	s.send(w, req, s.pack(m, sets, limit, optLimit), udp)
+	s.send(w, req, p, udp)
 }
 
 // udpLimit is the most bytes a UDP answer to req may have: the client's
@@ -247,6 +352,9 @@ func (s *Server) send(w dns.ResponseWriter, req *dns.Msg, p *packed, udp bool) {
 	w.Write(out)
 }
 
+// udpBuffer is the size of each UDP socket's receive and send buffers.
+const udpBuffer = 1 << 20
+
 // ednsSize is the UDP payload this server offers and sends at most: the
 // 2020 DNS flag day's 1232 bytes, which no path fragments.
 const ednsSize = 1232
@@ -255,10 +363,7 @@ const ednsSize = 1232
 // IPV6_MINIMAL_RESPONSE_SIZE).
 const ednsSize6 = 1220
 
-func isUDP(w dns.ResponseWriter) bool {
-	_, ok := w.RemoteAddr().(*net.UDPAddr)
-	return ok
-}
+func isUDP(w dns.ResponseWriter) bool { return udpAddr(w.RemoteAddr()) != nil }
 
 // section orders an answer's RRsets as NSD adds them to a message.
 type section uint8
@@ -277,9 +382,10 @@ type rrset struct {
 }
 
 // answer builds the reply to req: the message with its header, question
-// and OPT record, and the RRsets that go in it. It returns a nil message
-// when the reply was already written (a zone transfer) or must not be sent.
-func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) (*dns.Msg, []rrset) {
+// and OPT record, the RRsets that go in it, and the zone version they came
+// from (nil when none did). It returns a nil message when the reply was
+// already written (a zone transfer) or must not be sent.
+func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) (*dns.Msg, []rrset, *zoneVersion) {
 	m := new(dns.Msg)
 	m.SetReply(req)
 	// Names compressed and EDNS echoed, as an authoritative server such
@@ -290,7 +396,7 @@ func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) (*dns.Msg,
 		if opt.Version() != 0 {
 			m.SetRcode(req, dns.RcodeBadVers)
 			m.SetEdns0(ednsSize, opt.Do())
-			return m, nil
+			return m, nil, nil
 		}
 		// The DO bit is copied into the answer (RFC 3225), and extended
 		// errors (RFC 8914) go where NSD gives them.
@@ -304,7 +410,7 @@ func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) (*dns.Msg,
 	}
 	if len(req.Question) != 1 || req.Opcode != dns.OpcodeQuery {
 		m.Rcode = dns.RcodeNotImplemented
-		return m, nil
+		return m, nil, nil
 	}
 	q := req.Question[0]
 	name := strings.ToLower(q.Name)
@@ -319,26 +425,27 @@ func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) (*dns.Msg,
 				ede = dns.ExtendedErrorCodeProhibited // hidden, as NSD's hide-version and hide-identity
 			}
 		}
-		return m, nil
+		return m, nil, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	apex, rrs, ok := s.zoneFor(ctx, name)
+	apex, z, ok := s.zoneFor(ctx, name)
 	if !ok {
 		m.Rcode = dns.RcodeRefused // not authoritative for this name
 		ede = dns.ExtendedErrorCodeNotAuthoritative
-		return m, nil
+		return m, nil, nil
 	}
+	rrs := z.rrs
 	if q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
 		if udp || !s.transferAllowed(w, req) || name != apex {
 			m.Rcode = dns.RcodeRefused
 			if !udp {
 				ede = dns.ExtendedErrorCodeProhibited
 			}
-			return m, nil
+			return m, nil, nil
 		}
 		s.transfer(w, req, rrs)
-		return nil, nil
+		return nil, nil, nil
 	}
 	m.Authoritative = true
 	var soa *dns.SOA
@@ -366,20 +473,20 @@ func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) (*dns.Msg,
 		// RFC 8482: a minimal answer, one synthesized HINFO, instead of
 		// every record the name has.
 		hinfo := &dns.HINFO{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeHINFO, Class: dns.ClassINET, Ttl: 3600}, Cpu: "RFC8482"}
-		return m, []rrset{{secAnswer, []dns.RR{hinfo}}}
+		return m, []rrset{{secAnswer, []dns.RR{hinfo}}}, z
 	}
 	if len(found) == 0 {
 		if !nameExists {
 			m.Rcode = dns.RcodeNameError
 		}
 		if soa == nil {
-			return m, nil
+			return m, nil, z
 		}
 		// The SOA of a negative answer has the lesser of its TTL and its
 		// minimum as TTL (RFC 2308, section 3).
 		neg := dns.Copy(soa).(*dns.SOA)
 		neg.Hdr.Ttl = min(soa.Hdr.Ttl, soa.Minttl)
-		return m, []rrset{{secAuthority, []dns.RR{neg}}}
+		return m, []rrset{{secAuthority, []dns.RR{neg}}}, z
 	}
 	sets := []rrset{{secAnswer, found}}
 	// The zone's NS with every positive answer but an NS one, and the
@@ -395,16 +502,16 @@ func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) (*dns.Msg,
 			sets = append(sets, rrset{secOptAuthority, ns})
 		}
 	}
-	return m, glue(rrs, sets, v6Of(w))
+	return m, glue(rrs, sets, v6Of(w)), z
 }
 
 const noEDE = 0xffff
 
 func v6Of(w dns.ResponseWriter) bool {
-	switch a := w.RemoteAddr().(type) {
-	case *net.UDPAddr:
+	if a := udpAddr(w.RemoteAddr()); a != nil {
 		return a.IP.To4() == nil
-	case *net.TCPAddr:
+	}
+	if a, ok := w.RemoteAddr().(*net.TCPAddr); ok {
 		return a.IP.To4() == nil
 	}
 	return false
@@ -581,8 +688,8 @@ func (s *Server) limit(addr net.Addr) verdict {
 	if s.limits.RRLRate <= 0 {
 		return send
 	}
-	ua, ok := addr.(*net.UDPAddr)
-	if !ok {
+	ua := udpAddr(addr)
+	if ua == nil {
 		return send
 	}
 	ip, _ := netip.AddrFromSlice(ua.IP)
