@@ -3,6 +3,7 @@ package dnsserver
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -32,11 +33,16 @@ type Limits struct {
 	RRLSlip int
 	// RRLPrefixes bounds the prefixes tracked at once.
 	RRLPrefixes int
+	// Answers bounds the packed answers kept, and AnswerBytes their size
+	// in total (the answers, their keys and 256 bytes each besides).
+	Answers     int
+	AnswerBytes int64
 }
 
 // DefaultLimits are the server's defaults. RRL matches NSD's
 // rrl-ratelimit 200 and rrl-slip 2.
-var DefaultLimits = Limits{Zones: 10_000, Records: 1_000_000, RRLRate: 200, RRLBurst: 400, RRLSlip: 2, RRLPrefixes: 100_000}
+var DefaultLimits = Limits{Zones: 10_000, Records: 1_000_000, RRLRate: 200, RRLBurst: 400, RRLSlip: 2, RRLPrefixes: 100_000,
+	Answers: 65_536, AnswerBytes: 16 << 20}
 
 // Secondary is a name server allowed to transfer zones: it signs its
 // AXFR and IXFR queries with TSIG (HMAC-SHA256) under KeyName.
@@ -56,20 +62,46 @@ type Zones interface {
 type Server struct {
 	store Zones
 	log   *slog.Logger
-	udp   *dns.Server
+	udp   []*dns.Server
 	tcp   *dns.Server
 
 	limits      Limits
 	secondaries map[string]string // fully qualified key name → secret
 	zones       *cache.Cache[string, cached]
+	answers     *cache.Cache[uint64, *packed]
+	seed        maphash.Seed
+	seen        []atomic.Uint64 // hashes of answers made once, by hash; see keep
 	rrl         *cache.Cache[netip.Prefix, *bucket]
 	now         func() time.Time
+	epoch       time.Time // monotonic base of zoneVersion.loaded
 }
 
+// cached is a zone apex in the cache: the zone, or nil when there is none.
 type cached struct {
-	rrs    []dns.RR
+	z      *zoneVersion
 	loaded time.Time
-	absent bool
+}
+
+// zoneVersion is one version of a zone as read from the store.
+type zoneVersion struct {
+	rrs     []dns.RR
+	serial  int64
+	records string
+	*validity
+}
+
+// validity says whether a zone version is current: not replaced by a
+// changed zone or invalidated, and read or confirmed unchanged from the
+// store within cacheTTL. Packed answers made from the version hold it (and
+// not the version, which can leave the zone cache before them) and are
+// served only while it is current.
+type validity struct {
+	loaded atomic.Int64 // when last read from the store, in ns since Server.epoch
+	dead   atomic.Bool
+}
+
+func (s *Server) current(v *validity) bool {
+	return !v.dead.Load() && time.Duration(int64(time.Since(s.epoch))-v.loaded.Load()) < cacheTTL
 }
 
 type bucket struct {
@@ -108,10 +140,23 @@ func NewWithLimits(st Zones, log *slog.Logger, l Limits, secondaries []Secondary
 	if l.RRLPrefixes <= 0 {
 		l.RRLPrefixes = d.RRLPrefixes
 	}
+	if l.Answers <= 0 {
+		l.Answers = d.Answers
+	}
+	if l.AnswerBytes <= 0 {
+		l.AnswerBytes = d.AnswerBytes
+	}
 	s := &Server{
-		store: st, log: log, limits: l, now: time.Now, secondaries: map[string]string{},
-		zones: cache.New(l.Zones, int64(l.Records), func(_ string, c cached) int64 { return int64(len(c.rrs)) + 1 }),
-		rrl:   cache.New[netip.Prefix, *bucket](l.RRLPrefixes, 0, nil),
+		store: st, log: log, limits: l, now: time.Now, secondaries: map[string]string{}, epoch: time.Now(), seed: maphash.MakeSeed(),
+		zones: cache.New(l.Zones, int64(l.Records), func(_ string, c cached) int64 {
+			if c.z == nil {
+				return 1
+			}
+			return int64(len(c.z.rrs)) + 1
+		}),
+		answers: cache.New(l.Answers, l.AnswerBytes, func(_ uint64, p *packed) int64 { return int64(len(p.wire)+len(p.key)) + 256 }),
+		seen:    make([]atomic.Uint64, 1<<16),
+		rrl:     cache.New[netip.Prefix, *bucket](l.RRLPrefixes, 0, nil),
 	}
 	for _, sec := range secondaries {
 		s.secondaries[dns.Fqdn(strings.ToLower(sec.KeyName))] = sec.Secret
@@ -119,19 +164,29 @@ func NewWithLimits(st Zones, log *slog.Logger, l Limits, secondaries []Secondary
 	return s
 }
 
-// Invalidate drops a zone from the cache after it changed.
+// Invalidate drops a zone from the cache after it changed, and with it
+// the answers packed from it.
 func (s *Server) Invalidate(domain string) {
-	s.zones.Delete(dns.Fqdn(strings.ToLower(domain)))
+	apex := dns.Fqdn(strings.ToLower(domain))
+	if c, ok := s.zones.Get(apex); ok && c.z != nil {
+		c.z.dead.Store(true)
+	}
+	s.zones.Delete(apex)
 }
 
 // Listen binds UDP and TCP on addr (port 0 picks one port for both when
 // possible) and serves until ctx ends. It returns the bound address.
+//
+// UDP is read by one socket per CPU where the system shares a port
+// between sockets (SO_REUSEPORT), each read in batches: a query whose
+// answer is packed and current is answered from the batch, and the rest
+// go to miekg/dns's server, as TCP does.
 func (s *Server) Listen(ctx context.Context, addr string) (string, error) {
 	tcpLn, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", err
 	}
-	pc, err := net.ListenPacket("udp", tcpLn.Addr().String())
+	conns, err := listenUDP(tcpLn.Addr().String(), udpSockets())
 	if err != nil {
 		tcpLn.Close()
 		return "", err
@@ -141,15 +196,24 @@ func (s *Server) Listen(ctx context.Context, addr string) (string, error) {
 	if len(s.secondaries) > 0 {
 		tsig = s.secondaries
 	}
-	s.udp = &dns.Server{PacketConn: pc, Handler: h, TsigSecret: tsig}
+	for _, c := range conns {
+		// Room for a burst of queries while the process waits for a CPU
+		// or collects garbage (the system caps it at net.core.rmem_max).
+		c.SetReadBuffer(udpBuffer)
+		c.SetWriteBuffer(udpBuffer)
+		srv := &dns.Server{PacketConn: newPacketConn(s, c), Handler: h, TsigSecret: tsig}
+		s.udp = append(s.udp, srv)
+		go srv.ActivateAndServe()
+	}
 	// TCP connections are bounded in time, as NSD's tcp-timeout does.
 	s.tcp = &dns.Server{Listener: tcpLn, Handler: h, TsigSecret: tsig,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }}
-	go s.udp.ActivateAndServe()
 	go s.tcp.ActivateAndServe()
 	go func() {
 		<-ctx.Done()
-		s.udp.Shutdown()
+		for _, u := range s.udp {
+			u.Shutdown()
+		}
 		s.tcp.Shutdown()
 	}()
 	return tcpLn.Addr().String(), nil
@@ -159,48 +223,122 @@ func (s *Server) Listen(ctx context.Context, addr string) (string, error) {
 func (s *Server) ZonesCached() int { return s.zones.Len() }
 
 // zoneFor finds the zone that contains name among its rightmost labels.
-func (s *Server) zoneFor(ctx context.Context, name string) (string, []dns.RR, bool) {
+func (s *Server) zoneFor(ctx context.Context, name string) (string, *zoneVersion, bool) {
 	labels := dns.SplitDomainName(name)
 	first := max(len(labels)-maxApexLabels, 0)
 	for i := first; i < len(labels); i++ {
 		apex := dns.Fqdn(strings.Join(labels[i:], "."))
-		if rrs, ok := s.load(ctx, apex); ok {
-			return apex, rrs, true
+		if z := s.load(ctx, apex); z != nil {
+			return apex, z, true
 		}
 	}
 	return "", nil, false
 }
 
-func (s *Server) load(ctx context.Context, apex string) ([]dns.RR, bool) {
-	if c, ok := s.zones.Get(apex); ok && time.Since(c.loaded) < cacheTTL {
-		return c.rrs, !c.absent
+// load returns the zone at apex, or nil when there is none. A zone read
+// again after cacheTTL and found unchanged keeps its version, and so the
+// answers packed from it.
+func (s *Server) load(ctx context.Context, apex string) *zoneVersion {
+	c, ok := s.zones.Get(apex)
+	if ok && time.Since(c.loaded) < cacheTTL {
+		return c.z
 	}
 	z, err := s.store.Zone(ctx, strings.TrimSuffix(apex, "."))
-	var rrs []dns.RR
-	absent := errors.Is(err, store.ErrNotFound)
-	if err == nil {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Error("loading zone", "zone", apex, "err", err)
+		return nil
+	}
+	now := time.Now()
+	var v *zoneVersion
+	switch {
+	case err != nil: // not found
+	case ok && c.z != nil && c.z.serial == z.Serial && c.z.records == z.Records:
+		v = c.z
+	default:
 		recs, derr := DecodeRecords(z.Records)
+		var rrs []dns.RR
 		if derr == nil {
 			rrs, derr = RRs(z.Domain, z.Serial, recs)
 		}
 		if derr != nil {
 			s.log.Error("zone unreadable", "zone", apex, "err", derr)
-			absent = true
+			break
 		}
-	} else if !absent {
-		s.log.Error("loading zone", "zone", apex, "err", err)
-		return nil, false
+		v = &zoneVersion{rrs: rrs, serial: z.Serial, records: z.Records, validity: new(validity)}
 	}
-	s.zones.Put(apex, cached{rrs: rrs, loaded: time.Now(), absent: absent})
-	return rrs, !absent
+	if ok && c.z != nil && c.z != v {
+		c.z.dead.Store(true)
+	}
+	if v != nil {
+		v.loaded.Store(int64(now.Sub(s.epoch)))
+	}
+	s.zones.Put(apex, cached{z: v, loaded: now})
+	return v
 }
 
-// ServeDNS answers one query.
+// ServeDNS answers one query: from its packed answer when there is one,
+// else by looking the name up in its zone, and packing the answer for the
+// next query like it when it came from a zone.
 func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	udp := isUDP(w)
-	m := s.answer(w, req, udp)
+	udp, v6 := isUDP(w), v6Of(w)
+	limit := dns.MaxMsgSize
+	if udp {
+		limit = udpLimit(req)
+	}
+	var k []byte
+	if cacheableQuery(req) {
+		k = makeKey(make([]byte, 0, 264), req, v6)
+	}
+	if k != nil {
+		if p := s.packedFor(k, limit, udp, v6); p != nil {
+			s.send(w, req, p, udp)
+			return
+		}
+	}
+	m, sets, z := s.answer(w, req, udp)
 	if m == nil {
 		return
+	}
+	// The whole answer, as TCP sends it and UDP when it fits, then the
+	// answer cut to this query's UDP size when it does not.
+	p := s.pack(m, sets, dns.MaxMsgSize, dns.MaxMsgSize)
+	if z != nil {
+		s.keep(k, 0, p, z.validity)
+	}
+	if udp && !fits(p, limit, v6) {
+		optLimit := limit
+		if v6 {
+			optLimit = min(limit, ednsSize6)
+		}
+		p = s.pack(m, sets, limit, optLimit)
+		if z != nil {
+			s.keep(k, limit, p, z.validity)
+		}
+	}
+	s.send(w, req, p, udp)
+}
+
+// udpLimit is the most bytes a UDP answer to req may have: the client's
+// EDNS payload size within [512, 1232], or 512 without EDNS.
+func udpLimit(req *dns.Msg) int {
+	size := dns.MinMsgSize
+	if opt := req.IsEdns0(); opt != nil {
+		size = min(max(int(opt.UDPSize()), dns.MinMsgSize), ednsSize)
+	}
+	return size
+}
+
+// send writes the packed answer p to req, with req's id, flags and
+// question name, after response rate limiting over UDP.
+func (s *Server) send(w dns.ResponseWriter, req *dns.Msg, p *packed, udp bool) {
+	out := make([]byte, len(p.wire))
+	copy(out, p.wire)
+	if p.patch {
+		patchHeader(out, req.Id, req.RecursionDesired, req.CheckingDisabled)
+		if off, err := dns.PackDomainName(req.Question[0].Name, out, 12, nil, false); err != nil || off != p.qend-4 {
+			// A name that packs otherwise: leave it in lower case.
+			copy(out[12:p.qend], p.wire[12:p.qend])
+		}
 	}
 	if udp {
 		switch s.limit(w.RemoteAddr()) {
@@ -208,137 +346,286 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 			return
 		case slip:
 			// Empty and truncated: a real client retries over TCP.
-			m.Truncated = true
-			m.Answer, m.Ns, m.Extra = nil, nil, nil
-			w.WriteMsg(m)
-			return
+			out = slipAnswer(out, p.qend)
 		}
-		size := dns.MinMsgSize
-		if opt := req.IsEdns0(); opt != nil {
-			size = min(max(int(opt.UDPSize()), dns.MinMsgSize), ednsSize)
-		}
-		m.Truncate(size)
-		// Truncate turns compression off when the answer fits; names are
-		// compressed anyway, as NSD sends them.
-		m.Compress = true
 	}
-	w.WriteMsg(m)
+	w.Write(out)
 }
+
+// udpBuffer is the size of each UDP socket's receive and send buffers.
+const udpBuffer = 1 << 20
 
 // ednsSize is the UDP payload this server offers and sends at most: the
 // 2020 DNS flag day's 1232 bytes, which no path fragments.
 const ednsSize = 1232
 
-func isUDP(w dns.ResponseWriter) bool {
-	_, ok := w.RemoteAddr().(*net.UDPAddr)
-	return ok
+// ednsSize6 bounds optional records over UDP to IPv6 clients (NSD's
+// IPV6_MINIMAL_RESPONSE_SIZE).
+const ednsSize6 = 1220
+
+func isUDP(w dns.ResponseWriter) bool { return udpAddr(w.RemoteAddr()) != nil }
+
+// section orders an answer's RRsets as NSD adds them to a message.
+type section uint8
+
+const (
+	secAnswer       section = iota
+	secAuthority            // the SOA of a negative answer: truncates if it does not fit
+	secOptAuthority         // the zone's NS with a positive answer: left out if it does not fit
+	secAdditional1          // glue: A (AAAA first for NS targets asked over IPv6)
+	secAdditional2          // glue: the other family
+)
+
+type rrset struct {
+	sec section
+	rrs []dns.RR
 }
 
-// answer builds the reply to req, or nil when it was already written (a
-// zone transfer) or must not be answered.
-func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) *dns.Msg {
+// answer builds the reply to req: the message with its header, question
+// and OPT record, the RRsets that go in it, and the zone version they came
+// from (nil when none did). It returns a nil message when the reply was
+// already written (a zone transfer) or must not be sent.
+func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) (*dns.Msg, []rrset, *zoneVersion) {
 	m := new(dns.Msg)
 	m.SetReply(req)
 	// Names compressed and EDNS echoed, as an authoritative server such
 	// as NSD answers.
 	m.Compress = true
+	var ede uint16 = noEDE
 	if opt := req.IsEdns0(); opt != nil {
 		if opt.Version() != 0 {
 			m.SetRcode(req, dns.RcodeBadVers)
-			m.SetEdns0(ednsSize, false)
-			return m
+			m.SetEdns0(ednsSize, opt.Do())
+			return m, nil, nil
 		}
-		defer m.SetEdns0(ednsSize, false)
+		// The DO bit is copied into the answer (RFC 3225), and extended
+		// errors (RFC 8914) go where NSD gives them.
+		defer func() {
+			m.SetEdns0(ednsSize, opt.Do())
+			if ede != noEDE {
+				o := m.IsEdns0()
+				o.Option = append(o.Option, &dns.EDNS0_EDE{InfoCode: ede})
+			}
+		}()
 	}
 	if len(req.Question) != 1 || req.Opcode != dns.OpcodeQuery {
 		m.Rcode = dns.RcodeNotImplemented
-		return m
+		return m, nil, nil
 	}
 	q := req.Question[0]
+	name := strings.ToLower(q.Name)
 	// Only the Internet class: CHAOS (version.bind and the like) and the
 	// rest are refused, not answered from IN data.
 	if q.Qclass != dns.ClassINET {
 		m.Rcode = dns.RcodeRefused
-		return m
+		ede = dns.ExtendedErrorCodeNotSupported
+		if q.Qclass == dns.ClassCHAOS && (q.Qtype == dns.TypeTXT || q.Qtype == dns.TypeANY) {
+			switch name {
+			case "version.bind.", "version.server.", "id.server.", "hostname.bind.":
+				ede = dns.ExtendedErrorCodeProhibited // hidden, as NSD's hide-version and hide-identity
+			}
+		}
+		return m, nil, nil
 	}
-	name := strings.ToLower(q.Name)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	apex, rrs, ok := s.zoneFor(ctx, name)
+	apex, z, ok := s.zoneFor(ctx, name)
 	if !ok {
 		m.Rcode = dns.RcodeRefused // not authoritative for this name
-		return m
+		ede = dns.ExtendedErrorCodeNotAuthoritative
+		return m, nil, nil
 	}
+	rrs := z.rrs
 	if q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
 		if udp || !s.transferAllowed(w, req) || name != apex {
 			m.Rcode = dns.RcodeRefused
-			return m
+			if !udp {
+				ede = dns.ExtendedErrorCodeProhibited
+			}
+			return m, nil, nil
 		}
 		s.transfer(w, req, rrs)
-		return nil
+		return nil, nil, nil
 	}
 	m.Authoritative = true
-	var soa dns.RR
+	var soa *dns.SOA
+	var found []dns.RR
 	nameExists := false
 	for _, rr := range rrs {
 		h := rr.Header()
-		if h.Rrtype == dns.TypeSOA {
-			soa = rr
+		if r, ok := rr.(*dns.SOA); ok {
+			soa = r
 		}
 		if !strings.EqualFold(h.Name, name) {
+			// An empty non-terminal, a name with names below it and no
+			// records of its own, exists (RFC 8020).
+			if !nameExists && dns.IsSubDomain(name, strings.ToLower(h.Name)) {
+				nameExists = true
+			}
 			continue
 		}
 		nameExists = true
 		if h.Rrtype == q.Qtype {
-			m.Answer = append(m.Answer, rr)
+			found = append(found, rr)
 		}
 	}
 	if q.Qtype == dns.TypeANY && nameExists {
 		// RFC 8482: a minimal answer, one synthesized HINFO, instead of
 		// every record the name has.
-		m.Answer = []dns.RR{&dns.HINFO{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeHINFO, Class: dns.ClassINET, Ttl: 3600}, Cpu: "RFC8482"}}
-		return m
+		hinfo := &dns.HINFO{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeHINFO, Class: dns.ClassINET, Ttl: 3600}, Cpu: "RFC8482"}
+		return m, []rrset{{secAnswer, []dns.RR{hinfo}}}, z
 	}
-	if len(m.Answer) == 0 {
+	if len(found) == 0 {
 		if !nameExists {
 			m.Rcode = dns.RcodeNameError
 		}
-		if soa != nil {
-			m.Ns = append(m.Ns, soa)
+		if soa == nil {
+			return m, nil, z
 		}
-	} else if q.Qtype != dns.TypeNS {
+		// The SOA of a negative answer has the lesser of its TTL and its
+		// minimum as TTL (RFC 2308, section 3).
+		neg := dns.Copy(soa).(*dns.SOA)
+		neg.Hdr.Ttl = min(soa.Hdr.Ttl, soa.Minttl)
+		return m, []rrset{{secAuthority, []dns.RR{neg}}}, z
+	}
+	sets := []rrset{{secAnswer, found}}
+	// The zone's NS with every positive answer but an NS one, and the
+	// in-zone addresses of the names both name, as NSD answers.
+	if q.Qtype != dns.TypeNS {
+		var ns []dns.RR
 		for _, rr := range rrs {
 			if rr.Header().Rrtype == dns.TypeNS && strings.EqualFold(rr.Header().Name, apex) {
-				m.Ns = append(m.Ns, rr)
+				ns = append(ns, rr)
 			}
 		}
+		if len(ns) > 0 {
+			sets = append(sets, rrset{secOptAuthority, ns})
+		}
 	}
-	m.Extra = glue(rrs, append(m.Answer, m.Ns...))
-	return m
+	return m, glue(rrs, sets, v6Of(w)), z
 }
 
-// glue is the additional section: the in-zone addresses of the name
-// servers and mail hosts the answer names.
-func glue(zone []dns.RR, named []dns.RR) []dns.RR {
-	var targets []string
-	for _, rr := range named {
-		switch r := rr.(type) {
-		case *dns.NS:
-			targets = append(targets, r.Ns)
-		case *dns.MX:
-			targets = append(targets, r.Mx)
-		}
+const noEDE = 0xffff
+
+func v6Of(w dns.ResponseWriter) bool {
+	if a := udpAddr(w.RemoteAddr()); a != nil {
+		return a.IP.To4() == nil
 	}
-	var out []dns.RR
-	for _, t := range targets {
-		for _, rr := range zone {
-			h := rr.Header()
-			if (h.Rrtype == dns.TypeA || h.Rrtype == dns.TypeAAAA) && strings.EqualFold(h.Name, t) {
-				out = append(out, rr)
+	if a, ok := w.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.To4() == nil
+	}
+	return false
+}
+
+// glue appends the additional RRsets to sets as NSD adds them: for each
+// name server, mail exchanger or service target that an RRset of the
+// answer or authority names, in order, its A and AAAA RRsets from the zone
+// (AAAA first for name servers when the client asked over IPv6), every A
+// before every AAAA, and none already in the message.
+func glue(zone []dns.RR, sets []rrset, v6 bool) []rrset {
+	present := map[rrsetKey]bool{}
+	for _, set := range sets {
+		present[keyOf(set.rrs[0])] = true
+	}
+	var extra [2][]rrset
+	for _, set := range sets {
+		for _, rr := range set.rrs {
+			var target string
+			first, second := dns.TypeA, dns.TypeAAAA
+			switch r := rr.(type) {
+			case *dns.NS:
+				target = r.Ns
+				if v6 {
+					first, second = second, first
+				}
+			case *dns.MX:
+				target = r.Mx
+			case *dns.SRV:
+				target = r.Target
+			default:
+				continue
+			}
+			for i, t := range []uint16{first, second} {
+				k := rrsetKey{strings.ToLower(target), t}
+				if present[k] {
+					continue
+				}
+				var found []dns.RR
+				for _, z := range zone {
+					if z.Header().Rrtype == t && strings.EqualFold(z.Header().Name, target) {
+						found = append(found, z)
+					}
+				}
+				if len(found) > 0 {
+					present[k] = true
+					extra[i] = append(extra[i], rrset{secAdditional1 + section(i), found})
+				}
 			}
 		}
 	}
-	return out
+	return append(append(sets, extra[0]...), extra[1]...)
+}
+
+type rrsetKey struct {
+	name  string
+	rtype uint16
+}
+
+func keyOf(rr dns.RR) rrsetKey {
+	return rrsetKey{strings.ToLower(rr.Header().Name), rr.Header().Rrtype}
+}
+
+// fill puts sets into m within limit bytes, as NSD fills a message: the
+// answer and a negative answer's SOA in whole RRsets, truncating (TC) at
+// the first that does not fit; the optional RRsets after them each whole
+// or not at all, none after a section where one did not fit, and over UDP
+// within optLimit bytes.
+func fill(m *dns.Msg, sets []rrset, limit, optLimit int) {
+	var opt []dns.RR
+	if o := m.IsEdns0(); o != nil {
+		opt = []dns.RR{o}
+	}
+	m.Answer, m.Ns, m.Extra = nil, nil, nil
+	m.Truncated = false
+	size := func() int {
+		m.Extra = append(m.Extra, opt...)
+		n := m.Len()
+		m.Extra = m.Extra[:len(m.Extra)-len(opt)]
+		return n
+	}
+	for sec := secAnswer; sec <= secAdditional2 && !m.Truncated; sec++ {
+		lim := limit
+		if sec >= secOptAuthority {
+			lim = optLimit
+		}
+		done := false
+		for _, set := range sets {
+			if set.sec != sec {
+				continue
+			}
+			to := &m.Extra
+			switch sec {
+			case secAnswer:
+				to = &m.Answer
+			case secAuthority, secOptAuthority:
+				to = &m.Ns
+			}
+			*to = append(*to, set.rrs...)
+			if size() <= lim {
+				continue
+			}
+			*to = (*to)[:len(*to)-len(set.rrs)]
+			if sec <= secAuthority {
+				m.Truncated = true
+				break
+			}
+			done = true
+		}
+		if done {
+			break
+		}
+	}
+	m.Extra = append(m.Extra, opt...)
 }
 
 // transferAllowed: a configured secondary's query whose TSIG verified.
@@ -401,11 +688,18 @@ func (s *Server) limit(addr net.Addr) verdict {
 	if s.limits.RRLRate <= 0 {
 		return send
 	}
-	ua, ok := addr.(*net.UDPAddr)
-	if !ok {
+	ua := udpAddr(addr)
+	if ua == nil {
 		return send
 	}
 	ip, _ := netip.AddrFromSlice(ua.IP)
+	return s.limitIP(ip)
+}
+
+func (s *Server) limitIP(ip netip.Addr) verdict {
+	if s.limits.RRLRate <= 0 {
+		return send
+	}
 	ip = ip.Unmap()
 	bits := 24
 	if ip.Is6() {

@@ -169,43 +169,114 @@ func TestUDPTruncation(t *testing.T) {
 
 // Response rate limiting: a burst from one prefix over UDP is cut down to
 // the rate, every other dropped answer slips through truncated, and TCP is
-// never limited.
+// never limited; for answers made for each query (distinct names) and for
+// packed ones (one name asked again and again).
 func TestResponseRateLimiting(t *testing.T) {
-	_, addr := serve(t, dnsserver.Limits{RRLRate: 10, RRLBurst: 10, RRLSlip: 2})
-	conn, err := dns.Dial("udp", addr)
+	for _, c := range []struct {
+		name  string
+		qname func(i int) string
+	}{
+		{"distinct names", func(i int) string { return fmt.Sprintf("n%d.acme.dev.", i) }},
+		{"packed answers", func(int) string { return "www.acme.dev." }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, addr := serve(t, dnsserver.Limits{RRLRate: 10, RRLBurst: 10, RRLSlip: 2})
+			conn, err := dns.Dial("udp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// A burst of 60, sent without waiting, then every answer that comes.
+			for i := range 60 {
+				m := new(dns.Msg)
+				m.SetQuestion(c.qname(i), dns.TypeA)
+				if err := conn.WriteMsg(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var answered, truncated int
+			for {
+				conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+				r, err := conn.ReadMsg()
+				if err != nil {
+					break
+				}
+				if r.Truncated {
+					if len(r.Answer)+len(r.Ns)+len(r.Extra) != 0 || len(r.Question) != 1 {
+						t.Errorf("a slipped answer with records: %v", r)
+					}
+					truncated++
+				} else {
+					answered++
+				}
+			}
+			dropped := 60 - answered - truncated
+			if answered > 15 || truncated < 15 || dropped < 15 {
+				t.Errorf("60 queries in a burst: %d answered, %d truncated, %d dropped", answered, truncated, dropped)
+			}
+			for range 30 {
+				if r := ask(t, addr, "tcp", "www.acme.dev", dns.TypeA, dns.ClassINET); len(r.Answer) != 1 {
+					t.Fatalf("TCP under RRL: %v", r)
+				}
+			}
+		})
+	}
+}
+
+// Packed answers follow the zone: at once when this process changes it
+// (Invalidate), and within cacheTTL (2 s) when another replica does.
+func TestPackedAnswersFollowTheZone(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	// A burst of 60, sent without waiting, then every answer that comes.
-	for i := range 60 {
-		m := new(dns.Msg)
-		m.SetQuestion(fmt.Sprintf("n%d.acme.dev.", i), dns.TypeA)
-		if err := conn.WriteMsg(m); err != nil {
+	defer st.Close()
+	put := func(serial int64, ip string) {
+		recs := dnsserver.BuildZone("acme.dev", dnsserver.ZoneConfig{EdgeIPv4: net.ParseIP(ip)})
+		if err := st.Domains().PutZone(ctx, store.Zone{Domain: "acme.dev", OrgID: "org_1", Serial: serial, Records: dnsserver.EncodeRecords(recs), UpdatedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var answered, truncated int
-	for {
-		conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-		r, err := conn.ReadMsg()
-		if err != nil {
-			break
+	put(1, "192.0.2.1")
+	s := dnsserver.NewWithLimits(st.Domains(), slog.New(slog.DiscardHandler), noRRL, nil)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	addr, err := s.Listen(sctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := func(net string) string {
+		r := ask(t, addr, net, "WWW.acme.dev", dns.TypeA, dns.ClassINET)
+		if len(r.Answer) != 1 || r.Question[0].Name != "WWW.acme.dev." || r.Answer[0].Header().Name != "WWW.acme.dev." {
+			t.Fatalf("%s: %v", net, r)
 		}
-		if r.Truncated {
-			truncated++
-		} else {
-			answered++
+		return r.Answer[0].(*dns.A).A.String()
+	}
+	for range 4 { // made, made and kept, then packed
+		for _, n := range []string{"udp", "tcp"} {
+			if got := a(n); got != "192.0.2.1" {
+				t.Fatalf("%s: %s", n, got)
+			}
 		}
 	}
-	dropped := 60 - answered - truncated
-	if answered > 15 || truncated < 15 || dropped < 15 {
-		t.Errorf("60 queries in a burst: %d answered, %d truncated, %d dropped", answered, truncated, dropped)
-	}
-	for range 30 {
-		if r := ask(t, addr, "tcp", "www.acme.dev", dns.TypeA, dns.ClassINET); len(r.Answer) != 1 {
-			t.Fatalf("TCP under RRL: %v", r)
+	put(2, "192.0.2.2")
+	s.Invalidate("acme.dev")
+	for _, n := range []string{"udp", "tcp", "udp"} {
+		if got := a(n); got != "192.0.2.2" {
+			t.Fatalf("after Invalidate, %s: %s", n, got)
 		}
+	}
+	for range 4 {
+		a("udp")
+	}
+	put(3, "192.0.2.3") // as another replica would: no Invalidate here
+	deadline := time.Now().Add(2500 * time.Millisecond)
+	for a("udp") != "192.0.2.3" {
+		if time.Now().After(deadline) {
+			t.Fatal("a packed answer outlived the zone by more than 2 s")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -349,5 +420,37 @@ func TestAnswersAreShapedLikeNSD(t *testing.T) {
 	}
 	if r.IsEdns0() == nil || r.Rcode != dns.RcodeBadVers {
 		t.Fatalf("EDNS version 1: rcode %d ext %v", r.Rcode, r.IsEdns0())
+	}
+}
+
+// On an address such as 0.0.0.0 every answer, made or packed, goes from the
+// address its query was sent to: a client of 127.0.0.2 (connected, so it
+// takes datagrams from that address only) gets them all.
+func TestWildcardAnswersFromTheAddressAsked(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs := dnsserver.BuildZone("acme.dev", dnsserver.ZoneConfig{EdgeIPv4: net.ParseIP("192.0.2.1")})
+	if err := st.Domains().PutZone(ctx, store.Zone{Domain: "acme.dev", OrgID: "org_1", Serial: 1, Records: dnsserver.EncodeRecords(recs), UpdatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	s := dnsserver.NewWithLimits(st.Domains(), slog.New(slog.DiscardHandler), noRRL, nil)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	addr, err := s.Listen(sctx, "0.0.0.0:0")
+	if err != nil {
+		t.Skipf("cannot listen on 0.0.0.0: %v", err)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	for _, host := range []string{"127.0.0.1", "127.0.0.2"} {
+		for i, name := range []string{"www.acme.dev.", "www.acme.dev.", "www.acme.dev.", "other.example."} {
+			r := ask(t, net.JoinHostPort(host, port), "udp", name, dns.TypeA, dns.ClassINET)
+			if (i < 3 && len(r.Answer) != 1) || (i == 3 && r.Rcode != dns.RcodeRefused) {
+				t.Errorf("%s %s: %v", host, name, r)
+			}
+		}
 	}
 }
