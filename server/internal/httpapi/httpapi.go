@@ -69,6 +69,8 @@ type route struct {
 	operation *openapi3.Operation
 	pathItem  *openapi3.PathItem
 	known     map[string]bool // query parameter names
+	// takesRaw: the body may also be raw bytes (application/octet-stream).
+	takesRaw bool
 }
 
 type opKey struct{}
@@ -131,6 +133,9 @@ func New(cfg Config) (*Handler, error) {
 			if p.Value.In == "query" {
 				rt.known[p.Value.Name] = true
 			}
+		}
+		if rb := rt.operation.RequestBody; rb != nil && rb.Value != nil && rb.Value.Content.Get(rawMedia) != nil {
+			rt.takesRaw = true
 		}
 		h.ops[op.ID] = rt
 		var next http.Handler

@@ -84,6 +84,10 @@ type Store struct {
 
 	rewrites     sync.Map // query text → the engine's text
 	rewriteCount atomic.Int64
+
+	// blobWrites commits this process's concurrent blob writes together
+	// on SQLite.
+	blobWrites groupCommit
 }
 
 // ObjectStore keeps blob bodies outside the database (S3 and the like);
