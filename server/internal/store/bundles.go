@@ -80,6 +80,13 @@ func (db Bundles) PutOrgBlob(ctx context.Context, orgID, sha string, data []byte
 		}
 		body = []byte{}
 	}
+	if db.tx == nil {
+		for _, q := range []string{insertBlob, insertOrgBlob} {
+			if _, err := db.store.prepared(ctx, q); err != nil {
+				return false, err
+			}
+		}
+	}
 	w := &blobWrite{orgID: orgID, sha: sha, size: len(data), body: body, at: now.UnixMicro()}
 	if db.tx != nil || db.store.engine != SQLite {
 		err := db.atomically(ctx, func(tx *Tx) error { return w.apply(ctx, tx.Bundles()) })
@@ -88,6 +95,13 @@ func (db Bundles) PutOrgBlob(ctx context.Context, orgID, sha string, data []byte
 	err := db.store.blobWrites.write(ctx, db.store, w)
 	return w.had, err
 }
+
+// A digest upload writes these once per file: they are prepared once (see
+// execPrepared), before the transaction that runs them.
+const (
+	insertBlob    = `INSERT INTO blobs (sha256, size, data, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (sha256) DO NOTHING`
+	insertOrgBlob = `INSERT INTO org_blobs (org_id, sha256, size, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (org_id, sha256) DO NOTHING`
+)
 
 // blobWrite is one PutOrgBlob.
 type blobWrite struct {
@@ -101,13 +115,11 @@ type blobWrite struct {
 }
 
 func (w *blobWrite) apply(ctx context.Context, db Bundles) error {
-	stored, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO blobs (sha256, size, data, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (sha256) DO NOTHING`),
-		w.sha, w.size, w.body, w.at)
+	stored, err := db.execPrepared(ctx, insertBlob, w.sha, w.size, w.body, w.at)
 	if err != nil {
 		return err
 	}
-	recorded, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO org_blobs (org_id, sha256, size, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (org_id, sha256) DO NOTHING`),
-		w.orgID, w.sha, w.size, w.at)
+	recorded, err := db.execPrepared(ctx, insertOrgBlob, w.orgID, w.sha, w.size, w.at)
 	if err != nil {
 		return err
 	}
