@@ -165,6 +165,17 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Args: []ArgSpec{{Name: "id", In: "path"}},
 	}, runF))
 	groups["bundles"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "find_missing_blobs", Method: "POST", Path: "/v1/bundles/missing",
+		Use: "missing", Short: "Say which files of a manifest your organisation has not uploaded yet; stores nothing.",
+		Long:      "Say which files of a manifest your organisation has not uploaded yet; stores nothing.\n\nThe first step of a digest upload. The manifest lists every file of the\nbundle to come, as (path, size, SHA-256), and is checked whole before any\ncontent is sent: safe paths, sizes, at most 20,000 files, and the\norganisation's bundle and storage quotas. `missing` lists, once each and\nin manifest order, the hashes whose content your organisation has not\nuploaded (content another organisation uploaded does not count). Send\neach with upload_blob, then create the bundle with upload_assets and the\nsame manifest. After an interrupted upload, asking again lists only what\nis still missing.",
+		Example:   "  pier bundles missing --manifest MANIFEST --project-id PROJECT-ID\n  pier bundles missing --manifest MANIFEST --project-id PROJECT-ID --json",
+		Anonymous: false, Idempotent: false, HasBody: true, BodyRequired: true,
+		Flags: []FlagSpec{
+			{Flag: "manifest", Field: "manifest", In: "body", Kind: "json", Required: true, Usage: ""},
+			{Flag: "project-id", Field: "projectId", In: "body", Kind: "string", Required: true, Usage: "An object id, such as `prj_…`, `tsk_…` or `svc_…`."},
+		},
+	}, runF))
+	groups["bundles"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "get_bundle", Method: "GET", Path: "/v1/bundles/{id}",
 		Use: "get <id>", Short: "Read one bundle with its manifest.",
 		Long:      "Read one bundle with its manifest.\n\nEvery file with its path, size, SHA-256 and content type.",
@@ -609,11 +620,24 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 	groups["bundles"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "upload_assets", Method: "POST", Path: "/v1/bundles",
 		Use: "create", Short: "Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.",
-		Example:   "  pier bundles create --files FILES --project-id PROJECT-ID\n  pier bundles create --files FILES --project-id PROJECT-ID --json",
+		Long:      "Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.\n\nTwo forms. With `manifest` (up to 20,000 files), the bundle is made of\ncontent already uploaded: every file's SHA-256 must be present for your\norganisation (find_missing_blobs says which are not; upload_blob sends\nthem), otherwise the answer is 409 `conflict:blobs_missing` listing the\nmissing hashes. With `files` (up to 5,000), the content travels inline\nas base64 in this one body. Send one form, not both. The same files give\nthe same bundle, whichever form carried them.",
+		Example:   "  pier bundles create --project-id PROJECT-ID\n  pier bundles create --project-id PROJECT-ID --json",
 		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
 		Flags: []FlagSpec{
-			{Flag: "files", Field: "files", In: "body", Kind: "json", Required: true, Usage: ""},
+			{Flag: "files", Field: "files", In: "body", Kind: "json", Required: false, Usage: "Every file with its content inline, in base64."},
+			{Flag: "manifest", Field: "manifest", In: "body", Kind: "json", Required: false, Usage: "Every file by its SHA-256, whose content your organisation uploaded with upload_blob."},
 			{Flag: "project-id", Field: "projectId", In: "body", Kind: "string", Required: true, Usage: "An object id, such as `prj_…`, `tsk_…` or `svc_…`."},
+		},
+	}, runF))
+	groups["bundles"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "upload_blob", Method: "PUT", Path: "/v1/blobs/{sha256}",
+		Use: "upload-blob <sha256>", Short: "Upload one file's content under its SHA-256; repeating it changes nothing.",
+		Long:      "Upload one file's content under its SHA-256; repeating it changes nothing.\n\nThe body is the file's bytes, sent as `Content-Type:\napplication/octet-stream` (it may be streamed), or, for clients that\nsend only JSON (MCP tools), `{contentBase64}`. The server recomputes\nthe SHA-256 and refuses content that does not match the path\n(`input:invalid`). Content is stored once however many organisations\nupload it, and recorded as uploaded by yours. Uploading it again\nsucceeds and changes nothing, so an interrupted upload resumes by asking\nfind_missing_blobs again and sending what it still lists. At most\n26,214,400 bytes (25 MiB) of content; an announced Content-Length over\nthat is refused before any of the body is read.",
+		Example:   "  pier bundles upload-blob SHA256 --content-base64 CONTENT-BASE64\n  pier bundles upload-blob SHA256 --content-base64 CONTENT-BASE64 --json",
+		Anonymous: false, Idempotent: false, HasBody: true, BodyRequired: true,
+		Args: []ArgSpec{{Name: "sha256", In: "path"}},
+		Flags: []FlagSpec{
+			{Flag: "content-base64", Field: "contentBase64", In: "body", Kind: "string", Required: true, Usage: "The content in standard base64; clients that can send raw bytes send them as application/octet-stream instead."},
 		},
 	}, runF))
 	groups["email messages"].AddCommand(NewCmdOperation(f, &OperationSpec{

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -40,43 +39,6 @@ func addLaunchCommands(root *cobra.Command, f *Factory) {
 	root.AddCommand(launch, export)
 }
 
-// readSite walks a directory into upload files. Hidden files and folders
-// are left out, except .well-known.
-func readSite(dir string) ([]sdk.AssetFile, int64, error) {
-	var files []sdk.AssetFile
-	var total int64
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, path)
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if rel != "." && strings.HasPrefix(name, ".") && name != ".well-known" {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() || !d.Type().IsRegular() {
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		total += int64(len(data))
-		files = append(files, sdk.AssetFile{Path: filepath.ToSlash(rel), ContentBase64: base64.StdEncoding.EncodeToString(data)})
-		return nil
-	})
-	if err == nil && len(files) == 0 {
-		err = fmt.Errorf("%s holds no files to upload", dir)
-	}
-	return files, total, err
-}
-
 // UploadOptions are `pier bundles upload`'s.
 type UploadOptions struct {
 	Factory      *Factory
@@ -90,8 +52,12 @@ func NewCmdBundlesUpload(f *Factory, runF func(*UploadOptions) error) *cobra.Com
 		Use:   "upload <dir>",
 		Short: "Upload a directory as a bundle; launches nothing",
 		Long: `Upload every file under a directory (hidden files left out, .well-known kept)
-as one content-addressed bundle. Uploading the same files again returns the
-same bundle.`,
+as one content-addressed bundle of up to 20,000 files. Files are hashed
+locally and only the content the server lacks for your organisation is sent,
+four files at a time, each streamed as it is read: after a change to one file,
+one file is uploaded. An interrupted upload resumes where it stopped when run
+again. Uploading the same files again returns the same bundle. Progress goes
+to stderr on a terminal; --json prints the bundle's envelope.`,
 		Example: `  pier bundles upload ./site --project prj_123
   pier bundles upload ./site --project prj_123 --json`,
 		Args: cobra.ExactArgs(1),
@@ -112,7 +78,9 @@ func bundlesUpload(ctx context.Context, o *UploadOptions) error {
 	f := o.Factory
 	ctx, cancel := f.context(ctx)
 	defer cancel()
-	env, err := uploadDir(ctx, f, o.Dir, o.Project)
+	progress := newProgress(f)
+	env, st, err := uploadDir(ctx, f, progress, o.Dir, o.Project)
+	progress.done()
 	if err != nil {
 		return err
 	}
@@ -121,19 +89,8 @@ func bundlesUpload(ctx context.Context, o *UploadOptions) error {
 	}
 	d := env.Data
 	fmt.Fprintf(f.IO.Out, "bundle %s: %d files, %d bytes (sha256 %s)\n", d.BundleId, d.FileCount, d.TotalBytes, d.Sha256[:12])
+	fmt.Fprintf(f.IO.Out, "uploaded %d of %d files (%d bytes); the others were uploaded before\n", st.uploaded, st.files, st.uploadedBytes)
 	return nil
-}
-
-func uploadDir(ctx context.Context, f *Factory, dir, project string) (*sdk.BundleEnvelope, error) {
-	files, _, err := readSite(dir)
-	if err != nil {
-		return nil, usageErrorf("pier bundles upload", "%v", err)
-	}
-	c, err := f.Client()
-	if err != nil {
-		return nil, err
-	}
-	return c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Files: files})
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -443,7 +400,7 @@ func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
 	}
 
 	progress.step("uploading " + o.Dir)
-	bundle, err := uploadDir(ctx, f, o.Dir, o.Project)
+	bundle, _, err := uploadDir(ctx, f, progress, o.Dir, o.Project)
 	if err != nil {
 		progress.done()
 		return err
@@ -536,7 +493,7 @@ func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
 	if o.runs() {
 		logs = &launchLogs{c: c, p: progress, taskID: launched.Data.TaskId}
 	}
-	final, err := c.WaitForTask(ctx, launched.Data.TaskId, sdk.WaitOptions{Interval: 200 * time.Millisecond, OnProgress: func(t *sdk.TaskHandle) {
+	final, err := c.WaitForTask(ctx, launched.Data.TaskId, sdk.WaitOptions{Interval: 200 * time.Millisecond, FirstInterval: 20 * time.Millisecond, OnProgress: func(t *sdk.TaskHandle) {
 		step := string(t.State)
 		for _, s := range t.Steps {
 			if s.State == sdk.TaskStepStateRunning || s.State == sdk.TaskStepStateInputRequired {

@@ -53,6 +53,7 @@ func newFakeServices(t *testing.T, fs *fakeServices) *fakeServices {
 	t.Helper()
 	fs.t, fs.taskPolls = t, map[string]int{}
 	mux := http.NewServeMux()
+	(&fakeBlobs{}).register(t, mux)
 	mux.HandleFunc("POST /v1/bundles", func(w http.ResponseWriter, r *http.Request) {
 		writeEnvelope(w, 201, `{"actions":[{"kind":"stop","reason":"done"}],"data":{"budgetRemainingUsd":100,"bundleId":"bnd_1","deduplicated":false,"fileCount":2,"newBlobs":2,"receipt":{"action":"upload_assets","costs":[],"createdAt":"2026-11-25T07:16:17Z","createdResources":[{"id":"bnd_1","type":"bundle"}],"id":"rcp_0","totalUsd":0},"sha256":"4838855e096961ec713e4d2b32cf6aa636cce04ffae0da5ee293d3c32641e1e7","totalBytes":40,"undo":{"command":null,"irreversible":true}},"formatVersion":"1"}`)
 	})

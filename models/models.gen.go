@@ -127,6 +127,7 @@ const (
 	AuthMissingCredentials    BlockedBy = "auth:missing_credentials"
 	BudgetHoldExpired         BlockedBy = "budget:hold_expired"
 	BudgetInsufficient        BlockedBy = "budget:insufficient"
+	ConflictBlobsMissing      BlockedBy = "conflict:blobs_missing"
 	ConflictExpired           BlockedBy = "conflict:expired"
 	ConflictGateDecided       BlockedBy = "conflict:gate_decided"
 	ConflictQuoteMismatch     BlockedBy = "conflict:quote_mismatch"
@@ -194,6 +195,8 @@ func (e BlockedBy) Valid() bool {
 	case BudgetHoldExpired:
 		return true
 	case BudgetInsufficient:
+		return true
+	case ConflictBlobsMissing:
 		return true
 	case ConflictExpired:
 		return true
@@ -1828,6 +1831,24 @@ type BillingSetupLinkRequest struct {
 // BillingSetupLinkRequestReason defines model for BillingSetupLinkRequest.Reason.
 type BillingSetupLinkRequestReason string
 
+// Blob defines model for Blob.
+type Blob struct {
+	// AlreadyUploaded Your organisation had uploaded this content before; the call changed nothing.
+	AlreadyUploaded bool      `json:"alreadyUploaded"`
+	Sha256          Sha256Hex `json:"sha256"`
+	Size            int       `json:"size"`
+}
+
+// BlobEnvelope defines model for BlobEnvelope.
+type BlobEnvelope struct {
+	Actions Actions `json:"actions"`
+	Data    Blob    `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
 // BlockedBy The namespaced cause of a failure. `x-blocked-by` maps each value to its HTTP status and whether retrying can succeed; the server and the SDK share that table.
 type BlockedBy string
 
@@ -1850,7 +1871,7 @@ type Bundle struct {
 	Deduplicated *bool `json:"deduplicated,omitempty"`
 	FileCount    int   `json:"fileCount"`
 
-	// NewBlobs Files whose content was not stored before.
+	// NewBlobs Files whose content your organisation had not uploaded before (content another organisation uploaded does not count).
 	NewBlobs *int    `json:"newBlobs,omitempty"`
 	Receipt  Receipt `json:"receipt"`
 
@@ -2268,6 +2289,14 @@ type FieldProblem struct {
 	Problem string `json:"problem"`
 }
 
+// FindMissingBlobsRequest defines model for FindMissingBlobsRequest.
+type FindMissingBlobsRequest struct {
+	Manifest []ManifestFile `json:"manifest"`
+
+	// ProjectId An object id, such as `prj_…`, `tsk_…` or `svc_…`.
+	ProjectId ResourceId `json:"projectId"`
+}
+
 // FlattenedJws defines model for FlattenedJws.
 type FlattenedJws struct {
 	Payload   string `json:"payload"`
@@ -2591,6 +2620,16 @@ type MandateRegistrationRequest struct {
 	RegistrationSecret string `json:"registrationSecret"`
 }
 
+// ManifestFile defines model for ManifestFile.
+type ManifestFile struct {
+	ContentType *string   `json:"contentType,omitempty"`
+	Path        string    `json:"path"`
+	Sha256      Sha256Hex `json:"sha256"`
+
+	// Size The content's length in bytes.
+	Size int `json:"size"`
+}
+
 // ManualAction defines model for ManualAction.
 type ManualAction struct {
 	// Actor Who must take the action.
@@ -2668,6 +2707,28 @@ type MessageSummary struct {
 	Size       int       `json:"size"`
 	Subject    string    `json:"subject"`
 	To         []string  `json:"to"`
+}
+
+// MissingBlobs defines model for MissingBlobs.
+type MissingBlobs struct {
+	FileCount int `json:"fileCount"`
+
+	// Missing The hashes to send with upload_blob, once each, in manifest order; empty when the bundle can be created now.
+	Missing []Sha256Hex `json:"missing"`
+
+	// MissingBytes What the missing content weighs in bytes.
+	MissingBytes int `json:"missingBytes"`
+	TotalBytes   int `json:"totalBytes"`
+}
+
+// MissingBlobsEnvelope defines model for MissingBlobsEnvelope.
+type MissingBlobsEnvelope struct {
+	Actions Actions      `json:"actions"`
+	Data    MissingBlobs `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
 }
 
 // MutationResult defines model for MutationResult.
@@ -3586,12 +3647,22 @@ type Undo struct {
 	NotReversed *[]string `json:"notReversed,omitempty"`
 }
 
-// UploadAssetsRequest defines model for UploadAssetsRequest.
+// UploadAssetsRequest Exactly one of `manifest` (content uploaded before, by digest) and `files` (content inline).
 type UploadAssetsRequest struct {
-	Files []AssetFile `json:"files"`
+	// Files Every file with its content inline, in base64.
+	Files *[]AssetFile `json:"files,omitempty"`
+
+	// Manifest Every file by its SHA-256, whose content your organisation uploaded with upload_blob.
+	Manifest *[]ManifestFile `json:"manifest,omitempty"`
 
 	// ProjectId An object id, such as `prj_…`, `tsk_…` or `svc_…`.
 	ProjectId ResourceId `json:"projectId"`
+}
+
+// UploadBlobRequest defines model for UploadBlobRequest.
+type UploadBlobRequest struct {
+	// ContentBase64 The content in standard base64; clients that can send raw bytes send them as application/octet-stream instead.
+	ContentBase64 string `json:"contentBase64"`
 }
 
 // UrlAction defines model for UrlAction.
@@ -3994,8 +4065,14 @@ type PollBillingJSONRequestBody = BillingPollRequest
 // CreateBillingSetupLinkJSONRequestBody defines body for CreateBillingSetupLink for application/json ContentType.
 type CreateBillingSetupLinkJSONRequestBody = BillingSetupLinkRequest
 
+// UploadBlobJSONRequestBody defines body for UploadBlob for application/json ContentType.
+type UploadBlobJSONRequestBody = UploadBlobRequest
+
 // UploadAssetsJSONRequestBody defines body for UploadAssets for application/json ContentType.
 type UploadAssetsJSONRequestBody = UploadAssetsRequest
+
+// FindMissingBlobsJSONRequestBody defines body for FindMissingBlobs for application/json ContentType.
+type FindMissingBlobsJSONRequestBody = FindMissingBlobsRequest
 
 // SetupEmailJSONRequestBody defines body for SetupEmail for application/json ContentType.
 type SetupEmailJSONRequestBody = EmailSetupRequest

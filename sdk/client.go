@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pierhq/pier/internal/version"
@@ -78,7 +79,7 @@ func NewClient(baseURL string, opts ...Option) (*Client, error) {
 	}
 	c := &Client{
 		baseURL:    strings.TrimRight(baseURL, "/"),
-		http:       http.DefaultClient,
+		http:       defaultHTTPClient(),
 		maxRetries: 3,
 		minBackoff: 200 * time.Millisecond,
 		maxBackoff: 10 * time.Second,
@@ -93,6 +94,20 @@ func NewClient(baseURL string, opts ...Option) (*Client, error) {
 	c.api = api
 	return c, nil
 }
+
+// defaultHTTPClient is http.DefaultClient's transport keeping more idle
+// connections per host: a digest upload sends files in parallel, and with
+// the standard two, the other connections would be closed and dialled
+// again for every file.
+var defaultHTTPClient = sync.OnceValue(func() *http.Client {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return http.DefaultClient
+	}
+	t = t.Clone()
+	t.MaxIdleConnsPerHost = 16
+	return &http.Client{Transport: t}
+})
 
 // BaseURL returns the API's base URL.
 func (c *Client) BaseURL() string { return c.baseURL }
@@ -167,8 +182,9 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	}
 
 	// A request is safe to resend after an unknown outcome when it cannot act
-	// twice: a read, or a write whose Idempotency-Key makes the server replay.
-	safe := req.Method == http.MethodGet || req.Method == http.MethodHead || req.Header.Get("Idempotency-Key") != ""
+	// twice: a read, a PUT (which sets a state, such as content under its
+	// hash), or a write whose Idempotency-Key makes the server replay.
+	safe := req.Method == http.MethodGet || req.Method == http.MethodHead || req.Method == http.MethodPut || req.Header.Get("Idempotency-Key") != ""
 
 	for attempt := 0; ; attempt++ {
 		r := req

@@ -148,6 +148,18 @@ func (c *Client) ExportProject(ctx context.Context, id ResourceId, params *Expor
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// FindMissingBlobs calls find_missing_blobs (POST /v1/bundles/missing): Say which files of a manifest your organisation has not uploaded yet; stores nothing.
+func (c *Client) FindMissingBlobs(ctx context.Context, body FindMissingBlobsJSONRequestBody, opts ...RequestEditorFn) (*MissingBlobsEnvelope, error) {
+	resp, err := c.api.FindMissingBlobsWithResponse(ctx, body, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // GetBundle calls get_bundle (GET /v1/bundles/{id}): Read one bundle with its manifest.
 func (c *Client) GetBundle(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*BundleInfoEnvelope, error) {
 	resp, err := c.api.GetBundleWithResponse(ctx, id, opts...)
@@ -708,6 +720,18 @@ func (c *Client) UploadAssets(ctx context.Context, params *UploadAssetsParams, b
 	}
 	if resp.JSON201 != nil {
 		return resp.JSON201, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// UploadBlob calls upload_blob (PUT /v1/blobs/{sha256}): Upload one file's content under its SHA-256; repeating it changes nothing.
+func (c *Client) UploadBlob(ctx context.Context, sha256 Sha256Hex, body UploadBlobJSONRequestBody, opts ...RequestEditorFn) (*BlobEnvelope, error) {
+	resp, err := c.api.UploadBlobWithResponse(ctx, sha256, body, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
 	}
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }

@@ -27,6 +27,8 @@ type (
 	BillingSetupLinkEnvelope              = models.BillingSetupLinkEnvelope
 	BillingSetupLinkRequest               = models.BillingSetupLinkRequest
 	BillingSetupLinkRequestReason         = models.BillingSetupLinkRequestReason
+	Blob                                  = models.Blob
+	BlobEnvelope                          = models.BlobEnvelope
 	BlockedBy                             = models.BlockedBy
 	BlockedByInfo                         = models.BlockedByInfo
 	BudgetRaiseRequest                    = models.BudgetRaiseRequest
@@ -94,6 +96,8 @@ type (
 	EvidenceCode                          = models.EvidenceCode
 	ExportProjectParams                   = models.ExportProjectParams
 	FieldProblem                          = models.FieldProblem
+	FindMissingBlobsJSONRequestBody       = models.FindMissingBlobsJSONRequestBody
+	FindMissingBlobsRequest               = models.FindMissingBlobsRequest
 	FlattenedJws                          = models.FlattenedJws
 	FormatVersion                         = models.FormatVersion
 	GateDecided                           = models.GateDecided
@@ -151,6 +155,7 @@ type (
 	MandateEnvelope                       = models.MandateEnvelope
 	MandateRegistered                     = models.MandateRegistered
 	MandateRegistrationRequest            = models.MandateRegistrationRequest
+	ManifestFile                          = models.ManifestFile
 	ManualAction                          = models.ManualAction
 	ManualActionKind                      = models.ManualActionKind
 	ManualActionStep                      = models.ManualActionStep
@@ -161,6 +166,8 @@ type (
 	MessageList                           = models.MessageList
 	MessageListEnvelope                   = models.MessageListEnvelope
 	MessageSummary                        = models.MessageSummary
+	MissingBlobs                          = models.MissingBlobs
+	MissingBlobsEnvelope                  = models.MissingBlobsEnvelope
 	MutationResult                        = models.MutationResult
 	NotAcceptable                         = models.NotAcceptable
 	PackageFile                           = models.PackageFile
@@ -296,6 +303,8 @@ type (
 	UploadAssetsJSONRequestBody           = models.UploadAssetsJSONRequestBody
 	UploadAssetsParams                    = models.UploadAssetsParams
 	UploadAssetsRequest                   = models.UploadAssetsRequest
+	UploadBlobJSONRequestBody             = models.UploadBlobJSONRequestBody
+	UploadBlobRequest                     = models.UploadBlobRequest
 	UrlAction                             = models.UrlAction
 	UrlActionKind                         = models.UrlActionKind
 	UrlActionPurpose                      = models.UrlActionPurpose
@@ -341,6 +350,7 @@ const (
 	ConfigurePostgres                            = models.ConfigurePostgres
 	ConfigureSmtpRelay                           = models.ConfigureSmtpRelay
 	ConfirmEmail                                 = models.ConfirmEmail
+	ConflictBlobsMissing                         = models.ConflictBlobsMissing
 	ConflictExpired                              = models.ConflictExpired
 	ConflictGateDecided                          = models.ConflictGateDecided
 	ConflictQuoteMismatch                        = models.ConflictQuoteMismatch

@@ -16,6 +16,7 @@ var Operations = []Operation{
 	{ID: "delete_message", Method: "DELETE", Path: "/v1/messages/{id}", Authority: "agent", Idempotent: false, Scope: "launch", Required: []string{"id"}, InputRequired: false, MCPTool: "delete_message"},
 	{ID: "estimate", Method: "POST", Path: "/v1/estimate", Authority: "anonymous", Idempotent: false, Scope: "", Required: []string{"workload"}, InputRequired: false, MCPTool: "estimate"},
 	{ID: "export_project", Method: "POST", Path: "/v1/projects/{id}/export", Authority: "agent", Idempotent: true, Scope: "read", Required: []string{"id"}, InputRequired: false, MCPTool: "export_project"},
+	{ID: "find_missing_blobs", Method: "POST", Path: "/v1/bundles/missing", Authority: "agent", Idempotent: false, Scope: "launch", Required: []string{"manifest", "projectId"}, InputRequired: false, MCPTool: "find_missing_blobs"},
 	{ID: "get_bundle", Method: "GET", Path: "/v1/bundles/{id}", Authority: "agent", Idempotent: false, Scope: "read", Required: []string{"id"}, InputRequired: false, MCPTool: "get_bundle"},
 	{ID: "get_domain", Method: "GET", Path: "/v1/domains/{domain}", Authority: "agent", Idempotent: false, Scope: "read", Required: []string{"domain"}, InputRequired: false, MCPTool: "get_domain"},
 	{ID: "get_holder_script", Method: "GET", Path: "/sandbox-holder.mjs", Authority: "anonymous", Idempotent: false, Scope: "", Required: []string(nil), InputRequired: false, MCPTool: "get_holder_script"},
@@ -63,6 +64,7 @@ var Operations = []Operation{
 	{ID: "set_service_env", Method: "POST", Path: "/v1/services/{id}/env", Authority: "agent", Idempotent: true, Scope: "launch", Required: []string{"id"}, InputRequired: false, MCPTool: "set_service_env"},
 	{ID: "setup_email", Method: "POST", Path: "/v1/domains/{domain}/email", Authority: "agent", Idempotent: true, Scope: "launch", Required: []string{"domain", "quoteId"}, InputRequired: false, MCPTool: "setup_email"},
 	{ID: "teardown_service", Method: "POST", Path: "/v1/services/{id}/teardown", Authority: "agent", Idempotent: true, Scope: "launch", Required: []string{"id"}, InputRequired: false, MCPTool: "teardown_service"},
-	{ID: "upload_assets", Method: "POST", Path: "/v1/bundles", Authority: "agent", Idempotent: true, Scope: "launch", Required: []string{"files", "projectId"}, InputRequired: false, MCPTool: "upload_assets"},
+	{ID: "upload_assets", Method: "POST", Path: "/v1/bundles", Authority: "agent", Idempotent: true, Scope: "launch", Required: []string{"projectId"}, InputRequired: false, MCPTool: "upload_assets"},
+	{ID: "upload_blob", Method: "PUT", Path: "/v1/blobs/{sha256}", Authority: "agent", Idempotent: false, Scope: "launch", Required: []string{"sha256", "contentBase64"}, InputRequired: false, MCPTool: "upload_blob"},
 	{ID: "wait_for_message", Method: "POST", Path: "/v1/inboxes/{id}/wait", Authority: "agent", Idempotent: false, Scope: "read", Required: []string{"id"}, InputRequired: false, MCPTool: "wait_for_message"},
 }

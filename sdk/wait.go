@@ -29,6 +29,10 @@ func (e *TaskFailedError) Error() string {
 type WaitOptions struct {
 	// Interval is the poll interval when the server suggests none (default 1s).
 	Interval time.Duration
+	// FirstInterval, when set, is the first wait, doubled at each poll up to
+	// Interval: a task that ends quickly (a static relaunch takes tens of
+	// milliseconds) is seen soon, a long one is not polled faster.
+	FirstInterval time.Duration
 	// OnProgress, when set, is called with every polled state.
 	OnProgress func(*TaskHandle)
 }
@@ -40,6 +44,10 @@ func (c *Client) WaitForTask(ctx context.Context, id string, opts WaitOptions) (
 	interval := opts.Interval
 	if interval <= 0 {
 		interval = time.Second
+	}
+	next := interval
+	if opts.FirstInterval > 0 && opts.FirstInterval < interval {
+		next = opts.FirstInterval
 	}
 	for {
 		env, err := c.GetTask(ctx, id)
@@ -62,7 +70,8 @@ func (c *Client) WaitForTask(ctx context.Context, id string, opts WaitOptions) (
 			}
 			return env, &InputRequiredError{Task: t, ApprovalURL: url}
 		}
-		wait := interval
+		wait := next
+		next = min(2*next, interval)
 		if t.PollAfterSeconds != nil && *t.PollAfterSeconds > 0 {
 			wait = time.Duration(*t.PollAfterSeconds) * time.Second
 		}

@@ -189,6 +189,42 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/billing/setup-link (the `CreateBillingSetupLink` operationId).
 	CreateBillingSetupLink(ctx context.Context, params *CreateBillingSetupLinkParams, body CreateBillingSetupLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// UploadBlobWithBody Upload one file's content under its SHA-256; repeating it changes nothing.
+	//
+	// The body is the file's bytes, sent as `Content-Type:
+	// application/octet-stream` (it may be streamed), or, for clients that
+	// send only JSON (MCP tools), `{contentBase64}`. The server recomputes
+	// the SHA-256 and refuses content that does not match the path
+	// (`input:invalid`). Content is stored once however many organisations
+	// upload it, and recorded as uploaded by yours. Uploading it again
+	// succeeds and changes nothing, so an interrupted upload resumes by asking
+	// find_missing_blobs again and sending what it still lists. At most
+	// 26,214,400 bytes (25 MiB) of content; an announced Content-Length over
+	// that is refused before any of the body is read.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/blobs/{sha256} (the `UploadBlob` operationId).
+	UploadBlobWithBody(ctx context.Context, sha256 Sha256Hex, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UploadBlob Upload one file's content under its SHA-256; repeating it changes nothing.
+	//
+	// The body is the file's bytes, sent as `Content-Type:
+	// application/octet-stream` (it may be streamed), or, for clients that
+	// send only JSON (MCP tools), `{contentBase64}`. The server recomputes
+	// the SHA-256 and refuses content that does not match the path
+	// (`input:invalid`). Content is stored once however many organisations
+	// upload it, and recorded as uploaded by yours. Uploading it again
+	// succeeds and changes nothing, so an interrupted upload resumes by asking
+	// find_missing_blobs again and sending what it still lists. At most
+	// 26,214,400 bytes (25 MiB) of content; an announced Content-Length over
+	// that is refused before any of the body is read.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/blobs/{sha256} (the `UploadBlob` operationId).
+	UploadBlob(ctx context.Context, sha256 Sha256Hex, body UploadBlobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListBundles List the organisation's bundles.
 	//
 	// Newest first, without their manifests.
@@ -198,6 +234,14 @@ type ClientInterface interface {
 
 	// UploadAssetsWithBody Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
+	// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// content already uploaded: every file's SHA-256 must be present for your
+	// organisation (find_missing_blobs says which are not; upload_blob sends
+	// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
+	// missing hashes. With `files` (up to 5,000), the content travels inline
+	// as base64 in this one body. Send one form, not both. The same files give
+	// the same bundle, whichever form carried them.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/bundles (the `UploadAssets` operationId).
@@ -205,10 +249,52 @@ type ClientInterface interface {
 
 	// UploadAssets Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
+	// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// content already uploaded: every file's SHA-256 must be present for your
+	// organisation (find_missing_blobs says which are not; upload_blob sends
+	// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
+	// missing hashes. With `files` (up to 5,000), the content travels inline
+	// as base64 in this one body. Send one form, not both. The same files give
+	// the same bundle, whichever form carried them.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/bundles (the `UploadAssets` operationId).
 	UploadAssets(ctx context.Context, params *UploadAssetsParams, body UploadAssetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FindMissingBlobsWithBody Say which files of a manifest your organisation has not uploaded yet; stores nothing.
+	//
+	// The first step of a digest upload. The manifest lists every file of the
+	// bundle to come, as (path, size, SHA-256), and is checked whole before any
+	// content is sent: safe paths, sizes, at most 20,000 files, and the
+	// organisation's bundle and storage quotas. `missing` lists, once each and
+	// in manifest order, the hashes whose content your organisation has not
+	// uploaded (content another organisation uploaded does not count). Send
+	// each with upload_blob, then create the bundle with upload_assets and the
+	// same manifest. After an interrupted upload, asking again lists only what
+	// is still missing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/bundles/missing (the `FindMissingBlobs` operationId).
+	FindMissingBlobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FindMissingBlobs Say which files of a manifest your organisation has not uploaded yet; stores nothing.
+	//
+	// The first step of a digest upload. The manifest lists every file of the
+	// bundle to come, as (path, size, SHA-256), and is checked whole before any
+	// content is sent: safe paths, sizes, at most 20,000 files, and the
+	// organisation's bundle and storage quotas. `missing` lists, once each and
+	// in manifest order, the hashes whose content your organisation has not
+	// uploaded (content another organisation uploaded does not count). Send
+	// each with upload_blob, then create the bundle with upload_assets and the
+	// same manifest. After an interrupted upload, asking again lists only what
+	// is still missing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/bundles/missing (the `FindMissingBlobs` operationId).
+	FindMissingBlobs(ctx context.Context, body FindMissingBlobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetBundle Read one bundle with its manifest.
 	//
@@ -944,6 +1030,62 @@ func (c *Client) CreateBillingSetupLink(ctx context.Context, params *CreateBilli
 	return c.Client.Do(req)
 }
 
+// UploadBlobWithBody Upload one file's content under its SHA-256; repeating it changes nothing.
+//
+// The body is the file's bytes, sent as `Content-Type:
+// application/octet-stream` (it may be streamed), or, for clients that
+// send only JSON (MCP tools), `{contentBase64}`. The server recomputes
+// the SHA-256 and refuses content that does not match the path
+// (`input:invalid`). Content is stored once however many organisations
+// upload it, and recorded as uploaded by yours. Uploading it again
+// succeeds and changes nothing, so an interrupted upload resumes by asking
+// find_missing_blobs again and sending what it still lists. At most
+// 26,214,400 bytes (25 MiB) of content; an announced Content-Length over
+// that is refused before any of the body is read.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/blobs/{sha256} (the `UploadBlob` operationId).
+func (c *Client) UploadBlobWithBody(ctx context.Context, sha256 Sha256Hex, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUploadBlobRequestWithBody(c.Server, sha256, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UploadBlob Upload one file's content under its SHA-256; repeating it changes nothing.
+//
+// The body is the file's bytes, sent as `Content-Type:
+// application/octet-stream` (it may be streamed), or, for clients that
+// send only JSON (MCP tools), `{contentBase64}`. The server recomputes
+// the SHA-256 and refuses content that does not match the path
+// (`input:invalid`). Content is stored once however many organisations
+// upload it, and recorded as uploaded by yours. Uploading it again
+// succeeds and changes nothing, so an interrupted upload resumes by asking
+// find_missing_blobs again and sending what it still lists. At most
+// 26,214,400 bytes (25 MiB) of content; an announced Content-Length over
+// that is refused before any of the body is read.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/blobs/{sha256} (the `UploadBlob` operationId).
+func (c *Client) UploadBlob(ctx context.Context, sha256 Sha256Hex, body UploadBlobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUploadBlobRequest(c.Server, sha256, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListBundles List the organisation's bundles.
 //
 // Newest first, without their manifests.
@@ -963,6 +1105,14 @@ func (c *Client) ListBundles(ctx context.Context, params *ListBundlesParams, req
 
 // UploadAssetsWithBody Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
+// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+// content already uploaded: every file's SHA-256 must be present for your
+// organisation (find_missing_blobs says which are not; upload_blob sends
+// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
+// missing hashes. With `files` (up to 5,000), the content travels inline
+// as base64 in this one body. Send one form, not both. The same files give
+// the same bundle, whichever form carried them.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/bundles (the `UploadAssets` operationId).
@@ -980,11 +1130,73 @@ func (c *Client) UploadAssetsWithBody(ctx context.Context, params *UploadAssetsP
 
 // UploadAssets Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
+// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+// content already uploaded: every file's SHA-256 must be present for your
+// organisation (find_missing_blobs says which are not; upload_blob sends
+// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
+// missing hashes. With `files` (up to 5,000), the content travels inline
+// as base64 in this one body. Send one form, not both. The same files give
+// the same bundle, whichever form carried them.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/bundles (the `UploadAssets` operationId).
 func (c *Client) UploadAssets(ctx context.Context, params *UploadAssetsParams, body UploadAssetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUploadAssetsRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FindMissingBlobsWithBody Say which files of a manifest your organisation has not uploaded yet; stores nothing.
+//
+// The first step of a digest upload. The manifest lists every file of the
+// bundle to come, as (path, size, SHA-256), and is checked whole before any
+// content is sent: safe paths, sizes, at most 20,000 files, and the
+// organisation's bundle and storage quotas. `missing` lists, once each and
+// in manifest order, the hashes whose content your organisation has not
+// uploaded (content another organisation uploaded does not count). Send
+// each with upload_blob, then create the bundle with upload_assets and the
+// same manifest. After an interrupted upload, asking again lists only what
+// is still missing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/bundles/missing (the `FindMissingBlobs` operationId).
+func (c *Client) FindMissingBlobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFindMissingBlobsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FindMissingBlobs Say which files of a manifest your organisation has not uploaded yet; stores nothing.
+//
+// The first step of a digest upload. The manifest lists every file of the
+// bundle to come, as (path, size, SHA-256), and is checked whole before any
+// content is sent: safe paths, sizes, at most 20,000 files, and the
+// organisation's bundle and storage quotas. `missing` lists, once each and
+// in manifest order, the hashes whose content your organisation has not
+// uploaded (content another organisation uploaded does not count). Send
+// each with upload_blob, then create the bundle with upload_assets and the
+// same manifest. After an interrupted upload, asking again lists only what
+// is still missing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/bundles/missing (the `FindMissingBlobs` operationId).
+func (c *Client) FindMissingBlobs(ctx context.Context, body FindMissingBlobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFindMissingBlobsRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2508,6 +2720,53 @@ func NewCreateBillingSetupLinkRequestWithBody(server string, params *CreateBilli
 	return req, nil
 }
 
+// NewUploadBlobRequest calls the generic UploadBlob builder with application/json body
+func NewUploadBlobRequest(server string, sha256 Sha256Hex, body UploadBlobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUploadBlobRequestWithBody(server, sha256, "application/json", bodyReader)
+}
+
+// NewUploadBlobRequestWithBody constructs an http.Request for the UploadBlob method, with any body, and a specified content type
+func NewUploadBlobRequestWithBody(server string, sha256 Sha256Hex, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sha256", sha256, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/blobs/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListBundlesRequest constructs an http.Request for the ListBundles method
 func NewListBundlesRequest(server string, params *ListBundlesParams) (*http.Request, error) {
 	var err error
@@ -2613,6 +2872,46 @@ func NewUploadAssetsRequestWithBody(server string, params *UploadAssetsParams, c
 		}
 
 	}
+
+	return req, nil
+}
+
+// NewFindMissingBlobsRequest calls the generic FindMissingBlobs builder with application/json body
+func NewFindMissingBlobsRequest(server string, body FindMissingBlobsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewFindMissingBlobsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewFindMissingBlobsRequestWithBody constructs an http.Request for the FindMissingBlobs method, with any body, and a specified content type
+func NewFindMissingBlobsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/bundles/missing")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5266,6 +5565,42 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/billing/setup-link (the `CreateBillingSetupLink` operationId).
 	CreateBillingSetupLinkWithResponse(ctx context.Context, params *CreateBillingSetupLinkParams, body CreateBillingSetupLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBillingSetupLinkResponse, error)
 
+	// UploadBlobWithBodyWithResponse Upload one file's content under its SHA-256; repeating it changes nothing.
+	//
+	// The body is the file's bytes, sent as `Content-Type:
+	// application/octet-stream` (it may be streamed), or, for clients that
+	// send only JSON (MCP tools), `{contentBase64}`. The server recomputes
+	// the SHA-256 and refuses content that does not match the path
+	// (`input:invalid`). Content is stored once however many organisations
+	// upload it, and recorded as uploaded by yours. Uploading it again
+	// succeeds and changes nothing, so an interrupted upload resumes by asking
+	// find_missing_blobs again and sending what it still lists. At most
+	// 26,214,400 bytes (25 MiB) of content; an announced Content-Length over
+	// that is refused before any of the body is read.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/blobs/{sha256} (the `UploadBlob` operationId).
+	UploadBlobWithBodyWithResponse(ctx context.Context, sha256 Sha256Hex, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadBlobResponse, error)
+
+	// UploadBlobWithResponse Upload one file's content under its SHA-256; repeating it changes nothing.
+	//
+	// The body is the file's bytes, sent as `Content-Type:
+	// application/octet-stream` (it may be streamed), or, for clients that
+	// send only JSON (MCP tools), `{contentBase64}`. The server recomputes
+	// the SHA-256 and refuses content that does not match the path
+	// (`input:invalid`). Content is stored once however many organisations
+	// upload it, and recorded as uploaded by yours. Uploading it again
+	// succeeds and changes nothing, so an interrupted upload resumes by asking
+	// find_missing_blobs again and sending what it still lists. At most
+	// 26,214,400 bytes (25 MiB) of content; an announced Content-Length over
+	// that is refused before any of the body is read.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/blobs/{sha256} (the `UploadBlob` operationId).
+	UploadBlobWithResponse(ctx context.Context, sha256 Sha256Hex, body UploadBlobJSONRequestBody, reqEditors ...RequestEditorFn) (*UploadBlobResponse, error)
+
 	// ListBundlesWithResponse List the organisation's bundles.
 	//
 	// Newest first, without their manifests.
@@ -5277,6 +5612,14 @@ type ClientWithResponsesInterface interface {
 
 	// UploadAssetsWithBodyWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
+	// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// content already uploaded: every file's SHA-256 must be present for your
+	// organisation (find_missing_blobs says which are not; upload_blob sends
+	// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
+	// missing hashes. With `files` (up to 5,000), the content travels inline
+	// as base64 in this one body. Send one form, not both. The same files give
+	// the same bundle, whichever form carried them.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/bundles (the `UploadAssets` operationId).
@@ -5284,10 +5627,52 @@ type ClientWithResponsesInterface interface {
 
 	// UploadAssetsWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
+	// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// content already uploaded: every file's SHA-256 must be present for your
+	// organisation (find_missing_blobs says which are not; upload_blob sends
+	// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
+	// missing hashes. With `files` (up to 5,000), the content travels inline
+	// as base64 in this one body. Send one form, not both. The same files give
+	// the same bundle, whichever form carried them.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/bundles (the `UploadAssets` operationId).
 	UploadAssetsWithResponse(ctx context.Context, params *UploadAssetsParams, body UploadAssetsJSONRequestBody, reqEditors ...RequestEditorFn) (*UploadAssetsResponse, error)
+
+	// FindMissingBlobsWithBodyWithResponse Say which files of a manifest your organisation has not uploaded yet; stores nothing.
+	//
+	// The first step of a digest upload. The manifest lists every file of the
+	// bundle to come, as (path, size, SHA-256), and is checked whole before any
+	// content is sent: safe paths, sizes, at most 20,000 files, and the
+	// organisation's bundle and storage quotas. `missing` lists, once each and
+	// in manifest order, the hashes whose content your organisation has not
+	// uploaded (content another organisation uploaded does not count). Send
+	// each with upload_blob, then create the bundle with upload_assets and the
+	// same manifest. After an interrupted upload, asking again lists only what
+	// is still missing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/bundles/missing (the `FindMissingBlobs` operationId).
+	FindMissingBlobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FindMissingBlobsResponse, error)
+
+	// FindMissingBlobsWithResponse Say which files of a manifest your organisation has not uploaded yet; stores nothing.
+	//
+	// The first step of a digest upload. The manifest lists every file of the
+	// bundle to come, as (path, size, SHA-256), and is checked whole before any
+	// content is sent: safe paths, sizes, at most 20,000 files, and the
+	// organisation's bundle and storage quotas. `missing` lists, once each and
+	// in manifest order, the hashes whose content your organisation has not
+	// uploaded (content another organisation uploaded does not count). Send
+	// each with upload_blob, then create the bundle with upload_assets and the
+	// same manifest. After an interrupted upload, asking again lists only what
+	// is still missing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/bundles/missing (the `FindMissingBlobs` operationId).
+	FindMissingBlobsWithResponse(ctx context.Context, body FindMissingBlobsJSONRequestBody, reqEditors ...RequestEditorFn) (*FindMissingBlobsResponse, error)
 
 	// GetBundleWithResponse Read one bundle with its manifest.
 	//
@@ -6482,6 +6867,77 @@ func (r CreateBillingSetupLinkResponse) ContentType() string {
 	return ""
 }
 
+// UploadBlobResponse429Headers the declared response headers of an HTTP 429 response for UploadBlob
+type UploadBlobResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type UploadBlobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BlobEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UploadBlobResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UploadBlobResponse) GetJSON200() *BlobEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r UploadBlobResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UploadBlobResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r UploadBlobResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r UploadBlobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UploadBlobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UploadBlobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UploadBlobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListBundlesResponse429Headers the declared response headers of an HTTP 429 response for ListBundles
 type ListBundlesResponse429Headers struct {
 	RateLimit       *string
@@ -6618,6 +7074,77 @@ func (r UploadAssetsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UploadAssetsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// FindMissingBlobsResponse429Headers the declared response headers of an HTTP 429 response for FindMissingBlobs
+type FindMissingBlobsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type FindMissingBlobsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MissingBlobsEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *FindMissingBlobsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r FindMissingBlobsResponse) GetJSON200() *MissingBlobsEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r FindMissingBlobsResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r FindMissingBlobsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r FindMissingBlobsResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r FindMissingBlobsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r FindMissingBlobsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r FindMissingBlobsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r FindMissingBlobsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10207,6 +10734,54 @@ func (c *ClientWithResponses) CreateBillingSetupLinkWithResponse(ctx context.Con
 	return ParseCreateBillingSetupLinkResponse(rsp)
 }
 
+// UploadBlobWithBodyWithResponse Upload one file's content under its SHA-256; repeating it changes nothing.
+//
+// The body is the file's bytes, sent as `Content-Type:
+// application/octet-stream` (it may be streamed), or, for clients that
+// send only JSON (MCP tools), `{contentBase64}`. The server recomputes
+// the SHA-256 and refuses content that does not match the path
+// (`input:invalid`). Content is stored once however many organisations
+// upload it, and recorded as uploaded by yours. Uploading it again
+// succeeds and changes nothing, so an interrupted upload resumes by asking
+// find_missing_blobs again and sending what it still lists. At most
+// 26,214,400 bytes (25 MiB) of content; an announced Content-Length over
+// that is refused before any of the body is read.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/blobs/{sha256} (the `UploadBlob` operationId).
+func (c *ClientWithResponses) UploadBlobWithBodyWithResponse(ctx context.Context, sha256 Sha256Hex, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadBlobResponse, error) {
+	rsp, err := c.UploadBlobWithBody(ctx, sha256, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUploadBlobResponse(rsp)
+}
+
+// UploadBlobWithResponse Upload one file's content under its SHA-256; repeating it changes nothing.
+//
+// The body is the file's bytes, sent as `Content-Type:
+// application/octet-stream` (it may be streamed), or, for clients that
+// send only JSON (MCP tools), `{contentBase64}`. The server recomputes
+// the SHA-256 and refuses content that does not match the path
+// (`input:invalid`). Content is stored once however many organisations
+// upload it, and recorded as uploaded by yours. Uploading it again
+// succeeds and changes nothing, so an interrupted upload resumes by asking
+// find_missing_blobs again and sending what it still lists. At most
+// 26,214,400 bytes (25 MiB) of content; an announced Content-Length over
+// that is refused before any of the body is read.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/blobs/{sha256} (the `UploadBlob` operationId).
+func (c *ClientWithResponses) UploadBlobWithResponse(ctx context.Context, sha256 Sha256Hex, body UploadBlobJSONRequestBody, reqEditors ...RequestEditorFn) (*UploadBlobResponse, error) {
+	rsp, err := c.UploadBlob(ctx, sha256, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUploadBlobResponse(rsp)
+}
+
 // ListBundlesWithResponse List the organisation's bundles.
 //
 // Newest first, without their manifests.
@@ -10224,6 +10799,14 @@ func (c *ClientWithResponses) ListBundlesWithResponse(ctx context.Context, param
 
 // UploadAssetsWithBodyWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
+// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+// content already uploaded: every file's SHA-256 must be present for your
+// organisation (find_missing_blobs says which are not; upload_blob sends
+// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
+// missing hashes. With `files` (up to 5,000), the content travels inline
+// as base64 in this one body. Send one form, not both. The same files give
+// the same bundle, whichever form carried them.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/bundles (the `UploadAssets` operationId).
@@ -10237,6 +10820,14 @@ func (c *ClientWithResponses) UploadAssetsWithBodyWithResponse(ctx context.Conte
 
 // UploadAssetsWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
+// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+// content already uploaded: every file's SHA-256 must be present for your
+// organisation (find_missing_blobs says which are not; upload_blob sends
+// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
+// missing hashes. With `files` (up to 5,000), the content travels inline
+// as base64 in this one body. Send one form, not both. The same files give
+// the same bundle, whichever form carried them.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/bundles (the `UploadAssets` operationId).
@@ -10246,6 +10837,52 @@ func (c *ClientWithResponses) UploadAssetsWithResponse(ctx context.Context, para
 		return nil, err
 	}
 	return ParseUploadAssetsResponse(rsp)
+}
+
+// FindMissingBlobsWithBodyWithResponse Say which files of a manifest your organisation has not uploaded yet; stores nothing.
+//
+// The first step of a digest upload. The manifest lists every file of the
+// bundle to come, as (path, size, SHA-256), and is checked whole before any
+// content is sent: safe paths, sizes, at most 20,000 files, and the
+// organisation's bundle and storage quotas. `missing` lists, once each and
+// in manifest order, the hashes whose content your organisation has not
+// uploaded (content another organisation uploaded does not count). Send
+// each with upload_blob, then create the bundle with upload_assets and the
+// same manifest. After an interrupted upload, asking again lists only what
+// is still missing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/bundles/missing (the `FindMissingBlobs` operationId).
+func (c *ClientWithResponses) FindMissingBlobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FindMissingBlobsResponse, error) {
+	rsp, err := c.FindMissingBlobsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFindMissingBlobsResponse(rsp)
+}
+
+// FindMissingBlobsWithResponse Say which files of a manifest your organisation has not uploaded yet; stores nothing.
+//
+// The first step of a digest upload. The manifest lists every file of the
+// bundle to come, as (path, size, SHA-256), and is checked whole before any
+// content is sent: safe paths, sizes, at most 20,000 files, and the
+// organisation's bundle and storage quotas. `missing` lists, once each and
+// in manifest order, the hashes whose content your organisation has not
+// uploaded (content another organisation uploaded does not count). Send
+// each with upload_blob, then create the bundle with upload_assets and the
+// same manifest. After an interrupted upload, asking again lists only what
+// is still missing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/bundles/missing (the `FindMissingBlobs` operationId).
+func (c *ClientWithResponses) FindMissingBlobsWithResponse(ctx context.Context, body FindMissingBlobsJSONRequestBody, reqEditors ...RequestEditorFn) (*FindMissingBlobsResponse, error) {
+	rsp, err := c.FindMissingBlobs(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFindMissingBlobsResponse(rsp)
 }
 
 // GetBundleWithResponse Read one bundle with its manifest.
@@ -11728,6 +12365,80 @@ func ParseCreateBillingSetupLinkResponse(rsp *http.Response) (*CreateBillingSetu
 	return response, nil
 }
 
+// ParseUploadBlobResponse parses an HTTP response from a UploadBlobWithResponse call
+func ParseUploadBlobResponse(rsp *http.Response) (*UploadBlobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UploadBlobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BlobEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers UploadBlobResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListBundlesResponse parses an HTTP response from a ListBundlesWithResponse call
 func ParseListBundlesResponse(rsp *http.Response) (*ListBundlesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -11849,6 +12560,80 @@ func ParseUploadAssetsResponse(rsp *http.Response) (*UploadAssetsResponse, error
 	switch {
 	case rsp.StatusCode == 429:
 		var headers UploadAssetsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseFindMissingBlobsResponse parses an HTTP response from a FindMissingBlobsWithResponse call
+func ParseFindMissingBlobsResponse(rsp *http.Response) (*FindMissingBlobsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &FindMissingBlobsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MissingBlobsEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers FindMissingBlobsResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

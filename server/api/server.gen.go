@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/oapi-codegen/runtime"
 	. "github.com/pierhq/pier/models"
@@ -53,12 +54,18 @@ type ServerInterface interface {
 	// CreateBillingSetupLink Start a card flow for an existing account.
 	// (POST /v1/billing/setup-link)
 	CreateBillingSetupLink(w http.ResponseWriter, r *http.Request, params CreateBillingSetupLinkParams)
+	// UploadBlob Upload one file's content under its SHA-256; repeating it changes nothing.
+	// (PUT /v1/blobs/{sha256})
+	UploadBlob(w http.ResponseWriter, r *http.Request, sha256 Sha256Hex)
 	// ListBundles List the organisation's bundles.
 	// (GET /v1/bundles)
 	ListBundles(w http.ResponseWriter, r *http.Request, params ListBundlesParams)
 	// UploadAssets Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	// (POST /v1/bundles)
 	UploadAssets(w http.ResponseWriter, r *http.Request, params UploadAssetsParams)
+	// FindMissingBlobs Say which files of a manifest your organisation has not uploaded yet; stores nothing.
+	// (POST /v1/bundles/missing)
+	FindMissingBlobs(w http.ResponseWriter, r *http.Request)
 	// GetBundle Read one bundle with its manifest.
 	// (GET /v1/bundles/{id})
 	GetBundle(w http.ResponseWriter, r *http.Request, id ResourceId)
@@ -407,6 +414,32 @@ func (siw *ServerInterfaceWrapper) CreateBillingSetupLink(w http.ResponseWriter,
 	handler.ServeHTTP(w, r)
 }
 
+// UploadBlob operation middleware
+func (siw *ServerInterfaceWrapper) UploadBlob(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "sha256" -------------
+	var sha256 Sha256Hex
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sha256", r.PathValue("sha256"), &sha256, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sha256", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UploadBlob(w, r, sha256)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListBundles operation middleware
 func (siw *ServerInterfaceWrapper) ListBundles(w http.ResponseWriter, r *http.Request) {
 
@@ -472,6 +505,20 @@ func (siw *ServerInterfaceWrapper) UploadAssets(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.UploadAssets(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// FindMissingBlobs operation middleware
+func (siw *ServerInterfaceWrapper) FindMissingBlobs(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.FindMissingBlobs(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2523,6 +2570,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/.well-known/workflow-jwks.json", wrapper.GetWorkflowJwks)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/bundles", wrapper.ListBundles)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/bundles", wrapper.UploadAssets)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/bundles/missing", wrapper.FindMissingBlobs)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/blobs/{sha256}", wrapper.UploadBlob)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/projects/{id}/launch", wrapper.LaunchService)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/services", wrapper.ListServices)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/services/{id}", wrapper.GetService)
@@ -3291,6 +3340,84 @@ func (response CreateBillingSetupLinkdefaultJSONResponse) VisitCreateBillingSetu
 	return err
 }
 
+type UploadBlobRequestObject struct {
+	Sha256   Sha256Hex `json:"sha256"`
+	JSONBody *UploadBlobJSONRequestBody
+	Body     io.Reader
+}
+
+type UploadBlobResponseObject interface {
+	VisitUploadBlobResponse(w http.ResponseWriter) error
+}
+
+type UploadBlob200JSONResponse BlobEnvelope
+
+func (response UploadBlob200JSONResponse) VisitUploadBlobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UploadBlob406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response UploadBlob406JSONResponse) VisitUploadBlobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UploadBlob429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response UploadBlob429JSONResponse) VisitUploadBlobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UploadBlobdefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response UploadBlobdefaultJSONResponse) VisitUploadBlobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListBundlesRequestObject struct {
 	Params ListBundlesParams
 }
@@ -3433,6 +3560,82 @@ type UploadAssetsdefaultJSONResponse struct {
 }
 
 func (response UploadAssetsdefaultJSONResponse) VisitUploadAssetsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FindMissingBlobsRequestObject struct {
+	Body *FindMissingBlobsJSONRequestBody
+}
+
+type FindMissingBlobsResponseObject interface {
+	VisitFindMissingBlobsResponse(w http.ResponseWriter) error
+}
+
+type FindMissingBlobs200JSONResponse MissingBlobsEnvelope
+
+func (response FindMissingBlobs200JSONResponse) VisitFindMissingBlobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FindMissingBlobs406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response FindMissingBlobs406JSONResponse) VisitFindMissingBlobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FindMissingBlobs429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response FindMissingBlobs429JSONResponse) VisitFindMissingBlobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FindMissingBlobsdefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response FindMissingBlobsdefaultJSONResponse) VisitFindMissingBlobsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -7188,12 +7391,18 @@ type StrictServerInterface interface {
 	// CreateBillingSetupLink Start a card flow for an existing account.
 	// (POST /v1/billing/setup-link)
 	CreateBillingSetupLink(ctx context.Context, request CreateBillingSetupLinkRequestObject) (CreateBillingSetupLinkResponseObject, error)
+	// UploadBlob Upload one file's content under its SHA-256; repeating it changes nothing.
+	// (PUT /v1/blobs/{sha256})
+	UploadBlob(ctx context.Context, request UploadBlobRequestObject) (UploadBlobResponseObject, error)
 	// ListBundles List the organisation's bundles.
 	// (GET /v1/bundles)
 	ListBundles(ctx context.Context, request ListBundlesRequestObject) (ListBundlesResponseObject, error)
 	// UploadAssets Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	// (POST /v1/bundles)
 	UploadAssets(ctx context.Context, request UploadAssetsRequestObject) (UploadAssetsResponseObject, error)
+	// FindMissingBlobs Say which files of a manifest your organisation has not uploaded yet; stores nothing.
+	// (POST /v1/bundles/missing)
+	FindMissingBlobs(ctx context.Context, request FindMissingBlobsRequestObject) (FindMissingBlobsResponseObject, error)
 	// GetBundle Read one bundle with its manifest.
 	// (GET /v1/bundles/{id})
 	GetBundle(ctx context.Context, request GetBundleRequestObject) (GetBundleResponseObject, error)
@@ -7671,6 +7880,45 @@ func (sh *strictHandler) CreateBillingSetupLink(w http.ResponseWriter, r *http.R
 	}
 }
 
+// UploadBlob operation middleware
+func (sh *strictHandler) UploadBlob(w http.ResponseWriter, r *http.Request, sha256 Sha256Hex) {
+	var request UploadBlobRequestObject
+
+	request.Sha256 = sha256
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+
+		var body UploadBlobJSONRequestBody
+		if err := runtime.BindJSONBody(r, &body); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+		request.JSONBody = &body
+
+	}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/octet-stream") {
+		request.Body = r.Body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UploadBlob(ctx, request.(UploadBlobRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UploadBlob")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UploadBlobResponseObject); ok {
+		if err := validResponse.VisitUploadBlobResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListBundles operation middleware
 func (sh *strictHandler) ListBundles(w http.ResponseWriter, r *http.Request, params ListBundlesParams) {
 	var request ListBundlesRequestObject
@@ -7723,6 +7971,37 @@ func (sh *strictHandler) UploadAssets(w http.ResponseWriter, r *http.Request, pa
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(UploadAssetsResponseObject); ok {
 		if err := validResponse.VisitUploadAssetsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// FindMissingBlobs operation middleware
+func (sh *strictHandler) FindMissingBlobs(w http.ResponseWriter, r *http.Request) {
+	var request FindMissingBlobsRequestObject
+
+	var body FindMissingBlobsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.FindMissingBlobs(ctx, request.(FindMissingBlobsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "FindMissingBlobs")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(FindMissingBlobsResponseObject); ok {
+		if err := validResponse.VisitFindMissingBlobsResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

@@ -78,6 +78,8 @@ type route struct {
 	operation *openapi3.Operation
 	pathItem  *openapi3.PathItem
 	known     map[string]bool // query parameter names
+	// takesRaw: the body may also be raw bytes (application/octet-stream).
+	takesRaw bool
 }
 
 type opKey struct{}
@@ -140,6 +142,9 @@ func New(cfg Config) (*Handler, error) {
 			if p.Value.In == "query" {
 				rt.known[p.Value.Name] = true
 			}
+		}
+		if rb := rt.operation.RequestBody; rb != nil && rb.Value != nil && rb.Value.Content.Get(rawMedia) != nil {
+			rt.takesRaw = true
 		}
 		h.ops[op.ID] = rt
 		var next http.Handler

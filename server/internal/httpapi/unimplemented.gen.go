@@ -60,6 +60,10 @@ func (Unimplemented) ExportProject(ctx context.Context, request api.ExportProjec
 	return nil, notImplemented("export_project")
 }
 
+func (Unimplemented) FindMissingBlobs(ctx context.Context, request api.FindMissingBlobsRequestObject) (api.FindMissingBlobsResponseObject, error) {
+	return nil, notImplemented("find_missing_blobs")
+}
+
 func (Unimplemented) GetBundle(ctx context.Context, request api.GetBundleRequestObject) (api.GetBundleResponseObject, error) {
 	return nil, notImplemented("get_bundle")
 }
@@ -250,6 +254,10 @@ func (Unimplemented) TeardownService(ctx context.Context, request api.TeardownSe
 
 func (Unimplemented) UploadAssets(ctx context.Context, request api.UploadAssetsRequestObject) (api.UploadAssetsResponseObject, error) {
 	return nil, notImplemented("upload_assets")
+}
+
+func (Unimplemented) UploadBlob(ctx context.Context, request api.UploadBlobRequestObject) (api.UploadBlobResponseObject, error) {
+	return nil, notImplemented("upload_blob")
 }
 
 func (Unimplemented) WaitForMessage(ctx context.Context, request api.WaitForMessageRequestObject) (api.WaitForMessageResponseObject, error) {

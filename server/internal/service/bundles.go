@@ -27,12 +27,20 @@ func bundleSummary(b store.Bundle) models.BundleSummary {
 }
 
 // Bundle limits. The request body limit (x-body-limit) bounds the encoded
-// upload; these bound what it decodes to.
+// upload; these bound what it decodes to. A bundle made by digest (a
+// manifest of content uploaded one file at a time) may hold more files and
+// bytes than one whose content travels inline in one body.
 const (
-	MaxBundleFiles = 5000
-	MaxFileBytes   = 25 << 20
-	MaxBundleBytes = 48 << 20
+	MaxBundleFiles   = 5000
+	MaxManifestFiles = 20000
+	MaxFileBytes     = 25 << 20
+	MaxBundleBytes   = 48 << 20
+	MaxManifestBytes = 512 << 20
 )
+
+// maxMissingDetails bounds the hashes a blobs_missing refusal lists;
+// find_missing_blobs lists them all.
+const maxMissingDetails = 100
 
 // safePath accepts a relative slash-separated path with no empty, dot or
 // dot-dot segments, no backslashes and no control characters, and returns it
@@ -103,18 +111,275 @@ func (s *Bundles) Get(ctx context.Context, orgID, id string) (*models.BundleInfo
 	return out, []models.Action{actions.Tool("launch_service", "agent", map[string]any{"bundleId": b.ID, "target": "edge"})}, nil
 }
 
-// UploadAssets stores files content-addressed and records the bundle. It
-// launches nothing.
-func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req models.UploadAssetsRequest) (*models.Bundle, []models.Action, error) {
-	proj, err := s.store.Projects().Get(ctx, p.OrgID, req.ProjectId)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, projectNotFound(req.ProjectId)
+// manifestFiles checks a digest manifest whole, before any content
+// arrives: at most MaxManifestFiles files, safe and distinct paths, sizes
+// within the limits. It returns the files sorted by path, their total size
+// and the distinct hashes in manifest order.
+func manifestFiles(manifest []models.ManifestFile) ([]site.File, int64, []string, error) {
+	if len(manifest) > MaxManifestFiles {
+		return nil, 0, nil, apierr.Newf("input:invalid", "a bundle holds at most %d files; this manifest lists %d", MaxManifestFiles, len(manifest)).
+			WithDetails(models.FieldProblem{Field: "body.manifest", Problem: fmt.Sprintf("more than %d items", MaxManifestFiles)})
 	}
+	if len(manifest) == 0 {
+		return nil, 0, nil, apierr.New("input:invalid", "the manifest lists no file").
+			WithDetails(models.FieldProblem{Field: "body.manifest", Problem: "empty"})
+	}
+	files := make([]site.File, 0, len(manifest))
+	var shas []string
+	seenPath := make(map[string]bool, len(manifest))
+	seenSHA := make(map[string]bool, len(manifest))
+	var total int64
+	var problems []models.FieldProblem
+	for i, f := range manifest {
+		field := fmt.Sprintf("body.manifest.%d", i)
+		if err := safePath(f.Path); err != nil {
+			problems = append(problems, models.FieldProblem{Field: field + ".path", Problem: err.Error()})
+			continue
+		}
+		if seenPath[f.Path] {
+			problems = append(problems, models.FieldProblem{Field: field + ".path", Problem: "duplicate path " + f.Path})
+			continue
+		}
+		seenPath[f.Path] = true
+		if !isSHA256(f.Sha256) {
+			problems = append(problems, models.FieldProblem{Field: field + ".sha256", Problem: "not 64 lowercase hex digits"})
+			continue
+		}
+		if f.Size < 0 || f.Size > MaxFileBytes {
+			problems = append(problems, models.FieldProblem{Field: field + ".size", Problem: fmt.Sprintf("not between 0 and %d bytes", MaxFileBytes)})
+			continue
+		}
+		total += int64(f.Size)
+		ctype := site.ContentType(f.Path)
+		if f.ContentType != nil && *f.ContentType != "" {
+			ctype = *f.ContentType
+		}
+		files = append(files, site.File{Path: f.Path, SHA256: f.Sha256, Size: int64(f.Size), ContentType: ctype})
+		if !seenSHA[f.Sha256] {
+			seenSHA[f.Sha256] = true
+			shas = append(shas, f.Sha256)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, 0, nil, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
+	}
+	if total > MaxManifestBytes {
+		return nil, 0, nil, apierr.Newf("input:body_too_large", "the manifest adds up to %d bytes; a bundle holds at most %d", total, MaxManifestBytes).
+			WithDetails(models.FieldProblem{Field: "body.manifest", Problem: fmt.Sprintf("more than %d bytes", MaxManifestBytes)})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, total, shas, nil
+}
+
+func isSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// missingFor answers which of a manifest's hashes the organisation has not
+// uploaded (or are no longer stored), in manifest order, with what they
+// weigh, from one query. A hash whose stored content has another size than
+// the manifest says is refused: the sizes are what quotas count.
+func (s *Bundles) missingFor(ctx context.Context, orgID string, files []site.File, shas []string) ([]string, int64, error) {
+	sizes, err := s.store.Bundles().OrgBlobSizes(ctx, orgID, shas)
+	if err != nil {
+		return nil, 0, apierr.Internal(err)
+	}
+	want := make(map[string]int64, len(shas))
+	for _, f := range files {
+		if size, ok := sizes[f.SHA256]; ok && size != f.Size {
+			return nil, 0, apierr.Newf("input:invalid", "%s: the manifest says %d bytes, but the content with that SHA-256 has %d", f.Path, f.Size, size).
+				WithDetails(models.FieldProblem{Field: "body.manifest", Problem: fmt.Sprintf("%s: size %d, content %d bytes", f.Path, f.Size, size)})
+		}
+		want[f.SHA256] = f.Size
+	}
+	var missing []string
+	var bytes int64
+	for _, sha := range shas {
+		if _, ok := sizes[sha]; !ok {
+			missing = append(missing, sha)
+			bytes += want[sha]
+		}
+	}
+	return missing, bytes, nil
+}
+
+// uploadSteps are the actions after a digest check: upload the first
+// missing hash (the others the same way), then create the bundle.
+func uploadSteps(projectID string, missing []string) []models.Action {
+	create := actions.ToolAction("upload_assets", "agent", map[string]any{"projectId": projectID})
+	create.MissingArguments = &[]string{"manifest"}
+	if len(missing) == 0 {
+		return []models.Action{actions.Wrap(create)}
+	}
+	upload := actions.ToolAction("upload_blob", "agent", map[string]any{"sha256": missing[0]})
+	upload.Id = ptr("upload_blobs")
+	create.After = &[]string{"upload_blobs"}
+	return []models.Action{actions.Wrap(upload), actions.Wrap(create)}
+}
+
+func (s *Bundles) project(ctx context.Context, orgID, id string) (store.Project, error) {
+	proj, err := s.store.Projects().Get(ctx, orgID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return proj, projectNotFound(id)
+	}
+	if err != nil {
+		return proj, apierr.Internal(err)
+	}
+	return proj, nil
+}
+
+// FindMissingBlobs checks a manifest whole and answers which of its hashes
+// the organisation has still to upload. It stores nothing.
+func (s *Bundles) FindMissing(ctx context.Context, p *auth.Principal, req models.FindMissingBlobsRequest) (*models.MissingBlobs, []models.Action, error) {
+	if _, err := s.project(ctx, p.OrgID, req.ProjectId); err != nil {
+		return nil, nil, err
+	}
+	files, total, shas, err := manifestFiles(req.Manifest)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.projects.checkBundleQuota(ctx, p.OrgID, total); err != nil {
+		return nil, nil, err
+	}
+	missing, bytes, err := s.missingFor(ctx, p.OrgID, files, shas)
+	if err != nil {
+		return nil, nil, err
+	}
+	if missing == nil {
+		missing = []string{}
+	}
+	out := &models.MissingBlobs{Missing: missing, MissingBytes: int(bytes), FileCount: len(files), TotalBytes: int(total)}
+	return out, uploadSteps(req.ProjectId, missing), nil
+}
+
+// UploadBlob stores one file's content under its SHA-256, once, and
+// records that the organisation uploaded it. Uploading it again is a
+// success that changes nothing.
+func (s *Bundles) UploadBlob(ctx context.Context, p *auth.Principal, sha string, data []byte) (*models.Blob, []models.Action, error) {
+	if !isSHA256(sha) {
+		return nil, nil, apierr.New("input:invalid", "the path must name a SHA-256 in 64 lowercase hex digits").
+			WithDetails(models.FieldProblem{Field: "path.sha256", Problem: "not 64 lowercase hex digits"})
+	}
+	if len(data) > MaxFileBytes {
+		return nil, nil, apierr.Newf("input:body_too_large", "the content is %d bytes; a file holds at most %d", len(data), MaxFileBytes).
+			WithDetails(models.FieldProblem{Field: "body", Problem: fmt.Sprintf("larger than %d bytes", MaxFileBytes)})
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != sha {
+		return nil, nil, apierr.Newf("input:invalid", "the content's SHA-256 is %s, not %s as the path says; nothing was stored", got, sha).
+			WithDetails(models.FieldProblem{Field: "body", Problem: fmt.Sprintf("SHA-256 %s (%d bytes) does not match the path", got, len(data))})
+	}
+	had, err := s.store.Bundles().PutOrgBlob(ctx, p.OrgID, sha, data, s.Now())
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	if len(req.Files) > MaxBundleFiles {
-		return nil, nil, apierr.Newf("input:invalid", "a bundle holds at most %d files", MaxBundleFiles)
+	next := actions.ToolNeeding("upload_assets", "agent", nil, "manifest")
+	return &models.Blob{Sha256: sha, Size: len(data), AlreadyUploaded: had}, []models.Action{next}, nil
+}
+
+// UploadAssets records a bundle. With a manifest, its content must have
+// been uploaded by the organisation (find_missing_blobs, upload_blob); with
+// files, the content comes inline and is stored content-addressed. It
+// launches nothing.
+func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req models.UploadAssetsRequest) (*models.Bundle, []models.Action, error) {
+	proj, err := s.project(ctx, p.OrgID, req.ProjectId)
+	if err != nil {
+		return nil, nil, err
+	}
+	var manifest []site.File
+	var total int64
+	var newBlobs *int
+	switch {
+	case req.Manifest != nil && req.Files != nil:
+		return nil, nil, apierr.New("input:invalid", "send either manifest (content uploaded by digest) or files (content inline), not both").
+			WithDetails(models.FieldProblem{Field: "body.files", Problem: "not allowed with manifest"})
+	case req.Manifest != nil:
+		files, sum, shas, err := manifestFiles(*req.Manifest)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := s.projects.checkBundleQuota(ctx, p.OrgID, sum); err != nil {
+			return nil, nil, err
+		}
+		missing, _, err := s.missingFor(ctx, p.OrgID, files, shas)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(missing) > 0 {
+			return nil, nil, blobsMissing(req.ProjectId, "body.manifest", missing,
+				fmt.Sprintf("%d of the manifest's %d distinct contents are not uploaded by your organisation; upload them with upload_blob, then send this again", len(missing), len(shas)))
+		}
+		manifest, total = files, sum
+	case req.Files != nil:
+		files, sum, n, err := s.storeInline(ctx, p, *req.Files)
+		if err != nil {
+			return nil, nil, err
+		}
+		manifest, total, newBlobs = files, sum, &n
+	default:
+		return nil, nil, apierr.New("input:invalid", "send manifest (content uploaded by digest: find_missing_blobs, upload_blob) or files (content inline)",
+			actions.Tool("find_missing_blobs", "agent", map[string]any{"projectId": req.ProjectId})).
+			WithDetails(models.FieldProblem{Field: "body.manifest", Problem: "missing"})
+	}
+
+	now := s.Now()
+	mj, _ := json.Marshal(manifest)
+	sum := sha256.Sum256(mj)
+	b, created, err := s.store.Bundles().Put(ctx, store.Bundle{ID: auth.ID("bnd"), OrgID: p.OrgID, SHA256: hex.EncodeToString(sum[:]),
+		FileCount: len(manifest), TotalBytes: total, Manifest: string(mj), CreatedAt: now.UTC()})
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	if created {
+		err = s.store.InTx(ctx, func(tx *store.Tx) error {
+			_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "upload_assets", ObjectType: "bundle", ObjectID: b.ID,
+				Details: map[string]any{"sha256": b.SHA256, "files": b.FileCount, "bytes": b.TotalBytes}}, now)
+			return err
+		})
+		if err != nil {
+			return nil, nil, apierr.Internal(err)
+		}
+	}
+	m := s.Mutation("upload_assets", nil, []models.ResourceRef{{Type: "bundle", Id: b.ID}}, nil, remaining(proj))
+	out := &models.Bundle{BundleId: b.ID, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), Sha256: b.SHA256,
+		Deduplicated: ptr(!created), NewBlobs: newBlobs, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
+	next := []models.Action{
+		actions.Tool("launch_service", "agent", map[string]any{"id": proj.ID, "bundleId": b.ID, "target": "edge"}),
+	}
+	return out, next, nil
+}
+
+// blobsMissing is the refusal of a bundle whose content is not all there,
+// listing (up to a bound) the hashes to upload.
+func blobsMissing(projectID, field string, missing []string, msg string) *apierr.Error {
+	e := apierr.New("conflict:blobs_missing", msg)
+	for i, sha := range missing {
+		if i == maxMissingDetails {
+			e = e.WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("and %d more; find_missing_blobs lists them all", len(missing)-i)})
+			break
+		}
+		e = e.WithDetails(models.FieldProblem{Field: field, Problem: "missing " + sha})
+	}
+	check := actions.ToolAction("find_missing_blobs", "agent", map[string]any{"projectId": projectID})
+	upload := actions.ToolAction("upload_blob", "agent", map[string]any{"sha256": missing[0]})
+	return e.WithActions(actions.Wrap(check), actions.Wrap(upload))
+}
+
+// storeInline decodes inline files, stores their content and records it
+// as the organisation's. It returns the manifest sorted by path, the total
+// size and how many contents the organisation had not uploaded before.
+func (s *Bundles) storeInline(ctx context.Context, p *auth.Principal, in []models.AssetFile) ([]site.File, int64, int, error) {
+	if len(in) > MaxBundleFiles {
+		return nil, 0, 0, apierr.Newf("input:invalid", "a bundle sent inline holds at most %d files; send a manifest (find_missing_blobs, upload_blob) for up to %d", MaxBundleFiles, MaxManifestFiles).
+			WithActions(actions.ToolNeeding("find_missing_blobs", "agent", nil))
 	}
 	type decoded struct {
 		file site.File
@@ -124,7 +389,7 @@ func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req models.Uplo
 	var total int64
 	seen := map[string]bool{}
 	var problems []models.FieldProblem
-	for i, f := range req.Files {
+	for i, f := range in {
 		field := fmt.Sprintf("body.files.%d", i)
 		if err := safePath(f.Path); err != nil {
 			problems = append(problems, models.FieldProblem{Field: field + ".path", Problem: err.Error()})
@@ -153,54 +418,27 @@ func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req models.Uplo
 		files = append(files, decoded{site.File{Path: f.Path, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), ContentType: ctype}, data})
 	}
 	if len(problems) > 0 {
-		return nil, nil, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
+		return nil, 0, 0, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
 	}
 	if total > MaxBundleBytes {
-		return nil, nil, apierr.Newf("input:body_too_large", "the bundle decodes to %d bytes; the limit is %d", total, MaxBundleBytes)
+		return nil, 0, 0, apierr.Newf("input:body_too_large", "the bundle decodes to %d bytes; the limit is %d", total, MaxBundleBytes)
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].file.Path < files[j].file.Path })
 	if err := s.projects.checkBundleQuota(ctx, p.OrgID, total); err != nil {
-		return nil, nil, err
+		return nil, 0, 0, err
 	}
-
 	now := s.Now()
 	manifest := make([]site.File, 0, len(files))
 	newBlobs := 0
 	for _, f := range files {
-		has, err := s.store.Bundles().HasBlob(ctx, f.file.SHA256)
+		had, err := s.store.Bundles().PutOrgBlob(ctx, p.OrgID, f.file.SHA256, f.data, now)
 		if err != nil {
-			return nil, nil, apierr.Internal(err)
+			return nil, 0, 0, apierr.Internal(err)
 		}
-		if !has {
-			if err := s.store.Bundles().PutBlob(ctx, f.file.SHA256, f.data, now); err != nil {
-				return nil, nil, apierr.Internal(err)
-			}
+		if !had {
 			newBlobs++
 		}
 		manifest = append(manifest, f.file)
 	}
-	mj, _ := json.Marshal(manifest)
-	sum := sha256.Sum256(mj)
-	b, created, err := s.store.Bundles().Put(ctx, store.Bundle{ID: auth.ID("bnd"), OrgID: p.OrgID, SHA256: hex.EncodeToString(sum[:]),
-		FileCount: len(manifest), TotalBytes: total, Manifest: string(mj), CreatedAt: now.UTC()})
-	if err != nil {
-		return nil, nil, apierr.Internal(err)
-	}
-	if created {
-		err = s.store.InTx(ctx, func(tx *store.Tx) error {
-			_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "upload_assets", ObjectType: "bundle", ObjectID: b.ID,
-				Details: map[string]any{"sha256": b.SHA256, "files": b.FileCount, "bytes": b.TotalBytes}}, now)
-			return err
-		})
-		if err != nil {
-			return nil, nil, apierr.Internal(err)
-		}
-	}
-	m := s.Mutation("upload_assets", nil, []models.ResourceRef{{Type: "bundle", Id: b.ID}}, nil, remaining(proj))
-	out := &models.Bundle{BundleId: b.ID, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), Sha256: b.SHA256,
-		Deduplicated: ptr(!created), NewBlobs: ptr(newBlobs), Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
-	next := []models.Action{
-		actions.Tool("launch_service", "agent", map[string]any{"id": proj.ID, "bundleId": b.ID, "target": "edge"}),
-	}
-	return out, next, nil
+	return manifest, total, newBlobs, nil
 }

@@ -472,6 +472,14 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 	} else if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
+	// Every file the bundle names must still be stored: a launch that
+	// would serve 503s for lost content is refused before anything starts.
+	if missing, err := s.store.Bundles().BundleMissingBlobs(ctx, p.OrgID, bundle.ID); err != nil {
+		return nil, nil, apierr.Internal(err)
+	} else if len(missing) > 0 {
+		return nil, nil, blobsMissing(projectID, "body.bundleId", missing, fmt.Sprintf("%d of bundle %s's contents are no longer stored; upload them again with upload_blob (find_missing_blobs with the bundle's manifest lists them), then launch again",
+			len(missing), bundle.ID))
+	}
 	spec, err := s.launchSpec(ctx, projectID, req, bundle)
 	if err != nil {
 		return nil, nil, err

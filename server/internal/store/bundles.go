@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -63,6 +66,246 @@ func (db Bundles) Blob(ctx context.Context, sha string) ([]byte, error) {
 		return db.store.objects.Get(ctx, sha)
 	}
 	return b, err
+}
+
+// PutOrgBlob stores content as PutBlob does and records that the
+// organisation uploaded it, in one transaction. It reports whether the
+// organisation had uploaded that content before and it was still stored;
+// whether another organisation has it is never told, and the content is
+// written either way, so the call takes the same path.
+func (db Bundles) PutOrgBlob(ctx context.Context, orgID, sha string, data []byte, now time.Time) (bool, error) {
+	body := data
+	if o := db.store.objects; o != nil && len(data) > 0 {
+		if err := o.Put(ctx, sha, data); err != nil {
+			return false, err
+		}
+		body = []byte{}
+	}
+	if db.tx == nil {
+		for _, q := range []string{insertBlob, insertOrgBlob} {
+			if _, err := db.store.prepared(ctx, q); err != nil {
+				return false, err
+			}
+		}
+	}
+	w := &blobWrite{orgID: orgID, sha: sha, size: len(data), body: body, at: now.UnixMicro()}
+	if db.tx != nil || db.store.engine != SQLite {
+		err := db.atomically(ctx, func(tx *Tx) error { return w.apply(ctx, tx.Bundles()) })
+		return w.had, err
+	}
+	err := db.store.blobWrites.write(ctx, db.store, w)
+	return w.had, err
+}
+
+// A digest upload writes these once per file: they are prepared once (see
+// execPrepared), before the transaction that runs them.
+const (
+	insertBlob    = `INSERT INTO blobs (sha256, size, data, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (sha256) DO NOTHING`
+	insertOrgBlob = `INSERT INTO org_blobs (org_id, sha256, size, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (org_id, sha256) DO NOTHING`
+)
+
+// blobWrite is one PutOrgBlob.
+type blobWrite struct {
+	orgID, sha string
+	size       int
+	body       []byte
+	at         int64
+	had        bool
+	err        error
+	done       chan struct{}
+}
+
+func (w *blobWrite) apply(ctx context.Context, db Bundles) error {
+	stored, err := db.execPrepared(ctx, insertBlob, w.sha, w.size, w.body, w.at)
+	if err != nil {
+		return err
+	}
+	recorded, err := db.execPrepared(ctx, insertOrgBlob, w.orgID, w.sha, w.size, w.at)
+	if err != nil {
+		return err
+	}
+	// The organisation had it when its record was there and so was the
+	// content (content lost from storage counts as not had).
+	newBlob, _ := stored.RowsAffected()
+	newRecord, _ := recorded.RowsAffected()
+	w.had = newBlob == 0 && newRecord == 0
+	return nil
+}
+
+// groupCommit commits concurrent blob writes together on SQLite. SQLite
+// has one writer at a time, and a digest upload sends many small files in
+// parallel: one transaction each would queue them on the write lock, one
+// commit after another, where a loser sleeps for milliseconds before
+// trying again. Instead the first writer to arrive commits what is
+// waiting, then what arrived meanwhile, until nothing is left; each
+// caller returns once its own write is committed.
+type groupCommit struct {
+	mu      sync.Mutex
+	pending []*blobWrite
+	leading bool
+}
+
+// maxGroup bounds one transaction's writes.
+const maxGroup = 64
+
+func (g *groupCommit) write(ctx context.Context, s *Store, w *blobWrite) error {
+	w.done = make(chan struct{})
+	g.mu.Lock()
+	g.pending = append(g.pending, w)
+	if g.leading {
+		g.mu.Unlock()
+		select {
+		case <-w.done:
+			return w.err
+		case <-ctx.Done():
+			// The write still happens; only the wait ends.
+			return ctx.Err()
+		}
+	}
+	g.leading = true
+	for len(g.pending) > 0 {
+		batch := g.pending[:min(len(g.pending), maxGroup)]
+		g.pending = g.pending[len(batch):]
+		g.mu.Unlock()
+		s.commitGroup(context.WithoutCancel(ctx), batch)
+		g.mu.Lock()
+	}
+	g.pending = nil
+	g.leading = false
+	g.mu.Unlock()
+	<-w.done
+	return w.err
+}
+
+// commitGroup writes a batch in one transaction; if that fails, each
+// write alone, so that one bad write fails only its own caller.
+func (s *Store) commitGroup(ctx context.Context, batch []*blobWrite) {
+	finish := func(w *blobWrite, err error) {
+		w.err = err
+		close(w.done)
+	}
+	err := s.InTx(ctx, func(tx *Tx) error {
+		for _, w := range batch {
+			if err := w.apply(ctx, tx.Bundles()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil || len(batch) == 1 {
+		for _, w := range batch {
+			finish(w, err)
+		}
+		return
+	}
+	for _, w := range batch {
+		finish(w, s.InTx(ctx, func(tx *Tx) error { return w.apply(ctx, tx.Bundles()) }))
+	}
+}
+
+// jsonList is a FROM item that unpacks one parameter, a JSON array of
+// strings, into rows with a column named value: one statement for any
+// number of hashes, without a placeholder per hash.
+func (db Bundles) jsonList() string {
+	if db.store.engine == Postgres {
+		return `jsonb_array_elements_text(CAST(CAST(? AS text) AS jsonb)) AS j(value)`
+	}
+	return `json_each(?) AS j`
+}
+
+// OrgBlobSizes returns, for the hashes among shas that the organisation
+// has uploaded and that are still stored, their sizes: the digest
+// upload's answer to "what is missing", in one query. Hashes another
+// organisation uploaded do not count.
+func (db Bundles) OrgBlobSizes(ctx context.Context, orgID string, shas []string) (map[string]int64, error) {
+	// In key order, the lookups walk the indexes' pages in order.
+	list, err := json.Marshal(slices.Sorted(slices.Values(shas)))
+	if err != nil {
+		return nil, err
+	}
+	// The size is the organisation's record's, and the content's
+	// existence is read from the blobs' key alone: no blob row is read.
+	// CROSS JOIN keeps the list as the outer loop on SQLite, whose planner
+	// cannot size a json_each and may otherwise scan org_blobs once per
+	// hash.
+	rows, err := db.ex.QueryContext(ctx, db.q(`SELECT o.sha256, o.size FROM `+db.jsonList()+` CROSS JOIN org_blobs o
+		WHERE o.org_id = ? AND o.sha256 = j.value AND EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = j.value)`), string(list), orgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]int64, len(shas))
+	for rows.Next() {
+		var sha string
+		var size int64
+		if err := rows.Scan(&sha, &size); err != nil {
+			return nil, err
+		}
+		out[sha] = size
+	}
+	return out, rows.Err()
+}
+
+// MissingBlobs returns the hashes among shas whose content is not stored,
+// in one query, in the order given.
+func (db Bundles) MissingBlobs(ctx context.Context, shas []string) ([]string, error) {
+	list, err := json.Marshal(slices.Sorted(slices.Values(shas)))
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.ex.QueryContext(ctx, db.q(`SELECT j.value FROM `+db.jsonList()+`
+		WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = j.value)`), string(list))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	missing := map[string]bool{}
+	for rows.Next() {
+		var sha string
+		if err := rows.Scan(&sha); err != nil {
+			return nil, err
+		}
+		missing[sha] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range shas {
+		if missing[s] {
+			out = append(out, s)
+			delete(missing, s)
+		}
+	}
+	return out, nil
+}
+
+// BundleMissingBlobs returns the hashes a bundle's manifest names whose
+// content is no longer stored (an object store that lost objects, a row
+// deleted by hand), sorted, in one query whatever the bundle's size.
+func (db Bundles) BundleMissingBlobs(ctx context.Context, orgID, bundleID string) ([]string, error) {
+	query := `SELECT DISTINCT json_extract(f.value, '$.sha256') AS sha FROM bundles bd, json_each(bd.manifest) AS f
+		WHERE bd.org_id = ? AND bd.id = ? AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = json_extract(f.value, '$.sha256'))
+		ORDER BY sha`
+	if db.store.engine == Postgres {
+		query = `SELECT DISTINCT f.value->>'sha256' AS sha FROM bundles bd, jsonb_array_elements(CAST(bd.manifest AS jsonb)) AS f(value)
+		WHERE bd.org_id = ? AND bd.id = ? AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = f.value->>'sha256')
+		ORDER BY sha`
+	}
+	rows, err := db.ex.QueryContext(ctx, db.q(query), orgID, bundleID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var sha string
+		if err := rows.Scan(&sha); err != nil {
+			return nil, err
+		}
+		out = append(out, sha)
+	}
+	return out, rows.Err()
 }
 
 // HasBlob reports whether content is stored.

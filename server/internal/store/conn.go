@@ -33,6 +33,30 @@ func (c conn) forUpdate() string {
 	return ""
 }
 
+// execPrepared runs a statement prepared once for the store (and once per
+// connection by database/sql), for the few statements that run once per
+// item of a large request: parsing and planning them again each time
+// costs as much as running them.
+//
+// Preparing on the database takes a connection of its own, which a
+// transaction must not wait for (the pool may be all transactions waiting
+// the same way): callers prepare before their transaction (prepare), and
+// inside one a statement not yet prepared runs unprepared.
+func (c conn) execPrepared(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if c.tx != nil {
+		v, ok := c.store.stmts.Load(query)
+		if !ok {
+			return c.ex.ExecContext(ctx, c.q(query), args...)
+		}
+		return c.tx.tx.StmtContext(ctx, v.(*sql.Stmt)).ExecContext(ctx, args...)
+	}
+	st, err := c.store.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
 // atomically runs fn in the surrounding transaction, or in a new one.
 func (c conn) atomically(ctx context.Context, fn func(tx *Tx) error) error {
 	if c.tx != nil {

@@ -88,6 +88,12 @@ type Store struct {
 
 	rewrites     sync.Map // query text → the engine's text
 	rewriteCount atomic.Int64
+
+	// blobWrites commits this process's concurrent blob writes together
+	// on SQLite.
+	blobWrites groupCommit
+	// stmts holds the statements prepared once (execPrepared), by query.
+	stmts sync.Map
 }
 
 // ObjectStore keeps blob bodies outside the database (S3 and the like);
@@ -180,6 +186,23 @@ func (s *Store) q(query string) string {
 }
 
 const maxRewrites = 4096
+
+// prepared returns the statement for query, prepared on first use. Only a
+// fixed set of queries comes here, so the map stays small.
+func (s *Store) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	if v, ok := s.stmts.Load(query); ok {
+		return v.(*sql.Stmt), nil
+	}
+	st, err := s.db.PrepareContext(context.WithoutCancel(ctx), s.q(query))
+	if err != nil {
+		return nil, err
+	}
+	if v, loaded := s.stmts.LoadOrStore(query, st); loaded {
+		st.Close()
+		return v.(*sql.Stmt), nil
+	}
+	return st, nil
+}
 
 func dollarPlaceholders(query string) string {
 	var b strings.Builder

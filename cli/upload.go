@@ -1,0 +1,257 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pierhq/pier/sdk"
+)
+
+// uploadParallelism is how many files a digest upload sends at once.
+const uploadParallelism = 4
+
+// siteFile is one file of a directory to upload: where it is on disk and
+// its manifest entry.
+type siteFile struct {
+	abs   string
+	entry sdk.ManifestFile
+}
+
+// readSite walks a directory into manifest entries, hashing every file as
+// it streams by, so no file is held in memory. Hidden files and folders
+// are left out, except .well-known.
+func readSite(dir string) ([]siteFile, error) {
+	var files []siteFile
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if rel != "." && strings.HasPrefix(name, ".") && name != ".well-known" {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !d.Type().IsRegular() {
+			return nil
+		}
+		files = append(files, siteFile{abs: path, entry: sdk.ManifestFile{Path: filepath.ToSlash(rel)}})
+		return nil
+	})
+	if err == nil && len(files) == 0 {
+		err = fmt.Errorf("%s holds no files to upload", dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Hash on every core: reading thousands of small files is mostly
+	// waiting on the file system.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, len(files))
+	for range max(2, min(runtime.NumCPU(), 8)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(files) {
+					return
+				}
+				sum, size, err := hashFile(files[i].abs)
+				files[i].entry.Sha256, files[i].entry.Size, errs[i] = sum, int(size), err
+			}
+		}()
+	}
+	wg.Wait()
+	return files, errors.Join(errs...)
+}
+
+func hashFile(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// uploadStats says what a digest upload sent.
+type uploadStats struct {
+	files, uploaded int
+	uploadedBytes   int64
+}
+
+// uploadDir uploads a directory as a bundle by digest: it hashes the files
+// locally, asks the server which contents it lacks for the organisation,
+// streams only those (uploadParallelism at a time), then creates the
+// bundle from the manifest. A run after an interruption sends only what
+// is still missing.
+func uploadDir(ctx context.Context, f *Factory, p *progress, dir, project string) (*sdk.BundleEnvelope, uploadStats, error) {
+	var st uploadStats
+	files, err := readSite(dir)
+	if err != nil {
+		return nil, st, usageErrorf("pier bundles upload", "%v", err)
+	}
+	st.files = len(files)
+	c, err := f.Client()
+	if err != nil {
+		return nil, st, err
+	}
+	manifest := make([]sdk.ManifestFile, len(files))
+	bySHA := make(map[string]siteFile, len(files))
+	for i, sf := range files {
+		manifest[i] = sf.entry
+		if _, ok := bySHA[sf.entry.Sha256]; !ok {
+			bySHA[sf.entry.Sha256] = sf
+		}
+	}
+	// Content can go missing between the check and the bundle (an
+	// object store losing it): the refusal names it, and a second round
+	// sends it.
+	for round := 0; ; round++ {
+		m, err := c.FindMissingBlobs(ctx, sdk.FindMissingBlobsJSONRequestBody{ProjectId: project, Manifest: manifest})
+		if err != nil {
+			return nil, st, err
+		}
+		todo := make([]siteFile, 0, len(m.Data.Missing))
+		for _, sha := range m.Data.Missing {
+			sf, ok := bySHA[sha]
+			if !ok {
+				return nil, st, fmt.Errorf("the server asked for content %s, which no file in %s has", sha, dir)
+			}
+			todo = append(todo, sf)
+		}
+		n, bytes, err := uploadFiles(ctx, c, p, todo, int64(m.Data.MissingBytes))
+		st.uploaded += n
+		st.uploadedBytes += bytes
+		if err != nil {
+			return nil, st, err
+		}
+		b, err := c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
+		var e *sdk.Error
+		if round < 2 && errors.As(err, &e) && e.BlockedBy == "conflict:blobs_missing" {
+			continue
+		}
+		return b, st, err
+	}
+}
+
+// uploadFiles streams files to upload_blob, uploadParallelism at a time,
+// and stops at the first failure. It reports what it sent.
+func uploadFiles(ctx context.Context, c *sdk.Client, p *progress, files []siteFile, total int64) (int, int64, error) {
+	if len(files) == 0 {
+		return 0, 0, nil
+	}
+	if p != nil && !p.tty {
+		p.step(fmt.Sprintf("uploading %s (%s)", plural(len(files), "file"), humanBytes(total)))
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	work := make(chan siteFile)
+	type result struct {
+		size int64
+		err  error
+	}
+	results := make(chan result)
+	var wg sync.WaitGroup
+	for range min(uploadParallelism, len(files)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sf := range work {
+				err := uploadFile(ctx, c, sf)
+				results <- result{int64(sf.entry.Size), err}
+			}
+		}()
+	}
+	go func() {
+		defer close(work)
+		for _, sf := range files {
+			select {
+			case work <- sf:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(results) }()
+
+	var done int
+	var sent int64
+	var first error
+	last := time.Time{}
+	for r := range results {
+		if r.err != nil {
+			if first == nil {
+				first = r.err
+				cancel(r.err)
+			}
+			continue
+		}
+		done++
+		sent += r.size
+		if p != nil && p.tty && (time.Since(last) > 100*time.Millisecond || done == len(files)) {
+			last = time.Now()
+			p.step(fmt.Sprintf("uploading %d/%d files, %s of %s", done, len(files), humanBytes(sent), humanBytes(total)))
+		}
+	}
+	return done, sent, first
+}
+
+// uploadFile streams one file. A file that changed since it was hashed is
+// refused by the server (its SHA-256 no longer matches) or by the
+// transport (its length no longer matches): either way, run again.
+func uploadFile(ctx context.Context, c *sdk.Client, sf siteFile) error {
+	_, err := c.PutBlob(ctx, sf.entry.Sha256, int64(sf.entry.Size), func() (io.ReadCloser, error) { return os.Open(sf.abs) })
+	var e *sdk.Error
+	if errors.As(err, &e) && e.BlockedBy == "input:invalid" {
+		return fmt.Errorf("%s changed while it was uploaded; run the command again: %w", sf.abs, err)
+	}
+	if err != nil && ctx.Err() == nil && !errors.As(err, &e) {
+		return fmt.Errorf("uploading %s: %w", sf.abs, err)
+	}
+	return err
+}
+
+// humanBytes writes a size the way people read it.
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

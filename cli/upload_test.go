@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pierhq/pier/sdk"
+)
+
+// fakeBlobs is the digest upload's side of a fake API: which content the
+// organisation has uploaded, what each upload sent, and how many uploads
+// ran at once.
+type fakeBlobs struct {
+	mu                    sync.Mutex
+	stored                map[string]int
+	puts                  []string
+	inflight, maxInflight int
+	// failAfter, when positive, fails every upload after that many.
+	failAfter int
+	// chunked counts uploads sent without a Content-Length.
+	chunked int
+	// active counts requests being served.
+	active atomic.Int64
+}
+
+// register serves find_missing_blobs and upload_blob on mux.
+func (fb *fakeBlobs) register(t *testing.T, mux *http.ServeMux) {
+	fb.stored = map[string]int{}
+	mux.HandleFunc("POST /v1/bundles/missing", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ProjectID string `json:"projectId"`
+			Manifest  []struct {
+				Path   string `json:"path"`
+				Size   int    `json:"size"`
+				SHA256 string `json:"sha256"`
+			} `json:"manifest"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.ProjectID == "" {
+			t.Errorf("find_missing_blobs: %v %+v", err, req)
+		}
+		fb.mu.Lock()
+		missing, seen := []string{}, map[string]bool{}
+		bytes, total := 0, 0
+		for _, f := range req.Manifest {
+			total += f.Size
+			if _, ok := fb.stored[f.SHA256]; !ok && !seen[f.SHA256] {
+				seen[f.SHA256] = true
+				missing = append(missing, f.SHA256)
+				bytes += f.Size
+			}
+		}
+		fb.mu.Unlock()
+		list, _ := json.Marshal(missing)
+		writeEnvelope(w, 200, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"missing":%s,"missingBytes":%d,"fileCount":%d,"totalBytes":%d},"formatVersion":"1"}`,
+			list, bytes, len(req.Manifest), total))
+	})
+	mux.HandleFunc("PUT /v1/blobs/{sha256}", func(w http.ResponseWriter, r *http.Request) {
+		fb.mu.Lock()
+		fb.inflight++
+		fb.maxInflight = max(fb.maxInflight, fb.inflight)
+		n := len(fb.puts)
+		if r.ContentLength < 0 {
+			fb.chunked++
+		}
+		fb.mu.Unlock()
+		defer func() { fb.mu.Lock(); fb.inflight--; fb.mu.Unlock() }()
+		if r.Header.Get("Content-Type") != "application/octet-stream" {
+			t.Errorf("upload_blob sent %q", r.Header.Get("Content-Type"))
+		}
+		time.Sleep(5 * time.Millisecond) // long enough for the uploads to overlap
+		if fb.failAfter > 0 && n >= fb.failAfter {
+			writeEnvelope(w, 503, `{"actions":[{"kind":"stop","reason":"done"}],"blockedBy":"internal:unavailable","message":"going down","retryable":true,"formatVersion":"1"}`)
+			return
+		}
+		h := sha256.New()
+		size, _ := io.Copy(h, r.Body)
+		got := hex.EncodeToString(h.Sum(nil))
+		if got != r.PathValue("sha256") {
+			writeEnvelope(w, 400, `{"actions":[{"kind":"stop","reason":"done"}],"blockedBy":"input:invalid","message":"mismatch","retryable":false,"formatVersion":"1"}`)
+			return
+		}
+		fb.mu.Lock()
+		_, had := fb.stored[got]
+		fb.stored[got] = int(size)
+		fb.puts = append(fb.puts, got)
+		fb.mu.Unlock()
+		writeEnvelope(w, 200, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"sha256":%q,"size":%d,"alreadyUploaded":%t},"formatVersion":"1"}`, got, size, had))
+	})
+}
+
+// fakeBundleAPI serves the digest upload and answers upload_assets once
+// every content of the manifest was uploaded.
+func fakeBundleAPI(t *testing.T, fb *fakeBlobs) *httptest.Server {
+	mux := http.NewServeMux()
+	fb.register(t, mux)
+	mux.HandleFunc("POST /v1/bundles", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Manifest []struct {
+				SHA256 string `json:"sha256"`
+			} `json:"manifest"`
+			Files []any `json:"files"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		if req.Files != nil {
+			t.Errorf("the CLI sent content inline")
+		}
+		fb.mu.Lock()
+		defer fb.mu.Unlock()
+		for _, f := range req.Manifest {
+			if _, ok := fb.stored[f.SHA256]; !ok {
+				writeEnvelope(w, 409, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"blockedBy":"conflict:blobs_missing","message":"missing","details":[{"field":"body.manifest","problem":"missing %s"}],"retryable":true,"formatVersion":"1"}`, f.SHA256))
+				return
+			}
+		}
+		writeEnvelope(w, 201, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"budgetRemainingUsd":100,"bundleId":"bnd_1","deduplicated":false,"fileCount":%d,"receipt":{"action":"upload_assets","costs":[],"createdAt":"2026-11-25T07:16:17Z","createdResources":[{"id":"bnd_1","type":"bundle"}],"id":"rcp_0","totalUsd":0},"sha256":"4838855e096961ec713e4d2b32cf6aa636cce04ffae0da5ee293d3c32641e1e7","totalBytes":2,"undo":{"command":null,"irreversible":true}},"formatVersion":"1"}`, len(req.Manifest)))
+	})
+	h := validated(mux, func(p []string) { t.Errorf("the fake API drifted from the contract: %v", p) })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fb.active.Add(1)
+		defer fb.active.Add(-1)
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func writeSite(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, c := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestBundlesUploadSendsOnlyWhatIsMissing: the first upload streams every
+// distinct content, at most four at a time; after one file changes, the
+// second upload sends that file alone; an interrupted upload resumes with
+// only what is still missing.
+func TestBundlesUploadSendsOnlyWhatIsMissing(t *testing.T) {
+	fb := &fakeBlobs{}
+	srv := fakeBundleAPI(t, fb)
+	dir := t.TempDir()
+	files := map[string]string{"index.html": "<h1>home</h1>", "same.html": "<h1>home</h1>", ".hidden": "never", ".well-known/security.txt": "Contact: x"}
+	for i := range 30 {
+		files[fmt.Sprintf("assets/%02d.css", i)] = fmt.Sprintf("p%d{}", i)
+	}
+	writeSite(t, dir, files)
+	upload := func() (int, string) {
+		f, ts := newTestFactory(map[string]string{"PIER_BASE_URL": srv.URL, "PIER_API_KEY": "agk_test"})
+		code := runWith(t, f, NewCmdBundlesUpload(f, nil), dir, "--project", "prj_1")
+		return code, ts.out.String() + ts.err.String()
+	}
+
+	code, out := upload()
+	if code != 0 || !strings.Contains(out, "uploaded 32 of 33 files") {
+		t.Fatalf("first upload: exit %d\n%s", code, out)
+	}
+	if len(fb.puts) != 32 || fb.maxInflight > uploadParallelism || fb.maxInflight < 2 || fb.chunked != 0 {
+		t.Fatalf("first upload: %d uploads, %d at once, %d without a length", len(fb.puts), fb.maxInflight, fb.chunked)
+	}
+
+	writeSite(t, dir, map[string]string{"assets/07.css": "p7{color:red}"})
+	fb.puts = nil
+	code, out = upload()
+	if code != 0 || !strings.Contains(out, "uploaded 1 of 33 files") || len(fb.puts) != 1 {
+		t.Fatalf("after a one-file change: exit %d, %d uploads\n%s", code, len(fb.puts), out)
+	}
+
+	// Ten files change; the connection fails after four of them.
+	for i := range 10 {
+		writeSite(t, dir, map[string]string{fmt.Sprintf("assets/%02d.css", i+10): fmt.Sprintf("q%d{}", i)})
+	}
+	fb.puts, fb.failAfter = nil, 4
+	f, ts := newTestFactory(map[string]string{"PIER_BASE_URL": srv.URL, "PIER_API_KEY": "agk_test"})
+	f.SDKOptions = append(f.SDKOptions, sdk.WithMaxRetries(0))
+	if code := runWith(t, f, NewCmdBundlesUpload(f, nil), dir, "--project", "prj_1"); code == 0 {
+		t.Fatalf("an upload that failed exited 0:\n%s", ts.out)
+	}
+	// Uploads the server had begun finish on its side; no more can begin.
+	srv.CloseClientConnections()
+	for deadline := time.Now().Add(5 * time.Second); fb.active.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	sent := slices.Clone(fb.puts)
+	fb.puts, fb.failAfter = nil, 0
+	code, out = upload()
+	if code != 0 || len(sent)+len(fb.puts) != 10 || !strings.Contains(out, fmt.Sprintf("uploaded %d of 33 files", 10-len(sent))) {
+		t.Fatalf("resumed: exit %d, %d then %d uploads\n%s", code, len(sent), len(fb.puts), out)
+	}
+	for _, h := range fb.puts {
+		if slices.Contains(sent, h) {
+			t.Fatalf("resumed upload sent %s again", h)
+		}
+	}
+}
