@@ -24,12 +24,16 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
+// pierBinDir holds the binary pierBinary built, removed when the tests end.
+var pierBinDir string
+
 // pierBinary builds cmd/pier once for the tests that need a real process.
 var pierBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "pier-bin-")
 	if err != nil {
 		return "", err
 	}
+	pierBinDir = dir
 	bin := filepath.Join(dir, "pier")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/pierhq/pier/cmd/pier").CombinedOutput()
 	if err != nil {

@@ -15,7 +15,13 @@ import (
 	"github.com/pierhq/pier/server/internal/ratelimit"
 )
 
-func TestMain(m *testing.M) { os.Exit(testpg.Run(m)) }
+func TestMain(m *testing.M) {
+	code := testpg.Run(m)
+	if pierBinDir != "" {
+		os.RemoveAll(pierBinDir)
+	}
+	os.Exit(code)
+}
 
 // The harness is internal/testserver's, shared by every package.
 var (

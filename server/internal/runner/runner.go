@@ -323,6 +323,12 @@ func (s *Supervisor) Shutdown(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	// The directory goes when nothing is left in it.
+	entries, _ := os.ReadDir(s.cfg.Dir)
+	for _, e := range entries {
+		os.Remove(filepath.Join(s.cfg.Dir, e.Name())) // an empty service directory
+	}
+	os.Remove(s.cfg.Dir)
 }
 
 // spawnReq asks the spawner goroutine to start a command.
