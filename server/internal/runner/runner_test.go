@@ -206,3 +206,35 @@ func TestVersionCannotReadPiersFiles(t *testing.T) {
 		t.Fatalf("the version ran as root:\n%s", out)
 	}
 }
+
+// A line is cut at 8 KiB, so a process printing without newlines cannot
+// grow Pier's memory; what follows the cut comes as further lines.
+func TestLongLinesAreCut(t *testing.T) {
+	ev := &events{}
+	s := newSupervisor(t, ev)
+	_, err := s.Start(context.Background(), Spec{ServiceID: "svc_h", Version: 1, Worker: true, Grace: 300 * time.Millisecond,
+		Command: `head -c 20000 /dev/zero | tr '\0' x; echo; echo done; sleep 5`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(ev.text(), "stdout: done") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	total := 0
+	for _, l := range ev.lines {
+		text, ok := strings.CutPrefix(l, "stdout: ")
+		if !ok {
+			continue
+		}
+		if len(text) > 8192 {
+			t.Fatalf("a line of %d bytes reached the log", len(text))
+		}
+		total += strings.Count(text, "x")
+	}
+	if total != 20000 {
+		t.Fatalf("%d of 20000 bytes reached the log", total)
+	}
+}

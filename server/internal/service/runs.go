@@ -356,20 +356,25 @@ func (s *Runs) Health(serviceID string, version int, h Health) {
 	}
 }
 
-// logWriter is the log writer: lines are numbered per service, kept in memory
-// briefly and written in batches; followers are woken on each batch.
+// logWriter is the log writer: lines wait in memory briefly and are
+// written in batches, numbered per service as they are written; followers
+// are woken on each batch. Capturing a line does no I/O.
 type logWriter struct {
 	st   *store.Store
 	keep int64
 
 	mu      sync.Mutex
-	next    map[string]int64 // the next sequence number per service
 	pending []store.LogLine
 	wake    map[string]chan struct{}
+
+	// flushing orders flushes; next, the next sequence number per
+	// service, is read and written only under it.
+	flushing sync.Mutex
+	next     map[string]int64
 }
 
 // maxPending bounds the lines waiting to be written; past it the oldest
-// are dropped (and counted in a system line).
+// are dropped.
 const maxPending = 20_000
 
 func newLogWriter(st *store.Store, keep int64) *logWriter {
@@ -384,19 +389,10 @@ func (s *Runs) Log(serviceID string, version int, stream, text string, at time.T
 	w := s.logs
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	seq, ok := w.next[serviceID]
-	if !ok {
-		last, err := w.st.ServiceLogs().LastSeq(context.Background(), serviceID)
-		if err != nil {
-			last = at.UnixMicro() // still increasing, still unique enough
-		}
-		seq = last + 1
-	}
-	w.next[serviceID] = seq + 1
 	if len(w.pending) >= maxPending {
 		w.pending = w.pending[1:]
 	}
-	w.pending = append(w.pending, store.LogLine{ServiceID: serviceID, Seq: seq, At: at.UTC(), Stream: stream, Version: version, Text: text})
+	w.pending = append(w.pending, store.LogLine{ServiceID: serviceID, At: at.UTC(), Stream: stream, Version: version, Text: text})
 }
 
 // FlushLogs writes the waiting lines every interval until ctx ends, then
@@ -417,17 +413,28 @@ func (s *Runs) FlushLogs(ctx context.Context, interval time.Duration) {
 
 func (s *Runs) flush(ctx context.Context) {
 	w := s.logs
+	w.flushing.Lock()
+	defer w.flushing.Unlock()
 	w.mu.Lock()
-	batch := w.pending
+	lines := w.pending
 	w.pending = nil
 	w.mu.Unlock()
-	if len(batch) == 0 {
+	if len(lines) == 0 {
 		return
 	}
-	lines := batch
 	touched := map[string]bool{}
-	for _, l := range batch {
-		touched[l.ServiceID] = true
+	for i := range lines {
+		id := lines[i].ServiceID
+		touched[id] = true
+		seq, ok := w.next[id]
+		if !ok {
+			last, err := s.store.ServiceLogs().LastSeq(ctx, id)
+			if err != nil {
+				last = lines[i].At.UnixMicro() // still increasing
+			}
+			seq = last + 1
+		}
+		lines[i].Seq, w.next[id] = seq, seq+1
 	}
 	for len(lines) > 0 {
 		n := min(len(lines), 500)
@@ -447,6 +454,13 @@ func (s *Runs) flush(ctx context.Context) {
 	for id := range touched {
 		s.store.ServiceLogs().Trim(ctx, id, w.keep)
 	}
+}
+
+// pendingLines is how many lines wait to be written.
+func (s *Runs) pendingLines() int {
+	s.logs.mu.Lock()
+	defer s.logs.mu.Unlock()
+	return len(s.logs.pending)
 }
 
 // logsWritten is closed once lines of the service are next written here.
