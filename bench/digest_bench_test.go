@@ -55,16 +55,7 @@ func BenchmarkDigestDeploy(b *testing.B) {
 	key, project := adminSetup(b, dir)
 	s := serveOn(b, dir)
 	api := "http://" + s.Addr()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(s.CARootPEM())
-	tlsAddr := s.HTTPSAddr()
-	site := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: pool},
-		DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, tlsAddr)
-		},
-	}}
+	site := siteClient(s)
 	pier := func(args ...string) (string, string) {
 		b.Helper()
 		var out, errOut bytes.Buffer

@@ -2,15 +2,11 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -37,16 +33,7 @@ func BenchmarkLaunchLatency(b *testing.B) {
 	s := serveOn(b, dir)
 
 	api := "http://" + s.Addr()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(s.CARootPEM())
-	tlsAddr := s.HTTPSAddr()
-	site := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: pool},
-		DisableKeepAlives: true, // every probe is a new visitor
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, tlsAddr)
-		},
-	}}
+	site := siteClient(s)
 	files := siteOf50Files()
 
 	var all []time.Duration

@@ -1,9 +1,15 @@
 package bench
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/server"
@@ -19,4 +25,20 @@ func serveOn(b testing.TB, dir string) *server.Server {
 	}
 	b.Cleanup(func() { stop() })
 	return s
+}
+
+// siteClient reaches the server's TLS listener for any host name,
+// trusting only its local CA; every request is a new visitor (no
+// kept-alive connections).
+func siteClient(s *server.Server) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.CARootPEM())
+	tlsAddr := s.HTTPSAddr()
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: pool},
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, tlsAddr)
+		},
+	}}
 }

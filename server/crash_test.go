@@ -190,20 +190,7 @@ func TestLaunchSurvivesSIGKILLAtEveryStep(t *testing.T) {
 			if task["state"] != "succeeded" {
 				t.Fatalf("after restart the task is %v: %v", task["state"], task)
 			}
-			proj := c2.Do("GET", "/v1/projects/"+project, nil, h).JSON()["data"].(map[string]any)
-			if proj["spentUsd"] != quote["amountUsd"] || proj["heldUsd"] != 0.0 {
-				t.Fatalf("charged %v (held %v), quoted %v", proj["spentUsd"], proj["heldUsd"], quote["amountUsd"])
-			}
-			page := c2.Do("GET", "/v1/ledger?limit=1000", nil, h).JSON()["data"].(map[string]any)
-			consumes := 0
-			for _, e := range page["entries"].([]any) {
-				if e.(map[string]any)["action"] == "consume_quote" {
-					consumes++
-				}
-			}
-			if consumes != 1 {
-				t.Fatalf("%d charges in the ledger", consumes)
-			}
+			chargedOnce(t, c2, h, project, quote)
 			p2.kill(t)
 
 			st, err := store.Open(context.Background(), dataDir, "")
@@ -537,20 +524,7 @@ func TestProcessLaunchSurvivesSIGKILL(t *testing.T) {
 			if body != "Hello from a Pier process\n" {
 				t.Fatalf("the service does not answer after the restart: %q", body)
 			}
-			proj := c2.Do("GET", "/v1/projects/"+project, nil, h).JSON()["data"].(map[string]any)
-			if proj["spentUsd"] != quote["amountUsd"] || proj["heldUsd"] != 0.0 {
-				t.Fatalf("charged %v (held %v), quoted %v", proj["spentUsd"], proj["heldUsd"], quote["amountUsd"])
-			}
-			page := c2.Do("GET", "/v1/ledger?limit=1000", nil, h).JSON()["data"].(map[string]any)
-			consumes := 0
-			for _, e := range page["entries"].([]any) {
-				if e.(map[string]any)["action"] == "consume_quote" {
-					consumes++
-				}
-			}
-			if consumes != 1 {
-				t.Fatalf("%d charges in the ledger", consumes)
-			}
+			chargedOnce(t, c2, h, project, quote)
 			if n := processesIn(appsDir); n != 1 {
 				t.Fatalf("%d processes run in the service's directories, want 1", n)
 			}
@@ -560,6 +534,26 @@ func TestProcessLaunchSurvivesSIGKILL(t *testing.T) {
 				t.Fatalf("%d processes outlived a SIGKILLed server", n)
 			}
 		})
+	}
+}
+
+// chargedOnce checks that the project spent exactly the quote, holds
+// nothing, and that the ledger records one charge.
+func chargedOnce(t *testing.T, c *contracttest.Client, h http.Header, project string, quote map[string]any) {
+	t.Helper()
+	proj := c.Do("GET", "/v1/projects/"+project, nil, h).JSON()["data"].(map[string]any)
+	if proj["spentUsd"] != quote["amountUsd"] || proj["heldUsd"] != 0.0 {
+		t.Fatalf("charged %v (held %v), quoted %v", proj["spentUsd"], proj["heldUsd"], quote["amountUsd"])
+	}
+	page := c.Do("GET", "/v1/ledger?limit=1000", nil, h).JSON()["data"].(map[string]any)
+	consumes := 0
+	for _, e := range page["entries"].([]any) {
+		if e.(map[string]any)["action"] == "consume_quote" {
+			consumes++
+		}
+	}
+	if consumes != 1 {
+		t.Fatalf("%d charges in the ledger", consumes)
 	}
 }
 

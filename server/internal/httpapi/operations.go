@@ -12,6 +12,15 @@ func deref[T ~string](p *T) string {
 	return string(*p)
 }
 
+// val is *p, or T's zero value for nil: an optional parameter's value.
+func val[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
 func limitOf(p *int) int {
 	if p == nil {
 		return 0

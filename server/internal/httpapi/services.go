@@ -158,11 +158,3 @@ func (o serviceRoutes) RollbackService(ctx context.Context, req api.RollbackServ
 	}
 	return api.RollbackService202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
 }
-
-func val[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
-}

@@ -6,9 +6,10 @@
 // line; restarts it with exponential backoff when it exits; gives up on a
 // crash loop; and stops it gracefully.
 //
-// What runs a version is an interface (Runner); the supervisor is the
-// implementation for one machine. docs/architecture.md says how a
-// Kubernetes or Nomad runner would implement the same interface.
+// The domain drives it through service.Runtime (server/runtime.go adapts
+// it); the supervisor is the implementation for one machine.
+// docs/architecture.md says how a Kubernetes or Nomad runner would
+// implement the same interface.
 package runner
 
 import (
@@ -61,15 +62,6 @@ type Health struct {
 	Restarts int
 	Detail   string
 	At       time.Time
-}
-
-// Runner runs versions of services. Start returns once the version is
-// healthy (or failed to become so); Stop stops one version gracefully and
-// removes its files.
-type Runner interface {
-	Start(ctx context.Context, spec Spec) (Instance, error)
-	Stop(ctx context.Context, serviceID string, version int) error
-	Running(serviceID string, version int) bool
 }
 
 // Events is what the supervisor reports: every output line, and a

@@ -208,10 +208,7 @@ func (s *Launches) deploy(ctx context.Context, p *auth.Principal, svc0 store.Ser
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := s.platform.Enqueue(ctx, task.ID); err != nil {
-		s.log.Warn("enqueue deploy", "task", task.ID, "err", err)
-	}
-	return view, []models.Action{actions.Retry("get_task", "agent", map[string]any{"id": task.ID}, 1)}, nil
+	return view, s.enqueue(ctx, task.ID, kind), nil
 }
 
 // runDeploy carries a deploy or rollback task: start the version (a

@@ -272,10 +272,7 @@ func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID st
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := s.platform.Enqueue(ctx, task.ID); err != nil {
-		s.log.Warn("enqueue teardown", "task", task.ID, "err", err)
-	}
-	return view, []models.Action{actions.Retry("get_task", "agent", map[string]any{"id": task.ID}, 1)}, nil
+	return view, s.enqueue(ctx, task.ID, "teardown"), nil
 }
 
 func (s *Launches) runTeardown(ctx context.Context, t store.Task) error {
@@ -677,12 +674,7 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 	if err != nil {
 		return nil, nil, err
 	}
-	// The task is committed; if this enqueue is lost, the runner's sweep
-	// finds the queued task after a restart.
-	if err := s.platform.Enqueue(ctx, task.ID); err != nil {
-		s.log.Warn("enqueue launch", "task", task.ID, "err", err)
-	}
-	next = []models.Action{actions.Retry("get_task", "agent", map[string]any{"id": task.ID}, 1)}
+	next = s.enqueue(ctx, task.ID, "launch")
 	if task.State == "input_required" {
 		next = s.approvals.gateActions(task)
 	}

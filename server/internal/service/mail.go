@@ -168,9 +168,7 @@ func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req 
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := s.platform.Enqueue(ctx, task.ID); err != nil {
-		s.log.Warn("enqueue email setup", "task", task.ID, "err", err)
-	}
+	s.enqueue(ctx, task.ID, "email setup")
 	return s.tasks.Get(ctx, p.OrgID, task.ID)
 }
 

@@ -34,17 +34,6 @@ func (db Services) Database(ctx context.Context, serviceID string) (ServiceDatab
 	return d, err
 }
 
-// OrgDatabases lists an organisation's databases (for its leave package).
-func (db Services) OrgDatabases(ctx context.Context, orgID string) ([]ServiceDatabase, error) {
-	return collect(ctx, db.ex, func(r interface{ Scan(...any) error }) (ServiceDatabase, error) {
-		var d ServiceDatabase
-		var created int64
-		err := r.Scan(&d.ServiceID, &d.OrgID, &d.Name, &d.Password, &d.State, &d.DumpSHA, &created)
-		d.CreatedAt = time.UnixMicro(created).UTC()
-		return d, err
-	}, db.q(`SELECT service_id, org_id, name, password, state, COALESCE(dump_sha, ''), created_at FROM service_databases WHERE org_id = ? ORDER BY created_at`), orgID)
-}
-
 // SetDatabaseState moves a database's state, with the dump's hash once
 // taken.
 func (db Services) SetDatabaseState(ctx context.Context, serviceID, state, dumpSHA string) error {

@@ -72,12 +72,6 @@ func (db ServiceLogs) Trim(ctx context.Context, serviceID string, keep int64) er
 	return err
 }
 
-// Delete removes a service's lines.
-func (db ServiceLogs) Delete(ctx context.Context, serviceID string) error {
-	_, err := db.ex.ExecContext(ctx, db.q(`DELETE FROM service_logs WHERE service_id = ?`), serviceID)
-	return err
-}
-
 // Read reads a service's lines, oldest first.
 func (db ServiceLogs) Read(ctx context.Context, serviceID string, q LogQuery) ([]LogLine, error) {
 	order := "ASC"
