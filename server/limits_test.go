@@ -10,7 +10,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +30,25 @@ func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse
+}
+
+// rss is the process's resident set after a full collection that hands
+// freed memory back to the system (VmRSS from /proc/self/status).
+func rss(t *testing.T) int64 {
+	t.Helper()
+	debug.FreeOSMemory()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc/self/status to read the resident set from: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
 }
 
 // TestUnknownHostsCostNothingThatLasts sends 100,000 requests for
@@ -46,6 +68,7 @@ func TestUnknownHostsCostNothingThatLasts(t *testing.T) {
 		t.Fatalf("unknown host: %d", code)
 	}
 	before := heapInUse()
+	rssBefore := rss(t)
 	random := func(n int) string {
 		b := make([]byte, (n+1)/2)
 		rand.Read(b)
@@ -70,6 +93,11 @@ func TestUnknownHostsCostNothingThatLasts(t *testing.T) {
 	t.Logf("heap %d MiB → %d MiB (%+.1f MiB) after 100,000 unknown hosts", before>>20, after>>20, float64(grew)/(1<<20))
 	if grew > 20<<20 {
 		t.Fatalf("100,000 unknown hosts grew the heap by %d MiB, want under 20", grew>>20)
+	}
+	if rssGrew := rss(t) - rssBefore; rssGrew > 20<<20 {
+		t.Fatalf("100,000 unknown hosts grew the resident set by %d MiB, want under 20", rssGrew>>20)
+	} else {
+		t.Logf("resident set %+.1f MiB", float64(rssGrew)/(1<<20))
 	}
 }
 
