@@ -727,3 +727,41 @@ func TestTeardownReleasesNameHoldAndHost(t *testing.T) {
 
 var _ = base64.StdEncoding
 var _ sdk.BlockedBy
+
+// A domain the organisation bought stays its own after the service that
+// bought it is torn down: a later launch attaches it without a quote, a
+// purchase or a charge, and serves on it.
+func TestOwnedDomainAttachesWithoutBuyingAgain(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+		c := ts.Client
+		domain := availableDomains(1, "dev", "owned")[0]
+		q := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)
+		r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "first", "target": "edge",
+			"bundleId": upload(t, ts, a, siteSaying("first")), "domain": domain, "quoteId": q["quoteId"]}, a.header())
+		done := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+		td := c.Do("POST", "/v1/services/"+done["serviceId"].(string)+"/teardown", nil, a.header())
+		waitTask(t, ts, a, td.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+		spentBefore, _ := budget(t, ts, a)
+
+		r = c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "second", "target": "edge",
+			"bundleId": upload(t, ts, a, siteSaying("second on its own domain")), "domain": domain}, a.header())
+		if r.StatusCode != 202 {
+			t.Fatalf("launch on an owned domain without a quote: %d %s", r.StatusCode, r.Body)
+		}
+		again := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+		if spent, held := budget(t, ts, a); spent != spentBefore || held != 0 {
+			t.Fatalf("attaching an owned domain charged %v (held %v), was %v", spent, held, spentBefore)
+		}
+		if n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain); n != 1 {
+			t.Fatalf("the registrar sold %s %d times", domain, n)
+		}
+		if steps := toJSON(again["steps"]); !strings.Contains(steps, "already yours") {
+			t.Fatalf("the registration step does not say nothing was bought: %s", steps)
+		}
+		if h, s, err := hostBody(t, ts, domain); !strings.Contains(h, "second on its own domain") || !strings.Contains(s, "second on its own domain") {
+			t.Fatalf("the owned domain serves %q %q %v", h, s, err)
+		}
+	})
+}
