@@ -532,8 +532,10 @@ func (p *proc) capture(stream string, r io.Reader) {
 				break
 			}
 			buf = append(buf, data[:i]...)
-			if len(buf) > 8192 {
-				buf = buf[:8192]
+			// A line longer than 8 KiB goes out in 8 KiB pieces.
+			for len(buf) > 8192 {
+				emit(buf[:8192])
+				buf = append(buf[:0], buf[8192:]...)
 			}
 			emit(buf)
 			buf = buf[:0]

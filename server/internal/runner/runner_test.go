@@ -238,3 +238,41 @@ func TestLongLinesAreCut(t *testing.T) {
 		t.Fatalf("%d of 20000 bytes reached the log", total)
 	}
 }
+
+// chunks reads its data a few bytes at a time, as a pipe may.
+type chunks struct {
+	data []byte
+	n    int
+}
+
+func (c *chunks) Read(b []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := min(c.n, len(b), len(c.data))
+	copy(b, c.data[:n])
+	c.data = c.data[n:]
+	return n, nil
+}
+
+// However the pipe delivers a long line, every byte reaches the log, in
+// pieces of at most 8 KiB.
+func TestLongLinesAreCutWhateverTheReads(t *testing.T) {
+	line := strings.Repeat("x", 20000)
+	for _, size := range []int{1, 7, 3000, 4096, 8191, 8192, 8193, 20001} {
+		ev := &events{}
+		p := &proc{s: &Supervisor{cfg: Config{Events: ev, Now: time.Now}}, spec: Spec{ServiceID: "svc_c", Version: 1}, tail: newRing(30)}
+		p.capture("stdout", &chunks{data: []byte(line + "\nafter\n"), n: size})
+		total := 0
+		for _, l := range ev.lines {
+			text := strings.TrimPrefix(l, "stdout: ")
+			if len(text) > 8192 {
+				t.Fatalf("reads of %d: a line of %d bytes", size, len(text))
+			}
+			total += strings.Count(text, "x")
+		}
+		if total != 20000 || ev.lines[len(ev.lines)-1] != "stdout: after" {
+			t.Fatalf("reads of %d: %d of 20000 bytes, last line %q", size, total, ev.lines[len(ev.lines)-1])
+		}
+	}
+}
