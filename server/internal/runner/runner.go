@@ -26,8 +26,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Spec is one version of a service to run.
@@ -361,6 +364,11 @@ type proc struct {
 	stopCh  chan struct{}
 	once    sync.Once
 	tail    *ring
+
+	// pipes are the current process's output pipes; reading counts the
+	// capture goroutines holding bytes read but not yet reported.
+	pipes   [2]*os.File
+	reading atomic.Int32
 }
 
 func (p *proc) prepare(ctx context.Context) (Instance, error) {
@@ -489,6 +497,8 @@ func (p *proc) startOnce() error {
 	exited := make(chan struct{})
 	p.mu.Lock()
 	p.cmd, p.exited = cmd, exited
+	p.pipes[0], _ = stdout.(*os.File)
+	p.pipes[1], _ = stderr.(*os.File)
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -516,6 +526,7 @@ func (p *proc) capture(stream string, r io.Reader) {
 	}
 	for {
 		n, err := r.Read(chunk)
+		p.reading.Add(1)
 		data := chunk[:n]
 		for len(data) > 0 {
 			i := indexByte(data, '\n')
@@ -545,9 +556,44 @@ func (p *proc) capture(stream string, r io.Reader) {
 			if len(buf) > 0 {
 				emit(buf)
 			}
+			p.reading.Add(-1)
 			return
 		}
+		p.reading.Add(-1)
 	}
+}
+
+// drain waits, briefly, until the lines the process wrote so far are
+// reported: its pipes hold no unread bytes and no capture goroutine holds
+// bytes it read. A version's first lines then come before the word that it
+// is healthy, in its log and in what its launch prints.
+func (p *proc) drain() {
+	p.mu.Lock()
+	pipes := p.pipes
+	p.mu.Unlock()
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if p.reading.Load() == 0 && unread(pipes[0]) == 0 && unread(pipes[1]) == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// unread is how many bytes wait in a pipe; 0 when it cannot be told.
+func unread(f *os.File) int {
+	if f == nil {
+		return 0
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	// TIOCINQ is FIONREAD on Linux. Control, not Fd: Fd would put the pipe
+	// in blocking mode.
+	rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+	return n
 }
 
 func indexByte(b []byte, c byte) int {
@@ -613,6 +659,7 @@ func (p *proc) supervise() {
 		p.setHealth("unhealthy", err.Error())
 		return
 	}
+	p.drain()
 	p.system("version %d is healthy", p.spec.Version)
 	p.setHealth("healthy", "")
 	close(p.healthy)

@@ -92,6 +92,13 @@ func TestProcessRunsHealthyWithItsEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What the process wrote before it answered is reported before Start
+	// returns, and before the word that it is healthy.
+	out := ev.text()
+	listening, healthy := strings.Index(out, "stdout: listening on"), strings.Index(out, "system: version 1 is healthy")
+	if listening < 0 || healthy < 0 || listening > healthy {
+		t.Fatalf("the first line is not reported before the version is healthy:\n%s", out)
+	}
 	resp, err := http.Get("http://" + inst.Addr + "/")
 	if err != nil {
 		t.Fatal(err)
@@ -100,9 +107,6 @@ func TestProcessRunsHealthyWithItsEnvironment(t *testing.T) {
 	resp.Body.Close()
 	if !strings.HasPrefix(string(b), "hello world "+inst.Dir) {
 		t.Fatalf("answer %q, want the variable and the version's own directory %s", b, inst.Dir)
-	}
-	if !strings.Contains(ev.text(), "stdout: listening on") {
-		t.Fatalf("stdout not captured:\n%s", ev.text())
 	}
 	if err := s.Stop(ctx, "svc_a", 1); err != nil {
 		t.Fatal(err)

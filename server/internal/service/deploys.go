@@ -306,6 +306,9 @@ func (s *Runs) startStep(ctx context.Context, pl *launchPayload) (string, error)
 		return "", err
 	}
 	addr, err := s.start(ctx, svc, v)
+	// The lines the version wrote while starting are readable before the
+	// step ends, so a launch that waits on the task can print them.
+	s.FlushNow(context.WithoutCancel(ctx))
 	if err != nil {
 		return "", err
 	}
