@@ -57,6 +57,11 @@ type Config struct {
 	Tokens interface {
 		Authenticate(ctx context.Context, token string) (*auth.Principal, error)
 	}
+	// Versions names the reads whose answer is a function of the request
+	// and of a version the store bumps after every write they depend on
+	// (search_domains: which names are sold or claimed). Their answers are
+	// kept like pure ones while the version holds, for at most a second.
+	Versions map[string]func() uint64
 	// Extra routes served beside the contract's (the MCP endpoint, say),
 	// keyed by operation id. They get the same routing and error handling
 	// but none of the JSON middleware.

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -91,7 +92,7 @@ func (h *Handler) chain(rt *route) http.Handler {
 			return
 		}
 
-		if op.Pure {
+		if op.Pure || h.cfg.Versions[op.ID] != nil {
 			h.servePure(w, r, rt, body)
 			return
 		}
@@ -110,14 +111,21 @@ func (h *Handler) chain(rt *route) http.Handler {
 	})
 }
 
-// servePure answers a pure operation from the cache, or validates and runs
-// it and keeps a successful answer.
+// servePure answers a pure or versioned operation from the cache, or
+// validates and runs it and keeps a successful answer.
 func (h *Handler) servePure(w http.ResponseWriter, r *http.Request, rt *route, body []byte) {
 	key := pureKey(rt.op.ID, r, body)
-	if b, ok := h.pure.get(key); ok {
+	versionOf := h.cfg.Versions[rt.op.ID]
+	var version uint64
+	if versionOf != nil {
+		// Read before the answer is made: a write committed meanwhile
+		// bumps the version past what the kept answer names.
+		version = versionOf()
+	}
+	if k, ok := h.pure.get(key); ok && (versionOf == nil || k.version == version && h.cfg.Now().Sub(k.at) < versionedMaxAge) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
-		w.Write(b)
+		w.Write(k.body)
 		return
 	}
 	if err := h.validate(r, rt); err != nil {
@@ -127,7 +135,7 @@ func (h *Handler) servePure(w http.ResponseWriter, r *http.Request, rt *route, b
 	rec := &recorder{header: http.Header{}}
 	h.inner.ServeHTTP(rec, r)
 	if rec.status == http.StatusOK {
-		h.pure.put(key, bytes.Clone(rec.body.Bytes()))
+		h.pure.put(key, kept{body: bytes.Clone(rec.body.Bytes()), version: version, at: h.cfg.Now()})
 	}
 	for k, vs := range rec.header {
 		w.Header()[k] = vs
@@ -135,6 +143,11 @@ func (h *Handler) servePure(w http.ResponseWriter, r *http.Request, rt *route, b
 	w.WriteHeader(rec.status)
 	w.Write(rec.body.Bytes())
 }
+
+// versionedMaxAge bounds how long a versioned answer is kept whatever its
+// version: a write through another replica bumps that replica's version,
+// not this one's.
+const versionedMaxAge = time.Second
 
 func (h *Handler) baseURL() string {
 	if h.cfg.BaseURL == nil {

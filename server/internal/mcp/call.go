@@ -29,9 +29,9 @@ type compiledTool struct {
 	// hasBody: the REST operation takes a JSON body, sent even when no
 	// argument goes into it.
 	hasBody bool
-	// pure: the operation's answer depends on the request alone (x-pure),
-	// so the same arguments recur and their request shape is kept.
-	pure bool
+	// keepShape: the tool only reads (pure catalog reads, lookups), so
+	// the same arguments recur and their request shape is kept.
+	keepShape bool
 	// needsAgent: the operation takes an agent's key or OAuth token.
 	needsAgent bool
 }
@@ -58,7 +58,7 @@ func compile(t Tool) (*compiledTool, error) {
 	if op.Method != t.Method || op.Path != t.Path {
 		return nil, fmt.Errorf("mcp: tool %s routes to %s %s but the operation is %s %s", t.Name, t.Method, t.Path, op.Method, op.Path)
 	}
-	return &compiledTool{Tool: t, schema: s, hasBody: op.HasBody, pure: op.Pure, needsAgent: op.Authority == "agent"}, nil
+	return &compiledTool{Tool: t, schema: s, hasBody: op.HasBody, keepShape: op.Pure || t.ReadOnly, needsAgent: op.Authority == "agent"}, nil
 }
 
 // descriptor is the tool as tools/list shows it. The schema goes out as the
@@ -85,7 +85,7 @@ func (t *compiledTool) descriptor() *toolDescriptor {
 // dispatched.
 func (h *Handler) call(ctx context.Context, dst []byte, t *compiledTool, raw json.RawMessage, header http.Header, c caller) ([]byte, error) {
 	key := ""
-	if t.pure {
+	if t.keepShape {
 		key = t.Name + "\x00" + string(raw)
 	}
 	rs, ok := h.shapes.get(key)

@@ -284,6 +284,10 @@ func (h *Handler) allow(c caller) (int, bool) {
 // as they do for the SDK, so that nothing the SDK would serve is refused
 // here; a media range with q=0 is excluded.
 func acceptsBoth(values []string) bool {
+	// What MCP clients send, answered without parsing.
+	if len(values) == 1 && (values[0] == "application/json, text/event-stream" || values[0] == "text/event-stream, application/json") {
+		return true
+	}
 	var jsonOK, streamOK bool
 	for _, v := range values {
 		for _, part := range strings.Split(v, ",") {

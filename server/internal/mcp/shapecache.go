@@ -2,7 +2,7 @@ package mcp
 
 import "github.com/pierhq/pier/server/internal/cache"
 
-// shapeCache keeps the request shapes of pure tools' arguments, keyed by
+// shapeCache keeps the request shapes of read-only tools' arguments, keyed by
 // tool and the arguments exactly as sent. A hit skips decoding and schema
 // validation, since the same bytes validated before and validation is a
 // function of the bytes; the REST handler still runs in full, rate limits

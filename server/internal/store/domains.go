@@ -61,6 +61,7 @@ type Zone struct {
 // is sold, or claimed by another task. Claiming again for the same task is
 // a no-op.
 func (db Domains) Claim(ctx context.Context, domain, orgID, taskID string, now time.Time) error {
+	defer db.written()
 	domain = strings.ToLower(domain)
 	var n int
 	if err := db.ex.QueryRowContext(ctx, db.q(`SELECT COUNT(*) FROM registrar_purchases WHERE domain = ?`), domain).Scan(&n); err != nil {
@@ -87,8 +88,19 @@ func (db Domains) Claim(ctx context.Context, domain, orgID, taskID string, now t
 	return nil
 }
 
+// written bumps the store's domains version, at once outside a
+// transaction and when it commits inside one.
+func (db Domains) written() {
+	if db.tx != nil {
+		db.tx.domainsWritten = true
+		return
+	}
+	db.store.domainsVersion.Add(1)
+}
+
 // ReleaseDomainClaims drops what a task claimed.
 func (db Domains) ReleaseClaims(ctx context.Context, taskID string) error {
+	defer db.written()
 	_, err := db.ex.ExecContext(ctx, db.q(`DELETE FROM domain_claims WHERE task_id = ?`), taskID)
 	return err
 }
@@ -136,6 +148,7 @@ func (db Domains) ListPurchases(ctx context.Context, orgID string, f Filter) ([]
 // the same reference returns the first sale; another reference for a sold
 // domain is ErrConflict.
 func (db Domains) RecordPurchase(ctx context.Context, p Purchase) (Purchase, error) {
+	defer db.written()
 	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO registrar_purchases (ref, domain, org_id, years, amount_micro, auth_code, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (ref) DO NOTHING`), p.Ref, p.Domain, p.OrgID, p.Years, p.AmountMicro, p.AuthCode, p.CreatedAt.UnixMicro())
 	if isUniqueViolation(err) {

@@ -40,6 +40,9 @@ type Tx struct {
 	nouns
 	tx *sql.Tx
 	s  *Store
+	// domainsWritten: the transaction wrote who holds a name; the
+	// store's domains version is bumped once it commits.
+	domainsWritten bool
 }
 
 // InTx runs fn in a transaction. On SQLite the write lock is taken at BEGIN,
@@ -55,8 +58,17 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 		t.Rollback()
 		return err
 	}
-	return t.Commit()
+	err = t.Commit()
+	if tx.domainsWritten {
+		s.domainsVersion.Add(1)
+	}
+	return err
 }
+
+// DomainsVersion changes after every write of who holds or claims a name
+// through this store, once the write is committed. An answer made from
+// those rows after reading the version is current while it holds.
+func (s *Store) DomainsVersion() uint64 { return s.domainsVersion.Load() }
 
 func nullable(s string) any {
 	if s == "" {
@@ -94,6 +106,8 @@ type Store struct {
 	blobWrites groupCommit
 	// stmts holds the statements prepared once (execPrepared), by query.
 	stmts sync.Map
+	// domainsVersion: see DomainsVersion.
+	domainsVersion atomic.Uint64
 }
 
 // ObjectStore keeps blob bodies outside the database (S3 and the like);
