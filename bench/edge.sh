@@ -178,8 +178,8 @@ for proto in http https; do
     printf '%-10s %10.0f %10.0f %10.0f %11.2f %11.2f\n' "$proto ${f%.txt}" "$p" "$c" "$n" "$rc" "$rn"
     printf '  runs: pier %s | caddy %s | nginx %s\n' "${ps[*]}" "${cs[*]}" "${ns[*]}" >&2
     label=$([ "$proto" = http ] && echo "HTTP/1.1" || echo "HTTP/1.1 TLS")
-    result "$label ${f%.txt}B vs nginx (wrk -c$CONNS)" "$p" "$n" "$rn" "req/s"
-    if has_peer caddy; then result "$label ${f%.txt}B vs caddy (wrk -c$CONNS)" "$p" "$c" "$rc" "req/s"; fi
+    result "$label ${f%k.txt} KiB vs nginx (wrk -c$CONNS)" "$p" "$n" "$rn" "req/s"
+    if has_peer caddy; then result "$label ${f%k.txt} KiB vs caddy (wrk -c$CONNS)" "$p" "$c" "$rc" "req/s"; fi
     if [ "$(echo "$rn < 0.7" | bc -l)" = 1 ] || { has_peer caddy && [ "$(echo "$rc < 1.0" | bc -l)" = 1 ]; }; then fail=1; fi
   done
 done
@@ -202,7 +202,7 @@ if [ "$H2" = 1 ]; then
     p=$(median "${ps[@]}") n=$(median "${ns[@]}") rn=$(median "${rns[@]}")
     printf '%-10s %10.0f %10s %10.0f %11s %11.2f\n' "h2 ${f%.txt}" "$p" - "$n" - "$rn"
     printf '  runs: pier %s | nginx %s\n' "${ps[*]}" "${ns[*]}" >&2
-    result "HTTP/2 ${f%.txt}B vs nginx (h2load -c64 -m10)" "$p" "$n" "$rn" "req/s"
+    result "HTTP/2 ${f%k.txt} KiB vs nginx (h2load -c64 -m10)" "$p" "$n" "$rn" "req/s"
   done
 fi
 
@@ -236,8 +236,8 @@ if [ "$H3" = 1 ]; then
     printf '%-10s %10.0f %10s %10.0f %11s %11.2f   (h3 vs pier h2; per CPU-second %.0f vs %.0f: %.2f)\n' "h3 ${f%.txt}" \
       "$(median "${h3s[@]}")" - "$(median "${h2s[@]}")" - "$(median "${r[@]}")" "$(median "${h3c[@]}")" "$(median "${h2c[@]}")" "$(median "${rc[@]}")"
     printf '  runs: h3 %s | h2 %s | h3 per CPU-s %s | h2 per CPU-s %s\n' "${h3s[*]}" "${h2s[*]}" "${h3c[*]}" "${h2c[*]}" >&2
-    result "HTTP/3 ${f%.txt}B vs Pier HTTP/2 (httpload -c4 -m16)" "$(median "${h3s[@]}")" "$(median "${h2s[@]}")" "$(median "${r[@]}")" "req/s"
-    result "HTTP/3 ${f%.txt}B vs Pier HTTP/2, per server CPU-second" "$(median "${h3c[@]}")" "$(median "${h2c[@]}")" "$(median "${rc[@]}")" "req/CPU-s"
+    result "HTTP/3 ${f%k.txt} KiB vs Pier HTTP/2 (httpload -c4 -m16)" "$(median "${h3s[@]}")" "$(median "${h2s[@]}")" "$(median "${r[@]}")" "req/s"
+    result "HTTP/3 ${f%k.txt} KiB vs Pier HTTP/2, per server CPU-second" "$(median "${h3c[@]}")" "$(median "${h2c[@]}")" "$(median "${rc[@]}")" "req/CPU-s"
   done
 fi
 
@@ -263,7 +263,7 @@ if [ "$P99" = 1 ]; then
   printf '%-10s %10s %10s %10s %11s %11.2f   (p99 ms, nginx/pier; ~%s req/s each: pier %.0f, nginx %.0f)\n' "p99 1k" \
     "$(median "${pp[@]}")" - "$(median "${np[@]}")" - "$(median "${rp[@]}")" "$P99_RATE" "$(median "${pr[@]}")" "$(median "${nr[@]}")"
   printf '  runs: pier p99 %s at %s req/s | nginx p99 %s at %s req/s\n' "${pp[*]}" "${pr[*]}" "${np[*]}" "${nr[*]}" >&2
-  result "edge p99 1KiB HTTP/1.1 at ~$P99_RATE req/s vs nginx (ratio nginx/pier)" "$(median "${pp[@]}")" "$(median "${np[@]}")" "$(median "${rp[@]}")" "p99 ms"
+  result "edge p99, 1 KiB over HTTP/1.1 at ~$P99_RATE req/s vs nginx (ratio nginx/pier)" "$(median "${pp[@]}")" "$(median "${np[@]}")" "$(median "${rp[@]}")" "p99 ms"
 fi
 grep -E "Non-2xx|Socket errors" "$tmp/wrk.log" && { echo "errors during the run"; exit 1; } || true
 if [ "$fail" = 0 ]; then echo "goal met: pier >= 1.0x caddy and >= 0.7x nginx in every HTTP/1.1 case"; else echo "goal missed in at least one HTTP/1.1 case (see the ratios)"; fi
