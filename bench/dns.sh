@@ -56,6 +56,11 @@ cleanup() {
 trap cleanup EXIT
 
 PIER_HTTP=127.0.0.1:18190 PIER_DNS_PORT=18153 NSD_PORT=18154
+# Another server on these ports would answer in its place: stop early.
+if ss -Htln 'sport = :18190' | grep -q . || ss -Htln 'sport = :18543' | grep -q .; then
+  echo "$(basename "$0"): 127.0.0.1:18190 or :18543 is in use by another process; stop it and run again" >&2
+  exit 1
+fi
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
 export PIER_API_KEY=$("$PIER_BIN" admin create-key --scopes read,quote,launch,buy_domain --json | jq -r .apiKey)
 project=$("$PIER_BIN" admin create-project --name dnsbench --json | jq -r .projectId)
