@@ -8,6 +8,7 @@
 #   bash bench/dns.sh                    # 3 rounds of 10 s per server
 #   DURATION=5 REPEAT=5 CLIENTS=16 bash bench/dns.sh
 #   PIER_BIN=/tmp/pier-old bash bench/dns.sh   # another build of pier
+#   RESULTS=file RUNSTATS=file bash bench/dns.sh   # for bench/peers.sh
 #
 # Pier's zone is a real launch's: `pier server` (response rate limiting
 # off, --dns-rrl-rate 0) launches examples/site with a domain bought from
@@ -31,6 +32,8 @@ REPEAT=${REPEAT:-3}
 CLIENTS=${CLIENTS:-8}
 OUTSTANDING=${OUTSTANDING:-200}
 DNSPERF_FLAGS=${DNSPERF_FLAGS:--D}
+# shellcheck source=bench/runstat.sh
+. bench/runstat.sh
 need=()
 command -v dnsperf >/dev/null || need+=(dnsperf)
 [ -x /usr/sbin/nsd ] || need+=(nsd)
@@ -53,6 +56,11 @@ cleanup() {
 trap cleanup EXIT
 
 PIER_HTTP=127.0.0.1:18190 PIER_DNS_PORT=18153 NSD_PORT=18154
+# Another server on these ports would answer in its place: stop early.
+if ss -Htln 'sport = :18190' | grep -q . || ss -Htln 'sport = :18543' | grep -q .; then
+  echo "$(basename "$0"): 127.0.0.1:18190 or :18543 is in use by another process; stop it and run again" >&2
+  exit 1
+fi
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
 export PIER_API_KEY=$("$PIER_BIN" admin create-key --scopes read,quote,launch,buy_domain --json | jq -r .apiKey)
 project=$("$PIER_BIN" admin create-project --name dnsbench --json | jq -r .projectId)
@@ -137,7 +145,9 @@ run() { # port pgid → "qps server% queries-per-CPU-second cpu0% cpu1% lost"
   local t0 t1 b0 a0 b1 a1 e0 z0 e1 z1 start end out qps lost
   t0=$(proctime "$2"); read -r b0 a0 b1 a1 < <(cpubusy)
   start=$(date +%s.%N)
+  runstat_begin "$pier_pid" "$nsd_pid"
   out=$(taskset -c 1 dnsperf -s 127.0.0.1 -p "$1" -d "$tmp/queries" -c "$CLIENTS" -q "$OUTSTANDING" -l "$DURATION" $DNSPERF_FLAGS 2>&1)
+  runstat_end "$([ "$2" = "$pier_pid" ] && echo pier || echo nsd) dns"
   end=$(date +%s.%N)
   t1=$(proctime "$2"); read -r e0 z0 e1 z1 < <(cpubusy)
   qps=$(awk '/Queries per second:/ {print $4}' <<<"$out")
@@ -181,4 +191,6 @@ for i in "${!nc[@]}"; do
   fi
 done
 m=$(median "${rq[@]}") e=$(median "${re[@]}")
+result "DNS vs NSD (dnsperf -c$CLIENTS -q$OUTSTANDING)" "$(median "${pq[@]}")" "$(median "${nq[@]}")" "$m" "qps"
+result "DNS vs NSD, per server CPU-second" "$(median "${pe[@]}")" "$(median "${ne[@]}")" "$e" "q/CPU-s"
 echo "goal pier/nsd >= 0.8: qps $(awk -v r="$m" 'BEGIN { print (r >= 0.8 ? "met" : "not met") }'), per CPU-second $(awk -v r="$e" 'BEGIN { print (r >= 0.8 ? "met" : "not met") }')"

@@ -12,6 +12,7 @@
 #   DURATION=3s REPEAT=5 bash bench/services.sh
 #   PIN=0 bash bench/services.sh            # no CPU pinning
 #   PIER_BIN=/tmp/pier bash bench/services.sh   # another build of pier
+#   RESULTS=file RUNSTATS=file bash bench/services.sh   # for bench/peers.sh
 #
 # By default the server, and so the app it starts (a child inherits its
 # CPU affinity), and bench/proxy run on CPU 0 and wrk on CPU 1, as in
@@ -24,6 +25,8 @@ DURATION=${DURATION:-5s}
 REPEAT=${REPEAT:-3}
 CONNS=${CONNS:-16}
 PIN=${PIN:-1}
+# shellcheck source=bench/runstat.sh
+. bench/runstat.sh
 need=()
 command -v wrk >/dev/null || need+=(wrk)
 command -v jq >/dev/null || need+=(jq)
@@ -47,6 +50,11 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 
 PIER_HTTP=127.0.0.1:18190
+# Another server on these ports would answer in its place: stop early.
+if ss -Htln 'sport = :18190' | grep -q . || ss -Htln 'sport = :18543' | grep -q .; then
+  echo "$(basename "$0"): 127.0.0.1:18190 or :18543 is in use by another process; stop it and run again" >&2
+  exit 1
+fi
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
 key=$("$PIER_BIN" admin create-key --scopes read,quote,launch --json | jq -r .apiKey)
 project=$("$PIER_BIN" admin create-project --name bench --json | jq -r .projectId)
@@ -103,9 +111,11 @@ for u in "$proxied" "$goproxy"; do
   [ "$got" = "$want" ] || { echo "$u answers $got, directly $want"; exit 1; }
 done
 
-rps() { # url
+rps() { # url label
   echo "== $1" >>"$tmp/wrk.log"
+  runstat_begin "${pids[@]}"
   "${cli[@]}" wrk -t1 -c"$CONNS" -d"$DURATION" --latency -H "Host: $host" "$1" | tee -a "$tmp/wrk.log" | awk '/Requests\/sec/ {print $2}'
+  runstat_end "$2"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
@@ -116,7 +126,7 @@ ds=() ps=() gs=() rs=() rgs=() rpgs=()
 for i in $(seq "$REPEAT"); do
   # The three runs of a round follow each other and share the machine's
   # load, so a round's ratios are steadier than ratios of medians.
-  d=$(rps "$direct"); p=$(rps "$proxied"); g=$(rps "$goproxy")
+  d=$(rps "$direct" "app direct"); p=$(rps "$proxied" "app via pier"); g=$(rps "$goproxy" "app via goproxy")
   r=$(echo "$p / $d" | bc -l) rg=$(echo "$g / $d" | bc -l) rpg=$(echo "$p / $g" | bc -l)
   ds+=("$d") ps+=("$p") gs+=("$g") rs+=("$r") rgs+=("$rg") rpgs+=("$rpg")
   printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f\n' "$i" "$d" "$p" "$g" "$r" "$rg" "$rpg"
@@ -124,6 +134,8 @@ done
 d=$(median "${ds[@]}") p=$(median "${ps[@]}") g=$(median "${gs[@]}")
 r=$(median "${rs[@]}") rg=$(median "${rgs[@]}") rpg=$(median "${rpgs[@]}")
 printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f\n' median "$d" "$p" "$g" "$r" "$rg" "$rpg"
+result "proxied service vs direct (wrk -c$CONNS, examples/app)" "$p" "$d" "$r" "req/s"
+result "bare Go ReverseProxy vs direct (peer of the line above)" "$g" "$d" "$rg" "req/s"
 # wrk counts a request without an answer within 2 s as a timeout.
 if grep -qE "Non-2xx|Socket errors" "$tmp/wrk.log"; then
   awk '/^== / {url = $2} /Non-2xx|Socket errors/ {print url ":" $0}' "$tmp/wrk.log"

@@ -6,10 +6,15 @@
 #
 #   bash bench/wrk.sh            # 10 s per run
 #   DURATION=30s bash bench/wrk.sh
+#   REPEAT=5 bash bench/wrk.sh    # 5 rounds, interleaved; medians
+#   RESULTS=file RUNSTATS=file bash bench/wrk.sh   # for bench/peers.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
 CONNS=${CONNS:-32}
+REPEAT=${REPEAT:-1}
+# shellcheck source=bench/runstat.sh
+. bench/runstat.sh
 if ! command -v wrk >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk bc >/dev/null
 fi
@@ -43,16 +48,26 @@ wrk.body   = '$ESTIMATE'
 wrk.headers["Content-Type"] = "application/json"
 LUA
 
-rps() { # url [script]
+rps() { # label url [script]
   local args=(-t1 -c"$CONNS" -d"$DURATION" --latency)
-  [ -n "${2:-}" ] && args+=(-s "$2")
-  taskset -c 1 wrk "${args[@]}" "$1" | tee -a "$tmp/wrk.log" | awk '/Requests\/sec/ {print $2}'
+  [ -n "${3:-}" ] && args+=(-s "$3")
+  runstat_begin "${pids[@]}"
+  taskset -c 1 wrk "${args[@]}" "$2" | tee -a "$tmp/wrk.log" | awk '/Requests\/sec/ {print $2}'
+  runstat_end "$1"
 }
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
-echo "wrk -t1 -c$CONNS -d$DURATION; servers on CPU 0, wrk on CPU 1"
-ps=$(rps "http://$PIER$SEARCH");               bs=$(rps "http://127.0.0.1:18081$SEARCH")
-pe=$(rps "http://$PIER/v1/estimate" "$tmp/post.lua"); be=$(rps "http://127.0.0.1:18082/v1/estimate" "$tmp/post.lua")
+echo "wrk -t1 -c$CONNS -d$DURATION, $REPEAT rounds (medians; a ratio is the median of the rounds'); servers on CPU 0, wrk on CPU 1"
+pss=() bss=() rs=() pes=() bes=() re=()
+for _ in $(seq "$REPEAT"); do
+  ps=$(rps "pier search" "http://$PIER$SEARCH"); bs=$(rps "bare search" "http://127.0.0.1:18081$SEARCH")
+  pe=$(rps "pier estimate" "http://$PIER/v1/estimate" "$tmp/post.lua"); be=$(rps "bare estimate" "http://127.0.0.1:18082/v1/estimate" "$tmp/post.lua")
+  pss+=("$ps") bss+=("$bs") rs+=("$(echo "$ps / $bs" | bc -l)") pes+=("$pe") bes+=("$be") re+=("$(echo "$pe / $be" | bc -l)")
+done
+ps=$(median "${pss[@]}") bs=$(median "${bss[@]}") pe=$(median "${pes[@]}") be=$(median "${bes[@]}")
 printf '%-16s %12s %12s %8s\n' operation pier_rps bare_rps ratio
-printf '%-16s %12.0f %12.0f %8.2f\n' search_domains "$ps" "$bs" "$(echo "$ps / $bs" | bc -l)"
-printf '%-16s %12.0f %12.0f %8.2f\n' estimate "$pe" "$be" "$(echo "$pe / $be" | bc -l)"
+printf '%-16s %12.0f %12.0f %8.2f\n' search_domains "$ps" "$bs" "$(median "${rs[@]}")"
+printf '%-16s %12.0f %12.0f %8.2f\n' estimate "$pe" "$be" "$(median "${re[@]}")"
+result "search_domains vs bare net/http (wrk -c$CONNS)" "$ps" "$bs" "$(median "${rs[@]}")" "req/s"
+result "estimate vs bare net/http (wrk -c$CONNS)" "$pe" "$be" "$(median "${re[@]}")" "req/s"
 grep -E "Non-2xx|Socket errors" "$tmp/wrk.log" && { echo "errors during the run"; exit 1; } || true

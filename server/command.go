@@ -109,6 +109,7 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.StringVar(&cfg.DataDir, "data-dir", DefaultDataDir(), "data directory (PIER_DATA_DIR)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", env("PIER_HTTP_ADDR", "127.0.0.1:8080"), "API, pages and edge listener (PIER_HTTP_ADDR)")
 	f.StringVar(&cfg.HTTPSAddr, "https-addr", env("PIER_HTTPS_ADDR", "127.0.0.1:8443"), "TLS listener (PIER_HTTPS_ADDR)")
+	f.StringVar(&cfg.HTTP3Addr, "http3-addr", env("PIER_HTTP3_ADDR", ""), "HTTP/3 (QUIC) listener, UDP; default the TLS listener's address and port, off for none (PIER_HTTP3_ADDR)")
 	f.StringVar(&cfg.DNSAddr, "dns-addr", env("PIER_DNS_ADDR", "127.0.0.1:5353"), "DNS listener (PIER_DNS_ADDR)")
 	f.StringVar(&cfg.SMTPAddr, "smtp-addr", env("PIER_SMTP_ADDR", "127.0.0.1:2525"), "SMTP listener (PIER_SMTP_ADDR)")
 	f.StringVar(&cfg.BaseURL, "base-url", env("PIER_BASE_URL", ""), "public base URL (PIER_BASE_URL; default derived from --http-addr)")

@@ -17,9 +17,12 @@ import (
 // Config is the server's settings. Each has a flag and an environment
 // variable (see the README).
 type Config struct {
-	DataDir       string
-	HTTPAddr      string
-	HTTPSAddr     string
+	DataDir   string
+	HTTPAddr  string
+	HTTPSAddr string
+	// HTTP3Addr is the UDP address of the HTTP/3 listener: empty takes the
+	// HTTPS listener's host and bound port, "off" serves no HTTP/3.
+	HTTP3Addr     string
 	DNSAddr       string
 	SMTPAddr      string
 	BaseURL       string

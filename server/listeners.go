@@ -144,6 +144,10 @@ func (s *Server) route(api http.Handler) http.Handler {
 			api.ServeHTTP(w, r)
 			return
 		}
+		// Sites answered over TLS (HTTP/1.1 or HTTP/2) announce HTTP/3.
+		if r.TLS != nil && r.ProtoMajor < 3 && s.launch.h3 != nil {
+			w.Header()["Alt-Svc"] = s.launch.h3.altSvc
+		}
 		s.launch.edge.ServeHTTP(w, r)
 	})
 }
@@ -193,11 +197,11 @@ func (s *Server) urlHosts() []string {
 // listenLaunch binds the HTTPS and DNS listeners; the HTTPS port is what
 // preview URLs name, so it is known before serving.
 func (s *Server) listenLaunch(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.HTTPSAddr)
+	ln, h3, err := listenTLS(s.cfg.HTTPSAddr, s.cfg.HTTP3Addr)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.cfg.HTTPSAddr, err)
+		return err
 	}
-	s.launch.tlsLn = ln
+	s.launch.tlsLn, s.launch.h3 = ln, h3
 	s.launch.apiHosts = s.urlHosts()
 
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -205,6 +209,7 @@ func (s *Server) listenLaunch(ctx context.Context) error {
 	if err != nil {
 		cancel()
 		ln.Close()
+		h3.close()
 		return fmt.Errorf("listen dns %s: %w", s.cfg.DNSAddr, err)
 	}
 	s.launch.dnsAddr, s.launch.dnsStop = addr, cancel
@@ -213,6 +218,7 @@ func (s *Server) listenLaunch(ctx context.Context) error {
 	if err != nil {
 		cancel()
 		ln.Close()
+		h3.close()
 		return fmt.Errorf("listen smtp %s: %w", s.cfg.SMTPAddr, err)
 	}
 	s.launch.smtpLn = sln
@@ -267,6 +273,7 @@ func (s *Server) serveLaunch(ctx context.Context, handler http.Handler) error {
 			s.log.Error("https listener stopped", "err", err)
 		}
 	}()
+	s.launch.h3.serve(handler, s.launch.certs.forHandshake, lim, s.log)
 	go func() {
 		if err := s.launch.smtp.Serve(s.launch.smtpLn); err != nil {
 			s.log.Error("smtp listener stopped", "err", err)
@@ -307,6 +314,9 @@ func (s *Server) edgeListener(ln net.Listener, tc *tls.Config) net.Listener {
 	lim := s.cfg.Listen
 	cfg := fastpath.Config{Edge: s.launch.edge, API: s.isAPIHost, TLS: tc, Log: s.log,
 		HeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, WriteTimeout: lim.WriteTimeout}
+	if tc != nil {
+		cfg.TLSHeader = s.launch.h3.headerLine()
+	}
 	if s.launch.certs.acme != nil {
 		cfg.Reserved = func(p string) bool { return strings.HasPrefix(p, acme.ChallengePrefix) }
 	}
@@ -318,6 +328,7 @@ func (s *Server) stopLaunch(ctx context.Context) error {
 	if s.launch.https != nil {
 		errs = append(errs, s.launch.https.Shutdown(ctx))
 	}
+	errs = append(errs, s.launch.h3.stop(ctx))
 	if s.launch.smtp != nil {
 		// Sessions get a few seconds to finish; a sender whose session is
 		// cut retries, as SMTP senders do.

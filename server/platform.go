@@ -33,8 +33,10 @@ type launchParts struct {
 	runner   *tasks.Runner
 	tlsLn    net.Listener
 	https    *http.Server
-	dnsAddr  string
-	dnsStop  context.CancelFunc
+	// h3 is the HTTP/3 listener, nil when it is turned off.
+	h3      *h3Listener
+	dnsAddr string
+	dnsStop context.CancelFunc
 	// apiHosts are the hosts of the base and MCP URLs, worked out once the
 	// HTTP listener is bound rather than on every request.
 	apiHosts []string

@@ -42,6 +42,9 @@ type Config struct {
 	// TLS, when set, makes the Listener complete TLS handshakes itself. It
 	// should offer "h2" and "http/1.1".
 	TLS *tls.Config
+	// TLSHeader is a header line, CRLF included, added to every answer
+	// over TLS (the server's Alt-Svc); nil adds none.
+	TLSHeader []byte
 	// HeaderTimeout bounds a TLS handshake and reading a request's head
 	// once its first byte arrived; IdleTimeout the wait for the next
 	// request; WriteTimeout writing an answer. Zero values mean 10 s, 2 min
@@ -617,6 +620,9 @@ func (cs *conn) answer(r *request) (bool, error) {
 	cs.out = append(cs.out, head...)
 	if r.http10 {
 		cs.out[start+7] = '0' // "HTTP/1.0 ", as net/http answers HTTP/1.0
+	}
+	if cs.tls {
+		cs.out = append(cs.out, cfg.TLSHeader...)
 	}
 	cs.out = append(cs.out, date()...)
 	if r.close && !r.http10 {

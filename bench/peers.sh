@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Every ratio of the performance work against its peer, in one table. It
+# runs the other bench scripts with their knobs (each starts its own
+# servers on loopback, pins them to CPU 0 and the load tool to CPU 1, and
+# interleaves Pier and the peer in REPEAT rounds) and the MCP benchmark,
+# collects their machine-readable results (RESULTS) and per-run CPU
+# records (RUNSTATS, bench/runstat.sh), and prints one markdown table of
+# medians and ratios, then the runs that other processes disturbed.
+#
+#   bash bench/peers.sh                      # 5 rounds of 5 s: about 15 min
+#   REPEAT=1 DURATION=2 bash bench/peers.sh  # a quick pass
+#   PARTS="edge dns" bash bench/peers.sh     # some parts only
+#
+#   part      script              comparisons
+#   edge      bench/edge.sh       HTTP/1.1 1 KiB and 64 KiB, plain and TLS, vs nginx (wrk);
+#                                 HTTP/2 vs nginx (h2load -c64 -m10); HTTP/3 vs Pier's
+#                                 own HTTP/2 (bench/httpload); p99 at 1 KiB vs nginx
+#                                 at the same paced load (P99_RATE, default 10000 req/s)
+#   dns       bench/dns.sh        DNS vs NSD (dnsperf)
+#   api       bench/wrk.sh        search_domains and estimate vs bare net/http (wrk)
+#   services  bench/services.sh   proxied examples/app vs direct (wrk)
+#   mcp       go test ./bench/    MCP tools/call vs REST (BenchmarkMCPSearchDomains)
+#
+# A run is flagged when the two CPUs' busy time, less the CPU time of the
+# processes under test (servers and their children, and the load tool),
+# passes FLAG_OTHER of a core (default 0.25): other work on the machine
+# took part of the run. It installs nginx, NSD, wrk, h2load
+# (nghttp2-client) and dnsperf from Debian when missing, and fails if one
+# cannot be installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPEAT=${REPEAT:-5}
+DURATION=${DURATION:-5} # seconds per run
+DURATION=${DURATION%s}
+P99_RATE=${P99_RATE:-10000}
+MCP_N=${MCP_N:-20000}
+PARTS=${PARTS:-edge dns api services mcp}
+export FLAG_OTHER=${FLAG_OTHER:-0.25}
+[[ "$REPEAT" =~ ^[1-9][0-9]?$ ]] || { echo "peers.sh: REPEAT must be 1 to 99" >&2; exit 1; }
+[[ "$DURATION" =~ ^[1-9][0-9]{0,2}$ ]] || { echo "peers.sh: DURATION must be 1 to 999 seconds" >&2; exit 1; }
+[ "$(nproc)" -ge 2 ] || { echo "peers.sh: needs two CPUs (server on CPU 0, load on CPU 1)" >&2; exit 1; }
+
+# Tools: command, then the Debian package that has it.
+tools=(wrk:wrk h2load:nghttp2-client /usr/sbin/nginx:nginx /usr/sbin/nsd:nsd dnsperf:dnsperf
+  jq:jq bc:bc curl:curl openssl:openssl python3:python3 taskset:util-linux)
+have() { if [[ $1 == /* ]]; then [ -x "$1" ]; else command -v "$1" >/dev/null; fi; }
+need=()
+for t in "${tools[@]}"; do have "${t%%:*}" || need+=("${t#*:}"); done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]}" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; } ||
+    echo "peers.sh: apt-get could not install ${need[*]}" >&2
+fi
+for t in "${tools[@]}"; do
+  have "${t%%:*}" || { echo "peers.sh: ${t%%:*} is missing and Debian's ${t#*:} could not be installed; install it and run again" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export RESULTS=$tmp/results RUNSTATS=$tmp/runstats
+: >"$RESULTS"
+: >"$RUNSTATS"
+# shellcheck source=bench/runstat.sh
+. bench/runstat.sh
+
+cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+ver() { "$@" 2>&1 | head -1; }
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+start=$(date -u +%Y-%m-%dT%H:%MZ)
+echo "bench/peers.sh: parts: $PARTS; $REPEAT rounds of ${DURATION} s per side; load average $load0" >&2
+
+failed=()
+part() { # name command...
+  local name=$1
+  shift
+  echo "== $name: $*" >&2
+  if ! "$@" >"$tmp/$name.log" 2>&1; then
+    failed+=("$name")
+    echo "!! $name failed; the end of its output:" >&2
+    tail -20 "$tmp/$name.log" >&2
+  fi
+  grep -v '^  runs:' "$tmp/$name.log" | tail -15 >&2
+}
+for p in $PARTS; do
+  case $p in
+  edge) part edge env PEERS=nginx H2=1 H3=1 P99=1 P99_RATE="$P99_RATE" DURATION="${DURATION}s" REPEAT="$REPEAT" bash bench/edge.sh ;;
+  dns) part dns env DURATION="$DURATION" REPEAT="$REPEAT" bash bench/dns.sh ;;
+  api) part api env DURATION="${DURATION}s" REPEAT="$REPEAT" bash bench/wrk.sh ;;
+  services) part services env DURATION="${DURATION}s" REPEAT="$REPEAT" bash bench/services.sh ;;
+  mcp)
+    # In one process: Pier in-process on loopback, the client interleaving
+    # one REST request and one tools/call per iteration; both CPUs.
+    mcp() {
+      local out r rs=() ms=() es=()
+      go test -c -o "$tmp/bench.test" ./bench/
+      for _ in $(seq "$REPEAT"); do
+        runstat_begin
+        out=$(cd bench && "$tmp/bench.test" -test.run '^$' -test.bench MCPSearchDomains -test.benchtime "${MCP_N}x" -test.count 1)
+        runstat_end "mcp+rest (one process)"
+        echo "$out"
+        r=$(awk '/^BenchmarkMCPSearchDomains/ { for (i = 2; i < NF; i++) { if ($(i+1) == "ratio") r = $i; if ($(i+1) == "mcp-ns/call") m = $i; if ($(i+1) == "rest-ns/req") e = $i } } END { print r, m, e }' <<<"$out")
+        read -r a b c <<<"$r"
+        [ -n "$a" ] || { echo "no ratio in the benchmark's output"; return 1; }
+        rs+=("$a") ms+=("$b") es+=("$c")
+      done
+      med() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+      result "MCP tools/call vs REST, search_domains (Go benchmark)" "$(awk -v n="$(med "${ms[@]}")" 'BEGIN { printf "%.0f", 1e9 / n }')" \
+        "$(awk -v n="$(med "${es[@]}")" 'BEGIN { printf "%.0f", 1e9 / n }')" "$(med "${rs[@]}")" "calls/s, one at a time"
+    }
+    part mcp mcp
+    ;;
+  *) echo "peers.sh: unknown part $p (edge, dns, api, services, mcp)" >&2; exit 1 ;;
+  esac
+done
+load1=$(cut -d' ' -f1-3 /proc/loadavg)
+
+echo
+echo "bench/peers.sh, $start: $(nproc) × $cpu, $(uname -r); load average $load0 before, $load1 after"
+echo "$(go version | cut -d' ' -f3), $(ver /usr/sbin/nginx -v), $(ver /usr/sbin/nsd -v), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2), $(ver h2load --version), $(dnsperf -h 2>&1 | awk '/^Version/ {print "dnsperf " $2}'), quic-go $(go list -m -f '{{.Version}}' github.com/quic-go/quic-go)"
+echo "REPEAT=$REPEAT rounds of DURATION=${DURATION} s per side, Pier and the peer interleaved; servers on CPU 0, load on CPU 1; medians, and ratios as medians of the rounds' ratios"
+echo
+echo "| comparison | pier | peer | ratio | unit |"
+echo "|---|---:|---:|---:|---|"
+awk -F'\t' 'function f(v) { return v < 100 ? sprintf("%.2f", v) : sprintf("%.0f", v) }
+  { printf "| %s | %s | %s | %.2f | %s |\n", $1, f($2), f($3), $4, $5 }' "$RESULTS"
+echo
+total=$(wc -l <"$RUNSTATS")
+flagged=$(grep -c ' FLAGGED$' "$RUNSTATS" || true)
+echo "Runs: $total; flagged (other processes took more than $FLAG_OTHER of a core): $flagged."
+if [ "$flagged" -gt 0 ]; then
+  echo
+  echo "| flagged run | wall s | under test, cores | load tool, cores | CPU 0 % | CPU 1 % | other, cores |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  # label words, then wall server client cpu0 cpu1 other flag
+  awk '$NF == "FLAGGED" { l = $1; for (i = 2; i <= NF - 7; i++) l = l " " $i
+    printf "| %s | %s | %s | %s | %s | %s | %s |\n", l, $(NF-6), $(NF-5), $(NF-4), $(NF-3), $(NF-2), $(NF-1) }' "$RUNSTATS"
+fi
+awk '{ print $(NF-1) }' "$RUNSTATS" | sort -g | awk '{ o[NR] = $1 } END { if (NR) printf "\nOther processes per run: median %.2f of a core, max %.2f.\n", o[int((NR+1)/2)], o[NR] }'
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "Parts that failed: ${failed[*]} (their rows are missing)."
+  exit 1
+fi

@@ -1,0 +1,156 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+)
+
+// http3Off is the --http3-addr value that serves no HTTP/3.
+const http3Off = "off"
+
+// maxH3Streams bounds the requests a client may have open at once on one
+// HTTP/3 connection: net/http's HTTP/2 default (MaxConcurrentStreams).
+const maxH3Streams = 250
+
+// altSvcMaxAge is how long, in seconds, a client may remember the HTTP/3
+// endpoint.
+const altSvcMaxAge = 86400
+
+// h3Listener is the HTTP/3 listener: a UDP socket and, once serving, the
+// quic-go server on it. A nil *h3Listener is HTTP/3 turned off.
+type h3Listener struct {
+	conn net.PacketConn
+	srv  *http3.Server
+	// altSvc is the Alt-Svc value that announces it, as a header map
+	// holds it.
+	altSvc []string
+}
+
+// listenTLS binds the HTTPS listener and, unless h3Addr is "off", the
+// HTTP/3 listener's UDP socket: when h3Addr is empty, on the HTTPS
+// listener's host and port, so that Alt-Svc names the port the client
+// already uses. When the HTTPS port is ephemeral and the same UDP port is
+// taken, both are bound again.
+func listenTLS(httpsAddr, h3Addr string) (net.Listener, *h3Listener, error) {
+	_, port, _ := net.SplitHostPort(httpsAddr)
+	for attempt := 0; ; attempt++ {
+		ln, err := net.Listen("tcp", httpsAddr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listen %s: %w", httpsAddr, err)
+		}
+		addr := h3Addr
+		switch addr {
+		case http3Off:
+			return ln, nil, nil
+		case "":
+			addr = ln.Addr().String()
+		}
+		pc, err := net.ListenPacket("udp", addr)
+		if err == nil {
+			_, p, _ := net.SplitHostPort(pc.LocalAddr().String())
+			return ln, &h3Listener{conn: pc, altSvc: []string{`h3=":` + p + `"; ma=` + strconv.Itoa(altSvcMaxAge)}}, nil
+		}
+		ln.Close()
+		if h3Addr != "" || port != "0" || attempt == 9 {
+			return nil, nil, fmt.Errorf("listen http3 udp %s: %w", addr, err)
+		}
+	}
+}
+
+// HTTP3Addr is the bound HTTP/3 (UDP) address, empty when HTTP/3 is off.
+func (s *Server) HTTP3Addr() string {
+	if s.launch.h3 == nil {
+		return ""
+	}
+	return s.launch.h3.conn.LocalAddr().String()
+}
+
+// headerLine is the Alt-Svc header line (CRLF included) the edge's fast
+// path adds to its answers over TLS; nil when HTTP/3 is off.
+func (h *h3Listener) headerLine() []byte {
+	if h == nil {
+		return nil
+	}
+	return []byte("Alt-Svc: " + h.altSvc[0] + "\r\n")
+}
+
+// serve serves handler over HTTP/3 with the HTTPS listener's certificates
+// (getCert) and the listeners' bounds: the handshake within the header
+// timeout, a connection closed after the idle timeout without requests, at
+// most maxH3Streams requests in flight per connection, request heads
+// within MaxHeaderBytes, and each request's body read and answer written
+// within the read and write timeouts.
+func (h *h3Listener) serve(handler http.Handler, getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error), lim ListenLimits, log *slog.Logger) {
+	if h == nil {
+		return
+	}
+	h.srv = &http3.Server{
+		Handler: withDeadlines(handler, lim.ReadTimeout, lim.WriteTimeout),
+		// QUIC is TLS 1.3; Serve sets the ALPN to h3.
+		TLSConfig: &tls.Config{GetCertificate: getCert, MinVersion: tls.VersionTLS13},
+		QUICConfig: &quic.Config{
+			HandshakeIdleTimeout: lim.HeaderTimeout,
+			MaxIdleTimeout:       lim.IdleTimeout,
+			MaxIncomingStreams:   maxH3Streams,
+		},
+		MaxHeaderBytes: lim.MaxHeaderBytes,
+		IdleTimeout:    lim.IdleTimeout,
+		Logger:         log,
+	}
+	go func() {
+		if err := h.srv.Serve(h.conn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http3 listener stopped", "err", err)
+		}
+	}()
+}
+
+// stop sends every HTTP/3 connection GOAWAY, waits for its requests until
+// ctx ends, then closes the connections and the socket.
+func (h *h3Listener) stop(ctx context.Context) error {
+	if h == nil {
+		return nil
+	}
+	var err error
+	if h.srv != nil {
+		err = h.srv.Shutdown(ctx)
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			err = nil // Shutdown closed what was still open, as net/http's Close would
+		}
+	}
+	h.close()
+	return err
+}
+
+// close closes the socket (when the other listeners fail to bind, or
+// after stop).
+func (h *h3Listener) close() {
+	if h != nil {
+		h.conn.Close()
+	}
+}
+
+// withDeadlines gives each HTTP/3 request the read and write deadlines
+// net/http gives an HTTP/1.1 or HTTP/2 one (ReadTimeout, WriteTimeout).
+func withDeadlines(h http.Handler, read, write time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		now := time.Now()
+		if read > 0 {
+			_ = rc.SetReadDeadline(now.Add(read))
+		}
+		if write > 0 {
+			_ = rc.SetWriteDeadline(now.Add(write))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
