@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -21,6 +22,11 @@ const http3Off = "off"
 // maxH3Streams bounds the requests a client may have open at once on one
 // HTTP/3 connection: net/http's HTTP/2 default (MaxConcurrentStreams).
 const maxH3Streams = 250
+
+// maxH3Conns bounds the HTTP/3 connections open at once. A connection
+// past it is closed at once with H3_EXCESSIVE_LOAD; the client falls back
+// to HTTP/2 over TCP, whose connections the header and idle timeouts bound.
+const maxH3Conns = 4096
 
 // altSvcMaxAge is how long, in seconds, a client may remember the HTTP/3
 // endpoint.
@@ -107,11 +113,47 @@ func (h *h3Listener) serve(handler http.Handler, getCert func(*tls.ClientHelloIn
 		IdleTimeout:    lim.IdleTimeout,
 		Logger:         log,
 	}
+	tr := &quic.Transport{Conn: h.conn}
+	ln, err := tr.ListenEarly(http3.ConfigureTLSConfig(h.srv.TLSConfig), h.srv.QUICConfig)
+	if err != nil {
+		log.Error("http3 listener not started", "err", err)
+		return
+	}
 	go func() {
-		if err := h.srv.Serve(h.conn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := h.srv.ServeListener(&cappedListener{QUICListener: ln, max: maxH3Conns}); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http3 listener stopped", "err", err)
 		}
 	}()
+}
+
+// cappedListener hands out at most max connections open at once, closing
+// any past it as soon as it is accepted.
+type cappedListener struct {
+	http3.QUICListener
+	max  int64
+	open atomic.Int64
+}
+
+// h3ExcessiveLoad is HTTP/3's H3_EXCESSIVE_LOAD error code (RFC 9114).
+const h3ExcessiveLoad = 0x0107
+
+func (l *cappedListener) Accept(ctx context.Context) (*quic.Conn, error) {
+	for {
+		c, err := l.QUICListener.Accept(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) > l.max {
+			l.open.Add(-1)
+			c.CloseWithError(h3ExcessiveLoad, "too many connections")
+			continue
+		}
+		go func() {
+			<-c.Context().Done()
+			l.open.Add(-1)
+		}()
+		return c, nil
+	}
 }
 
 // stop sends every HTTP/3 connection GOAWAY, waits for its requests until
