@@ -306,7 +306,7 @@ func (s *Server) edgeListener(ln net.Listener, tc *tls.Config) net.Listener {
 	}
 	lim := s.cfg.Listen
 	cfg := fastpath.Config{Edge: s.launch.edge, API: s.isAPIHost, TLS: tc, Log: s.log,
-		HeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, WriteTimeout: lim.WriteTimeout}
+		HeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, WriteTimeout: lim.WriteTimeout, ReadTimeout: lim.ReadTimeout}
 	if s.launch.certs.acme != nil {
 		cfg.Reserved = func(p string) bool { return strings.HasPrefix(p, acme.ChallengePrefix) }
 	}
