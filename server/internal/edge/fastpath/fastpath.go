@@ -48,7 +48,7 @@ type Config struct {
 	// and 2 min. ReadTimeout bounds reading a forwarded request's body
 	// (zero: 2 min).
 	HeaderTimeout, IdleTimeout, WriteTimeout, ReadTimeout time.Duration
-	Log                                      *slog.Logger
+	Log                                                   *slog.Logger
 }
 
 // Listener is a net.Listener whose Accept returns the connections net/http

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -24,8 +25,6 @@ type respHead struct {
 	chunked bool
 	close   bool
 	hasDate bool
-	// trailer is set when a Trailer field was declared.
-	trailer bool
 }
 
 // field is one header line's name and trimmed value.
@@ -120,8 +119,6 @@ func parseResponseHead(b []byte, h *respHead) bool {
 			}
 		case equalFold(k, "date"):
 			h.hasDate = true
-		case equalFold(k, "trailer"):
-			h.trailer = true
 		}
 	}
 	if te > 1 {
@@ -135,10 +132,15 @@ func parseResponseHead(b []byte, h *respHead) bool {
 		h.clen = int64(n)
 	}
 	h.chunked = te == 1 && h.minor == 1
+	if h.chunked {
+		h.clen = -1
+	}
 	if h.minor == 0 {
 		h.close = hasClose || !hasKeepAlive
-	} else {
-		h.close = hasClose
+	} else if h.close = hasClose; hasClose && conn > 0 {
+		// net/http's reader drops an HTTP/1.1 Connection header that
+		// says close, so ReverseProxy drops none of the fields it names.
+		h.fields = slices.DeleteFunc(h.fields, func(f field) bool { return equalFold(f.k, "connection") })
 	}
 	return true
 }
@@ -177,8 +179,6 @@ func readResponseHead(br *bufio.Reader, h *respHead) bool {
 		h.fields = append(h.fields, field{[]byte("Transfer-Encoding"), []byte("chunked")})
 	}
 	_, h.hasDate = res.Header["Date"]
-	_, h.trailer = res.Header["Trailer"]
-	h.trailer = h.trailer || len(res.Trailer) > 0
 	if len(res.Trailer) > 0 {
 		ks := make([]string, 0, len(res.Trailer))
 		for k := range res.Trailer {
@@ -186,29 +186,10 @@ func readResponseHead(br *bufio.Reader, h *respHead) bool {
 		}
 		h.fields = append(h.fields, field{[]byte("Trailer"), []byte(strings.Join(ks, ", "))})
 	}
-	// ReadResponse decides Close from the framing too; the forwarder
-	// wants only what the upstream said about the connection.
-	conn := res.Header["Connection"]
-	hasClose := containsToken(conn, "close")
-	if res.ProtoMajor < 1 {
-		h.close = true
-	} else if res.ProtoMajor == 1 && res.ProtoMinor == 0 {
-		h.close = hasClose || !containsToken(conn, "keep-alive")
-	} else {
-		h.close = hasClose
-	}
+	// Close is also set for a body that ends with the connection, which
+	// the forwarder never reuses either.
+	h.close = res.Close
 	return true
-}
-
-func containsToken(vv []string, tok string) bool {
-	for _, v := range vv {
-		for t := range tokens([]byte(v)) {
-			if equalFold(t, tok) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // tokens yields the trimmed, non-empty elements of a comma-separated
@@ -241,7 +222,6 @@ func cutLF(b []byte) (line, rest []byte) {
 	}
 	return line, rest
 }
-
 
 // equalFoldB is equalFold for two slices, ASCII only.
 func equalFoldB(a, b []byte) bool {

@@ -155,13 +155,3 @@ func (u *upstreams) sweep(addr string) {
 		uc.nc.Close()
 	}
 }
-
-// idleCount is how many idle connections addr has, for tests.
-func (u *upstreams) idleCount(addr string) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if p := u.pools[addr]; p != nil {
-		return len(p.idle)
-	}
-	return 0
-}
