@@ -6,7 +6,9 @@
 # net/http/httputil ReverseProxy set up as Pier's edge sets up its own (the
 # peer for the proxy hop itself). Prints requests per second of each, the
 # medians over the rounds, and the medians of the rounds' ratios
-# pier/direct (goal: >= 0.8), goproxy/direct and pier/goproxy.
+# pier/direct (goal: >= 0.8), goproxy/direct and pier/goproxy, and the CPU
+# time per request of the app (direct), of pier server and of bench/proxy
+# (app-us, pier-us, goprx-us: the proxies' own, the app's not counted).
 #
 #   bash bench/services.sh                  # 3 rounds of 5 s per side
 #   DURATION=3s REPEAT=5 bash bench/services.sh
@@ -103,27 +105,42 @@ for u in "$proxied" "$goproxy"; do
   [ "$got" = "$want" ] || { echo "$u answers $got, directly $want"; exit 1; }
 done
 
-rps() { # url
+# cpu PID: the process's user and system time so far, in clock ticks.
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+tick=$(getconf CLK_TCK)
+# rps URL PID: wrk's requests per second against URL, and the CPU time PID
+# spent per request meanwhile, in microseconds (its hop: the app's CPU is
+# not counted for a proxy).
+rps() {
   echo "== $1" >>"$tmp/wrk.log"
-  "${cli[@]}" wrk -t1 -c"$CONNS" -d"$DURATION" --latency -H "Host: $host" "$1" | tee -a "$tmp/wrk.log" | awk '/Requests\/sec/ {print $2}'
+  local before out n
+  before=$(cpu "$2")
+  out=$("${cli[@]}" wrk -t1 -c"$CONNS" -d"$DURATION" --latency -H "Host: $host" "$1" | tee -a "$tmp/wrk.log")
+  n=$(awk '/requests in/ {print $1}' <<<"$out")
+  echo "$(awk '/Requests\/sec/ {print $2}' <<<"$out") $(echo "($(cpu "$2") - $before) * 1000000 / $tick / $n" | bc -l)"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
 pinning="no pinning"; [ "$PIN" = 1 ] && pinning="server and app on CPU 0, wrk on CPU 1"
 echo "wrk -t1 -c$CONNS -d$DURATION, $REPEAT rounds of direct, pier, goproxy; $pinning; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-6s %9s %9s %9s %12s %15s %13s\n' round direct pier goproxy pier/direct goproxy/direct pier/goproxy
-ds=() ps=() gs=() rs=() rgs=() rpgs=()
+printf '%-6s %9s %9s %9s %12s %15s %13s %8s %8s %8s\n' round direct pier goproxy pier/direct goproxy/direct pier/goproxy app-us pier-us goprx-us
+ds=() ps=() gs=() rs=() rgs=() rpgs=() dus=() pus=() gus=()
+srvpid=${pids[0]} gopid=${pids[1]}
 for i in $(seq "$REPEAT"); do
   # The three runs of a round follow each other and share the machine's
   # load, so a round's ratios are steadier than ratios of medians.
-  d=$(rps "$direct"); p=$(rps "$proxied"); g=$(rps "$goproxy")
+  read -r d du < <(rps "$direct" "${pid:-0}")
+  read -r p pu < <(rps "$proxied" "$srvpid")
+  read -r g gu < <(rps "$goproxy" "$gopid")
+  dus+=("$du") pus+=("$pu") gus+=("$gu")
   r=$(echo "$p / $d" | bc -l) rg=$(echo "$g / $d" | bc -l) rpg=$(echo "$p / $g" | bc -l)
   ds+=("$d") ps+=("$p") gs+=("$g") rs+=("$r") rgs+=("$rg") rpgs+=("$rpg")
-  printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f\n' "$i" "$d" "$p" "$g" "$r" "$rg" "$rpg"
+  printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f %8.0f %8.0f %8.0f\n' "$i" "$d" "$p" "$g" "$r" "$rg" "$rpg" "$du" "$pu" "$gu"
 done
 d=$(median "${ds[@]}") p=$(median "${ps[@]}") g=$(median "${gs[@]}")
 r=$(median "${rs[@]}") rg=$(median "${rgs[@]}") rpg=$(median "${rpgs[@]}")
-printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f\n' median "$d" "$p" "$g" "$r" "$rg" "$rpg"
+du=$(median "${dus[@]}") pu=$(median "${pus[@]}") gu=$(median "${gus[@]}")
+printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f %8.0f %8.0f %8.0f\n' median "$d" "$p" "$g" "$r" "$rg" "$rpg" "$du" "$pu" "$gu"
 # wrk counts a request without an answer within 2 s as a timeout.
 if grep -qE "Non-2xx|Socket errors" "$tmp/wrk.log"; then
   awk '/^== / {url = $2} /Non-2xx|Socket errors/ {print url ":" $0}' "$tmp/wrk.log"
