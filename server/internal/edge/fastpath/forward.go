@@ -336,7 +336,9 @@ func (cs *conn) exchange(addr string, head, replayable bool) (status int, err er
 	for attempt := 0; ; attempt++ {
 		var reused bool
 		var uerr error
-		uc, reused, uerr = conns.get(addr)
+		// A request that may be sent twice skips the peek at an idle
+		// connection: it is sent again if the connection was closed.
+		uc, reused, uerr = conns.get(addr, !replayable || attempt > 0)
 		if uerr != nil {
 			return cs.badGateway(addr, uerr)
 		}

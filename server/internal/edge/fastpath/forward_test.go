@@ -3,12 +3,14 @@ package fastpath
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -403,8 +405,8 @@ func TestForwardReusesUpstreamConnections(t *testing.T) {
 	}
 }
 
-// A connection the process closes while it sits idle in the pool is not
-// used for the next request, which is answered on a new one.
+// A connection the process closes while it sits idle in the pool fails
+// no request: the next one is answered on a new connection.
 func TestForwardDropsClosedIdleConnections(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -431,15 +433,23 @@ func TestForwardDropsClosedIdleConnections(t *testing.T) {
 		}
 	}()
 	_, fast, _ := fwdPair(t, ln.Addr().String())
-	for i := range 5 {
-		got, _ := rawExchange(t, fast.addr, req("POST", "/x", "Content-Length: 1\r\n")+"x", false)
-		if got[0].status != 200 {
-			t.Fatalf("request %d: %v", i, got[0])
+	// A POST is sent once: the idle connection is peeked at first. A GET
+	// is sent on it, and again on a new one when it turns out closed.
+	for _, r := range []string{req("POST", "/x", "Content-Length: 1\r\n") + "x", req("GET", "/x")} {
+		n.Store(0)
+		for i := range 5 {
+			got, _ := rawExchange(t, fast.addr, r, false)
+			if got[0].status != 200 || got[0].body != "ok" {
+				t.Fatalf("%q, request %d: %v", r, i, got[0])
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
+		if n.Load() != 5 {
+			t.Errorf("%q: %d connections for 5 requests", r, n.Load())
+		}
 	}
-	if n.Load() != 5 {
-		t.Errorf("%d connections for 5 requests", n.Load())
+	if fast.handoffs() != 0 {
+		t.Error("handed to net/http")
 	}
 }
 
@@ -476,5 +486,48 @@ func TestForwardFollowsARelaunch(t *testing.T) {
 	old.ln.Close()
 	for range 5 {
 		ask()
+	}
+}
+
+// Over TLS the process is told https, by the forwarder (HTTP/1.1) as by
+// the ReverseProxy path (h2), in the same words.
+func TestForwardOverTLS(t *testing.T) {
+	up := startUpstream(t)
+	addr := up.ln.Addr().String()
+	var p atomic.Pointer[string]
+	p.Store(&addr)
+	e := edge.New(procSites{&p}, slog.New(slog.DiscardHandler))
+	ts := httptest.NewTLSServer(nil)
+	defer ts.Close()
+	tc := &tls.Config{Certificates: ts.TLS.Certificates, NextProtos: []string{"h2", "http/1.1"}}
+	inner, _ := net.Listen("tcp", "127.0.0.1:0")
+	ln := New(inner, Config{Edge: e, API: isAPI, TLS: tc, Log: slog.New(slog.DiscardHandler)})
+	srv := &http.Server{TLSConfig: tc, ConnContext: ConnContext, Handler: WithTLS(handler(e))}
+	go srv.Serve(ln)
+	defer srv.Close()
+	base := ts.Client().Transport.(*http.Transport).TLSClientConfig
+	var bodies []string
+	for _, h2 := range []bool{false, true} {
+		tr := &http.Transport{TLSClientConfig: base.Clone(), ForceAttemptHTTP2: h2}
+		r, _ := http.NewRequest("GET", "https://"+inner.Addr().String()+"/echo", nil)
+		r.Host = appHost
+		r.Header.Set("User-Agent", "t")
+		resp, err := (&http.Client{Transport: tr}).Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if !strings.Contains(string(b), `X-Forwarded-Proto: ["https"]`) {
+			t.Fatalf("h2 %v: %s", h2, b)
+		}
+		bodies = append(bodies, string(b))
+	}
+	if bodies[0] != bodies[1] {
+		t.Errorf("the process read\n%s\nfrom the forwarder and\n%s\nfrom ReverseProxy", bodies[0], bodies[1])
+	}
+	if n := ln.handoffs.Load(); n != 1 { // the h2 connection only
+		t.Errorf("handoffs %d", n)
 	}
 }

@@ -71,9 +71,11 @@ type upstreams struct {
 
 var conns = &upstreams{pools: map[string]*pool{}}
 
-// get returns an idle connection to addr that the process has not closed,
-// or a new one; reused says which.
-func (u *upstreams) get(addr string) (uc *upConn, reused bool, err error) {
+// get returns an idle connection to addr, or a new one; reused says which.
+// With check, an idle connection is first peeked at (a system call) to
+// skip one the process closed; without, the caller sends the request
+// again on a new connection when a reused one fails before answering.
+func (u *upstreams) get(addr string, check bool) (uc *upConn, reused bool, err error) {
 	for {
 		u.mu.Lock()
 		p := u.pools[addr]
@@ -85,7 +87,7 @@ func (u *upstreams) get(addr string) (uc *upConn, reused bool, err error) {
 		p.idle[len(p.idle)-1] = nil
 		p.idle = p.idle[:len(p.idle)-1]
 		u.mu.Unlock()
-		if time.Since(uc.idleSince) < upstreamIdle && alive(uc.nc) {
+		if time.Since(uc.idleSince) < upstreamIdle && (!check || alive(uc.nc)) {
 			return uc, true, nil
 		}
 		uc.nc.Close()
