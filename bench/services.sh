@@ -14,6 +14,7 @@
 #   DURATION=3s REPEAT=5 bash bench/services.sh
 #   PIN=0 bash bench/services.sh            # no CPU pinning
 #   PIER_BIN=/tmp/pier bash bench/services.sh   # another build of pier
+#   PORT_BASE=18290 bash bench/services.sh  # other ports (default 18190-18194)
 #
 # By default the server, and so the app it starts (a child inherits its
 # CPU affinity), and bench/proxy run on CPU 0 and wrk on CPU 1, as in
@@ -48,12 +49,18 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-PIER_HTTP=127.0.0.1:18190
+# PORT_BASE moves the five ports (HTTP, the peer, HTTPS, DNS, SMTP) when
+# another run holds them.
+B=${PORT_BASE:-18190}
+PIER_HTTP=127.0.0.1:$B
+for p in $B $((B + 1)) $((B + 2)) $((B + 3)) $((B + 4)); do
+  if ss -Htln "sport = :$p" | grep -q .; then echo "port $p is in use (another run?); set PORT_BASE"; exit 1; fi
+done
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
 key=$("$PIER_BIN" admin create-key --scopes read,quote,launch --json | jq -r .apiKey)
 project=$("$PIER_BIN" admin create-project --name bench --json | jq -r .projectId)
-"${srv[@]}" "$PIER_BIN" server --http-addr $PIER_HTTP --https-addr 127.0.0.1:18543 --dns-addr 127.0.0.1:18153 \
-  --smtp-addr 127.0.0.1:18125 --log-level warn 2>"$tmp/pier.log" &
+"${srv[@]}" "$PIER_BIN" server --http-addr $PIER_HTTP --https-addr 127.0.0.1:$((B + 2)) --dns-addr 127.0.0.1:$((B + 3)) \
+  --smtp-addr 127.0.0.1:$((B + 4)) --log-level warn 2>"$tmp/pier.log" &
 pids+=($!)
 for _ in $(seq 100); do curl -fsS "http://$PIER_HTTP/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 
@@ -92,9 +99,9 @@ for _ in $(seq 100); do
 done
 [ -n "$port" ] || { echo "no 'listening on' line in the service's logs"; api GET "/v1/services/$service/logs?tail=100"; exit 1; }
 pid=$(ss -Htlnp "sport = :$port" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
-direct=http://127.0.0.1:$port/ proxied=http://$PIER_HTTP/ goproxy=http://127.0.0.1:18191/
+direct=http://127.0.0.1:$port/ proxied=http://$PIER_HTTP/ goproxy=http://127.0.0.1:$((B + 1))/
 echo "examples/app: $preview, process ${pid:-?} listening on 127.0.0.1:$port"
-"${srv[@]}" ./bin/benchproxy -addr 127.0.0.1:18191 -to "127.0.0.1:$port" 2>"$tmp/benchproxy.log" &
+"${srv[@]}" ./bin/benchproxy -addr 127.0.0.1:$((B + 1)) -to "127.0.0.1:$port" 2>"$tmp/benchproxy.log" &
 pids+=($!)
 for _ in $(seq 50); do curl -fsS "$goproxy" >/dev/null 2>&1 && break; sleep 0.1; done
 

@@ -128,3 +128,31 @@ func headerString(h http.Header) string {
 	}
 	return b.String()
 }
+
+// BenchmarkResponseHead compares the forwarder's response head reader with
+// http.ReadResponse over a head as examples/app writes it.
+func BenchmarkResponseHead(b *testing.B) {
+	head := []byte("HTTP/1.1 200 OK\r\nServer: BaseHTTP/0.6 Python/3.13.5\r\nDate: Mon, 02 Jan 2006 15:04:05 GMT\r\n" +
+		"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 26\r\n\r\n")
+	b.Run("parseResponseHead", func(b *testing.B) {
+		b.ReportAllocs()
+		var h respHead
+		for b.Loop() {
+			if !parseResponseHead(head[:headEnd(head)], &h) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("http.ReadResponse", func(b *testing.B) {
+		b.ReportAllocs()
+		rd := bytes.NewReader(head)
+		br := bufio.NewReader(rd)
+		for b.Loop() {
+			rd.Reset(head)
+			br.Reset(rd)
+			if _, err := http.ReadResponse(br, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
