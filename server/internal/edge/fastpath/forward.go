@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -27,6 +28,9 @@ import (
 // the request is sent, so a request the process never answered can be
 // sent again.
 const maxFwdBody = 64 << 10
+
+// scratchPool holds the buffers bodies of unknown length are read into.
+var scratchPool = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 
 // fwd is a connection's forwarding state, kept across its requests.
 type fwd struct {
@@ -287,6 +291,20 @@ func (cs *conn) forward(n int) (handled bool, err error) {
 	}
 	replayable := r.clen <= 0 && (m == "GET" || m == "HEAD" || m == "OPTIONS" || r.idemKey)
 	status, err := cs.exchange(addr, m == "HEAD", replayable)
+	// An idle connection keeps small buffers only, however large the
+	// answer was.
+	if f.scratch != nil {
+		scratchPool.Put((*[32 << 10]byte)(f.scratch))
+		f.scratch = nil
+	}
+	if cap(f.req) > 16<<10 {
+		f.req = nil
+	}
+	if cs.br.Buffered() == 0 && cap(cs.out) > 16<<10 {
+		if cs.flush() == nil {
+			cs.out = nil
+		}
+	}
 	if lg := cfg.Log; status > 0 && (status >= 500 && status != http.StatusNotImplemented || lg.Enabled(context.Background(), slog.LevelDebug)) {
 		level := slog.LevelDebug
 		if status >= 500 && status != http.StatusNotImplemented {
@@ -601,7 +619,7 @@ func (cs *conn) copyN(uc *upConn, n int64) error {
 func (cs *conn) chunk(uc *upConn, k int) (int, error) {
 	f := cs.fwd
 	if f.scratch == nil {
-		f.scratch = make([]byte, 32<<10)
+		f.scratch = scratchPool.Get().(*[32 << 10]byte)[:]
 	}
 	if uc.br.Buffered() == 0 {
 		if err := cs.flush(); err != nil {
