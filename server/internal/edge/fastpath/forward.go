@@ -369,6 +369,9 @@ func (cs *conn) exchange(addr string, head, replayable bool) (status int, err er
 		}
 		got := uc.br.Buffered() > 0
 		uc.nc.Close()
+		if errors.Is(uerr, errAbort) {
+			return 0, uerr // the client went away
+		}
 		if reused && replayable && !got && attempt < 3 {
 			continue
 		}
@@ -457,7 +460,7 @@ func (cs *conn) readUpstreamHead(uc *upConn) (n int, err error) {
 				break
 			}
 			if err := cs.flush(); err != nil {
-				return 0, err
+				return 0, errAbort
 			}
 			if err := uc.wait(); err != nil {
 				return 0, err
