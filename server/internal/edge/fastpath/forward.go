@@ -38,15 +38,17 @@ type fwd struct {
 	h        respHead
 	r        fwdReq
 	clientIP string
+	ua       []byte
 	trailers []byte
 	scratch  []byte
 }
 
 // fwdReq is what parseFwd reads of a request.
 type fwdReq struct {
-	method, target, host, ua []byte
-	clen                     int64
-	close, te, idemKey       bool
+	method             string // one of fwdMethods, without the space
+	target, host, ua   []byte
+	clen               int64
+	close, te, idemKey bool
 }
 
 var fwdMethods = [...]string{"GET ", "HEAD ", "POST ", "PUT ", "PATCH ", "DELETE ", "OPTIONS "}
@@ -65,11 +67,11 @@ func parseFwd(b []byte, r *fwdReq, dst []byte) (_ []byte, ok bool) {
 	line, rest := cutLine(b)
 	for _, m := range fwdMethods {
 		if hasPrefix(line, m) {
-			r.method = line[:len(m)-1]
+			r.method = m[:len(m)-1]
 			break
 		}
 	}
-	if r.method == nil {
+	if r.method == "" {
 		return dst, false
 	}
 	t, ok := strings.CutSuffix(string(line[len(r.method)+1:]), " HTTP/1.1")
@@ -260,7 +262,7 @@ func (cs *conn) forward(n int) (handled bool, err error) {
 	start := time.Now()
 	// net/http's Transport sends a length for a body, and an empty one
 	// for the methods servers expect one with.
-	m := string(r.method)
+	m := r.method
 	if r.clen > 0 || m == "POST" || m == "PUT" || m == "PATCH" {
 		f.req = append(f.req, "Content-Length: "...)
 		f.req = strconv.AppendInt(f.req, max(r.clen, 0), 10)
@@ -282,7 +284,7 @@ func (cs *conn) forward(n int) (handled bool, err error) {
 		f.req = append(f.req, "Te: trailers\r\n"...)
 	}
 	f.req = append(f.req, "\r\n"...)
-	ua := string(r.ua)
+	f.ua = append(f.ua[:0], r.ua...) // for the log; r.ua is in the read buffer
 	cs.br.Discard(n)
 	if r.clen > 0 {
 		if err := cs.readBody(int(r.clen)); err != nil {
@@ -311,7 +313,7 @@ func (cs *conn) forward(n int) (handled bool, err error) {
 			level = slog.LevelError
 		}
 		lg.Log(context.Background(), level, "request", "method", m, "path", cs.path, "status", status,
-			"dur", time.Since(start), "ua", strings.SplitN(ua, " ", 2)[0])
+			"dur", time.Since(start), "ua", strings.SplitN(string(f.ua), " ", 2)[0])
 	}
 	return true, err
 }
@@ -778,7 +780,7 @@ func (cs *conn) badGateway(addr string, err error) (int, error) {
 		out = append(out, "Connection: close\r\n"...)
 	}
 	out = append(out, "\r\n"...)
-	if string(cs.fwd.r.method) != "HEAD" {
+	if cs.fwd.r.method != "HEAD" {
 		out = append(out, msg...)
 	}
 	cs.out = out

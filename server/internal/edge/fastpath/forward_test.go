@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -529,5 +530,64 @@ func TestForwardOverTLS(t *testing.T) {
 	}
 	if n := ln.handoffs.Load(); n != 1 { // the h2 connection only
 		t.Errorf("handoffs %d", n)
+	}
+}
+
+// BenchmarkForward is one client connection's GETs forwarded to a process
+// that answers without parsing (so what allocates is the forwarder).
+func BenchmarkForward(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	answer := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 26\r\n\r\nHello from a Pier process\n")
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 8<<10)
+				for {
+					n, err := c.Read(buf)
+					if err != nil {
+						return
+					}
+					if bytes.HasSuffix(buf[:n], []byte("\r\n\r\n")) {
+						c.Write(answer)
+					}
+				}
+			}()
+		}
+	}()
+	var p atomic.Pointer[string]
+	addr := ln.Addr().String()
+	p.Store(&addr)
+	e := edge.New(procSites{&p}, slog.New(slog.DiscardHandler))
+	fast := serve(b, e, true, Config{})
+	c, err := net.Dial("tcp", fast.addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	r := []byte(req("GET", "/", "User-Agent: bench/1\r\n"))
+	buf := make([]byte, 4<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Write(r)
+		n := 0
+		for !bytes.HasSuffix(buf[:n], []byte("process\n")) {
+			m, err := c.Read(buf[n:])
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += m
+		}
+	}
+	if fast.handoffs() != 0 {
+		b.Fatal("handed to net/http")
 	}
 }
