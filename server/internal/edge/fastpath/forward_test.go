@@ -591,3 +591,32 @@ func BenchmarkForward(b *testing.B) {
 		b.Fatal("handed to net/http")
 	}
 }
+
+// A forwarded request's body that stops coming ends the connection at the
+// read timeout, and nothing reaches the process.
+func TestForwardBodyReadTimeout(t *testing.T) {
+	up := startUpstream(t)
+	addr := up.ln.Addr().String()
+	var p atomic.Pointer[string]
+	p.Store(&addr)
+	e := edge.New(procSites{&p}, slog.New(slog.DiscardHandler))
+	fast := serve(t, e, true, Config{ReadTimeout: 300 * time.Millisecond})
+	c, err := net.Dial("tcp", fast.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	io.WriteString(c, req("POST", "/echo", "Content-Length: 10\r\n")+"12345")
+	n, err := io.Copy(io.Discard, c)
+	if err != nil || n != 0 {
+		t.Fatalf("read %d bytes, %v; want the connection closed without an answer", n, err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond || d > 3*time.Second {
+		t.Errorf("closed after %v, read timeout 300ms", d)
+	}
+	if up.conns.Load() != 0 {
+		t.Error("the process was asked")
+	}
+}
