@@ -620,3 +620,54 @@ func TestForwardBodyReadTimeout(t *testing.T) {
 		t.Error("the process was asked")
 	}
 }
+
+// Clients at once share the pool: every answer is its own request's.
+func TestForwardConcurrent(t *testing.T) {
+	up := startUpstream(t)
+	_, fast, _ := fwdPair(t, up.ln.Addr().String())
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			c, err := net.Dial("tcp", fast.addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			for i := range 50 {
+				body := fmt.Sprintf("g%d-i%d", g, i)
+				var r, want string
+				switch i % 3 {
+				case 0:
+					r, want = req("POST", "/echo", fmt.Sprintf("Content-Length: %d\r\n", len(body)))+body, fmt.Sprintf("body %q", body)
+				case 1:
+					r, want = req("GET", "/chunked"), "hello world"
+				default:
+					r, want = req("GET", "/echo?"+body), "/echo?"+body+" "
+				}
+				io.WriteString(c, r)
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				if err != nil || !strings.Contains(string(b), want) {
+					errs <- fmt.Errorf("%q answered %q, %v", r, b, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := up.conns.Load(); n > 8 {
+		t.Errorf("%d upstream connections for 8 clients", n)
+	}
+}
