@@ -41,6 +41,9 @@ type fwd struct {
 	ua       []byte
 	trailers []byte
 	scratch  []byte
+	// interim is set once a 1xx answer was passed on: the request is not
+	// sent again after that.
+	interim bool
 }
 
 // fwdReq is what parseFwd reads of a request.
@@ -369,19 +372,22 @@ func (cs *conn) exchange(addr string, head, replayable bool) (status int, err er
 		if uerr == nil {
 			break
 		}
-		got := uc.br.Buffered() > 0
+		got := uc.br.Buffered() > 0 || f.interim
 		uc.nc.Close()
 		if errors.Is(uerr, errAbort) {
 			return 0, uerr // the client went away
 		}
-		if reused && replayable && !got && attempt < 3 {
+		var ne net.Error
+		timeout := errors.As(uerr, &ne) && ne.Timeout()
+		if reused && replayable && !got && !timeout && attempt < 3 {
 			continue
 		}
 		return cs.badGateway(addr, uerr)
 	}
 	h := &f.h
 	status = h.status
-	keep := cs.writeHead(h, head)
+	cs.writeHead(h, head)
+	keep := true
 	if n > 0 {
 		uc.br.Discard(n)
 	}
@@ -441,6 +447,7 @@ func (uc *upConn) wait() error {
 // the head's length in uc.br (0 when the fallback reader consumed it).
 func (cs *conn) readUpstreamHead(uc *upConn) (n int, err error) {
 	h := &cs.fwd.h
+	cs.fwd.interim = false
 	for interim := 0; ; interim++ {
 		uc.lim.left = maxResponseHead
 		n = 0
@@ -477,6 +484,7 @@ func (cs *conn) readUpstreamHead(uc *upConn) (n int, err error) {
 		if h.status == http.StatusSwitchingProtocols || interim == 5 {
 			return 0, upErr("unexpected informational response from upstream")
 		}
+		cs.fwd.interim = true
 		cs.out = appendStatus(cs.out, h.status)
 		for _, f := range h.fields {
 			if !equalFold(f.k, "content-length") && !equalFold(f.k, "transfer-encoding") {
@@ -531,9 +539,8 @@ func hopHeader(k []byte) bool {
 // what ReverseProxy hands it: net/http's status text, the process's
 // headers without the hop-by-hop ones and those its Connection header
 // names, a Date when the process sent none, and the framing net/http
-// chooses (the process's length, or chunked). keep is false when the
-// upstream connection cannot be reused whatever the answer's end.
-func (cs *conn) writeHead(h *respHead, head bool) (keep bool) {
+// chooses (the process's length, or chunked).
+func (cs *conn) writeHead(h *respHead, head bool) {
 	out := appendStatus(cs.out, h.status)
 	var named [][]byte
 	for _, f := range h.fields {
@@ -582,7 +589,6 @@ func (cs *conn) writeHead(h *respHead, head bool) (keep bool) {
 		out = append(out, "Connection: close\r\n"...)
 	}
 	cs.out = append(out, "\r\n"...)
-	return true
 }
 
 // fill reads into the unused capacity of cs.out, up to k bytes, first
