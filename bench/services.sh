@@ -6,12 +6,15 @@
 # net/http/httputil ReverseProxy set up as Pier's edge sets up its own (the
 # peer for the proxy hop itself). Prints requests per second of each, the
 # medians over the rounds, and the medians of the rounds' ratios
-# pier/direct (goal: >= 0.8), goproxy/direct and pier/goproxy.
+# pier/direct (goal: >= 0.8), goproxy/direct and pier/goproxy, and the CPU
+# time per request of the app (direct), of pier server and of bench/proxy
+# (app-us, pier-us, goprx-us: the proxies' own, the app's not counted).
 #
 #   bash bench/services.sh                  # 3 rounds of 5 s per side
 #   DURATION=3s REPEAT=5 bash bench/services.sh
 #   PIN=0 bash bench/services.sh            # no CPU pinning
 #   PIER_BIN=/tmp/pier bash bench/services.sh   # another build of pier
+#   PORT_BASE=18290 bash bench/services.sh  # other ports (default 18190-18194)
 #   RESULTS=file RUNSTATS=file bash bench/services.sh   # for bench/peers.sh
 #
 # By default the server, and so the app it starts (a child inherits its
@@ -49,17 +52,18 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-PIER_HTTP=127.0.0.1:18190
-# Another server on these ports would answer in its place: stop early.
-if ss -Htln 'sport = :18190' | grep -q . || ss -Htln 'sport = :18543' | grep -q .; then
-  echo "$(basename "$0"): 127.0.0.1:18190 or :18543 is in use by another process; stop it and run again" >&2
-  exit 1
-fi
+# PORT_BASE moves the five ports (HTTP, the peer, HTTPS, DNS, SMTP) when
+# another run holds them.
+B=${PORT_BASE:-18190}
+PIER_HTTP=127.0.0.1:$B
+for p in $B $((B + 1)) $((B + 2)) $((B + 3)) $((B + 4)); do
+  if ss -Htln "sport = :$p" | grep -q .; then echo "port $p is in use (another run?); set PORT_BASE"; exit 1; fi
+done
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
 key=$("$PIER_BIN" admin create-key --scopes read,quote,launch --json | jq -r .apiKey)
 project=$("$PIER_BIN" admin create-project --name bench --json | jq -r .projectId)
-"${srv[@]}" "$PIER_BIN" server --http-addr $PIER_HTTP --https-addr 127.0.0.1:18543 --dns-addr 127.0.0.1:18153 \
-  --smtp-addr 127.0.0.1:18125 --log-level warn 2>"$tmp/pier.log" &
+"${srv[@]}" "$PIER_BIN" server --http-addr $PIER_HTTP --https-addr 127.0.0.1:$((B + 2)) --dns-addr 127.0.0.1:$((B + 3)) \
+  --smtp-addr 127.0.0.1:$((B + 4)) --log-level warn 2>"$tmp/pier.log" &
 pids+=($!)
 for _ in $(seq 100); do curl -fsS "http://$PIER_HTTP/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 
@@ -98,9 +102,9 @@ for _ in $(seq 100); do
 done
 [ -n "$port" ] || { echo "no 'listening on' line in the service's logs"; api GET "/v1/services/$service/logs?tail=100"; exit 1; }
 pid=$(ss -Htlnp "sport = :$port" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
-direct=http://127.0.0.1:$port/ proxied=http://$PIER_HTTP/ goproxy=http://127.0.0.1:18191/
+direct=http://127.0.0.1:$port/ proxied=http://$PIER_HTTP/ goproxy=http://127.0.0.1:$((B + 1))/
 echo "examples/app: $preview, process ${pid:-?} listening on 127.0.0.1:$port"
-"${srv[@]}" ./bin/benchproxy -addr 127.0.0.1:18191 -to "127.0.0.1:$port" 2>"$tmp/benchproxy.log" &
+"${srv[@]}" ./bin/benchproxy -addr 127.0.0.1:$((B + 1)) -to "127.0.0.1:$port" 2>"$tmp/benchproxy.log" &
 pids+=($!)
 for _ in $(seq 50); do curl -fsS "$goproxy" >/dev/null 2>&1 && break; sleep 0.1; done
 
@@ -111,29 +115,44 @@ for u in "$proxied" "$goproxy"; do
   [ "$got" = "$want" ] || { echo "$u answers $got, directly $want"; exit 1; }
 done
 
-rps() { # url label
+# cpu PID: the process's user and system time so far, in clock ticks.
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+tick=$(getconf CLK_TCK)
+# rps URL PID LABEL: wrk's requests per second against URL, and the CPU
+# time PID spent per request meanwhile, in microseconds (its hop: the
+# app's CPU is not counted for a proxy). LABEL names the run in RUNSTATS.
+rps() {
   echo "== $1" >>"$tmp/wrk.log"
+  local before out n
+  before=$(cpu "$2")
   runstat_begin "${pids[@]}"
-  "${cli[@]}" wrk -t1 -c"$CONNS" -d"$DURATION" --latency -H "Host: $host" "$1" | tee -a "$tmp/wrk.log" | awk '/Requests\/sec/ {print $2}'
-  runstat_end "$2"
+  out=$("${cli[@]}" wrk -t1 -c"$CONNS" -d"$DURATION" --latency -H "Host: $host" "$1" | tee -a "$tmp/wrk.log")
+  runstat_end "$3"
+  n=$(awk '/requests in/ {print $1}' <<<"$out")
+  echo "$(awk '/Requests\/sec/ {print $2}' <<<"$out") $(echo "($(cpu "$2") - $before) * 1000000 / $tick / $n" | bc -l)"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
 pinning="no pinning"; [ "$PIN" = 1 ] && pinning="server and app on CPU 0, wrk on CPU 1"
 echo "wrk -t1 -c$CONNS -d$DURATION, $REPEAT rounds of direct, pier, goproxy; $pinning; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-6s %9s %9s %9s %12s %15s %13s\n' round direct pier goproxy pier/direct goproxy/direct pier/goproxy
-ds=() ps=() gs=() rs=() rgs=() rpgs=()
+printf '%-6s %9s %9s %9s %12s %15s %13s %8s %8s %8s\n' round direct pier goproxy pier/direct goproxy/direct pier/goproxy app-us pier-us goprx-us
+ds=() ps=() gs=() rs=() rgs=() rpgs=() dus=() pus=() gus=()
+srvpid=${pids[0]} gopid=${pids[1]}
 for i in $(seq "$REPEAT"); do
   # The three runs of a round follow each other and share the machine's
   # load, so a round's ratios are steadier than ratios of medians.
-  d=$(rps "$direct" "app direct"); p=$(rps "$proxied" "app via pier"); g=$(rps "$goproxy" "app via goproxy")
+  read -r d du < <(rps "$direct" "${pid:-0}" "app direct")
+  read -r p pu < <(rps "$proxied" "$srvpid" "app via pier")
+  read -r g gu < <(rps "$goproxy" "$gopid" "app via goproxy")
+  dus+=("$du") pus+=("$pu") gus+=("$gu")
   r=$(echo "$p / $d" | bc -l) rg=$(echo "$g / $d" | bc -l) rpg=$(echo "$p / $g" | bc -l)
   ds+=("$d") ps+=("$p") gs+=("$g") rs+=("$r") rgs+=("$rg") rpgs+=("$rpg")
-  printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f\n' "$i" "$d" "$p" "$g" "$r" "$rg" "$rpg"
+  printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f %8.0f %8.0f %8.0f\n' "$i" "$d" "$p" "$g" "$r" "$rg" "$rpg" "$du" "$pu" "$gu"
 done
 d=$(median "${ds[@]}") p=$(median "${ps[@]}") g=$(median "${gs[@]}")
 r=$(median "${rs[@]}") rg=$(median "${rgs[@]}") rpg=$(median "${rpgs[@]}")
-printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f\n' median "$d" "$p" "$g" "$r" "$rg" "$rpg"
+du=$(median "${dus[@]}") pu=$(median "${pus[@]}") gu=$(median "${gus[@]}")
+printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f %8.0f %8.0f %8.0f\n' median "$d" "$p" "$g" "$r" "$rg" "$rpg" "$du" "$pu" "$gu"
 result "proxied service vs direct (wrk -c$CONNS, examples/app)" "$p" "$d" "$r" "req/s"
 result "bare Go ReverseProxy vs direct (peer of the line above)" "$g" "$d" "$rg" "req/s"
 # wrk counts a request without an answer within 2 s as a timeout.

@@ -313,7 +313,7 @@ func (s *Server) edgeListener(ln net.Listener, tc *tls.Config) net.Listener {
 	}
 	lim := s.cfg.Listen
 	cfg := fastpath.Config{Edge: s.launch.edge, API: s.isAPIHost, TLS: tc, Log: s.log,
-		HeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, WriteTimeout: lim.WriteTimeout}
+		HeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, WriteTimeout: lim.WriteTimeout, ReadTimeout: lim.ReadTimeout}
 	if tc != nil {
 		cfg.TLSHeader = s.launch.h3.headerLine()
 	}

@@ -80,9 +80,10 @@ type site struct {
 	// A process or worker service: proxy forwards to where its serving
 	// version answers (nil for a worker, or while none answers), and
 	// down says why nothing does.
-	runs  bool
-	proxy http.Handler
-	down  string
+	runs     bool
+	proxy    http.Handler
+	upstream string
+	down     string
 }
 
 // Limits bound the edge's memory.
@@ -274,7 +275,7 @@ func (e *Edge) build(ctx context.Context, svc store.Service) (*site, error) {
 		case svc.Upstream == "":
 			s.down = "The service is starting; retry in a moment."
 		default:
-			s.proxy = e.proxyTo(svc.Upstream)
+			s.proxy, s.upstream = e.proxyTo(svc.Upstream), svc.Upstream
 		}
 		return s, nil
 	}
@@ -528,6 +529,19 @@ func (e *Edge) Prepared(ctx context.Context, host, urlPath, ifNoneMatch, acceptE
 	default:
 		return h.head404, b.data, true
 	}
+}
+
+// Upstream is the address (host:port) of the process that answers for
+// host, when host is a live process service whose serving version
+// answers; ok is false otherwise (no site, a static site, a worker, a
+// crashed or starting service, a site failing to load), and ServeHTTP
+// answers. The fast path forwards to it what ServeHTTP would proxy.
+func (e *Edge) Upstream(ctx context.Context, host string) (addr string, ok bool) {
+	s, err := e.siteFor(ctx, hostOnly(host))
+	if err != nil || s == nil || s.upstream == "" {
+		return "", false
+	}
+	return s.upstream, true
 }
 
 func first(v []string) string {

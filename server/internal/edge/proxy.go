@@ -28,6 +28,11 @@ var upstreams = &http.Transport{
 // the Host the client asked for is kept, X-Forwarded-For, -Host and -Proto
 // say who asked and how, bodies stream both ways, and WebSocket upgrades
 // pass through.
+//
+// The listener's fast path forwards simple HTTP/1.1 requests itself
+// (fastpath/forward.go) and must send and answer what this does: a change
+// here needs the same change there, and fastpath's
+// TestForwardMatchesReverseProxy compares the two.
 func (e *Edge) proxyTo(addr string) http.Handler {
 	target := &url.URL{Scheme: "http", Host: addr}
 	return &httputil.ReverseProxy{

@@ -48,9 +48,10 @@ type Config struct {
 	// HeaderTimeout bounds a TLS handshake and reading a request's head
 	// once its first byte arrived; IdleTimeout the wait for the next
 	// request; WriteTimeout writing an answer. Zero values mean 10 s, 2 min
-	// and 2 min.
-	HeaderTimeout, IdleTimeout, WriteTimeout time.Duration
-	Log                                      *slog.Logger
+	// and 2 min. ReadTimeout bounds reading a forwarded request's body
+	// (zero: 2 min).
+	HeaderTimeout, IdleTimeout, WriteTimeout, ReadTimeout time.Duration
+	Log                                                   *slog.Logger
 }
 
 // Listener is a net.Listener whose Accept returns the connections net/http
@@ -80,6 +81,9 @@ func New(inner net.Listener, cfg Config) *Listener {
 	}
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = 2 * time.Minute
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 2 * time.Minute
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -260,6 +264,8 @@ type conn struct {
 	api        bool
 	// served is set once a request was answered.
 	served bool
+	// fwd is the forwarder's state, once a request was forwarded.
+	fwd *fwd
 }
 
 // request is one parsed head.
@@ -308,17 +314,26 @@ func (cs *conn) loop() bool {
 		}
 		b, _ := cs.br.Peek(n)
 		var r request
-		if !parse(b, &r) {
-			return cs.flush() == nil
+		ok := parse(b, &r)
+		if ok {
+			var err error
+			if ok, err = cs.answer(&r); err != nil {
+				return false
+			}
 		}
-		ok, err := cs.answer(&r)
-		if err != nil {
-			return false
+		if ok {
+			cs.br.Discard(n)
+		} else {
+			// Not a static site's: a process service's, to forward?
+			fwd, err := cs.forward(n)
+			if err != nil {
+				return false
+			}
+			if !fwd {
+				return cs.flush() == nil
+			}
+			r.close = cs.fwd.r.close
 		}
-		if !ok {
-			return cs.flush() == nil
-		}
-		cs.br.Discard(n)
 		cs.served = true
 		if r.close {
 			if cs.flush() == nil {
@@ -343,7 +358,7 @@ func (cs *conn) deadline(at *time.Time, d time.Duration, set func(time.Time) err
 
 // readHead waits for a whole request head in the buffer and returns its
 // length. fast is false, without waiting, as soon as the bytes show it is
-// not a GET or HEAD, has a line not ended by CRLF or does not fit.
+// not of a method the fast path answers or forwards, has a line not ended by CRLF or does not fit.
 func (cs *conn) readHead() (n int, fast bool, err error) {
 	scanned := 0
 	headerDeadline := false
@@ -400,7 +415,7 @@ func (cs *conn) readHead() (n int, fast bool, err error) {
 }
 
 func methodPrefix(b []byte) bool {
-	for _, m := range [...]string{"GET ", "HEAD "} {
+	for _, m := range fwdMethods {
 		k := min(len(b), len(m))
 		if string(b[:k]) == m[:k] {
 			return true
