@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Launches examples/app (Python's standard library behind a Procfile) as a
-# process service and drives it with wrk three times per round: directly,
+# process service and drives it with wrk four times per round: directly,
 # at the address its process listens on; through Pier's HTTP listener with
-# the preview host in the Host header; and through bench/proxy, a bare
-# net/http/httputil ReverseProxy set up as Pier's edge sets up its own (the
-# peer for the proxy hop itself). Prints requests per second of each, the
+# the preview host in the Host header; through bench/proxy, a bare
+# net/http/httputil ReverseProxy set up as Pier's edge sets up its own; and
+# through Debian's nginx (one worker, a keep-alive upstream pool): the
+# peers for the proxy hop itself. Prints requests per second of each, the
 # medians over the rounds, and the medians of the rounds' ratios
-# pier/direct (goal: >= 0.8), goproxy/direct and pier/goproxy, and the CPU
-# time per request of the app (direct), of pier server and of bench/proxy
-# (app-us, pier-us, goprx-us: the proxies' own, the app's not counted).
+# pier/direct (goal: >= 0.8), goproxy/direct, nginx/direct, pier/goproxy
+# and pier/nginx, and the CPU time per request of the app (direct), of pier
+# server, of bench/proxy and of nginx's worker (app-us, pier-us, goprx-us,
+# nginx-us: the proxies' own, the app's not counted).
 #
 #   bash bench/services.sh                  # 3 rounds of 5 s per side
 #   DURATION=3s REPEAT=5 bash bench/services.sh
 #   PIN=0 bash bench/services.sh            # no CPU pinning
 #   PIER_BIN=/tmp/pier bash bench/services.sh   # another build of pier
-#   PORT_BASE=18290 bash bench/services.sh  # other ports (default 18190-18194)
+#   PORT_BASE=18290 bash bench/services.sh  # other ports (default 18190-18195)
 #   RESULTS=file RUNSTATS=file bash bench/services.sh   # for bench/peers.sh
 #
 # By default the server, and so the app it starts (a child inherits its
@@ -36,6 +38,7 @@ command -v jq >/dev/null || need+=(jq)
 command -v curl >/dev/null || need+=(curl)
 command -v bc >/dev/null || need+=(bc)
 [ -x /usr/bin/python3 ] || command -v python3 >/dev/null || need+=(python3)
+[ -x /usr/sbin/nginx ] || need+=(nginx-light)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
@@ -52,11 +55,11 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-# PORT_BASE moves the five ports (HTTP, the peer, HTTPS, DNS, SMTP) when
-# another run holds them.
+# PORT_BASE moves the six ports (HTTP, the Go peer, HTTPS, DNS, SMTP,
+# nginx) when another run holds them.
 B=${PORT_BASE:-18190}
 PIER_HTTP=127.0.0.1:$B
-for p in $B $((B + 1)) $((B + 2)) $((B + 3)) $((B + 4)); do
+for p in $B $((B + 1)) $((B + 2)) $((B + 3)) $((B + 4)) $((B + 5)); do
   if ss -Htln "sport = :$p" | grep -q .; then echo "port $p is in use (another run?); set PORT_BASE"; exit 1; fi
 done
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
@@ -107,10 +110,48 @@ echo "examples/app: $preview, process ${pid:-?} listening on 127.0.0.1:$port"
 "${srv[@]}" ./bin/benchproxy -addr 127.0.0.1:$((B + 1)) -to "127.0.0.1:$port" 2>"$tmp/benchproxy.log" &
 pids+=($!)
 for _ in $(seq 50); do curl -fsS "$goproxy" >/dev/null 2>&1 && break; sleep 0.1; done
+# nginx as a reverse proxy, as an operator would put it in front of an app:
+# one worker on the proxies' core, HTTP/1.1 to a keep-alive upstream pool.
+nginxurl=http://127.0.0.1:$((B + 5))/
+mkdir -p "$tmp/nginx"
+cat >"$tmp/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	tcp_nodelay on;
+	keepalive_timeout 65;
+	keepalive_requests 1000000;
+	client_body_temp_path $tmp/nginx/body;
+	proxy_temp_path $tmp/nginx/proxy;
+	fastcgi_temp_path $tmp/nginx/fastcgi;
+	uwsgi_temp_path $tmp/nginx/uwsgi;
+	scgi_temp_path $tmp/nginx/scgi;
+	upstream app { server 127.0.0.1:$port; keepalive 64; keepalive_requests 1000000; }
+	server {
+		listen 127.0.0.1:$((B + 5));
+		location / {
+			proxy_pass http://app;
+			proxy_http_version 1.1;
+			proxy_set_header Connection "";
+			proxy_set_header Host \$host;
+			proxy_set_header X-Forwarded-For \$remote_addr;
+			proxy_set_header X-Forwarded-Proto http;
+		}
+	}
+}
+EOF
+"${srv[@]}" /usr/sbin/nginx -c "$tmp/nginx.conf" -e "$tmp/nginx/error.log" 2>"$tmp/nginx.log" &
+pids+=($!)
+for _ in $(seq 50); do curl -fsS "$nginxurl" >/dev/null 2>&1 && break; sleep 0.1; done
+ngpid=$(pgrep -P "${pids[2]}" | head -1)
 
 # Every door must answer the same bytes before anything is timed.
 want=$(curl -fsS "$direct") || { echo "no answer from $direct"; exit 1; }
-for u in "$proxied" "$goproxy"; do
+for u in "$proxied" "$goproxy" "$nginxurl"; do
   got=$(curl -fsS -H "Host: $host" "$u") || { echo "no answer from $u for $host"; cat "$tmp"/*.log; exit 1; }
   [ "$got" = "$want" ] || { echo "$u answers $got, directly $want"; exit 1; }
 done
@@ -133,28 +174,37 @@ rps() {
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
-pinning="no pinning"; [ "$PIN" = 1 ] && pinning="server and app on CPU 0, wrk on CPU 1"
-echo "wrk -t1 -c$CONNS -d$DURATION, $REPEAT rounds of direct, pier, goproxy; $pinning; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-6s %9s %9s %9s %12s %15s %13s %8s %8s %8s\n' round direct pier goproxy pier/direct goproxy/direct pier/goproxy app-us pier-us goprx-us
-ds=() ps=() gs=() rs=() rgs=() rpgs=() dus=() pus=() gus=()
+pinning="no pinning"; [ "$PIN" = 1 ] && pinning="server, app and peers on CPU 0, wrk on CPU 1"
+echo "wrk -t1 -c$CONNS -d$DURATION, $REPEAT rounds of direct, pier, goproxy, nginx; $pinning; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+fmt='%-6s %8s %8s %8s %8s %7s %7s %7s %7s %7s %7s %7s %7s %7s\n'
+num='%-6s %8.0f %8.0f %8.0f %8.0f %7.2f %7.2f %7.2f %7.2f %7.2f %7.0f %7.0f %7.0f %7.0f\n'
+# shellcheck disable=SC2059
+printf "$fmt" round direct pier goproxy nginx p/dir g/dir n/dir p/g p/n app-us pier-us gprx-us ngx-us
+ds=() ps=() gs=() ns=() rs=() rgs=() rns=() rpgs=() rpns=() dus=() pus=() gus=() nus=()
 srvpid=${pids[0]} gopid=${pids[1]}
 for i in $(seq "$REPEAT"); do
-  # The three runs of a round follow each other and share the machine's
+  # The four runs of a round follow each other and share the machine's
   # load, so a round's ratios are steadier than ratios of medians.
   read -r d du < <(rps "$direct" "${pid:-0}" "app direct")
   read -r p pu < <(rps "$proxied" "$srvpid" "app via pier")
   read -r g gu < <(rps "$goproxy" "$gopid" "app via goproxy")
-  dus+=("$du") pus+=("$pu") gus+=("$gu")
-  r=$(echo "$p / $d" | bc -l) rg=$(echo "$g / $d" | bc -l) rpg=$(echo "$p / $g" | bc -l)
-  ds+=("$d") ps+=("$p") gs+=("$g") rs+=("$r") rgs+=("$rg") rpgs+=("$rpg")
-  printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f %8.0f %8.0f %8.0f\n' "$i" "$d" "$p" "$g" "$r" "$rg" "$rpg" "$du" "$pu" "$gu"
+  read -r n nu < <(rps "$nginxurl" "${ngpid:-0}" "app via nginx")
+  dus+=("$du") pus+=("$pu") gus+=("$gu") nus+=("$nu")
+  r=$(echo "$p / $d" | bc -l) rg=$(echo "$g / $d" | bc -l) rn=$(echo "$n / $d" | bc -l)
+  rpg=$(echo "$p / $g" | bc -l) rpn=$(echo "$p / $n" | bc -l)
+  ds+=("$d") ps+=("$p") gs+=("$g") ns+=("$n") rs+=("$r") rgs+=("$rg") rns+=("$rn") rpgs+=("$rpg") rpns+=("$rpn")
+  # shellcheck disable=SC2059
+  printf "$num" "$i" "$d" "$p" "$g" "$n" "$r" "$rg" "$rn" "$rpg" "$rpn" "$du" "$pu" "$gu" "$nu"
 done
-d=$(median "${ds[@]}") p=$(median "${ps[@]}") g=$(median "${gs[@]}")
-r=$(median "${rs[@]}") rg=$(median "${rgs[@]}") rpg=$(median "${rpgs[@]}")
-du=$(median "${dus[@]}") pu=$(median "${pus[@]}") gu=$(median "${gus[@]}")
-printf '%-6s %9.0f %9.0f %9.0f %12.2f %15.2f %13.2f %8.0f %8.0f %8.0f\n' median "$d" "$p" "$g" "$r" "$rg" "$rpg" "$du" "$pu" "$gu"
+d=$(median "${ds[@]}") p=$(median "${ps[@]}") g=$(median "${gs[@]}") n=$(median "${ns[@]}")
+r=$(median "${rs[@]}") rg=$(median "${rgs[@]}") rn=$(median "${rns[@]}") rpg=$(median "${rpgs[@]}") rpn=$(median "${rpns[@]}")
+du=$(median "${dus[@]}") pu=$(median "${pus[@]}") gu=$(median "${gus[@]}") nu=$(median "${nus[@]}")
+# shellcheck disable=SC2059
+printf "$num" median "$d" "$p" "$g" "$n" "$r" "$rg" "$rn" "$rpg" "$rpn" "$du" "$pu" "$gu" "$nu"
 result "proxied service vs direct (wrk -c$CONNS, examples/app)" "$p" "$d" "$r" "req/s"
 result "bare Go ReverseProxy vs direct (peer of the line above)" "$g" "$d" "$rg" "req/s"
+result "nginx reverse proxy vs direct (peer of the line above)" "$n" "$d" "$rn" "req/s"
+result "proxied service, pier vs nginx in front of the same app" "$p" "$n" "$rpn" "req/s"
 # wrk counts a request without an answer within 2 s as a timeout.
 if grep -qE "Non-2xx|Socket errors" "$tmp/wrk.log"; then
   awk '/^== / {url = $2} /Non-2xx|Socket errors/ {print url ":" $0}' "$tmp/wrk.log"
