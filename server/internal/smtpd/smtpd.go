@@ -18,6 +18,7 @@ import (
 	"net"
 	netmail "net/mail"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -169,6 +170,10 @@ func (se *session) Mail(from string, _ *smtp.MailOptions) error {
 }
 
 func (se *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	// A recipient named twice gets one copy (RFC 5321 §3.3 allows it).
+	if slices.ContainsFunc(se.rcpt, func(r string) bool { return strings.EqualFold(r, to) }) {
+		return nil
+	}
 	ok, err := se.s.cfg.Mail.Accepts(context.Background(), to)
 	if err != nil {
 		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary failure; try again"}
