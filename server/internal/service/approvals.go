@@ -85,8 +85,11 @@ func orName(s, def string) string {
 
 // itemWords describes one priced quote line.
 func itemWords(it pricedItem) string {
-	if it.Kind == "domain" {
+	switch it.Kind {
+	case "domain":
 		return fmt.Sprintf("the domain %s for %d year(s): %s", it.Domain, max(it.Years, 1), FormatUSD(it.AmountMicro))
+	case "email":
+		return fmt.Sprintf("email on %s for %d month(s): %s", it.Domain, max(it.Months, 1), FormatUSD(it.AmountMicro))
 	}
 	name := it.Name
 	if name == "" {
