@@ -18,15 +18,17 @@ func TestApprovalPageSaysWhatIsApproved(t *testing.T) {
 	ts := start(t, server.Config{})
 	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
 	bundle := upload(t, ts, a, siteSaying("approved"))
-	gateFor := func(name, domain string) string {
+	gateFor := func(name, domain string) (string, string) {
 		q := ts.Client.Do("POST", "/v1/quotes", map[string]any{"projectId": a.project, "items": []any{map[string]any{"kind": "domain", "domain": domain, "years": 1}}}, a.header())
 		quote := q.JSON()["data"].(map[string]any)["quoteId"]
 		r := ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": name, "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": quote}, a.header())
-		task := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "input_required")
-		return "/approvals/" + gateOf(task)
+		id := r.JSON()["data"].(map[string]any)["taskId"].(string)
+		task := waitTask(t, ts, a, id, "input_required")
+		return "/approvals/" + gateOf(task), id
 	}
 	domains := availableDomains(2, "dev", "pageapproval")
-	keep, drop := gateFor("keep", domains[0]), gateFor("drop", domains[1])
+	keep, keepTask := gateFor("keep", domains[0])
+	drop, _ := gateFor("drop", domains[1])
 	b := signIn(t, ts, a.org)
 	page := b.get(keep)
 	text := html.UnescapeString(page.body)
@@ -45,8 +47,13 @@ func TestApprovalPageSaysWhatIsApproved(t *testing.T) {
 		t.Fatalf("approve: %d", p.status)
 	}
 	after := html.UnescapeString(b.get(keep).body)
-	if !strings.Contains(after, "Approved: "+domains[0]+" is bought for $12.00") || strings.Contains(after, "if you approve") {
+	if !strings.Contains(after, "Approved: "+domains[0]) || strings.Contains(after, "if you approve") {
 		t.Errorf("after approving: %s", after)
+	}
+	// The outcome follows the launch, not only the decision.
+	waitTask(t, ts, a, keepTask, "succeeded")
+	if after := html.UnescapeString(b.get(keep).body); !strings.Contains(after, "Approved: "+domains[0]+" is bought for $12.00") {
+		t.Errorf("after the launch bought it: %s", after)
 	}
 	page = b.get(drop)
 	if p := b.post(drop, url.Values{"csrf": {csrfOf(t, page)}, "decision": {"deny"}}); p.status != 303 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -51,6 +52,11 @@ type GateView struct {
 	HasRenewal   bool
 	// Items describe a quote's lines in words.
 	Items []string
+	// TaskState is the state of the task the gate belongs to now, and
+	// TaskRefundedMicro what it gave back if it failed: an approved
+	// purchase can still fail at the registrar.
+	TaskState         string
+	TaskRefundedMicro int64
 	// RequestedBy is the name of the key (or grant) that asked.
 	RequestedBy string
 	// The project's remaining budget now, and what approving (or, for a
@@ -555,6 +561,15 @@ func (s *Approvals) gateView(ctx context.Context, g store.Gate) GateView {
 			}
 		default:
 			v.IfApprovedMicro, v.IfDeniedMicro = v.RemainingMicro-v.AmountMicro, v.RemainingMicro
+		}
+	}
+	if t, err := s.store.Tasks().Get(ctx, g.OrgID, g.TaskID); err == nil {
+		v.TaskState = t.State
+		var res struct {
+			RefundedUsd float64 `json:"refundedUsd"`
+		}
+		if json.Unmarshal([]byte(t.Result), &res) == nil {
+			v.TaskRefundedMicro = int64(math.Round(res.RefundedUsd * 1e6))
 		}
 	}
 	v.Title = gateTitle(v)
