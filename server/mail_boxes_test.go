@@ -553,3 +553,38 @@ func TestRegistrantConfirmationThroughTheRelayIsSigned(t *testing.T) {
 		t.Fatalf("DKIM on the confirmation: %v %+v\n%s", err, vs, msg)
 	}
 }
+
+// setup_email consumes its whole quote, so a quote that also prices a
+// domain or a service is refused rather than charged for what mail setup
+// does not buy, and stays held for what it priced.
+func TestSetupEmailRefusesAQuoteForMore(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+		c := ts.Client
+		domain := availableDomains(1, "dev", "mailmore")[0]
+		quote := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)["quoteId"]
+		r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "www", "target": "edge", "bundleId": upload(t, ts, a, siteSaying("mail")), "domain": domain, "quoteId": quote}, a.header())
+		waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+
+		q := c.Do("POST", "/v1/quotes", map[string]any{"projectId": a.project, "items": []any{
+			map[string]any{"kind": "email", "domain": domain},
+			map[string]any{"kind": "service", "workload": "static_site", "target": "edge", "name": "extra", "months": 1},
+		}}, a.header())
+		if q.StatusCode != 201 {
+			t.Fatalf("quote: %d %s", q.StatusCode, q.Body)
+		}
+		id := q.JSON()["data"].(map[string]any)["quoteId"].(string)
+		spentBefore, _ := budget(t, ts, a)
+		r = c.Do("POST", "/v1/domains/"+domain+"/email", map[string]any{"quoteId": id}, a.header())
+		if r.StatusCode != 409 || r.JSON()["blockedBy"] != "conflict:quote_mismatch" || !strings.Contains(string(r.Body), "service:") {
+			t.Fatalf("setup_email with a quote for more: %d %s", r.StatusCode, r.Body)
+		}
+		if st := c.Do("GET", "/v1/quotes/"+id, nil, a.header()).JSON()["data"].(map[string]any)["state"]; st != "held" {
+			t.Fatalf("the quote after the refusal: %v", st)
+		}
+		if spent, _ := budget(t, ts, a); spent != spentBefore {
+			t.Fatalf("the refusal charged: spent %v, was %v", spent, spentBefore)
+		}
+	})
+}

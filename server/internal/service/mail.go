@@ -122,6 +122,19 @@ func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req 
 			WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": q.ProjectID,
 				"items": []any{map[string]any{"kind": "email", "domain": domain}}}))
 	}
+	// The whole quote is consumed: a quote that also prices a domain or a
+	// service would charge for what mail setup does not buy.
+	var others []string
+	for _, it := range items {
+		if it.Kind != "email" || it.Domain != domain {
+			others = append(others, it.label())
+		}
+	}
+	if len(others) > 0 {
+		return nil, nil, apierr.Newf("conflict:quote_mismatch", "quote %s also prices %s, which setting up mail on %s does not buy; quote the mail alone", q.ID, strings.Join(others, ", "), domain).
+			WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": q.ProjectID,
+				"items": []any{map[string]any{"kind": "email", "domain": domain}}}))
+	}
 	privateKey, publicKey, err := newDKIMKey()
 	if err != nil {
 		return nil, nil, err
