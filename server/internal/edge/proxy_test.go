@@ -32,7 +32,9 @@ func (oneProcess) Blob(context.Context, string) ([]byte, error) { return nil, er
 func (oneProcess) BlobWithForms(context.Context, string) (store.BlobWithForms, error) {
 	return store.BlobWithForms{}, errors.New("no blobs")
 }
-func (oneProcess) PutBlobForms(context.Context, string, store.Forms) error { return errors.New("no blobs") }
+func (oneProcess) PutBlobForms(context.Context, string, store.Forms) error {
+	return errors.New("no blobs")
+}
 
 // The edge proxies a process's host: the Host and X-Forwarded-* reach it,
 // a streamed answer arrives as it is written, and a WebSocket upgrade
