@@ -155,6 +155,19 @@ type Edge struct {
 	missing *cache.Cache[string, time.Time]
 	blobs   *cache.Cache[string, *blob]
 	loads   singleflight.Group
+	// epochs count invalidations, by a hash of the host: a site loaded
+	// while its host was invalidated is answered but not kept, or a load
+	// that read the store just before a launch committed would keep
+	// "no site here" for a whole revalidation period after it.
+	epochs [256]atomic.Uint32
+}
+
+func (e *Edge) epoch(host string) *atomic.Uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(host); i++ {
+		h = (h ^ uint32(host[i])) * 16777619
+	}
+	return &e.epochs[h%uint32(len(e.epochs))]
 }
 
 // revalidate bounds how long a replica serves a site after another replica
@@ -196,6 +209,8 @@ func (e *Edge) HotCacheBytes() int64 { return e.blobs.Cost() }
 func (e *Edge) Invalidate(hosts ...string) {
 	for _, h := range hosts {
 		h = strings.ToLower(h)
+		e.epoch(h).Add(1)
+		e.loads.Forget("site\x00" + h)
 		e.sites.Delete(h)
 		e.missing.Delete(h)
 	}
@@ -255,10 +270,14 @@ func (e *Edge) siteFor(ctx context.Context, host string) (*site, error) {
 	}
 	v, err, _ := e.loads.Do("site\x00"+host, func() (any, error) {
 		ctx := context.WithoutCancel(ctx)
+		epoch := e.epoch(host)
+		began := epoch.Load()
 		svc, err := e.store.ServiceByHost(ctx, host)
 		if errors.Is(err, store.ErrNotFound) {
-			e.sites.Delete(host)
-			e.missing.Put(host, time.Now())
+			if epoch.Load() == began {
+				e.sites.Delete(host)
+				e.missing.Put(host, time.Now())
+			}
 			return (*site)(nil), nil
 		}
 		if err != nil {
@@ -267,15 +286,19 @@ func (e *Edge) siteFor(ctx context.Context, host string) (*site, error) {
 		if s != nil && s.serviceID == svc.ID && s.bundleID == svc.BundleID && s.updated.Equal(svc.UpdatedAt) {
 			fresh := *s
 			fresh.checked = time.Now()
-			e.sites.Put(host, &fresh)
+			if epoch.Load() == began {
+				e.sites.Put(host, &fresh)
+			}
 			return &fresh, nil
 		}
 		ns, err := e.build(ctx, svc)
 		if err != nil {
 			return nil, err
 		}
-		e.missing.Delete(host)
-		e.sites.Put(host, ns)
+		if epoch.Load() == began {
+			e.missing.Delete(host)
+			e.sites.Put(host, ns)
+		}
 		return ns, nil
 	})
 	if err != nil {
