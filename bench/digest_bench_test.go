@@ -56,12 +56,13 @@ func BenchmarkDigestDeploy(b *testing.B) {
 	s := serveOn(b, dir)
 	api := "http://" + s.Addr()
 	site := siteClient(s)
+	cacheDir := b.TempDir()
 	pier := func(args ...string) (string, string) {
 		b.Helper()
 		var out, errOut bytes.Buffer
 		f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 		f.Getenv = func(k string) string {
-			return map[string]string{"PIER_BASE_URL": api, "PIER_API_KEY": key}[k]
+			return map[string]string{"PIER_BASE_URL": api, "PIER_API_KEY": key, "PIER_CACHE_DIR": cacheDir}[k]
 		}
 		if code := cli.Run(f, args); code != 0 {
 			b.Fatalf("pier %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errOut.String())

@@ -25,14 +25,16 @@ const uploadParallelism = 4
 // siteFile is one file of a directory to upload: where it is on disk and
 // its manifest entry.
 type siteFile struct {
-	abs   string
-	entry sdk.ManifestFile
+	abs     string
+	modTime time.Time
+	entry   sdk.ManifestFile
 }
 
 // readSite walks a directory into manifest entries, hashing every file as
-// it streams by, so no file is held in memory. Hidden files and folders
-// are left out, except .well-known.
-func readSite(dir string) ([]siteFile, error) {
+// it streams by, so no file is held in memory; a file the cache knows by
+// its size and modification time is not read at all. Hidden files and
+// folders are left out, except .well-known.
+func readSite(dir string, cache *digestCache) ([]siteFile, error) {
 	var files []siteFile
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -52,7 +54,15 @@ func readSite(dir string) ([]siteFile, error) {
 		if d.IsDir() || !d.Type().IsRegular() {
 			return nil
 		}
-		files = append(files, siteFile{abs: path, entry: sdk.ManifestFile{Path: filepath.ToSlash(rel)}})
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		sf := siteFile{abs: path, modTime: info.ModTime(), entry: sdk.ManifestFile{Path: filepath.ToSlash(rel), Size: int(info.Size())}}
+		if sha, ok := cache.lookup(sf.entry.Path, info.Size(), info.ModTime()); ok {
+			sf.entry.Sha256 = sha
+		}
+		files = append(files, sf)
 		return nil
 	})
 	if err == nil && len(files) == 0 {
@@ -74,6 +84,9 @@ func readSite(dir string) ([]siteFile, error) {
 				i := int(next.Add(1) - 1)
 				if i >= len(files) {
 					return
+				}
+				if files[i].entry.Sha256 != "" {
+					continue
 				}
 				sum, size, err := hashFile(files[i].abs)
 				files[i].entry.Sha256, files[i].entry.Size, errs[i] = sum, int(size), err
@@ -108,10 +121,15 @@ type uploadStats struct {
 // locally, asks the server which contents it lacks for the organisation,
 // streams only those (uploadParallelism at a time), then creates the
 // bundle from the manifest. A run after an interruption sends only what
-// is still missing.
+// is still missing. After an upload of the same directory to the same
+// project, the digest cache stands in for hashing the unchanged files and
+// for asking: the contents not in the last bundle are sent, and the
+// bundle is created at once.
 func uploadDir(ctx context.Context, f *Factory, p *progress, dir, project string) (*sdk.BundleEnvelope, uploadStats, error) {
 	var st uploadStats
-	files, err := readSite(dir)
+	cachePath := digestCachePath(f, f.BaseURL(), project, dir)
+	cache := loadDigestCache(cachePath)
+	files, err := readSite(dir, cache)
 	if err != nil {
 		return nil, st, usageErrorf("pier bundles upload", "%v", err)
 	}
@@ -131,29 +149,49 @@ func uploadDir(ctx context.Context, f *Factory, p *progress, dir, project string
 	// Content can go missing between the check and the bundle (an
 	// object store losing it): the refusal names it, and a second round
 	// sends it.
+	had := cache.had()
 	for round := 0; ; round++ {
-		m, err := c.FindMissingBlobs(ctx, sdk.FindMissingBlobsJSONRequestBody{ProjectId: project, Manifest: manifest})
-		if err != nil {
-			return nil, st, err
-		}
-		todo := make([]siteFile, 0, len(m.Data.Missing))
-		for _, sha := range m.Data.Missing {
-			sf, ok := bySHA[sha]
-			if !ok {
-				return nil, st, fmt.Errorf("the server asked for content %s, which no file in %s has", sha, dir)
+		var todo []siteFile
+		var todoBytes int64
+		if round == 0 && len(had) > 0 {
+			// What the last bundle held is taken as still there.
+			for _, sf := range files {
+				if sha := sf.entry.Sha256; !had[sha] && bySHA[sha].abs == sf.abs {
+					todo = append(todo, sf)
+					todoBytes += int64(sf.entry.Size)
+				}
 			}
-			todo = append(todo, sf)
+		} else {
+			m, err := c.FindMissingBlobs(ctx, sdk.FindMissingBlobsJSONRequestBody{ProjectId: project, Manifest: manifest})
+			if err != nil {
+				return nil, st, err
+			}
+			todo = make([]siteFile, 0, len(m.Data.Missing))
+			for _, sha := range m.Data.Missing {
+				sf, ok := bySHA[sha]
+				if !ok {
+					return nil, st, fmt.Errorf("the server asked for content %s, which no file in %s has", sha, dir)
+				}
+				todo = append(todo, sf)
+			}
+			todoBytes = int64(m.Data.MissingBytes)
 		}
-		n, bytes, err := uploadFiles(ctx, c, p, todo, int64(m.Data.MissingBytes))
+		n, bytes, err := uploadFiles(ctx, c, p, todo, todoBytes)
 		st.uploaded += n
 		st.uploadedBytes += bytes
 		if err != nil {
+			cache.Interrupted = true
+			cache.save(cachePath)
 			return nil, st, err
 		}
 		b, err := c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
 		var e *sdk.Error
 		if round < 2 && errors.As(err, &e) && e.BlockedBy == "conflict:blobs_missing" {
 			continue
+		}
+		if err == nil {
+			cache.remember(files)
+			cache.save(cachePath)
 		}
 		return b, st, err
 	}
