@@ -54,15 +54,7 @@ func readSite(dir string, cache *digestCache) ([]siteFile, error) {
 		if d.IsDir() || !d.Type().IsRegular() {
 			return nil
 		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		sf := siteFile{abs: path, modTime: info.ModTime(), entry: sdk.ManifestFile{Path: filepath.ToSlash(rel), Size: int(info.Size())}}
-		if sha, ok := cache.lookup(sf.entry.Path, info.Size(), info.ModTime()); ok {
-			sf.entry.Sha256 = sha
-		}
-		files = append(files, sf)
+		files = append(files, siteFile{abs: path, entry: sdk.ManifestFile{Path: filepath.ToSlash(rel)}})
 		return nil
 	})
 	if err == nil && len(files) == 0 {
@@ -71,8 +63,8 @@ func readSite(dir string, cache *digestCache) ([]siteFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Hash on every core: reading thousands of small files is mostly
-	// waiting on the file system.
+	// Stat and hash on every core: reading thousands of small files is
+	// mostly waiting on the file system.
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, len(files))
@@ -85,11 +77,21 @@ func readSite(dir string, cache *digestCache) ([]siteFile, error) {
 				if i >= len(files) {
 					return
 				}
-				if files[i].entry.Sha256 != "" {
+				sf := &files[i]
+				info, err := os.Lstat(sf.abs)
+				if err != nil {
+					errs[i] = err
 					continue
 				}
-				sum, size, err := hashFile(files[i].abs)
-				files[i].entry.Sha256, files[i].entry.Size, errs[i] = sum, int(size), err
+				// The time is read before the content: a change made while
+				// hashing leaves a time the next run does not match.
+				sf.modTime = info.ModTime()
+				if sha, ok := cache.lookup(sf.entry.Path, info.Size(), sf.modTime); ok {
+					sf.entry.Sha256, sf.entry.Size = sha, int(info.Size())
+					continue
+				}
+				sum, size, err := hashFile(sf.abs)
+				sf.entry.Sha256, sf.entry.Size, errs[i] = sum, int(size), err
 			}
 		}()
 	}
