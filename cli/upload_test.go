@@ -285,4 +285,17 @@ func TestDigestCache(t *testing.T) {
 	if upload(); fb.finds.Load() != 2 || !slices.Equal(fb.puts, []string{sha("<p>page 03</p>")}) {
 		t.Fatalf("a lost content: %d finds, uploads %v", fb.finds.Load(), fb.puts)
 	}
+
+	// A cache that cannot be read is no cache: the upload reads every file
+	// and asks, and sends the change the cache had hidden.
+	caches, _ := filepath.Glob(filepath.Join(cacheDir, "digests", "*"))
+	if len(caches) != 1 {
+		t.Fatalf("caches %v, want one for one directory, project and server", caches)
+	}
+	if err := os.WriteFile(caches[0], []byte("pier-digests 1 x\n\x00garbled"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if upload(); fb.finds.Load() != 3 || !slices.Equal(fb.puts, []string{sha("<p>page 9x</p>")}) {
+		t.Fatalf("a garbled cache: %d finds, uploads %v", fb.finds.Load(), fb.puts)
+	}
 }
