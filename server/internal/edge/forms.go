@@ -33,9 +33,10 @@ const (
 	// minCompress is the smallest body worth compressing: under it, the
 	// encodings' framing eats most of what they save.
 	minCompress = 256
-	// brotliLevel keeps making a file's forms about as fast as gzip's
-	// best, for most of brotli's gain over gzip (bench/README.md, "Launch
-	// latency").
+	// brotliLevel costs about twice gzip's best level and gets most of
+	// brotli's gain over gzip; 11 gains a tenth more at 25 to 150 times
+	// the cost, too slow for a first request to wait on (BenchmarkForms,
+	// bench/README.md "Launch latency").
 	brotliLevel = 5
 )
 
