@@ -36,8 +36,8 @@ const digestFiles = 20000
 //     file hashed, asked for, streamed four at a time, the bundle created,
 //     the launch waited for) until the first HTTPS 200 at its preview URL;
 //   - one-file-ms: then one file changed and `pier launch DIR` again (a new
-//     version of the same service), until the changed file is served over
-//     HTTPS;
+//     version of the same service, with the digest cache the first launch
+//     left), until the changed file is served over HTTPS;
 //   - 50-files-one-file-ms: the same one-file relaunch for a site of 50
 //     files of 1 KiB;
 //   - upload-s: of first-s, the time `pier bundles upload DIR` takes for
@@ -56,12 +56,13 @@ func BenchmarkDigestDeploy(b *testing.B) {
 	s := serveOn(b, dir)
 	api := "http://" + s.Addr()
 	site := siteClient(s)
+	cacheDir := b.TempDir()
 	pier := func(args ...string) (string, string) {
 		b.Helper()
 		var out, errOut bytes.Buffer
 		f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 		f.Getenv = func(k string) string {
-			return map[string]string{"PIER_BASE_URL": api, "PIER_API_KEY": key}[k]
+			return map[string]string{"PIER_BASE_URL": api, "PIER_API_KEY": key, "PIER_CACHE_DIR": cacheDir}[k]
 		}
 		if code := cli.Run(f, args); code != 0 {
 			b.Fatalf("pier %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errOut.String())
@@ -344,4 +345,48 @@ func hashDir(b *testing.B, dir string) ([]sdk.ManifestFile, map[string]string) {
 		paths[m.Sha256] = files[i]
 	}
 	return manifest, paths
+}
+
+// BenchmarkManifestBundle times upload_assets of a 20,000-file manifest
+// whose content is all uploaded (what a one-file relaunch with the CLI's
+// digest cache spends most of its time on), each operation a new bundle
+// (one path differs). Profile it with -cpuprofile.
+func BenchmarkManifestBundle(b *testing.B) {
+	dir := b.TempDir()
+	key, project := adminSetup(b, dir)
+	s := serveOn(b, dir)
+	c, err := sdk.NewClient("http://"+s.Addr(), sdk.WithAPIKey(key))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	siteDir := filepath.Join(b.TempDir(), "site")
+	writeDigestSite(b, siteDir, digestFiles)
+	manifest, paths := hashDir(b, siteDir)
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for h := range work {
+				p := paths[h]
+				if _, err := c.PutBlob(ctx, h, 1024, func() (io.ReadCloser, error) { return os.Open(p) }); err != nil {
+					b.Error(err)
+				}
+			}
+		}()
+	}
+	for h := range paths {
+		work <- h
+	}
+	close(work)
+	wg.Wait()
+	b.ResetTimer()
+	for n := 0; b.Loop(); n++ {
+		manifest[0].Path = fmt.Sprintf("renamed-%d.html", n)
+		if _, err := c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

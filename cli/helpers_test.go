@@ -14,7 +14,15 @@ type testStreams struct {
 func newTestFactory(env map[string]string) (*Factory, *testStreams) {
 	ts := &testStreams{in: &bytes.Buffer{}, out: &bytes.Buffer{}, err: &bytes.Buffer{}}
 	f := NewFactory(&IOStreams{In: ts.in, Out: ts.out, ErrOut: ts.err})
-	f.Getenv = func(k string) string { return env[k] }
+	f.Getenv = func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		if k == "PIER_CACHE_DIR" {
+			return "off" // tests that use the digest cache name their own
+		}
+		return ""
+	}
 	return f, ts
 }
 

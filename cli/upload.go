@@ -25,14 +25,16 @@ const uploadParallelism = 4
 // siteFile is one file of a directory to upload: where it is on disk and
 // its manifest entry.
 type siteFile struct {
-	abs   string
-	entry sdk.ManifestFile
+	abs     string
+	modTime time.Time
+	entry   sdk.ManifestFile
 }
 
 // readSite walks a directory into manifest entries, hashing every file as
-// it streams by, so no file is held in memory. Hidden files and folders
-// are left out, except .well-known.
-func readSite(dir string) ([]siteFile, error) {
+// it streams by, so no file is held in memory; a file the cache knows by
+// its size and modification time is not read at all. Hidden files and
+// folders are left out, except .well-known.
+func readSite(dir string, cache *digestCache) ([]siteFile, error) {
 	var files []siteFile
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -61,8 +63,8 @@ func readSite(dir string) ([]siteFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Hash on every core: reading thousands of small files is mostly
-	// waiting on the file system.
+	// Stat and hash on every core: reading thousands of small files is
+	// mostly waiting on the file system.
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, len(files))
@@ -75,8 +77,21 @@ func readSite(dir string) ([]siteFile, error) {
 				if i >= len(files) {
 					return
 				}
-				sum, size, err := hashFile(files[i].abs)
-				files[i].entry.Sha256, files[i].entry.Size, errs[i] = sum, int(size), err
+				sf := &files[i]
+				info, err := os.Lstat(sf.abs)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				// The time is read before the content: a change made while
+				// hashing leaves a time the next run does not match.
+				sf.modTime = info.ModTime()
+				if sha, ok := cache.lookup(sf.entry.Path, info.Size(), sf.modTime); ok {
+					sf.entry.Sha256, sf.entry.Size = sha, int(info.Size())
+					continue
+				}
+				sum, size, err := hashFile(sf.abs)
+				sf.entry.Sha256, sf.entry.Size, errs[i] = sum, int(size), err
 			}
 		}()
 	}
@@ -108,10 +123,15 @@ type uploadStats struct {
 // locally, asks the server which contents it lacks for the organisation,
 // streams only those (uploadParallelism at a time), then creates the
 // bundle from the manifest. A run after an interruption sends only what
-// is still missing.
+// is still missing. After an upload of the same directory to the same
+// project, the digest cache stands in for hashing the unchanged files and
+// for asking: the contents not in the last bundle are sent, and the
+// bundle is created at once.
 func uploadDir(ctx context.Context, f *Factory, p *progress, dir, project string) (*sdk.BundleEnvelope, uploadStats, error) {
 	var st uploadStats
-	files, err := readSite(dir)
+	cachePath := digestCachePath(f, f.BaseURL(), project, dir)
+	cache := loadDigestCache(cachePath)
+	files, err := readSite(dir, cache)
 	if err != nil {
 		return nil, st, usageErrorf("pier bundles upload", "%v", err)
 	}
@@ -131,29 +151,49 @@ func uploadDir(ctx context.Context, f *Factory, p *progress, dir, project string
 	// Content can go missing between the check and the bundle (an
 	// object store losing it): the refusal names it, and a second round
 	// sends it.
+	had := cache.had()
 	for round := 0; ; round++ {
-		m, err := c.FindMissingBlobs(ctx, sdk.FindMissingBlobsJSONRequestBody{ProjectId: project, Manifest: manifest})
-		if err != nil {
-			return nil, st, err
-		}
-		todo := make([]siteFile, 0, len(m.Data.Missing))
-		for _, sha := range m.Data.Missing {
-			sf, ok := bySHA[sha]
-			if !ok {
-				return nil, st, fmt.Errorf("the server asked for content %s, which no file in %s has", sha, dir)
+		var todo []siteFile
+		var todoBytes int64
+		if round == 0 && len(had) > 0 {
+			// What the last bundle held is taken as still there.
+			for _, sf := range files {
+				if sha := sf.entry.Sha256; !had[sha] && bySHA[sha].abs == sf.abs {
+					todo = append(todo, sf)
+					todoBytes += int64(sf.entry.Size)
+				}
 			}
-			todo = append(todo, sf)
+		} else {
+			m, err := c.FindMissingBlobs(ctx, sdk.FindMissingBlobsJSONRequestBody{ProjectId: project, Manifest: manifest})
+			if err != nil {
+				return nil, st, err
+			}
+			todo = make([]siteFile, 0, len(m.Data.Missing))
+			for _, sha := range m.Data.Missing {
+				sf, ok := bySHA[sha]
+				if !ok {
+					return nil, st, fmt.Errorf("the server asked for content %s, which no file in %s has", sha, dir)
+				}
+				todo = append(todo, sf)
+			}
+			todoBytes = int64(m.Data.MissingBytes)
 		}
-		n, bytes, err := uploadFiles(ctx, c, p, todo, int64(m.Data.MissingBytes))
+		n, bytes, err := uploadFiles(ctx, c, p, todo, todoBytes)
 		st.uploaded += n
 		st.uploadedBytes += bytes
 		if err != nil {
+			cache.Interrupted = true
+			cache.save(cachePath)
 			return nil, st, err
 		}
 		b, err := c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
 		var e *sdk.Error
 		if round < 2 && errors.As(err, &e) && e.BlockedBy == "conflict:blobs_missing" {
 			continue
+		}
+		if err == nil {
+			cache.remember(files)
+			cache.save(cachePath)
 		}
 		return b, st, err
 	}

@@ -34,12 +34,15 @@ type fakeBlobs struct {
 	chunked int
 	// active counts requests being served.
 	active atomic.Int64
+	// finds counts find_missing_blobs requests.
+	finds atomic.Int64
 }
 
 // register serves find_missing_blobs and upload_blob on mux.
 func (fb *fakeBlobs) register(t *testing.T, mux *http.ServeMux) {
 	fb.stored = map[string]int{}
 	mux.HandleFunc("POST /v1/bundles/missing", func(w http.ResponseWriter, r *http.Request) {
+		fb.finds.Add(1)
 		var req struct {
 			ProjectID string `json:"projectId"`
 			Manifest  []struct {
@@ -209,5 +212,90 @@ func TestBundlesUploadSendsOnlyWhatIsMissing(t *testing.T) {
 		if slices.Contains(sent, h) {
 			t.Fatalf("resumed upload sent %s again", h)
 		}
+	}
+}
+
+// TestDigestCache: after an upload, the next one to the same project
+// hashes only the files whose size or modification time changed and sends
+// what the last bundle did not hold without asking find_missing_blobs; a
+// content the server lost since is refused with the bundle, and the upload
+// then asks and sends it.
+func TestDigestCache(t *testing.T) {
+	fb := &fakeBlobs{}
+	srv := fakeBundleAPI(t, fb)
+	dir, cacheDir := t.TempDir(), t.TempDir()
+	files := map[string]string{}
+	for i := range 30 {
+		files[fmt.Sprintf("p/%02d.html", i)] = fmt.Sprintf("<p>page %02d</p>", i)
+	}
+	writeSite(t, dir, files)
+	// Written well before the uploads, as a site usually is: a file
+	// modified just before the cache was written is hashed again.
+	old := time.Now().Add(-time.Hour)
+	for p := range files {
+		if err := os.Chtimes(filepath.Join(dir, p), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upload := func() string {
+		t.Helper()
+		fb.puts = nil
+		f, ts := newTestFactory(map[string]string{"PIER_BASE_URL": srv.URL, "PIER_API_KEY": "agk_test", "PIER_CACHE_DIR": cacheDir})
+		if code := runWith(t, f, NewCmdBundlesUpload(f, nil), dir, "--project", "prj_1"); code != 0 {
+			t.Fatalf("upload: exit %d\n%s%s", code, ts.out, ts.err)
+		}
+		return ts.out.String()
+	}
+	sha := func(content string) string {
+		h := sha256.Sum256([]byte(content))
+		return hex.EncodeToString(h[:])
+	}
+
+	if out := upload(); fb.finds.Load() != 1 || len(fb.puts) != 30 || !strings.Contains(out, "uploaded 30 of 30 files") {
+		t.Fatalf("first upload: %d finds, %d uploads\n%s", fb.finds.Load(), len(fb.puts), out)
+	}
+
+	// One file changes, its size too: sent alone, nothing asked.
+	writeSite(t, dir, map[string]string{"p/07.html": "<p>page seven</p>"})
+	if out := upload(); fb.finds.Load() != 1 || !slices.Equal(fb.puts, []string{sha("<p>page seven</p>")}) || !strings.Contains(out, "uploaded 1 of 30 files") {
+		t.Fatalf("after a one-file change: %d finds, uploads %v\n%s", fb.finds.Load(), fb.puts, out)
+	}
+
+	// A change that keeps the size is seen by the modification time.
+	writeSite(t, dir, map[string]string{"p/08.html": "<p>page 8x</p>"})
+	if upload(); !slices.Equal(fb.puts, []string{sha("<p>page 8x</p>")}) {
+		t.Fatalf("a same-size change: uploads %v", fb.puts)
+	}
+
+	// What the cache trusts: a file whose size and modification time are
+	// as they were is not read again.
+	writeSite(t, dir, map[string]string{"p/09.html": "<p>page 9x</p>"})
+	if err := os.Chtimes(filepath.Join(dir, "p/09.html"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	if upload(); len(fb.puts) != 0 || fb.finds.Load() != 1 {
+		t.Fatalf("an unchanged size and time: uploads %v, %d finds", fb.puts, fb.finds.Load())
+	}
+
+	// The server lost a content the last bundle held: the bundle is
+	// refused, the upload asks and sends it.
+	fb.mu.Lock()
+	delete(fb.stored, sha("<p>page 03</p>"))
+	fb.mu.Unlock()
+	if upload(); fb.finds.Load() != 2 || !slices.Equal(fb.puts, []string{sha("<p>page 03</p>")}) {
+		t.Fatalf("a lost content: %d finds, uploads %v", fb.finds.Load(), fb.puts)
+	}
+
+	// A cache that cannot be read is no cache: the upload reads every file
+	// and asks, and sends the change the cache had hidden.
+	caches, _ := filepath.Glob(filepath.Join(cacheDir, "digests", "*"))
+	if len(caches) != 1 {
+		t.Fatalf("caches %v, want one for one directory, project and server", caches)
+	}
+	if err := os.WriteFile(caches[0], []byte("pier-digests 1 x\n\x00garbled"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if upload(); fb.finds.Load() != 3 || !slices.Equal(fb.puts, []string{sha("<p>page 9x</p>")}) {
+		t.Fatalf("a garbled cache: %d finds, uploads %v", fb.finds.Load(), fb.puts)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/andybalholm/brotli"
 	"github.com/miekg/dns"
 
 	"github.com/pierhq/pier/server"
@@ -157,6 +158,13 @@ func TestLaunchPreviewOverHTTPS(t *testing.T) {
 		}
 		if b, _ := io.ReadAll(zr); !strings.HasPrefix(string(b), "body {") {
 			t.Fatal("gzip body")
+		}
+		br := get("/style.css", http.Header{"Accept-Encoding": {"gzip, br"}})
+		if br.Header.Get("Content-Encoding") != "br" || br.Header.Get("ETag") != strings.TrimSuffix(css.Header.Get("ETag"), `-gzip"`)+`-br"` {
+			t.Fatalf("br: %v", br.Header)
+		}
+		if b, _ := io.ReadAll(brotli.NewReader(br.Body)); !strings.HasPrefix(string(b), "body {") {
+			t.Fatal("br body")
 		}
 		if r := get("/docs/", nil); r.StatusCode != 200 {
 			t.Fatalf("folder index: %d", r.StatusCode)

@@ -2,6 +2,9 @@ package server_test
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -166,7 +169,8 @@ func TestBlobsInAnObjectStore(t *testing.T) {
 		ts := start(t, server.Config{DatabaseURL: db, BlobStore: "s3://pier?endpoint=" + strings.TrimPrefix(s3.URL, "http://") + "&insecure=true",
 			BlobStoreKey: "pier", BlobStoreSecret: "pier-secret"})
 		acct := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
-		bundle := upload(t, ts, acct, siteSaying("from the bucket"))
+		page := "<!doctype html><h1>from the bucket</h1>" + strings.Repeat("<p>A page long enough to compress.</p>\n", 40)
+		bundle := upload(t, ts, acct, map[string]string{"index.html": page})
 		r := ts.Client.Do("POST", "/v1/projects/"+acct.project+"/launch", map[string]any{"name": "bucket", "target": "edge", "bundleId": bundle}, acct.header())
 		waitTask(t, ts, acct, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
 		code, body := httpStatus(t, ts, ts.Service().PreviewHost("bucket", acct.project))
@@ -180,6 +184,21 @@ func TestBlobsInAnObjectStore(t *testing.T) {
 		list, err := backend.ListBucket("pier", nil, gofakes3.ListBucketPage{})
 		if err != nil || len(list.Contents) == 0 {
 			t.Fatalf("the bucket holds nothing: %v", err)
+		}
+		// The page's compressed forms, made when it was first served, are
+		// kept in the bucket too, and read back from it.
+		sum := sha256.Sum256([]byte(page))
+		sha := hex.EncodeToString(sum[:])
+		keys := map[string]bool{}
+		for _, o := range list.Contents {
+			keys[o.Key] = true
+		}
+		if !keys["blobs/"+sha+".gzip"] || !keys["blobs/"+sha+".br"] {
+			t.Fatalf("the bucket holds %v, not the page's forms", keys)
+		}
+		bf, err := ts.Store().Bundles().BlobWithForms(context.Background(), sha)
+		if err != nil || string(bf.Data) != page || !bf.Made || len(bf.Forms.Gzip) == 0 || len(bf.Forms.Brotli) == 0 {
+			t.Fatalf("the page and its forms from the bucket: %d, %d, %d bytes, %v", len(bf.Data), len(bf.Forms.Gzip), len(bf.Forms.Brotli), err)
 		}
 	})
 }

@@ -67,7 +67,7 @@ func TestEveryHintRuns(t *testing.T) {
 	dir := t.TempDir()
 	s := testserver.Start(t, server.Config{DataDir: dir + "/data"})
 
-	env := map[string]string{"PIER_BASE_URL": "http://" + s.Addr(), "PIER_DATA_DIR": dir + "/data", "NO_COLOR": "1"}
+	env := map[string]string{"PIER_BASE_URL": "http://" + s.Addr(), "PIER_DATA_DIR": dir + "/data", "NO_COLOR": "1", "PIER_CACHE_DIR": dir + "/cache"}
 	run := func(args ...string) (int, string) {
 		var out, errOut bytes.Buffer
 		f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})

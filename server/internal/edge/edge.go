@@ -11,17 +11,14 @@
 package edge
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"path"
-	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -38,36 +35,48 @@ type File = sitepkg.File
 // body, which lives in the blob cache under sha.
 type file struct {
 	sha   string
-	etag  string
 	ctype string
 	// Header values, kept as the slices a header map holds so that a
 	// response assigns them without canonicalizing keys or allocating.
-	ctypeH, cacheH, etagH []string
+	ctypeH, cacheH []string
 
-	// heads are the answers as bytes for the fast path (see Prepared),
-	// made once the body's sizes are known.
-	headsOnce sync.Once
-	heads     *heads
+	// heads are the file's ETags and its answers as bytes for the fast
+	// path (see Prepared), made once its body's sizes are known.
+	heads atomic.Pointer[heads]
 }
 
-// heads are a file's status line and header lines as net/http writes
-// them, without Date.
+// heads are a file's ETags, by encoding, and its status lines and header
+// lines as net/http writes them, without Date, for the sizes of the forms
+// they were made for.
 type heads struct {
-	head200, head200gz, head304, head404, head404gz []byte
+	sizes                 [encodings]int
+	etags                 [encodings]string
+	etagH                 [encodings][]string
+	ok, notModified, miss [encodings][]byte
 }
 
-// blob is a file body in the hot cache, with its gzip variant when that is
-// worth sending.
+// blob is a file body in the hot cache, by encoding: the body itself and
+// the compressed forms worth sending (nil otherwise).
 type blob struct {
-	data, gz           []byte
-	lengthH, gzLengthH []string
+	forms   [encodings][]byte
+	lengthH [encodings][]string
+	// varies is true when the blob has a compressed form: its answers
+	// then depend on Accept-Encoding.
+	varies bool
+	// withForms is true when the blob was loaded with its forms; content
+	// first served with a type that is not compressed is loaded again
+	// for one that is.
+	withForms bool
+}
+
+func (b *blob) size() int64 {
+	return int64(len(b.forms[identity]) + len(b.forms[gzipped]) + len(b.forms[brotlied]))
 }
 
 // Header values shared by every file; net/http only reads them.
 var (
 	nosniffH = []string{"nosniff"}
 	varyH    = []string{"Accept-Encoding"}
-	gzipH    = []string{"gzip"}
 )
 
 type site struct {
@@ -88,7 +97,7 @@ type site struct {
 
 // Limits bound the edge's memory.
 type Limits struct {
-	// HotCacheBytes bounds the file bodies (and their gzip variants) kept
+	// HotCacheBytes bounds the file bodies (and their compressed forms) kept
 	// in memory across every site.
 	HotCacheBytes int64
 	// Sites bounds the sites kept in memory, and Files their manifests'
@@ -102,11 +111,15 @@ type Limits struct {
 var DefaultLimits = Limits{HotCacheBytes: 256 << 20, Sites: 10_000, Files: 1_000_000, UnknownHosts: 4096}
 
 // Sites is what the edge reads from the domain: the live service that
-// answers for a host, its bundle, and the bundle's content-addressed blobs.
+// answers for a host, its bundle, and the bundle's content-addressed blobs
+// with their compressed forms. The edge writes only those forms, the
+// first time it serves content that has none.
 type Sites interface {
 	ServiceByHost(ctx context.Context, host string) (store.Service, error)
 	Bundle(ctx context.Context, orgID, id string) (store.Bundle, error)
 	Blob(ctx context.Context, sha string) ([]byte, error)
+	BlobWithForms(ctx context.Context, sha string) (store.BlobWithForms, error)
+	PutBlobForms(ctx context.Context, sha string, f store.Forms) error
 }
 
 // FromStore reads sites from the store.
@@ -126,6 +139,14 @@ func (s storeSites) Blob(ctx context.Context, sha string) ([]byte, error) {
 	return s.st.Bundles().Blob(ctx, sha)
 }
 
+func (s storeSites) BlobWithForms(ctx context.Context, sha string) (store.BlobWithForms, error) {
+	return s.st.Bundles().BlobWithForms(ctx, sha)
+}
+
+func (s storeSites) PutBlobForms(ctx context.Context, sha string, f store.Forms) error {
+	return s.st.Bundles().PutBlobForms(ctx, sha, f, time.Now())
+}
+
 // Edge is the site-serving handler.
 type Edge struct {
 	store Sites
@@ -135,6 +156,19 @@ type Edge struct {
 	missing *cache.Cache[string, time.Time]
 	blobs   *cache.Cache[string, *blob]
 	loads   singleflight.Group
+	// epochs count invalidations, by a hash of the host: a site loaded
+	// while its host was invalidated is answered but not kept, or a load
+	// that read the store just before a launch committed would keep
+	// "no site here" for a whole revalidation period after it.
+	epochs [256]atomic.Uint32
+}
+
+func (e *Edge) epoch(host string) *atomic.Uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(host); i++ {
+		h = (h ^ uint32(host[i])) * 16777619
+	}
+	return &e.epochs[h%uint32(len(e.epochs))]
 }
 
 // revalidate bounds how long a replica serves a site after another replica
@@ -164,7 +198,7 @@ func NewWithLimits(st Sites, log *slog.Logger, l Limits) *Edge {
 		log:     log,
 		sites:   cache.New(l.Sites, int64(l.Files), func(_ string, s *site) int64 { return int64(len(s.files)) + 1 }),
 		missing: cache.New[string, time.Time](l.UnknownHosts, 0, nil),
-		blobs:   cache.New(1<<20, l.HotCacheBytes, func(_ string, b *blob) int64 { return int64(len(b.data)+len(b.gz)) + 64 }),
+		blobs:   cache.New(1<<20, l.HotCacheBytes, func(_ string, b *blob) int64 { return b.size() + 64 }),
 	}
 }
 
@@ -176,6 +210,8 @@ func (e *Edge) HotCacheBytes() int64 { return e.blobs.Cost() }
 func (e *Edge) Invalidate(hosts ...string) {
 	for _, h := range hosts {
 		h = strings.ToLower(h)
+		e.epoch(h).Add(1)
+		e.loads.Forget("site\x00" + h)
 		e.sites.Delete(h)
 		e.missing.Delete(h)
 	}
@@ -235,10 +271,14 @@ func (e *Edge) siteFor(ctx context.Context, host string) (*site, error) {
 	}
 	v, err, _ := e.loads.Do("site\x00"+host, func() (any, error) {
 		ctx := context.WithoutCancel(ctx)
+		epoch := e.epoch(host)
+		began := epoch.Load()
 		svc, err := e.store.ServiceByHost(ctx, host)
 		if errors.Is(err, store.ErrNotFound) {
-			e.sites.Delete(host)
-			e.missing.Put(host, time.Now())
+			if epoch.Load() == began {
+				e.sites.Delete(host)
+				e.missing.Put(host, time.Now())
+			}
 			return (*site)(nil), nil
 		}
 		if err != nil {
@@ -247,15 +287,19 @@ func (e *Edge) siteFor(ctx context.Context, host string) (*site, error) {
 		if s != nil && s.serviceID == svc.ID && s.bundleID == svc.BundleID && s.updated.Equal(svc.UpdatedAt) {
 			fresh := *s
 			fresh.checked = time.Now()
-			e.sites.Put(host, &fresh)
+			if epoch.Load() == began {
+				e.sites.Put(host, &fresh)
+			}
 			return &fresh, nil
 		}
 		ns, err := e.build(ctx, svc)
 		if err != nil {
 			return nil, err
 		}
-		e.missing.Delete(host)
-		e.sites.Put(host, ns)
+		if epoch.Load() == began {
+			e.missing.Delete(host)
+			e.sites.Put(host, ns)
+		}
 		return ns, nil
 	})
 	if err != nil {
@@ -289,11 +333,11 @@ func (e *Edge) build(ctx context.Context, svc store.Service) (*site, error) {
 	}
 	s := &site{serviceID: svc.ID, bundleID: svc.BundleID, updated: svc.UpdatedAt, checked: time.Now(), files: make(map[string]*file, len(manifest))}
 	for _, m := range manifest {
-		f := &file{sha: m.SHA256, etag: `"` + m.SHA256[:32] + `"`, ctype: m.ContentType}
+		f := &file{sha: m.SHA256, ctype: m.ContentType}
 		if f.ctype == "" {
 			f.ctype = ContentType(m.Path)
 		}
-		f.ctypeH, f.etagH = []string{f.ctype}, []string{f.etag}
+		f.ctypeH = []string{f.ctype}
 		if strings.HasSuffix(m.Path, ".html") {
 			f.cacheH = []string{"public, max-age=0, must-revalidate"}
 		} else {
@@ -305,28 +349,42 @@ func (e *Edge) build(ctx context.Context, svc store.Service) (*site, error) {
 	return s, nil
 }
 
-// body returns a file's body from the hot cache, loading it from the
-// store's blobs (once, however many requests ask at the same moment) when
-// it is not there.
+// body returns a file's body and its compressed forms from the hot cache,
+// loading them from the store's blobs (once, however many requests ask at
+// the same moment) when they are not there. Content of a compressible
+// type that has no forms yet gets them here, once: they are kept in the
+// store by its hash, for every site, launch and replica that serves it.
 func (e *Edge) body(ctx context.Context, f *file) (*blob, error) {
-	if b, ok := e.blobs.Get(f.sha); ok {
+	if b, ok := e.blobs.Get(f.sha); ok && (b.withForms || !compressible(f.ctype)) {
 		return b, nil
 	}
-	v, err, _ := e.loads.Do("blob\x00"+f.sha, func() (any, error) {
-		data, err := e.store.Blob(context.WithoutCancel(ctx), f.sha)
-		if err != nil {
-			return nil, err
-		}
-		b := &blob{data: data, lengthH: []string{strconv.Itoa(len(data))}}
-		if compressible(f.ctype) && len(data) > 256 {
-			var buf bytes.Buffer
-			zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-			zw.Write(data)
-			zw.Close()
-			if buf.Len() < len(data)*9/10 {
-				b.gz = buf.Bytes()
-				b.gzLengthH = []string{strconv.Itoa(len(b.gz))}
+	key := "blob\x00" + f.sha
+	if compressible(f.ctype) {
+		key = "forms\x00" + f.sha
+	}
+	v, err, _ := e.loads.Do(key, func() (any, error) {
+		ctx := context.WithoutCancel(ctx)
+		var b *blob
+		if !compressible(f.ctype) {
+			data, err := e.store.Blob(ctx, f.sha)
+			if err != nil {
+				return nil, err
 			}
+			b = newBlob(data, store.Forms{})
+		} else {
+			bf, err := e.store.BlobWithForms(ctx, f.sha)
+			if err != nil {
+				return nil, err
+			}
+			if !bf.Made && len(bf.Data) >= minCompress {
+				bf.Forms = makeForms(bf.Data)
+				if err := e.store.PutBlobForms(ctx, f.sha, bf.Forms); err != nil {
+					// Served all the same; the next load makes them again.
+					e.log.Warn("edge: keeping compressed forms", "sha256", f.sha, "err", err)
+				}
+			}
+			b = newBlob(bf.Data, bf.Forms)
+			b.withForms = true
 		}
 		// A body larger than the whole budget is served without being kept.
 		e.blobs.Put(f.sha, b)
@@ -338,31 +396,34 @@ func (e *Edge) body(ctx context.Context, f *file) (*blob, error) {
 	return v.(*blob), nil
 }
 
-// headsFor makes a file's prepared answers once its body's sizes are
-// known. The gzip variant is deterministic, so a body evicted and loaded
-// again has the same sizes.
+// headsFor returns a file's ETags and prepared answers for a body's
+// sizes, making them the first time (and again should the forms kept for
+// the content ever change size, as a body evicted and loaded again may).
 func (f *file) headsFor(b *blob) *heads {
-	f.headsOnce.Do(func() {
-		h := &heads{head200: f.head("200 OK", b, false, true), head304: f.head("304 Not Modified", b, false, true)}
-		if b.gz != nil {
-			h.head200gz = f.head("200 OK", b, true, true)
+	var sizes [encodings]int
+	for enc, body := range b.forms {
+		sizes[enc] = len(body)
+	}
+	if h := f.heads.Load(); h != nil && h.sizes == sizes {
+		return h
+	}
+	h := &heads{sizes: sizes}
+	for enc := range encodings {
+		h.etags[enc] = `"` + f.sha[:32] + etagSuffix[enc] + `"`
+		h.etagH[enc] = []string{h.etags[enc]}
+		if b.lengthH[enc] == nil {
+			continue
 		}
-		h.head404 = f.head("404 Not Found", b, false, false)
-		if b.gz != nil {
-			h.head404gz = f.head("404 Not Found", b, true, false)
-		}
-		f.heads = h
-	})
-	return f.heads
+		h.ok[enc] = f.head("200 OK", b, enc, h.etags[enc])
+		h.notModified[enc] = f.head("304 Not Modified", b, enc, h.etags[enc])
+		h.miss[enc] = f.head("404 Not Found", b, enc, "")
+	}
+	f.heads.Store(h)
+	return h
 }
 
 // ContentType names a file's media type by its extension (package site's).
 func ContentType(p string) string { return sitepkg.ContentType(p) }
-
-func compressible(ctype string) bool {
-	return strings.HasPrefix(ctype, "text/") || strings.Contains(ctype, "javascript") || strings.Contains(ctype, "json") ||
-		strings.Contains(ctype, "xml") || strings.Contains(ctype, "svg") || ctype == "application/wasm"
-}
 
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	host := hostOnly(r.Host)
@@ -408,25 +469,25 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h["Content-Type"] = f.ctypeH
 	h["Cache-Control"] = f.cacheH
 	h["X-Content-Type-Options"] = nosniffH
-	if b.gz != nil {
+	if b.varies {
 		h["Vary"] = varyH
 	}
+	enc := b.choose(first(r.Header["Accept-Encoding"]))
 	if status == http.StatusOK {
-		h["Etag"] = f.etagH
-		if inm := first(r.Header["If-None-Match"]); inm != "" && etagMatch(inm, f.etag) {
+		hd := f.headsFor(b)
+		h["Etag"] = hd.etagH[enc]
+		if inm := first(r.Header["If-None-Match"]); inm != "" && etagMatch(inm, hd.etags[enc]) {
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
 	}
-	body, length := b.data, b.lengthH
-	if b.gz != nil && acceptsGzip(first(r.Header["Accept-Encoding"])) {
-		body, length = b.gz, b.gzLengthH
-		h["Content-Encoding"] = gzipH
+	if enc != identity {
+		h["Content-Encoding"] = encodingH[enc]
 	}
-	h["Content-Length"] = length
+	h["Content-Length"] = b.lengthH[enc]
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
-		w.Write(body)
+		w.Write(b.forms[enc])
 	}
 }
 
@@ -465,7 +526,7 @@ var headerValue = strings.NewReplacer("\n", " ", "\r", " ")
 // net/http, in its order (sorted by key), without Date and the final blank
 // line. A 304 carries no Content-Type or Content-Length, as net/http drops
 // them.
-func (f *file) head(status string, b *blob, gz, etag bool) []byte {
+func (f *file) head(status string, b *blob, enc int, etag string) []byte {
 	out := []byte("HTTP/1.1 " + status + "\r\n")
 	add := func(k, v string) {
 		out = append(out, k...)
@@ -476,18 +537,16 @@ func (f *file) head(status string, b *blob, gz, etag bool) []byte {
 	notModified := strings.HasPrefix(status, "304")
 	add("Cache-Control", f.cacheH[0])
 	if !notModified {
-		if gz {
-			add("Content-Encoding", "gzip")
-			add("Content-Length", b.gzLengthH[0])
-		} else {
-			add("Content-Length", b.lengthH[0])
+		if enc != identity {
+			add("Content-Encoding", encodingH[enc][0])
 		}
+		add("Content-Length", b.lengthH[enc][0])
 		add("Content-Type", f.ctype)
 	}
-	if etag {
-		add("Etag", f.etag)
+	if etag != "" {
+		add("Etag", etag)
 	}
-	if b.gz != nil {
+	if b.varies {
 		add("Vary", "Accept-Encoding")
 	}
 	add("X-Content-Type-Options", "nosniff")
@@ -515,19 +574,14 @@ func (e *Edge) Prepared(ctx context.Context, host, urlPath, ifNoneMatch, acceptE
 		return nil, nil, false
 	}
 	h := f.headsFor(b)
-	if status == http.StatusOK && ifNoneMatch != "" && etagMatch(ifNoneMatch, f.etag) {
-		return h.head304, nil, true
-	}
-	gz := b.gz != nil && acceptsGzip(acceptEncoding)
+	enc := b.choose(acceptEncoding)
 	switch {
-	case status == http.StatusOK && gz:
-		return h.head200gz, b.gz, true
+	case status == http.StatusOK && ifNoneMatch != "" && etagMatch(ifNoneMatch, h.etags[enc]):
+		return h.notModified[enc], nil, true
 	case status == http.StatusOK:
-		return h.head200, b.data, true
-	case gz:
-		return h.head404gz, b.gz, true
+		return h.ok[enc], b.forms[enc], true
 	default:
-		return h.head404, b.data, true
+		return h.miss[enc], b.forms[enc], true
 	}
 }
 
@@ -583,40 +637,4 @@ func etagMatch(header, etag string) bool {
 		}
 	}
 	return false
-}
-
-// acceptsGzip reads Accept-Encoding as RFC 9110 §12.5.3 has it: gzip (or
-// x-gzip) with a q-value above 0, or else "*" with one; "gzip;q=0" (and
-// "q=0.0", "q=0.000") refuses it.
-func acceptsGzip(ae string) bool {
-	star := false
-	for part := range strings.SplitSeq(ae, ",") {
-		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		name = strings.TrimSpace(name)
-		q := qValue(params)
-		switch {
-		case strings.EqualFold(name, "gzip"), strings.EqualFold(name, "x-gzip"):
-			return q > 0
-		case name == "*":
-			star = q > 0
-		}
-	}
-	return star
-}
-
-// qValue is the weight among a coding's parameters: 1 when absent, 0 when
-// malformed (a client that garbles it is not sent gzip).
-func qValue(params string) float64 {
-	for p := range strings.SplitSeq(params, ";") {
-		k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
-		if !ok || !strings.EqualFold(strings.TrimSpace(k), "q") {
-			continue
-		}
-		q, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || q < 0 || q > 1 {
-			return 0
-		}
-		return q
-	}
-	return 1
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,4 +134,44 @@ func TestHotCacheIsBoundedAndShared(t *testing.T) {
 			t.Errorf("a file over the budget was kept: %d bytes", e.HotCacheBytes())
 		}
 	})
+}
+
+// lateLookup answers its first lookup with "no site", late: as a lookup
+// that read the store just before a launch committed would.
+type lateLookup struct {
+	Sites
+	calls   atomic.Int32
+	release chan struct{}
+	asked   chan struct{}
+}
+
+func (l *lateLookup) ServiceByHost(ctx context.Context, host string) (store.Service, error) {
+	if l.calls.Add(1) == 1 {
+		close(l.asked)
+		<-l.release
+		return store.Service{}, store.ErrNotFound
+	}
+	return l.Sites.ServiceByHost(ctx, host)
+}
+
+// TestInvalidateDuringLookup: a lookup under way when its host is
+// invalidated (a launch put a site there meanwhile) answers its own
+// request, but is not remembered: the next request looks again and finds
+// the site, instead of "no site here" for a revalidation period.
+func TestInvalidateDuringLookup(t *testing.T) {
+	const host = "late--p.localhost"
+	st := sites(t, "", map[string][]byte{"index.html": []byte("<h1>here</h1>")}, host)
+	l := &lateLookup{Sites: FromStore(st), release: make(chan struct{}), asked: make(chan struct{})}
+	e := New(l, slog.New(slog.DiscardHandler))
+	done := make(chan bool)
+	go func() { done <- e.Has(context.Background(), host) }()
+	<-l.asked
+	e.Invalidate(host)
+	close(l.release)
+	if <-done {
+		t.Fatal("the late lookup found a site")
+	}
+	if !e.Has(context.Background(), host) {
+		t.Fatal("after the invalidation, the host is still remembered as having no site")
+	}
 }

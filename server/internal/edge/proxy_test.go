@@ -29,6 +29,12 @@ func (oneProcess) Bundle(context.Context, string, string) (store.Bundle, error) 
 	return store.Bundle{}, errors.New("a process has no bundle to serve")
 }
 func (oneProcess) Blob(context.Context, string) ([]byte, error) { return nil, errors.New("no blobs") }
+func (oneProcess) BlobWithForms(context.Context, string) (store.BlobWithForms, error) {
+	return store.BlobWithForms{}, errors.New("no blobs")
+}
+func (oneProcess) PutBlobForms(context.Context, string, store.Forms) error {
+	return errors.New("no blobs")
+}
 
 // The edge proxies a process's host: the Host and X-Forwarded-* reach it,
 // a streamed answer arrives as it is written, and a WebSocket upgrade

@@ -1,7 +1,8 @@
 // Package objstore keeps blob bodies in an S3-compatible object store
 // (minio-go), for replicas that would rather not hold every file in
-// PostgreSQL. Objects are named blobs/<sha256>; content addressing makes a
-// repeated Put harmless.
+// PostgreSQL. Objects are named blobs/<sha256>, and a blob's compressed
+// forms blobs/<sha256>.<encoding>; content addressing makes a repeated Put
+// harmless.
 package objstore
 
 import (
@@ -79,4 +80,21 @@ func (s *S3) Get(ctx context.Context, sha string) ([]byte, error) {
 		return nil, fmt.Errorf("objstore: blob %s came back with other content", sha)
 	}
 	return data, nil
+}
+
+// PutForm stores a compressed form of the blob named sha.
+func (s *S3) PutForm(ctx context.Context, sha, encoding string, data []byte) error {
+	_, err := s.c.PutObject(ctx, s.bucket, key(sha)+"."+encoding, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{ContentType: "application/octet-stream"})
+	return err
+}
+
+// GetForm reads a compressed form back; the store checks its size
+// against the one it recorded.
+func (s *S3) GetForm(ctx context.Context, sha, encoding string) ([]byte, error) {
+	o, err := s.c.GetObject(ctx, s.bucket, key(sha)+"."+encoding, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer o.Close()
+	return io.ReadAll(o)
 }

@@ -122,3 +122,49 @@ func TestConcurrentBlobWrites(t *testing.T) {
 		}
 	})
 }
+
+// TestBlobForms: a blob's compressed forms are kept by its hash and read
+// back with it in one call; keeping them again changes nothing; a blob
+// with no forms made reads as such, and one whose forms did not gain
+// records that they were made.
+func TestBlobForms(t *testing.T) {
+	suite(t, func(t *testing.T, open func() *store.Store) {
+		ctx := context.Background()
+		st := open()
+		bundles := st.Bundles()
+		x, y := hashOf("x"), hashOf("y")
+		if _, err := bundles.BlobWithForms(ctx, x); err != store.ErrNotFound {
+			t.Fatalf("no blob: %v", err)
+		}
+		for _, sha := range []string{x, y} {
+			if err := bundles.PutBlob(ctx, sha, []byte("content "+sha), t0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := bundles.BlobWithForms(ctx, x)
+		if err != nil || got.Made || string(got.Data) != "content "+x || got.Forms.Gzip != nil || got.Forms.Brotli != nil {
+			t.Fatalf("before forms: %+v, %v", got, err)
+		}
+		forms := store.Forms{Gzip: []byte("gz"), Brotli: []byte("brotli")}
+		for range 2 {
+			if err := bundles.PutBlobForms(ctx, x, forms, t0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A later, different making does not replace the first.
+		if err := bundles.PutBlobForms(ctx, x, store.Forms{Gzip: []byte("other")}, t0); err != nil {
+			t.Fatal(err)
+		}
+		got, err = bundles.BlobWithForms(ctx, x)
+		if err != nil || !got.Made || string(got.Data) != "content "+x || string(got.Forms.Gzip) != "gz" || string(got.Forms.Brotli) != "brotli" {
+			t.Fatalf("with forms: %+v, %v", got, err)
+		}
+		if err := bundles.PutBlobForms(ctx, y, store.Forms{}, t0); err != nil {
+			t.Fatal(err)
+		}
+		got, err = bundles.BlobWithForms(ctx, y)
+		if err != nil || !got.Made || got.Forms.Gzip != nil || got.Forms.Brotli != nil || string(got.Data) != "content "+y {
+			t.Fatalf("forms that did not gain: %+v, %v", got, err)
+		}
+	})
+}

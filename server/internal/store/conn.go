@@ -57,6 +57,22 @@ func (c conn) execPrepared(ctx context.Context, query string, args ...any) (sql.
 	return st.ExecContext(ctx, args...)
 }
 
+// queryRowPrepared is execPrepared for a query of one row.
+func (c conn) queryRowPrepared(ctx context.Context, query string, args ...any) *sql.Row {
+	if c.tx != nil {
+		v, ok := c.store.stmts.Load(query)
+		if !ok {
+			return c.ex.QueryRowContext(ctx, c.q(query), args...)
+		}
+		return c.tx.tx.StmtContext(ctx, v.(*sql.Stmt)).QueryRowContext(ctx, args...)
+	}
+	st, err := c.store.prepared(ctx, query)
+	if err != nil {
+		return c.ex.QueryRowContext(ctx, c.q(query), args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
 // atomically runs fn in the surrounding transaction, or in a new one.
 func (c conn) atomically(ctx context.Context, fn func(tx *Tx) error) error {
 	if c.tx != nil {

@@ -52,7 +52,8 @@ func (db Keys) ByHash(ctx context.Context, hash string) (APIKey, error) {
 	var scopes string
 	var created int64
 	var revoked sql.NullInt64
-	err := db.ex.QueryRowContext(ctx, db.q(`SELECT id, org_id, name, scopes, created_at, revoked_at FROM api_keys WHERE key_hash = ?`), hash).
+	// Every API request asks: prepared once, not parsed per request.
+	err := db.queryRowPrepared(ctx, `SELECT id, org_id, name, scopes, created_at, revoked_at FROM api_keys WHERE key_hash = ?`, hash).
 		Scan(&k.ID, &k.OrgID, &k.Name, &scopes, &created, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return k, ErrNotFound

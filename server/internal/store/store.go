@@ -111,10 +111,13 @@ type Store struct {
 }
 
 // ObjectStore keeps blob bodies outside the database (S3 and the like);
-// the blobs table still records each blob, with an empty body.
+// the blobs table still records each blob, with an empty body, and
+// blob_forms each compressed form.
 type ObjectStore interface {
 	Put(ctx context.Context, sha string, data []byte) error
 	Get(ctx context.Context, sha string) ([]byte, error)
+	PutForm(ctx context.Context, sha, encoding string, data []byte) error
+	GetForm(ctx context.Context, sha, encoding string) ([]byte, error)
 }
 
 // Option configures Open.

@@ -222,6 +222,7 @@ func TestSameAnswers(t *testing.T) {
 		a := exchange(t, ref.addr, get("/"), 1, false)[0]
 		return a.header.Get("Etag")
 	}()
+	cssTag := exchange(t, ref.addr, get("/style.css"), 1, false)[0].header.Get("Etag")
 	cases := []struct {
 		name, raw string
 		head      bool
@@ -245,6 +246,14 @@ func TestSameAnswers(t *testing.T) {
 		{"gzip q0", get("/style.css", "Accept-Encoding: gzip;q=0\r\n"), false, false},
 		{"gzip uppercase", get("/style.css", "accept-encoding: GZIP\r\n"), false, false},
 		{"json gzip", get("/data/config.json", "Accept-Encoding: gzip\r\n"), false, false},
+		{"br", get("/style.css", "Accept-Encoding: br\r\n"), false, false},
+		{"br q0", get("/style.css", "Accept-Encoding: br;q=0, gzip\r\n"), false, false},
+		{"gzip over br by q", get("/style.css", "Accept-Encoding: br;q=0.5, gzip\r\n"), false, false},
+		{"star", get("/style.css", "Accept-Encoding: *\r\n"), false, false},
+		{"404 br", get("/missing", "Accept-Encoding: br\r\n"), false, false},
+		{"inm br", get("/style.css", "Accept-Encoding: br\r\nIf-None-Match: "+strings.TrimSuffix(cssTag, `"`)+"-br\"\r\n"), false, false},
+		{"inm br, gzip sent", get("/style.css", "Accept-Encoding: gzip\r\nIf-None-Match: "+strings.TrimSuffix(cssTag, `"`)+"-br\"\r\n"), false, false},
+		{"head br", "HEAD /style.css HTTP/1.1\r\nHost: " + siteHost + "\r\nAccept-Encoding: br\r\n\r\n", true, false},
 		{"svg", get("/assets/logo.svg"), false, false},
 		{"inm", get("/", "If-None-Match: "+etag+"\r\n"), false, false},
 		{"inm weak", get("/", "If-None-Match: W/"+etag+"\r\n"), false, false},
@@ -299,6 +308,12 @@ func TestSameAnswers(t *testing.T) {
 			want := exchange(t, ref.addr, c.raw, 1, c.head)[0]
 			before := fast.handoffs()
 			got := exchange(t, fast.addr, c.raw, 1, c.head)[0]
+			if wantStatus := map[string]int{"inm br": 304, "inm br, gzip sent": 200}[c.name]; wantStatus != 0 && want.status != wantStatus {
+				t.Errorf("status %d, want %d", want.status, wantStatus)
+			}
+			if wantEnc, ok := map[string]string{"br": "br", "br q0": "gzip", "gzip over br by q": "gzip", "star": "br", "head br": "br"}[c.name]; ok && want.header.Get("Content-Encoding") != wantEnc {
+				t.Errorf("Content-Encoding %q, want %q", want.header.Get("Content-Encoding"), wantEnc)
+			}
 			if got.String() != want.String() {
 				t.Errorf("fast path answered\n%s\nnet/http answered\n%s", got, want)
 			}
