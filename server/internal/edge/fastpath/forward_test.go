@@ -39,6 +39,10 @@ func (procSites) Bundle(context.Context, string, string) (store.Bundle, error) {
 	return store.Bundle{}, errors.New("no bundle")
 }
 func (procSites) Blob(context.Context, string) ([]byte, error) { return nil, errors.New("no blobs") }
+func (procSites) BlobWithForms(context.Context, string) (store.BlobWithForms, error) {
+	return store.BlobWithForms{}, errors.New("no blobs")
+}
+func (procSites) PutBlobForms(context.Context, string, store.Forms) error { return nil }
 
 // upstream is a process for the tests: it reads requests with net/http's
 // reader and writes raw answers chosen by path, so that both paths see
