@@ -47,7 +47,13 @@ type Config struct {
 	// request; WriteTimeout writing an answer. Zero values mean 10 s, 2 min
 	// and 2 min.
 	HeaderTimeout, IdleTimeout, WriteTimeout time.Duration
-	Log                                      *slog.Logger
+	// Handler, when set, serves h2 connections for static sites here (see
+	// h2.go): it answers their requests that are not plain GETs or HEADs
+	// of a file, in-process. It is the handler net/http serves.
+	Handler http.Handler
+	// MaxHeaderBytes is net/http's, for the h2 header list size.
+	MaxHeaderBytes int
+	Log            *slog.Logger
 }
 
 // Listener is a net.Listener whose Accept returns the connections net/http
@@ -198,7 +204,8 @@ func (l *Listener) serve(nc net.Conn) {
 	c := nc
 	var tc *tls.Conn
 	if l.cfg.TLS != nil {
-		tc = tls.Server(nc, l.cfg.TLS)
+		cork := &corkConn{Conn: nc}
+		tc = tls.Server(cork, l.cfg.TLS)
 		nc.SetDeadline(time.Now().Add(l.cfg.HeaderTimeout))
 		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.HeaderTimeout)
 		err := tc.HandshakeContext(ctx)
@@ -209,6 +216,10 @@ func (l *Listener) serve(nc net.Conn) {
 		}
 		nc.SetDeadline(time.Time{})
 		if tc.ConnectionState().NegotiatedProtocol == "h2" {
+			if host := l.h2Host(tc); host != "" {
+				l.serveH2(tc, cork, host, time.Now())
+				return
+			}
 			give = tc
 			return
 		}
