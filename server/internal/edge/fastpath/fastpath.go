@@ -69,8 +69,9 @@ type Listener struct {
 	closed atomic.Bool
 	conns  map[net.Conn]struct{}
 	once   sync.Once
-	// handoffs counts connections given to net/http.
-	handoffs atomic.Int64
+	// handoffs counts connections given to net/http, h2served the h2
+	// connections served here.
+	handoffs, h2served atomic.Int64
 }
 
 // New starts accepting on inner.

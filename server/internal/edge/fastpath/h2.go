@@ -140,6 +140,7 @@ type h2conn struct {
 
 // serveH2 serves an h2 connection until it ends.
 func (l *Listener) serveH2(tc *tls.Conn, cork *corkConn, host string, start time.Time) {
+	l.h2served.Add(1)
 	h := &h2conn{l: l, tc: tc, cork: cork, host: host, br: bufio.NewReaderSize(tc, 32<<10),
 		connWindow: 65535, initialWindow: 65535, maxFrame: 16384,
 		streams: map[uint32]*h2stream{}, blocks: map[string][]byte{}, unacked: true}
@@ -231,13 +232,13 @@ func isTimeout(err error) bool {
 }
 
 // maxHeaderList is the header list size advertised, net/http's for the
-// same MaxHeaderBytes (its HTTP/1 bound plus 4 KiB).
+// same MaxHeaderBytes (plus 32 bytes for each of ten fields).
 func (l *Listener) maxHeaderList() uint32 {
 	n := l.cfg.MaxHeaderBytes
 	if n <= 0 {
 		n = http.DefaultMaxHeaderBytes
 	}
-	return uint32(n + 4096)
+	return uint32(n + 10*32)
 }
 
 func (h *h2conn) deadline(at *time.Time, d time.Duration, set func(time.Time) error) bool {
@@ -411,17 +412,18 @@ func (h *h2conn) headers(f *http2.MetaHeadersFrame) error {
 		h.fr.WriteRSTStream(id, code)
 		return nil
 	}
-	if f.Truncated {
-		h.respond(id, !f.StreamEnded(), false, http.StatusRequestHeaderFieldsTooLarge, nil, []byte("<h1>HTTP Error 431</h1><p>Request Header Field(s) Too Large</p>"))
-		return nil
-	}
 	method, scheme, authority, path := f.PseudoValue("method"), f.PseudoValue("scheme"), f.PseudoValue("authority"), f.PseudoValue("path")
-	if f.PseudoValue("protocol") != "" || method == "CONNECT" || method == "" || path == "" || (scheme != "https" && scheme != "http") {
+	connect := method == "CONNECT"
+	switch {
+	case f.PseudoValue("protocol") != "",
+		connect && (path != "" || scheme != "" || authority == ""),
+		!connect && (method == "" || path == "" || (scheme != "https" && scheme != "http")):
 		h.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
 		return nil
 	}
 	var inm, ae, hostHeader string
-	var inmN, aeN int
+	var inmN, aeN, teN int
+	var bad string // the first connection-specific header, as net/http names it
 	for _, hf := range f.RegularFields() {
 		switch hf.Name {
 		case "if-none-match":
@@ -438,29 +440,47 @@ func (h *h2conn) headers(f *http2.MetaHeadersFrame) error {
 			if hostHeader == "" {
 				hostHeader = hf.Value
 			}
-		case "connection", "proxy-connection", "keep-alive", "transfer-encoding", "upgrade":
-			h.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
-			return nil
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+			if bad == "" || connHeaderRank(hf.Name) < connHeaderRank(bad) {
+				bad = hf.Name
+			}
 		case "te":
-			if hf.Value != "trailers" {
-				h.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
-				return nil
+			teN++
+			if teN > 1 || (hf.Value != "trailers" && hf.Value != "") {
+				teN = 2
 			}
 		}
 	}
 	if authority == "" {
 		authority = hostHeader
 	}
-	u, err := url.ParseRequestURI(path)
-	if err != nil || (method == "OPTIONS" && path == "*") {
+	var u *url.URL
+	if connect {
+		u = &url.URL{Host: authority}
+	} else if pu, err := url.ParseRequestURI(path); err == nil {
+		u = pu
+	}
+	if u == nil || strings.IndexByte(authority, '@') >= 0 && (scheme == "http" || scheme == "https") {
 		h.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
 		return nil
 	}
 	body := !f.StreamEnded()
-	if !h.forHost(authority) {
-		h.respond(id, body, method == "HEAD", http.StatusMisdirectedRequest,
-			http.Header{"Content-Type": {"text/plain; charset=utf-8"}, "X-Content-Type-Options": {"nosniff"}},
-			[]byte("misdirected request: open a connection for this host\n"))
+	head := method == "HEAD"
+	textHeader := func() http.Header {
+		return http.Header{"Content-Type": {"text/plain; charset=utf-8"}, "X-Content-Type-Options": {"nosniff"}}
+	}
+	switch {
+	case f.Truncated:
+		h.respond(id, body, head, http.StatusRequestHeaderFieldsTooLarge, http.Header{}, []byte("<h1>HTTP Error 431</h1><p>Request Header Field(s) Too Large</p>"))
+		return nil
+	case bad != "":
+		h.respond(id, body, head, http.StatusBadRequest, textHeader(), []byte("request header "+strconv.Quote(http.CanonicalHeaderKey(bad))+" is not valid in HTTP/2\n"))
+		return nil
+	case teN > 1:
+		h.respond(id, body, head, http.StatusBadRequest, textHeader(), []byte(`request header "TE" may only be "trailers" in HTTP/2`+"\n"))
+		return nil
+	case !h.forHost(authority):
+		h.respond(id, body, head, http.StatusMisdirectedRequest, textHeader(), []byte("misdirected request: open a connection for this host\n"))
 		return nil
 	}
 	cfg := &h.l.cfg
@@ -470,12 +490,30 @@ func (h *h2conn) headers(f *http2.MetaHeadersFrame) error {
 			if method == "HEAD" {
 				data = nil
 			}
-			h.send(id, h.block(head), data, false)
+			blk, ok := h.blocks[string(head)]
+			if !ok {
+				// net/http's h2 server keeps the Content-Type of a 304,
+				// which the HTTP/1.1 head leaves out: it is the 200's.
+				var ctype []byte
+				if bytes.HasPrefix(head, []byte("HTTP/1.1 304")) {
+					if h200, _, ok := cfg.Edge.Prepared(context.Background(), h.host, u.Path, "", ""); ok {
+						ctype = headerLine(h200, "Content-Type")
+					}
+				}
+				blk = h.block(head, ctype)
+			}
+			h.send(id, blk, data, false)
 			return nil
 		}
 	}
 	h.handle(id, f, method, authority, u, body)
 	return nil
+}
+
+// connHeaderRank orders the connection-specific headers as net/http looks
+// for them, so that its 400 names the same one.
+func connHeaderRank(name string) int {
+	return strings.Index("connection keep-alive proxy-connection transfer-encoding upgrade", name)
 }
 
 // forHost reports whether a request's :authority names the connection's
@@ -511,9 +549,15 @@ func (h *h2conn) handle(id uint32, f *http2.MetaHeadersFrame, method, authority 
 		}
 		header[k] = append(header[k], hf.Value)
 	}
+	delete(header, "Expect")
+	delete(header, "Trailer")
+	uri := f.PseudoValue("path")
+	if method == "CONNECT" {
+		uri = authority
+	}
 	st := h.tc.ConnectionState()
 	r := &http.Request{Method: method, URL: u, Proto: "HTTP/2.0", ProtoMajor: 2, Header: header,
-		Host: authority, RequestURI: u.RequestURI(), RemoteAddr: h.tc.RemoteAddr().String(), TLS: &st, Body: http.NoBody}
+		Host: authority, RequestURI: uri, RemoteAddr: h.tc.RemoteAddr().String(), TLS: &st, Body: http.NoBody}
 	if body {
 		r.ContentLength = -1
 		if cl := header.Get("Content-Length"); cl != "" {
@@ -612,12 +656,23 @@ func (h *h2conn) respond(id uint32, body, head bool, status int, header http.Hea
 	h.send(id, h.encBuf.Bytes(), data, body)
 }
 
-// block is the header block for a head the edge prepared (status line and
-// header lines in HTTP/1.1 form), made once per connection and head.
-func (h *h2conn) block(head []byte) []byte {
-	if b, ok := h.blocks[string(head)]; ok {
-		return b
+// headerLine is the value of a header line in an HTTP/1.1 head, or nil.
+func headerLine(head []byte, name string) []byte {
+	_, rest, _ := bytes.Cut(head, []byte("\r\n"))
+	for len(rest) > 0 {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		if k, v, _ := bytes.Cut(line, []byte(": ")); string(k) == name {
+			return v
+		}
 	}
+	return nil
+}
+
+// block is the header block for a head the edge prepared (status line and
+// header lines in HTTP/1.1 form), with a content-type field added when
+// ctype is set, made once per connection and head.
+func (h *h2conn) block(head, ctype []byte) []byte {
 	if len(h.blocks) >= 256 {
 		clear(h.blocks)
 	}
@@ -629,6 +684,9 @@ func (h *h2conn) block(head []byte) []byte {
 		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		k, v, _ := bytes.Cut(line, []byte(": "))
 		h.enc.WriteField(hpack.HeaderField{Name: strings.ToLower(string(k)), Value: string(v)})
+	}
+	if ctype != nil {
+		h.enc.WriteField(hpack.HeaderField{Name: "content-type", Value: string(ctype)})
 	}
 	b := bytes.Clone(h.encBuf.Bytes())
 	h.blocks[string(head)] = b
