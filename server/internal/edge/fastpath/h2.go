@@ -77,9 +77,6 @@ func (c *corkConn) uncork() error {
 		return nil
 	}
 	_, err := c.Conn.Write(c.buf)
-	if cap(c.buf) > 1<<20 {
-		c.buf = nil
-	}
 	c.buf = c.buf[:0]
 	return err
 }
@@ -136,14 +133,18 @@ type h2conn struct {
 	hdr    []byte
 
 	readBy, writeBy time.Time
+	// lastRequest is when the last request arrived (first, when the
+	// connection did), requested whether one did since idle last ran.
+	lastRequest time.Time
+	requested   bool
 }
 
 // serveH2 serves an h2 connection until it ends.
 func (l *Listener) serveH2(tc *tls.Conn, cork *corkConn, host string, start time.Time) {
 	l.h2served.Add(1)
-	h := &h2conn{l: l, tc: tc, cork: cork, host: host, br: bufio.NewReaderSize(tc, 32<<10),
+	h := &h2conn{l: l, tc: tc, cork: cork, host: host, br: bufio.NewReaderSize(tc, 16<<10),
 		connWindow: 65535, initialWindow: 65535, maxFrame: 16384,
-		streams: map[uint32]*h2stream{}, blocks: map[string][]byte{}, unacked: true}
+		streams: map[uint32]*h2stream{}, blocks: map[string][]byte{}, unacked: true, lastRequest: start}
 	h.fr = http2.NewFramer(&h.out, h.br)
 	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	h.fr.MaxHeaderListSize = l.maxHeaderList()
@@ -174,11 +175,9 @@ func (l *Listener) serveH2(tc *tls.Conn, cork *corkConn, host string, start time
 			if h.goingAway && len(h.streams) == 0 {
 				return
 			}
-			if !first {
-				if !h.deadline(&h.readBy, l.cfg.IdleTimeout, tc.SetReadDeadline) || l.isClosed() {
-					h.goAway(http2.ErrCodeNo)
-					return
-				}
+			if !first && !h.idle() {
+				h.goAway(http2.ErrCodeNo)
+				return
 			}
 		}
 		f, err := h.fr.ReadFrame()
@@ -213,8 +212,7 @@ func (l *Listener) serveH2(tc *tls.Conn, cork *corkConn, host string, start time
 			}
 			return
 		}
-		h.pump()
-		if h.out.Len() >= h2Flush {
+		for h.pump(); h.out.Len() >= h2Flush; h.pump() {
 			if err := h.flush(); err != nil {
 				return
 			}
@@ -241,6 +239,34 @@ func (l *Listener) maxHeaderList() uint32 {
 	return uint32(n + 10*32)
 }
 
+// idle sets the read deadline for the wait ahead: with no stream open, an
+// idle timeout after the last request (as net/http, whatever PINGs or
+// SETTINGS come meanwhile); with streams waiting for window, an idle
+// timeout after the last frame. It also returns the buffers a burst grew.
+func (h *h2conn) idle() bool {
+	now := time.Now()
+	if h.requested {
+		h.requested, h.lastRequest = false, now
+	}
+	by := now.Add(h.l.cfg.IdleTimeout)
+	if len(h.streams) == 0 {
+		by = h.lastRequest.Add(h.l.cfg.IdleTimeout)
+		if h.out.Cap() > 64<<10 {
+			h.out = bytes.Buffer{}
+		}
+		if cap(h.cork.buf) > 64<<10 {
+			h.cork.buf = nil
+		}
+	}
+	if d := by.Sub(h.readBy); d > time.Second || d < 0 {
+		h.readBy = by
+		if h.tc.SetReadDeadline(by) != nil {
+			return false
+		}
+	}
+	return !h.l.isClosed()
+}
+
 func (h *h2conn) deadline(at *time.Time, d time.Duration, set func(time.Time) error) bool {
 	now := time.Now()
 	if at.Sub(now) > d-time.Second {
@@ -262,9 +288,6 @@ func (h *h2conn) flush() error {
 	_, err := h.tc.Write(h.out.Bytes())
 	if uerr := h.cork.uncork(); err == nil {
 		err = uerr
-	}
-	if h.out.Cap() > 1<<20 {
-		h.out = bytes.Buffer{}
 	}
 	h.out.Reset()
 	return err
@@ -400,7 +423,7 @@ func (h *h2conn) headers(f *http2.MetaHeadersFrame) error {
 		}
 		return http2.ConnectionError(http2.ErrCodeStreamClosed)
 	}
-	h.lastID = id
+	h.lastID, h.requested = id, true
 	if h.goingAway {
 		return nil
 	}

@@ -437,6 +437,27 @@ func TestH2FlowControl(t *testing.T) {
 	}
 }
 
+// Answers past one flush's worth (256 KiB) all go out although the client
+// sends nothing more once the windows are open.
+func TestH2LargeBatch(t *testing.T) {
+	e := newEdge(t)
+	s := serveH2(t, e, true, Config{})
+	r := dialRaw(t, s.addr, siteHost, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
+	r.fr.WriteWindowUpdate(0, 1<<30)
+	var ids []uint32
+	for i := range 40 {
+		id := uint32(2*i + 1)
+		ids = append(ids, id)
+		r.request(id, "GET", "/big.bin", true)
+	}
+	got, _ := r.exchange(ids, nil)
+	for _, id := range ids {
+		if string(got[id].body) != siteFiles["big.bin"] {
+			t.Fatalf("stream %d: %d bytes", id, len(got[id].body))
+		}
+	}
+}
+
 // With no window at all, streams stay open: past 250 of them the server
 // refuses more, as net/http does.
 func TestH2MaxConcurrentStreams(t *testing.T) {
