@@ -3,7 +3,9 @@
 # over HTTP/2 on TLS (the same ECDSA P-256 certificate kind), and drives each
 # with h2load. Servers are pinned to CPU 0 and h2load to CPU 1. Prints
 # requests per second and the ratio pier/nginx (goal: >= 0.7 at 1 KiB and
-# >= 1.0 at 64 KiB), the median of interleaved rounds.
+# >= 1.0 at 64 KiB), the median of interleaved rounds, and the same for
+# requests per CPU second each server used (steadier when other work
+# shares CPU 0).
 #
 #   bash bench/h2.sh                       # 5 rounds of 10 s per server and size
 #   DURATION=5 REPEAT=3 bash bench/h2.sh
@@ -106,37 +108,52 @@ for f in 1k.txt 64k.txt; do
   done
 done
 
-rps() { # port file
+# cpu: the CPU seconds the processes of a server (its pid and children) used.
+cpu() {
+  local t=0 p
+  for p in $1 $(pgrep -P "$1" || true); do
+    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+  done
+  echo "$t"
+}
+tck=$(getconf CLK_TCK)
+# rps prints requests per second and requests per CPU second of the server.
+rps() { # port file pid
+  local c0 c1
+  c0=$(cpu "$3")
   taskset -c 1 h2load -c"$CONNS" -m"$STREAMS" -D"$DURATION" --connect-to "127.0.0.1:$1" "https://$host:$1/$2" \
-    >"$tmp/h2load.out" 2>&1 || { cat "$tmp/h2load.out" >&2; echo 0; return; }
+    >"$tmp/h2load.out" 2>&1 || { cat "$tmp/h2load.out" >&2; echo error; return; }
+  c1=$(cpu "$3")
   cat "$tmp/h2load.out" >>"$tmp/h2load.log"
   # Every request must have succeeded with a 2xx.
-  awk '/^requests:/ {if ($10+$12+$14 != 0) bad=1} /^status codes:/ {if ($5+$7+$9 != 0) bad=1}
-       /^finished in/ {r=$4} END {print bad ? "error" : r}' "$tmp/h2load.out"
+  awk -v cpu="$(( c1 - c0 ))" -v tck="$tck" '/^requests:/ {n=$8; if ($10+$12+$14 != 0) bad=1} /^status codes:/ {if ($5+$7+$9 != 0) bad=1}
+       /^finished in/ {r=$4} END {if (bad || cpu == 0) print "error"; else printf "%s %.0f\n", r, n * tck / cpu}' "$tmp/h2load.out"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
 if [ -n "${PROFILE:-}" ]; then
   command -v perf >/dev/null || { apt-get update -qq && apt-get install -y -qq linux-perf >/dev/null; }
-  rps $PIER_TLS "$PROFILE.txt" >/dev/null &
+  rps $PIER_TLS "$PROFILE.txt" "${pids[0]}" >/dev/null &
   sleep 1; perf record -q -F 499 -g -o "$tmp/perf.data" -p "${pids[0]}" -- sleep $((DURATION - 2)) 2>/dev/null; wait $!
   perf report -q -i "$tmp/perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null | head -40
   perf report -q -i "$tmp/perf.data" --children --sort symbol --stdio -g none 2>/dev/null | head -40
 fi
 
 echo "h2load -c$CONNS -m$STREAMS -D$DURATION, $REPEAT rounds of pier, nginx; medians; servers on CPU 0, h2load on CPU 1; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-8s %10s %10s %11s\n' size pier nginx pier/nginx
+printf '%-8s %10s %10s %11s %13s %13s %11s\n' size pier nginx pier/nginx "pier req/cpu" "nginx req/cpu" pier/nginx
 fail=0
 for f in 1k.txt 64k.txt; do
-  ps=() ns=() rs=()
+  ps=() ns=() rs=() pe=() ne=() re=()
   for _ in $(seq "$REPEAT"); do
-    pi=$(rps $PIER_TLS "$f"); ni=$(rps $NGINX_TLS "$f")
+    pi=$(rps $PIER_TLS "$f" "${pids[0]}"); ni=$(rps $NGINX_TLS "$f" "${pids[1]}")
     if [ "$pi" = error ] || [ "$ni" = error ]; then echo "failed requests (see h2load's output)"; tail -30 "$tmp/h2load.log"; exit 1; fi
+    read -r pi pc <<<"$pi"; read -r ni nc <<<"$ni"
     ps+=("$pi") ns+=("$ni") rs+=("$(echo "$pi / $ni" | bc -l)")
+    pe+=("$pc") ne+=("$nc") re+=("$(echo "$pc / $nc" | bc -l)")
   done
   p=$(median "${ps[@]}") n=$(median "${ns[@]}") r=$(median "${rs[@]}")
-  printf '%-8s %10.0f %10.0f %11.2f\n' "${f%.txt}" "$p" "$n" "$r"
-  printf '  runs: pier %s | nginx %s | ratios %s\n' "${ps[*]}" "${ns[*]}" "$(printf '%.2f ' "${rs[@]}")" >&2
+  printf '%-8s %10.0f %10.0f %11.2f %13.0f %13.0f %11.2f\n' "${f%.txt}" "$p" "$n" "$r" "$(median "${pe[@]}")" "$(median "${ne[@]}")" "$(median "${re[@]}")"
+  printf '  runs: pier %s | nginx %s | ratios %s | per CPU second: pier %s | nginx %s\n' "${ps[*]}" "${ns[*]}" "$(printf '%.2f ' "${rs[@]}")" "${pe[*]}" "${ne[*]}" >&2
   goal=0.7; [ "$f" = 64k.txt ] && goal=1.0
   if [ "$(echo "$r < $goal" | bc -l)" = 1 ]; then fail=1; fi
 done
