@@ -47,13 +47,16 @@ head -c 49152 /dev/urandom | base64 -w 0 | head -c 65536 >"$site/64k.txt"
 echo '<!doctype html><title>bench</title>' >"$site/index.html"
 chmod 755 "$tmp"; chmod -R a+rX "$site" # nginx's worker runs as nobody
 
-PIER_HTTP=127.0.0.1:18190 PIER_TLS=18543 NGINX_TLS=18545
+PIER_HTTP=127.0.0.1:18690 PIER_TLS=18643 NGINX_TLS=18645
+for port in 18690 18643 18645 18653 18625; do
+  if ss -Hltn "sport = :$port" | grep -q .; then echo "port $port is in use (another benchmark?)"; exit 1; fi
+done
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
 export PIER_API_KEY=$(./bin/pier admin create-key --json | jq -r .apiKey)
 project=$(./bin/pier admin create-project --name bench --json | jq -r .projectId)
 # shellcheck disable=SC2086
-taskset -c 0 ./bin/pier server --http-addr $PIER_HTTP --https-addr 127.0.0.1:$PIER_TLS --dns-addr 127.0.0.1:18153 \
-  --smtp-addr 127.0.0.1:18125 --log-level warn $PIER_FLAGS 2>"$tmp/pier.log" &
+taskset -c 0 ./bin/pier server --http-addr $PIER_HTTP --https-addr 127.0.0.1:$PIER_TLS --dns-addr 127.0.0.1:18653 \
+  --smtp-addr 127.0.0.1:18625 --log-level warn $PIER_FLAGS 2>"$tmp/pier.log" &
 pids+=($!)
 for _ in $(seq 100); do curl -fsS "http://$PIER_HTTP/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 preview=$(./bin/pier launch "$site" --project "$project" --name bench 2>"$tmp/launch.log")
@@ -135,8 +138,9 @@ if [ -n "${PROFILE:-}" ]; then
   command -v perf >/dev/null || { apt-get update -qq && apt-get install -y -qq linux-perf >/dev/null; }
   rps $PIER_TLS "$PROFILE.txt" "${pids[0]}" >/dev/null &
   sleep 1; perf record -q -F 499 -g -o "$tmp/perf.data" -p "${pids[0]}" -- sleep $((DURATION - 2)) 2>/dev/null; wait $!
-  perf report -q -i "$tmp/perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null | head -40
-  perf report -q -i "$tmp/perf.data" --children --sort symbol --stdio -g none 2>/dev/null | head -40
+  perf report -q -i "$tmp/perf.data" --no-children --sort symbol --stdio -g none >"$tmp/self.txt" 2>/dev/null || true
+  perf report -q -i "$tmp/perf.data" --children --sort symbol --stdio -g none >"$tmp/children.txt" 2>/dev/null || true
+  echo "self:"; head -30 "$tmp/self.txt"; echo "with callees:"; head -40 "$tmp/children.txt"
 fi
 
 echo "h2load -c$CONNS -m$STREAMS -D$DURATION, $REPEAT rounds of pier, nginx; medians; servers on CPU 0, h2load on CPU 1; load average $(cut -d' ' -f1-3 /proc/loadavg)"

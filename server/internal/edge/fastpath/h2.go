@@ -65,6 +65,9 @@ type corkConn struct {
 
 func (c *corkConn) Write(p []byte) (int, error) {
 	if c.corked {
+		if c.buf == nil {
+			c.buf = getBuf()
+		}
 		c.buf = append(c.buf, p...)
 		return len(p), nil
 	}
@@ -79,6 +82,35 @@ func (c *corkConn) uncork() error {
 	_, err := c.Conn.Write(c.buf)
 	c.buf = c.buf[:0]
 	return err
+}
+
+// frameBuf is where the Framer writes: the frames of one flush.
+type frameBuf []byte
+
+func (b *frameBuf) Write(p []byte) (int, error) {
+	if *b == nil {
+		*b = getBuf()
+	}
+	*b = append(*b, p...)
+	return len(p), nil
+}
+
+// bufPool holds the output buffers of connections that went idle, so that
+// a busy server reuses them and an idle one holds none.
+var bufPool sync.Pool
+
+func getBuf() []byte {
+	if p, ok := bufPool.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, 64<<10)
+}
+
+func putBuf(b []byte) {
+	if cap(b) == 0 || cap(b) > 4<<20 {
+		return
+	}
+	bufPool.Put(&b)
 }
 
 // h2Host is the host an h2 connection is served for here, or "" when it
@@ -109,7 +141,7 @@ type h2conn struct {
 	host string
 	br   *bufio.Reader
 	fr   *http2.Framer
-	out  bytes.Buffer
+	out  frameBuf
 
 	// Peer settings and windows.
 	connWindow    int64
@@ -212,7 +244,7 @@ func (l *Listener) serveH2(tc *tls.Conn, cork *corkConn, host string, start time
 			}
 			return
 		}
-		for h.pump(); h.out.Len() >= h2Flush; h.pump() {
+		for h.pump(); len(h.out) >= h2Flush; h.pump() {
 			if err := h.flush(); err != nil {
 				return
 			}
@@ -251,12 +283,10 @@ func (h *h2conn) idle() bool {
 	by := now.Add(h.l.cfg.IdleTimeout)
 	if len(h.streams) == 0 {
 		by = h.lastRequest.Add(h.l.cfg.IdleTimeout)
-		if h.out.Cap() > 64<<10 {
-			h.out = bytes.Buffer{}
-		}
-		if cap(h.cork.buf) > 64<<10 {
-			h.cork.buf = nil
-		}
+		putBuf(h.out)
+		h.out = nil
+		putBuf(h.cork.buf)
+		h.cork.buf = nil
 	}
 	if d := by.Sub(h.readBy); d > time.Second || d < 0 {
 		h.readBy = by
@@ -278,18 +308,18 @@ func (h *h2conn) deadline(at *time.Time, d time.Duration, set func(time.Time) er
 
 // flush writes every queued frame in one TLS write and one system call.
 func (h *h2conn) flush() error {
-	if h.out.Len() == 0 {
+	if len(h.out) == 0 {
 		return nil
 	}
 	if !h.deadline(&h.writeBy, h.l.cfg.WriteTimeout, h.tc.SetWriteDeadline) {
 		return errors.New("deadline")
 	}
 	h.cork.corked = true
-	_, err := h.tc.Write(h.out.Bytes())
+	_, err := h.tc.Write(h.out)
 	if uerr := h.cork.uncork(); err == nil {
 		err = uerr
 	}
-	h.out.Reset()
+	h.out = h.out[:0]
 	return err
 }
 
@@ -740,7 +770,7 @@ func (h *h2conn) send(id uint32, block, data []byte, remoteOpen bool) {
 // pump writes DATA frames for the queued streams in turn, as far as the
 // windows allow.
 func (h *h2conn) pump() {
-	for len(h.queue) > 0 && h.connWindow > 0 && h.out.Len() < h2Flush {
+	for len(h.queue) > 0 && h.connWindow > 0 && len(h.out) < h2Flush {
 		progress := false
 		q := h.queue[:0]
 		for _, s := range h.queue {
