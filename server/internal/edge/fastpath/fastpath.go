@@ -1,5 +1,6 @@
 // Package fastpath serves the edge's plain GET and HEAD requests over
-// HTTP/1.1 without net/http, and hands every other connection to net/http.
+// HTTP/1.1, and h2 connections for static sites (h2.go), without net/http,
+// and hands every other connection to net/http.
 //
 // A Listener wraps the server's listener. Each accepted connection (after
 // the TLS handshake, for TLS) is read by a goroutine of its own: while the
@@ -10,7 +11,8 @@
 // an upgrade, a header it does not parse strictly, an oversized head), it
 // hands the connection with the bytes it has read to net/http through
 // Accept, and net/http serves it from there on, answering malformed
-// requests itself. Connections that negotiated h2 go to net/http at once.
+// requests itself. Connections that negotiated h2 go to net/http at once,
+// unless their SNI names a static site and Config.Handler is set.
 package fastpath
 
 import (
