@@ -129,7 +129,10 @@ func (l *Listener) h2Host(tc *tls.Conn) string {
 type h2stream struct {
 	id     uint32
 	window int64
-	data   []byte // body still to send
+	// by is when the answer must have been sent (a write timeout after
+	// the request, as net/http has it per stream).
+	by   time.Time
+	data []byte // body still to send
 	// remoteOpen: the client has not ended its side (a body follows).
 	remoteOpen bool
 }
@@ -169,6 +172,8 @@ type h2conn struct {
 	// connection did), requested whether one did since idle last ran.
 	lastRequest time.Time
 	requested   bool
+	// now is when the connection last waited for the client.
+	now time.Time
 }
 
 // serveH2 serves an h2 connection until it ends.
@@ -176,7 +181,7 @@ func (l *Listener) serveH2(tc *tls.Conn, cork *corkConn, host string, start time
 	l.h2served.Add(1)
 	h := &h2conn{l: l, tc: tc, cork: cork, host: host, br: bufio.NewReaderSize(tc, 16<<10),
 		connWindow: 65535, initialWindow: 65535, maxFrame: 16384,
-		streams: map[uint32]*h2stream{}, blocks: map[string][]byte{}, unacked: true, lastRequest: start}
+		streams: map[uint32]*h2stream{}, blocks: map[string][]byte{}, unacked: true, lastRequest: start, now: start}
 	h.fr = http2.NewFramer(&h.out, h.br)
 	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	h.fr.MaxHeaderListSize = l.maxHeaderList()
@@ -280,7 +285,22 @@ func (h *h2conn) idle() bool {
 	if h.requested {
 		h.requested, h.lastRequest = false, now
 	}
+	h.now = now
 	by := now.Add(h.l.cfg.IdleTimeout)
+	if len(h.streams) > 0 {
+		// Streams the client's windows kept past the write timeout are
+		// reset, as net/http resets them; PINGs do not keep them.
+		expired := false
+		for _, s := range h.streams {
+			if now.After(s.by) {
+				h.reset(s.id, http2.ErrCodeInternal)
+				expired = true
+			}
+		}
+		if expired && h.flush() != nil {
+			return false
+		}
+	}
 	if len(h.streams) == 0 {
 		by = h.lastRequest.Add(h.l.cfg.IdleTimeout)
 		putBuf(h.out)
@@ -288,7 +308,7 @@ func (h *h2conn) idle() bool {
 		putBuf(h.cork.buf)
 		h.cork.buf = nil
 	}
-	if d := by.Sub(h.readBy); d > time.Second || d < 0 {
+	if d := by.Sub(h.readBy); d > min(time.Second, h.l.cfg.IdleTimeout/4) || d < 0 {
 		h.readBy = by
 		if h.tc.SetReadDeadline(by) != nil {
 			return false
@@ -297,9 +317,12 @@ func (h *h2conn) idle() bool {
 	return !h.l.isClosed()
 }
 
+// deadline moves a deadline to now+d when it is more than a second (a
+// quarter of d, for short ones) short of that, so that a busy connection
+// does not reset timers per flush.
 func (h *h2conn) deadline(at *time.Time, d time.Duration, set func(time.Time) error) bool {
 	now := time.Now()
-	if at.Sub(now) > d-time.Second {
+	if at.Sub(now) > d-min(time.Second, d/4) {
 		return true
 	}
 	*at = now.Add(d)
@@ -762,7 +785,7 @@ func (h *h2conn) send(id uint32, block, data []byte, remoteOpen bool) {
 		}
 		return
 	}
-	s := &h2stream{id: id, window: h.initialWindow, data: data, remoteOpen: remoteOpen}
+	s := &h2stream{id: id, window: h.initialWindow, data: data, remoteOpen: remoteOpen, by: h.now.Add(h.l.cfg.WriteTimeout)}
 	h.streams[id] = s
 	h.queue = append(h.queue, s)
 }

@@ -60,7 +60,7 @@ func serveH2(t testing.TB, e *edge.Edge, fast bool, cfg Config) *h2server {
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{testCert()}, NextProtos: []string{"h2", "http/1.1"}}
 	h := h2handler(e)
-	srv := &http.Server{Handler: h, TLSConfig: tc, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
+	srv := &http.Server{Handler: h, TLSConfig: tc, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10, WriteTimeout: cfg.WriteTimeout,
 		ErrorLog: slog.NewLogLogger(slog.DiscardHandler, slog.LevelDebug)}
 	s := &h2server{addr: inner.Addr().String()}
 	var ln net.Listener = tls.NewListener(inner, tc)
@@ -562,6 +562,35 @@ func TestH2ResetPingGoAway(t *testing.T) {
 		r.c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := io.Copy(io.Discard, r.c); err != nil && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "reset") {
 			t.Fatalf("fast %v: connection not closed after GOAWAY: %v", fast, err)
+		}
+	}
+}
+
+// A stream kept waiting for window past the write timeout is reset with
+// INTERNAL_ERROR, as net/http resets it, however often the client pings.
+func TestH2StreamWriteTimeout(t *testing.T) {
+	e := newEdge(t)
+	for _, fast := range []bool{true, false} {
+		s := serveH2(t, e, fast, Config{WriteTimeout: 500 * time.Millisecond})
+		r := dialRaw(t, s.addr, siteHost, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+		r.exchange(nil, nil)
+		r.request(1, "GET", "/1k.txt", true)
+		start := time.Now()
+		stop := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+					r.fr.WritePing(false, [8]byte{})
+				}
+			}
+		}()
+		got, _ := r.exchange([]uint32{1}, nil)
+		close(stop)
+		if got[1].reset != http2.ErrCodeInternal || time.Since(start) > 3*time.Second {
+			t.Errorf("fast %v: %+v after %v", fast, got[1], time.Since(start))
 		}
 	}
 }
