@@ -49,7 +49,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- s.http.Serve(s.edgeListener(s.ln, nil)) }()
+	go func() { errc <- s.http.Serve(s.edgeListener(s.ln, nil, nil)) }()
 	go purgeLoop(ctx, s.store, s.cfg.Now, s.log)
 	go s.launch.replicas.listen(ctx)
 	go s.svc.Runs.FlushLogs(ctx, 100*time.Millisecond)
@@ -265,7 +265,7 @@ func (s *Server) serveLaunch(ctx context.Context, handler http.Handler) error {
 		tc.NextProtos = []string{"h2", "http/1.1"}
 		s.launch.https.ConnContext = fastpath.ConnContext
 		s.launch.https.Handler = fastpath.WithTLS(handler)
-		ln := s.edgeListener(s.launch.tlsLn, tc)
+		ln := s.edgeListener(s.launch.tlsLn, tc, handler)
 		serve = func() error { return s.launch.https.Serve(ln) }
 	}
 	go func() {
@@ -306,14 +306,16 @@ func (s *Server) serveLaunch(ctx context.Context, handler http.Handler) error {
 }
 
 // edgeListener puts the edge's fast path in front of ln unless it is
-// disabled; tc makes it a TLS listener.
-func (s *Server) edgeListener(ln net.Listener, tc *tls.Config) net.Listener {
+// disabled; tc makes it a TLS listener, and h, net/http's handler, lets it
+// serve h2 connections for static sites too.
+func (s *Server) edgeListener(ln net.Listener, tc *tls.Config, h http.Handler) net.Listener {
 	if s.cfg.DisableEdgeFastPath {
 		return ln
 	}
 	lim := s.cfg.Listen
 	cfg := fastpath.Config{Edge: s.launch.edge, API: s.isAPIHost, TLS: tc, Log: s.log,
-		HeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, WriteTimeout: lim.WriteTimeout, ReadTimeout: lim.ReadTimeout}
+		HeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, WriteTimeout: lim.WriteTimeout, ReadTimeout: lim.ReadTimeout,
+		Handler: h, MaxHeaderBytes: lim.MaxHeaderBytes}
 	if tc != nil {
 		cfg.TLSHeader = s.launch.h3.headerLine()
 	}

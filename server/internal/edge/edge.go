@@ -638,3 +638,10 @@ func etagMatch(header, etag string) bool {
 	}
 	return false
 }
+
+// Static reports whether a live static site answers for host: its answers
+// are files and short pages, never streamed or proxied.
+func (e *Edge) Static(ctx context.Context, host string) bool {
+	s, _ := e.siteFor(ctx, hostOnly(host))
+	return s != nil && !s.runs
+}

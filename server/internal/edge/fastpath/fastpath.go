@@ -1,5 +1,6 @@
 // Package fastpath serves the edge's plain GET and HEAD requests over
-// HTTP/1.1 without net/http, and hands every other connection to net/http.
+// HTTP/1.1, and h2 connections for static sites (h2.go), without net/http,
+// and hands every other connection to net/http.
 //
 // A Listener wraps the server's listener. Each accepted connection (after
 // the TLS handshake, for TLS) is read by a goroutine of its own: while the
@@ -10,7 +11,8 @@
 // an upgrade, a header it does not parse strictly, an oversized head), it
 // hands the connection with the bytes it has read to net/http through
 // Accept, and net/http serves it from there on, answering malformed
-// requests itself. Connections that negotiated h2 go to net/http at once.
+// requests itself. Connections that negotiated h2 go to net/http at once,
+// unless their SNI names a static site and Config.Handler is set.
 package fastpath
 
 import (
@@ -51,7 +53,13 @@ type Config struct {
 	// and 2 min. ReadTimeout bounds reading a forwarded request's body
 	// (zero: 2 min).
 	HeaderTimeout, IdleTimeout, WriteTimeout, ReadTimeout time.Duration
-	Log                                                   *slog.Logger
+	// Handler, when set, serves h2 connections for static sites here (see
+	// h2.go): it answers their requests that are not plain GETs or HEADs
+	// of a file, in-process. It is the handler net/http serves.
+	Handler http.Handler
+	// MaxHeaderBytes is net/http's, for the h2 header list size.
+	MaxHeaderBytes int
+	Log            *slog.Logger
 }
 
 // Listener is a net.Listener whose Accept returns the connections net/http
@@ -67,8 +75,9 @@ type Listener struct {
 	closed atomic.Bool
 	conns  map[net.Conn]struct{}
 	once   sync.Once
-	// handoffs counts connections given to net/http.
-	handoffs atomic.Int64
+	// handoffs counts connections given to net/http, h2served the h2
+	// connections served here.
+	handoffs, h2served atomic.Int64
 }
 
 // New starts accepting on inner.
@@ -205,7 +214,8 @@ func (l *Listener) serve(nc net.Conn) {
 	c := nc
 	var tc *tls.Conn
 	if l.cfg.TLS != nil {
-		tc = tls.Server(nc, l.cfg.TLS)
+		cork := &corkConn{Conn: nc}
+		tc = tls.Server(cork, l.cfg.TLS)
 		nc.SetDeadline(time.Now().Add(l.cfg.HeaderTimeout))
 		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.HeaderTimeout)
 		err := tc.HandshakeContext(ctx)
@@ -216,6 +226,10 @@ func (l *Listener) serve(nc net.Conn) {
 		}
 		nc.SetDeadline(time.Time{})
 		if tc.ConnectionState().NegotiatedProtocol == "h2" {
+			if host := l.h2Host(tc); host != "" {
+				l.serveH2(tc, cork, host, time.Now())
+				return
+			}
 			give = tc
 			return
 		}
