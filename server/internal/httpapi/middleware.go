@@ -61,8 +61,10 @@ func (h *Handler) chain(rt *route) http.Handler {
 
 		if d, limited := h.cfg.Limiter.Allow(op.RateLimit, p.Caller); limited {
 			limit, policy := d.Headers()
-			w.Header().Set("RateLimit", limit)
-			w.Header().Set("RateLimit-Policy", policy)
+			// As Header.Set stores them, without canonicalising the names
+			// on every request.
+			w.Header()["Ratelimit"] = []string{limit}
+			w.Header()["Ratelimit-Policy"] = []string{policy}
 			if !d.Allowed {
 				secs := int((d.RetryAfter.Milliseconds() + 999) / 1000)
 				if secs < 1 {
@@ -223,9 +225,26 @@ func checkText(r *http.Request, body []byte) error {
 	if p := safetext.Problem(r.URL.Path); p != "" {
 		return refuse("path", p)
 	}
-	for k, vs := range r.URL.Query() {
-		for _, v := range append([]string{k}, vs...) {
-			if p := safetext.Problem(v); p != "" {
+	// The query's names and values as r.URL.Query() reads them (a pair
+	// that does not decode, or holds a semicolon, is dropped), without
+	// building the map.
+	for rest := r.URL.RawQuery; rest != ""; {
+		var pair string
+		pair, rest, _ = strings.Cut(rest, "&")
+		if pair == "" || strings.Contains(pair, ";") {
+			continue
+		}
+		rk, rv, _ := strings.Cut(pair, "=")
+		k, err := url.QueryUnescape(rk)
+		if err != nil {
+			continue
+		}
+		v, err := url.QueryUnescape(rv)
+		if err != nil {
+			continue
+		}
+		for _, t := range [2]string{k, v} {
+			if p := safetext.Problem(t); p != "" {
 				return refuse("query."+safeField(k), p)
 			}
 		}
@@ -277,6 +296,10 @@ func tooLarge(op operation.Operation, limit int64) *apierr.Error {
 // raw bytes (application/octet-stream).
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, rt *route) ([]byte, error) {
 	op := rt.op
+	if r.Body == nil || r.Body == http.NoBody {
+		// Nothing to read (a GET, most often): nothing to allocate.
+		return nil, nil
+	}
 	limit := h.bodyLimit(rt, r)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
