@@ -10,46 +10,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"runtime"
-	"runtime/debug"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/internal/memtest"
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"
 )
-
-// heapInUse is the live heap after a full collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse
-}
-
-// rss is the process's resident set after a full collection that hands
-// freed memory back to the system (VmRSS from /proc/self/status).
-func rss(t *testing.T) int64 {
-	t.Helper()
-	debug.FreeOSMemory()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Skipf("no /proc/self/status to read the resident set from: %v", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS in /proc/self/status")
-	return 0
-}
 
 // TestUnknownHostsCostNothingThatLasts sends 100,000 requests for
 // distinct hosts with no site, long random names and invalid ones, through
@@ -67,8 +36,8 @@ func TestUnknownHostsCostNothingThatLasts(t *testing.T) {
 	if code := ask("warm.localhost"); code != 404 {
 		t.Fatalf("unknown host: %d", code)
 	}
-	before := heapInUse()
-	rssBefore := rss(t)
+	before := memtest.Heap()
+	rssBefore := memtest.RSS(t)
 	random := func(n int) string {
 		b := make([]byte, (n+1)/2)
 		rand.Read(b)
@@ -88,13 +57,13 @@ func TestUnknownHostsCostNothingThatLasts(t *testing.T) {
 			t.Fatalf("%q: %d", host[:20], code)
 		}
 	}
-	after := heapInUse()
+	after := memtest.Heap()
 	grew := int64(after) - int64(before)
 	t.Logf("heap %d MiB → %d MiB (%+.1f MiB) after 100,000 unknown hosts", before>>20, after>>20, float64(grew)/(1<<20))
 	if grew > 20<<20 {
 		t.Fatalf("100,000 unknown hosts grew the heap by %d MiB, want under 20", grew>>20)
 	}
-	if rssGrew := rss(t) - rssBefore; rssGrew > 20<<20 {
+	if rssGrew := memtest.RSS(t) - rssBefore; rssGrew > 20<<20 {
 		t.Fatalf("100,000 unknown hosts grew the resident set by %d MiB, want under 20", rssGrew>>20)
 	} else {
 		t.Logf("resident set %+.1f MiB", float64(rssGrew)/(1<<20))
@@ -140,7 +109,7 @@ func TestOneCopyOfASiteLaunchedAHundredTimes(t *testing.T) {
 			t.Fatalf("two organisations' uploads of one site stored %d blobs, %d bytes; want 2 blobs, one copy", blobCount, blobBytes)
 		}
 
-		before := heapInUse()
+		before := memtest.Heap()
 		var hosts []string
 		for i := range 100 {
 			a, bundle := accounts[i%2], bundles[i%2]
@@ -165,7 +134,7 @@ func TestOneCopyOfASiteLaunchedAHundredTimes(t *testing.T) {
 				t.Fatalf("%s: %d, %d bytes", host, resp.StatusCode, n)
 			}
 		}
-		after := heapInUse()
+		after := memtest.Heap()
 		grew := int64(after) - int64(before)
 		t.Logf("heap %+.1f MiB after launching and serving 100 copies of one 10 MiB site", float64(grew)/(1<<20))
 		if grew > 15<<20 {

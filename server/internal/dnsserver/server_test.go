@@ -6,15 +6,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"runtime"
-	"runtime/debug"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/pierhq/pier/internal/memtest"
 	"github.com/pierhq/pier/internal/testpg"
 	"github.com/pierhq/pier/server/internal/dnsserver"
 	"github.com/pierhq/pier/server/internal/store"
@@ -282,33 +280,6 @@ func TestPackedAnswersFollowTheZone(t *testing.T) {
 	}
 }
 
-func heap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse
-}
-
-// rss is the process's resident set after a full collection that hands
-// freed memory back to the system (VmRSS from /proc/self/status).
-func rss(t *testing.T) int64 {
-	t.Helper()
-	debug.FreeOSMemory()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Skipf("no /proc/self/status to read the resident set from: %v", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS in /proc/self/status")
-	return 0
-}
-
 // 100,000 queries for random names, under the served zone and under
 // zones that do not exist, grow the heap by less than 20 MiB: the zone
 // cache is bounded.
@@ -319,8 +290,8 @@ func TestRandomNamesCostNothingThatLasts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	before := heap()
-	rssBefore := rss(t)
+	before := memtest.Heap()
+	rssBefore := memtest.RSS(t)
 	for i := range 100_000 {
 		m := new(dns.Msg)
 		if i%2 == 0 {
@@ -336,13 +307,13 @@ func TestRandomNamesCostNothingThatLasts(t *testing.T) {
 			t.Fatalf("query %d: %v", i, err)
 		}
 	}
-	after := heap()
+	after := memtest.Heap()
 	grew := int64(after) - int64(before)
 	t.Logf("heap %+.1f MiB after 100,000 random names; %d zones cached", float64(grew)/(1<<20), s.ZonesCached())
 	if grew > 20<<20 {
 		t.Fatalf("100,000 random names grew the heap by %d MiB", grew>>20)
 	}
-	if rssGrew := rss(t) - rssBefore; rssGrew > 20<<20 {
+	if rssGrew := memtest.RSS(t) - rssBefore; rssGrew > 20<<20 {
 		t.Fatalf("100,000 random names grew the resident set by %d MiB, want under 20", rssGrew>>20)
 	} else {
 		t.Logf("resident set %+.1f MiB", float64(rssGrew)/(1<<20))
