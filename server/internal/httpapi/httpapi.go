@@ -85,6 +85,8 @@ type route struct {
 	known     map[string]bool // query parameter names
 	// takesRaw: the body may also be raw bytes (application/octet-stream).
 	takesRaw bool
+	// version, for a versioned read, is Config.Versions' counter.
+	version func() uint64
 }
 
 type opKey struct{}
@@ -142,7 +144,7 @@ func New(cfg Config) (*Handler, error) {
 		if pi == nil {
 			return nil, fmt.Errorf("httpapi: %s: path %s not in contract", op.ID, op.Path)
 		}
-		rt := &route{op: op, pathItem: pi, operation: pi.GetOperation(op.Method), known: map[string]bool{}}
+		rt := &route{op: op, pathItem: pi, operation: pi.GetOperation(op.Method), known: map[string]bool{}, version: cfg.Versions[op.ID]}
 		for _, p := range rt.operation.Parameters {
 			if p.Value.In == "query" {
 				rt.known[p.Value.Name] = true

@@ -94,7 +94,7 @@ func (h *Handler) chain(rt *route) http.Handler {
 			return
 		}
 
-		if op.Pure || h.cfg.Versions[op.ID] != nil {
+		if op.Pure || rt.version != nil {
 			h.servePure(w, r, rt, body)
 			return
 		}
@@ -117,7 +117,7 @@ func (h *Handler) chain(rt *route) http.Handler {
 // validates and runs it and keeps a successful answer.
 func (h *Handler) servePure(w http.ResponseWriter, r *http.Request, rt *route, body []byte) {
 	key := pureKey(rt.op.ID, r, body)
-	versionOf := h.cfg.Versions[rt.op.ID]
+	versionOf := rt.version
 	var version uint64
 	if versionOf != nil {
 		// Read before the answer is made: a write committed meanwhile
