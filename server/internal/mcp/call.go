@@ -88,8 +88,11 @@ func (h *Handler) call(ctx context.Context, dst []byte, t *compiledTool, raw jso
 	if t.keepShape {
 		key = t.Name + "\x00" + string(raw)
 	}
-	rs, ok := h.shapes.get(key)
-	if !ok {
+	kept, ok := h.shapes.get(key)
+	var rs *requestShape
+	if ok {
+		rs = kept.rs
+	} else {
 		args, err := decodeArguments(raw)
 		if err != nil {
 			return errorResult(dst, t.Name, err), nil
@@ -100,20 +103,31 @@ func (h *Handler) call(ctx context.Context, dst []byte, t *compiledTool, raw jso
 		if rs, err = t.shape(args); err != nil {
 			return nil, err
 		}
-		if key != "" {
-			h.shapes.put(key, rs)
-		}
+		kept = &keptShape{rs: rs}
+		h.shapes.put(key, kept)
 	}
 	req, err := rs.request(ctx, t.Method, header, c)
 	if err != nil {
 		return nil, err
 	}
 	rec := &recorder{header: http.Header{}}
+	if kept.rest != nil {
+		rec.body.Grow(len(kept.rest))
+	}
 	h.rest.ServeHTTP(rec, req)
 	if h.log.Enabled(ctx, slog.LevelDebug) {
 		h.log.DebugContext(ctx, "tool call", "tool", t.Name, "method", req.Method, "path", req.URL.Path, "status", rec.status)
 	}
-	return toolResult(dst, rec.status, rec.header.Get("Content-Type"), rec.body.Bytes()), nil
+	ct, body := rec.header.Get("Content-Type"), rec.body.Bytes()
+	if key != "" && kept.answered(rec.status, ct, body) {
+		return append(dst, kept.result...), nil
+	}
+	start := len(dst)
+	dst = toolResult(dst, rec.status, ct, body)
+	if key != "" && len(body) <= maxKeptAnswer {
+		h.shapes.put(key, &keptShape{rs: rs, status: rec.status, contentType: ct, rest: body, result: bytes.Clone(dst[start:])})
+	}
+	return dst, nil
 }
 
 // decodeArguments reads the arguments object, keeping numbers as written so
@@ -142,6 +156,7 @@ func decodeArguments(raw json.RawMessage) (map[string]any, error) {
 // arguments, and the body fields as one JSON object.
 type requestShape struct {
 	target string
+	url    *url.URL // target, parsed
 	header http.Header
 	body   []byte // nil when the operation takes no body
 }
@@ -173,6 +188,11 @@ func (t *compiledTool) shape(args map[string]any) (*requestShape, error) {
 	if len(query) > 0 {
 		rs.target += "?" + query.Encode()
 	}
+	u, err := url.Parse(rs.target)
+	if err != nil {
+		return nil, err
+	}
+	rs.url = u
 	if t.hasBody {
 		b, err := json.Marshal(body)
 		if err != nil {
@@ -191,11 +211,16 @@ func (rs *requestShape) request(ctx context.Context, method string, header http.
 	if rs.body != nil {
 		body = bytes.NewReader(rs.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, rs.target, body)
+	req, err := http.NewRequestWithContext(ctx, method, "", body)
 	if err != nil {
 		return nil, err
 	}
-	req.Header = rs.header.Clone()
+	u := *rs.url // handlers may change the request's URL, never the shape's
+	req.URL = &u
+	req.Header = make(http.Header, len(rs.header)+1)
+	for k, v := range rs.header {
+		req.Header[k] = v[:len(v):len(v)]
+	}
 	if a := header.Get("Authorization"); a != "" {
 		req.Header.Set("Authorization", a)
 	}

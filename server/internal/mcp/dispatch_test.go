@@ -286,3 +286,45 @@ func FuzzServeHTTP(f *testing.F) {
 		got = got[:0]
 	})
 }
+
+// A read-only tool's result is kept with the REST answer it encodes, and
+// only reused while REST answers the same bytes: a changed answer (a name
+// bought meanwhile, another caller's view) is encoded anew, every call.
+func TestKeptResultFollowsTheRESTAnswer(t *testing.T) {
+	answers := []string{
+		`{"data":{"n":1},"formatVersion":"1"}`,
+		`{"data":{"n":1},"formatVersion":"1"}`,
+		`{"data":{"n":2},"formatVersion":"1"}`,
+		`{"error":{"code":"rate:limited"},"formatVersion":"1"}`,
+		`{"data":{"n":1},"formatVersion":"1"}`,
+	}
+	statuses := []int{200, 200, 200, 429, 200}
+	calls := 0
+	rest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(statuses[calls])
+		io.WriteString(w, answers[calls])
+		calls++
+	})
+	h, err := New(Config{REST: rest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range answers {
+		res := toolsCall(t, h, "search_domains", `{"q":"acme"}`, nil)
+		text := res["content"].([]any)[0].(map[string]any)["text"]
+		if text != answers[i] {
+			t.Errorf("call %d: text %v, REST answered %s", i, text, answers[i])
+		}
+		sc, _ := json.Marshal(res["structuredContent"])
+		if string(sc) != answers[i] {
+			t.Errorf("call %d: structuredContent %s, REST answered %s", i, sc, answers[i])
+		}
+		if isErr, _ := res["isError"].(bool); isErr != (statuses[i] >= 400) {
+			t.Errorf("call %d: isError %v for status %d", i, isErr, statuses[i])
+		}
+	}
+	if calls != len(answers) {
+		t.Fatalf("REST served %d of %d calls", calls, len(answers))
+	}
+}

@@ -209,7 +209,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, apierr.Newf("input:body_too_large", "the JSON-RPC message exceeds %d bytes", h.limit))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.limit))
+	body, err := readBody(w, r, h.limit)
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
@@ -222,6 +222,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e := h.serveJSONRPC(r.Context(), w, body, r.Header, caller{remoteAddr: r.RemoteAddr, host: r.Host, key: rateKey(r)}); e != nil {
 		httpapi.WriteError(w, r, h.log, e)
 	}
+}
+
+// readBody reads the request's body, at most limit bytes. A body of a
+// stated length (what clients send) is read into one buffer of that size.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= limit {
+		// net/http ends a body with a Content-Length at that length.
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 }
 
 // credentialsRequired is the 401 for a call of a governed tool sent

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
@@ -84,14 +85,11 @@ type rpcParams struct {
 // transport allows; inside a batch the same mistake is a JSON-RPC error.
 func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body []byte, header http.Header, c caller) *apierr.Error {
 	body = bytes.TrimSpace(body)
-	if !json.Valid(body) {
-		// JSON-RPC 2.0 §5.1: a parse error is answered with -32700 and a
-		// null id, since no id could be read.
-		b := append(errorResponse(nil, codeParseError, "Parse error: the body is not JSON; send one JSON-RPC 2.0 message or a batch of them"), '\n')
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-		w.WriteHeader(http.StatusBadRequest)
-		w.Write(b)
+	// A lone message is checked by decoding it (json.Unmarshal checks the
+	// syntax first), so that the common case reads it once.
+	single := len(body) > 0 && body[0] == '{'
+	if !single && !json.Valid(body) {
+		writeParseError(w)
 		return nil
 	}
 	var out [][]byte
@@ -144,6 +142,10 @@ func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body 
 			return h.credentialsRequired()
 		}
 		if invalid != "" {
+			if single && !json.Valid(body) {
+				writeParseError(w)
+				return nil
+			}
 			return notJSONRPC(invalid)
 		}
 		if resp != nil {
@@ -159,7 +161,11 @@ func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body 
 	if !batch {
 		w.Header().Set("Content-Length", strconv.Itoa(len(out[0])+1))
 		w.WriteHeader(http.StatusOK)
-		w.Write(append(out[0], '\n'))
+		b := append(out[0], '\n')
+		w.Write(b)
+		if cap(b) <= maxPooledAnswer {
+			answerBufs.Put(&b)
+		}
 		return nil
 	}
 	var buf bytes.Buffer
@@ -177,6 +183,16 @@ func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body 
 	return nil
 }
 
+// writeParseError answers a body that is not JSON: JSON-RPC 2.0 §5.1's
+// -32700 with a null id, since no id could be read.
+func writeParseError(w http.ResponseWriter) {
+	b := append(errorResponse(nil, codeParseError, "Parse error: the body is not JSON; send one JSON-RPC 2.0 message or a batch of them"), '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusBadRequest)
+	w.Write(b)
+}
+
 func notJSONRPC(problem string) *apierr.Error {
 	return apierr.Newf("input:invalid", "not a valid JSON-RPC 2.0 request: %s", problem).
 		WithDetails(models.FieldProblem{Field: "body", Problem: problem})
@@ -186,7 +202,7 @@ func notJSONRPC(problem string) *apierr.Error {
 // an agent's credentials.
 func (h *Handler) needsCredentials(raw json.RawMessage) bool {
 	var m rpcMessage
-	json.Unmarshal(raw, &m)
+	decodeMessage(raw, &m)
 	if m.Method != "tools/call" || m.Params == nil || m.Params.Name == nil {
 		return false
 	}
@@ -203,7 +219,7 @@ func (h *Handler) needsCredentials(raw json.RawMessage) bool {
 func (h *Handler) handleMessage(ctx context.Context, raw json.RawMessage, header http.Header, c caller) (answer []byte, invalid string, unauthenticated bool) {
 	var m rpcMessage
 	badParams := false
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := decodeMessage(raw, &m); err != nil {
 		// A mistyped member still leaves the others decoded; only params may
 		// be wrong for the request to deserve an answer to its id.
 		var te *json.UnmarshalTypeError
@@ -288,11 +304,18 @@ func validID(id json.RawMessage) bool {
 // resultPrefix starts a response whose result the caller appends, before
 // closing it with '}'.
 func resultPrefix(id json.RawMessage) []byte {
-	b := make([]byte, 0, 4096)
+	b := (*answerBufs.Get().(*[]byte))[:0]
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
 	return append(b, `,"result":`...)
 }
+
+// answerBufs holds the buffers answers are built in; a lone message's
+// answer goes back once written. Buffers past maxPooledAnswer are left to
+// the garbage collector, so the pool holds small ones only.
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+const maxPooledAnswer = 64 << 10
 
 func resultResponse(id json.RawMessage, result []byte) []byte {
 	return append(append(resultPrefix(id), result...), '}')
