@@ -20,6 +20,14 @@
 #   api       bench/wrk.sh        search_domains and estimate vs bare net/http (wrk)
 #   services  bench/services.sh   proxied examples/app vs direct (wrk)
 #   mcp       go test ./bench/    MCP tools/call vs REST (BenchmarkMCPSearchDomains)
+#   cli       hyperfine           `pier --version` vs a bare cobra binary (bench/barecobra)
+#   launch    go test ./bench/    50-file launch to the first HTTPS 200 (BenchmarkLaunchLatency),
+#                                 against the issue's goals (p50 25 ms, 5 MB per launch)
+#   digest    go test ./bench/    20,000-file digest deploy and a one-file relaunch
+#                                 (BenchmarkDigestDeploy), against the goals (5 s, 300 ms)
+#
+# Rows whose peer is a goal rather than a program print the goal as the
+# peer and goal/pier as the ratio, so that at least 1.0 means met.
 #
 # A run is flagged when the two CPUs' busy time, less the CPU time of the
 # processes under test (servers and their children, and the load tool),
@@ -34,7 +42,7 @@ DURATION=${DURATION:-5} # seconds per run
 DURATION=${DURATION%s}
 P99_RATE=${P99_RATE:-10000}
 MCP_N=${MCP_N:-20000}
-PARTS=${PARTS:-edge dns api services mcp}
+PARTS=${PARTS:-edge dns api services mcp cli launch digest}
 export FLAG_OTHER=${FLAG_OTHER:-0.25}
 [[ "$REPEAT" =~ ^[1-9][0-9]?$ ]] || { echo "peers.sh: REPEAT must be 1 to 99" >&2; exit 1; }
 [[ "$DURATION" =~ ^[1-9][0-9]{0,2}$ ]] || { echo "peers.sh: DURATION must be 1 to 999 seconds" >&2; exit 1; }
@@ -42,7 +50,7 @@ export FLAG_OTHER=${FLAG_OTHER:-0.25}
 
 # Tools: command, then the Debian package that has it.
 tools=(wrk:wrk h2load:nghttp2-client /usr/sbin/nginx:nginx /usr/sbin/nsd:nsd dnsperf:dnsperf
-  jq:jq bc:bc curl:curl openssl:openssl python3:python3 taskset:util-linux)
+  jq:jq bc:bc curl:curl openssl:openssl python3:python3 taskset:util-linux hyperfine:hyperfine)
 have() { if [[ $1 == /* ]]; then [ -x "$1" ]; else command -v "$1" >/dev/null; fi; }
 need=()
 for t in "${tools[@]}"; do have "${t%%:*}" || need+=("${t#*:}"); done
@@ -109,7 +117,60 @@ for p in $PARTS; do
     }
     part mcp mcp
     ;;
-  *) echo "peers.sh: unknown part $p (edge, dns, api, services, mcp)" >&2; exit 1 ;;
+  cli)
+    # Wall time of a whole start, without a shell, on CPU 0: the client
+    # binary as `make build` makes it, and the bare cobra binary.
+    cli() {
+      local p b
+      go build -o "$tmp/pier" ./cmd/pier
+      go build -o "$tmp/bare" ./bench/barecobra
+      for _ in $(seq "$REPEAT"); do
+        runstat_begin
+        taskset -c 0 hyperfine -N -w 30 -r 300 --export-json "$tmp/cli.json" "$tmp/bare --version" "$tmp/pier --version" >/dev/null
+        runstat_end "cli start"
+        read -r b p < <(jq -r '[.results[].median * 1000] | @tsv' "$tmp/cli.json")
+        echo "bare $b ms, pier $p ms (hyperfine median of 300)"
+        result "CLI start, pier --version vs bare cobra (hyperfine median)" "$p" "$b" "$(bc -l <<<"$b / $p")" "ms"
+        result "CLI start, pier --version vs the goal of 4 ms (hyperfine median)" "$p" 4 "$(bc -l <<<"4 / $p")" "ms, goal"
+      done
+    }
+    part cli cli
+    ;;
+  launch)
+    launch() {
+      local out
+      go test -c -o "$tmp/bench.test" ./bench/
+      for _ in $(seq "$REPEAT"); do
+        runstat_begin
+        out=$(cd bench && "$tmp/bench.test" -test.run '^$' -test.bench 'LaunchLatency$' -test.benchmem -test.benchtime 4x -test.count 1)
+        runstat_end "launch latency (one process)"
+        echo "$out"
+        read -r p50 mb < <(awk '/^BenchmarkLaunchLatency/ { for (i = 2; i < NF; i++) { if ($(i+1) == "p50-ms") p = $i; if ($(i+1) == "B/op") b = $i; if ($(i+1) == "launches/op") n = $i } } END { print p, b / n / 1e6 }' <<<"$out")
+        [ -n "$p50" ] || { echo "no p50 in the benchmark's output"; return 1; }
+        result "50-file launch to the first HTTPS 200, p50, vs the goal" "$p50" 25 "$(bc -l <<<"25 / $p50")" "ms, goal"
+        result "50-file launch, MB allocated per launch, vs the goal" "$mb" 5 "$(bc -l <<<"5 / $mb")" "MB, goal"
+      done
+    }
+    part launch launch
+    ;;
+  digest)
+    digest() {
+      local out
+      go test -c -o "$tmp/bench.test" ./bench/
+      for _ in $(seq "$REPEAT"); do
+        runstat_begin
+        out=$(cd bench && "$tmp/bench.test" -test.run '^$' -test.bench 'DigestDeploy$' -test.benchtime 1x -test.count 1 -test.timeout 30m)
+        runstat_end "digest deploy (one process)"
+        echo "$out"
+        read -r first one sent < <(awk '/^BenchmarkDigestDeploy/ { for (i = 2; i < NF; i++) { if ($(i+1) == "first-s") f = $i; if ($(i+1) == "one-file-ms") o = $i; if ($(i+1) == "files-sent-after-one-change") s = $i } } END { print f, o, s }' <<<"$out")
+        [ -n "$first" ] || { echo "no first-s in the benchmark's output"; return 1; }
+        result "20,000 files of 1 KiB to the first HTTPS 200, vs the goal" "$first" 5 "$(bc -l <<<"5 / $first")" "s, goal"
+        result "one-file relaunch of 20,000 files ($sent sent), vs the goal" "$one" 300 "$(bc -l <<<"300 / $one")" "ms, goal"
+      done
+    }
+    part digest digest
+    ;;
+  *) echo "peers.sh: unknown part $p (edge, dns, api, services, mcp, cli, launch, digest)" >&2; exit 1 ;;
   esac
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -121,8 +182,20 @@ echo "REPEAT=$REPEAT rounds of DURATION=${DURATION} s per side, Pier and the pee
 echo
 echo "| comparison | pier | peer | ratio | unit |"
 echo "|---|---:|---:|---:|---|"
-awk -F'\t' 'function f(v) { return v < 100 ? sprintf("%.2f", v) : sprintf("%.0f", v) }
-  { printf "| %s | %s | %s | %.2f | %s |\n", $1, f($2), f($3), $4, $5 }' "$RESULTS"
+# One row per comparison; a comparison recorded once per round (the
+# cli, launch and digest parts) shows the median of its rounds.
+python3 - "$RESULTS" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    name, pier, peer, ratio, unit = line.rstrip("\n").split("\t")
+    rows.setdefault((name, unit), []).append((float(pier), float(peer), float(ratio)))
+f = lambda v: f"{v:.2f}" if v < 100 else f"{v:.0f}"
+for (name, unit), vs in rows.items():
+    pier, peer, ratio = (statistics.median(v[i] for v in vs) for i in range(3))
+    n = f" (median of {len(vs)})" if len(vs) > 1 else ""
+    print(f"| {name}{n} | {f(pier)} | {f(peer)} | {ratio:.2f} | {unit} |")
+PY
 echo
 total=$(wc -l <"$RUNSTATS")
 flagged=$(grep -c ' FLAGGED$' "$RUNSTATS" || true)
