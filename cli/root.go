@@ -171,6 +171,7 @@ func run(f *Factory, args []string, extra ...*cobra.Command) int {
 // are printed here and nowhere else.
 func execute(f *Factory, root *cobra.Command, args []string, extra ...*cobra.Command) int {
 	addExtra(root, extra)
+	completeInServer(root, args)
 	root.SetArgs(args)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

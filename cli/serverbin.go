@@ -44,16 +44,17 @@ func ServerCommands() []*cobra.Command {
 	for _, sc := range serverCommands {
 		words := strings.Fields(sc.path)
 		stub := &cobra.Command{
+			Annotations:        map[string]string{serverAnnotation: "true"},
 			Use:                words[len(words)-1],
 			Short:              sc.short,
 			Long:               sc.short + ".\n\nThis command runs in the server binary, " + ServerBinaryName + "; `pier " + sc.path + " --help` shows its\nflags. " + lookupHelp,
 			DisableFlagParsing: true,
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return execServer(serverArgs(cmd, args))
+				return execServer(serverArgs(cmd, args), true)
 			},
 		}
 		stub.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
-			if err := execServer(serverArgs(cmd, []string{"--help"})); err != nil {
+			if err := execServer(serverArgs(cmd, []string{"--help"}), true); err != nil {
 				cmd.Root().HelpFunc()(cmd, nil)
 				fmt.Fprintf(cmd.ErrOrStderr(), "\n%v\n", err)
 			}
@@ -73,6 +74,25 @@ func ServerCommands() []*cobra.Command {
 	return cmds
 }
 
+// serverAnnotation marks the commands ServerCommands returns.
+const serverAnnotation = "pier:server"
+
+// completeInServer hands a shell completion request (`pier __complete
+// server --ht`) for a server command to the server binary, which knows the
+// command's flags; it returns only when the request is not for a server
+// command, or the binary cannot be started.
+func completeInServer(root *cobra.Command, args []string) {
+	if len(args) < 2 || args[0] != cobra.ShellCompRequestCmd && args[0] != cobra.ShellCompNoDescRequestCmd {
+		return
+	}
+	if cmd, _, err := root.Find(args[1:]); err != nil || cmd.Annotations[serverAnnotation] == "" {
+		return
+	}
+	// Not from source: a first go run compiles for a while, too long for a
+	// tab key. Without the binary, cobra completes what it can.
+	_ = execServer(args, false)
+}
+
 const lookupHelp = `It is found as ` + "$" + ServerBinEnv + `, else
 ` + ServerBinaryName + ` beside this binary, else ` + ServerBinaryName + ` on the PATH, else, inside
 Pier's source tree, run from source with go run.`
@@ -84,15 +104,20 @@ func serverArgs(cmd *cobra.Command, args []string) []string {
 	return append(path, args...)
 }
 
-// execServer replaces the process with the server binary running args.
-// It returns only when the binary cannot be found or started.
-func execServer(args []string) error {
-	argv, err := findServer(serverLookup{
+// execServer replaces the process with the server binary running args,
+// or with go run of its source when fromSource allows. It returns only
+// when the binary cannot be found or started.
+func execServer(args []string, fromSource bool) error {
+	l := serverLookup{
 		getenv:     os.Getenv,
 		executable: os.Executable,
 		lookPath:   exec.LookPath,
 		getwd:      os.Getwd,
-	})
+	}
+	if !fromSource {
+		l.getwd = func() (string, error) { return "", errNoServer }
+	}
+	argv, err := findServer(l)
 	if err != nil {
 		return err
 	}

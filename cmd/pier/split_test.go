@@ -110,6 +110,16 @@ func TestClientHandsOverToTheServer(t *testing.T) {
 		}
 	})
 
+	// Shell completion of a server command's flags comes from the server.
+	t.Run("completion", func(t *testing.T) {
+		cmd := exec.Command(filepath.Join(dir, "pier"), "__complete", "server", "--http")
+		cmd.Env = append(os.Environ(), "PIER_SERVER_BIN=")
+		out, err := cmd.Output()
+		if err != nil || !strings.Contains(string(out), "--http-addr\t") {
+			t.Errorf("pier __complete server --http: %v\n%s", err, out)
+		}
+	})
+
 	// The server binary gets the arguments and environment as given, and
 	// its exit code is the command's: a fake one shows it.
 	t.Run("arguments, environment and exit code", func(t *testing.T) {
