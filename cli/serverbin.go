@@ -47,7 +47,7 @@ func ServerCommands() []*cobra.Command {
 			Annotations:        map[string]string{serverAnnotation: "true"},
 			Use:                words[len(words)-1],
 			Short:              sc.short,
-			Long:               sc.short + ".\n\nThis command runs in the server binary, " + ServerBinaryName + "; `pier " + sc.path + " --help` shows its\nflags. " + lookupHelp,
+			Long:               sc.short + ".\n\n" + stubHelp,
 			DisableFlagParsing: true,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return execServer(serverArgs(cmd, args), true)
@@ -93,9 +93,12 @@ func completeInServer(root *cobra.Command, args []string) {
 	_ = execServer(args, false)
 }
 
-const lookupHelp = `It is found as ` + "$" + ServerBinEnv + `, else
-` + ServerBinaryName + ` beside this binary, else ` + ServerBinaryName + ` on the PATH, else, inside
-Pier's source tree, run from source with go run.`
+// stubHelp is the long help of the server's commands in the client, shown
+// only when the server binary, whose help it is, cannot be found.
+const stubHelp = `This command is in ` + ServerBinaryName + `, the CLI with the server's commands, which
+this binary hands it over to, and whose help lists its flags. ` + ServerBinaryName + ` is
+found as $` + ServerBinEnv + `, else beside this binary, else on the PATH, else,
+inside Pier's source tree, run from source with go run.`
 
 // serverArgs is the server binary's command line for cmd run with args:
 // the command's path below the root, then the arguments as given.
