@@ -2,6 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/pier
+SERVER_BIN := bin/pier-server
 # Node 22 from tools/ (installed by `make tools`) comes first on the PATH, so
 # the linter, the MCP clients, the JavaScript twins and playwright run on it
 # whatever node the machine has.
@@ -15,11 +16,12 @@ THIRD_PARTY := github.com/santhosh-tekuri/jsonschema/v6
 help: ## List the tasks
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-build: ## Build bin/pier
+build: ## Build bin/pier (the CLI) and bin/pier-server (the CLI with the server's commands)
 	$(GO) build -o $(BIN) ./cmd/pier
+	$(GO) build -o $(SERVER_BIN) ./cmd/pier-server
 
 run: build ## Run the server with the embedded defaults
-	./$(BIN) server
+	./$(SERVER_BIN) server
 
 generate: ## Regenerate everything derived from openapi/openapi.yaml
 	$(GO) generate ./models ./openapi ./sdk/rawapi ./server/api

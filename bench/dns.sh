@@ -7,7 +7,7 @@
 #
 #   bash bench/dns.sh                    # 3 rounds of 10 s per server
 #   DURATION=5 REPEAT=5 CLIENTS=16 bash bench/dns.sh
-#   PIER_BIN=/tmp/pier-old bash bench/dns.sh   # another build of pier
+#   PIER_BIN=/tmp/pier-old bash bench/dns.sh   # another build of pier-server (or a pier from before the split)
 #   RESULTS=file RUNSTATS=file bash bench/dns.sh   # for bench/peers.sh
 #
 # Pier's zone is a real launch's: `pier server` (response rate limiting
@@ -42,9 +42,10 @@ command -v curl >/dev/null || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-# PIER_BIN runs another build (an older commit's, say) in place of this tree's.
-PIER_BIN=${PIER_BIN:-bin/pier}
-if [ "$PIER_BIN" = bin/pier ]; then mkdir -p bin && go build -o bin/pier ./cmd/pier; fi
+# PIER_BIN runs another build of pier-server (an older commit's, say) in place
+# of this tree's; before pier and pier-server were apart, pier was that binary.
+PIER_BIN=${PIER_BIN:-bin/pier-server}
+if [ "$PIER_BIN" = bin/pier-server ]; then mkdir -p bin && go build -o bin/pier-server ./cmd/pier-server; fi
 
 tmp=$(mktemp -d)
 pids=()

@@ -46,6 +46,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 mkdir -p bin
 go build -o bin/pier ./cmd/pier
+go build -o bin/pier-server ./cmd/pier-server
 [ "$H3" = 1 ] && go build -o bin/httpload ./bench/httpload
 
 tmp=$(mktemp -d)
@@ -63,9 +64,9 @@ chmod 755 "$tmp"; chmod -R a+rX "$site" # nginx's worker runs as nobody
 
 PIER_HTTP=127.0.0.1:18090 PIER_HTTPS=127.0.0.1:18443
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
-export PIER_API_KEY=$(./bin/pier admin create-key --json | jq -r .apiKey)
-project=$(./bin/pier admin create-project --name bench --json | jq -r .projectId)
-taskset -c 0 ./bin/pier server --http-addr $PIER_HTTP --https-addr $PIER_HTTPS --dns-addr 127.0.0.1:18053 \
+export PIER_API_KEY=$(./bin/pier-server admin create-key --json | jq -r .apiKey)
+project=$(./bin/pier-server admin create-project --name bench --json | jq -r .projectId)
+taskset -c 0 ./bin/pier-server server --http-addr $PIER_HTTP --https-addr $PIER_HTTPS --dns-addr 127.0.0.1:18053 \
   --smtp-addr 127.0.0.1:18025 --log-level warn 2>"$tmp/pier.log" &
 pids+=($!)
 pier_pid=$!
@@ -223,7 +224,7 @@ h3rps() { # proto path label → "req/s req-per-server-CPU-second"
     END { if (v["errors"] > 0) print "httpload: " $0 > "/dev/stderr"; printf "%s %.0f\n", v["rps"], (cpu > 0 ? v["reqs"] / cpu : 0) }' <<<"$out"
 }
 if [ "$H3" = 1 ]; then
-  ./bin/pier ca >"$tmp/pier-ca.pem"
+  ./bin/pier-server ca >"$tmp/pier-ca.pem"
   for f in 1k.txt 64k.txt; do
     h2s=() h3s=() h2c=() h3c=() r=() rc=()
     for i in $(seq "$REPEAT"); do

@@ -34,6 +34,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 mkdir -p bin
 go build -o bin/pier ./cmd/pier
+go build -o bin/pier-server ./cmd/pier-server
 
 tmp=$(mktemp -d)
 pids=()
@@ -52,10 +53,10 @@ for port in 18690 18643 18645 18653 18625; do
   if ss -Hltn "sport = :$port" | grep -q .; then echo "port $port is in use (another benchmark?)"; exit 1; fi
 done
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
-export PIER_API_KEY=$(./bin/pier admin create-key --json | jq -r .apiKey)
-project=$(./bin/pier admin create-project --name bench --json | jq -r .projectId)
+export PIER_API_KEY=$(./bin/pier-server admin create-key --json | jq -r .apiKey)
+project=$(./bin/pier-server admin create-project --name bench --json | jq -r .projectId)
 # shellcheck disable=SC2086
-taskset -c 0 ./bin/pier server --http-addr $PIER_HTTP --https-addr 127.0.0.1:$PIER_TLS --dns-addr 127.0.0.1:18653 \
+taskset -c 0 ./bin/pier-server server --http-addr $PIER_HTTP --https-addr 127.0.0.1:$PIER_TLS --dns-addr 127.0.0.1:18653 \
   --smtp-addr 127.0.0.1:18625 --log-level warn $PIER_FLAGS 2>"$tmp/pier.log" &
 pids+=($!)
 for _ in $(seq 100); do curl -fsS "http://$PIER_HTTP/healthz" >/dev/null 2>&1 && break; sleep 0.1; done

@@ -14,8 +14,9 @@ WARMUP=${WARMUP:-20}
 GOAL=${GOAL:-0.2}
 mkdir -p bin
 go build -o bin/pier ./cmd/pier
+go build -o bin/pier-server ./cmd/pier-server
 tmp=$(mktemp -d)
-PIER_DATA_DIR=$tmp ./bin/pier server --http-addr 127.0.0.1:18390 --https-addr 127.0.0.1:18743 --dns-addr 127.0.0.1:18353 \
+PIER_DATA_DIR=$tmp ./bin/pier-server server --http-addr 127.0.0.1:18390 --https-addr 127.0.0.1:18743 --dns-addr 127.0.0.1:18353 \
   --smtp-addr 127.0.0.1:18325 --log-level warn 2>"$tmp/pier.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT

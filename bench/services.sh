@@ -15,7 +15,7 @@
 #   bash bench/services.sh                  # 3 rounds of 5 s per side
 #   DURATION=3s REPEAT=5 bash bench/services.sh
 #   PIN=0 bash bench/services.sh            # no CPU pinning
-#   PIER_BIN=/tmp/pier bash bench/services.sh   # another build of pier
+#   PIER_BIN=/tmp/pier-server bash bench/services.sh   # another build of pier-server (or a pier from before the split)
 #   PORT_BASE=18290 bash bench/services.sh  # other ports (default 18190-18195)
 #   RESULTS=file RUNSTATS=file bash bench/services.sh   # for bench/peers.sh
 #
@@ -43,8 +43,8 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 mkdir -p bin
-PIER_BIN=${PIER_BIN:-bin/pier}
-[ "$PIER_BIN" = bin/pier ] && go build -o bin/pier ./cmd/pier
+PIER_BIN=${PIER_BIN:-bin/pier-server}
+[ "$PIER_BIN" = bin/pier-server ] && go build -o bin/pier-server ./cmd/pier-server
 go build -o bin/benchproxy ./bench/proxy
 
 srv=() cli=()

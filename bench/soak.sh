@@ -30,6 +30,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 mkdir -p bin
 go build -o bin/pier ./cmd/pier
+go build -o bin/pier-server ./cmd/pier-server
 go build -o bin/soak ./bench/soak
 
 tmp=$(mktemp -d)
@@ -46,9 +47,9 @@ HTTP=127.0.0.1:18190 HTTPS=127.0.0.1:18543 DNS=127.0.0.1:18153
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$HTTP
 db=()
 if [ -n "${PIER_TEST_DATABASE_URL:-}" ]; then db=(--database-url "$PIER_TEST_DATABASE_URL"); fi
-export PIER_API_KEY=$(./bin/pier admin create-key "${db[@]}" --scopes read,quote,launch,buy_domain --json | jq -r .apiKey)
-project=$(./bin/pier admin create-project "${db[@]}" --name soak --budget-usd 1000 --json | jq -r .projectId)
-taskset -c 0 ./bin/pier server "${db[@]}" --http-addr $HTTP --https-addr $HTTPS --dns-addr $DNS --smtp-addr 127.0.0.1:18125 \
+export PIER_API_KEY=$(./bin/pier-server admin create-key "${db[@]}" --scopes read,quote,launch,buy_domain --json | jq -r .apiKey)
+project=$(./bin/pier-server admin create-project "${db[@]}" --name soak --budget-usd 1000 --json | jq -r .projectId)
+taskset -c 0 ./bin/pier-server server "${db[@]}" --http-addr $HTTP --https-addr $HTTPS --dns-addr $DNS --smtp-addr 127.0.0.1:18125 \
   --rate-limit search=1000000:1000000 --rate-limit quotes=1000000:1000000 --rate-limit mcp=1000000:1000000 --log-level warn 2>"$tmp/pier.log" &
 server=$!
 pids+=($server)

@@ -34,13 +34,14 @@ BASE=http://$ADDR
 
 mkdir -p bin
 go build -o bin/pier ./cmd/pier
+go build -o bin/pier-server ./cmd/pier-server
 tmp=$(mktemp -d)
 pid=""
 cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi; rm -rf "$tmp"; }
 trap cleanup EXIT
 go test -c -o "$tmp/bench.test" ./bench
 
-PIER_DATA_DIR=$tmp/data ./bin/pier server --http-addr "$ADDR" --https-addr 127.0.0.1:0 --dns-addr 127.0.0.1:0 --log-level warn 2>"$tmp/pier.log" &
+PIER_DATA_DIR=$tmp/data ./bin/pier-server server --http-addr "$ADDR" --https-addr 127.0.0.1:0 --dns-addr 127.0.0.1:0 --log-level warn 2>"$tmp/pier.log" &
 pid=$!
 for _ in $(seq 100); do
   if curl -fsS "$BASE/.well-known/sandbox-reference.json" 2>/dev/null | grep -q '"available"'; then break; fi

@@ -20,6 +20,7 @@ if ! command -v wrk >/dev/null; then
 fi
 mkdir -p bin
 go build -o bin/pier ./cmd/pier
+go build -o bin/pier-server ./cmd/pier-server
 go build -o bin/bare ./bench/bare
 
 tmp=$(mktemp -d)
@@ -28,7 +29,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 
 PIER=127.0.0.1:18080
-PIER_DATA_DIR=$tmp/data taskset -c 0 ./bin/pier server --http-addr $PIER --log-level warn \
+PIER_DATA_DIR=$tmp/data taskset -c 0 ./bin/pier-server server --http-addr $PIER --log-level warn \
   --rate-limit search=1000000000:1000000000 2>"$tmp/pier.log" &
 pids+=($!)
 for _ in $(seq 50); do curl -fsS "http://$PIER/healthz" >/dev/null 2>&1 && break; sleep 0.1; done

@@ -170,27 +170,8 @@ func run(f *Factory, args []string, extra ...*cobra.Command) int {
 // execute runs args on root and maps the outcome to an exit code; errors
 // are printed here and nowhere else.
 func execute(f *Factory, root *cobra.Command, args []string, extra ...*cobra.Command) int {
-	for _, c := range extra {
-		// A command named like an existing group (`pier sandbox
-		// publish-reference` beside the generated `pier sandbox …`) joins
-		// that group.
-		if existing, _, err := root.Find([]string{c.Name()}); err == nil && existing != root && existing.Name() == c.Name() {
-			for _, sub := range c.Commands() {
-				c.RemoveCommand(sub)
-				existing.AddCommand(sub)
-			}
-			continue
-		}
-		if c.GroupID == "" || c.GroupID == GroupServer {
-			if !root.ContainsGroup(GroupServer) {
-				root.AddGroup(&cobra.Group{ID: GroupServer, Title: "Running Pier:"})
-			}
-			c.GroupID = GroupServer
-		} else if !root.ContainsGroup(c.GroupID) {
-			c.GroupID = ""
-		}
-		root.AddCommand(c)
-	}
+	addExtra(root, extra)
+	completeInServer(root, args)
 	root.SetArgs(args)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -212,4 +193,30 @@ func execute(f *Factory, root *cobra.Command, args []string, extra ...*cobra.Com
 	}
 	PrintError(f, root, err)
 	return ExitCode(err)
+}
+
+// addExtra adds the commands passed to Main to root, under "Running Pier"
+// unless they name a group of root's.
+func addExtra(root *cobra.Command, extra []*cobra.Command) {
+	for _, c := range extra {
+		// A command named like an existing group (`pier sandbox
+		// publish-reference` beside the generated `pier sandbox …`) joins
+		// that group.
+		if existing, _, err := root.Find([]string{c.Name()}); err == nil && existing != root && existing.Name() == c.Name() {
+			for _, sub := range c.Commands() {
+				c.RemoveCommand(sub)
+				existing.AddCommand(sub)
+			}
+			continue
+		}
+		if c.GroupID == "" || c.GroupID == GroupServer {
+			if !root.ContainsGroup(GroupServer) {
+				root.AddGroup(&cobra.Group{ID: GroupServer, Title: "Running Pier:"})
+			}
+			c.GroupID = GroupServer
+		} else if !root.ContainsGroup(c.GroupID) {
+			c.GroupID = ""
+		}
+		root.AddCommand(c)
+	}
 }

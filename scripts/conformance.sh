@@ -9,7 +9,7 @@
 # missing, or else pier's default (conformance.jwk in its config directory).
 #
 #   bash scripts/conformance.sh            # what `make conformance` runs
-#   PIER=bin/pier bash scripts/conformance.sh
+#   PIER=bin/pier bash scripts/conformance.sh  # with bin/pier-server beside it
 #   CONFORMANCE_OUT=chain/reports CONFORMANCE_KEY=chain/key/conformance.jwk bash scripts/conformance.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +17,8 @@ cd "$(dirname "$0")/.."
 PIER=${PIER:-bin/pier}
 OUT=${CONFORMANCE_OUT:-conformance-reports}
 [ -x "$PIER" ] || go build -o "$PIER" ./cmd/pier
+# `pier server` hands over to pier-server, found beside pier.
+[ -x "$(dirname "$PIER")/pier-server" ] || [ -n "${PIER_SERVER_BIN:-}" ] || go build -o "$(dirname "$PIER")/pier-server" ./cmd/pier-server
 
 data=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$data"' EXIT

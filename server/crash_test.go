@@ -27,15 +27,16 @@ import (
 // pierBinDir holds the binary pierBinary built, removed when the tests end.
 var pierBinDir string
 
-// pierBinary builds cmd/pier once for the tests that need a real process.
+// pierBinary builds cmd/pier-server, the CLI with the server's commands,
+// once for the tests that need a real process.
 var pierBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "pier-bin-")
 	if err != nil {
 		return "", err
 	}
 	pierBinDir = dir
-	bin := filepath.Join(dir, "pier")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/pierhq/pier/cmd/pier").CombinedOutput()
+	bin := filepath.Join(dir, "pier-server")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/pierhq/pier/cmd/pier-server").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}

@@ -1,13 +1,15 @@
-// Command pier is Pier's one binary: the CLI, and `pier server`.
+// Command pier is Pier's CLI, a client of the API. It does not link the
+// server, so that it starts quickly: `pier server`, `pier admin …`, `pier
+// ca` and `pier sandbox publish-reference` hand over to the full binary,
+// pier-server (cmd/pier-server), as cli.ServerCommands describes.
 package main
 
 import (
 	"os"
 
 	"github.com/pierhq/pier/cli"
-	"github.com/pierhq/pier/server"
 )
 
 func main() {
-	os.Exit(cli.Main(server.NewCommands()...))
+	os.Exit(cli.Main(cli.ServerCommands()...))
 }

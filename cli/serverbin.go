@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// ServerBinaryName is the name of the full binary, the CLI with the
+// server's commands, that the client's server commands hand over to.
+const ServerBinaryName = "pier-server"
+
+// ServerBinEnv names the server binary explicitly, before any lookup.
+const ServerBinEnv = "PIER_SERVER_BIN"
+
+// modulePath is the module whose source tree can run the server with
+// `go run` when no server binary is installed.
+const modulePath = "github.com/pierhq/pier"
+
+// The server's commands as the client shows them: the same names, groups
+// and short help as server.NewCommands, which cmd/pier's tests hold them
+// to. Only the names and the short help are here; flags, long help and
+// the work itself are the server binary's.
+var serverCommands = []struct{ path, short string }{
+	{"server", "Run the Pier server with embedded defaults"},
+	{"admin", "Local operator commands that act on the data directory directly"},
+	{"ca", "Print the local certificate authority's root certificate"},
+	{"sandbox publish-reference", "Mint and publish the sandbox reference release"},
+}
+
+// ServerCommands returns the server's commands for a binary that does not
+// link the server (cmd/pier): each hands its arguments, unparsed, to the
+// server binary, which replaces the process (see findServer). Pass them
+// to Main in place of server.NewCommands.
+func ServerCommands() []*cobra.Command {
+	var cmds []*cobra.Command
+	parents := map[string]*cobra.Command{}
+	for _, sc := range serverCommands {
+		words := strings.Fields(sc.path)
+		stub := &cobra.Command{
+			Annotations:        map[string]string{serverAnnotation: "true"},
+			Use:                words[len(words)-1],
+			Short:              sc.short,
+			Long:               sc.short + ".\n\n" + stubHelp,
+			DisableFlagParsing: true,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return execServer(serverArgs(cmd, args), true)
+			},
+		}
+		stub.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
+			if err := execServer(serverArgs(cmd, []string{"--help"}), true); err != nil {
+				cmd.Root().HelpFunc()(cmd, nil)
+				fmt.Fprintf(cmd.ErrOrStderr(), "\n%v\n", err)
+			}
+		})
+		if len(words) == 1 {
+			cmds = append(cmds, stub)
+			continue
+		}
+		parent := parents[words[0]]
+		if parent == nil {
+			parent = &cobra.Command{Use: words[0]}
+			parents[words[0]] = parent
+			cmds = append(cmds, parent)
+		}
+		parent.AddCommand(stub)
+	}
+	return cmds
+}
+
+// serverAnnotation marks the commands ServerCommands returns.
+const serverAnnotation = "pier:server"
+
+// completeInServer hands a shell completion request (`pier __complete
+// server --ht`) for a server command to the server binary, which knows the
+// command's flags; it returns only when the request is not for a server
+// command, or the binary cannot be started.
+func completeInServer(root *cobra.Command, args []string) {
+	if len(args) < 2 || args[0] != cobra.ShellCompRequestCmd && args[0] != cobra.ShellCompNoDescRequestCmd {
+		return
+	}
+	if cmd, _, err := root.Find(args[1:]); err != nil || cmd.Annotations[serverAnnotation] == "" {
+		return
+	}
+	// Not from source: a first go run compiles for a while, too long for a
+	// tab key. Without the binary, cobra completes what it can.
+	_ = execServer(args, false)
+}
+
+// stubHelp is the long help of the server's commands in the client, shown
+// only when the server binary, whose help it is, cannot be found.
+const stubHelp = `This command is in ` + ServerBinaryName + `, the CLI with the server's commands, which
+this binary hands it over to, and whose help lists its flags. ` + ServerBinaryName + ` is
+found as $` + ServerBinEnv + `, else beside this binary, else on the PATH, else,
+inside Pier's source tree, run from source with go run.`
+
+// serverArgs is the server binary's command line for cmd run with args:
+// the command's path below the root, then the arguments as given.
+func serverArgs(cmd *cobra.Command, args []string) []string {
+	path := strings.Fields(cmd.CommandPath())[1:]
+	return append(path, args...)
+}
+
+// execServer replaces the process with the server binary running args,
+// or with go run of its source when fromSource allows. It returns only
+// when the binary cannot be found or started.
+func execServer(args []string, fromSource bool) error {
+	l := serverLookup{
+		getenv:     os.Getenv,
+		executable: os.Executable,
+		lookPath:   exec.LookPath,
+		getwd:      os.Getwd,
+	}
+	if !fromSource {
+		l.getwd = func() (string, error) { return "", errNoServer }
+	}
+	argv, err := findServer(l)
+	if err != nil {
+		return err
+	}
+	argv = append(argv, args...)
+	return execReplace(argv[0], argv, os.Environ())
+}
+
+// serverLookup is what findServer looks at: the process's by default,
+// fakes in tests.
+type serverLookup struct {
+	getenv     func(string) string
+	executable func() (string, error)
+	lookPath   func(string) (string, error)
+	getwd      func() (string, error)
+}
+
+// errNoServer is findServer's answer when no server binary is found.
+var errNoServer = errors.New("the server's commands are in " + ServerBinaryName + ", which was not found: build it with `make build` (bin/pier-server beside bin/pier) or `go build -o bin/pier-server ./cmd/pier-server`, put it on the PATH, or set " + ServerBinEnv + " to its path")
+
+// findServer returns the command line that starts the server binary,
+// without the command's arguments, looking in this order:
+//
+//  1. $PIER_SERVER_BIN;
+//  2. pier-server in the directory of this executable (symlinks
+//     resolved), as `make build` leaves bin/pier and bin/pier-server;
+//  3. pier-server on the PATH;
+//  4. inside Pier's source tree (the nearest go.mod above the working
+//     directory declares github.com/pierhq/pier) with go on the PATH:
+//     `go run github.com/pierhq/pier/cmd/pier-server`, so that
+//     `go run ./cmd/pier server` works from a fresh clone. The working
+//     directory stays as it is, and go run caches the built binary.
+func findServer(l serverLookup) ([]string, error) {
+	if bin := l.getenv(ServerBinEnv); bin != "" {
+		return []string{bin}, nil
+	}
+	if self, err := l.executable(); err == nil {
+		if resolved, err := filepath.EvalSymlinks(self); err == nil {
+			self = resolved
+		}
+		if bin := filepath.Join(filepath.Dir(self), ServerBinaryName); isExecutable(bin) {
+			return []string{bin}, nil
+		}
+	}
+	if bin, err := l.lookPath(ServerBinaryName); err == nil {
+		return []string{bin}, nil
+	}
+	if wd, err := l.getwd(); err == nil && inModule(wd) {
+		if goBin, err := l.lookPath("go"); err == nil {
+			return []string{goBin, "run", modulePath + "/cmd/" + ServerBinaryName}, nil
+		}
+	}
+	return nil, errNoServer
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// inModule reports whether the nearest go.mod at or above dir declares
+// Pier's module.
+func inModule(dir string) bool {
+	for {
+		f, err := os.Open(filepath.Join(dir, "go.mod"))
+		if err == nil {
+			defer f.Close()
+			s := bufio.NewScanner(f)
+			for s.Scan() {
+				if fields := strings.Fields(s.Text()); len(fields) >= 2 && fields[0] == "module" {
+					return strings.Trim(fields[1], `"`) == modulePath
+				}
+			}
+			return false
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return false
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pierhq/pier/cli"
+	"github.com/pierhq/pier/server"
+)
+
+// The client links no server package: the server's packages initialise
+// for tens of milliseconds' worth of work and memory, and every command
+// would pay for them at start (bench/README.md, "CLI start").
+func TestClientLinksNoServer(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 20 {
+		t.Fatalf("go list -deps listed only %q", deps)
+	}
+	for _, p := range deps {
+		if p == "github.com/pierhq/pier/server" || strings.HasPrefix(p, "github.com/pierhq/pier/server/") {
+			t.Errorf("cmd/pier depends on %s; the server's commands belong in cmd/pier-server", p)
+		}
+	}
+}
+
+// The client lists the server's commands as the full binary does: the
+// same names, groups and short help.
+func TestServerCommandsMatchServer(t *testing.T) {
+	help := func(args []string, client bool) string {
+		var out, errOut bytes.Buffer
+		f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+		f.Getenv = func(string) string { return "" }
+		cmds := server.NewCommands()
+		if client {
+			cmds = cli.ServerCommands()
+		}
+		if code := cli.Run(f, args, cmds...); code != 0 {
+			t.Fatalf("pier %s: exit %d\n%s", strings.Join(args, " "), code, errOut.String())
+		}
+		return out.String()
+	}
+	for _, args := range [][]string{{"--help"}, {"sandbox", "--help"}, {"help"}} {
+		full, client := help(args, false), help(args, true)
+		if full != client {
+			t.Errorf("pier %s differs between pier-server and pier:\n--- pier-server\n%s\n--- pier\n%s", strings.Join(args, " "), full, client)
+		}
+	}
+	// Every command server.NewCommands adds is there, so the list in
+	// cli cannot miss a new one. `pier sandbox` is the generated group,
+	// which the server's publish-reference joins.
+	var stubs []string
+	for _, c := range cli.ServerCommands() {
+		stubs = append(stubs, c.Name())
+		for _, sub := range c.Commands() {
+			stubs = append(stubs, c.Name()+" "+sub.Name())
+		}
+	}
+	for _, c := range server.NewCommands() {
+		name := c.Name()
+		if c.Runnable() || name != "sandbox" {
+			if !slices.Contains(stubs, name) {
+				t.Errorf("the client has no `pier %s`; add it to cli's serverCommands", name)
+			}
+			continue
+		}
+		for _, sub := range c.Commands() {
+			if !slices.Contains(stubs, name+" "+sub.Name()) {
+				t.Errorf("the client has no `pier %s %s`; add it to cli's serverCommands", name, sub.Name())
+			}
+		}
+	}
+}
+
+// TestClientHandsOverToTheServer builds both binaries and runs the
+// server's commands through the client.
+func TestClientHandsOverToTheServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds both binaries")
+	}
+	dir := t.TempDir()
+	for _, b := range []string{"pier", "pier-server"} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b), "github.com/pierhq/pier/cmd/"+b).CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/%s: %v\n%s", b, err, out)
+		}
+	}
+
+	// `pier server --help` shows the real server's help: the client
+	// finds pier-server beside itself and execs it.
+	t.Run("help", func(t *testing.T) {
+		cmd := exec.Command(filepath.Join(dir, "pier"), "server", "--help")
+		cmd.Env = append(os.Environ(), "PIER_SERVER_BIN=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("pier server --help: %v\n%s", err, out)
+		}
+		for _, want := range []string{"Run the Pier server: the REST API", "--http-addr", "pier server --database-url"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("pier server --help has no %q:\n%s", want, out)
+			}
+		}
+	})
+
+	// Shell completion of a server command's flags comes from the server.
+	t.Run("completion", func(t *testing.T) {
+		cmd := exec.Command(filepath.Join(dir, "pier"), "__complete", "server", "--http")
+		cmd.Env = append(os.Environ(), "PIER_SERVER_BIN=")
+		out, err := cmd.Output()
+		if err != nil || !strings.Contains(string(out), "--http-addr\t") {
+			t.Errorf("pier __complete server --http: %v\n%s", err, out)
+		}
+	})
+
+	// The server binary gets the arguments and environment as given, and
+	// its exit code is the command's: a fake one shows it.
+	t.Run("arguments, environment and exit code", func(t *testing.T) {
+		fake := filepath.Join(t.TempDir(), "fake-server")
+		script := "#!/bin/sh\necho \"args: $*\"\necho \"env: $PIER_SPLIT_TEST\"\nexit 7\n"
+		if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(filepath.Join(dir, "pier"), "--json", "admin", "create-key", "--name", "a b", "--scopes=read")
+		cmd.Env = append(os.Environ(), "PIER_SERVER_BIN="+fake, "PIER_SPLIT_TEST=kept")
+		out, err := cmd.Output()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 7 {
+			t.Fatalf("exit: %v, want 7\n%s", err, out)
+		}
+		want := "args: admin --json create-key --name a b --scopes=read\nenv: kept\n"
+		if string(out) != want {
+			t.Errorf("the server got\n%s\nwant\n%s", out, want)
+		}
+	})
+}
