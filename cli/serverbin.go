@@ -111,6 +111,12 @@ func serverArgs(cmd *cobra.Command, args []string) []string {
 // or with go run of its source when fromSource allows. It returns only
 // when the binary cannot be found or started.
 func execServer(args []string, fromSource bool) error {
+	// The server binary runs these commands itself; reaching a stub again
+	// means what was started is a client (PIER_SERVER_BIN naming pier, or a
+	// client installed as pier-server), which would hand over forever.
+	if os.Getenv(handoverEnv) != "" {
+		return errors.New("the server's commands were handed to a binary without them: " + ServerBinEnv + ", or the " + ServerBinaryName + " found beside this binary or on the PATH, is the client (pier), not " + ServerBinaryName + "; build it with `go build -o bin/pier-server ./cmd/pier-server`")
+	}
 	l := serverLookup{
 		getenv:     os.Getenv,
 		executable: os.Executable,
@@ -125,8 +131,11 @@ func execServer(args []string, fromSource bool) error {
 		return err
 	}
 	argv = append(argv, args...)
-	return execReplace(argv[0], argv, os.Environ())
+	return execReplace(argv[0], argv, append(os.Environ(), handoverEnv+"=1"))
 }
+
+// handoverEnv marks a process a client's stub started.
+const handoverEnv = "PIER_SERVER_HANDOVER"
 
 // serverLookup is what findServer looks at: the process's by default,
 // fakes in tests.

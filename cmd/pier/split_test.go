@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pierhq/pier/cli"
 	"github.com/pierhq/pier/server"
@@ -140,4 +141,31 @@ func TestClientHandsOverToTheServer(t *testing.T) {
 			t.Errorf("the server got\n%s\nwant\n%s", out, want)
 		}
 	})
+}
+
+// PIER_SERVER_BIN naming the client itself is refused after one hand-over
+// instead of handing over forever.
+func TestClientRefusesToHandOverToItself(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the client")
+	}
+	bin := filepath.Join(t.TempDir(), "pier")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/pierhq/pier/cmd/pier").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/pier: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "server")
+	cmd.Env = append(os.Environ(), "PIER_SERVER_BIN="+bin)
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("pier server with PIER_SERVER_BIN naming the client did not stop")
+	}
+	if err == nil || !strings.Contains(string(out), "is the client (pier), not pier-server") {
+		t.Fatalf("pier server: %v\n%s", err, out)
+	}
 }
