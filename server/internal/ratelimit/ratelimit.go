@@ -5,8 +5,8 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -66,9 +66,25 @@ type Decision struct {
 
 // Headers returns the RateLimit and RateLimit-Policy header values.
 func (d Decision) Headers() (limit, policy string) {
+	return string(d.AppendLimit(nil)), string(d.AppendPolicy(nil))
+}
+
+// AppendLimit appends the RateLimit header's value to dst.
+func (d Decision) AppendLimit(dst []byte) []byte {
+	dst = append(dst, "limit="...)
+	dst = strconv.AppendInt(dst, int64(d.Limit), 10)
+	dst = append(dst, ", remaining="...)
+	dst = strconv.AppendInt(dst, int64(d.Remaining), 10)
+	dst = append(dst, ", reset="...)
+	return strconv.AppendInt(dst, int64(int(math.Ceil(d.Reset.Seconds()))), 10)
+}
+
+// AppendPolicy appends the RateLimit-Policy header's value to dst.
+func (d Decision) AppendPolicy(dst []byte) []byte {
 	window := int(math.Ceil(float64(d.Policy.Burst) / d.Policy.PerSecond))
-	return fmt.Sprintf("limit=%d, remaining=%d, reset=%d", d.Limit, d.Remaining, int(math.Ceil(d.Reset.Seconds()))),
-		fmt.Sprintf("%d;w=%d", d.Policy.Burst, window)
+	dst = strconv.AppendInt(dst, int64(d.Policy.Burst), 10)
+	dst = append(dst, ";w="...)
+	return strconv.AppendInt(dst, int64(window), 10)
 }
 
 // Allow takes one token for caller in class.

@@ -1,6 +1,8 @@
 package ratelimit
 
 import (
+	"fmt"
+	"math"
 	"testing"
 	"time"
 )
@@ -36,5 +38,21 @@ func TestBucket(t *testing.T) {
 	l.Allow("search", "c")
 	if len(l.buckets) != 1 {
 		t.Fatalf("%d buckets kept", len(l.buckets))
+	}
+}
+
+// The header values are what they always were, written without fmt.
+func TestHeadersText(t *testing.T) {
+	for _, d := range []Decision{
+		{Limit: 60, Remaining: 59, Reset: 50 * time.Millisecond, Policy: Policy{PerSecond: 20, Burst: 60}},
+		{Limit: 3, Remaining: 0, Reset: 6 * time.Second, Policy: Policy{PerSecond: 0.5, Burst: 3}},
+		{Limit: 1 << 30, Remaining: 1<<30 - 1, Policy: Policy{PerSecond: 1e9, Burst: 1 << 30}},
+	} {
+		limit, policy := d.Headers()
+		wantLimit := fmt.Sprintf("limit=%d, remaining=%d, reset=%d", d.Limit, d.Remaining, int(math.Ceil(d.Reset.Seconds())))
+		wantPolicy := fmt.Sprintf("%d;w=%d", d.Policy.Burst, int(math.Ceil(float64(d.Policy.Burst)/d.Policy.PerSecond)))
+		if limit != wantLimit || policy != wantPolicy {
+			t.Errorf("%+v: %q %q, want %q %q", d, limit, policy, wantLimit, wantPolicy)
+		}
 	}
 }

@@ -1,0 +1,120 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// KeptRequest is a request the listener read itself (the edge's fast
+// path), offered to AnswerKept before net/http would read it.
+type KeptRequest struct {
+	// Method is GET or POST.
+	Method string
+	// Path and Query are the request target split at its first '?'; the
+	// path is as sent and needs no decoding.
+	Path, Query []byte
+	// Accept and ContentType are the headers' values, nil when absent;
+	// each was sent at most once.
+	Accept, ContentType []byte
+	// Authorization is set when the request carries the header.
+	Authorization bool
+	// Body is the whole body (Content-Length framed).
+	Body []byte
+	// ClientIP is the peer's address without its port.
+	ClientIP string
+}
+
+// mayKeep lists rt among the routes AnswerKept answers: pure or versioned
+// reads with a fixed path, for anyone, answering JSON, with JSON bodies.
+func (h *Handler) mayKeep(rt *route) {
+	op := rt.op
+	if !op.Pure && rt.version == nil || op.Authority != "anonymous" || rt.takesRaw ||
+		strings.Contains(op.Path, "{") || !acceptableAny("application/json", rt.medias) {
+		return
+	}
+	switch op.Method {
+	case http.MethodGet:
+		h.keptGet[op.Path] = rt
+	case http.MethodPost:
+		h.keptPost[op.Path] = rt
+	}
+}
+
+// AnswerKept answers q when the chain would answer it from a kept answer
+// (see servePure): the same checks pass, the answer is kept and still
+// good, and the rate limit allows it, which takes from the caller's
+// bucket as the chain would. It appends to dst the status line and the
+// header lines the handler sets (without Date, and without the blank line
+// ending the head) and returns them with the body, which the caller must
+// not modify. ok is false, with nothing taken from any bucket, for every
+// other request (a miss, a refusal, anything the checks do not pass
+// without a doubt): ServeHTTP answers those.
+func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok bool) {
+	var rt *route
+	switch q.Method {
+	case http.MethodGet:
+		rt = h.keptGet[string(q.Path)]
+	case http.MethodPost:
+		rt = h.keptPost[string(q.Path)]
+	}
+	if rt == nil || q.Authorization || !plainAccept(q.Accept) {
+		return dst, nil, false
+	}
+	op := rt.op
+	if len(q.Body) > 0 {
+		// A body the operation does not take would be part of the key
+		// all the same; one it takes must be JSON, within the limit.
+		limit := op.BodyLimit
+		if limit <= 0 {
+			limit = h.cfg.DefaultBodyLimit
+		}
+		if !op.HasBody || int64(len(q.Body)) > limit || !equalFold(q.ContentType, "application/json") {
+			return dst, nil, false
+		}
+	}
+	k, _, ok := h.kept(rt, pureKey(op.ID, q.Query, q.Body))
+	if !ok {
+		return dst, nil, false
+	}
+	d, limited := h.cfg.Limiter.Allow(op.RateLimit, "ip:"+q.ClientIP)
+	if limited && !d.Allowed {
+		// Refused without taking a token: the chain asks again and
+		// answers the refusal.
+		return dst, nil, false
+	}
+	// Header lines in net/http's order: sorted by name.
+	dst = append(dst, "HTTP/1.1 200 OK\r\nContent-Length: "...)
+	dst = strconv.AppendInt(dst, int64(len(k.body)), 10)
+	dst = append(dst, "\r\nContent-Type: application/json\r\n"...)
+	if limited {
+		dst = append(dst, "Ratelimit: "...)
+		dst = d.AppendLimit(dst)
+		dst = append(dst, "\r\nRatelimit-Policy: "...)
+		dst = d.AppendPolicy(dst)
+		dst = append(dst, "\r\n"...)
+	}
+	return dst, k.body, true
+}
+
+// plainAccept reports whether an Accept header is one that admits JSON
+// without a doubt: none (or empty), */* or application/json.
+func plainAccept(v []byte) bool {
+	return len(v) == 0 || string(v) == "*/*" || equalFold(v, "application/json")
+}
+
+// equalFold reports whether b is s, a lower-case ASCII string, in any case.
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}
