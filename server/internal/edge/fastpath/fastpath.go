@@ -59,7 +59,13 @@ type Config struct {
 	Handler http.Handler
 	// MaxHeaderBytes is net/http's, for the h2 header list size.
 	MaxHeaderBytes int
-	Log            *slog.Logger
+	// APIRead, when set, may answer a request for the API's host here
+	// (see api.go): it appends to dst the answer's status line and header
+	// lines, without Date and Connection and without the blank line that
+	// ends the head, and returns them with the body, which it keeps. ok
+	// false sends the request to net/http.
+	APIRead func(dst []byte, q *APIRequest) (head, body []byte, ok bool)
+	Log     *slog.Logger
 }
 
 // Listener is a net.Listener whose Accept returns the connections net/http
@@ -280,6 +286,10 @@ type conn struct {
 	served bool
 	// fwd is the forwarder's state, once a request was forwarded.
 	fwd *fwd
+	// apiReq is the last API request read (api.go), ip the peer's
+	// address once known.
+	apiReq apiReq
+	ip     string
 }
 
 // request is one parsed head.
@@ -337,6 +347,10 @@ func (cs *conn) loop() bool {
 		}
 		if ok {
 			cs.br.Discard(n)
+		} else if api, close, err := cs.apiRead(n); err != nil {
+			return false
+		} else if api {
+			r.close = close
 		} else {
 			// Not a static site's: a process service's, to forward?
 			fwd, err := cs.forward(n)
