@@ -335,11 +335,15 @@ func (s *Server) edgeListener(ln net.Listener, tc *tls.Config, h http.Handler) n
 func (s *Server) apiRead(dst []byte, q *fastpath.APIRequest) (head, body []byte, ok bool) {
 	head, body, ok = s.api.AnswerKept(dst, &httpapi.KeptRequest{Method: q.Method, Path: q.Path, Query: q.Query,
 		Accept: q.Accept, ContentType: q.ContentType, Authorization: q.Authorization, Body: q.Body, ClientIP: q.ClientIP})
-	if ok && q.TLS {
+	if !ok {
+		return head, body, false
+	}
+	s.apiFast.Add(1)
+	if q.TLS {
 		// After the API's headers: net/http writes them sorted.
 		head = append(head, "Strict-Transport-Security: max-age=31536000\r\n"...)
 	}
-	return head, body, ok
+	return head, body, true
 }
 
 func (s *Server) stopLaunch(ctx context.Context) error {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pierhq/pier/openapi"
@@ -59,8 +60,9 @@ type Server struct {
 	http *http.Server
 	ln   net.Listener
 	// api is the REST handler, which the listeners' fast path asks for
-	// kept answers (apiRead).
-	api *httpapi.Handler
+	// kept answers (apiRead); apiFast counts the answers it gave.
+	api     *httpapi.Handler
+	apiFast atomic.Int64
 }
 
 // New opens the store and builds the handlers; Serve starts listening.
