@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -247,8 +249,11 @@ func TestAPIFastPathMatchesNetHTTP(t *testing.T) {
 		{name: "estimate large body", raw: estimateReq(`{"workload":"static_site","x":"` + strings.Repeat("a", 5000) + `"}`), heads: one},
 		{name: "estimate GET", raw: apiReq("GET", "/v1/estimate"), heads: one},
 		{name: "search POST", raw: apiReq("POST", search, "Content-Length: 0\r\n"), heads: one},
-		{name: "a second later, search is made again", raw: get, heads: one, before: func() { p.clock.Advance(1100 * time.Millisecond) }},
-		{name: "and kept again", raw: get, heads: one, fast: 1},
+		// A kept search is good for a second, then made again.
+		{name: "a second later", raw: get + get, heads: []bool{false, false}, fast: 2, before: func() { p.clock.Advance(1100 * time.Millisecond) }},
+		{name: "a second later, over TLS", raw: get, heads: one, tls: true, fast: 1, before: func() { p.clock.Advance(1100 * time.Millisecond) }},
+		{name: "a second later, handed off", raw: apiReq("GET", search, "Accept: text/html\r\n") + get, heads: []bool{false, false}, before: func() { p.clock.Advance(1100 * time.Millisecond) }},
+		{name: "a second later, estimate is still kept", raw: estimateReq(est), heads: one, fast: 1, before: func() { p.clock.Advance(1100 * time.Millisecond) }},
 		{name: "over TLS", raw: get + estimateReq(est), heads: []bool{false, false}, tls: true, fast: 2},
 		{name: "over TLS, handed off", raw: apiReq("GET", search, "Accept: text/plain\r\n") + get, heads: []bool{false, false}, tls: true},
 		{name: "site host", raw: strings.Replace(get, "{host}", "nothing--prj.localhost", 1), heads: one},
@@ -270,14 +275,79 @@ func TestAPIFastPathRateLimit(t *testing.T) {
 		{name: "hit", raw: get + get, heads: []bool{false, false}, fast: 2},
 		{name: "the last token, then limited", raw: get + get, heads: []bool{false, false}, fast: 1},
 		{name: "estimate limited too", raw: est, heads: one},
-		// Two tokens: the kept search is too old by then, and made again.
-		{name: "refilled", raw: get, heads: one, before: func() { p.clock.Advance(4 * time.Second) }},
-		{name: "refilled, kept", raw: get + get, heads: []bool{false, false}, fast: 1},
+		// The kept search is too old a second later, and not made again
+		// for a caller without a token.
+		{name: "stale and limited", raw: get, heads: one, before: func() { p.clock.Advance(1100 * time.Millisecond) }},
+		// Two tokens: the search is made again on the fast path.
+		{name: "refilled", raw: get + get + get, heads: []bool{false, false, false}, fast: 2, before: func() { p.clock.Advance(3 * time.Second) }},
 	} {
 		t.Run(c.name, func(t *testing.T) { p.run(t, c, nil) })
 	}
 	r := p.fast.Client.Do("GET", "/v1/domains/search?q=acme", nil, nil)
 	if r.StatusCode != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "2" {
 		t.Fatalf("after the bucket ran out: %d, Retry-After %q", r.StatusCode, r.Header.Get("Retry-After"))
+	}
+}
+
+// A search answered on the fast path sees a name claimed a moment before,
+// on the same connection: the write makes the kept answer stale, and the
+// fast path makes it again.
+func TestAPIFastPathSeesDomainWrites(t *testing.T) {
+	ts := start(t, server.Config{})
+	const target = "/v1/domains/search?q=acme&tldAllowlist=dev"
+	available := func(body string) bool {
+		var env struct {
+			Data struct {
+				Candidates []struct {
+					Domain    string `json:"domain"`
+					Available bool   `json:"available"`
+				} `json:"candidates"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(body), &env); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range env.Data.Candidates {
+			if c.Domain == "acme.dev" {
+				return c.Available
+			}
+		}
+		t.Fatalf("acme.dev not in %s", body)
+		return false
+	}
+	if r := ts.Client.Do("GET", target, nil, nil); r.StatusCode != 200 || !available(string(r.Body)) {
+		t.Fatalf("first search: %d %s", r.StatusCode, r.Body)
+	}
+	c, err := net.Dial("tcp", ts.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	search := func() string {
+		io.WriteString(c, "GET "+target+" HTTP/1.1\r\nHost: "+ts.Addr()+"\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("search: %d %s", resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	before := ts.APIFastAnswers()
+	if !available(search()) {
+		t.Fatal("acme.dev taken before the claim")
+	}
+	if err := ts.Store().Domains().Claim(context.Background(), "acme.dev", "org_x", "tsk_x", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if available(search()) {
+		t.Fatal("the fast path answers a search from before the claim")
+	}
+	if n := ts.APIFastAnswers() - before; n != 2 {
+		t.Fatalf("%d searches answered on the fast path, want 2", n)
 	}
 }

@@ -117,7 +117,7 @@ func (h *Handler) chain(rt *route) http.Handler {
 // validates and runs it and keeps a successful answer.
 func (h *Handler) servePure(w http.ResponseWriter, r *http.Request, rt *route, body []byte) {
 	key := pureKey(rt.op.ID, r.URL.RawQuery, body)
-	k, version, ok := h.kept(rt, key)
+	k, version, ok, _ := h.kept(rt, key)
 	if ok {
 		// As Header.Set stores them. The length is set so that a large
 		// answer is not chunked, and is sent the same way by the

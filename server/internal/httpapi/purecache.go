@@ -38,8 +38,8 @@ func pureKey[Q, B string | []byte](opID string, rawQuery Q, body B) string {
 
 // kept returns the kept answer for key when there is one still good, and
 // for a versioned read the version it read, which an answer made now is
-// to be kept under.
-func (h *Handler) kept(rt *route, key string) (k kept, version uint64, ok bool) {
+// to be kept under. stale is set when there is an answer no longer good.
+func (h *Handler) kept(rt *route, key string) (k kept, version uint64, ok, stale bool) {
 	versionOf := rt.version
 	if versionOf != nil {
 		// Read before the answer is made: a write committed meanwhile
@@ -48,9 +48,9 @@ func (h *Handler) kept(rt *route, key string) (k kept, version uint64, ok bool) 
 	}
 	k, ok = h.pure.get(key)
 	if ok && versionOf != nil && (k.version != version || h.cfg.Now().Sub(k.at) >= versionedMaxAge) {
-		ok = false
+		return kept{}, version, false, true
 	}
-	return k, version, ok
+	return k, version, ok, false
 }
 
 func (c *pureCache) get(key string) (kept, bool) { return c.c.Get(key) }

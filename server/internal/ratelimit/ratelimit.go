@@ -126,6 +126,28 @@ func (l *Limiter) Allow(class, caller string) (Decision, bool) {
 	return d, true
 }
 
+// Would reports whether Allow would allow a request for caller in class
+// now, without taking a token. With Shared set it answers false: only
+// the database knows.
+func (l *Limiter) Would(class, caller string) bool {
+	p, ok := l.policies[class]
+	if !ok || class == "" {
+		return true
+	}
+	if l.Shared != nil {
+		return false
+	}
+	now := l.now()
+	l.mu.Lock()
+	b, ok := l.buckets[class+"\x00"+caller]
+	tokens := float64(p.Burst) // a new bucket starts full
+	if ok {
+		tokens = b.lim.TokensAt(now)
+	}
+	l.mu.Unlock()
+	return tokens >= 1
+}
+
 // allowShared is GCRA on the shared buckets: the same limit and burst as
 // a token bucket, kept as one time per bucket.
 func (l *Limiter) allowShared(key string, p Policy, now time.Time) (Decision, error) {

@@ -15,9 +15,15 @@ func TestBucket(t *testing.T) {
 			t.Fatalf("request %d refused", i)
 		}
 	}
+	if l.Would("search", "a") {
+		t.Fatal("Would allows a caller with no token left")
+	}
 	d, limited := l.Allow("search", "a")
 	if !limited || d.Allowed || d.RetryAfter != time.Second || d.Remaining != 0 {
 		t.Fatalf("third: %+v", d)
+	}
+	if !l.Would("search", "new") || !l.Would("other", "a") {
+		t.Fatal("Would refuses a new caller or a class without a policy")
 	}
 	if d, _ := l.Allow("search", "b"); !d.Allowed {
 		t.Fatal("buckets are per caller")
@@ -26,6 +32,9 @@ func TestBucket(t *testing.T) {
 		t.Fatal("a class without a policy is not limited")
 	}
 	now = now.Add(time.Second)
+	if !l.Would("search", "a") || !l.Would("search", "a") {
+		t.Fatal("Would does not see the refill, or takes a token")
+	}
 	if d, _ := l.Allow("search", "a"); !d.Allowed {
 		t.Fatal("no refill")
 	}
