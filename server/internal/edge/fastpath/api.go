@@ -219,7 +219,12 @@ func (cs *conn) apiRead(n int) (handled, close bool, err error) {
 	if cfg.Reserved != nil && cfg.Reserved(cs.path) {
 		return false, false, nil
 	}
-	start := time.Now()
+	lg := cfg.Log
+	debug := lg.Enabled(context.Background(), slog.LevelDebug)
+	var start time.Time
+	if debug {
+		start = time.Now()
+	}
 	q := APIRequest{Method: r.method, Path: path, Query: query, Accept: nilIfAbsent(r.accept, r.accepts),
 		ContentType: nilIfAbsent(r.ctype, r.ctypes), Authorization: r.auth, Body: all[n:], ClientIP: cs.clientIP(), TLS: cs.tls}
 	out, body, ok := cfg.APIRead(cs.out, &q)
@@ -231,7 +236,7 @@ func (cs *conn) apiRead(n int) (handled, close bool, err error) {
 		cs.out = append(cs.out, "Connection: close\r\n"...)
 	}
 	cs.out = append(cs.out, "\r\n"...)
-	if lg := cfg.Log; lg.Enabled(context.Background(), slog.LevelDebug) {
+	if debug {
 		lg.Log(context.Background(), slog.LevelDebug, "request", "method", r.method, "path", cs.path, "status", 200,
 			"dur", time.Since(start), "ua", strings.SplitN(string(r.ua), " ", 2)[0])
 	}

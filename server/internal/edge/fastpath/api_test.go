@@ -63,6 +63,7 @@ func TestAPIReadSameAnswers(t *testing.T) {
 		{"escaped", apiGet("/%6bept"), 0, one, true},
 		{"site host", "GET /kept HTTP/1.1\r\nHost: " + siteHost + "\r\n\r\n", 0, one, false},
 		{"two", apiGet("/kept") + apiGet("/kept"), 0, two, false},
+		{"the API, then a site, then the API", apiGet("/kept") + get("/1k.txt") + apiPost("/kept", "x"), 0, []bool{false, false, false}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

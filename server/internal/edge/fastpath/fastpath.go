@@ -336,40 +336,55 @@ func (cs *conn) loop() bool {
 		if !fast {
 			return cs.flush() == nil
 		}
-		b, _ := cs.br.Peek(n)
-		var r request
-		ok := parse(b, &r)
-		if ok {
-			var err error
-			if ok, err = cs.answer(&r); err != nil {
-				return false
-			}
-		}
-		if ok {
-			cs.br.Discard(n)
-		} else if api, close, err := cs.apiRead(n); err != nil {
+		handled, close, err := cs.one(n)
+		if err != nil {
 			return false
-		} else if api {
-			r.close = close
-		} else {
-			// Not a static site's: a process service's, to forward?
-			fwd, err := cs.forward(n)
-			if err != nil {
-				return false
-			}
-			if !fwd {
-				return cs.flush() == nil
-			}
-			r.close = cs.fwd.r.close
+		}
+		if !handled {
+			return cs.flush() == nil
 		}
 		cs.served = true
-		if r.close {
+		if close {
 			if cs.flush() == nil {
 				cs.lingerClose()
 			}
 			return false
 		}
 	}
+}
+
+// one serves the request whose head is the first n buffered bytes: a
+// static file, a kept API answer or a forwarded request. handled is
+// false, with nothing read, when it is for net/http; close when the
+// connection is to end after it.
+func (cs *conn) one(n int) (handled, close bool, err error) {
+	// A connection that asked the API most likely asks it again.
+	triedAPI := cs.api && cs.l.cfg.APIRead != nil
+	if triedAPI {
+		if handled, close, err = cs.apiRead(n); handled || err != nil {
+			return handled, close, err
+		}
+	}
+	b, _ := cs.br.Peek(n)
+	var r request
+	if parse(b, &r) {
+		if handled, err = cs.answer(&r); handled || err != nil {
+			if err == nil {
+				cs.br.Discard(n)
+			}
+			return handled, r.close, err
+		}
+	}
+	if !triedAPI {
+		if handled, close, err = cs.apiRead(n); handled || err != nil {
+			return handled, close, err
+		}
+	}
+	// Not a static site's: a process service's, to forward?
+	if handled, err = cs.forward(n); !handled || err != nil {
+		return handled, false, err
+	}
+	return true, cs.fwd.r.close, nil
 }
 
 // deadline moves a read or write deadline to now+d when it is more than a
