@@ -32,8 +32,10 @@ func TestBucket(t *testing.T) {
 		t.Fatal("a class without a policy is not limited")
 	}
 	now = now.Add(time.Second)
-	if !l.Would("search", "a") || !l.Would("search", "a") {
-		t.Fatal("Would does not see the refill, or takes a token")
+	for range 2 { // Would takes no token
+		if !l.Would("search", "a") {
+			t.Fatal("Would does not see the refill, or takes a token")
+		}
 	}
 	if d, _ := l.Allow("search", "a"); !d.Allowed {
 		t.Fatal("no refill")
