@@ -13,6 +13,7 @@ import (
 
 	"github.com/pierhq/pier/server/internal/acme"
 	"github.com/pierhq/pier/server/internal/edge/fastpath"
+	"github.com/pierhq/pier/server/internal/httpapi"
 	"github.com/pierhq/pier/server/internal/smtpd"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -322,7 +323,27 @@ func (s *Server) edgeListener(ln net.Listener, tc *tls.Config, h http.Handler) n
 	if s.launch.certs.acme != nil {
 		cfg.Reserved = func(p string) bool { return strings.HasPrefix(p, acme.ChallengePrefix) }
 	}
+	if s.api != nil {
+		cfg.APIRead = s.apiRead
+	}
 	return fastpath.New(ln, cfg)
+}
+
+// apiRead answers on the fast path what the API answers from its kept
+// answers, with the headers route adds; logRequests has nothing to log
+// of a 200 below debug level, which the fast path logs itself.
+func (s *Server) apiRead(dst []byte, q *fastpath.APIRequest) (head, body []byte, ok bool) {
+	head, body, ok = s.api.AnswerKept(dst, &httpapi.KeptRequest{Method: q.Method, Path: q.Path, Query: q.Query,
+		Accept: q.Accept, ContentType: q.ContentType, Authorization: q.Authorization, Body: q.Body, ClientIP: q.ClientIP})
+	if !ok {
+		return head, body, false
+	}
+	s.apiFast.Add(1)
+	if q.TLS {
+		// After the API's headers: net/http writes them sorted.
+		head = append(head, "Strict-Transport-Security: max-age=31536000\r\n"...)
+	}
+	return head, body, true
 }
 
 func (s *Server) stopLaunch(ctx context.Context) error {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pierhq/pier/openapi"
@@ -58,6 +59,10 @@ type Server struct {
 	sup  *runner.Supervisor
 	http *http.Server
 	ln   net.Listener
+	// api is the REST handler, which the listeners' fast path asks for
+	// kept answers (apiRead); apiFast counts the answers it gave.
+	api     *httpapi.Handler
+	apiFast atomic.Int64
 }
 
 // New opens the store and builds the handlers; Serve starts listening.
@@ -261,6 +266,7 @@ func (s *Server) build(ctx context.Context) error {
 	})
 	schemas, _ := fs.Sub(openapi.Schemas, "schemas")
 	mux.Handle("GET /schemas/", http.StripPrefix("/schemas/", http.FileServerFS(schemas)))
+	s.api = api
 	s.handler = logRequests(s.log, s.route(api))
 	return nil
 }

@@ -76,6 +76,8 @@ type Handler struct {
 	inner http.Handler
 	ops   map[string]*route
 	pure  *pureCache
+	// keptGet and keptPost are the routes AnswerKept may answer, by path.
+	keptGet, keptPost map[string]*route
 }
 
 type route struct {
@@ -87,6 +89,8 @@ type route struct {
 	takesRaw bool
 	// version, for a versioned read, is Config.Versions' counter.
 	version func() uint64
+	// medias are the media types of its successful answers.
+	medias []string
 }
 
 type opKey struct{}
@@ -121,7 +125,8 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: load contract: %w", err)
 	}
-	h := &Handler{cfg: cfg, doc: doc, mux: http.NewServeMux(), ops: map[string]*route{}, pure: newPureCache(4096)}
+	h := &Handler{cfg: cfg, doc: doc, mux: http.NewServeMux(), ops: map[string]*route{}, pure: newPureCache(4096),
+		keptGet: map[string]*route{}, keptPost: map[string]*route{}}
 
 	impl := newOperations(cfg.Service, &h.cfg)
 	strict := api.NewStrictHandlerWithOptions(impl, []api.StrictMiddlewareFunc{withRequest}, api.StrictHTTPServerOptions{
@@ -153,12 +158,14 @@ func New(cfg Config) (*Handler, error) {
 		if rb := rt.operation.RequestBody; rb != nil && rb.Value != nil && rb.Value.Content.Get(rawMedia) != nil {
 			rt.takesRaw = true
 		}
+		rt.medias = responseMedias(rt)
 		h.ops[op.ID] = rt
 		var next http.Handler
 		if extra, ok := cfg.Extra[op.ID]; ok {
 			next = extra
 		} else {
 			next = h.chain(rt)
+			h.mayKeep(rt)
 		}
 
 		h.mux.Handle(op.Method+" "+op.Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -39,7 +39,7 @@ import (
 func (h *Handler) chain(rt *route) http.Handler {
 	op := rt.op
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !acceptableAny(r.Header.Get("Accept"), responseMedias(rt)) {
+		if !acceptableAny(r.Header.Get("Accept"), rt.medias) {
 			WriteError(w, r, h.cfg.Log, apierr.Newf("input:not_acceptable", "this operation answers with %s; send Accept: %s", responseMedia(rt), responseMedia(rt)))
 			return
 		}
@@ -116,16 +116,14 @@ func (h *Handler) chain(rt *route) http.Handler {
 // servePure answers a pure or versioned operation from the cache, or
 // validates and runs it and keeps a successful answer.
 func (h *Handler) servePure(w http.ResponseWriter, r *http.Request, rt *route, body []byte) {
-	key := pureKey(rt.op.ID, r, body)
-	versionOf := rt.version
-	var version uint64
-	if versionOf != nil {
-		// Read before the answer is made: a write committed meanwhile
-		// bumps the version past what the kept answer names.
-		version = versionOf()
-	}
-	if k, ok := h.pure.get(key); ok && (versionOf == nil || k.version == version && h.cfg.Now().Sub(k.at) < versionedMaxAge) {
-		w.Header().Set("Content-Type", "application/json")
+	key := pureKey(rt.op.ID, r.URL.RawQuery, body)
+	k, version, ok, _ := h.kept(rt, key)
+	if ok {
+		// As Header.Set stores them. The length is set so that a large
+		// answer is not chunked, and is sent the same way by the
+		// listener's fast path (AnswerKept).
+		w.Header()["Content-Length"] = []string{strconv.Itoa(len(k.body))}
+		w.Header()["Content-Type"] = []string{"application/json"}
 		w.WriteHeader(http.StatusOK)
 		w.Write(k.body)
 		return
@@ -138,6 +136,8 @@ func (h *Handler) servePure(w http.ResponseWriter, r *http.Request, rt *route, b
 	h.inner.ServeHTTP(rec, r)
 	if rec.status == http.StatusOK {
 		h.pure.put(key, kept{body: bytes.Clone(rec.body.Bytes()), version: version, at: h.cfg.Now()})
+		// Sent as the kept answer will be.
+		rec.header["Content-Length"] = []string{strconv.Itoa(rec.body.Len())}
 	}
 	for k, vs := range rec.header {
 		w.Header()[k] = vs
@@ -161,7 +161,7 @@ func (h *Handler) baseURL() string {
 // responseMedia is the media type an operation answers with: JSON when it
 // offers JSON among others (get_service_logs also streams NDJSON).
 func responseMedia(rt *route) string {
-	media := responseMedias(rt)
+	media := rt.medias
 	if len(media) == 0 || slices.Contains(media, "application/json") {
 		return "application/json"
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"net/http"
 	"time"
 
 	"github.com/pierhq/pier/server/internal/cache"
@@ -32,8 +31,26 @@ func newPureCache(max int) *pureCache {
 	return &pureCache{c: cache.New(max, 8<<20, func(k string, v kept) int64 { return int64(len(k) + len(v.body) + 32) })}
 }
 
-func pureKey(opID string, r *http.Request, body []byte) string {
-	return opID + "\x00" + r.URL.RawQuery + "\x00" + string(body)
+// pureKey names an answer by operation, raw query and body.
+func pureKey[Q, B string | []byte](opID string, rawQuery Q, body B) string {
+	return opID + "\x00" + string(rawQuery) + "\x00" + string(body)
+}
+
+// kept returns the kept answer for key when there is one still good, and
+// for a versioned read the version it read, which an answer made now is
+// to be kept under. stale is set when there is an answer no longer good.
+func (h *Handler) kept(rt *route, key string) (k kept, version uint64, ok, stale bool) {
+	versionOf := rt.version
+	if versionOf != nil {
+		// Read before the answer is made: a write committed meanwhile
+		// bumps the version past what the kept answer names.
+		version = versionOf()
+	}
+	k, ok = h.pure.get(key)
+	if ok && versionOf != nil && (k.version != version || h.cfg.Now().Sub(k.at) >= versionedMaxAge) {
+		return kept{}, version, false, true
+	}
+	return k, version, ok, false
 }
 
 func (c *pureCache) get(key string) (kept, bool) { return c.c.Get(key) }

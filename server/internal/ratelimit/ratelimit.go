@@ -5,8 +5,8 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -66,9 +66,25 @@ type Decision struct {
 
 // Headers returns the RateLimit and RateLimit-Policy header values.
 func (d Decision) Headers() (limit, policy string) {
+	return string(d.AppendLimit(nil)), string(d.AppendPolicy(nil))
+}
+
+// AppendLimit appends the RateLimit header's value to dst.
+func (d Decision) AppendLimit(dst []byte) []byte {
+	dst = append(dst, "limit="...)
+	dst = strconv.AppendInt(dst, int64(d.Limit), 10)
+	dst = append(dst, ", remaining="...)
+	dst = strconv.AppendInt(dst, int64(d.Remaining), 10)
+	dst = append(dst, ", reset="...)
+	return strconv.AppendInt(dst, int64(int(math.Ceil(d.Reset.Seconds()))), 10)
+}
+
+// AppendPolicy appends the RateLimit-Policy header's value to dst.
+func (d Decision) AppendPolicy(dst []byte) []byte {
 	window := int(math.Ceil(float64(d.Policy.Burst) / d.Policy.PerSecond))
-	return fmt.Sprintf("limit=%d, remaining=%d, reset=%d", d.Limit, d.Remaining, int(math.Ceil(d.Reset.Seconds()))),
-		fmt.Sprintf("%d;w=%d", d.Policy.Burst, window)
+	dst = strconv.AppendInt(dst, int64(d.Policy.Burst), 10)
+	dst = append(dst, ";w="...)
+	return strconv.AppendInt(dst, int64(window), 10)
 }
 
 // Allow takes one token for caller in class.
@@ -108,6 +124,28 @@ func (l *Limiter) Allow(class, caller string) (Decision, bool) {
 		d.RetryAfter = time.Duration(math.Ceil(need/p.PerSecond*1000)) * time.Millisecond
 	}
 	return d, true
+}
+
+// Would reports whether Allow would allow a request for caller in class
+// now, without taking a token. With Shared set it answers false: only
+// the database knows.
+func (l *Limiter) Would(class, caller string) bool {
+	p, ok := l.policies[class]
+	if !ok || class == "" {
+		return true
+	}
+	if l.Shared != nil {
+		return false
+	}
+	now := l.now()
+	l.mu.Lock()
+	b, ok := l.buckets[class+"\x00"+caller]
+	tokens := float64(p.Burst) // a new bucket starts full
+	if ok {
+		tokens = b.lim.TokensAt(now)
+	}
+	l.mu.Unlock()
+	return tokens >= 1
 }
 
 // allowShared is GCRA on the shared buckets: the same limit and burst as

@@ -59,7 +59,13 @@ type Config struct {
 	Handler http.Handler
 	// MaxHeaderBytes is net/http's, for the h2 header list size.
 	MaxHeaderBytes int
-	Log            *slog.Logger
+	// APIRead, when set, may answer a request for the API's host here
+	// (see api.go): it appends to dst the answer's status line and header
+	// lines, without Date and Connection and without the blank line that
+	// ends the head, and returns them with the body, which it keeps. ok
+	// false sends the request to net/http.
+	APIRead func(dst []byte, q *APIRequest) (head, body []byte, ok bool)
+	Log     *slog.Logger
 }
 
 // Listener is a net.Listener whose Accept returns the connections net/http
@@ -280,6 +286,10 @@ type conn struct {
 	served bool
 	// fwd is the forwarder's state, once a request was forwarded.
 	fwd *fwd
+	// apiReq is the last API request read (api.go), ip the peer's
+	// address once known.
+	apiReq apiReq
+	ip     string
 }
 
 // request is one parsed head.
@@ -326,36 +336,55 @@ func (cs *conn) loop() bool {
 		if !fast {
 			return cs.flush() == nil
 		}
-		b, _ := cs.br.Peek(n)
-		var r request
-		ok := parse(b, &r)
-		if ok {
-			var err error
-			if ok, err = cs.answer(&r); err != nil {
-				return false
-			}
+		handled, close, err := cs.one(n)
+		if err != nil {
+			return false
 		}
-		if ok {
-			cs.br.Discard(n)
-		} else {
-			// Not a static site's: a process service's, to forward?
-			fwd, err := cs.forward(n)
-			if err != nil {
-				return false
-			}
-			if !fwd {
-				return cs.flush() == nil
-			}
-			r.close = cs.fwd.r.close
+		if !handled {
+			return cs.flush() == nil
 		}
 		cs.served = true
-		if r.close {
+		if close {
 			if cs.flush() == nil {
 				cs.lingerClose()
 			}
 			return false
 		}
 	}
+}
+
+// one serves the request whose head is the first n buffered bytes: a
+// static file, a kept API answer or a forwarded request. handled is
+// false, with nothing read, when it is for net/http; close when the
+// connection is to end after it.
+func (cs *conn) one(n int) (handled, close bool, err error) {
+	// A connection that asked the API most likely asks it again.
+	triedAPI := cs.api && cs.l.cfg.APIRead != nil
+	if triedAPI {
+		if handled, close, err = cs.apiRead(n); handled || err != nil {
+			return handled, close, err
+		}
+	}
+	b, _ := cs.br.Peek(n)
+	var r request
+	if parse(b, &r) {
+		if handled, err = cs.answer(&r); handled || err != nil {
+			if err == nil {
+				cs.br.Discard(n)
+			}
+			return handled, r.close, err
+		}
+	}
+	if !triedAPI {
+		if handled, close, err = cs.apiRead(n); handled || err != nil {
+			return handled, close, err
+		}
+	}
+	// Not a static site's: a process service's, to forward?
+	if handled, err = cs.forward(n); !handled || err != nil {
+		return handled, false, err
+	}
+	return true, cs.fwd.r.close, nil
 }
 
 // deadline moves a read or write deadline to now+d when it is more than a

@@ -587,11 +587,14 @@ func TestCloseListener(t *testing.T) {
 func FuzzConn(f *testing.F) {
 	for _, s := range []string{get("/"), get("/style.css", "Accept-Encoding: gzip\r\n") + get("/x"), "GET / HTTP/1.1\nHost: a\n\n",
 		"HEAD /%2e%2e/ HTTP/1.0\r\nHost: " + siteHost + "\r\nConnection: close\r\n\r\n", "POST / HTTP/1.1\r\nHost: " + siteHost + "\r\nContent-Length: 1\r\n\r\nx",
-		get("/", "X: \r\n \r\n"), "GET / HTTP/1.1\r\nHost: " + siteHost + "\r\r\n\r\n"} {
+		get("/", "X: \r\n \r\n"), "GET / HTTP/1.1\r\nHost: " + siteHost + "\r\r\n\r\n",
+		"GET /kept HTTP/1.1\r\nHost: localhost\r\n\r\n" + apiPost("/kept", "abc") + apiPost("/kept", "", "Connection: close\r\n")} {
 		f.Add([]byte(s), uint8(0))
 	}
 	e := newEdge(f)
-	fast := serve(f, e, true, Config{IdleTimeout: 200 * time.Millisecond, HeaderTimeout: 200 * time.Millisecond})
+	// APIRead answers /kept on the API's host (api_test.go).
+	fast := serve(f, e, true, Config{IdleTimeout: 200 * time.Millisecond, HeaderTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond,
+		APIRead: keptRead})
 	f.Fuzz(func(t *testing.T, b []byte, split uint8) {
 		c, err := net.Dial("tcp", fast.addr)
 		if err != nil {

@@ -221,6 +221,12 @@ func rawExchange(t *testing.T, addr, raw string, heads ...bool) (out []rawAnswer
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	io.WriteString(c, raw)
+	return readRaw(c, heads...)
+}
+
+// readRaw reads an answer on c for each of heads (true for a HEAD), and
+// then whether the connection ends.
+func readRaw(c net.Conn, heads ...bool) (out []rawAnswer, closed bool) {
 	br := bufio.NewReader(c)
 	for _, head := range heads {
 		method := "GET"
@@ -250,7 +256,7 @@ func rawExchange(t *testing.T, addr, raw string, heads ...bool) (out []rawAnswer
 		}
 	}
 	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-	_, err = br.ReadByte()
+	_, err := br.ReadByte()
 	return out, err == io.EOF || errors.Is(err, net.ErrClosed)
 }
 

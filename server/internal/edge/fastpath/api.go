@@ -1,0 +1,282 @@
+package fastpath
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+)
+
+// API reads: a request for the API's host that is simple enough (see
+// parseAPI) is offered to Config.APIRead, which answers it when the API
+// would answer it from an answer it keeps (a pure or versioned read, a
+// rate limit that allows it); everything else goes to net/http, as
+// before. api_test.go in the server compares both.
+
+// maxAPIBody bounds a request body read here; with its head it must fit
+// the read buffer, so that a request not answered here is handed to
+// net/http unread.
+const maxAPIBody = 4 << 10
+
+// APIRequest is what Config.APIRead is offered.
+type APIRequest struct {
+	// Method is GET or POST.
+	Method string
+	// Path and Query are the request target split at its first '?'. The
+	// path is of unreserved characters and '/' only: it needs no decoding.
+	Path, Query []byte
+	// Accept and ContentType are the headers' values, nil when absent;
+	// each was sent at most once.
+	Accept, ContentType []byte
+	// Authorization is set when the request carries the header.
+	Authorization bool
+	// Body is the whole body, of the length Content-Length announced.
+	Body []byte
+	// ClientIP is the peer's address without its port.
+	ClientIP string
+	// TLS is set for a request over TLS.
+	TLS bool
+}
+
+// apiReq is what parseAPI reads of a request.
+type apiReq struct {
+	method                             string
+	target, host, accept, ctype, ua    []byte
+	clen                               int
+	close, auth                        bool
+	hosts, accepts, ctypes, uas, clens int
+}
+
+// parseAPI reads a head strictly for APIRead: an HTTP/1.1 GET or POST of
+// an origin-form target whose path needs no decoding and whose query
+// holds visible characters other than ';' and '#', one Host, at most one
+// Accept, Content-Type, User-Agent and Content-Length (up to maxAPIBody),
+// no Transfer-Encoding, Upgrade, Expect, Trailer or conditional or range
+// headers, and a Connection header of close and keep-alive only. ok is
+// false when the request is for net/http.
+func parseAPI(b []byte, r *apiReq) bool {
+	*r = apiReq{}
+	line, rest := cutLine(b)
+	switch {
+	case hasPrefix(line, "GET "):
+		r.method, line = "GET", line[4:]
+	case hasPrefix(line, "POST "):
+		r.method, line = "POST", line[5:]
+	default:
+		return false
+	}
+	t, ok := strings.CutSuffix(string(line), " HTTP/1.1")
+	if !ok || !apiTarget(t) {
+		return false
+	}
+	r.target = line[:len(t)]
+	for count := 0; ; count++ {
+		line, rest = cutLine(rest)
+		if len(line) == 0 {
+			break
+		}
+		if count == 100 {
+			return false
+		}
+		colon := -1
+		for i, c := range line {
+			if c == ':' {
+				colon = i
+				break
+			}
+			if !isToken(c) {
+				return false // also obs-fold: a line starting with a blank
+			}
+		}
+		if colon < 1 {
+			return false
+		}
+		v := trim(line[colon+1:])
+		for _, c := range v {
+			if (c < ' ' && c != '\t') || c >= 0x7f {
+				return false
+			}
+		}
+		switch name := line[:colon]; {
+		case equalFold(name, "host"):
+			r.host, r.hosts = v, r.hosts+1
+		case equalFold(name, "accept"):
+			r.accept, r.accepts = v, r.accepts+1
+		case equalFold(name, "content-type"):
+			r.ctype, r.ctypes = v, r.ctypes+1
+		case equalFold(name, "user-agent"):
+			r.ua, r.uas = v, r.uas+1
+		case equalFold(name, "authorization"):
+			r.auth = true
+		case equalFold(name, "content-length"):
+			if r.clens++; r.clens > 1 || len(v) == 0 || len(v) > 6 {
+				return false
+			}
+			for _, c := range v {
+				if c < '0' || c > '9' {
+					return false
+				}
+				r.clen = r.clen*10 + int(c-'0')
+			}
+			if r.clen > maxAPIBody {
+				return false
+			}
+		case equalFold(name, "connection"):
+			for tok := range tokens(v) {
+				switch {
+				case equalFold(tok, "close"):
+					r.close = true
+				case equalFold(tok, "keep-alive"):
+				default:
+					return false
+				}
+			}
+		case equalFold(name, "transfer-encoding"), equalFold(name, "upgrade"), equalFold(name, "expect"),
+			equalFold(name, "http2-settings"), equalFold(name, "trailer"), equalFold(name, "te"),
+			equalFold(name, "if-none-match"), equalFold(name, "if-match"), equalFold(name, "if-modified-since"),
+			equalFold(name, "if-unmodified-since"), equalFold(name, "if-range"), equalFold(name, "range"):
+			return false
+		}
+	}
+	if r.hosts != 1 || r.accepts > 1 || r.ctypes > 1 || r.uas > 1 || len(r.host) == 0 {
+		return false
+	}
+	for _, c := range r.host {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+// apiTarget reports whether t is an origin-form target that net/http
+// reads as it is: a path of unreserved characters and '/', not starting
+// with "//", and a query of visible characters other than ';' (which
+// net/http warns of) and '#'.
+func apiTarget(t string) bool {
+	if len(t) == 0 || t[0] != '/' || strings.HasPrefix(t, "//") {
+		return false
+	}
+	path, query, _ := strings.Cut(t, "?")
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '/' || c == '.' || c == '-' || c == '_' || c == '~') {
+			return false
+		}
+	}
+	for i := 0; i < len(query); i++ {
+		if c := query[i]; c <= ' ' || c >= 0x7f || c == ';' || c == '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// apiRead answers the request whose head is the first n buffered bytes
+// when it is for the API and Config.APIRead answers it; handled is false,
+// with nothing read, when it is for net/http or the forwarder. close is
+// the request's wish to end the connection.
+func (cs *conn) apiRead(n int) (handled, close bool, err error) {
+	cfg := &cs.l.cfg
+	if cfg.APIRead == nil {
+		return false, false, nil
+	}
+	b, _ := cs.br.Peek(n)
+	r := &cs.apiReq
+	if !parseAPI(b, r) {
+		return false, false, nil
+	}
+	if string(r.host) != cs.host {
+		cs.host = string(r.host)
+		cs.api = cfg.API(cs.host)
+	}
+	if !cs.api {
+		return false, false, nil
+	}
+	if n+r.clen > maxHead {
+		return false, false, nil
+	}
+	if r.clen > 0 && cs.br.Buffered() < n+r.clen {
+		// The body is due within the read timeout of its head. Reading
+		// it may move the buffered bytes: the head is read again.
+		cs.readBy = time.Time{} // the idle deadline is set anew
+		if err := cs.c.SetReadDeadline(time.Now().Add(cfg.ReadTimeout)); err != nil {
+			return false, false, err
+		}
+		if _, err := cs.br.Peek(n + r.clen); err != nil {
+			return false, false, err
+		}
+		b, _ = cs.br.Peek(n)
+		parseAPI(b, r)
+	}
+	all, _ := cs.br.Peek(n + r.clen)
+	path, query, _ := cut(r.target, '?')
+	if string(path) != cs.path {
+		cs.path = string(path)
+	}
+	if cfg.Reserved != nil && cfg.Reserved(cs.path) {
+		return false, false, nil
+	}
+	lg := cfg.Log
+	debug := lg.Enabled(context.Background(), slog.LevelDebug)
+	var start time.Time
+	if debug {
+		start = time.Now()
+	}
+	q := APIRequest{Method: r.method, Path: path, Query: query, Accept: nilIfAbsent(r.accept, r.accepts),
+		ContentType: nilIfAbsent(r.ctype, r.ctypes), Authorization: r.auth, Body: all[n:], ClientIP: cs.clientIP(), TLS: cs.tls}
+	out, body, ok := cfg.APIRead(cs.out, &q)
+	if !ok {
+		return false, false, nil
+	}
+	cs.out = append(out, date()...)
+	if r.close {
+		cs.out = append(cs.out, "Connection: close\r\n"...)
+	}
+	cs.out = append(cs.out, "\r\n"...)
+	if debug {
+		lg.Log(context.Background(), slog.LevelDebug, "request", "method", r.method, "path", cs.path, "status", 200,
+			"dur", time.Since(start), "ua", strings.SplitN(string(r.ua), " ", 2)[0])
+	}
+	close = r.close
+	cs.br.Discard(n + r.clen) // r's fields are not read past here
+	if len(body) >= bigBody {
+		return true, close, cs.write(body)
+	}
+	cs.out = append(cs.out, body...)
+	if len(cs.out) >= 64<<10 {
+		return true, close, cs.flush()
+	}
+	return true, close, nil
+}
+
+func nilIfAbsent(v []byte, count int) []byte {
+	if count == 0 {
+		return nil
+	}
+	return v
+}
+
+func cut(b []byte, sep byte) (before, after []byte, found bool) {
+	for i, c := range b {
+		if c == sep {
+			return b[:i], b[i+1:], true
+		}
+	}
+	return b, nil, false
+}
+
+// clientIP is the peer's address without its port, as the API reads it
+// from net/http's RemoteAddr.
+func (cs *conn) clientIP() string {
+	if cs.ip == "" {
+		addr := cs.tcp.RemoteAddr().String()
+		if h, _, err := net.SplitHostPort(addr); err == nil {
+			addr = h
+		}
+		cs.ip = addr
+	}
+	return cs.ip
+}

@@ -1,0 +1,171 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/pierhq/pier/server/internal/auth"
+)
+
+// KeptRequest is a request the listener read itself (the edge's fast
+// path), offered to AnswerKept before net/http would read it.
+type KeptRequest struct {
+	// Method is GET or POST.
+	Method string
+	// Path and Query are the request target split at its first '?'; the
+	// path is as sent and needs no decoding.
+	Path, Query []byte
+	// Accept and ContentType are the headers' values, nil when absent;
+	// each was sent at most once.
+	Accept, ContentType []byte
+	// Authorization is set when the request carries the header.
+	Authorization bool
+	// Body is the whole body (Content-Length framed).
+	Body []byte
+	// ClientIP is the peer's address without its port.
+	ClientIP string
+}
+
+// mayKeep lists rt among the routes AnswerKept answers: pure or versioned
+// reads with a fixed path, for anyone, answering JSON, with JSON bodies.
+func (h *Handler) mayKeep(rt *route) {
+	op := rt.op
+	if !op.Pure && rt.version == nil || op.Authority != "anonymous" || rt.takesRaw ||
+		strings.Contains(op.Path, "{") || !acceptableAny("application/json", rt.medias) {
+		return
+	}
+	switch op.Method {
+	case http.MethodGet:
+		h.keptGet[op.Path] = rt
+	case http.MethodPost:
+		h.keptPost[op.Path] = rt
+	}
+}
+
+// AnswerKept answers q when the chain would answer it from a kept answer
+// (see servePure): the same checks pass, the answer is kept and still
+// good, and the rate limit allows it, which takes from the caller's
+// bucket as the chain would. It appends to dst the status line and the
+// header lines the handler sets (without Date, and without the blank line
+// ending the head) and returns them with the body, which the caller must
+// not modify. ok is false, with nothing taken from any bucket, for every
+// other request (a miss, a refusal, anything the checks do not pass
+// without a doubt): ServeHTTP answers those.
+func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok bool) {
+	var rt *route
+	switch q.Method {
+	case http.MethodGet:
+		rt = h.keptGet[string(q.Path)]
+	case http.MethodPost:
+		rt = h.keptPost[string(q.Path)]
+	}
+	if rt == nil || q.Authorization || !plainAccept(q.Accept) {
+		return dst, nil, false
+	}
+	op := rt.op
+	if len(q.Body) > 0 {
+		// A body the operation does not take would be part of the key
+		// all the same; one it takes must be JSON, within the limit.
+		limit := op.BodyLimit
+		if limit <= 0 {
+			limit = h.cfg.DefaultBodyLimit
+		}
+		if !op.HasBody || int64(len(q.Body)) > limit || !equalFold(q.ContentType, "application/json") {
+			return dst, nil, false
+		}
+	}
+	key := pureKey(op.ID, q.Query, q.Body)
+	caller := "ip:" + q.ClientIP
+	k, version, ok, stale := h.kept(rt, key)
+	if !ok {
+		// A versioned answer goes stale every second and after every
+		// write: it is made again here, as the chain would make it, for a
+		// caller the rate limit lets through (or the chain answers).
+		if !stale || !h.cfg.Limiter.Would(op.RateLimit, caller) {
+			return dst, nil, false
+		}
+		if k, ok = h.remake(rt, key, version, q, caller); !ok {
+			return dst, nil, false
+		}
+	}
+	d, limited := h.cfg.Limiter.Allow(op.RateLimit, caller)
+	if limited && !d.Allowed {
+		// Refused without taking a token: the chain asks again and
+		// answers the refusal.
+		return dst, nil, false
+	}
+	// Header lines in net/http's order: sorted by name.
+	dst = append(dst, "HTTP/1.1 200 OK\r\nContent-Length: "...)
+	dst = strconv.AppendInt(dst, int64(len(k.body)), 10)
+	dst = append(dst, "\r\nContent-Type: application/json\r\n"...)
+	if limited {
+		dst = append(dst, "Ratelimit: "...)
+		dst = d.AppendLimit(dst)
+		dst = append(dst, "\r\nRatelimit-Policy: "...)
+		dst = d.AppendPolicy(dst)
+		dst = append(dst, "\r\n"...)
+	}
+	return dst, k.body, true
+}
+
+// plainAccept reports whether an Accept header is one that admits JSON
+// without a doubt: none (or empty), */* or application/json.
+func plainAccept(v []byte) bool {
+	return len(v) == 0 || string(v) == "*/*" || equalFold(v, "application/json")
+}
+
+// equalFold reports whether b is s, a lower-case ASCII string, in any case.
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// remake makes the answer to q again, as servePure would after the
+// chain's checks, and keeps it: q was answered 200 before, so it passed
+// them. ok is false when the answer is not a 200, which the chain then
+// makes and answers itself.
+func (h *Handler) remake(rt *route, key string, version uint64, q *KeptRequest, caller string) (k kept, ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			// ServeHTTP answers the panic when the chain meets it again.
+			h.cfg.Log.Error("remaking a kept answer", "op", rt.op.ID, "panic", v)
+			ok = false
+		}
+	}()
+	r := &http.Request{Method: q.Method, URL: &url.URL{Path: rt.op.Path, RawQuery: string(q.Query)},
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}, Body: http.NoBody,
+		RemoteAddr: net.JoinHostPort(q.ClientIP, "0")}
+	if len(q.Body) > 0 {
+		r.Header["Content-Type"] = []string{"application/json"}
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(q.Body)), int64(len(q.Body))
+	}
+	ctx := auth.WithPrincipal(context.Background(), &auth.Principal{Kind: "anonymous", Caller: caller})
+	r = r.WithContext(context.WithValue(ctx, opKey{}, rt))
+	if err := h.validate(r, rt); err != nil {
+		return kept{}, false
+	}
+	rec := &recorder{header: http.Header{}}
+	h.inner.ServeHTTP(rec, r)
+	if rec.status != http.StatusOK {
+		return kept{}, false
+	}
+	k = kept{body: bytes.Clone(rec.body.Bytes()), version: version, at: h.cfg.Now()}
+	h.pure.put(key, k)
+	return k, true
+}
