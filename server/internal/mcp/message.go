@@ -10,33 +10,32 @@ import (
 //
 // Nearly every message a client sends is a flat object with the members
 // this server reads, plain strings and a few raw values, and reflection
-// made decoding it a quarter of a tools/call's own cost. So a message of
-// that common shape is read by scanning it once json.Valid has checked its
-// syntax; anything else (an escaped or non-ASCII key or string, a member
-// named twice, a value of an unexpected type, a key that differs only in
-// case, which encoding/json would still match) goes to json.Unmarshal, so
-// that every decision is encoding/json's. FuzzDecodeMessage holds the two
-// to the same result.
+// made decoding it a quarter of a tools/call's own cost (json.Valid alone
+// is a state machine step per byte). So a message of that common shape is
+// read, and its syntax checked, in one strict pass; anything else (a
+// syntax error, an escaped or non-ASCII key or string, a member named
+// twice, a value of an unexpected type, a key that differs only in case,
+// which encoding/json would still match, deep nesting) goes to
+// json.Unmarshal, so that every refusal and every unusual decision is
+// encoding/json's. FuzzDecodeMessage holds the two to the same result.
 func decodeMessage(raw []byte, m *rpcMessage) error {
-	if json.Valid(raw) {
-		var fast rpcMessage
-		if scanMessage(raw, &fast) {
-			*m = fast
-			return nil
-		}
+	var fast rpcMessage
+	if scanMessage(raw, &fast) {
+		*m = fast
+		return nil
 	}
 	return json.Unmarshal(raw, m)
 }
 
-// scanMessage reads a syntactically valid message of the common shape,
-// reporting false for anything it leaves to encoding/json.
+// scanMessage reads a message of the common shape, checking its syntax,
+// and reports false for anything it leaves to encoding/json.
 func scanMessage(b []byte, m *rpcMessage) bool {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return false
 	}
 	var seen [6]bool
-	return scanObject(b, i, func(key string, v []byte) bool {
+	end, ok := scanObject(b, i, func(key string, v []byte) bool {
 		f := -1
 		switch key {
 		case "jsonrpc":
@@ -88,11 +87,13 @@ func scanMessage(b []byte, m *rpcMessage) bool {
 		}
 		return true
 	})
+	return ok && skipSpace(b, end) == len(b)
 }
 
+// scanParams reads params, a checked object value.
 func scanParams(b []byte, p *rpcParams) bool {
 	var seen [3]bool
-	return scanObject(b, 0, func(key string, v []byte) bool {
+	_, ok := scanObject(b, 0, func(key string, v []byte) bool {
 		f := -1
 		switch key {
 		case "protocolVersion":
@@ -127,101 +128,199 @@ func scanParams(b []byte, p *rpcParams) bool {
 		*dst = &s
 		return true
 	})
+	return ok
 }
 
-// scanObject calls member for each member of the valid JSON object that
-// starts at b[i], with its key (which must be plain ASCII without escapes)
-// and its raw value, stopping at the first false.
-func scanObject(b []byte, i int, member func(key string, v []byte) bool) bool {
+// scanObject checks the JSON object that starts at b[i] and calls member
+// for each member, with its key (which must be plain ASCII without
+// escapes) and its raw value, stopping at the first false. It returns the
+// end of the object, or false for a syntax error or a false from member.
+func scanObject(b []byte, i int, member func(key string, v []byte) bool) (int, bool) {
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return true
+		return i + 1, true
 	}
 	for i < len(b) {
 		if b[i] != '"' {
-			return false
+			return 0, false
 		}
 		end := i + 1
 		for end < len(b) && b[end] != '"' {
-			if b[end] == '\\' || b[end] >= utf8.RuneSelf {
-				return false
+			if b[end] < 0x20 || b[end] == '\\' || b[end] >= utf8.RuneSelf {
+				return 0, false
 			}
 			end++
+		}
+		if end >= len(b) {
+			return 0, false
 		}
 		key := string(b[i+1 : end])
 		i = skipSpace(b, end+1)
 		if i >= len(b) || b[i] != ':' {
-			return false
+			return 0, false
 		}
 		i = skipSpace(b, i+1)
-		vEnd := skipValue(b, i)
-		if vEnd <= i || !member(key, b[i:vEnd]) {
-			return false
+		vEnd := skipValue(b, i, 1)
+		if vEnd < 0 || !member(key, b[i:vEnd]) {
+			return 0, false
 		}
 		i = skipSpace(b, vEnd)
 		if i >= len(b) {
-			return false
+			return 0, false
 		}
 		switch b[i] {
 		case ',':
 			i = skipSpace(b, i+1)
 		case '}':
-			return true
+			return i + 1, true
 		default:
-			return false
+			return 0, false
 		}
 	}
-	return false
+	return 0, false
 }
 
-// skipValue returns the end of the valid JSON value starting at b[i].
-func skipValue(b []byte, i int) int {
+// maxScanDepth is how deep a value the scanner checks; deeper ones go to
+// encoding/json, with its own limit.
+const maxScanDepth = 64
+
+// skipValue checks the JSON value starting at b[i] and returns its end, or
+// -1 for a syntax error or nesting past maxScanDepth.
+func skipValue(b []byte, i, depth int) int {
 	if i >= len(b) {
-		return i
+		return -1
 	}
-	switch b[i] {
-	case '"':
+	switch c := b[i]; {
+	case c == '"':
 		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
+	case c == '{' || c == '[':
+		if depth > maxScanDepth {
+			return -1
 		}
-		return i
-	}
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
+		closer := byte('}')
+		if c == '[' {
+			closer = ']'
 		}
-		i++
-	}
-	return i
-}
-
-// skipString returns the end of the valid JSON string starting at b[i].
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
+		i = skipSpace(b, i+1)
+		if i < len(b) && b[i] == closer {
 			return i + 1
 		}
+		for {
+			if c == '{' {
+				if i >= len(b) || b[i] != '"' {
+					return -1
+				}
+				if i = skipString(b, i); i < 0 {
+					return -1
+				}
+				i = skipSpace(b, i)
+				if i >= len(b) || b[i] != ':' {
+					return -1
+				}
+				i = skipSpace(b, i+1)
+			}
+			if i = skipValue(b, i, depth+1); i < 0 {
+				return -1
+			}
+			i = skipSpace(b, i)
+			if i >= len(b) {
+				return -1
+			}
+			if b[i] == closer {
+				return i + 1
+			}
+			if b[i] != ',' {
+				return -1
+			}
+			i = skipSpace(b, i+1)
+		}
+	case c == 't':
+		return literal(b, i, "true")
+	case c == 'f':
+		return literal(b, i, "false")
+	case c == 'n':
+		return literal(b, i, "null")
+	case c == '-' || '0' <= c && c <= '9':
+		return skipNumber(b, i)
+	}
+	return -1
+}
+
+func literal(b []byte, i int, lit string) int {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return -1
+	}
+	return i + len(lit)
+}
+
+// skipNumber checks the JSON number at b[i]: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func skipNumber(b []byte, i int) int {
+	if b[i] == '-' {
+		i++
+	}
+	digits := func() bool {
+		start := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+		return i > start
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case !digits():
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
+			return -1
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return -1
+		}
 	}
 	return i
+}
+
+// skipString checks the JSON string starting at b[i] and returns its end,
+// or -1. Bytes of invalid UTF-8 pass, as encoding/json's scanner lets them.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1
+		case c < 0x20:
+			return -1
+		case c == '\\':
+			i++
+			if i >= len(b) {
+				return -1
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if len(b)-i <= 4 {
+					return -1
+				}
+				for _, h := range b[i+1 : i+5] {
+					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						return -1
+					}
+				}
+				i += 4
+			default:
+				return -1
+			}
+		}
+	}
+	return -1
 }
 
 func skipSpace(b []byte, i int) int {

@@ -26,6 +26,13 @@ var messageSeeds = []string{
 	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}`,
 	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"Name":"a","ARGUMENTS":{}}}`,
 	`{}`, `[]`, `1`, `"x"`, `null`, `{"a":}`, `{"jsonrpc":"2.0",}`,
+	// Syntax the scanner must refuse as encoding/json does.
+	`{"jsonrpc":"2.0","id":01}`, `{"jsonrpc":"2.0","id":1.}`, `{"jsonrpc":"2.0","id":-}`, `{"jsonrpc":"2.0","id":1e}`,
+	`{"jsonrpc":"2.0","id":-0.5E+7,"method":"ping"}`, `{"jsonrpc":"2.0","id":"a\x"}`, `{"jsonrpc":"2.0","id":"\u12g4"}`,
+	`{"jsonrpc":"2.0","id":"\u00e9\n\/"}`, "{\"jsonrpc\":\"2.0\",\"id\":\"a\tb\"}", `{"jsonrpc":"2.0"}x`, `{"jsonrpc":"2.0"},`,
+	`{"jsonrpc":"2.0","id":tru}`, `{"jsonrpc":"2.0","id":nul,"method":"ping"}`, `{"jsonrpc":"2.0","x":[1,]}`, `{"jsonrpc":"2.0","x":{"a" 1}}`,
+	`{"jsonrpc":"2.0","x":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`,
+	"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\xfe\",\"method\":\"ping\"}", `{"jsonrpc":"2.0","id":"open`, `{"jsonrpc"`, `{`,
 }
 
 // TestDecodeMessageAgreesWithUnmarshal holds the scanning decoder to
