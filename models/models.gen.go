@@ -3647,8 +3647,14 @@ type Undo struct {
 	NotReversed *[]string `json:"notReversed,omitempty"`
 }
 
-// UploadAssetsRequest Exactly one of `manifest` (content uploaded before, by digest) and `files` (content inline).
+// UploadAssetsRequest Exactly one of `manifest` (content uploaded before, by digest), `files` (content inline) and `baseBundleId` (a previous bundle with `changes` and `removed`).
 type UploadAssetsRequest struct {
+	// BaseBundleId A bundle of your organisation to start from: the new bundle is its files, with `changes` and without `removed`.
+	BaseBundleId *string `json:"baseBundleId,omitempty"`
+
+	// Changes With baseBundleId, the files added or changed, by SHA-256 as in `manifest`; a path the base holds is replaced. Their content must be uploaded by your organisation.
+	Changes *[]ManifestFile `json:"changes,omitempty"`
+
 	// Files Every file with its content inline, in base64.
 	Files *[]AssetFile `json:"files,omitempty"`
 
@@ -3657,6 +3663,9 @@ type UploadAssetsRequest struct {
 
 	// ProjectId An object id, such as `prj_…`, `tsk_…` or `svc_…`.
 	ProjectId ResourceId `json:"projectId"`
+
+	// Removed With baseBundleId, the paths of the base's files to leave out; each must be in the base and not in `changes`.
+	Removed *[]string `json:"removed,omitempty"`
 }
 
 // UploadBlobRequest defines model for UploadBlobRequest.

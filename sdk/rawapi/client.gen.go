@@ -234,13 +234,20 @@ type ClientInterface interface {
 
 	// UploadAssetsWithBody Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
-	// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 	// content already uploaded: every file's SHA-256 must be present for your
-	// organisation (find_missing_blobs says which are not; upload_blob sends
-	// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-	// missing hashes. With `files` (up to 5,000), the content travels inline
-	// as base64 in this one body. Send one form, not both. The same files give
-	// the same bundle, whichever form carried them.
+	// organisation (find_missing_blobs says which are not; upload_blob and
+	// upload_blobs send them), otherwise the answer is 409
+	// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+	// to 5,000), the content travels inline as base64 in this one body. With
+	// `baseBundleId`, the bundle is one of your organisation's bundles with
+	// `changes` (files added, or replacing the file at the same path) and
+	// `removed` (paths dropped): only the changed files' content must be
+	// present for your organisation, and the whole of the result is held to
+	// the manifest's limits (20,000 files) before any content is looked up.
+	// A base that is not your organisation's bundle is `not_found:resource`.
+	// Send one form. The same files give the same bundle, whichever form
+	// carried them.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -249,13 +256,20 @@ type ClientInterface interface {
 
 	// UploadAssets Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
-	// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 	// content already uploaded: every file's SHA-256 must be present for your
-	// organisation (find_missing_blobs says which are not; upload_blob sends
-	// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-	// missing hashes. With `files` (up to 5,000), the content travels inline
-	// as base64 in this one body. Send one form, not both. The same files give
-	// the same bundle, whichever form carried them.
+	// organisation (find_missing_blobs says which are not; upload_blob and
+	// upload_blobs send them), otherwise the answer is 409
+	// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+	// to 5,000), the content travels inline as base64 in this one body. With
+	// `baseBundleId`, the bundle is one of your organisation's bundles with
+	// `changes` (files added, or replacing the file at the same path) and
+	// `removed` (paths dropped): only the changed files' content must be
+	// present for your organisation, and the whole of the result is held to
+	// the manifest's limits (20,000 files) before any content is looked up.
+	// A base that is not your organisation's bundle is `not_found:resource`.
+	// Send one form. The same files give the same bundle, whichever form
+	// carried them.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1105,13 +1119,20 @@ func (c *Client) ListBundles(ctx context.Context, params *ListBundlesParams, req
 
 // UploadAssetsWithBody Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
-// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 // content already uploaded: every file's SHA-256 must be present for your
-// organisation (find_missing_blobs says which are not; upload_blob sends
-// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-// missing hashes. With `files` (up to 5,000), the content travels inline
-// as base64 in this one body. Send one form, not both. The same files give
-// the same bundle, whichever form carried them.
+// organisation (find_missing_blobs says which are not; upload_blob and
+// upload_blobs send them), otherwise the answer is 409
+// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+// to 5,000), the content travels inline as base64 in this one body. With
+// `baseBundleId`, the bundle is one of your organisation's bundles with
+// `changes` (files added, or replacing the file at the same path) and
+// `removed` (paths dropped): only the changed files' content must be
+// present for your organisation, and the whole of the result is held to
+// the manifest's limits (20,000 files) before any content is looked up.
+// A base that is not your organisation's bundle is `not_found:resource`.
+// Send one form. The same files give the same bundle, whichever form
+// carried them.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1130,13 +1151,20 @@ func (c *Client) UploadAssetsWithBody(ctx context.Context, params *UploadAssetsP
 
 // UploadAssets Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
-// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 // content already uploaded: every file's SHA-256 must be present for your
-// organisation (find_missing_blobs says which are not; upload_blob sends
-// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-// missing hashes. With `files` (up to 5,000), the content travels inline
-// as base64 in this one body. Send one form, not both. The same files give
-// the same bundle, whichever form carried them.
+// organisation (find_missing_blobs says which are not; upload_blob and
+// upload_blobs send them), otherwise the answer is 409
+// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+// to 5,000), the content travels inline as base64 in this one body. With
+// `baseBundleId`, the bundle is one of your organisation's bundles with
+// `changes` (files added, or replacing the file at the same path) and
+// `removed` (paths dropped): only the changed files' content must be
+// present for your organisation, and the whole of the result is held to
+// the manifest's limits (20,000 files) before any content is looked up.
+// A base that is not your organisation's bundle is `not_found:resource`.
+// Send one form. The same files give the same bundle, whichever form
+// carried them.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5612,13 +5640,20 @@ type ClientWithResponsesInterface interface {
 
 	// UploadAssetsWithBodyWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
-	// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 	// content already uploaded: every file's SHA-256 must be present for your
-	// organisation (find_missing_blobs says which are not; upload_blob sends
-	// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-	// missing hashes. With `files` (up to 5,000), the content travels inline
-	// as base64 in this one body. Send one form, not both. The same files give
-	// the same bundle, whichever form carried them.
+	// organisation (find_missing_blobs says which are not; upload_blob and
+	// upload_blobs send them), otherwise the answer is 409
+	// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+	// to 5,000), the content travels inline as base64 in this one body. With
+	// `baseBundleId`, the bundle is one of your organisation's bundles with
+	// `changes` (files added, or replacing the file at the same path) and
+	// `removed` (paths dropped): only the changed files' content must be
+	// present for your organisation, and the whole of the result is held to
+	// the manifest's limits (20,000 files) before any content is looked up.
+	// A base that is not your organisation's bundle is `not_found:resource`.
+	// Send one form. The same files give the same bundle, whichever form
+	// carried them.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5627,13 +5662,20 @@ type ClientWithResponsesInterface interface {
 
 	// UploadAssetsWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
-	// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 	// content already uploaded: every file's SHA-256 must be present for your
-	// organisation (find_missing_blobs says which are not; upload_blob sends
-	// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-	// missing hashes. With `files` (up to 5,000), the content travels inline
-	// as base64 in this one body. Send one form, not both. The same files give
-	// the same bundle, whichever form carried them.
+	// organisation (find_missing_blobs says which are not; upload_blob and
+	// upload_blobs send them), otherwise the answer is 409
+	// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+	// to 5,000), the content travels inline as base64 in this one body. With
+	// `baseBundleId`, the bundle is one of your organisation's bundles with
+	// `changes` (files added, or replacing the file at the same path) and
+	// `removed` (paths dropped): only the changed files' content must be
+	// present for your organisation, and the whole of the result is held to
+	// the manifest's limits (20,000 files) before any content is looked up.
+	// A base that is not your organisation's bundle is `not_found:resource`.
+	// Send one form. The same files give the same bundle, whichever form
+	// carried them.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10799,13 +10841,20 @@ func (c *ClientWithResponses) ListBundlesWithResponse(ctx context.Context, param
 
 // UploadAssetsWithBodyWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
-// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 // content already uploaded: every file's SHA-256 must be present for your
-// organisation (find_missing_blobs says which are not; upload_blob sends
-// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-// missing hashes. With `files` (up to 5,000), the content travels inline
-// as base64 in this one body. Send one form, not both. The same files give
-// the same bundle, whichever form carried them.
+// organisation (find_missing_blobs says which are not; upload_blob and
+// upload_blobs send them), otherwise the answer is 409
+// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+// to 5,000), the content travels inline as base64 in this one body. With
+// `baseBundleId`, the bundle is one of your organisation's bundles with
+// `changes` (files added, or replacing the file at the same path) and
+// `removed` (paths dropped): only the changed files' content must be
+// present for your organisation, and the whole of the result is held to
+// the manifest's limits (20,000 files) before any content is looked up.
+// A base that is not your organisation's bundle is `not_found:resource`.
+// Send one form. The same files give the same bundle, whichever form
+// carried them.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10820,13 +10869,20 @@ func (c *ClientWithResponses) UploadAssetsWithBodyWithResponse(ctx context.Conte
 
 // UploadAssetsWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
-// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 // content already uploaded: every file's SHA-256 must be present for your
-// organisation (find_missing_blobs says which are not; upload_blob sends
-// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-// missing hashes. With `files` (up to 5,000), the content travels inline
-// as base64 in this one body. Send one form, not both. The same files give
-// the same bundle, whichever form carried them.
+// organisation (find_missing_blobs says which are not; upload_blob and
+// upload_blobs send them), otherwise the answer is 409
+// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+// to 5,000), the content travels inline as base64 in this one body. With
+// `baseBundleId`, the bundle is one of your organisation's bundles with
+// `changes` (files added, or replacing the file at the same path) and
+// `removed` (paths dropped): only the changed files' content must be
+// present for your organisation, and the whole of the result is held to
+// the manifest's limits (20,000 files) before any content is looked up.
+// A base that is not your organisation's bundle is `not_found:resource`.
+// Send one form. The same files give the same bundle, whichever form
+// carried them.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

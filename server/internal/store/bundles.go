@@ -25,6 +25,13 @@ type Bundle struct {
 	TotalBytes        int64
 	Manifest          string
 	CreatedAt         time.Time
+	// CheckedLosses is the blob loss count (Losses) at which every
+	// content the manifest names was last known stored, when Checked;
+	// Put records a bundle without Checked as never checked (-1).
+	CheckedLosses int64
+	Checked       bool
+	// BaseID is the bundle this one was made from, if any.
+	BaseID string
 }
 
 // ListBundles lists an organisation's bundles without their manifests.
@@ -315,11 +322,37 @@ func (db Bundles) HasBlob(ctx context.Context, sha string) (bool, error) {
 	return n > 0, err
 }
 
+// Losses is how many times content was deleted from blobs, ever (a
+// trigger counts them; the server itself deletes none). Read it before
+// checking that content is stored: a check that found everything holds
+// for as long as the count stays what it was.
+func (db Bundles) Losses(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.ex.QueryRowContext(ctx, `SELECT n FROM blob_losses WHERE id = 1`).Scan(&n)
+	return n, err
+}
+
+// MarkChecked records that every content of a bundle was stored at the
+// loss count losses (read before the check), unless it was recorded at a
+// later one.
+func (db Bundles) MarkChecked(ctx context.Context, orgID, id string, losses int64) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE bundles SET checked_losses = ? WHERE org_id = ? AND id = ? AND checked_losses < ?`), losses, orgID, id, losses)
+	return err
+}
+
 // PutBundle stores a bundle, or returns the organisation's existing bundle
-// with the same content.
+// with the same content (marked checked at b.CheckedLosses if that is
+// later than its own).
 func (db Bundles) Put(ctx context.Context, b Bundle) (Bundle, bool, error) {
-	res, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO bundles (id, org_id, sha256, file_count, total_bytes, manifest, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (org_id, sha256) DO NOTHING`), b.ID, b.OrgID, b.SHA256, b.FileCount, b.TotalBytes, b.Manifest, b.CreatedAt.UnixMicro())
+	var base any
+	if b.BaseID != "" {
+		base = b.BaseID
+	}
+	if !b.Checked {
+		b.CheckedLosses = -1
+	}
+	res, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO bundles (id, org_id, sha256, file_count, total_bytes, manifest, created_at, checked_losses, base_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (org_id, sha256) DO NOTHING`), b.ID, b.OrgID, b.SHA256, b.FileCount, b.TotalBytes, b.Manifest, b.CreatedAt.UnixMicro(), b.CheckedLosses, base)
 	if err != nil {
 		return b, false, err
 	}
@@ -327,6 +360,12 @@ func (db Bundles) Put(ctx context.Context, b Bundle) (Bundle, bool, error) {
 		return b, true, nil
 	}
 	existing, err := db.by(ctx, `org_id = ? AND sha256 = ?`, b.OrgID, b.SHA256)
+	if err == nil && existing.CheckedLosses < b.CheckedLosses {
+		if err := db.MarkChecked(ctx, existing.OrgID, existing.ID, b.CheckedLosses); err != nil {
+			return existing, false, err
+		}
+		existing.CheckedLosses = b.CheckedLosses
+	}
 	return existing, false, err
 }
 
@@ -338,11 +377,14 @@ func (db Bundles) Get(ctx context.Context, orgID, id string) (Bundle, error) {
 func (db Bundles) by(ctx context.Context, where string, args ...any) (Bundle, error) {
 	var b Bundle
 	var created int64
-	err := db.ex.QueryRowContext(ctx, db.q(`SELECT id, org_id, sha256, file_count, total_bytes, manifest, created_at FROM bundles WHERE `+where), args...).
-		Scan(&b.ID, &b.OrgID, &b.SHA256, &b.FileCount, &b.TotalBytes, &b.Manifest, &created)
+	var base sql.NullString
+	err := db.ex.QueryRowContext(ctx, db.q(`SELECT id, org_id, sha256, file_count, total_bytes, manifest, created_at, checked_losses, base_id FROM bundles WHERE `+where), args...).
+		Scan(&b.ID, &b.OrgID, &b.SHA256, &b.FileCount, &b.TotalBytes, &b.Manifest, &created, &b.CheckedLosses, &base)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, ErrNotFound
 	}
 	b.CreatedAt = time.UnixMicro(created).UTC()
+	b.BaseID = base.String
+	b.Checked = b.CheckedLosses >= 0
 	return b, err
 }
