@@ -152,6 +152,7 @@ func uploadDir(ctx context.Context, f *Factory, p *progress, dir, project string
 	// object store losing it): the refusal names it, and a second round
 	// sends it.
 	had := cache.had()
+	base := cache.Bundle
 	for round := 0; ; round++ {
 		var todo []siteFile
 		var todoBytes int64
@@ -186,13 +187,27 @@ func uploadDir(ctx context.Context, f *Factory, p *progress, dir, project string
 			cache.save(cachePath)
 			return nil, st, err
 		}
-		b, err := c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
+		var b *sdk.BundleEnvelope
 		var e *sdk.Error
+		if base != "" {
+			// What differs from the last bundle, which the server
+			// holds: a one-file change sends one entry, not the site.
+			changes, removed := cache.changesSince(files)
+			b, err = c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, BaseBundleId: &base, Changes: &changes, Removed: &removed})
+			if errors.As(err, &e) && e.BlockedBy == "not_found:resource" {
+				// The last bundle is gone (another server, a restore):
+				// the whole manifest, as if there were no cache.
+				base = ""
+			}
+		}
+		if base == "" {
+			b, err = c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
+		}
 		if round < 2 && errors.As(err, &e) && e.BlockedBy == "conflict:blobs_missing" {
 			continue
 		}
 		if err == nil {
-			cache.remember(files)
+			cache.remember(files, b.Data.BundleId)
 			cache.save(cachePath)
 		}
 		return b, st, err

@@ -36,6 +36,11 @@ type fakeBlobs struct {
 	active atomic.Int64
 	// finds counts find_missing_blobs requests.
 	finds atomic.Int64
+	// bundles are the bundles made, their files by path; fromBase counts
+	// the bundles asked for from a base, entriesSent the manifest
+	// entries and paths upload_assets was sent.
+	bundles               map[string]map[string]string
+	fromBase, entriesSent int
 }
 
 // register serves find_missing_blobs and upload_blob on mux.
@@ -109,12 +114,18 @@ func (fb *fakeBlobs) register(t *testing.T, mux *http.ServeMux) {
 func fakeBundleAPI(t *testing.T, fb *fakeBlobs) *httptest.Server {
 	mux := http.NewServeMux()
 	fb.register(t, mux)
+	fb.bundles = map[string]map[string]string{}
 	mux.HandleFunc("POST /v1/bundles", func(w http.ResponseWriter, r *http.Request) {
+		type file struct {
+			Path   string `json:"path"`
+			SHA256 string `json:"sha256"`
+		}
 		var req struct {
-			Manifest []struct {
-				SHA256 string `json:"sha256"`
-			} `json:"manifest"`
-			Files []any `json:"files"`
+			Manifest     []file   `json:"manifest"`
+			Files        []any    `json:"files"`
+			BaseBundleID *string  `json:"baseBundleId"`
+			Changes      []file   `json:"changes"`
+			Removed      []string `json:"removed"`
 		}
 		json.NewDecoder(r.Body).Decode(&req)
 		if req.Files != nil {
@@ -122,13 +133,40 @@ func fakeBundleAPI(t *testing.T, fb *fakeBlobs) *httptest.Server {
 		}
 		fb.mu.Lock()
 		defer fb.mu.Unlock()
+		// A bundle from a base is the base's files with the changes and
+		// without the removed paths; every content of it must be there
+		// (as the server looks up after content was lost).
+		files := map[string]string{}
+		fb.entriesSent += len(req.Manifest) + len(req.Changes) + len(req.Removed)
+		if req.BaseBundleID != nil {
+			fb.fromBase++
+			base, ok := fb.bundles[*req.BaseBundleID]
+			if !ok {
+				writeEnvelope(w, 404, `{"actions":[{"kind":"stop","reason":"done"}],"blockedBy":"not_found:resource","message":"no bundle","retryable":false,"formatVersion":"1"}`)
+				return
+			}
+			for p, h := range base {
+				files[p] = h
+			}
+			for _, p := range req.Removed {
+				delete(files, p)
+			}
+			for _, f := range req.Changes {
+				files[f.Path] = f.SHA256
+			}
+		}
 		for _, f := range req.Manifest {
-			if _, ok := fb.stored[f.SHA256]; !ok {
-				writeEnvelope(w, 409, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"blockedBy":"conflict:blobs_missing","message":"missing","details":[{"field":"body.manifest","problem":"missing %s"}],"retryable":true,"formatVersion":"1"}`, f.SHA256))
+			files[f.Path] = f.SHA256
+		}
+		for _, h := range files {
+			if _, ok := fb.stored[h]; !ok {
+				writeEnvelope(w, 409, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"blockedBy":"conflict:blobs_missing","message":"missing","details":[{"field":"body.manifest","problem":"missing %s"}],"retryable":true,"formatVersion":"1"}`, h))
 				return
 			}
 		}
-		writeEnvelope(w, 201, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"budgetRemainingUsd":100,"bundleId":"bnd_1","deduplicated":false,"fileCount":%d,"receipt":{"action":"upload_assets","costs":[],"createdAt":"2026-11-25T07:16:17Z","createdResources":[{"id":"bnd_1","type":"bundle"}],"id":"rcp_0","totalUsd":0},"sha256":"4838855e096961ec713e4d2b32cf6aa636cce04ffae0da5ee293d3c32641e1e7","totalBytes":2,"undo":{"command":null,"irreversible":true}},"formatVersion":"1"}`, len(req.Manifest)))
+		id := fmt.Sprintf("bnd_%d", len(fb.bundles)+1)
+		fb.bundles[id] = files
+		writeEnvelope(w, 201, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"budgetRemainingUsd":100,"bundleId":%q,"deduplicated":false,"fileCount":%d,"receipt":{"action":"upload_assets","costs":[],"createdAt":"2026-11-25T07:16:17Z","createdResources":[{"id":%q,"type":"bundle"}],"id":"rcp_0","totalUsd":0},"sha256":"4838855e096961ec713e4d2b32cf6aa636cce04ffae0da5ee293d3c32641e1e7","totalBytes":2,"undo":{"command":null,"irreversible":true}},"formatVersion":"1"}`, id, len(files), id))
 	})
 	h := validated(mux, func(p []string) { t.Errorf("the fake API drifted from the contract: %v", p) })
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -255,10 +293,35 @@ func TestDigestCache(t *testing.T) {
 		t.Fatalf("first upload: %d finds, %d uploads\n%s", fb.finds.Load(), len(fb.puts), out)
 	}
 
-	// One file changes, its size too: sent alone, nothing asked.
+	// One file changes, its size too: sent alone, nothing asked, and
+	// the bundle is made from the last one with that one entry.
 	writeSite(t, dir, map[string]string{"p/07.html": "<p>page seven</p>"})
-	if out := upload(); fb.finds.Load() != 1 || !slices.Equal(fb.puts, []string{sha("<p>page seven</p>")}) || !strings.Contains(out, "uploaded 1 of 30 files") {
-		t.Fatalf("after a one-file change: %d finds, uploads %v\n%s", fb.finds.Load(), fb.puts, out)
+	fb.entriesSent = 0
+	if out := upload(); fb.finds.Load() != 1 || !slices.Equal(fb.puts, []string{sha("<p>page seven</p>")}) || !strings.Contains(out, "uploaded 1 of 30 files") ||
+		fb.fromBase != 1 || fb.entriesSent != 1 {
+		t.Fatalf("after a one-file change: %d finds, uploads %v, %d from a base, %d entries sent\n%s", fb.finds.Load(), fb.puts, fb.fromBase, fb.entriesSent, out)
+	}
+	if got := fb.bundles["bnd_2"]["p/07.html"]; got != sha("<p>page seven</p>") || len(fb.bundles["bnd_2"]) != 30 {
+		t.Fatalf("the bundle made from the base: %v", fb.bundles["bnd_2"])
+	}
+	// A file added and one removed: two entries.
+	writeSite(t, dir, map[string]string{"p/new.html": "<p>new</p>"})
+	if err := os.Remove(filepath.Join(dir, "p/29.html")); err != nil {
+		t.Fatal(err)
+	}
+	fb.entriesSent = 0
+	if upload(); !slices.Equal(fb.puts, []string{sha("<p>new</p>")}) || fb.entriesSent != 2 || len(fb.bundles["bnd_3"]) != 30 || fb.bundles["bnd_3"]["p/29.html"] != "" {
+		t.Fatalf("after adding and removing: uploads %v, %d entries sent, bundle %v", fb.puts, fb.entriesSent, fb.bundles["bnd_3"])
+	}
+	// The server no longer has the last bundle: the whole manifest. (The
+	// file back is sent again: the last bundle did not hold it.)
+	fb.mu.Lock()
+	delete(fb.bundles, "bnd_3")
+	fb.mu.Unlock()
+	fb.entriesSent = 0
+	writeSite(t, dir, map[string]string{"p/29.html": "<p>page 29</p>"})
+	if upload(); len(fb.puts) != 1 || fb.entriesSent != 1+31 {
+		t.Fatalf("without the last bundle: uploads %v, %d entries sent", fb.puts, fb.entriesSent)
 	}
 
 	// A change that keeps the size is seen by the modification time.
@@ -292,7 +355,7 @@ func TestDigestCache(t *testing.T) {
 	if len(caches) != 1 {
 		t.Fatalf("caches %v, want one for one directory, project and server", caches)
 	}
-	if err := os.WriteFile(caches[0], []byte("pier-digests 1 x\n\x00garbled"), 0o600); err != nil {
+	if err := os.WriteFile(caches[0], []byte("pier-digests 2 x 0 bnd_1\n\x00garbled"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if upload(); fb.finds.Load() != 3 || !slices.Equal(fb.puts, []string{sha("<p>page 9x</p>")}) {
