@@ -643,6 +643,16 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "content-base64", Field: "contentBase64", In: "body", Kind: "string", Required: true, Usage: "The content in standard base64; clients that can send raw bytes send them as application/octet-stream instead."},
 		},
 	}, runF))
+	groups["bundles"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "upload_blobs", Method: "POST", Path: "/v1/blobs",
+		Use: "upload-blobs", Short: "Upload several small files' contents in one request; repeating it changes nothing.",
+		Long:      "Upload several small files' contents in one request; repeating it changes nothing.\n\nThe batch form of upload_blob, for sites of many small files. The body,\n`Content-Type: application/octet-stream` (it may be streamed), is the\ncontents one after another, each a line `SHA256 SIZE` (64 lowercase hex\ndigits, one space, the length in decimal, then a newline) followed by\nexactly SIZE bytes; or, for clients that send only JSON (MCP tools),\n`{blobs: [{sha256, contentBase64}]}`. At most 1,000 contents in a body\nof at most 8,388,608 bytes (8 MiB); a larger file goes alone with\nupload_blob. Each content is checked against its SHA-256 and stored\nonce as it arrives, as upload_blob does: content your organisation\nuploaded before changes nothing. A content that does not match its\nSHA-256, or breaks the framing or the limits, is refused\n(`input:invalid`, `input:body_too_large`) with nothing of it stored:\nthe contents before it are stored (the refusal says how many), those\nafter it are not read. A body cut short leaves the contents that fully\narrived stored, so find_missing_blobs then lists only the rest.",
+		Example:   "  pier bundles upload-blobs --blobs BLOBS\n  pier bundles upload-blobs --blobs BLOBS --json",
+		Anonymous: false, Idempotent: false, HasBody: true, BodyRequired: true,
+		Flags: []FlagSpec{
+			{Flag: "blobs", Field: "blobs", In: "body", Kind: "json", Required: true, Usage: ""},
+		},
+	}, runF))
 	groups["email messages"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "wait_for_message", Method: "POST", Path: "/v1/inboxes/{id}/wait",
 		Use: "wait <id>", Short: "Wait up to a deadline for a message that matches a filter, such as a verification code.",

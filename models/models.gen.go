@@ -1839,6 +1839,28 @@ type Blob struct {
 	Size            int       `json:"size"`
 }
 
+// BlobBatch defines model for BlobBatch.
+type BlobBatch struct {
+	// Blobs Each content sent, in the order sent.
+	Blobs []Blob `json:"blobs"`
+
+	// Bytes What they weigh in bytes.
+	Bytes int `json:"bytes"`
+
+	// NewBlobs How many of them your organisation had not uploaded before.
+	NewBlobs int `json:"newBlobs"`
+}
+
+// BlobBatchEnvelope defines model for BlobBatchEnvelope.
+type BlobBatchEnvelope struct {
+	Actions Actions   `json:"actions"`
+	Data    BlobBatch `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
 // BlobEnvelope defines model for BlobEnvelope.
 type BlobEnvelope struct {
 	Actions Actions `json:"actions"`
@@ -3674,6 +3696,15 @@ type UploadBlobRequest struct {
 	ContentBase64 string `json:"contentBase64"`
 }
 
+// UploadBlobsRequest defines model for UploadBlobsRequest.
+type UploadBlobsRequest struct {
+	Blobs []struct {
+		// ContentBase64 The content in standard base64.
+		ContentBase64 string    `json:"contentBase64"`
+		Sha256        Sha256Hex `json:"sha256"`
+	} `json:"blobs"`
+}
+
 // UrlAction defines model for UrlAction.
 type UrlAction struct {
 	// Actor Who must take the action.
@@ -4073,6 +4104,9 @@ type PollBillingJSONRequestBody = BillingPollRequest
 
 // CreateBillingSetupLinkJSONRequestBody defines body for CreateBillingSetupLink for application/json ContentType.
 type CreateBillingSetupLinkJSONRequestBody = BillingSetupLinkRequest
+
+// UploadBlobsJSONRequestBody defines body for UploadBlobs for application/json ContentType.
+type UploadBlobsJSONRequestBody = UploadBlobsRequest
 
 // UploadBlobJSONRequestBody defines body for UploadBlob for application/json ContentType.
 type UploadBlobJSONRequestBody = UploadBlobRequest

@@ -615,6 +615,16 @@ var Tools = []Tool{
 		InputSchema:  "{\"$defs\":{\"Sha256Hex\":{\"pattern\":\"^[a-f0-9]{64}$\",\"type\":\"string\"}},\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"contentBase64\":{\"description\":\"The content in standard base64; clients that can send raw bytes send them as application/octet-stream instead.\",\"maxLength\":34952536,\"type\":\"string\"},\"sha256\":{\"allOf\":[{\"$ref\":\"#/$defs/Sha256Hex\"}],\"description\":\"The content's SHA-256, 64 lowercase hex digits.\"}},\"required\":[\"sha256\",\"contentBase64\"],\"type\":\"object\"}",
 	},
 	{
+		Name:        "upload_blobs",
+		Title:       "Upload several small files' contents in one request; repeating it changes nothing.",
+		Description: "Upload several small files' contents in one request; repeating it changes nothing.\n\nThe batch form of upload_blob, for sites of many small files. The body,\n`Content-Type: application/octet-stream` (it may be streamed), is the\ncontents one after another, each a line `SHA256 SIZE` (64 lowercase hex\ndigits, one space, the length in decimal, then a newline) followed by\nexactly SIZE bytes; or, for clients that send only JSON (MCP tools),\n`{blobs: [{sha256, contentBase64}]}`. At most 1,000 contents in a body\nof at most 8,388,608 bytes (8 MiB); a larger file goes alone with\nupload_blob. Each content is checked against its SHA-256 and stored\nonce as it arrives, as upload_blob does: content your organisation\nuploaded before changes nothing. A content that does not match its\nSHA-256, or breaks the framing or the limits, is refused\n(`input:invalid`, `input:body_too_large`) with nothing of it stored:\nthe contents before it are stored (the refusal says how many), those\nafter it are not read. A body cut short leaves the contents that fully\narrived stored, so find_missing_blobs then lists only the rest.",
+		Method:      "POST", Path: "/v1/blobs", Authority: "agent", Anonymous: false,
+		ReadOnly: false, Destructive: false, Idempotent: true, DeclaresIdempotencyKey: false,
+		SuccessMedia: "application/json",
+		Arguments:    []Binding{{Name: "blobs", In: "body"}},
+		InputSchema:  "{\"$defs\":{\"Sha256Hex\":{\"pattern\":\"^[a-f0-9]{64}$\",\"type\":\"string\"}},\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"blobs\":{\"items\":{\"additionalProperties\":false,\"properties\":{\"contentBase64\":{\"description\":\"The content in standard base64.\",\"type\":\"string\"},\"sha256\":{\"$ref\":\"#/$defs/Sha256Hex\"}},\"required\":[\"sha256\",\"contentBase64\"],\"type\":\"object\"},\"maxItems\":1000,\"minItems\":1,\"type\":\"array\"}},\"required\":[\"blobs\"],\"type\":\"object\"}",
+	},
+	{
 		Name:        "wait_for_message",
 		Title:       "Wait up to a deadline for a message that matches a filter, such as a verification code.",
 		Description: "Wait up to a deadline for a message that matches a filter, such as a verification code.\n\nAnswers as soon as a matching message is in the inbox (one already there counts when `since` allows it), or `mail:no_message` when the deadline passes.",

@@ -304,6 +304,43 @@ func (s *Bundles) UploadBlob(ctx context.Context, p *auth.Principal, sha string,
 	return &models.Blob{Sha256: sha, Size: len(data), AlreadyUploaded: had}, []models.Action{next}, nil
 }
 
+// MaxBatchBlobs bounds the contents of one upload_blobs.
+const MaxBatchBlobs = 1000
+
+// CheckBlob refuses content that does not match its SHA-256, or is over
+// the file limit; field names it in the refusal.
+func CheckBlob(field, sha string, data []byte) *apierr.Error {
+	if !isSHA256(sha) {
+		return apierr.New("input:invalid", "a content must be named by its SHA-256 in 64 lowercase hex digits").
+			WithDetails(models.FieldProblem{Field: field, Problem: "not 64 lowercase hex digits"})
+	}
+	if len(data) > MaxFileBytes {
+		return apierr.Newf("input:body_too_large", "the content is %d bytes; a file holds at most %d", len(data), MaxFileBytes).
+			WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("larger than %d bytes", MaxFileBytes)})
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != sha {
+		return apierr.Newf("input:invalid", "the content's SHA-256 is %s, not %s as sent; nothing of it was stored", got, sha).
+			WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("SHA-256 %s (%d bytes) does not match %s", got, len(data), sha)})
+	}
+	return nil
+}
+
+// PutBlobs stores contents already checked (CheckBlob) and records them
+// as the organisation's, in one go; storing again what is there changes
+// nothing. It returns each content's answer.
+func (s *Bundles) PutBlobs(ctx context.Context, p *auth.Principal, contents []store.BlobContent) ([]models.Blob, error) {
+	had, err := s.store.Bundles().PutOrgBlobs(ctx, p.OrgID, contents, s.Now())
+	if err != nil {
+		return nil, apierr.Internal(err)
+	}
+	out := make([]models.Blob, len(contents))
+	for i, c := range contents {
+		out[i] = models.Blob{Sha256: c.SHA256, Size: len(c.Data), AlreadyUploaded: had[i]}
+	}
+	return out, nil
+}
+
 // UploadAssets records a bundle. With a manifest, its content must have
 // been uploaded by the organisation (find_missing_blobs, upload_blob); with
 // files, the content comes inline and is stored content-addressed. It

@@ -104,6 +104,57 @@ func (db Bundles) PutOrgBlob(ctx context.Context, orgID, sha string, data []byte
 	return w.had, err
 }
 
+// BlobContent is one content to store, by its SHA-256.
+type BlobContent struct {
+	SHA256 string
+	Data   []byte
+}
+
+// PutOrgBlobs stores contents as PutOrgBlob does, in as few transactions
+// as there are groups of maxGroup, and reports for each whether the
+// organisation had it. On SQLite they join the writes arriving meanwhile.
+func (db Bundles) PutOrgBlobs(ctx context.Context, orgID string, contents []BlobContent, now time.Time) ([]bool, error) {
+	if len(contents) == 0 {
+		return nil, nil
+	}
+	ws := make([]*blobWrite, len(contents))
+	for i, c := range contents {
+		body := c.Data
+		if o := db.store.objects; o != nil && len(c.Data) > 0 {
+			if err := o.Put(ctx, c.SHA256, c.Data); err != nil {
+				return nil, err
+			}
+			body = []byte{}
+		}
+		ws[i] = &blobWrite{orgID: orgID, sha: c.SHA256, size: len(c.Data), body: body, at: now.UnixMicro()}
+	}
+	if db.tx == nil {
+		for _, q := range []string{insertBlob, insertOrgBlob} {
+			if _, err := db.store.prepared(ctx, q); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var err error
+	if db.tx != nil || db.store.engine != SQLite {
+		err = db.atomically(ctx, func(tx *Tx) error {
+			for _, w := range ws {
+				if err := w.apply(ctx, tx.Bundles()); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	} else {
+		err = db.store.blobWrites.write(ctx, db.store, ws...)
+	}
+	had := make([]bool, len(ws))
+	for i, w := range ws {
+		had[i] = w.had
+	}
+	return had, err
+}
+
 // A digest upload writes these once per file: they are prepared once (see
 // execPrepared), before the transaction that runs them.
 const (
@@ -155,19 +206,28 @@ type groupCommit struct {
 // maxGroup bounds one transaction's writes.
 const maxGroup = 64
 
-func (g *groupCommit) write(ctx context.Context, s *Store, w *blobWrite) error {
-	w.done = make(chan struct{})
+func (g *groupCommit) write(ctx context.Context, s *Store, ws ...*blobWrite) error {
+	for _, w := range ws {
+		w.done = make(chan struct{})
+	}
+	wait := func() error {
+		var errs []error
+		for _, w := range ws {
+			select {
+			case <-w.done:
+				errs = append(errs, w.err)
+			case <-ctx.Done():
+				// The write still happens; only the wait ends.
+				return ctx.Err()
+			}
+		}
+		return errors.Join(errs...)
+	}
 	g.mu.Lock()
-	g.pending = append(g.pending, w)
+	g.pending = append(g.pending, ws...)
 	if g.leading {
 		g.mu.Unlock()
-		select {
-		case <-w.done:
-			return w.err
-		case <-ctx.Done():
-			// The write still happens; only the wait ends.
-			return ctx.Err()
-		}
+		return wait()
 	}
 	g.leading = true
 	for len(g.pending) > 0 {
@@ -180,8 +240,12 @@ func (g *groupCommit) write(ctx context.Context, s *Store, w *blobWrite) error {
 	g.pending = nil
 	g.leading = false
 	g.mu.Unlock()
-	<-w.done
-	return w.err
+	var errs []error
+	for _, w := range ws {
+		<-w.done
+		errs = append(errs, w.err)
+	}
+	return errors.Join(errs...)
 }
 
 // commitGroup writes a batch in one transaction; if that fails, each
