@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,8 +36,10 @@ type fakeBlobs struct {
 	chunked int
 	// active counts requests being served.
 	active atomic.Int64
-	// finds counts find_missing_blobs requests.
-	finds atomic.Int64
+	// finds counts find_missing_blobs requests, batches upload_blobs
+	// requests.
+	finds            atomic.Int64
+	batches, singles int
 	// bundles are the bundles made, their files by path; fromBase counts
 	// the bundles asked for from a base, entriesSent the manifest
 	// entries and paths upload_assets was sent.
@@ -75,6 +79,60 @@ func (fb *fakeBlobs) register(t *testing.T, mux *http.ServeMux) {
 		writeEnvelope(w, 200, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"missing":%s,"missingBytes":%d,"fileCount":%d,"totalBytes":%d},"formatVersion":"1"}`,
 			list, bytes, len(req.Manifest), total))
 	})
+	// upload_blobs: "SHA256 SIZE\n" and the bytes, for each content;
+	// each is kept as it arrives, and failAfter counts contents.
+	mux.HandleFunc("POST /v1/blobs", func(w http.ResponseWriter, r *http.Request) {
+		fb.mu.Lock()
+		fb.inflight++
+		fb.batches++
+		fb.maxInflight = max(fb.maxInflight, fb.inflight)
+		if r.ContentLength < 0 {
+			fb.chunked++
+		}
+		fb.mu.Unlock()
+		defer func() { fb.mu.Lock(); fb.inflight--; fb.mu.Unlock() }()
+		if r.Header.Get("Content-Type") != "application/octet-stream" {
+			t.Errorf("upload_blobs sent %q", r.Header.Get("Content-Type"))
+		}
+		time.Sleep(5 * time.Millisecond) // long enough for the uploads to overlap
+		br := bufio.NewReader(r.Body)
+		var blobs []string
+		total := 0
+		for {
+			line, err := br.ReadString('\n')
+			if err == io.EOF && line == "" {
+				break
+			}
+			want, num, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+			size, _ := strconv.Atoi(num)
+			data := make([]byte, size)
+			if _, err := io.ReadFull(br, data); err != nil {
+				t.Errorf("upload_blobs: a content cut short: %v", err)
+				return
+			}
+			h := sha256.Sum256(data)
+			got := hex.EncodeToString(h[:])
+			fb.mu.Lock()
+			n := len(fb.puts)
+			fb.mu.Unlock()
+			if fb.failAfter > 0 && n >= fb.failAfter {
+				writeEnvelope(w, 503, `{"actions":[{"kind":"stop","reason":"done"}],"blockedBy":"internal:unavailable","message":"going down","retryable":true,"formatVersion":"1"}`)
+				return
+			}
+			if got != want {
+				writeEnvelope(w, 400, `{"actions":[{"kind":"stop","reason":"done"}],"blockedBy":"input:invalid","message":"mismatch","retryable":false,"formatVersion":"1"}`)
+				return
+			}
+			fb.mu.Lock()
+			_, had := fb.stored[got]
+			fb.stored[got] = size
+			fb.puts = append(fb.puts, got)
+			fb.mu.Unlock()
+			blobs = append(blobs, fmt.Sprintf(`{"sha256":%q,"size":%d,"alreadyUploaded":%t}`, got, size, had))
+			total += size
+		}
+		writeEnvelope(w, 200, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"blobs":[%s],"newBlobs":%d,"bytes":%d},"formatVersion":"1"}`, strings.Join(blobs, ","), len(blobs), total))
+	})
 	mux.HandleFunc("PUT /v1/blobs/{sha256}", func(w http.ResponseWriter, r *http.Request) {
 		fb.mu.Lock()
 		fb.inflight++
@@ -83,6 +141,9 @@ func (fb *fakeBlobs) register(t *testing.T, mux *http.ServeMux) {
 		if r.ContentLength < 0 {
 			fb.chunked++
 		}
+		fb.mu.Unlock()
+		fb.mu.Lock()
+		fb.singles++
 		fb.mu.Unlock()
 		defer func() { fb.mu.Lock(); fb.inflight--; fb.mu.Unlock() }()
 		if r.Header.Get("Content-Type") != "application/octet-stream" {
@@ -199,7 +260,8 @@ func TestBundlesUploadSendsOnlyWhatIsMissing(t *testing.T) {
 	fb := &fakeBlobs{}
 	srv := fakeBundleAPI(t, fb)
 	dir := t.TempDir()
-	files := map[string]string{"index.html": "<h1>home</h1>", "same.html": "<h1>home</h1>", ".hidden": "never", ".well-known/security.txt": "Contact: x"}
+	files := map[string]string{"index.html": "<h1>home</h1>", "same.html": "<h1>home</h1>", ".hidden": "never", ".well-known/security.txt": "Contact: x",
+		"big.bin": strings.Repeat("b", batchFileBytes+1)}
 	for i := range 30 {
 		files[fmt.Sprintf("assets/%02d.css", i)] = fmt.Sprintf("p%d{}", i)
 	}
@@ -211,17 +273,18 @@ func TestBundlesUploadSendsOnlyWhatIsMissing(t *testing.T) {
 	}
 
 	code, out := upload()
-	if code != 0 || !strings.Contains(out, "uploaded 32 of 33 files") {
+	if code != 0 || !strings.Contains(out, "uploaded 33 of 34 files") {
 		t.Fatalf("first upload: exit %d\n%s", code, out)
 	}
-	if len(fb.puts) != 32 || fb.maxInflight > uploadParallelism || fb.maxInflight < 2 || fb.chunked != 0 {
-		t.Fatalf("first upload: %d uploads, %d at once, %d without a length", len(fb.puts), fb.maxInflight, fb.chunked)
+	// The 32 small contents in four batches, the large one alone.
+	if len(fb.puts) != 33 || fb.maxInflight > uploadParallelism || fb.maxInflight < 2 || fb.chunked != 0 || fb.batches != 4 || fb.singles != 1 {
+		t.Fatalf("first upload: %d uploads in %d batches and %d alone, %d at once, %d without a length", len(fb.puts), fb.batches, fb.singles, fb.maxInflight, fb.chunked)
 	}
 
 	writeSite(t, dir, map[string]string{"assets/07.css": "p7{color:red}"})
 	fb.puts = nil
 	code, out = upload()
-	if code != 0 || !strings.Contains(out, "uploaded 1 of 33 files") || len(fb.puts) != 1 {
+	if code != 0 || !strings.Contains(out, "uploaded 1 of 34 files") || len(fb.puts) != 1 {
 		t.Fatalf("after a one-file change: exit %d, %d uploads\n%s", code, len(fb.puts), out)
 	}
 
@@ -243,7 +306,7 @@ func TestBundlesUploadSendsOnlyWhatIsMissing(t *testing.T) {
 	sent := slices.Clone(fb.puts)
 	fb.puts, fb.failAfter = nil, 0
 	code, out = upload()
-	if code != 0 || len(sent)+len(fb.puts) != 10 || !strings.Contains(out, fmt.Sprintf("uploaded %d of 33 files", 10-len(sent))) {
+	if code != 0 || len(sent)+len(fb.puts) != 10 || !strings.Contains(out, fmt.Sprintf("uploaded %d of 34 files", 10-len(sent))) {
 		t.Fatalf("resumed: exit %d, %d then %d uploads\n%s", code, len(sent), len(fb.puts), out)
 	}
 	for _, h := range fb.puts {
