@@ -469,7 +469,7 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 	} else if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	if err := s.checkStored(ctx, p, projectID, bundle); err != nil {
+	if err := checkStored(ctx, s.store, p, projectID, bundle); err != nil {
 		return nil, nil, err
 	}
 	spec, err := s.launchSpec(ctx, projectID, req, bundle)
@@ -1077,15 +1077,15 @@ const (
 // earlier launch, names nothing lost, and its manifest is not read again.
 // Otherwise every content is looked up, in one query, and the bundle
 // marked checked at the count read before.
-func (s *Launches) checkStored(ctx context.Context, p *auth.Principal, projectID string, bundle store.Bundle) error {
-	losses, err := s.store.Bundles().Losses(ctx)
+func checkStored(ctx context.Context, st *store.Store, p *auth.Principal, projectID string, bundle store.Bundle) error {
+	losses, err := st.Bundles().Losses(ctx)
 	if err != nil {
 		return apierr.Internal(err)
 	}
 	if bundle.Checked && bundle.CheckedLosses == losses {
 		return nil
 	}
-	missing, err := s.store.Bundles().BundleMissingBlobs(ctx, p.OrgID, bundle.ID)
+	missing, err := st.Bundles().BundleMissingBlobs(ctx, p.OrgID, bundle.ID)
 	if err != nil {
 		return apierr.Internal(err)
 	}
@@ -1093,7 +1093,7 @@ func (s *Launches) checkStored(ctx context.Context, p *auth.Principal, projectID
 		return blobsMissing(projectID, "body.bundleId", missing, fmt.Sprintf("%d of bundle %s's contents are no longer stored; upload them again with upload_blob (find_missing_blobs with the bundle's manifest lists them), then launch again",
 			len(missing), bundle.ID))
 	}
-	if err := s.store.Bundles().MarkChecked(ctx, p.OrgID, bundle.ID, losses); err != nil {
+	if err := st.Bundles().MarkChecked(ctx, p.OrgID, bundle.ID, losses); err != nil {
 		return apierr.Internal(err)
 	}
 	return nil
