@@ -10,11 +10,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -226,29 +228,7 @@ func BenchmarkDigestDeployPhases(b *testing.B) {
 			b.Fatal(err)
 		}
 		lap("find")
-		work := make(chan string)
-		var wg sync.WaitGroup
-		for range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for h := range work {
-					p := paths[h]
-					fi, err := os.Stat(p)
-					if err == nil {
-						_, err = c.PutBlob(ctx, h, fi.Size(), func() (io.ReadCloser, error) { return os.Open(p) })
-					}
-					if err != nil {
-						b.Error(err)
-					}
-				}
-			}()
-		}
-		for _, h := range m.Data.Missing {
-			work <- h
-		}
-		close(work)
-		wg.Wait()
+		putBatches(b, c, m.Data.Missing, paths)
 		lap("upload")
 		bundle, err := c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
 		if err != nil {
@@ -309,6 +289,43 @@ func BenchmarkDigestDeployPhases(b *testing.B) {
 	}
 }
 
+// putBatches uploads contents as the CLI does: up to 500 small files to a
+// request (upload_blobs), four requests at a time.
+func putBatches(b *testing.B, c *sdk.Client, shas []string, paths map[string]string) {
+	ctx := context.Background()
+	work := make(chan []string)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for batch := range work {
+				var contents []sdk.BlobSource
+				for _, h := range batch {
+					p := paths[h]
+					fi, err := os.Stat(p)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					contents = append(contents, sdk.BlobSource{SHA256: h, Size: fi.Size(), Open: func() (io.ReadCloser, error) { return os.Open(p) }})
+				}
+				if _, err := c.PutBlobs(ctx, contents); err != nil {
+					b.Error(err)
+				}
+			}
+		}()
+	}
+	per := min(500, max(1, (len(shas)+3)/4))
+	for len(shas) > 0 {
+		n := min(per, len(shas))
+		work <- shas[:n]
+		shas = shas[n:]
+	}
+	close(work)
+	wg.Wait()
+}
+
 // hashDir is the CLI's manifest of a directory, hashed on two goroutines.
 func hashDir(b *testing.B, dir string) ([]sdk.ManifestFile, map[string]string) {
 	var files []string
@@ -363,29 +380,43 @@ func BenchmarkManifestBundle(b *testing.B) {
 	siteDir := filepath.Join(b.TempDir(), "site")
 	writeDigestSite(b, siteDir, digestFiles)
 	manifest, paths := hashDir(b, siteDir)
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for h := range work {
-				p := paths[h]
-				if _, err := c.PutBlob(ctx, h, 1024, func() (io.ReadCloser, error) { return os.Open(p) }); err != nil {
-					b.Error(err)
-				}
-			}
-		}()
-	}
-	for h := range paths {
-		work <- h
-	}
-	close(work)
-	wg.Wait()
+	putBatches(b, c, slices.Collect(maps.Keys(paths)), paths)
 	b.ResetTimer()
 	for n := 0; b.Loop(); n++ {
 		manifest[0].Path = fmt.Sprintf("renamed-%d.html", n)
 		if _, err := c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBundleFromBase times upload_assets of a bundle made from a
+// 20,000-file bundle with one file changed (what a one-file relaunch with
+// the CLI's digest cache sends), each operation a new bundle.
+func BenchmarkBundleFromBase(b *testing.B) {
+	dir := b.TempDir()
+	key, project := adminSetup(b, dir)
+	s := serveOn(b, dir)
+	c, err := sdk.NewClient("http://"+s.Addr(), sdk.WithAPIKey(key))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	siteDir := filepath.Join(b.TempDir(), "site")
+	writeDigestSite(b, siteDir, digestFiles)
+	manifest, paths := hashDir(b, siteDir)
+	putBatches(b, c, slices.Collect(maps.Keys(paths)), paths)
+	base, err := c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for n := 0; b.Loop(); n++ {
+		// One file's content becomes another's: a new bundle each time.
+		change := manifest[(n+1)%len(manifest)]
+		change.Path = manifest[n%len(manifest)].Path
+		changes, removed := []sdk.ManifestFile{change}, []string{}
+		if _, err := c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, BaseBundleId: &base.Data.BundleId, Changes: &changes, Removed: &removed}); err != nil {
 			b.Fatal(err)
 		}
 	}

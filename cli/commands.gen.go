@@ -620,13 +620,16 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 	groups["bundles"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "upload_assets", Method: "POST", Path: "/v1/bundles",
 		Use: "create", Short: "Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.",
-		Long:      "Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.\n\nTwo forms. With `manifest` (up to 20,000 files), the bundle is made of\ncontent already uploaded: every file's SHA-256 must be present for your\norganisation (find_missing_blobs says which are not; upload_blob sends\nthem), otherwise the answer is 409 `conflict:blobs_missing` listing the\nmissing hashes. With `files` (up to 5,000), the content travels inline\nas base64 in this one body. Send one form, not both. The same files give\nthe same bundle, whichever form carried them.",
+		Long:      "Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.\n\nThree forms. With `manifest` (up to 20,000 files), the bundle is made of\ncontent already uploaded: every file's SHA-256 must be present for your\norganisation (find_missing_blobs says which are not; upload_blob and\nupload_blobs send them), otherwise the answer is 409\n`conflict:blobs_missing` listing the missing hashes. With `files` (up\nto 5,000), the content travels inline as base64 in this one body. With\n`baseBundleId`, the bundle is one of your organisation's bundles with\n`changes` (files added, or replacing the file at the same path) and\n`removed` (paths dropped): only the changed files' content must be\npresent for your organisation, and the whole of the result is held to\nthe manifest's limits (20,000 files) before any content is looked up.\nA base that is not your organisation's bundle is `not_found:resource`.\nSend one form. The same files give the same bundle, whichever form\ncarried them.",
 		Example:   "  pier bundles create --project-id PROJECT-ID\n  pier bundles create --project-id PROJECT-ID --json",
 		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
 		Flags: []FlagSpec{
+			{Flag: "base-bundle-id", Field: "baseBundleId", In: "body", Kind: "string", Required: false, Usage: "A bundle of your organisation to start from: the new bundle is its files, with `changes` and without `removed`."},
+			{Flag: "changes", Field: "changes", In: "body", Kind: "json", Required: false, Usage: "With baseBundleId, the files added or changed, by SHA-256 as in `manifest`; a path the base holds is replaced."},
 			{Flag: "files", Field: "files", In: "body", Kind: "json", Required: false, Usage: "Every file with its content inline, in base64."},
 			{Flag: "manifest", Field: "manifest", In: "body", Kind: "json", Required: false, Usage: "Every file by its SHA-256, whose content your organisation uploaded with upload_blob."},
 			{Flag: "project-id", Field: "projectId", In: "body", Kind: "string", Required: true, Usage: "An object id, such as `prj_…`, `tsk_…` or `svc_…`."},
+			{Flag: "removed", Field: "removed", In: "body", Kind: "strings", Required: false, Usage: "With baseBundleId, the paths of the base's files to leave out; each must be in the base and not in `changes`."},
 		},
 	}, runF))
 	groups["bundles"].AddCommand(NewCmdOperation(f, &OperationSpec{
@@ -638,6 +641,16 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Args: []ArgSpec{{Name: "sha256", In: "path"}},
 		Flags: []FlagSpec{
 			{Flag: "content-base64", Field: "contentBase64", In: "body", Kind: "string", Required: true, Usage: "The content in standard base64; clients that can send raw bytes send them as application/octet-stream instead."},
+		},
+	}, runF))
+	groups["bundles"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "upload_blobs", Method: "POST", Path: "/v1/blobs",
+		Use: "upload-blobs", Short: "Upload several small files' contents in one request; repeating it changes nothing.",
+		Long:      "Upload several small files' contents in one request; repeating it changes nothing.\n\nThe batch form of upload_blob, for sites of many small files. The body,\n`Content-Type: application/octet-stream` (it may be streamed), is the\ncontents one after another, each a line `SHA256 SIZE` (64 lowercase hex\ndigits, one space, the length in decimal, then a newline) followed by\nexactly SIZE bytes; or, for clients that send only JSON (MCP tools),\n`{blobs: [{sha256, contentBase64}]}`. At most 1,000 contents in a body\nof at most 8,388,608 bytes (8 MiB); a larger file goes alone with\nupload_blob. Each content is checked against its SHA-256 and stored\nonce as it arrives, as upload_blob does: content your organisation\nuploaded before changes nothing. A content that does not match its\nSHA-256, or breaks the framing or the limits, is refused\n(`input:invalid`, `input:body_too_large`) with nothing of it stored:\nthe contents before it are stored (the refusal says how many), those\nafter it are not read. A body cut short leaves the contents that fully\narrived stored, so find_missing_blobs then lists only the rest.",
+		Example:   "  pier bundles upload-blobs --blobs BLOBS\n  pier bundles upload-blobs --blobs BLOBS --json",
+		Anonymous: false, Idempotent: false, HasBody: true, BodyRequired: true,
+		Flags: []FlagSpec{
+			{Flag: "blobs", Field: "blobs", In: "body", Kind: "json", Required: true, Usage: ""},
 		},
 	}, runF))
 	groups["email messages"].AddCommand(NewCmdOperation(f, &OperationSpec{

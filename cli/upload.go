@@ -19,7 +19,7 @@ import (
 	"github.com/pierhq/pier/sdk"
 )
 
-// uploadParallelism is how many files a digest upload sends at once.
+// uploadParallelism is how many requests a digest upload makes at once.
 const uploadParallelism = 4
 
 // siteFile is one file of a directory to upload: where it is on disk and
@@ -152,6 +152,7 @@ func uploadDir(ctx context.Context, f *Factory, p *progress, dir, project string
 	// object store losing it): the refusal names it, and a second round
 	// sends it.
 	had := cache.had()
+	base := cache.Bundle
 	for round := 0; ; round++ {
 		var todo []siteFile
 		var todoBytes int64
@@ -186,21 +187,76 @@ func uploadDir(ctx context.Context, f *Factory, p *progress, dir, project string
 			cache.save(cachePath)
 			return nil, st, err
 		}
-		b, err := c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
+		var b *sdk.BundleEnvelope
 		var e *sdk.Error
+		if base != "" {
+			// What differs from the last bundle, which the server
+			// holds: a one-file change sends one entry, not the site.
+			changes, removed := cache.changesSince(files)
+			b, err = c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, BaseBundleId: &base, Changes: &changes, Removed: &removed})
+			if errors.As(err, &e) && e.BlockedBy == "not_found:resource" {
+				// The last bundle is gone (another server, a restore):
+				// the whole manifest, as if there were no cache.
+				base = ""
+			}
+		}
+		if base == "" {
+			b, err = c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
+		}
 		if round < 2 && errors.As(err, &e) && e.BlockedBy == "conflict:blobs_missing" {
 			continue
 		}
 		if err == nil {
-			cache.remember(files)
+			cache.remember(files, b.Data.BundleId)
 			cache.save(cachePath)
 		}
 		return b, st, err
 	}
 }
 
-// uploadFiles streams files to upload_blob, uploadParallelism at a time,
-// and stops at the first failure. It reports what it sent.
+// Small files go several to a request (upload_blobs), a batch at most
+// batchFiles files and batchBytes bytes, so that a site of thousands of
+// small files is not thousands of requests; a file over batchFileBytes
+// goes alone (upload_blob).
+const (
+	batchFiles     = 500
+	batchBytes     = 4 << 20
+	batchFileBytes = 256 << 10
+)
+
+// uploadBatches groups files into what each request sends: the small
+// ones in batches, spread over at least uploadParallelism requests when
+// there are enough of them, and each large one alone.
+func uploadBatches(files []siteFile) [][]siteFile {
+	var small []siteFile
+	var out [][]siteFile
+	for _, sf := range files {
+		if sf.entry.Size > batchFileBytes {
+			out = append(out, []siteFile{sf})
+		} else {
+			small = append(small, sf)
+		}
+	}
+	per := min(batchFiles, max(1, (len(small)+uploadParallelism-1)/uploadParallelism))
+	var cur []siteFile
+	var curBytes int64
+	for _, sf := range small {
+		if len(cur) > 0 && (len(cur) >= per || curBytes+int64(sf.entry.Size) > batchBytes) {
+			out = append(out, cur)
+			cur, curBytes = nil, 0
+		}
+		cur = append(cur, sf)
+		curBytes += int64(sf.entry.Size)
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// uploadFiles sends files, small ones in batches (upload_blobs) and large
+// ones alone (upload_blob), uploadParallelism requests at a time, and
+// stops at the first failure. It reports what it sent.
 func uploadFiles(ctx context.Context, c *sdk.Client, p *progress, files []siteFile, total int64) (int, int64, error) {
 	if len(files) == 0 {
 		return 0, 0, nil
@@ -210,28 +266,39 @@ func uploadFiles(ctx context.Context, c *sdk.Client, p *progress, files []siteFi
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	work := make(chan siteFile)
+	batches := uploadBatches(files)
+	work := make(chan []siteFile)
 	type result struct {
-		size int64
-		err  error
+		files int
+		size  int64
+		err   error
 	}
 	results := make(chan result)
 	var wg sync.WaitGroup
-	for range min(uploadParallelism, len(files)) {
+	for range min(uploadParallelism, len(batches)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for sf := range work {
-				err := uploadFile(ctx, c, sf)
-				results <- result{int64(sf.entry.Size), err}
+			for batch := range work {
+				var size int64
+				for _, sf := range batch {
+					size += int64(sf.entry.Size)
+				}
+				var err error
+				if len(batch) == 1 {
+					err = uploadFile(ctx, c, batch[0])
+				} else {
+					err = uploadBatch(ctx, c, batch)
+				}
+				results <- result{len(batch), size, err}
 			}
 		}()
 	}
 	go func() {
 		defer close(work)
-		for _, sf := range files {
+		for _, b := range batches {
 			select {
-			case work <- sf:
+			case work <- b:
 			case <-ctx.Done():
 				return
 			}
@@ -251,7 +318,7 @@ func uploadFiles(ctx context.Context, c *sdk.Client, p *progress, files []siteFi
 			}
 			continue
 		}
-		done++
+		done += r.files
 		sent += r.size
 		if p != nil && p.tty && (time.Since(last) > 100*time.Millisecond || done == len(files)) {
 			last = time.Now()
@@ -259,6 +326,25 @@ func uploadFiles(ctx context.Context, c *sdk.Client, p *progress, files []siteFi
 		}
 	}
 	return done, sent, first
+}
+
+// uploadBatch streams several files in one request. A file that changed
+// since it was hashed fails the batch (its SHA-256 or its length no
+// longer matches); the files before it are kept by the server.
+func uploadBatch(ctx context.Context, c *sdk.Client, batch []siteFile) error {
+	contents := make([]sdk.BlobSource, len(batch))
+	for i, sf := range batch {
+		contents[i] = sdk.BlobSource{SHA256: sf.entry.Sha256, Size: int64(sf.entry.Size), Open: func() (io.ReadCloser, error) { return os.Open(sf.abs) }}
+	}
+	_, err := c.PutBlobs(ctx, contents)
+	var e *sdk.Error
+	if errors.As(err, &e) && e.BlockedBy == "input:invalid" {
+		return fmt.Errorf("a file of %s changed while it was uploaded; run the command again: %w", filepath.Dir(batch[0].abs), err)
+	}
+	if err != nil && ctx.Err() == nil && !errors.As(err, &e) {
+		return fmt.Errorf("uploading %s and %s: %w", batch[0].abs, plural(len(batch)-1, "other file"), err)
+	}
+	return err
 }
 
 // uploadFile streams one file. A file that changed since it was hashed is

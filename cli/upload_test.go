@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,8 +36,15 @@ type fakeBlobs struct {
 	chunked int
 	// active counts requests being served.
 	active atomic.Int64
-	// finds counts find_missing_blobs requests.
-	finds atomic.Int64
+	// finds counts find_missing_blobs requests, batches upload_blobs
+	// requests.
+	finds            atomic.Int64
+	batches, singles int
+	// bundles are the bundles made, their files by path; fromBase counts
+	// the bundles asked for from a base, entriesSent the manifest
+	// entries and paths upload_assets was sent.
+	bundles               map[string]map[string]string
+	fromBase, entriesSent int
 }
 
 // register serves find_missing_blobs and upload_blob on mux.
@@ -70,6 +79,60 @@ func (fb *fakeBlobs) register(t *testing.T, mux *http.ServeMux) {
 		writeEnvelope(w, 200, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"missing":%s,"missingBytes":%d,"fileCount":%d,"totalBytes":%d},"formatVersion":"1"}`,
 			list, bytes, len(req.Manifest), total))
 	})
+	// upload_blobs: "SHA256 SIZE\n" and the bytes, for each content;
+	// each is kept as it arrives, and failAfter counts contents.
+	mux.HandleFunc("POST /v1/blobs", func(w http.ResponseWriter, r *http.Request) {
+		fb.mu.Lock()
+		fb.inflight++
+		fb.batches++
+		fb.maxInflight = max(fb.maxInflight, fb.inflight)
+		if r.ContentLength < 0 {
+			fb.chunked++
+		}
+		fb.mu.Unlock()
+		defer func() { fb.mu.Lock(); fb.inflight--; fb.mu.Unlock() }()
+		if r.Header.Get("Content-Type") != "application/octet-stream" {
+			t.Errorf("upload_blobs sent %q", r.Header.Get("Content-Type"))
+		}
+		time.Sleep(5 * time.Millisecond) // long enough for the uploads to overlap
+		br := bufio.NewReader(r.Body)
+		var blobs []string
+		total := 0
+		for {
+			line, err := br.ReadString('\n')
+			if err == io.EOF && line == "" {
+				break
+			}
+			want, num, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+			size, _ := strconv.Atoi(num)
+			data := make([]byte, size)
+			if _, err := io.ReadFull(br, data); err != nil {
+				t.Errorf("upload_blobs: a content cut short: %v", err)
+				return
+			}
+			h := sha256.Sum256(data)
+			got := hex.EncodeToString(h[:])
+			fb.mu.Lock()
+			n := len(fb.puts)
+			fb.mu.Unlock()
+			if fb.failAfter > 0 && n >= fb.failAfter {
+				writeEnvelope(w, 503, `{"actions":[{"kind":"stop","reason":"done"}],"blockedBy":"internal:unavailable","message":"going down","retryable":true,"formatVersion":"1"}`)
+				return
+			}
+			if got != want {
+				writeEnvelope(w, 400, `{"actions":[{"kind":"stop","reason":"done"}],"blockedBy":"input:invalid","message":"mismatch","retryable":false,"formatVersion":"1"}`)
+				return
+			}
+			fb.mu.Lock()
+			_, had := fb.stored[got]
+			fb.stored[got] = size
+			fb.puts = append(fb.puts, got)
+			fb.mu.Unlock()
+			blobs = append(blobs, fmt.Sprintf(`{"sha256":%q,"size":%d,"alreadyUploaded":%t}`, got, size, had))
+			total += size
+		}
+		writeEnvelope(w, 200, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"blobs":[%s],"newBlobs":%d,"bytes":%d},"formatVersion":"1"}`, strings.Join(blobs, ","), len(blobs), total))
+	})
 	mux.HandleFunc("PUT /v1/blobs/{sha256}", func(w http.ResponseWriter, r *http.Request) {
 		fb.mu.Lock()
 		fb.inflight++
@@ -78,6 +141,9 @@ func (fb *fakeBlobs) register(t *testing.T, mux *http.ServeMux) {
 		if r.ContentLength < 0 {
 			fb.chunked++
 		}
+		fb.mu.Unlock()
+		fb.mu.Lock()
+		fb.singles++
 		fb.mu.Unlock()
 		defer func() { fb.mu.Lock(); fb.inflight--; fb.mu.Unlock() }()
 		if r.Header.Get("Content-Type") != "application/octet-stream" {
@@ -109,12 +175,18 @@ func (fb *fakeBlobs) register(t *testing.T, mux *http.ServeMux) {
 func fakeBundleAPI(t *testing.T, fb *fakeBlobs) *httptest.Server {
 	mux := http.NewServeMux()
 	fb.register(t, mux)
+	fb.bundles = map[string]map[string]string{}
 	mux.HandleFunc("POST /v1/bundles", func(w http.ResponseWriter, r *http.Request) {
+		type file struct {
+			Path   string `json:"path"`
+			SHA256 string `json:"sha256"`
+		}
 		var req struct {
-			Manifest []struct {
-				SHA256 string `json:"sha256"`
-			} `json:"manifest"`
-			Files []any `json:"files"`
+			Manifest     []file   `json:"manifest"`
+			Files        []any    `json:"files"`
+			BaseBundleID *string  `json:"baseBundleId"`
+			Changes      []file   `json:"changes"`
+			Removed      []string `json:"removed"`
 		}
 		json.NewDecoder(r.Body).Decode(&req)
 		if req.Files != nil {
@@ -122,13 +194,40 @@ func fakeBundleAPI(t *testing.T, fb *fakeBlobs) *httptest.Server {
 		}
 		fb.mu.Lock()
 		defer fb.mu.Unlock()
+		// A bundle from a base is the base's files with the changes and
+		// without the removed paths; every content of it must be there
+		// (as the server looks up after content was lost).
+		files := map[string]string{}
+		fb.entriesSent += len(req.Manifest) + len(req.Changes) + len(req.Removed)
+		if req.BaseBundleID != nil {
+			fb.fromBase++
+			base, ok := fb.bundles[*req.BaseBundleID]
+			if !ok {
+				writeEnvelope(w, 404, `{"actions":[{"kind":"stop","reason":"done"}],"blockedBy":"not_found:resource","message":"no bundle","retryable":false,"formatVersion":"1"}`)
+				return
+			}
+			for p, h := range base {
+				files[p] = h
+			}
+			for _, p := range req.Removed {
+				delete(files, p)
+			}
+			for _, f := range req.Changes {
+				files[f.Path] = f.SHA256
+			}
+		}
 		for _, f := range req.Manifest {
-			if _, ok := fb.stored[f.SHA256]; !ok {
-				writeEnvelope(w, 409, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"blockedBy":"conflict:blobs_missing","message":"missing","details":[{"field":"body.manifest","problem":"missing %s"}],"retryable":true,"formatVersion":"1"}`, f.SHA256))
+			files[f.Path] = f.SHA256
+		}
+		for _, h := range files {
+			if _, ok := fb.stored[h]; !ok {
+				writeEnvelope(w, 409, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"blockedBy":"conflict:blobs_missing","message":"missing","details":[{"field":"body.manifest","problem":"missing %s"}],"retryable":true,"formatVersion":"1"}`, h))
 				return
 			}
 		}
-		writeEnvelope(w, 201, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"budgetRemainingUsd":100,"bundleId":"bnd_1","deduplicated":false,"fileCount":%d,"receipt":{"action":"upload_assets","costs":[],"createdAt":"2026-11-25T07:16:17Z","createdResources":[{"id":"bnd_1","type":"bundle"}],"id":"rcp_0","totalUsd":0},"sha256":"4838855e096961ec713e4d2b32cf6aa636cce04ffae0da5ee293d3c32641e1e7","totalBytes":2,"undo":{"command":null,"irreversible":true}},"formatVersion":"1"}`, len(req.Manifest)))
+		id := fmt.Sprintf("bnd_%d", len(fb.bundles)+1)
+		fb.bundles[id] = files
+		writeEnvelope(w, 201, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"budgetRemainingUsd":100,"bundleId":%q,"deduplicated":false,"fileCount":%d,"receipt":{"action":"upload_assets","costs":[],"createdAt":"2026-11-25T07:16:17Z","createdResources":[{"id":%q,"type":"bundle"}],"id":"rcp_0","totalUsd":0},"sha256":"4838855e096961ec713e4d2b32cf6aa636cce04ffae0da5ee293d3c32641e1e7","totalBytes":2,"undo":{"command":null,"irreversible":true}},"formatVersion":"1"}`, id, len(files), id))
 	})
 	h := validated(mux, func(p []string) { t.Errorf("the fake API drifted from the contract: %v", p) })
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -161,7 +260,8 @@ func TestBundlesUploadSendsOnlyWhatIsMissing(t *testing.T) {
 	fb := &fakeBlobs{}
 	srv := fakeBundleAPI(t, fb)
 	dir := t.TempDir()
-	files := map[string]string{"index.html": "<h1>home</h1>", "same.html": "<h1>home</h1>", ".hidden": "never", ".well-known/security.txt": "Contact: x"}
+	files := map[string]string{"index.html": "<h1>home</h1>", "same.html": "<h1>home</h1>", ".hidden": "never", ".well-known/security.txt": "Contact: x",
+		"big.bin": strings.Repeat("b", batchFileBytes+1)}
 	for i := range 30 {
 		files[fmt.Sprintf("assets/%02d.css", i)] = fmt.Sprintf("p%d{}", i)
 	}
@@ -173,17 +273,18 @@ func TestBundlesUploadSendsOnlyWhatIsMissing(t *testing.T) {
 	}
 
 	code, out := upload()
-	if code != 0 || !strings.Contains(out, "uploaded 32 of 33 files") {
+	if code != 0 || !strings.Contains(out, "uploaded 33 of 34 files") {
 		t.Fatalf("first upload: exit %d\n%s", code, out)
 	}
-	if len(fb.puts) != 32 || fb.maxInflight > uploadParallelism || fb.maxInflight < 2 || fb.chunked != 0 {
-		t.Fatalf("first upload: %d uploads, %d at once, %d without a length", len(fb.puts), fb.maxInflight, fb.chunked)
+	// The 32 small contents in four batches, the large one alone.
+	if len(fb.puts) != 33 || fb.maxInflight > uploadParallelism || fb.maxInflight < 2 || fb.chunked != 0 || fb.batches != 4 || fb.singles != 1 {
+		t.Fatalf("first upload: %d uploads in %d batches and %d alone, %d at once, %d without a length", len(fb.puts), fb.batches, fb.singles, fb.maxInflight, fb.chunked)
 	}
 
 	writeSite(t, dir, map[string]string{"assets/07.css": "p7{color:red}"})
 	fb.puts = nil
 	code, out = upload()
-	if code != 0 || !strings.Contains(out, "uploaded 1 of 33 files") || len(fb.puts) != 1 {
+	if code != 0 || !strings.Contains(out, "uploaded 1 of 34 files") || len(fb.puts) != 1 {
 		t.Fatalf("after a one-file change: exit %d, %d uploads\n%s", code, len(fb.puts), out)
 	}
 
@@ -205,7 +306,7 @@ func TestBundlesUploadSendsOnlyWhatIsMissing(t *testing.T) {
 	sent := slices.Clone(fb.puts)
 	fb.puts, fb.failAfter = nil, 0
 	code, out = upload()
-	if code != 0 || len(sent)+len(fb.puts) != 10 || !strings.Contains(out, fmt.Sprintf("uploaded %d of 33 files", 10-len(sent))) {
+	if code != 0 || len(sent)+len(fb.puts) != 10 || !strings.Contains(out, fmt.Sprintf("uploaded %d of 34 files", 10-len(sent))) {
 		t.Fatalf("resumed: exit %d, %d then %d uploads\n%s", code, len(sent), len(fb.puts), out)
 	}
 	for _, h := range fb.puts {
@@ -255,10 +356,35 @@ func TestDigestCache(t *testing.T) {
 		t.Fatalf("first upload: %d finds, %d uploads\n%s", fb.finds.Load(), len(fb.puts), out)
 	}
 
-	// One file changes, its size too: sent alone, nothing asked.
+	// One file changes, its size too: sent alone, nothing asked, and
+	// the bundle is made from the last one with that one entry.
 	writeSite(t, dir, map[string]string{"p/07.html": "<p>page seven</p>"})
-	if out := upload(); fb.finds.Load() != 1 || !slices.Equal(fb.puts, []string{sha("<p>page seven</p>")}) || !strings.Contains(out, "uploaded 1 of 30 files") {
-		t.Fatalf("after a one-file change: %d finds, uploads %v\n%s", fb.finds.Load(), fb.puts, out)
+	fb.entriesSent = 0
+	if out := upload(); fb.finds.Load() != 1 || !slices.Equal(fb.puts, []string{sha("<p>page seven</p>")}) || !strings.Contains(out, "uploaded 1 of 30 files") ||
+		fb.fromBase != 1 || fb.entriesSent != 1 {
+		t.Fatalf("after a one-file change: %d finds, uploads %v, %d from a base, %d entries sent\n%s", fb.finds.Load(), fb.puts, fb.fromBase, fb.entriesSent, out)
+	}
+	if got := fb.bundles["bnd_2"]["p/07.html"]; got != sha("<p>page seven</p>") || len(fb.bundles["bnd_2"]) != 30 {
+		t.Fatalf("the bundle made from the base: %v", fb.bundles["bnd_2"])
+	}
+	// A file added and one removed: two entries.
+	writeSite(t, dir, map[string]string{"p/new.html": "<p>new</p>"})
+	if err := os.Remove(filepath.Join(dir, "p/29.html")); err != nil {
+		t.Fatal(err)
+	}
+	fb.entriesSent = 0
+	if upload(); !slices.Equal(fb.puts, []string{sha("<p>new</p>")}) || fb.entriesSent != 2 || len(fb.bundles["bnd_3"]) != 30 || fb.bundles["bnd_3"]["p/29.html"] != "" {
+		t.Fatalf("after adding and removing: uploads %v, %d entries sent, bundle %v", fb.puts, fb.entriesSent, fb.bundles["bnd_3"])
+	}
+	// The server no longer has the last bundle: the whole manifest. (The
+	// file back is sent again: the last bundle did not hold it.)
+	fb.mu.Lock()
+	delete(fb.bundles, "bnd_3")
+	fb.mu.Unlock()
+	fb.entriesSent = 0
+	writeSite(t, dir, map[string]string{"p/29.html": "<p>page 29</p>"})
+	if upload(); len(fb.puts) != 1 || fb.entriesSent != 1+31 {
+		t.Fatalf("without the last bundle: uploads %v, %d entries sent", fb.puts, fb.entriesSent)
 	}
 
 	// A change that keeps the size is seen by the modification time.
@@ -292,7 +418,7 @@ func TestDigestCache(t *testing.T) {
 	if len(caches) != 1 {
 		t.Fatalf("caches %v, want one for one directory, project and server", caches)
 	}
-	if err := os.WriteFile(caches[0], []byte("pier-digests 1 x\n\x00garbled"), 0o600); err != nil {
+	if err := os.WriteFile(caches[0], []byte("pier-digests 2 x 0 bnd_1\n\x00garbled"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if upload(); fb.finds.Load() != 3 || !slices.Equal(fb.puts, []string{sha("<p>page 9x</p>")}) {

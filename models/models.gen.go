@@ -1839,6 +1839,28 @@ type Blob struct {
 	Size            int       `json:"size"`
 }
 
+// BlobBatch defines model for BlobBatch.
+type BlobBatch struct {
+	// Blobs Each content sent, in the order sent.
+	Blobs []Blob `json:"blobs"`
+
+	// Bytes What they weigh in bytes.
+	Bytes int `json:"bytes"`
+
+	// NewBlobs How many of them your organisation had not uploaded before.
+	NewBlobs int `json:"newBlobs"`
+}
+
+// BlobBatchEnvelope defines model for BlobBatchEnvelope.
+type BlobBatchEnvelope struct {
+	Actions Actions   `json:"actions"`
+	Data    BlobBatch `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
 // BlobEnvelope defines model for BlobEnvelope.
 type BlobEnvelope struct {
 	Actions Actions `json:"actions"`
@@ -3647,8 +3669,14 @@ type Undo struct {
 	NotReversed *[]string `json:"notReversed,omitempty"`
 }
 
-// UploadAssetsRequest Exactly one of `manifest` (content uploaded before, by digest) and `files` (content inline).
+// UploadAssetsRequest Exactly one of `manifest` (content uploaded before, by digest), `files` (content inline) and `baseBundleId` (a previous bundle with `changes` and `removed`).
 type UploadAssetsRequest struct {
+	// BaseBundleId A bundle of your organisation to start from: the new bundle is its files, with `changes` and without `removed`.
+	BaseBundleId *string `json:"baseBundleId,omitempty"`
+
+	// Changes With baseBundleId, the files added or changed, by SHA-256 as in `manifest`; a path the base holds is replaced. Their content must be uploaded by your organisation.
+	Changes *[]ManifestFile `json:"changes,omitempty"`
+
 	// Files Every file with its content inline, in base64.
 	Files *[]AssetFile `json:"files,omitempty"`
 
@@ -3657,12 +3685,24 @@ type UploadAssetsRequest struct {
 
 	// ProjectId An object id, such as `prj_…`, `tsk_…` or `svc_…`.
 	ProjectId ResourceId `json:"projectId"`
+
+	// Removed With baseBundleId, the paths of the base's files to leave out; each must be in the base and not in `changes`.
+	Removed *[]string `json:"removed,omitempty"`
 }
 
 // UploadBlobRequest defines model for UploadBlobRequest.
 type UploadBlobRequest struct {
 	// ContentBase64 The content in standard base64; clients that can send raw bytes send them as application/octet-stream instead.
 	ContentBase64 string `json:"contentBase64"`
+}
+
+// UploadBlobsRequest defines model for UploadBlobsRequest.
+type UploadBlobsRequest struct {
+	Blobs []struct {
+		// ContentBase64 The content in standard base64.
+		ContentBase64 string    `json:"contentBase64"`
+		Sha256        Sha256Hex `json:"sha256"`
+	} `json:"blobs"`
 }
 
 // UrlAction defines model for UrlAction.
@@ -4064,6 +4104,9 @@ type PollBillingJSONRequestBody = BillingPollRequest
 
 // CreateBillingSetupLinkJSONRequestBody defines body for CreateBillingSetupLink for application/json ContentType.
 type CreateBillingSetupLinkJSONRequestBody = BillingSetupLinkRequest
+
+// UploadBlobsJSONRequestBody defines body for UploadBlobs for application/json ContentType.
+type UploadBlobsJSONRequestBody = UploadBlobsRequest
 
 // UploadBlobJSONRequestBody defines body for UploadBlob for application/json ContentType.
 type UploadBlobJSONRequestBody = UploadBlobRequest

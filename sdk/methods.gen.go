@@ -736,6 +736,18 @@ func (c *Client) UploadBlob(ctx context.Context, sha256 Sha256Hex, body UploadBl
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// UploadBlobs calls upload_blobs (POST /v1/blobs): Upload several small files' contents in one request; repeating it changes nothing.
+func (c *Client) UploadBlobs(ctx context.Context, body UploadBlobsJSONRequestBody, opts ...RequestEditorFn) (*BlobBatchEnvelope, error) {
+	resp, err := c.api.UploadBlobsWithResponse(ctx, body, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // WaitForMessage calls wait_for_message (POST /v1/inboxes/{id}/wait): Wait up to a deadline for a message that matches a filter, such as a verification code.
 func (c *Client) WaitForMessage(ctx context.Context, id ResourceId, body WaitForMessageJSONRequestBody, opts ...RequestEditorFn) (*MessageEnvelope, error) {
 	resp, err := c.api.WaitForMessageWithResponse(ctx, id, body, opts...)

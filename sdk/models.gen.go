@@ -28,6 +28,8 @@ type (
 	BillingSetupLinkRequest               = models.BillingSetupLinkRequest
 	BillingSetupLinkRequestReason         = models.BillingSetupLinkRequestReason
 	Blob                                  = models.Blob
+	BlobBatch                             = models.BlobBatch
+	BlobBatchEnvelope                     = models.BlobBatchEnvelope
 	BlobEnvelope                          = models.BlobEnvelope
 	BlockedBy                             = models.BlockedBy
 	BlockedByInfo                         = models.BlockedByInfo
@@ -305,6 +307,8 @@ type (
 	UploadAssetsRequest                   = models.UploadAssetsRequest
 	UploadBlobJSONRequestBody             = models.UploadBlobJSONRequestBody
 	UploadBlobRequest                     = models.UploadBlobRequest
+	UploadBlobsJSONRequestBody            = models.UploadBlobsJSONRequestBody
+	UploadBlobsRequest                    = models.UploadBlobsRequest
 	UrlAction                             = models.UrlAction
 	UrlActionKind                         = models.UrlActionKind
 	UrlActionPurpose                      = models.UrlActionPurpose

@@ -66,5 +66,6 @@ var Operations = []Operation{
 	{ID: "teardown_service", Method: "POST", Path: "/v1/services/{id}/teardown", Authority: "agent", Idempotent: true, Scope: "launch", Required: []string{"id"}, InputRequired: false, MCPTool: "teardown_service"},
 	{ID: "upload_assets", Method: "POST", Path: "/v1/bundles", Authority: "agent", Idempotent: true, Scope: "launch", Required: []string{"projectId"}, InputRequired: false, MCPTool: "upload_assets"},
 	{ID: "upload_blob", Method: "PUT", Path: "/v1/blobs/{sha256}", Authority: "agent", Idempotent: false, Scope: "launch", Required: []string{"sha256", "contentBase64"}, InputRequired: false, MCPTool: "upload_blob"},
+	{ID: "upload_blobs", Method: "POST", Path: "/v1/blobs", Authority: "agent", Idempotent: false, Scope: "launch", Required: []string{"blobs"}, InputRequired: false, MCPTool: "upload_blobs"},
 	{ID: "wait_for_message", Method: "POST", Path: "/v1/inboxes/{id}/wait", Authority: "agent", Idempotent: false, Scope: "read", Required: []string{"id"}, InputRequired: false, MCPTool: "wait_for_message"},
 }

@@ -189,6 +189,52 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/billing/setup-link (the `CreateBillingSetupLink` operationId).
 	CreateBillingSetupLink(ctx context.Context, params *CreateBillingSetupLinkParams, body CreateBillingSetupLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// UploadBlobsWithBody Upload several small files' contents in one request; repeating it changes nothing.
+	//
+	// The batch form of upload_blob, for sites of many small files. The body,
+	// `Content-Type: application/octet-stream` (it may be streamed), is the
+	// contents one after another, each a line `SHA256 SIZE` (64 lowercase hex
+	// digits, one space, the length in decimal, then a newline) followed by
+	// exactly SIZE bytes; or, for clients that send only JSON (MCP tools),
+	// `{blobs: [{sha256, contentBase64}]}`. At most 1,000 contents in a body
+	// of at most 8,388,608 bytes (8 MiB); a larger file goes alone with
+	// upload_blob. Each content is checked against its SHA-256 and stored
+	// once as it arrives, as upload_blob does: content your organisation
+	// uploaded before changes nothing. A content that does not match its
+	// SHA-256, or breaks the framing or the limits, is refused
+	// (`input:invalid`, `input:body_too_large`) with nothing of it stored:
+	// the contents before it are stored (the refusal says how many), those
+	// after it are not read. A body cut short leaves the contents that fully
+	// arrived stored, so find_missing_blobs then lists only the rest.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/blobs (the `UploadBlobs` operationId).
+	UploadBlobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UploadBlobs Upload several small files' contents in one request; repeating it changes nothing.
+	//
+	// The batch form of upload_blob, for sites of many small files. The body,
+	// `Content-Type: application/octet-stream` (it may be streamed), is the
+	// contents one after another, each a line `SHA256 SIZE` (64 lowercase hex
+	// digits, one space, the length in decimal, then a newline) followed by
+	// exactly SIZE bytes; or, for clients that send only JSON (MCP tools),
+	// `{blobs: [{sha256, contentBase64}]}`. At most 1,000 contents in a body
+	// of at most 8,388,608 bytes (8 MiB); a larger file goes alone with
+	// upload_blob. Each content is checked against its SHA-256 and stored
+	// once as it arrives, as upload_blob does: content your organisation
+	// uploaded before changes nothing. A content that does not match its
+	// SHA-256, or breaks the framing or the limits, is refused
+	// (`input:invalid`, `input:body_too_large`) with nothing of it stored:
+	// the contents before it are stored (the refusal says how many), those
+	// after it are not read. A body cut short leaves the contents that fully
+	// arrived stored, so find_missing_blobs then lists only the rest.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/blobs (the `UploadBlobs` operationId).
+	UploadBlobs(ctx context.Context, body UploadBlobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// UploadBlobWithBody Upload one file's content under its SHA-256; repeating it changes nothing.
 	//
 	// The body is the file's bytes, sent as `Content-Type:
@@ -234,13 +280,20 @@ type ClientInterface interface {
 
 	// UploadAssetsWithBody Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
-	// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 	// content already uploaded: every file's SHA-256 must be present for your
-	// organisation (find_missing_blobs says which are not; upload_blob sends
-	// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-	// missing hashes. With `files` (up to 5,000), the content travels inline
-	// as base64 in this one body. Send one form, not both. The same files give
-	// the same bundle, whichever form carried them.
+	// organisation (find_missing_blobs says which are not; upload_blob and
+	// upload_blobs send them), otherwise the answer is 409
+	// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+	// to 5,000), the content travels inline as base64 in this one body. With
+	// `baseBundleId`, the bundle is one of your organisation's bundles with
+	// `changes` (files added, or replacing the file at the same path) and
+	// `removed` (paths dropped): only the changed files' content must be
+	// present for your organisation, and the whole of the result is held to
+	// the manifest's limits (20,000 files) before any content is looked up.
+	// A base that is not your organisation's bundle is `not_found:resource`.
+	// Send one form. The same files give the same bundle, whichever form
+	// carried them.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -249,13 +302,20 @@ type ClientInterface interface {
 
 	// UploadAssets Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
-	// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 	// content already uploaded: every file's SHA-256 must be present for your
-	// organisation (find_missing_blobs says which are not; upload_blob sends
-	// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-	// missing hashes. With `files` (up to 5,000), the content travels inline
-	// as base64 in this one body. Send one form, not both. The same files give
-	// the same bundle, whichever form carried them.
+	// organisation (find_missing_blobs says which are not; upload_blob and
+	// upload_blobs send them), otherwise the answer is 409
+	// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+	// to 5,000), the content travels inline as base64 in this one body. With
+	// `baseBundleId`, the bundle is one of your organisation's bundles with
+	// `changes` (files added, or replacing the file at the same path) and
+	// `removed` (paths dropped): only the changed files' content must be
+	// present for your organisation, and the whole of the result is held to
+	// the manifest's limits (20,000 files) before any content is looked up.
+	// A base that is not your organisation's bundle is `not_found:resource`.
+	// Send one form. The same files give the same bundle, whichever form
+	// carried them.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1030,6 +1090,72 @@ func (c *Client) CreateBillingSetupLink(ctx context.Context, params *CreateBilli
 	return c.Client.Do(req)
 }
 
+// UploadBlobsWithBody Upload several small files' contents in one request; repeating it changes nothing.
+//
+// The batch form of upload_blob, for sites of many small files. The body,
+// `Content-Type: application/octet-stream` (it may be streamed), is the
+// contents one after another, each a line `SHA256 SIZE` (64 lowercase hex
+// digits, one space, the length in decimal, then a newline) followed by
+// exactly SIZE bytes; or, for clients that send only JSON (MCP tools),
+// `{blobs: [{sha256, contentBase64}]}`. At most 1,000 contents in a body
+// of at most 8,388,608 bytes (8 MiB); a larger file goes alone with
+// upload_blob. Each content is checked against its SHA-256 and stored
+// once as it arrives, as upload_blob does: content your organisation
+// uploaded before changes nothing. A content that does not match its
+// SHA-256, or breaks the framing or the limits, is refused
+// (`input:invalid`, `input:body_too_large`) with nothing of it stored:
+// the contents before it are stored (the refusal says how many), those
+// after it are not read. A body cut short leaves the contents that fully
+// arrived stored, so find_missing_blobs then lists only the rest.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/blobs (the `UploadBlobs` operationId).
+func (c *Client) UploadBlobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUploadBlobsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UploadBlobs Upload several small files' contents in one request; repeating it changes nothing.
+//
+// The batch form of upload_blob, for sites of many small files. The body,
+// `Content-Type: application/octet-stream` (it may be streamed), is the
+// contents one after another, each a line `SHA256 SIZE` (64 lowercase hex
+// digits, one space, the length in decimal, then a newline) followed by
+// exactly SIZE bytes; or, for clients that send only JSON (MCP tools),
+// `{blobs: [{sha256, contentBase64}]}`. At most 1,000 contents in a body
+// of at most 8,388,608 bytes (8 MiB); a larger file goes alone with
+// upload_blob. Each content is checked against its SHA-256 and stored
+// once as it arrives, as upload_blob does: content your organisation
+// uploaded before changes nothing. A content that does not match its
+// SHA-256, or breaks the framing or the limits, is refused
+// (`input:invalid`, `input:body_too_large`) with nothing of it stored:
+// the contents before it are stored (the refusal says how many), those
+// after it are not read. A body cut short leaves the contents that fully
+// arrived stored, so find_missing_blobs then lists only the rest.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/blobs (the `UploadBlobs` operationId).
+func (c *Client) UploadBlobs(ctx context.Context, body UploadBlobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUploadBlobsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // UploadBlobWithBody Upload one file's content under its SHA-256; repeating it changes nothing.
 //
 // The body is the file's bytes, sent as `Content-Type:
@@ -1105,13 +1231,20 @@ func (c *Client) ListBundles(ctx context.Context, params *ListBundlesParams, req
 
 // UploadAssetsWithBody Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
-// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 // content already uploaded: every file's SHA-256 must be present for your
-// organisation (find_missing_blobs says which are not; upload_blob sends
-// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-// missing hashes. With `files` (up to 5,000), the content travels inline
-// as base64 in this one body. Send one form, not both. The same files give
-// the same bundle, whichever form carried them.
+// organisation (find_missing_blobs says which are not; upload_blob and
+// upload_blobs send them), otherwise the answer is 409
+// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+// to 5,000), the content travels inline as base64 in this one body. With
+// `baseBundleId`, the bundle is one of your organisation's bundles with
+// `changes` (files added, or replacing the file at the same path) and
+// `removed` (paths dropped): only the changed files' content must be
+// present for your organisation, and the whole of the result is held to
+// the manifest's limits (20,000 files) before any content is looked up.
+// A base that is not your organisation's bundle is `not_found:resource`.
+// Send one form. The same files give the same bundle, whichever form
+// carried them.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1130,13 +1263,20 @@ func (c *Client) UploadAssetsWithBody(ctx context.Context, params *UploadAssetsP
 
 // UploadAssets Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
-// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 // content already uploaded: every file's SHA-256 must be present for your
-// organisation (find_missing_blobs says which are not; upload_blob sends
-// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-// missing hashes. With `files` (up to 5,000), the content travels inline
-// as base64 in this one body. Send one form, not both. The same files give
-// the same bundle, whichever form carried them.
+// organisation (find_missing_blobs says which are not; upload_blob and
+// upload_blobs send them), otherwise the answer is 409
+// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+// to 5,000), the content travels inline as base64 in this one body. With
+// `baseBundleId`, the bundle is one of your organisation's bundles with
+// `changes` (files added, or replacing the file at the same path) and
+// `removed` (paths dropped): only the changed files' content must be
+// present for your organisation, and the whole of the result is held to
+// the manifest's limits (20,000 files) before any content is looked up.
+// A base that is not your organisation's bundle is `not_found:resource`.
+// Send one form. The same files give the same bundle, whichever form
+// carried them.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2716,6 +2856,46 @@ func NewCreateBillingSetupLinkRequestWithBody(server string, params *CreateBilli
 		}
 
 	}
+
+	return req, nil
+}
+
+// NewUploadBlobsRequest calls the generic UploadBlobs builder with application/json body
+func NewUploadBlobsRequest(server string, body UploadBlobsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUploadBlobsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewUploadBlobsRequestWithBody constructs an http.Request for the UploadBlobs method, with any body, and a specified content type
+func NewUploadBlobsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/blobs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5565,6 +5745,52 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/billing/setup-link (the `CreateBillingSetupLink` operationId).
 	CreateBillingSetupLinkWithResponse(ctx context.Context, params *CreateBillingSetupLinkParams, body CreateBillingSetupLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBillingSetupLinkResponse, error)
 
+	// UploadBlobsWithBodyWithResponse Upload several small files' contents in one request; repeating it changes nothing.
+	//
+	// The batch form of upload_blob, for sites of many small files. The body,
+	// `Content-Type: application/octet-stream` (it may be streamed), is the
+	// contents one after another, each a line `SHA256 SIZE` (64 lowercase hex
+	// digits, one space, the length in decimal, then a newline) followed by
+	// exactly SIZE bytes; or, for clients that send only JSON (MCP tools),
+	// `{blobs: [{sha256, contentBase64}]}`. At most 1,000 contents in a body
+	// of at most 8,388,608 bytes (8 MiB); a larger file goes alone with
+	// upload_blob. Each content is checked against its SHA-256 and stored
+	// once as it arrives, as upload_blob does: content your organisation
+	// uploaded before changes nothing. A content that does not match its
+	// SHA-256, or breaks the framing or the limits, is refused
+	// (`input:invalid`, `input:body_too_large`) with nothing of it stored:
+	// the contents before it are stored (the refusal says how many), those
+	// after it are not read. A body cut short leaves the contents that fully
+	// arrived stored, so find_missing_blobs then lists only the rest.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/blobs (the `UploadBlobs` operationId).
+	UploadBlobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadBlobsResponse, error)
+
+	// UploadBlobsWithResponse Upload several small files' contents in one request; repeating it changes nothing.
+	//
+	// The batch form of upload_blob, for sites of many small files. The body,
+	// `Content-Type: application/octet-stream` (it may be streamed), is the
+	// contents one after another, each a line `SHA256 SIZE` (64 lowercase hex
+	// digits, one space, the length in decimal, then a newline) followed by
+	// exactly SIZE bytes; or, for clients that send only JSON (MCP tools),
+	// `{blobs: [{sha256, contentBase64}]}`. At most 1,000 contents in a body
+	// of at most 8,388,608 bytes (8 MiB); a larger file goes alone with
+	// upload_blob. Each content is checked against its SHA-256 and stored
+	// once as it arrives, as upload_blob does: content your organisation
+	// uploaded before changes nothing. A content that does not match its
+	// SHA-256, or breaks the framing or the limits, is refused
+	// (`input:invalid`, `input:body_too_large`) with nothing of it stored:
+	// the contents before it are stored (the refusal says how many), those
+	// after it are not read. A body cut short leaves the contents that fully
+	// arrived stored, so find_missing_blobs then lists only the rest.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/blobs (the `UploadBlobs` operationId).
+	UploadBlobsWithResponse(ctx context.Context, body UploadBlobsJSONRequestBody, reqEditors ...RequestEditorFn) (*UploadBlobsResponse, error)
+
 	// UploadBlobWithBodyWithResponse Upload one file's content under its SHA-256; repeating it changes nothing.
 	//
 	// The body is the file's bytes, sent as `Content-Type:
@@ -5612,13 +5838,20 @@ type ClientWithResponsesInterface interface {
 
 	// UploadAssetsWithBodyWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
-	// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 	// content already uploaded: every file's SHA-256 must be present for your
-	// organisation (find_missing_blobs says which are not; upload_blob sends
-	// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-	// missing hashes. With `files` (up to 5,000), the content travels inline
-	// as base64 in this one body. Send one form, not both. The same files give
-	// the same bundle, whichever form carried them.
+	// organisation (find_missing_blobs says which are not; upload_blob and
+	// upload_blobs send them), otherwise the answer is 409
+	// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+	// to 5,000), the content travels inline as base64 in this one body. With
+	// `baseBundleId`, the bundle is one of your organisation's bundles with
+	// `changes` (files added, or replacing the file at the same path) and
+	// `removed` (paths dropped): only the changed files' content must be
+	// present for your organisation, and the whole of the result is held to
+	// the manifest's limits (20,000 files) before any content is looked up.
+	// A base that is not your organisation's bundle is `not_found:resource`.
+	// Send one form. The same files give the same bundle, whichever form
+	// carried them.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5627,13 +5860,20 @@ type ClientWithResponsesInterface interface {
 
 	// UploadAssetsWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
-	// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 	// content already uploaded: every file's SHA-256 must be present for your
-	// organisation (find_missing_blobs says which are not; upload_blob sends
-	// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-	// missing hashes. With `files` (up to 5,000), the content travels inline
-	// as base64 in this one body. Send one form, not both. The same files give
-	// the same bundle, whichever form carried them.
+	// organisation (find_missing_blobs says which are not; upload_blob and
+	// upload_blobs send them), otherwise the answer is 409
+	// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+	// to 5,000), the content travels inline as base64 in this one body. With
+	// `baseBundleId`, the bundle is one of your organisation's bundles with
+	// `changes` (files added, or replacing the file at the same path) and
+	// `removed` (paths dropped): only the changed files' content must be
+	// present for your organisation, and the whole of the result is held to
+	// the manifest's limits (20,000 files) before any content is looked up.
+	// A base that is not your organisation's bundle is `not_found:resource`.
+	// Send one form. The same files give the same bundle, whichever form
+	// carried them.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6861,6 +7101,77 @@ func (r CreateBillingSetupLinkResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateBillingSetupLinkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UploadBlobsResponse429Headers the declared response headers of an HTTP 429 response for UploadBlobs
+type UploadBlobsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type UploadBlobsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BlobBatchEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UploadBlobsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UploadBlobsResponse) GetJSON200() *BlobBatchEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r UploadBlobsResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UploadBlobsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r UploadBlobsResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r UploadBlobsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UploadBlobsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UploadBlobsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UploadBlobsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10734,6 +11045,64 @@ func (c *ClientWithResponses) CreateBillingSetupLinkWithResponse(ctx context.Con
 	return ParseCreateBillingSetupLinkResponse(rsp)
 }
 
+// UploadBlobsWithBodyWithResponse Upload several small files' contents in one request; repeating it changes nothing.
+//
+// The batch form of upload_blob, for sites of many small files. The body,
+// `Content-Type: application/octet-stream` (it may be streamed), is the
+// contents one after another, each a line `SHA256 SIZE` (64 lowercase hex
+// digits, one space, the length in decimal, then a newline) followed by
+// exactly SIZE bytes; or, for clients that send only JSON (MCP tools),
+// `{blobs: [{sha256, contentBase64}]}`. At most 1,000 contents in a body
+// of at most 8,388,608 bytes (8 MiB); a larger file goes alone with
+// upload_blob. Each content is checked against its SHA-256 and stored
+// once as it arrives, as upload_blob does: content your organisation
+// uploaded before changes nothing. A content that does not match its
+// SHA-256, or breaks the framing or the limits, is refused
+// (`input:invalid`, `input:body_too_large`) with nothing of it stored:
+// the contents before it are stored (the refusal says how many), those
+// after it are not read. A body cut short leaves the contents that fully
+// arrived stored, so find_missing_blobs then lists only the rest.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/blobs (the `UploadBlobs` operationId).
+func (c *ClientWithResponses) UploadBlobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadBlobsResponse, error) {
+	rsp, err := c.UploadBlobsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUploadBlobsResponse(rsp)
+}
+
+// UploadBlobsWithResponse Upload several small files' contents in one request; repeating it changes nothing.
+//
+// The batch form of upload_blob, for sites of many small files. The body,
+// `Content-Type: application/octet-stream` (it may be streamed), is the
+// contents one after another, each a line `SHA256 SIZE` (64 lowercase hex
+// digits, one space, the length in decimal, then a newline) followed by
+// exactly SIZE bytes; or, for clients that send only JSON (MCP tools),
+// `{blobs: [{sha256, contentBase64}]}`. At most 1,000 contents in a body
+// of at most 8,388,608 bytes (8 MiB); a larger file goes alone with
+// upload_blob. Each content is checked against its SHA-256 and stored
+// once as it arrives, as upload_blob does: content your organisation
+// uploaded before changes nothing. A content that does not match its
+// SHA-256, or breaks the framing or the limits, is refused
+// (`input:invalid`, `input:body_too_large`) with nothing of it stored:
+// the contents before it are stored (the refusal says how many), those
+// after it are not read. A body cut short leaves the contents that fully
+// arrived stored, so find_missing_blobs then lists only the rest.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/blobs (the `UploadBlobs` operationId).
+func (c *ClientWithResponses) UploadBlobsWithResponse(ctx context.Context, body UploadBlobsJSONRequestBody, reqEditors ...RequestEditorFn) (*UploadBlobsResponse, error) {
+	rsp, err := c.UploadBlobs(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUploadBlobsResponse(rsp)
+}
+
 // UploadBlobWithBodyWithResponse Upload one file's content under its SHA-256; repeating it changes nothing.
 //
 // The body is the file's bytes, sent as `Content-Type:
@@ -10799,13 +11168,20 @@ func (c *ClientWithResponses) ListBundlesWithResponse(ctx context.Context, param
 
 // UploadAssetsWithBodyWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
-// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 // content already uploaded: every file's SHA-256 must be present for your
-// organisation (find_missing_blobs says which are not; upload_blob sends
-// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-// missing hashes. With `files` (up to 5,000), the content travels inline
-// as base64 in this one body. Send one form, not both. The same files give
-// the same bundle, whichever form carried them.
+// organisation (find_missing_blobs says which are not; upload_blob and
+// upload_blobs send them), otherwise the answer is 409
+// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+// to 5,000), the content travels inline as base64 in this one body. With
+// `baseBundleId`, the bundle is one of your organisation's bundles with
+// `changes` (files added, or replacing the file at the same path) and
+// `removed` (paths dropped): only the changed files' content must be
+// present for your organisation, and the whole of the result is held to
+// the manifest's limits (20,000 files) before any content is looked up.
+// A base that is not your organisation's bundle is `not_found:resource`.
+// Send one form. The same files give the same bundle, whichever form
+// carried them.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10820,13 +11196,20 @@ func (c *ClientWithResponses) UploadAssetsWithBodyWithResponse(ctx context.Conte
 
 // UploadAssetsWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
-// Two forms. With `manifest` (up to 20,000 files), the bundle is made of
+// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
 // content already uploaded: every file's SHA-256 must be present for your
-// organisation (find_missing_blobs says which are not; upload_blob sends
-// them), otherwise the answer is 409 `conflict:blobs_missing` listing the
-// missing hashes. With `files` (up to 5,000), the content travels inline
-// as base64 in this one body. Send one form, not both. The same files give
-// the same bundle, whichever form carried them.
+// organisation (find_missing_blobs says which are not; upload_blob and
+// upload_blobs send them), otherwise the answer is 409
+// `conflict:blobs_missing` listing the missing hashes. With `files` (up
+// to 5,000), the content travels inline as base64 in this one body. With
+// `baseBundleId`, the bundle is one of your organisation's bundles with
+// `changes` (files added, or replacing the file at the same path) and
+// `removed` (paths dropped): only the changed files' content must be
+// present for your organisation, and the whole of the result is held to
+// the manifest's limits (20,000 files) before any content is looked up.
+// A base that is not your organisation's bundle is `not_found:resource`.
+// Send one form. The same files give the same bundle, whichever form
+// carried them.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12338,6 +12721,80 @@ func ParseCreateBillingSetupLinkResponse(rsp *http.Response) (*CreateBillingSetu
 	switch {
 	case rsp.StatusCode == 429:
 		var headers CreateBillingSetupLinkResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUploadBlobsResponse parses an HTTP response from a UploadBlobsWithResponse call
+func ParseUploadBlobsResponse(rsp *http.Response) (*UploadBlobsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UploadBlobsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BlobBatchEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers UploadBlobsResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

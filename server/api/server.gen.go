@@ -54,6 +54,9 @@ type ServerInterface interface {
 	// CreateBillingSetupLink Start a card flow for an existing account.
 	// (POST /v1/billing/setup-link)
 	CreateBillingSetupLink(w http.ResponseWriter, r *http.Request, params CreateBillingSetupLinkParams)
+	// UploadBlobs Upload several small files' contents in one request; repeating it changes nothing.
+	// (POST /v1/blobs)
+	UploadBlobs(w http.ResponseWriter, r *http.Request)
 	// UploadBlob Upload one file's content under its SHA-256; repeating it changes nothing.
 	// (PUT /v1/blobs/{sha256})
 	UploadBlob(w http.ResponseWriter, r *http.Request, sha256 Sha256Hex)
@@ -405,6 +408,20 @@ func (siw *ServerInterfaceWrapper) CreateBillingSetupLink(w http.ResponseWriter,
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CreateBillingSetupLink(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UploadBlobs operation middleware
+func (siw *ServerInterfaceWrapper) UploadBlobs(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UploadBlobs(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2571,6 +2588,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/bundles", wrapper.ListBundles)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/bundles", wrapper.UploadAssets)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/bundles/missing", wrapper.FindMissingBlobs)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/blobs", wrapper.UploadBlobs)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/blobs/{sha256}", wrapper.UploadBlob)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/projects/{id}/launch", wrapper.LaunchService)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/services", wrapper.ListServices)
@@ -3329,6 +3347,83 @@ type CreateBillingSetupLinkdefaultJSONResponse struct {
 }
 
 func (response CreateBillingSetupLinkdefaultJSONResponse) VisitCreateBillingSetupLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UploadBlobsRequestObject struct {
+	JSONBody *UploadBlobsJSONRequestBody
+	Body     io.Reader
+}
+
+type UploadBlobsResponseObject interface {
+	VisitUploadBlobsResponse(w http.ResponseWriter) error
+}
+
+type UploadBlobs200JSONResponse BlobBatchEnvelope
+
+func (response UploadBlobs200JSONResponse) VisitUploadBlobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UploadBlobs406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response UploadBlobs406JSONResponse) VisitUploadBlobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UploadBlobs429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response UploadBlobs429JSONResponse) VisitUploadBlobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UploadBlobsdefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response UploadBlobsdefaultJSONResponse) VisitUploadBlobsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -7391,6 +7486,9 @@ type StrictServerInterface interface {
 	// CreateBillingSetupLink Start a card flow for an existing account.
 	// (POST /v1/billing/setup-link)
 	CreateBillingSetupLink(ctx context.Context, request CreateBillingSetupLinkRequestObject) (CreateBillingSetupLinkResponseObject, error)
+	// UploadBlobs Upload several small files' contents in one request; repeating it changes nothing.
+	// (POST /v1/blobs)
+	UploadBlobs(ctx context.Context, request UploadBlobsRequestObject) (UploadBlobsResponseObject, error)
 	// UploadBlob Upload one file's content under its SHA-256; repeating it changes nothing.
 	// (PUT /v1/blobs/{sha256})
 	UploadBlob(ctx context.Context, request UploadBlobRequestObject) (UploadBlobResponseObject, error)
@@ -7873,6 +7971,44 @@ func (sh *strictHandler) CreateBillingSetupLink(w http.ResponseWriter, r *http.R
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CreateBillingSetupLinkResponseObject); ok {
 		if err := validResponse.VisitCreateBillingSetupLinkResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UploadBlobs operation middleware
+func (sh *strictHandler) UploadBlobs(w http.ResponseWriter, r *http.Request) {
+	var request UploadBlobsRequestObject
+
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+
+		var body UploadBlobsJSONRequestBody
+		if err := runtime.BindJSONBody(r, &body); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+		request.JSONBody = &body
+
+	}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/octet-stream") {
+		request.Body = r.Body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UploadBlobs(ctx, request.(UploadBlobsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UploadBlobs")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UploadBlobsResponseObject); ok {
+		if err := validResponse.VisitUploadBlobsResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

@@ -1,14 +1,22 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"io"
+	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
+	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -71,4 +79,153 @@ func (o bundleRoutes) UploadBlob(ctx context.Context, req api.UploadBlobRequestO
 		return nil, err
 	}
 	return api.UploadBlob200JSONResponse{Data: *v, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+// Batches are stored as they arrive, a group at a time: a body cut short
+// leaves what fully arrived stored.
+const (
+	batchGroup      = 64
+	batchGroupBytes = 1 << 20
+)
+
+// UploadBlobs takes several contents in one body: framed raw bytes
+// ("SHA256 SIZE\n" then the bytes, streamed from the connection as they
+// arrive) or, from clients that send only JSON, base64. Each is checked
+// as it comes and stored in groups; a refusal stores what came before it.
+func (o bundleRoutes) UploadBlobs(ctx context.Context, req api.UploadBlobsRequestObject) (api.UploadBlobsResponseObject, error) {
+	p := auth.FromContext(ctx)
+	out := models.BlobBatch{Blobs: []models.Blob{}}
+	var group []store.BlobContent
+	var groupBytes int
+	flush := func() error {
+		if len(group) == 0 {
+			return nil
+		}
+		blobs, err := o.svc.Bundles.PutBlobs(ctx, p, group)
+		if err != nil {
+			return err
+		}
+		for _, b := range blobs {
+			out.Blobs = append(out.Blobs, b)
+			out.Bytes += b.Size
+			if !b.AlreadyUploaded {
+				out.NewBlobs++
+			}
+		}
+		group, groupBytes = group[:0], 0
+		return nil
+	}
+	add := func(i int, sha string, data []byte) error {
+		if i >= service.MaxBatchBlobs {
+			return apierr.Newf("input:invalid", "a batch holds at most %d contents", service.MaxBatchBlobs).
+				WithDetails(models.FieldProblem{Field: fmt.Sprintf("body.%d", i), Problem: fmt.Sprintf("more than %d contents", service.MaxBatchBlobs)})
+		}
+		if err := service.CheckBlob(fmt.Sprintf("body.%d", i), sha, data); err != nil {
+			return err
+		}
+		group = append(group, store.BlobContent{SHA256: sha, Data: data})
+		groupBytes += len(data)
+		if len(group) >= batchGroup || groupBytes >= batchGroupBytes {
+			return flush()
+		}
+		return nil
+	}
+	// refused stores what came before a refusal and says so.
+	refused := func(err error) error {
+		if ferr := flush(); ferr != nil {
+			return ferr
+		}
+		var e *apierr.Error
+		if !errors.As(err, &e) {
+			return err
+		}
+		e.Message = fmt.Sprintf("%s; the %d contents before it are stored, none after it was read", e.Message, len(out.Blobs))
+		if len(e.Actions) == 0 {
+			e = e.WithActions(actions.ToolNeeding("find_missing_blobs", "agent", nil, "projectId", "manifest"))
+		}
+		return e
+	}
+	switch {
+	case req.Body != nil:
+		br := bufio.NewReaderSize(req.Body, 64<<10)
+		for i := 0; ; i++ {
+			sha, size, err := readFrameHeader(br, i)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, refused(err)
+			}
+			data := make([]byte, size)
+			if _, err := io.ReadFull(br, data); err != nil {
+				return nil, refused(bodyError(err, i, fmt.Sprintf("the body ended within content %d, %d bytes announced; nothing of it was stored", i, size)))
+			}
+			if err := add(i, sha, data); err != nil {
+				return nil, refused(err)
+			}
+		}
+	case req.JSONBody != nil:
+		for i, b := range req.JSONBody.Blobs {
+			data, err := base64.StdEncoding.DecodeString(b.ContentBase64)
+			if err != nil {
+				return nil, refused(apierr.New("input:invalid", "contentBase64 is not standard base64").
+					WithDetails(models.FieldProblem{Field: fmt.Sprintf("body.blobs.%d.contentBase64", i), Problem: "not standard base64"}))
+			}
+			if err := add(i, b.Sha256, data); err != nil {
+				return nil, refused(err)
+			}
+		}
+	default:
+		return nil, apierr.New("input:unsupported_media_type", "send the contents framed as Content-Type: application/octet-stream, or as JSON {blobs: [{sha256, contentBase64}]}")
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	if len(out.Blobs) == 0 {
+		return nil, apierr.New("input:invalid", "the body holds no content",
+			actions.ToolNeeding("find_missing_blobs", "agent", nil, "projectId", "manifest")).
+			WithDetails(models.FieldProblem{Field: "body", Problem: "empty"})
+	}
+	next := actions.ToolNeeding("upload_assets", "agent", nil, "manifest")
+	return api.UploadBlobs200JSONResponse{Data: out, Actions: []models.Action{next}, FormatVersion: FormatVersion}, nil
+}
+
+// readFrameHeader reads a batch's "SHA256 SIZE\n"; io.EOF at the end of
+// the body.
+func readFrameHeader(br *bufio.Reader, i int) (string, int, error) {
+	line, err := br.ReadSlice('\n')
+	if err == io.EOF && len(line) == 0 {
+		return "", 0, io.EOF
+	}
+	field := fmt.Sprintf("body.%d", i)
+	if err != nil || len(line) > 64+1+9+1 {
+		if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+			return "", 0, bodyError(err, i, "reading the body failed")
+		}
+		return "", 0, apierr.Newf("input:invalid", "content %d does not start with a line \"SHA256 SIZE\"", i).
+			WithDetails(models.FieldProblem{Field: field, Problem: "no frame header"})
+	}
+	sha, num, ok := strings.Cut(strings.TrimSuffix(string(line), "\n"), " ")
+	size, perr := strconv.Atoi(num)
+	if !ok || perr != nil || size < 0 || num != strconv.Itoa(size) {
+		return "", 0, apierr.Newf("input:invalid", "content %d's frame header %q is not \"SHA256 SIZE\"", i, strings.TrimSpace(string(line))).
+			WithDetails(models.FieldProblem{Field: field, Problem: "malformed frame header"})
+	}
+	if size > service.MaxFileBytes {
+		return "", 0, apierr.Newf("input:body_too_large", "content %d announces %d bytes; a file holds at most %d", i, size, service.MaxFileBytes).
+			WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("larger than %d bytes", service.MaxFileBytes)})
+	}
+	return sha, size, nil
+}
+
+// bodyError is a failure reading a batch's body: over the limit, or cut
+// short.
+func bodyError(err error, i int, msg string) *apierr.Error {
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return apierr.Newf("input:body_too_large", "the body exceeds %d bytes, the limit for upload_blobs, within content %d", mb.Limit, i).
+			WithDetails(models.FieldProblem{Field: fmt.Sprintf("body.%d", i), Problem: fmt.Sprintf("past %d bytes of body", mb.Limit)})
+	}
+	return apierr.New("input:invalid", msg).
+		WithDetails(models.FieldProblem{Field: fmt.Sprintf("body.%d", i), Problem: "body cut short"})
 }

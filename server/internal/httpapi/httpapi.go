@@ -87,6 +87,9 @@ type route struct {
 	known     map[string]bool // query parameter names
 	// takesRaw: the body may also be raw bytes (application/octet-stream).
 	takesRaw bool
+	// streams: raw bytes are not read ahead but handed to the operation
+	// as they arrive, up to the limit (x-stream-body in the contract).
+	streams bool
 	// version, for a versioned read, is Config.Versions' counter.
 	version func() uint64
 	// medias are the media types of its successful answers.
@@ -157,6 +160,7 @@ func New(cfg Config) (*Handler, error) {
 		}
 		if rb := rt.operation.RequestBody; rb != nil && rb.Value != nil && rb.Value.Content.Get(rawMedia) != nil {
 			rt.takesRaw = true
+			rt.streams = rt.operation.Extensions["x-stream-body"] == true
 		}
 		rt.medias = responseMedias(rt)
 		h.ops[op.ID] = rt

@@ -301,6 +301,13 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, rt *route) ([
 		return nil, nil
 	}
 	limit := h.bodyLimit(rt, r)
+	if rt.streams && isRaw(r) {
+		// Read by the operation as it arrives, so that what fully
+		// arrived is kept even if the rest never does.
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		r.Header.Set("Content-Type", rawMedia)
+		return nil, nil
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mb *http.MaxBytesError

@@ -260,6 +260,10 @@ func (Unimplemented) UploadBlob(ctx context.Context, request api.UploadBlobReque
 	return nil, notImplemented("upload_blob")
 }
 
+func (Unimplemented) UploadBlobs(ctx context.Context, request api.UploadBlobsRequestObject) (api.UploadBlobsResponseObject, error) {
+	return nil, notImplemented("upload_blobs")
+}
+
 func (Unimplemented) WaitForMessage(ctx context.Context, request api.WaitForMessageRequestObject) (api.WaitForMessageResponseObject, error) {
 	return nil, notImplemented("wait_for_message")
 }

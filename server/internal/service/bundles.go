@@ -117,13 +117,37 @@ func (s *Bundles) Get(ctx context.Context, orgID, id string) (*models.BundleInfo
 // and the distinct hashes in manifest order.
 func manifestFiles(manifest []models.ManifestFile) ([]site.File, int64, []string, error) {
 	if len(manifest) > MaxManifestFiles {
-		return nil, 0, nil, apierr.Newf("input:invalid", "a bundle holds at most %d files; this manifest lists %d", MaxManifestFiles, len(manifest)).
-			WithDetails(models.FieldProblem{Field: "body.manifest", Problem: fmt.Sprintf("more than %d items", MaxManifestFiles)})
+		return nil, 0, nil, tooManyFiles("body.manifest", len(manifest))
 	}
 	if len(manifest) == 0 {
 		return nil, 0, nil, apierr.New("input:invalid", "the manifest lists no file").
 			WithDetails(models.FieldProblem{Field: "body.manifest", Problem: "empty"})
 	}
+	files, total, shas, err := manifestEntries("body.manifest", manifest)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	if total > MaxManifestBytes {
+		return nil, 0, nil, tooManyBytes("body.manifest", total)
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, total, shas, nil
+}
+
+func tooManyFiles(field string, n int) *apierr.Error {
+	return apierr.Newf("input:invalid", "a bundle holds at most %d files; this one would hold %d", MaxManifestFiles, n).
+		WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("more than %d files", MaxManifestFiles)})
+}
+
+func tooManyBytes(field string, total int64) *apierr.Error {
+	return apierr.Newf("input:body_too_large", "the manifest adds up to %d bytes; a bundle holds at most %d", total, MaxManifestBytes).
+		WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("more than %d bytes", MaxManifestBytes)})
+}
+
+// manifestEntries checks manifest entries (safe and distinct paths,
+// hashes, sizes) and returns them as files in the order given, their
+// total size and their distinct hashes in that order.
+func manifestEntries(field string, manifest []models.ManifestFile) ([]site.File, int64, []string, error) {
 	files := make([]site.File, 0, len(manifest))
 	var shas []string
 	seenPath := make(map[string]bool, len(manifest))
@@ -131,7 +155,7 @@ func manifestFiles(manifest []models.ManifestFile) ([]site.File, int64, []string
 	var total int64
 	var problems []models.FieldProblem
 	for i, f := range manifest {
-		field := fmt.Sprintf("body.manifest.%d", i)
+		field := fmt.Sprintf("%s.%d", field, i)
 		if err := safePath(f.Path); err != nil {
 			problems = append(problems, models.FieldProblem{Field: field + ".path", Problem: err.Error()})
 			continue
@@ -163,11 +187,6 @@ func manifestFiles(manifest []models.ManifestFile) ([]site.File, int64, []string
 	if len(problems) > 0 {
 		return nil, 0, nil, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
 	}
-	if total > MaxManifestBytes {
-		return nil, 0, nil, apierr.Newf("input:body_too_large", "the manifest adds up to %d bytes; a bundle holds at most %d", total, MaxManifestBytes).
-			WithDetails(models.FieldProblem{Field: "body.manifest", Problem: fmt.Sprintf("more than %d bytes", MaxManifestBytes)})
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	return files, total, shas, nil
 }
 
@@ -285,6 +304,43 @@ func (s *Bundles) UploadBlob(ctx context.Context, p *auth.Principal, sha string,
 	return &models.Blob{Sha256: sha, Size: len(data), AlreadyUploaded: had}, []models.Action{next}, nil
 }
 
+// MaxBatchBlobs bounds the contents of one upload_blobs.
+const MaxBatchBlobs = 1000
+
+// CheckBlob refuses content that does not match its SHA-256, or is over
+// the file limit; field names it in the refusal.
+func CheckBlob(field, sha string, data []byte) *apierr.Error {
+	if !isSHA256(sha) {
+		return apierr.New("input:invalid", "a content must be named by its SHA-256 in 64 lowercase hex digits").
+			WithDetails(models.FieldProblem{Field: field, Problem: "not 64 lowercase hex digits"})
+	}
+	if len(data) > MaxFileBytes {
+		return apierr.Newf("input:body_too_large", "the content is %d bytes; a file holds at most %d", len(data), MaxFileBytes).
+			WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("larger than %d bytes", MaxFileBytes)})
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != sha {
+		return apierr.Newf("input:invalid", "the content's SHA-256 is %s, not %s as sent; nothing of it was stored", got, sha).
+			WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("SHA-256 %s (%d bytes) does not match %s", got, len(data), sha)})
+	}
+	return nil
+}
+
+// PutBlobs stores contents already checked (CheckBlob) and records them
+// as the organisation's, in one go; storing again what is there changes
+// nothing. It returns each content's answer.
+func (s *Bundles) PutBlobs(ctx context.Context, p *auth.Principal, contents []store.BlobContent) ([]models.Blob, error) {
+	had, err := s.store.Bundles().PutOrgBlobs(ctx, p.OrgID, contents, s.Now())
+	if err != nil {
+		return nil, apierr.Internal(err)
+	}
+	out := make([]models.Blob, len(contents))
+	for i, c := range contents {
+		out[i] = models.Blob{Sha256: c.SHA256, Size: len(c.Data), AlreadyUploaded: had[i]}
+	}
+	return out, nil
+}
+
 // UploadAssets records a bundle. With a manifest, its content must have
 // been uploaded by the organisation (find_missing_blobs, upload_blob); with
 // files, the content comes inline and is stored content-addressed. It
@@ -297,10 +353,23 @@ func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req models.Uplo
 	var manifest []site.File
 	var total int64
 	var newBlobs *int
+	var baseID string
+	if err := oneForm(req); err != nil {
+		return nil, nil, err
+	}
+	// Every content is checked stored below, or was when the base was:
+	// the bundle is recorded as checked at the loss count read first.
+	losses, err := s.store.Bundles().Losses(ctx)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
 	switch {
-	case req.Manifest != nil && req.Files != nil:
-		return nil, nil, apierr.New("input:invalid", "send either manifest (content uploaded by digest) or files (content inline), not both").
-			WithDetails(models.FieldProblem{Field: "body.files", Problem: "not allowed with manifest"})
+	case req.BaseBundleId != nil:
+		files, sum, err := s.derive(ctx, p, req, losses)
+		if err != nil {
+			return nil, nil, err
+		}
+		manifest, total, baseID = files, sum, *req.BaseBundleId
 	case req.Manifest != nil:
 		files, sum, shas, err := manifestFiles(*req.Manifest)
 		if err != nil {
@@ -324,24 +393,24 @@ func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req models.Uplo
 			return nil, nil, err
 		}
 		manifest, total, newBlobs = files, sum, &n
-	default:
-		return nil, nil, apierr.New("input:invalid", "send manifest (content uploaded by digest: find_missing_blobs, upload_blob) or files (content inline)",
-			actions.Tool("find_missing_blobs", "agent", map[string]any{"projectId": req.ProjectId})).
-			WithDetails(models.FieldProblem{Field: "body.manifest", Problem: "missing"})
 	}
 
 	now := s.Now()
 	mj, _ := json.Marshal(manifest)
 	sum := sha256.Sum256(mj)
 	b, created, err := s.store.Bundles().Put(ctx, store.Bundle{ID: auth.ID("bnd"), OrgID: p.OrgID, SHA256: hex.EncodeToString(sum[:]),
-		FileCount: len(manifest), TotalBytes: total, Manifest: string(mj), CreatedAt: now.UTC()})
+		FileCount: len(manifest), TotalBytes: total, Manifest: string(mj), CreatedAt: now.UTC(), Checked: true, CheckedLosses: losses, BaseID: baseID})
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
 	if created {
 		err = s.store.InTx(ctx, func(tx *store.Tx) error {
+			details := map[string]any{"sha256": b.SHA256, "files": b.FileCount, "bytes": b.TotalBytes}
+			if baseID != "" {
+				details["baseBundleId"] = baseID
+			}
 			_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "upload_assets", ObjectType: "bundle", ObjectID: b.ID,
-				Details: map[string]any{"sha256": b.SHA256, "files": b.FileCount, "bytes": b.TotalBytes}}, now)
+				Details: details}, now)
 			return err
 		})
 		if err != nil {
@@ -355,6 +424,176 @@ func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req models.Uplo
 		actions.Tool("launch_service", "agent", map[string]any{"id": proj.ID, "bundleId": b.ID, "target": "edge"}),
 	}
 	return out, next, nil
+}
+
+// oneForm refuses a request that sends more than one of the forms, none,
+// or changes without a base.
+func oneForm(req models.UploadAssetsRequest) error {
+	var sent []string
+	if req.Manifest != nil {
+		sent = append(sent, "manifest")
+	}
+	if req.Files != nil {
+		sent = append(sent, "files")
+	}
+	if req.BaseBundleId != nil {
+		sent = append(sent, "baseBundleId")
+	}
+	switch {
+	case len(sent) > 1:
+		return apierr.Newf("input:invalid", "send one of manifest (content uploaded by digest), files (content inline) and baseBundleId (a previous bundle with changes), not %s", strings.Join(sent, " and ")).
+			WithDetails(models.FieldProblem{Field: "body." + sent[1], Problem: "not allowed with " + sent[0]})
+	case req.BaseBundleId == nil && (req.Changes != nil || req.Removed != nil):
+		field := "body.changes"
+		if req.Changes == nil {
+			field = "body.removed"
+		}
+		return apierr.New("input:invalid", "changes and removed apply to a base bundle: send baseBundleId with them, or the whole manifest",
+			actions.Tool("list_bundles", "agent", nil)).
+			WithDetails(models.FieldProblem{Field: field, Problem: "needs baseBundleId"})
+	case len(sent) == 0:
+		return apierr.New("input:invalid", "send manifest (content uploaded by digest: find_missing_blobs, upload_blob), files (content inline) or baseBundleId with changes",
+			actions.Tool("find_missing_blobs", "agent", map[string]any{"projectId": req.ProjectId})).
+			WithDetails(models.FieldProblem{Field: "body.manifest", Problem: "missing"})
+	}
+	return nil
+}
+
+// derive makes the manifest of a bundle from a base bundle of the
+// organisation, its changes and its removed paths. The result is held to
+// the manifest's limits before any content is looked up; then the changed
+// files' content must be uploaded by the organisation. The base's
+// content was checked stored when the base was made or launched: if no
+// content was lost since (losses is the count the base was checked at),
+// only the changes are looked up; otherwise every content of the result
+// is, as for a whole manifest.
+func (s *Bundles) derive(ctx context.Context, p *auth.Principal, req models.UploadAssetsRequest, losses int64) ([]site.File, int64, error) {
+	var changes []models.ManifestFile
+	if req.Changes != nil {
+		changes = *req.Changes
+	}
+	var removed []string
+	if req.Removed != nil {
+		removed = *req.Removed
+	}
+	if len(changes) > MaxManifestFiles {
+		return nil, 0, tooManyFiles("body.changes", len(changes))
+	}
+	changed, _, changedSHAs, err := manifestEntries("body.changes", changes)
+	if err != nil {
+		return nil, 0, err
+	}
+	byPath := make(map[string]int, len(changed))
+	for i, f := range changed {
+		byPath[f.Path] = i
+	}
+	drop := make(map[string]int, len(removed))
+	var problems []models.FieldProblem
+	for i, r := range removed {
+		field := fmt.Sprintf("body.removed.%d", i)
+		if _, ok := drop[r]; ok {
+			problems = append(problems, models.FieldProblem{Field: field, Problem: "duplicate path " + r})
+		} else if _, ok := byPath[r]; ok {
+			problems = append(problems, models.FieldProblem{Field: field, Problem: "path " + r + " is also in changes"})
+		}
+		drop[r] = i
+	}
+	if len(problems) > 0 {
+		return nil, 0, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
+	}
+
+	// Another organisation's bundle is not found, as an unknown one.
+	base, err := s.store.Bundles().Get(ctx, p.OrgID, *req.BaseBundleId)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, 0, apierr.Newf("not_found:resource", "no bundle %s in your organisation", *req.BaseBundleId).
+			WithActions(actions.Tool("list_bundles", "agent", nil)).
+			WithDetails(models.FieldProblem{Field: "body.baseBundleId", Problem: "no such bundle"})
+	}
+	if err != nil {
+		return nil, 0, apierr.Internal(err)
+	}
+	var baseFiles []site.File
+	if err := json.Unmarshal([]byte(base.Manifest), &baseFiles); err != nil {
+		return nil, 0, apierr.Internal(err)
+	}
+
+	// The base's files, in path order, with changes in place and removed
+	// paths left out; then the added files.
+	files := make([]site.File, 0, len(baseFiles)+len(changed))
+	used := make([]bool, len(changed))
+	found := 0
+	var total int64
+	for _, f := range baseFiles {
+		if _, ok := drop[f.Path]; ok {
+			found++
+			continue
+		}
+		if i, ok := byPath[f.Path]; ok {
+			f, used[i] = changed[i], true
+		}
+		files = append(files, f)
+		total += f.Size
+	}
+	if found < len(drop) {
+		inBase := make(map[string]bool, len(baseFiles))
+		for _, f := range baseFiles {
+			inBase[f.Path] = true
+		}
+		for i, r := range removed {
+			if !inBase[r] {
+				problems = append(problems, models.FieldProblem{Field: fmt.Sprintf("body.removed.%d", i), Problem: "bundle " + base.ID + " holds no " + r})
+			}
+		}
+		return nil, 0, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
+	}
+	added := false
+	for i, f := range changed {
+		if !used[i] {
+			files = append(files, f)
+			total += f.Size
+			added = true
+		}
+	}
+	if added {
+		sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	}
+	switch {
+	case len(files) > MaxManifestFiles:
+		return nil, 0, tooManyFiles("body.changes", len(files))
+	case len(files) == 0:
+		return nil, 0, apierr.New("input:invalid", "the bundle would hold no file").
+			WithDetails(models.FieldProblem{Field: "body.removed", Problem: "removes every file"})
+	case total > MaxManifestBytes:
+		return nil, 0, tooManyBytes("body.changes", total)
+	}
+	if err := s.projects.checkBundleQuota(ctx, p.OrgID, total); err != nil {
+		return nil, 0, err
+	}
+
+	check, shas, field := changed, changedSHAs, "body.changes"
+	if !base.Checked || base.CheckedLosses != losses {
+		check, field = files, "body.baseBundleId"
+		seen := make(map[string]bool, len(files))
+		shas = shas[:0:0]
+		for _, f := range files {
+			if !seen[f.SHA256] {
+				seen[f.SHA256] = true
+				shas = append(shas, f.SHA256)
+			}
+		}
+	}
+	if len(shas) == 0 {
+		return files, total, nil
+	}
+	missing, _, err := s.missingFor(ctx, p.OrgID, check, shas)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(missing) > 0 {
+		return nil, 0, blobsMissing(req.ProjectId, field, missing,
+			fmt.Sprintf("%d of the bundle's contents are not uploaded by your organisation; upload them with upload_blob, then send this again", len(missing)))
+	}
+	return files, total, nil
 }
 
 // blobsMissing is the refusal of a bundle whose content is not all there,

@@ -469,13 +469,8 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 	} else if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	// Every file the bundle names must still be stored: a launch that
-	// would serve 503s for lost content is refused before anything starts.
-	if missing, err := s.store.Bundles().BundleMissingBlobs(ctx, p.OrgID, bundle.ID); err != nil {
-		return nil, nil, apierr.Internal(err)
-	} else if len(missing) > 0 {
-		return nil, nil, blobsMissing(projectID, "body.bundleId", missing, fmt.Sprintf("%d of bundle %s's contents are no longer stored; upload them again with upload_blob (find_missing_blobs with the bundle's manifest lists them), then launch again",
-			len(missing), bundle.ID))
+	if err := checkStored(ctx, s.store, p, projectID, bundle); err != nil {
+		return nil, nil, err
 	}
 	spec, err := s.launchSpec(ctx, projectID, req, bundle)
 	if err != nil {
@@ -1073,3 +1068,33 @@ const (
 	StepDropDatabase = "drop_database"
 	StepRemoveZone   = "remove_zone"
 )
+
+// checkStored refuses a bundle whose content is not all stored: a launch
+// that would serve 503s for lost content is refused before anything
+// starts. Content is lost only by deletion from blobs, which the store
+// counts (Losses): a bundle checked at the count there is now, when it
+// was made (its own content, or its base's and its changes') or at an
+// earlier launch, names nothing lost, and its manifest is not read again.
+// Otherwise every content is looked up, in one query, and the bundle
+// marked checked at the count read before.
+func checkStored(ctx context.Context, st *store.Store, p *auth.Principal, projectID string, bundle store.Bundle) error {
+	losses, err := st.Bundles().Losses(ctx)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	if bundle.Checked && bundle.CheckedLosses == losses {
+		return nil
+	}
+	missing, err := st.Bundles().BundleMissingBlobs(ctx, p.OrgID, bundle.ID)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	if len(missing) > 0 {
+		return blobsMissing(projectID, "body.bundleId", missing, fmt.Sprintf("%d of bundle %s's contents are no longer stored; upload them again with upload_blob (find_missing_blobs with the bundle's manifest lists them), then launch again",
+			len(missing), bundle.ID))
+	}
+	if err := st.Bundles().MarkChecked(ctx, p.OrgID, bundle.ID, losses); err != nil {
+		return apierr.Internal(err)
+	}
+	return nil
+}

@@ -25,6 +25,13 @@ type Bundle struct {
 	TotalBytes        int64
 	Manifest          string
 	CreatedAt         time.Time
+	// CheckedLosses is the blob loss count (Losses) at which every
+	// content the manifest names was last known stored, when Checked;
+	// Put records a bundle without Checked as never checked (-1).
+	CheckedLosses int64
+	Checked       bool
+	// BaseID is the bundle this one was made from, if any.
+	BaseID string
 }
 
 // ListBundles lists an organisation's bundles without their manifests.
@@ -97,6 +104,57 @@ func (db Bundles) PutOrgBlob(ctx context.Context, orgID, sha string, data []byte
 	return w.had, err
 }
 
+// BlobContent is one content to store, by its SHA-256.
+type BlobContent struct {
+	SHA256 string
+	Data   []byte
+}
+
+// PutOrgBlobs stores contents as PutOrgBlob does, in as few transactions
+// as there are groups of maxGroup, and reports for each whether the
+// organisation had it. On SQLite they join the writes arriving meanwhile.
+func (db Bundles) PutOrgBlobs(ctx context.Context, orgID string, contents []BlobContent, now time.Time) ([]bool, error) {
+	if len(contents) == 0 {
+		return nil, nil
+	}
+	ws := make([]*blobWrite, len(contents))
+	for i, c := range contents {
+		body := c.Data
+		if o := db.store.objects; o != nil && len(c.Data) > 0 {
+			if err := o.Put(ctx, c.SHA256, c.Data); err != nil {
+				return nil, err
+			}
+			body = []byte{}
+		}
+		ws[i] = &blobWrite{orgID: orgID, sha: c.SHA256, size: len(c.Data), body: body, at: now.UnixMicro()}
+	}
+	if db.tx == nil {
+		for _, q := range []string{insertBlob, insertOrgBlob} {
+			if _, err := db.store.prepared(ctx, q); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var err error
+	if db.tx != nil || db.store.engine != SQLite {
+		err = db.atomically(ctx, func(tx *Tx) error {
+			for _, w := range ws {
+				if err := w.apply(ctx, tx.Bundles()); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	} else {
+		err = db.store.blobWrites.write(ctx, db.store, ws...)
+	}
+	had := make([]bool, len(ws))
+	for i, w := range ws {
+		had[i] = w.had
+	}
+	return had, err
+}
+
 // A digest upload writes these once per file: they are prepared once (see
 // execPrepared), before the transaction that runs them.
 const (
@@ -148,19 +206,28 @@ type groupCommit struct {
 // maxGroup bounds one transaction's writes.
 const maxGroup = 64
 
-func (g *groupCommit) write(ctx context.Context, s *Store, w *blobWrite) error {
-	w.done = make(chan struct{})
+func (g *groupCommit) write(ctx context.Context, s *Store, ws ...*blobWrite) error {
+	for _, w := range ws {
+		w.done = make(chan struct{})
+	}
+	wait := func() error {
+		var errs []error
+		for _, w := range ws {
+			select {
+			case <-w.done:
+				errs = append(errs, w.err)
+			case <-ctx.Done():
+				// The write still happens; only the wait ends.
+				return ctx.Err()
+			}
+		}
+		return errors.Join(errs...)
+	}
 	g.mu.Lock()
-	g.pending = append(g.pending, w)
+	g.pending = append(g.pending, ws...)
 	if g.leading {
 		g.mu.Unlock()
-		select {
-		case <-w.done:
-			return w.err
-		case <-ctx.Done():
-			// The write still happens; only the wait ends.
-			return ctx.Err()
-		}
+		return wait()
 	}
 	g.leading = true
 	for len(g.pending) > 0 {
@@ -173,8 +240,12 @@ func (g *groupCommit) write(ctx context.Context, s *Store, w *blobWrite) error {
 	g.pending = nil
 	g.leading = false
 	g.mu.Unlock()
-	<-w.done
-	return w.err
+	var errs []error
+	for _, w := range ws {
+		<-w.done
+		errs = append(errs, w.err)
+	}
+	return errors.Join(errs...)
 }
 
 // commitGroup writes a batch in one transaction; if that fails, each
@@ -315,11 +386,37 @@ func (db Bundles) HasBlob(ctx context.Context, sha string) (bool, error) {
 	return n > 0, err
 }
 
+// Losses is how many times content was deleted from blobs, ever (a
+// trigger counts them; the server itself deletes none). Read it before
+// checking that content is stored: a check that found everything holds
+// for as long as the count stays what it was.
+func (db Bundles) Losses(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.ex.QueryRowContext(ctx, `SELECT n FROM blob_losses WHERE id = 1`).Scan(&n)
+	return n, err
+}
+
+// MarkChecked records that every content of a bundle was stored at the
+// loss count losses (read before the check), unless it was recorded at a
+// later one.
+func (db Bundles) MarkChecked(ctx context.Context, orgID, id string, losses int64) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE bundles SET checked_losses = ? WHERE org_id = ? AND id = ? AND checked_losses < ?`), losses, orgID, id, losses)
+	return err
+}
+
 // PutBundle stores a bundle, or returns the organisation's existing bundle
-// with the same content.
+// with the same content (marked checked at b.CheckedLosses if that is
+// later than its own).
 func (db Bundles) Put(ctx context.Context, b Bundle) (Bundle, bool, error) {
-	res, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO bundles (id, org_id, sha256, file_count, total_bytes, manifest, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (org_id, sha256) DO NOTHING`), b.ID, b.OrgID, b.SHA256, b.FileCount, b.TotalBytes, b.Manifest, b.CreatedAt.UnixMicro())
+	var base any
+	if b.BaseID != "" {
+		base = b.BaseID
+	}
+	if !b.Checked {
+		b.CheckedLosses = -1
+	}
+	res, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO bundles (id, org_id, sha256, file_count, total_bytes, manifest, created_at, checked_losses, base_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (org_id, sha256) DO NOTHING`), b.ID, b.OrgID, b.SHA256, b.FileCount, b.TotalBytes, b.Manifest, b.CreatedAt.UnixMicro(), b.CheckedLosses, base)
 	if err != nil {
 		return b, false, err
 	}
@@ -327,6 +424,12 @@ func (db Bundles) Put(ctx context.Context, b Bundle) (Bundle, bool, error) {
 		return b, true, nil
 	}
 	existing, err := db.by(ctx, `org_id = ? AND sha256 = ?`, b.OrgID, b.SHA256)
+	if err == nil && existing.CheckedLosses < b.CheckedLosses {
+		if err := db.MarkChecked(ctx, existing.OrgID, existing.ID, b.CheckedLosses); err != nil {
+			return existing, false, err
+		}
+		existing.CheckedLosses = b.CheckedLosses
+	}
 	return existing, false, err
 }
 
@@ -338,11 +441,14 @@ func (db Bundles) Get(ctx context.Context, orgID, id string) (Bundle, error) {
 func (db Bundles) by(ctx context.Context, where string, args ...any) (Bundle, error) {
 	var b Bundle
 	var created int64
-	err := db.ex.QueryRowContext(ctx, db.q(`SELECT id, org_id, sha256, file_count, total_bytes, manifest, created_at FROM bundles WHERE `+where), args...).
-		Scan(&b.ID, &b.OrgID, &b.SHA256, &b.FileCount, &b.TotalBytes, &b.Manifest, &created)
+	var base sql.NullString
+	err := db.ex.QueryRowContext(ctx, db.q(`SELECT id, org_id, sha256, file_count, total_bytes, manifest, created_at, checked_losses, base_id FROM bundles WHERE `+where), args...).
+		Scan(&b.ID, &b.OrgID, &b.SHA256, &b.FileCount, &b.TotalBytes, &b.Manifest, &created, &b.CheckedLosses, &base)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, ErrNotFound
 	}
 	b.CreatedAt = time.UnixMicro(created).UTC()
+	b.BaseID = base.String
+	b.Checked = b.CheckedLosses >= 0
 	return b, err
 }

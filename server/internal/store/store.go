@@ -263,7 +263,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := s.applyMigration(ctx, version, name, s.dialect(string(body))); err != nil {
+		if err := s.applyMigration(ctx, version, name, s.dialect(string(body))+engineSQL[version][s.engine]); err != nil {
 			return fmt.Errorf("store: migration %s: %w", name, err)
 		}
 	}
@@ -281,6 +281,23 @@ func (s *Store) dialect(sql string) string {
 		return blobType().ReplaceAllString(sql, "BYTEA")
 	}
 	return sql
+}
+
+// engineSQL is what a migration adds that the engines cannot spell alike,
+// by migration and engine, run in the migration's transaction after its
+// file: triggers, whose bodies SQLite writes inline and PostgreSQL as a
+// function.
+var engineSQL = map[int]map[Engine]string{
+	// Every deletion from blobs (by hand: the server deletes none) counts
+	// in blob_losses, which launches compare with what their bundle was
+	// checked at.
+	16: {
+		SQLite: `
+CREATE TRIGGER blobs_lost AFTER DELETE ON blobs BEGIN UPDATE blob_losses SET n = n + 1 WHERE id = 1; END;`,
+		Postgres: `
+CREATE FUNCTION blobs_lost() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN UPDATE blob_losses SET n = n + 1 WHERE id = 1; RETURN NULL; END $$;
+CREATE TRIGGER blobs_lost AFTER DELETE OR TRUNCATE ON blobs FOR EACH STATEMENT EXECUTE FUNCTION blobs_lost();`,
+	},
 }
 
 func (s *Store) applyMigration(ctx context.Context, version int, name, body string) error {

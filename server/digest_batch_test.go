@@ -1,0 +1,169 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/pierhq/pier/server"
+	"github.com/pierhq/pier/server/internal/service"
+)
+
+// upload_blobs: several contents in one framed body.
+
+// frames writes contents as upload_blobs takes them: "SHA256 SIZE\n" and
+// the bytes; a content sent under another hash is the hash's key's.
+func frames(contents ...string) []byte {
+	var b bytes.Buffer
+	for _, c := range contents {
+		h, body, _ := strings.Cut(c, "=")
+		if body == "" && !strings.Contains(c, "=") {
+			h, body = sha(c), c
+		}
+		fmt.Fprintf(&b, "%s %d\n%s", h, len(body), body)
+	}
+	return b.Bytes()
+}
+
+func postBlobs(t *testing.T, ts *testServer, a account, body []byte) (int, map[string]any) {
+	t.Helper()
+	h := a.header()
+	h.Set("Content-Type", "application/octet-stream")
+	r := ts.Client.Do("POST", "/v1/blobs", body, h)
+	return r.StatusCode, r.JSON()
+}
+
+// TestUploadBlobs: a batch stores every content, checked against its
+// hash, once; sending it again changes nothing; a content that does not
+// match is refused with nothing of it stored and what came before kept; a
+// body cut short keeps what fully arrived, and the next batch sends the
+// rest; the limits hold.
+func TestUploadBlobs(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
+		b := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
+		var files [][2]string
+		for i := range 8 {
+			files = append(files, [2]string{fmt.Sprintf("p/%d.html", i), fmt.Sprintf("<p>batch %d</p>", i)})
+		}
+		site := newDigestSite(files)
+		content := func(i int) string { return site.content[site.order[i]] }
+
+		st, body := postBlobs(t, ts, a, frames(content(0), content(1), content(2)))
+		d, _ := body["data"].(map[string]any)
+		if st != 200 || d["newBlobs"] != 3.0 || len(d["blobs"].([]any)) != 3 || d["bytes"] != float64(len(content(0))+len(content(1))+len(content(2))) {
+			t.Fatalf("batch: %d %v", st, body)
+		}
+		if got := findMissing(t, ts, a, site.manifest); strings.Join(got, ",") != strings.Join(site.order[3:], ",") {
+			t.Fatalf("missing after a batch: %v", got)
+		}
+		// Again: a success that changes nothing.
+		st, body = postBlobs(t, ts, a, frames(content(0), content(1), content(2)))
+		if d := body["data"].(map[string]any); st != 200 || d["newBlobs"] != 0.0 || d["blobs"].([]any)[1].(map[string]any)["alreadyUploaded"] != true {
+			t.Fatalf("the batch again: %d %v", st, body)
+		}
+		// Another organisation's batch is its own.
+		if st, body := postBlobs(t, ts, b, frames(content(0))); st != 200 || body["data"].(map[string]any)["newBlobs"] != 1.0 {
+			t.Fatalf("another organisation: %d %v", st, body)
+		}
+
+		// Content 1 does not match its hash: content 0 is stored, 1 is
+		// not, 2 is not read.
+		liar := site.order[4] + "=" + "<p>not batch 4</p>"
+		st, body = postBlobs(t, ts, a, frames(content(3), liar, content(5)))
+		if st != 400 || body["blockedBy"] != "input:invalid" || body["retryable"] != false ||
+			body["details"].([]any)[0].(map[string]any)["field"] != "body.1" || !strings.Contains(body["message"].(string), "the 1 contents before it are stored") ||
+			len(body["actions"].([]any)) == 0 {
+			t.Fatalf("a mismatch: %d %v", st, body)
+		}
+		if got := findMissing(t, ts, a, site.manifest); strings.Join(got, ",") != strings.Join(site.order[4:], ",") {
+			t.Fatalf("missing after a mismatch: %v", got)
+		}
+		if n := countBlob(t, ts, sha("<p>not batch 4</p>")) + countBlob(t, ts, site.order[4]); n != 0 {
+			t.Fatalf("the refused content left %d rows", n)
+		}
+
+		// Cut short within content 6: 4 and 5 are kept, and the next
+		// batch sends the rest.
+		cut := frames(content(4), content(5), content(6))
+		cut = cut[:len(cut)-3]
+		if st, body := postBlobs(t, ts, a, cut); st != 400 || body["blockedBy"] != "input:invalid" || body["details"].([]any)[0].(map[string]any)["field"] != "body.2" {
+			t.Fatalf("cut short: %d %v", st, body)
+		}
+		missing := findMissing(t, ts, a, site.manifest)
+		if strings.Join(missing, ",") != strings.Join(site.order[6:], ",") {
+			t.Fatalf("missing after a cut: %v", missing)
+		}
+		var rest []string
+		for _, h := range missing {
+			rest = append(rest, site.content[h])
+		}
+		if st, body := postBlobs(t, ts, a, frames(rest...)); st != 200 || body["data"].(map[string]any)["newBlobs"] != 2.0 {
+			t.Fatalf("the rest: %d %v", st, body)
+		}
+		if got := findMissing(t, ts, a, site.manifest); len(got) != 0 {
+			t.Fatalf("missing at the end: %v", got)
+		}
+		if r := ts.Client.Do("POST", "/v1/bundles", map[string]any{"projectId": a.project, "manifest": site.manifest}, a.header()); r.StatusCode != 201 {
+			t.Fatalf("bundle: %d %s", r.StatusCode, r.Body)
+		}
+
+		// The JSON form, for clients that send only JSON.
+		j := "<p>json</p>"
+		r := ts.Client.Do("POST", "/v1/blobs", map[string]any{"blobs": []any{map[string]any{"sha256": sha(j), "contentBase64": base64.StdEncoding.EncodeToString([]byte(j))}}}, a.header())
+		if r.StatusCode != 200 || r.JSON()["data"].(map[string]any)["newBlobs"] != 1.0 {
+			t.Fatalf("JSON form: %d %s", r.StatusCode, r.Body)
+		}
+	})
+}
+
+func countBlob(t *testing.T, ts *testServer, h string) int {
+	t.Helper()
+	var n int
+	if err := ts.Store().DB().QueryRow(fmt.Sprintf(`SELECT COUNT(*) FROM blobs WHERE sha256 = '%s'`, h)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestUploadBlobsLimits: at most 1,000 contents (those before the limit
+// are kept), a body of at most 8 MiB (an announced length over it is
+// refused before any is read), a content of at most 25 MiB, the framing,
+// and a body with no content.
+func TestUploadBlobsLimits(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
+	many := make([]string, service.MaxBatchBlobs+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("%d", i)
+	}
+	st, body := postBlobs(t, ts, a, frames(many...))
+	if st != 400 || body["blockedBy"] != "input:invalid" || body["details"].([]any)[0].(map[string]any)["field"] != "body.1000" ||
+		!strings.Contains(body["message"].(string), "the 1000 contents before it are stored") {
+		t.Fatalf("1,001 contents: %d %v", st, body)
+	}
+	if got := findMissing(t, ts, a, []any{entry("a", "999"), entry("b", "1000")}); len(got) != 1 || got[0] != sha("1000") {
+		t.Fatalf("missing after the count limit: %v", got)
+	}
+	big := bytes.Repeat([]byte("x"), 8<<20)
+	if st, body := postBlobs(t, ts, a, frames(string(big))); st != 413 || body["blockedBy"] != "input:body_too_large" {
+		t.Fatalf("over 8 MiB: %d %v", st, body)
+	}
+	for name, c := range map[string]struct {
+		body []byte
+		code string
+	}{
+		"over 25 MiB announced": {[]byte(fmt.Sprintf("%s %d\nxx", sha("xx"), 26<<20)), "input:body_too_large"},
+		"no frame header":       {[]byte("hello"), "input:invalid"},
+		"size not a number":     {[]byte(sha("x") + " one\nx"), "input:invalid"},
+		"no hash":               {[]byte("abc 1\nx"), "input:invalid"},
+		"empty":                 {[]byte{}, "input:invalid"},
+	} {
+		if st, body := postBlobs(t, ts, a, c.body); st/100 != 4 || body["blockedBy"] != c.code {
+			t.Errorf("%s: %d %v", name, st, body)
+		}
+	}
+}
