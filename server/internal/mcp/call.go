@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -106,6 +107,19 @@ func (h *Handler) call(ctx context.Context, dst []byte, t *compiledTool, raw jso
 		kept = &keptShape{rs: rs}
 		h.shapes.put(key, kept)
 	}
+	if key != "" && header.Get("Authorization") == "" {
+		if body, ok := h.answerKept(t, rs, c); ok {
+			if kept.answered(http.StatusOK, "application/json", body) {
+				return append(dst, kept.result...), nil
+			}
+			start := len(dst)
+			dst = toolResult(dst, http.StatusOK, "application/json", body)
+			if len(body) <= maxKeptAnswer {
+				h.shapes.put(key, &keptShape{rs: rs, status: http.StatusOK, contentType: "application/json", rest: body, result: bytes.Clone(dst[start:])})
+			}
+			return dst, nil
+		}
+	}
 	req, err := rs.request(ctx, t.Method, header, c)
 	if err != nil {
 		return nil, err
@@ -128,6 +142,35 @@ func (h *Handler) call(ctx context.Context, dst []byte, t *compiledTool, raw jso
 		h.shapes.put(key, &keptShape{rs: rs, status: rec.status, contentType: ct, rest: body, result: bytes.Clone(dst[start:])})
 	}
 	return dst, nil
+}
+
+// keptAnswerer is the REST handler's door for reads it keeps an answer
+// for (httpapi.Handler.AnswerKept): the same checks, rate limit and
+// answer as ServeHTTP, without building a request for the chain.
+type keptAnswerer interface {
+	AnswerKept(dst []byte, q *httpapi.KeptRequest) (head, body []byte, ok bool)
+}
+
+// answerKept answers an anonymous call of a read-only tool from the REST
+// handler's kept answers, when it has one: the 200 body ServeHTTP would
+// answer, taken from the caller's bucket as ServeHTTP would. ok is false
+// for everything else, which ServeHTTP then answers.
+func (h *Handler) answerKept(t *compiledTool, rs *requestShape, c caller) (body []byte, ok bool) {
+	ka, isKA := h.rest.(keptAnswerer)
+	if !isKA || rs.url.RawPath != "" {
+		return nil, false
+	}
+	ip, _, err := net.SplitHostPort(c.remoteAddr)
+	if err != nil {
+		return nil, false
+	}
+	q := &httpapi.KeptRequest{Method: t.Method, Path: []byte(rs.url.Path), Query: []byte(rs.url.RawQuery), Body: rs.body, ClientIP: ip}
+	if rs.body != nil {
+		q.ContentType = []byte("application/json")
+	}
+	var scratch [256]byte
+	_, body, ok = ka.AnswerKept(scratch[:0], q)
+	return body, ok
 }
 
 // decodeArguments reads the arguments object, keeping numbers as written so
