@@ -172,6 +172,7 @@ func run(f *Factory, args []string, extra ...*cobra.Command) int {
 func execute(f *Factory, root *cobra.Command, args []string, extra ...*cobra.Command) int {
 	addExtra(root, extra)
 	completeInServer(root, args)
+	helpInServer(root, args)
 	root.SetArgs(args)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -93,6 +93,23 @@ func completeInServer(root *cobra.Command, args []string) {
 	_ = execServer(args, false)
 }
 
+// helpInServer hands `pier help <server command> [subcommand…]` to the
+// server binary as `<server command> [subcommand…] --help`, since cobra's
+// help command drops the words after a command without subcommands of its
+// own (the stubs have none). It returns only when args are not such a
+// request, or the binary cannot be started; cobra then shows the stub's
+// help, which says where the binary is looked for.
+func helpInServer(root *cobra.Command, args []string) {
+	if len(args) < 2 || args[0] != "help" {
+		return
+	}
+	cmd, rest, err := root.Find(args[1:])
+	if err != nil || cmd.Annotations[serverAnnotation] == "" || len(rest) == 0 {
+		return
+	}
+	_ = execServer(append(serverArgs(cmd, rest), "--help"), true)
+}
+
 // stubHelp is the long help of the server's commands in the client, shown
 // only when the server binary, whose help it is, cannot be found.
 const stubHelp = `This command is in ` + ServerBinaryName + `, the CLI with the server's commands, which

@@ -111,6 +111,17 @@ func TestClientHandsOverToTheServer(t *testing.T) {
 		}
 	})
 
+	// `pier help admin create-key` is the subcommand's own help, as
+	// `pier admin create-key --help` is.
+	t.Run("help of a subcommand", func(t *testing.T) {
+		cmd := exec.Command(filepath.Join(dir, "pier"), "help", "admin", "create-key")
+		cmd.Env = append(os.Environ(), "PIER_SERVER_BIN=")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "pier admin create-key [flags]") {
+			t.Errorf("pier help admin create-key: %v\n%s", err, out)
+		}
+	})
+
 	// Shell completion of a server command's flags comes from the server.
 	t.Run("completion", func(t *testing.T) {
 		cmd := exec.Command(filepath.Join(dir, "pier"), "__complete", "server", "--http")
