@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -20,7 +22,7 @@ const ServerBinaryName = "pier-server"
 const ServerBinEnv = "PIER_SERVER_BIN"
 
 // modulePath is the module whose source tree can run the server with
-// `go run` when no server binary is installed.
+// source (go build, then exec) when no server binary is installed.
 const modulePath = "github.com/pierhq/pier"
 
 // The server's commands as the client shows them: the same names, groups
@@ -88,7 +90,7 @@ func completeInServer(root *cobra.Command, args []string) {
 	if cmd, _, err := root.Find(args[1:]); err != nil || cmd.Annotations[serverAnnotation] == "" {
 		return
 	}
-	// Not from source: a first go run compiles for a while, too long for a
+	// Not from source: a first build compiles for a while, too long for a
 	// tab key. Without the binary, cobra completes what it can.
 	_ = execServer(args, false)
 }
@@ -115,7 +117,7 @@ func helpInServer(root *cobra.Command, args []string) {
 const stubHelp = `This command is in ` + ServerBinaryName + `, the CLI with the server's commands, which
 this binary hands it over to, and whose help lists its flags. ` + ServerBinaryName + ` is
 found as $` + ServerBinEnv + `, else beside this binary, else on the PATH, else,
-inside Pier's source tree, run from source with go run.`
+inside Pier's source tree, built from source with go build.`
 
 // serverArgs is the server binary's command line for cmd run with args:
 // the command's path below the root, then the arguments as given.
@@ -125,7 +127,7 @@ func serverArgs(cmd *cobra.Command, args []string) []string {
 }
 
 // execServer replaces the process with the server binary running args,
-// or with go run of its source when fromSource allows. It returns only
+// or with a build of its source when fromSource allows. It returns only
 // when the binary cannot be found or started.
 func execServer(args []string, fromSource bool) error {
 	// The server binary runs these commands itself; reaching a stub again
@@ -147,8 +149,45 @@ func execServer(args []string, fromSource bool) error {
 	if err != nil {
 		return err
 	}
+	if len(argv) == 3 && argv[1] == "run" {
+		// From source: build the binary and exec it, rather than exec go
+		// run, which would stay between the terminal and the server (a
+		// second process, and its own "exit status" line on Ctrl-C).
+		bin, err := buildFromSource(argv[0], argv[2])
+		if err != nil {
+			return err
+		}
+		argv = []string{bin}
+	}
 	argv = append(argv, args...)
 	return execReplace(argv[0], argv, append(os.Environ(), handoverEnv+"=1"))
+}
+
+// buildFromSource builds pkg with the go command into the user's cache
+// directory, one binary per source tree, and returns its path. go build
+// reuses its build cache, so an unchanged tree takes a fraction of a
+// second; the first build of a fresh clone takes longer, and says so.
+func buildFromSource(goBin, pkg string) (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	root, _ := moduleRoot(wd)
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	sum := sha256.Sum256([]byte(root))
+	out := filepath.Join(cache, "pier", "source-build", hex.EncodeToString(sum[:6]), ServerBinaryName)
+	if !isExecutable(out) {
+		fmt.Fprintf(os.Stderr, "pier: building %s from the source tree at %s (the first build takes a minute or so)…\n", ServerBinaryName, root)
+	}
+	build := exec.Command(goBin, "build", "-o", out, pkg)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("building %s from source with %s build: %w", ServerBinaryName, goBin, err)
+	}
+	return out, nil
 }
 
 // handoverEnv marks a process a client's stub started.
@@ -177,7 +216,9 @@ var errNoServer = errors.New("the server's commands are in " + ServerBinaryName 
 //     directory declares github.com/pierhq/pier) with go on the PATH:
 //     `go run github.com/pierhq/pier/cmd/pier-server`, so that
 //     `go run ./cmd/pier server` works from a fresh clone. The working
-//     directory stays as it is, and go run caches the built binary.
+//     directory stays as it is. execServer carries this out as go build
+//     into the user's cache directory and exec of the result
+//     (buildFromSource), so that no go process stays in between.
 func findServer(l serverLookup) ([]string, error) {
 	if bin := l.getenv(ServerBinEnv); bin != "" {
 		return []string{bin}, nil
@@ -209,6 +250,13 @@ func isExecutable(path string) bool {
 // inModule reports whether the nearest go.mod at or above dir declares
 // Pier's module.
 func inModule(dir string) bool {
+	_, ok := moduleRoot(dir)
+	return ok
+}
+
+// moduleRoot returns the directory of the nearest go.mod at or above dir,
+// and whether it declares Pier's module.
+func moduleRoot(dir string) (string, bool) {
 	for {
 		f, err := os.Open(filepath.Join(dir, "go.mod"))
 		if err == nil {
@@ -216,14 +264,14 @@ func inModule(dir string) bool {
 			s := bufio.NewScanner(f)
 			for s.Scan() {
 				if fields := strings.Fields(s.Text()); len(fields) >= 2 && fields[0] == "module" {
-					return strings.Trim(fields[1], `"`) == modulePath
+					return dir, strings.Trim(fields[1], `"`) == modulePath
 				}
 			}
-			return false
+			return dir, false
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return false
+			return "", false
 		}
 		dir = parent
 	}

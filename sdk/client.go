@@ -173,7 +173,8 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 		ua = c.userAgent + " " + ua
 	}
 	req.Header.Set("User-Agent", ua)
-	if op, ok := MatchOperation(req.Method, req.URL.Path); ok && op.Idempotent && req.Header.Get("Idempotency-Key") == "" {
+	op, known := MatchOperation(req.Method, req.URL.Path)
+	if known && op.Idempotent && req.Header.Get("Idempotency-Key") == "" {
 		req.Header.Set("Idempotency-Key", newIdempotencyKey())
 	}
 	if req.Header.Get("Accept") == "" {
@@ -182,9 +183,13 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	}
 
 	// A request is safe to resend after an unknown outcome when it cannot act
-	// twice: a read, a PUT (which sets a state, such as content under its
-	// hash), or a write whose Idempotency-Key makes the server replay.
-	safe := req.Method == http.MethodGet || req.Method == http.MethodHead || req.Method == http.MethodPut || req.Header.Get("Idempotency-Key") != ""
+	// twice: a read (a POST that only asks included, such as
+	// find_missing_blobs, which a connection the server closed while it sat
+	// idle would otherwise fail), a PUT (which sets a state, such as content
+	// under its hash), or a write whose Idempotency-Key makes the server
+	// replay.
+	safe := req.Method == http.MethodGet || req.Method == http.MethodHead || req.Method == http.MethodPut ||
+		known && op.ReadOnly || req.Header.Get("Idempotency-Key") != ""
 
 	for attempt := 0; ; attempt++ {
 		r := req

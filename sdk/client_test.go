@@ -82,3 +82,33 @@ func TestNoRetryOfUnsafeWrite(t *testing.T) {
 		t.Fatalf("attempts %d, err %v", n, err)
 	}
 }
+
+// A POST that only asks (find_missing_blobs) is resent after a connection
+// drops without an answer, as a GET would be: a server that closed an idle
+// keep-alive connection must not fail a deploy.
+func TestReadOnlyPostRetriedAfterADroppedConnection(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		first := n == 1
+		mu.Unlock()
+		if first {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			conn.Close() // no answer at all: the outcome is unknown
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"data":{"missing":[],"present":0},"actions":[{"kind":"stop","reason":"done"}],"formatVersion":"1"}`))
+	}))
+	defer srv.Close()
+	c, _ := sdk.NewClient(srv.URL, sdk.WithAPIKey("agk_test"), sdk.WithBackoff(time.Millisecond, time.Millisecond))
+	if _, err := c.FindMissingBlobs(context.Background(), sdk.FindMissingBlobsJSONRequestBody{ProjectId: "prj_1", Manifest: []sdk.ManifestFile{}}); err != nil || n != 2 {
+		t.Fatalf("attempts %d, err %v", n, err)
+	}
+}

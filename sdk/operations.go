@@ -13,6 +13,10 @@ type Operation struct {
 	// Idempotent: the operation takes an Idempotency-Key, and a retry with
 	// the same key and body replays the first answer.
 	Idempotent bool
+	// ReadOnly: the operation changes nothing (a GET, a pure read, or a
+	// POST that only asks), so sending it again after an unknown outcome
+	// is safe.
+	ReadOnly bool
 	// Scope is the key scope an agent operation needs.
 	Scope string
 	// Required names the arguments the operation cannot go without:

@@ -180,3 +180,37 @@ func TestClientRefusesToHandOverToItself(t *testing.T) {
 		t.Fatalf("pier server: %v\n%s", err, out)
 	}
 }
+
+// Inside the source tree with no pier-server installed, the client builds
+// it into the user's cache directory and runs it: no go process stays in
+// between, and the next start reuses the binary.
+func TestClientBuildsTheServerFromSource(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds both binaries")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go on the PATH")
+	}
+	lone := filepath.Join(t.TempDir(), "pier")
+	if out, err := exec.Command("go", "build", "-o", lone, "github.com/pierhq/pier/cmd/pier").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/pier: %v\n%s", err, out)
+	}
+	cache := t.TempDir()
+	for i := 0; i < 2; i++ {
+		cmd := exec.Command(lone, "server", "--help")
+		cmd.Dir = "." // in the module, as `go run ./cmd/pier server` is
+		cmd.Env = append(os.Environ(), "PIER_SERVER_BIN=", "XDG_CACHE_HOME="+cache, "PATH="+filepath.Dir(goBin))
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Run the Pier server: the REST API") {
+			t.Fatalf("start %d: pier server --help: %v\n%s", i+1, err, out)
+		}
+		if building := strings.Contains(string(out), "building pier-server from the source tree"); building != (i == 0) {
+			t.Errorf("start %d says it builds: %v\n%s", i+1, building, out)
+		}
+	}
+	bins, _ := filepath.Glob(filepath.Join(cache, "pier", "source-build", "*", "pier-server"))
+	if len(bins) != 1 {
+		t.Fatalf("binaries in the cache: %q", bins)
+	}
+}

@@ -30,11 +30,18 @@ func genSDKOperations(ops []*operation) ([]byte, error) {
 	b.WriteString("// Operations lists every operation in the contract, ordered by id.\n")
 	b.WriteString("var Operations = []Operation{\n")
 	for _, op := range ops {
-		fmt.Fprintf(&b, "\t{ID: %q, Method: %q, Path: %q, Authority: %q, Idempotent: %t, Scope: %q, Required: %#v, InputRequired: %t, MCPTool: %q},\n",
-			op.ID, op.Method, op.Path, op.Authority, op.Idempotent, op.Scope, requiredArguments(op), op.InputRequired, mcpTool(op))
+		fmt.Fprintf(&b, "\t{ID: %q, Method: %q, Path: %q, Authority: %q, Idempotent: %t, ReadOnly: %t, Scope: %q, Required: %#v, InputRequired: %t, MCPTool: %q},\n",
+			op.ID, op.Method, op.Path, op.Authority, op.Idempotent, readOnly(op), op.Scope, requiredArguments(op), op.InputRequired, mcpTool(op))
 	}
 	b.WriteString("}\n")
 	return gofmt(b.Bytes())
+}
+
+// readOnly reports whether an operation changes nothing: a GET, a pure
+// read, or one the contract marks read-only for MCP (a POST that only
+// asks, such as find_missing_blobs), so that sending it twice is safe.
+func readOnly(op *operation) bool {
+	return op.Method == "GET" || op.Pure || op.MCP.ReadOnly
 }
 
 func mcpTool(op *operation) string {
