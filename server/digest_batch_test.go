@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pierhq/pier/server"
@@ -166,4 +169,44 @@ func TestUploadBlobsLimits(t *testing.T) {
 			t.Errorf("%s: %d %v", name, st, body)
 		}
 	}
+}
+
+// TestUploadBlobsConcurrentOverlap: batches sent at once that share
+// contents, in different orders, all succeed and store each content once
+// (on PostgreSQL, rows locked in different orders deadlocked).
+func TestUploadBlobsConcurrentOverlap(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
+		var contents []string
+		for i := range 200 {
+			contents = append(contents, fmt.Sprintf("<p>shared %d</p>", i))
+		}
+		var wg sync.WaitGroup
+		errs := make(chan string, 8)
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cs := slices.Clone(contents)
+				rand.New(rand.NewPCG(uint64(g), 1)).Shuffle(len(cs), func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
+				if st, body := postBlobs(t, ts, a, frames(cs...)); st != 200 {
+					errs <- fmt.Sprintf("batch %d: %d %v", g, st, body)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
+		var blobs, records int
+		q := `SELECT (SELECT COUNT(*) FROM blobs WHERE sha256 IN (SELECT sha256 FROM org_blobs WHERE org_id = '` + a.org + `')), (SELECT COUNT(*) FROM org_blobs WHERE org_id = '` + a.org + `')`
+		if err := ts.Store().DB().QueryRow(q).Scan(&blobs, &records); err != nil {
+			t.Fatal(err)
+		}
+		if blobs != len(contents) || records != len(contents) {
+			t.Fatalf("%d blobs and %d records, want %d of each", blobs, records, len(contents))
+		}
+	})
 }
