@@ -3,12 +3,17 @@ package server_test
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"
@@ -207,6 +212,68 @@ func TestUploadBlobsConcurrentOverlap(t *testing.T) {
 		}
 		if blobs != len(contents) || records != len(contents) {
 			t.Fatalf("%d blobs and %d records, want %d of each", blobs, records, len(contents))
+		}
+	})
+}
+
+// TestUploadBlobsStreamed: the body reaches the operation as it arrives.
+// A client gone mid-body leaves what fully arrived stored; a chunked body
+// past the limit is refused as too large.
+func TestUploadBlobsStreamed(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
+		host := strings.TrimPrefix(ts.URL, "http://")
+		// Larger than what the listener reads whole before passing a
+		// request on.
+		var cs []string
+		var manifest []any
+		for i := range 4 {
+			c := strings.Repeat(fmt.Sprint(i), 10_000)
+			cs = append(cs, c)
+			manifest = append(manifest, entry(fmt.Sprintf("%d.txt", i), c))
+		}
+		body := frames(cs...)
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "POST /v1/blobs HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n",
+			host, a.header().Get("Authorization"), len(body))
+		c.Write(body[:len(body)-5])
+		time.Sleep(200 * time.Millisecond)
+		c.Close()
+		var missing []string
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if missing = findMissing(t, ts, a, manifest); len(missing) == 1 {
+				break
+			}
+		}
+		if len(missing) != 1 || missing[0] != sha(cs[3]) {
+			t.Fatalf("after the client left within content 3, missing %d: %v", len(missing), missing)
+		}
+
+		// Chunked: no length announced, cut at the limit.
+		pr, pw := io.Pipe()
+		go func() {
+			big := strings.Repeat("x", 5<<20)
+			pw.Write(frames(big, big+"y"))
+			pw.Close()
+		}()
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/blobs", pr)
+		req.Header = a.header()
+		req.Header.Set("Content-Type", "application/octet-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 413 || got["blockedBy"] != "input:body_too_large" || got["details"].([]any)[0].(map[string]any)["field"] != "body.1" {
+			t.Fatalf("chunked past the limit: %d %v", resp.StatusCode, got)
 		}
 	})
 }

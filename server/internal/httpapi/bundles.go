@@ -101,7 +101,9 @@ func (o bundleRoutes) UploadBlobs(ctx context.Context, req api.UploadBlobsReques
 		if len(group) == 0 {
 			return nil
 		}
-		blobs, err := o.svc.Bundles.PutBlobs(ctx, p, group)
+		// A client gone mid-body cancels the request's context, and what
+		// fully arrived before is still to be kept.
+		blobs, err := o.svc.Bundles.PutBlobs(context.WithoutCancel(ctx), p, group)
 		if err != nil {
 			return err
 		}
