@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -214,6 +215,29 @@ func TestUploadBlobsConcurrentOverlap(t *testing.T) {
 			t.Fatalf("%d blobs and %d records, want %d of each", blobs, records, len(contents))
 		}
 	})
+}
+
+// TestUploadBlobsAnnouncedPastBody: a content announced larger than what
+// the body limit leaves is refused at once, as too large, without its
+// size being allocated; the contents before it are kept.
+func TestUploadBlobsAnnouncedPastBody(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
+	body := append(frames("<p>first</p>"), fmt.Sprintf("%s %d\nxx", sha("xx"), 24<<20)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	st, resp := postBlobs(t, ts, a, body)
+	runtime.ReadMemStats(&after)
+	if st != 413 || resp["blockedBy"] != "input:body_too_large" || resp["details"].([]any)[0].(map[string]any)["field"] != "body.1" ||
+		!strings.Contains(resp["message"].(string), "the 1 contents before it are stored") || len(resp["actions"].([]any)) == 0 {
+		t.Fatalf("announced past the body: %d %v", st, resp)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+		t.Fatalf("a body of %d bytes allocated %d", len(body), n)
+	}
+	if got := findMissing(t, ts, a, []any{entry("first.html", "<p>first</p>")}); len(got) != 0 {
+		t.Fatalf("the content before it: missing %v", got)
+	}
 }
 
 // TestUploadBlobsStreamed: the body reaches the operation as it arrives.
