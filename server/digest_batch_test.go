@@ -126,6 +126,13 @@ func TestUploadBlobs(t *testing.T) {
 		if r.StatusCode != 200 || r.JSON()["data"].(map[string]any)["newBlobs"] != 1.0 {
 			t.Fatalf("JSON form: %d %s", r.StatusCode, r.Body)
 		}
+		// A refusal in the JSON form names the content as sent there.
+		r = ts.Client.Do("POST", "/v1/blobs", map[string]any{"blobs": []any{
+			map[string]any{"sha256": sha(j), "contentBase64": base64.StdEncoding.EncodeToString([]byte(j))},
+			map[string]any{"sha256": sha(j), "contentBase64": base64.StdEncoding.EncodeToString([]byte("<p>not json</p>"))}}}, a.header())
+		if body := r.JSON(); r.StatusCode != 400 || body["blockedBy"] != "input:invalid" || body["details"].([]any)[0].(map[string]any)["field"] != "body.blobs.1" {
+			t.Fatalf("JSON form, a mismatch: %d %s", r.StatusCode, r.Body)
+		}
 	})
 }
 

@@ -118,11 +118,13 @@ func (o bundleRoutes) UploadBlobs(ctx context.Context, req api.UploadBlobsReques
 		group, groupBytes = group[:0], 0
 		return nil
 	}
-	add := func(i int, sha string, data []byte) error {
+	// add takes content i, named field in a refusal: body.i framed,
+	// body.blobs.i in JSON.
+	add := func(field string, i int, sha string, data []byte) error {
 		if err := batchCount(i); err != nil {
 			return err
 		}
-		if err := service.CheckBlob(fmt.Sprintf("body.%d", i), sha, data); err != nil {
+		if err := service.CheckBlob(field, sha, data); err != nil {
 			return err
 		}
 		group = append(group, store.BlobContent{SHA256: sha, Data: data})
@@ -175,7 +177,7 @@ func (o bundleRoutes) UploadBlobs(ctx context.Context, req api.UploadBlobsReques
 			if _, err := io.ReadFull(br, data); err != nil {
 				return nil, refused(bodyError(err, i, fmt.Sprintf("the body ended within content %d, %d bytes announced; nothing of it was stored", i, size)))
 			}
-			if err := add(i, sha, data); err != nil {
+			if err := add(fmt.Sprintf("body.%d", i), i, sha, data); err != nil {
 				return nil, refused(err)
 			}
 		}
@@ -186,7 +188,7 @@ func (o bundleRoutes) UploadBlobs(ctx context.Context, req api.UploadBlobsReques
 				return nil, refused(apierr.New("input:invalid", "contentBase64 is not standard base64").
 					WithDetails(models.FieldProblem{Field: fmt.Sprintf("body.blobs.%d.contentBase64", i), Problem: "not standard base64"}))
 			}
-			if err := add(i, b.Sha256, data); err != nil {
+			if err := add(fmt.Sprintf("body.blobs.%d", i), i, b.Sha256, data); err != nil {
 				return nil, refused(err)
 			}
 		}
