@@ -227,3 +227,26 @@ func TestBundleFromBaseAfterLoss(t *testing.T) {
 		}
 	})
 }
+
+// TestBundleFromBaseSizeMismatch: a change whose size is not its
+// content's is refused naming changes, the field sent.
+func TestBundleFromBaseSizeMismatch(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
+	for _, c := range []string{"a{}", "b{}"} {
+		if st, body := putBlob(t, ts, a, sha(c), []byte(c)); st != 200 {
+			t.Fatalf("upload: %d %v", st, body)
+		}
+	}
+	r := ts.Client.Do("POST", "/v1/bundles", map[string]any{"projectId": a.project, "manifest": []any{entry("a.css", "a{}")}}, a.header())
+	if r.StatusCode != 201 {
+		t.Fatalf("base: %d %s", r.StatusCode, r.Body)
+	}
+	base := r.JSON()["data"].(map[string]any)["bundleId"].(string)
+	wrong := entry("b.css", "b{}")
+	wrong["size"] = 7
+	r = ts.Client.Do("POST", "/v1/bundles", map[string]any{"projectId": a.project, "baseBundleId": base, "changes": []any{wrong}}, a.header())
+	if body := r.JSON(); r.StatusCode != 400 || body["blockedBy"] != "input:invalid" || body["details"].([]any)[0].(map[string]any)["field"] != "body.changes" {
+		t.Fatalf("a change of the wrong size: %d %s", r.StatusCode, r.Body)
+	}
+}

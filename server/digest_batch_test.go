@@ -3,9 +3,18 @@ package server_test
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"
@@ -117,6 +126,13 @@ func TestUploadBlobs(t *testing.T) {
 		if r.StatusCode != 200 || r.JSON()["data"].(map[string]any)["newBlobs"] != 1.0 {
 			t.Fatalf("JSON form: %d %s", r.StatusCode, r.Body)
 		}
+		// A refusal in the JSON form names the content as sent there.
+		r = ts.Client.Do("POST", "/v1/blobs", map[string]any{"blobs": []any{
+			map[string]any{"sha256": sha(j), "contentBase64": base64.StdEncoding.EncodeToString([]byte(j))},
+			map[string]any{"sha256": sha(j), "contentBase64": base64.StdEncoding.EncodeToString([]byte("<p>not json</p>"))}}}, a.header())
+		if body := r.JSON(); r.StatusCode != 400 || body["blockedBy"] != "input:invalid" || body["details"].([]any)[0].(map[string]any)["field"] != "body.blobs.1" {
+			t.Fatalf("JSON form, a mismatch: %d %s", r.StatusCode, r.Body)
+		}
 	})
 }
 
@@ -166,4 +182,129 @@ func TestUploadBlobsLimits(t *testing.T) {
 			t.Errorf("%s: %d %v", name, st, body)
 		}
 	}
+}
+
+// TestUploadBlobsConcurrentOverlap: batches sent at once that share
+// contents, in different orders, all succeed and store each content once
+// (on PostgreSQL, rows locked in different orders deadlocked).
+func TestUploadBlobsConcurrentOverlap(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
+		var contents []string
+		for i := range 200 {
+			contents = append(contents, fmt.Sprintf("<p>shared %d</p>", i))
+		}
+		var wg sync.WaitGroup
+		errs := make(chan string, 8)
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cs := slices.Clone(contents)
+				rand.New(rand.NewPCG(uint64(g), 1)).Shuffle(len(cs), func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
+				if st, body := postBlobs(t, ts, a, frames(cs...)); st != 200 {
+					errs <- fmt.Sprintf("batch %d: %d %v", g, st, body)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
+		var blobs, records int
+		q := `SELECT (SELECT COUNT(*) FROM blobs WHERE sha256 IN (SELECT sha256 FROM org_blobs WHERE org_id = '` + a.org + `')), (SELECT COUNT(*) FROM org_blobs WHERE org_id = '` + a.org + `')`
+		if err := ts.Store().DB().QueryRow(q).Scan(&blobs, &records); err != nil {
+			t.Fatal(err)
+		}
+		if blobs != len(contents) || records != len(contents) {
+			t.Fatalf("%d blobs and %d records, want %d of each", blobs, records, len(contents))
+		}
+	})
+}
+
+// TestUploadBlobsAnnouncedPastBody: a content announced larger than what
+// the body limit leaves is refused at once, as too large, without its
+// size being allocated; the contents before it are kept.
+func TestUploadBlobsAnnouncedPastBody(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
+	body := append(frames("<p>first</p>"), fmt.Sprintf("%s %d\nxx", sha("xx"), 24<<20)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	st, resp := postBlobs(t, ts, a, body)
+	runtime.ReadMemStats(&after)
+	if st != 413 || resp["blockedBy"] != "input:body_too_large" || resp["details"].([]any)[0].(map[string]any)["field"] != "body.1" ||
+		!strings.Contains(resp["message"].(string), "the 1 contents before it are stored") || len(resp["actions"].([]any)) == 0 {
+		t.Fatalf("announced past the body: %d %v", st, resp)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+		t.Fatalf("a body of %d bytes allocated %d", len(body), n)
+	}
+	if got := findMissing(t, ts, a, []any{entry("first.html", "<p>first</p>")}); len(got) != 0 {
+		t.Fatalf("the content before it: missing %v", got)
+	}
+}
+
+// TestUploadBlobsStreamed: the body reaches the operation as it arrives.
+// A client gone mid-body leaves what fully arrived stored; a chunked body
+// past the limit is refused as too large.
+func TestUploadBlobsStreamed(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
+		host := strings.TrimPrefix(ts.URL, "http://")
+		// Larger than what the listener reads whole before passing a
+		// request on.
+		var cs []string
+		var manifest []any
+		for i := range 4 {
+			c := strings.Repeat(fmt.Sprint(i), 10_000)
+			cs = append(cs, c)
+			manifest = append(manifest, entry(fmt.Sprintf("%d.txt", i), c))
+		}
+		body := frames(cs...)
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "POST /v1/blobs HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n",
+			host, a.header().Get("Authorization"), len(body))
+		c.Write(body[:len(body)-5])
+		time.Sleep(200 * time.Millisecond)
+		c.Close()
+		var missing []string
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if missing = findMissing(t, ts, a, manifest); len(missing) == 1 {
+				break
+			}
+		}
+		if len(missing) != 1 || missing[0] != sha(cs[3]) {
+			t.Fatalf("after the client left within content 3, missing %d: %v", len(missing), missing)
+		}
+
+		// Chunked: no length announced, cut at the limit.
+		pr, pw := io.Pipe()
+		go func() {
+			big := strings.Repeat("x", 5<<20)
+			pw.Write(frames(big, big+"y"))
+			pw.Close()
+		}()
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/blobs", pr)
+		req.Header = a.header()
+		req.Header.Set("Content-Type", "application/octet-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 413 || got["blockedBy"] != "input:body_too_large" || got["details"].([]any)[0].(map[string]any)["field"] != "body.1" {
+			t.Fatalf("chunked past the limit: %d %v", resp.StatusCode, got)
+		}
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/operation"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -101,7 +102,9 @@ func (o bundleRoutes) UploadBlobs(ctx context.Context, req api.UploadBlobsReques
 		if len(group) == 0 {
 			return nil
 		}
-		blobs, err := o.svc.Bundles.PutBlobs(ctx, p, group)
+		// A client gone mid-body cancels the request's context, and what
+		// fully arrived before is still to be kept.
+		blobs, err := o.svc.Bundles.PutBlobs(context.WithoutCancel(ctx), p, group)
 		if err != nil {
 			return err
 		}
@@ -115,12 +118,13 @@ func (o bundleRoutes) UploadBlobs(ctx context.Context, req api.UploadBlobsReques
 		group, groupBytes = group[:0], 0
 		return nil
 	}
-	add := func(i int, sha string, data []byte) error {
-		if i >= service.MaxBatchBlobs {
-			return apierr.Newf("input:invalid", "a batch holds at most %d contents", service.MaxBatchBlobs).
-				WithDetails(models.FieldProblem{Field: fmt.Sprintf("body.%d", i), Problem: fmt.Sprintf("more than %d contents", service.MaxBatchBlobs)})
+	// add takes content i, named field in a refusal: body.i framed,
+	// body.blobs.i in JSON.
+	add := func(field string, i int, sha string, data []byte) error {
+		if err := batchCount(i); err != nil {
+			return err
 		}
-		if err := service.CheckBlob(fmt.Sprintf("body.%d", i), sha, data); err != nil {
+		if err := service.CheckBlob(field, sha, data); err != nil {
 			return err
 		}
 		group = append(group, store.BlobContent{SHA256: sha, Data: data})
@@ -148,19 +152,32 @@ func (o bundleRoutes) UploadBlobs(ctx context.Context, req api.UploadBlobsReques
 	switch {
 	case req.Body != nil:
 		br := bufio.NewReaderSize(req.Body, 64<<10)
+		// read is how much of the body the contents so far took: a content
+		// announced larger than what the body limit leaves is refused
+		// before any of it is read or allocated.
+		var read int64
 		for i := 0; ; i++ {
-			sha, size, err := readFrameHeader(br, i)
+			sha, size, n, err := readFrameHeader(br, i)
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				return nil, refused(err)
 			}
+			read += int64(n)
+			if err := batchCount(i); err != nil {
+				return nil, refused(err)
+			}
+			if left := batchBodyLimit - read; int64(size) > left {
+				return nil, refused(apierr.Newf("input:body_too_large", "content %d announces %d bytes, more than the %d left of the %d-byte body; send it in another batch, or alone with upload_blob", i, size, max(left, 0), batchBodyLimit).
+					WithDetails(models.FieldProblem{Field: fmt.Sprintf("body.%d", i), Problem: fmt.Sprintf("past %d bytes of body", batchBodyLimit)}))
+			}
+			read += int64(size)
 			data := make([]byte, size)
 			if _, err := io.ReadFull(br, data); err != nil {
 				return nil, refused(bodyError(err, i, fmt.Sprintf("the body ended within content %d, %d bytes announced; nothing of it was stored", i, size)))
 			}
-			if err := add(i, sha, data); err != nil {
+			if err := add(fmt.Sprintf("body.%d", i), i, sha, data); err != nil {
 				return nil, refused(err)
 			}
 		}
@@ -171,7 +188,7 @@ func (o bundleRoutes) UploadBlobs(ctx context.Context, req api.UploadBlobsReques
 				return nil, refused(apierr.New("input:invalid", "contentBase64 is not standard base64").
 					WithDetails(models.FieldProblem{Field: fmt.Sprintf("body.blobs.%d.contentBase64", i), Problem: "not standard base64"}))
 			}
-			if err := add(i, b.Sha256, data); err != nil {
+			if err := add(fmt.Sprintf("body.blobs.%d", i), i, b.Sha256, data); err != nil {
 				return nil, refused(err)
 			}
 		}
@@ -190,13 +207,33 @@ func (o bundleRoutes) UploadBlobs(ctx context.Context, req api.UploadBlobsReques
 	return api.UploadBlobs200JSONResponse{Data: out, Actions: []models.Action{next}, FormatVersion: FormatVersion}, nil
 }
 
-// readFrameHeader reads a batch's "SHA256 SIZE\n"; io.EOF at the end of
-// the body.
-func readFrameHeader(br *bufio.Reader, i int) (string, int, error) {
+// batchBodyLimit is upload_blobs' body limit (x-body-limit).
+var batchBodyLimit = func() int64 {
+	op, _ := operation.Lookup("upload_blobs")
+	return op.BodyLimit
+}()
+
+// batchCount refuses the content past the count a batch holds.
+func batchCount(i int) error {
+	if i < service.MaxBatchBlobs {
+		return nil
+	}
+	return apierr.Newf("input:invalid", "a batch holds at most %d contents", service.MaxBatchBlobs).
+		WithDetails(models.FieldProblem{Field: fmt.Sprintf("body.%d", i), Problem: fmt.Sprintf("more than %d contents", service.MaxBatchBlobs)})
+}
+
+// readFrameHeader reads a batch's "SHA256 SIZE\n" and says how many bytes
+// it took; io.EOF at the end of the body.
+func readFrameHeader(br *bufio.Reader, i int) (string, int, int, error) {
 	line, err := br.ReadSlice('\n')
 	if err == io.EOF && len(line) == 0 {
-		return "", 0, io.EOF
+		return "", 0, 0, io.EOF
 	}
+	sha, size, err := frameHeader(line, err, i)
+	return sha, size, len(line), err
+}
+
+func frameHeader(line []byte, err error, i int) (string, int, error) {
 	field := fmt.Sprintf("body.%d", i)
 	if err != nil || len(line) > 64+1+9+1 {
 		if err != nil && err != io.EOF && err != bufio.ErrBufferFull {

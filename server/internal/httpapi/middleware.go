@@ -523,8 +523,14 @@ func (h *Handler) validate(r *http.Request, rt *route) error {
 	}
 	if isRaw(r) {
 		// Raw content has no schema to check beyond its media type, and
-		// the decoder would copy it whole.
+		// the decoder would copy it whole. The validator's security check
+		// reads a body whole too (for authentication functions, and ours
+		// reads none): it does not see one, so that a streamed body
+		// (x-stream-body) reaches the operation as it arrives.
 		input.Options = rawValidationOptions
+		body := r.Body
+		r.Body = http.NoBody
+		defer func() { r.Body = body }()
 	}
 	if err := openapi3filter.ValidateRequest(r.Context(), input); err != nil {
 		return validationError(err)

@@ -205,8 +205,9 @@ func isSHA256(s string) bool {
 // missingFor answers which of a manifest's hashes the organisation has not
 // uploaded (or are no longer stored), in manifest order, with what they
 // weigh, from one query. A hash whose stored content has another size than
-// the manifest says is refused: the sizes are what quotas count.
-func (s *Bundles) missingFor(ctx context.Context, orgID string, files []site.File, shas []string) ([]string, int64, error) {
+// the manifest says is refused, naming field: the sizes are what quotas
+// count.
+func (s *Bundles) missingFor(ctx context.Context, orgID, field string, files []site.File, shas []string) ([]string, int64, error) {
 	sizes, err := s.store.Bundles().OrgBlobSizes(ctx, orgID, shas)
 	if err != nil {
 		return nil, 0, apierr.Internal(err)
@@ -215,7 +216,7 @@ func (s *Bundles) missingFor(ctx context.Context, orgID string, files []site.Fil
 	for _, f := range files {
 		if size, ok := sizes[f.SHA256]; ok && size != f.Size {
 			return nil, 0, apierr.Newf("input:invalid", "%s: the manifest says %d bytes, but the content with that SHA-256 has %d", f.Path, f.Size, size).
-				WithDetails(models.FieldProblem{Field: "body.manifest", Problem: fmt.Sprintf("%s: size %d, content %d bytes", f.Path, f.Size, size)})
+				WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("%s: size %d, content %d bytes", f.Path, f.Size, size)})
 		}
 		want[f.SHA256] = f.Size
 	}
@@ -268,7 +269,7 @@ func (s *Bundles) FindMissing(ctx context.Context, p *auth.Principal, req models
 	if err := s.projects.checkBundleQuota(ctx, p.OrgID, total); err != nil {
 		return nil, nil, err
 	}
-	missing, bytes, err := s.missingFor(ctx, p.OrgID, files, shas)
+	missing, bytes, err := s.missingFor(ctx, p.OrgID, "body.manifest", files, shas)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -378,7 +379,7 @@ func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req models.Uplo
 		if err := s.projects.checkBundleQuota(ctx, p.OrgID, sum); err != nil {
 			return nil, nil, err
 		}
-		missing, _, err := s.missingFor(ctx, p.OrgID, files, shas)
+		missing, _, err := s.missingFor(ctx, p.OrgID, "body.manifest", files, shas)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -585,7 +586,7 @@ func (s *Bundles) derive(ctx context.Context, p *auth.Principal, req models.Uplo
 	if len(shas) == 0 {
 		return files, total, nil
 	}
-	missing, _, err := s.missingFor(ctx, p.OrgID, check, shas)
+	missing, _, err := s.missingFor(ctx, p.OrgID, field, check, shas)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -137,8 +138,13 @@ func (db Bundles) PutOrgBlobs(ctx context.Context, orgID string, contents []Blob
 	}
 	var err error
 	if db.tx != nil || db.store.engine != SQLite {
+		// In hash order: batches sharing contents then take their rows'
+		// locks in the same order, and PostgreSQL has no deadlock to
+		// break between them.
+		sorted := slices.Clone(ws)
+		slices.SortStableFunc(sorted, func(a, b *blobWrite) int { return strings.Compare(a.sha, b.sha) })
 		err = db.atomically(ctx, func(tx *Tx) error {
-			for _, w := range ws {
+			for _, w := range sorted {
 				if err := w.apply(ctx, tx.Bundles()); err != nil {
 					return err
 				}
