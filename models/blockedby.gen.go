@@ -31,7 +31,7 @@ var blockedByTable = map[BlockedBy]BlockedByInfo{
 	"input:signed_mismatch":        {Status: 422, Retryable: false, Description: "A signed member does not match the session, issuer or gate the signature was posted to (a mandate for another session, a decision replayed onto another gate)."},
 	"input:unknown_field":          {Status: 400, Retryable: false, Description: "The body has a field the operation does not define."},
 	"input:unsupported_media_type": {Status: 415, Retryable: false, Description: "The Content-Type is not one the operation takes: `application/json`, and for upload_blob and upload_blobs also `application/octet-stream`."},
-	"internal:error":               {Status: 500, Retryable: true, Description: "An unexpected server error; retry with the same Idempotency-Key."},
+	"internal:error":               {Status: 500, Retryable: true, Description: "An unexpected server error; retry, with the same Idempotency-Key when the operation takes one."},
 	"internal:unavailable":         {Status: 503, Retryable: true, Description: "The server is starting or shutting down."},
 	"mail:no_message":              {Status: 404, Retryable: true, Description: "No message matched before the deadline; wait again."},
 	"mail:not_set_up":              {Status: 409, Retryable: false, Description: "The domain has no mail set up; run setup_email first."},

@@ -72,7 +72,7 @@ func (e *Error) WithDetails(d ...models.FieldProblem) *Error {
 
 // Internal wraps an unexpected error; its cause is logged but never shown.
 func Internal(cause error) *Error {
-	return &Error{Code: "internal:error", Message: "an unexpected error occurred; retry with the same Idempotency-Key", Cause: cause}
+	return &Error{Code: "internal:error", Message: "an unexpected error occurred; retry, with the same Idempotency-Key when the operation takes one", Cause: cause}
 }
 
 // As finds an *Error in err's chain, wrapping anything else as internal.
