@@ -79,26 +79,11 @@ func parseAPI(b []byte, r *apiReq) bool {
 		if count == 100 {
 			return false
 		}
-		colon := -1
-		for i, c := range line {
-			if c == ':' {
-				colon = i
-				break
-			}
-			if !isToken(c) {
-				return false // also obs-fold: a line starting with a blank
-			}
-		}
-		if colon < 1 {
+		name, v, ok := splitField(line, false)
+		if !ok {
 			return false
 		}
-		v := trim(line[colon+1:])
-		for _, c := range v {
-			if (c < ' ' && c != '\t') || c >= 0x7f {
-				return false
-			}
-		}
-		switch name := line[:colon]; {
+		switch {
 		case equalFold(name, "host"):
 			r.host, r.hosts = v, r.hosts+1
 		case equalFold(name, "accept"):

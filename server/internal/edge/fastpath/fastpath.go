@@ -507,26 +507,11 @@ func parse(b []byte, r *request) bool {
 		if count == 100 {
 			return false
 		}
-		colon := -1
-		for i, c := range line {
-			if c == ':' {
-				colon = i
-				break
-			}
-			if !isToken(c) {
-				return false // also obs-fold: a line starting with a blank
-			}
-		}
-		if colon < 1 {
+		name, v, ok := splitField(line, false)
+		if !ok {
 			return false
 		}
-		v := trim(line[colon+1:])
-		for _, c := range v {
-			if (c < ' ' && c != '\t') || c >= 0x7f {
-				return false
-			}
-		}
-		switch name := line[:colon]; {
+		switch {
 		case equalFold(name, "host"):
 			r.host, r.hostN = v, r.hostN+1
 		case equalFold(name, "if-none-match"):
@@ -557,17 +542,8 @@ func parse(b []byte, r *request) bool {
 // (keep-alive only on HTTP/1.1, where it changes nothing); any other token
 // names hop-by-hop headers and goes to net/http.
 func connection(v []byte, r *request) bool {
-	for len(v) > 0 {
-		var tok []byte
-		tok, v = v, nil
-		for i, c := range tok {
-			if c == ',' {
-				tok, v = tok[:i], tok[i+1:]
-				break
-			}
-		}
-		switch tok = trim(tok); {
-		case len(tok) == 0:
+	for tok := range tokens(v) {
+		switch {
 		case equalFold(tok, "close"):
 			r.close = true
 		case equalFold(tok, "keep-alive") && !r.http10:

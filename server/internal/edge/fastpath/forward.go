@@ -93,26 +93,10 @@ func parseFwd(b []byte, r *fwdReq, dst []byte) (_ []byte, ok bool) {
 		if count == 100 {
 			return dst, false
 		}
-		colon := -1
-		for i, c := range line {
-			if c == ':' {
-				colon = i
-				break
-			}
-			if !isToken(c) {
-				return dst, false
-			}
-		}
-		if colon < 1 {
+		name, v, ok := splitField(line, false)
+		if !ok {
 			return dst, false
 		}
-		v := trim(line[colon+1:])
-		for _, c := range v {
-			if (c < ' ' && c != '\t') || c >= 0x7f {
-				return dst, false
-			}
-		}
-		name := line[:colon]
 		switch {
 		case equalFold(name, "host"):
 			hosts++

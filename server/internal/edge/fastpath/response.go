@@ -75,26 +75,10 @@ func parseResponseHead(b []byte, h *respHead) bool {
 		if len(line) == 0 {
 			break
 		}
-		colon := -1
-		for i, c := range line {
-			if c == ':' {
-				colon = i
-				break
-			}
-			if !isToken(c) {
-				return false // also a folded line, starting with a blank
-			}
-		}
-		if colon < 1 {
+		k, v, ok := splitField(line, true)
+		if !ok {
 			return false
 		}
-		v := trim(line[colon+1:])
-		for _, c := range v {
-			if c < ' ' && c != '\t' || c == 0x7f {
-				return false
-			}
-		}
-		k := line[:colon]
 		h.fields = append(h.fields, field{k, v})
 		switch {
 		case equalFold(k, "content-length"):
@@ -208,6 +192,34 @@ func tokens(v []byte) func(func([]byte) bool) {
 			}
 		}
 	}
+}
+
+// splitField splits a header field line into its name and its value
+// without surrounding blanks. ok is false for a line the fast path leaves
+// to net/http: a name that is not a token (a folded line too, which
+// starts with a blank), or a value with control bytes, or, unless obsText
+// allows them (answers from upstream may carry them), bytes past ASCII.
+func splitField(line []byte, obsText bool) (name, value []byte, ok bool) {
+	colon := -1
+	for i, c := range line {
+		if c == ':' {
+			colon = i
+			break
+		}
+		if !isToken(c) {
+			return nil, nil, false
+		}
+	}
+	if colon < 1 {
+		return nil, nil, false
+	}
+	value = trim(line[colon+1:])
+	for _, c := range value {
+		if c < ' ' && c != '\t' || c == 0x7f || c > 0x7f && !obsText {
+			return nil, nil, false
+		}
+	}
+	return line[:colon], value, true
 }
 
 // cutLF cuts the first line off b: up to LF, without a CR before it.
