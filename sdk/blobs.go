@@ -24,16 +24,23 @@ func (c *Client) PutBlob(ctx context.Context, sha256 string, size int64, open fu
 		// No content to read: an empty body, which net/http sends as such.
 		open = func() (io.ReadCloser, error) { return http.NoBody, nil }
 	}
+	return sendOctets[BlobEnvelope](ctx, c, http.MethodPut, "/v1/blobs/"+url.PathEscape(sha256), size, open, opts)
+}
+
+// sendOctets sends the body open makes, of the given length, as
+// application/octet-stream, and decodes a 200's envelope into T; open is
+// called again for a retry.
+func sendOctets[T any](ctx context.Context, c *Client, method, path string, length int64, open func() (io.ReadCloser, error), opts []RequestEditorFn) (*T, error) {
 	body, err := open()
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.baseURL+"/v1/blobs/"+url.PathEscape(sha256), body)
+	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, body)
 	if err != nil {
 		body.Close()
 		return nil, err
 	}
-	req.ContentLength = size
+	req.ContentLength = length
 	req.GetBody = open
 	req.Header.Set("Content-Type", "application/octet-stream")
 	req.Header.Set("Accept", "application/json")
@@ -51,7 +58,7 @@ func (c *Client) PutBlob(ctx context.Context, sha256 string, size int64, open fu
 	if resp.StatusCode != http.StatusOK {
 		return nil, errorFromResponse(resp, b)
 	}
-	var env BlobEnvelope
+	var env T
 	if err := json.Unmarshal(b, &env); err != nil {
 		return nil, err
 	}
@@ -81,34 +88,7 @@ func (c *Client) PutBlobs(ctx context.Context, contents []BlobSource, opts ...Re
 		length += int64(len(frameHeader(b))) + b.Size
 	}
 	open := func() (io.ReadCloser, error) { return &framedBody{contents: contents}, nil }
-	body, _ := open()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+"/v1/blobs", body)
-	if err != nil {
-		return nil, err
-	}
-	req.ContentLength = length
-	req.GetBody = open
-	req.Header.Set("Content-Type", "application/octet-stream")
-	req.Header.Set("Accept", "application/json")
-	for _, o := range opts {
-		if err := o(ctx, req); err != nil {
-			return nil, err
-		}
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b := readAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return nil, errorFromResponse(resp, b)
-	}
-	var env BlobBatchEnvelope
-	if err := json.Unmarshal(b, &env); err != nil {
-		return nil, err
-	}
-	return &env, nil
+	return sendOctets[BlobBatchEnvelope](ctx, c, http.MethodPost, "/v1/blobs", length, open, opts)
 }
 
 func frameHeader(b BlobSource) string {
