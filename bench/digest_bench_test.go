@@ -364,11 +364,10 @@ func hashDir(b *testing.B, dir string) ([]sdk.ManifestFile, map[string]string) {
 	return manifest, paths
 }
 
-// BenchmarkManifestBundle times upload_assets of a 20,000-file manifest
-// whose content is all uploaded (what a one-file relaunch with the CLI's
-// digest cache spends most of its time on), each operation a new bundle
-// (one path differs). Profile it with -cpuprofile.
-func BenchmarkManifestBundle(b *testing.B) {
+// uploadedDigestSite serves Pier on a fresh data directory and uploads the
+// content of a new site of digestFiles files, returning the client, the
+// project and the site's manifest.
+func uploadedDigestSite(b *testing.B) (*sdk.Client, string, []sdk.ManifestFile) {
 	dir := b.TempDir()
 	key, project := adminSetup(b, dir)
 	s := serveOn(b, dir)
@@ -376,11 +375,20 @@ func BenchmarkManifestBundle(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
 	siteDir := filepath.Join(b.TempDir(), "site")
 	writeDigestSite(b, siteDir, digestFiles)
 	manifest, paths := hashDir(b, siteDir)
 	putBatches(b, c, slices.Collect(maps.Keys(paths)), paths)
+	return c, project, manifest
+}
+
+// BenchmarkManifestBundle times upload_assets of a 20,000-file manifest
+// whose content is all uploaded (what a one-file relaunch with the CLI's
+// digest cache spends most of its time on), each operation a new bundle
+// (one path differs). Profile it with -cpuprofile.
+func BenchmarkManifestBundle(b *testing.B) {
+	c, project, manifest := uploadedDigestSite(b)
+	ctx := context.Background()
 	b.ResetTimer()
 	for n := 0; b.Loop(); n++ {
 		manifest[0].Path = fmt.Sprintf("renamed-%d.html", n)
@@ -394,18 +402,8 @@ func BenchmarkManifestBundle(b *testing.B) {
 // 20,000-file bundle with one file changed (what a one-file relaunch with
 // the CLI's digest cache sends), each operation a new bundle.
 func BenchmarkBundleFromBase(b *testing.B) {
-	dir := b.TempDir()
-	key, project := adminSetup(b, dir)
-	s := serveOn(b, dir)
-	c, err := sdk.NewClient("http://"+s.Addr(), sdk.WithAPIKey(key))
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, project, manifest := uploadedDigestSite(b)
 	ctx := context.Background()
-	siteDir := filepath.Join(b.TempDir(), "site")
-	writeDigestSite(b, siteDir, digestFiles)
-	manifest, paths := hashDir(b, siteDir)
-	putBatches(b, c, slices.Collect(maps.Keys(paths)), paths)
 	base, err := c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
 	if err != nil {
 		b.Fatal(err)
