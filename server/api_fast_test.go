@@ -5,51 +5,24 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/internal/rawhttp"
 	"github.com/pierhq/pier/internal/testserver"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 )
 
-// fastAnswer is everything a client can tell of an answer.
-type fastAnswer struct {
-	status int
-	header http.Header
-	te     []string
-	length int64
-	body   string
-	err    string
-}
-
-func (a fastAnswer) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d te=%q length=%d err=%q\n", a.status, a.te, a.length, a.err)
-	for _, k := range slices.Sorted(func(y func(string) bool) {
-		for k := range a.header {
-			if !y(k) {
-				return
-			}
-		}
-	}) {
-		fmt.Fprintf(&b, "%s: %q\n", k, a.header[k])
-	}
-	fmt.Fprintf(&b, "body %q", a.body)
-	return b.String()
-}
-
 // apiExchange writes raw on a new connection (over TLS when tlsOn), in
 // two writes a moment apart when split is set, and reads an answer for
 // each of heads (true for a HEAD), then whether the connection ends.
-func apiExchange(t *testing.T, addr string, tlsOn bool, raw string, split int, heads ...bool) (out []fastAnswer, closed bool) {
+func apiExchange(t *testing.T, addr string, tlsOn bool, raw string, split int, heads ...bool) (out []rawhttp.Answer, closed bool) {
 	t.Helper()
 	var c net.Conn
 	var err error
@@ -69,31 +42,7 @@ func apiExchange(t *testing.T, addr string, tlsOn bool, raw string, split int, h
 		raw = raw[split:]
 	}
 	io.WriteString(c, raw)
-	br := bufio.NewReader(c)
-	for _, head := range heads {
-		method := "GET"
-		if head {
-			method = "HEAD"
-		}
-		resp, err := http.ReadResponse(br, &http.Request{Method: method})
-		if err != nil {
-			return append(out, fastAnswer{err: "head: " + err.Error()}), true
-		}
-		a := fastAnswer{status: resp.StatusCode, header: resp.Header, te: resp.TransferEncoding, length: resp.ContentLength}
-		body, err := io.ReadAll(resp.Body)
-		a.body = string(body)
-		if err != nil {
-			a.err = "body: " + err.Error()
-		}
-		a.header.Del("Date")
-		out = append(out, a)
-		if a.err != "" {
-			return out, true
-		}
-	}
-	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-	_, err = br.ReadByte()
-	return out, err == io.EOF || errors.Is(err, net.ErrClosed)
+	return rawhttp.Read(c, heads...)
 }
 
 // fastPair is the same Pier twice, on one clock: with the listeners' fast
@@ -149,11 +98,11 @@ func (p *fastPair) run(t *testing.T, c fastCase, keys map[*testserver.Server]str
 	// Links name the server's own address.
 	for _, x := range []struct {
 		ts *testserver.Server
-		as []fastAnswer
+		as []rawhttp.Answer
 	}{{p.slow, want}, {p.fast, got}} {
 		_, port, _ := net.SplitHostPort(x.ts.Addr())
 		for i := range x.as {
-			x.as[i].body = strings.ReplaceAll(x.as[i].body, "localhost:"+port, "localhost:PORT")
+			x.as[i].Body = strings.ReplaceAll(x.as[i].Body, "localhost:"+port, "localhost:PORT")
 		}
 	}
 	if len(want) != len(got) {
@@ -163,8 +112,8 @@ func (p *fastPair) run(t *testing.T, c fastCase, keys map[*testserver.Server]str
 		if w, g := want[i].String(), got[i].String(); w != g {
 			t.Errorf("answer %d:\nfast path:\n%s\nnet/http:\n%s", i+1, g, w)
 		}
-		if want[i].err != "" {
-			t.Errorf("answer %d: %s", i+1, want[i].err)
+		if want[i].Err != "" {
+			t.Errorf("answer %d: %s", i+1, want[i].Err)
 		}
 	}
 	if testing.Verbose() {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pierhq/pier/internal/rawhttp"
 )
 
 // keptRead stands in for the API's kept answers: it answers /kept as the
@@ -90,7 +92,7 @@ func TestAPIReadSameAnswers(t *testing.T) {
 
 // splitExchange is rawExchange with raw sent in two writes a moment
 // apart, cut at split (when set).
-func splitExchange(t *testing.T, addr, raw string, split int, heads ...bool) ([]rawAnswer, bool) {
+func splitExchange(t *testing.T, addr, raw string, split int, heads ...bool) ([]rawhttp.Answer, bool) {
 	t.Helper()
 	if split == 0 {
 		return rawExchange(t, addr, raw, heads...)
@@ -104,5 +106,5 @@ func splitExchange(t *testing.T, addr, raw string, split int, heads ...bool) ([]
 	io.WriteString(c, raw[:split])
 	time.Sleep(50 * time.Millisecond)
 	io.WriteString(c, raw[split:])
-	return readRaw(c, heads...)
+	return rawhttp.Read(c, heads...)
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/internal/rawhttp"
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -184,35 +185,9 @@ func fwdPair(t *testing.T, addr string) (plain, fast *server, set func(string)) 
 	}
 }
 
-// rawAnswer is everything a client can tell of an answer.
-type rawAnswer struct {
-	status int
-	header http.Header
-	te     []string
-	length int64
-	body   string
-	err    string
-}
-
-func (a rawAnswer) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d te=%q length=%d err=%q\n", a.status, a.te, a.length, a.err)
-	for _, k := range slices.Sorted(func(y func(string) bool) {
-		for k := range a.header {
-			if !y(k) {
-				return
-			}
-		}
-	}) {
-		fmt.Fprintf(&b, "%s: %q\n", k, a.header[k])
-	}
-	fmt.Fprintf(&b, "body %q", a.body)
-	return b.String()
-}
-
 // rawExchange writes raw on a new connection and reads n answers (the
 // methods say which are to HEAD), and then whether the connection ends.
-func rawExchange(t *testing.T, addr, raw string, heads ...bool) (out []rawAnswer, closed bool) {
+func rawExchange(t *testing.T, addr, raw string, heads ...bool) (out []rawhttp.Answer, closed bool) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -221,43 +196,7 @@ func rawExchange(t *testing.T, addr, raw string, heads ...bool) (out []rawAnswer
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	io.WriteString(c, raw)
-	return readRaw(c, heads...)
-}
-
-// readRaw reads an answer on c for each of heads (true for a HEAD), and
-// then whether the connection ends.
-func readRaw(c net.Conn, heads ...bool) (out []rawAnswer, closed bool) {
-	br := bufio.NewReader(c)
-	for _, head := range heads {
-		method := "GET"
-		if head {
-			method = "HEAD"
-		}
-		resp, err := http.ReadResponse(br, &http.Request{Method: method})
-		if err != nil {
-			out = append(out, rawAnswer{err: "head: " + err.Error()})
-			return out, true
-		}
-		a := rawAnswer{status: resp.StatusCode, header: resp.Header, te: resp.TransferEncoding, length: resp.ContentLength}
-		body, err := io.ReadAll(resp.Body)
-		a.body = string(body)
-		if err != nil {
-			a.err = "body: " + err.Error()
-		}
-		for k, v := range resp.Trailer {
-			a.header["Trailer-"+k] = v
-		}
-		if a.header.Get("Date") != "Mon, 02 Jan 2006 15:04:05 GMT" {
-			a.header.Del("Date")
-		}
-		out = append(out, a)
-		if a.err != "" {
-			return out, true
-		}
-	}
-	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-	_, err := br.ReadByte()
-	return out, err == io.EOF || errors.Is(err, net.ErrClosed)
+	return rawhttp.Read(c, heads...)
 }
 
 func req(method, path string, extra ...string) string {
@@ -344,8 +283,8 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 			for i := range want {
 				// ReverseProxy's framing of an empty body of unknown length
 				// depends on a timer: chunked or a length of 0.
-				if want[i].length == 0 && got[i].length == -1 && got[i].body == "" && slices.Equal(got[i].te, []string{"chunked"}) {
-					want[i].length, want[i].te = -1, got[i].te
+				if want[i].Length == 0 && got[i].Length == -1 && got[i].Body == "" && slices.Equal(got[i].TE, []string{"chunked"}) {
+					want[i].Length, want[i].TE = -1, got[i].TE
 				}
 				if w, g := want[i].String(), got[i].String(); w != g {
 					t.Errorf("answer %d:\nfast path:\n%s\nReverseProxy:\n%s", i+1, g, w)
@@ -401,7 +340,7 @@ func TestForwardReusesUpstreamConnections(t *testing.T) {
 	_, fast, _ := fwdPair(t, up.ln.Addr().String())
 	for i := range 20 {
 		got, _ := rawExchange(t, fast.addr, req("GET", "/cl"), false)
-		if got[0].status != 200 || got[0].body != "hello" {
+		if got[0].Status != 200 || got[0].Body != "hello" {
 			t.Fatalf("request %d: %v", i, got[0])
 		}
 	}
@@ -411,7 +350,7 @@ func TestForwardReusesUpstreamConnections(t *testing.T) {
 	// /close ends its connection: the next request dials again.
 	rawExchange(t, fast.addr, req("GET", "/close"), false)
 	got, _ := rawExchange(t, fast.addr, req("GET", "/cl"), false)
-	if got[0].status != 200 || up.conns.Load() != 2 {
+	if got[0].Status != 200 || up.conns.Load() != 2 {
 		t.Errorf("after a closed connection: %v, %d connections", got[0], up.conns.Load())
 	}
 }
@@ -450,7 +389,7 @@ func TestForwardDropsClosedIdleConnections(t *testing.T) {
 		n.Store(0)
 		for i := range 5 {
 			got, _ := rawExchange(t, fast.addr, r, false)
-			if got[0].status != 200 || got[0].body != "ok" {
+			if got[0].Status != 200 || got[0].Body != "ok" {
 				t.Fatalf("%q, request %d: %v", r, i, got[0])
 			}
 			time.Sleep(50 * time.Millisecond)
