@@ -108,15 +108,11 @@ func parseAPI(b []byte, r *apiReq) bool {
 				return false
 			}
 		case equalFold(name, "connection"):
-			for tok := range tokens(v) {
-				switch {
-				case equalFold(tok, "close"):
-					r.close = true
-				case equalFold(tok, "keep-alive"):
-				default:
-					return false
-				}
+			closing, ok := connection(v, true)
+			if !ok {
+				return false
 			}
+			r.close = r.close || closing
 		case equalFold(name, "transfer-encoding"), equalFold(name, "upgrade"), equalFold(name, "expect"),
 			equalFold(name, "http2-settings"), equalFold(name, "trailer"), equalFold(name, "te"),
 			equalFold(name, "if-none-match"), equalFold(name, "if-match"), equalFold(name, "if-modified-since"),

@@ -519,9 +519,11 @@ func parse(b []byte, r *request) bool {
 		case equalFold(name, "accept-encoding"):
 			r.ae, r.aeN = v, r.aeN+1
 		case equalFold(name, "connection"):
-			if !connection(v, r) {
+			closing, ok := connection(v, !r.http10)
+			if !ok {
 				return false
 			}
+			r.close = r.close || closing
 		case equalFold(name, "content-length"), equalFold(name, "transfer-encoding"), equalFold(name, "upgrade"),
 			equalFold(name, "expect"), equalFold(name, "http2-settings"), equalFold(name, "trailer"):
 			return false
@@ -538,20 +540,21 @@ func parse(b []byte, r *request) bool {
 	return true
 }
 
-// connection reads a Connection header: close and keep-alive are known
-// (keep-alive only on HTTP/1.1, where it changes nothing); any other token
-// names hop-by-hop headers and goes to net/http.
-func connection(v []byte, r *request) bool {
+// connection reads a Connection header: whether it asks to close. close
+// and, when keepAlive allows it (HTTP/1.1, where it changes nothing),
+// keep-alive are the tokens the fast path knows; ok is false for any
+// other, which names hop-by-hop headers and goes to net/http.
+func connection(v []byte, keepAlive bool) (closing, ok bool) {
 	for tok := range tokens(v) {
 		switch {
 		case equalFold(tok, "close"):
-			r.close = true
-		case equalFold(tok, "keep-alive") && !r.http10:
+			closing = true
+		case equalFold(tok, "keep-alive") && keepAlive:
 		default:
-			return false
+			return false, false
 		}
 	}
-	return true
+	return closing, true
 }
 
 func cutLine(b []byte) (line, rest []byte) {

@@ -123,15 +123,11 @@ func parseFwd(b []byte, r *fwdReq, dst []byte) (_ []byte, ok bool) {
 				return dst, false
 			}
 		case equalFold(name, "connection"):
-			for tok := range tokens(v) {
-				switch {
-				case equalFold(tok, "close"):
-					r.close = true
-				case equalFold(tok, "keep-alive"):
-				default:
-					return dst, false
-				}
+			closing, ok := connection(v, true)
+			if !ok {
+				return dst, false
 			}
+			r.close = r.close || closing
 		case equalFold(name, "te"):
 			for tok := range tokens(v) {
 				if equalFold(tok, "trailers") {
