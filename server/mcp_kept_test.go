@@ -38,26 +38,7 @@ func mcpSearch(t *testing.T, base, args string) (json.RawMessage, bool) {
 // in the second.
 func TestMCPKeptSearchSeesDomainWrites(t *testing.T) {
 	ts := start(t, server.Config{})
-	available := func(sc json.RawMessage) bool {
-		var env struct {
-			Data struct {
-				Candidates []struct {
-					Domain    string `json:"domain"`
-					Available bool   `json:"available"`
-				} `json:"candidates"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(sc, &env); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range env.Data.Candidates {
-			if c.Domain == "acme.dev" {
-				return c.Available
-			}
-		}
-		t.Fatalf("acme.dev not in %s", sc)
-		return false
-	}
+	available := func(sc json.RawMessage) bool { return searchSaysAvailable(t, sc, "acme.dev") }
 	const args = `{"q":"acme","tldAllowlist":["dev"]}`
 	for i := 0; i < 3; i++ {
 		if sc, isErr := mcpSearch(t, ts.URL, args); isErr || !available(sc) {
