@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -345,29 +346,14 @@ func plainString(v []byte) (string, bool) {
 	return string(v[1 : len(v)-1]), true
 }
 
-// foldsToAny reports whether key matches one of the names apart from ASCII
-// case, which encoding/json would decode into that field.
+// foldsToAny reports whether key matches one of the names apart from
+// case, which encoding/json would decode into that field (keys here are
+// ASCII, so strings.EqualFold folds as encoding/json does).
 func foldsToAny(key string, names ...string) bool {
 	for _, n := range names {
-		if len(n) == len(key) && asciiEqualFold(n, key) {
+		if strings.EqualFold(n, key) {
 			return true
 		}
 	}
 	return false
-}
-
-func asciiEqualFold(a, b string) bool {
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
