@@ -107,41 +107,41 @@ func (h *Handler) call(ctx context.Context, dst []byte, t *compiledTool, raw jso
 		kept = &keptShape{rs: rs}
 		h.shapes.put(key, kept)
 	}
-	if key != "" && header.Get("Authorization") == "" {
+	status, ct, body, err := h.serveREST(ctx, t, rs, kept, key != "", header, c)
+	if err != nil {
+		return nil, err
+	}
+	if key != "" && kept.answered(status, ct, body) {
+		return append(dst, kept.result...), nil
+	}
+	start := len(dst)
+	dst = toolResult(dst, status, ct, body)
+	if key != "" && len(body) <= maxKeptAnswer {
+		h.shapes.put(key, &keptShape{rs: rs, status: status, contentType: ct, rest: body, result: bytes.Clone(dst[start:])})
+	}
+	return dst, nil
+}
+
+// serveREST answers the REST request rs stands for: from the REST
+// handler's kept answers for an anonymous call of a read-only tool when
+// it has one, else with ServeHTTP.
+func (h *Handler) serveREST(ctx context.Context, t *compiledTool, rs *requestShape, kept *keptShape, readOnly bool, header http.Header, c caller) (status int, contentType string, body []byte, err error) {
+	if readOnly && header.Get("Authorization") == "" {
 		if body, ok := h.answerKept(t, rs, c); ok {
-			if kept.answered(http.StatusOK, "application/json", body) {
-				return append(dst, kept.result...), nil
-			}
-			start := len(dst)
-			dst = toolResult(dst, http.StatusOK, "application/json", body)
-			if len(body) <= maxKeptAnswer {
-				h.shapes.put(key, &keptShape{rs: rs, status: http.StatusOK, contentType: "application/json", rest: body, result: bytes.Clone(dst[start:])})
-			}
-			return dst, nil
+			return http.StatusOK, "application/json", body, nil
 		}
 	}
 	req, err := rs.request(ctx, t.Method, header, c)
 	if err != nil {
-		return nil, err
+		return 0, "", nil, err
 	}
 	rec := &recorder{header: http.Header{}}
-	if kept.rest != nil {
-		rec.body.Grow(len(kept.rest))
-	}
+	rec.body.Grow(len(kept.rest))
 	h.rest.ServeHTTP(rec, req)
 	if h.log.Enabled(ctx, slog.LevelDebug) {
 		h.log.DebugContext(ctx, "tool call", "tool", t.Name, "method", req.Method, "path", req.URL.Path, "status", rec.status)
 	}
-	ct, body := rec.header.Get("Content-Type"), rec.body.Bytes()
-	if key != "" && kept.answered(rec.status, ct, body) {
-		return append(dst, kept.result...), nil
-	}
-	start := len(dst)
-	dst = toolResult(dst, rec.status, ct, body)
-	if key != "" && len(body) <= maxKeptAnswer {
-		h.shapes.put(key, &keptShape{rs: rs, status: rec.status, contentType: ct, rest: body, result: bytes.Clone(dst[start:])})
-	}
-	return dst, nil
+	return rec.status, rec.header.Get("Content-Type"), rec.body.Bytes(), nil
 }
 
 // keptAnswerer is the REST handler's door for reads it keeps an answer
