@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -326,5 +327,35 @@ func TestKeptResultFollowsTheRESTAnswer(t *testing.T) {
 	}
 	if calls != len(answers) {
 		t.Fatalf("REST served %d of %d calls", calls, len(answers))
+	}
+}
+
+// What read-only calls keep is bounded: a stream of distinct arguments
+// keeps at most the cache's entries and bytes, and an answer past
+// maxKeptAnswer is not kept at all.
+func TestKeptShapesAreBounded(t *testing.T) {
+	big := `{"data":{"x":"` + strings.Repeat("a", maxKeptAnswer) + `"},"formatVersion":"1"}`
+	answer := `{"data":{"candidates":[` + strings.Repeat(`{"domain":"acme.dev","available":true},`, 60) + `{}]},"formatVersion":"1"}`
+	var body string
+	rest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	})
+	h, err := New(Config{REST: rest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = big
+	toolsCall(t, h, "search_domains", `{"q":"big"}`, nil)
+	if k, ok := h.shapes.get("search_domains\x00" + `{"q":"big"}`); !ok || k.result != nil || k.rest != nil {
+		t.Fatalf("an answer of %d bytes was kept", len(big))
+	}
+	body = answer
+	const calls = 6000
+	for i := range calls {
+		toolsCall(t, h, "search_domains", fmt.Sprintf(`{"q":"name%d"}`, i), nil)
+	}
+	if n, cost := h.shapes.c.Len(), h.shapes.c.Cost(); n > 4096 || cost > 8<<20 {
+		t.Fatalf("after %d distinct calls the cache holds %d entries, %d bytes", calls, n, cost)
 	}
 }
