@@ -1,10 +1,13 @@
 // Package runner runs the process and worker versions of services on this
-// machine: the local supervisor. It starts a version's command in a
-// directory of its own holding the bundle's files, with a clean
-// environment, PORT, limits and (when Pier runs as root) an unprivileged
-// user of its own; waits until it is healthy; captures its output line by
-// line; restarts it with exponential backoff when it exits; gives up on a
-// crash loop; and stops it gracefully.
+// machine: the local supervisor. It starts each version in a sandbox of
+// its own (an OCI container executed by runc, see sandbox.go) holding the
+// bundle's files, with a clean environment, PORT and limits; waits until
+// it is healthy; captures its output line by line; restarts it with
+// exponential backoff when it exits; gives up on a crash loop; and stops
+// it gracefully, ending every process it started.
+//
+// Without a sandbox (no runc, not root, no cgroups) versions do not start,
+// unless the operator allowed unsandboxed runs for local development.
 //
 // The domain drives it through service.Runtime (server/runtime.go adapts
 // it); the supervisor is the implementation for one machine.
@@ -19,6 +22,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,14 +53,21 @@ type Spec struct {
 	// HealthTimeout bounds the wait for the first healthy answer; Grace is
 	// how long a worker must stay up.
 	HealthTimeout, Grace time.Duration
+	// NoEgress keeps a sandboxed version off the public network (its
+	// project's policy); by default it may reach it.
+	NoEgress bool
 }
 
 // Instance is a started, healthy version.
 type Instance struct {
 	// Addr is host:port where a process answers HTTP; empty for a worker.
+	// A sandboxed version answers on its own address.
 	Addr string
 	Dir  string
 	UID  int
+	// Sandboxed is false only for a version run as a bare process, which
+	// the operator allowed for local development.
+	Sandboxed bool
 }
 
 // Health is what the supervisor knows of a running version.
@@ -74,16 +85,35 @@ type Events interface {
 	Health(serviceID string, version int, h Health)
 }
 
-// Limits bound one process. Zero means the default.
+// Limits bound one version. Zero means the default.
 type Limits struct {
-	MemoryBytes int64 // address space (rlimit) or memory.max (cgroup v2)
-	CPUSeconds  int64 // CPU time
+	// MemoryBytes bounds the memory of all the version's processes
+	// together (its cgroup; memory and swap where the host can).
+	MemoryBytes int64
+	CPUSeconds  int64 // CPU time of each process (RLIMIT_CPU)
+	CPUMillis   int64 // CPU bandwidth: 1000 is one CPU
 	OpenFiles   int64
-	Processes   int64 // processes of the version's own user (or pids.max)
+	Processes   int64 // processes and threads together (pids.max)
+	DiskBytes   int64 // the version's own directory, the bundle's files included
+	TmpBytes    int64 // each of its /tmp and /dev/shm
 }
 
 // DefaultLimits are the limits a version runs under.
-var DefaultLimits = Limits{MemoryBytes: 2 << 30, CPUSeconds: 24 * 3600, OpenFiles: 1024, Processes: 256}
+var DefaultLimits = Limits{MemoryBytes: 2 << 30, CPUSeconds: 24 * 3600, CPUMillis: 1000, OpenFiles: 1024, Processes: 256,
+	DiskBytes: 1 << 30, TmpBytes: 64 << 20}
+
+// withDefaults fills l's zero fields from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	for _, f := range []struct{ v, def *int64 }{{&l.MemoryBytes, &d.MemoryBytes}, {&l.CPUSeconds, &d.CPUSeconds},
+		{&l.CPUMillis, &d.CPUMillis}, {&l.OpenFiles, &d.OpenFiles}, {&l.Processes, &d.Processes},
+		{&l.DiskBytes, &d.DiskBytes}, {&l.TmpBytes, &d.TmpBytes}} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	return l
+}
 
 // Config configures a Supervisor.
 type Config struct {
@@ -101,9 +131,22 @@ type Config struct {
 	// StopGrace is how long a version has between SIGTERM and SIGKILL.
 	StopGrace time.Duration
 	// UIDBase is the first of the user ids versions run as when Pier runs
-	// as root; each service gets one of UIDRange ids after it.
+	// as root; each running version holds one of UIDRange ids after it,
+	// from the slot table.
 	UIDBase, UIDRange int
 	Now               func() time.Time
+
+	// AllowUnsandboxed lets versions run as bare processes when no
+	// sandbox can be set up here: for local development only.
+	AllowUnsandboxed bool
+	// Runc is the runc binary (default: runc on the PATH).
+	Runc string
+	// Network is the prefix sandboxes' addresses come from (default
+	// DefaultNetwork); each version takes a /30 of it.
+	Network netip.Prefix
+	// SlotDir holds the host's slot table, shared by every Pier process
+	// on the host (default /run/pier-sandbox).
+	SlotDir string
 }
 
 // Errors Start answers with.
@@ -133,7 +176,9 @@ func (e *UnhealthyError) Is(target error) bool { return target == ErrUnhealthy }
 // Supervisor runs versions as local processes.
 type Supervisor struct {
 	cfg     Config
-	cgroups *cgroupV2 // nil when cgroups v2 cannot be used here
+	sb      *sandbox  // nil when versions cannot be sandboxed here
+	sbErr   error     // why not
+	cgroups *cgroupV2 // unsandboxed runs: nil when cgroups v2 cannot be used here
 	root    bool
 
 	mu      sync.Mutex
@@ -154,8 +199,12 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("runner: no directory for versions")
 	}
-	if cfg.Limits == (Limits{}) {
-		cfg.Limits = DefaultLimits
+	cfg.Limits = cfg.Limits.withDefaults()
+	if !cfg.Network.IsValid() {
+		cfg.Network = DefaultNetwork
+	}
+	if cfg.SlotDir == "" {
+		cfg.SlotDir = "/run/pier-sandbox"
 	}
 	if cfg.RestartBase <= 0 {
 		cfg.RestartBase = time.Second
@@ -199,35 +248,35 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s := &Supervisor{cfg: cfg, running: map[key]*proc{}, root: os.Geteuid() == 0, spawn: make(chan spawnReq)}
 	s.killLeftovers()
-	if s.root {
+	s.sb, s.sbErr = probeSandbox(cfg)
+	if s.sb == nil && cfg.AllowUnsandboxed && s.root {
 		s.cgroups = detectCgroupV2("/sys/fs/cgroup")
 	}
 	go s.spawner()
 	return s, nil
 }
 
-// Isolation says how versions are confined here, for the log and docs.
-func (s *Supervisor) Isolation() string {
-	parts := []string{"rlimits"}
+// Isolation says how versions are confined here, for the log and docs, and
+// why they cannot start when they cannot.
+func (s *Supervisor) Isolation() (string, error) {
+	if s.sb != nil {
+		return s.sb.detail, nil
+	}
+	if !s.cfg.AllowUnsandboxed {
+		return "none", s.sbErr
+	}
+	parts := []string{"UNSANDBOXED (--unsandboxed-services): bare processes with rlimits"}
 	if s.cgroups != nil {
-		parts = []string{"cgroups v2"}
+		parts = []string{"UNSANDBOXED (--unsandboxed-services): bare processes in cgroups v2"}
 	}
-	if s.root {
-		parts = append(parts, "a user of its own")
-	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, ", ") + "; " + s.sbErr.Error(), nil
 }
 
-// uid is the user a service's versions run as when Pier is root: one per
-// service, so services cannot read each other's files.
-func (s *Supervisor) uid(serviceID string) int {
-	h := uint32(2166136261)
-	for i := 0; i < len(serviceID); i++ {
-		h ^= uint32(serviceID[i])
-		h *= 16777619
-	}
-	return s.cfg.UIDBase + int(h%uint32(s.cfg.UIDRange))
-}
+// Sandboxed reports whether versions run in sandboxes here.
+func (s *Supervisor) Sandboxed() bool { return s.sb != nil }
+
+// Limits are the limits every version runs under here.
+func (s *Supervisor) Limits() Limits { return s.cfg.Limits }
 
 // Running reports whether a version runs here.
 func (s *Supervisor) Running(serviceID string, version int) bool {
@@ -255,10 +304,17 @@ func (s *Supervisor) Start(ctx context.Context, spec Spec) (Instance, error) {
 	s.mu.Unlock()
 
 	inst, err := p.prepare(ctx)
-	if err == nil {
-		go p.supervise()
-		inst, err = p.waitHealthy(ctx)
+	if err != nil {
+		// Nothing runs: release what prepare took.
+		close(p.done)
+		s.mu.Lock()
+		delete(s.running, k)
+		s.mu.Unlock()
+		p.cleanup()
+		return Instance{}, err
 	}
+	go p.supervise()
+	inst, err = p.waitHealthy(ctx)
 	if err != nil {
 		s.Stop(context.WithoutCancel(ctx), spec.ServiceID, spec.Version)
 		return Instance{}, err
@@ -288,15 +344,37 @@ func (s *Supervisor) Stop(ctx context.Context, serviceID string, version int) er
 		delete(s.running, key{serviceID, version})
 	}
 	s.mu.Unlock()
-	os.RemoveAll(p.dir)
-	os.Remove(p.pgidFile())
-	if entries, err := os.ReadDir(filepath.Dir(p.dir)); err == nil && len(entries) == 0 {
-		os.Remove(filepath.Dir(p.dir))
+	p.cleanup()
+	return nil
+}
+
+// cleanup removes what a version held once it no longer runs: every
+// process left in its sandbox, its network, its files and its slot.
+func (p *proc) cleanup() {
+	s := p.s
+	if p.sandboxed {
+		s.sb.killAll(p.slot)
+		if p.spec.NoEgress {
+			_, guest := s.sb.addrs(p.slot)
+			nftElement(false, "no_egress", guest.String())
+		}
+		netDown(p.slot)
+		unmountAppDir(p.dir)
+		os.RemoveAll(p.bundleDir())
+	}
+	if p.dir != "" {
+		os.RemoveAll(p.dir)
+		os.Remove(p.pgidFile())
+		if entries, err := os.ReadDir(filepath.Dir(p.dir)); err == nil && len(entries) == 0 {
+			os.Remove(filepath.Dir(p.dir))
+		}
+	}
+	if p.sandboxed {
+		s.sb.slots.release(p.slot)
 	}
 	if s.cgroups != nil {
-		s.cgroups.remove(serviceID, version)
+		s.cgroups.remove(p.spec.ServiceID, p.spec.Version)
 	}
-	return nil
 }
 
 // Shutdown stops every version, as Pier stops; they start again when it
@@ -349,6 +427,9 @@ type proc struct {
 	dir  string
 	port int
 	uid  int
+	// sandboxed versions hold a slot: their user, address and namespace.
+	sandboxed bool
+	slot      slot
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -373,41 +454,86 @@ type proc struct {
 
 func (p *proc) prepare(ctx context.Context) (Instance, error) {
 	p.stopCh = make(chan struct{})
-	p.dir = filepath.Join(p.s.cfg.Dir, p.spec.ServiceID, fmt.Sprintf("v%d", p.spec.Version))
-	if err := os.RemoveAll(p.dir); err != nil {
+	isolation, err := p.s.Isolation()
+	if err != nil {
 		return Instance{}, err
 	}
-	if err := os.MkdirAll(filepath.Dir(p.dir), 0o711); err != nil {
+	dir := filepath.Join(p.s.cfg.Dir, p.spec.ServiceID, fmt.Sprintf("v%d", p.spec.Version))
+	unmountAppDir(dir) // a tmpfs a crashed Pier left
+	if err := os.RemoveAll(dir); err != nil {
 		return Instance{}, err
 	}
-	if err := os.Mkdir(p.dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
 		return Instance{}, err
 	}
-	if p.spec.Materialize != nil {
-		if err := p.spec.Materialize(ctx, p.dir); err != nil {
-			return Instance{}, fmt.Errorf("runner: writing the version's files: %w", err)
-		}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return Instance{}, err
 	}
+	p.dir = dir
 	p.uid = os.Getuid()
-	if p.s.root {
-		p.uid = p.s.uid(p.spec.ServiceID)
-		if err := chownTree(p.dir, p.uid); err != nil {
-			return Instance{}, err
-		}
-	}
-	if !p.spec.Worker {
-		port, err := freePort()
+	if sb := p.s.sb; sb != nil {
+		sl, err := sb.slots.acquire(fmt.Sprintf("%s v%d pid %d", p.spec.ServiceID, p.spec.Version, os.Getpid()))
 		if err != nil {
 			return Instance{}, err
 		}
-		p.port = port
+		p.slot, p.sandboxed = sl, true
+		p.uid = sb.uid(sl)
+		sb.cleanSlot(sl) // what a crashed holder left
+		if err := sb.netUp(sl); err != nil {
+			return Instance{}, err
+		}
+		if p.spec.NoEgress {
+			_, guest := sb.addrs(sl)
+			if err := nftElement(true, "no_egress", guest.String()); err != nil {
+				return Instance{}, err
+			}
+		}
+		if err := mountAppDir(p.dir, p.uid, p.s.cfg.Limits.DiskBytes); err != nil {
+			return Instance{}, err
+		}
 	}
-	p.system("starting version %d: %s (%s)", p.spec.Version, p.spec.Command, p.s.Isolation())
+	if p.spec.Materialize != nil {
+		if err := p.spec.Materialize(ctx, p.dir); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return Instance{}, fmt.Errorf("runner: the version's files are larger than its disk limit of %d MiB", p.s.cfg.Limits.DiskBytes>>20)
+			}
+			return Instance{}, fmt.Errorf("runner: writing the version's files: %w", err)
+		}
+	}
+	if p.sandboxed {
+		if err := chownTree(p.dir, p.uid); err != nil {
+			return Instance{}, err
+		}
+		if !p.spec.Worker {
+			p.port = AppPort
+		}
+		if err := writeBundle(p.bundleDir(), p.s.sb.spec(p.slot, p)); err != nil {
+			return Instance{}, err
+		}
+	} else {
+		if p.s.root {
+			if err := chownTree(p.dir, p.uid); err != nil {
+				return Instance{}, err
+			}
+		}
+		if !p.spec.Worker {
+			port, err := freePort()
+			if err != nil {
+				return Instance{}, err
+			}
+			p.port = port
+		}
+	}
+	p.system("starting version %d: %s (%s)", p.spec.Version, p.spec.Command, isolation)
 	if err := p.startOnce(); err != nil {
 		return Instance{}, err
 	}
 	return Instance{}, nil
 }
+
+// bundleDir is the OCI bundle of a sandboxed version: its config.json,
+// beside its directory, where the version cannot read it.
+func (p *proc) bundleDir() string { return p.dir + ".oci" }
 
 func chownTree(root string, uid int) error {
 	return filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
@@ -431,13 +557,21 @@ func (p *proc) addr() string {
 	if p.spec.Worker {
 		return ""
 	}
+	if p.sandboxed {
+		_, guest := p.s.sb.addrs(p.slot)
+		return netip.AddrPortFrom(guest, uint16(p.port)).String()
+	}
 	return fmt.Sprintf("127.0.0.1:%d", p.port)
 }
 
 func (p *proc) env() []string {
+	home := p.dir
+	if p.sandboxed {
+		home = "/app"
+	}
 	env := []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
-		"HOME=" + p.dir,
+		"HOME=" + home,
 		"LANG=C.UTF-8",
 		"PYTHONUNBUFFERED=1",
 	}
@@ -456,6 +590,9 @@ func (p *proc) env() []string {
 
 // startOnce starts the command once.
 func (p *proc) startOnce() error {
+	if p.sandboxed {
+		return p.startSandboxed()
+	}
 	cmd := exec.Command("/bin/sh", "-c", shellCommand(p.spec.Command))
 	cmd.Dir = p.dir
 	cmd.Env = p.env()
@@ -494,6 +631,43 @@ func (p *proc) startOnce() error {
 	// The process group is recorded where the version cannot write, so a
 	// Pier killed before it could stop it finds and ends it when it starts.
 	os.WriteFile(p.pgidFile(), []byte(strconv.Itoa(cmd.Process.Pid)), 0o600)
+	p.watch(cmd, stdout, stderr)
+	return nil
+}
+
+// startSandboxed runs the version's container with runc run, which stays
+// its parent: it passes the output pipes through, forwards the signals it
+// gets to the container's first process, and exits with its status. The
+// container's namespaces and cgroup exist, with their limits, before the
+// command's first instruction.
+func (p *proc) startSandboxed() error {
+	sb := p.s.sb
+	id := containerID(p.slot)
+	sb.runcCmd(context.Background(), "delete", "--force", id).Run() // the last run's, if runc left it
+	cmd := exec.Command(sb.runc, "--root", sb.state, "run", "--bundle", p.bundleDir(), id)
+	cmd.Dir = p.bundleDir()
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	req := spawnReq{cmd: cmd, err: make(chan error, 1)}
+	p.s.spawn <- req
+	if err := <-req.err; err != nil {
+		return fmt.Errorf("runner: starting the sandbox: %w", err)
+	}
+	p.watch(cmd, stdout, stderr)
+	return nil
+}
+
+// watch captures a started command's output and closes its exited
+// channel once it has exited and its output is read.
+func (p *proc) watch(cmd *exec.Cmd, stdout, stderr io.ReadCloser) {
 	exited := make(chan struct{})
 	p.mu.Lock()
 	p.cmd, p.exited = cmd, exited
@@ -509,7 +683,6 @@ func (p *proc) startOnce() error {
 		cmd.Wait()
 		close(exited)
 	}()
-	return nil
 }
 
 // capture reads a stream line by line (a line longer than 8 KiB is cut)
@@ -637,7 +810,7 @@ func (p *proc) stop() {
 func (p *proc) waitHealthy(ctx context.Context) (Instance, error) {
 	select {
 	case <-p.healthy:
-		return Instance{Addr: p.addr(), Dir: p.dir, UID: p.uid}, nil
+		return Instance{Addr: p.addr(), Dir: p.dir, UID: p.uid, Sandboxed: p.sandboxed}, nil
 	case <-p.done:
 		if p.failed != nil {
 			return Instance{}, p.failed
@@ -801,11 +974,21 @@ func (p *proc) kill() {
 	default:
 	}
 	pid := cmd.Process.Pid
-	syscall.Kill(-pid, syscall.SIGTERM)
+	if p.sandboxed {
+		// runc forwards SIGTERM to the container's first process; when
+		// that ends, the kernel ends every other process of its PID
+		// namespace, whatever session or group it made for itself.
+		syscall.Kill(pid, syscall.SIGTERM)
+	} else {
+		syscall.Kill(-pid, syscall.SIGTERM)
+	}
 	select {
 	case <-exited:
 		p.system("stopped (SIGTERM)")
 	case <-time.After(p.s.cfg.StopGrace):
+		if p.sandboxed {
+			p.s.sb.killAll(p.slot)
+		}
 		syscall.Kill(-pid, syscall.SIGKILL)
 		<-exited
 		p.system("killed (SIGKILL after %s)", p.s.cfg.StopGrace)

@@ -53,7 +53,7 @@ func newSupervisor(t *testing.T, ev *events) *Supervisor {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	s, err := New(Config{Dir: dir, Events: ev, RestartBase: 20 * time.Millisecond, RestartMax: 50 * time.Millisecond,
+	s, err := New(Config{Dir: dir, Events: ev, RestartBase: 20 * time.Millisecond, RestartMax: 50 * time.Millisecond, AllowUnsandboxed: !sandboxRequired(),
 		CrashRestarts: 3, CrashWindow: time.Minute, StopGrace: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +61,11 @@ func newSupervisor(t *testing.T, ev *events) *Supervisor {
 	t.Cleanup(func() { s.Shutdown(context.Background()) })
 	return s
 }
+
+// sandboxRequired: CI (PIER_TEST_SANDBOX=require) runs every version in
+// its sandbox and fails when there is none; elsewhere versions may run as
+// bare processes where no sandbox can be had.
+func sandboxRequired() bool { return os.Getenv("PIER_TEST_SANDBOX") == "require" }
 
 func files(m map[string]string) func(context.Context, string) error {
 	return func(_ context.Context, dir string) error {
@@ -105,8 +110,12 @@ func TestProcessRunsHealthyWithItsEnvironment(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.HasPrefix(string(b), "hello world "+inst.Dir) {
-		t.Fatalf("answer %q, want the variable and the version's own directory %s", b, inst.Dir)
+	home := inst.Dir
+	if inst.Sandboxed {
+		home = "/app"
+	}
+	if !strings.HasPrefix(string(b), "hello world "+home) {
+		t.Fatalf("answer %q, want the variable and the version's own directory %s", b, home)
 	}
 	if err := s.Stop(ctx, "svc_a", 1); err != nil {
 		t.Fatal(err)
