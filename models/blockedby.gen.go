@@ -43,6 +43,7 @@ var blockedByTable = map[BlockedBy]BlockedByInfo{
 	"plan:no_command":              {Status: 422, Retryable: false, Description: "A process or worker launch names no command: add a Procfile (`web:` or `worker:`) to the bundle, or pass run."},
 	"plan:not_implemented":         {Status: 501, Retryable: false, Description: "The operation is in the contract but not yet served by this deployment."},
 	"plan:price_changed":           {Status: 409, Retryable: false, Description: "A price in the workflow changed since it was prepared; prepare it again."},
+	"plan:sandbox_unavailable":     {Status: 503, Retryable: false, Description: "This server cannot sandbox process and worker services (no runc, not root, no cgroups or no nftables; the message names what is missing), so it runs none: the operator installs what is missing, or launch a static site on edge."},
 	"plan:signature_invalid":       {Status: 400, Retryable: false, Description: "The signed plan does not verify or does not match the stored plan."},
 	"plan:stale":                   {Status: 409, Retryable: false, Description: "Something the workflow read changed since it was prepared; prepare it again."},
 	"plan:target_incapable":        {Status: 422, Retryable: false, Description: "The explicit target cannot run the workload."},

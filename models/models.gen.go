@@ -155,6 +155,7 @@ const (
 	PlanNoCommand             BlockedBy = "plan:no_command"
 	PlanNotImplemented        BlockedBy = "plan:not_implemented"
 	PlanPriceChanged          BlockedBy = "plan:price_changed"
+	PlanSandboxUnavailable    BlockedBy = "plan:sandbox_unavailable"
 	PlanSignatureInvalid      BlockedBy = "plan:signature_invalid"
 	PlanStale                 BlockedBy = "plan:stale"
 	PlanTargetIncapable       BlockedBy = "plan:target_incapable"
@@ -251,6 +252,8 @@ func (e BlockedBy) Valid() bool {
 	case PlanNotImplemented:
 		return true
 	case PlanPriceChanged:
+		return true
+	case PlanSandboxUnavailable:
 		return true
 	case PlanSignatureInvalid:
 		return true
@@ -731,6 +734,7 @@ func (e ManualActionKind) Valid() bool {
 const (
 	ChangePolicy       ManualActionStep = "change_policy"
 	ConfigurePostgres  ManualActionStep = "configure_postgres"
+	ConfigureSandbox   ManualActionStep = "configure_sandbox"
 	ConfigureSmtpRelay ManualActionStep = "configure_smtp_relay"
 	ConfirmEmail       ManualActionStep = "confirm_email"
 	ContactOperator    ManualActionStep = "contact_operator"
@@ -748,6 +752,8 @@ func (e ManualActionStep) Valid() bool {
 	case ChangePolicy:
 		return true
 	case ConfigurePostgres:
+		return true
+	case ConfigureSandbox:
 		return true
 	case ConfigureSmtpRelay:
 		return true
@@ -1219,6 +1225,42 @@ func (e ServiceInfoState) Valid() bool {
 	case ServiceInfoStateTearingDown:
 		return true
 	case ServiceInfoStateTornDown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServiceSandboxEgress.
+const (
+	ServiceSandboxEgressAllowed ServiceSandboxEgress = "allowed"
+	ServiceSandboxEgressDenied  ServiceSandboxEgress = "denied"
+)
+
+// Valid indicates whether the value is a known member of the ServiceSandboxEgress enum.
+func (e ServiceSandboxEgress) Valid() bool {
+	switch e {
+	case ServiceSandboxEgressAllowed:
+		return true
+	case ServiceSandboxEgressDenied:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServiceSandboxIsolation.
+const (
+	Runc        ServiceSandboxIsolation = "runc"
+	Unsandboxed ServiceSandboxIsolation = "unsandboxed"
+)
+
+// Valid indicates whether the value is a known member of the ServiceSandboxIsolation enum.
+func (e ServiceSandboxIsolation) Valid() bool {
+	switch e {
+	case Runc:
+		return true
+	case Unsandboxed:
 		return true
 	default:
 		return false
@@ -3385,10 +3427,13 @@ type ServiceInfo struct {
 	Name      string         `json:"name"`
 
 	// PreviewUrl The preview host over HTTPS (served only while the service is live).
-	PreviewUrl string           `json:"previewUrl"`
-	ProjectId  string           `json:"projectId"`
-	State      ServiceInfoState `json:"state"`
-	Target     string           `json:"target"`
+	PreviewUrl string `json:"previewUrl"`
+	ProjectId  string `json:"projectId"`
+
+	// Sandbox How a process or worker service's versions are confined: each runs in a sandbox of its own (an OCI container executed by runc) under these limits.
+	Sandbox *ServiceSandbox  `json:"sandbox,omitempty"`
+	State   ServiceInfoState `json:"state"`
+	Target  string           `json:"target"`
 
 	// TaskId The last task that acted on the service.
 	TaskId    string    `json:"taskId"`
@@ -3437,6 +3482,36 @@ type ServiceLogsEnvelope struct {
 	FormatVersion FormatVersion `json:"formatVersion"`
 	Replayed      *bool         `json:"replayed,omitempty"`
 }
+
+// ServiceSandbox How a process or worker service's versions are confined: each runs in a sandbox of its own (an OCI container executed by runc) under these limits.
+type ServiceSandbox struct {
+	// CpuMillis CPU bandwidth; 1000 is one CPU.
+	CpuMillis int `json:"cpuMillis"`
+
+	// DiskBytes The version's own directory (/app, the bundle's files included), its only writable place besides /tmp.
+	DiskBytes int `json:"diskBytes"`
+
+	// Egress Whether the version may reach the public network.
+	Egress ServiceSandboxEgress `json:"egress"`
+
+	// Isolation runc; unsandboxed only where the operator allowed bare processes for local development (--unsandboxed-services).
+	Isolation ServiceSandboxIsolation `json:"isolation"`
+
+	// MemoryBytes Memory of all the version's processes together.
+	MemoryBytes int `json:"memoryBytes"`
+
+	// Processes Processes and threads together.
+	Processes int `json:"processes"`
+
+	// TmpBytes Each of /tmp and /dev/shm.
+	TmpBytes int `json:"tmpBytes"`
+}
+
+// ServiceSandboxEgress Whether the version may reach the public network.
+type ServiceSandboxEgress string
+
+// ServiceSandboxIsolation runc; unsandboxed only where the operator allowed bare processes for local development (--unsandboxed-services).
+type ServiceSandboxIsolation string
 
 // ServiceVersion defines model for ServiceVersion.
 type ServiceVersion struct {

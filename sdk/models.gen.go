@@ -264,6 +264,9 @@ type (
 	ServiceListEnvelope                   = models.ServiceListEnvelope
 	ServiceLogs                           = models.ServiceLogs
 	ServiceLogsEnvelope                   = models.ServiceLogsEnvelope
+	ServiceSandbox                        = models.ServiceSandbox
+	ServiceSandboxEgress                  = models.ServiceSandboxEgress
+	ServiceSandboxIsolation               = models.ServiceSandboxIsolation
 	ServiceVersion                        = models.ServiceVersion
 	ServiceVersionState                   = models.ServiceVersionState
 	SetRegistrantContactJSONRequestBody   = models.SetRegistrantContactJSONRequestBody
@@ -352,6 +355,7 @@ const (
 	Common                                       = models.Common
 	Compute                                      = models.Compute
 	ConfigurePostgres                            = models.ConfigurePostgres
+	ConfigureSandbox                             = models.ConfigureSandbox
 	ConfigureSmtpRelay                           = models.ConfigureSmtpRelay
 	ConfirmEmail                                 = models.ConfirmEmail
 	ConflictBlobsMissing                         = models.ConflictBlobsMissing
@@ -460,6 +464,7 @@ const (
 	PlanNoCommand                                = models.PlanNoCommand
 	PlanNotImplemented                           = models.PlanNotImplemented
 	PlanPriceChanged                             = models.PlanPriceChanged
+	PlanSandboxUnavailable                       = models.PlanSandboxUnavailable
 	PlanSignatureInvalid                         = models.PlanSignatureInvalid
 	PlanStale                                    = models.PlanStale
 	PlanTargetIncapable                          = models.PlanTargetIncapable
@@ -494,6 +499,7 @@ const (
 	RequestActionMethodPOST                      = models.RequestActionMethodPOST
 	ReviewSignup                                 = models.ReviewSignup
 	Rollback                                     = models.Rollback
+	Runc                                         = models.Runc
 	SandboxAttemptCurrencyUSD                    = models.SandboxAttemptCurrencyUSD
 	SandboxAttemptRequestScenarioAllowed         = models.SandboxAttemptRequestScenarioAllowed
 	SandboxAttemptRequestScenarioApproval        = models.SandboxAttemptRequestScenarioApproval
@@ -531,6 +537,8 @@ const (
 	ServiceInfoStateLive                         = models.ServiceInfoStateLive
 	ServiceInfoStateTearingDown                  = models.ServiceInfoStateTearingDown
 	ServiceInfoStateTornDown                     = models.ServiceInfoStateTornDown
+	ServiceSandboxEgressAllowed                  = models.ServiceSandboxEgressAllowed
+	ServiceSandboxEgressDenied                   = models.ServiceSandboxEgressDenied
 	ServiceUnhealthy                             = models.ServiceUnhealthy
 	ServiceVersionStateFailed                    = models.ServiceVersionStateFailed
 	ServiceVersionStateLive                      = models.ServiceVersionStateLive
@@ -581,6 +589,7 @@ const (
 	TeardownService                              = models.TeardownService
 	Tool                                         = models.Tool
 	TransferOut                                  = models.TransferOut
+	Unsandboxed                                  = models.Unsandboxed
 	UnsignedObservation                          = models.UnsignedObservation
 	UpgradeClient                                = models.UpgradeClient
 	UploadAssets                                 = models.UploadAssets

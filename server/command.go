@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/registrar"
+	"github.com/pierhq/pier/server/internal/runner"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/server/internal/tlsca"
@@ -137,6 +139,15 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.Float64Var(&cfg.SMTPPeerRate, "smtp-peer-rate", 10, "inbound messages per second one peer address may send")
 	f.Int64Var(&cfg.InboxBytes, "inbox-bytes", 50<<20, "bound on each inbox's stored messages, in bytes")
 	f.StringVar(&cfg.AppsDir, "apps-dir", env("PIER_APPS_DIR", ""), "where running services' versions get their working directories; default: a directory in the temporary directory (PIER_APPS_DIR)")
+	if v := env("PIER_SANDBOX_NETWORK", ""); v != "" {
+		cfg.SandboxNetwork, _ = netip.ParsePrefix(v)
+	}
+	f.Var(prefixValue{&cfg.SandboxNetwork}, "sandbox-network", "the IPv4 prefix running services' sandboxes take their addresses from, a /30 each (default 10.209.0.0/16; PIER_SANDBOX_NETWORK)")
+	f.BoolVar(&cfg.UnsandboxedServices, "unsandboxed-services", env("PIER_UNSANDBOXED_SERVICES", "") == "true", "LOCAL DEVELOPMENT ONLY: where no sandbox can be set up (runc, root, cgroups, nftables), run process and worker services as bare processes that share the host, instead of refusing them (PIER_UNSANDBOXED_SERVICES=true)")
+	f.Int64Var(&cfg.ServiceLimits.MemoryBytes, "service-memory-bytes", runner.DefaultLimits.MemoryBytes, "memory of all of a running version's processes together")
+	f.Int64Var(&cfg.ServiceLimits.CPUMillis, "service-cpu-millis", runner.DefaultLimits.CPUMillis, "CPU bandwidth of a running version (1000 is one CPU)")
+	f.Int64Var(&cfg.ServiceLimits.Processes, "service-processes", runner.DefaultLimits.Processes, "processes and threads of a running version together")
+	f.Int64Var(&cfg.ServiceLimits.DiskBytes, "service-disk-bytes", runner.DefaultLimits.DiskBytes, "a running version's own directory, its files included")
 	f.StringVar(&cfg.PostgresAdminURL, "postgres-admin-url", env("PIER_POSTGRES_ADMIN_URL", ""), "a PostgreSQL URL allowed to create roles and databases; enables the managed_postgres add-on (PIER_POSTGRES_ADMIN_URL)")
 	f.DurationVar(&cfg.Supervision.StopGrace, "stop-grace", 10*time.Second, "how long a stopping service's process has between SIGTERM and SIGKILL")
 	f.DurationVar(&cfg.Supervision.Drain, "drain", 3*time.Second, "how long a replaced version keeps serving its requests in flight after traffic switched to the new one")
@@ -281,3 +292,24 @@ to trust, for example curl --cacert.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", DefaultDataDir(), "data directory (PIER_DATA_DIR)")
 	return cmd
 }
+
+// prefixValue is a flag holding an IPv4 prefix.
+type prefixValue struct{ p *netip.Prefix }
+
+func (v prefixValue) String() string {
+	if v.p == nil || !v.p.IsValid() {
+		return ""
+	}
+	return v.p.String()
+}
+
+func (v prefixValue) Set(s string) error {
+	p, err := netip.ParsePrefix(s)
+	if err != nil || !p.Addr().Is4() || p.Bits() > 30 {
+		return fmt.Errorf("%q is not an IPv4 prefix of /30 or larger, such as 10.209.0.0/16", s)
+	}
+	*v.p = p.Masked()
+	return nil
+}
+
+func (prefixValue) Type() string { return "prefix" }

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"net/netip"
+
+	"github.com/pierhq/pier/server/internal/runner"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,6 +87,16 @@ type Config struct {
 	// from the store at each start); empty takes a directory in the
 	// temporary directory named for DataDir. It must not be inside DataDir.
 	AppsDir string
+	// SandboxNetwork is the prefix running services' sandboxes take their
+	// addresses from, a /30 each (default 10.209.0.0/16).
+	SandboxNetwork netip.Prefix
+	// UnsandboxedServices lets process and worker services run as bare
+	// processes where no sandbox can be set up: local development only.
+	// Without it such a server refuses their launches.
+	UnsandboxedServices bool
+	// ServiceLimits bound each running version; zero fields take
+	// runner.DefaultLimits.
+	ServiceLimits runner.Limits
 	// PostgresAdminURL is a PostgreSQL URL with the right to create roles
 	// and databases; it enables the managed_postgres add-on.
 	PostgresAdminURL string

@@ -53,13 +53,27 @@ func (r runtime) Start(ctx context.Context, spec service.RunSpec) (string, error
 	inst, err := r.sup.Start(ctx, runner.Spec{
 		ServiceID: spec.ServiceID, Version: spec.Version, Worker: spec.Worker, Command: spec.Command, Env: spec.Env,
 		HealthPath: spec.HealthPath, HealthTimeout: spec.HealthTimeout, Grace: spec.Grace,
-		Materialize: func(ctx context.Context, dir string) error { return r.materialize(ctx, spec.OrgID, spec.BundleID, dir) },
+		HostServices: hostServices(spec.HostServices),
+		Materialize:  func(ctx context.Context, dir string) error { return r.materialize(ctx, spec.OrgID, spec.BundleID, dir) },
 	})
 	var ue *runner.UnhealthyError
 	if errors.As(err, &ue) {
 		return "", &service.StartError{Reason: ue.Reason, Tail: ue.Tail}
 	}
 	return inst.Addr, err
+}
+
+func (r runtime) Sandbox() (service.Sandbox, error) {
+	if _, err := r.sup.Isolation(); err != nil {
+		return service.Sandbox{}, err
+	}
+	l := r.sup.Limits()
+	sb := service.Sandbox{Isolation: "runc", MemoryBytes: l.MemoryBytes, CPUMillis: l.CPUMillis, Processes: l.Processes,
+		DiskBytes: l.DiskBytes, TmpBytes: l.TmpBytes, Egress: true}
+	if !r.sup.Sandboxed() {
+		sb.Isolation = "unsandboxed"
+	}
+	return sb, nil
 }
 
 func (r runtime) Stop(ctx context.Context, serviceID string, version int) error {
@@ -125,4 +139,12 @@ func (e runEvents) Health(serviceID string, version int, h runner.Health) {
 	if e.s.svc != nil {
 		e.s.svc.Runs.Health(serviceID, version, service.Health{State: h.State, Restarts: h.Restarts, Detail: h.Detail, At: h.At})
 	}
+}
+
+func hostServices(in []service.HostService) []runner.HostService {
+	var out []runner.HostService
+	for _, h := range in {
+		out = append(out, runner.HostService{Network: h.Network, Address: h.Address, Port: h.Port, Env: h.Env, Value: h.Value})
+	}
+	return out
 }

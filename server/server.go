@@ -149,9 +149,18 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	sv := s.cfg.Supervision
 	s.sup, err = runner.New(runner.Config{Dir: appsDir, Events: runEvents{s}, Now: s.cfg.Now,
-		RestartBase: sv.RestartBase, RestartMax: sv.RestartMax, CrashRestarts: sv.CrashRestarts, CrashWindow: sv.CrashWindow, StopGrace: sv.StopGrace})
+		RestartBase: sv.RestartBase, RestartMax: sv.RestartMax, CrashRestarts: sv.CrashRestarts, CrashWindow: sv.CrashWindow, StopGrace: sv.StopGrace,
+		Limits: s.cfg.ServiceLimits, Network: s.cfg.SandboxNetwork, AllowUnsandboxed: s.cfg.UnsandboxedServices})
 	if err != nil {
 		return err
+	}
+	switch isolation, err := s.sup.Isolation(); {
+	case err != nil:
+		s.log.Warn("process and worker services cannot run here: their launches are refused", "missing", err.Error())
+	case !s.sup.Sandboxed():
+		s.log.Warn("SERVICES RUN UNSANDBOXED: --unsandboxed-services lets tenants' code share this host with no isolation; for local development only", "isolation", isolation)
+	default:
+		s.log.Info("services run sandboxed", "isolation", isolation)
 	}
 	var databases service.Databases
 	if s.cfg.PostgresAdminURL != "" {

@@ -6,6 +6,7 @@ package testserver
 import (
 	"context"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,7 @@ func Serve(cfg server.Config, log *slog.Logger) (s *server.Server, stop func() e
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = "127.0.0.1:0"
 	}
+	cfg.UnsandboxedServices = cfg.UnsandboxedServices || !SandboxRequired()
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err = server.New(ctx, cfg, log)
 	if err != nil {
@@ -87,6 +89,11 @@ func Serve(cfg server.Config, log *slog.Logger) (s *server.Server, stop func() e
 	return s, func() error { cancel(); return <-done }, nil
 }
 
+// SandboxRequired: CI (PIER_TEST_SANDBOX=require) runs every service in
+// its sandbox and fails where there is none; elsewhere the servers tests
+// start fall back to bare processes where no sandbox can be had.
+func SandboxRequired() bool { return os.Getenv("PIER_TEST_SANDBOX") == "require" }
+
 // New builds a Pier from cfg without listening, for tests, fuzz targets
 // and benchmarks that serve its Handler themselves (httptest, a
 // recorder). An empty DataDir becomes a temporary directory; the store
@@ -96,6 +103,7 @@ func New(t testing.TB, cfg server.Config, log *slog.Logger) *server.Server {
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
+	cfg.UnsandboxedServices = cfg.UnsandboxedServices || !SandboxRequired()
 	s, err := server.New(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os/exec"
 	"path/filepath"
@@ -80,8 +81,35 @@ func (p *Provider) Create(ctx context.Context, name, password string) error {
 		}
 	}
 	// Nobody but its owner (and the administrator) connects to it.
-	_, err = c.Exec(ctx, fmt.Sprintf(`REVOKE ALL ON DATABASE %s FROM PUBLIC`, quoted))
-	return err
+	if _, err = c.Exec(ctx, fmt.Sprintf(`REVOKE ALL ON DATABASE %s FROM PUBLIC`, quoted)); err != nil {
+		return err
+	}
+	return p.hideCatalog(ctx, name)
+}
+
+// sharedCatalog are the views of the whole server every database shows
+// its users by default: the names of every database and role, and what
+// other sessions connect to.
+var sharedCatalog = []string{"pg_database", "pg_roles", "pg_user", "pg_authid", "pg_shdescription", "pg_stat_database",
+	"pg_stat_database_conflicts", "pg_stat_activity", "pg_stat_ssl", "pg_stat_gssapi", "pg_auth_members", "pg_shadow", "pg_group"}
+
+// hideCatalog takes from the service's role, in its own database, the
+// right to read the catalogs that list other services' databases and
+// roles.
+func (p *Provider) hideCatalog(ctx context.Context, name string) error {
+	u := *p.admin
+	u.Path = "/" + name
+	c, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	for _, t := range sharedCatalog {
+		if _, err := c.Exec(ctx, fmt.Sprintf(`REVOKE ALL ON pg_catalog.%s FROM PUBLIC`, t)); err != nil {
+			return fmt.Errorf("pgaddon: hiding %s: %w", t, err)
+		}
+	}
+	return nil
 }
 
 // URL is the connection URL the service gets as DATABASE_URL.
@@ -89,6 +117,40 @@ func (p *Provider) URL(name, password string) string {
 	u := *p.admin
 	u.User = url.UserPassword(name, password)
 	u.Path = "/" + name
+	return u.String()
+}
+
+// Endpoint is where the server listens, as Pier reaches it: a TCP
+// host:port, or the Unix socket of a host=/dir URL.
+func (p *Provider) Endpoint() (network, address string) {
+	port := p.admin.Port()
+	if port == "" {
+		port = p.admin.Query().Get("port")
+	}
+	if port == "" {
+		port = "5432"
+	}
+	if dir := p.admin.Query().Get("host"); strings.HasPrefix(dir, "/") {
+		return "unix", filepath.Join(dir, ".s.PGSQL."+port)
+	}
+	host := p.admin.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	return "tcp", net.JoinHostPort(host, port)
+}
+
+// URLAt is the connection URL of a service that reaches the server at
+// addr (host:port), not where Pier does.
+func (p *Provider) URLAt(name, password, addr string) string {
+	u := *p.admin
+	u.User = url.UserPassword(name, password)
+	u.Host = addr
+	u.Path = "/" + name
+	q := u.Query()
+	q.Del("host")
+	q.Del("port")
+	u.RawQuery = q.Encode()
 	return u.String()
 }
 

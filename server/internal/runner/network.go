@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -235,4 +237,94 @@ func newNamedNetns(name string) (netns.NsHandle, error) {
 		return 0, err
 	}
 	return ns, nil
+}
+
+// HostService is a service of the host a sandboxed version may reach,
+// through a forwarder on its own gateway: Pier reaches it at Network and
+// Address; the version at the gateway's Port, and learns where from its
+// variable Env, whose value Value makes from that host:port.
+type HostService struct {
+	Network, Address string
+	Port             int
+	Env              string
+	Value            func(addr string) string
+}
+
+// maxForwarded bounds the connections one version has open to one host
+// service.
+const maxForwarded = 64
+
+// forwarder relays one version's connections to one host service.
+type forwarder struct {
+	ln      net.Listener
+	elem    string
+	guest   netip.Addr
+	network string
+	address string
+	slots   chan struct{}
+}
+
+// openHostService listens on slot s's gateway for hs, lets the version
+// (and only it) reach that port through the firewall, and relays what
+// arrives. It returns the address the version reaches it by.
+func (sb *sandbox) openHostService(s slot, hs HostService) (*forwarder, string, error) {
+	host, guest := sb.addrs(s)
+	addr := netip.AddrPortFrom(host, uint16(hs.Port)).String()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("runner: forwarding %s: %w", hs.Env, err)
+	}
+	f := &forwarder{ln: ln, guest: guest, network: hs.Network, address: hs.Address, slots: make(chan struct{}, maxForwarded),
+		elem: fmt.Sprintf("%q . %s . %d", hostIface(s), host, hs.Port)}
+	if err := nftElement(true, "host_ports", f.elem); err != nil {
+		ln.Close()
+		return nil, "", err
+	}
+	go f.serve()
+	return f, addr, nil
+}
+
+func (f *forwarder) serve() {
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
+		if err != nil || ap.Addr().Unmap() != f.guest {
+			c.Close() // only the version whose gateway this is
+			continue
+		}
+		select {
+		case f.slots <- struct{}{}:
+		default:
+			c.Close()
+			continue
+		}
+		go func() {
+			defer func() { <-f.slots }()
+			defer c.Close()
+			up, err := net.DialTimeout(f.network, f.address, 5*time.Second)
+			if err != nil {
+				return
+			}
+			defer up.Close()
+			done := make(chan struct{}, 2)
+			go func() { io.Copy(up, c); closeWrite(up); done <- struct{}{} }()
+			go func() { io.Copy(c, up); closeWrite(c); done <- struct{}{} }()
+			<-done
+			<-done
+		}()
+	}
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+}
+
+func (f *forwarder) close() {
+	f.ln.Close()
+	nftElement(false, "host_ports", f.elem)
 }

@@ -56,6 +56,8 @@ type Spec struct {
 	// NoEgress keeps a sandboxed version off the public network (its
 	// project's policy); by default it may reach it.
 	NoEgress bool
+	// HostServices are services of the host the version may reach.
+	HostServices []HostService
 }
 
 // Instance is a started, healthy version.
@@ -352,6 +354,9 @@ func (s *Supervisor) Stop(ctx context.Context, serviceID string, version int) er
 // process left in its sandbox, its network, its files and its slot.
 func (p *proc) cleanup() {
 	s := p.s
+	for _, f := range p.forwarders {
+		f.close()
+	}
 	if p.sandboxed {
 		s.sb.killAll(p.slot)
 		if p.spec.NoEgress {
@@ -430,6 +435,10 @@ type proc struct {
 	// sandboxed versions hold a slot: their user, address and namespace.
 	sandboxed bool
 	slot      slot
+	// forwarders relay to the host services the version reaches; hostEnv
+	// tells it where.
+	forwarders []*forwarder
+	hostEnv    map[string]string
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -490,6 +499,15 @@ func (p *proc) prepare(ctx context.Context) (Instance, error) {
 		}
 		if err := mountAppDir(p.dir, p.uid, p.s.cfg.Limits.DiskBytes); err != nil {
 			return Instance{}, err
+		}
+		p.hostEnv = map[string]string{}
+		for _, hs := range p.spec.HostServices {
+			f, addr, err := sb.openHostService(sl, hs)
+			if err != nil {
+				return Instance{}, err
+			}
+			p.forwarders = append(p.forwarders, f)
+			p.hostEnv[hs.Env] = hs.Value(addr)
 		}
 	}
 	if p.spec.Materialize != nil {
@@ -579,6 +597,9 @@ func (p *proc) env() []string {
 		switch k {
 		case "PORT", "HOME":
 			continue
+		}
+		if hv, ok := p.hostEnv[k]; ok {
+			v = hv
 		}
 		env = append(env, k+"="+v)
 	}

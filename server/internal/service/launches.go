@@ -382,6 +382,16 @@ func (s *Launches) serviceView(v store.Service) models.ServiceInfo {
 			out.Health = &mh
 		}
 	}
+	if runsProcesses(v.Target) && s.runtime != nil {
+		if sb, err := s.runtime.Sandbox(); err == nil {
+			egress := models.ServiceSandboxEgressAllowed
+			if !sb.Egress {
+				egress = models.ServiceSandboxEgressDenied
+			}
+			out.Sandbox = &models.ServiceSandbox{Isolation: models.ServiceSandboxIsolation(sb.Isolation), MemoryBytes: int(sb.MemoryBytes),
+				CpuMillis: int(sb.CPUMillis), Processes: int(sb.Processes), DiskBytes: int(sb.DiskBytes), TmpBytes: int(sb.TmpBytes), Egress: egress}
+		}
+	}
 	return out
 }
 
@@ -453,6 +463,9 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 		if s.runtime == nil {
 			return nil, nil, apierr.Newf("plan:not_implemented", "this deployment runs no processes; use edge for static sites").
 				WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": "static_site"}))
+		}
+		if _, err := s.runtime.Sandbox(); err != nil {
+			return nil, nil, sandboxUnavailable(err)
 		}
 	default:
 		return nil, nil, apierr.Newf("plan:unknown_target", "target %q is not launchable; use edge for static sites", req.Target).

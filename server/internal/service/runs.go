@@ -34,6 +34,21 @@ type RunSpec struct {
 	Env                        map[string]string
 	HealthPath                 string
 	HealthTimeout, Grace       time.Duration
+	// HostServices are services of the host the version may reach, such
+	// as its database.
+	HostServices []HostService
+}
+
+// HostService is a service of the host a version may reach: where Pier
+// reaches it (network "tcp" or "unix", and address), and the variable
+// that tells the version where it reaches it. A sandboxed version reaches
+// it through its own gateway: Value makes the variable's value from the
+// address the version reaches it by (host:port).
+type HostService struct {
+	Network, Address string
+	Port             int
+	Env              string
+	Value            func(addr string) string
 }
 
 // StartError is a version that never became healthy: why, and the last
@@ -58,6 +73,25 @@ type Runtime interface {
 	Running() []RunningVersion
 	// ID names this replica's runner, the same across its restarts.
 	ID() string
+	// Sandbox is how versions are confined here, or why none can start:
+	// without a sandbox, process and worker launches are refused.
+	Sandbox() (Sandbox, error)
+}
+
+// Sandbox is how a runtime confines each version, and its limits.
+type Sandbox struct {
+	// Isolation is "runc", or "unsandboxed" where the operator allowed
+	// bare processes for local development.
+	Isolation                                              string
+	MemoryBytes, CPUMillis, Processes, DiskBytes, TmpBytes int64
+	Egress                                                 bool
+}
+
+// sandboxUnavailable is the refusal of a process or worker launch on a
+// server that cannot sandbox it.
+func sandboxUnavailable(err error) *apierr.Error {
+	return apierr.New("plan:sandbox_unavailable", err.Error()+"; process and worker services need a sandbox: the operator installs what is missing (or, for local development only, starts pier server with --unsandboxed-services); static sites launch on edge").
+		WithActions(actions.Manual(models.ConfigureSandbox, "human"), actions.Tool("estimate", "agent", map[string]any{"workload": "static_site"}))
 }
 
 // RunningVersion is a version a Runtime runs.
@@ -71,6 +105,10 @@ type RunningVersion struct {
 type Databases interface {
 	Create(ctx context.Context, name, password string) error
 	URL(name, password string) string
+	// Endpoint is where the server listens as Pier reaches it, and URLAt
+	// a role's URL for a version that reaches it at addr (host:port).
+	Endpoint() (network, address string)
+	URLAt(name, password, addr string) string
 	Dump(ctx context.Context, name string) ([]byte, error)
 	Drop(ctx context.Context, name string) error
 }
@@ -187,6 +225,7 @@ func (s *Runs) runSpec(ctx context.Context, svc store.Service, v store.ServiceVe
 	for k, val := range spec.Secrets {
 		env[k] = val
 	}
+	var hostServices []HostService
 	if slices.Contains(spec.Addons, "managed_postgres") {
 		if s.databases == nil {
 			return RunSpec{}, apierr.New("plan:addon_unavailable", "this deployment has no PostgreSQL for the managed_postgres add-on; the operator sets --postgres-admin-url (PIER_POSTGRES_ADMIN_URL)")
@@ -196,10 +235,14 @@ func (s *Runs) runSpec(ctx context.Context, svc store.Service, v store.ServiceVe
 			return RunSpec{}, fmt.Errorf("the service's database: %w", err)
 		}
 		env["DATABASE_URL"] = s.databases.URL(d.Name, d.Password)
+		network, address := s.databases.Endpoint()
+		hostServices = append(hostServices, HostService{Network: network, Address: address, Port: 5432, Env: "DATABASE_URL",
+			Value: func(addr string) string { return s.databases.URLAt(d.Name, d.Password, addr) }})
 	}
 	rs := RunSpec{ServiceID: svc.ID, OrgID: svc.OrgID, BundleID: v.BundleID, Version: v.Number, Worker: svc.Target == "worker",
 		Command: spec.Run, Env: env, HealthPath: spec.HealthPath,
-		HealthTimeout: time.Duration(spec.HealthTimeout) * time.Second, Grace: time.Duration(spec.Grace) * time.Second}
+		HealthTimeout: time.Duration(spec.HealthTimeout) * time.Second, Grace: time.Duration(spec.Grace) * time.Second,
+		HostServices: hostServices}
 	return rs, nil
 }
 
@@ -209,6 +252,9 @@ func (s *Runs) runSpec(ctx context.Context, svc store.Service, v store.ServiceVe
 func (s *Runs) start(ctx context.Context, svc store.Service, v store.ServiceVersion) (string, error) {
 	if s.runtime == nil {
 		return "", apierr.New("plan:not_implemented", "this server runs no processes")
+	}
+	if _, err := s.runtime.Sandbox(); err != nil {
+		return "", sandboxUnavailable(err)
 	}
 	spec, err := s.runSpec(ctx, svc, v)
 	if err != nil {
