@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Launches examples/app (Python's standard library behind a Procfile) as a
 # process service and drives it with wrk four times per round: directly,
-# at the address its process listens on; through Pier's HTTP listener with
+# at the address its process listens on (inside its sandbox's network
+# namespace, wrk entered into it with nsenter, when it runs sandboxed); through Pier's HTTP listener with
 # the preview host in the Host header; through bench/proxy, a bare
 # net/http/httputil ReverseProxy set up as Pier's edge sets up its own; and
 # through Debian's nginx (one worker, a keep-alive upstream pool): the
@@ -105,9 +106,19 @@ for _ in $(seq 100); do
 done
 [ -n "$port" ] || { echo "no 'listening on' line in the service's logs"; api GET "/v1/services/$service/logs?tail=100"; exit 1; }
 pid=$(ss -Htlnp "sport = :$port" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
+upstream=127.0.0.1:$port inns=()
+if [ -z "$pid" ]; then
+  # Sandboxed: the app listens in a network namespace of its own, and the
+  # peers reach it at its sandbox's address, as Pier's edge does; "direct"
+  # is wrk entered into that namespace.
+  pid=$(pgrep -n -f 'app.py' || true)
+  [ -n "$pid" ] || { echo "no examples/app process found"; exit 1; }
+  addr=$(nsenter --net=/proc/$pid/ns/net ip -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1)
+  upstream=$addr:$port inns=(nsenter --net=/proc/$pid/ns/net)
+fi
 direct=http://127.0.0.1:$port/ proxied=http://$PIER_HTTP/ goproxy=http://127.0.0.1:$((B + 1))/
-echo "examples/app: $preview, process ${pid:-?} listening on 127.0.0.1:$port"
-"${srv[@]}" ./bin/benchproxy -addr 127.0.0.1:$((B + 1)) -to "127.0.0.1:$port" 2>"$tmp/benchproxy.log" &
+echo "examples/app: $preview, process ${pid:-?} listening on 127.0.0.1:$port${inns:+ in its sandbox at $upstream}"
+"${srv[@]}" ./bin/benchproxy -addr 127.0.0.1:$((B + 1)) -to "$upstream" 2>"$tmp/benchproxy.log" &
 pids+=($!)
 for _ in $(seq 50); do curl -fsS "$goproxy" >/dev/null 2>&1 && break; sleep 0.1; done
 # nginx as a reverse proxy, as an operator would put it in front of an app:
@@ -130,7 +141,7 @@ http {
 	fastcgi_temp_path $tmp/nginx/fastcgi;
 	uwsgi_temp_path $tmp/nginx/uwsgi;
 	scgi_temp_path $tmp/nginx/scgi;
-	upstream app { server 127.0.0.1:$port; keepalive 64; keepalive_requests 1000000; }
+	upstream app { server $upstream; keepalive 64; keepalive_requests 1000000; }
 	server {
 		listen 127.0.0.1:$((B + 5));
 		location / {
@@ -150,7 +161,7 @@ for _ in $(seq 50); do curl -fsS "$nginxurl" >/dev/null 2>&1 && break; sleep 0.1
 ngpid=$(pgrep -P "${pids[2]}" | head -1)
 
 # Every door must answer the same bytes before anything is timed.
-want=$(curl -fsS "$direct") || { echo "no answer from $direct"; exit 1; }
+want=$("${inns[@]}" curl -fsS "$direct") || { echo "no answer from $direct"; exit 1; }
 for u in "$proxied" "$goproxy" "$nginxurl"; do
   got=$(curl -fsS -H "Host: $host" "$u") || { echo "no answer from $u for $host"; cat "$tmp"/*.log; exit 1; }
   [ "$got" = "$want" ] || { echo "$u answers $got, directly $want"; exit 1; }
@@ -167,7 +178,9 @@ rps() {
   local before out n
   before=$(cpu "$2")
   runstat_begin "${pids[@]}"
-  out=$("${cli[@]}" wrk -t1 -c"$CONNS" -d"$DURATION" --latency -H "Host: $host" "$1" | tee -a "$tmp/wrk.log")
+  local ns=()
+  [ "$1" = "$direct" ] && ns=("${inns[@]}")
+  out=$("${ns[@]}" "${cli[@]}" wrk -t1 -c"$CONNS" -d"$DURATION" --latency -H "Host: $host" "$1" | tee -a "$tmp/wrk.log")
   runstat_end "$3"
   n=$(awk '/requests in/ {print $1}' <<<"$out")
   echo "$(awk '/Requests\/sec/ {print $2}' <<<"$out") $(echo "($(cpu "$2") - $before) * 1000000 / $tick / $n" | bc -l)"

@@ -664,7 +664,12 @@ func (p *proc) startOnce() error {
 func (p *proc) startSandboxed() error {
 	sb := p.s.sb
 	id := containerID(p.slot)
-	sb.runcCmd(context.Background(), "delete", "--force", id).Run() // the last run's, if runc left it
+	p.mu.Lock()
+	restart := p.cmd != nil
+	p.mu.Unlock()
+	if restart {
+		sb.runcCmd(context.Background(), "delete", "--force", id).Run() // the last run's, if runc left it
+	}
 	cmd := exec.Command(sb.runc, "--root", sb.state, "run", "--bundle", p.bundleDir(), id)
 	cmd.Dir = p.bundleDir()
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -939,7 +944,10 @@ func (p *proc) checkHealth() error {
 	client := &http.Client{Timeout: 2 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
+	// The first tries come every 5 ms, so a version that is up in a few
+	// milliseconds is seen as soon; then every 50 ms.
+	interval := 5 * time.Millisecond
+	tick := time.NewTimer(interval)
 	defer tick.Stop()
 	last := "no answer yet"
 	for {
@@ -962,6 +970,8 @@ func (p *proc) checkHealth() error {
 		case <-deadline.C:
 			return p.unhealthy(fmt.Sprintf("no healthy answer within %s (%s)", timeout, last))
 		case <-tick.C:
+			interval = min(interval*2, 50*time.Millisecond)
+			tick.Reset(interval)
 		}
 	}
 }

@@ -20,7 +20,7 @@ import (
 
 // sandboxed is a supervisor whose versions must run sandboxed; the test is
 // skipped where there is no sandbox, unless PIER_TEST_SANDBOX=require.
-func sandboxed(t *testing.T, ev *events, limits Limits) *Supervisor {
+func sandboxed(t testing.TB, ev *events, limits Limits) *Supervisor {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "pier-apps-")
 	if err != nil {
