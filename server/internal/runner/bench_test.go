@@ -28,7 +28,9 @@ func BenchmarkVersionStart(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	materialize := func(_ context.Context, dir string) error { return os.WriteFile(filepath.Join(dir, "hello"), body, 0o755) }
+	materialize := func(_ context.Context, dir string) error {
+		return os.WriteFile(filepath.Join(dir, "hello"), body, 0o755)
+	}
 	for _, mode := range []string{"sandboxed", "bare"} {
 		b.Run(mode, func(b *testing.B) {
 			s := sandboxed(b, &events{}, Limits{})
