@@ -817,6 +817,24 @@ func (e PricingAssumptionSource) Valid() bool {
 	}
 }
 
+// Defines values for ProjectPolicyServiceEgress.
+const (
+	ProjectPolicyServiceEgressAllowed ProjectPolicyServiceEgress = "allowed"
+	ProjectPolicyServiceEgressDenied  ProjectPolicyServiceEgress = "denied"
+)
+
+// Valid indicates whether the value is a known member of the ProjectPolicyServiceEgress enum.
+func (e ProjectPolicyServiceEgress) Valid() bool {
+	switch e {
+	case ProjectPolicyServiceEgressAllowed:
+		return true
+	case ProjectPolicyServiceEgressDenied:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProvenanceKind.
 const (
 	UnsignedObservation ProvenanceKind = "unsigned-observation"
@@ -2905,10 +2923,16 @@ type ProjectPolicy struct {
 	MaxFirstYearPriceUsd *float64      `json:"maxFirstYearPriceUsd,omitempty"`
 	MaxRenewalPriceUsd   *float64      `json:"maxRenewalPriceUsd,omitempty"`
 
+	// ServiceEgress Whether the project's process and worker services may reach the public network from their sandboxes (never the host, other services, private or link-local addresses). Absent means allowed.
+	ServiceEgress *ProjectPolicyServiceEgress `json:"serviceEgress,omitempty"`
+
 	// TldAllowlist Empty means every TLD in the catalog.
 	TldAllowlist []Tld `json:"tldAllowlist"`
 	TldDenylist  []Tld `json:"tldDenylist"`
 }
+
+// ProjectPolicyServiceEgress Whether the project's process and worker services may reach the public network from their sandboxes (never the host, other services, private or link-local addresses). Absent means allowed.
+type ProjectPolicyServiceEgress string
 
 // ProofId defines model for ProofId.
 type ProofId = string

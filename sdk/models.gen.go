@@ -186,6 +186,7 @@ type (
 	ProjectList                           = models.ProjectList
 	ProjectListEnvelope                   = models.ProjectListEnvelope
 	ProjectPolicy                         = models.ProjectPolicy
+	ProjectPolicyServiceEgress            = models.ProjectPolicyServiceEgress
 	ProofId                               = models.ProofId
 	Provenance                            = models.Provenance
 	ProvenanceKind                        = models.ProvenanceKind
@@ -478,6 +479,8 @@ const (
 	PricingAssumptionSourceCatalog               = models.PricingAssumptionSourceCatalog
 	PricingAssumptionSourceDefault               = models.PricingAssumptionSourceDefault
 	PricingAssumptionSourceRequest               = models.PricingAssumptionSourceRequest
+	ProjectPolicyServiceEgressAllowed            = models.ProjectPolicyServiceEgressAllowed
+	ProjectPolicyServiceEgressDenied             = models.ProjectPolicyServiceEgressDenied
 	ProvenanceVersionV1                          = models.ProvenanceVersionV1
 	ProviderFailed                               = models.ProviderFailed
 	PublicConformanceYml                         = models.PublicConformanceYml

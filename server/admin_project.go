@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pierhq/pier/models"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,7 +33,7 @@ func ensureLocalProject(ctx context.Context, st *store.Store, orgID string) erro
 func newCreateProjectCmd() *cobra.Command {
 	var dataDir, databaseURL, name, org string
 	var budget float64
-	var asJSON bool
+	var asJSON, noEgress bool
 	cmd := &cobra.Command{
 		Use:   "create-project",
 		Short: "Create a project with a budget for the local operator's organisation",
@@ -41,7 +42,8 @@ and the default policy (every domain purchase waits for a human unless the
 key holds buy_domain). On a hosted deployment humans create projects on the
 signup and dashboard pages instead.`,
 		Example: `  pier admin create-project --name blog --budget-usd 50
-  pier admin create-project --name blog --budget-usd 50 --json`,
+  pier admin create-project --name blog --budget-usd 50 --json
+  pier admin create-project --name jobs --no-service-egress   # its services reach no public network`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if budget < 0 || budget > 1e6 {
@@ -57,8 +59,13 @@ signup and dashboard pages instead.`,
 			if err != nil {
 				return err
 			}
+			pol := service.DefaultPolicy()
+			if noEgress {
+				denied := models.ProjectPolicyServiceEgressDenied
+				pol.ServiceEgress = &denied
+			}
 			p, err := service.New(service.Config{Store: st}).Projects.Create(ctx, service.NewProject{
-				OrgID: o.ID, Name: name, LimitMicro: int64(budget*1e6 + 0.5), Policy: service.DefaultPolicy(), CreatedBy: "operator:local",
+				OrgID: o.ID, Name: name, LimitMicro: int64(budget*1e6 + 0.5), Policy: pol, CreatedBy: "operator:local",
 			})
 			if err != nil {
 				return err
@@ -77,5 +84,6 @@ signup and dashboard pages instead.`,
 	f.StringVar(&org, "org", "", "organisation id (default: the first, created if none)")
 	f.Float64Var(&budget, "budget-usd", 100, "budget limit in USD (fake money in the sandbox)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.BoolVar(&noEgress, "no-service-egress", false, "the project's process and worker services reach no public network (policy serviceEgress: denied)")
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -345,5 +346,28 @@ func TestNoSandboxFailsClosed(t *testing.T) {
 	}
 	if s.Running("svc_bare", 1) {
 		t.Fatal("the version runs anyway")
+	}
+}
+
+// A version of a project whose policy denies egress is in the firewall's
+// no_egress set while it runs, and only then.
+func TestNoEgressIsInTheFirewall(t *testing.T) {
+	s := sandboxed(t, &events{}, Limits{})
+	inst, err := s.Start(context.Background(), Spec{ServiceID: "svc_noegress", Version: 1, Command: "python3 app.py",
+		Materialize: files(map[string]string{"app.py": app}), HealthTimeout: 10 * time.Second, NoEgress: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _, _ := net.SplitHostPort(inst.Addr)
+	set := func() string {
+		out, _ := exec.Command("nft", "list", "set", "inet", firewallTable, "no_egress").CombinedOutput()
+		return string(out)
+	}
+	if !strings.Contains(set(), host) {
+		t.Fatalf("%s is not in no_egress:\n%s", host, set())
+	}
+	s.Stop(context.Background(), "svc_noegress", 1)
+	if strings.Contains(set(), host+",") || strings.Contains(set(), host+" ") {
+		t.Fatalf("%s stayed in no_egress after its version stopped:\n%s", host, set())
 	}
 }

@@ -37,6 +37,9 @@ type RunSpec struct {
 	// HostServices are services of the host the version may reach, such
 	// as its database.
 	HostServices []HostService
+	// NoEgress keeps the version off the public network: its project's
+	// policy says serviceEgress: denied.
+	NoEgress bool
 }
 
 // HostService is a service of the host a version may reach: where Pier
@@ -239,10 +242,16 @@ func (s *Runs) runSpec(ctx context.Context, svc store.Service, v store.ServiceVe
 		hostServices = append(hostServices, HostService{Network: network, Address: address, Port: 5432, Env: "DATABASE_URL",
 			Value: func(addr string) string { return s.databases.URLAt(d.Name, d.Password, addr) }})
 	}
+	noEgress := false
+	if proj, err := s.store.Projects().Get(ctx, svc.OrgID, svc.ProjectID); err == nil {
+		if pol, err := decodePolicy(proj.Policy); err == nil && pol.ServiceEgress != nil && *pol.ServiceEgress == models.ProjectPolicyServiceEgressDenied {
+			noEgress = true
+		}
+	}
 	rs := RunSpec{ServiceID: svc.ID, OrgID: svc.OrgID, BundleID: v.BundleID, Version: v.Number, Worker: svc.Target == "worker",
 		Command: spec.Run, Env: env, HealthPath: spec.HealthPath,
 		HealthTimeout: time.Duration(spec.HealthTimeout) * time.Second, Grace: time.Duration(spec.Grace) * time.Second,
-		HostServices: hostServices}
+		HostServices: hostServices, NoEgress: noEgress}
 	return rs, nil
 }
 
