@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,9 +76,22 @@ type Config struct {
 	// smtp://HOST:PORT; empty refuses send_message.
 	SMTPRelay string
 	// SMTPMaxMessageBytes bounds an inbound message; SMTPPeerRate the
-	// messages per second one peer address may send (0: 10 a second).
+	// messages (and refused commands) per second one source network, a
+	// /24 or a /64, may send (0: 10 a second).
 	SMTPMaxMessageBytes int64
 	SMTPPeerRate        float64
+	// SMTPSessions bounds the SMTP sessions open at once, in total and
+	// per source network; zero fields take smtpd's defaults (100 and 10).
+	SMTPSessions SMTPSessions
+	// MailRelays name the relays that send the hosted domains' outbound
+	// mail, for their SPF records: addresses, prefixes, host names or SPF
+	// mechanisms (ip4:, ip6:, a:, include:). None publishes "v=spf1 -all":
+	// the MX, where tenants' code runs, is never named.
+	MailRelays []string
+	// SandboxNetwork is the prefix tenant services' sandboxes take their
+	// addresses from (default 10.209.0.0/16). Mail from it never passes
+	// SPF.
+	SandboxNetwork netip.Prefix
 	// InboxBytes bounds each inbox; zero takes the domain's default.
 	InboxBytes int64
 	// AppsDir holds running services' working directories (written again
@@ -100,6 +114,15 @@ type Config struct {
 	// flags --test-pause-after-step and --test-pause-inside-step, or
 	// PIER_TEST_PAUSE_AFTER_STEP and PIER_TEST_PAUSE_INSIDE_STEP).
 	StepPause service.StepPause
+}
+
+// DefaultSandboxNetwork is where tenant sandboxes' addresses come from.
+var DefaultSandboxNetwork = netip.MustParsePrefix("10.209.0.0/16")
+
+// SMTPSessions bound concurrent SMTP sessions, as Postfix's
+// smtpd_client_connection_count_limit does per client.
+type SMTPSessions struct {
+	Total, PerNetwork int
 }
 
 // TaskRetries bound how a durable task's transient errors are retried
@@ -167,6 +190,14 @@ var DefaultRateLimits = map[string]ratelimit.Policy{
 // empty. This file is the only one that reads the environment: the
 // commands' flags take their defaults from it, and everything below the
 // commands is handed a Config (internal/importrules checks it).
+// envList reads a comma-separated environment variable.
+func envList(name string) []string {
+	if v := os.Getenv(name); v != "" {
+		return strings.Split(v, ",")
+	}
+	return nil
+}
+
 func env(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -208,6 +239,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.PreviewDomain == "" {
 		c.PreviewDomain = "localhost"
+	}
+	if !c.SandboxNetwork.IsValid() {
+		c.SandboxNetwork = DefaultSandboxNetwork
 	}
 	// A server on an ephemeral HTTP port (tests, benchmarks) takes
 	// ephemeral ports for its other listeners too, so instances never
