@@ -15,6 +15,11 @@
 # timeout that closes the slow connections and DNS response rate limiting,
 # whose refusals and truncated answers the load treats as a real resolver
 # would (truncated answers are retried over TCP).
+#
+# The SMTP phase sets up mail on the bought domain and sends legitimate mail
+# from 127.0.0.0/24 while other /24s of loopback flood sessions, guess
+# recipients and send messages past the size limit (bench/soak/smtp.go);
+# the SMTP limits keep their defaults. SMTP=0 leaves it out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10m}
@@ -22,6 +27,7 @@ EVERY=${EVERY:-30s}
 WARMUP=${WARMUP:-2m}
 RATE=${RATE:-0}
 SLOW=${SLOW:-32}
+SMTP=${SMTP:-1}
 need=()
 command -v jq >/dev/null || need+=(jq)
 command -v curl >/dev/null || need+=(curl)
@@ -43,13 +49,13 @@ mkdir -p "$site"
 printf '<!doctype html><title>soak</title><p>%s</p>\n' "$(head -c 3000 /dev/urandom | base64 -w0)" >"$site/index.html"
 head -c 65536 /dev/urandom | base64 -w0 >"$site/64k.txt"
 
-HTTP=127.0.0.1:18190 HTTPS=127.0.0.1:18543 DNS=127.0.0.1:18153
+HTTP=127.0.0.1:18190 HTTPS=127.0.0.1:18543 DNS=127.0.0.1:18153 SMTPADDR=127.0.0.1:18125
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$HTTP
 db=()
 if [ -n "${PIER_TEST_DATABASE_URL:-}" ]; then db=(--database-url "$PIER_TEST_DATABASE_URL"); fi
 export PIER_API_KEY=$(./bin/pier-server admin create-key "${db[@]}" --scopes read,quote,launch,buy_domain --json | jq -r .apiKey)
 project=$(./bin/pier-server admin create-project "${db[@]}" --name soak --budget-usd 1000 --json | jq -r .projectId)
-taskset -c 0 ./bin/pier-server server "${db[@]}" --http-addr $HTTP --https-addr $HTTPS --dns-addr $DNS --smtp-addr 127.0.0.1:18125 \
+taskset -c 0 ./bin/pier-server server "${db[@]}" --http-addr $HTTP --https-addr $HTTPS --dns-addr $DNS --smtp-addr $SMTPADDR --inbox-bytes 4294967296 \
   --rate-limit search=1000000:1000000 --rate-limit quotes=1000000:1000000 --rate-limit mcp=1000000:1000000 --log-level warn 2>"$tmp/pier.log" &
 server=$!
 pids+=($server)
@@ -64,10 +70,21 @@ preview=$(grep -oE 'https://[^ ]+' <<<"$preview" | head -n1)
 host=${preview#https://}; host=${host%%/*}; host=${host%%:*}
 echo "site: $preview and $domain; server pid $server"
 
+mailflags=()
+if [ "$SMTP" != 0 ]; then
+  api() { curl -fsS -H "Authorization: Bearer $PIER_API_KEY" -H 'Content-Type: application/json' -H "Idempotency-Key: soak-$RANDOM$RANDOM$RANDOM" "$@"; }
+  quote=$(api -X POST "http://$HTTP/v1/quotes" -d "{\"projectId\":\"$project\",\"items\":[{\"kind\":\"email\",\"domain\":\"$domain\"}]}" | jq -r .data.quoteId)
+  task=$(api -X POST "http://$HTTP/v1/domains/$domain/email" -d "{\"quoteId\":\"$quote\"}" | jq -r .data.taskId)
+  for _ in $(seq 300); do [ "$(api "http://$HTTP/v1/tasks/$task" | jq -r .data.state)" = succeeded ] && break; sleep 0.2; done
+  api -X POST "http://$HTTP/v1/email-addresses" -d "{\"address\":\"orders@$domain\"}" >/dev/null
+  mailflags=(-smtp "$SMTPADDR" -mail-to "orders@$domain")
+  echo "mail: orders@$domain on $SMTPADDR"
+fi
+
 set +e
 taskset -c 1 ./bin/soak -base "http://$HTTP" -https "$HTTPS" -dns "$DNS" -site-host "$host" -site-body "$site/index.html" \
   -domain "$domain" -project "$project" -pid "$server" -duration "$DURATION" -every "$EVERY" -warmup "$WARMUP" \
-  -rate "$RATE" -slow "$SLOW"
+  -rate "$RATE" -slow "$SLOW" "${mailflags[@]}"
 code=$?
 set -e
 if grep -qiE 'panic|fatal' "$tmp/pier.log"; then echo "the server logged a panic:"; grep -iE -A5 'panic|fatal' "$tmp/pier.log" | head -40; code=1; fi

@@ -36,7 +36,8 @@ func NewCommands() []*cobra.Command {
 func newServerCmd() *cobra.Command {
 	var cfg Config
 	var logLevel, logFormat string
-	var limits, secondaries, prices []string
+	var limits, secondaries, prices, mailRelays []string
+	var sandboxNetwork string
 	var edgeFastPath bool
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -87,6 +88,15 @@ SIGTERM drains in-flight requests, then exits.`,
 				}
 				cfg.RegistrarPrices[strings.TrimPrefix(tld, ".")] = money.FromUSD(usd)
 			}
+			cfg.MailRelays = mailRelays
+			if cfg.SMTPRelay != "" && len(cfg.MailRelays) == 0 {
+				log.Warn("outbound mail goes through --smtp-relay, but no --mail-relays are named: SPF publishes -all and relayed mail passes DMARC by DKIM alone")
+			}
+			sn, err := netip.ParsePrefix(sandboxNetwork)
+			if err != nil || !sn.Addr().Is4() || sn.Bits() > 30 {
+				return fmt.Errorf("--sandbox-network %q: want an IPv4 prefix of /30 or larger, such as 10.209.0.0/16", sandboxNetwork)
+			}
+			cfg.SandboxNetwork = sn.Masked()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			cfg.DisableEdgeFastPath = !edgeFastPath
@@ -136,13 +146,13 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.StringVar(&cfg.SMTPRelay, "smtp-relay", env("PIER_SMTP_RELAY", ""), "smarthost for outbound mail, smtp://HOST:PORT; without one send_message is refused (PIER_SMTP_RELAY)")
 	f.Int64Var(&cfg.SMTPMaxMessageBytes, "smtp-max-message-bytes", 10<<20, "bound on an inbound message, in bytes")
 	f.DurationVar(&cfg.TaskJobTimeout, "task-job-timeout", 2*time.Minute, "bound on one run of a durable task; a replica that dies mid-run leaves its task to another after this and 10 s more")
-	f.Float64Var(&cfg.SMTPPeerRate, "smtp-peer-rate", 10, "inbound messages per second one peer address may send")
+	f.Float64Var(&cfg.SMTPPeerRate, "smtp-peer-rate", 10, "inbound messages (and refused commands) per second one source network, a /24 or /64, may send")
+	f.IntVar(&cfg.SMTPSessions.Total, "smtp-sessions", 100, "SMTP sessions open at once")
+	f.IntVar(&cfg.SMTPSessions.PerNetwork, "smtp-network-sessions", 10, "SMTP sessions open at once from one source network, a /24 or /64")
+	f.StringSliceVar(&mailRelays, "mail-relays", envList("PIER_MAIL_RELAYS"), "the relays that send outbound mail, named in hosted domains' SPF: addresses, prefixes, host names or ip4:/ip6:/a:/include: mechanisms; none publishes v=spf1 -all (PIER_MAIL_RELAYS)")
+	f.StringVar(&sandboxNetwork, "sandbox-network", env("PIER_SANDBOX_NETWORK", DefaultSandboxNetwork.String()), "the prefix tenant sandboxes take their addresses from; mail from it never passes SPF (PIER_SANDBOX_NETWORK)")
 	f.Int64Var(&cfg.InboxBytes, "inbox-bytes", 50<<20, "bound on each inbox's stored messages, in bytes")
 	f.StringVar(&cfg.AppsDir, "apps-dir", env("PIER_APPS_DIR", ""), "where running services' versions get their working directories; default: a directory in the temporary directory (PIER_APPS_DIR)")
-	if v := env("PIER_SANDBOX_NETWORK", ""); v != "" {
-		cfg.SandboxNetwork, _ = netip.ParsePrefix(v)
-	}
-	f.Var(prefixValue{&cfg.SandboxNetwork}, "sandbox-network", "the IPv4 prefix running services' sandboxes take their addresses from, a /30 each (default 10.209.0.0/16; PIER_SANDBOX_NETWORK)")
 	f.BoolVar(&cfg.UnsandboxedServices, "unsandboxed-services", env("PIER_UNSANDBOXED_SERVICES", "") == "true", "LOCAL DEVELOPMENT ONLY: where no sandbox can be set up (runc, root, cgroups, nftables), run process and worker services as bare processes that share the host, instead of refusing them (PIER_UNSANDBOXED_SERVICES=true)")
 	f.Int64Var(&cfg.ServiceLimits.MemoryBytes, "service-memory-bytes", runner.DefaultLimits.MemoryBytes, "memory of all of a running version's processes together")
 	f.Int64Var(&cfg.ServiceLimits.CPUMillis, "service-cpu-millis", runner.DefaultLimits.CPUMillis, "CPU bandwidth of a running version (1000 is one CPU)")
@@ -292,24 +302,3 @@ to trust, for example curl --cacert.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", DefaultDataDir(), "data directory (PIER_DATA_DIR)")
 	return cmd
 }
-
-// prefixValue is a flag holding an IPv4 prefix.
-type prefixValue struct{ p *netip.Prefix }
-
-func (v prefixValue) String() string {
-	if v.p == nil || !v.p.IsValid() {
-		return ""
-	}
-	return v.p.String()
-}
-
-func (v prefixValue) Set(s string) error {
-	p, err := netip.ParsePrefix(s)
-	if err != nil || !p.Addr().Is4() || p.Bits() > 30 {
-		return fmt.Errorf("%q is not an IPv4 prefix of /30 or larger, such as 10.209.0.0/16", s)
-	}
-	*v.p = p.Masked()
-	return nil
-}
-
-func (prefixValue) Type() string { return "prefix" }

@@ -2,8 +2,6 @@ package server
 
 import (
 	"net/netip"
-
-	"github.com/pierhq/pier/server/internal/runner"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"github.com/pierhq/pier/server/internal/mcp"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 	"github.com/pierhq/pier/server/internal/registrar"
+	"github.com/pierhq/pier/server/internal/runner"
 	"github.com/pierhq/pier/server/internal/service"
 )
 
@@ -78,18 +77,28 @@ type Config struct {
 	// smtp://HOST:PORT; empty refuses send_message.
 	SMTPRelay string
 	// SMTPMaxMessageBytes bounds an inbound message; SMTPPeerRate the
-	// messages per second one peer address may send (0: 10 a second).
+	// messages (and refused commands) per second one source network, a
+	// /24 or a /64, may send (0: 10 a second).
 	SMTPMaxMessageBytes int64
 	SMTPPeerRate        float64
+	// SMTPSessions bounds the SMTP sessions open at once, in total and
+	// per source network; zero fields take smtpd's defaults (100 and 10).
+	SMTPSessions SMTPSessions
+	// MailRelays name the relays that send the hosted domains' outbound
+	// mail, for their SPF records: addresses, prefixes, host names or SPF
+	// mechanisms (ip4:, ip6:, a:, include:). None publishes "v=spf1 -all":
+	// the MX, where tenants' code runs, is never named.
+	MailRelays []string
+	// SandboxNetwork is the prefix tenant services' sandboxes take their
+	// addresses from (default 10.209.0.0/16). Mail from it never passes
+	// SPF.
+	SandboxNetwork netip.Prefix
 	// InboxBytes bounds each inbox; zero takes the domain's default.
 	InboxBytes int64
 	// AppsDir holds running services' working directories (written again
 	// from the store at each start); empty takes a directory in the
 	// temporary directory named for DataDir. It must not be inside DataDir.
 	AppsDir string
-	// SandboxNetwork is the prefix running services' sandboxes take their
-	// addresses from, a /30 each (default 10.209.0.0/16).
-	SandboxNetwork netip.Prefix
 	// UnsandboxedServices lets process and worker services run as bare
 	// processes where no sandbox can be set up: local development only.
 	// Without it such a server refuses their launches.
@@ -113,6 +122,15 @@ type Config struct {
 	// flags --test-pause-after-step and --test-pause-inside-step, or
 	// PIER_TEST_PAUSE_AFTER_STEP and PIER_TEST_PAUSE_INSIDE_STEP).
 	StepPause service.StepPause
+}
+
+// DefaultSandboxNetwork is where tenant sandboxes' addresses come from.
+var DefaultSandboxNetwork = netip.MustParsePrefix("10.209.0.0/16")
+
+// SMTPSessions bound concurrent SMTP sessions, as Postfix's
+// smtpd_client_connection_count_limit does per client.
+type SMTPSessions struct {
+	Total, PerNetwork int
 }
 
 // TaskRetries bound how a durable task's transient errors are retried
@@ -180,6 +198,14 @@ var DefaultRateLimits = map[string]ratelimit.Policy{
 // empty. This file is the only one that reads the environment: the
 // commands' flags take their defaults from it, and everything below the
 // commands is handed a Config (internal/importrules checks it).
+// envList reads a comma-separated environment variable.
+func envList(name string) []string {
+	if v := os.Getenv(name); v != "" {
+		return strings.Split(v, ",")
+	}
+	return nil
+}
+
 func env(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -221,6 +247,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.PreviewDomain == "" {
 		c.PreviewDomain = "localhost"
+	}
+	if !c.SandboxNetwork.IsValid() {
+		c.SandboxNetwork = DefaultSandboxNetwork
 	}
 	// A server on an ephemeral HTTP port (tests, benchmarks) takes
 	// ephemeral ports for its other listeners too, so instances never

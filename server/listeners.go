@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -223,12 +226,24 @@ func (s *Server) listenLaunch(ctx context.Context) error {
 		return fmt.Errorf("listen smtp %s: %w", s.cfg.SMTPAddr, err)
 	}
 	s.launch.smtpLn = sln
+	spool := filepath.Join(s.cfg.DataDir, "spool")
+	if err := os.MkdirAll(spool, 0o700); err != nil {
+		cancel()
+		ln.Close()
+		h3.close()
+		sln.Close()
+		return fmt.Errorf("mail spool: %w", err)
+	}
 	s.launch.smtp = smtpd.New(smtpd.Config{
 		Mail:            s.svc.Mail,
 		TLS:             &tls.Config{GetCertificate: s.launch.certs.forMail, MinVersion: tls.VersionTLS12},
 		Hostname:        hostOf(s.BaseURL()),
 		MaxMessageBytes: s.cfg.SMTPMaxMessageBytes,
 		PeerRate:        s.cfg.SMTPPeerRate,
+		Sessions:        s.cfg.SMTPSessions.Total,
+		NetworkSessions: s.cfg.SMTPSessions.PerNetwork,
+		SpoolDir:        spool,
+		TenantNetworks:  []netip.Prefix{s.cfg.SandboxNetwork},
 		Resolver:        newMailResolver(addr),
 		Log:             s.log,
 	})

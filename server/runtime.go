@@ -54,7 +54,7 @@ func (r runtime) Start(ctx context.Context, spec service.RunSpec) (string, error
 		ServiceID: spec.ServiceID, Version: spec.Version, Worker: spec.Worker, Command: spec.Command, Env: spec.Env,
 		HealthPath: spec.HealthPath, HealthTimeout: spec.HealthTimeout, Grace: spec.Grace,
 		HostServices: hostServices(spec.HostServices), NoEgress: spec.NoEgress,
-		Materialize:  func(ctx context.Context, dir string) error { return r.materialize(ctx, spec.OrgID, spec.BundleID, dir) },
+		Materialize: func(ctx context.Context, dir string) error { return r.materialize(ctx, spec.OrgID, spec.BundleID, dir) },
 	})
 	var ue *runner.UnhealthyError
 	if errors.As(err, &ue) {

@@ -132,6 +132,14 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var mailSenders []string
+	for _, r := range s.cfg.MailRelays {
+		m, err := service.SPFMechanism(r)
+		if err != nil {
+			return fmt.Errorf("mail relays: %w", err)
+		}
+		mailSenders = append(mailSenders, m)
+	}
 	var relay service.MailRelay
 	if s.cfg.SMTPRelay != "" {
 		r, err := smtpd.NewRelay(s.cfg.SMTPRelay, hostOf(s.BaseURL()))
@@ -178,9 +186,10 @@ func (s *Server) build(ctx context.Context) error {
 		Platform:      platform{s},
 		PreviewDomain: s.cfg.PreviewDomain,
 		Zone: zone.ZoneConfig{
-			EdgeIPv4:   net.ParseIP(s.cfg.EdgeIPv4),
-			EdgeIPv6:   net.ParseIP(s.cfg.EdgeIPv6),
-			CAAIssuers: caaIssuers,
+			EdgeIPv4:    net.ParseIP(s.cfg.EdgeIPv4),
+			EdgeIPv6:    net.ParseIP(s.cfg.EdgeIPv6),
+			CAAIssuers:  caaIssuers,
+			MailSenders: mailSenders,
 		},
 		Pause:      s.cfg.StepPause,
 		Quotas:     s.cfg.Quotas,

@@ -6,7 +6,9 @@
 // over HTTP and HTTPS, edge hits naming random unknown Hosts, authenticated
 // API reads, quotes (created and released), anonymous searches, MCP tool
 // calls and JSON-RPC batches, DNS queries for a served name and for random
-// names, and slow connections that trickle their headers. Requests are sent
+// names, and slow connections that trickle their headers. With -smtp and
+// -mail-to, an SMTP phase runs alongside (smtp.go): legitimate mail, and
+// floods of sessions, unknown recipients and oversized messages. Requests are sent
 // open-loop at a fixed rate; -rate 0 first measures capacity with a short
 // closed-loop run and then drives at half of it.
 //
@@ -51,6 +53,7 @@ type config struct {
 	slowLimit                  time.Duration
 	pid                        int
 	flat                       float64
+	smtpAddr, mailTo           string
 }
 
 func main() {
@@ -72,6 +75,8 @@ func main() {
 	flag.DurationVar(&c.slowLimit, "slow-limit", 15*time.Second, "a slow connection held longer than this is an error")
 	flag.IntVar(&c.pid, "pid", 0, "server process id, for its RSS")
 	flag.Float64Var(&c.flat, "flat", 0.10, "largest allowed RSS spread after warm-up, as a fraction")
+	flag.StringVar(&c.smtpAddr, "smtp", "", "Pier's SMTP listener; with -mail-to, adds the SMTP phase")
+	flag.StringVar(&c.mailTo, "mail-to", "", "an address of Pier's that takes the legitimate mail")
 	flag.Parse()
 	if c.siteHost == "" || c.apiKey == "" || c.project == "" || c.pid == 0 {
 		fmt.Fprintln(os.Stderr, "soak: -site-host, -api-key (or PIER_API_KEY), -project and -pid are required")
@@ -107,6 +112,16 @@ func run(c config) int {
 	wg.Add(2)
 	go func() { defer wg.Done(); d.slow(ctx) }()
 	go func() { defer wg.Done(); d.drive(ctx, c.rate) }()
+	var mail *smtpLoad
+	if c.smtpAddr != "" && c.mailTo != "" {
+		mail = &smtpLoad{addr: c.smtpAddr, rcpt: c.mailTo, report: func(op string, err error) {
+			if err != nil && ctx.Err() == nil && !pastDeadline(ctx) {
+				d.fail(op, err)
+			}
+		}}
+		wg.Add(1)
+		go func() { defer wg.Done(); mail.run(ctx) }()
+	}
 
 	start := time.Now()
 	var samples []sample
@@ -134,6 +149,9 @@ loop:
 	wg.Wait()
 	if now := time.Now(); now.Sub(last) > c.every/2 {
 		report(now)
+	}
+	if mail != nil {
+		fmt.Println(mail.summary())
 	}
 	return d.verdict(c, samples)
 }
@@ -294,6 +312,17 @@ func (d *driver) do(ctx context.Context, i int) {
 		}
 		d.mu.Unlock()
 	}
+}
+
+// fail counts an error of an operation outside the request schedule.
+func (d *driver) fail(op string, err error) {
+	d.errors.Add(1)
+	d.mu.Lock()
+	d.errByOp[op]++
+	if _, ok := d.errSample[op]; !ok {
+		d.errSample[op] = err.Error()
+	}
+	d.mu.Unlock()
 }
 
 func pastDeadline(ctx context.Context) bool {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -56,7 +57,7 @@ func MailHost(domain string) string { return "mail." + domain }
 func mailRecords(domain string, z zone.ZoneConfig, dkimPublic string) []zone.Record {
 	recs := []zone.Record{
 		{Name: "@", Type: "MX", TTL: 300, Value: "10 " + MailHost(domain) + "."},
-		{Name: "@", Type: "TXT", TTL: 300, Value: `"v=spf1 mx -all"`},
+		{Name: "@", Type: "TXT", TTL: 300, Value: `"` + SPFRecord(z.MailSenders) + `"`},
 		{Name: "_dmarc", Type: "TXT", TTL: 300, Value: `"v=DMARC1; p=quarantine; adkim=s; aspf=s"`},
 		{Name: DKIMSelector + "._domainkey", Type: "TXT", TTL: 300, Value: `"v=DKIM1; k=ed25519; p=` + dkimPublic + `"`},
 	}
@@ -67,6 +68,63 @@ func mailRecords(domain string, z zone.ZoneConfig, dkimPublic string) []zone.Rec
 		recs = append(recs, zone.Record{Name: "mail", Type: "AAAA", TTL: 300, Value: z.EdgeIPv6.String()})
 	}
 	return recs
+}
+
+// SPFRecord is the SPF policy of a domain whose mail Pier hosts: only the
+// relays that send its outbound mail, never the MX. The MX is the host
+// every tenant's code runs on, and naming it would let any tenant pass SPF
+// for every domain here. Mail Pier delivers to its own inboxes never goes
+// over SMTP, and DKIM (adkim=s) carries DMARC for relayed mail when no
+// relay is named.
+func SPFRecord(senders []string) string {
+	return strings.Join(append(append([]string{"v=spf1"}, senders...), "-all"), " ")
+}
+
+// SPFMechanism turns an operator's name for a relay into an SPF
+// mechanism: an address or a prefix becomes ip4: or ip6:, a host name a:,
+// and a mechanism (ip4:, ip6:, a:, include:) stays as it is.
+func SPFMechanism(relay string) (string, error) {
+	relay = strings.TrimSpace(relay)
+	if a, err := netip.ParseAddr(relay); err == nil {
+		relay = netip.PrefixFrom(a, a.BitLen()).String()
+	}
+	if p, err := netip.ParsePrefix(relay); err == nil {
+		mech := "ip4:"
+		if p.Addr().Is6() {
+			mech = "ip6:"
+		}
+		if p.IsSingleIP() {
+			return mech + p.Addr().String(), nil
+		}
+		return mech + p.Masked().String(), nil
+	}
+	for _, mech := range []string{"ip4:", "ip6:", "a:", "include:"} {
+		if rest, ok := strings.CutPrefix(strings.ToLower(relay), mech); ok && rest != "" && !strings.ContainsAny(rest, " \t\"") {
+			return mech + rest, nil
+		}
+	}
+	if isHostName(relay) {
+		return "a:" + strings.ToLower(relay), nil
+	}
+	return "", fmt.Errorf("a mail relay is an address, a prefix, a host name or an SPF mechanism (ip4:, ip6:, a:, include:), not %q", relay)
+}
+
+func isHostName(s string) bool {
+	labels := strings.Split(strings.TrimSuffix(s, "."), ".")
+	if len(labels) < 2 || len(s) > 253 {
+		return false
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, c := range l {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func isMailRecord(r zone.Record) bool {

@@ -281,6 +281,31 @@ func (s *Mail) Accepts(ctx context.Context, rcpt string) (bool, error) {
 	return err == nil, err
 }
 
+// Fits says whether a message of size bytes fits in the inbox rcpt routes
+// to, so the SMTP listener can refuse it before parsing it. Deliver still
+// decides, atomically, when messages race for the last room.
+func (s *Mail) Fits(ctx context.Context, rcpt string, size int64) (bool, error) {
+	local, domain, err := normAddress(rcpt)
+	if err != nil {
+		return false, nil
+	}
+	a, err := s.store.Mail().Route(ctx, local+"@"+domain, domain)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	in, err := s.store.Mail().Inbox(ctx, a.OrgID, a.InboxID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return in.BytesUsed+size <= in.BytesLimit, nil
+}
+
 // Delivery is a received message as the SMTP listener parsed it.
 type Delivery struct {
 	MailFrom    string

@@ -27,6 +27,10 @@ type ZoneConfig struct {
 	CAAIssuers  []string
 	Nameservers []string // fully qualified; default ns1. and ns2. under the zone
 	Hostmaster  string
+	// MailSenders are the SPF mechanisms (ip4:, ip6:, a:, include:) that
+	// name the relays sending the domains' outbound mail; none publishes
+	// "v=spf1 -all".
+	MailSenders []string
 }
 
 // BuildZone returns the records of a launched domain: SOA, NS with glue, A
