@@ -147,7 +147,7 @@ func probeSandbox(cfg Config) (*sandbox, error) {
 	if !egress {
 		sb.detail += "; no outbound network (forwarding or NAT unavailable)"
 	}
-	sb.cleanLeftovers()
+	sb.cleanLeftovers(cfg.Dir)
 	return sb, nil
 }
 
@@ -274,9 +274,18 @@ func (t *slotTable) release(s slot) {
 }
 
 // cleanLeftovers ends what crashed Piers left: this supervisor's runc
-// containers, and on every slot no process holds, the processes still in
-// its cgroup, its network namespace and interface.
-func (sb *sandbox) cleanLeftovers() {
+// containers, the versions' directories still mounted under dir, and on
+// every slot no process holds, the processes still in its cgroup, its
+// network namespace and interface.
+func (sb *sandbox) cleanLeftovers(dir string) {
+	if b, err := os.ReadFile("/proc/self/mounts"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+				unmountAppDir(f[1])
+			}
+		}
+	}
 	out, _ := exec.Command(sb.runc, "--root", sb.state, "list", "-q").Output()
 	for _, id := range strings.Fields(string(out)) {
 		exec.Command(sb.runc, "--root", sb.state, "kill", "--all", id, "KILL").Run()
