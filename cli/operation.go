@@ -86,6 +86,9 @@ type OperationOptions struct {
 	Data           string
 	IdempotencyKey string
 	JSON           bool
+	// PollWait (signup poll --wait) repeats the poll until the human has
+	// finished or the signup expired.
+	PollWait bool
 
 	// The request built from the above.
 	Path  string     // path with parameters filled in and escaped
@@ -177,6 +180,11 @@ func NewCmdOperation(f *Factory, spec *OperationSpec, runF func(*OperationOption
 		fl.StringVar(&opts.Data, "data", "", "The whole request body as `json`: inline, @file.json or - for stdin; flags override its top-level fields")
 	}
 	f.registerSpec(cmd, spec)
+	if spec.ID == "poll_signup" {
+		// A local --wait shadows the root's deprecated one: polling a
+		// signup waits only when asked, since a human may take hours.
+		fl.BoolVar(&opts.PollWait, "wait", false, "poll until the human has finished (or the signup expired), within --timeout")
+	}
 	if spec.Idempotent {
 		fl.StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send; a retry with the same key replays the first answer (default: a new key)")
 	}
@@ -548,6 +556,11 @@ func runOperation(ctx context.Context, o *OperationOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.PollWait {
+		if resp, err = waitSignup(ctx, f, client, o, resp); err != nil {
+			return err
+		}
+	}
 	// One rule for every command whose answer is a task: wait until it
 	// ends or needs a human, unless --no-wait asks for the handle.
 	if id := pendingTask(resp.Body); id != "" && !f.Config.NoWait {
@@ -617,6 +630,42 @@ func waitTask(ctx context.Context, f *Factory, c *sdk.Client, id string) (*sdk.R
 		case <-ctx.Done():
 			return nil, fmt.Errorf("task %s still %s when the wait ended (--timeout); follow it with: pier tasks get %s: %w", id, t.State, id, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// signupPollEvery is how often signup poll --wait asks again.
+const signupPollEvery = 2 * time.Second
+
+// waitSignup repeats a signup poll while the human has not finished
+// (pending_review, pending_card), showing the state on stderr, and returns
+// the first answer past them.
+func waitSignup(ctx context.Context, f *Factory, c *sdk.Client, o *OperationOptions, resp *sdk.Response) (*sdk.Response, error) {
+	p := newProgress(f)
+	defer p.done()
+	for {
+		var env struct {
+			Data struct {
+				State string `json:"state"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(resp.Body, &env); err != nil {
+			return nil, err
+		}
+		if env.Data.State != "pending_review" && env.Data.State != "pending_card" {
+			return resp, nil
+		}
+		p.step("signup: " + env.Data.State + " (waiting for the human)")
+		select {
+		case <-ctx.Done():
+			// The human has yet to act: exit 5, as a task waiting for
+			// one does.
+			return nil, &ErrInputRequired{Message: "the signup is still " + env.Data.State + " when the wait ended (--timeout): the human has not finished; poll again later"}
+		case <-time.After(signupPollEvery):
+		}
+		var err error
+		if resp, err = c.Call(ctx, o.Spec.Method, o.Path, o.Query, o.Body, o.Header()); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -272,5 +275,32 @@ func TestConfigResolution(t *testing.T) {
 	f2.Config.BaseURL = "not a url"
 	if _, err := f2.Client(); ExitCode(err) != ExitUsage {
 		t.Errorf("bad base URL: %v", err)
+	}
+}
+
+// signup poll answers at once; with --wait it polls again while the human
+// has not finished, and prints the first answer past that.
+func TestSignupPollWait(t *testing.T) {
+	var polls atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/signup/poll", func(w http.ResponseWriter, r *http.Request) {
+		state := `"state":"pending_review"`
+		if polls.Add(1) > 1 {
+			state = `"state":"complete","apiKey":"agk_claimed","organizationId":"org_1","projectId":"prj_1"`
+		}
+		writeEnvelope(w, 200, `{"actions":[{"kind":"stop","reason":"done"}],"data":{`+state+`},"formatVersion":"1"}`)
+	})
+	srv := httptest.NewServer(validated(mux, func(p []string) { t.Errorf("the fake API drifted from the contract: %v", p) }))
+	defer srv.Close()
+	args := []string{"signup", "poll", "--claim-secret", "scs_1", "--signup-session-id", "sgn_1", "--json"}
+
+	f, ts := newTestFactory(map[string]string{"PIER_BASE_URL": srv.URL})
+	if code := run(f, args); code != 0 || polls.Load() != 1 || !strings.Contains(ts.out.String(), "pending_review") {
+		t.Fatalf("without --wait: exit %d, %d polls: %s%s", code, polls.Load(), ts.out, ts.err)
+	}
+	polls.Store(0)
+	f, ts = newTestFactory(map[string]string{"PIER_BASE_URL": srv.URL})
+	if code := run(f, append(args, "--wait")); code != 0 || polls.Load() != 2 || !strings.Contains(ts.out.String(), "agk_claimed") || strings.Contains(ts.out.String(), "pending_review") {
+		t.Fatalf("with --wait: exit %d, %d polls: %s%s", code, polls.Load(), ts.out, ts.err)
 	}
 }

@@ -40,11 +40,15 @@ func (o serviceRoutes) LaunchService(ctx context.Context, req api.LaunchServiceR
 }
 
 func (o serviceRoutes) TeardownService(ctx context.Context, req api.TeardownServiceRequestObject) (api.TeardownServiceResponseObject, error) {
-	t, next, err := o.svc.Launches.Teardown(ctx, auth.FromContext(ctx), req.Id)
+	t, next, replayed, err := o.svc.Launches.Teardown(ctx, auth.FromContext(ctx), req.Id)
 	if err != nil {
 		return nil, err
 	}
-	return api.TeardownService202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+	resp := api.TeardownService202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}
+	if replayed {
+		resp.Replayed = &replayed
+	}
+	return resp, nil
 }
 
 func (o serviceRoutes) GetServiceLogs(ctx context.Context, req api.GetServiceLogsRequestObject) (api.GetServiceLogsResponseObject, error) {
