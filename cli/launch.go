@@ -63,6 +63,9 @@ to stderr on a terminal; --json prints the bundle's envelope.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dir = args[0]
+			if opts.Project == "" {
+				return usageErrorf(cmd.CommandPath(), "required flag --project not set (or PIER_PROJECT)")
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -70,7 +73,6 @@ to stderr on a terminal; --json prints the bundle's envelope.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Project, "project", f.getenv("PIER_PROJECT"), "project id (env PIER_PROJECT)")
-	cmd.MarkFlagRequired("project")
 	return cmd
 }
 

@@ -133,6 +133,16 @@ func NewCmdOperation(f *Factory, spec *OperationSpec, runF func(*OperationOption
 			opts.Args = args
 			opts.root = cmd.Root()
 			opts.JSON = f.Config.JSON
+			// --project (or its alias --project-id) falls back to
+			// PIER_PROJECT, as on the hand-written commands; --data's own
+			// projectId wins over the environment.
+			if _, ok := values["project"]; ok && !cmd.Flags().Changed("project") && opts.Data == "" {
+				if p := strings.TrimSpace(f.getenv("PIER_PROJECT")); p != "" {
+					if err := cmd.Flags().Set("project", p); err != nil {
+						return usageErrorf(cmd.CommandPath(), "PIER_PROJECT: %v", err)
+					}
+				}
+			}
 			opts.Values = map[string]string{}
 			for name, v := range values {
 				if cmd.Flags().Changed(name) {
@@ -160,6 +170,9 @@ func NewCmdOperation(f *Factory, spec *OperationSpec, runF func(*OperationOption
 			fl.Lookup(fs.Flag).NoOptDefVal = "true"
 		case "strings":
 			v = &stringsValue{}
+			fl.Var(v, fs.Flag, usage)
+		case "vars":
+			v = &varsValue{flag: "--" + fs.Flag, getenv: f.getenv}
 			fl.Var(v, fs.Flag, usage)
 		default:
 			v = &textValue{kind: kindOrString(fs.Kind), enum: fs.Enum}
@@ -219,9 +232,14 @@ func flagUsage(fs FlagSpec) string {
 		}
 	case "strings":
 		u += "; comma-separated"
+	case "vars":
+		u += "; NAME=VALUE, or NAME to pass yours (repeatable), or a JSON object"
 	}
 	if len(fs.Enum) > 0 {
 		u += " (one of: " + strings.Join(fs.Enum, ", ") + ")"
+	}
+	if fs.Flag == "project" {
+		u += " (env PIER_PROJECT)"
 	}
 	if fs.Required {
 		u += " (required)"
@@ -538,6 +556,71 @@ func (v *stringsValue) JSON(*IOStreams) (json.RawMessage, error) {
 		return json.RawMessage("[]"), nil
 	}
 	return json.Marshal(v.list)
+}
+
+// varsValue is a map of variables, set as NAME=VALUE once per variable
+// (NAME alone passes the caller's own), the way launch --env takes them;
+// a JSON object (inline or @file) still works for scripts that send one.
+type varsValue struct {
+	flag   string
+	getenv func(string) string
+	vars   map[string]string
+	raw    string // a JSON object given instead
+}
+
+func (v *varsValue) String() string {
+	if v.raw != "" {
+		return v.raw
+	}
+	names := make([]string, 0, len(v.vars))
+	for k := range v.vars {
+		names = append(names, k+"="+v.vars[k])
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
+}
+func (v *varsValue) Type() string { return "NAME=VALUE" }
+func (v *varsValue) Set(s string) error {
+	if t := strings.TrimSpace(s); strings.HasPrefix(t, "{") || strings.HasPrefix(t, "@") || t == "-" {
+		if len(v.vars) > 0 {
+			return errors.New("give NAME=VALUE pairs or one JSON object, not both")
+		}
+		v.raw = s
+		return nil
+	}
+	if v.raw != "" {
+		return errors.New("give NAME=VALUE pairs or one JSON object, not both")
+	}
+	m, err := parseAssignments(v.flag, []string{s}, v.getenv)
+	if err != nil {
+		return err
+	}
+	if v.vars == nil {
+		v.vars = map[string]string{}
+	}
+	for k, val := range m {
+		v.vars[k] = val
+	}
+	return nil
+}
+func (v *varsValue) QueryText() string { return v.String() }
+func (v *varsValue) JSON(streams *IOStreams) (json.RawMessage, error) {
+	if v.raw != "" {
+		b, err := readDataArg(v.raw, streams)
+		if err != nil {
+			return nil, err
+		}
+		b = bytes.TrimSpace(b)
+		var m map[string]string
+		if json.Unmarshal(b, &m) != nil {
+			return nil, errors.New("not a JSON object of strings; or give NAME=VALUE")
+		}
+		return b, nil
+	}
+	if v.vars == nil {
+		return json.RawMessage("{}"), nil
+	}
+	return json.Marshal(v.vars)
 }
 
 // runOperation calls the API and renders the answer.

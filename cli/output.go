@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"sort"
 	"strings"
 	"sync"
 
@@ -382,6 +383,17 @@ func commandHint(f *Factory, root *cobra.Command, t sdk.ToolAction) string {
 			}
 		case fs.Kind == "strings":
 			parts = append(parts, "--"+fs.Flag, shellWord(listText(v)))
+		case fs.Kind == "vars":
+			// One NAME=VALUE a variable, in name order.
+			m, _ := v.(map[string]any)
+			names := make([]string, 0, len(m))
+			for k := range m {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			for _, k := range names {
+				parts = append(parts, "--"+fs.Flag, shellWord(k+"="+argText(m[k])))
+			}
 		default:
 			parts = append(parts, "--"+fs.Flag, shellWord(argText(v)))
 		}

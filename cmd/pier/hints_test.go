@@ -112,7 +112,7 @@ func TestEveryHintRuns(t *testing.T) {
 		{"estimate", "--workload", "static_site"},
 		{"projects", "list"},
 		{"projects", "get", project},
-		{"quotes", "create", "--project-id", project, "--items", `[{"kind":"domain","domain":"hintsquote.dev","years":1}]`},
+		{"quotes", "create", "--project", project, "--items", `[{"kind":"domain","domain":"hintsquote.dev","years":1}]`},
 		{"launch", site, "--project", project, "--name", "first"},
 		{"launch", site, "--project", project, "--name", "gated", "--domain", "hintsgate0.dev"},
 		{"services", "list"},
