@@ -350,8 +350,9 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
 		Flags: []FlagSpec{
 			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+			{Flag: "cursor", Field: "cursor", In: "query", Kind: "string", Required: false, Usage: "Where to go on from, the `nextCursor` of the page before; opaque."},
 		},
-		Table: &TableSpec{Path: "bundles", Columns: []string{"bundleId", "fileCount", "totalBytes", "createdAt"}},
+		Table: &TableSpec{Path: "bundles", Columns: []string{"id", "fileCount", "totalBytes", "createdAt"}},
 	}, runF))
 	groups["domains"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "list_domains", Method: "GET", Path: "/v1/domains",
@@ -361,6 +362,7 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
 		Flags: []FlagSpec{
 			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+			{Flag: "cursor", Field: "cursor", In: "query", Kind: "string", Required: false, Usage: "Where to go on from, the `nextCursor` of the page before; opaque."},
 		},
 		Table: &TableSpec{Path: "domains", Columns: []string{"domain", "registeredAt", "years", "serviceId"}},
 	}, runF))
@@ -422,8 +424,9 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "project", Field: "projectId", In: "query", Kind: "string", Required: false, Usage: "Only this project's."},
 			{Flag: "state", Field: "state", In: "query", Kind: "string", Required: false, Usage: "Only those in this state.", Enum: []string{"held", "consumed", "released", "expired", "not_held"}},
 			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+			{Flag: "cursor", Field: "cursor", In: "query", Kind: "string", Required: false, Usage: "Where to go on from, the `nextCursor` of the page before; opaque."},
 		},
-		Table: &TableSpec{Path: "quotes", Columns: []string{"quoteId", "decision", "state", "amountUsd", "holdExpiresAt"}},
+		Table: &TableSpec{Path: "quotes", Columns: []string{"id", "decision", "state", "amountUsd", "holdExpiresAt"}},
 	}, runF))
 	groups["services env"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "list_service_env", Method: "GET", Path: "/v1/services/{id}/env",
@@ -443,6 +446,7 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "project", Field: "projectId", In: "query", Kind: "string", Required: false, Usage: "Only this project's."},
 			{Flag: "state", Field: "state", In: "query", Kind: "string", Required: false, Usage: "Only those in this state.", Enum: []string{"launching", "live", "crashed", "failed", "tearing_down", "torn_down"}},
 			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+			{Flag: "cursor", Field: "cursor", In: "query", Kind: "string", Required: false, Usage: "Where to go on from, the `nextCursor` of the page before; opaque."},
 		},
 		Table: &TableSpec{Path: "services", Columns: []string{"id", "name", "state", "target", "previewUrl", "domain"}},
 	}, runF))
@@ -455,8 +459,9 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Flags: []FlagSpec{
 			{Flag: "state", Field: "state", In: "query", Kind: "string", Required: false, Usage: "Only those in this state.", Enum: []string{"queued", "running", "input_required", "succeeded", "failed", "canceled"}},
 			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+			{Flag: "cursor", Field: "cursor", In: "query", Kind: "string", Required: false, Usage: "Where to go on from, the `nextCursor` of the page before; opaque."},
 		},
-		Table: &TableSpec{Path: "tasks", Columns: []string{"taskId", "kind", "state", "serviceId", "previewUrl"}},
+		Table: &TableSpec{Path: "tasks", Columns: []string{"id", "kind", "state", "serviceName", "createdAt", "previewUrl"}},
 	}, runF))
 	groups["billing"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "poll_billing", Method: "POST", Path: "/v1/billing/poll",

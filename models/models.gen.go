@@ -1948,6 +1948,9 @@ type BundleInfoEnvelope struct {
 // BundleList defines model for BundleList.
 type BundleList struct {
 	Bundles []BundleSummary `json:"bundles"`
+
+	// NextCursor Present when more may follow; send it as `cursor` for the next page.
+	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
 // BundleListEnvelope defines model for BundleListEnvelope.
@@ -1965,6 +1968,9 @@ type BundleSummary struct {
 	BundleId  string    `json:"bundleId"`
 	CreatedAt time.Time `json:"createdAt"`
 	FileCount int       `json:"fileCount"`
+
+	// Id The same as bundleId.
+	Id *string `json:"id,omitempty"`
 
 	// Sha256 SHA-256 of the bundle's manifest.
 	Sha256     string `json:"sha256"`
@@ -2107,6 +2113,9 @@ type DomainCandidate struct {
 type DomainInfo struct {
 	Domain string `json:"domain"`
 
+	// Id The domain name, its id.
+	Id *string `json:"id,omitempty"`
+
 	// PaidUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
 	PaidUsd      *Usd      `json:"paidUsd,omitempty"`
 	RegisteredAt time.Time `json:"registeredAt"`
@@ -2132,6 +2141,9 @@ type DomainInfoEnvelope struct {
 // DomainList defines model for DomainList.
 type DomainList struct {
 	Domains []DomainInfo `json:"domains"`
+
+	// NextCursor Present when more may follow; send it as `cursor` for the next page.
+	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
 // DomainListEnvelope defines model for DomainListEnvelope.
@@ -2935,10 +2947,13 @@ type QuoteInfo struct {
 	CreatedAt     time.Time     `json:"createdAt"`
 	Decision      QuoteDecision `json:"decision"`
 	HoldExpiresAt *time.Time    `json:"holdExpiresAt,omitempty"`
-	Items         []QuoteItem   `json:"items"`
-	ProjectId     string        `json:"projectId"`
-	QuoteId       string        `json:"quoteId"`
-	State         QuoteState    `json:"state"`
+
+	// Id The same as quoteId.
+	Id        *string     `json:"id,omitempty"`
+	Items     []QuoteItem `json:"items"`
+	ProjectId string      `json:"projectId"`
+	QuoteId   string      `json:"quoteId"`
+	State     QuoteState  `json:"state"`
 }
 
 // QuoteInfoEnvelope defines model for QuoteInfoEnvelope.
@@ -2953,7 +2968,9 @@ type QuoteInfoEnvelope struct {
 
 // QuoteInfoList defines model for QuoteInfoList.
 type QuoteInfoList struct {
-	Quotes []QuoteInfo `json:"quotes"`
+	// NextCursor Present when more may follow; send it as `cursor` for the next page.
+	NextCursor *string     `json:"nextCursor,omitempty"`
+	Quotes     []QuoteInfo `json:"quotes"`
 }
 
 // QuoteInfoListEnvelope defines model for QuoteInfoListEnvelope.
@@ -3406,7 +3423,9 @@ type ServiceInfoState string
 
 // ServiceList defines model for ServiceList.
 type ServiceList struct {
-	Services []ServiceInfo `json:"services"`
+	// NextCursor Present when more may follow; send it as `cursor` for the next page.
+	NextCursor *string       `json:"nextCursor,omitempty"`
+	Services   []ServiceInfo `json:"services"`
 }
 
 // ServiceListEnvelope defines model for ServiceListEnvelope.
@@ -3571,12 +3590,16 @@ type TaskHandle struct {
 	ApprovalUrl *string `json:"approvalUrl,omitempty"`
 
 	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
-	BudgetRemainingUsd *Usd    `json:"budgetRemainingUsd,omitempty"`
-	DomainUrl          *string `json:"domainUrl,omitempty"`
+	BudgetRemainingUsd *Usd       `json:"budgetRemainingUsd,omitempty"`
+	CreatedAt          *time.Time `json:"createdAt,omitempty"`
+	DomainUrl          *string    `json:"domainUrl,omitempty"`
 	HttpsReady         *struct {
 		Domain  *bool `json:"domain,omitempty"`
 		Preview *bool `json:"preview,omitempty"`
 	} `json:"httpsReady,omitempty"`
+
+	// Id The same as taskId.
+	Id               *string                 `json:"id,omitempty"`
 	Kind             TaskHandleKind          `json:"kind"`
 	PollAfterSeconds *int                    `json:"pollAfterSeconds,omitempty"`
 	PollUrl          string                  `json:"pollUrl"`
@@ -3584,9 +3607,12 @@ type TaskHandle struct {
 	Receipt          *Receipt                `json:"receipt,omitempty"`
 	Result           *map[string]interface{} `json:"result,omitempty"`
 	ServiceId        *string                 `json:"serviceId,omitempty"`
-	State            TaskHandleState         `json:"state"`
-	Steps            []TaskStep              `json:"steps"`
-	TaskId           string                  `json:"taskId"`
+
+	// ServiceName The name of the service the task acts on, if any.
+	ServiceName *string         `json:"serviceName,omitempty"`
+	State       TaskHandleState `json:"state"`
+	Steps       []TaskStep      `json:"steps"`
+	TaskId      string          `json:"taskId"`
 
 	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
 	Undo *Undo `json:"undo,omitempty"`
@@ -3600,7 +3626,9 @@ type TaskHandleState string
 
 // TaskList defines model for TaskList.
 type TaskList struct {
-	Tasks []TaskHandle `json:"tasks"`
+	// NextCursor Present when more may follow; send it as `cursor` for the next page.
+	NextCursor *string      `json:"nextCursor,omitempty"`
+	Tasks      []TaskHandle `json:"tasks"`
 }
 
 // TaskListEnvelope defines model for TaskListEnvelope.
@@ -3785,6 +3813,9 @@ type WorkflowStepProjection struct {
 // Workload defines model for Workload.
 type Workload string
 
+// Cursor defines model for Cursor.
+type Cursor = string
+
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
 
@@ -3813,6 +3844,9 @@ type CreateBillingSetupLinkParams struct {
 type ListBundlesParams struct {
 	// Limit At most this many, newest first.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where to go on from, the `nextCursor` of the page before; opaque.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // UploadAssetsParams defines parameters for UploadAssets.
@@ -3828,6 +3862,9 @@ type UploadAssetsParams struct {
 type ListDomainsParams struct {
 	// Limit At most this many, newest first.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where to go on from, the `nextCursor` of the page before; opaque.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // SearchDomainsParams defines parameters for SearchDomains.
@@ -3955,6 +3992,9 @@ type ListQuotesParams struct {
 
 	// Limit At most this many, newest first.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where to go on from, the `nextCursor` of the page before; opaque.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListQuotesParamsState defines parameters for ListQuotes.
@@ -4013,6 +4053,9 @@ type ListServicesParams struct {
 
 	// Limit At most this many, newest first.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where to go on from, the `nextCursor` of the page before; opaque.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListServicesParamsState defines parameters for ListServices.
@@ -4073,6 +4116,9 @@ type ListTasksParams struct {
 
 	// Limit At most this many, newest first.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where to go on from, the `nextCursor` of the page before; opaque.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListTasksParamsState defines parameters for ListTasks.

@@ -69,6 +69,7 @@ type (
 	CreateSandboxAttemptJSONRequestBody   = models.CreateSandboxAttemptJSONRequestBody
 	CreateSandboxAttemptParams            = models.CreateSandboxAttemptParams
 	CreateSignupJSONRequestBody           = models.CreateSignupJSONRequestBody
+	Cursor                                = models.Cursor
 	DecideSandboxGateJSONRequestBody      = models.DecideSandboxGateJSONRequestBody
 	DecideSandboxGateParams               = models.DecideSandboxGateParams
 	Digest                                = models.Digest

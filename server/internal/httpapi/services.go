@@ -15,8 +15,12 @@ import (
 )
 
 func (o serviceRoutes) ListServices(ctx context.Context, req api.ListServicesRequestObject) (api.ListServicesResponseObject, error) {
+	after, err := service.ParseCursor(deref(req.Params.Cursor))
+	if err != nil {
+		return nil, err
+	}
 	l, next, err := o.svc.Launches.ListServices(ctx, auth.FromContext(ctx).OrgID, store.Filter{
-		ProjectID: deref(req.Params.ProjectId), State: deref(req.Params.State), Limit: limitOf(req.Params.Limit)})
+		ProjectID: deref(req.Params.ProjectId), State: deref(req.Params.State), Limit: limitOf(req.Params.Limit), After: after})
 	if err != nil {
 		return nil, err
 	}

@@ -444,11 +444,13 @@ func (s *Launches) ListServices(ctx context.Context, orgID string, f store.Filte
 	for _, v := range vs {
 		out.Services = append(out.Services, s.serviceView(v))
 	}
-	next := []models.Action{}
+	var first []models.Action
 	if len(vs) > 0 {
-		next = append(next, actions.Tool("get_service", "agent", map[string]any{"id": vs[0].ID}))
+		last := vs[len(vs)-1]
+		out.NextCursor = nextCursor(f, len(vs), last.CreatedAt, last.ID)
+		first = append(first, actions.Tool("get_service", "agent", map[string]any{"id": vs[0].ID}))
 	}
-	return out, append(next, actions.Stop("done")), nil
+	return out, pageActions("list_services", out.NextCursor, f.Args(), first...), nil
 }
 
 // GetService reads one service.
