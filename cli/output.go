@@ -9,8 +9,8 @@ import (
 	"io"
 	"net/url"
 	"regexp"
-	"strconv"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
