@@ -672,4 +672,11 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "timeout-seconds", Field: "timeoutSeconds", In: "body", Kind: "int", Required: false, Usage: ""},
 		},
 	}, runF))
+	root.AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "whoami", Method: "GET", Path: "/v1/whoami",
+		Use: "whoami", Short: "Say who the caller is.",
+		Long:      "Say who the caller is.\n\nThe key (or OAuth grant) the request carries, its organisation, its projects (and the one commands use when it is the only one), its scopes, the organisation's caps, and the server that answered. Any valid key may ask; no scope is needed.",
+		Example:   "  pier whoami\n  pier whoami --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+	}, runF))
 }

@@ -153,7 +153,14 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 			}
 			writeRaw(f.IO.Out, body)
 		}
-		fmt.Fprintf(&b, "%s %s: %s\n", st.err.Render("error:"), apiErr.BlockedBy, apiErr.Message)
+		msg := apiErr.Message
+		if apiErr.BlockedBy == "auth:missing_credentials" && f.APIKey() == "" {
+			// The server speaks to HTTP callers; a CLI user sets a variable.
+			msg = "this command needs an API key, and none is set: export PIER_API_KEY=agk_… or pass --api-key agk_…\n" +
+				"  Get a key: on the server's machine, pier admin create-key (it prints one); or sign up with pier signup create, and a human's review returns one.\n" +
+				"  Check it with: pier whoami"
+		}
+		fmt.Fprintf(&b, "%s %s: %s\n", st.err.Render("error:"), apiErr.BlockedBy, msg)
 		for _, d := range apiErr.Details {
 			fmt.Fprintf(&b, "  %s: %s\n", st.key.Render(d.Field), d.Problem)
 		}

@@ -1558,6 +1558,24 @@ func (e UrlActionPurpose) Valid() bool {
 	}
 }
 
+// Defines values for WhoamiKeyKind.
+const (
+	ApiKey     WhoamiKeyKind = "api_key"
+	OauthGrant WhoamiKeyKind = "oauth_grant"
+)
+
+// Valid indicates whether the value is a known member of the WhoamiKeyKind enum.
+func (e WhoamiKeyKind) Valid() bool {
+	switch e {
+	case ApiKey:
+		return true
+	case OauthGrant:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WorkflowStepTool.
 const (
 	CreateQuote          WorkflowStepTool = "create_quote"
@@ -3759,6 +3777,63 @@ type WaitForMessageRequest struct {
 	Since          *time.Time `json:"since,omitempty"`
 	Subject        *string    `json:"subject,omitempty"`
 	TimeoutSeconds *int       `json:"timeoutSeconds,omitempty"`
+}
+
+// Whoami defines model for Whoami.
+type Whoami struct {
+	// Caps The organisation's quotas.
+	Caps struct {
+		// Bundles Bundles at most.
+		Bundles int `json:"bundles"`
+
+		// Services Live services at most.
+		Services int `json:"services"`
+
+		// StorageBytes Bytes its bundles may hold.
+		StorageBytes int64 `json:"storageBytes"`
+	} `json:"caps"`
+	Key struct {
+		// Id The key id (never its secret), or the OAuth grant id.
+		Id   string        `json:"id"`
+		Kind WhoamiKeyKind `json:"kind"`
+		Name string        `json:"name"`
+	} `json:"key"`
+	Organization struct {
+		Id   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"organization"`
+
+	// Project The project commands use without --project: present when the organisation has exactly one.
+	Project  *string         `json:"project,omitempty"`
+	Projects []WhoamiProject `json:"projects"`
+	Scopes   []string        `json:"scopes"`
+	Server   struct {
+		BaseUrl string `json:"baseUrl"`
+		Version string `json:"version"`
+	} `json:"server"`
+}
+
+// WhoamiKeyKind defines model for Whoami.Key.Kind.
+type WhoamiKeyKind string
+
+// WhoamiEnvelope defines model for WhoamiEnvelope.
+type WhoamiEnvelope struct {
+	Actions Actions `json:"actions"`
+	Data    Whoami  `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+}
+
+// WhoamiProject defines model for WhoamiProject.
+type WhoamiProject struct {
+	// BudgetLimitUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	BudgetLimitUsd Usd    `json:"budgetLimitUsd"`
+	Id             string `json:"id"`
+	Name           string `json:"name"`
+
+	// RemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	RemainingUsd Usd `json:"remainingUsd"`
 }
 
 // WorkflowEnvelope defines model for WorkflowEnvelope.

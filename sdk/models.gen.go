@@ -316,6 +316,10 @@ type (
 	Usd                                   = models.Usd
 	WaitForMessageJSONRequestBody         = models.WaitForMessageJSONRequestBody
 	WaitForMessageRequest                 = models.WaitForMessageRequest
+	Whoami                                = models.Whoami
+	WhoamiEnvelope                        = models.WhoamiEnvelope
+	WhoamiKeyKind                         = models.WhoamiKeyKind
+	WhoamiProject                         = models.WhoamiProject
 	WorkflowEnvelope                      = models.WorkflowEnvelope
 	WorkflowRequest                       = models.WorkflowRequest
 	WorkflowStep                          = models.WorkflowStep
@@ -329,6 +333,7 @@ const (
 	ALLOW                                        = models.ALLOW
 	Addon                                        = models.Addon
 	Agent                                        = models.Agent
+	ApiKey                                       = models.ApiKey
 	Applied                                      = models.Applied
 	ApprovalDenied                               = models.ApprovalDenied
 	ApprovalPending                              = models.ApprovalPending
@@ -455,6 +460,7 @@ const (
 	N1                                           = models.N1
 	NotFoundResource                             = models.NotFoundResource
 	NotFoundRoute                                = models.NotFoundRoute
+	OauthGrant                                   = models.OauthGrant
 	P256                                         = models.P256
 	PlanAddonUnavailable                         = models.PlanAddonUnavailable
 	PlanDomainUnavailable                        = models.PlanDomainUnavailable

@@ -49,7 +49,7 @@ another.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, err := store.Open(ctx, dataDir, databaseURL)
+			st, err := openAdminStore(ctx, dataDir, databaseURL)
 			if err != nil {
 				return err
 			}
@@ -60,7 +60,7 @@ another.`,
 			svc := service.New(service.Config{Store: st, BaseURL: func() string { return baseURL }})
 			link, expires, err := svc.Accounts.LocalOperatorSignIn(ctx, org, next)
 			if errors.Is(err, service.ErrNoOrganization) {
-				return fmt.Errorf("no organisation yet: start one with a signup (curl -X POST %s/v1/signup) or pier admin create-key", baseURL)
+				return fmt.Errorf("no organisation yet in the data directory %s: start one with a signup (curl -X POST %s/v1/signup) or pier admin create-key", dataDirOf(dataDir, databaseURL), baseURL)
 			}
 			if err != nil {
 				return err

@@ -110,6 +110,7 @@ func TestEveryHintRuns(t *testing.T) {
 		{"domains", "search", "acme"},
 		{"domains", "search", "acme", "--include-exotic"},
 		{"estimate", "--workload", "static_site"},
+		{"whoami"},
 		{"projects", "list"},
 		{"projects", "get", project},
 		{"quotes", "create", "--project", project, "--items", `[{"kind":"domain","domain":"hintsquote.dev","years":1}]`},

@@ -201,6 +201,9 @@ type ServerInterface interface {
 	// GetTask Read a task; poll until it is done or input_required.
 	// (GET /v1/tasks/{id})
 	GetTask(w http.ResponseWriter, r *http.Request, id ResourceId)
+	// Whoami Say who the caller is.
+	// (GET /v1/whoami)
+	Whoami(w http.ResponseWriter, r *http.Request)
 	// PrepareWorkflow Validate, canonicalize, sign and persist an operation graph.
 	// (POST /v1/workflows)
 	PrepareWorkflow(w http.ResponseWriter, r *http.Request, params PrepareWorkflowParams)
@@ -2382,6 +2385,20 @@ func (siw *ServerInterfaceWrapper) GetTask(w http.ResponseWriter, r *http.Reques
 	handler.ServeHTTP(w, r)
 }
 
+// Whoami operation middleware
+func (siw *ServerInterfaceWrapper) Whoami(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.Whoami(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // PrepareWorkflow operation middleware
 func (siw *ServerInterfaceWrapper) PrepareWorkflow(w http.ResponseWriter, r *http.Request) {
 
@@ -2670,6 +2687,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/services/{id}/teardown", wrapper.TeardownService)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/tasks/{id}", wrapper.GetTask)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/projects/{id}/export", wrapper.ExportProject)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/whoami", wrapper.Whoami)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/projects", wrapper.ListProjects)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/projects/{id}", wrapper.GetProject)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/projects/{id}/budget-raises", wrapper.RequestBudgetRaise)
@@ -7219,6 +7237,81 @@ func (response GetTaskdefaultJSONResponse) VisitGetTaskResponse(w http.ResponseW
 	return err
 }
 
+type WhoamiRequestObject struct {
+}
+
+type WhoamiResponseObject interface {
+	VisitWhoamiResponse(w http.ResponseWriter) error
+}
+
+type Whoami200JSONResponse WhoamiEnvelope
+
+func (response Whoami200JSONResponse) VisitWhoamiResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Whoami406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response Whoami406JSONResponse) VisitWhoamiResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Whoami429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response Whoami429JSONResponse) VisitWhoamiResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WhoamidefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response WhoamidefaultJSONResponse) VisitWhoamiResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PrepareWorkflowRequestObject struct {
 	Params PrepareWorkflowParams
 	Body   *PrepareWorkflowJSONRequestBody
@@ -7698,6 +7791,9 @@ type StrictServerInterface interface {
 	// GetTask Read a task; poll until it is done or input_required.
 	// (GET /v1/tasks/{id})
 	GetTask(ctx context.Context, request GetTaskRequestObject) (GetTaskResponseObject, error)
+	// Whoami Say who the caller is.
+	// (GET /v1/whoami)
+	Whoami(ctx context.Context, request WhoamiRequestObject) (WhoamiResponseObject, error)
 	// PrepareWorkflow Validate, canonicalize, sign and persist an operation graph.
 	// (POST /v1/workflows)
 	PrepareWorkflow(ctx context.Context, request PrepareWorkflowRequestObject) (PrepareWorkflowResponseObject, error)
@@ -9465,6 +9561,30 @@ func (sh *strictHandler) GetTask(w http.ResponseWriter, r *http.Request, id Reso
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetTaskResponseObject); ok {
 		if err := validResponse.VisitGetTaskResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// Whoami operation middleware
+func (sh *strictHandler) Whoami(w http.ResponseWriter, r *http.Request) {
+	var request WhoamiRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.Whoami(ctx, request.(WhoamiRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "Whoami")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(WhoamiResponseObject); ok {
+		if err := validResponse.VisitWhoamiResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

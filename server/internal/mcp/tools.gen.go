@@ -634,4 +634,14 @@ var Tools = []Tool{
 		Arguments:    []Binding{{Name: "id", In: "path"}, {Name: "from", In: "body"}, {Name: "since", In: "body"}, {Name: "subject", In: "body"}, {Name: "timeoutSeconds", In: "body"}},
 		InputSchema:  "{\"$defs\":{\"ResourceId\":{\"description\":\"An object id, such as `prj_…`, `tsk_…` or `svc_…`.\",\"maxLength\":64,\"minLength\":1,\"pattern\":\"^[A-Za-z0-9_-]+$\",\"type\":\"string\"}},\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"from\":{\"maxLength\":254,\"type\":\"string\"},\"id\":{\"$ref\":\"#/$defs/ResourceId\"},\"since\":{\"format\":\"date-time\",\"type\":\"string\"},\"subject\":{\"maxLength\":200,\"type\":\"string\"},\"timeoutSeconds\":{\"default\":30,\"maximum\":60,\"minimum\":1,\"type\":\"integer\"}},\"required\":[\"id\"],\"type\":\"object\"}",
 	},
+	{
+		Name:        "whoami",
+		Title:       "Say who the caller is.",
+		Description: "Say who the caller is.\n\nThe key (or OAuth grant) the request carries, its organisation, its projects (and the one commands use when it is the only one), its scopes, the organisation's caps, and the server that answered. Any valid key may ask; no scope is needed.",
+		Method:      "GET", Path: "/v1/whoami", Authority: "agent", Anonymous: false,
+		ReadOnly: true, Destructive: false, Idempotent: true, DeclaresIdempotencyKey: false,
+		SuccessMedia: "application/json",
+		Arguments:    []Binding{},
+		InputSchema:  "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{},\"type\":\"object\"}",
+	},
 }
