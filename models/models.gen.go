@@ -3040,6 +3040,26 @@ type RdapDomain struct {
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
+// RdapError RFC 9083's error object (errorCode, title, description) with the members of Pier's error envelope beside it.
+type RdapError struct {
+	Actions Actions `json:"actions"`
+
+	// BlockedBy The namespaced cause of a failure. `x-blocked-by` maps each value to its HTTP status and whether retrying can succeed; the server and the SDK share that table.
+	BlockedBy BlockedBy `json:"blockedBy"`
+
+	// Code The namespaced cause of a failure. `x-blocked-by` maps each value to its HTTP status and whether retrying can succeed; the server and the SDK share that table.
+	Code        *BlockedBy `json:"code,omitempty"`
+	Description []string   `json:"description"`
+	ErrorCode   int        `json:"errorCode"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion   FormatVersion `json:"formatVersion"`
+	Message         string        `json:"message"`
+	RdapConformance []string      `json:"rdapConformance"`
+	Retryable       bool          `json:"retryable"`
+	Title           string        `json:"title"`
+}
+
 // Receipt defines model for Receipt.
 type Receipt struct {
 	// Action The operationId that was carried out.

@@ -204,6 +204,7 @@ type (
 	QuoteRequest                          = models.QuoteRequest
 	QuoteState                            = models.QuoteState
 	RdapDomain                            = models.RdapDomain
+	RdapError                             = models.RdapError
 	Receipt                               = models.Receipt
 	RegisterSandboxMandateJSONRequestBody = models.RegisterSandboxMandateJSONRequestBody
 	RegisterSandboxMandateParams          = models.RegisterSandboxMandateParams

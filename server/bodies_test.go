@@ -243,3 +243,21 @@ func TestMCPNeedsBothAcceptTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestRDAPNotFoundIsAnRDAPError: RFC 7480 and RFC 9083 want an unknown
+// domain answered with an RDAP error object as application/rdap+json; it
+// also carries Pier's envelope members, so Pier's clients read it too.
+func TestRDAPNotFoundIsAnRDAPError(t *testing.T) {
+	ts := start(t, server.Config{})
+	for _, accept := range []string{"application/rdap+json", "*/*"} {
+		r := ts.Client.Do("GET", "/rdap/domain/never-sold-here.dev", nil, http.Header{"Accept": {accept}})
+		if r.StatusCode != 404 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/rdap+json") {
+			t.Fatalf("Accept %s: %d %q %s", accept, r.StatusCode, r.Header.Get("Content-Type"), r.Body)
+		}
+		j := r.JSON()
+		desc, _ := j["description"].([]any)
+		if j["errorCode"] != float64(404) || j["title"] == "" || len(desc) == 0 || j["blockedBy"] != "not_found:resource" {
+			t.Errorf("not an RDAP error object with the envelope's members: %s", r.Body)
+		}
+	}
+}

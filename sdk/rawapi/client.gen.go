@@ -6767,6 +6767,8 @@ type GetRdapDomainResponse struct {
 	HTTPResponse *http.Response
 	// ApplicationrdapJSON200 the response for an HTTP 200 `application/rdap+json` response
 	ApplicationrdapJSON200 *RdapDomain
+	// ApplicationrdapJSON404 the response for an HTTP 404 `application/rdap+json` response
+	ApplicationrdapJSON404 *RdapError
 	// JSON406 the response for an HTTP 406 `application/json` response
 	JSON406 *NotAcceptable
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -6776,6 +6778,11 @@ type GetRdapDomainResponse struct {
 // GetApplicationrdapJSON200 returns the response for an HTTP 200 `application/rdap+json` response
 func (r GetRdapDomainResponse) GetApplicationrdapJSON200() *RdapDomain {
 	return r.ApplicationrdapJSON200
+}
+
+// GetApplicationrdapJSON404 returns the response for an HTTP 404 `application/rdap+json` response
+func (r GetRdapDomainResponse) GetApplicationrdapJSON404() *RdapError {
+	return r.ApplicationrdapJSON404
 }
 
 // GetJSON406 returns the response for an HTTP 406 `application/json` response
@@ -12578,6 +12585,13 @@ func ParseGetRdapDomainResponse(rsp *http.Response) (*GetRdapDomainResponse, err
 			return nil, err
 		}
 		response.ApplicationrdapJSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest RdapError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationrdapJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable

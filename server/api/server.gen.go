@@ -2951,6 +2951,20 @@ func (response GetRdapDomain200ApplicationRdapPlusJSONResponse) VisitGetRdapDoma
 	return err
 }
 
+type GetRdapDomain404ApplicationRdapPlusJSONResponse RdapError
+
+func (response GetRdapDomain404ApplicationRdapPlusJSONResponse) VisitGetRdapDomainResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/rdap+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetRdapDomain406JSONResponse struct{ NotAcceptableJSONResponse }
 
 func (response GetRdapDomain406JSONResponse) VisitGetRdapDomainResponse(w http.ResponseWriter) error {
