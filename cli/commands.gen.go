@@ -83,11 +83,11 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 	groups["quotes"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "create_quote", Method: "POST", Path: "/v1/quotes",
 		Use: "create", Short: "Quote a purchase; an ALLOW quote holds project budget for 15 minutes.",
-		Example:   "  pier quotes create --items ITEMS --project-id PROJECT-ID\n  pier quotes create --items ITEMS --project-id PROJECT-ID --json",
+		Example:   "  pier quotes create --items ITEMS --project PROJECT-ID\n  pier quotes create --items ITEMS --project PROJECT-ID --json",
 		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
 		Flags: []FlagSpec{
 			{Flag: "items", Field: "items", In: "body", Kind: "json", Required: true, Usage: ""},
-			{Flag: "project-id", Field: "projectId", In: "body", Kind: "string", Required: true, Usage: "An object id, such as `prj_…`, `tsk_…` or `svc_…`."},
+			{Flag: "project", Field: "projectId", In: "body", Kind: "string", Required: true, Usage: "An object id, such as `prj_…`, `tsk_…` or `svc_…`."},
 		},
 	}, runF))
 	groups["sandbox attempts"].AddCommand(NewCmdOperation(f, &OperationSpec{
@@ -168,11 +168,11 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		ID: "find_missing_blobs", Method: "POST", Path: "/v1/bundles/missing",
 		Use: "missing", Short: "Say which files of a manifest your organisation has not uploaded yet; stores nothing.",
 		Long:      "Say which files of a manifest your organisation has not uploaded yet; stores nothing.\n\nThe first step of a digest upload. The manifest lists every file of the\nbundle to come, as (path, size, SHA-256), and is checked whole before any\ncontent is sent: safe paths, sizes, at most 20,000 files, and the\norganisation's bundle and storage quotas. `missing` lists, once each and\nin manifest order, the hashes whose content your organisation has not\nuploaded (content another organisation uploaded does not count). Send\neach with upload_blob, then create the bundle with upload_assets and the\nsame manifest. After an interrupted upload, asking again lists only what\nis still missing.",
-		Example:   "  pier bundles missing --manifest MANIFEST --project-id PROJECT-ID\n  pier bundles missing --manifest MANIFEST --project-id PROJECT-ID --json",
+		Example:   "  pier bundles missing --manifest MANIFEST --project PROJECT-ID\n  pier bundles missing --manifest MANIFEST --project PROJECT-ID --json",
 		Anonymous: false, Idempotent: false, HasBody: true, BodyRequired: true,
 		Flags: []FlagSpec{
 			{Flag: "manifest", Field: "manifest", In: "body", Kind: "json", Required: true, Usage: ""},
-			{Flag: "project-id", Field: "projectId", In: "body", Kind: "string", Required: true, Usage: "An object id, such as `prj_…`, `tsk_…` or `svc_…`."},
+			{Flag: "project", Field: "projectId", In: "body", Kind: "string", Required: true, Usage: "An object id, such as `prj_…`, `tsk_…` or `svc_…`."},
 		},
 	}, runF))
 	groups["bundles"].AddCommand(NewCmdOperation(f, &OperationSpec{
@@ -332,12 +332,12 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "addons", Field: "addons", In: "body", Kind: "strings", Required: false, Usage: "managed_postgres: a database and role of its own, with DATABASE_URL in the environment."},
 			{Flag: "bundle-id", Field: "bundleId", In: "body", Kind: "string", Required: false, Usage: ""},
 			{Flag: "domain", Field: "domain", In: "body", Kind: "string", Required: false, Usage: ""},
-			{Flag: "env", Field: "env", In: "body", Kind: "json", Required: false, Usage: "Variables the process gets, besides PORT."},
+			{Flag: "env", Field: "env", In: "body", Kind: "vars", Required: false, Usage: "Variables the process gets, besides PORT."},
 			{Flag: "health-check", Field: "healthCheck", In: "body", Kind: "json", Required: false, Usage: "When a new version counts as healthy."},
 			{Flag: "name", Field: "name", In: "body", Kind: "string", Required: true, Usage: ""},
 			{Flag: "quote-id", Field: "quoteId", In: "body", Kind: "string", Required: false, Usage: ""},
 			{Flag: "run", Field: "run", In: "body", Kind: "string", Required: false, Usage: "For process and worker targets, the command to run (with sh -c) in the bundle's directory."},
-			{Flag: "secrets", Field: "secrets", In: "body", Kind: "json", Required: false, Usage: "Variables whose values are write-only; reads name them but never show them."},
+			{Flag: "secrets", Field: "secrets", In: "body", Kind: "vars", Required: false, Usage: "Variables whose values are write-only; reads name them but never show them."},
 			{Flag: "target", Field: "target", In: "body", Kind: "string", Required: true, Usage: "A target from the catalog.", Enum: []string{"edge", "process", "worker", "managed_postgres", "mail"}},
 			{Flag: "years", Field: "years", In: "body", Kind: "int", Required: false, Usage: "Registration years for the domain; default 1."},
 		},
@@ -350,8 +350,9 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
 		Flags: []FlagSpec{
 			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+			{Flag: "cursor", Field: "cursor", In: "query", Kind: "string", Required: false, Usage: "Where to go on from, the `nextCursor` of the page before; opaque."},
 		},
-		Table: &TableSpec{Path: "bundles", Columns: []string{"bundleId", "fileCount", "totalBytes", "createdAt"}},
+		Table: &TableSpec{Path: "bundles", Columns: []string{"id", "fileCount", "totalBytes", "createdAt"}},
 	}, runF))
 	groups["domains"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "list_domains", Method: "GET", Path: "/v1/domains",
@@ -361,6 +362,7 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
 		Flags: []FlagSpec{
 			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+			{Flag: "cursor", Field: "cursor", In: "query", Kind: "string", Required: false, Usage: "Where to go on from, the `nextCursor` of the page before; opaque."},
 		},
 		Table: &TableSpec{Path: "domains", Columns: []string{"domain", "registeredAt", "years", "serviceId"}},
 	}, runF))
@@ -419,11 +421,12 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Example:   "  pier quotes list\n  pier quotes list --json",
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
 		Flags: []FlagSpec{
-			{Flag: "project-id", Field: "projectId", In: "query", Kind: "string", Required: false, Usage: "Only this project's."},
+			{Flag: "project", Field: "projectId", In: "query", Kind: "string", Required: false, Usage: "Only this project's."},
 			{Flag: "state", Field: "state", In: "query", Kind: "string", Required: false, Usage: "Only those in this state.", Enum: []string{"held", "consumed", "released", "expired", "not_held"}},
 			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+			{Flag: "cursor", Field: "cursor", In: "query", Kind: "string", Required: false, Usage: "Where to go on from, the `nextCursor` of the page before; opaque."},
 		},
-		Table: &TableSpec{Path: "quotes", Columns: []string{"quoteId", "decision", "state", "amountUsd", "holdExpiresAt"}},
+		Table: &TableSpec{Path: "quotes", Columns: []string{"id", "decision", "state", "amountUsd", "holdExpiresAt"}},
 	}, runF))
 	groups["services env"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "list_service_env", Method: "GET", Path: "/v1/services/{id}/env",
@@ -440,9 +443,10 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Example:   "  pier services list\n  pier services list --json",
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
 		Flags: []FlagSpec{
-			{Flag: "project-id", Field: "projectId", In: "query", Kind: "string", Required: false, Usage: "Only this project's."},
+			{Flag: "project", Field: "projectId", In: "query", Kind: "string", Required: false, Usage: "Only this project's."},
 			{Flag: "state", Field: "state", In: "query", Kind: "string", Required: false, Usage: "Only those in this state.", Enum: []string{"launching", "live", "crashed", "failed", "tearing_down", "torn_down"}},
 			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+			{Flag: "cursor", Field: "cursor", In: "query", Kind: "string", Required: false, Usage: "Where to go on from, the `nextCursor` of the page before; opaque."},
 		},
 		Table: &TableSpec{Path: "services", Columns: []string{"id", "name", "state", "target", "previewUrl", "domain"}},
 	}, runF))
@@ -455,8 +459,9 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Flags: []FlagSpec{
 			{Flag: "state", Field: "state", In: "query", Kind: "string", Required: false, Usage: "Only those in this state.", Enum: []string{"queued", "running", "input_required", "succeeded", "failed", "canceled"}},
 			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, newest first."},
+			{Flag: "cursor", Field: "cursor", In: "query", Kind: "string", Required: false, Usage: "Where to go on from, the `nextCursor` of the page before; opaque."},
 		},
-		Table: &TableSpec{Path: "tasks", Columns: []string{"taskId", "kind", "state", "serviceId", "previewUrl"}},
+		Table: &TableSpec{Path: "tasks", Columns: []string{"id", "kind", "state", "serviceName", "createdAt", "previewUrl"}},
 	}, runF))
 	groups["billing"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "poll_billing", Method: "POST", Path: "/v1/billing/poll",
@@ -483,10 +488,10 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		ID: "prepare_workflow", Method: "POST", Path: "/v1/workflows",
 		Use: "prepare", Short: "Validate, canonicalize, sign and persist an operation graph.",
 		Long:      "Validate, canonicalize, sign and persist an operation graph.\n\nValidates a finite graph of steps (each an operation of this contract with its arguments, as an MCP tool call takes them; `${steps.ID.FIELD}` takes an earlier step's output), canonicalizes it with RFC 8785, signs it with ES256 under a key published at `/.well-known/workflow-jwks.json`, and persists it. Reserves no budget, creates no task and calls no provider. Returns the plan's id, digest, the signed plan, and a safe projection for a human: each step, its price now, the total, which steps are irreversible or need a human, and the resource versions the plan read.",
-		Example:   "  pier workflows prepare --project-id PROJECT-ID --steps STEPS\n  pier workflows prepare --project-id PROJECT-ID --steps STEPS --json",
+		Example:   "  pier workflows prepare --project PROJECT-ID --steps STEPS\n  pier workflows prepare --project PROJECT-ID --steps STEPS --json",
 		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
 		Flags: []FlagSpec{
-			{Flag: "project-id", Field: "projectId", In: "body", Kind: "string", Required: true, Usage: "An object id, such as `prj_…`, `tsk_…` or `svc_…`."},
+			{Flag: "project", Field: "projectId", In: "body", Kind: "string", Required: true, Usage: "An object id, such as `prj_…`, `tsk_…` or `svc_…`."},
 			{Flag: "steps", Field: "steps", In: "body", Kind: "json", Required: true, Usage: ""},
 		},
 	}, runF))
@@ -594,8 +599,8 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
 		Args: []ArgSpec{{Name: "id", In: "path"}},
 		Flags: []FlagSpec{
-			{Flag: "secrets", Field: "secrets", In: "body", Kind: "json", Required: false, Usage: ""},
-			{Flag: "set", Field: "set", In: "body", Kind: "json", Required: false, Usage: ""},
+			{Flag: "secrets", Field: "secrets", In: "body", Kind: "vars", Required: false, Usage: ""},
+			{Flag: "set", Field: "set", In: "body", Kind: "vars", Required: false, Usage: ""},
 			{Flag: "unset", Field: "unset", In: "body", Kind: "strings", Required: false, Usage: ""},
 		},
 	}, runF))
@@ -621,14 +626,14 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		ID: "upload_assets", Method: "POST", Path: "/v1/bundles",
 		Use: "create", Short: "Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.",
 		Long:      "Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.\n\nThree forms. With `manifest` (up to 20,000 files), the bundle is made of\ncontent already uploaded: every file's SHA-256 must be present for your\norganisation (find_missing_blobs says which are not; upload_blob and\nupload_blobs send them), otherwise the answer is 409\n`conflict:blobs_missing` listing the missing hashes. With `files` (up\nto 5,000), the content travels inline as base64 in this one body. With\n`baseBundleId`, the bundle is one of your organisation's bundles with\n`changes` (files added, or replacing the file at the same path) and\n`removed` (paths dropped): only the changed files' content must be\npresent for your organisation, and the whole of the result is held to\nthe manifest's limits (20,000 files) before any content is looked up.\nA base that is not your organisation's bundle is `not_found:resource`.\nSend one form. The same files give the same bundle, whichever form\ncarried them.",
-		Example:   "  pier bundles create --project-id PROJECT-ID\n  pier bundles create --project-id PROJECT-ID --json",
+		Example:   "  pier bundles create --project PROJECT-ID\n  pier bundles create --project PROJECT-ID --json",
 		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
 		Flags: []FlagSpec{
 			{Flag: "base-bundle-id", Field: "baseBundleId", In: "body", Kind: "string", Required: false, Usage: "A bundle of your organisation to start from: the new bundle is its files, with `changes` and without `removed`."},
 			{Flag: "changes", Field: "changes", In: "body", Kind: "json", Required: false, Usage: "With baseBundleId, the files added or changed, by SHA-256 as in `manifest`; a path the base holds is replaced."},
 			{Flag: "files", Field: "files", In: "body", Kind: "json", Required: false, Usage: "Every file with its content inline, in base64."},
 			{Flag: "manifest", Field: "manifest", In: "body", Kind: "json", Required: false, Usage: "Every file by its SHA-256, whose content your organisation uploaded with upload_blob."},
-			{Flag: "project-id", Field: "projectId", In: "body", Kind: "string", Required: true, Usage: "An object id, such as `prj_…`, `tsk_…` or `svc_…`."},
+			{Flag: "project", Field: "projectId", In: "body", Kind: "string", Required: true, Usage: "An object id, such as `prj_…`, `tsk_…` or `svc_…`."},
 			{Flag: "removed", Field: "removed", In: "body", Kind: "strings", Required: false, Usage: "With baseBundleId, the paths of the base's files to leave out; each must be in the base and not in `changes`."},
 		},
 	}, runF))
@@ -666,5 +671,12 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "subject", Field: "subject", In: "body", Kind: "string", Required: false, Usage: ""},
 			{Flag: "timeout-seconds", Field: "timeoutSeconds", In: "body", Kind: "int", Required: false, Usage: ""},
 		},
+	}, runF))
+	root.AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "whoami", Method: "GET", Path: "/v1/whoami",
+		Use: "whoami", Short: "Say who the caller is.",
+		Long:      "Say who the caller is.\n\nThe key (or OAuth grant) the request carries, its organisation, its projects (and the one commands use when it is the only one), its scopes, the organisation's caps, and the server that answered. Any valid key may ask; no scope is needed.",
+		Example:   "  pier whoami\n  pier whoami --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
 	}, runF))
 }

@@ -111,7 +111,7 @@ Exit 0 when every required suite passes, 1 when one fails.`,
 	fl.StringVar(&opts.Previous, "previous", "", "the previous report `file`, to chain to")
 	fl.StringVar(&opts.Out, "out", "", "write the report to `file` and its signature to file.jws")
 	fl.StringVar(&opts.Key, "key", "", "signing key `file` (a P-256 private JWK; default conformance.jwk in the config directory)")
-	fl.StringVar(&opts.Project, "project-id", "", "project the governed suite quotes and launches in (default: the key's first)")
+	fl.StringVar(&opts.Project, "project", f.getenv("PIER_PROJECT"), "project the governed suite quotes and launches in (env PIER_PROJECT; default: the key's first)")
 	return cmd
 }
 

@@ -63,6 +63,9 @@ to stderr on a terminal; --json prints the bundle's envelope.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dir = args[0]
+			if opts.Project == "" {
+				return usageErrorf(cmd.CommandPath(), "required flag --project not set (or PIER_PROJECT)")
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -70,7 +73,6 @@ to stderr on a terminal; --json prints the bundle's envelope.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Project, "project", f.getenv("PIER_PROJECT"), "project id (env PIER_PROJECT)")
-	cmd.MarkFlagRequired("project")
 	return cmd
 }
 
@@ -105,6 +107,9 @@ type LaunchOptions struct {
 	Dir, Project, Name, Domain string
 	Years                      int
 	Wait                       bool
+	// JSONStream prints every envelope in turn (bundle, quote, launch,
+	// finished task); --json alone prints only the last.
+	JSONStream bool
 	// Target is edge (a static site), process (an HTTP service) or
 	// worker (a process with no HTTP).
 	Target string
@@ -183,9 +188,11 @@ healthy, and pier rollback serves the version before again.
 
 Progress goes to stderr: each step and, once a process starts, its first
 log lines. Stdout gets the preview URL (and the domain's URL) first, then
-the service, its version and the task; with --json, each envelope in turn,
-the last being the finished task (serviceId, taskId, previewUrl,
-domainUrl). It waits by default; --no-wait returns once the launch is
+the service, its version and the task; with --json, one envelope: the
+finished task (serviceId, taskId, previewUrl, domainUrl), or the launch's
+answer with --no-wait, so jq .data.previewUrl prints the URL once.
+--json-stream prints each envelope in turn instead, one a line: the
+bundle, the quote, the launch and the finished task. It waits by default; --no-wait returns once the launch is
 accepted. A version that never becomes healthy ends the task failed: its
 message, with the last log lines, goes to stderr and the command exits 10
 (pier help exit-codes). When a human must approve (buying a domain without
@@ -207,6 +214,9 @@ tasks get TASK_ID later.`,
 				opts.Name = defaultName(opts.Dir)
 			}
 			opts.Wait = !f.Config.NoWait
+			if opts.JSONStream {
+				f.Config.JSON = true
+			}
 			if err := opts.resolve(cmd, f, env, secrets, healthTimeout, healthGrace); err != nil {
 				return err
 			}
@@ -228,6 +238,7 @@ tasks get TASK_ID later.`,
 	fl.StringVar(&opts.Name, "name", "", "service name (default: the directory's name)")
 	fl.StringVar(&opts.Domain, "domain", "", "also register this domain and serve the launch on it")
 	fl.IntVar(&opts.Years, "years", 1, "registration years for --domain")
+	fl.BoolVar(&opts.JSONStream, "json-stream", false, "print every envelope in turn (bundle, quote, launch, task), one a line; --json prints only the last")
 	fl.StringVar(&opts.Target, "target", "edge", "what runs it: edge (a static site), process (an HTTP service) or worker (no HTTP)")
 	fl.StringVar(&opts.Run, "run", "", "process or worker: the `command` to run (default: the bundle's Procfile line)")
 	fl.StringArrayVar(&env, "env", nil, "process or worker: a variable, NAME=VALUE or NAME to pass yours (repeatable)")
@@ -381,7 +392,32 @@ func onlyProject(ctx context.Context, f *Factory) (string, error) {
 	}
 }
 
+// runLaunch launches. With --json it prints one envelope, the last it
+// received, so a script reads one document; --json-stream prints each as
+// it comes. An API error's own envelope is the one printed then.
 func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
+	var last any
+	emit := func(v any) error {
+		if !f.Config.JSON {
+			return nil
+		}
+		if o.JSONStream {
+			return printJSON(f.IO.Out, v)
+		}
+		last = v
+		return nil
+	}
+	err := launchSteps(ctx, f, o, emit)
+	var apiErr *sdk.Error
+	if f.Config.JSON && !o.JSONStream && last != nil && !errors.As(err, &apiErr) {
+		if perr := printJSON(f.IO.Out, last); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	return err
+}
+
+func launchSteps(ctx context.Context, f *Factory, o *LaunchOptions, emit func(any) error) error {
 	ctx, cancel := f.context(ctx)
 	defer cancel()
 	c, err := f.Client()
@@ -392,12 +428,6 @@ func runLaunch(ctx context.Context, f *Factory, o *LaunchOptions) error {
 		o.Target = "edge"
 	}
 	progress := newProgress(f)
-	emit := func(v any) error {
-		if f.Config.JSON {
-			return printJSON(f.IO.Out, v)
-		}
-		return nil
-	}
 
 	progress.step("uploading " + o.Dir)
 	bundle, _, err := uploadDir(ctx, f, progress, o.Dir, o.Project)
@@ -813,6 +843,9 @@ type ExportOptions struct {
 	Factory *Factory
 	Project string
 	Out     string
+	// Force writes into a directory that holds files, replacing them, so
+	// the directory holds the package and nothing else.
+	Force bool
 }
 
 // NewCmdExport is `pier export`.
@@ -825,19 +858,31 @@ func NewCmdExport(f *Factory, runF func(*ExportOptions) error) *cobra.Command {
 organisation owns, the audit ledger and a manifest of SHA-256 hashes) into
 a directory, then check every file against the manifest and the ledger's
 hash chain. Any mismatch exits non-zero. --json prints the API's envelope
-once the files are written and verified.`,
+once the files are written and verified.
+
+The directory must be new or empty, so no file of an earlier export is
+left beside the package unverified; --force empties it first.`,
 		Example: `  pier export prj_123 --out ./leave
+  pier export prj_123 --out ./leave --force
   pier ledger verify ./leave/ledger.jsonl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Project = args[0]
+			entries, err := os.ReadDir(opts.Out)
+			switch {
+			case err == nil && len(entries) > 0 && !opts.Force:
+				return usageErrorf(cmd.CommandPath(), "%s is not empty (%d entries); its files would sit beside the package unverified: choose a new --out, or pass --force to empty it first", opts.Out, len(entries))
+			case err != nil && !errors.Is(err, os.ErrNotExist):
+				return usageErrorf(cmd.CommandPath(), "--out %s: %v", opts.Out, err)
+			}
 			if runF != nil {
 				return runF(opts)
 			}
 			return export(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Out, "out", "", "directory to write the package into (created)")
+	cmd.Flags().StringVar(&opts.Out, "out", "", "directory to write the package into: new or empty (created)")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "write into a directory that holds files, emptying it first")
 	cmd.MarkFlagRequired("out")
 	return cmd
 }
@@ -858,6 +903,11 @@ func export(ctx context.Context, o *ExportOptions) error {
 	if err := json.Unmarshal(resp.Body, &pkg); err != nil {
 		return err
 	}
+	if o.Force {
+		if err := emptyDir(out); err != nil {
+			return err
+		}
+	}
 	n, err := writeLeavePackage(out, &pkg.Data)
 	if err != nil {
 		return err
@@ -868,6 +918,23 @@ func export(ctx context.Context, o *ExportOptions) error {
 		return writeRaw(f.IO.Out, resp.Body)
 	}
 	fmt.Fprintf(f.IO.Out, "%d files written to %s and verified (manifest %s)\n", n, out, pkg.Data.ManifestSha256[:12])
+	return nil
+}
+
+// emptyDir removes what dir holds, keeping dir; a missing dir is empty.
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -198,5 +199,72 @@ func TestLaunchWaitingForHuman(t *testing.T) {
 				t.Errorf("stderr and the approval URL:\n%s", errOut)
 			}
 		})
+	}
+}
+
+// launch --json prints one envelope, the finished task's, so jq reads one
+// document; --json-stream prints the bundle, the quote, the launch and the
+// task, one a line.
+func TestLaunchJSONPrintsOneEnvelope(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flag string
+		want int
+	}{{"--json", 1}, {"--json-stream", 4}} {
+		srv := fakeLaunchAPI(t, "ALLOW", "queued", "succeeded")
+		f, ts := newTestFactory(map[string]string{"PIER_BASE_URL": srv.URL, "PIER_API_KEY": "pk_test"})
+		code := runWith(t, f, NewCmdLaunch(f, nil), dir, "--project", "prj_1", "--name", "site", "--domain", "acme.dev", c.flag)
+		out := ts.out.String()
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s%s", c.flag, code, out, ts.err.String())
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != c.want {
+			t.Fatalf("%s: %d envelopes, want %d:\n%s", c.flag, len(lines), c.want, out)
+		}
+		var last struct {
+			Data struct{ PreviewURL, State string }
+		}
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Data.State != "succeeded" || last.Data.PreviewURL == "" {
+			t.Errorf("%s: the last envelope is not the finished task: %v %s", c.flag, err, lines[len(lines)-1])
+		}
+	}
+}
+
+// export refuses a directory that holds files unless --force, which empties
+// it; a new or empty directory needs no flag.
+func TestExportRefusesNonEmptyDir(t *testing.T) {
+	dir := t.TempDir()
+	empty, full := filepath.Join(dir, "empty"), filepath.Join(dir, "full")
+	os.MkdirAll(empty, 0o755)
+	os.MkdirAll(full, 0o755)
+	os.WriteFile(filepath.Join(full, "stale.txt"), []byte("old"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--out", filepath.Join(dir, "new")}, ExitOK},
+		{[]string{"--out", empty}, ExitOK},
+		{[]string{"--out", full}, ExitUsage},
+		{[]string{"--out", full, "--force"}, ExitOK},
+	} {
+		f, ts := newTestFactory(nil)
+		ran := false
+		code := runWith(t, f, NewCmdExport(f, func(*ExportOptions) error { ran = true; return nil }), append([]string{"prj_1"}, c.args...)...)
+		if code != c.want || ran != (c.want == ExitOK) {
+			t.Errorf("export %v: exit %d (ran %v), want %d\n%s", c.args, code, ran, c.want, ts.err.String())
+		}
+		if code == ExitUsage && !strings.Contains(ts.err.String(), "--force") {
+			t.Errorf("the refusal does not name --force:\n%s", ts.err.String())
+		}
+	}
+	if err := emptyDir(full); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(full); len(entries) != 0 {
+		t.Errorf("--force left %d entries", len(entries))
 	}
 }

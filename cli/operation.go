@@ -86,6 +86,9 @@ type OperationOptions struct {
 	Data           string
 	IdempotencyKey string
 	JSON           bool
+	// PollWait (signup poll --wait) repeats the poll until the human has
+	// finished or the signup expired.
+	PollWait bool
 
 	// The request built from the above.
 	Path  string     // path with parameters filled in and escaped
@@ -130,6 +133,16 @@ func NewCmdOperation(f *Factory, spec *OperationSpec, runF func(*OperationOption
 			opts.Args = args
 			opts.root = cmd.Root()
 			opts.JSON = f.Config.JSON
+			// --project (or its alias --project-id) falls back to
+			// PIER_PROJECT, as on the hand-written commands; --data's own
+			// projectId wins over the environment.
+			if _, ok := values["project"]; ok && !cmd.Flags().Changed("project") && opts.Data == "" {
+				if p := strings.TrimSpace(f.getenv("PIER_PROJECT")); p != "" {
+					if err := cmd.Flags().Set("project", p); err != nil {
+						return usageErrorf(cmd.CommandPath(), "PIER_PROJECT: %v", err)
+					}
+				}
+			}
 			opts.Values = map[string]string{}
 			for name, v := range values {
 				if cmd.Flags().Changed(name) {
@@ -158,6 +171,9 @@ func NewCmdOperation(f *Factory, spec *OperationSpec, runF func(*OperationOption
 		case "strings":
 			v = &stringsValue{}
 			fl.Var(v, fs.Flag, usage)
+		case "vars":
+			v = &varsValue{flag: "--" + fs.Flag, getenv: f.getenv}
+			fl.Var(v, fs.Flag, usage)
 		default:
 			v = &textValue{kind: kindOrString(fs.Kind), enum: fs.Enum}
 			fl.Var(v, fs.Flag, usage)
@@ -177,6 +193,11 @@ func NewCmdOperation(f *Factory, spec *OperationSpec, runF func(*OperationOption
 		fl.StringVar(&opts.Data, "data", "", "The whole request body as `json`: inline, @file.json or - for stdin; flags override its top-level fields")
 	}
 	f.registerSpec(cmd, spec)
+	if spec.ID == "poll_signup" {
+		// A local --wait shadows the root's deprecated one: polling a
+		// signup waits only when asked, since a human may take hours.
+		fl.BoolVar(&opts.PollWait, "wait", false, "poll until the human has finished (or the signup expired), within --timeout")
+	}
 	if spec.Idempotent {
 		fl.StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send; a retry with the same key replays the first answer (default: a new key)")
 	}
@@ -211,9 +232,14 @@ func flagUsage(fs FlagSpec) string {
 		}
 	case "strings":
 		u += "; comma-separated"
+	case "vars":
+		u += "; NAME=VALUE, or NAME to pass yours (repeatable), or a JSON object"
 	}
 	if len(fs.Enum) > 0 {
 		u += " (one of: " + strings.Join(fs.Enum, ", ") + ")"
+	}
+	if fs.Flag == "project" {
+		u += " (env PIER_PROJECT)"
 	}
 	if fs.Required {
 		u += " (required)"
@@ -532,6 +558,71 @@ func (v *stringsValue) JSON(*IOStreams) (json.RawMessage, error) {
 	return json.Marshal(v.list)
 }
 
+// varsValue is a map of variables, set as NAME=VALUE once per variable
+// (NAME alone passes the caller's own), the way launch --env takes them;
+// a JSON object (inline or @file) still works for scripts that send one.
+type varsValue struct {
+	flag   string
+	getenv func(string) string
+	vars   map[string]string
+	raw    string // a JSON object given instead
+}
+
+func (v *varsValue) String() string {
+	if v.raw != "" {
+		return v.raw
+	}
+	names := make([]string, 0, len(v.vars))
+	for k := range v.vars {
+		names = append(names, k+"="+v.vars[k])
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
+}
+func (v *varsValue) Type() string { return "NAME=VALUE" }
+func (v *varsValue) Set(s string) error {
+	if t := strings.TrimSpace(s); strings.HasPrefix(t, "{") || strings.HasPrefix(t, "@") || t == "-" {
+		if len(v.vars) > 0 {
+			return errors.New("give NAME=VALUE pairs or one JSON object, not both")
+		}
+		v.raw = s
+		return nil
+	}
+	if v.raw != "" {
+		return errors.New("give NAME=VALUE pairs or one JSON object, not both")
+	}
+	m, err := parseAssignments(v.flag, []string{s}, v.getenv)
+	if err != nil {
+		return err
+	}
+	if v.vars == nil {
+		v.vars = map[string]string{}
+	}
+	for k, val := range m {
+		v.vars[k] = val
+	}
+	return nil
+}
+func (v *varsValue) QueryText() string { return v.String() }
+func (v *varsValue) JSON(streams *IOStreams) (json.RawMessage, error) {
+	if v.raw != "" {
+		b, err := readDataArg(v.raw, streams)
+		if err != nil {
+			return nil, err
+		}
+		b = bytes.TrimSpace(b)
+		var m map[string]string
+		if json.Unmarshal(b, &m) != nil {
+			return nil, errors.New("not a JSON object of strings; or give NAME=VALUE")
+		}
+		return b, nil
+	}
+	if v.vars == nil {
+		return json.RawMessage("{}"), nil
+	}
+	return json.Marshal(v.vars)
+}
+
 // runOperation calls the API and renders the answer.
 func runOperation(ctx context.Context, o *OperationOptions) error {
 	f := o.Factory
@@ -547,6 +638,11 @@ func runOperation(ctx context.Context, o *OperationOptions) error {
 	resp, err := client.Call(ctx, o.Spec.Method, o.Path, o.Query, o.Body, o.Header())
 	if err != nil {
 		return err
+	}
+	if o.PollWait {
+		if resp, err = waitSignup(ctx, f, client, o, resp); err != nil {
+			return err
+		}
 	}
 	// One rule for every command whose answer is a task: wait until it
 	// ends or needs a human, unless --no-wait asks for the handle.
@@ -617,6 +713,42 @@ func waitTask(ctx context.Context, f *Factory, c *sdk.Client, id string) (*sdk.R
 		case <-ctx.Done():
 			return nil, fmt.Errorf("task %s still %s when the wait ended (--timeout); follow it with: pier tasks get %s: %w", id, t.State, id, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// signupPollEvery is how often signup poll --wait asks again.
+const signupPollEvery = 2 * time.Second
+
+// waitSignup repeats a signup poll while the human has not finished
+// (pending_review, pending_card), showing the state on stderr, and returns
+// the first answer past them.
+func waitSignup(ctx context.Context, f *Factory, c *sdk.Client, o *OperationOptions, resp *sdk.Response) (*sdk.Response, error) {
+	p := newProgress(f)
+	defer p.done()
+	for {
+		var env struct {
+			Data struct {
+				State string `json:"state"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(resp.Body, &env); err != nil {
+			return nil, err
+		}
+		if env.Data.State != "pending_review" && env.Data.State != "pending_card" {
+			return resp, nil
+		}
+		p.step("signup: " + env.Data.State + " (waiting for the human)")
+		select {
+		case <-ctx.Done():
+			// The human has yet to act: exit 5, as a task waiting for
+			// one does.
+			return nil, &ErrInputRequired{Message: "the signup is still " + env.Data.State + " when the wait ended (--timeout): the human has not finished; poll again later"}
+		case <-time.After(signupPollEvery):
+		}
+		var err error
+		if resp, err = c.Call(ctx, o.Spec.Method, o.Path, o.Query, o.Body, o.Header()); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -272,5 +275,90 @@ func TestConfigResolution(t *testing.T) {
 	f2.Config.BaseURL = "not a url"
 	if _, err := f2.Client(); ExitCode(err) != ExitUsage {
 		t.Errorf("bad base URL: %v", err)
+	}
+}
+
+// signup poll answers at once; with --wait it polls again while the human
+// has not finished, and prints the first answer past that.
+func TestSignupPollWait(t *testing.T) {
+	var polls atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/signup/poll", func(w http.ResponseWriter, r *http.Request) {
+		state := `"state":"pending_review"`
+		if polls.Add(1) > 1 {
+			state = `"state":"complete","apiKey":"agk_claimed","organizationId":"org_1","projectId":"prj_1"`
+		}
+		writeEnvelope(w, 200, `{"actions":[{"kind":"stop","reason":"done"}],"data":{`+state+`},"formatVersion":"1"}`)
+	})
+	srv := httptest.NewServer(validated(mux, func(p []string) { t.Errorf("the fake API drifted from the contract: %v", p) }))
+	defer srv.Close()
+	args := []string{"signup", "poll", "--claim-secret", "scs_1", "--signup-session-id", "sgn_1", "--json"}
+
+	f, ts := newTestFactory(map[string]string{"PIER_BASE_URL": srv.URL})
+	if code := run(f, args); code != 0 || polls.Load() != 1 || !strings.Contains(ts.out.String(), "pending_review") {
+		t.Fatalf("without --wait: exit %d, %d polls: %s%s", code, polls.Load(), ts.out, ts.err)
+	}
+	polls.Store(0)
+	f, ts = newTestFactory(map[string]string{"PIER_BASE_URL": srv.URL})
+	if code := run(f, append(args, "--wait")); code != 0 || polls.Load() != 2 || !strings.Contains(ts.out.String(), "agk_claimed") || strings.Contains(ts.out.String(), "pending_review") {
+		t.Fatalf("with --wait: exit %d, %d polls: %s%s", code, polls.Load(), ts.out, ts.err)
+	}
+}
+
+// Every command spells the project --project and reads PIER_PROJECT;
+// --project-id still works and is in no help.
+func TestProjectFlagEverywhere(t *testing.T) {
+	for _, c := range []struct {
+		args, env, want string
+	}{
+		{"services list --project prj_1", "", "projectId=prj_1"},
+		{"services list --project-id prj_1", "", "projectId=prj_1"},
+		{"services list", "prj_env", "projectId=prj_env"},
+		{"services list --project prj_1", "prj_env", "projectId=prj_1"},
+		{`quotes create --items []`, "prj_env", `"projectId":"prj_env"`},
+		{`quotes create --project prj_1 --items []`, "", `"projectId":"prj_1"`},
+		{`bundles missing --project-id prj_1 --manifest []`, "", `"projectId":"prj_1"`},
+	} {
+		f, ts := newTestFactory(map[string]string{"PIER_PROJECT": c.env})
+		var got *OperationOptions
+		root := newRootCmd(f, func(o *OperationOptions) error { got = o; return nil })
+		if code := execute(f, root, strings.Fields(c.args)); code != 0 || got == nil {
+			t.Fatalf("%s: exit %d\n%s", c.args, code, ts.err)
+		}
+		if q := got.Query.Encode(); !strings.Contains(q, c.want) && !strings.Contains(string(got.Body), c.want) {
+			t.Errorf("%s (PIER_PROJECT=%q): query %q body %s, want %s", c.args, c.env, q, got.Body, c.want)
+		}
+	}
+	f, ts := newTestFactory(nil)
+	root := newRootCmd(f, nil)
+	execute(f, root, []string{"quotes", "create", "--help"})
+	if help := ts.out.String(); !strings.Contains(help, "--project ") || strings.Contains(help, "--project-id") {
+		t.Errorf("quotes create --help:\n%s", help)
+	}
+}
+
+// Every variable setter takes NAME=VALUE, once per variable, as launch
+// --env does; a JSON object still works.
+func TestVariablesAsAssignments(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+		code int
+	}{
+		{[]string{"services", "env", "set", "svc_1", "--set", "A=1", "--set", "B=two words", "--secrets", "TOKEN"}, `{"secrets":{"TOKEN":"from-env"},"set":{"A":"1","B":"two words"}}`, 0},
+		{[]string{"services", "env", "set", "svc_1", "--set", `{"A":"1"}`}, `{"set":{"A":"1"}}`, 0},
+		{[]string{"services", "env", "set", "svc_1", "--set", "1A=x"}, "", ExitUsage},
+		{[]string{"services", "env", "set", "svc_1", "--set", "A=1", "--set", `{"B":"2"}`}, "", ExitUsage},
+	} {
+		f, ts := newTestFactory(map[string]string{"TOKEN": "from-env"})
+		var got *OperationOptions
+		root := newRootCmd(f, func(o *OperationOptions) error { got = o; return nil })
+		code := execute(f, root, c.args)
+		if code != c.code {
+			t.Fatalf("%v: exit %d, want %d\n%s", c.args, code, c.code, ts.err)
+		}
+		if c.code == 0 && string(got.Body) != c.want {
+			t.Errorf("%v: body %s, want %s", c.args, got.Body, c.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/url"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,7 +153,14 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 			}
 			writeRaw(f.IO.Out, body)
 		}
-		fmt.Fprintf(&b, "%s %s: %s\n", st.err.Render("error:"), apiErr.BlockedBy, apiErr.Message)
+		msg := apiErr.Message
+		if apiErr.BlockedBy == "auth:missing_credentials" && f.APIKey() == "" {
+			// The server speaks to HTTP callers; a CLI user sets a variable.
+			msg = "this command needs an API key, and none is set: export PIER_API_KEY=agk_… or pass --api-key agk_…\n" +
+				"  Get a key: on the server's machine, pier admin create-key (it prints one); or sign up with pier signup create, and a human's review returns one.\n" +
+				"  Check it with: pier whoami"
+		}
+		fmt.Fprintf(&b, "%s %s: %s\n", st.err.Render("error:"), apiErr.BlockedBy, msg)
 		for _, d := range apiErr.Details {
 			fmt.Fprintf(&b, "  %s: %s\n", st.key.Render(d.Field), d.Problem)
 		}
@@ -382,6 +390,17 @@ func commandHint(f *Factory, root *cobra.Command, t sdk.ToolAction) string {
 			}
 		case fs.Kind == "strings":
 			parts = append(parts, "--"+fs.Flag, shellWord(listText(v)))
+		case fs.Kind == "vars":
+			// One NAME=VALUE a variable, in name order.
+			m, _ := v.(map[string]any)
+			names := make([]string, 0, len(m))
+			for k := range m {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			for _, k := range names {
+				parts = append(parts, "--"+fs.Flag, shellWord(k+"="+argText(m[k])))
+			}
 		default:
 			parts = append(parts, "--"+fs.Flag, shellWord(argText(v)))
 		}

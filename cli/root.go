@@ -11,6 +11,7 @@ import (
 
 	"github.com/pierhq/pier/sdk"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Command group ids on the root command. Commands passed to Main are
@@ -46,7 +47,7 @@ Configuration:
 const rootExample = `  pier domains search acme
   pier domains search acme --max-first-year-price-usd 15 --json
   pier estimate --workload static_site
-  pier quotes create --project-id prj_123 --items '[{"kind":"domain","domain":"acme.dev"}]'
+  pier quotes create --project prj_123 --items '[{"kind":"domain","domain":"acme.dev"}]'
   pier projects launch prj_123 --name web --target edge --data @launch.json
   pier tasks get tsk_123 --json`
 
@@ -124,6 +125,7 @@ func finishTree(root *cobra.Command) {
 		for _, sub := range c.Commands() {
 			walk(sub)
 		}
+		projectAlias(c)
 		if c == root || c.Runnable() || !c.HasSubCommands() {
 			return
 		}
@@ -137,6 +139,22 @@ func finishTree(root *cobra.Command) {
 		}
 	}
 	walk(root)
+}
+
+// projectAlias makes --project-id, the spelling older scripts and the
+// contract's field use, another name for a command's --project. It is a
+// flag-name normalisation, so it is in no help text and sets the same
+// value.
+func projectAlias(c *cobra.Command) {
+	if c.LocalFlags().Lookup("project") == nil {
+		return
+	}
+	c.Flags().SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "project-id" {
+			name = "project"
+		}
+		return pflag.NormalizedName(name)
+	})
 }
 
 func newCmdVersion(f *Factory) *cobra.Command {

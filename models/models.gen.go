@@ -1618,6 +1618,24 @@ func (e UrlActionPurpose) Valid() bool {
 	}
 }
 
+// Defines values for WhoamiKeyKind.
+const (
+	ApiKey     WhoamiKeyKind = "api_key"
+	OauthGrant WhoamiKeyKind = "oauth_grant"
+)
+
+// Valid indicates whether the value is a known member of the WhoamiKeyKind enum.
+func (e WhoamiKeyKind) Valid() bool {
+	switch e {
+	case ApiKey:
+		return true
+	case OauthGrant:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WorkflowStepTool.
 const (
 	CreateQuote          WorkflowStepTool = "create_quote"
@@ -2008,6 +2026,9 @@ type BundleInfoEnvelope struct {
 // BundleList defines model for BundleList.
 type BundleList struct {
 	Bundles []BundleSummary `json:"bundles"`
+
+	// NextCursor Present when more may follow; send it as `cursor` for the next page.
+	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
 // BundleListEnvelope defines model for BundleListEnvelope.
@@ -2025,6 +2046,9 @@ type BundleSummary struct {
 	BundleId  string    `json:"bundleId"`
 	CreatedAt time.Time `json:"createdAt"`
 	FileCount int       `json:"fileCount"`
+
+	// Id The same as bundleId.
+	Id *string `json:"id,omitempty"`
 
 	// Sha256 SHA-256 of the bundle's manifest.
 	Sha256     string `json:"sha256"`
@@ -2167,6 +2191,9 @@ type DomainCandidate struct {
 type DomainInfo struct {
 	Domain string `json:"domain"`
 
+	// Id The domain name, its id.
+	Id *string `json:"id,omitempty"`
+
 	// PaidUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
 	PaidUsd      *Usd      `json:"paidUsd,omitempty"`
 	RegisteredAt time.Time `json:"registeredAt"`
@@ -2192,6 +2219,9 @@ type DomainInfoEnvelope struct {
 // DomainList defines model for DomainList.
 type DomainList struct {
 	Domains []DomainInfo `json:"domains"`
+
+	// NextCursor Present when more may follow; send it as `cursor` for the next page.
+	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
 // DomainListEnvelope defines model for DomainListEnvelope.
@@ -3001,10 +3031,13 @@ type QuoteInfo struct {
 	CreatedAt     time.Time     `json:"createdAt"`
 	Decision      QuoteDecision `json:"decision"`
 	HoldExpiresAt *time.Time    `json:"holdExpiresAt,omitempty"`
-	Items         []QuoteItem   `json:"items"`
-	ProjectId     string        `json:"projectId"`
-	QuoteId       string        `json:"quoteId"`
-	State         QuoteState    `json:"state"`
+
+	// Id The same as quoteId.
+	Id        *string     `json:"id,omitempty"`
+	Items     []QuoteItem `json:"items"`
+	ProjectId string      `json:"projectId"`
+	QuoteId   string      `json:"quoteId"`
+	State     QuoteState  `json:"state"`
 }
 
 // QuoteInfoEnvelope defines model for QuoteInfoEnvelope.
@@ -3019,7 +3052,9 @@ type QuoteInfoEnvelope struct {
 
 // QuoteInfoList defines model for QuoteInfoList.
 type QuoteInfoList struct {
-	Quotes []QuoteInfo `json:"quotes"`
+	// NextCursor Present when more may follow; send it as `cursor` for the next page.
+	NextCursor *string     `json:"nextCursor,omitempty"`
+	Quotes     []QuoteInfo `json:"quotes"`
 }
 
 // QuoteInfoListEnvelope defines model for QuoteInfoListEnvelope.
@@ -3069,6 +3104,26 @@ type RdapDomain struct {
 	ObjectClassName      string                 `json:"objectClassName"`
 	RdapConformance      []string               `json:"rdapConformance"`
 	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// RdapError RFC 9083's error object (errorCode, title, description) with the members of Pier's error envelope beside it.
+type RdapError struct {
+	Actions Actions `json:"actions"`
+
+	// BlockedBy The namespaced cause of a failure. `x-blocked-by` maps each value to its HTTP status and whether retrying can succeed; the server and the SDK share that table.
+	BlockedBy BlockedBy `json:"blockedBy"`
+
+	// Code The namespaced cause of a failure. `x-blocked-by` maps each value to its HTTP status and whether retrying can succeed; the server and the SDK share that table.
+	Code        *BlockedBy `json:"code,omitempty"`
+	Description []string   `json:"description"`
+	ErrorCode   int        `json:"errorCode"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion   FormatVersion `json:"formatVersion"`
+	Message         string        `json:"message"`
+	RdapConformance []string      `json:"rdapConformance"`
+	Retryable       bool          `json:"retryable"`
+	Title           string        `json:"title"`
 }
 
 // Receipt defines model for Receipt.
@@ -3475,7 +3530,9 @@ type ServiceInfoState string
 
 // ServiceList defines model for ServiceList.
 type ServiceList struct {
-	Services []ServiceInfo `json:"services"`
+	// NextCursor Present when more may follow; send it as `cursor` for the next page.
+	NextCursor *string       `json:"nextCursor,omitempty"`
+	Services   []ServiceInfo `json:"services"`
 }
 
 // ServiceListEnvelope defines model for ServiceListEnvelope.
@@ -3670,12 +3727,16 @@ type TaskHandle struct {
 	ApprovalUrl *string `json:"approvalUrl,omitempty"`
 
 	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
-	BudgetRemainingUsd *Usd    `json:"budgetRemainingUsd,omitempty"`
-	DomainUrl          *string `json:"domainUrl,omitempty"`
+	BudgetRemainingUsd *Usd       `json:"budgetRemainingUsd,omitempty"`
+	CreatedAt          *time.Time `json:"createdAt,omitempty"`
+	DomainUrl          *string    `json:"domainUrl,omitempty"`
 	HttpsReady         *struct {
 		Domain  *bool `json:"domain,omitempty"`
 		Preview *bool `json:"preview,omitempty"`
 	} `json:"httpsReady,omitempty"`
+
+	// Id The same as taskId.
+	Id               *string                 `json:"id,omitempty"`
 	Kind             TaskHandleKind          `json:"kind"`
 	PollAfterSeconds *int                    `json:"pollAfterSeconds,omitempty"`
 	PollUrl          string                  `json:"pollUrl"`
@@ -3683,9 +3744,12 @@ type TaskHandle struct {
 	Receipt          *Receipt                `json:"receipt,omitempty"`
 	Result           *map[string]interface{} `json:"result,omitempty"`
 	ServiceId        *string                 `json:"serviceId,omitempty"`
-	State            TaskHandleState         `json:"state"`
-	Steps            []TaskStep              `json:"steps"`
-	TaskId           string                  `json:"taskId"`
+
+	// ServiceName The name of the service the task acts on, if any.
+	ServiceName *string         `json:"serviceName,omitempty"`
+	State       TaskHandleState `json:"state"`
+	Steps       []TaskStep      `json:"steps"`
+	TaskId      string          `json:"taskId"`
 
 	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
 	Undo *Undo `json:"undo,omitempty"`
@@ -3699,7 +3763,9 @@ type TaskHandleState string
 
 // TaskList defines model for TaskList.
 type TaskList struct {
-	Tasks []TaskHandle `json:"tasks"`
+	// NextCursor Present when more may follow; send it as `cursor` for the next page.
+	NextCursor *string      `json:"nextCursor,omitempty"`
+	Tasks      []TaskHandle `json:"tasks"`
 }
 
 // TaskListEnvelope defines model for TaskListEnvelope.
@@ -3832,6 +3898,63 @@ type WaitForMessageRequest struct {
 	TimeoutSeconds *int       `json:"timeoutSeconds,omitempty"`
 }
 
+// Whoami defines model for Whoami.
+type Whoami struct {
+	// Caps The organisation's quotas.
+	Caps struct {
+		// Bundles Bundles at most.
+		Bundles int `json:"bundles"`
+
+		// Services Live services at most.
+		Services int `json:"services"`
+
+		// StorageBytes Bytes its bundles may hold.
+		StorageBytes int64 `json:"storageBytes"`
+	} `json:"caps"`
+	Key struct {
+		// Id The key id (never its secret), or the OAuth grant id.
+		Id   string        `json:"id"`
+		Kind WhoamiKeyKind `json:"kind"`
+		Name string        `json:"name"`
+	} `json:"key"`
+	Organization struct {
+		Id   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"organization"`
+
+	// Project The project commands use without --project: present when the organisation has exactly one.
+	Project  *string         `json:"project,omitempty"`
+	Projects []WhoamiProject `json:"projects"`
+	Scopes   []string        `json:"scopes"`
+	Server   struct {
+		BaseUrl string `json:"baseUrl"`
+		Version string `json:"version"`
+	} `json:"server"`
+}
+
+// WhoamiKeyKind defines model for Whoami.Key.Kind.
+type WhoamiKeyKind string
+
+// WhoamiEnvelope defines model for WhoamiEnvelope.
+type WhoamiEnvelope struct {
+	Actions Actions `json:"actions"`
+	Data    Whoami  `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+}
+
+// WhoamiProject defines model for WhoamiProject.
+type WhoamiProject struct {
+	// BudgetLimitUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	BudgetLimitUsd Usd    `json:"budgetLimitUsd"`
+	Id             string `json:"id"`
+	Name           string `json:"name"`
+
+	// RemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	RemainingUsd Usd `json:"remainingUsd"`
+}
+
 // WorkflowEnvelope defines model for WorkflowEnvelope.
 type WorkflowEnvelope struct {
 	Actions Actions          `json:"actions"`
@@ -3884,6 +4007,9 @@ type WorkflowStepProjection struct {
 // Workload defines model for Workload.
 type Workload string
 
+// Cursor defines model for Cursor.
+type Cursor = string
+
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
 
@@ -3912,6 +4038,9 @@ type CreateBillingSetupLinkParams struct {
 type ListBundlesParams struct {
 	// Limit At most this many, newest first.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where to go on from, the `nextCursor` of the page before; opaque.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // UploadAssetsParams defines parameters for UploadAssets.
@@ -3927,6 +4056,9 @@ type UploadAssetsParams struct {
 type ListDomainsParams struct {
 	// Limit At most this many, newest first.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where to go on from, the `nextCursor` of the page before; opaque.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // SearchDomainsParams defines parameters for SearchDomains.
@@ -4054,6 +4186,9 @@ type ListQuotesParams struct {
 
 	// Limit At most this many, newest first.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where to go on from, the `nextCursor` of the page before; opaque.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListQuotesParamsState defines parameters for ListQuotes.
@@ -4112,6 +4247,9 @@ type ListServicesParams struct {
 
 	// Limit At most this many, newest first.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where to go on from, the `nextCursor` of the page before; opaque.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListServicesParamsState defines parameters for ListServices.
@@ -4172,6 +4310,9 @@ type ListTasksParams struct {
 
 	// Limit At most this many, newest first.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where to go on from, the `nextCursor` of the page before; opaque.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListTasksParamsState defines parameters for ListTasks.

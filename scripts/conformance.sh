@@ -65,7 +65,7 @@ json() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' 
 # whose budget covers its quote, so that the quote decides ALLOW and holds.
 project=$("$PIER" admin create-project --data-dir "$data" --name conformance --budget-usd 50 --json | json projectId)
 PIER_API_KEY=$("$PIER" admin create-key --data-dir "$data" --name conformance --json | json apiKey) \
-  "$PIER" conformance run --profile governed "${key[@]}" --project-id "$project" \
+  "$PIER" conformance run --profile governed "${key[@]}" --project "$project" \
   --previous "$OUT/$stamp-1-anonymous.json" --out "$OUT/$stamp-2-governed.json"
 "$PIER" conformance verify --chain "$OUT"
 

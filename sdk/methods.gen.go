@@ -759,3 +759,15 @@ func (c *Client) WaitForMessage(ctx context.Context, id ResourceId, body WaitFor
 	}
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
+
+// Whoami calls whoami (GET /v1/whoami): Say who the caller is.
+func (c *Client) Whoami(ctx context.Context, opts ...RequestEditorFn) (*WhoamiEnvelope, error) {
+	resp, err := c.api.WhoamiWithResponse(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}

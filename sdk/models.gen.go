@@ -69,6 +69,7 @@ type (
 	CreateSandboxAttemptJSONRequestBody   = models.CreateSandboxAttemptJSONRequestBody
 	CreateSandboxAttemptParams            = models.CreateSandboxAttemptParams
 	CreateSignupJSONRequestBody           = models.CreateSignupJSONRequestBody
+	Cursor                                = models.Cursor
 	DecideSandboxGateJSONRequestBody      = models.DecideSandboxGateJSONRequestBody
 	DecideSandboxGateParams               = models.DecideSandboxGateParams
 	Digest                                = models.Digest
@@ -204,6 +205,7 @@ type (
 	QuoteRequest                          = models.QuoteRequest
 	QuoteState                            = models.QuoteState
 	RdapDomain                            = models.RdapDomain
+	RdapError                             = models.RdapError
 	Receipt                               = models.Receipt
 	RegisterSandboxMandateJSONRequestBody = models.RegisterSandboxMandateJSONRequestBody
 	RegisterSandboxMandateParams          = models.RegisterSandboxMandateParams
@@ -319,6 +321,10 @@ type (
 	Usd                                   = models.Usd
 	WaitForMessageJSONRequestBody         = models.WaitForMessageJSONRequestBody
 	WaitForMessageRequest                 = models.WaitForMessageRequest
+	Whoami                                = models.Whoami
+	WhoamiEnvelope                        = models.WhoamiEnvelope
+	WhoamiKeyKind                         = models.WhoamiKeyKind
+	WhoamiProject                         = models.WhoamiProject
 	WorkflowEnvelope                      = models.WorkflowEnvelope
 	WorkflowRequest                       = models.WorkflowRequest
 	WorkflowStep                          = models.WorkflowStep
@@ -332,6 +338,7 @@ const (
 	ALLOW                                        = models.ALLOW
 	Addon                                        = models.Addon
 	Agent                                        = models.Agent
+	ApiKey                                       = models.ApiKey
 	Applied                                      = models.Applied
 	ApprovalDenied                               = models.ApprovalDenied
 	ApprovalPending                              = models.ApprovalPending
@@ -459,6 +466,7 @@ const (
 	N1                                           = models.N1
 	NotFoundResource                             = models.NotFoundResource
 	NotFoundRoute                                = models.NotFoundRoute
+	OauthGrant                                   = models.OauthGrant
 	P256                                         = models.P256
 	PlanAddonUnavailable                         = models.PlanAddonUnavailable
 	PlanDomainUnavailable                        = models.PlanDomainUnavailable

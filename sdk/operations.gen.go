@@ -68,4 +68,5 @@ var Operations = []Operation{
 	{ID: "upload_blob", Method: "PUT", Path: "/v1/blobs/{sha256}", Authority: "agent", Idempotent: false, ReadOnly: false, Scope: "launch", Required: []string{"sha256", "contentBase64"}, InputRequired: false, MCPTool: "upload_blob"},
 	{ID: "upload_blobs", Method: "POST", Path: "/v1/blobs", Authority: "agent", Idempotent: false, ReadOnly: false, Scope: "launch", Required: []string{"blobs"}, InputRequired: false, MCPTool: "upload_blobs"},
 	{ID: "wait_for_message", Method: "POST", Path: "/v1/inboxes/{id}/wait", Authority: "agent", Idempotent: false, ReadOnly: true, Scope: "read", Required: []string{"id"}, InputRequired: false, MCPTool: "wait_for_message"},
+	{ID: "whoami", Method: "GET", Path: "/v1/whoami", Authority: "agent", Idempotent: false, ReadOnly: true, Scope: "", Required: []string(nil), InputRequired: false, MCPTool: "whoami"},
 }

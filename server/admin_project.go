@@ -50,7 +50,7 @@ signup and dashboard pages instead.`,
 				return fmt.Errorf("--budget-usd must be between 0 and 1000000")
 			}
 			ctx := cmd.Context()
-			st, err := store.Open(ctx, dataDir, databaseURL)
+			st, err := openAdminStore(ctx, dataDir, databaseURL)
 			if err != nil {
 				return err
 			}

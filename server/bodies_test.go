@@ -214,3 +214,50 @@ func TestQuotasPerOrganisation(t *testing.T) {
 		upload(t, ts, other, siteSaying("mine"))
 	})
 }
+
+// TestMCPNeedsBothAcceptTypes: SPEC §4 rule 1 and §7 rule 3. An initialize
+// without Accept, with */* or with wildcards alone is 406, as is one naming
+// only one of the two; naming both is served.
+func TestMCPNeedsBothAcceptTypes(t *testing.T) {
+	ts := start(t, server.Config{})
+	for accept, want := range map[string]int{
+		"":                                    406,
+		"*/*":                                 406,
+		"application/*, text/*":               406,
+		"application/json":                    406,
+		"application/json, text/event-stream": 200,
+		"text/event-stream, application/json;q=0.9, */*;q=0.1": 200,
+	} {
+		req, _ := http.NewRequest("POST", "http://"+ts.Addr()+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Accept %q: %d, want %d", accept, resp.StatusCode, want)
+		}
+	}
+}
+
+// TestRDAPNotFoundIsAnRDAPError: RFC 7480 and RFC 9083 want an unknown
+// domain answered with an RDAP error object as application/rdap+json; it
+// also carries Pier's envelope members, so Pier's clients read it too.
+func TestRDAPNotFoundIsAnRDAPError(t *testing.T) {
+	ts := start(t, server.Config{})
+	for _, accept := range []string{"application/rdap+json", "*/*"} {
+		r := ts.Client.Do("GET", "/rdap/domain/never-sold-here.dev", nil, http.Header{"Accept": {accept}})
+		if r.StatusCode != 404 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/rdap+json") {
+			t.Fatalf("Accept %s: %d %q %s", accept, r.StatusCode, r.Header.Get("Content-Type"), r.Body)
+		}
+		j := r.JSON()
+		desc, _ := j["description"].([]any)
+		if j["errorCode"] != float64(404) || j["title"] == "" || len(desc) == 0 || j["blockedBy"] != "not_found:resource" {
+			t.Errorf("not an RDAP error object with the envelope's members: %s", r.Body)
+		}
+	}
+}

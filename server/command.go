@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -219,7 +220,7 @@ created on first use.`,
 				}
 			}
 			ctx := cmd.Context()
-			st, err := store.Open(ctx, dataDir, databaseURL)
+			st, err := openAdminStore(ctx, dataDir, databaseURL)
 			if err != nil {
 				return err
 			}
@@ -240,8 +241,8 @@ created on first use.`,
 				})
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), secret)
-			fmt.Fprintf(cmd.ErrOrStderr(), "Created key %s for organisation %s with scopes %s.\nIt is shown once; store it now, for example: export PIER_API_KEY=%s\n",
-				k.ID, o.ID, strings.Join(scopes, ","), secret)
+			fmt.Fprintf(cmd.ErrOrStderr(), "Created key %s for organisation %s with scopes %s (data directory %s).\nIt is shown once; store it now, for example: export PIER_API_KEY=%s\n",
+				k.ID, o.ID, strings.Join(scopes, ","), dataDirOf(dataDir, databaseURL), secret)
 			return nil
 		},
 	}
@@ -254,6 +255,32 @@ created on first use.`,
 	cf.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(create, newSignInLinkCmd(), newCreateProjectCmd())
 	return cmd
+}
+
+// openAdminStore opens the store an admin command acts on. The admin
+// commands read the data directory, not the running server, so a
+// directory that does not exist is named and refused rather than created
+// empty: it is another HOME, a typo, or a server not started yet.
+func openAdminStore(ctx context.Context, dataDir, databaseURL string) (*store.Store, error) {
+	if databaseURL == "" {
+		if _, err := os.Stat(dataDir); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no Pier data directory at %s: pier admin acts on the server's data directory and creates none; "+
+				"start the server first (pier server creates it), or name the server's with --data-dir or PIER_DATA_DIR", dataDir)
+		}
+	}
+	st, err := store.Open(ctx, dataDir, databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", dataDirOf(dataDir, databaseURL), err)
+	}
+	return st, nil
+}
+
+// dataDirOf names where an admin command's data is, for its messages.
+func dataDirOf(dataDir, databaseURL string) string {
+	if databaseURL != "" {
+		return dataDir + " (database: PostgreSQL)"
+	}
+	return dataDir
 }
 
 func validScope(s string) bool {

@@ -90,7 +90,12 @@ func (s *Server) Serve(ctx context.Context) error {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// expected: the handler said its error status is the service's state
+	// (edge.MarkExpected), so it is logged at INFO.
+	expected bool
 }
+
+func (w *statusWriter) MarkExpected() { w.expected = true }
 
 func (w *statusWriter) WriteHeader(s int) {
 	if w.status == 0 {
@@ -116,7 +121,11 @@ func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		if log.Enabled(r.Context(), slog.LevelDebug) || sw.status >= 500 && sw.status != http.StatusNotImplemented {
-			log.Log(r.Context(), levelFor(sw.status), "request", "method", r.Method, "path", r.URL.Path,
+			level := levelFor(sw.status)
+			if sw.expected && level > slog.LevelInfo {
+				level = slog.LevelInfo
+			}
+			log.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path,
 				"status", sw.status, "dur", time.Since(start), "ua", strings.SplitN(r.UserAgent(), " ", 2)[0])
 		}
 	})

@@ -16,6 +16,10 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
+// clockTime is a time of day as a person reads it, with its zone, so the
+// reader need not guess whose clock it is: 15:04 UTC, 16:04 CET.
+func clockTime(t time.Time) string { return t.Local().Format("15:04 MST") }
+
 // announceOperator prints a one-time sign-in link for the local operator of
 // the first organisation, or, before any exists, how to start one.
 func announceOperator(ctx context.Context, w io.Writer, accounts *service.Accounts, baseURL string, log *slog.Logger) {
@@ -26,7 +30,7 @@ func announceOperator(ctx context.Context, w io.Writer, accounts *service.Accoun
 	case err != nil:
 		log.Warn("minting the local operator's sign-in link", "err", err)
 	default:
-		fmt.Fprintf(w, "Sign in as the local operator (works once, until %s):\n  %s\nMint another with: pier admin signin-link\n", expires.Local().Format("15:04"), link)
+		fmt.Fprintf(w, "Sign in as the local operator (works once, until %s):\n  %s\nMint another with: pier admin signin-link\n", clockTime(expires), link)
 	}
 }
 
@@ -49,7 +53,7 @@ another.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, err := store.Open(ctx, dataDir, databaseURL)
+			st, err := openAdminStore(ctx, dataDir, databaseURL)
 			if err != nil {
 				return err
 			}
@@ -60,7 +64,7 @@ another.`,
 			svc := service.New(service.Config{Store: st, BaseURL: func() string { return baseURL }})
 			link, expires, err := svc.Accounts.LocalOperatorSignIn(ctx, org, next)
 			if errors.Is(err, service.ErrNoOrganization) {
-				return fmt.Errorf("no organisation yet: start one with a signup (curl -X POST %s/v1/signup) or pier admin create-key", baseURL)
+				return fmt.Errorf("no organisation yet in the data directory %s: start one with a signup (curl -X POST %s/v1/signup) or pier admin create-key", dataDirOf(dataDir, databaseURL), baseURL)
 			}
 			if err != nil {
 				return err
@@ -69,7 +73,7 @@ another.`,
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"url": link, "expiresAt": expires.Format(time.RFC3339)})
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), link)
-			fmt.Fprintf(cmd.ErrOrStderr(), "Open it in a browser; it works once, until %s.\n", expires.Local().Format("15:04"))
+			fmt.Fprintf(cmd.ErrOrStderr(), "Open it in a browser; it works once, until %s.\n", clockTime(expires))
 			return nil
 		},
 	}

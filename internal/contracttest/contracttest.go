@@ -174,7 +174,15 @@ func Problems(req *http.Request, resp *Response) []string {
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	ct := resp.Header.Get("Content-Type")
 	isJSON := strings.HasPrefix(ct, "application/json")
-	if resp.StatusCode >= 400 {
+	// RDAP's errors are RFC 9083 error objects with the envelope's members
+	// beside them; the route's own schema (RdapError) checks them below.
+	rdapError := resp.StatusCode >= 400 && strings.HasPrefix(ct, "application/rdap+json") && strings.HasPrefix(req.URL.Path, "/rdap/")
+	if rdapError {
+		for _, p := range CheckActions(resp.Body) {
+			fail("%s %s: %s", req.Method, req.URL.Path, p)
+		}
+	}
+	if resp.StatusCode >= 400 && !rdapError {
 		if !isJSON {
 			fail("%s %s: status %d with Content-Type %q; every error must be the JSON error envelope: %s", req.Method, req.URL.Path, resp.StatusCode, ct, resp.Body)
 			return problems

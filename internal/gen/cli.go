@@ -46,6 +46,11 @@ type cliFlag struct {
 
 func flagKind(s map[string]any) string {
 	switch str(s["type"]) {
+	case "object":
+		// A map of names to strings (variables): NAME=VALUE, repeatable.
+		if ap := obj(s["additionalProperties"]); str(ap["type"]) == "string" && s["properties"] == nil {
+			return "vars"
+		}
 	case "string":
 		return "string"
 	case "integer":
@@ -165,7 +170,7 @@ func cliSpec(op *operation, words []string) (string, error) {
 			argIn[p.Name] = p.In
 			continue
 		}
-		if err := addFlag(cliFlag{Flag: kebab(p.Name), Field: p.Name, In: p.In, Kind: flagKind(p.Schema),
+		if err := addFlag(cliFlag{Flag: flagName(p.Name), Field: p.Name, In: p.In, Kind: flagKind(p.Schema),
 			Usage: firstSentence(p.Description), Required: p.Required, Enum: enumOf(p.Schema)}); err != nil {
 			return "", err
 		}
@@ -176,7 +181,7 @@ func cliSpec(op *operation, words []string) (string, error) {
 			argIn[f.Name] = "body"
 			continue
 		}
-		if err := addFlag(cliFlag{Flag: kebab(f.Name), Field: f.Name, In: "body", Kind: flagKind(f.Schema),
+		if err := addFlag(cliFlag{Flag: flagName(f.Name), Field: f.Name, In: "body", Kind: flagKind(f.Schema),
 			Usage: firstSentence(f.Description), Required: f.Required, Enum: enumOf(f.Schema)}); err != nil {
 			return "", err
 		}
@@ -231,6 +236,16 @@ func cliSpec(op *operation, words []string) (string, error) {
 	}
 	b.WriteString("}")
 	return b.String(), nil
+}
+
+// flagName is a parameter's or body field's flag: its name in kebab-case,
+// except projectId, which is --project on every command (the CLI keeps
+// --project-id as a hidden alias and reads PIER_PROJECT).
+func flagName(field string) string {
+	if field == "projectId" {
+		return "project"
+	}
+	return kebab(field)
 }
 
 func enumOf(s map[string]any) []string {

@@ -214,6 +214,11 @@ func parseOperation(spec map[string]any, path, method string, raw map[string]any
 	if op.Authority == "agent" && op.Scope == "" {
 		return nil, fmt.Errorf("%s: an agent operation needs x-scope", op.ID)
 	}
+	if op.Scope == "none" {
+		// Any valid key may call it (whoami): said outright, never by
+		// leaving x-scope out.
+		op.Scope = ""
+	}
 	if v, ok := raw["x-body-limit"].(float64); ok {
 		op.BodyLimit = int64(v)
 	}

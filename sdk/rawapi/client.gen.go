@@ -805,6 +805,13 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/tasks/{id} (the `GetTask` operationId).
 	GetTask(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// Whoami Say who the caller is.
+	//
+	// The key (or OAuth grant) the request carries, its organisation, its projects (and the one commands use when it is the only one), its scopes, the organisation's caps, and the server that answered. Any valid key may ask; no scope is needed.
+	//
+	// Corresponds with GET /v1/whoami (the `Whoami` operationId).
+	Whoami(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PrepareWorkflowWithBody Validate, canonicalize, sign and persist an operation graph.
 	//
 	// Validates a finite graph of steps (each an operation of this contract with its arguments, as an MCP tool call takes them; `${steps.ID.FIELD}` takes an earlier step's output), canonicalizes it with RFC 8785, signs it with ES256 under a key published at `/.well-known/workflow-jwks.json`, and persists it. Reserves no budget, creates no task and calls no provider. Returns the plan's id, digest, the signed plan, and a safe projection for a human: each step, its price now, the total, which steps are irreversible or need a human, and the resource versions the plan read.
@@ -2396,6 +2403,23 @@ func (c *Client) GetTask(ctx context.Context, id ResourceId, reqEditors ...Reque
 	return c.Client.Do(req)
 }
 
+// Whoami Say who the caller is.
+//
+// The key (or OAuth grant) the request carries, its organisation, its projects (and the one commands use when it is the only one), its scopes, the organisation's caps, and the server that answered. Any valid key may ask; no scope is needed.
+//
+// Corresponds with GET /v1/whoami (the `Whoami` operationId).
+func (c *Client) Whoami(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWhoamiRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PrepareWorkflowWithBody Validate, canonicalize, sign and persist an operation graph.
 //
 // Validates a finite graph of steps (each an operation of this contract with its arguments, as an MCP tool call takes them; `${steps.ID.FIELD}` takes an earlier step's output), canonicalizes it with RFC 8785, signs it with ES256 under a key published at `/.well-known/workflow-jwks.json`, and persists it. Reserves no budget, creates no task and calls no provider. Returns the plan's id, digest, the signed plan, and a safe projection for a human: each step, its price now, the total, which steps are irreversible or need a human, and the resource versions the plan read.
@@ -2987,6 +3011,18 @@ func NewListBundlesRequest(server string, params *ListBundlesParams) (*http.Requ
 
 		}
 
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -3161,6 +3197,18 @@ func NewListDomainsRequest(server string, params *ListDomainsParams) (*http.Requ
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4351,6 +4399,18 @@ func NewListQuotesRequest(server string, params *ListQuotesParams) (*http.Reques
 
 		}
 
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -4844,6 +4904,18 @@ func NewListServicesRequest(server string, params *ListServicesParams) (*http.Re
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -5361,6 +5433,18 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 
 		}
 
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -5392,6 +5476,33 @@ func NewGetTaskRequest(server string, id ResourceId) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/v1/tasks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewWhoamiRequest constructs an http.Request for the Whoami method
+func NewWhoamiRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/whoami")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -6419,6 +6530,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/tasks/{id} (the `GetTask` operationId).
 	GetTaskWithResponse(ctx context.Context, id ResourceId, reqEditors ...RequestEditorFn) (*GetTaskResponse, error)
 
+	// WhoamiWithResponse Say who the caller is.
+	//
+	// The key (or OAuth grant) the request carries, its organisation, its projects (and the one commands use when it is the only one), its scopes, the organisation's caps, and the server that answered. Any valid key may ask; no scope is needed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/whoami (the `Whoami` operationId).
+	WhoamiWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*WhoamiResponse, error)
+
 	// PrepareWorkflowWithBodyWithResponse Validate, canonicalize, sign and persist an operation graph.
 	//
 	// Validates a finite graph of steps (each an operation of this contract with its arguments, as an MCP tool call takes them; `${steps.ID.FIELD}` takes an earlier step's output), canonicalizes it with RFC 8785, signs it with ES256 under a key published at `/.well-known/workflow-jwks.json`, and persists it. Reserves no budget, creates no task and calls no provider. Returns the plan's id, digest, the signed plan, and a safe projection for a human: each step, its price now, the total, which steps are irreversible or need a human, and the resource versions the plan read.
@@ -6647,6 +6767,8 @@ type GetRdapDomainResponse struct {
 	HTTPResponse *http.Response
 	// ApplicationrdapJSON200 the response for an HTTP 200 `application/rdap+json` response
 	ApplicationrdapJSON200 *RdapDomain
+	// ApplicationrdapJSON404 the response for an HTTP 404 `application/rdap+json` response
+	ApplicationrdapJSON404 *RdapError
 	// JSON406 the response for an HTTP 406 `application/json` response
 	JSON406 *NotAcceptable
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -6656,6 +6778,11 @@ type GetRdapDomainResponse struct {
 // GetApplicationrdapJSON200 returns the response for an HTTP 200 `application/rdap+json` response
 func (r GetRdapDomainResponse) GetApplicationrdapJSON200() *RdapDomain {
 	return r.ApplicationrdapJSON200
+}
+
+// GetApplicationrdapJSON404 returns the response for an HTTP 404 `application/rdap+json` response
+func (r GetRdapDomainResponse) GetApplicationrdapJSON404() *RdapError {
+	return r.ApplicationrdapJSON404
 }
 
 // GetJSON406 returns the response for an HTTP 406 `application/json` response
@@ -10586,6 +10713,77 @@ func (r GetTaskResponse) ContentType() string {
 	return ""
 }
 
+// WhoamiResponse429Headers the declared response headers of an HTTP 429 response for Whoami
+type WhoamiResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type WhoamiResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WhoamiEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *WhoamiResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r WhoamiResponse) GetJSON200() *WhoamiEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r WhoamiResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r WhoamiResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r WhoamiResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r WhoamiResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WhoamiResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WhoamiResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WhoamiResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PrepareWorkflowResponse429Headers the declared response headers of an HTTP 429 response for PrepareWorkflow
 type PrepareWorkflowResponse429Headers struct {
 	RateLimit       *string
@@ -12133,6 +12331,21 @@ func (c *ClientWithResponses) GetTaskWithResponse(ctx context.Context, id Resour
 	return ParseGetTaskResponse(rsp)
 }
 
+// WhoamiWithResponse Say who the caller is.
+//
+// The key (or OAuth grant) the request carries, its organisation, its projects (and the one commands use when it is the only one), its scopes, the organisation's caps, and the server that answered. Any valid key may ask; no scope is needed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/whoami (the `Whoami` operationId).
+func (c *ClientWithResponses) WhoamiWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*WhoamiResponse, error) {
+	rsp, err := c.Whoami(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWhoamiResponse(rsp)
+}
+
 // PrepareWorkflowWithBodyWithResponse Validate, canonicalize, sign and persist an operation graph.
 //
 // Validates a finite graph of steps (each an operation of this contract with its arguments, as an MCP tool call takes them; `${steps.ID.FIELD}` takes an earlier step's output), canonicalizes it with RFC 8785, signs it with ES256 under a key published at `/.well-known/workflow-jwks.json`, and persists it. Reserves no budget, creates no task and calls no provider. Returns the plan's id, digest, the signed plan, and a safe projection for a human: each step, its price now, the total, which steps are irreversible or need a human, and the resource versions the plan read.
@@ -12372,6 +12585,13 @@ func ParseGetRdapDomainResponse(rsp *http.Response) (*GetRdapDomainResponse, err
 			return nil, err
 		}
 		response.ApplicationrdapJSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest RdapError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationrdapJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
 		var dest NotAcceptable
@@ -16350,6 +16570,80 @@ func ParseGetTaskResponse(rsp *http.Response) (*GetTaskResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers GetTaskResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseWhoamiResponse parses an HTTP response from a WhoamiWithResponse call
+func ParseWhoamiResponse(rsp *http.Response) (*WhoamiResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WhoamiResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WhoamiEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers WhoamiResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

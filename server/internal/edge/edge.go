@@ -440,6 +440,9 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.runs {
 		if s.proxy == nil {
+			// A worker answers no HTTP, and a process not running answers
+			// nothing: a 503 the service's state explains, not a fault.
+			MarkExpected(w)
 			h.Set("Retry-After", "5")
 			h.Set("Cache-Control", "no-store")
 			http.Error(w, s.down, http.StatusServiceUnavailable)
@@ -644,4 +647,22 @@ func etagMatch(header, etag string) bool {
 func (e *Edge) Static(ctx context.Context, host string) bool {
 	s, _ := e.siteFor(ctx, hostOnly(host))
 	return s != nil && !s.runs
+}
+
+// MarkExpected tells the request log that the error status about to be
+// written is the service's state speaking (a worker's 503), not the
+// server failing, so it is logged at INFO rather than ERROR. Writers that
+// do not log ignore it.
+func MarkExpected(w http.ResponseWriter) {
+	for {
+		if m, ok := w.(interface{ MarkExpected() }); ok {
+			m.MarkExpected()
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
+	}
 }

@@ -22,7 +22,11 @@ import (
 )
 
 func (o bundleRoutes) ListBundles(ctx context.Context, req api.ListBundlesRequestObject) (api.ListBundlesResponseObject, error) {
-	l, next, err := o.svc.Bundles.List(ctx, auth.FromContext(ctx).OrgID, store.Filter{Limit: limitOf(req.Params.Limit)})
+	after, err := service.ParseCursor(deref(req.Params.Cursor))
+	if err != nil {
+		return nil, err
+	}
+	l, next, err := o.svc.Bundles.List(ctx, auth.FromContext(ctx).OrgID, store.Filter{Limit: limitOf(req.Params.Limit), After: after})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
+	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -117,6 +118,17 @@ func (o mailRoutes) SetRegistrantContact(ctx context.Context, req api.SetRegistr
 
 func (o mailRoutes) GetRdapDomain(ctx context.Context, req api.GetRdapDomainRequestObject) (api.GetRdapDomainResponseObject, error) {
 	d, err := o.svc.Mail.RDAP(ctx, string(req.Domain))
+	if e := apierr.As(err); err != nil && e.Code.Namespace() == "not_found" {
+		// RDAP clients read RFC 9083's error object; Pier's clients read
+		// the envelope's members beside it.
+		env := ErrorEnvelope(e, "get_rdap_domain")
+		return api.GetRdapDomain404ApplicationRdapPlusJSONResponse{
+			ErrorCode: http.StatusNotFound, Title: "Not Found", Description: []string{e.Message},
+			RdapConformance: []string{"rdap_level_0"},
+			BlockedBy:       env.BlockedBy, Code: env.Code, Message: env.Message, Retryable: env.Retryable,
+			Actions: env.Actions, FormatVersion: env.FormatVersion,
+		}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

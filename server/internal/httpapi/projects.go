@@ -54,3 +54,11 @@ func (o projectRoutes) ListLedgerEntries(ctx context.Context, req api.ListLedger
 	}
 	return api.ListLedgerEntries200JSONResponse{Data: *page, Actions: next, FormatVersion: FormatVersion}, nil
 }
+
+func (o projectRoutes) Whoami(ctx context.Context, req api.WhoamiRequestObject) (api.WhoamiResponseObject, error) {
+	w, next, err := o.svc.Projects.Whoami(ctx, auth.FromContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return api.Whoami200JSONResponse{Data: *w, Actions: next, FormatVersion: FormatVersion}, nil
+}

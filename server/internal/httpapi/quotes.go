@@ -6,12 +6,17 @@ import (
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
 func (o quoteRoutes) ListQuotes(ctx context.Context, req api.ListQuotesRequestObject) (api.ListQuotesResponseObject, error) {
+	after, err := service.ParseCursor(deref(req.Params.Cursor))
+	if err != nil {
+		return nil, err
+	}
 	l, next, err := o.svc.Quotes.List(ctx, auth.FromContext(ctx).OrgID, store.Filter{
-		ProjectID: deref(req.Params.ProjectId), State: deref(req.Params.State), Limit: limitOf(req.Params.Limit)})
+		ProjectID: deref(req.Params.ProjectId), State: deref(req.Params.State), Limit: limitOf(req.Params.Limit), After: after})
 	if err != nil {
 		return nil, err
 	}

@@ -15,8 +15,12 @@ import (
 )
 
 func (o serviceRoutes) ListServices(ctx context.Context, req api.ListServicesRequestObject) (api.ListServicesResponseObject, error) {
+	after, err := service.ParseCursor(deref(req.Params.Cursor))
+	if err != nil {
+		return nil, err
+	}
 	l, next, err := o.svc.Launches.ListServices(ctx, auth.FromContext(ctx).OrgID, store.Filter{
-		ProjectID: deref(req.Params.ProjectId), State: deref(req.Params.State), Limit: limitOf(req.Params.Limit)})
+		ProjectID: deref(req.Params.ProjectId), State: deref(req.Params.State), Limit: limitOf(req.Params.Limit), After: after})
 	if err != nil {
 		return nil, err
 	}
@@ -40,11 +44,15 @@ func (o serviceRoutes) LaunchService(ctx context.Context, req api.LaunchServiceR
 }
 
 func (o serviceRoutes) TeardownService(ctx context.Context, req api.TeardownServiceRequestObject) (api.TeardownServiceResponseObject, error) {
-	t, next, err := o.svc.Launches.Teardown(ctx, auth.FromContext(ctx), req.Id)
+	t, next, replayed, err := o.svc.Launches.Teardown(ctx, auth.FromContext(ctx), req.Id)
 	if err != nil {
 		return nil, err
 	}
-	return api.TeardownService202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+	resp := api.TeardownService202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}
+	if replayed {
+		resp.Replayed = &replayed
+	}
+	return resp, nil
 }
 
 func (o serviceRoutes) GetServiceLogs(ctx context.Context, req api.GetServiceLogsRequestObject) (api.GetServiceLogsResponseObject, error) {

@@ -267,3 +267,7 @@ func (Unimplemented) UploadBlobs(ctx context.Context, request api.UploadBlobsReq
 func (Unimplemented) WaitForMessage(ctx context.Context, request api.WaitForMessageRequestObject) (api.WaitForMessageResponseObject, error) {
 	return nil, notImplemented("wait_for_message")
 }
+
+func (Unimplemented) Whoami(ctx context.Context, request api.WhoamiRequestObject) (api.WhoamiResponseObject, error) {
+	return nil, notImplemented("whoami")
+}

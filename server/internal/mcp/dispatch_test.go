@@ -207,12 +207,12 @@ func TestAcceptsBoth(t *testing.T) {
 	for accept, want := range map[string]bool{
 		"application/json, text/event-stream":       true,
 		"text/event-stream;q=0.5, application/json": true,
-		"*/*":                   true,
-		"application/*, text/*": true,
+		"*/*":                   false,
+		"application/*, text/*": false,
 		"application/json":      false,
 		"text/event-stream":     false,
 		"application/json, text/event-stream;q=0":      false,
-		"application/json;q=0, text/event-stream, */*": true,
+		"application/json;q=0, text/event-stream, */*": false,
 		"":                                     false,
 		"application/jsonx, text/event-stream": false,
 	} {

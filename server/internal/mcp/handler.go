@@ -293,10 +293,11 @@ func (h *Handler) allow(c caller) (int, bool) {
 	return max(int((d.RetryAfter.Milliseconds()+999)/1000), 1), false
 }
 
-// acceptsBoth reports whether Accept admits both application/json and
-// text/event-stream, the streamable HTTP transport's rule. Wildcards count,
-// as they do for the SDK, so that nothing the SDK would serve is refused
-// here; a media range with q=0 is excluded.
+// acceptsBoth reports whether Accept lists both application/json and
+// text/event-stream, the streamable HTTP transport's rule (SPEC §4 rule 1,
+// §7 rule 3). Wildcards do not count: curl's default */* says nothing of
+// either, and is 406 as a missing Accept is. A media type with q=0 is
+// excluded.
 func acceptsBoth(values []string) bool {
 	// What MCP clients send, answered without parsing.
 	if len(values) == 1 && (values[0] == "application/json, text/event-stream" || values[0] == "text/event-stream, application/json") {
@@ -315,12 +316,10 @@ func acceptsBoth(values []string) bool {
 				}
 			}
 			switch mt {
-			case "application/json", "application/*":
+			case "application/json":
 				jsonOK = true
-			case "text/event-stream", "text/*":
+			case "text/event-stream":
 				streamOK = true
-			case "*/*":
-				jsonOK, streamOK = true, true
 			}
 		}
 	}

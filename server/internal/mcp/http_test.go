@@ -51,7 +51,7 @@ func TestHTTPRules(t *testing.T) {
 		{"Accept without application/json", "POST", with("Accept", "text/event-stream"), initialize, 406, "input:not_acceptable"},
 		{"Accept refusing one with q=0", "POST", with("Accept", "application/json, text/event-stream;q=0"), initialize, 406, "input:not_acceptable"},
 		{"Accept in two headers", "POST", http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json", "text/event-stream"}}, initialize, 200, ""},
-		{"Accept */*", "POST", with("Accept", "*/*"), initialize, 200, ""},
+		{"Accept */*", "POST", with("Accept", "*/*"), initialize, 406, ""},
 		{"Content-Type text/plain", "POST", with("Content-Type", "text/plain"), initialize, 415, "input:unsupported_media_type"},
 		{"no Content-Type", "POST", with("Content-Type", ""), initialize, 415, "input:unsupported_media_type"},
 		{"Content-Type with charset", "POST", with("Content-Type", "application/json; charset=utf-8"), initialize, 200, ""},

@@ -23,7 +23,7 @@ import (
 )
 
 func bundleSummary(b store.Bundle) models.BundleSummary {
-	return models.BundleSummary{BundleId: b.ID, Sha256: b.SHA256, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), CreatedAt: b.CreatedAt}
+	return models.BundleSummary{Id: &b.ID, BundleId: b.ID, Sha256: b.SHA256, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), CreatedAt: b.CreatedAt}
 }
 
 // Bundle limits. The request body limit (x-body-limit) bounds the encoded
@@ -86,7 +86,11 @@ func (s *Bundles) List(ctx context.Context, orgID string, f store.Filter) (*mode
 	for _, b := range bs {
 		out.Bundles = append(out.Bundles, bundleSummary(b))
 	}
-	return out, []models.Action{actions.Stop("done")}, nil
+	if len(bs) > 0 {
+		last := bs[len(bs)-1]
+		out.NextCursor = nextCursor(f, len(bs), last.CreatedAt, last.ID)
+	}
+	return out, pageActions("list_bundles", out.NextCursor, f.Args()), nil
 }
 
 // GetBundle reads one bundle with its manifest.

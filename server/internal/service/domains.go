@@ -75,7 +75,7 @@ func (s *Domains) TransferOutCode(ctx context.Context, h Human, domain string) (
 
 func (s *Domains) domainView(ctx context.Context, orgID string, p store.Purchase) (models.DomainInfo, error) {
 	paid := money.MicroUSD(p.AmountMicro).USD()
-	out := models.DomainInfo{Domain: p.Domain, RegisteredAt: p.CreatedAt, Years: p.Years, PaidUsd: &paid}
+	out := models.DomainInfo{Id: &p.Domain, Domain: p.Domain, RegisteredAt: p.CreatedAt, Years: p.Years, PaidUsd: &paid}
 	if v, err := s.store.Services().LiveForDomain(ctx, orgID, p.Domain); err == nil {
 		id := v.ID
 		out.ServiceId = &id
@@ -104,7 +104,11 @@ func (s *Domains) List(ctx context.Context, orgID string, f store.Filter) (*mode
 		}
 		out.Domains = append(out.Domains, v)
 	}
-	return out, []models.Action{actions.Tool("search_domains", "agent", nil), actions.Stop("done")}, nil
+	if len(ps) > 0 {
+		last := ps[len(ps)-1]
+		out.NextCursor = nextCursor(f, len(ps), last.CreatedAt, last.Domain)
+	}
+	return out, pageActions("list_domains", out.NextCursor, f.Args(), actions.Tool("search_domains", "agent", nil)), nil
 }
 
 // GetDomain reads one domain the organisation owns.

@@ -179,9 +179,13 @@ func gaveUp(cause error) *apierr.Error {
 
 // TeardownService stops serving a service as a durable task. What cannot be
 // reversed is named in the receipt: a registered domain stays registered.
-func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID string) (*models.TaskHandle, []models.Action, error) {
+// A service already torn down (or tearing down) answers its teardown task
+// again, replayed, so a script that tears down twice sees success. A
+// failed service is torn down too, which retires it.
+func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID string) (*models.TaskHandle, []models.Action, bool, error) {
 	var view *models.TaskHandle
 	var task store.Task
+	replayed := false
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
 		svc, err := tx.Services().Lock(ctx, p.OrgID, serviceID)
@@ -191,13 +195,30 @@ func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID st
 		if err != nil {
 			return err
 		}
+		if svc.State == "torn_down" || svc.State == "tearing_down" || svc.State == "failed" {
+			if prev, err := tx.Tasks().Lock(ctx, p.OrgID, svc.TaskID); err == nil && prev.Kind == "teardown" {
+				v, err := s.tasks.taskView(prev)
+				if err != nil {
+					return err
+				}
+				view, task, replayed = v, prev, true
+				return nil
+			}
+		}
+		tearing := "tearing_down"
 		switch svc.State {
 		case "torn_down", "tearing_down":
 			return apierr.Newf("conflict:state", "service %s is already %s", serviceID, svc.State).
 				WithActions(actions.Tool("get_task", "agent", map[string]any{"id": svc.TaskID}))
 		case "failed":
-			return apierr.Newf("conflict:state", "service %s failed to launch; it holds no name, host or budget", serviceID).
-				WithActions(actions.Tool("get_task", "agent", map[string]any{"id": svc.TaskID}))
+			// A failed service stays failed until its teardown retires
+			// it: tearing_down would claim its name again, which a
+			// relaunch may hold.
+			tearing = "failed"
+			// It holds no name, host or budget; tearing it down stops
+			// what a failed process launch may have left and retires it.
+			// Its domain, if any, was never served, so its zone is left.
+			svc.Domain = ""
 		case "launching":
 			// A launch waiting for a human can be given up: it ends
 			// canceled, refunded, and the teardown below finds nothing
@@ -249,7 +270,7 @@ func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID st
 		if err := tx.Tasks().Insert(ctx, task); err != nil {
 			return err
 		}
-		if err := tx.Services().SetTask(ctx, svc.ID, task.ID, "tearing_down", now); err != nil {
+		if err := tx.Services().SetTask(ctx, svc.ID, task.ID, tearing, now); err != nil {
 			return err
 		}
 		var costs []Cost
@@ -270,9 +291,16 @@ func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID st
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	return view, s.enqueue(ctx, task.ID, "teardown"), nil
+	if replayed {
+		next := []models.Action{actions.Tool("get_task", "agent", map[string]any{"id": task.ID})}
+		if task.State != "queued" && task.State != "running" {
+			next = []models.Action{actions.Stop("done")}
+		}
+		return view, next, true, nil
+	}
+	return view, s.enqueue(ctx, task.ID, "teardown"), false, nil
 }
 
 func (s *Launches) runTeardown(ctx context.Context, t store.Task) error {
@@ -426,11 +454,13 @@ func (s *Launches) ListServices(ctx context.Context, orgID string, f store.Filte
 	for _, v := range vs {
 		out.Services = append(out.Services, s.serviceView(v))
 	}
-	next := []models.Action{}
+	var first []models.Action
 	if len(vs) > 0 {
-		next = append(next, actions.Tool("get_service", "agent", map[string]any{"id": vs[0].ID}))
+		last := vs[len(vs)-1]
+		out.NextCursor = nextCursor(f, len(vs), last.CreatedAt, last.ID)
+		first = append(first, actions.Tool("get_service", "agent", map[string]any{"id": vs[0].ID}))
 	}
-	return out, append(next, actions.Stop("done")), nil
+	return out, pageActions("list_services", out.NextCursor, f.Args(), first...), nil
 }
 
 // GetService reads one service.

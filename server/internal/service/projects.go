@@ -12,6 +12,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/pierhq/pier/internal/version"
 	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
@@ -392,4 +393,51 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 		next = append([]models.Action{actions.URL(s.baseURL()+"/domains", "transfer_out", "human")}, next...)
 	}
 	return out, next, nil
+}
+
+// Whoami says who the caller is: its key (or OAuth grant), organisation,
+// projects, scopes and the organisation's caps, and which server answered.
+func (s *Projects) Whoami(ctx context.Context, p *auth.Principal) (*models.Whoami, []models.Action, error) {
+	out := &models.Whoami{Scopes: append([]string{}, p.Scopes...), Projects: []models.WhoamiProject{}}
+	out.Key.Id, out.Key.Kind, out.Key.Name = p.KeyID, models.WhoamiKeyKind("api_key"), ""
+	if p.KeyID == "" {
+		out.Key.Id, out.Key.Kind, out.Key.Name = p.GrantID, models.WhoamiKeyKind("oauth_grant"), "OAuth grant"
+	} else {
+		keys, err := s.store.Keys().List(ctx, p.OrgID)
+		if err != nil {
+			return nil, nil, apierr.Internal(err)
+		}
+		for _, k := range keys {
+			if k.ID == p.KeyID {
+				out.Key.Name = k.Name
+			}
+		}
+	}
+	org, err := s.store.Accounts().Organization(ctx, p.OrgID)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	out.Organization.Id, out.Organization.Name = org.ID, org.Name
+	ps, err := s.store.Projects().List(ctx, p.OrgID)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	for _, pr := range ps {
+		v, err := s.projectView(ctx, pr)
+		if err != nil {
+			return nil, nil, apierr.Internal(err)
+		}
+		out.Projects = append(out.Projects, models.WhoamiProject{BudgetLimitUsd: v.BudgetLimitUsd, Id: v.Id, Name: v.Name, RemainingUsd: v.RemainingUsd})
+	}
+	if len(ps) == 1 {
+		out.Project = &ps[0].ID
+	}
+	q := s.quotas()
+	out.Caps.Services, out.Caps.Bundles, out.Caps.StorageBytes = q.Services, q.Bundles, q.StorageBytes
+	out.Server.BaseUrl, out.Server.Version = s.baseURL(), version.Version
+	next := []models.Action{actions.Tool("list_projects", "agent", nil)}
+	if out.Project != nil {
+		next = append(next, actions.Tool("get_project", "agent", map[string]any{"id": *out.Project}))
+	}
+	return out, append(next, actions.Stop("done")), nil
 }

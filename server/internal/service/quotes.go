@@ -97,7 +97,7 @@ func quoteView(q store.Quote) (models.QuoteInfo, error) {
 	if err := json.Unmarshal([]byte(q.Items), &items); err != nil {
 		return models.QuoteInfo{}, err
 	}
-	out := models.QuoteInfo{QuoteId: q.ID, ProjectId: q.ProjectID, Decision: models.QuoteDecision(q.Decision), State: models.QuoteState(q.State),
+	out := models.QuoteInfo{Id: &q.ID, QuoteId: q.ID, ProjectId: q.ProjectID, Decision: models.QuoteDecision(q.Decision), State: models.QuoteState(q.State),
 		AmountUsd: money.MicroUSD(q.AmountMicro).USD(), CreatedAt: q.CreatedAt, Items: []models.QuoteItem{}}
 	if q.State == "held" {
 		e := q.ExpiresAt
@@ -775,7 +775,11 @@ func (s *Quotes) List(ctx context.Context, orgID string, f store.Filter) (*model
 		}
 		out.Quotes = append(out.Quotes, v)
 	}
-	return out, []models.Action{actions.Stop("done")}, nil
+	if len(qs) > 0 {
+		last := qs[len(qs)-1]
+		out.NextCursor = nextCursor(f, len(qs), last.CreatedAt, last.ID)
+	}
+	return out, pageActions("list_quotes", out.NextCursor, f.Args()), nil
 }
 
 // GetQuote reads one quote.

@@ -31,8 +31,9 @@ func (s *Tasks) taskView(t store.Task) (*models.TaskHandle, error) {
 	if err := json.Unmarshal([]byte(t.Steps), &steps); err != nil {
 		return nil, err
 	}
+	id, created := t.ID, t.CreatedAt
 	v := &models.TaskHandle{
-		TaskId: t.ID, Kind: models.TaskHandleKind(t.Kind), State: models.TaskHandleState(t.State), Steps: steps,
+		Id: &id, CreatedAt: &created, TaskId: t.ID, Kind: models.TaskHandleKind(t.Kind), State: models.TaskHandleState(t.State), Steps: steps,
 		PollUrl: s.baseURL() + "/v1/tasks/" + t.ID,
 	}
 	if t.State == "input_required" && t.GateID != "" {
@@ -124,16 +125,31 @@ func (s *Tasks) List(ctx context.Context, orgID string, f store.Filter) (*models
 		return nil, nil, apierr.Internal(err)
 	}
 	out := &models.TaskList{Tasks: []models.TaskHandle{}}
+	names := map[string]string{} // service id → name, read once a list
 	for _, t := range ts {
 		v, err := s.taskView(t)
 		if err != nil {
 			return nil, nil, apierr.Internal(err)
 		}
+		if v.ServiceId != nil {
+			name, ok := names[*v.ServiceId]
+			if !ok {
+				if svc, err := s.store.Services().Get(ctx, orgID, *v.ServiceId); err == nil {
+					name = svc.Name
+				}
+				names[*v.ServiceId] = name
+			}
+			if name != "" {
+				v.ServiceName = &name
+			}
+		}
 		out.Tasks = append(out.Tasks, *v)
 	}
-	next := []models.Action{}
+	var first []models.Action
 	if len(ts) > 0 {
-		next = append(next, actions.Tool("get_task", "agent", map[string]any{"id": ts[0].ID}))
+		last := ts[len(ts)-1]
+		out.NextCursor = nextCursor(f, len(ts), last.CreatedAt, last.ID)
+		first = append(first, actions.Tool("get_task", "agent", map[string]any{"id": ts[0].ID}))
 	}
-	return out, append(next, actions.Stop("done")), nil
+	return out, pageActions("list_tasks", out.NextCursor, f.Args(), first...), nil
 }

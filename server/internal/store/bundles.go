@@ -38,7 +38,7 @@ type Bundle struct {
 // ListBundles lists an organisation's bundles without their manifests.
 func (db Bundles) List(ctx context.Context, orgID string, f Filter) ([]Bundle, error) {
 	return collect(ctx, db.ex, scanBundleSummary, db.q(`SELECT id, org_id, sha256, file_count, total_bytes, created_at FROM bundles
-		WHERE org_id = ? ORDER BY created_at DESC, id LIMIT ?`), orgID, f.limit())
+		WHERE org_id = ? AND `+afterCond("id")+` ORDER BY created_at DESC, id LIMIT ?`), append(append([]any{orgID}, f.afterArgs()...), f.limit())...)
 }
 
 // PutBlob stores content under its SHA-256 once; storing it again is a

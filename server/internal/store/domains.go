@@ -141,7 +141,7 @@ func (db Domains) Taken(ctx context.Context, names []string) (map[string]bool, e
 // ListPurchases lists the domains an organisation bought, newest first.
 func (db Domains) ListPurchases(ctx context.Context, orgID string, f Filter) ([]Purchase, error) {
 	return collect(ctx, db.ex, scanPurchase, db.q(`SELECT ref, domain, org_id, years, amount_micro, auth_code, created_at FROM registrar_purchases
-		WHERE org_id = ? ORDER BY created_at DESC, domain LIMIT ?`), orgID, f.limit())
+		WHERE org_id = ? AND `+afterCond("domain")+` ORDER BY created_at DESC, domain LIMIT ?`), append(append([]any{orgID}, f.afterArgs()...), f.limit())...)
 }
 
 // RecordPurchase sells a domain once per reference. Calling it again with

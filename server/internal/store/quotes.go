@@ -59,8 +59,8 @@ func (db Quotes) Gate(ctx context.Context, orgID, quoteID string) (Gate, error) 
 // ListQuotes lists an organisation's quotes.
 func (db Quotes) List(ctx context.Context, orgID string, f Filter) ([]Quote, error) {
 	return collect(ctx, db.ex, scanQuote, db.q(`SELECT `+quoteCols+` FROM quotes
-		WHERE org_id = ? AND (? = '' OR project_id = ?) AND (? = '' OR state = ?)
-		ORDER BY created_at DESC, id LIMIT ?`), orgID, f.ProjectID, f.ProjectID, f.State, f.State, f.limit())
+		WHERE org_id = ? AND (? = '' OR project_id = ?) AND (? = '' OR state = ?) AND `+afterCond("id")+`
+		ORDER BY created_at DESC, id LIMIT ?`), append(append([]any{orgID, f.ProjectID, f.ProjectID, f.State, f.State}, f.afterArgs()...), f.limit())...)
 }
 
 // GetQuote reads one quote of an organisation.

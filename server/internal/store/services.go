@@ -123,8 +123,8 @@ func (db Services) DetachDomain(ctx context.Context, serviceID, domain string, n
 // ListServices lists an organisation's services.
 func (db Services) List(ctx context.Context, orgID string, f Filter) ([]Service, error) {
 	return collect(ctx, db.ex, scanService, db.q(`SELECT `+serviceCols+` FROM services
-		WHERE org_id = ? AND (? = '' OR project_id = ?) AND (? = '' OR state = ?)
-		ORDER BY created_at DESC, id LIMIT ?`), orgID, f.ProjectID, f.ProjectID, f.State, f.State, f.limit())
+		WHERE org_id = ? AND (? = '' OR project_id = ?) AND (? = '' OR state = ?) AND `+afterCond("id")+`
+		ORDER BY created_at DESC, id LIMIT ?`), append(append([]any{orgID, f.ProjectID, f.ProjectID, f.State, f.State}, f.afterArgs()...), f.limit())...)
 }
 
 // LiveServiceForDomain finds the live service of an organisation that

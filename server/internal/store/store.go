@@ -25,6 +25,16 @@ import (
 type Filter struct {
 	ProjectID, State string
 	Limit            int
+	// After, when set, starts the list after this item: lists run newest
+	// first, ties in id order, so a page goes on from the last one's.
+	After Cursor
+}
+
+// Cursor is where a list goes on from: an item's creation time (Unix
+// microseconds) and id. The zero Cursor is the list's start.
+type Cursor struct {
+	At int64
+	ID string
 }
 
 func (f Filter) limit() int {
@@ -33,6 +43,33 @@ func (f Filter) limit() int {
 	}
 	return f.Limit
 }
+
+// Args are the filters as a list operation's arguments, for the action
+// that asks for the next page.
+func (f Filter) Args() map[string]any {
+	args := map[string]any{}
+	if f.ProjectID != "" {
+		args["projectId"] = f.ProjectID
+	}
+	if f.State != "" {
+		args["state"] = f.State
+	}
+	if f.Limit > 0 {
+		args["limit"] = f.Limit
+	}
+	return args
+}
+
+// PageSize is the most items a list answers for f.
+func (f Filter) PageSize() int { return f.limit() }
+
+// afterCond is the condition for items after f.After, with the list's id
+// column; afterArgs are its arguments.
+func afterCond(idCol string) string {
+	return `(? = 0 OR created_at < ? OR (created_at = ? AND ` + idCol + ` > ?))`
+}
+
+func (f Filter) afterArgs() []any { return []any{f.After.At, f.After.At, f.After.At, f.After.ID} }
 
 // Tx is a transaction. Every money movement and its ledger entry commit
 // together or not at all.

@@ -39,8 +39,8 @@ func (db Tasks) OnGate(ctx context.Context, gateID string) ([]Task, error) {
 // ListTasksFiltered lists an organisation's tasks.
 func (db Tasks) ListFiltered(ctx context.Context, orgID string, f Filter) ([]Task, error) {
 	return collect(ctx, db.ex, scanTask, db.q(`SELECT `+taskCols+` FROM tasks
-		WHERE org_id = ? AND (? = '' OR state = ?) AND (? = '' OR project_id = ?)
-		ORDER BY created_at DESC, id LIMIT ?`), orgID, f.State, f.State, f.ProjectID, f.ProjectID, f.limit())
+		WHERE org_id = ? AND (? = '' OR state = ?) AND (? = '' OR project_id = ?) AND `+afterCond("id")+`
+		ORDER BY created_at DESC, id LIMIT ?`), append(append([]any{orgID, f.State, f.State, f.ProjectID, f.ProjectID}, f.afterArgs()...), f.limit())...)
 }
 
 // InsertTask records a task.

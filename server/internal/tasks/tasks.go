@@ -132,6 +132,17 @@ func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 	return err
 }
 
+// RiverLogger is the logger River writes to: only its warnings and errors,
+// unless the server logs at debug, since at INFO River narrates every
+// start, leadership election and job (33 of a fresh server's first 41
+// lines).
+func RiverLogger(base *slog.Logger) *slog.Logger {
+	if base.Enabled(context.Background(), slog.LevelDebug) {
+		return base.With("component", "river")
+	}
+	return slog.New(minLevel{base.Handler(), slog.LevelWarn}).With("component", "river")
+}
+
 // WaitError asks the runner to look at the task again after a while: it
 // waits on something outside it, such as another task or a human.
 type WaitError struct{ After time.Duration }
@@ -183,7 +194,7 @@ func New(ctx context.Context, st *store.Store, databaseURL string, run Run, cfg 
 		RescueStuckJobsAfter: cfg.LeaseTTL,
 		MaxAttempts:          cfg.MaxAttempts,
 		RetryPolicy:          backoff{base: cfg.RetryBackoff, max: cfg.MaxRetryBackoff},
-		Logger:               cfg.Log.With("component", "river"),
+		Logger:               RiverLogger(cfg.Log),
 	}
 	switch st.Engine() {
 	case store.SQLite:

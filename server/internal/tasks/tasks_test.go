@@ -1,10 +1,12 @@
 package tasks
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -211,5 +213,23 @@ func TestRunnerGivesUpAfterMaxAttempts(t *testing.T) {
 	defer rec.mu.Unlock()
 	if rec.ran["tsk_bad"] != 3 || len(gaveUp) != 0 {
 		t.Fatalf("ran %d times and gave up %d more times, want 3 runs and one give-up", rec.ran["tsk_bad"], len(gaveUp))
+	}
+}
+
+// River's INFO chatter is dropped unless the server logs at debug; its
+// warnings always show.
+func TestRiverLogsWarnUnlessDebug(t *testing.T) {
+	for _, c := range []struct {
+		level    slog.Level
+		wantInfo bool
+	}{{slog.LevelInfo, false}, {slog.LevelDebug, true}} {
+		var buf bytes.Buffer
+		log := RiverLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: c.level})))
+		log.Info("River client started")
+		log.Warn("something to see")
+		out := buf.String()
+		if strings.Contains(out, "River client started") != c.wantInfo || !strings.Contains(out, "something to see") || !strings.Contains(out, "component=river") {
+			t.Errorf("at %v:\n%s", c.level, out)
+		}
 	}
 }

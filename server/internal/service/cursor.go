@@ -1,0 +1,63 @@
+package service
+
+import (
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// A list's cursor names the last item of a page: its creation time and
+// id, encoded so that clients treat it as opaque.
+
+func encodeCursor(at time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMicro(), 10) + "." + id))
+}
+
+// ParseCursor reads a list's cursor parameter; "" is the list's start.
+func ParseCursor(s string) (store.Cursor, error) {
+	if s == "" {
+		return store.Cursor{}, nil
+	}
+	bad := apierr.New("input:invalid", "cursor is not one a list answered; send nextCursor as it came").
+		WithDetails(models.FieldProblem{Field: "query.cursor", Problem: "not a cursor"})
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return store.Cursor{}, bad
+	}
+	at, id, ok := strings.Cut(string(raw), ".")
+	micros, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil || micros <= 0 || id == "" {
+		return store.Cursor{}, bad
+	}
+	return store.Cursor{At: micros, ID: id}, nil
+}
+
+// nextCursor is the cursor after the last of n items when the page is
+// full (more may follow), else nil.
+func nextCursor(f store.Filter, n int, at time.Time, id string) *string {
+	if n == 0 || n < f.PageSize() {
+		return nil
+	}
+	c := encodeCursor(at, id)
+	return &c
+}
+
+// pageActions are a list's actions: those given, then the next page's
+// call (same filters, the cursor) when more may follow, then stop.
+func pageActions(op string, next *string, filters map[string]any, first ...models.Action) []models.Action {
+	out := append([]models.Action{}, first...)
+	if next != nil {
+		args := map[string]any{"cursor": *next}
+		for k, v := range filters {
+			args[k] = v
+		}
+		out = append(out, actions.Tool(op, "agent", args))
+	}
+	return append(out, actions.Stop("done"))
+}
