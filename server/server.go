@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/openapi"
+	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/httpapi"
 	"github.com/pierhq/pier/server/internal/mcp"
 	"github.com/pierhq/pier/server/internal/objstore"
@@ -169,6 +170,7 @@ func (s *Server) build(ctx context.Context) error {
 		s.log.Warn("SERVICES RUN UNSANDBOXED: --unsandboxed-services lets tenants' code share this host with no isolation; for local development only", "isolation", isolation)
 	default:
 		s.log.Info("services run sandboxed", "isolation", isolation)
+		edge.SetUpstreamDialer(runner.DialVersion)
 	}
 	var databases service.Databases
 	if s.cfg.PostgresAdminURL != "" {

@@ -1,19 +1,42 @@
 package edge
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 )
+
+// upstreamDial dials a version's address; see SetUpstreamDialer.
+var upstreamDial atomic.Pointer[func(ctx context.Context, network, addr string) (net.Conn, error)]
+
+func init() {
+	d := (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	upstreamDial.Store(&d)
+}
+
+// SetUpstreamDialer sets how the edge (the ReverseProxy and the fast
+// path's forwarder) connects to the processes it proxies to: the server
+// hands it the runner's, which reaches a sandboxed version from inside its
+// network namespace.
+func SetUpstreamDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) {
+	upstreamDial.Store(&dial)
+}
+
+// DialUpstream connects to a process the edge proxies to.
+func DialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
+	return (*upstreamDial.Load())(ctx, network, addr)
+}
 
 // upstreams is the one transport to every process the edge proxies to:
 // connections to a version are kept and reused across requests.
 var upstreams = &http.Transport{
 	Proxy:                 nil,
-	DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	DialContext:           DialUpstream,
 	MaxIdleConns:          4096,
 	MaxIdleConnsPerHost:   512,
 	IdleConnTimeout:       90 * time.Second,

@@ -148,6 +148,7 @@ func probeSandbox(cfg Config) (*sandbox, error) {
 		sb.detail += "; no outbound network (forwarding or NAT unavailable)"
 	}
 	sb.cleanLeftovers(cfg.Dir)
+	sandboxNetworks.Store(cfg.Network.Masked(), struct{}{})
 	return sb, nil
 }
 

@@ -371,3 +371,32 @@ func TestNoEgressIsInTheFirewall(t *testing.T) {
 		t.Fatalf("%s stayed in no_egress after its version stopped:\n%s", host, set())
 	}
 }
+
+// The edge's dialer reaches a sandboxed app from inside its namespace, at
+// its loopback port: the app sees the request come from 127.0.0.1.
+func TestDialVersionFromInsideItsNamespace(t *testing.T) {
+	s := sandboxed(t, &events{}, Limits{})
+	peer := `import http.server, os
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = self.client_address[0].encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
+`
+	inst, err := s.Start(context.Background(), Spec{ServiceID: "svc_dial", Version: 1, Command: "python3 app.py",
+		Materialize: files(map[string]string{"app.py": peer}), HealthTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := DialVersion(context.Background(), "tcp", inst.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+	b, _ := io.ReadAll(c)
+	if !strings.HasSuffix(string(b), "\r\n\r\n127.0.0.1") {
+		t.Fatalf("the app saw the request from elsewhere:\n%s", b)
+	}
+}

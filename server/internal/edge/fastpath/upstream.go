@@ -2,9 +2,12 @@ package fastpath
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/edge"
 )
 
 // The upstream connections' bounds, net/http's Transport's as the edge's
@@ -92,7 +95,9 @@ func (u *upstreams) get(addr string, check bool) (uc *upConn, reused bool, err e
 		}
 		uc.nc.Close()
 	}
-	nc, err := net.DialTimeout("tcp", addr, dialTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+	nc, err := edge.DialUpstream(ctx, "tcp", addr)
+	cancel()
 	if err != nil {
 		return nil, false, err
 	}
