@@ -63,6 +63,7 @@ if ss -Htln 'sport = :18190' | grep -q . || ss -Htln 'sport = :18543' | grep -q 
   exit 1
 fi
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
+mkdir -p "$PIER_DATA_DIR"
 export PIER_API_KEY=$("$PIER_BIN" admin create-key --scopes read,quote,launch,buy_domain --json | jq -r .apiKey)
 project=$("$PIER_BIN" admin create-project --name dnsbench --json | jq -r .projectId)
 setsid taskset -c 0 "$PIER_BIN" server --http-addr $PIER_HTTP --https-addr 127.0.0.1:18543 \

@@ -64,6 +64,7 @@ chmod 755 "$tmp"; chmod -R a+rX "$site" # nginx's worker runs as nobody
 
 PIER_HTTP=127.0.0.1:18090 PIER_HTTPS=127.0.0.1:18443
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
+mkdir -p "$PIER_DATA_DIR"
 export PIER_API_KEY=$(./bin/pier-server admin create-key --json | jq -r .apiKey)
 project=$(./bin/pier-server admin create-project --name bench --json | jq -r .projectId)
 taskset -c 0 ./bin/pier-server server --http-addr $PIER_HTTP --https-addr $PIER_HTTPS --dns-addr 127.0.0.1:18053 \

@@ -53,6 +53,7 @@ for port in 18690 18643 18645 18653 18625; do
   if ss -Hltn "sport = :$port" | grep -q .; then echo "port $port is in use (another benchmark?)"; exit 1; fi
 done
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
+mkdir -p "$PIER_DATA_DIR"
 export PIER_API_KEY=$(./bin/pier-server admin create-key --json | jq -r .apiKey)
 project=$(./bin/pier-server admin create-project --name bench --json | jq -r .projectId)
 # shellcheck disable=SC2086

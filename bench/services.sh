@@ -64,6 +64,7 @@ for p in $B $((B + 1)) $((B + 2)) $((B + 3)) $((B + 4)) $((B + 5)); do
   if ss -Htln "sport = :$p" | grep -q .; then echo "port $p is in use (another run?); set PORT_BASE"; exit 1; fi
 done
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
+mkdir -p "$PIER_DATA_DIR"
 key=$("$PIER_BIN" admin create-key --scopes read,quote,launch --json | jq -r .apiKey)
 project=$("$PIER_BIN" admin create-project --name bench --json | jq -r .projectId)
 "${srv[@]}" "$PIER_BIN" server --http-addr $PIER_HTTP --https-addr 127.0.0.1:$((B + 2)) --dns-addr 127.0.0.1:$((B + 3)) \

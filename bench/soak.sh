@@ -51,6 +51,7 @@ head -c 65536 /dev/urandom | base64 -w0 >"$site/64k.txt"
 
 HTTP=127.0.0.1:18190 HTTPS=127.0.0.1:18543 DNS=127.0.0.1:18153 SMTPADDR=127.0.0.1:18125
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$HTTP
+mkdir -p "$PIER_DATA_DIR"
 db=()
 if [ -n "${PIER_TEST_DATABASE_URL:-}" ]; then db=(--database-url "$PIER_TEST_DATABASE_URL"); fi
 export PIER_API_KEY=$(./bin/pier-server admin create-key "${db[@]}" --scopes read,quote,launch,buy_domain --json | jq -r .apiKey)
