@@ -81,7 +81,10 @@ PIER_BASE_URL) and write a v2 run report.
              governed profile: a quote and its 15-minute hold, a launch and
              its teardown, a human gate, holder endpoints refusing agent
              authority, and the sandbox mandate flow as a simulated holder;
-             under anonymous it is not_run and not required
+             under anonymous it is not_run and not required. Each governed
+             probe records its holder (none or simulated) at the end of its
+             spec: a simulated holder never supports the human-separation
+             claim (SPEC §5)
 
 The report records the target's spec and schema digests, links to
 --previous through previousDigest, and is signed by a detached ES256 JWS
