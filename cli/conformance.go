@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -35,12 +37,16 @@ func NewCmdConformance(f *Factory) *cobra.Command {
 report (SPEC §2.11), or verify reports and their chain with no server.
 
   run     runs the wire, discovery and governed suites and writes the report
-  verify  checks a report's schema, signature and summary, and a chain`,
+  verify  checks a report's schema, signature, signer and summary, and a
+          chain up to the head you anchor it with
+  jwks    prints the public key reports are signed with, for auditors`,
 		Example: `  pier conformance run --base-url http://localhost:8080 --profile anonymous --out report.json
   PIER_API_KEY=pk_… pier conformance run --profile governed --previous report.json --out next.json
-  pier conformance verify next.json --chain reports/`,
+  pier conformance jwks > trusted-jwks.json
+  pier conformance verify next.json --keys trusted-jwks.json
+  pier conformance verify --chain reports/ --keys trusted-jwks.json --head DIGEST`,
 	}
-	cmd.AddCommand(NewCmdConformanceRun(f, nil), NewCmdConformanceVerify(f, nil))
+	cmd.AddCommand(NewCmdConformanceRun(f, nil), NewCmdConformanceVerify(f, nil), NewCmdConformanceJWKS(f, nil))
 	return cmd
 }
 
@@ -75,7 +81,10 @@ PIER_BASE_URL) and write a v2 run report.
              governed profile: a quote and its 15-minute hold, a launch and
              its teardown, a human gate, holder endpoints refusing agent
              authority, and the sandbox mandate flow as a simulated holder;
-             under anonymous it is not_run and not required
+             under anonymous it is not_run and not required. Each governed
+             probe records its holder (none or simulated) at the end of its
+             spec: a simulated holder never supports the human-separation
+             claim (SPEC §5)
 
 The report records the target's spec and schema digests, links to
 --previous through previousDigest, and is signed by a detached ES256 JWS
@@ -210,7 +219,11 @@ func conformanceRun(cmd *cobra.Command, o *ConformanceRunOptions) error {
 		fmt.Fprintf(o.IO.Out, "%s %s (%s)\n", out.bold.Render("signed by:"), key.Thumbprint(), keyPath)
 		if o.Out != "" {
 			fmt.Fprintf(o.IO.Out, "%s %s, %s\n", out.bold.Render("written:"), o.Out, conformance.SignaturePath(o.Out))
-			fmt.Fprintf(o.IO.Out, "Next: pier conformance verify %s\n", o.Out)
+			jwks := "pier conformance jwks"
+			if o.Key != "" {
+				jwks += " --key " + o.Key
+			}
+			fmt.Fprintf(o.IO.Out, "Next: pier conformance verify %s --keys conformance-jwks.json  (after %s > conformance-jwks.json)\n", o.Out, jwks)
 		}
 	}
 	if rep.Summary.Outcome != conformance.Pass {
@@ -263,6 +276,9 @@ func renderConformance(io *IOStreams, st styles, rep *conformance.Report) {
 			if p.LatencyMs != nil {
 				detail += fmt.Sprintf(" %dms", *p.LatencyMs)
 			}
+			if h := conformance.ProbeHolder(p); h != "" && h != conformance.HolderNone {
+				detail += " holder: " + h
+			}
 			fmt.Fprintf(&b, "  %s  %-*s  %s\n", mark(string(p.Status)), width, p.Id, st.faint.Render(strings.TrimSpace(detail)))
 			if p.Error != nil {
 				fmt.Fprintf(&b, "           %s\n", *p.Error)
@@ -284,43 +300,70 @@ type ConformanceVerifyOptions struct {
 	Factory *Factory
 	Reports []string
 	Chain   string
-	KeySet  string
-	JSON    bool
+	// KeySet is a JWKS file or the https URL it is published at.
+	KeySet string
+	// Head and Count anchor the chain's newest end.
+	Head  string
+	Count int
+	JSON  bool
 }
+
+var digestRE = regexp.MustCompile(`^[a-f0-9]{64}$`)
 
 // NewCmdConformanceVerify is `pier conformance verify`.
 func NewCmdConformanceVerify(f *Factory, runF func(*ConformanceVerifyOptions) error) *cobra.Command {
 	opts := &ConformanceVerifyOptions{IO: f.IO, Factory: f}
 	cmd := &cobra.Command{
-		Use:   "verify [REPORT...] [--chain DIR] [--keys JWKS]",
-		Short: "Verify run reports: schema, signature, summary and chain, with no server",
+		Use:   "verify [REPORT...] [--chain DIR (--head DIGEST | --count N)] --keys JWKS",
+		Short: "Verify run reports: schema, signature, signer, summary and chain, with no server",
 		Long: `Verify conformance run reports as an auditor, offline.
 
 For each REPORT (and each *.json in --chain DIR), with its detached
 signature REPORT.jws beside it:
   - the schema: v1 or v2 as its schemaVersion says, no extra members;
   - the signature: ES256 only, over the SHA-256 of the report's RFC 8785
-    canonical form, by the key its kid names, from --keys (a JWKS you
-    trust) or else from the signature's own jwk, whose thumbprint is
-    printed for you to compare;
-  - the summary and each suite's outcome against the probes.
+    canonical form, by the key its kid names;
+  - the signer: that key must be in --keys, a JWKS you trust: a file, or
+    the https URL where the signer publishes it (pier conformance jwks
+    prints one). A key the signature carries itself proves nothing about
+    who signed: without --keys the signer's thumbprint is printed as
+    unverified and verify exits 1 (conformance:signer_untrusted);
+  - the summary and each suite's outcome against the probes;
+  - the holder each governed probe records (none or simulated): a
+    simulated holder never supports the human-separation claim (SPEC §5).
 With --chain, the reports ordered by startedAt must form one chain: the
 first with a null previousDigest, each next naming the digest of the one
 before. A missing report is conformance:chain_gap; one out of place is
-conformance:chain_order.
+conformance:chain_order. The chain's newest end is anchored by what you
+know from outside it: --head DIGEST, the newest report's digest (pier
+conformance run prints it), or --count N reports. A chain not ending there
+is conformance:chain_head; one with neither is conformance:chain_unanchored.
 
 Exit 0 when everything verifies, 1 with a typed reason otherwise
 (conformance:schema_invalid, conformance:signature_invalid,
-conformance:summary_mismatch, conformance:chain_gap, conformance:chain_order,
-conformance:unreadable), 2 on a usage error. --json prints
-{verified: bool, reports: [...], error: {code, message, file}}.`,
-		Example: `  pier conformance verify report.json
-  pier conformance verify --chain reports/ --keys trusted-jwks.json --json`,
+conformance:signer_untrusted, conformance:summary_mismatch,
+conformance:chain_gap, conformance:chain_order, conformance:chain_head,
+conformance:chain_unanchored, conformance:unreadable), 2 on a usage
+error. --json prints {verified: bool, signer: {kid, trusted}, reports: [...],
+error: {code, message, file}}.`,
+		Example: `  pier conformance jwks --key conformance.jwk > trusted-jwks.json   # the signer, once
+  pier conformance verify report.json --keys trusted-jwks.json
+  pier conformance verify --chain reports/ --keys https://example.org/conformance-jwks.json --head 3f9a…e1
+  pier conformance verify --chain reports/ --keys trusted-jwks.json --count 12 --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.JSON = f.Config.JSON
 			opts.Reports = args
 			if len(args) == 0 && opts.Chain == "" {
 				return usageErrorf(cmd.CommandPath(), "give a REPORT file, or --chain DIR")
+			}
+			if (opts.Head != "" || opts.Count != 0) && opts.Chain == "" {
+				return usageErrorf(cmd.CommandPath(), "--head and --count anchor a chain: use them with --chain DIR")
+			}
+			if opts.Head != "" && !digestRE.MatchString(opts.Head) {
+				return usageErrorf(cmd.CommandPath(), "--head must be a report digest, 64 lowercase hex characters")
+			}
+			if opts.Count < 0 {
+				return usageErrorf(cmd.CommandPath(), "--count must be at least 1")
 			}
 			if runF != nil {
 				return runF(opts)
@@ -328,20 +371,24 @@ conformance:unreadable), 2 on a usage error. --json prints
 			return conformanceVerify(cmd, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Chain, "chain", "", "verify every report in `dir` and that they form one chain")
-	cmd.Flags().StringVar(&opts.KeySet, "keys", "", "a JWKS `file` of trusted signing keys, picked by kid")
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Chain, "chain", "", "verify every report in `dir` and that they form one chain")
+	fl.StringVar(&opts.KeySet, "keys", "", "the trusted signing keys: a JWKS `file`, or the https URL it is published at; keys are picked by kid")
+	fl.StringVar(&opts.Head, "head", "", "with --chain: the `digest` of the newest report, which the chain must end with")
+	fl.IntVar(&opts.Count, "count", 0, "with --chain: the number of reports the chain must hold")
 	return cmd
 }
 
 func conformanceVerify(cmd *cobra.Command, o *ConformanceVerifyOptions) error {
 	var trusted *conformance.KeySet
 	if o.KeySet != "" {
-		b, err := os.ReadFile(o.KeySet)
-		if err != nil {
-			return &UsageError{Err: err, Command: cmd.CommandPath()}
+		hc := o.Factory.HTTPClient
+		if hc == nil {
+			hc = &http.Client{Timeout: 30 * time.Second}
 		}
-		if trusted, err = conformance.ParseKeySet(b); err != nil {
-			return &UsageError{Err: err, Command: cmd.CommandPath()}
+		var err error
+		if trusted, err = conformance.ReadKeySet(cmd.Context(), hc, o.KeySet); err != nil {
+			return &UsageError{Err: fmt.Errorf("--keys: %w", err), Command: cmd.CommandPath()}
 		}
 	}
 	var verified []*conformance.Verified
@@ -358,8 +405,15 @@ func conformanceVerify(cmd *cobra.Command, o *ConformanceVerifyOptions) error {
 		chain, err := conformance.VerifyChain(o.Chain, trusted)
 		if err != nil {
 			failure = err
+		} else {
+			failure = conformance.Anchor{Head: o.Head, Count: o.Count}.Check(chain)
 		}
 		verified = append(verified, chain...)
+	}
+	// Only once everything else holds: a report refused for its content
+	// says so, whoever signed it.
+	if failure == nil {
+		failure = conformance.RequireTrusted(verified)
 	}
 	var typed *conformance.Error
 	if failure != nil && !errors.As(failure, &typed) {
@@ -367,6 +421,9 @@ func conformanceVerify(cmd *cobra.Command, o *ConformanceVerifyOptions) error {
 	}
 	if o.JSON {
 		out := map[string]any{"verified": failure == nil, "reports": verified}
+		if s := oneSigner(verified); s != nil {
+			out["signer"] = s
+		}
 		if typed != nil {
 			out["error"] = typed
 		}
@@ -376,15 +433,22 @@ func conformanceVerify(cmd *cobra.Command, o *ConformanceVerifyOptions) error {
 		}
 	} else {
 		st := newStyles(o.Factory, o.IO.Out, o.IO.StdoutIsTerminal)
+		mark := st.key.Render("ok")
+		if failure != nil {
+			mark = st.err.Render("unverified")
+		}
 		for _, v := range verified {
-			signer := v.Signer.KID
+			signer := v.Signer.KID + " (trusted: in --keys)"
 			if !v.Signer.Trusted {
-				signer += " (from the signature's jwk: compare it with the key you expect)"
+				signer = v.Signer.KID + " " + st.err.Render("(unverified: the signature's own jwk; no key you trust)")
 			}
-			fmt.Fprintf(o.IO.Out, "%s  %s  %s %s %s\n      digest %s\n      signed by %s\n", st.key.Render("ok"), v.File, v.SchemaVersion, v.Profile, v.Outcome, v.Digest, signer)
+			fmt.Fprintf(o.IO.Out, "%s  %s  %s %s %s\n      digest %s\n      signed by %s\n", mark, v.File, v.SchemaVersion, v.Profile, v.Outcome, v.Digest, signer)
+			if v.Profile == conformance.ProfileGoverned {
+				fmt.Fprintf(o.IO.Out, "      human separation: %s\n", humanSeparationLine(v))
+			}
 		}
 		if o.Chain != "" && failure == nil {
-			fmt.Fprintf(o.IO.Out, "%s %s: %d reports in one chain\n", st.bold.Render("chain:"), o.Chain, len(verified)-len(o.Reports))
+			fmt.Fprintf(o.IO.Out, "%s %s: %d reports in one chain, ending at the anchor you gave\n", st.bold.Render("chain:"), o.Chain, len(verified)-len(o.Reports))
 		}
 	}
 	if typed != nil {
@@ -395,4 +459,85 @@ func conformanceVerify(cmd *cobra.Command, o *ConformanceVerifyOptions) error {
 		return &ErrConformanceFailed{Code: typed.Code, Message: msg}
 	}
 	return nil
+}
+
+// oneSigner is the signer of every report, when they share one.
+func oneSigner(vs []*conformance.Verified) *conformance.Signer {
+	if len(vs) == 0 {
+		return nil
+	}
+	s := vs[0].Signer
+	for _, v := range vs[1:] {
+		if v.Signer != s {
+			return nil
+		}
+	}
+	return &s
+}
+
+// humanSeparationLine says whether a governed report supports the
+// human-separation claim, and why not.
+func humanSeparationLine(v *conformance.Verified) string {
+	if v.HumanSeparation {
+		return "shown (a governed probe passed with a human holder)"
+	}
+	var simulated []string
+	for id, h := range v.Holders {
+		if h == conformance.HolderSimulated {
+			simulated = append(simulated, id)
+		}
+	}
+	if len(simulated) == 0 {
+		return "not shown (no governed probe records a human holder)"
+	}
+	sort.Strings(simulated)
+	return "not shown (" + strings.Join(simulated, ", ") + " used a simulated holder, which cannot satisfy it: SPEC §5)"
+}
+
+// ConformanceJWKSOptions are `pier conformance jwks`'s.
+type ConformanceJWKSOptions struct {
+	IO  *IOStreams
+	Key string
+}
+
+// NewCmdConformanceJWKS is `pier conformance jwks`.
+func NewCmdConformanceJWKS(f *Factory, runF func(*ConformanceJWKSOptions) error) *cobra.Command {
+	opts := &ConformanceJWKSOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "jwks [--key FILE]",
+		Short: "Print the public JWKS of the key that signs run reports",
+		Long: `Print, as a JWKS, the public half of the key pier conformance run signs
+with: --key FILE, or conformance.jwk in Pier's config directory. Hand it
+to auditors, or publish it at an https URL they name, for pier conformance
+verify --keys. The private key never leaves its file. A key that does not
+exist yet is not created: run pier conformance run (or pier holder keygen
+--key FILE) first.`,
+		Example: `  pier conformance jwks > trusted-jwks.json
+  pier conformance jwks --key chain/key/conformance.jwk > trusted-jwks.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			path := opts.Key
+			if path == "" {
+				dir, err := os.UserConfigDir()
+				if err != nil {
+					return err
+				}
+				path = filepath.Join(dir, "pier", "conformance.jwk")
+			}
+			k, err := holder.LoadKey(path)
+			if errors.Is(err, os.ErrNotExist) {
+				return usageErrorf(cmd.CommandPath(), "no signing key at %s: run pier conformance run first, or pass --key FILE", path)
+			}
+			if err != nil {
+				return fmt.Errorf("signing key %s: %w", path, err)
+			}
+			b, _ := json.MarshalIndent(conformance.PublicKeySet(k), "", "  ")
+			return writeRaw(opts.IO.Out, b)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Key, "key", "", "signing key `file` (default conformance.jwk in the config directory)")
+	return cmd
 }

@@ -205,8 +205,8 @@ func TestConformanceRunWithGivenKey(t *testing.T) {
 	}
 
 	// A signature by another key, even one naming itself: refused under
-	// the given key's set, and accepted without one only as that other
-	// key, which the auditor then sees is not the one they expect.
+	// the given key's set, and without one not verified: the other key's
+	// thumbprint is reported, untrusted, and verify exits 1.
 	otherKey, err := holder.LoadKey(otherPath)
 	if err != nil {
 		t.Fatal(err)
@@ -218,10 +218,9 @@ func TestConformanceRunWithGivenKey(t *testing.T) {
 		t.Fatalf("another key's signature under the given key's set: exit %d: %v", code, out)
 	}
 	code, out = verify(report)
-	reports, _ = out["reports"].([]any)
-	first, _ = reports[0].(map[string]any)
-	if s, _ := first["signer"].(map[string]any); code != ExitOK || s["kid"] == key.Thumbprint() || s["trusted"] != false {
-		t.Fatalf("another key's signature without a key set: exit %d, signer %v", code, first["signer"])
+	if s, _ := out["signer"].(map[string]any); code != ExitError || out["verified"] != false || errCode(out) != conformance.CodeSignerUntrusted ||
+		s["kid"] != otherKey.Thumbprint() || s["trusted"] != false {
+		t.Fatalf("another key's signature without a key set: exit %d: %v", code, out)
 	}
 
 	// A key file others may read is refused before anything runs.
@@ -229,5 +228,118 @@ func TestConformanceRunWithGivenKey(t *testing.T) {
 	f, ts = newTestFactory(map[string]string{"PIER_BASE_URL": base})
 	if code := runWith(t, f, NewCmdConformance(f), "run", "--profile", "anonymous", "--key", keyPath); code == ExitOK || !strings.Contains(ts.err.String(), "chmod 600") {
 		t.Errorf("a 0644 key: exit %d: %s", code, ts.err)
+	}
+}
+
+// TestConformanceVerifyStranger: an edited report re-signed with a fresh
+// key is never "ok": without --keys verify prints it as unverified with the
+// stranger's thumbprint and exits 1; --json says verified false and names
+// the signer. A chain whose newest report was removed is caught by the
+// head digest or the count the auditor gives, and a chain with no anchor
+// is not verified. --keys may be the URL the signer publishes its JWKS at.
+func TestConformanceVerifyStranger(t *testing.T) {
+	dir := t.TempDir()
+	_, ownerPath := conformanceKeyFile(t, dir, "owner.jwk")
+	stranger, _ := conformanceKeyFile(t, dir, "stranger.jwk")
+
+	// Two reports in one chain, signed by the owner, through the CLI.
+	base := conformanceTarget(t)
+	reports := filepath.Join(dir, "reports")
+	first, second := filepath.Join(reports, "1.json"), filepath.Join(reports, "2.json")
+	for _, args := range [][]string{
+		{"run", "--profile", "anonymous", "--key", ownerPath, "--out", first},
+		{"run", "--profile", "anonymous", "--key", ownerPath, "--previous", first, "--out", second},
+	} {
+		f, ts := newTestFactory(map[string]string{"PIER_BASE_URL": base})
+		if code := runWith(t, f, NewCmdConformance(f), args...); code != ExitError {
+			t.Fatalf("%v: exit %d: %s", args, code, ts.err)
+		}
+	}
+	f, ts := newTestFactory(nil)
+	if code := runWith(t, f, NewCmdConformance(f), "jwks", "--key", ownerPath); code != ExitOK {
+		t.Fatalf("jwks: exit %d: %s", code, ts.err)
+	}
+	jwksPath := filepath.Join(dir, "owner-jwks.json")
+	os.WriteFile(jwksPath, ts.out.Bytes(), 0o644)
+
+	verify := func(args ...string) (int, string, string) {
+		t.Helper()
+		f, ts := newTestFactory(nil)
+		code := runWith(t, f, NewCmdConformance(f), append([]string{"verify"}, args...)...)
+		return code, ts.out.String(), ts.err.String()
+	}
+	raw, _ := os.ReadFile(second)
+	head, _ := conformance.Digest(raw)
+
+	// The owner's chain, anchored and with the owner's keys: ok.
+	if code, out, errOut := verify("--chain", reports, "--keys", jwksPath, "--head", head); code != ExitOK || !strings.Contains(out, "2 reports in one chain") {
+		t.Fatalf("the owner's chain: exit %d:\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := verify("--chain", reports, "--keys", jwksPath, "--count", "2"); code != ExitOK {
+		t.Fatalf("the owner's chain by count: exit %d: %s", code, errOut)
+	}
+	// The keys from the URL the auditor names.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := os.ReadFile(jwksPath)
+		w.Write(b)
+	}))
+	defer srv.Close()
+	if code, _, errOut := verify(second, "--keys", srv.URL+"/conformance-jwks.json"); code != ExitOK {
+		t.Fatalf("keys from a URL: exit %d: %s", code, errOut)
+	}
+
+	// The second report edited and re-signed by a stranger.
+	edited := strings.Replace(string(raw), `"buildId": "test"`, `"buildId": "edited"`, 1)
+	if edited == string(raw) {
+		t.Fatal("no buildId to edit")
+	}
+	os.WriteFile(second, []byte(edited), 0o644)
+	digest, _ := conformance.Digest([]byte(edited))
+	sig, _ := conformance.Sign(stranger, digest)
+	os.WriteFile(conformance.SignaturePath(second), []byte(sig), 0o644)
+
+	code, out, errOut := verify(second)
+	if code != ExitError || strings.Contains(out, "ok  ") || !strings.Contains(out, "unverified") ||
+		!strings.Contains(out, stranger.Thumbprint()) || !strings.Contains(errOut, conformance.CodeSignerUntrusted) || !strings.Contains(errOut, "--keys") {
+		t.Errorf("the stranger's report without --keys: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	code, out, _ = verify(second, "--json")
+	var doc struct {
+		Verified bool
+		Signer   struct {
+			KID     string `json:"kid"`
+			Trusted bool   `json:"trusted"`
+		}
+		Error struct{ Code string }
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("--json: %v: %s", err, out)
+	}
+	if code != ExitError || doc.Verified || doc.Signer.KID != stranger.Thumbprint() || doc.Signer.Trusted || doc.Error.Code != conformance.CodeSignerUntrusted {
+		t.Errorf("the stranger's report --json: exit %d: %s", code, out)
+	}
+	if code, _, errOut := verify(second, "--keys", jwksPath); code != ExitError || !strings.Contains(errOut, conformance.CodeSignature) {
+		t.Errorf("the stranger's report under the owner's keys: exit %d: %s", code, errOut)
+	}
+
+	// The newest report removed: the chain that is left is whole, but not
+	// the one anchored.
+	os.Remove(second)
+	os.Remove(conformance.SignaturePath(second))
+	for _, anchor := range [][]string{{"--head", head}, {"--count", "2"}} {
+		code, _, errOut := verify(append([]string{"--chain", reports, "--keys", jwksPath}, anchor...)...)
+		if code != ExitError || !strings.Contains(errOut, conformance.CodeChainHead) {
+			t.Errorf("newest report removed, %v: exit %d: %s", anchor, code, errOut)
+		}
+	}
+	if code, _, errOut := verify("--chain", reports, "--keys", jwksPath); code != ExitError || !strings.Contains(errOut, conformance.CodeChainUnanchored) {
+		t.Errorf("a chain with no anchor: exit %d: %s", code, errOut)
+	}
+	// An anchor without a chain, or a head that is no digest, is misuse.
+	if code, _, _ := verify(first, "--head", head); code != ExitUsage {
+		t.Errorf("--head without --chain: exit %d", code)
+	}
+	if code, _, _ := verify("--chain", reports, "--head", "abc"); code != ExitUsage {
+		t.Errorf("--head abc: exit %d", code)
 	}
 }

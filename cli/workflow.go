@@ -213,17 +213,32 @@ func NewCmdWorkflowVerify(f *Factory, runF func(*WorkflowVerifyOptions) error) *
 	opts := &WorkflowVerifyOptions{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "verify <prepared.json>",
-		Short: "Check a prepared workflow's signature against the published keys",
-		Long: `Check a signed plan offline: its compact JWS must verify with ES256 under
-the key its kid names in the JWKS, and its payload must be the canonical
-plan whose digest prepare reported. The file is the output of pier
-workflow prepare --json (or its data object, or the bare signed plan).
+		Short: "Check a prepared workflow against its signed plan and the published keys",
+		Long: `Check a prepared workflow offline. Its signed plan's compact JWS must
+verify with ES256 under the key its kid names in the JWKS, and its payload
+must be the canonical plan whose digest prepare reported. The file is the
+output of pier workflow prepare --json or pier workflows get --json (or
+its data object, or the bare signed plan).
+
+Everything else in the file is checked against the signed plan, since
+the signature covers only the plan: the workflow and project ids, the
+digest and key id, totalUsd, each step's id, tool, arguments, order,
+price, undo and approval, and the versions read. A member that disagrees,
+one the plan does not know, or another signedPlan in the envelope's
+actions is refused (exit 1), naming the member. createdAt, state and
+taskId are the server's state, which no signature covers: they are listed
+as unsigned.
+
 The JWKS comes from --jwks, a file, or else from the server's
-/.well-known/workflow-jwks.json. A signature proves the plan is unchanged;
-it grants nothing.`,
+/.well-known/workflow-jwks.json. A signature proves the plan is
+unchanged; it grants nothing.
+
+Exit 0 when everything agrees, 1 when the signature does not verify or
+the file disagrees with its plan, 2 when the file holds no signed plan.`,
 		Example: `  pier workflow prepare plan.yaml --json > prepared.json
-  curl -s $PIER_BASE_URL/.well-known/workflow-jwks.json > jwks.json
-  pier workflow verify prepared.json --jwks jwks.json`,
+  pier workflows jwks --json > jwks.json
+  pier workflow verify prepared.json --jwks jwks.json
+  pier workflow verify prepared.json --jwks jwks.json --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
@@ -237,28 +252,76 @@ it grants nothing.`,
 	return cmd
 }
 
-// signedPlanIn finds the signed plan, and the digest claimed beside it, in
-// a file.
-func signedPlanIn(raw []byte) (signed, digest string, err error) {
+// preparedFile is what pier workflow verify reads: the signed plan and,
+// unless the file is the bare plan, the data object beside it and the
+// envelope's other members.
+type preparedFile struct {
+	signed string
+	// data is the prepared workflow's data object; nil for a bare plan.
+	data json.RawMessage
+	// rest holds the envelope's members besides data (its actions).
+	rest map[string]json.RawMessage
+}
+
+// preparedIn finds the signed plan, its data object and envelope in a
+// file.
+func preparedIn(raw []byte) (*preparedFile, error) {
 	text := strings.TrimSpace(string(raw))
 	if strings.Count(text, ".") == 2 && !strings.HasPrefix(text, "{") {
-		return text, "", nil
+		return &preparedFile{signed: text}, nil
 	}
-	var doc struct {
-		Data       *sdk.PreparedWorkflow `json:"data"`
-		SignedPlan string                `json:"signedPlan"`
-		Digest     string                `json:"digest"`
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, fmt.Errorf("not a prepared workflow: %v", err)
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return "", "", fmt.Errorf("not a prepared workflow: %v", err)
+	pf := &preparedFile{data: raw}
+	if d, ok := top["data"]; ok {
+		pf.data = d
+		delete(top, "data")
+		pf.rest = top
 	}
-	if doc.Data != nil {
-		return doc.Data.SignedPlan, doc.Data.Digest, nil
+	var data struct {
+		SignedPlan string `json:"signedPlan"`
 	}
-	if doc.SignedPlan == "" {
-		return "", "", errors.New("no signedPlan in the file")
+	if err := json.Unmarshal(pf.data, &data); err != nil {
+		return nil, fmt.Errorf("not a prepared workflow: %v", err)
 	}
-	return doc.SignedPlan, doc.Digest, nil
+	if data.SignedPlan == "" {
+		return nil, errors.New("no signedPlan in the file")
+	}
+	pf.signed = data.SignedPlan
+	return pf, nil
+}
+
+// otherSignedPlans finds a signedPlan anywhere in v (an envelope's
+// actions) that is not signed.
+func otherSignedPlans(path string, v any, signed string) string {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if s, ok := e.(string); ok && k == "signedPlan" && s != signed {
+				return path + "." + k
+			}
+			if p := otherSignedPlans(path+"."+k, e, signed); p != "" {
+				return p
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if p := otherSignedPlans(fmt.Sprintf("%s[%d]", path, i), e, signed); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// ErrWorkflowMismatch is a prepared workflow whose unsigned members
+// disagree with its signed plan: exit 1.
+type ErrWorkflowMismatch struct{ File, Reason string }
+
+func (e *ErrWorkflowMismatch) Error() string {
+	return fmt.Sprintf("%s: %s. The signature covers only the signed plan: read the plan itself (pier workflow verify --json prints it) or prepare the workflow again", e.File, e.Reason)
 }
 
 func runWorkflowVerify(ctx context.Context, o *WorkflowVerifyOptions) error {
@@ -267,7 +330,7 @@ func runWorkflowVerify(ctx context.Context, o *WorkflowVerifyOptions) error {
 	if err != nil {
 		return err
 	}
-	signed, claimed, err := signedPlanIn(raw)
+	pf, err := preparedIn(raw)
 	if err != nil {
 		return usageErrorf("pier workflow verify", "%s: %v", o.File, err)
 	}
@@ -291,20 +354,43 @@ func runWorkflowVerify(ctx context.Context, o *WorkflowVerifyOptions) error {
 			return err
 		}
 	}
-	payload, digest, kid, err := workflowplan.Verify(signed, jwks)
+	payload, digest, kid, err := workflowplan.Verify(pf.signed, jwks)
 	if err != nil {
 		return err
-	}
-	if claimed != "" && claimed != digest {
-		return fmt.Errorf("the file claims digest %s but the signed plan's is %s", claimed, digest)
 	}
 	var plan workflowplan.Plan
 	if err := json.Unmarshal(payload, &plan); err != nil {
 		return err
 	}
-	if f.Config.JSON {
-		return printJSON(f.IO.Out, map[string]any{"valid": true, "digest": digest, "keyId": kid, "plan": plan})
+	checked := "the signed plan"
+	unsigned := []string{}
+	if pf.data != nil {
+		if unsigned, err = workflowplan.CheckProjection(plan, digest, kid, pf.data); err != nil {
+			return &ErrWorkflowMismatch{File: o.File, Reason: err.Error()}
+		}
+		checked = "the signed plan and the prepared workflow beside it"
 	}
-	fmt.Fprintf(f.IO.Out, "valid: workflow %s, %d steps, %.2f USD, signed by %s\ndigest %s\n", plan.WorkflowID, len(plan.Steps), float64(plan.TotalMicro)/1e6, kid, digest)
+	if pf.rest != nil {
+		for k, v := range pf.rest {
+			var doc any
+			if json.Unmarshal(v, &doc) != nil {
+				continue
+			}
+			if p := otherSignedPlans(k, doc, pf.signed); p != "" {
+				return &ErrWorkflowMismatch{File: o.File, Reason: p + " names another signed plan than data.signedPlan"}
+			}
+		}
+		checked = "the signed plan and the whole envelope"
+	}
+	if unsigned == nil {
+		unsigned = []string{}
+	}
+	if f.Config.JSON {
+		return printJSON(f.IO.Out, map[string]any{"valid": true, "digest": digest, "keyId": kid, "checked": checked, "unsigned": unsigned, "plan": plan})
+	}
+	fmt.Fprintf(f.IO.Out, "valid: workflow %s, %d steps, %.2f USD, signed by %s\ndigest %s\nchecked %s\n", plan.WorkflowID, len(plan.Steps), float64(plan.TotalMicro)/1e6, kid, digest, checked)
+	if len(unsigned) > 0 {
+		fmt.Fprintf(f.IO.Out, "unsigned %s (the server's state; no signature covers it)\n", strings.Join(unsigned, ", "))
+	}
 	return nil
 }

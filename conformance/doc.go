@@ -13,5 +13,9 @@
 // A report's digest is the SHA-256 of its RFC 8785 canonical form. Reports
 // chain through previousDigest, and each is signed by a detached compact
 // JWS (ES256) whose payload is the digest, kept beside the report as
-// <report>.jws. Verify needs no server.
+// <report>.jws. Verify needs no server, and trusts no key a report or its
+// signature hands it: the signer must be in the auditor's key set
+// (RequireTrusted), and a chain's newest end must match the auditor's
+// anchor (Anchor). Governed probes record the holder they act as in their
+// spec note; a simulated holder never supports human separation.
 package conformance

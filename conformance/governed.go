@@ -11,13 +11,19 @@ import (
 	"github.com/pierhq/pier/holder"
 )
 
+// governedProbes each record, in a note ending their spec, the holder they
+// act as (SPEC.md §5): none, or simulated for the sandbox mandate flow the
+// runner drives headless with a fresh key. The report has no member of its
+// own for this (SPEC.md §2.11 allows none), so the note is the record, and
+// ProbeHolder reads it back. The runner is never a human holder: no run of
+// it supports the human-separation claim.
 var governedProbes = []probe{
-	{"governed.project", "SPEC.md §5", probeProject},
-	{"governed.quote-hold", "SPEC.md §3 rule 1, §8", probeQuoteHold},
-	{"governed.launch-teardown", "SPEC.md §2.3, §2.4, §4", probeLaunchTeardown},
-	{"governed.gate-input-required", "SPEC.md §3 rule 3", probeGate},
-	{"governed.holder-refuses-agent", "SPEC.md §7 rule 5, §4 rule 2", probeHolderRefusesAgent},
-	{"governed.sandbox-mandate", "SPEC.md §2.9, §4 rule 2", probeSandboxMandate},
+	{"governed.project", "SPEC.md §5" + holderNote(HolderNone), probeProject},
+	{"governed.quote-hold", "SPEC.md §3 rule 1, §8" + holderNote(HolderNone), probeQuoteHold},
+	{"governed.launch-teardown", "SPEC.md §2.3, §2.4, §4" + holderNote(HolderNone), probeLaunchTeardown},
+	{"governed.gate-input-required", "SPEC.md §3 rule 3" + holderNote(HolderNone), probeGate},
+	{"governed.holder-refuses-agent", "SPEC.md §7 rule 5, §4 rule 2" + holderNote(HolderNone), probeHolderRefusesAgent},
+	{"governed.sandbox-mandate", "SPEC.md §2.9, §4 rule 2, §5" + holderNote(HolderSimulated), probeSandboxMandate},
 }
 
 func (r *runner) needProject(ctx context.Context, p *probeRun) error {

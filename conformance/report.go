@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 
 	"github.com/gowebpki/jcs"
 
@@ -109,4 +110,47 @@ func Summarize(suites []sdk.ConformanceSuite) sdk.ConformanceSummary {
 		}
 	}
 	return s
+}
+
+// Holders a governed probe may act as (SPEC.md §5). A simulated holder is
+// a headless or CI holder key: it proves control of the key, not human
+// review, and never counts toward the human-separation claim.
+const (
+	HolderNone      = "none"
+	HolderSimulated = "simulated"
+	HolderHuman     = "human"
+)
+
+// holderNote is the note a governed probe's spec ends with.
+func holderNote(holder string) string { return " (holder: " + holder + ")" }
+
+var holderNoteRE = regexp.MustCompile(`\(holder: (none|simulated|human)\)$`)
+
+// ProbeHolder is the holder a probe records in its spec note, "" when it
+// records none (a v1 report, or one from an older runner).
+func ProbeHolder(p sdk.ConformanceProbe) string {
+	if p.Spec == nil {
+		return ""
+	}
+	if m := holderNoteRE.FindStringSubmatch(*p.Spec); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// HumanSeparation reports whether a report supports the human-separation
+// claim: some governed probe that passed records a human holder. A probe
+// with a simulated holder never counts, whatever it shows.
+func HumanSeparation(suites []sdk.ConformanceSuite) bool {
+	for _, s := range suites {
+		if s.Id != SuiteGoverned {
+			continue
+		}
+		for _, p := range s.Probes {
+			if p.Status == Pass && ProbeHolder(p) == HolderHuman {
+				return true
+			}
+		}
+	}
+	return false
 }

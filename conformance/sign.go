@@ -1,12 +1,18 @@
 package conformance
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
 	"strings"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -101,6 +107,76 @@ func ParseKeySet(data []byte) (*KeySet, error) {
 		if !k.IsPublic() {
 			return nil, fmt.Errorf("conformance: key set: %s holds a private key", k.KeyID)
 		}
+		if k.Algorithm != "" && k.Algorithm != string(jose.ES256) {
+			return nil, fmt.Errorf("conformance: key set: %s is for %s; only ES256 keys sign reports", k.KeyID, k.Algorithm)
+		}
 	}
 	return &set, nil
+}
+
+// maxKeySet bounds a key set read from a file or a URL.
+const maxKeySet = 1 << 20
+
+// ReadKeySet reads the auditor's trusted key set from source: a file, or
+// the https URL where the signer publishes it (http only to a loopback
+// address, for a local server). A URL is the auditor's own choice of where
+// to look, never one a report names.
+func ReadKeySet(ctx context.Context, hc *http.Client, source string) (*KeySet, error) {
+	if !strings.HasPrefix(source, "https://") && !strings.HasPrefix(source, "http://") {
+		f, err := os.Open(source)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, maxKeySet+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > maxKeySet {
+			return nil, fmt.Errorf("conformance: key set %s is over %d bytes", source, maxKeySet)
+		}
+		return ParseKeySet(b)
+	}
+	u, err := url.Parse(source)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("conformance: key set URL %q does not parse", source)
+	}
+	if u.Scheme == "http" {
+		ip := net.ParseIP(u.Hostname())
+		if u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return nil, fmt.Errorf("conformance: key set URL %s: use https (plain http only to a loopback address)", source)
+		}
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, source, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("conformance: key set %s: %w", source, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("conformance: key set %s answered %s", source, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxKeySet+1))
+	if err != nil {
+		return nil, fmt.Errorf("conformance: key set %s: %w", source, err)
+	}
+	if len(b) > maxKeySet {
+		return nil, fmt.Errorf("conformance: key set %s is over %d bytes", source, maxKeySet)
+	}
+	return ParseKeySet(b)
+}
+
+// PublicKeySet is the JWKS an auditor needs to trust reports signed by k:
+// its public key under its thumbprint as kid.
+func PublicKeySet(k *holder.Key) *KeySet {
+	pub := k.PublicJWK()
+	pub.KeyID = k.Thumbprint()
+	return &KeySet{Keys: []jose.JSONWebKey{pub}}
 }

@@ -28,6 +28,15 @@ const (
 	CodeSummary    = "conformance:summary_mismatch"
 	CodeChainGap   = "conformance:chain_gap"
 	CodeChainOrder = "conformance:chain_order"
+	// CodeSignerUntrusted: every check passed, but the key that signed is
+	// one the report's own signature carried, not one the auditor trusts.
+	CodeSignerUntrusted = "conformance:signer_untrusted"
+	// CodeChainHead: the chain does not end where the auditor's anchor
+	// says (its newest report was dropped, or reports are missing).
+	CodeChainHead = "conformance:chain_head"
+	// CodeChainUnanchored: a chain checked without an anchor, so that
+	// nothing shows its newest reports are all there.
+	CodeChainUnanchored = "conformance:chain_unanchored"
 )
 
 // Error is a typed refusal: Code is one of the Code constants.
@@ -132,6 +141,12 @@ type Verified struct {
 	StartedAt      time.Time              `json:"startedAt"`
 	Signer         Signer                 `json:"signer"`
 	Summary        sdk.ConformanceSummary `json:"summary"`
+	// Holders names the holder each governed probe that ran records
+	// (none, simulated or human; empty when it records none).
+	Holders map[string]string `json:"holders,omitempty"`
+	// HumanSeparation is true only when a governed probe that passed
+	// records a human holder; a simulated holder never counts (SPEC §5).
+	HumanSeparation bool `json:"humanSeparation"`
 }
 
 // VerifyReport checks one report: its schema, that its summary agrees with
@@ -162,11 +177,81 @@ func VerifyReport(report []byte, sig string, trusted *jose.JSONWebKeySet) (*Veri
 	if err != nil {
 		return nil, err
 	}
-	return &Verified{
+	v := &Verified{
 		SchemaVersion: string(r.SchemaVersion), RunID: r.RunId, Profile: string(r.Profile),
 		Outcome: string(r.Summary.Outcome), Digest: digest, PreviousDigest: r.PreviousDigest,
 		StartedAt: r.StartedAt, Signer: signer, Summary: r.Summary,
-	}, nil
+		HumanSeparation: HumanSeparation(r.Suites),
+	}
+	for _, s := range r.Suites {
+		if s.Id != SuiteGoverned {
+			continue
+		}
+		for _, p := range s.Probes {
+			if p.Status == NotRun {
+				continue
+			}
+			if v.Holders == nil {
+				v.Holders = map[string]string{}
+			}
+			v.Holders[p.Id] = ProbeHolder(p)
+		}
+	}
+	return v, nil
+}
+
+// RequireTrusted refuses reports whose signer the auditor does not trust:
+// verified with no key set, a report signed by anyone with any key would
+// pass, since the key comes from the signature itself.
+func RequireTrusted(vs []*Verified) error {
+	for _, v := range vs {
+		if !v.Signer.Trusted {
+			return &Error{Code: CodeSignerUntrusted, File: v.File,
+				Message: "signed by " + v.Signer.KID + ", a key the signature carries itself, which nothing you gave vouches for: compare it with the key you expect, then pass --keys with a JWKS holding it (a file, or the https URL its owner publishes it at)"}
+		}
+	}
+	return nil
+}
+
+// Anchor is what an auditor knows of a chain's newest end from outside
+// the chain: the digest of its newest report, or how many reports it
+// holds. Without one, dropping the newest reports leaves a chain that
+// still verifies.
+type Anchor struct {
+	// Head is the digest of the newest report.
+	Head string
+	// Count is the number of reports.
+	Count int
+}
+
+// IsZero reports whether the anchor says nothing.
+func (a Anchor) IsZero() bool { return a.Head == "" && a.Count == 0 }
+
+// Check checks a chain, in VerifyChain's order (oldest first), against the
+// anchor.
+func (a Anchor) Check(chain []*Verified) error {
+	if a.IsZero() {
+		return &Error{Code: CodeChainUnanchored, Message: "nothing anchors the chain's newest report, so a chain with its newest reports removed would verify too: pass --head DIGEST (the newest report's digest, as pier conformance run printed it) or --count N"}
+	}
+	if len(chain) == 0 {
+		return &Error{Code: CodeChainHead, Message: "the chain is empty"}
+	}
+	newest := chain[len(chain)-1]
+	if a.Head != "" && newest.Digest != a.Head {
+		for i, v := range chain {
+			if v.Digest == a.Head {
+				return &Error{Code: CodeChainHead, File: v.File, Message: fmt.Sprintf("the head you gave is report %d of %d: %d report(s) follow it, up to %s (digest %s); pass that digest as --head if you expect them", i+1, len(chain), len(chain)-1-i, newest.File, newest.Digest)}
+			}
+		}
+		return &Error{Code: CodeChainHead, File: newest.File, Message: fmt.Sprintf("no report has the head digest %s: the newest report here is %s (digest %s), so the newest report may have been removed", a.Head, newest.File, newest.Digest)}
+	}
+	if a.Count != 0 && len(chain) != a.Count {
+		if len(chain) < a.Count {
+			return &Error{Code: CodeChainHead, File: newest.File, Message: fmt.Sprintf("the chain holds %d report(s), not the %d you expect: the newest may have been removed", len(chain), a.Count)}
+		}
+		return &Error{Code: CodeChainHead, File: newest.File, Message: fmt.Sprintf("the chain holds %d report(s), more than the %d you expect", len(chain), a.Count)}
+	}
+	return nil
 }
 
 // SignaturePath is where a report's detached signature is kept.

@@ -3,6 +3,9 @@ package conformance
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -252,5 +255,166 @@ func TestRunnerFromCIEnvironment(t *testing.T) {
 	}
 	if local := runnerInfo(func(string) string { return "" }); local.Kind != "local" || local.RunAttempt != 1 {
 		t.Errorf("local runner %+v", local)
+	}
+}
+
+// TestVerifyStrangerIsUntrusted: an edited report re-signed with a fresh
+// key passes every check that needs no trust, so without a key set the
+// signer is only the signature's own jwk: RequireTrusted refuses it. With
+// the auditor's key set the same report is refused outright.
+func TestVerifyStrangerIsUntrusted(t *testing.T) {
+	owner, _ := holder.GenerateKey()
+	stranger, _ := holder.GenerateKey()
+	dir := t.TempDir()
+	r := sample(time.Now().UTC(), nil)
+	r.Target.BuildId = "edited"
+	path, _ := write(t, dir, "r.json", stranger, r)
+
+	v, err := VerifyFile(path, nil)
+	if err != nil {
+		t.Fatalf("the stranger's report fails a check that needs no trust: %v", err)
+	}
+	if v.Signer.Trusted || v.Signer.KID != stranger.Thumbprint() {
+		t.Fatalf("signer %+v, want the stranger's thumbprint, untrusted", v.Signer)
+	}
+	if err := RequireTrusted([]*Verified{v}); code(err) != CodeSignerUntrusted {
+		t.Errorf("RequireTrusted of a key the signature carried: %v, want %s", err, CodeSignerUntrusted)
+	}
+	if _, err := VerifyFile(path, PublicKeySet(owner)); code(err) != CodeSignature {
+		t.Errorf("under the owner's key set: %v, want %s", err, CodeSignature)
+	}
+	v, err = VerifyFile(path, PublicKeySet(stranger))
+	if err != nil || RequireTrusted([]*Verified{v}) != nil {
+		t.Errorf("under a set holding the signer: %v", err)
+	}
+}
+
+// TestKeySetFromURL: --keys may name the https URL (or a loopback http
+// one) where the signer publishes its JWKS; any other plain http URL, an
+// error status and a private key are refused.
+func TestKeySetFromURL(t *testing.T) {
+	k, _ := holder.GenerateKey()
+	pub, _ := json.Marshal(PublicKeySet(k))
+	privJWK, _ := k.MarshalJWK()
+	priv := []byte(`{"keys":[` + string(privJWK) + `]}`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/jwks.json":
+			w.Write(pub)
+		case "/private.json":
+			w.Write(priv)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	ctx := t.Context()
+	set, err := ReadKeySet(ctx, srv.Client(), srv.URL+"/jwks.json")
+	if err != nil || len(set.Key(k.Thumbprint())) != 1 {
+		t.Fatalf("published key set: %v", err)
+	}
+	for _, bad := range []string{srv.URL + "/missing.json", srv.URL + "/private.json", "http://example.com/jwks.json"} {
+		if _, err := ReadKeySet(ctx, srv.Client(), bad); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	os.WriteFile(file, pub, 0o644)
+	if set, err := ReadKeySet(ctx, nil, file); err != nil || len(set.Keys) != 1 {
+		t.Errorf("key set file: %v", err)
+	}
+}
+
+// TestVerifyChainAnchor: a chain with its newest report removed still
+// forms one chain, so only an anchor from outside it catches that: the
+// newest digest (--head) or the count (--count). No anchor is refused.
+func TestVerifyChainAnchor(t *testing.T) {
+	k, _ := holder.GenerateKey()
+	dir := t.TempDir()
+	t0 := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	var paths, digests []string
+	var prev *string
+	for i := range 3 {
+		p, d := write(t, dir, fmt.Sprintf("run%d.json", i), k, sample(t0.Add(time.Duration(i)*time.Hour), prev))
+		paths, digests, prev = append(paths, p), append(digests, d), strp(d)
+	}
+	chain, err := VerifyChain(dir, PublicKeySet(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []Anchor{{Head: digests[2]}, {Count: 3}, {Head: digests[2], Count: 3}} {
+		if err := a.Check(chain); err != nil {
+			t.Errorf("anchor %+v on the whole chain: %v", a, err)
+		}
+	}
+	if err := (Anchor{}).Check(chain); code(err) != CodeChainUnanchored {
+		t.Errorf("no anchor: %v, want %s", err, CodeChainUnanchored)
+	}
+
+	os.Remove(paths[2])
+	os.Remove(SignaturePath(paths[2]))
+	chain, err = VerifyChain(dir, PublicKeySet(k))
+	if err != nil {
+		t.Fatalf("the chain without its newest report no longer verifies at all: %v", err)
+	}
+	for _, a := range []Anchor{{Head: digests[2]}, {Count: 3}} {
+		if err := a.Check(chain); code(err) != CodeChainHead {
+			t.Errorf("anchor %+v with the newest report dropped: %v, want %s", a, err, CodeChainHead)
+		}
+	}
+	if err := (Anchor{Head: digests[0]}).Check(chain); code(err) != CodeChainHead || !strings.Contains(err.Error(), "1 report(s) follow it") {
+		t.Errorf("a head that reports follow: %v", err)
+	}
+}
+
+// TestGovernedProbesRecordHolder: every governed probe records the holder
+// it acts as; the sandbox mandate flow's is simulated, and a report whose
+// only holder is simulated never supports the human-separation claim,
+// however its probes went.
+func TestGovernedProbesRecordHolder(t *testing.T) {
+	suite := notRunSuite(SuiteGoverned, governedProbes)
+	for i, p := range suite.Probes {
+		suite.Probes[i].Status = Pass
+		want := HolderNone
+		if p.Id == "governed.sandbox-mandate" {
+			want = HolderSimulated
+		}
+		if got := ProbeHolder(p); got != want {
+			t.Errorf("%s records holder %q, want %q", p.Id, got, want)
+		}
+	}
+	suite.Outcome = SuiteOutcome(suite.Probes)
+	suite.Required = true
+
+	k, _ := holder.GenerateKey()
+	r := sample(time.Now().UTC(), nil)
+	r.Profile = ProfileGoverned
+	r.Suites[2] = suite
+	r.Summary = Summarize(r.Suites)
+	path, _ := write(t, t.TempDir(), "governed.json", k, r)
+	v, err := VerifyFile(path, PublicKeySet(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.HumanSeparation {
+		t.Errorf("a report whose holder was simulated supports human separation")
+	}
+	if v.Holders["governed.sandbox-mandate"] != HolderSimulated || v.Holders["governed.quote-hold"] != HolderNone {
+		t.Errorf("holders %v", v.Holders)
+	}
+
+	human := strp("SPEC.md §5" + holderNote(HolderHuman))
+	simulated := strp("SPEC.md §5" + holderNote(HolderSimulated))
+	for _, c := range []struct {
+		probes []sdk.ConformanceProbe
+		want   bool
+	}{
+		{[]sdk.ConformanceProbe{{Id: "governed.x", Status: Pass, Spec: simulated}}, false},
+		{[]sdk.ConformanceProbe{{Id: "governed.x", Status: Pass, Spec: human}}, true},
+		{[]sdk.ConformanceProbe{{Id: "governed.x", Status: Fail, Spec: human}, {Id: "governed.y", Status: Pass, Spec: simulated}}, false},
+	} {
+		if got := HumanSeparation([]sdk.ConformanceSuite{{Id: SuiteGoverned, Probes: c.probes}}); got != c.want {
+			t.Errorf("HumanSeparation(%+v) = %v, want %v", c.probes, got, c.want)
+		}
 	}
 }

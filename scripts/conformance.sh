@@ -4,9 +4,12 @@
 # governed run chained to it, then the offline verification of the chain.
 # Reports land in ${CONFORMANCE_OUT:-conformance-reports}/ and chain: the
 # first run links to the newest report already there, when the reports
-# there verify as one chain; otherwise they are moved aside and a fresh
-# chain starts. The signing key is $CONFORMANCE_KEY, created there when
-# missing, or else pier's default (conformance.jwk in its config directory).
+# there verify as one chain, signed by the signing key and ending at the
+# head recorded in ${CONFORMANCE_HEAD:-$CONFORMANCE_OUT.head} (the digest of
+# the newest report, which each run writes); otherwise they are moved aside
+# and a fresh chain starts. The signing key is $CONFORMANCE_KEY, created
+# there when missing, or else pier's default (conformance.jwk in its config
+# directory); `pier conformance jwks` prints its public JWKS for auditors.
 #
 #   bash scripts/conformance.sh            # what `make conformance` runs
 #   PIER=bin/pier bash scripts/conformance.sh  # with bin/pier-server beside it
@@ -35,17 +38,8 @@ for _ in $(seq 1 100); do
 done
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
-# Reports chain: each run links to the newest report already in $OUT, once
-# those verify as one chain. A chain that does not is kept aside, never
-# extended; the runs here then start a fresh one.
-if ls "$OUT"/*.json >/dev/null 2>&1 && ! "$PIER" conformance verify --chain "$OUT" >/dev/null; then
-  echo "conformance: the reports in $OUT do not verify as one chain; moved to $OUT.unverified-$stamp, starting a fresh chain" >&2
-  mv "$OUT" "$OUT.unverified-$stamp"
-fi
-mkdir -p "$OUT"
-prev=()
-last=$(ls -1 "$OUT"/*.json 2>/dev/null | sort | tail -n 1 || true)
-[ -n "$last" ] && prev=(--previous "$last")
+HEAD_FILE=${CONFORMANCE_HEAD:-$OUT.head}
+JWKS=$data/conformance-jwks.json
 
 key=()
 if [ -n "${CONFORMANCE_KEY:-}" ]; then
@@ -58,6 +52,23 @@ if [ -n "${CONFORMANCE_KEY:-}" ]; then
   key=(--key "$CONFORMANCE_KEY")
 fi
 
+# Reports chain: each run links to the newest report already in $OUT, once
+# those verify as one chain signed by the signing key and ending at the
+# recorded head. A chain that does not (or with no key or head to check it
+# against) is kept aside, never extended; the runs here then start a fresh
+# one.
+if ls "$OUT"/*.json >/dev/null 2>&1 && ! {
+  [ -s "$HEAD_FILE" ] && "$PIER" conformance jwks "${key[@]}" >"$JWKS" 2>/dev/null &&
+    "$PIER" conformance verify --chain "$OUT" --keys "$JWKS" --head "$(cat "$HEAD_FILE")" >/dev/null
+}; then
+  echo "conformance: the reports in $OUT do not verify as one chain signed by the signing key up to the head in $HEAD_FILE; moved to $OUT.unverified-$stamp, starting a fresh chain" >&2
+  mv "$OUT" "$OUT.unverified-$stamp"
+fi
+mkdir -p "$OUT"
+prev=()
+last=$(ls -1 "$OUT"/*.json 2>/dev/null | sort | tail -n 1 || true)
+[ -n "$last" ] && prev=(--previous "$last")
+
 json() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 
 "$PIER" conformance run --profile anonymous "${key[@]}" "${prev[@]}" --out "$OUT/$stamp-1-anonymous.json"
@@ -67,7 +78,13 @@ project=$("$PIER" admin create-project --data-dir "$data" --name conformance --b
 PIER_API_KEY=$("$PIER" admin create-key --data-dir "$data" --name conformance --json | json apiKey) \
   "$PIER" conformance run --profile governed "${key[@]}" --project "$project" \
   --previous "$OUT/$stamp-1-anonymous.json" --out "$OUT/$stamp-2-governed.json"
-"$PIER" conformance verify --chain "$OUT"
+# The key exists now (the first run may have made the default one): its
+# public JWKS is what an auditor trusts, and the governed report the head.
+"$PIER" conformance jwks "${key[@]}" >"$JWKS"
+head=$("$PIER" conformance verify "$OUT/$stamp-2-governed.json" --keys "$JWKS" --json |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["reports"][0]["digest"])')
+"$PIER" conformance verify --chain "$OUT" --keys "$JWKS" --head "$head"
+printf '%s\n' "$head" >"$HEAD_FILE"
 
 # Against Pier every probe a profile runs passes: a skip means this script
 # failed to set up what the probe needs, and fails the run too.

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +29,15 @@ const maxH3Streams = 250
 // past it is closed at once with H3_EXCESSIVE_LOAD; the client falls back
 // to HTTP/2 over TCP, whose connections the header and idle timeouts bound.
 const maxH3Conns = 4096
+
+// maxH3ConnsPerSource bounds the QUIC connections, handshakes included,
+// one source holds at once: an IPv4 address, or an IPv6 /64 (one
+// subscriber's prefix, whose addresses a client may change at will). One
+// source once held over 4,000 idle connections, all of the global cap. A
+// connection past it is refused before its handshake (CONNECTION_REFUSED),
+// and the client falls back to HTTP/2 over TCP, so a NAT shared by many
+// people loses HTTP/3 only, never the sites.
+const maxH3ConnsPerSource = 128
 
 // altSvcMaxAge is how long, in seconds, a client may remember the HTTP/3
 // endpoint.
@@ -113,7 +124,8 @@ func (h *h3Listener) serve(handler http.Handler, getCert func(*tls.ClientHelloIn
 		IdleTimeout:    lim.IdleTimeout,
 		Logger:         log,
 	}
-	tr := &quic.Transport{Conn: h.conn}
+	sources := &sourceLimiter{max: maxH3ConnsPerSource}
+	tr := &quic.Transport{Conn: h.conn, ConnContext: sources.connContext, VerifySourceAddress: sources.mustVerify}
 	ln, err := tr.ListenEarly(http3.ConfigureTLSConfig(h.srv.TLSConfig), h.srv.QUICConfig)
 	if err != nil {
 		log.Error("http3 listener not started", "err", err)
@@ -154,6 +166,78 @@ func (l *cappedListener) Accept(ctx context.Context) (*quic.Conn, error) {
 		}()
 		return c, nil
 	}
+}
+
+// sourceLimiter counts the QUIC connections each source holds, from the
+// first Initial packet to the connection's end, and refuses one past max.
+// The address on an Initial may be spoofed: once a source holds half its
+// allowance, its new connections must first prove the address with a
+// Retry round trip (RFC 9000, 8.1.2), so a spoofed flood cannot take a real
+// source's whole allowance, and what it takes lasts a handshake timeout.
+type sourceLimiter struct {
+	max  int
+	mu   sync.Mutex
+	open map[netip.Prefix]int
+}
+
+// sourceOf is the source a connection counts against: the IPv4 address
+// (an IPv4-mapped IPv6 one included), or the IPv6 /64.
+func sourceOf(addr net.Addr) netip.Prefix {
+	var ap netip.AddrPort
+	if u, ok := addr.(*net.UDPAddr); ok {
+		ap = u.AddrPort()
+	} else if p, err := netip.ParseAddrPort(addr.String()); err == nil {
+		ap = p
+	}
+	ip := ap.Addr().Unmap()
+	if ip.Is4() {
+		return netip.PrefixFrom(ip, 32)
+	}
+	p, _ := ip.Prefix(64)
+	return p
+}
+
+// errSourceBusy refuses a connection past its source's allowance.
+var errSourceBusy = errors.New("http3: this source holds too many connections")
+
+// connContext is the quic.Transport's ConnContext: it counts the
+// connection against its source until the connection's context ends.
+func (s *sourceLimiter) connContext(ctx context.Context, info *quic.ClientInfo) (context.Context, error) {
+	src := sourceOf(info.RemoteAddr)
+	s.mu.Lock()
+	if s.open == nil {
+		s.open = map[netip.Prefix]int{}
+	}
+	if s.open[src] >= s.max {
+		s.mu.Unlock()
+		return nil, errSourceBusy
+	}
+	s.open[src]++
+	s.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		if s.open[src]--; s.open[src] <= 0 {
+			delete(s.open, src)
+		}
+		s.mu.Unlock()
+	})
+	return ctx, nil
+}
+
+// mustVerify is the quic.Transport's VerifySourceAddress: a source past
+// half its allowance must prove its address before it gets another.
+func (s *sourceLimiter) mustVerify(addr net.Addr) bool {
+	src := sourceOf(addr)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open[src] >= s.max/2
+}
+
+// held is the number of connections src holds.
+func (s *sourceLimiter) held(src netip.Prefix) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open[src]
 }
 
 // stop sends every HTTP/3 connection GOAWAY, waits for its requests until

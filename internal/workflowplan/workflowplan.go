@@ -6,6 +6,7 @@ package workflowplan
 
 import (
 	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -112,7 +113,7 @@ func Verify(compact string, jwks []byte) (payload []byte, digest, kid string, er
 		return nil, "", "", fmt.Errorf("%w: no key %q in the JWKS", ErrSignature, h.KeyID)
 	}
 	pub, ok := keys[0].Key.(*ecdsa.PublicKey)
-	if !ok {
+	if !ok || pub.Curve != elliptic.P256() {
 		return nil, "", "", fmt.Errorf("%w: key %q is not a P-256 public key", ErrSignature, h.KeyID)
 	}
 	payload, err = obj.Verify(pub)

@@ -52,6 +52,17 @@ const (
 	// h2HandlerChunk is net/http's h2 handler buffer: an answer that fits
 	// in it, written before the handler returned, gets a Content-Length.
 	h2HandlerChunk = 4 << 10
+	// h2ResetBurst and h2ResetRate are a connection's budget of stream
+	// resets: the client's RST_STREAMs, and the resets its malformed or
+	// excess streams make the server send (CVE-2023-44487's rapid reset,
+	// and the server-side variant of 2025). Each costs the server a request
+	// parsed and answered for nothing. A connection may spend the burst at
+	// once (a browser cancelling a page's streams spends at most
+	// h2MaxStreams) and regains h2ResetRate a second; one that overdraws
+	// it gets GOAWAY(ENHANCE_YOUR_CALM) and is closed, as nginx and Go's
+	// net/http close a connection resetting faster than it is served.
+	h2ResetBurst = 2 * h2MaxStreams
+	h2ResetRate  = 50
 )
 
 // corkConn is the TCP connection under a TLS one: while corked, the
@@ -160,6 +171,10 @@ type h2conn struct {
 	unacked   bool // our SETTINGS not yet acknowledged
 	goingAway bool
 
+	// resets is what is left of the reset budget as of resetAt.
+	resets  float64
+	resetAt time.Time
+
 	// blocks holds the header blocks made from the edge's prepared heads
 	// on this connection, keyed by the head's bytes.
 	blocks map[string][]byte
@@ -181,7 +196,8 @@ func (l *Listener) serveH2(tc *tls.Conn, cork *corkConn, host string, start time
 	l.h2served.Add(1)
 	h := &h2conn{l: l, tc: tc, cork: cork, host: host, br: bufio.NewReaderSize(tc, 16<<10),
 		connWindow: 65535, initialWindow: 65535, maxFrame: 16384,
-		streams: map[uint32]*h2stream{}, blocks: map[string][]byte{}, unacked: true, lastRequest: start, now: start}
+		streams: map[uint32]*h2stream{}, blocks: map[string][]byte{}, unacked: true, lastRequest: start, now: start,
+		resets: h2ResetBurst, resetAt: start}
 	h.fr = http2.NewFramer(&h.out, h.br)
 	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	h.fr.MaxHeaderListSize = l.maxHeaderList()
@@ -224,7 +240,10 @@ func (l *Listener) serveH2(tc *tls.Conn, cork *corkConn, host string, start time
 			switch {
 			case errors.As(err, &se):
 				h.lastID = max(h.lastID, se.StreamID)
-				h.reset(se.StreamID, se.Code)
+				if h.refuse(se.StreamID, se.Code) != nil {
+					h.goAway(http2.ErrCodeEnhanceYourCalm)
+					return
+				}
 				continue
 			case errors.As(err, &ce):
 				h.goAway(http2.ErrCode(ce))
@@ -358,6 +377,26 @@ func (h *h2conn) reset(id uint32, code http2.ErrCode) {
 	h.fr.WriteRSTStream(id, code)
 }
 
+// refuse resets a stream for what the client did, from the connection's
+// reset budget; a ConnectionError(ENHANCE_YOUR_CALM) once that is spent.
+func (h *h2conn) refuse(id uint32, code http2.ErrCode) error {
+	h.reset(id, code)
+	return h.spendReset()
+}
+
+// spendReset takes one reset from the budget, which regains h2ResetRate a
+// second up to h2ResetBurst.
+func (h *h2conn) spendReset() error {
+	now := time.Now()
+	h.resets = min(h2ResetBurst, h.resets+now.Sub(h.resetAt).Seconds()*h2ResetRate)
+	h.resetAt = now
+	if h.resets < 1 {
+		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+	}
+	h.resets--
+	return nil
+}
+
 func (h *h2conn) drop(s *h2stream) {
 	delete(h.streams, s.id)
 	s.data = nil
@@ -407,8 +446,7 @@ func (h *h2conn) frame(f http2.Frame) error {
 		}
 		if s := h.streams[id]; s != nil {
 			if s.window+n > 1<<31-1 {
-				h.reset(id, http2.ErrCodeFlowControl)
-				return nil
+				return h.refuse(id, http2.ErrCodeFlowControl)
 			}
 			s.window += n
 		}
@@ -421,7 +459,7 @@ func (h *h2conn) frame(f http2.Frame) error {
 		if s := h.streams[id]; s != nil {
 			h.drop(s)
 		}
-		return nil
+		return h.spendReset()
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			return h.fr.WritePing(true, f.Data)
@@ -468,10 +506,9 @@ func (h *h2conn) headers(f *http2.MetaHeadersFrame) error {
 		// Trailers of a request being answered, or a stream that is over.
 		if s := h.streams[id]; s != nil && s.remoteOpen {
 			if !f.StreamEnded() {
-				h.reset(id, http2.ErrCodeProtocol)
-			} else {
-				s.remoteOpen = false
+				return h.refuse(id, http2.ErrCodeProtocol)
 			}
+			s.remoteOpen = false
 			return nil
 		}
 		return http2.ConnectionError(http2.ErrCodeStreamClosed)
@@ -485,8 +522,7 @@ func (h *h2conn) headers(f *http2.MetaHeadersFrame) error {
 		if h.unacked {
 			code = http2.ErrCodeRefusedStream
 		}
-		h.fr.WriteRSTStream(id, code)
-		return nil
+		return h.refuse(id, code)
 	}
 	method, scheme, authority, path := f.PseudoValue("method"), f.PseudoValue("scheme"), f.PseudoValue("authority"), f.PseudoValue("path")
 	connect := method == "CONNECT"
@@ -494,8 +530,7 @@ func (h *h2conn) headers(f *http2.MetaHeadersFrame) error {
 	case f.PseudoValue("protocol") != "",
 		connect && (path != "" || scheme != "" || authority == ""),
 		!connect && (method == "" || path == "" || (scheme != "https" && scheme != "http")):
-		h.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
-		return nil
+		return h.refuse(id, http2.ErrCodeProtocol)
 	}
 	var inm, ae, hostHeader string
 	var inmN, aeN, teN int
@@ -537,8 +572,7 @@ func (h *h2conn) headers(f *http2.MetaHeadersFrame) error {
 		u = pu
 	}
 	if u == nil || strings.IndexByte(authority, '@') >= 0 && (scheme == "http" || scheme == "https") {
-		h.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
-		return nil
+		return h.refuse(id, http2.ErrCodeProtocol)
 	}
 	body := !f.StreamEnded()
 	head := method == "HEAD"
