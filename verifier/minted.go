@@ -122,4 +122,3 @@ func mintedArtifact(raw []byte) ([]byte, string, error) {
 	}
 	return raw, p.ProofID, nil
 }
-
