@@ -11,7 +11,7 @@ export PATH := $(CURDIR)/tools/node_modules/.bin:$(PATH)
 # ./... does not reach them, so the tests name them.
 THIRD_PARTY := github.com/santhosh-tekuri/jsonschema/v6
 
-.PHONY: help build run generate check-generate test test-short test-scale lint bench bench-wrk tools clean conformance fuzz
+.PHONY: help build install run generate check-generate test test-short test-scale lint bench bench-wrk tools clean conformance fuzz
 
 help: ## List the tasks
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -19,6 +19,9 @@ help: ## List the tasks
 build: ## Build bin/pier (the CLI) and bin/pier-server (the CLI with the server's commands)
 	$(GO) build -o $(BIN) ./cmd/pier
 	$(GO) build -o $(SERVER_BIN) ./cmd/pier-server
+
+install: ## Install pier and pier-server into $(go env GOBIN) (or ~/go/bin), as `go install ./cmd/...` does
+	$(GO) install ./cmd/...
 
 run: build ## Run the server with the embedded defaults
 	./$(SERVER_BIN) server

@@ -63,7 +63,7 @@ func TestCapabilitiesCoverTheContract(t *testing.T) {
 			}
 			readOnly := method == "get" || op.MCP.ReadOnly
 			if c.Path != path || c.Method != map[string]string{"get": "GET", "post": "POST", "put": "PUT", "delete": "DELETE", "patch": "PATCH"}[method] ||
-				c.IdempotencyKey != key || c.ReadOnly != readOnly || c.Idempotent != (readOnly || op.MCP.Idempotent || key) || c.InputRequired != op.InputRequired || (op.Scope != "" && (len(c.Scopes) != 1 || c.Scopes[0] != op.Scope)) ||
+				c.IdempotencyKey != key || c.ReadOnly != readOnly || c.Idempotent != (readOnly || op.MCP.Idempotent || key) || c.InputRequired != op.InputRequired || (op.Scope != "" && op.Scope != "none" && (len(c.Scopes) != 1 || c.Scopes[0] != op.Scope)) || (op.Scope == "none" && len(c.Scopes) != 0) ||
 				(c.MCPTool == "") != op.MCP.Exclude {
 				t.Errorf("%s: %+v does not match the contract", op.OperationID, c)
 			}

@@ -176,6 +176,11 @@ func holderMandate(ctx context.Context, o *HolderMandateOptions) error {
 	}
 	out := map[string]any{"mandate": jws, "thumbprint": k.Thumbprint(), "issuerKid": kid}
 	if o.NoPost {
+		// The JWS is what goes on, so it is stdout; a person reads it
+		// decoded on stderr.
+		if !o.JSON {
+			writeRaw(o.IO.ErrOut, []byte(decodedCompact(jws)))
+		}
 		return holderOutput(o.IO, o.JSON, out, jws)
 	}
 	resp, err := c.RegisterMandate(ctx, base, o.Session, o.Registration, jws)
@@ -183,7 +188,7 @@ func holderMandate(ctx context.Context, o *HolderMandateOptions) error {
 		return holderError(err)
 	}
 	out["response"] = json.RawMessage(resp.Body)
-	return holderOutput(o.IO, o.JSON, out, fmt.Sprintf("mandate registered for session %s\n%s", o.Session, jws))
+	return holderOutput(o.IO, o.JSON, out, fmt.Sprintf("mandate registered for session %s\n%s", o.Session, decodedCompact(jws)))
 }
 
 // HolderDecideOptions are `pier holder decide`'s.
@@ -279,6 +284,9 @@ func holderDecide(ctx context.Context, path string, o *HolderDecideOptions) erro
 	}
 	out := map[string]any{"decision": jws, "gateId": gate.ID, "outcome": outcome, "thumbprint": k.Thumbprint()}
 	if o.NoPost {
+		if !o.JSON {
+			writeRaw(o.IO.ErrOut, []byte(decodedCompact(jws)))
+		}
 		return holderOutput(o.IO, o.JSON, out, jws)
 	}
 	ctx, cancel := o.Factory.context(ctx)
@@ -288,7 +296,7 @@ func holderDecide(ctx context.Context, path string, o *HolderDecideOptions) erro
 		return holderError(err)
 	}
 	out["response"] = json.RawMessage(resp.Body)
-	text := fmt.Sprintf("gate %s %s\n%s", gate.ID, outcome, jws)
+	text := fmt.Sprintf("gate %s %s\n%s", gate.ID, outcome, decodedCompact(jws))
 	var d struct {
 		ProofID *string `json:"proofId"`
 	}
@@ -355,6 +363,21 @@ func holderError(err error) error {
 		e.Message = strings.TrimSpace(ae.Error())
 	}
 	return e
+}
+
+// decodedCompact is a compact JWS as a person reads it: its header and
+// payload decoded (and any JWS inside them), its signature as sent. A
+// string that is not a JWS is returned as it is.
+func decodedCompact(jws string) string {
+	v := expandJWS(jws)
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return jws
+	}
+	return string(b)
 }
 
 func holderOutput(io *IOStreams, asJSON bool, v map[string]any, text string) error {

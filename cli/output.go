@@ -106,7 +106,18 @@ func renderResponse(o *OperationOptions, resp *sdk.Response) error {
 		}
 	}
 	if data.kind == kindObject {
+		// The undo is a tool action: shown as the pier command that
+		// makes it, as every next step is.
+		undo := data.get("undo")
+		if cmd := undoCommand(o.Factory, o.root, undo); cmd != "" {
+			data = withoutKey(data, "undo")
+		} else {
+			undo = nil
+		}
 		writeFields(&b, st, data, 0, skip)
+		if undo != nil {
+			fmt.Fprintf(&b, "%s %s\n", st.key.Render("undo:"), undoCommand(o.Factory, o.root, undo))
+		}
 	} else {
 		writeValue(&b, st, "", data, 0)
 	}
@@ -116,6 +127,36 @@ func renderResponse(o *OperationOptions, resp *sdk.Response) error {
 	writeActions(&b, st, o.Factory, o.root, env.get("actions"))
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// undoCommand is an undo's reversal as the command that makes it, or ""
+// when it has none (irreversible) or none renders.
+func undoCommand(f *Factory, root *cobra.Command, undo *node) string {
+	cmd := undo.get("command")
+	if cmd == nil || cmd.kind != kindObject {
+		return ""
+	}
+	raw, err := json.Marshal(cmd)
+	if err != nil {
+		return ""
+	}
+	var t sdk.ToolAction
+	if json.Unmarshal(raw, &t) != nil || t.Tool == "" {
+		return ""
+	}
+	return commandHint(f, root, t)
+}
+
+// withoutKey is obj without one of its members.
+func withoutKey(obj *node, key string) *node {
+	out := &node{kind: obj.kind}
+	for i, k := range obj.keys {
+		if k != key {
+			out.keys = append(out.keys, k)
+			out.vals = append(out.vals, obj.vals[i])
+		}
+	}
+	return out
 }
 
 func writeRaw(w io.Writer, b []byte) error {

@@ -6,10 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -179,16 +183,57 @@ func buildFromSource(goBin, pkg string) (string, error) {
 	}
 	sum := sha256.Sum256([]byte(root))
 	out := filepath.Join(cache, "pier", "source-build", hex.EncodeToString(sum[:6]), ServerBinaryName)
-	if !isExecutable(out) {
-		fmt.Fprintf(os.Stderr, "pier: building %s from the source tree at %s (the first build takes a minute or so)…\n", ServerBinaryName, root)
+	first := !isExecutable(out)
+	if first {
+		fmt.Fprintf(os.Stderr, "pier: building %s from the source tree at %s; the first build compiles every package (minutes on a slow machine), and later ones reuse Go's build cache\n", ServerBinaryName, root)
 	}
-	build := exec.Command(goBin, "build", "-o", out, pkg)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	// -v names each package as it is compiled: nothing when the cache is
+	// warm, and progress to show when it is not.
+	build := exec.Command(goBin, "build", "-v", "-o", out, pkg)
+	build.Stdout = os.Stderr
+	stderr, err := build.StderrPipe()
+	if err != nil {
+		return "", err
+	}
+	start := time.Now()
+	if err := build.Start(); err != nil {
 		return "", fmt.Errorf("building %s from source with %s build: %w", ServerBinaryName, goBin, err)
+	}
+	showBuildProgress(os.Stderr, stderr, start, 5*time.Second)
+	if err := build.Wait(); err != nil {
+		return "", fmt.Errorf("building %s from source with %s build: %w", ServerBinaryName, goBin, err)
+	}
+	if n := time.Since(start); first || n > 5*time.Second {
+		fmt.Fprintf(os.Stderr, "pier: built %s in %s\n", ServerBinaryName, n.Round(time.Second))
 	}
 	return out, nil
 }
+
+// showBuildProgress reads go build -v's output: package paths, one a line,
+// are counted and summed up on w at most once an interval (the last one
+// named); every other line (a compile error) is passed on as it is.
+func showBuildProgress(w io.Writer, r io.Reader, start time.Time, every time.Duration) {
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 64<<10), 1<<20)
+	n, last := 0, start
+	for s.Scan() {
+		line := s.Text()
+		if !importPathRE().MatchString(line) {
+			fmt.Fprintln(w, line)
+			continue
+		}
+		n++
+		if now := time.Now(); now.Sub(last) >= every {
+			last = now
+			fmt.Fprintf(w, "pier: … %d packages compiled in %s (now %s)\n", n, now.Sub(start).Round(time.Second), line)
+		}
+	}
+}
+
+// importPathRE matches a line of go build -v: one import path.
+var importPathRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9_.~+-]+(/[A-Za-z0-9_.~+-]+)*$`)
+})
 
 // handoverEnv marks a process a client's stub started.
 const handoverEnv = "PIER_SERVER_HANDOVER"

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 // fakeServer writes a tiny script named pier-server into dir.
@@ -168,5 +170,23 @@ func TestServerCommandsPassArguments(t *testing.T) {
 		if got := serverArgs(cmd, args); !slices.Equal(got, tc.want) {
 			t.Errorf("%q: server args %q, want %q", tc.args, got, tc.want)
 		}
+	}
+}
+
+// A first build from source says what it does as it goes: go build -v's
+// package lines are summed up every interval, and a compile error is
+// passed on as it is.
+func TestShowBuildProgress(t *testing.T) {
+	in := strings.NewReader("runtime\nerrors\ngithub.com/pierhq/pier/cli\n# github.com/pierhq/pier/server\nserver/x.go:1:1: undefined: y\n")
+	var out strings.Builder
+	showBuildProgress(&out, in, time.Now().Add(-time.Minute), 0)
+	got := out.String()
+	for _, want := range []string{"pier: … 1 packages compiled", "pier: … 3 packages compiled in 1m0s (now github.com/pierhq/pier/cli)", "# github.com/pierhq/pier/server\n", "server/x.go:1:1: undefined: y\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "\nruntime\n") {
+		t.Errorf("a package line passed on as it is:\n%s", got)
 	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,6 +18,10 @@ type VerifyOptions struct {
 	APIURL      string
 	TamperCheck bool
 	JSON        bool
+	// Proof, when set, checks one minted proof instead of the reference
+	// release: a proof id (fetched from the API) or a file holding the
+	// proof or the API's answer ("-" for stdin).
+	Proof string
 }
 
 // ErrProofRejected is a verification that ran and rejected the proof. It
@@ -34,7 +39,7 @@ func (e *ErrProofRejected) Error() string {
 func NewCmdVerifySandboxProof(f *Factory, runF func(*VerifyOptions) error) *cobra.Command {
 	opts := &VerifyOptions{IO: f.IO, Factory: f}
 	cmd := &cobra.Command{
-		Use:   "verify-sandbox-proof [--base-url URL] [--api-url URL] [--tamper-check]",
+		Use:   "verify-sandbox-proof [--base-url URL] [--api-url URL] [--tamper-check] [--proof ID|FILE]",
 		Short: "Verify the published sandbox proof as an auditor",
 		Long: `Verify the sandbox reference release the way an auditor does, over plain
 HTTP and anonymously (SPEC §4 rule 3, docs/sandbox-proof.md §6): download
@@ -49,8 +54,16 @@ key and its gate. ES256 only; keys are picked by kid.
 The first failure stops the run. --tamper-check also alters the artifact in
 memory and requires that it is rejected. The exit code is 0 when the proof
 is accepted, 1 on any mismatch, 2 on a usage error. --json prints the
-report: {verdict, proofId, checks: [{id, ok, detail}]}.`,
+report: {verdict, proofId, checks: [{id, ok, detail}]}.
+
+--proof checks one proof a session minted instead of the reference
+release: a proof id (fetched from {api-url}/v1/sandbox/proofs/ID) or a file
+holding the proof or that answer (- for stdin). Its signatures are checked
+with the keys the server publishes; provenance and the coverage of both
+scenarios belong to the reference release and are not asked of it.`,
 		Example: `  pier verify-sandbox-proof --base-url http://localhost:8080 --tamper-check
+  pier verify-sandbox-proof --proof sbp_AbCdEfGhIjKlMnOpQrStUv
+  pier sandbox proofs get sbp_AbCdEfGhIjKlMnOpQrStUv --json > proof.json && pier verify-sandbox-proof --proof proof.json
   pier verify-sandbox-proof --base-url https://pier.example --api-url https://api.pier.example --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -64,15 +77,34 @@ report: {verdict, proofId, checks: [{id, ok, detail}]}.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.APIURL, "api-url", "", "host that serves GET /v1/sandbox/proofs/{proofId} (default: the base URL)")
 	fl.BoolVar(&opts.TamperCheck, "tamper-check", false, "also alter the artifact in memory and require that it is rejected")
+	fl.StringVar(&opts.Proof, "proof", "", "check this minted proof instead of the reference release: a proof `id` (sbp_…) or a file (- for stdin)")
 	return cmd
 }
 
 func verifySandboxProof(cmd *cobra.Command, o *VerifyOptions) error {
 	ctx, cancel := o.Factory.context(cmd.Context())
 	defer cancel()
-	rep, err := verifier.Verify(ctx, verifier.Options{
-		BaseURL: o.Factory.BaseURL(), APIURL: o.APIURL, TamperCheck: o.TamperCheck, HTTPClient: o.Factory.HTTPClient,
-	})
+	var rep *verifier.Report
+	var err error
+	if o.Proof != "" {
+		po := verifier.ProofOptions{BaseURL: o.Factory.BaseURL(), APIURL: o.APIURL, TamperCheck: o.TamperCheck, HTTPClient: o.Factory.HTTPClient}
+		if _, statErr := os.Stat(o.Proof); statErr == nil || o.Proof == "-" {
+			arg := "@" + o.Proof
+			if o.Proof == "-" {
+				arg = "-"
+			}
+			if po.Proof, err = readDataArg(arg, o.IO); err != nil {
+				return &UsageError{Err: fmt.Errorf("--proof: %v", err), Command: cmd.CommandPath()}
+			}
+		} else {
+			po.ProofID = o.Proof
+		}
+		rep, err = verifier.VerifyProof(ctx, po)
+	} else {
+		rep, err = verifier.Verify(ctx, verifier.Options{
+			BaseURL: o.Factory.BaseURL(), APIURL: o.APIURL, TamperCheck: o.TamperCheck, HTTPClient: o.Factory.HTTPClient,
+		})
+	}
 	if err != nil {
 		return &UsageError{Err: err, Command: cmd.CommandPath()}
 	}

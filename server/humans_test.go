@@ -444,3 +444,24 @@ func TestSignInLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestIdenticalSignupsDeduplicate: SPEC §7 rule 2 gives onboarding its own
+// deduplication, with no Idempotency-Key: the same signup sent twice by the
+// same caller answers the same session; another email starts another.
+func TestIdenticalSignupsDeduplicate(t *testing.T) {
+	ts := start(t, server.Config{RateLimits: generous})
+	signup := func(email string) map[string]any {
+		r := ts.Client.Do("POST", "/v1/signup", map[string]any{"email": email, "organizationName": "Twice"}, nil)
+		if r.StatusCode != 201 {
+			t.Fatalf("signup: %d %s", r.StatusCode, r.Body)
+		}
+		return r.JSON()["data"].(map[string]any)
+	}
+	a, b, c := signup("twice@example.com"), signup("twice@example.com"), signup("other@example.com")
+	if a["signupSessionId"] != b["signupSessionId"] || a["claimSecret"] != b["claimSecret"] || a["reviewUrl"] != b["reviewUrl"] {
+		t.Errorf("the same signup twice started two sessions: %v %v", a["signupSessionId"], b["signupSessionId"])
+	}
+	if c["signupSessionId"] == a["signupSessionId"] {
+		t.Error("another email answered the first session")
+	}
+}

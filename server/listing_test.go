@@ -99,70 +99,72 @@ func TestEveryNounListsAndReads(t *testing.T) {
 // together hold every item once, and a cursor the server did not make is
 // input:invalid.
 func TestEveryListPagesWithIDs(t *testing.T) {
-	ts := start(t, server.Config{})
-	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
-	c := ts.Client
-	domain := availableDomains(1, "dev", "paging")[0]
-	for i, name := range []string{"pageone", "pagetwo"} {
-		body := map[string]any{"name": name, "target": "edge", "bundleId": upload(t, ts, a, siteSaying(name))}
-		item := map[string]any{"kind": "domain", "domain": domain, "years": 1}
-		if i > 0 {
-			item = map[string]any{"kind": "service", "target": "edge", "workload": "static_site", "name": name}
-		}
-		q := c.Do("POST", "/v1/quotes", map[string]any{"projectId": a.project, "items": []any{item}}, a.header())
-		if q.StatusCode != 201 {
-			t.Fatalf("quote: %d %s", q.StatusCode, q.Body)
-		}
-		if i == 0 {
-			body["domain"], body["quoteId"] = domain, q.JSON()["data"].(map[string]any)["quoteId"]
-		}
-		r := c.Do("POST", "/v1/projects/"+a.project+"/launch", body, a.header())
-		waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
-	}
-	for _, n := range []struct {
-		path, key string
-		atLeast   int
-	}{{"/v1/services", "services", 2}, {"/v1/tasks", "tasks", 2}, {"/v1/bundles", "bundles", 2}, {"/v1/quotes", "quotes", 2}, {"/v1/domains", "domains", 1}} {
-		seen := map[string]bool{}
-		cursor := ""
-		for page := 0; ; page++ {
-			path := n.path + "?limit=1"
-			if cursor != "" {
-				path += "&cursor=" + cursor
+	engines(t, func(t *testing.T, db string) {
+		ts := start(t, server.Config{DatabaseURL: db})
+		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+		c := ts.Client
+		domain := availableDomains(1, "dev", "paging")[0]
+		for i, name := range []string{"pageone", "pagetwo"} {
+			body := map[string]any{"name": name, "target": "edge", "bundleId": upload(t, ts, a, siteSaying(name))}
+			item := map[string]any{"kind": "domain", "domain": domain, "years": 1}
+			if i > 0 {
+				item = map[string]any{"kind": "service", "target": "edge", "workload": "static_site", "name": name}
 			}
-			r := c.Do("GET", path, nil, a.header())
-			if r.StatusCode != 200 {
-				t.Fatalf("GET %s: %d %s", path, r.StatusCode, r.Body)
+			q := c.Do("POST", "/v1/quotes", map[string]any{"projectId": a.project, "items": []any{item}}, a.header())
+			if q.StatusCode != 201 {
+				t.Fatalf("quote: %d %s", q.StatusCode, q.Body)
 			}
-			data := r.JSON()["data"].(map[string]any)
-			for _, it := range data[n.key].([]any) {
-				item := it.(map[string]any)
-				id, _ := item["id"].(string)
-				if id == "" || seen[id] {
-					t.Fatalf("%s: an item without an id, or twice: %v", n.path, item)
+			if i == 0 {
+				body["domain"], body["quoteId"] = domain, q.JSON()["data"].(map[string]any)["quoteId"]
+			}
+			r := c.Do("POST", "/v1/projects/"+a.project+"/launch", body, a.header())
+			waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+		}
+		for _, n := range []struct {
+			path, key string
+			atLeast   int
+		}{{"/v1/services", "services", 2}, {"/v1/tasks", "tasks", 2}, {"/v1/bundles", "bundles", 2}, {"/v1/quotes", "quotes", 2}, {"/v1/domains", "domains", 1}} {
+			seen := map[string]bool{}
+			cursor := ""
+			for page := 0; ; page++ {
+				path := n.path + "?limit=1"
+				if cursor != "" {
+					path += "&cursor=" + cursor
 				}
-				seen[id] = true
-				if n.key == "tasks" && (item["createdAt"] == nil || item["serviceName"] == nil) {
-					t.Errorf("a task without its creation time or service name: %v", item)
+				r := c.Do("GET", path, nil, a.header())
+				if r.StatusCode != 200 {
+					t.Fatalf("GET %s: %d %s", path, r.StatusCode, r.Body)
 				}
+				data := r.JSON()["data"].(map[string]any)
+				for _, it := range data[n.key].([]any) {
+					item := it.(map[string]any)
+					id, _ := item["id"].(string)
+					if id == "" || seen[id] {
+						t.Fatalf("%s: an item without an id, or twice: %v", n.path, item)
+					}
+					seen[id] = true
+					if n.key == "tasks" && (item["createdAt"] == nil || item["serviceName"] == nil) {
+						t.Errorf("a task without its creation time or service name: %v", item)
+					}
+				}
+				next, _ := data["nextCursor"].(string)
+				if next == "" {
+					break
+				}
+				if !strings.Contains(string(r.Body), `"cursor":"`+next+`"`) {
+					t.Errorf("%s: no action follows the cursor: %s", n.path, r.Body)
+				}
+				if page > 20 {
+					t.Fatalf("%s: the pages never end", n.path)
+				}
+				cursor = next
 			}
-			next, _ := data["nextCursor"].(string)
-			if next == "" {
-				break
+			if len(seen) < n.atLeast {
+				t.Errorf("%s: the pages held %d items, want at least %d", n.path, len(seen), n.atLeast)
 			}
-			if !strings.Contains(string(r.Body), `"cursor":"`+next+`"`) {
-				t.Errorf("%s: no action follows the cursor: %s", n.path, r.Body)
+			if r := c.Do("GET", n.path+"?cursor=nope", nil, a.header()); r.StatusCode != 400 || r.JSON()["blockedBy"] != "input:invalid" {
+				t.Errorf("%s with a bad cursor: %d %s", n.path, r.StatusCode, r.Body)
 			}
-			if page > 20 {
-				t.Fatalf("%s: the pages never end", n.path)
-			}
-			cursor = next
 		}
-		if len(seen) < n.atLeast {
-			t.Errorf("%s: the pages held %d items, want at least %d", n.path, len(seen), n.atLeast)
-		}
-		if r := c.Do("GET", n.path+"?cursor=nope", nil, a.header()); r.StatusCode != 400 || r.JSON()["blockedBy"] != "input:invalid" {
-			t.Errorf("%s with a bad cursor: %d %s", n.path, r.StatusCode, r.Body)
-		}
-	}
+	})
 }

@@ -43,7 +43,7 @@ func checkSignatures(r *Report, rel *release) bool {
 	if !r.record(CheckJWKSIssuer, err, keysDetail(issuerKeys)) {
 		return false
 	}
-	if !r.record(CheckProvenance, checkProvenance(rel.provenance, rel.proofID), "an unsigned observation for "+rel.proofID) {
+	if !rel.minted && !r.record(CheckProvenance, checkProvenance(rel.provenance, rel.proofID), "an unsigned observation for "+rel.proofID) {
 		return false
 	}
 
@@ -120,6 +120,11 @@ func checkSignatures(r *Report, rel *release) bool {
 	spent, err := checkSpend(p, mandate)
 	if !r.record(CheckMandateSpend, err, fmt.Sprintf("%s of 100 fake USD spent", centsText(spent))) {
 		return false
+	}
+	if rel.minted {
+		// A proof of one's own session proves what it holds; covering both
+		// scenarios is the reference release's promise.
+		return true
 	}
 	return r.record(CheckProofCoverage, checkCoverage(p), "an allowed attempt and a decided gate")
 }

@@ -181,6 +181,9 @@ func (f filesSource) apiProof(context.Context, string) ([]byte, error) {
 
 // release holds what the rule-3 stage established, for the signature stage.
 type release struct {
+	// minted: a proof of one's own session, not the reference release:
+	// no provenance, no coverage of both scenarios.
+	minted     bool
 	proofID    string
 	proof      []byte
 	proofJWKS  []byte

@@ -16,7 +16,7 @@ func (o onboardingRoutes) CreateSignup(ctx context.Context, req api.CreateSignup
 	if req.Body != nil {
 		body = *req.Body
 	}
-	su, next, err := o.svc.Onboarding.StartSignup(ctx, body)
+	su, next, err := o.svc.Onboarding.StartSignup(ctx, auth.FromContext(ctx).Caller, body)
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,15 @@ func serviceActions(v store.Service) []models.Action {
 		next = append(next, actions.Tool("get_service_logs", "agent", map[string]any{"id": v.ID}))
 	}
 	if v.State == "crashed" {
-		next = append(next, actions.ToolNeeding("launch_service", "agent", map[string]any{"id": v.ProjectID, "name": v.Name, "target": v.Target}, "bundleId"))
+		// Relaunch what crashed: its own bundle, which the server knows,
+		// so the hint needs nothing filled in.
+		relaunch := map[string]any{"id": v.ProjectID, "name": v.Name, "target": v.Target}
+		if v.BundleID != "" {
+			relaunch["bundleId"] = v.BundleID
+			next = append(next, actions.Tool("launch_service", "agent", relaunch))
+		} else {
+			next = append(next, actions.ToolNeeding("launch_service", "agent", relaunch, "bundleId"))
+		}
 		if v.Version > 1 {
 			next = append(next, actions.Tool("rollback_service", "agent", map[string]any{"id": v.ID}))
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pierhq/pier/models"
@@ -88,8 +89,15 @@ func (s *Onboarding) signupPoll(id, secret string) models.ToolAction {
 }
 
 // StartSignup creates a signup session waiting for a human's review.
-func (s *Onboarding) StartSignup(ctx context.Context, req models.SignupRequest) (*models.Signup, []models.Action, error) {
+func (s *Onboarding) StartSignup(ctx context.Context, caller string, req models.SignupRequest) (*models.Signup, []models.Action, error) {
 	now := s.Now()
+	// Onboarding takes no Idempotency-Key (SPEC §7 rule 2): the same
+	// signup from the same caller within a short window is a retry, and
+	// answers the session it started.
+	key := signupKey(caller, req)
+	if out, next, ok := s.recent.get(key, now); ok {
+		return out, next, nil
+	}
 	secret, review := auth.Token(32), auth.Token(32)
 	su := store.Signup{ID: auth.ID("sus"), SecretHash: auth.HashKey(secret), ReviewHash: auth.HashKey(review),
 		CreatedAt: now.UTC(), ExpiresAt: now.Add(SignupTTL).UTC().Truncate(time.Second)}
@@ -106,7 +114,71 @@ func (s *Onboarding) StartSignup(ctx context.Context, req models.SignupRequest) 
 	reviewAction := models.UrlAction{Kind: models.Url, Id: ptr("review"), Actor: "human", Url: out.ReviewUrl, Purpose: models.ReviewSignup}
 	poll := s.signupPoll(su.ID, secret)
 	poll.After = &[]string{"review"}
-	return out, []models.Action{actions.Wrap(reviewAction), actions.Wrap(poll)}, nil
+	next := []models.Action{actions.Wrap(reviewAction), actions.Wrap(poll)}
+	s.recent.put(key, out, next, now)
+	return out, next, nil
+}
+
+// signupDedupWindow is how long an identical signup from the same caller
+// answers the session the first one started.
+const signupDedupWindow = 2 * time.Minute
+
+// recentSignups remembers the signups of the last window, by caller and
+// request, so a retried signup answers the same session. It is held in
+// memory only (it holds the claim secret, which the store keeps only as a
+// hash), bounded, and per process.
+type recentSignups struct {
+	mu sync.Mutex
+	m  map[string]recentSignup
+}
+
+type recentSignup struct {
+	out  models.Signup
+	next []models.Action
+	at   time.Time
+}
+
+const maxRecentSignups = 10_000
+
+func signupKey(caller string, req models.SignupRequest) string {
+	email, org := "", ""
+	if req.Email != nil {
+		email = strings.ToLower(strings.TrimSpace(string(*req.Email)))
+	}
+	if req.OrganizationName != nil {
+		org = strings.TrimSpace(*req.OrganizationName)
+	}
+	return caller + "\x00" + email + "\x00" + org
+}
+
+func (r *recentSignups) get(key string, now time.Time) (*models.Signup, []models.Action, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.m[key]
+	if !ok || now.Sub(e.at) >= signupDedupWindow {
+		return nil, nil, false
+	}
+	out := e.out
+	return &out, e.next, true
+}
+
+func (r *recentSignups) put(key string, out *models.Signup, next []models.Action, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]recentSignup{}
+	}
+	if len(r.m) >= maxRecentSignups {
+		for k, e := range r.m {
+			if now.Sub(e.at) >= signupDedupWindow {
+				delete(r.m, k)
+			}
+		}
+		if len(r.m) >= maxRecentSignups {
+			return // a flood: new signups go undeduplicated until it drains
+		}
+	}
+	r.m[key] = recentSignup{out: *out, next: next, at: now}
 }
 
 // PollSignup reports a signup's state to the holder of its claim secret.

@@ -82,7 +82,10 @@ type Domains struct{ *core }
 type Launches struct{ *core }
 
 // Onboarding runs signup and billing setup.
-type Onboarding struct{ *core }
+type Onboarding struct {
+	*core
+	recent recentSignups
+}
 
 // Projects manages projects, their budgets, quotas and exports.
 type Projects struct{ *core }
@@ -197,7 +200,7 @@ func New(cfg Config) *Service {
 	}
 	c.runs = &Runs{c}
 	c.accounts, c.approvals, c.bundles = &Accounts{c}, &Approvals{c}, &Bundles{c}
-	c.domains, c.launches, c.onboarding = &Domains{c}, &Launches{c}, &Onboarding{c}
+	c.domains, c.launches, c.onboarding = &Domains{c}, &Launches{c}, &Onboarding{core: c}
 	c.projects, c.quotes, c.tasks = &Projects{c}, &Quotes{c}, &Tasks{c}
 	c.mail = &Mail{c}
 	return &Service{core: c,

@@ -106,7 +106,7 @@ func (s *Tasks) Get(ctx context.Context, orgID, id string) (*models.TaskHandle, 
 	case "queued", "running":
 		next = []models.Action{actions.Retry("get_task", "agent", map[string]any{"id": t.ID}, 1)}
 	case "succeeded":
-		next = []models.Action{actions.Stop("done")}
+		next = append(succeededActions(t, v), actions.Stop("done"))
 	default:
 		// A failed task names its way forward when it has one.
 		var r struct {
@@ -152,4 +152,26 @@ func (s *Tasks) List(ctx context.Context, orgID string, f store.Filter) (*models
 		first = append(first, actions.Tool("get_task", "agent", map[string]any{"id": ts[0].ID}))
 	}
 	return out, pageActions("list_tasks", out.NextCursor, f.Args(), first...), nil
+}
+
+// succeededActions are what a finished task leaves to do: the service a
+// launch, deploy or rollback made, to read (and tear down); the addresses
+// a mail setup makes possible.
+func succeededActions(t store.Task, v *models.TaskHandle) []models.Action {
+	switch t.Kind {
+	case "launch", "deploy", "rollback":
+		if v.ServiceId == nil {
+			return nil
+		}
+		return []models.Action{actions.Tool("get_service", "agent", map[string]any{"id": *v.ServiceId})}
+	case "email_setup":
+		var pl struct {
+			Domain string `json:"domain"`
+		}
+		if json.Unmarshal([]byte(t.Payload), &pl) != nil || pl.Domain == "" {
+			return nil
+		}
+		return []models.Action{actions.ToolNeeding("create_email_address", "agent", nil, "address"), actions.Tool("list_email_addresses", "agent", nil)}
+	}
+	return nil
 }

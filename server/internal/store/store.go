@@ -66,10 +66,12 @@ func (f Filter) PageSize() int { return f.limit() }
 // afterCond is the condition for items after f.After, with the list's id
 // column; afterArgs are its arguments.
 func afterCond(idCol string) string {
-	return `(? = 0 OR created_at < ? OR (created_at = ? AND ` + idCol + ` > ?))`
+	// The first test is on the id, a string: PostgreSQL would take a bare
+	// "? = 0" for an int4 and refuse a microsecond time.
+	return `(? = '' OR created_at < ? OR (created_at = ? AND ` + idCol + ` > ?))`
 }
 
-func (f Filter) afterArgs() []any { return []any{f.After.At, f.After.At, f.After.At, f.After.ID} }
+func (f Filter) afterArgs() []any { return []any{f.After.ID, f.After.At, f.After.At, f.After.ID} }
 
 // Tx is a transaction. Every money movement and its ledger entry commit
 // together or not at all.
