@@ -70,6 +70,15 @@ func agentCanRead(t *testing.T, ts *testServer, a account) string {
 	return b.String()
 }
 
+// approveAt approves a gate as the signed-in person b.
+func approveAt(t *testing.T, b *browser, approval string) {
+	t.Helper()
+	page := b.get(approval)
+	if p := b.post(approval, url.Values{"csrf": {csrfOf(t, page)}, "decision": {"approve"}}); p.status != 303 {
+		t.Fatalf("approve %s: %d %s", approval, p.status, p.body)
+	}
+}
+
 func ledgerActors(t *testing.T, ts *testServer, a account, action string) []string {
 	t.Helper()
 	page := ts.Client.Do("GET", "/v1/ledger?limit=1000", nil, a.header()).JSON()["data"].(map[string]any)
