@@ -3,8 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"net/smtp"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
