@@ -2633,7 +2633,7 @@ type LeavePackageEnvelope struct {
 type LedgerEntry struct {
 	Action string `json:"action"`
 
-	// Actor `key:ID`, `human:ID` or `system`.
+	// Actor `key:ID`, `oauth:ID`, `human:ID`, `registrant:EMAIL` (the person at a registrant's address, confirming from the link mailed there) or `system`.
 	Actor string `json:"actor"`
 
 	// At RFC 3339 UTC with microseconds.

@@ -664,7 +664,7 @@ func (c *Client) SendMessage(ctx context.Context, params *SendMessageParams, bod
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
-// SetRegistrantContact calls set_registrant_contact (PUT /v1/domains/{domain}/registrant-contact): Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+// SetRegistrantContact calls set_registrant_contact (PUT /v1/domains/{domain}/registrant-contact): Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.
 func (c *Client) SetRegistrantContact(ctx context.Context, domain DomainName, params *SetRegistrantContactParams, body SetRegistrantContactJSONRequestBody, opts ...RequestEditorFn) (*TaskEnvelope, error) {
 	resp, err := c.api.SetRegistrantContactWithResponse(ctx, domain, params, body, opts...)
 	if err != nil {

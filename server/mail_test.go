@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/smtp"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -345,22 +346,26 @@ func TestSendThroughTheRelaySignsWithDKIM(t *testing.T) {
 
 var confirmLink = regexp.MustCompile(`https?://\S+/registrant/confirm/[0-9a-f]+`)
 
+// TestRegistrantConfirmedByThePerson: an address outside Pier, which no
+// agent key can read, gets a link; the person confirms from it, and the
+// ledger names that address as the actor.
 func TestRegistrantConfirmedByThePerson(t *testing.T) {
 	engines(t, func(t *testing.T, db string) {
-		ts := start(t, server.Config{DatabaseURL: db})
+		sink, relay := startRelay(t)
+		ts := start(t, server.Config{DatabaseURL: db, SMTPRelay: relay})
 		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
-		domain, inbox := mailDomain(t, ts, a, "mailreg")
+		domain, _ := mailDomain(t, ts, a, "mailreg")
 		c := ts.Client
-		r := c.Do("PUT", "/v1/domains/"+domain+"/registrant-contact", map[string]any{"name": "Ada Lovelace", "email": "agent@" + domain,
+		r := c.Do("PUT", "/v1/domains/"+domain+"/registrant-contact", map[string]any{"name": "Ada Lovelace", "email": "ada@example.org",
 			"street": "12 St James's Square", "city": "London", "postalCode": "SW1Y 4JH", "country": "GB"}, a.header())
 		if r.StatusCode != 202 || r.JSON()["data"].(map[string]any)["state"] != "input_required" {
 			t.Fatalf("propose: %d %s", r.StatusCode, r.Body)
 		}
-		task := r.JSON()["data"].(map[string]any)["taskId"].(string)
-		msg := c.Do("POST", "/v1/inboxes/"+inbox+"/wait", map[string]any{"subject": "registrant", "timeoutSeconds": 10}, a.header()).JSON()["data"].(map[string]any)
-		link := confirmLink.FindString(msg["text"].(string))
+		data := r.JSON()["data"].(map[string]any)
+		task, approval := data["taskId"].(string), data["approvalUrl"].(string)
+		link := confirmLink.FindString(sink.all())
 		if link == "" {
-			t.Fatalf("no link in %q", msg["text"])
+			t.Fatalf("no link in %q", sink.all())
 		}
 		// Before confirming, RDAP has no registrant.
 		rd := c.Do("GET", "/rdap/domain/"+domain, nil, http.Header{"Accept": {"application/rdap+json"}})
@@ -374,8 +379,15 @@ func TestRegistrantConfirmedByThePerson(t *testing.T) {
 		if rd.StatusCode != 200 || rd.Header.Get("Content-Type") != "application/rdap+json" || !strings.Contains(body, `"registrant"`) || !strings.Contains(body, `"redacted"`) {
 			t.Fatalf("rdap after: %d %s", rd.StatusCode, body)
 		}
-		if strings.Contains(body, "Lovelace") || strings.Contains(body, "agent@") || strings.Contains(body, "James") {
+		if strings.Contains(body, "Lovelace") || strings.Contains(body, "ada@") || strings.Contains(body, "James") {
 			t.Fatalf("RDAP shows the registrant's personal data: %s", body)
+		}
+		// The person at the address confirmed; the gate closed with it.
+		if actors := ledgerActors(t, ts, a, "confirm_registrant"); len(actors) != 1 || actors[0] != "registrant:ada@example.org" {
+			t.Fatalf("confirm_registrant actors: %v", actors)
+		}
+		if after := signIn(t, ts, a.org).get(approval).body; !strings.Contains(after, "Confirmed: the registrar records Ada Lovelace") {
+			t.Fatalf("the approval after the link: %s", after)
 		}
 		// The leave package carries the registrant record.
 		ex := c.Do("POST", "/v1/projects/"+a.project+"/export", nil, a.header())
@@ -499,9 +511,10 @@ func TestConcurrentMailSetupChargesOnce(t *testing.T) {
 // confirms nothing and its task ends. A registrant recorded under another
 // organisation is not the domain's.
 func TestRegistrantProposalsSupersedeAndStayInTheirOrganisation(t *testing.T) {
-	ts := start(t, server.Config{})
+	sink, relay := startRelay(t)
+	ts := start(t, server.Config{SMTPRelay: relay})
 	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
-	domain, inbox := mailDomain(t, ts, a, "mailsup")
+	domain, _ := mailDomain(t, ts, a, "mailsup")
 	c := ts.Client
 	rdap := func() string {
 		return string(c.Do("GET", "/rdap/domain/"+domain, nil, http.Header{"Accept": {"application/rdap+json"}}).Body)
@@ -525,19 +538,18 @@ func TestRegistrantProposalsSupersedeAndStayInTheirOrganisation(t *testing.T) {
 		t.Fatal("the leave package carries another organisation's registrant")
 	}
 
-	propose := func(country string) (task, link string) {
+	propose := func(country string) (task, approval, link string) {
 		t.Helper()
-		since := time.Now().UTC().Format(time.RFC3339Nano)
-		r := c.Do("PUT", "/v1/domains/"+domain+"/registrant-contact", map[string]any{"name": "Ada Lovelace", "email": "agent@" + domain, "country": country}, a.header())
+		r := c.Do("PUT", "/v1/domains/"+domain+"/registrant-contact", map[string]any{"name": "Ada Lovelace", "email": "ada@example.org", "country": country}, a.header())
 		if r.StatusCode != 202 {
 			t.Fatalf("propose: %d %s", r.StatusCode, r.Body)
 		}
-		msg := c.Do("POST", "/v1/inboxes/"+inbox+"/wait", map[string]any{"subject": "registrant", "since": since, "timeoutSeconds": 10}, a.header()).JSON()["data"].(map[string]any)
-		return r.JSON()["data"].(map[string]any)["taskId"].(string), confirmLink.FindString(msg["text"].(string))
+		links := confirmLink.FindAllString(sink.all(), -1)
+		data := r.JSON()["data"].(map[string]any)
+		return data["taskId"].(string), data["approvalUrl"].(string), links[len(links)-1]
 	}
-	firstTask, firstLink := propose("GB")
-	time.Sleep(10 * time.Millisecond)
-	secondTask, secondLink := propose("FR")
+	firstTask, firstApproval, firstLink := propose("GB")
+	secondTask, _, secondLink := propose("FR")
 	if firstLink == "" || firstLink == secondLink {
 		t.Fatalf("links: %q %q", firstLink, secondLink)
 	}
@@ -555,6 +567,11 @@ func TestRegistrantProposalsSupersedeAndStayInTheirOrganisation(t *testing.T) {
 	failed := waitTask(t, ts, a, firstTask, "failed")
 	if !strings.Contains(fmt.Sprint(failed["result"]), secondTask) {
 		t.Fatalf("the superseded task does not name its successor: %v", failed)
+	}
+	// Nor does its approval: the gate closed with it.
+	hb := signIn(t, ts, a.org)
+	if p := hb.post(firstApproval, url.Values{"csrf": {csrfOf(t, hb.get("/dashboard"))}, "decision": {"approve"}}); p.status != 409 {
+		t.Fatalf("approving the superseded proposal: %d", p.status)
 	}
 	confirmInBrowserlessForm(t, ts, secondLink)
 	waitTask(t, ts, a, secondTask, "succeeded")

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/smtp"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,7 +56,7 @@ func TestSandboxScriptOnPostgres(t *testing.T) {
 func scriptParams(databaseURL string) testscript.Params {
 	return testscript.Params{
 		Dir:       "testdata/script",
-		Cmds:      map[string]func(ts *testscript.TestScript, neg bool, args []string){"jsonget": jsonget, "tamper": tamper, "httpsget": httpsget},
+		Cmds:      map[string]func(ts *testscript.TestScript, neg bool, args []string){"jsonget": jsonget, "tamper": tamper, "httpsget": httpsget, "smtpsend": smtpsend},
 		Condition: nodeCondition,
 		Setup: func(env *testscript.Env) error {
 			s, stop, err := testserver.Serve(server.Config{DataDir: env.WorkDir + "/data", HTTPAddr: "127.0.0.1:0", DatabaseURL: databaseURL}, nil)
@@ -65,6 +66,7 @@ func scriptParams(databaseURL string) testscript.Params {
 			env.Defer(func() { stop() })
 			env.Setenv("PIER_BASE_URL", "http://"+s.Addr())
 			env.Setenv("PIER_TEST_HTTPS_ADDR", s.HTTPSAddr())
+			env.Setenv("PIER_TEST_SMTP_ADDR", s.SMTPAddr())
 			env.Setenv("PIER_DATA_DIR", env.WorkDir+"/data")
 			examples, err := filepath.Abs(filepath.Join("..", "..", "examples"))
 			if err != nil {
@@ -108,6 +110,47 @@ func jsonget(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Setenv(args[2], strconv.FormatFloat(x, 'f', -1, 64))
 	default:
 		ts.Fatalf("%s is %v, not a string or number", args[1], v)
+	}
+}
+
+// smtpsend TO SUBJECT TEXT delivers a message from outside to the
+// server's SMTP listener, as another mail server would.
+func smtpsend(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: smtpsend TO SUBJECT TEXT")
+	}
+	msg := "From: sender@example.org\r\nTo: " + args[0] + "\r\nSubject: " + args[1] + "\r\n\r\n" + args[2] + "\r\n"
+	err := func() error {
+		// Plain SMTP, as from a peer on loopback: smtp.SendMail would take
+		// the listener's STARTTLS and refuse its certificate for 127.0.0.1.
+		c, err := smtp.Dial(ts.Getenv("PIER_TEST_SMTP_ADDR"))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if err := c.Hello("sender.test"); err != nil {
+			return err
+		}
+		if err := c.Mail("sender@example.org"); err != nil {
+			return err
+		}
+		if err := c.Rcpt(args[0]); err != nil {
+			return err
+		}
+		w, err := c.Data()
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write([]byte(msg)); err != nil {
+			return err
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+		return c.Quit()
+	}()
+	if neg != (err != nil) {
+		ts.Fatalf("smtpsend: %v", err)
 	}
 }
 

@@ -410,18 +410,18 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/domains/{domain}/email (the `SetupEmail` operationId).
 	SetupEmail(ctx context.Context, domain DomainName, params *SetupEmailParams, body SetupEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SetRegistrantContactWithBody Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+	// SetRegistrantContactWithBody Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.
 	//
-	// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
+	// A registrant is a person, so a person confirms one. The task waits (`input_required`) on a gate whose `approvalUrl` a signed-in human of the organisation opens to confirm or decline; the ledger's actor is that human. When no agent key can read mail to the proposed address, a link also goes there (ICANN's registrant email verification) and the person may confirm from it instead. No link goes to an address agents could read: one on a domain Pier hosts mail for (with or without the address or a catch-all), one registered through Pier or whose DNS Pier serves (and their subdomains), or one on Pier's own hosts; the address is compared in lower-case A-labels (IDNA), whatever its local part. A link whose address became readable since stops working. Once confirmed, the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /v1/domains/{domain}/registrant-contact (the `SetRegistrantContact` operationId).
 	SetRegistrantContactWithBody(ctx context.Context, domain DomainName, params *SetRegistrantContactParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SetRegistrantContact Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+	// SetRegistrantContact Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.
 	//
-	// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
+	// A registrant is a person, so a person confirms one. The task waits (`input_required`) on a gate whose `approvalUrl` a signed-in human of the organisation opens to confirm or decline; the ledger's actor is that human. When no agent key can read mail to the proposed address, a link also goes there (ICANN's registrant email verification) and the person may confirm from it instead. No link goes to an address agents could read: one on a domain Pier hosts mail for (with or without the address or a catch-all), one registered through Pier or whose DNS Pier serves (and their subdomains), or one on Pier's own hosts; the address is compared in lower-case A-labels (IDNA), whatever its local part. A link whose address became readable since stops working. Once confirmed, the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1478,9 +1478,9 @@ func (c *Client) SetupEmail(ctx context.Context, domain DomainName, params *Setu
 	return c.Client.Do(req)
 }
 
-// SetRegistrantContactWithBody Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+// SetRegistrantContactWithBody Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.
 //
-// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
+// A registrant is a person, so a person confirms one. The task waits (`input_required`) on a gate whose `approvalUrl` a signed-in human of the organisation opens to confirm or decline; the ledger's actor is that human. When no agent key can read mail to the proposed address, a link also goes there (ICANN's registrant email verification) and the person may confirm from it instead. No link goes to an address agents could read: one on a domain Pier hosts mail for (with or without the address or a catch-all), one registered through Pier or whose DNS Pier serves (and their subdomains), or one on Pier's own hosts; the address is compared in lower-case A-labels (IDNA), whatever its local part. A link whose address became readable since stops working. Once confirmed, the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1497,9 +1497,9 @@ func (c *Client) SetRegistrantContactWithBody(ctx context.Context, domain Domain
 	return c.Client.Do(req)
 }
 
-// SetRegistrantContact Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+// SetRegistrantContact Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.
 //
-// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
+// A registrant is a person, so a person confirms one. The task waits (`input_required`) on a gate whose `approvalUrl` a signed-in human of the organisation opens to confirm or decline; the ledger's actor is that human. When no agent key can read mail to the proposed address, a link also goes there (ICANN's registrant email verification) and the person may confirm from it instead. No link goes to an address agents could read: one on a domain Pier hosts mail for (with or without the address or a catch-all), one registered through Pier or whose DNS Pier serves (and their subdomains), or one on Pier's own hosts; the address is compared in lower-case A-labels (IDNA), whatever its local part. A link whose address became readable since stops working. Once confirmed, the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6089,18 +6089,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/domains/{domain}/email (the `SetupEmail` operationId).
 	SetupEmailWithResponse(ctx context.Context, domain DomainName, params *SetupEmailParams, body SetupEmailJSONRequestBody, reqEditors ...RequestEditorFn) (*SetupEmailResponse, error)
 
-	// SetRegistrantContactWithBodyWithResponse Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+	// SetRegistrantContactWithBodyWithResponse Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.
 	//
-	// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
+	// A registrant is a person, so a person confirms one. The task waits (`input_required`) on a gate whose `approvalUrl` a signed-in human of the organisation opens to confirm or decline; the ledger's actor is that human. When no agent key can read mail to the proposed address, a link also goes there (ICANN's registrant email verification) and the person may confirm from it instead. No link goes to an address agents could read: one on a domain Pier hosts mail for (with or without the address or a catch-all), one registered through Pier or whose DNS Pier serves (and their subdomains), or one on Pier's own hosts; the address is compared in lower-case A-labels (IDNA), whatever its local part. A link whose address became readable since stops working. Once confirmed, the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /v1/domains/{domain}/registrant-contact (the `SetRegistrantContact` operationId).
 	SetRegistrantContactWithBodyWithResponse(ctx context.Context, domain DomainName, params *SetRegistrantContactParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetRegistrantContactResponse, error)
 
-	// SetRegistrantContactWithResponse Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+	// SetRegistrantContactWithResponse Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.
 	//
-	// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
+	// A registrant is a person, so a person confirms one. The task waits (`input_required`) on a gate whose `approvalUrl` a signed-in human of the organisation opens to confirm or decline; the ledger's actor is that human. When no agent key can read mail to the proposed address, a link also goes there (ICANN's registrant email verification) and the person may confirm from it instead. No link goes to an address agents could read: one on a domain Pier hosts mail for (with or without the address or a catch-all), one registered through Pier or whose DNS Pier serves (and their subdomains), or one on Pier's own hosts; the address is compared in lower-case A-labels (IDNA), whatever its local part. A link whose address became readable since stops working. Once confirmed, the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11572,9 +11572,9 @@ func (c *ClientWithResponses) SetupEmailWithResponse(ctx context.Context, domain
 	return ParseSetupEmailResponse(rsp)
 }
 
-// SetRegistrantContactWithBodyWithResponse Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+// SetRegistrantContactWithBodyWithResponse Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.
 //
-// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
+// A registrant is a person, so a person confirms one. The task waits (`input_required`) on a gate whose `approvalUrl` a signed-in human of the organisation opens to confirm or decline; the ledger's actor is that human. When no agent key can read mail to the proposed address, a link also goes there (ICANN's registrant email verification) and the person may confirm from it instead. No link goes to an address agents could read: one on a domain Pier hosts mail for (with or without the address or a catch-all), one registered through Pier or whose DNS Pier serves (and their subdomains), or one on Pier's own hosts; the address is compared in lower-case A-labels (IDNA), whatever its local part. A link whose address became readable since stops working. Once confirmed, the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11587,9 +11587,9 @@ func (c *ClientWithResponses) SetRegistrantContactWithBodyWithResponse(ctx conte
 	return ParseSetRegistrantContactResponse(rsp)
 }
 
-// SetRegistrantContactWithResponse Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+// SetRegistrantContactWithResponse Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.
 //
-// ICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
+// A registrant is a person, so a person confirms one. The task waits (`input_required`) on a gate whose `approvalUrl` a signed-in human of the organisation opens to confirm or decline; the ledger's actor is that human. When no agent key can read mail to the proposed address, a link also goes there (ICANN's registrant email verification) and the person may confirm from it instead. No link goes to an address agents could read: one on a domain Pier hosts mail for (with or without the address or a catch-all), one registered through Pier or whose DNS Pier serves (and their subdomains), or one on Pier's own hosts; the address is compared in lower-case A-labels (IDNA), whatever its local part. A link whose address became readable since stops working. Once confirmed, the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -87,7 +87,7 @@ type ServerInterface interface {
 	// SetupEmail Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
 	// (POST /v1/domains/{domain}/email)
 	SetupEmail(w http.ResponseWriter, r *http.Request, domain DomainName, params SetupEmailParams)
-	// SetRegistrantContact Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+	// SetRegistrantContact Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.
 	// (PUT /v1/domains/{domain}/registrant-contact)
 	SetRegistrantContact(w http.ResponseWriter, r *http.Request, domain DomainName, params SetRegistrantContactParams)
 	// ListEmailAddresses List the organisation's email addresses.
@@ -7691,7 +7691,7 @@ type StrictServerInterface interface {
 	// SetupEmail Set up mail for an owned domain: MX, SPF, DMARC and DKIM records, as a durable task.
 	// (POST /v1/domains/{domain}/email)
 	SetupEmail(ctx context.Context, request SetupEmailRequestObject) (SetupEmailResponseObject, error)
-	// SetRegistrantContact Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.
+	// SetRegistrantContact Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.
 	// (PUT /v1/domains/{domain}/registrant-contact)
 	SetRegistrantContact(ctx context.Context, request SetRegistrantContactRequestObject) (SetRegistrantContactResponseObject, error)
 	// ListEmailAddresses List the organisation's email addresses.

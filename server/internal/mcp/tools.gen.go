@@ -556,8 +556,8 @@ var Tools = []Tool{
 	},
 	{
 		Name:        "set_registrant_contact",
-		Title:       "Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.",
-		Description: "Propose the human as registrant of an owned domain; a person confirms it from a link sent to that email address.\n\nICANN asks that a registrant's email be verified: the task sends a link to the proposed address and waits (`input_required`) until the person confirms on the page it opens; then the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.",
+		Title:       "Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.",
+		Description: "Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.\n\nA registrant is a person, so a person confirms one. The task waits (`input_required`) on a gate whose `approvalUrl` a signed-in human of the organisation opens to confirm or decline; the ledger's actor is that human. When no agent key can read mail to the proposed address, a link also goes there (ICANN's registrant email verification) and the person may confirm from it instead. No link goes to an address agents could read: one on a domain Pier hosts mail for (with or without the address or a catch-all), one registered through Pier or whose DNS Pier serves (and their subdomains), or one on Pier's own hosts; the address is compared in lower-case A-labels (IDNA), whatever its local part. A link whose address became readable since stops working. Once confirmed, the sandbox registrar records the contact, and RDAP (`/rdap/domain/{name}`) answers with it redacted.",
 		Method:      "PUT", Path: "/v1/domains/{domain}/registrant-contact", Authority: "agent", Anonymous: false,
 		ReadOnly: false, Destructive: false, Idempotent: true, DeclaresIdempotencyKey: true,
 		SuccessMedia: "application/json",

@@ -63,6 +63,12 @@ type GateView struct {
 	// purchase already taken from it, denying) would leave.
 	RemainingMicro, IfApprovedMicro, IfDeniedMicro int64
 	HasBudget                                      bool
+	// Registrant is the contact a registrant gate proposes; LinkMailed
+	// says a confirmation link also went to its address, and NoLinkWhy why
+	// none did.
+	Registrant *models.RegistrantContactRequest
+	LinkMailed bool
+	NoLinkWhy  string
 }
 
 // gateTitle says what approving does, in words.
@@ -78,6 +84,11 @@ func gateTitle(v GateView) string {
 		return fmt.Sprintf("Raise the budget of %s by %s", orName(v.ProjectName, "the project"), FormatUSD(v.AmountMicro))
 	case "quote_approval":
 		return fmt.Sprintf("Approve spending %s from %s's budget", FormatUSD(v.AmountMicro), orName(v.ProjectName, "the project"))
+	case "registrant_contact":
+		if v.Registrant != nil {
+			return fmt.Sprintf("Confirm %s as the registrant of %s", v.Registrant.Name, v.Domain)
+		}
+		return "Confirm the registrant of " + v.Domain
 	}
 	return "Approve " + strings.ReplaceAll(v.Kind, "_", " ")
 }
@@ -215,6 +226,9 @@ func (s *Approvals) Decide(ctx context.Context, h Human, gateID string, approve 
 		if g.Kind == "domain_registration" {
 			requeue = t.ID
 			return s.decideRegistration(ctx, tx, h, g, t, approve, now)
+		}
+		if g.Kind == "registrant_contact" {
+			return s.decideRegistrant(ctx, tx, h, g, t, approve, now)
 		}
 		result := map[string]any{"decision": state, "decidedAt": now.UTC().Format(time.RFC3339)}
 		t.State = "failed"
@@ -525,15 +539,20 @@ func (s *Approvals) gateView(ctx context.Context, g store.Gate) GateView {
 		Years        int          `json:"years"`
 		RequestedBy  string       `json:"requestedBy"`
 		Items        []pricedItem `json:"items"`
+		// A registrant gate's proposal.
+		Contact    *models.RegistrantContactRequest `json:"contact"`
+		LinkMailed bool                             `json:"linkMailed"`
+		NoLinkWhy  string                           `json:"noLinkWhy"`
 	}
 	if err := json.Unmarshal([]byte(g.Payload), &payload); err == nil {
+		v.Registrant, v.LinkMailed, v.NoLinkWhy = payload.Contact, payload.LinkMailed, payload.NoLinkWhy
 		v.ProjectID, v.AmountMicro, v.Reason, v.QuoteID = payload.ProjectID, payload.Amount, payload.Reason, payload.QuoteID
 		v.Domain, v.Years = payload.Domain, max(payload.Years, 1)
 		v.RequestedBy = s.requesterName(ctx, g.OrgID, payload.RequestedBy)
 		for _, it := range payload.Items {
 			v.Items = append(v.Items, itemWords(it))
 		}
-		if v.Domain != "" {
+		if v.Domain != "" && v.Kind != "registrant_contact" {
 			if label, tldName, ok := strings.Cut(v.Domain, "."); ok && label != "" {
 				if tld, ok := s.prices.Lookup(tldName); ok {
 					if r := tld.AnnualizedRenewal(); r != nil {

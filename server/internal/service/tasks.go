@@ -99,8 +99,8 @@ func (s *Tasks) Get(ctx context.Context, orgID, id string) (*models.TaskHandle, 
 		if t.GateID != "" {
 			next = s.approvals.gateActions(t)
 		} else {
-			// No approval page: the person confirms from a mailed link (a
-			// registrant, or a workflow waiting on one).
+			// No approval page: a registrant proposed before registrant
+			// proposals had gates, confirmed from a mailed link.
 			next = []models.Action{actions.Manual("confirm_email", "human"), actions.Retry("get_task", "agent", map[string]any{"id": t.ID}, 5)}
 		}
 	case "queued", "running":

@@ -370,6 +370,25 @@ func (db Mail) ConfirmRegistrant(ctx context.Context, hash string, now time.Time
 	return nil
 }
 
+// RegistrantByTask finds the proposal a registrant task waits on.
+func (db Mail) RegistrantByTask(ctx context.Context, domain, taskID string) (Registrant, error) {
+	return scanRegistrant(db.ex.QueryRowContext(ctx, db.q(`SELECT `+registrantCols+` FROM registrant_contacts WHERE domain = ? AND task_id = ?`), domain, taskID))
+}
+
+// DeclineRegistrant is the compare-and-set that ends a pending proposal a
+// person of the organisation declined; ErrConflict when it was not
+// pending.
+func (db Mail) DeclineRegistrant(ctx context.Context, hash string) error {
+	res, err := db.ex.ExecContext(ctx, db.q(`UPDATE registrant_contacts SET state = 'declined' WHERE token_hash = ? AND state = 'pending'`), hash)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return ErrConflict
+	}
+	return nil
+}
+
 // CurrentRegistrant is the latest registrant confirmed for the
 // organisation's domain; one confirmed under another organisation does
 // not count.

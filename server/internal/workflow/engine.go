@@ -305,7 +305,7 @@ func (e *Engine) analyze(ctx context.Context, p *auth.Principal, projectID strin
 			}
 			version("domain", d, state)
 			if st.Tool == "set_registrant_contact" {
-				st.NeedsApproval, st.Approval = true, "the proposed registrant confirms from a link mailed to them"
+				st.NeedsApproval, st.Approval = true, "a person confirms the registrant: signed in, at the approval URL, or from a link mailed to an address no agent key can read"
 				st.Irreversible = true
 			}
 		case "teardown_service":

@@ -1,30 +1,39 @@
-// A person confirms they are a domain's registrant from the link mailed to
-// them (the Go test proposed it and read the link from the inbox): the page
-// says what is being recorded, nothing happens until the button, and
+// A person confirms the registrant of a domain at the task's approval URL
+// (the Go test had an agent propose it, at an address the agent's keys
+// read, so no link was mailed): signed out the page shows nothing, signed
+// in it says what is being recorded, nothing happens until the button, and
 // afterwards RDAP answers for the domain with the registrant redacted.
 import { launch, check, fitsPhone, run, artifacts } from './lib.mjs';
 
-const link = process.env.PIER_CONFIRM_URL;
+const approve = process.env.PIER_APPROVE_URL;
+const signin = process.env.PIER_SIGNIN_URL;
 const domain = process.env.PIER_DOMAIN;
 const rdap = process.env.PIER_RDAP_URL;
 
 run(async () => {
   const { page, close } = await launch();
   try {
-    await page.goto(link);
-    check((await page.locator('h1').innerText()) === `Are you the registrant of ${domain}?`, `heading: ${await page.locator('h1').innerText()}`);
+    await page.goto(approve);
+    check((await page.locator('h1').innerText()) === 'Sign in to continue', 'a signed-out browser was not asked to sign in');
+    check(!(await page.locator('main').innerText()).includes('Lovelace'), 'the signed-out page reveals the registrant');
+
+    await page.goto(signin);
+    await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
+    await page.goto(approve);
+    check((await page.locator('h1').innerText()) === `Confirm Ada Lovelace as the registrant of ${domain}`, `heading: ${await page.locator('h1').innerText()}`);
     const shown = await page.locator('main').innerText();
-    for (const want of ['Ada Lovelace', 'London', 'GB', 'nothing is recorded until you press the button']) {
-      check(shown.includes(want), `the confirm page lacks "${want}": ${shown}`);
+    for (const want of ['Ada Lovelace', 'London', 'GB', 'No link was mailed', 'Denying records nothing']) {
+      check(shown.includes(want), `the approval page lacks "${want}": ${shown}`);
     }
-    check(await fitsPhone(page), 'the confirm page is wider than a phone');
+    check(await fitsPhone(page), 'the approval page is wider than a phone');
     await page.screenshot({ path: `${artifacts}/registrant-before.png`, fullPage: true });
 
     // Opening the page recorded nothing yet.
     let body = await (await fetch(rdap)).json();
     check(!JSON.stringify(body).includes('registrant'), `RDAP shows a registrant before the confirmation: ${JSON.stringify(body)}`);
 
-    await Promise.all([page.waitForNavigation(), page.click('#confirm')]);
+    await Promise.all([page.waitForNavigation(), page.click('button[value=approve]')]);
+    check((await page.locator('.state').innerText()) === 'approved', 'not approved');
     const after = await page.locator('main').innerText();
     check(after.includes('Confirmed') && after.includes(`as the registrant of ${domain}`), `after confirming: ${after}`);
     await page.screenshot({ path: `${artifacts}/registrant-confirmed.png`, fullPage: true });
