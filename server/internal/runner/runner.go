@@ -305,8 +305,7 @@ func (s *Supervisor) Start(ctx context.Context, spec Spec) (Instance, error) {
 	s.running[k] = p
 	s.mu.Unlock()
 
-	inst, err := p.prepare(ctx)
-	if err != nil {
+	if err := p.prepare(ctx); err != nil {
 		// Nothing runs: release what prepare took.
 		close(p.done)
 		s.mu.Lock()
@@ -316,7 +315,7 @@ func (s *Supervisor) Start(ctx context.Context, spec Spec) (Instance, error) {
 		return Instance{}, err
 	}
 	go p.supervise()
-	inst, err = p.waitHealthy(ctx)
+	inst, err := p.waitHealthy(ctx)
 	if err != nil {
 		s.Stop(context.WithoutCancel(ctx), spec.ServiceID, spec.Version)
 		return Instance{}, err
@@ -461,50 +460,50 @@ type proc struct {
 	reading atomic.Int32
 }
 
-func (p *proc) prepare(ctx context.Context) (Instance, error) {
+func (p *proc) prepare(ctx context.Context) error {
 	p.stopCh = make(chan struct{})
 	isolation, err := p.s.Isolation()
 	if err != nil {
-		return Instance{}, err
+		return err
 	}
 	dir := filepath.Join(p.s.cfg.Dir, p.spec.ServiceID, fmt.Sprintf("v%d", p.spec.Version))
 	unmountAppDir(dir) // a tmpfs a crashed Pier left
 	if err := os.RemoveAll(dir); err != nil {
-		return Instance{}, err
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
-		return Instance{}, err
+		return err
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return Instance{}, err
+		return err
 	}
 	p.dir = dir
 	p.uid = os.Getuid()
 	if sb := p.s.sb; sb != nil {
 		sl, err := sb.slots.acquire(fmt.Sprintf("%s v%d pid %d", p.spec.ServiceID, p.spec.Version, os.Getpid()))
 		if err != nil {
-			return Instance{}, err
+			return err
 		}
 		p.slot, p.sandboxed = sl, true
 		p.uid = sb.uid(sl)
 		sb.cleanSlot(sl) // what a crashed holder left
 		if err := sb.netUp(sl); err != nil {
-			return Instance{}, err
+			return err
 		}
 		if p.spec.NoEgress {
 			_, guest := sb.addrs(sl)
 			if err := nftElement(true, "no_egress", guest.String()); err != nil {
-				return Instance{}, err
+				return err
 			}
 		}
 		if err := mountAppDir(p.dir, p.uid, p.s.cfg.Limits.DiskBytes); err != nil {
-			return Instance{}, err
+			return err
 		}
 		p.hostEnv = map[string]string{}
 		for _, hs := range p.spec.HostServices {
 			f, addr, err := sb.openHostService(sl, hs)
 			if err != nil {
-				return Instance{}, err
+				return err
 			}
 			p.forwarders = append(p.forwarders, f)
 			p.hostEnv[hs.Env] = hs.Value(addr)
@@ -513,40 +512,40 @@ func (p *proc) prepare(ctx context.Context) (Instance, error) {
 	if p.spec.Materialize != nil {
 		if err := p.spec.Materialize(ctx, p.dir); err != nil {
 			if errors.Is(err, syscall.ENOSPC) {
-				return Instance{}, fmt.Errorf("runner: the version's files are larger than its disk limit of %d MiB", p.s.cfg.Limits.DiskBytes>>20)
+				return fmt.Errorf("runner: the version's files are larger than its disk limit of %d MiB", p.s.cfg.Limits.DiskBytes>>20)
 			}
-			return Instance{}, fmt.Errorf("runner: writing the version's files: %w", err)
+			return fmt.Errorf("runner: writing the version's files: %w", err)
 		}
 	}
 	if p.sandboxed {
 		if err := chownTree(p.dir, p.uid); err != nil {
-			return Instance{}, err
+			return err
 		}
 		if !p.spec.Worker {
 			p.port = AppPort
 		}
 		if err := writeBundle(p.bundleDir(), p.s.sb.spec(p.slot, p)); err != nil {
-			return Instance{}, err
+			return err
 		}
 	} else {
 		if p.s.root {
 			if err := chownTree(p.dir, p.uid); err != nil {
-				return Instance{}, err
+				return err
 			}
 		}
 		if !p.spec.Worker {
 			port, err := freePort()
 			if err != nil {
-				return Instance{}, err
+				return err
 			}
 			p.port = port
 		}
 	}
 	p.system("starting version %d: %s (%s)", p.spec.Version, p.spec.Command, isolation)
 	if err := p.startOnce(); err != nil {
-		return Instance{}, err
+		return err
 	}
-	return Instance{}, nil
+	return nil
 }
 
 // bundleDir is the OCI bundle of a sandboxed version: its config.json,

@@ -362,17 +362,6 @@ func cgroupDirs(path string) []string {
 	return dirs
 }
 
-// cgroupMemoryPeak is the most memory slot s's cgroup used, 0 when unknown.
-func cgroupMemoryPeak(s slot) int64 {
-	for _, f := range []string{"/sys/fs/cgroup/memory" + cgroupPath(s) + "/memory.max_usage_in_bytes", "/sys/fs/cgroup" + cgroupPath(s) + "/memory.peak"} {
-		if b, err := os.ReadFile(f); err == nil {
-			n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
 // spec is the OCI runtime spec of one version's container.
 func (sb *sandbox) spec(s slot, p *proc) *specs.Spec {
 	l := p.s.cfg.Limits
