@@ -19,6 +19,7 @@
 #   PIER_BIN=/tmp/pier-server bash bench/services.sh   # another build of pier-server (or a pier from before the split)
 #   PORT_BASE=18290 bash bench/services.sh  # other ports (default 18190-18195)
 #   RESULTS=file RUNSTATS=file bash bench/services.sh   # for bench/peers.sh
+#   PIER_FLAGS="--service-cpu-millis 2000" bash bench/services.sh   # extra flags for pier server
 #
 # By default the server, and so the app it starts (a child inherits its
 # CPU affinity), and bench/proxy run on CPU 0 and wrk on CPU 1, as in
@@ -68,7 +69,7 @@ mkdir -p "$PIER_DATA_DIR"
 key=$("$PIER_BIN" admin create-key --scopes read,quote,launch --json | jq -r .apiKey)
 project=$("$PIER_BIN" admin create-project --name bench --json | jq -r .projectId)
 "${srv[@]}" "$PIER_BIN" server --http-addr $PIER_HTTP --https-addr 127.0.0.1:$((B + 2)) --dns-addr 127.0.0.1:$((B + 3)) \
-  --smtp-addr 127.0.0.1:$((B + 4)) --log-level warn 2>"$tmp/pier.log" &
+  --smtp-addr 127.0.0.1:$((B + 4)) --log-level warn $PIER_FLAGS 2>"$tmp/pier.log" &
 pids+=($!)
 for _ in $(seq 100); do curl -fsS "http://$PIER_HTTP/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 
