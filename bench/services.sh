@@ -69,7 +69,7 @@ mkdir -p "$PIER_DATA_DIR"
 key=$("$PIER_BIN" admin create-key --scopes read,quote,launch --json | jq -r .apiKey)
 project=$("$PIER_BIN" admin create-project --name bench --json | jq -r .projectId)
 "${srv[@]}" "$PIER_BIN" server --http-addr $PIER_HTTP --https-addr 127.0.0.1:$((B + 2)) --dns-addr 127.0.0.1:$((B + 3)) \
-  --smtp-addr 127.0.0.1:$((B + 4)) --log-level warn $PIER_FLAGS 2>"$tmp/pier.log" &
+  --smtp-addr 127.0.0.1:$((B + 4)) --log-level warn ${PIER_FLAGS:-} 2>"$tmp/pier.log" &
 pids+=($!)
 for _ in $(seq 100); do curl -fsS "http://$PIER_HTTP/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 
@@ -117,6 +117,9 @@ if [ -z "$pid" ]; then
   [ -n "$pid" ] || { echo "no examples/app process found"; exit 1; }
   addr=$(nsenter --net=/proc/$pid/ns/net ip -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1)
   upstream=$addr:$port inns=(nsenter --net=/proc/$pid/ns/net)
+  # The sandbox's cpuset cgroup gave the app every CPU back: pin it (its
+  # threads included) where the server is, as an unsandboxed child is.
+  [ "$PIN" = 1 ] && taskset -a -p -c 0 "$pid" >/dev/null
 fi
 direct=http://127.0.0.1:$port/ proxied=http://$PIER_HTTP/ goproxy=http://127.0.0.1:$((B + 1))/
 echo "examples/app: $preview, process ${pid:-?} listening on 127.0.0.1:$port${inns:+ in its sandbox at $upstream}"
