@@ -50,9 +50,7 @@ func namespaceOf(a netip.Addr) (string, bool) {
 		if !p.Contains(a) {
 			return true
 		}
-		base, x := p.Masked().Addr().As4(), a.As4()
-		off := (uint32(x[0])<<24 | uint32(x[1])<<16 | uint32(x[2])<<8 | uint32(x[3])) -
-			(uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3]))
+		off := ipv4Uint(a) - ipv4Uint(p.Masked().Addr())
 		if off%4 == 2 {
 			found = "/run/netns/" + netnsName(slot{n: int(off / 4)})
 		}

@@ -424,6 +424,19 @@ func (s *Supervisor) spawner() {
 	}
 }
 
+// start starts cmd from the spawner's thread, with pipes for its output.
+func (s *Supervisor) start(cmd *exec.Cmd) (stdout, stderr io.ReadCloser, err error) {
+	if stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, nil, err
+	}
+	if stderr, err = cmd.StderrPipe(); err != nil {
+		return nil, nil, err
+	}
+	req := spawnReq{cmd: cmd, err: make(chan error, 1)}
+	s.spawn <- req
+	return stdout, stderr, <-req.err
+}
+
 // proc is one version under supervision.
 type proc struct {
 	s    *Supervisor
@@ -628,17 +641,7 @@ func (p *proc) startOnce() error {
 			cmd.SysProcAttr.CgroupFD = int(f.Fd())
 		}
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return err
-	}
-	req := spawnReq{cmd: cmd, err: make(chan error, 1)}
-	p.s.spawn <- req
-	err = <-req.err
+	stdout, stderr, err := p.s.start(cmd)
 	if cgfd != nil {
 		cgfd.Close()
 	}
@@ -673,17 +676,8 @@ func (p *proc) startSandboxed() error {
 	cmd.Dir = p.bundleDir()
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
+	stdout, stderr, err := p.s.start(cmd)
 	if err != nil {
-		return err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return err
-	}
-	req := spawnReq{cmd: cmd, err: make(chan error, 1)}
-	p.s.spawn <- req
-	if err := <-req.err; err != nil {
 		return fmt.Errorf("runner: starting the sandbox: %w", err)
 	}
 	p.watch(cmd, stdout, stderr)

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -194,11 +193,15 @@ func (sb *sandbox) uid(s slot) int { return sb.uidBase + s.n }
 
 // addrs are the host's and the version's addresses of slot s.
 func (sb *sandbox) addrs(s slot) (host, guest netip.Addr) {
-	base := sb.network.Masked().Addr().As4()
-	v := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
-	v += uint32(s.n) * 4
-	h := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v + 1)})
+	v := ipv4Uint(sb.network.Masked().Addr()) + uint32(s.n)*4 + 1
+	h := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 	return h, h.Next()
+}
+
+// ipv4Uint is an IPv4 address as a number.
+func ipv4Uint(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
 
 func netnsName(s slot) string  { return fmt.Sprintf("pier-s%d", s.n) }
@@ -473,10 +476,7 @@ func (sb *sandbox) runcCmd(ctx context.Context, args ...string) *exec.Cmd {
 func (sb *sandbox) killAll(s slot) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var stderr bytes.Buffer
-	cmd := sb.runcCmd(ctx, "kill", "--all", containerID(s), "KILL")
-	cmd.Stderr = &stderr
-	cmd.Run()
+	sb.runcCmd(ctx, "kill", "--all", containerID(s), "KILL").Run()
 	sb.runcCmd(ctx, "delete", "--force", containerID(s)).Run()
 	killCgroup(cgroupPath(s))
 }
