@@ -242,7 +242,7 @@ func (s *Server) build(ctx context.Context) error {
 		BaseURL:   s.BaseURL,
 		Sandbox:   s.sandbox,
 		Workflows: s.workflows,
-		Versions:  map[string]func() uint64{"search_domains": s.store.DomainsVersion},
+		Versions:  versionedReads(s.store),
 		Extra: map[string]http.Handler{"mcp": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mcpHandler.ServeHTTP(w, r)
 		})},

@@ -169,3 +169,21 @@ func (h *Handler) remake(rt *route, key string, version uint64, q *KeptRequest, 
 	h.pure.put(key, k)
 	return k, true
 }
+
+// Keeping says how h answers operation id without running it: kept when it
+// answers from the answers it keeps (a pure read, or a versioned one while
+// its version holds), fast when the listener's fast path may also answer
+// it before net/http reads the request (AnswerKept). The operation table
+// (internal/optable) prints it.
+func (h *Handler) Keeping(id string) (kept, versioned, fast bool) {
+	rt := h.ops[id]
+	if rt == nil {
+		return false, false, false
+	}
+	if _, extra := h.cfg.Extra[id]; extra {
+		return false, false, false
+	}
+	p := rt.op.Path
+	fast = h.keptGet[p] == rt || h.keptPost[p] == rt
+	return rt.op.Pure || rt.version != nil, rt.version != nil, fast
+}
