@@ -53,7 +53,9 @@ func commands(g *graph) calledBy {
 			continue
 		}
 		called := g.reach(fn, 8, func(f *types.Func) bool { return strings.HasPrefix(pkgOf(f), mod+"/cli") && !buildsCommand(f) },
-			func(f *types.Func) bool { return pkgOf(f) == mod+"/sdk" && recvName(f) == "Client" && ops[f.Name()] != "" })
+			func(f *types.Func) bool {
+				return pkgOf(f) == mod+"/sdk" && recvName(f) == "Client" && ops[f.Name()] != ""
+			})
 		for _, f := range called {
 			id := ops[f.Name()]
 			cmd := "`" + hw[0] + "` (hand-written)"

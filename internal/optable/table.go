@@ -14,7 +14,7 @@ import (
 // row is one operation, from its contract path to its store calls and
 // the clients that call it.
 type row struct {
-	op                             sdk.Operation
+	op                            sdk.Operation
 	handler, service, store, kept string
 	sdkName, commands, tool       string
 }
