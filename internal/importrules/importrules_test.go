@@ -1,5 +1,6 @@
-// Package importrules holds the architecture's import rules as a test: the
-// domain is free of its adapters, the client packages are free of the
+// Package importrules holds the architecture's import rules as a test: every
+// server package is placed as domain, adapter or shared library, the
+// domain is free of its adapters, the shared libraries of both, the client packages are free of the
 // server, the server is free of the public SDK (it uses the models), no server
 // file reads the environment but the command's configuration
 // (server/config.go), and no hand-written type in the server has more than
@@ -33,8 +34,21 @@ var domain = []string{
 	mod + "/server/internal/zone",
 	mod + "/server/internal/site",
 	mod + "/server/internal/actions",
-	// apierr, the typed error envelope, is shared by the domain and the
-	// transports: it carries the status and headers an answer needs.
+	// The built-in payment provider, like the registrar's, is a real
+	// provider for what cannot run here (a card network).
+	mod + "/server/internal/payments",
+}
+
+// shared are the server's libraries that the domain and its adapters both
+// use, importing neither: apierr, the typed error envelope, carries the
+// status and headers an answer needs.
+var shared = []string{
+	mod + "/server/internal/apierr",
+	mod + "/server/internal/auth",
+	mod + "/server/internal/safetext",
+	mod + "/server/internal/operation",
+	mod + "/server/internal/cache",
+	mod + "/server/internal/ratelimit",
 }
 
 // What the domain must not import: transports and the adapters built on
@@ -50,6 +64,42 @@ var adapters = []string{
 	mod + "/server/internal/oauth",
 	mod + "/server/internal/acme",
 	mod + "/server/internal/tlsca",
+	mod + "/server/internal/runner",
+	mod + "/server/internal/smtpd",
+	mod + "/server/internal/pgaddon",
+	mod + "/server/internal/objstore",
+	mod + "/server/internal/tasks",
+	mod + "/server/internal/workflow",
+	mod + "/server/internal/sandbox",
+}
+
+// TestEveryServerPackageIsPlaced fails when a package under server/internal
+// is on none of the lists: a new adapter must be named as one before the
+// domain could import it unnoticed.
+func TestEveryServerPackageIsPlaced(t *testing.T) {
+	for _, p := range load(t) {
+		if !under(p.PkgPath, mod+"/server/internal") {
+			continue
+		}
+		if !under(p.PkgPath, domain...) && !under(p.PkgPath, adapters...) && !under(p.PkgPath, shared...) {
+			t.Errorf("%s is neither domain, adapter nor shared library: add it to one of the lists in this file", p.PkgPath)
+		}
+	}
+}
+
+// TestSharedLibrariesStayBelow fails when a shared library imports the
+// domain or an adapter.
+func TestSharedLibrariesStayBelow(t *testing.T) {
+	for _, p := range load(t) {
+		if !under(p.PkgPath, shared...) {
+			continue
+		}
+		for imp := range p.Imports {
+			if under(imp, domain...) || under(imp, adapters...) && imp != "net/http" {
+				t.Errorf("%s (a shared library) imports %s", p.PkgPath, imp)
+			}
+		}
+	}
 }
 
 func load(t *testing.T) []*packages.Package {
