@@ -28,7 +28,7 @@ run: build ## Run the server with the embedded defaults
 
 generate: ## Regenerate everything derived from openapi/openapi.yaml
 	$(GO) generate ./models ./openapi ./sdk/rawapi ./server/api
-	$(GO) run ./internal/optable
+	$(GO) run ./internal/tools/optable
 
 check-generate: generate ## Fail when generated files drift from the contract
 	@git diff --exit-code -- . || (echo "generated files are out of date: run make generate and commit"; exit 1)
@@ -41,7 +41,7 @@ lint: tools ## Vet, staticcheck and gofmt-check the Go code, check go.mod is tid
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	@$(GO) mod tidy -diff || (echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1)
-	$(GO) test -count=1 ./internal/importrules
+	$(GO) test -count=1 ./internal/tools/importrules
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "run gofmt -w"; exit 1)
 	tools/node_modules/.bin/redocly lint openapi/openapi.yaml --config redocly.yaml --format=stylish
 

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/pierhq/pier/internal/testpg"
+	"github.com/pierhq/pier/internal/testkit/testpg"
 )
 
 // TestMain stops the throwaway PostgreSQL cluster the scale benchmarks

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/server"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	gosmtp "github.com/emersion/go-smtp"
 
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/server"
 )
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/holder"
-	"github.com/pierhq/pier/internal/sandboxproof"
+	"github.com/pierhq/pier/internal/lib/sandboxproof"
 	"github.com/pierhq/pier/verifier"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/pierhq/pier/internal/contracttest"
+	"github.com/pierhq/pier/internal/testkit/contracttest"
 )
 
 func TestMain(m *testing.M) {

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
-	"github.com/pierhq/pier/internal/workflowplan"
+	"github.com/pierhq/pier/internal/lib/workflowplan"
 	"github.com/pierhq/pier/sdk"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 
-	"github.com/pierhq/pier/internal/workflowplan"
+	"github.com/pierhq/pier/internal/lib/workflowplan"
 )
 
 func TestExampleWorkflowsRead(t *testing.T) {

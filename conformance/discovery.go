@@ -14,7 +14,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/pierhq/pier/internal/sandboxproof"
+	"github.com/pierhq/pier/internal/lib/sandboxproof"
 	"github.com/pierhq/pier/openapi"
 )
 

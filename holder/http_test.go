@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/holder"
-	"github.com/pierhq/pier/internal/sandboxproof"
+	"github.com/pierhq/pier/internal/lib/sandboxproof"
 )
 
 // sandbox is a small in-process stand-in for the server's holder endpoints.

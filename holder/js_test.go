@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/pierhq/pier/holder"
-	"github.com/pierhq/pier/internal/sandboxproof"
+	"github.com/pierhq/pier/internal/lib/sandboxproof"
 )
 
 // node finds node; in CI a missing node fails, since sandbox-holder.mjs is

@@ -11,7 +11,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/pierhq/pier/holder"
-	"github.com/pierhq/pier/internal/sandboxproof"
+	"github.com/pierhq/pier/internal/lib/sandboxproof"
 )
 
 // session is a sandbox session as the server sees it, for checking holder

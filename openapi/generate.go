@@ -5,7 +5,7 @@ package openapi
 
 import "embed"
 
-//go:generate go run ../internal/gen -root ..
+//go:generate go run ../internal/tools/gen -root ..
 
 // YAML is the contract as written.
 //

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pierhq/pier/internal/version"
+	"github.com/pierhq/pier/internal/lib/version"
 	"github.com/pierhq/pier/sdk/rawapi"
 )
 

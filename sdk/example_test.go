@@ -8,7 +8,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server"
 )

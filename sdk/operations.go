@@ -1,6 +1,6 @@
 package sdk
 
-import "github.com/pierhq/pier/internal/pathtemplate"
+import "github.com/pierhq/pier/internal/lib/pathtemplate"
 
 // Operation describes one contract operation as a client plans with it;
 // the table is generated from the contract. The server keeps its own

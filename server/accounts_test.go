@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server"

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/internal/rawhttp"
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/testkit/rawhttp"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 )

@@ -197,7 +197,7 @@ var DefaultRateLimits = map[string]ratelimit.Policy{
 // env is the environment variable name, else def when it is unset or
 // empty. This file is the only one that reads the environment: the
 // commands' flags take their defaults from it, and everything below the
-// commands is handed a Config (internal/importrules checks it).
+// commands is handed a Config (internal/tools/importrules checks it).
 // envList reads a comma-separated environment variable.
 func envList(name string) []string {
 	if v := os.Getenv(name); v != "" {

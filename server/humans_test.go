@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/ratelimit"

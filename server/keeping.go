@@ -13,7 +13,7 @@ func versionedReads(st *store.Store) map[string]func() uint64 {
 	return map[string]func() uint64{"search_domains": st.DomainsVersion}
 }
 
-// Keeping says, for the operation table (internal/optable), how the API
+// Keeping says, for the operation table (internal/tools/optable), how the API
 // answers an operation without running it: from an answer it keeps (a
 // pure read, or a versioned one while its version holds), and whether the
 // listener's fast path answers it too. It builds the API as the server

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/internal/memtest"
+	"github.com/pierhq/pier/internal/testkit/memtest"
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"

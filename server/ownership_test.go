@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/internal/contracttest"
+	"github.com/pierhq/pier/internal/testkit/contracttest"
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/auth"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	"github.com/pierhq/pier/internal/testpg"
+	"github.com/pierhq/pier/internal/testkit/testpg"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"
 )

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pierhq/pier/internal/testpg"
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/testkit/testpg"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"
 )

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/internal/contracttest"
-	"github.com/pierhq/pier/internal/testpg"
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/testkit/contracttest"
+	"github.com/pierhq/pier/internal/testkit/testpg"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 )

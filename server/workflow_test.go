@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
-	"github.com/pierhq/pier/internal/contracttest"
+	"github.com/pierhq/pier/internal/testkit/contracttest"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/money"

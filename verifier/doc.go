@@ -5,7 +5,7 @@
 // docs/sandbox-proof.md §6 fixes, stopping at the first failure.
 //
 // It must share no code path with what it audits: it imports neither the
-// server nor internal/sandboxproof, and parses the format from the document.
+// server nor internal/lib/sandboxproof, and parses the format from the document.
 // verify-sandbox-proof.mjs in js/ is its twin; both must reach the same
 // verdict on every vector under testdata/vectors.
 package verifier

@@ -12,7 +12,7 @@ import (
 
 	"github.com/pierhq/pier/holder"
 	holderjs "github.com/pierhq/pier/holder/js"
-	"github.com/pierhq/pier/internal/sandboxproof"
+	"github.com/pierhq/pier/internal/lib/sandboxproof"
 	"github.com/pierhq/pier/verifier"
 	verifierjs "github.com/pierhq/pier/verifier/js"
 )

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/pierhq/pier/cli"
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/server"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/pierhq/pier/cli"
-	"github.com/pierhq/pier/internal/testpg"
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/testkit/testpg"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/openapi"
 	"github.com/pierhq/pier/server"
 	"github.com/spf13/cobra"

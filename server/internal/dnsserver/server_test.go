@@ -12,8 +12,8 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/pierhq/pier/internal/memtest"
-	"github.com/pierhq/pier/internal/testpg"
+	"github.com/pierhq/pier/internal/testkit/memtest"
+	"github.com/pierhq/pier/internal/testkit/testpg"
 	"github.com/pierhq/pier/server/internal/dnsserver"
 	"github.com/pierhq/pier/server/internal/store"
 )

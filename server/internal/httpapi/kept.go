@@ -174,7 +174,7 @@ func (h *Handler) remake(rt *route, key string, version uint64, q *KeptRequest, 
 // answers from the answers it keeps (a pure read, or a versioned one while
 // its version holds), fast when the listener's fast path may also answer
 // it before net/http reads the request (AnswerKept). The operation table
-// (internal/optable) prints it.
+// (internal/tools/optable) prints it.
 func (h *Handler) Keeping(id string) (kept, versioned, fast bool) {
 	rt := h.ops[id]
 	if rt == nil {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/mcp"
 )

@@ -11,8 +11,8 @@ import (
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/pierhq/pier/internal/contracttest"
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/testkit/contracttest"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/mcp"
 )

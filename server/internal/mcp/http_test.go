@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/server"
 )
 

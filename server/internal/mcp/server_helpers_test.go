@@ -10,7 +10,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/pierhq/pier/internal/contracttest"
+	"github.com/pierhq/pier/internal/testkit/contracttest"
 )
 
 // mcpHeaders are what a streamable HTTP client sends with every POST.

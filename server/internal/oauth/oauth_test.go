@@ -18,8 +18,8 @@ import (
 
 	"golang.org/x/oauth2"
 
-	"github.com/pierhq/pier/internal/testpg"
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/testkit/testpg"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/auth"

@@ -4,7 +4,7 @@
 // table is generated from the contract's x- members by internal/gen.
 package operation
 
-import "github.com/pierhq/pier/internal/pathtemplate"
+import "github.com/pierhq/pier/internal/lib/pathtemplate"
 
 // Operation is one operation's policy.
 type Operation struct {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/internal/testpg"
+	"github.com/pierhq/pier/internal/testkit/testpg"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 	"github.com/pierhq/pier/server/internal/store"
 )

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/pierhq/pier/internal/sandboxproof"
+	"github.com/pierhq/pier/internal/lib/sandboxproof"
 	"github.com/pierhq/pier/models"
 )
 

@@ -4,7 +4,7 @@
 // compare-and-set gate decisions, proofs, and the reference release that
 // auditors verify.
 //
-// It signs and checks everything with internal/sandboxproof and keeps its
+// It signs and checks everything with internal/lib/sandboxproof and keeps its
 // state in the store. It knows nothing of HTTP: adapters turn its results
 // into envelopes and its *apierr.Error values into error envelopes.
 package sandbox

@@ -12,8 +12,8 @@ import (
 
 	"github.com/pierhq/pier/holder"
 	holderjs "github.com/pierhq/pier/holder/js"
-	"github.com/pierhq/pier/internal/sandboxproof"
-	"github.com/pierhq/pier/internal/version"
+	"github.com/pierhq/pier/internal/lib/sandboxproof"
+	"github.com/pierhq/pier/internal/lib/version"
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/store"

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/holder"
-	"github.com/pierhq/pier/internal/sandboxproof"
-	"github.com/pierhq/pier/internal/testpg"
-	"github.com/pierhq/pier/internal/testserver"
+	"github.com/pierhq/pier/internal/lib/sandboxproof"
+	"github.com/pierhq/pier/internal/testkit/testpg"
+	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/sandbox"

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pierhq/pier/internal/sandboxproof"
+	"github.com/pierhq/pier/internal/lib/sandboxproof"
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"

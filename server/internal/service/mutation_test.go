@@ -8,7 +8,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/pierhq/pier/internal/contracttest"
+	"github.com/pierhq/pier/internal/testkit/contracttest"
 	"github.com/pierhq/pier/sdk"
 )
 

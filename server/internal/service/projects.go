@@ -12,7 +12,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/pierhq/pier/internal/version"
+	"github.com/pierhq/pier/internal/lib/version"
 	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"

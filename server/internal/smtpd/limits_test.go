@@ -14,7 +14,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/pierhq/pier/internal/memtest"
+	"github.com/pierhq/pier/internal/testkit/memtest"
 	"github.com/pierhq/pier/server/internal/service"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pierhq/pier/internal/testpg"
+	"github.com/pierhq/pier/internal/testkit/testpg"
 )
 
 // TestConstraintViolationsByCode makes each engine raise a unique and a

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/internal/workflowplan"
+	"github.com/pierhq/pier/internal/lib/workflowplan"
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"

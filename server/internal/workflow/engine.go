@@ -18,8 +18,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pierhq/pier/internal/sandboxproof"
-	"github.com/pierhq/pier/internal/workflowplan"
+	"github.com/pierhq/pier/internal/lib/sandboxproof"
+	"github.com/pierhq/pier/internal/lib/workflowplan"
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/internal/workflowplan"
+	"github.com/pierhq/pier/internal/lib/workflowplan"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/httpapi"
 	"github.com/pierhq/pier/server/internal/store"

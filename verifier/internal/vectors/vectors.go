@@ -4,7 +4,7 @@
 // expect.json (the verdict both verifiers must reach, and the check that
 // must fail first).
 //
-// Valid pieces come from internal/sandboxproof, the same code the server
+// Valid pieces come from internal/lib/sandboxproof, the same code the server
 // mints with; the broken ones are built here by hand. All signatures are
 // RFC 6979 deterministic and the keys live in testdata, so regenerating
 // gives the same bytes.
@@ -25,7 +25,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/internal/sandboxproof"
+	"github.com/pierhq/pier/internal/lib/sandboxproof"
 )
 
 // Expect is the content of expect.json.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/internal/rawhttp"
+	"github.com/pierhq/pier/internal/testkit/rawhttp"
 )
 
 // keptRead stands in for the API's kept answers: it answers /kept as the

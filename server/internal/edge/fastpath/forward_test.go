@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/internal/rawhttp"
+	"github.com/pierhq/pier/internal/testkit/rawhttp"
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/store"
 )

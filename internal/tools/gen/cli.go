@@ -124,7 +124,7 @@ func genCLI(ops []*operation) ([]byte, error) {
 		last := words[len(words)-1]
 		short := groupShort[last]
 		if short == "" {
-			return nil, fmt.Errorf("group %q has no description in internal/gen/cli.go", last)
+			return nil, fmt.Errorf("group %q has no description in internal/tools/gen/cli.go", last)
 		}
 		parent := "root"
 		if len(words) > 1 {

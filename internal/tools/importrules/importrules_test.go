@@ -73,6 +73,36 @@ var adapters = []string{
 	mod + "/server/internal/sandbox",
 }
 
+// The top-level internal/ holds three kinds of package: libraries shared
+// by the client and the server (lib), the tools make runs (tools), and
+// the test harnesses (testkit).
+var (
+	libs    = mod + "/internal/lib"
+	tools   = mod + "/internal/tools"
+	testkit = mod + "/internal/testkit"
+)
+
+// TestInternalLayersPointDown fails when an arrow runs back up: a library
+// importing anything of the module but another library, any code but a
+// test importing a harness, or anything importing a tool.
+func TestInternalLayersPointDown(t *testing.T) {
+	for _, p := range load(t) {
+		for imp := range p.Imports {
+			switch {
+			case under(p.PkgPath, libs) && under(imp, mod) && !under(imp, libs):
+				t.Errorf("%s (a library) imports %s; libraries import only the standard library, dependencies and other libraries", p.PkgPath, imp)
+			case under(imp, testkit) && !under(p.PkgPath, testkit):
+				t.Errorf("%s imports %s (a test harness) outside its tests", p.PkgPath, imp)
+			case under(imp, tools):
+				t.Errorf("%s imports %s (a tool)", p.PkgPath, imp)
+			}
+		}
+		if under(p.PkgPath, mod+"/internal") && !under(p.PkgPath, libs, tools, testkit) {
+			t.Errorf("%s: a top-level internal package belongs under internal/lib, internal/tools or internal/testkit", p.PkgPath)
+		}
+	}
+}
+
 // TestEveryServerPackageIsPlaced fails when a package under server/internal
 // is on none of the lists: a new adapter must be named as one before the
 // domain could import it unnoticed.
@@ -104,7 +134,7 @@ func TestSharedLibrariesStayBelow(t *testing.T) {
 
 func load(t *testing.T) []*packages.Package {
 	t.Helper()
-	pkgs, err := packages.Load(&packages.Config{Mode: packages.NeedName | packages.NeedImports | packages.NeedFiles, Dir: "../.."}, "./...")
+	pkgs, err := packages.Load(&packages.Config{Mode: packages.NeedName | packages.NeedImports | packages.NeedFiles, Dir: "../../.."}, "./...")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 const (
-	begin = "<!-- BEGIN operation table: written by internal/optable (make generate) -->"
+	begin = "<!-- BEGIN operation table: written by internal/tools/optable (make generate) -->"
 	end   = "<!-- END operation table -->"
 )
 

@@ -15,7 +15,7 @@ import (
 // so a generator change that is not followed by `make generate` fails here
 // as well as in CI's check.
 func TestRunReproducesCommittedFiles(t *testing.T) {
-	repo, err := filepath.Abs("../..")
+	repo, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 // operation, where it lives: a handler the walk did not find, a call
 // through an interface it did not follow, a command or tool missing.
 func TestEveryCellIsFilled(t *testing.T) {
-	rows, err := build("../..")
+	rows, err := build("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestEveryCellIsFilled(t *testing.T) {
 // show: a call through an interface, a kept answer on the fast path, and a
 // hand-written command beside a generated one.
 func TestTheTableFollowsWhatItPromises(t *testing.T) {
-	rows, err := build("../..")
+	rows, err := build("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
