@@ -127,6 +127,7 @@ const (
 	AuthMissingCredentials    BlockedBy = "auth:missing_credentials"
 	BudgetHoldExpired         BlockedBy = "budget:hold_expired"
 	BudgetInsufficient        BlockedBy = "budget:insufficient"
+	BudgetKeyCap              BlockedBy = "budget:key_cap"
 	ConflictBlobsMissing      BlockedBy = "conflict:blobs_missing"
 	ConflictExpired           BlockedBy = "conflict:expired"
 	ConflictGateDecided       BlockedBy = "conflict:gate_decided"
@@ -196,6 +197,8 @@ func (e BlockedBy) Valid() bool {
 	case BudgetHoldExpired:
 		return true
 	case BudgetInsufficient:
+		return true
+	case BudgetKeyCap:
 		return true
 	case ConflictBlobsMissing:
 		return true
@@ -673,6 +676,24 @@ const (
 func (e JwkUse) Valid() bool {
 	switch e {
 	case Sig:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for KeySpendCapPeriod.
+const (
+	Lifetime KeySpendCapPeriod = "lifetime"
+	Month    KeySpendCapPeriod = "month"
+)
+
+// Valid indicates whether the value is a known member of the KeySpendCapPeriod enum.
+func (e KeySpendCapPeriod) Valid() bool {
+	switch e {
+	case Lifetime:
+		return true
+	case Month:
 		return true
 	default:
 		return false
@@ -2575,6 +2596,22 @@ type Jwks struct {
 	Keys []Jwk `json:"keys"`
 }
 
+// KeySpendCap What a person allows this key to commit (held and consumed quotes) per period; absent when the key has no cap. Only a person sets it, on the keys page; an agent cannot raise it.
+type KeySpendCap struct {
+	// CapUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	CapUsd Usd `json:"capUsd"`
+
+	// Period `month` is the calendar month in UTC.
+	Period      KeySpendCapPeriod `json:"period"`
+	PeriodStart time.Time         `json:"periodStart"`
+
+	// SpentUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	SpentUsd Usd `json:"spentUsd"`
+}
+
+// KeySpendCapPeriod `month` is the calendar month in UTC.
+type KeySpendCapPeriod string
+
 // LaunchRequest defines model for LaunchRequest.
 type LaunchRequest struct {
 	// Addons managed_postgres: a database and role of its own, with DATABASE_URL in the environment.
@@ -3916,6 +3953,9 @@ type Whoami struct {
 		Id   string        `json:"id"`
 		Kind WhoamiKeyKind `json:"kind"`
 		Name string        `json:"name"`
+
+		// SpendCap What a person allows this key to commit (held and consumed quotes) per period; absent when the key has no cap. Only a person sets it, on the keys page; an agent cannot raise it.
+		SpendCap *KeySpendCap `json:"spendCap,omitempty"`
 	} `json:"key"`
 	Organization struct {
 		Id   string `json:"id"`

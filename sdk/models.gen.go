@@ -131,6 +131,8 @@ type (
 	JwkKty                                = models.JwkKty
 	JwkUse                                = models.JwkUse
 	Jwks                                  = models.Jwks
+	KeySpendCap                           = models.KeySpendCap
+	KeySpendCapPeriod                     = models.KeySpendCapPeriod
 	LaunchRequest                         = models.LaunchRequest
 	LaunchRequestAddons                   = models.LaunchRequestAddons
 	LaunchServiceJSONRequestBody          = models.LaunchServiceJSONRequestBody
@@ -356,6 +358,7 @@ const (
 	BillingPollResultStatePending                = models.BillingPollResultStatePending
 	BudgetHoldExpired                            = models.BudgetHoldExpired
 	BudgetInsufficient                           = models.BudgetInsufficient
+	BudgetKeyCap                                 = models.BudgetKeyCap
 	BudgetRaise                                  = models.BudgetRaise
 	CardSetup                                    = models.CardSetup
 	ChangePolicy                                 = models.ChangePolicy
@@ -439,6 +442,7 @@ const (
 	LaunchRequestAddonsManagedPostgres           = models.LaunchRequestAddonsManagedPostgres
 	LaunchService                                = models.LaunchService
 	LessThannil                                  = models.LessThannil
+	Lifetime                                     = models.Lifetime
 	ListQuotesParamsStateConsumed                = models.ListQuotesParamsStateConsumed
 	ListQuotesParamsStateExpired                 = models.ListQuotesParamsStateExpired
 	ListQuotesParamsStateHeld                    = models.ListQuotesParamsStateHeld
@@ -463,6 +467,7 @@ const (
 	ManageKeys                                   = models.ManageKeys
 	Manual                                       = models.Manual
 	Minus32700                                   = models.Minus32700
+	Month                                        = models.Month
 	N1                                           = models.N1
 	NotFoundResource                             = models.NotFoundResource
 	NotFoundRoute                                = models.NotFoundRoute

@@ -412,6 +412,11 @@ func (s *Projects) Whoami(ctx context.Context, p *auth.Principal) (*models.Whoam
 				out.Key.Name = k.Name
 			}
 		}
+		ks, _, err := keySpend(ctx, s.store.Keys(), p, s.Now())
+		if err != nil {
+			return nil, nil, apierr.Internal(err)
+		}
+		out.Key.SpendCap = keyCapView(ks)
 	}
 	org, err := s.store.Accounts().Organization(ctx, p.OrgID)
 	if err != nil {

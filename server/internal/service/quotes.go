@@ -491,6 +491,9 @@ func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req models.Quote
 			return err
 		}
 
+		if err := s.checkKeyCap(ctx, tx, p, amount, now); err != nil {
+			return err
+		}
 		q := store.Quote{ID: auth.ID("quo"), OrgID: p.OrgID, ProjectID: proj.ID, KeyID: p.KeyID, AmountMicro: amount,
 			Items: string(itemsJSON), CreatedAt: now.UTC(), ExpiresAt: now.Add(HoldDuration).UTC(), State: "not_held"}
 		reasons := policyReasons(pol, items)

@@ -8,12 +8,15 @@ import (
 	"time"
 )
 
+// keyCols are the columns scanKey reads, in its order.
+const keyCols = `id, org_id, name, scopes, created_at, revoked_at, cap_micro, cap_period`
+
 func scanKey(row interface{ Scan(...any) error }) (APIKey, error) {
 	var k APIKey
 	var scopes string
 	var created int64
-	var revoked sql.NullInt64
-	err := row.Scan(&k.ID, &k.OrgID, &k.Name, &scopes, &created, &revoked)
+	var revoked, capMicro sql.NullInt64
+	err := row.Scan(&k.ID, &k.OrgID, &k.Name, &scopes, &created, &revoked, &capMicro, &k.CapPeriod)
 	if errors.Is(err, sql.ErrNoRows) {
 		return k, ErrNotFound
 	}
@@ -22,6 +25,9 @@ func scanKey(row interface{ Scan(...any) error }) (APIKey, error) {
 	if revoked.Valid {
 		t := time.UnixMicro(revoked.Int64).UTC()
 		k.RevokedAt = &t
+	}
+	if capMicro.Valid {
+		k.CapMicro = &capMicro.Int64
 	}
 	return k, err
 }
@@ -34,6 +40,10 @@ type APIKey struct {
 	Scopes    []string
 	CreatedAt time.Time
 	RevokedAt *time.Time
+	// CapMicro is what the key may spend per CapPeriod ("month", the
+	// calendar month in UTC, or "lifetime"); nil is no cap.
+	CapMicro  *int64
+	CapPeriod string
 }
 
 // HasScope reports whether the key carries scope.
@@ -48,24 +58,10 @@ func (k APIKey) HasScope(scope string) bool {
 
 // APIKeyByHash finds a key that is not revoked by the hash of its secret.
 func (db Keys) ByHash(ctx context.Context, hash string) (APIKey, error) {
-	var k APIKey
-	var scopes string
-	var created int64
-	var revoked sql.NullInt64
 	// Every API request asks: prepared once, not parsed per request.
-	err := db.queryRowPrepared(ctx, `SELECT id, org_id, name, scopes, created_at, revoked_at FROM api_keys WHERE key_hash = ?`, hash).
-		Scan(&k.ID, &k.OrgID, &k.Name, &scopes, &created, &revoked)
-	if errors.Is(err, sql.ErrNoRows) {
-		return k, ErrNotFound
-	}
+	k, err := scanKey(db.queryRowPrepared(ctx, `SELECT `+keyCols+` FROM api_keys WHERE key_hash = ?`, hash))
 	if err != nil {
-		return k, err
-	}
-	k.Scopes = strings.Fields(scopes)
-	k.CreatedAt = time.UnixMicro(created)
-	if revoked.Valid {
-		t := time.UnixMicro(revoked.Int64)
-		k.RevokedAt = &t
+		return APIKey{}, err
 	}
 	return k, nil
 }
@@ -79,7 +75,7 @@ func (db Keys) Create(ctx context.Context, k APIKey, hash string) error {
 
 // ListAPIKeys lists an organisation's keys, newest first, revoked ones too.
 func (db Keys) List(ctx context.Context, orgID string) ([]APIKey, error) {
-	rows, err := db.ex.QueryContext(ctx, db.q(`SELECT id, org_id, name, scopes, created_at, revoked_at FROM api_keys WHERE org_id = ? ORDER BY created_at DESC, id`), orgID)
+	rows, err := db.ex.QueryContext(ctx, db.q(`SELECT `+keyCols+` FROM api_keys WHERE org_id = ? ORDER BY created_at DESC, id`), orgID)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +93,7 @@ func (db Keys) List(ctx context.Context, orgID string) ([]APIKey, error) {
 
 // LockAPIKey reads a key of the organisation and locks it.
 func (db Keys) Lock(ctx context.Context, orgID, id string) (APIKey, error) {
-	return scanKey(db.ex.QueryRowContext(ctx, db.q(`SELECT id, org_id, name, scopes, created_at, revoked_at FROM api_keys WHERE id = ? AND org_id = ?`+db.forUpdate()), id, orgID))
+	return scanKey(db.ex.QueryRowContext(ctx, db.q(`SELECT `+keyCols+` FROM api_keys WHERE id = ? AND org_id = ?`+db.forUpdate()), id, orgID))
 }
 
 // RevokeAPIKey marks a key of the organisation revoked inside a
@@ -124,4 +120,27 @@ func (db Keys) SetScopes(ctx context.Context, orgID, id string, scopes []string)
 		return ErrNotFound
 	}
 	return nil
+}
+
+// SetCap sets or (with capMicro nil) removes a live key's spending cap per
+// period; it applies from the key's next quote.
+func (db Keys) SetCap(ctx context.Context, orgID, id string, capMicro *int64, period string) error {
+	res, err := db.ex.ExecContext(ctx, db.q(`UPDATE api_keys SET cap_micro = ?, cap_period = ? WHERE id = ? AND org_id = ? AND revoked_at IS NULL`), capMicro, period, id, orgID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Spent is what a key has committed since a time: its consumed quotes and
+// the held ones whose hold has not expired at now.
+func (db Keys) Spent(ctx context.Context, keyID string, since, now time.Time) (int64, error) {
+	var n int64
+	err := db.ex.QueryRowContext(ctx, db.q(`SELECT COALESCE(SUM(amount_micro), 0) FROM quotes
+		WHERE key_id = ? AND created_at >= ? AND (state = 'consumed' OR state = 'held' AND expires_at > ?)`),
+		keyID, since.UnixMicro(), now.UnixMicro()).Scan(&n)
+	return n, err
 }

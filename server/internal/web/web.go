@@ -96,6 +96,7 @@ func Mount(mux *http.ServeMux, cfg Config) error {
 	mux.Handle("POST /keys", p.guard(p.withSession(keys.createKey)))
 	mux.Handle("POST /keys/{id}/revoke", p.guard(p.withSession(keys.revokeKey)))
 	mux.Handle("POST /keys/{id}/grant", p.guard(p.withSession(keys.grantScope)))
+	mux.Handle("POST /keys/{id}/cap", p.guard(p.withSession(keys.setCap)))
 	mux.Handle("GET /registrant/confirm/{token}", p.guard(http.HandlerFunc(registrant.registrantPage)))
 	mux.Handle("POST /registrant/confirm/{token}", p.guard(http.HandlerFunc(registrant.confirmRegistrant)))
 	mux.Handle("GET /signup/{token}", p.guard(http.HandlerFunc(signup.review)))

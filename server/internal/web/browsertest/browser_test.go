@@ -360,3 +360,41 @@ func TestRegistrantConfirmedInBrowser(t *testing.T) {
 		t.Fatalf("the registrar's record: %+v %v", r, err)
 	}
 }
+
+// TestKeyCapInBrowser: a person caps the agent's key with the keys page's
+// form in Chromium; the agent's next quote past the cap is refused with
+// budget:key_cap, and whoami shows the cap.
+func TestKeyCapInBrowser(t *testing.T) {
+	tl := need(t)
+	s := start(t, "")
+	ctx := context.Background()
+	svc, st := s.Service(), s.Store()
+	o, err := st.Accounts().CreateOrganization(ctx, auth.ID("org"), "Hopper", svc.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := svc.Projects.Create(ctx, service.NewProject{OrgID: o.ID, Name: "compiler", LimitMicro: 500_000_000, Policy: service.DefaultPolicy(), CreatedBy: "system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, hash := auth.NewKey()
+	keyID := auth.ID("key")
+	if err := st.Keys().Create(ctx, store.APIKey{ID: keyID, OrgID: o.ID, Name: "agent", Scopes: []string{"read", "quote"}, CreatedAt: svc.Now()}, hash); err != nil {
+		t.Fatal(err)
+	}
+	link, _, err := svc.Accounts.LocalOperatorSignIn(ctx, o.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script(t, tl, "keycap.mjs", map[string]string{"PIER_BASE_URL": s.base, "PIER_ARTIFACTS": artifacts(t),
+		"PIER_SIGNIN_URL": link, "PIER_KEY_ID": keyID, "PIER_CAP_USD": "1"})
+	code, env := httpJSON(t, "POST", s.base+"/v1/quotes", key, map[string]any{"projectId": p.ID,
+		"items": []any{map[string]any{"kind": "domain", "domain": "hopper-compiler-cap.dev", "years": 1}}})
+	if code != 402 || env["blockedBy"] != "budget:key_cap" {
+		t.Fatalf("a quote past the cap the person set: %d %v", code, env)
+	}
+	_, who := httpJSON(t, "GET", s.base+"/v1/whoami", key, nil)
+	if c := who["data"].(map[string]any)["key"].(map[string]any)["spendCap"].(map[string]any); c["capUsd"] != 1.0 {
+		t.Fatalf("whoami's cap: %v", c)
+	}
+}
