@@ -26,4 +26,3 @@ func TestRejectsUnknownDatabaseURL(t *testing.T) {
 		t.Fatal("mysql URL accepted")
 	}
 }
-
