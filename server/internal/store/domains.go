@@ -146,18 +146,22 @@ func (db Domains) ListPurchases(ctx context.Context, orgID string, f Filter) ([]
 
 // RecordPurchase sells a domain once per reference. Calling it again with
 // the same reference returns the first sale; another reference for a sold
-// domain is ErrConflict.
+// domain is ErrConflict. The insert never violates a key (neither the
+// reference's nor the domain's), so a PostgreSQL transaction stays usable
+// after a refusal, as a SQLite one does.
 func (db Domains) RecordPurchase(ctx context.Context, p Purchase) (Purchase, error) {
 	defer db.written()
 	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO registrar_purchases (ref, domain, org_id, years, amount_micro, auth_code, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (ref) DO NOTHING`), p.Ref, p.Domain, p.OrgID, p.Years, p.AmountMicro, p.AuthCode, p.CreatedAt.UnixMicro())
-	if isUniqueViolation(err) {
-		return p, ErrConflict
-	}
+		ON CONFLICT DO NOTHING`), p.Ref, p.Domain, p.OrgID, p.Years, p.AmountMicro, p.AuthCode, p.CreatedAt.UnixMicro())
 	if err != nil {
 		return p, err
 	}
 	got, err := db.PurchaseByRef(ctx, p.Ref)
+	if errors.Is(err, ErrNotFound) {
+		// Not inserted, and no sale under this reference: the domain is
+		// sold under another.
+		return p, ErrConflict
+	}
 	if err != nil {
 		return p, err
 	}

@@ -251,12 +251,12 @@ func (db Mail) Messages(ctx context.Context, orgID, inboxID string, f MessageFil
 	q := `SELECT ` + messageCols + ` FROM messages WHERE org_id = ? AND inbox_id = ?`
 	args := []any{orgID, inboxID}
 	if f.From != "" {
-		q += ` AND (LOWER(from_header) LIKE ? OR LOWER(mail_from) LIKE ?)`
+		q += ` AND (LOWER(from_header) LIKE ? ESCAPE '\' OR LOWER(mail_from) LIKE ? ESCAPE '\')`
 		pat := "%" + likeEscape(f.From) + "%"
 		args = append(args, pat, pat)
 	}
 	if f.Subject != "" {
-		q += ` AND LOWER(subject) LIKE ?`
+		q += ` AND LOWER(subject) LIKE ? ESCAPE '\'`
 		args = append(args, "%"+likeEscape(f.Subject)+"%")
 	}
 	if !f.Since.IsZero() {
@@ -279,20 +279,18 @@ func (db Mail) Messages(ctx context.Context, orgID, inboxID string, f MessageFil
 	return collect(ctx, db.ex, scanMessage, db.q(q), args...)
 }
 
-// likeEscape lowers s and keeps LIKE's wildcards literal.
+// likeEscape lowers s (ASCII only, as SQLite's LOWER does) and escapes
+// LIKE's wildcards, so that a search for "50%" or "a_b" finds them as
+// written.
 func likeEscape(s string) string {
 	out := make([]rune, 0, len(s))
 	for _, r := range s {
-		switch r {
-		case '%', '_':
-			continue
-		}
 		if r >= 'A' && r <= 'Z' {
 			r += 'a' - 'A'
 		}
 		out = append(out, r)
 	}
-	return string(out)
+	return likeLiteral(string(out))
 }
 
 // Message reads a message of the organisation.

@@ -128,7 +128,10 @@ func (db OAuth) Client(ctx context.Context, id string) (OAuthClient, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, ErrNotFound
 	}
-	c.RedirectURIs = strings.Split(uris, "\n")
+	if uris != "" {
+		// Split would make one empty URI of none.
+		c.RedirectURIs = strings.Split(uris, "\n")
+	}
 	c.CreatedAt = time.UnixMicro(created).UTC()
 	return c, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -47,13 +48,22 @@ func (db Quotes) MarkApproved(ctx context.Context, id, by string) error {
 func (db Quotes) Approved(ctx context.Context, id string) (bool, error) {
 	var by sql.NullString
 	err := db.ex.QueryRowContext(ctx, db.q(`SELECT approved_by FROM quotes WHERE id = ?`), id).Scan(&by)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, ErrNotFound
+	}
 	return by.Valid && by.String != "", err
 }
 
 // QuoteGate finds the approval gate a REQUIRES_APPROVAL quote opened.
 func (db Quotes) Gate(ctx context.Context, orgID, quoteID string) (Gate, error) {
-	return scanGate(db.ex.QueryRowContext(ctx, db.q(`SELECT `+gateCols+` FROM gates WHERE org_id = ? AND kind = 'quote_approval' AND payload LIKE ? ORDER BY created_at DESC LIMIT 1`),
-		orgID, `%"quoteId":"`+quoteID+`"%`))
+	// The id's "_" (every id has one) is a LIKE wildcard unless escaped.
+	return scanGate(db.ex.QueryRowContext(ctx, db.q(`SELECT `+gateCols+` FROM gates WHERE org_id = ? AND kind = 'quote_approval' AND payload LIKE ? ESCAPE '\' ORDER BY created_at DESC LIMIT 1`),
+		orgID, `%"quoteId":"`+likeLiteral(quoteID)+`"%`))
+}
+
+// likeLiteral escapes s for a LIKE pattern whose escape character is \.
+func likeLiteral(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
 // ListQuotes lists an organisation's quotes.

@@ -1,0 +1,58 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRateLimits(t *testing.T) {
+	const interval, burst = time.Second, 2 * time.Second // three at once, then one a second
+	runCases(t, []storeCase{
+		{"a bucket allows its burst, then its rate", func(t *testing.T, w world) {
+			rl := w.st.RateLimits()
+			for i := range 3 {
+				ok, tat, err := rl.Take(ctx, "k", t0, interval, burst)
+				if err != nil || !ok || !tat.Equal(t0.Add(time.Duration(i+1)*interval)) {
+					t.Fatalf("take %d: %v %v %v", i, ok, tat, err)
+				}
+			}
+			ok, tat, err := rl.Take(ctx, "k", t0, interval, burst)
+			if err != nil || ok || !tat.Equal(t0.Add(3*interval)) {
+				t.Fatalf("over the burst: %v %v %v", ok, tat, err)
+			}
+			if ok, _, _ := rl.Take(ctx, "other", t0, interval, burst); !ok {
+				t.Fatal("buckets are per key")
+			}
+			if ok, _, _ := rl.Take(ctx, "k", t0.Add(interval), interval, burst); !ok {
+				t.Fatal("a second later, one more")
+			}
+			// Long idle: the bucket starts again from now.
+			later := t0.Add(time.Hour)
+			if ok, tat, _ := rl.Take(ctx, "k", later, interval, burst); !ok || !tat.Equal(later.Add(interval)) {
+				t.Fatalf("after idling: %v %v", ok, tat)
+			}
+			must(t, rl.Purge(ctx, later.Add(time.Hour)))
+			// "k" was purged (full for an hour) and "other" too: both start afresh.
+			if ok, tat, _ := rl.Take(ctx, "other", t0, interval, burst); !ok || !tat.Equal(t0.Add(interval)) {
+				t.Fatalf("purged bucket: %v %v", ok, tat)
+			}
+		}},
+		{"concurrent takes share one bucket", func(t *testing.T, w world) {
+			var allowed [12]bool
+			race(t, len(allowed), func(i int) error {
+				ok, _, err := w.st.RateLimits().Take(ctx, "k", t0, interval, burst)
+				allowed[i] = ok
+				return err
+			})
+			n := 0
+			for _, ok := range allowed {
+				if ok {
+					n++
+				}
+			}
+			if n != 3 {
+				t.Fatalf("%d of 12 allowed, want the burst of 3", n)
+			}
+		}},
+	})
+}
