@@ -502,3 +502,14 @@ func (h *harness) edge(tn tenant, name string, req models.LaunchRequest) *models
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// buy launches an edge site on a new domain for a tenant whose key holds
+// buy_domain, and returns the launch task.
+func (h *harness) buy(tn tenant, name, domain string) *models.TaskHandle {
+	h.t.Helper()
+	q := h.quote(tn, domainItem(domain))
+	if q.Decision != models.ALLOW {
+		h.t.Fatalf("quote for %s: %s %v", domain, q.Decision, q.Reasons)
+	}
+	return h.edge(tn, name, models.LaunchRequest{Domain: &domain, QuoteId: &q.QuoteId})
+}
