@@ -209,16 +209,18 @@ func (d *fakeDatabases) Drop(_ context.Context, name string) error {
 type fakeRelay struct {
 	mu   sync.Mutex
 	sent []string // recipients
+	msgs []string
 	err  error
 }
 
-func (r *fakeRelay) Send(_ context.Context, _ string, to []string, _ []byte) error {
+func (r *fakeRelay) Send(_ context.Context, _ string, to []string, msg []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {
 		return r.err
 	}
 	r.sent = append(r.sent, to...)
+	r.msgs = append(r.msgs, string(msg))
 	return nil
 }
 func (r *fakeRelay) Name() string { return "relay.test" }
@@ -242,6 +244,9 @@ type option func(*Config)
 func withoutRuntime(c *Config) { c.Runtime = nil }
 func withoutRelay(c *Config)   { c.Relay = nil }
 func withoutDBs(c *Config)     { c.Databases = nil }
+func withInboxBytes(n int64) option {
+	return func(c *Config) { c.InboxBytes = n }
+}
 func withQuotas(q Quotas) option {
 	return func(c *Config) { c.Quotas = q }
 }
@@ -512,4 +517,20 @@ func (h *harness) buy(tn tenant, name, domain string) *models.TaskHandle {
 		h.t.Fatalf("quote for %s: %s %v", domain, q.Decision, q.Reasons)
 	}
 	return h.edge(tn, name, models.LaunchRequest{Domain: &domain, QuoteId: &q.QuoteId})
+}
+
+// mailDomain buys a domain for a tenant (whose key holds buy_domain) and
+// sets its mail up, returning the domain.
+func (h *harness) mailDomain(tn tenant, seed string) string {
+	h.t.Helper()
+	dom := freeDomain(h.t, seed, "dev")
+	h.buy(tn, seed, dom)
+	q := h.quote(tn, emailItem(dom))
+	v, _, err := h.svc.Mail.Setup(h.ctx, tn.agent, dom, models.EmailSetupRequest{QuoteId: q.QuoteId})
+	h.must(err)
+	h.drain()
+	if got := h.task(tn.org, v.TaskId); got.State != "succeeded" {
+		h.t.Fatalf("mail setup %s: %+v", got.State, got.Steps)
+	}
+	return dom
 }
