@@ -1,0 +1,180 @@
+package service
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// An edge launch without a domain charges nothing, serves its preview host
+// over HTTPS, and is invisible to another organisation.
+func TestEdgeLaunch(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.tenant(10, DefaultPolicy()), h.tenant(10, DefaultPolicy())
+	task := h.edge(a, "site", models.LaunchRequest{})
+	if task.State != "succeeded" || task.ServiceId == nil || !*task.HttpsReady.Preview || *task.HttpsReady.Domain {
+		t.Fatalf("task %+v", task)
+	}
+	id := *task.ServiceId
+	svc, next, err := h.svc.Launches.GetService(h.ctx, a.org, id)
+	h.must(err)
+	if svc.State != "live" || svc.PreviewUrl != "https://site--"+hostLabel(a.project)+".preview.test:8443/" || !hasAction(next, "teardown_service") {
+		t.Fatalf("service %+v %v", svc, names(next))
+	}
+	if len(*svc.Versions) != 1 || !slices.Contains(h.platform.certs, "site--"+hostLabel(a.project)+".preview.test") {
+		t.Fatalf("versions %+v certs %v", *svc.Versions, h.platform.certs)
+	}
+	l, _, err := h.svc.Launches.ListServices(h.ctx, a.org, store.Filter{})
+	h.must(err)
+	if len(l.Services) != 1 {
+		t.Fatalf("%d services", len(l.Services))
+	}
+	// Organisation B sees nothing of A's service, task or project.
+	if l, _, _ := h.svc.Launches.ListServices(h.ctx, b.org, store.Filter{}); len(l.Services) != 0 {
+		t.Fatal("org B lists A's service")
+	}
+	_, _, err = h.svc.Launches.GetService(h.ctx, b.org, id)
+	wantCode(t, err, "not_found:resource")
+	_, _, err = h.svc.Tasks.Get(h.ctx, b.org, task.TaskId)
+	wantCode(t, err, "not_found:resource")
+	_, _, _, err = h.svc.Launches.Teardown(h.ctx, b.agent, id)
+	wantCode(t, err, "not_found:resource")
+	_, err = h.svc.Launches.ServiceVersion(h.ctx, b.agent, id)
+	wantCode(t, err, "not_found:resource")
+	if v, err := h.svc.Launches.ServiceVersion(h.ctx, a.agent, id); err != nil || !contains(v, "live@") {
+		t.Fatalf("service version %q %v", v, err)
+	}
+	_, _, err = h.svc.Launches.Launch(h.ctx, b.agent, a.project, models.LaunchRequest{Name: "x", Target: "edge", BundleId: svc.BundleId})
+	wantCode(t, err, "not_found:resource")
+	h.books(a.org, a.project)
+}
+
+func hostLabel(projectID string) string {
+	out := []byte(projectID)
+	for i, c := range out {
+		if c == '_' {
+			out[i] = '-'
+		}
+	}
+	return string(out)
+}
+
+// Teardown retires the service, frees its name, and a second teardown
+// answers the first's task, replayed.
+func TestTeardownReplays(t *testing.T) {
+	h := newHarness(t)
+	tn := h.tenant(10, DefaultPolicy())
+	id := *h.edge(tn, "site", models.LaunchRequest{}).ServiceId
+	v, next, replayed, err := h.svc.Launches.Teardown(h.ctx, tn.agent, id)
+	h.must(err)
+	if replayed || v.Kind != "teardown" || !hasAction(next, "get_task") {
+		t.Fatalf("teardown %+v %v", v, names(next))
+	}
+	again, next, replayed, err := h.svc.Launches.Teardown(h.ctx, tn.agent, id)
+	h.must(err)
+	if !replayed || again.TaskId != v.TaskId || !hasAction(next, "get_task") {
+		t.Fatalf("replay %+v replayed=%v", again, replayed)
+	}
+	h.drain()
+	if got := h.task(tn.org, v.TaskId); got.State != "succeeded" {
+		t.Fatalf("teardown task %s", got.State)
+	}
+	_, next, replayed, err = h.svc.Launches.Teardown(h.ctx, tn.agent, id)
+	if err != nil || !replayed || !hasAction(next, "stop:done") {
+		t.Fatalf("replay after the end: %v %v %v", replayed, names(next), err)
+	}
+	svc, _, _ := h.svc.Launches.GetService(h.ctx, tn.org, id)
+	if svc.State != "torn_down" {
+		t.Fatalf("state %s", svc.State)
+	}
+	// The name is free again.
+	if got := h.edge(tn, "site", models.LaunchRequest{}); got.State != "succeeded" || *got.ServiceId == id {
+		t.Fatalf("relaunch under the same name: %+v", got)
+	}
+}
+
+// A launch is refused, typed, before anything is charged or recorded.
+func TestLaunchRefusals(t *testing.T) {
+	h := newHarness(t)
+	tn := h.tenant(100, DefaultPolicy())
+	other := h.tenant(100, DefaultPolicy(), "read", "quote", "launch", "buy_domain")
+	bnd := h.site(tn, map[string]string{"index.html": "hi"})
+	foreign := h.site(other, map[string]string{"index.html": "theirs"})
+	taken := freeDomain(t, "theirs", "dev")
+	h.buy(other, "theirs", taken)
+	free := freeDomain(t, "refuse", "dev")
+	run := "python3 app.py"
+	cases := []struct {
+		name string
+		req  models.LaunchRequest
+		code models.BlockedBy
+		next string
+	}{
+		{"bad name", models.LaunchRequest{Name: "Bad_Name", Target: "edge", BundleId: &bnd}, "input:invalid", ""},
+		{"unknown target", models.LaunchRequest{Name: "a", Target: "mainframe", BundleId: &bnd}, "plan:unknown_target", ""},
+		{"no bundle", models.LaunchRequest{Name: "a", Target: "edge"}, "input:invalid", "upload_assets"},
+		{"unknown bundle", models.LaunchRequest{Name: "a", Target: "edge", BundleId: ptr("bnd_nope")}, "not_found:resource", ""},
+		{"another org's bundle", models.LaunchRequest{Name: "a", Target: "edge", BundleId: &foreign}, "not_found:resource", ""},
+		{"edge with a command", models.LaunchRequest{Name: "a", Target: "edge", BundleId: &bnd, Run: &run}, "input:invalid", ""},
+		{"process unquoted", models.LaunchRequest{Name: "a", Target: "process", BundleId: &bnd, Run: &run}, "budget:insufficient", "create_quote"},
+		{"process without a command", models.LaunchRequest{Name: "a", Target: "process", BundleId: &bnd}, "plan:no_command", "upload_assets"},
+		{"domain unquoted", models.LaunchRequest{Name: "a", Target: "edge", BundleId: &bnd, Domain: &free}, "budget:insufficient", "create_quote"},
+		{"domain taken", models.LaunchRequest{Name: "a", Target: "edge", BundleId: &bnd, Domain: &taken}, "plan:domain_unavailable", ""},
+		{"reserved env", models.LaunchRequest{Name: "a", Target: "process", BundleId: &bnd, Run: &run, Env: &map[string]string{"PORT": "1"}}, "input:invalid", ""},
+		{"bad env", models.LaunchRequest{Name: "a", Target: "process", BundleId: &bnd, Run: &run, Env: &map[string]string{"1X": "1"}}, "input:invalid", ""},
+		{"env and secret", models.LaunchRequest{Name: "a", Target: "process", BundleId: &bnd, Run: &run,
+			Env: &map[string]string{"K": "1"}, Secrets: &map[string]string{"K": "2"}}, "input:invalid", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, c.req)
+			e := wantCode(t, err, c.code)
+			if c.next != "" && !hasAction(e.Actions, c.next) {
+				t.Fatalf("actions %v, want %s", names(e.Actions), c.next)
+			}
+		})
+	}
+	// A taken domain (someone holds it now) also gives back the hold of the quote sent with it.
+	q := h.quote(tn, serviceItem("dynamic_service", "process", "a"))
+	_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "a", Target: "edge", BundleId: &bnd, Domain: &taken, QuoteId: &q.QuoteId})
+	wantCode(t, err, "plan:domain_unavailable")
+	if h.remaining(tn.org, tn.project) != 100_000_000 {
+		t.Fatal("the refused launch's quote still holds budget")
+	}
+	if l, _, _ := h.svc.Launches.ListServices(h.ctx, tn.org, store.Filter{}); len(l.Services) != 0 {
+		t.Fatalf("a refused launch recorded %d services", len(l.Services))
+	}
+}
+
+// Without a runtime or a sandbox, process launches are refused, typed.
+func TestLaunchNeedsARuntime(t *testing.T) {
+	run := "python3 app.py"
+	h := newHarness(t, withoutRuntime)
+	tn := h.tenant(100, DefaultPolicy())
+	bnd := h.site(tn, map[string]string{"app.py": "print(1)"})
+	_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "a", Target: "process", BundleId: &bnd, Run: &run})
+	wantCode(t, err, "plan:not_implemented")
+
+	h2 := newHarness(t)
+	h2.runtime.sandboxErr = errors.New("runc missing")
+	tn2 := h2.tenant(100, DefaultPolicy())
+	bnd2 := h2.site(tn2, map[string]string{"app.py": "print(1)"})
+	_, _, err = h2.svc.Launches.Launch(h2.ctx, tn2.agent, tn2.project, models.LaunchRequest{Name: "a", Target: "worker", BundleId: &bnd2, Run: &run})
+	e := wantCode(t, err, "plan:sandbox_unavailable")
+	if !hasAction(e.Actions, "manual:configure_sandbox") {
+		t.Fatalf("actions %v", names(e.Actions))
+	}
+}
+
+// The organisation's live-service quota holds, whatever its budget.
+func TestServiceQuota(t *testing.T) {
+	h := newHarness(t, withQuotas(Quotas{Services: 1}))
+	tn := h.tenant(10, DefaultPolicy())
+	h.edge(tn, "one", models.LaunchRequest{})
+	bnd := h.site(tn, map[string]string{"index.html": "two"})
+	_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "two", Target: "edge", BundleId: &bnd})
+	wantCode(t, err, "quota:services")
+}

@@ -1,0 +1,221 @@
+package service
+
+import (
+	"errors"
+	"testing"
+
+	openapi_types "github.com/oapi-codegen/runtime/types"
+
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/store"
+	"github.com/pierhq/pier/server/internal/zone"
+)
+
+// Mail setup is paid by a quote for the mail alone, on an owned domain;
+// a second setup answers the first's task and charges nothing more.
+func TestMailSetup(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.tenant(100, DefaultPolicy(), buyer...), h.tenant(100, DefaultPolicy(), buyer...)
+	dom := freeDomain(t, "mailer", "dev")
+	h.buy(a, "site", dom)
+	q := h.quote(a, emailItem(dom))
+	mixed := h.quote(a, emailItem(dom), serviceItem("static_site", "edge", ""))
+	other := h.quote(a, emailItem("elsewhere.dev"))
+	cases := []struct {
+		name  string
+		p     tenant
+		quote string
+		code  models.BlockedBy
+	}{
+		{"not owned", b, q.QuoteId, "conflict:state"},
+		{"unknown quote", a, "quo_nope", "not_found:resource"},
+		{"quote for other mail", a, other.QuoteId, "input:invalid"},
+		{"quote with more", a, mixed.QuoteId, "conflict:quote_mismatch"},
+	}
+	for _, c := range cases {
+		_, _, err := h.svc.Mail.Setup(h.ctx, c.p.agent, dom, models.EmailSetupRequest{QuoteId: c.quote})
+		wantCode(t, err, c.code)
+	}
+	before := h.remaining(a.org, a.project)
+	v, _, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, models.EmailSetupRequest{QuoteId: q.QuoteId})
+	h.must(err)
+	again, _, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, models.EmailSetupRequest{QuoteId: other.QuoteId})
+	h.must(err)
+	if again.TaskId != v.TaskId || h.remaining(a.org, a.project) != before {
+		t.Fatalf("a second setup made task %s (first %s) or charged", again.TaskId, v.TaskId)
+	}
+	// DNS not answering yet is transient: the runner retries.
+	h.platform.dnsErr = errors.New("NXDOMAIN")
+	if err := h.svc.Launches.RunTask(h.ctx, h.platform.take()[0]); err == nil {
+		t.Fatal("setup succeeded before DNS answered")
+	}
+	h.platform.dnsErr = nil
+	h.must(h.svc.Launches.RunTask(h.ctx, v.TaskId))
+	got, next, _ := h.svc.Tasks.Get(h.ctx, a.org, v.TaskId)
+	if got.State != "succeeded" || !hasAction(next, "create_email_address") {
+		t.Fatalf("setup %+v %v", got, names(next))
+	}
+	z, err := h.st.Domains().Zone(h.ctx, dom)
+	h.must(err)
+	recs, _ := zone.DecodeRecords(z.Records)
+	mx := 0
+	for _, r := range recs {
+		if isMailRecord(r) {
+			mx++
+		}
+	}
+	if mx != 6 {
+		t.Fatalf("%d mail records in %+v", mx, recs)
+	}
+	// Removing it takes the records out; addresses are refused after.
+	_, _, err = h.svc.Mail.Remove(h.ctx, b.agent, dom)
+	wantCode(t, err, "mail:not_set_up")
+	rm, _, err := h.svc.Mail.Remove(h.ctx, a.agent, dom)
+	h.must(err)
+	if rm.State != "removed" || !rm.Undo.Irreversible {
+		t.Fatalf("removal %+v", rm)
+	}
+	_, _, err = h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: "hi@" + openapi_types.Email(dom)})
+	wantCode(t, err, "mail:not_set_up")
+	h.books(a.org, a.project)
+}
+
+// Addresses route mail into their inboxes; an organisation reads only
+// its own inboxes and messages.
+func TestMailboxes(t *testing.T) {
+	h := newHarness(t, withInboxBytes(2000))
+	a, b := h.tenant(100, DefaultPolicy(), buyer...), h.tenant(100, DefaultPolicy(), buyer...)
+	dom := h.mailDomain(a, "boxes")
+	addr := openapi_types.Email("hi@" + dom)
+	for _, c := range []struct {
+		p    tenant
+		addr openapi_types.Email
+		code models.BlockedBy
+	}{{a, "not an address", "input:invalid"}, {a, "x@nomail.dev", "mail:not_set_up"}, {b, addr, "mail:not_set_up"}} {
+		_, _, err := h.svc.Mail.CreateAddress(h.ctx, c.p.agent, models.EmailAddressRequest{Address: c.addr})
+		wantCode(t, err, c.code)
+	}
+	ad, _, err := h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: "Hi@" + openapi_types.Email(dom)})
+	h.must(err)
+	_, _, err = h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: addr})
+	wantCode(t, err, "conflict:state")
+	catch, _, err := h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: "any@" + openapi_types.Email(dom), CatchAll: ptr(true)})
+	h.must(err)
+	if catch.Address != "*@"+dom {
+		t.Fatalf("catch-all %s", catch.Address)
+	}
+	if ok, _ := h.svc.Mail.Accepts(h.ctx, "HI@"+dom); !ok {
+		t.Fatal("refuses mail for a live address")
+	}
+	if ok, _ := h.svc.Mail.Accepts(h.ctx, "x@nowhere.dev"); ok {
+		t.Fatal("accepts mail for a domain without mail")
+	}
+	if ok, _ := h.svc.Mail.Fits(h.ctx, "hi@"+dom, 5000); ok {
+		t.Fatal("a message over the inbox's limit fits")
+	}
+	id, err := h.svc.Mail.Deliver(h.ctx, Delivery{MailFrom: "x@y.org", Rcpt: "hi@" + dom, FromHeader: "X <x@y.org>", Subject: "Your code",
+		Text: "123456", HTML: "<b>123456</b>", Raw: []byte("raw message"), Attachments: []Attachment{{Filename: "a.txt", ContentType: "text/plain", Data: []byte("att")}},
+		Auth: models.AuthResults{Dkim: "pass", Spf: "pass", Dmarc: "pass"}})
+	h.must(err)
+	_, err = h.svc.Mail.Deliver(h.ctx, Delivery{Rcpt: "hi@" + dom, Raw: make([]byte, 3000)})
+	if !errors.Is(err, ErrInboxFull) {
+		t.Fatalf("over the limit: %v", err)
+	}
+	m, _, err := h.svc.Mail.WaitForMessage(h.ctx, a.org, ad.InboxId, models.WaitForMessageRequest{Subject: ptr("code"), From: ptr("x@y.org"), Since: ptr(epoch)})
+	h.must(err)
+	if m.Id != id || m.Html == nil || len(m.Attachments) != 1 || m.Auth.Dkim != "pass" {
+		t.Fatalf("message %+v", m)
+	}
+	_, _, err = h.svc.Mail.WaitForMessage(h.ctx, a.org, ad.InboxId, models.WaitForMessageRequest{Subject: ptr("never"), TimeoutSeconds: ptr(0)})
+	wantCode(t, err, "mail:no_message")
+	// Organisation B reads none of it.
+	_, _, err = h.svc.Mail.Message(h.ctx, b.org, id)
+	wantCode(t, err, "not_found:resource")
+	_, _, err = h.svc.Mail.Messages(h.ctx, b.org, ad.InboxId, store.MessageFilter{})
+	wantCode(t, err, "not_found:resource")
+	_, _, err = h.svc.Mail.WaitForMessage(h.ctx, b.org, ad.InboxId, models.WaitForMessageRequest{})
+	wantCode(t, err, "not_found:resource")
+	_, _, err = h.svc.Mail.DeleteMessage(h.ctx, b.org, id)
+	wantCode(t, err, "not_found:resource")
+	_, _, err = h.svc.Mail.DeleteAddress(h.ctx, b.agent, ad.Id)
+	wantCode(t, err, "not_found:resource")
+	if l, _, _ := h.svc.Mail.Inboxes(h.ctx, b.org); len(l.Inboxes) != 0 {
+		t.Fatal("org B lists A's inboxes")
+	}
+	mailboxReads(t, h, a, ad, id)
+}
+
+// mailboxReads reads and deletes what TestMailboxes delivered.
+func mailboxReads(t *testing.T, h *harness, a tenant, ad *models.EmailAddress, id string) {
+	l, next, err := h.svc.Mail.Messages(h.ctx, a.org, ad.InboxId, store.MessageFilter{Limit: 1})
+	h.must(err)
+	if len(l.Messages) != 1 || l.NextBefore == nil || !hasAction(next, "list_messages") {
+		t.Fatalf("messages %+v", l)
+	}
+	if m, _, err := h.svc.Mail.Message(h.ctx, a.org, id); err != nil || m.Subject != "Your code" {
+		t.Fatalf("message %+v %v", m, err)
+	}
+	if in, _, _ := h.svc.Mail.Inboxes(h.ctx, a.org); len(in.Inboxes) != 2 || in.Inboxes[0].BytesLimit != 2000 {
+		t.Fatalf("inboxes %+v", in)
+	}
+	d, _, err := h.svc.Mail.DeleteMessage(h.ctx, a.org, id)
+	h.must(err)
+	if d.Deleted == nil || !*d.Deleted {
+		t.Fatalf("deleted %+v", d)
+	}
+	del, _, err := h.svc.Mail.DeleteAddress(h.ctx, a.agent, ad.Id)
+	h.must(err)
+	if again, _, err := h.svc.Mail.DeleteAddress(h.ctx, a.agent, ad.Id); err != nil || *again.Deleted != *del.Deleted {
+		t.Fatalf("deleting twice: %+v %v", again, err)
+	}
+	if list, _, _ := h.svc.Mail.Addresses(h.ctx, a.org, 0); len(list.Addresses) != 1 || !list.Addresses[0].CatchAll {
+		t.Fatalf("addresses %+v", list.Addresses)
+	}
+}
+
+// Sending signs with the domain's key and goes through the relay; without
+// one, or from an address that is not the caller's, it is refused.
+func TestMailSend(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.tenant(100, DefaultPolicy(), buyer...), h.tenant(100, DefaultPolicy(), buyer...)
+	dom := h.mailDomain(a, "sender")
+	_, _, err := h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: "out@" + openapi_types.Email(dom)})
+	h.must(err)
+	req := models.SendMessageRequest{From: "out@" + openapi_types.Email(dom), To: []openapi_types.Email{"you@example.org"}, Subject: "Hi\r\nBcc: x", Text: "hello\nthere"}
+	sent, _, err := h.svc.Mail.Send(h.ctx, a.agent, req)
+	h.must(err)
+	if sent.Relay != "relay.test" || len(h.relay.msgs) != 1 || !contains(h.relay.msgs[0], "DKIM-Signature:") || contains(h.relay.msgs[0], "\r\nBcc:") {
+		t.Fatalf("sent %+v: %q", sent, h.relay.msgs)
+	}
+	for _, c := range []struct {
+		p    tenant
+		from openapi_types.Email
+		code models.BlockedBy
+	}{{a, "bad", "input:invalid"}, {a, "nobody@" + openapi_types.Email(dom), "mail:not_set_up"}, {b, req.From, "mail:not_set_up"}} {
+		_, _, err := h.svc.Mail.Send(h.ctx, c.p.agent, models.SendMessageRequest{From: c.from, To: req.To, Subject: "x", Text: "y"})
+		wantCode(t, err, c.code)
+	}
+	h.relay.err = errors.New("550 no")
+	_, _, err = h.svc.Mail.Send(h.ctx, a.agent, req)
+	wantCode(t, err, "provider:failed")
+
+	h2 := newHarness(t, withoutRelay)
+	c := h2.tenant(10, DefaultPolicy())
+	_, _, err = h2.svc.Mail.Send(h2.ctx, c.agent, req)
+	wantCode(t, err, "mail:relay_unconfigured")
+}
+
+// RDAP answers for names Pier sold, the registrant redacted.
+func TestRDAP(t *testing.T) {
+	h := newHarness(t)
+	a := h.tenant(100, DefaultPolicy(), buyer...)
+	dom := freeDomain(t, "rdap", "dev")
+	h.buy(a, "site", dom)
+	out, err := h.svc.Mail.RDAP(h.ctx, dom)
+	h.must(err)
+	if out["ldhName"] != dom || out["handle"] == "" || out["entities"] != nil {
+		t.Fatalf("rdap %v", out)
+	}
+	_, err = h.svc.Mail.RDAP(h.ctx, "unsold.dev")
+	wantCode(t, err, "not_found:resource")
+}
