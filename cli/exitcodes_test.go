@@ -39,7 +39,7 @@ func TestExitCode(t *testing.T) {
 		{"budget:insufficient", api("budget:insufficient", 402), ExitBlocked},
 		{"policy:price_ceiling", api("policy:price_ceiling", 403), ExitBlocked},
 		{"policy:approval_required", api("policy:approval_required", 403), ExitBlocked},
-		{"price:changed", api("price:changed", 409), ExitBlocked},
+		{"plan:price_changed", api("plan:price_changed", 409), ExitBlocked},
 		{"plan:not_implemented", api("plan:not_implemented", 501), ExitBlocked},
 		{"approval:denied", api("approval:denied", 403), ExitBlocked},
 		{"approval:pending", api("approval:pending", 409), ExitInputRequired},

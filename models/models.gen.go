@@ -164,7 +164,6 @@ const (
 	PolicyApprovalRequired    BlockedBy = "policy:approval_required"
 	PolicyPriceCeiling        BlockedBy = "policy:price_ceiling"
 	PolicyTldDenied           BlockedBy = "policy:tld_denied"
-	PriceChanged              BlockedBy = "price:changed"
 	PriceUnavailable          BlockedBy = "price:unavailable"
 	ProviderFailed            BlockedBy = "provider:failed"
 	QuotaBundles              BlockedBy = "quota:bundles"
@@ -271,8 +270,6 @@ func (e BlockedBy) Valid() bool {
 	case PolicyPriceCeiling:
 		return true
 	case PolicyTldDenied:
-		return true
-	case PriceChanged:
 		return true
 	case PriceUnavailable:
 		return true
@@ -2292,10 +2289,30 @@ type EmailAddress struct {
 	InboxId   string    `json:"inboxId"`
 }
 
+// EmailAddressChange An address as created or deleted, with the mutation's receipt.
+type EmailAddressChange struct {
+	Address string `json:"address"`
+
+	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	BudgetRemainingUsd Usd       `json:"budgetRemainingUsd"`
+	CatchAll           bool      `json:"catchAll"`
+	CreatedAt          time.Time `json:"createdAt"`
+	Deleted            *bool     `json:"deleted,omitempty"`
+	Domain             string    `json:"domain"`
+	Id                 string    `json:"id"`
+	InboxId            string    `json:"inboxId"`
+	Receipt            Receipt   `json:"receipt"`
+
+	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
+	Undo Undo `json:"undo"`
+}
+
 // EmailAddressEnvelope defines model for EmailAddressEnvelope.
 type EmailAddressEnvelope struct {
-	Actions Actions      `json:"actions"`
-	Data    EmailAddress `json:"data"`
+	Actions Actions `json:"actions"`
+
+	// Data An address as created or deleted, with the mutation's receipt.
+	Data EmailAddressChange `json:"data"`
 
 	// FormatVersion The envelope format version.
 	FormatVersion FormatVersion `json:"formatVersion"`
@@ -2817,6 +2834,29 @@ type Message struct {
 	To         []string            `json:"to"`
 }
 
+// MessageDeletion defines model for MessageDeletion.
+type MessageDeletion struct {
+	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	BudgetRemainingUsd Usd     `json:"budgetRemainingUsd"`
+	Deleted            bool    `json:"deleted"`
+	Id                 string  `json:"id"`
+	InboxId            string  `json:"inboxId"`
+	Receipt            Receipt `json:"receipt"`
+
+	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
+	Undo Undo `json:"undo"`
+}
+
+// MessageDeletionEnvelope defines model for MessageDeletionEnvelope.
+type MessageDeletionEnvelope struct {
+	Actions Actions         `json:"actions"`
+	Data    MessageDeletion `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
 // MessageEnvelope defines model for MessageEnvelope.
 type MessageEnvelope struct {
 	Actions Actions `json:"actions"`
@@ -2900,12 +2940,17 @@ type PackageFile struct {
 
 // PreparedWorkflow defines model for PreparedWorkflow.
 type PreparedWorkflow struct {
-	CreatedAt time.Time `json:"createdAt"`
+	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	BudgetRemainingUsd Usd       `json:"budgetRemainingUsd"`
+	CreatedAt          time.Time `json:"createdAt"`
 
 	// Digest SHA-256 of the canonical (RFC 8785) plan.
 	Digest    string `json:"digest"`
 	KeyId     string `json:"keyId"`
 	ProjectId string `json:"projectId"`
+
+	// Receipt The receipt of its preparation, which costs nothing; applying it is a task with its own.
+	Receipt Receipt `json:"receipt"`
 
 	// SignedPlan A compact JWS (ES256) whose payload is the canonical plan. It proves the plan is unchanged; it grants nothing.
 	SignedPlan string                   `json:"signedPlan"`
@@ -2916,7 +2961,10 @@ type PreparedWorkflow struct {
 	TaskId *string `json:"taskId,omitempty"`
 
 	// TotalUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
-	TotalUsd   Usd               `json:"totalUsd"`
+	TotalUsd Usd `json:"totalUsd"`
+
+	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
+	Undo       Undo              `json:"undo"`
 	Versions   []ResourceVersion `json:"versions"`
 	WorkflowId string            `json:"workflowId"`
 }
@@ -3474,11 +3522,17 @@ type SendMessageRequest struct {
 
 // SentMessage defines model for SentMessage.
 type SentMessage struct {
-	DkimSelector string   `json:"dkimSelector"`
-	From         string   `json:"from"`
-	MessageId    string   `json:"messageId"`
-	Relay        string   `json:"relay"`
-	To           []string `json:"to"`
+	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	BudgetRemainingUsd Usd      `json:"budgetRemainingUsd"`
+	DkimSelector       string   `json:"dkimSelector"`
+	From               string   `json:"from"`
+	MessageId          string   `json:"messageId"`
+	Receipt            Receipt  `json:"receipt"`
+	Relay              string   `json:"relay"`
+	To                 []string `json:"to"`
+
+	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
+	Undo Undo `json:"undo"`
 }
 
 // SentMessageEnvelope defines model for SentMessageEnvelope.
@@ -3658,15 +3712,22 @@ type Sha256Hex = string
 
 // Signup defines model for Signup.
 type Signup struct {
+	// BudgetRemainingUsd No project exists before the signup completes: always 0.
+	BudgetRemainingUsd Usd `json:"budgetRemainingUsd"`
+
 	// ClaimSecret Private capability field; polls are bound to it.
 	ClaimSecret string    `json:"claimSecret"`
 	ExpiresAt   time.Time `json:"expiresAt"`
+	Receipt     Receipt   `json:"receipt"`
 
 	// ReviewUrl The only value that goes to the human.
 	ReviewUrl string `json:"reviewUrl"`
 
 	// SignupSessionId Private capability field.
 	SignupSessionId string `json:"signupSessionId"`
+
+	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
+	Undo Undo `json:"undo"`
 }
 
 // SignupEnvelope defines model for SignupEnvelope.
@@ -3764,7 +3825,7 @@ type TaskHandle struct {
 	ApprovalUrl *string `json:"approvalUrl,omitempty"`
 
 	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
-	BudgetRemainingUsd *Usd       `json:"budgetRemainingUsd,omitempty"`
+	BudgetRemainingUsd Usd        `json:"budgetRemainingUsd"`
 	CreatedAt          *time.Time `json:"createdAt,omitempty"`
 	DomainUrl          *string    `json:"domainUrl,omitempty"`
 	HttpsReady         *struct {
@@ -3778,7 +3839,7 @@ type TaskHandle struct {
 	PollAfterSeconds *int                    `json:"pollAfterSeconds,omitempty"`
 	PollUrl          string                  `json:"pollUrl"`
 	PreviewUrl       *string                 `json:"previewUrl,omitempty"`
-	Receipt          *Receipt                `json:"receipt,omitempty"`
+	Receipt          Receipt                 `json:"receipt"`
 	Result           *map[string]interface{} `json:"result,omitempty"`
 	ServiceId        *string                 `json:"serviceId,omitempty"`
 
@@ -3789,7 +3850,7 @@ type TaskHandle struct {
 	TaskId      string          `json:"taskId"`
 
 	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
-	Undo *Undo `json:"undo,omitempty"`
+	Undo Undo `json:"undo"`
 }
 
 // TaskHandleKind defines model for TaskHandle.Kind.

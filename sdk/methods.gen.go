@@ -113,7 +113,7 @@ func (c *Client) DeleteEmailAddress(ctx context.Context, id ResourceId, opts ...
 }
 
 // DeleteMessage calls delete_message (DELETE /v1/messages/{id}): Delete a message.
-func (c *Client) DeleteMessage(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*MessageEnvelope, error) {
+func (c *Client) DeleteMessage(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*MessageDeletionEnvelope, error) {
 	resp, err := c.api.DeleteMessageWithResponse(ctx, id, opts...)
 	if err != nil {
 		return nil, err

@@ -82,6 +82,7 @@ type (
 	DomainSearchEnvelope                  = models.DomainSearchEnvelope
 	DomainSearchResult                    = models.DomainSearchResult
 	EmailAddress                          = models.EmailAddress
+	EmailAddressChange                    = models.EmailAddressChange
 	EmailAddressEnvelope                  = models.EmailAddressEnvelope
 	EmailAddressList                      = models.EmailAddressList
 	EmailAddressListEnvelope              = models.EmailAddressListEnvelope
@@ -167,6 +168,8 @@ type (
 	McpBadRequest                         = models.McpBadRequest
 	McpJSONRequestBody                    = models.McpJSONRequestBody
 	Message                               = models.Message
+	MessageDeletion                       = models.MessageDeletion
+	MessageDeletionEnvelope               = models.MessageDeletionEnvelope
 	MessageEnvelope                       = models.MessageEnvelope
 	MessageList                           = models.MessageList
 	MessageListEnvelope                   = models.MessageListEnvelope
@@ -487,7 +490,6 @@ const (
 	PolicyPriceCeiling                           = models.PolicyPriceCeiling
 	PolicyTldDenied                              = models.PolicyTldDenied
 	Prepared                                     = models.Prepared
-	PriceChanged                                 = models.PriceChanged
 	PriceUnavailable                             = models.PriceUnavailable
 	PricingAssumptionSourceCatalog               = models.PricingAssumptionSourceCatalog
 	PricingAssumptionSourceDefault               = models.PricingAssumptionSourceDefault

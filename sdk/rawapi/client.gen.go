@@ -8736,7 +8736,7 @@ type DeleteMessageResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *MessageEnvelope
+	JSON200 *MessageDeletionEnvelope
 	// JSON406 the response for an HTTP 406 `application/json` response
 	JSON406 *NotAcceptable
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -8748,7 +8748,7 @@ type DeleteMessageResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r DeleteMessageResponse) GetJSON200() *MessageEnvelope {
+func (r DeleteMessageResponse) GetJSON200() *MessageDeletionEnvelope {
 	return r.JSON200
 }
 
@@ -14537,7 +14537,7 @@ func ParseDeleteMessageResponse(rsp *http.Response) (*DeleteMessageResponse, err
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest MessageEnvelope
+		var dest MessageDeletionEnvelope
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

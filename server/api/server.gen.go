@@ -5070,7 +5070,7 @@ type DeleteMessageResponseObject interface {
 	VisitDeleteMessageResponse(w http.ResponseWriter) error
 }
 
-type DeleteMessage200JSONResponse MessageEnvelope
+type DeleteMessage200JSONResponse MessageDeletionEnvelope
 
 func (response DeleteMessage200JSONResponse) VisitDeleteMessageResponse(w http.ResponseWriter) error {
 

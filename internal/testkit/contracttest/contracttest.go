@@ -221,8 +221,60 @@ func Problems(req *http.Request, resp *Response) []string {
 		if err := schemaProblem("envelope.json", resp.Body); err != "" {
 			fail("%s %s: %s\n%s", req.Method, req.URL.Path, err, resp.Body)
 		}
+		if p := mutationProblem(req.Method, route.Operation, resp.Body); p != "" {
+			fail("%s %s: %s\n%s", req.Method, req.URL.Path, p, resp.Body)
+		}
 	}
 	return problems
+}
+
+// notMutations are the operations that change something but are no
+// budgeted public mutation in SPEC §2.1's sense, each for its reason. Every
+// other operation that is not read-only answers receipt, undo and
+// budgetRemainingUsd in its data (SPEC §2.1).
+var notMutations = map[string]string{
+	"upload_blob":  "content-addressed storage of the organisation, in no project and at no cost; the bundle made of the blobs carries the receipt",
+	"upload_blobs": "as upload_blob, for many",
+	"poll_signup":  "a poll; the signup it may complete carries its own record in the ledger",
+	// The fake-money sandbox speaks the sandbox protocol (SPEC §2.9): its
+	// session is no project and spends no budget.
+	"create_sandbox_session": "the sandbox protocol's own session, in no project",
+}
+
+// mutationProblem says what a successful mutation's answer lacks of the
+// members SPEC §2.1 requires in its data.
+func mutationProblem(method string, op *openapi3.Operation, body []byte) string {
+	if method == http.MethodGet || method == http.MethodHead || op == nil || op.OperationID == "mcp" || notMutations[op.OperationID] != "" || readOnly(op) {
+		return ""
+	}
+	var env struct {
+		Data map[string]json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || env.Data == nil {
+		return op.OperationID + ": a mutation's answer has no data object"
+	}
+	var missing []string
+	for _, m := range []string{"receipt", "undo", "budgetRemainingUsd"} {
+		if v, ok := env.Data[m]; !ok || string(v) == "null" {
+			missing = append(missing, m)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Sprintf("%s: a successful mutation's data must carry %s (SPEC §2.1)", op.OperationID, strings.Join(missing, ", "))
+	}
+	return ""
+}
+
+// readOnly operations are GETs and those the contract hints read-only or
+// marks pure.
+func readOnly(op *openapi3.Operation) bool {
+	if op.Extensions["x-pure"] == true {
+		return true
+	}
+	if h, ok := op.Extensions["x-mcp"].(map[string]any); ok && h["readOnly"] == true {
+		return true
+	}
+	return false
 }
 
 func schemaProblem(name string, body []byte) string {

@@ -179,7 +179,7 @@ func (s *Approvals) RequestBudgetRaise(ctx context.Context, p *auth.Principal, p
 			return err
 		}
 		m := s.Mutation("request_budget_raise", nil, []models.ResourceRef{{Type: "task", Id: t.ID}}, nil, remaining(proj))
-		v.Receipt, v.Undo, v.BudgetRemainingUsd = &m.Receipt, &m.Undo, &m.BudgetRemainingUsd
+		v.Receipt, v.Undo, v.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
 		view, next = v, s.gateActions(t)
 		return nil
 	})

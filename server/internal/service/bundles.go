@@ -112,7 +112,7 @@ func (s *Bundles) Get(ctx context.Context, orgID, id string) (*models.BundleInfo
 	for _, f := range manifest {
 		out.Files = append(out.Files, models.BundleFile{ContentType: f.ContentType, Path: f.Path, Sha256: f.SHA256, Size: int(f.Size)})
 	}
-	return out, []models.Action{actions.Tool("launch_service", "agent", map[string]any{"bundleId": b.ID, "target": "edge"})}, nil
+	return out, []models.Action{actions.Tool("launch_service", "agent", map[string]any{"bundleId": b.ID, "target": launchTarget(b)})}, nil
 }
 
 // manifestFiles checks a digest manifest whole, before any content
@@ -426,7 +426,7 @@ func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req models.Uplo
 	out := &models.Bundle{BundleId: b.ID, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), Sha256: b.SHA256,
 		Deduplicated: ptr(!created), NewBlobs: newBlobs, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
 	next := []models.Action{
-		actions.Tool("launch_service", "agent", map[string]any{"id": proj.ID, "bundleId": b.ID, "target": "edge"}),
+		actions.Tool("launch_service", "agent", map[string]any{"id": proj.ID, "bundleId": b.ID, "target": launchTarget(b)}),
 	}
 	return out, next, nil
 }
@@ -685,4 +685,15 @@ func (s *Bundles) storeInline(ctx context.Context, p *auth.Principal, in []model
 		manifest = append(manifest, f.file)
 	}
 	return manifest, total, newBlobs, nil
+}
+
+// launchTarget is the target a bundle's launch action suggests: a bundle
+// with a Procfile at its root is an app to run (process), anything else a
+// static site (edge), which would publish an app's source as files. It
+// looks for the entry in the stored manifest's JSON without decoding it.
+func launchTarget(b store.Bundle) string {
+	if strings.Contains(b.Manifest, `"path":"Procfile"`) {
+		return "process"
+	}
+	return "edge"
 }

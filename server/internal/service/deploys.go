@@ -201,7 +201,7 @@ func (s *Launches) deploy(ctx context.Context, p *auth.Principal, svc0 store.Ser
 		if err != nil {
 			return err
 		}
-		hv.Receipt, hv.Undo, hv.BudgetRemainingUsd = &m.Receipt, &m.Undo, &m.BudgetRemainingUsd
+		hv.Receipt, hv.Undo, hv.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
 		view = hv
 		return nil
 	})

@@ -209,6 +209,9 @@ func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID st
 				if err != nil {
 					return err
 				}
+				if v.BudgetRemainingUsd, err = budgetLeft(ctx, tx, p.OrgID, prev.ProjectID); err != nil {
+					return err
+				}
 				view, task, replayed = v, prev, true
 				return nil
 			}
@@ -294,7 +297,7 @@ func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID st
 		if err != nil {
 			return err
 		}
-		v.Receipt, v.Undo, v.BudgetRemainingUsd = &m.Receipt, &m.Undo, &m.BudgetRemainingUsd
+		v.Receipt, v.Undo, v.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
 		view = v
 		return nil
 	})
@@ -710,7 +713,7 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 		if err != nil {
 			return err
 		}
-		v.Receipt, v.Undo, v.BudgetRemainingUsd = &m.Receipt, &m.Undo, &m.BudgetRemainingUsd
+		v.Receipt, v.Undo, v.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
 		view = v
 		return nil
 	})
@@ -963,7 +966,7 @@ func (s *Launches) recheckDomain(ctx context.Context, rt *runningTask, pl *launc
 		return err
 	}
 	if pl.DomainMicro > 0 && current[0].AmountMicro != pl.DomainMicro {
-		return apierr.Newf("price:changed", "%s now costs %.2f USD, not the %.2f USD quoted", pl.Domain, usd(current[0].AmountMicro), usd(pl.DomainMicro))
+		return apierr.Newf("plan:price_changed", "%s now costs %.2f USD, not the %.2f USD quoted", pl.Domain, usd(current[0].AmountMicro), usd(pl.DomainMicro))
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ func addressView(a store.EmailAddress) models.EmailAddress {
 
 // CreateAddress adds an address, with its own inbox, on a domain whose
 // mail is set up.
-func (s *Mail) CreateAddress(ctx context.Context, p *auth.Principal, req models.EmailAddressRequest) (*models.EmailAddress, []models.Action, error) {
+func (s *Mail) CreateAddress(ctx context.Context, p *auth.Principal, req models.EmailAddressRequest) (*models.EmailAddressChange, []models.Action, error) {
 	raw := string(req.Address)
 	catchAll := req.CatchAll != nil && *req.CatchAll
 	local, domain, err := normAddress(raw)
@@ -57,8 +57,11 @@ func (s *Mail) CreateAddress(ctx context.Context, p *auth.Principal, req models.
 	} else if err != nil {
 		return nil, nil, err
 	}
-	v := addressView(a)
-	return &v, []models.Action{
+	v, err := s.addressChange(ctx, "create_email_address", a, UndoCall("delete_email_address", map[string]any{"id": a.ID}))
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, []models.Action{
 		actions.Tool("wait_for_message", "agent", map[string]any{"id": a.InboxID}),
 		actions.Tool("delete_email_address", "agent", map[string]any{"id": a.ID}),
 	}, nil
@@ -92,7 +95,7 @@ func (s *Mail) Addresses(ctx context.Context, orgID string, limit int) (*models.
 }
 
 // DeleteAddress stops an address taking mail; its inbox stays.
-func (s *Mail) DeleteAddress(ctx context.Context, p *auth.Principal, id string) (*models.EmailAddress, []models.Action, error) {
+func (s *Mail) DeleteAddress(ctx context.Context, p *auth.Principal, id string) (*models.EmailAddressChange, []models.Action, error) {
 	a, err := s.store.Mail().Address(ctx, p.OrgID, id)
 	if err == nil && a.DeletedAt == nil {
 		err = s.store.Mail().DeleteAddress(ctx, p.OrgID, id, s.Now())
@@ -104,8 +107,13 @@ func (s *Mail) DeleteAddress(ctx context.Context, p *auth.Principal, id string) 
 	if err != nil {
 		return nil, nil, err
 	}
-	v := addressView(a)
-	return &v, []models.Action{actions.Stop("done")}, nil
+	// Creating the address again takes mail again, into the same inbox.
+	v, err := s.addressChange(ctx, "delete_email_address", a, UndoCall("create_email_address",
+		map[string]any{"address": a.Address, "catchAll": a.CatchAll}))
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, []models.Action{actions.Stop("done")}, nil
 }
 
 // Inboxes lists the organisation's inboxes.
@@ -190,7 +198,7 @@ func (s *Mail) Message(ctx context.Context, orgID, id string) (*models.Message, 
 }
 
 // DeleteMessage deletes a message and gives its bytes back to the inbox.
-func (s *Mail) DeleteMessage(ctx context.Context, orgID, id string) (*models.Message, []models.Action, error) {
+func (s *Mail) DeleteMessage(ctx context.Context, orgID, id string) (*models.MessageDeletion, []models.Action, error) {
 	m, err := s.store.Mail().DeleteMessage(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, apierr.Newf("not_found:resource", "no message %s in your organisation", id)
@@ -198,9 +206,18 @@ func (s *Mail) DeleteMessage(ctx context.Context, orgID, id string) (*models.Mes
 	if err != nil {
 		return nil, nil, err
 	}
-	v := messageView(m)
-	v.Deleted = ptr(true)
-	return &v, []models.Action{actions.Stop("done")}, nil
+	address := ""
+	if in, err := s.store.Mail().Inbox(ctx, orgID, m.InboxID); err == nil {
+		address = in.Address
+	}
+	left, err := s.mailBudget(ctx, orgID, address)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A deleted message is gone: nothing brings it back.
+	mu := s.Mutation("delete_message", nil, nil, nil, left)
+	return &models.MessageDeletion{Id: m.ID, InboxId: m.InboxID, Deleted: true, Receipt: mu.Receipt, Undo: mu.Undo,
+		BudgetRemainingUsd: mu.BudgetRemainingUsd}, []models.Action{actions.Stop("done")}, nil
 }
 
 // WaitForMessage answers the oldest message in the inbox that matches and

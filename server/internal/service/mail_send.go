@@ -100,8 +100,14 @@ func (s *Mail) Send(ctx context.Context, p *auth.Principal, req models.SendMessa
 		Details: map[string]any{"from": string(req.From), "to": to}}, s.Now()); err != nil {
 		return nil, nil, err
 	}
-	return &models.SentMessage{MessageId: id, From: string(req.From), To: to, Relay: s.relay.Name(), DkimSelector: DKIMSelector},
-		[]models.Action{actions.Stop("done")}, nil
+	left, err := s.mailBudget(ctx, p.OrgID, domain)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Sent mail cannot be called back.
+	m := s.Mutation("send_message", nil, []models.ResourceRef{{Type: "message", Id: id}}, nil, left)
+	return &models.SentMessage{MessageId: id, From: string(req.From), To: to, Relay: s.relay.Name(), DkimSelector: DKIMSelector,
+		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}, []models.Action{actions.Stop("done")}, nil
 }
 
 func hostOnly(u string) string {

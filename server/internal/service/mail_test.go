@@ -146,7 +146,7 @@ func TestMailboxes(t *testing.T) {
 }
 
 // mailboxReads reads and deletes what TestMailboxes delivered.
-func mailboxReads(t *testing.T, h *harness, a tenant, ad *models.EmailAddress, id string) {
+func mailboxReads(t *testing.T, h *harness, a tenant, ad *models.EmailAddressChange, id string) {
 	l, next, err := h.svc.Mail.Messages(h.ctx, a.org, ad.InboxId, store.MessageFilter{Limit: 1})
 	h.must(err)
 	if len(l.Messages) != 1 || l.NextBefore == nil || !hasAction(next, "list_messages") {
@@ -160,7 +160,7 @@ func mailboxReads(t *testing.T, h *harness, a tenant, ad *models.EmailAddress, i
 	}
 	d, _, err := h.svc.Mail.DeleteMessage(h.ctx, a.org, id)
 	h.must(err)
-	if d.Deleted == nil || !*d.Deleted {
+	if !d.Deleted || d.Receipt.Action != "delete_message" || !d.Undo.Irreversible {
 		t.Fatalf("deleted %+v", d)
 	}
 	del, _, err := h.svc.Mail.DeleteAddress(h.ctx, a.agent, ad.Id)

@@ -110,7 +110,11 @@ func (s *Onboarding) StartSignup(ctx context.Context, caller string, req models.
 	if err := s.store.Onboarding().CreateSignup(ctx, su); err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	out := &models.Signup{ReviewUrl: s.ReviewURL(review), SignupSessionId: su.ID, ClaimSecret: secret, ExpiresAt: su.ExpiresAt}
+	// Nothing undoes a signup but time: an unclaimed session expires. No
+	// project exists yet, so no budget remains.
+	m := s.Mutation("create_signup", nil, []models.ResourceRef{{Type: "signup_session", Id: su.ID}}, nil, 0)
+	out := &models.Signup{ReviewUrl: s.ReviewURL(review), SignupSessionId: su.ID, ClaimSecret: secret, ExpiresAt: su.ExpiresAt,
+		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
 	reviewAction := models.UrlAction{Kind: models.Url, Id: ptr("review"), Actor: "human", Url: out.ReviewUrl, Purpose: models.ReviewSignup}
 	poll := s.signupPoll(su.ID, secret)
 	poll.After = &[]string{"review"}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
@@ -92,7 +93,12 @@ func matchQuote(projectID string, c Consumed, req models.LaunchRequest, domain s
 		WithActions(acts...)
 }
 
-func quoteView(q store.Quote) (models.QuoteInfo, error) {
+// quoteView reads a held quote whose hold has lapsed at now as expired,
+// whether or not a write has marked it so yet.
+func quoteView(q store.Quote, now time.Time) (models.QuoteInfo, error) {
+	if q.State == "held" && !q.ExpiresAt.After(now) {
+		q.State = "expired"
+	}
 	var items []pricedItem
 	if err := json.Unmarshal([]byte(q.Items), &items); err != nil {
 		return models.QuoteInfo{}, err
@@ -630,7 +636,7 @@ func (s *Quotes) Release(ctx context.Context, p *auth.Principal, id string) (*mo
 
 // ConsumeQuote turns a hold into spending: the step launch takes. Under the
 // project's lock it rechecks the current budget, policy, price and approval
-// rules, and fails with budget:*, policy:*, price:changed or approval:*.
+// rules, and fails with budget:*, policy:*, plan:price_changed or approval:*.
 func (s *Quotes) Consume(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, quoteID string) (Consumed, error) {
 	now := s.Now()
 	proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
@@ -704,7 +710,7 @@ func (s *Quotes) Consume(ctx context.Context, tx *store.Tx, p *auth.Principal, p
 		return Consumed{}, err
 	}
 	if total(current) != q.AmountMicro {
-		return Consumed{}, apierr.Newf("price:changed", "the price moved from %.2f to %.2f USD since the quote", usd(q.AmountMicro), usd(total(current))).WithActions(requote)
+		return Consumed{}, apierr.Newf("plan:price_changed", "the price moved from %.2f to %.2f USD since the quote", usd(q.AmountMicro), usd(total(current))).WithActions(requote)
 	}
 	approved, err := tx.Quotes().Approved(ctx, q.ID)
 	if err != nil {
@@ -772,7 +778,7 @@ func (s *Quotes) List(ctx context.Context, orgID string, f store.Filter) (*model
 	}
 	out := &models.QuoteInfoList{Quotes: []models.QuoteInfo{}}
 	for _, q := range qs {
-		v, err := quoteView(q)
+		v, err := quoteView(q, s.Now())
 		if err != nil {
 			return nil, nil, apierr.Internal(err)
 		}
@@ -795,15 +801,18 @@ func (s *Quotes) Get(ctx context.Context, orgID, id string) (*models.QuoteInfo, 
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
-	v, err := quoteView(q)
+	v, err := quoteView(q, s.Now())
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
 	var next []models.Action
-	if q.State == "held" {
-		var items []pricedItem
-		_ = json.Unmarshal([]byte(q.Items), &items)
+	var items []pricedItem
+	_ = json.Unmarshal([]byte(q.Items), &items)
+	switch v.State {
+	case models.QuoteStateHeld:
 		next = append(next, quoteNext(q.ProjectID, q.ID, items)...)
+	case models.QuoteStateExpired:
+		next = append(next, actions.Tool("create_quote", "agent", quoteArgs(q.ProjectID, items)))
 	}
 	return &v, append(next, actions.Stop("done")), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
@@ -35,6 +36,7 @@ func (s *Tasks) taskView(t store.Task) (*models.TaskHandle, error) {
 	v := &models.TaskHandle{
 		Id: &id, CreatedAt: &created, TaskId: t.ID, Kind: models.TaskHandleKind(t.Kind), State: models.TaskHandleState(t.State), Steps: steps,
 		PollUrl: s.baseURL() + "/v1/tasks/" + t.ID,
+		Receipt: taskReceipt(t), Undo: Undo(nil),
 	}
 	if t.State == "input_required" && t.GateID != "" {
 		v.ApprovalUrl = ptr(s.ApprovalURL(t.GateID))
@@ -56,7 +58,12 @@ func (s *Tasks) taskView(t store.Task) (*models.TaskHandle, error) {
 			if pl.PreviewHost != "" {
 				v.PreviewUrl = ptr(s.hostURL("https", pl.PreviewHost))
 			}
-			v.Receipt, v.Undo = pl.Receipt, pl.Undo
+			if pl.Receipt != nil {
+				v.Receipt = *pl.Receipt
+			}
+			if pl.Undo != nil {
+				v.Undo = *pl.Undo
+			}
 			ready := t.Kind == "launch" && t.State == "succeeded"
 			domainReady := ready && pl.Domain != "" && pl.Approval != "denied"
 			if t.Kind == "launch" {
@@ -93,6 +100,9 @@ func (s *Tasks) Get(ctx context.Context, orgID, id string) (*models.TaskHandle, 
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
+	if v.BudgetRemainingUsd, err = budgetLeft(ctx, s.store, t.OrgID, t.ProjectID); err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
 	var next []models.Action
 	switch t.State {
 	case "input_required":
@@ -125,12 +135,21 @@ func (s *Tasks) List(ctx context.Context, orgID string, f store.Filter) (*models
 		return nil, nil, apierr.Internal(err)
 	}
 	out := &models.TaskList{Tasks: []models.TaskHandle{}}
-	names := map[string]string{} // service id → name, read once a list
+	names := map[string]string{}       // service id → name, read once a list
+	budgets := map[string]models.Usd{} // project id → what remains, read once a list
 	for _, t := range ts {
 		v, err := s.taskView(t)
 		if err != nil {
 			return nil, nil, apierr.Internal(err)
 		}
+		left, ok := budgets[t.ProjectID]
+		if !ok {
+			if left, err = budgetLeft(ctx, s.store, t.OrgID, t.ProjectID); err != nil {
+				return nil, nil, apierr.Internal(err)
+			}
+			budgets[t.ProjectID] = left
+		}
+		v.BudgetRemainingUsd = left
 		if v.ServiceId != nil {
 			name, ok := names[*v.ServiceId]
 			if !ok {
@@ -174,4 +193,41 @@ func succeededActions(t store.Task, v *models.TaskHandle) []models.Action {
 		return []models.Action{actions.ToolNeeding("create_email_address", "agent", nil, "address"), actions.Tool("list_email_addresses", "agent", nil)}
 	}
 	return nil
+}
+
+// taskReceipt is the receipt a task shows when the mutation that started
+// it kept none in its payload: what was carried out, at no cost, and the
+// task it created. Its id is derived from the task's, so every read shows
+// the same receipt.
+func taskReceipt(t store.Task) models.Receipt {
+	return models.Receipt{Id: "rcp_" + strings.TrimPrefix(t.ID, "tsk_"), Action: taskOperation[t.Kind], Costs: []models.CostLine{},
+		CreatedResources: []models.ResourceRef{{Type: "task", Id: t.ID}}, CreatedAt: t.CreatedAt.UTC()}
+}
+
+// taskOperation is the operation that starts a task of each kind.
+var taskOperation = map[string]string{"launch": "launch_service", "deploy": "launch_service", "rollback": "rollback_service",
+	"teardown": "teardown_service", "email_setup": "setup_email", "budget_raise": "request_budget_raise", "quote_approval": "create_quote",
+	"workflow": "apply_workflow", "registrant_contact": "set_registrant_contact"}
+
+// projectReader is a store or a transaction: what budgetLeft reads.
+type projectReader interface{ Projects() store.Projects }
+
+// budgetLeft is what remains of a project's budget, 0 for no project.
+func budgetLeft(ctx context.Context, r projectReader, orgID, projectID string) (models.Usd, error) {
+	m, err := budgetLeftMicro(ctx, r, orgID, projectID)
+	return usd(m), err
+}
+
+func budgetLeftMicro(ctx context.Context, r projectReader, orgID, projectID string) (int64, error) {
+	if projectID == "" {
+		return 0, nil
+	}
+	p, err := r.Projects().Get(ctx, orgID, projectID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return remaining(p), nil
 }

@@ -41,6 +41,8 @@ type Invoker interface {
 type Records interface {
 	Workflows() store.Workflows
 	Tasks() store.Tasks
+	// Projects gives what remains of a plan's project budget.
+	Projects() store.Projects
 	SandboxReleases() store.SandboxReleases
 	InTx(ctx context.Context, fn func(tx *store.Tx) error) error
 }
@@ -386,7 +388,11 @@ func (e *Engine) Prepare(ctx context.Context, p *auth.Principal, req models.Work
 	if err != nil {
 		return nil, nil, err
 	}
-	return project(w, plan), []models.Action{
+	view, err := e.view(ctx, w, plan)
+	if err != nil {
+		return nil, nil, err
+	}
+	return view, []models.Action{
 		actions.Tool("apply_workflow", "agent", map[string]any{"id": w.ID, "signedPlan": signed}),
 		actions.Tool("get_workflow", "agent", map[string]any{"id": w.ID}),
 	}, nil
@@ -441,5 +447,24 @@ func (e *Engine) Get(ctx context.Context, p *auth.Principal, id string) (*models
 	if w.TaskID != "" {
 		next = []models.Action{actions.Tool("get_task", "agent", map[string]any{"id": w.TaskID})}
 	}
-	return project(w, plan), next, nil
+	view, err := e.view(ctx, w, plan)
+	return view, next, err
+}
+
+// view is the projection with the members every answer about a prepared
+// workflow carries: the receipt of its preparation (which costs nothing
+// and created the workflow; its id follows from the workflow's, so every
+// read shows the same), the undo marker (nothing deletes a plan; an
+// unapplied one does nothing), and what remains of the project's budget.
+func (e *Engine) view(ctx context.Context, w store.Workflow, plan workflowplan.Plan) (*models.PreparedWorkflow, error) {
+	out := project(w, plan)
+	proj, err := e.cfg.Store.Projects().Get(ctx, w.OrgID, w.ProjectID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	out.Receipt = models.Receipt{Id: "rcp_" + strings.TrimPrefix(w.ID, "wfl_"), Action: "prepare_workflow", Costs: []models.CostLine{},
+		CreatedResources: []models.ResourceRef{{Type: "workflow", Id: w.ID}}, CreatedAt: w.CreatedAt.UTC()}
+	out.Undo = models.Undo{Irreversible: true}
+	out.BudgetRemainingUsd = float64(proj.LimitMicro-proj.SpentMicro-proj.HeldMicro) / 1e6
+	return out, nil
 }

@@ -1,0 +1,49 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// mailBudget is what remains of the budget of the project that set up
+// mail for the domain of address (an address or a bare domain): mail is
+// paid from the project whose quote set it up. 0 when none is found.
+func (s *Mail) mailBudget(ctx context.Context, orgID, address string) (int64, error) {
+	domain := address[strings.LastIndex(address, "@")+1:]
+	d, err := s.store.Mail().Domain(ctx, domain)
+	if errors.Is(err, store.ErrNotFound) || err == nil && (d.OrgID != orgID || d.TaskID == "") {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	t, err := s.store.Tasks().Get(ctx, orgID, d.TaskID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return budgetLeftMicro(ctx, s.store, orgID, t.ProjectID)
+}
+
+// addressChange is an address as created or deleted, with the mutation's
+// receipt, how to undo it and the budget that remains.
+func (s *Mail) addressChange(ctx context.Context, op string, a store.EmailAddress, undo *models.ToolAction) (*models.EmailAddressChange, error) {
+	left, err := s.mailBudget(ctx, a.OrgID, a.Domain)
+	if err != nil {
+		return nil, err
+	}
+	var created []models.ResourceRef
+	if op == "create_email_address" {
+		created = []models.ResourceRef{{Type: "email_address", Id: a.ID}, {Type: "inbox", Id: a.InboxID}}
+	}
+	m := s.Mutation(op, nil, created, undo, left)
+	v := addressView(a)
+	return &models.EmailAddressChange{Id: v.Id, Address: v.Address, Domain: v.Domain, InboxId: v.InboxId, CatchAll: v.CatchAll,
+		CreatedAt: v.CreatedAt, Deleted: v.Deleted, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}, nil
+}
