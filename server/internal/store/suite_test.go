@@ -63,12 +63,17 @@ func runCases(t *testing.T, cases []storeCase) {
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
 					dir, url := e.new(t)
-					st, err := store.Open(context.Background(), dir, url)
-					if err != nil {
-						t.Fatal(err)
+					open := func(opts ...store.Option) *store.Store {
+						st, err := store.Open(context.Background(), dir, url, opts...)
+						if err != nil {
+							t.Fatal(err)
+						}
+						t.Cleanup(func() { st.Close() })
+						return st
 					}
-					t.Cleanup(func() { st.Close() })
-					c.run(t, newWorld(t, st, "org_a"))
+					w := newWorld(t, open(), "org_a")
+					w.open = open
+					c.run(t, w)
 				})
 			}
 		})
@@ -84,6 +89,9 @@ var (
 type world struct {
 	st        *store.Store
 	org, proj string
+	// open connects to the world's database again, as another server
+	// would, with its own options.
+	open func(opts ...store.Option) *store.Store
 }
 
 func newWorld(t *testing.T, st *store.Store, org string) world {
@@ -99,7 +107,11 @@ func newWorld(t *testing.T, st *store.Store, org string) world {
 }
 
 // other is a second organisation on the same database.
-func (w world) other(t *testing.T, org string) world { return newWorld(t, w.st, org) }
+func (w world) other(t *testing.T, org string) world {
+	o := newWorld(t, w.st, org)
+	o.open = w.open
+	return o
+}
 
 func (w world) service(t *testing.T, id string) store.Service {
 	t.Helper()
