@@ -40,7 +40,9 @@ func TestOnboarding(t *testing.T) {
 			}))
 			must(t, ob.CompleteSignup(ctx, "sgn_1", t0.Add(2*time.Minute)))
 			wantErr(t, "completed twice", ob.CompleteSignup(ctx, "sgn_1", t0), store.ErrConflict)
-			wins = race(t, 6, func(i int) error { return ob.ClaimSignup(ctx, "sgn_1", "key_"+string(rune('a'+i)), t0.Add(3*time.Minute)) }, store.ErrConflict)
+			wins = race(t, 6, func(i int) error {
+				return ob.ClaimSignup(ctx, "sgn_1", "key_"+string(rune('a'+i)), t0.Add(3*time.Minute))
+			}, store.ErrConflict)
 			if wins != 1 {
 				t.Fatalf("claimed %d times", wins)
 			}
