@@ -44,7 +44,7 @@ func (db Bundles) List(ctx context.Context, orgID string, f Filter) ([]Bundle, e
 // PutBlob stores content under its SHA-256 once; storing it again is a
 // no-op.
 func (db Bundles) PutBlob(ctx context.Context, sha string, data []byte, now time.Time) error {
-	body := data
+	body := nonNil(data)
 	if o := db.store.objects; o != nil && len(data) > 0 {
 		// The body goes to the object store first; the row, which says
 		// the blob exists, comes after, so a row never names a missing body.
@@ -56,6 +56,15 @@ func (db Bundles) PutBlob(ctx context.Context, sha string, data []byte, now time
 	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO blobs (sha256, size, data, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (sha256) DO NOTHING`),
 		sha, len(data), body, now.UnixMicro())
 	return err
+}
+
+// nonNil is data, or an empty body for nil: the column is NOT NULL, and
+// an empty file's content is still content.
+func nonNil(data []byte) []byte {
+	if data == nil {
+		return []byte{}
+	}
+	return data
 }
 
 // Blob reads content by its SHA-256.
@@ -82,7 +91,7 @@ func (db Bundles) Blob(ctx context.Context, sha string) ([]byte, error) {
 // whether another organisation has it is never told, and the content is
 // written either way, so the call takes the same path.
 func (db Bundles) PutOrgBlob(ctx context.Context, orgID, sha string, data []byte, now time.Time) (bool, error) {
-	body := data
+	body := nonNil(data)
 	if o := db.store.objects; o != nil && len(data) > 0 {
 		if err := o.Put(ctx, sha, data); err != nil {
 			return false, err
@@ -120,7 +129,7 @@ func (db Bundles) PutOrgBlobs(ctx context.Context, orgID string, contents []Blob
 	}
 	ws := make([]*blobWrite, len(contents))
 	for i, c := range contents {
-		body := c.Data
+		body := nonNil(c.Data)
 		if o := db.store.objects; o != nil && len(c.Data) > 0 {
 			if err := o.Put(ctx, c.SHA256, c.Data); err != nil {
 				return nil, err
@@ -434,7 +443,7 @@ func (db Bundles) Put(ctx context.Context, b Bundle) (Bundle, bool, error) {
 		if err := db.MarkChecked(ctx, existing.OrgID, existing.ID, b.CheckedLosses); err != nil {
 			return existing, false, err
 		}
-		existing.CheckedLosses = b.CheckedLosses
+		existing.CheckedLosses, existing.Checked = b.CheckedLosses, true
 	}
 	return existing, false, err
 }

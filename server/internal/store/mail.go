@@ -116,10 +116,15 @@ func (db Mail) CreateAddress(ctx context.Context, a EmailAddress, bytesLimit int
 			a.InboxID, a.OrgID, a.Address, bytesLimit, a.CreatedAt.UnixMicro()); err != nil {
 			return err
 		}
-		_, err := tx.tx.ExecContext(ctx, db.q(`INSERT INTO email_addresses (id, org_id, domain, address, catch_all, inbox_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-			a.ID, a.OrgID, a.Domain, a.Address, boolInt(a.CatchAll), a.InboxID, a.CreatedAt.UnixMicro())
-		if isUniqueViolation(err) {
-			return ErrConflict
+		// No key violation: a refusal inside a caller's transaction
+		// leaves it usable on PostgreSQL as on SQLite, without the inbox.
+		err := insertedOne(tx.tx.ExecContext(ctx, db.q(`INSERT INTO email_addresses (id, org_id, domain, address, catch_all, inbox_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT DO NOTHING`),
+			a.ID, a.OrgID, a.Domain, a.Address, boolInt(a.CatchAll), a.InboxID, a.CreatedAt.UnixMicro()))
+		if errors.Is(err, ErrConflict) {
+			if _, err := tx.tx.ExecContext(ctx, db.q(`DELETE FROM inboxes WHERE id = ?`), a.InboxID); err != nil {
+				return err
+			}
 		}
 		return err
 	})

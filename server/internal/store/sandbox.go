@@ -211,11 +211,14 @@ func (t *SandboxTx) InsertAttempt(ctx context.Context, a SandboxAttempt, g *Sand
 }
 
 // SetBudget stores what the session's mandate holds and how many attempts
-// it has seen. The table's check constraint refuses a commitment beyond
-// the mandate, whatever the caller computed.
+// it has seen. The table's check constraint refuses (ErrBudget) a
+// commitment beyond the mandate, whatever the caller computed.
 func (t *SandboxTx) SetBudget(ctx context.Context, sessionID string, committedMicro int64, attempts int) error {
 	_, err := t.tx.ExecContext(ctx, t.s.q(`UPDATE sandbox_sessions SET committed_micro = ?, attempt_count = ? WHERE id = ?`),
 		committedMicro, attempts, sessionID)
+	if isCheckViolation(err) {
+		return ErrBudget
+	}
 	return err
 }
 

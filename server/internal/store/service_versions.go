@@ -34,14 +34,11 @@ func scanVersion(row interface{ Scan(...any) error }) (ServiceVersion, error) {
 	return v, err
 }
 
-// Insert records a version; ErrConflict when its number is taken.
+// Insert records a version; ErrConflict when its number is taken (and the
+// caller's transaction, on either engine, goes on).
 func (db ServiceVersions) Insert(ctx context.Context, v ServiceVersion) error {
-	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO service_versions (service_id, org_id, number, bundle_id, spec, state, task_id, detail, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`), v.ServiceID, v.OrgID, v.Number, nullable(v.BundleID), v.Spec, v.State, nullable(v.TaskID), nullable(v.Detail), v.CreatedAt.UnixMicro())
-	if isUniqueViolation(err) {
-		return ErrConflict
-	}
-	return err
+	return insertedOne(db.ex.ExecContext(ctx, db.q(`INSERT INTO service_versions (service_id, org_id, number, bundle_id, spec, state, task_id, detail, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`), v.ServiceID, v.OrgID, v.Number, nullable(v.BundleID), v.Spec, v.State, nullable(v.TaskID), nullable(v.Detail), v.CreatedAt.UnixMicro()))
 }
 
 // Next is the number the service's next version takes.

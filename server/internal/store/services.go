@@ -135,15 +135,26 @@ func (db Services) LiveForDomain(ctx context.Context, orgID, domain string) (Ser
 }
 
 // InsertService records a service; ErrConflict when the project already has
-// a live service of that name or the preview host is taken.
+// a live service of that name or the id is taken. The insert never
+// violates a key, so a PostgreSQL transaction stays usable after a
+// refusal, as a SQLite one does.
 func (db Services) Insert(ctx context.Context, v Service) error {
-	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO services (id, org_id, project_id, name, target, preview_host, domain, bundle_id, state, task_id, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+	res, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO services (id, org_id, project_id, name, target, preview_host, domain, bundle_id, state, task_id, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
 		v.ID, v.OrgID, v.ProjectID, v.Name, v.Target, v.PreviewHost, nullable(v.Domain), nullable(v.BundleID), v.State, v.TaskID, v.CreatedAt.UnixMicro(), v.UpdatedAt.UnixMicro())
-	if isUniqueViolation(err) {
-		return ErrConflict
+	return insertedOne(res, err)
+}
+
+// insertedOne is the answer of an INSERT … ON CONFLICT DO NOTHING of one
+// row: ErrConflict when a key kept it out.
+func insertedOne(res sql.Result, err error) error {
+	if err != nil {
+		return err
 	}
-	return err
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return errors.Join(ErrConflict, err)
+	}
+	return nil
 }
 
 // SetServiceState updates a service's state.

@@ -105,6 +105,25 @@ func TestServices(t *testing.T) {
 			_, err := services.ByName(ctx, w.org, w.proj, "nobody")
 			wantErr(t, "unknown name", err, store.ErrNotFound)
 		}},
+		{"a refused insert leaves the transaction usable", func(t *testing.T, w world) {
+			v := w.service(t, "svc_a")
+			must(t, w.st.ServiceVersions().Insert(ctx, store.ServiceVersion{ServiceID: v.ID, OrgID: w.org, Number: 1, Spec: "{}", State: "live", CreatedAt: t0}))
+			w.address(t, "adr_1", "hi@shop.dev", false, 10)
+			must(t, w.st.InTx(ctx, func(tx *store.Tx) error {
+				dup := v
+				dup.ID, dup.PreviewHost = "svc_dup", "dup"
+				wantErr(t, "a live name taken", tx.Services().Insert(ctx, dup), store.ErrConflict)
+				wantErr(t, "a number taken", tx.ServiceVersions().Insert(ctx, store.ServiceVersion{ServiceID: v.ID, OrgID: w.org, Number: 1, Spec: "{}", State: "live", CreatedAt: t0}), store.ErrConflict)
+				wantErr(t, "an address taken", tx.Mail().CreateAddress(ctx, store.EmailAddress{ID: "adr_2", OrgID: w.org, Domain: "shop.dev", Address: "hi@shop.dev", InboxID: "inb_2", CreatedAt: t0}, 10), store.ErrConflict)
+				return tx.Services().SetState(ctx, v.ID, "crashed", t0)
+			}))
+			if got, _ := w.st.Services().Get(ctx, w.org, v.ID); got.State != "crashed" {
+				t.Fatalf("the write after the refusals: %s", got.State)
+			}
+			if inboxes, _ := w.st.Mail().Inboxes(ctx, w.org); len(inboxes) != 1 {
+				t.Fatalf("the refused address left its inbox: %+v", inboxes)
+			}
+		}},
 		{"concurrent launches of one name: one service", func(t *testing.T, w world) {
 			wins := race(t, 6, func(i int) error {
 				id := "svc_" + string(rune('a'+i))

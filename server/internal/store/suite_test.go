@@ -2,9 +2,14 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,7 +32,52 @@ var engines = []struct {
 	new  func(t *testing.T) (dir, url string)
 }{
 	{"sqlite", func(t *testing.T) (string, string) { return t.TempDir(), "" }},
-	{"postgres", func(t *testing.T) (string, string) { return "", testpg.NewDatabase(t) }},
+	{"postgres", func(t *testing.T) (string, string) { return "", migratedPostgres(t) }},
+}
+
+// template is a PostgreSQL database migrated once, which each case's
+// database copies: CREATE DATABASE … TEMPLATE costs less than sixteen
+// migrations. (TestMigrationsAreIdempotent migrates empty databases.)
+var template struct {
+	once     sync.Once
+	url, err string
+	n        atomic.Int64
+}
+
+func migratedPostgres(t *testing.T) string {
+	t.Helper()
+	template.once.Do(func() {
+		template.url = testpg.NewDatabase(t)
+		st, err := store.Open(context.Background(), "", template.url)
+		if err != nil {
+			template.err = err.Error()
+			return
+		}
+		st.Close()
+	})
+	if template.err != "" {
+		t.Fatalf("migrating the template database: %s", template.err)
+	}
+	if template.url == "" {
+		t.Skip("no PostgreSQL") // NewDatabase skipped the first caller
+	}
+	u, err := url.Parse(template.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := strings.TrimPrefix(u.Path, "/")
+	name := fmt.Sprintf("%s_c%d", from, template.n.Add(1))
+	u.Path = "/postgres"
+	admin, err := sql.Open("pgx", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(context.Background(), "CREATE DATABASE "+name+" TEMPLATE "+from); err != nil {
+		t.Fatalf("copy the template database: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }
 
 // suite runs f once per engine. open connects to the engine's database;
@@ -62,13 +112,19 @@ func runCases(t *testing.T, cases []storeCase) {
 		t.Run(e.name, func(t *testing.T) {
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
 					dir, url := e.new(t)
-					st, err := store.Open(context.Background(), dir, url)
-					if err != nil {
-						t.Fatal(err)
+					open := func(opts ...store.Option) *store.Store {
+						st, err := store.Open(context.Background(), dir, url, opts...)
+						if err != nil {
+							t.Fatal(err)
+						}
+						t.Cleanup(func() { st.Close() })
+						return st
 					}
-					t.Cleanup(func() { st.Close() })
-					c.run(t, newWorld(t, st, "org_a"))
+					w := newWorld(t, open(), "org_a")
+					w.open = open
+					c.run(t, w)
 				})
 			}
 		})
@@ -84,6 +140,9 @@ var (
 type world struct {
 	st        *store.Store
 	org, proj string
+	// open connects to the world's database again, as another server
+	// would, with its own options.
+	open func(opts ...store.Option) *store.Store
 }
 
 func newWorld(t *testing.T, st *store.Store, org string) world {
@@ -99,7 +158,11 @@ func newWorld(t *testing.T, st *store.Store, org string) world {
 }
 
 // other is a second organisation on the same database.
-func (w world) other(t *testing.T, org string) world { return newWorld(t, w.st, org) }
+func (w world) other(t *testing.T, org string) world {
+	o := newWorld(t, w.st, org)
+	o.open = w.open
+	return o
+}
 
 func (w world) service(t *testing.T, id string) store.Service {
 	t.Helper()
