@@ -534,3 +534,7 @@ func (h *harness) mailDomain(tn tenant, seed string) string {
 	}
 	return dom
 }
+
+// sleepABit yields to goroutines the service started, for tests that
+// wait on them.
+func sleepABit() { time.Sleep(5 * time.Millisecond) }
