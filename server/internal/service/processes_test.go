@@ -1,7 +1,6 @@
 package service
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -193,14 +192,14 @@ func TestHealthAndLogs(t *testing.T) {
 	if len(after.Lines) != 0 || after.NextAfter != 3 {
 		t.Fatalf("after the end %+v", after)
 	}
-	ctx, cancel := context.WithCancel(h.ctx)
 	go func() {
+		sleepABit()
 		h.svc.Runs.Log(id, 1, "stderr", "late", h.clock.Now())
 		h.svc.Runs.FlushNow(h.ctx)
-		cancel()
 	}()
-	if w, _, err := h.svc.Runs.Logs(ctx, tn.org, id, LogQuery{After: 3, Wait: time.Minute}); err == nil && w.Lines[0].Text != "late" {
-		t.Fatalf("waited %+v", w)
+	w, _, err := h.svc.Runs.Logs(h.ctx, tn.org, id, LogQuery{After: 3, Wait: time.Minute})
+	if err != nil || len(w.Lines) != 1 || w.Lines[0].Text != "late" || w.Lines[0].Stream != "stderr" {
+		t.Fatalf("waited %+v %v", w, err)
 	}
 }
 
