@@ -1,0 +1,178 @@
+package service
+
+import (
+	"encoding/json"
+	"sync"
+	"testing"
+
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/registrar"
+)
+
+// Concurrent quotes never hold more than the budget: of twenty 7 USD
+// holds on a 50 USD budget, exactly seven are allowed.
+func TestBudgetNeverOverspent(t *testing.T) {
+	h := newHarness(t)
+	tn := h.tenant(50, DefaultPolicy())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	decisions := map[models.QuoteDecision]int{}
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q, _, err := h.svc.Quotes.Create(h.ctx, tn.agent, models.QuoteRequest{ProjectId: tn.project,
+				Items: []models.QuoteItem{serviceItem("dynamic_service", "process", "")}})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				decisions["error:"+models.QuoteDecision(err.Error())]++
+				return
+			}
+			decisions[q.Decision]++
+		}()
+	}
+	wg.Wait()
+	if decisions[models.ALLOW] != 7 || decisions[models.DENY] != 13 {
+		t.Fatalf("decisions %v", decisions)
+	}
+	h.books(tn.org, tn.project)
+	if left := h.remaining(tn.org, tn.project); left != 1_000_000 {
+		t.Fatalf("remaining %d, want 1 USD", left)
+	}
+}
+
+// setPolicy changes a project's policy as a person would.
+func (h *harness) setPolicy(tn tenant, pol models.ProjectPolicy) {
+	h.t.Helper()
+	b, _ := json.Marshal(pol)
+	_, err := h.st.DB().ExecContext(h.ctx, `UPDATE projects SET policy = ? WHERE id = ?`, string(b), tn.project)
+	h.must(err)
+}
+
+// Consuming a quote rechecks it under the project's lock: a policy or
+// price that moved since voids it, and the launch charges nothing.
+func TestConsumeRechecks(t *testing.T) {
+	prices := registrar.PriceList{}
+	h := newHarness(t, withPrices(prices))
+	cases := []struct {
+		name   string
+		change func(tenant)
+		code   models.BlockedBy
+	}{
+		{"policy now denies", func(tn tenant) {
+			h.setPolicy(tn, policy(func(p *models.ProjectPolicy) { p.TldDenylist = []string{"dev"} }))
+		}, "policy:tld_denied"},
+		{"approval now required", func(tn tenant) {
+			h.setPolicy(tn, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(1.0) }))
+		}, "policy:approval_required"},
+		{"price moved", func(tenant) { prices["dev"] = registrar.USD(99, 0) }, "price:changed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			delete(prices, "dev")
+			tn := h.tenant(200, DefaultPolicy(), buyer...)
+			dom := freeDomain(t, "recheck", "dev")
+			q := h.quote(tn, domainItem(dom))
+			c.change(tn)
+			bnd := h.site(tn, map[string]string{"index.html": "x"})
+			_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.QuoteId})
+			wantCode(t, err, c.code)
+			if p, _ := h.st.Projects().Get(h.ctx, tn.org, tn.project); p.SpentMicro != 0 {
+				t.Fatalf("spent %d on a refused launch", p.SpentMicro)
+			}
+			h.books(tn.org, tn.project)
+		})
+	}
+	// A price that moves between the charge and the purchase fails the
+	// launch, refunded in full.
+	delete(prices, "dev")
+	tn := h.tenant(200, DefaultPolicy(), buyer...)
+	dom := freeDomain(t, "moved", "dev")
+	q := h.quote(tn, domainItem(dom))
+	bnd := h.site(tn, map[string]string{"index.html": "x"})
+	v, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.QuoteId})
+	h.must(err)
+	prices["dev"] = registrar.USD(1, 0)
+	h.drain()
+	if got := h.task(tn.org, v.TaskId); got.State != "failed" || (*got.Result)["blockedBy"] != "price:changed" || h.remaining(tn.org, tn.project) != 200_000_000 {
+		t.Fatalf("launch %s %v", got.State, got.Result)
+	}
+}
+
+// A quote that does not price the launch is refused with the quote that
+// would, and its hold is left for the agent to release.
+func TestQuoteMismatch(t *testing.T) {
+	h := newHarness(t)
+	tn := h.tenant(500, DefaultPolicy(), buyer...)
+	dom := freeDomain(t, "match", "dev")
+	bnd := h.site(tn, map[string]string{"index.html": "x", "Procfile": "web: app"})
+	pg := []models.LaunchRequestAddons{models.LaunchRequestAddonsManagedPostgres}
+	cases := []struct {
+		name  string
+		items []models.QuoteItem
+		req   models.LaunchRequest
+		first string
+	}{
+		{"mail in a launch", []models.QuoteItem{emailItem(dom)}, models.LaunchRequest{Name: "a", Target: "edge"}, "launch_service"},
+		{"another domain", []models.QuoteItem{domainItem(dom)}, models.LaunchRequest{Name: "a", Target: "edge"}, "launch_service"},
+		{"another target", []models.QuoteItem{serviceItem("worker", "worker", "a")}, models.LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
+		{"another name", []models.QuoteItem{serviceItem("dynamic_service", "process", "b")}, models.LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
+		{"database unpriced", []models.QuoteItem{serviceItem("dynamic_service", "process", "a")}, models.LaunchRequest{Name: "a", Target: "process", Addons: &pg}, "create_quote"},
+		{"database not asked", []models.QuoteItem{serviceItem("database_backed_app", "process", "a")}, models.LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
+		{"domain not priced", []models.QuoteItem{serviceItem("static_site", "edge", "a")}, models.LaunchRequest{Name: "a", Target: "edge", Domain: &dom}, "create_quote"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q := h.quote(tn, c.items...)
+			c.req.BundleId, c.req.QuoteId = &bnd, &q.QuoteId
+			_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, c.req)
+			e := wantCode(t, err, "conflict:quote_mismatch")
+			if n := names(e.Actions); n[0] != c.first || n[len(n)-1] != "release_quote" {
+				t.Fatalf("actions %v", n)
+			}
+			h.must(second3(h.svc.Quotes.Release(h.ctx, tn.agent, q.QuoteId)))
+		})
+	}
+	h.books(tn.org, tn.project)
+}
+
+func second3[A, B any](_ A, _ B, err error) error { return err }
+
+// Search answers the catalog with what is taken here marked so, filtered
+// by lists and ceilings.
+func TestSearchDomains(t *testing.T) {
+	h := newHarness(t)
+	tn := h.tenant(100, DefaultPolicy(), buyer...)
+	dom := freeDomain(t, "searched", "dev")
+	h.buy(tn, "site", dom)
+	label := dom[:len(dom)-4]
+	tlds := func(s ...string) *[]models.Tld { return &s }
+	cases := []struct {
+		name  string
+		p     models.SearchDomainsParams
+		check func(*models.DomainSearchResult) bool
+	}{
+		{"taken here", models.SearchDomainsParams{Q: dom}, func(r *models.DomainSearchResult) bool {
+			return r.Candidates[0].Domain == dom && !r.Candidates[0].Available
+		}},
+		{"allow list", models.SearchDomainsParams{Q: label, TldAllowlist: tlds("app", ".COM", "app", "nope")}, func(r *models.DomainSearchResult) bool {
+			return len(r.Candidates) == 2 && r.Candidates[0].Tld == "app" && len(*r.AppliedFilters.IgnoredTlds) == 1
+		}},
+		{"deny list", models.SearchDomainsParams{Q: label, TldDenylist: tlds("com"), Limit: ptr(3)}, func(r *models.DomainSearchResult) bool {
+			return len(r.Candidates) == 3 && r.Candidates[0].Tld != "com"
+		}},
+		{"ceilings", models.SearchDomainsParams{Q: label, IncludeExotic: ptr(true), MaxFirstYearPriceUsd: ptr(12.0), MaxRenewalPriceUsd: ptr(13.0)}, func(r *models.DomainSearchResult) bool {
+			return r.Excluded.OverFirstYearCeiling > 0 && r.Excluded.OverRenewalCeiling > 0 && r.Excluded.LackingPrice > 0 && r.AppliedFilters.Catalog == models.Full
+		}},
+	}
+	for _, c := range cases {
+		r, next, err := h.svc.Domains.Search(h.ctx, c.p)
+		h.must(err)
+		if !c.check(r) || !hasAction(next, "stop:done") {
+			t.Fatalf("%s: %+v", c.name, r)
+		}
+	}
+	wantCode(t, second(h.svc.Domains.Search(h.ctx, models.SearchDomainsParams{Q: "-bad-"})), "input:invalid")
+	wantCode(t, second(h.svc.Domains.Search(h.ctx, models.SearchDomainsParams{Q: "a.b.c"})), "input:invalid")
+}

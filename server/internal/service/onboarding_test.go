@@ -1,0 +1,204 @@
+package service
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	openapi_types "github.com/oapi-codegen/runtime/types"
+
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/payments"
+)
+
+func decision(budgetUSD int64) ReviewDecision {
+	return ReviewDecision{OrganizationName: " Acme ", ProjectName: "site", HumanName: "Ada", Email: "ada@example.org", BudgetMicro: budgetUSD * 1_000_000}
+}
+
+func reviewToken(url string) string { return url[strings.LastIndex(url, "/")+1:] }
+
+var goodCard = payments.Card{Number: "4242 4242 4242 4242", ExpMonth: 12, ExpYear: 2030, CVC: "123"}
+
+// A signup is started by an agent, reviewed and carded by a human, and
+// claimed by the agent's poll exactly once.
+func TestSignupFlow(t *testing.T) {
+	h := newHarness(t)
+	req := models.SignupRequest{Email: ptr(openapi_types.Email("ada@example.org")), OrganizationName: ptr("Acme")}
+	su, next, err := h.svc.Onboarding.StartSignup(h.ctx, "203.0.113.9", req)
+	h.must(err)
+	if names(next)[0] != "url:review_signup" || names(next)[1] != "poll_signup" {
+		t.Fatalf("next %v", names(next))
+	}
+	again, _, _ := h.svc.Onboarding.StartSignup(h.ctx, "203.0.113.9", req)
+	other, _, _ := h.svc.Onboarding.StartSignup(h.ctx, "198.51.100.1", req)
+	if again.SignupSessionId != su.SignupSessionId || other.SignupSessionId == su.SignupSessionId {
+		t.Fatal("a retried signup is not the same session, or another caller's is")
+	}
+	poll := models.SignupPollRequest{SignupSessionId: su.SignupSessionId, ClaimSecret: su.ClaimSecret}
+	for _, bad := range []models.SignupPollRequest{{SignupSessionId: su.SignupSessionId, ClaimSecret: "wrong"}, {SignupSessionId: "sus_nope", ClaimSecret: su.ClaimSecret}} {
+		wantCode(t, second(h.svc.Onboarding.PollSignup(h.ctx, bad)), "not_found:resource")
+	}
+	if r, next, _ := h.svc.Onboarding.PollSignup(h.ctx, poll); r.State != "pending_review" || !hasAction(next, "manual:wait_for_human") {
+		t.Fatalf("poll %+v", r)
+	}
+	token := reviewToken(su.ReviewUrl)
+	rv, err := h.svc.Onboarding.SignupForReview(h.ctx, token)
+	h.must(err)
+	if rv.OrgName != "Acme" || rv.Expired {
+		t.Fatalf("review %+v", rv)
+	}
+	ap, err := h.svc.Onboarding.ApproveSignup(h.ctx, token, decision(50))
+	h.must(err)
+	wantCode(t, second2(h.svc.Onboarding.ApproveSignup(h.ctx, token, decision(50))), "conflict:state")
+	if r, next, _ := h.svc.Onboarding.PollSignup(h.ctx, poll); r.State != "pending_card" || names(next)[0] != "url:card_setup" {
+		t.Fatalf("poll %+v %v", r, names(next))
+	}
+	hu := ap.Session.Human
+	cs, err := h.svc.Onboarding.CardSetupFor(h.ctx, hu, ap.SetupID)
+	h.must(err)
+	if !cs.ForSignup || cs.State != "pending" || cs.Card != nil {
+		t.Fatalf("card setup %+v", cs)
+	}
+	_, err = h.svc.Onboarding.SubmitCard(h.ctx, hu, ap.SetupID, payments.Card{Number: "4000000000000002", ExpMonth: 1, ExpYear: 2031, CVC: "123"})
+	var decline *payments.Decline
+	if !errors.As(err, &decline) || decline.Code != payments.CardDeclined {
+		t.Fatalf("declined card: %v", err)
+	}
+	if cs, _ := h.svc.Onboarding.CardSetupFor(h.ctx, hu, ap.SetupID); cs.DeclineCode != payments.CardDeclined || cs.State == "complete" {
+		t.Fatalf("after a decline %+v", cs)
+	}
+	pm, err := h.svc.Onboarding.SubmitCard(h.ctx, hu, ap.SetupID, goodCard)
+	h.must(err)
+	if pm.Last4 != "4242" || pm.Brand != "visa" {
+		t.Fatalf("card %+v", pm)
+	}
+	wantCode(t, second2(h.svc.Onboarding.SubmitCard(h.ctx, hu, ap.SetupID, goodCard)), "conflict:state")
+	r, _, err := h.svc.Onboarding.PollSignup(h.ctx, poll)
+	h.must(err)
+	if r.State != "complete" || r.ApiKey == nil || *r.ProjectId == "" {
+		t.Fatalf("claim %+v", r)
+	}
+	if r, next, _ := h.svc.Onboarding.PollSignup(h.ctx, poll); r.State != "claimed" || r.ApiKey != nil || !hasAction(next, "manual:create_key") {
+		t.Fatalf("second claim %+v", r)
+	}
+	keys, _ := h.svc.Accounts.ListKeys(h.ctx, hu.OrgID)
+	if len(keys) != 1 || keys[0].HasScope("buy_domain") {
+		t.Fatalf("keys %+v", keys)
+	}
+}
+
+func second2[A any](_ A, err error) error { return err }
+
+// A review is refused, typed, when its decision is out of bounds, its
+// link unknown, or its signup expired.
+func TestSignupReviewRefusals(t *testing.T) {
+	h := newHarness(t)
+	su, _, _ := h.svc.Onboarding.StartSignup(h.ctx, "x", models.SignupRequest{})
+	token := reviewToken(su.ReviewUrl)
+	long := strings.Repeat("a", 101)
+	for _, c := range []struct {
+		mod  func(*ReviewDecision)
+		code models.BlockedBy
+	}{
+		{func(d *ReviewDecision) { d.OrganizationName = " " }, "input:invalid"},
+		{func(d *ReviewDecision) { d.ProjectName = long }, "input:invalid"},
+		{func(d *ReviewDecision) { d.HumanName = long }, "input:invalid"},
+		{func(d *ReviewDecision) { d.BudgetMicro = MinSignupBudget - 1 }, "input:invalid"},
+		{func(d *ReviewDecision) { d.BudgetMicro = MaxSignupBudget + 1 }, "input:invalid"},
+		{func(d *ReviewDecision) { d.ApprovalAboveMicro = ptr(int64(-1)) }, "input:invalid"},
+	} {
+		d := decision(10)
+		c.mod(&d)
+		wantCode(t, second2(h.svc.Onboarding.ApproveSignup(h.ctx, token, d)), c.code)
+	}
+	wantCode(t, second2(h.svc.Onboarding.ApproveSignup(h.ctx, "nope", decision(10))), "not_found:resource")
+	wantCode(t, second2(h.svc.Onboarding.SignupForReview(h.ctx, "nope")), "not_found:resource")
+	h.clock.Advance(SignupTTL)
+	if rv, _ := h.svc.Onboarding.SignupForReview(h.ctx, token); !rv.Expired {
+		t.Fatal("not expired after SignupTTL")
+	}
+	if r, _, _ := h.svc.Onboarding.PollSignup(h.ctx, models.SignupPollRequest{SignupSessionId: su.SignupSessionId, ClaimSecret: su.ClaimSecret}); r.State != "expired" {
+		t.Fatalf("poll %s", r.State)
+	}
+	wantCode(t, second2(h.svc.Onboarding.ApproveSignup(h.ctx, token, decision(10))), "conflict:expired")
+	// With an approval threshold, the first project sends purchases above it to a human.
+	su2, _, _ := h.svc.Onboarding.StartSignup(h.ctx, "y", models.SignupRequest{})
+	d := decision(10)
+	d.ApprovalAboveMicro, d.HumanName = ptr(int64(5_000_000)), ""
+	ap, err := h.svc.Onboarding.ApproveSignup(h.ctx, reviewToken(su2.ReviewUrl), d)
+	h.must(err)
+	pl, _, _ := h.svc.Projects.List(h.ctx, ap.Session.OrgID)
+	if pl.Projects[0].Policy.ApprovalRules.ApprovalAboveUsd == nil || ap.Session.Name != "Owner" {
+		t.Fatalf("project %+v, human %q", pl.Projects[0].Policy, ap.Session.Name)
+	}
+}
+
+// A card flow an agent opens is polled with its secret, by its own
+// organisation only, until the human completes or it expires.
+func TestBillingSetup(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.tenant(10, DefaultPolicy()), h.tenant(10, DefaultPolicy())
+	link, next, err := h.svc.Onboarding.CreateBillingSetupLink(h.ctx, a.agent, models.BillingSetupLinkRequest{})
+	h.must(err)
+	if link.BudgetRemainingUsd != 10 || names(next)[0] != "url:card_setup" {
+		t.Fatalf("link %+v", link)
+	}
+	if cs, _ := h.svc.Onboarding.CardSetupFor(h.ctx, a.human, link.SetupSessionId); cs.Reason != "scratch_account" {
+		t.Fatalf("reason %q", cs.Reason)
+	}
+	poll := models.BillingPollRequest{SetupSessionId: link.SetupSessionId, PollSecret: link.PollSecret}
+	wantCode(t, second(h.svc.Onboarding.PollBilling(h.ctx, b.agent, poll)), "not_found:resource")
+	wantCode(t, second(h.svc.Onboarding.PollBilling(h.ctx, a.agent, models.BillingPollRequest{SetupSessionId: link.SetupSessionId, PollSecret: "x"})), "not_found:resource")
+	wantCode(t, second2(h.svc.Onboarding.CardSetupFor(h.ctx, b.human, link.SetupSessionId)), "not_found:resource")
+	wantCode(t, second2(h.svc.Onboarding.SubmitCard(h.ctx, b.human, link.SetupSessionId, goodCard)), "not_found:resource")
+	if r, _, _ := h.svc.Onboarding.PollBilling(h.ctx, a.agent, poll); r.State != "pending" {
+		t.Fatalf("poll %s", r.State)
+	}
+	for _, c := range []struct {
+		card payments.Card
+		code string
+	}{
+		{payments.Card{Number: "1234", ExpMonth: 1, ExpYear: 2030, CVC: "123"}, payments.IncorrectNumber},
+		{payments.Card{Number: goodCard.Number, ExpMonth: 13, ExpYear: 2030, CVC: "123"}, payments.InvalidExpiry},
+		{payments.Card{Number: goodCard.Number, ExpMonth: 1, ExpYear: 2020, CVC: "123"}, payments.ExpiredCard},
+		{payments.Card{Number: goodCard.Number, ExpMonth: 1, ExpYear: 2030, CVC: "1"}, payments.InvalidCVC},
+		{payments.Card{Number: "4000000000009995", ExpMonth: 1, ExpYear: 2030, CVC: "123"}, payments.InsufficientFunds},
+	} {
+		var d *payments.Decline
+		if _, err := h.svc.Onboarding.SubmitCard(h.ctx, a.human, link.SetupSessionId, c.card); !errors.As(err, &d) || d.Code != c.code {
+			t.Fatalf("want %s, got %v", c.code, err)
+		}
+	}
+	h.must(second2(h.svc.Onboarding.SubmitCard(h.ctx, a.human, link.SetupSessionId, goodCard)))
+	if r, next, _ := h.svc.Onboarding.PollBilling(h.ctx, a.agent, poll); r.State != "complete" || !hasAction(next, "stop:done") {
+		t.Fatalf("poll %s", r.State)
+	}
+	if pm, _ := h.svc.Onboarding.PaymentMethodFor(h.ctx, a.org); pm == nil || pm.Last4 != "4242" {
+		t.Fatalf("card on file %+v", pm)
+	}
+	id, err := h.svc.Onboarding.OpenCardSetup(h.ctx, a.human)
+	h.must(err)
+	if cs, _ := h.svc.Onboarding.CardSetupFor(h.ctx, a.human, id); cs.Reason != "replace_card" || cs.Card == nil {
+		t.Fatalf("replace %+v", cs)
+	}
+	// Past its life a flow expires, and the card on file expires with time too.
+	h.clock.Advance(BillingSetupTTL)
+	cardLink, _, _ := h.svc.Onboarding.CreateBillingSetupLink(h.ctx, a.agent, models.BillingSetupLinkRequest{})
+	h.clock.Advance(5 * 365 * 24 * time.Hour)
+	if r, next, _ := h.svc.Onboarding.PollBilling(h.ctx, a.agent, models.BillingPollRequest{SetupSessionId: cardLink.SetupSessionId, PollSecret: cardLink.PollSecret}); r.State != "expired" || !hasAction(next, "create_billing_setup_link") {
+		t.Fatalf("poll %s", r.State)
+	}
+	wantCode(t, second2(h.svc.Onboarding.SubmitCard(h.ctx, a.human, cardLink.SetupSessionId, goodCard)), "conflict:expired")
+	id, _ = h.svc.Onboarding.OpenCardSetup(h.ctx, a.human)
+	if cs, _ := h.svc.Onboarding.CardSetupFor(h.ctx, a.human, id); cs.Reason != "expired_card" {
+		t.Fatalf("reason %q", cs.Reason)
+	}
+	reason := models.BillingSetupLinkRequestReason("expired_card")
+	if l, _, err := h.svc.Onboarding.CreateBillingSetupLink(h.ctx, a.agent, models.BillingSetupLinkRequest{Reason: &reason}); err != nil || l.SetupUrl == "" {
+		t.Fatalf("link with reason: %v", err)
+	}
+	if FormatUSD(int64(-12_345_000)) != "-$12.35" {
+		t.Fatal(FormatUSD(int64(-12_345_000)))
+	}
+}
