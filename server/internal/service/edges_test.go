@@ -51,12 +51,12 @@ func TestApprovalTheBudgetCannotHold(t *testing.T) {
 		t.Fatalf("decision %s", q.Decision)
 	}
 	bnd := h.site(tn, map[string]string{"Procfile": "web: app"})
-	v, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId})
+	_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId})
 	wantCode(t, err, "conflict:quote_mismatch") // mail is never a launch's
 	long := serviceItem("dynamic_service", "process", "api")
 	long.Months = ptr(2)
 	q = h.quote(tn, long)
-	v, _, err = h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId})
+	v, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId})
 	h.must(err)
 	if v.State != "input_required" {
 		t.Fatalf("launch %s", v.State)
