@@ -130,26 +130,7 @@ func NewCmdOperation(f *Factory, spec *OperationSpec, runF func(*OperationOption
 		},
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Args = args
-			opts.root = cmd.Root()
-			opts.JSON = f.Config.JSON
-			// --project (or its alias --project-id) falls back to
-			// PIER_PROJECT, as on the hand-written commands; --data's own
-			// projectId wins over the environment.
-			if _, ok := values["project"]; ok && !cmd.Flags().Changed("project") && opts.Data == "" {
-				if p := strings.TrimSpace(f.getenv("PIER_PROJECT")); p != "" {
-					if err := cmd.Flags().Set("project", p); err != nil {
-						return usageErrorf(cmd.CommandPath(), "PIER_PROJECT: %v", err)
-					}
-				}
-			}
-			opts.Values = map[string]string{}
-			for name, v := range values {
-				if cmd.Flags().Changed(name) {
-					opts.Values[name] = v.String()
-				}
-			}
-			if err := opts.build(cmd, values); err != nil {
+			if err := opts.settle(cmd, args, values); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -159,6 +140,52 @@ func NewCmdOperation(f *Factory, spec *OperationSpec, runF func(*OperationOption
 		},
 	}
 
+	fl := cmd.Flags()
+	bindSpecFlags(cmd, f, spec, values)
+	if spec.HasBody {
+		fl.StringVar(&opts.Data, "data", "", "The whole request body as `json`: inline, @file.json or - for stdin; flags override its top-level fields")
+	}
+	f.registerSpec(cmd, spec)
+	if spec.ID == "poll_signup" {
+		// A local --wait shadows the root's deprecated one: polling a
+		// signup waits only when asked, since a human may take hours.
+		fl.BoolVar(&opts.PollWait, "wait", false, "poll until the human has finished (or the signup expired), within --timeout")
+	}
+	if spec.Idempotent {
+		fl.StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send; a retry with the same key replays the first answer (default: a new key)")
+	}
+	return cmd
+}
+
+// settle fills the options from the command line: the arguments, the
+// flags given (--project falling back to PIER_PROJECT) and the request
+// they build.
+func (o *OperationOptions) settle(cmd *cobra.Command, args []string, values map[string]flagValue) error {
+	o.Args = args
+	o.root = cmd.Root()
+	o.JSON = o.Factory.Config.JSON
+	// --project (or its alias --project-id) falls back to
+	// PIER_PROJECT, as on the hand-written commands; --data's own
+	// projectId wins over the environment.
+	if _, ok := values["project"]; ok && !cmd.Flags().Changed("project") && o.Data == "" {
+		if p := strings.TrimSpace(o.Factory.getenv("PIER_PROJECT")); p != "" {
+			if err := cmd.Flags().Set("project", p); err != nil {
+				return usageErrorf(cmd.CommandPath(), "PIER_PROJECT: %v", err)
+			}
+		}
+	}
+	o.Values = map[string]string{}
+	for name, v := range values {
+		if cmd.Flags().Changed(name) {
+			o.Values[name] = v.String()
+		}
+	}
+	return o.build(cmd, values)
+}
+
+// bindSpecFlags binds a flag for each of the spec's flags, of its kind,
+// with its completions, into values.
+func bindSpecFlags(cmd *cobra.Command, f *Factory, spec *OperationSpec, values map[string]flagValue) {
 	fl := cmd.Flags()
 	for _, fs := range spec.Flags {
 		usage := flagUsage(fs)
@@ -189,19 +216,6 @@ func NewCmdOperation(f *Factory, spec *OperationSpec, runF func(*OperationOption
 			})
 		}
 	}
-	if spec.HasBody {
-		fl.StringVar(&opts.Data, "data", "", "The whole request body as `json`: inline, @file.json or - for stdin; flags override its top-level fields")
-	}
-	f.registerSpec(cmd, spec)
-	if spec.ID == "poll_signup" {
-		// A local --wait shadows the root's deprecated one: polling a
-		// signup waits only when asked, since a human may take hours.
-		fl.BoolVar(&opts.PollWait, "wait", false, "poll until the human has finished (or the signup expired), within --timeout")
-	}
-	if spec.Idempotent {
-		fl.StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key to send; a retry with the same key replays the first answer (default: a new key)")
-	}
-	return cmd
 }
 
 // requiredAnnotation marks a flag the operation requires. It is not
@@ -288,33 +302,11 @@ func checkArgs(cmd *cobra.Command, spec *OperationSpec, args []string) error {
 func (o *OperationOptions) build(cmd *cobra.Command, values map[string]flagValue) error {
 	spec := o.Spec
 	where := cmd.CommandPath()
-
 	// The body starts from --data; flags override its top-level fields.
-	var body map[string]json.RawMessage
-	var rawData []byte
-	if o.Data != "" {
-		b, err := readDataArg(o.Data, o.IO)
-		if err != nil {
-			return usageErrorf(where, "--data: %v", err)
-		}
-		b = bytes.TrimSpace(b)
-		if !json.Valid(b) {
-			return usageErrorf(where, "--data is not valid JSON")
-		}
-		if err := json.Unmarshal(b, &body); err != nil || body == nil {
-			return usageErrorf(where, "--data must be a JSON object")
-		}
-		rawData = b
+	body, err := o.readData(where)
+	if err != nil {
+		return err
 	}
-	overridden := false
-	setBody := func(field string, v json.RawMessage) {
-		overridden = true
-		if body == nil {
-			body = map[string]json.RawMessage{}
-		}
-		body[field] = v
-	}
-
 	path := spec.Path
 	query := url.Values{}
 	for i, a := range spec.Args {
@@ -325,16 +317,80 @@ func (o *OperationOptions) build(cmd *cobra.Command, values map[string]flagValue
 			query.Set(a.Name, o.Args[i])
 		case "body":
 			s, _ := json.Marshal(o.Args[i])
-			setBody(a.Name, s)
+			body.set(a.Name, s)
 		}
 	}
+	if err := o.applyFlags(cmd, values, query, &body); err != nil {
+		return err
+	}
+	o.Path = path
+	if len(query) > 0 {
+		o.Query = query
+	}
+	switch {
+	case !spec.HasBody:
+		o.Body = nil
+	case body.raw != nil && !body.overridden:
+		o.Body = body.raw // send --data exactly as given
+	case body.fields != nil:
+		b, err := marshalObject(body.fields)
+		if err != nil {
+			return usageErrorf(where, "building the body: %v", err)
+		}
+		o.Body = b
+	case spec.BodyRequired:
+		o.Body = []byte("{}")
+	}
+	return nil
+}
 
+// requestBody is the body being built: --data as given, its top-level
+// fields, and whether an argument or a flag overrode one.
+type requestBody struct {
+	fields     map[string]json.RawMessage
+	raw        []byte
+	overridden bool
+}
+
+func (b *requestBody) set(field string, v json.RawMessage) {
+	b.overridden = true
+	if b.fields == nil {
+		b.fields = map[string]json.RawMessage{}
+	}
+	b.fields[field] = v
+}
+
+// readData reads --data, which must be a JSON object.
+func (o *OperationOptions) readData(where string) (requestBody, error) {
+	var body requestBody
+	if o.Data == "" {
+		return body, nil
+	}
+	b, err := readDataArg(o.Data, o.IO)
+	if err != nil {
+		return body, usageErrorf(where, "--data: %v", err)
+	}
+	b = bytes.TrimSpace(b)
+	if !json.Valid(b) {
+		return body, usageErrorf(where, "--data is not valid JSON")
+	}
+	if err := json.Unmarshal(b, &body.fields); err != nil || body.fields == nil {
+		return body, usageErrorf(where, "--data must be a JSON object")
+	}
+	body.raw = b
+	return body, nil
+}
+
+// applyFlags puts the flags given into the query or the body, and refuses
+// a required flag that is neither given nor a field of --data.
+func (o *OperationOptions) applyFlags(cmd *cobra.Command, values map[string]flagValue, query url.Values, body *requestBody) error {
+	where := cmd.CommandPath()
 	var missing []string
-	for _, fs := range spec.Flags {
+	for _, fs := range o.Spec.Flags {
 		v := values[fs.Flag]
 		if !cmd.Flags().Changed(fs.Flag) {
 			if fs.Required {
-				_, inData := body[fs.Field]
+				_, inData := body.fields[fs.Field]
 				if fs.In != "body" || !inData {
 					missing = append(missing, "--"+fs.Flag)
 				}
@@ -349,30 +405,11 @@ func (o *OperationOptions) build(cmd *cobra.Command, values map[string]flagValue
 			if err != nil {
 				return usageErrorf(where, "--%s: %v", fs.Flag, err)
 			}
-			setBody(fs.Field, j)
+			body.set(fs.Field, j)
 		}
 	}
 	if len(missing) > 0 {
 		return usageErrorf(where, "required flag %s not set", strings.Join(missing, ", "))
-	}
-
-	o.Path = path
-	if len(query) > 0 {
-		o.Query = query
-	}
-	switch {
-	case !spec.HasBody:
-		o.Body = nil
-	case rawData != nil && !overridden:
-		o.Body = rawData // send --data exactly as given
-	case body != nil:
-		b, err := marshalObject(body)
-		if err != nil {
-			return usageErrorf(where, "building the body: %v", err)
-		}
-		o.Body = b
-	case spec.BodyRequired:
-		o.Body = []byte("{}")
 	}
 	return nil
 }

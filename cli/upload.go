@@ -154,30 +154,9 @@ func uploadDir(ctx context.Context, f *Factory, p *progress, dir, project string
 	had := cache.had()
 	base := cache.Bundle
 	for round := 0; ; round++ {
-		var todo []siteFile
-		var todoBytes int64
-		if round == 0 && len(had) > 0 {
-			// What the last bundle held is taken as still there.
-			for _, sf := range files {
-				if sha := sf.entry.Sha256; !had[sha] && bySHA[sha].abs == sf.abs {
-					todo = append(todo, sf)
-					todoBytes += int64(sf.entry.Size)
-				}
-			}
-		} else {
-			m, err := c.FindMissingBlobs(ctx, sdk.FindMissingBlobsJSONRequestBody{ProjectId: project, Manifest: manifest})
-			if err != nil {
-				return nil, st, err
-			}
-			todo = make([]siteFile, 0, len(m.Data.Missing))
-			for _, sha := range m.Data.Missing {
-				sf, ok := bySHA[sha]
-				if !ok {
-					return nil, st, fmt.Errorf("the server asked for content %s, which no file in %s has", sha, dir)
-				}
-				todo = append(todo, sf)
-			}
-			todoBytes = int64(m.Data.MissingBytes)
+		todo, todoBytes, err := missingFiles(ctx, c, project, dir, files, bySHA, manifest, round == 0 && len(had) > 0, had)
+		if err != nil {
+			return nil, st, err
 		}
 		n, bytes, err := uploadFiles(ctx, c, p, todo, todoBytes)
 		st.uploaded += n
@@ -187,22 +166,8 @@ func uploadDir(ctx context.Context, f *Factory, p *progress, dir, project string
 			cache.save(cachePath)
 			return nil, st, err
 		}
-		var b *sdk.BundleEnvelope
+		b, err := createBundle(ctx, c, project, &base, cache, files, manifest)
 		var e *sdk.Error
-		if base != "" {
-			// What differs from the last bundle, which the server
-			// holds: a one-file change sends one entry, not the site.
-			changes, removed := cache.changesSince(files)
-			b, err = c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, BaseBundleId: &base, Changes: &changes, Removed: &removed})
-			if errors.As(err, &e) && e.BlockedBy == "not_found:resource" {
-				// The last bundle is gone (another server, a restore):
-				// the whole manifest, as if there were no cache.
-				base = ""
-			}
-		}
-		if base == "" {
-			b, err = c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
-		}
 		if round < 2 && errors.As(err, &e) && e.BlockedBy == "conflict:blobs_missing" {
 			continue
 		}
@@ -212,6 +177,62 @@ func uploadDir(ctx context.Context, f *Factory, p *progress, dir, project string
 		}
 		return b, st, err
 	}
+}
+
+// missingFiles are the files whose contents to send: those not in the last
+// bundle, when the cache stands in for asking, else those the server says
+// it lacks. It returns them and the bytes they hold.
+func missingFiles(ctx context.Context, c *sdk.Client, project, dir string, files []siteFile, bySHA map[string]siteFile, manifest []sdk.ManifestFile, fromCache bool, had map[string]bool) ([]siteFile, int64, error) {
+	var todo []siteFile
+	var todoBytes int64
+	if fromCache {
+		// What the last bundle held is taken as still there.
+		for _, sf := range files {
+			if sha := sf.entry.Sha256; !had[sha] && bySHA[sha].abs == sf.abs {
+				todo = append(todo, sf)
+				todoBytes += int64(sf.entry.Size)
+			}
+		}
+	} else {
+		m, err := c.FindMissingBlobs(ctx, sdk.FindMissingBlobsJSONRequestBody{ProjectId: project, Manifest: manifest})
+		if err != nil {
+			return nil, 0, err
+		}
+		todo = make([]siteFile, 0, len(m.Data.Missing))
+		for _, sha := range m.Data.Missing {
+			sf, ok := bySHA[sha]
+			if !ok {
+				return nil, 0, fmt.Errorf("the server asked for content %s, which no file in %s has", sha, dir)
+			}
+			todo = append(todo, sf)
+		}
+		todoBytes = int64(m.Data.MissingBytes)
+	}
+	return todo, todoBytes, nil
+}
+
+// createBundle creates the bundle: from the last bundle and what changed
+// since, when there is one the server still holds, else from the whole
+// manifest. A last bundle gone clears base.
+func createBundle(ctx context.Context, c *sdk.Client, project string, base *string, cache *digestCache, files []siteFile, manifest []sdk.ManifestFile) (*sdk.BundleEnvelope, error) {
+	var b *sdk.BundleEnvelope
+	var err error
+	if *base != "" {
+		// What differs from the last bundle, which the server
+		// holds: a one-file change sends one entry, not the site.
+		changes, removed := cache.changesSince(files)
+		b, err = c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, BaseBundleId: base, Changes: &changes, Removed: &removed})
+		var e *sdk.Error
+		if errors.As(err, &e) && e.BlockedBy == "not_found:resource" {
+			// The last bundle is gone (another server, a restore):
+			// the whole manifest, as if there were no cache.
+			*base = ""
+		}
+	}
+	if *base == "" {
+		b, err = c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
+	}
+	return b, err
 }
 
 // Small files go several to a request (upload_blobs), a batch at most

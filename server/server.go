@@ -18,6 +18,7 @@ import (
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/httpapi"
 	"github.com/pierhq/pier/server/internal/mcp"
+	"github.com/pierhq/pier/server/internal/oauth"
 	"github.com/pierhq/pier/server/internal/objstore"
 	"github.com/pierhq/pier/server/internal/pgaddon"
 	"github.com/pierhq/pier/server/internal/ratelimit"
@@ -133,44 +134,15 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var mailSenders []string
-	for _, r := range s.cfg.MailRelays {
-		m, err := service.SPFMechanism(r)
-		if err != nil {
-			return fmt.Errorf("mail relays: %w", err)
-		}
-		mailSenders = append(mailSenders, m)
-	}
-	var relay service.MailRelay
-	if s.cfg.SMTPRelay != "" {
-		r, err := smtpd.NewRelay(s.cfg.SMTPRelay, hostOf(s.BaseURL()))
-		if err != nil {
-			return err
-		}
-		relay = r
+	mailSenders, relay, err := mailRouting(s.cfg, hostOf(s.BaseURL()))
+	if err != nil {
+		return err
 	}
 	if err := os.Chmod(s.cfg.DataDir, 0o700); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	appsDir := s.cfg.AppsDir
-	if appsDir == "" {
-		appsDir = appsDirFor(s.cfg.DataDir)
-	}
-	sv := s.cfg.Supervision
-	s.sup, err = runner.New(runner.Config{Dir: appsDir, Events: runEvents{s}, Now: s.cfg.Now,
-		RestartBase: sv.RestartBase, RestartMax: sv.RestartMax, CrashRestarts: sv.CrashRestarts, CrashWindow: sv.CrashWindow, StopGrace: sv.StopGrace,
-		Limits: s.cfg.ServiceLimits, Network: s.cfg.SandboxNetwork, AllowUnsandboxed: s.cfg.UnsandboxedServices})
-	if err != nil {
+	if s.sup, err = newSupervisor(s); err != nil {
 		return err
-	}
-	switch isolation, err := s.sup.Isolation(); {
-	case err != nil:
-		s.log.Warn("process and worker services cannot run here: their launches are refused", "missing", err.Error())
-	case !s.sup.Sandboxed():
-		s.log.Warn("SERVICES RUN UNSANDBOXED: --unsandboxed-services lets tenants' code share this host with no isolation; for local development only", "isolation", isolation)
-	default:
-		s.log.Info("services run sandboxed", "isolation", isolation)
-		edge.SetUpstreamDialer(runner.DialVersion)
 	}
 	var databases service.Databases
 	if s.cfg.PostgresAdminURL != "" {
@@ -180,29 +152,12 @@ func (s *Server) build(ctx context.Context) error {
 		}
 		databases = pg
 	}
-	svc := service.New(service.Config{
-		Store:         s.store,
-		Now:           s.cfg.Now,
-		Log:           s.log,
-		BaseURL:       s.BaseURL,
-		Platform:      platform{s},
-		PreviewDomain: s.cfg.PreviewDomain,
-		Zone: zone.ZoneConfig{
-			EdgeIPv4:    net.ParseIP(s.cfg.EdgeIPv4),
-			EdgeIPv6:    net.ParseIP(s.cfg.EdgeIPv6),
-			CAAIssuers:  caaIssuers,
-			MailSenders: mailSenders,
-		},
-		Pause:      s.cfg.StepPause,
-		Quotas:     s.cfg.Quotas,
-		Prices:     s.cfg.RegistrarPrices,
-		Relay:      relay,
-		InboxBytes: s.cfg.InboxBytes,
-		Runtime:    runtime{sup: s.sup, store: s.store, id: runnerID(s.cfg.DataDir)},
-		Databases:  databases,
-		LogLines:   s.cfg.ServiceLogLines,
-		Drain:      sv.Drain,
-	})
+	svc := newService(s, zone.ZoneConfig{
+		EdgeIPv4:    net.ParseIP(s.cfg.EdgeIPv4),
+		EdgeIPv6:    net.ParseIP(s.cfg.EdgeIPv6),
+		CAAIssuers:  caaIssuers,
+		MailSenders: mailSenders,
+	}, relay, databases)
 	s.svc = svc
 	var mcpH *mcp.Handler
 	s.workflows = workflow.New(workflow.Config{
@@ -210,8 +165,101 @@ func (s *Server) build(ctx context.Context) error {
 		Invoker: func() workflow.Invoker { return mcpH },
 		Enqueue: platform{s}.Enqueue,
 	})
+	if s.launch.runner, err = newTaskRunner(ctx, s, svc); err != nil {
+		return err
+	}
+	authz := newOAuth(s.store, s.log, s.cfg.Now, s.BaseURL, s.MCPURL)
+	api, mcpH, err := newHandlers(s, svc, authz)
+	if err != nil {
+		return err
+	}
+	mux := api.Mux()
+	if err := web.Mount(mux, web.Config{Service: svc, Log: s.log, OAuth: authz}); err != nil {
+		return err
+	}
+	authz.Mount(mux)
+	mountContract(mux, s.store, s.log)
+	s.api = api
+	s.handler = logRequests(s.log, s.route(api))
+	return nil
+}
+
+// mailRouting is what the mail setup needs of the command's
+// configuration: the SPF mechanisms of the relays that send for hosted
+// domains, and the relay outbound mail goes through, if any.
+func mailRouting(cfg Config, host string) ([]string, service.MailRelay, error) {
+	var mailSenders []string
+	for _, r := range cfg.MailRelays {
+		m, err := service.SPFMechanism(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("mail relays: %w", err)
+		}
+		mailSenders = append(mailSenders, m)
+	}
+	if cfg.SMTPRelay == "" {
+		return mailSenders, nil, nil
+	}
+	r, err := smtpd.NewRelay(cfg.SMTPRelay, host)
+	if err != nil {
+		return nil, nil, err
+	}
+	return mailSenders, r, nil
+}
+
+// newSupervisor starts the supervisor of process and worker services and
+// says how they are isolated, loudly when they are not.
+func newSupervisor(s *Server) (*runner.Supervisor, error) {
+	appsDir := s.cfg.AppsDir
+	if appsDir == "" {
+		appsDir = appsDirFor(s.cfg.DataDir)
+	}
+	sv := s.cfg.Supervision
+	sup, err := runner.New(runner.Config{Dir: appsDir, Events: runEvents{s}, Now: s.cfg.Now,
+		RestartBase: sv.RestartBase, RestartMax: sv.RestartMax, CrashRestarts: sv.CrashRestarts, CrashWindow: sv.CrashWindow, StopGrace: sv.StopGrace,
+		Limits: s.cfg.ServiceLimits, Network: s.cfg.SandboxNetwork, AllowUnsandboxed: s.cfg.UnsandboxedServices})
+	if err != nil {
+		return nil, err
+	}
+	switch isolation, err := sup.Isolation(); {
+	case err != nil:
+		s.log.Warn("process and worker services cannot run here: their launches are refused", "missing", err.Error())
+	case !sup.Sandboxed():
+		s.log.Warn("SERVICES RUN UNSANDBOXED: --unsandboxed-services lets tenants' code share this host with no isolation; for local development only", "isolation", isolation)
+	default:
+		s.log.Info("services run sandboxed", "isolation", isolation)
+		edge.SetUpstreamDialer(runner.DialVersion)
+	}
+	return sup, nil
+}
+
+// newService builds the domain layer over the server's store, supervisor
+// and configuration.
+func newService(s *Server, z zone.ZoneConfig, relay service.MailRelay, databases service.Databases) *service.Service {
+	return service.New(service.Config{
+		Store:         s.store,
+		Now:           s.cfg.Now,
+		Log:           s.log,
+		BaseURL:       s.BaseURL,
+		Platform:      platform{s},
+		PreviewDomain: s.cfg.PreviewDomain,
+		Zone:          z,
+		Pause:         s.cfg.StepPause,
+		Quotas:        s.cfg.Quotas,
+		Prices:        s.cfg.RegistrarPrices,
+		Relay:         relay,
+		InboxBytes:    s.cfg.InboxBytes,
+		Runtime:       runtime{sup: s.sup, store: s.store, id: runnerID(s.cfg.DataDir)},
+		Databases:     databases,
+		LogLines:      s.cfg.ServiceLogLines,
+		Drain:         s.cfg.Supervision.Drain,
+	})
+}
+
+// newTaskRunner runs the durable tasks: workflows by the workflow engine,
+// the rest by the domain.
+func newTaskRunner(ctx context.Context, s *Server, svc *service.Service) (*tasks.Runner, error) {
 	work := taskWork{store: s.store, workflows: s.workflows, launches: svc.Launches, log: s.log}
-	s.launch.runner, err = tasks.New(ctx, s.store, s.cfg.DatabaseURL, work.run, tasks.Config{
+	return tasks.New(ctx, s.store, s.cfg.DatabaseURL, work.run, tasks.Config{
 		JobTimeout:      s.cfg.TaskJobTimeout,
 		MaxAttempts:     s.cfg.TaskRetries.MaxAttempts,
 		RetryBackoff:    s.cfg.TaskRetries.Backoff,
@@ -220,10 +268,10 @@ func (s *Server) build(ctx context.Context) error {
 		Log:             s.log,
 		OnGiveUp:        work.fail,
 	})
-	if err != nil {
-		return err
-	}
-	authz := newOAuth(s.store, s.log, s.cfg.Now, s.BaseURL, s.MCPURL)
+}
+
+// newHandlers builds the REST API and the MCP endpoint mounted in it.
+func newHandlers(s *Server, svc *service.Service, authz *oauth.Server) (*httpapi.Handler, *mcp.Handler, error) {
 	// The MCP endpoint dispatches tool calls to the REST handler it is
 	// mounted in, so it is built once that handler exists.
 	var mcpHandler http.Handler
@@ -248,9 +296,9 @@ func (s *Server) build(ctx context.Context) error {
 		})},
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	mcpH, err = mcp.New(mcp.Config{
+	mcpH, err := mcp.New(mcp.Config{
 		REST:           api,
 		Log:            s.log,
 		AllowedOrigins: append([]string{s.cfg.BaseURL, s.cfg.APIURL}, s.cfg.MCPAllowedOrigins...),
@@ -259,21 +307,22 @@ func (s *Server) build(ctx context.Context) error {
 		Limiter:        limiter,
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	mcpHandler = mcpH
-	mux := api.Mux()
-	if err := web.Mount(mux, web.Config{Service: svc, Log: s.log, OAuth: authz}); err != nil {
-		return err
-	}
-	authz.Mount(mux)
+	return api, mcpH, nil
+}
+
+// mountContract serves the health check and the published contract: the
+// OpenAPI document and its JSON Schemas.
+func mountContract(mux *http.ServeMux, st *store.Store, log *slog.Logger) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.store.DB().PingContext(r.Context()); err != nil {
-			httpapi.WriteError(w, r, s.log, err)
+		if err := st.DB().PingContext(r.Context()); err != nil {
+			httpapi.WriteError(w, r, log, err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"status":"ok","engine":%q,"build":%q}`+"\n", s.store.Engine(), buildID())
+		fmt.Fprintf(w, `{"status":"ok","engine":%q,"build":%q}`+"\n", st.Engine(), buildID())
 	})
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -286,9 +335,6 @@ func (s *Server) build(ctx context.Context) error {
 	})
 	schemas, _ := fs.Sub(openapi.Schemas, "schemas")
 	mux.Handle("GET /schemas/", http.StripPrefix("/schemas/", http.FileServerFS(schemas)))
-	s.api = api
-	s.handler = logRequests(s.log, s.route(api))
-	return nil
 }
 
 // Handler returns the HTTP handler, for tests that serve it themselves.

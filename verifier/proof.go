@@ -70,26 +70,53 @@ func checkSignatures(r *Report, rel *release) bool {
 	}
 	mandate.thumbprint = holder
 
+	receipts, ok := checkAttempts(r, p, mandate, issuerKeys)
+	if !ok || !checkGates(r, p, mandate, receipts) {
+		return false
+	}
+	if !r.record(CheckGatesUnique, checkGatesUnique(p), "every gate and decision is used once") {
+		return false
+	}
+	spent, err := checkSpend(p, mandate)
+	if !r.record(CheckMandateSpend, err, fmt.Sprintf("%s of 100 fake USD spent", centsText(spent))) {
+		return false
+	}
+	if rel.minted {
+		// A proof of one's own session proves what it holds; covering both
+		// scenarios is the reference release's promise.
+		return true
+	}
+	return r.record(CheckProofCoverage, checkCoverage(p), "an allowed attempt and a decided gate")
+}
+
+// checkAttempts checks each attempt's request digest and receipt, signed by
+// the issuer key the mandate names, and returns the receipts' claims.
+func checkAttempts(r *Report, p *proofDoc, mandate mandateDoc, issuerKeys *keySet) ([]object, bool) {
 	mandateSum := sha256.Sum256([]byte(p.mandate))
 	receipts := make([]object, len(p.attempts))
 	for i, a := range p.attempts {
 		label := fmt.Sprintf("attempt %d (%s): ", i, a.attemptID)
 		if !r.record(CheckRequestDigest, prefix(label, checkRequestDigest(a, p.sessionID, hex.EncodeToString(mandateSum[:]))), label+"digest recomputed") {
-			return false
+			return nil, false
 		}
 		receipt, err := verifyCompact(&r.Timing, a.receipt, typReceipt, "kid", byKID(issuerKeys, "issuer JWKS"))
 		if err == nil && receipt.header["kid"] != mandate.aud {
 			err = fmt.Errorf("receipt signed by issuer key %s but the mandate's audience is %q", jsonText(receipt.header["kid"]), mandate.aud)
 		}
 		if !r.record(CheckReceiptSig, prefix(label, err), label+"signed by issuer key "+mandate.aud) {
-			return false
+			return nil, false
 		}
 		receipts[i], err = checkReceiptClaims(receipt.payload, a, p.sessionID, mandate)
 		if !r.record(CheckReceiptClaims, prefix(label, err), label+a.outcome) {
-			return false
+			return nil, false
 		}
 	}
+	return receipts, true
+}
 
+// checkGates checks each gate was opened by an approval attempt, decided by
+// the mandate's holder for this gate, and before it expired.
+func checkGates(r *Report, p *proofDoc, mandate mandateDoc, receipts []object) bool {
 	for j, g := range p.gates {
 		label := fmt.Sprintf("gate %d (%s): ", j, g.id)
 		if !r.record(CheckGateAttempt, prefix(label, checkGateAttempt(g, p.attempts, receipts)), label+"opened by attempt "+g.attemptID) {
@@ -113,20 +140,7 @@ func checkSignatures(r *Report, rel *release) bool {
 			return false
 		}
 	}
-
-	if !r.record(CheckGatesUnique, checkGatesUnique(p), "every gate and decision is used once") {
-		return false
-	}
-	spent, err := checkSpend(p, mandate)
-	if !r.record(CheckMandateSpend, err, fmt.Sprintf("%s of 100 fake USD spent", centsText(spent))) {
-		return false
-	}
-	if rel.minted {
-		// A proof of one's own session proves what it holds; covering both
-		// scenarios is the reference release's promise.
-		return true
-	}
-	return r.record(CheckProofCoverage, checkCoverage(p), "an allowed attempt and a decided gate")
+	return true
 }
 
 func keysDetail(s *keySet) string {

@@ -48,20 +48,53 @@ func main() {
 }
 
 func run(proto, addr, host, path, caFile string, useTLS bool, conns, streams int, dur time.Duration) error {
+	clients, err := newClients(proto, addr, host, caFile, conns)
+	if err != nil {
+		return err
+	}
+	url := "https://" + host + path
+	if proto == "h1" && !useTLS {
+		url = "http://" + host + path
+	}
+	// Warm up: every connection made and one request answered.
+	for _, c := range clients {
+		if _, err := get(c, url, proto); err != nil {
+			return fmt.Errorf("first request: %w", err)
+		}
+	}
+	r := load(clients, url, proto, streams, dur)
+	all := slices.Concat(r.lat...)
+	slices.Sort(all)
+	pct := func(p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return float64(all[min(len(all)-1, int(p*float64(len(all))))].Microseconds()) / 1000
+	}
+	fmt.Printf("proto=%s reqs=%d rps=%.0f mbps=%.1f p50_ms=%.2f p99_ms=%.2f errors=%d\n",
+		proto, r.count, float64(r.count)/r.elapsed, float64(r.bytes)/r.elapsed/1e6*8, pct(0.50), pct(0.99), r.errs)
+	if r.firstErr != nil {
+		fmt.Fprintln(os.Stderr, "httpload: first error:", r.firstErr)
+	}
+	return nil
+}
+
+// newClients makes one client per connection, each with a transport of
+// its own so that each holds exactly one, all dialling addr.
+func newClients(proto, addr, host, caFile string, conns int) ([]*http.Client, error) {
 	pool := x509.NewCertPool()
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("no certificate in %s", caFile)
+			return nil, fmt.Errorf("no certificate in %s", caFile)
 		}
 	}
 	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}
-	// One transport per connection, so that each holds exactly one.
 	clients := make([]*http.Client, conns)
 	for i := range clients {
 		tc := &tls.Config{RootCAs: pool, ServerName: host}
@@ -78,36 +111,44 @@ func run(proto, addr, host, path, caFile string, useTLS bool, conns, streams int
 					return quic.DialAddrEarly(ctx, addr, tc, qc)
 				}}
 		default:
-			return fmt.Errorf("-proto %q: want h1, h2 or h3", proto)
+			return nil, fmt.Errorf("-proto %q: want h1, h2 or h3", proto)
 		}
 		clients[i] = &http.Client{Transport: rt, Timeout: 10 * time.Second}
 	}
-	url := "https://" + host + path
-	if proto == "h1" && !useTLS {
-		url = "http://" + host + path
-	}
-	get := func(c *http.Client) (int64, error) {
-		resp, err := c.Get(url)
-		if err != nil {
-			return 0, err
-		}
-		n, err := io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("status %d", resp.StatusCode)
-		}
-		if err == nil && resp.ProtoMajor != int(proto[1]-'0') {
-			err = fmt.Errorf("answered over %s", resp.Proto)
-		}
-		return n, err
-	}
-	// Warm up: every connection made and one request answered.
-	for _, c := range clients {
-		if _, err := get(c); err != nil {
-			return fmt.Errorf("first request: %w", err)
-		}
-	}
+	return clients, nil
+}
 
+// get fetches url, reads the body and refuses an answer that is not 200 or
+// came over another protocol than proto.
+func get(c *http.Client, url, proto string) (int64, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("status %d", resp.StatusCode)
+	}
+	if err == nil && resp.ProtoMajor != int(proto[1]-'0') {
+		err = fmt.Errorf("answered over %s", resp.Proto)
+	}
+	return n, err
+}
+
+// loadResult is what a run measured: each worker's latencies, and the
+// totals.
+type loadResult struct {
+	lat                [][]time.Duration
+	count, bytes, errs int64
+	firstErr           any
+	elapsed            float64 // seconds
+}
+
+// load runs streams workers per client, each fetching url one request
+// after another, for dur.
+func load(clients []*http.Client, url, proto string, streams int, dur time.Duration) loadResult {
+	conns := len(clients)
 	var count, bytes, errs atomic.Int64
 	var firstErr atomic.Value
 	lat := make([][]time.Duration, conns*streams)
@@ -119,7 +160,7 @@ func run(proto, addr, host, path, caFile string, useTLS bool, conns, streams int
 			c := clients[w%conns]
 			for time.Now().Before(stop) {
 				t0 := time.Now()
-				n, err := get(c)
+				n, err := get(c, url, proto)
 				if err != nil {
 					errs.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
@@ -132,19 +173,6 @@ func run(proto, addr, host, path, caFile string, useTLS bool, conns, streams int
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start).Seconds()
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	pct := func(p float64) float64 {
-		if len(all) == 0 {
-			return 0
-		}
-		return float64(all[min(len(all)-1, int(p*float64(len(all))))].Microseconds()) / 1000
-	}
-	fmt.Printf("proto=%s reqs=%d rps=%.0f mbps=%.1f p50_ms=%.2f p99_ms=%.2f errors=%d\n",
-		proto, count.Load(), float64(count.Load())/elapsed, float64(bytes.Load())/elapsed/1e6*8, pct(0.50), pct(0.99), errs.Load())
-	if e := firstErr.Load(); e != nil {
-		fmt.Fprintln(os.Stderr, "httpload: first error:", e)
-	}
-	return nil
+	return loadResult{lat: lat, count: count.Load(), bytes: bytes.Load(), errs: errs.Load(), firstErr: firstErr.Load(),
+		elapsed: time.Since(start).Seconds()}
 }

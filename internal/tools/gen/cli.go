@@ -145,65 +145,11 @@ func genCLI(ops []*operation) ([]byte, error) {
 }
 
 func cliSpec(op *operation, words []string) (string, error) {
-	var flags []cliFlag
-	var args []string
-	argIn := map[string]string{}
-	positional := map[string]bool{}
-	for _, a := range op.CLI.Args {
-		positional[a] = true
+	args, argIn, flags, err := cliInputs(op)
+	if err != nil {
+		return "", err
 	}
-	used := map[string]string{}
-	addFlag := func(f cliFlag) error {
-		if globalFlags[f.Flag] {
-			return fmt.Errorf("flag --%s for %s clashes with a global flag", f.Flag, f.Field)
-		}
-		if prev, ok := used[f.Flag]; ok {
-			return fmt.Errorf("flag --%s for %s collides with %s", f.Flag, f.Field, prev)
-		}
-		used[f.Flag] = f.Field
-		flags = append(flags, f)
-		return nil
-	}
-	for _, p := range op.Params {
-		if p.In == "path" || positional[p.Name] {
-			args = append(args, p.Name)
-			argIn[p.Name] = p.In
-			continue
-		}
-		if err := addFlag(cliFlag{Flag: flagName(p.Name), Field: p.Name, In: p.In, Kind: flagKind(p.Schema),
-			Usage: firstSentence(p.Description), Required: p.Required, Enum: enumOf(p.Schema)}); err != nil {
-			return "", err
-		}
-	}
-	for _, f := range op.BodyFields {
-		if positional[f.Name] {
-			args = append(args, f.Name)
-			argIn[f.Name] = "body"
-			continue
-		}
-		if err := addFlag(cliFlag{Flag: flagName(f.Name), Field: f.Name, In: "body", Kind: flagKind(f.Schema),
-			Usage: firstSentence(f.Description), Required: f.Required, Enum: enumOf(f.Schema)}); err != nil {
-			return "", err
-		}
-	}
-	for a := range positional {
-		if _, ok := argIn[a]; !ok {
-			return "", fmt.Errorf("x-cli.args names %q, which is neither a parameter nor a body field", a)
-		}
-	}
-
-	use := words[len(words)-1]
-	example := "pier " + strings.Join(words, " ")
-	for _, a := range args {
-		use += " <" + kebab(a) + ">"
-		example += " " + exampleValue(a)
-	}
-	for _, f := range flags {
-		if f.Required {
-			example += fmt.Sprintf(" --%s %s", f.Flag, exampleValue(f.Field))
-		}
-	}
-
+	use, example := cliUsage(words, args, flags)
 	var b strings.Builder
 	fmt.Fprintf(&b, "&OperationSpec{\n")
 	fmt.Fprintf(&b, "ID: %q, Method: %q, Path: %q,\n", op.ID, op.Method, op.Path)
@@ -236,6 +182,77 @@ func cliSpec(op *operation, words []string) (string, error) {
 	}
 	b.WriteString("}")
 	return b.String(), nil
+}
+
+// cliInputs splits an operation's parameters and body fields into
+// positional arguments (path parameters and those x-cli.args names), with
+// where each goes, and flags, refusing a flag that clashes with a global
+// one or another flag.
+func cliInputs(op *operation) ([]string, map[string]string, []cliFlag, error) {
+	var flags []cliFlag
+	var args []string
+	argIn := map[string]string{}
+	positional := map[string]bool{}
+	for _, a := range op.CLI.Args {
+		positional[a] = true
+	}
+	used := map[string]string{}
+	addFlag := func(f cliFlag) error {
+		if globalFlags[f.Flag] {
+			return fmt.Errorf("flag --%s for %s clashes with a global flag", f.Flag, f.Field)
+		}
+		if prev, ok := used[f.Flag]; ok {
+			return fmt.Errorf("flag --%s for %s collides with %s", f.Flag, f.Field, prev)
+		}
+		used[f.Flag] = f.Field
+		flags = append(flags, f)
+		return nil
+	}
+	for _, p := range op.Params {
+		if p.In == "path" || positional[p.Name] {
+			args = append(args, p.Name)
+			argIn[p.Name] = p.In
+			continue
+		}
+		if err := addFlag(cliFlag{Flag: flagName(p.Name), Field: p.Name, In: p.In, Kind: flagKind(p.Schema),
+			Usage: firstSentence(p.Description), Required: p.Required, Enum: enumOf(p.Schema)}); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	for _, f := range op.BodyFields {
+		if positional[f.Name] {
+			args = append(args, f.Name)
+			argIn[f.Name] = "body"
+			continue
+		}
+		if err := addFlag(cliFlag{Flag: flagName(f.Name), Field: f.Name, In: "body", Kind: flagKind(f.Schema),
+			Usage: firstSentence(f.Description), Required: f.Required, Enum: enumOf(f.Schema)}); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	for a := range positional {
+		if _, ok := argIn[a]; !ok {
+			return nil, nil, nil, fmt.Errorf("x-cli.args names %q, which is neither a parameter nor a body field", a)
+		}
+	}
+	return args, argIn, flags, nil
+}
+
+// cliUsage is a command's use line and its example, which passes every
+// argument and required flag.
+func cliUsage(words, args []string, flags []cliFlag) (use, example string) {
+	use = words[len(words)-1]
+	example = "pier " + strings.Join(words, " ")
+	for _, a := range args {
+		use += " <" + kebab(a) + ">"
+		example += " " + exampleValue(a)
+	}
+	for _, f := range flags {
+		if f.Required {
+			example += fmt.Sprintf(" --%s %s", f.Flag, exampleValue(f.Field))
+		}
+	}
+	return use, example
 }
 
 // flagName is a parameter's or body field's flag: its name in kebab-case,

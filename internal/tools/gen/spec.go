@@ -232,6 +232,20 @@ func parseOperation(spec map[string]any, path, method string, raw map[string]any
 		return nil, fmt.Errorf("%s: missing x-cli.command", op.ID)
 	}
 
+	if err := op.readParams(spec, raw); err != nil {
+		return nil, err
+	}
+	op.readBody(spec, raw)
+	op.readSuccess(spec, raw)
+	if op.SuccessStatus == 0 {
+		return nil, fmt.Errorf("%s: no 2xx response", op.ID)
+	}
+	return op, nil
+}
+
+// readParams reads the path and query parameters; the one header an
+// operation takes is Idempotency-Key, which makes it idempotent.
+func (op *operation) readParams(spec map[string]any, raw map[string]any) error {
 	for _, p := range list(raw["parameters"]) {
 		pm := resolve(spec, p)
 		name, in := str(pm["name"]), str(pm["in"])
@@ -240,7 +254,7 @@ func parseOperation(spec map[string]any, path, method string, raw map[string]any
 				op.Idempotent = true
 				continue
 			}
-			return nil, fmt.Errorf("%s: unsupported header parameter %q", op.ID, name)
+			return fmt.Errorf("%s: unsupported header parameter %q", op.ID, name)
 		}
 		required, _ := pm["required"].(bool)
 		op.Params = append(op.Params, param{
@@ -252,7 +266,11 @@ func parseOperation(spec map[string]any, path, method string, raw map[string]any
 			RawSchema:   obj(pm["schema"]),
 		})
 	}
+	return nil
+}
 
+// readBody reads the request body's media type and its top-level fields.
+func (op *operation) readBody(spec map[string]any, raw map[string]any) {
 	if rb := resolve(spec, raw["requestBody"]); rb != nil {
 		op.BodyRequired, _ = rb["required"].(bool)
 		content := obj(rb["content"])
@@ -277,7 +295,11 @@ func parseOperation(spec map[string]any, path, method string, raw map[string]any
 			}
 		}
 	}
+}
 
+// readSuccess reads the first 2xx response: its status, media type and
+// schema.
+func (op *operation) readSuccess(spec map[string]any, raw map[string]any) {
 	responses := obj(raw["responses"])
 	for _, code := range sortedKeys(responses) {
 		if len(code) != 3 || code[0] != '2' {
@@ -295,10 +317,6 @@ func parseOperation(spec map[string]any, path, method string, raw map[string]any
 		}
 		break
 	}
-	if op.SuccessStatus == 0 {
-		return nil, fmt.Errorf("%s: no 2xx response", op.ID)
-	}
-	return op, nil
 }
 
 func decodeExt(v node, out any) error {

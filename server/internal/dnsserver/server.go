@@ -418,13 +418,7 @@ func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) (*dns.Msg,
 	// rest are refused, not answered from IN data.
 	if q.Qclass != dns.ClassINET {
 		m.Rcode = dns.RcodeRefused
-		ede = dns.ExtendedErrorCodeNotSupported
-		if q.Qclass == dns.ClassCHAOS && (q.Qtype == dns.TypeTXT || q.Qtype == dns.TypeANY) {
-			switch name {
-			case "version.bind.", "version.server.", "id.server.", "hostname.bind.":
-				ede = dns.ExtendedErrorCodeProhibited // hidden, as NSD's hide-version and hide-identity
-			}
-		}
+		ede = classRefusal(q, name)
 		return m, nil, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -448,27 +442,7 @@ func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) (*dns.Msg,
 		return nil, nil, nil
 	}
 	m.Authoritative = true
-	var soa *dns.SOA
-	var found []dns.RR
-	nameExists := false
-	for _, rr := range rrs {
-		h := rr.Header()
-		if r, ok := rr.(*dns.SOA); ok {
-			soa = r
-		}
-		if !strings.EqualFold(h.Name, name) {
-			// An empty non-terminal, a name with names below it and no
-			// records of its own, exists (RFC 8020).
-			if !nameExists && dns.IsSubDomain(name, strings.ToLower(h.Name)) {
-				nameExists = true
-			}
-			continue
-		}
-		nameExists = true
-		if h.Rrtype == q.Qtype {
-			found = append(found, rr)
-		}
-	}
+	found, soa, nameExists := lookup(rrs, name, q.Qtype)
 	if q.Qtype == dns.TypeANY && nameExists {
 		// RFC 8482: a minimal answer, one synthesized HINFO, instead of
 		// every record the name has.
@@ -488,21 +462,64 @@ func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) (*dns.Msg,
 		neg.Hdr.Ttl = min(soa.Hdr.Ttl, soa.Minttl)
 		return m, []rrset{{secAuthority, []dns.RR{neg}}}, z
 	}
-	sets := []rrset{{secAnswer, found}}
-	// The zone's NS with every positive answer but an NS one, and the
-	// in-zone addresses of the names both name, as NSD answers.
-	if q.Qtype != dns.TypeNS {
-		var ns []dns.RR
-		for _, rr := range rrs {
-			if rr.Header().Rrtype == dns.TypeNS && strings.EqualFold(rr.Header().Name, apex) {
-				ns = append(ns, rr)
-			}
-		}
-		if len(ns) > 0 {
-			sets = append(sets, rrset{secOptAuthority, ns})
+	return m, glue(rrs, positiveSets(rrs, found, apex, q.Qtype), v6Of(w)), z
+}
+
+// classRefusal is the extended error of a refused query of a class other
+// than IN: not supported, or prohibited for the CHAOS names that would
+// tell the server's version and identity (hidden, as NSD's hide-version
+// and hide-identity).
+func classRefusal(q dns.Question, name string) uint16 {
+	if q.Qclass == dns.ClassCHAOS && (q.Qtype == dns.TypeTXT || q.Qtype == dns.TypeANY) {
+		switch name {
+		case "version.bind.", "version.server.", "id.server.", "hostname.bind.":
+			return dns.ExtendedErrorCodeProhibited
 		}
 	}
-	return m, glue(rrs, sets, v6Of(w)), z
+	return dns.ExtendedErrorCodeNotSupported
+}
+
+// lookup finds the zone's records of name and type, its SOA, and whether
+// name exists: with records of its own, or as an empty non-terminal, a
+// name with names below it and no records of its own (RFC 8020).
+func lookup(rrs []dns.RR, name string, qtype uint16) (found []dns.RR, soa *dns.SOA, nameExists bool) {
+	for _, rr := range rrs {
+		h := rr.Header()
+		if r, ok := rr.(*dns.SOA); ok {
+			soa = r
+		}
+		if !strings.EqualFold(h.Name, name) {
+			if !nameExists && dns.IsSubDomain(name, strings.ToLower(h.Name)) {
+				nameExists = true
+			}
+			continue
+		}
+		nameExists = true
+		if h.Rrtype == qtype {
+			found = append(found, rr)
+		}
+	}
+	return found, soa, nameExists
+}
+
+// positiveSets are the RRsets of a positive answer: the records found, and
+// the zone's NS with every answer but an NS one, as NSD answers (glue
+// then adds the in-zone addresses of the names both name).
+func positiveSets(rrs, found []dns.RR, apex string, qtype uint16) []rrset {
+	sets := []rrset{{secAnswer, found}}
+	if qtype == dns.TypeNS {
+		return sets
+	}
+	var ns []dns.RR
+	for _, rr := range rrs {
+		if rr.Header().Rrtype == dns.TypeNS && strings.EqualFold(rr.Header().Name, apex) {
+			ns = append(ns, rr)
+		}
+	}
+	if len(ns) > 0 {
+		sets = append(sets, rrset{secOptAuthority, ns})
+	}
+	return sets
 }
 
 const noEDE = 0xffff

@@ -98,117 +98,144 @@ const (
 // arrive) or, from clients that send only JSON, base64. Each is checked
 // as it comes and stored in groups; a refusal stores what came before it.
 func (o bundleRoutes) UploadBlobs(ctx context.Context, req api.UploadBlobsRequestObject) (api.UploadBlobsResponseObject, error) {
-	p := auth.FromContext(ctx)
-	out := models.BlobBatch{Blobs: []models.Blob{}}
-	var group []store.BlobContent
-	var groupBytes int
-	flush := func() error {
-		if len(group) == 0 {
-			return nil
-		}
-		// A client gone mid-body cancels the request's context, and what
-		// fully arrived before is still to be kept.
-		blobs, err := o.svc.Bundles.PutBlobs(context.WithoutCancel(ctx), p, group)
-		if err != nil {
-			return err
-		}
-		for _, b := range blobs {
-			out.Blobs = append(out.Blobs, b)
-			out.Bytes += b.Size
-			if !b.AlreadyUploaded {
-				out.NewBlobs++
-			}
-		}
-		group, groupBytes = group[:0], 0
-		return nil
-	}
-	// add takes content i, named field in a refusal: body.i framed,
-	// body.blobs.i in JSON.
-	add := func(field string, i int, sha string, data []byte) error {
-		if err := batchCount(i); err != nil {
-			return err
-		}
-		if err := service.CheckBlob(field, sha, data); err != nil {
-			return err
-		}
-		group = append(group, store.BlobContent{SHA256: sha, Data: data})
-		groupBytes += len(data)
-		if len(group) >= batchGroup || groupBytes >= batchGroupBytes {
-			return flush()
-		}
-		return nil
-	}
-	// refused stores what came before a refusal and says so.
-	refused := func(err error) error {
-		if ferr := flush(); ferr != nil {
-			return ferr
-		}
-		var e *apierr.Error
-		if !errors.As(err, &e) {
-			return err
-		}
-		e.Message = fmt.Sprintf("%s; the %d contents before it are stored, none after it was read", e.Message, len(out.Blobs))
-		if len(e.Actions) == 0 {
-			e = e.WithActions(actions.ToolNeeding("find_missing_blobs", "agent", nil, "projectId", "manifest"))
-		}
-		return e
-	}
+	b := &blobBatch{ctx: ctx, svc: o.svc, p: auth.FromContext(ctx), out: models.BlobBatch{Blobs: []models.Blob{}}}
 	switch {
 	case req.Body != nil:
-		br := bufio.NewReaderSize(req.Body, 64<<10)
-		// read is how much of the body the contents so far took: a content
-		// announced larger than what the body limit leaves is refused
-		// before any of it is read or allocated.
-		var read int64
-		for i := 0; ; i++ {
-			sha, size, n, err := readFrameHeader(br, i)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return nil, refused(err)
-			}
-			read += int64(n)
-			if err := batchCount(i); err != nil {
-				return nil, refused(err)
-			}
-			if left := batchBodyLimit - read; int64(size) > left {
-				return nil, refused(apierr.Newf("input:body_too_large", "content %d announces %d bytes, more than the %d left of the %d-byte body; send it in another batch, or alone with upload_blob", i, size, max(left, 0), batchBodyLimit).
-					WithDetails(models.FieldProblem{Field: fmt.Sprintf("body.%d", i), Problem: fmt.Sprintf("past %d bytes of body", batchBodyLimit)}))
-			}
-			read += int64(size)
-			data := make([]byte, size)
-			if _, err := io.ReadFull(br, data); err != nil {
-				return nil, refused(bodyError(err, i, fmt.Sprintf("the body ended within content %d, %d bytes announced; nothing of it was stored", i, size)))
-			}
-			if err := add(fmt.Sprintf("body.%d", i), i, sha, data); err != nil {
-				return nil, refused(err)
-			}
+		if err := b.readFramed(req.Body); err != nil {
+			return nil, b.refused(err)
 		}
 	case req.JSONBody != nil:
-		for i, b := range req.JSONBody.Blobs {
-			data, err := base64.StdEncoding.DecodeString(b.ContentBase64)
-			if err != nil {
-				return nil, refused(apierr.New("input:invalid", "contentBase64 is not standard base64").
-					WithDetails(models.FieldProblem{Field: fmt.Sprintf("body.blobs.%d.contentBase64", i), Problem: "not standard base64"}))
-			}
-			if err := add(fmt.Sprintf("body.blobs.%d", i), i, b.Sha256, data); err != nil {
-				return nil, refused(err)
-			}
+		if err := b.readJSON(req.JSONBody); err != nil {
+			return nil, b.refused(err)
 		}
 	default:
 		return nil, apierr.New("input:unsupported_media_type", "send the contents framed as Content-Type: application/octet-stream, or as JSON {blobs: [{sha256, contentBase64}]}")
 	}
-	if err := flush(); err != nil {
+	if err := b.flush(); err != nil {
 		return nil, err
 	}
-	if len(out.Blobs) == 0 {
+	if len(b.out.Blobs) == 0 {
 		return nil, apierr.New("input:invalid", "the body holds no content",
 			actions.ToolNeeding("find_missing_blobs", "agent", nil, "projectId", "manifest")).
 			WithDetails(models.FieldProblem{Field: "body", Problem: "empty"})
 	}
 	next := actions.ToolNeeding("upload_assets", "agent", nil, "manifest")
-	return api.UploadBlobs200JSONResponse{Data: out, Actions: []models.Action{next}, FormatVersion: FormatVersion}, nil
+	return api.UploadBlobs200JSONResponse{Data: b.out, Actions: []models.Action{next}, FormatVersion: FormatVersion}, nil
+}
+
+// blobBatch is an upload_blobs request under way: the contents read and
+// not yet stored, stored a group at a time, and what was stored.
+type blobBatch struct {
+	ctx        context.Context
+	svc        *service.Service
+	p          *auth.Principal
+	out        models.BlobBatch
+	group      []store.BlobContent
+	groupBytes int
+}
+
+// flush stores the group read so far.
+func (b *blobBatch) flush() error {
+	if len(b.group) == 0 {
+		return nil
+	}
+	// A client gone mid-body cancels the request's context, and what
+	// fully arrived before is still to be kept.
+	blobs, err := b.svc.Bundles.PutBlobs(context.WithoutCancel(b.ctx), b.p, b.group)
+	if err != nil {
+		return err
+	}
+	for _, bl := range blobs {
+		b.out.Blobs = append(b.out.Blobs, bl)
+		b.out.Bytes += bl.Size
+		if !bl.AlreadyUploaded {
+			b.out.NewBlobs++
+		}
+	}
+	b.group, b.groupBytes = b.group[:0], 0
+	return nil
+}
+
+// add takes content i, named field in a refusal: body.i framed,
+// body.blobs.i in JSON.
+func (b *blobBatch) add(field string, i int, sha string, data []byte) error {
+	if err := batchCount(i); err != nil {
+		return err
+	}
+	if err := service.CheckBlob(field, sha, data); err != nil {
+		return err
+	}
+	b.group = append(b.group, store.BlobContent{SHA256: sha, Data: data})
+	b.groupBytes += len(data)
+	if len(b.group) >= batchGroup || b.groupBytes >= batchGroupBytes {
+		return b.flush()
+	}
+	return nil
+}
+
+// refused stores what came before a refusal and says so.
+func (b *blobBatch) refused(err error) error {
+	if ferr := b.flush(); ferr != nil {
+		return ferr
+	}
+	var e *apierr.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	e.Message = fmt.Sprintf("%s; the %d contents before it are stored, none after it was read", e.Message, len(b.out.Blobs))
+	if len(e.Actions) == 0 {
+		e = e.WithActions(actions.ToolNeeding("find_missing_blobs", "agent", nil, "projectId", "manifest"))
+	}
+	return e
+}
+
+// readFramed adds the contents of a framed body.
+func (b *blobBatch) readFramed(body io.Reader) error {
+	br := bufio.NewReaderSize(body, 64<<10)
+	// read is how much of the body the contents so far took: a content
+	// announced larger than what the body limit leaves is refused before
+	// any of it is read or allocated.
+	var read int64
+	for i := 0; ; i++ {
+		sha, size, n, err := readFrameHeader(br, i)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		read += int64(n)
+		if err := batchCount(i); err != nil {
+			return err
+		}
+		if left := batchBodyLimit - read; int64(size) > left {
+			return apierr.Newf("input:body_too_large", "content %d announces %d bytes, more than the %d left of the %d-byte body; send it in another batch, or alone with upload_blob", i, size, max(left, 0), batchBodyLimit).
+				WithDetails(models.FieldProblem{Field: fmt.Sprintf("body.%d", i), Problem: fmt.Sprintf("past %d bytes of body", batchBodyLimit)})
+		}
+		read += int64(size)
+		data := make([]byte, size)
+		if _, err := io.ReadFull(br, data); err != nil {
+			return bodyError(err, i, fmt.Sprintf("the body ended within content %d, %d bytes announced; nothing of it was stored", i, size))
+		}
+		if err := b.add(fmt.Sprintf("body.%d", i), i, sha, data); err != nil {
+			return err
+		}
+	}
+}
+
+// readJSON adds the contents of a JSON body.
+func (b *blobBatch) readJSON(body *models.UploadBlobsRequest) error {
+	for i, bl := range body.Blobs {
+		data, err := base64.StdEncoding.DecodeString(bl.ContentBase64)
+		if err != nil {
+			return apierr.New("input:invalid", "contentBase64 is not standard base64").
+				WithDetails(models.FieldProblem{Field: fmt.Sprintf("body.blobs.%d.contentBase64", i), Problem: "not standard base64"})
+		}
+		if err := b.add(fmt.Sprintf("body.blobs.%d", i), i, bl.Sha256, data); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // batchBodyLimit is upload_blobs' body limit (x-body-limit).

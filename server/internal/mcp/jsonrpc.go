@@ -92,81 +92,92 @@ func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body 
 		writeParseError(w)
 		return nil
 	}
-	var out [][]byte
-	batch := body[0] == '['
-	if batch {
-		if int64(len(body)) > h.maxBatchB {
-			return apierr.Newf("input:body_too_large", "a batch may hold at most %d bytes; send its messages in smaller batches or one by one", h.maxBatchB)
-		}
-		var raws []json.RawMessage
-		if json.Unmarshal(body, &raws) != nil || len(raws) == 0 {
-			return notJSONRPC("a batch must hold at least one message")
-		}
-		if len(raws) > h.maxBatch {
-			return apierr.Newf("input:invalid", "a batch may hold at most %d messages; this one holds %d", h.maxBatch, len(raws)).
-				WithDetails(models.FieldProblem{Field: "body", Problem: fmt.Sprintf("more than %d messages", h.maxBatch)})
-		}
-		// A batch that needs credentials it lacks is refused whole, before
-		// any of it runs.
-		if header.Get("Authorization") == "" {
-			for _, raw := range raws {
-				if h.needsCredentials(raw) {
-					return h.credentialsRequired()
-				}
-			}
-		}
-		for _, raw := range raws {
-			// Every entry is charged to the caller's bucket, as a single
-			// message is.
-			if secs, ok := h.allow(c); !ok {
-				out = append(out, errorResponse(messageID(raw), codeRateLimited, fmt.Sprintf("rate limited: retry in %d s", secs)))
-				continue
-			}
-			resp, invalid, _ := h.handleMessage(ctx, raw, header, c)
-			if invalid != "" {
-				resp = errorResponse(nil, codeInvalidRequest, invalid)
-			}
-			if resp != nil {
-				out = append(out, resp)
-			}
-		}
-	} else {
-		if secs, ok := h.allow(c); !ok {
-			e := apierr.Newf("rate:limited", "rate limit for MCP messages exhausted; retry in %d s", secs).
-				WithActions(actions.Retry("mcp", "agent", nil, secs))
-			e.RetryAfterSeconds = secs
+	if body[0] == '[' {
+		out, e := h.runBatch(ctx, body, header, c)
+		if e != nil {
 			return e
 		}
-		resp, invalid, unauthenticated := h.handleMessage(ctx, body, header, c)
-		if unauthenticated {
-			return h.credentialsRequired()
+		writeBatch(w, out)
+		return nil
+	}
+	if secs, ok := h.allow(c); !ok {
+		e := apierr.Newf("rate:limited", "rate limit for MCP messages exhausted; retry in %d s", secs).
+			WithActions(actions.Retry("mcp", "agent", nil, secs))
+		e.RetryAfterSeconds = secs
+		return e
+	}
+	resp, invalid, unauthenticated := h.handleMessage(ctx, body, header, c)
+	if unauthenticated {
+		return h.credentialsRequired()
+	}
+	if invalid != "" {
+		if single && !json.Valid(body) {
+			writeParseError(w)
+			return nil
 		}
-		if invalid != "" {
-			if single && !json.Valid(body) {
-				writeParseError(w)
-				return nil
+		return notJSONRPC(invalid)
+	}
+	if resp == nil {
+		w.WriteHeader(http.StatusAccepted)
+		return nil
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(resp)+1))
+	w.WriteHeader(http.StatusOK)
+	b := append(resp, '\n')
+	w.Write(b)
+	if cap(b) <= maxPooledAnswer {
+		answerBufs.Put(&b)
+	}
+	return nil
+}
+
+// runBatch runs a batch's messages in order, each charged to the caller's
+// bucket as a single message is, and returns their answers. A batch too
+// large, empty, or needing credentials it lacks is refused whole, before
+// any of it runs.
+func (h *Handler) runBatch(ctx context.Context, body []byte, header http.Header, c caller) ([][]byte, *apierr.Error) {
+	if int64(len(body)) > h.maxBatchB {
+		return nil, apierr.Newf("input:body_too_large", "a batch may hold at most %d bytes; send its messages in smaller batches or one by one", h.maxBatchB)
+	}
+	var raws []json.RawMessage
+	if json.Unmarshal(body, &raws) != nil || len(raws) == 0 {
+		return nil, notJSONRPC("a batch must hold at least one message")
+	}
+	if len(raws) > h.maxBatch {
+		return nil, apierr.Newf("input:invalid", "a batch may hold at most %d messages; this one holds %d", h.maxBatch, len(raws)).
+			WithDetails(models.FieldProblem{Field: "body", Problem: fmt.Sprintf("more than %d messages", h.maxBatch)})
+	}
+	if header.Get("Authorization") == "" {
+		for _, raw := range raws {
+			if h.needsCredentials(raw) {
+				return nil, h.credentialsRequired()
 			}
-			return notJSONRPC(invalid)
+		}
+	}
+	var out [][]byte
+	for _, raw := range raws {
+		if secs, ok := h.allow(c); !ok {
+			out = append(out, errorResponse(messageID(raw), codeRateLimited, fmt.Sprintf("rate limited: retry in %d s", secs)))
+			continue
+		}
+		resp, invalid, _ := h.handleMessage(ctx, raw, header, c)
+		if invalid != "" {
+			resp = errorResponse(nil, codeInvalidRequest, invalid)
 		}
 		if resp != nil {
 			out = append(out, resp)
 		}
 	}
+	return out, nil
+}
 
+// writeBatch writes a batch's answers as one JSON array, or 202 when
+// there are none.
+func writeBatch(w http.ResponseWriter, out [][]byte) {
 	if len(out) == 0 {
 		w.WriteHeader(http.StatusAccepted)
-		return nil
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if !batch {
-		w.Header().Set("Content-Length", strconv.Itoa(len(out[0])+1))
-		w.WriteHeader(http.StatusOK)
-		b := append(out[0], '\n')
-		w.Write(b)
-		if cap(b) <= maxPooledAnswer {
-			answerBufs.Put(&b)
-		}
-		return nil
+		return
 	}
 	var buf bytes.Buffer
 	buf.WriteByte('[')
@@ -177,10 +188,10 @@ func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body 
 		buf.Write(r)
 	}
 	buf.WriteString("]\n")
+	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(http.StatusOK)
 	w.Write(buf.Bytes())
-	return nil
 }
 
 // writeParseError answers a body that is not JSON: JSON-RPC 2.0 §5.1's

@@ -479,6 +479,35 @@ func (p *proc) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := p.makeDir(); err != nil {
+		return err
+	}
+	p.uid = os.Getuid()
+	if sb := p.s.sb; sb != nil {
+		if err := p.takeSlot(sb); err != nil {
+			return err
+		}
+	}
+	if p.spec.Materialize != nil {
+		if err := p.spec.Materialize(ctx, p.dir); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return fmt.Errorf("runner: the version's files are larger than its disk limit of %d MiB", p.s.cfg.Limits.DiskBytes>>20)
+			}
+			return fmt.Errorf("runner: writing the version's files: %w", err)
+		}
+	}
+	if err := p.handOver(); err != nil {
+		return err
+	}
+	p.system("starting version %d: %s (%s)", p.spec.Version, p.spec.Command, isolation)
+	if err := p.startOnce(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// makeDir makes the version's directory afresh.
+func (p *proc) makeDir() error {
 	dir := filepath.Join(p.s.cfg.Dir, p.spec.ServiceID, fmt.Sprintf("v%d", p.spec.Version))
 	unmountAppDir(dir) // a tmpfs a crashed Pier left
 	if err := os.RemoveAll(dir); err != nil {
@@ -491,45 +520,48 @@ func (p *proc) prepare(ctx context.Context) error {
 		return err
 	}
 	p.dir = dir
-	p.uid = os.Getuid()
-	if sb := p.s.sb; sb != nil {
-		sl, err := sb.slots.acquire(fmt.Sprintf("%s v%d pid %d", p.spec.ServiceID, p.spec.Version, os.Getpid()))
+	return nil
+}
+
+// takeSlot sets the version up in a sandbox slot: its user, its network
+// (without egress when the spec says so), its disk, and the forwarders to
+// the host services it uses.
+func (p *proc) takeSlot(sb *sandbox) error {
+	sl, err := sb.slots.acquire(fmt.Sprintf("%s v%d pid %d", p.spec.ServiceID, p.spec.Version, os.Getpid()))
+	if err != nil {
+		return err
+	}
+	p.slot, p.sandboxed = sl, true
+	p.uid = sb.uid(sl)
+	sb.cleanSlot(sl) // what a crashed holder left
+	if err := sb.netUp(sl); err != nil {
+		return err
+	}
+	if p.spec.NoEgress {
+		_, guest := sb.addrs(sl)
+		if err := nftElement(true, "no_egress", guest.String()); err != nil {
+			return err
+		}
+	}
+	if err := mountAppDir(p.dir, p.uid, p.s.cfg.Limits.DiskBytes); err != nil {
+		return err
+	}
+	p.hostEnv = map[string]string{}
+	for _, hs := range p.spec.HostServices {
+		f, addr, err := sb.openHostService(sl, hs)
 		if err != nil {
 			return err
 		}
-		p.slot, p.sandboxed = sl, true
-		p.uid = sb.uid(sl)
-		sb.cleanSlot(sl) // what a crashed holder left
-		if err := sb.netUp(sl); err != nil {
-			return err
-		}
-		if p.spec.NoEgress {
-			_, guest := sb.addrs(sl)
-			if err := nftElement(true, "no_egress", guest.String()); err != nil {
-				return err
-			}
-		}
-		if err := mountAppDir(p.dir, p.uid, p.s.cfg.Limits.DiskBytes); err != nil {
-			return err
-		}
-		p.hostEnv = map[string]string{}
-		for _, hs := range p.spec.HostServices {
-			f, addr, err := sb.openHostService(sl, hs)
-			if err != nil {
-				return err
-			}
-			p.forwarders = append(p.forwarders, f)
-			p.hostEnv[hs.Env] = hs.Value(addr)
-		}
+		p.forwarders = append(p.forwarders, f)
+		p.hostEnv[hs.Env] = hs.Value(addr)
 	}
-	if p.spec.Materialize != nil {
-		if err := p.spec.Materialize(ctx, p.dir); err != nil {
-			if errors.Is(err, syscall.ENOSPC) {
-				return fmt.Errorf("runner: the version's files are larger than its disk limit of %d MiB", p.s.cfg.Limits.DiskBytes>>20)
-			}
-			return fmt.Errorf("runner: writing the version's files: %w", err)
-		}
-	}
+	return nil
+}
+
+// handOver gives the version's files to its user and picks its port: the
+// app port inside a sandbox, whose bundle it writes, or a free one on the
+// host.
+func (p *proc) handOver() error {
 	if p.sandboxed {
 		if err := chownTree(p.dir, p.uid); err != nil {
 			return err
@@ -537,26 +569,19 @@ func (p *proc) prepare(ctx context.Context) error {
 		if !p.spec.Worker {
 			p.port = AppPort
 		}
-		if err := writeBundle(p.bundleDir(), p.s.sb.spec(p.slot, p)); err != nil {
+		return writeBundle(p.bundleDir(), p.s.sb.spec(p.slot, p))
+	}
+	if p.s.root {
+		if err := chownTree(p.dir, p.uid); err != nil {
 			return err
 		}
-	} else {
-		if p.s.root {
-			if err := chownTree(p.dir, p.uid); err != nil {
-				return err
-			}
-		}
-		if !p.spec.Worker {
-			port, err := freePort()
-			if err != nil {
-				return err
-			}
-			p.port = port
-		}
 	}
-	p.system("starting version %d: %s (%s)", p.spec.Version, p.spec.Command, isolation)
-	if err := p.startOnce(); err != nil {
-		return err
+	if !p.spec.Worker {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		p.port = port
 	}
 	return nil
 }

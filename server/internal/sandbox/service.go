@@ -267,32 +267,16 @@ func (s *Service) Attempt(ctx context.Context, id, authorization, scenario strin
 		e.Actions = []models.Action{mustManual("create_key")}
 		return nil, e
 	}
-	var amount int64
-	switch scenario {
-	case sandboxproof.ScenarioAllowed:
-		amount = sandboxproof.AllowedAmountMicroUSD
-	case sandboxproof.ScenarioApproval:
-		amount = sandboxproof.ApprovalAmountMicroUSD
-	default:
-		return nil, apierr.Newf("input:invalid", "scenario must be allowed or approval, not %q", scenario)
+	amount, err := attemptAmount(scenario)
+	if err != nil {
+		return nil, err
 	}
 	l := s.links()
 	res := &AttemptResult{SessionID: id, Amount: amount}
 	err = s.st.Sandbox().InSession(ctx, id, func(tx *store.SandboxTx, sess *store.SandboxSession) error {
 		now := s.now().UTC()
-		switch {
-		case sess.MandateJWS == "":
-			return apierr.New("conflict:state", "the holder has not registered a mandate for this session yet; attempts need one",
-				asActions(l.fetchIssuerKey(), l.registerMandate(id))...)
-		case sess.ProofID != "":
-			return apierr.New("conflict:state", "this session is proven and takes no more attempts; start a new session",
-				asActions(l.readProof(sess.ProofID))...)
-		case !now.Before(sess.MandateExpiresAt):
-			return apierr.New("conflict:expired", "the session's mandate expired at "+sandboxproof.FormatTime(sess.MandateExpiresAt)+"; start a new session",
-				asActions(stop("done"))...)
-		case sess.AttemptCount >= MaxAttempts:
-			return apierr.New("conflict:state", fmt.Sprintf("a session takes at most %d attempts; start a new session", MaxAttempts),
-				asActions(stop("done"))...)
+		if err := l.attemptRefused(id, sess, now); err != nil {
+			return err
 		}
 		released, err := tx.ExpireGates(ctx, id, now.Truncate(time.Second))
 		if err != nil {
@@ -303,43 +287,11 @@ func (s *Service) Attempt(ctx context.Context, id, authorization, scenario strin
 			return apierr.New("budget:insufficient", fmt.Sprintf("the mandate has %s USD of fake money left and this attempt needs %s USD",
 				usdText(sess.BudgetMicro-committed), usdText(amount)), asActions(l.readSession(id), stop("done"))...)
 		}
-		attemptID, err := sandboxproof.NewID(sandboxproof.PrefixAttempt)
+		row, gateRow, err := s.issueAttempt(id, scenario, amount, sess, now)
 		if err != nil {
-			return apierr.Internal(err)
+			return err
 		}
-		var params *sandboxproof.GateParams
-		if scenario == sandboxproof.ScenarioApproval {
-			p, err := sandboxproof.NewGateParams(now)
-			if err != nil {
-				return apierr.Internal(err)
-			}
-			params = &p
-		}
-		att, gate, err := sandboxproof.IssueAttempt(s.keys.Issuer, sandboxproof.AttemptRequest{
-			SessionID: id, AttemptID: attemptID, Scenario: scenario, AmountMicroUSD: amount, Mandate: sess.MandateJWS,
-		}, now, params)
-		if errors.Is(err, sandboxproof.ErrExpired) {
-			return apierr.New("conflict:expired", "the session's mandate has expired; start a new session", asActions(stop("done"))...)
-		}
-		if err != nil {
-			return apierr.Internal(err)
-		}
-		seq := sess.AttemptCount + 1
-		row := store.SandboxAttempt{
-			ID: attemptID, SessionID: id, Seq: seq, Scenario: scenario, AmountMicro: amount,
-			RequestDigest: att.RequestDigest, Outcome: att.Outcome, Receipt: att.Receipt, CreatedAt: now,
-		}
-		var gateRow *store.SandboxGate
-		if gate != nil {
-			expires, err := time.Parse(time.RFC3339, gate.ExpiresAt)
-			if err != nil {
-				return apierr.Internal(err)
-			}
-			gateRow = &store.SandboxGate{
-				ID: gate.ID, SessionID: id, AttemptID: attemptID, Seq: seq, RequestDigest: gate.RequestDigest,
-				Nonce: gate.Nonce, ExpiresText: gate.ExpiresAt, ExpiresAt: expires, State: store.GateOpen,
-			}
-		}
+		seq := row.Seq
 		if err := tx.InsertAttempt(ctx, row, gateRow); err != nil {
 			return apierr.Internal(err)
 		}
@@ -353,7 +305,7 @@ func (s *Service) Attempt(ctx context.Context, id, authorization, scenario strin
 		}
 		res.Attempt = attemptView(row)
 		res.BudgetRemaining = sess.BudgetMicro - committed
-		if gate != nil {
+		if gateRow != nil {
 			g := gateView(*gateRow)
 			res.Gate = &g
 		}
@@ -371,6 +323,80 @@ func (s *Service) Attempt(ctx context.Context, id, authorization, scenario strin
 		res.Actions = asActions(l.attempt(id), l.readSession(id))
 	}
 	return res, nil
+}
+
+// attemptAmount is what an attempt of the scenario charges, micro-USD.
+func attemptAmount(scenario string) (int64, error) {
+	switch scenario {
+	case sandboxproof.ScenarioAllowed:
+		return sandboxproof.AllowedAmountMicroUSD, nil
+	case sandboxproof.ScenarioApproval:
+		return sandboxproof.ApprovalAmountMicroUSD, nil
+	}
+	return 0, apierr.Newf("input:invalid", "scenario must be allowed or approval, not %q", scenario)
+}
+
+// attemptRefused is why a session takes no attempt now: no mandate yet,
+// already proven, its mandate expired, or its attempts used up.
+func (l links) attemptRefused(id string, sess *store.SandboxSession, now time.Time) error {
+	switch {
+	case sess.MandateJWS == "":
+		return apierr.New("conflict:state", "the holder has not registered a mandate for this session yet; attempts need one",
+			asActions(l.fetchIssuerKey(), l.registerMandate(id))...)
+	case sess.ProofID != "":
+		return apierr.New("conflict:state", "this session is proven and takes no more attempts; start a new session",
+			asActions(l.readProof(sess.ProofID))...)
+	case !now.Before(sess.MandateExpiresAt):
+		return apierr.New("conflict:expired", "the session's mandate expired at "+sandboxproof.FormatTime(sess.MandateExpiresAt)+"; start a new session",
+			asActions(stop("done"))...)
+	case sess.AttemptCount >= MaxAttempts:
+		return apierr.New("conflict:state", fmt.Sprintf("a session takes at most %d attempts; start a new session", MaxAttempts),
+			asActions(stop("done"))...)
+	}
+	return nil
+}
+
+// issueAttempt has the issuer sign an attempt's receipt, and for an
+// approval its gate, as the rows to store.
+func (s *Service) issueAttempt(id, scenario string, amount int64, sess *store.SandboxSession, now time.Time) (store.SandboxAttempt, *store.SandboxGate, error) {
+	attemptID, err := sandboxproof.NewID(sandboxproof.PrefixAttempt)
+	if err != nil {
+		return store.SandboxAttempt{}, nil, apierr.Internal(err)
+	}
+	var params *sandboxproof.GateParams
+	if scenario == sandboxproof.ScenarioApproval {
+		p, err := sandboxproof.NewGateParams(now)
+		if err != nil {
+			return store.SandboxAttempt{}, nil, apierr.Internal(err)
+		}
+		params = &p
+	}
+	att, gate, err := sandboxproof.IssueAttempt(s.keys.Issuer, sandboxproof.AttemptRequest{
+		SessionID: id, AttemptID: attemptID, Scenario: scenario, AmountMicroUSD: amount, Mandate: sess.MandateJWS,
+	}, now, params)
+	if errors.Is(err, sandboxproof.ErrExpired) {
+		return store.SandboxAttempt{}, nil, apierr.New("conflict:expired", "the session's mandate has expired; start a new session", asActions(stop("done"))...)
+	}
+	if err != nil {
+		return store.SandboxAttempt{}, nil, apierr.Internal(err)
+	}
+	seq := sess.AttemptCount + 1
+	row := store.SandboxAttempt{
+		ID: attemptID, SessionID: id, Seq: seq, Scenario: scenario, AmountMicro: amount,
+		RequestDigest: att.RequestDigest, Outcome: att.Outcome, Receipt: att.Receipt, CreatedAt: now,
+	}
+	var gateRow *store.SandboxGate
+	if gate != nil {
+		expires, err := time.Parse(time.RFC3339, gate.ExpiresAt)
+		if err != nil {
+			return store.SandboxAttempt{}, nil, apierr.Internal(err)
+		}
+		gateRow = &store.SandboxGate{
+			ID: gate.ID, SessionID: id, AttemptID: attemptID, Seq: seq, RequestDigest: gate.RequestDigest,
+			Nonce: gate.Nonce, ExpiresText: gate.ExpiresAt, ExpiresAt: expires, State: store.GateOpen,
+		}
+	}
+	return row, gateRow, nil
 }
 
 // DecisionResult is a decided gate.
@@ -422,39 +448,19 @@ func (s *Service) Decide(ctx context.Context, id, gateID, jws string) (*Decision
 		if err != nil {
 			return apierr.Internal(err)
 		}
-		gates, err := tx.Gates(ctx, id)
+		current, err := currentGate(ctx, tx, id, g)
 		if err != nil {
 			return apierr.Internal(err)
 		}
-		current := g
-		for _, x := range gates {
-			if x.ID == g.ID {
-				current = x
-			}
-		}
 		if !won {
-			if current.State == store.GateDecided {
-				return apierr.New("conflict:gate_decided", fmt.Sprintf("gate %s was already decided (%s at %s); the first valid decision wins",
-					g.ID, current.DecidedOutcome, sandboxproof.FormatTime(current.DecidedAt)), asActions(l.readSession(id))...)
-			}
-			return apierr.New("conflict:expired", "gate "+g.ID+" expired at "+g.ExpiresText+" without a decision; the agent may attempt again",
-				asActions(l.attempt(id), l.readSession(id))...)
+			return l.lostDecision(id, g, current)
 		}
 		committed := sess.CommittedMicro
 		if d.Outcome == sandboxproof.DecisionDenied {
-			attempts, err := tx.Attempts(ctx, id)
-			if err != nil {
-				return apierr.Internal(err)
-			}
-			for _, a := range attempts {
-				if a.ID == g.AttemptID {
-					res.Released = a.AmountMicro
-				}
+			if res.Released, err = releaseDenied(ctx, tx, id, sess, g); err != nil {
+				return err
 			}
 			committed -= res.Released
-			if err := tx.SetBudget(ctx, id, committed, sess.AttemptCount); err != nil {
-				return apierr.Internal(err)
-			}
 		}
 		res.ProofID, err = s.mintIfReady(ctx, tx, sess, now)
 		if err != nil {
@@ -476,6 +482,51 @@ func (s *Service) Decide(ctx context.Context, id, gateID, jws string) (*Decision
 		res.Actions = asActions(l.attempt(id))
 	}
 	return res, nil
+}
+
+// currentGate is the gate as stored now, after a decision on it was tried.
+func currentGate(ctx context.Context, tx *store.SandboxTx, id string, g store.SandboxGate) (store.SandboxGate, error) {
+	gates, err := tx.Gates(ctx, id)
+	if err != nil {
+		return g, err
+	}
+	current := g
+	for _, x := range gates {
+		if x.ID == g.ID {
+			current = x
+		}
+	}
+	return current, nil
+}
+
+// lostDecision is why a decision did not win its gate: another was first,
+// or the gate's time was up.
+func (l links) lostDecision(id string, g, current store.SandboxGate) error {
+	if current.State == store.GateDecided {
+		return apierr.New("conflict:gate_decided", fmt.Sprintf("gate %s was already decided (%s at %s); the first valid decision wins",
+			g.ID, current.DecidedOutcome, sandboxproof.FormatTime(current.DecidedAt)), asActions(l.readSession(id))...)
+	}
+	return apierr.New("conflict:expired", "gate "+g.ID+" expired at "+g.ExpiresText+" without a decision; the agent may attempt again",
+		asActions(l.attempt(id), l.readSession(id))...)
+}
+
+// releaseDenied gives a denied attempt's amount back to the mandate and
+// returns it.
+func releaseDenied(ctx context.Context, tx *store.SandboxTx, id string, sess *store.SandboxSession, g store.SandboxGate) (int64, error) {
+	attempts, err := tx.Attempts(ctx, id)
+	if err != nil {
+		return 0, apierr.Internal(err)
+	}
+	var released int64
+	for _, a := range attempts {
+		if a.ID == g.AttemptID {
+			released = a.AmountMicro
+		}
+	}
+	if err := tx.SetBudget(ctx, id, sess.CommittedMicro-released, sess.AttemptCount); err != nil {
+		return 0, apierr.Internal(err)
+	}
+	return released, nil
 }
 
 // mintIfReady mints the session's proof once it has an allowed attempt and

@@ -230,44 +230,14 @@ func (s *Approvals) Decide(ctx context.Context, h Human, gateID string, approve 
 		if g.Kind == "registrant_contact" {
 			return s.decideRegistrant(ctx, tx, h, g, t, approve, now)
 		}
-		result := map[string]any{"decision": state, "decidedAt": now.UTC().Format(time.RFC3339)}
-		t.State = "failed"
-		if approve {
-			t.State = "succeeded"
-			if err := s.carryOut(ctx, tx, g, payload, result, now); err != nil {
-				var e *apierr.Error
-				if !errors.As(err, &e) {
-					return err
-				}
-				// The decision stands; what it asked for could not be done.
-				t.State = "failed"
-				result["blockedBy"] = string(e.Code)
-				result["message"] = e.Message
-			}
-		}
-		if g.Kind == "quote_approval" {
-			// Launches waiting on this quote go on (approved and held) or
-			// end (denied, or the budget could not hold it).
-			resumed, err := s.resumeWaitingLaunches(ctx, tx, h, g, payload, t.State == "succeeded", result, now)
-			if err != nil {
-				return err
-			}
-			requeueAll = append(requeueAll, resumed...)
-		}
-		steps, _ := json.Marshal([]taskStep{{Name: "human_decision", State: map[bool]string{true: "succeeded", false: "failed"}[approve], CompletedAt: ptr(now.UTC()), Detail: state}})
-		rj, _ := json.Marshal(result)
-		t.Steps, t.Result, t.UpdatedAt = string(steps), string(rj), now.UTC()
-		if err := tx.Tasks().Update(ctx, t); err != nil {
-			return err
-		}
-		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.UserID, Action: "decide_gate", ObjectType: "gate", ObjectID: g.ID,
-			Details: map[string]any{"kind": g.Kind, "decision": state, "taskId": t.ID, "result": result}}, now)
+		resumed, err := s.closeGate(ctx, tx, h, g, t, payload, approve, now)
+		requeueAll = append(requeueAll, resumed...)
 		return err
 	})
 	if requeue != "" {
 		requeueAll = append(requeueAll, requeue)
 	}
-	if err == nil && true {
+	if err == nil {
 		for _, id := range requeueAll {
 			if qerr := s.platform.Enqueue(ctx, id); qerr != nil {
 				s.log.Warn("enqueue after decision", "task", id, "err", qerr)
@@ -275,6 +245,50 @@ func (s *Approvals) Decide(ctx context.Context, h Human, gateID string, approve 
 		}
 	}
 	return err
+}
+
+// closeGate ends the task of a gate decided by a human, carrying out what
+// an approval asks; the decision stands even when that cannot be done. It
+// returns the launches to requeue that waited on an approved quote.
+func (s *Approvals) closeGate(ctx context.Context, tx *store.Tx, h Human, g store.Gate, t store.Task, payload map[string]any, approve bool, now time.Time) ([]string, error) {
+	state := "denied"
+	if approve {
+		state = "approved"
+	}
+	var requeueAll []string
+	result := map[string]any{"decision": state, "decidedAt": now.UTC().Format(time.RFC3339)}
+	t.State = "failed"
+	if approve {
+		t.State = "succeeded"
+		if err := s.carryOut(ctx, tx, g, payload, result, now); err != nil {
+			var e *apierr.Error
+			if !errors.As(err, &e) {
+				return nil, err
+			}
+			// The decision stands; what it asked for could not be done.
+			t.State = "failed"
+			result["blockedBy"] = string(e.Code)
+			result["message"] = e.Message
+		}
+	}
+	if g.Kind == "quote_approval" {
+		// Launches waiting on this quote go on (approved and held) or
+		// end (denied, or the budget could not hold it).
+		resumed, err := s.resumeWaitingLaunches(ctx, tx, h, g, payload, t.State == "succeeded", result, now)
+		if err != nil {
+			return nil, err
+		}
+		requeueAll = resumed
+	}
+	steps, _ := json.Marshal([]taskStep{{Name: "human_decision", State: map[bool]string{true: "succeeded", false: "failed"}[approve], CompletedAt: ptr(now.UTC()), Detail: state}})
+	rj, _ := json.Marshal(result)
+	t.Steps, t.Result, t.UpdatedAt = string(steps), string(rj), now.UTC()
+	if err := tx.Tasks().Update(ctx, t); err != nil {
+		return nil, err
+	}
+	_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.UserID, Action: "decide_gate", ObjectType: "gate", ObjectID: g.ID,
+		Details: map[string]any{"kind": g.Kind, "decision": state, "taskId": t.ID, "result": result}}, now)
+	return requeueAll, err
 }
 
 // decideRegistration resumes a launch that waited for a human to approve

@@ -66,7 +66,7 @@ func TestConsumeRechecks(t *testing.T) {
 		{"approval now required", func(tn tenant) {
 			h.setPolicy(tn, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(1.0) }))
 		}, "policy:approval_required"},
-		{"price moved", func(tenant) { prices["dev"] = registrar.USD(99, 0) }, "price:changed"},
+		{"price moved", func(tenant) { prices["dev"] = registrar.USD(99, 0) }, "plan:price_changed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -95,7 +95,7 @@ func TestConsumeRechecks(t *testing.T) {
 	h.must(err)
 	prices["dev"] = registrar.USD(1, 0)
 	h.drain()
-	if got := h.task(tn.org, v.TaskId); got.State != "failed" || (*got.Result)["blockedBy"] != "price:changed" || h.remaining(tn.org, tn.project) != 200_000_000 {
+	if got := h.task(tn.org, v.TaskId); got.State != "failed" || (*got.Result)["blockedBy"] != "plan:price_changed" || h.remaining(tn.org, tn.project) != 200_000_000 {
 		t.Fatalf("launch %s %v", got.State, got.Result)
 	}
 }

@@ -473,40 +473,10 @@ func oneForm(req models.UploadAssetsRequest) error {
 // only the changes are looked up; otherwise every content of the result
 // is, as for a whole manifest.
 func (s *Bundles) derive(ctx context.Context, p *auth.Principal, req models.UploadAssetsRequest, losses int64) ([]site.File, int64, error) {
-	var changes []models.ManifestFile
-	if req.Changes != nil {
-		changes = *req.Changes
-	}
-	var removed []string
-	if req.Removed != nil {
-		removed = *req.Removed
-	}
-	if len(changes) > MaxManifestFiles {
-		return nil, 0, tooManyFiles("body.changes", len(changes))
-	}
-	changed, _, changedSHAs, err := manifestEntries("body.changes", changes)
+	cs, err := readChanges(req)
 	if err != nil {
 		return nil, 0, err
 	}
-	byPath := make(map[string]int, len(changed))
-	for i, f := range changed {
-		byPath[f.Path] = i
-	}
-	drop := make(map[string]int, len(removed))
-	var problems []models.FieldProblem
-	for i, r := range removed {
-		field := fmt.Sprintf("body.removed.%d", i)
-		if _, ok := drop[r]; ok {
-			problems = append(problems, models.FieldProblem{Field: field, Problem: "duplicate path " + r})
-		} else if _, ok := byPath[r]; ok {
-			problems = append(problems, models.FieldProblem{Field: field, Problem: "path " + r + " is also in changes"})
-		}
-		drop[r] = i
-	}
-	if len(problems) > 0 {
-		return nil, 0, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
-	}
-
 	// Another organisation's bundle is not found, as an unknown one.
 	base, err := s.store.Bundles().Get(ctx, p.OrgID, *req.BaseBundleId)
 	if errors.Is(err, store.ErrNotFound) {
@@ -521,46 +491,9 @@ func (s *Bundles) derive(ctx context.Context, p *auth.Principal, req models.Uplo
 	if err := json.Unmarshal([]byte(base.Manifest), &baseFiles); err != nil {
 		return nil, 0, apierr.Internal(err)
 	}
-
-	// The base's files, in path order, with changes in place and removed
-	// paths left out; then the added files.
-	files := make([]site.File, 0, len(baseFiles)+len(changed))
-	used := make([]bool, len(changed))
-	found := 0
-	var total int64
-	for _, f := range baseFiles {
-		if _, ok := drop[f.Path]; ok {
-			found++
-			continue
-		}
-		if i, ok := byPath[f.Path]; ok {
-			f, used[i] = changed[i], true
-		}
-		files = append(files, f)
-		total += f.Size
-	}
-	if found < len(drop) {
-		inBase := make(map[string]bool, len(baseFiles))
-		for _, f := range baseFiles {
-			inBase[f.Path] = true
-		}
-		for i, r := range removed {
-			if !inBase[r] {
-				problems = append(problems, models.FieldProblem{Field: fmt.Sprintf("body.removed.%d", i), Problem: "bundle " + base.ID + " holds no " + r})
-			}
-		}
-		return nil, 0, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
-	}
-	added := false
-	for i, f := range changed {
-		if !used[i] {
-			files = append(files, f)
-			total += f.Size
-			added = true
-		}
-	}
-	if added {
-		sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	files, total, err := cs.apply(base.ID, baseFiles)
+	if err != nil {
+		return nil, 0, err
 	}
 	switch {
 	case len(files) > MaxManifestFiles:
@@ -574,8 +507,112 @@ func (s *Bundles) derive(ctx context.Context, p *auth.Principal, req models.Uplo
 	if err := s.projects.checkBundleQuota(ctx, p.OrgID, total); err != nil {
 		return nil, 0, err
 	}
+	if err := s.derivedContentStored(ctx, p.OrgID, req.ProjectId, base, losses, cs, files); err != nil {
+		return nil, 0, err
+	}
+	return files, total, nil
+}
 
-	check, shas, field := changed, changedSHAs, "body.changes"
+// changeSet is what a derived bundle changes in its base: the changed or
+// added files, by path, and the removed paths.
+type changeSet struct {
+	changed     []site.File
+	changedSHAs []string
+	byPath      map[string]int // path to its place in changed
+	removed     []string
+	drop        map[string]int // path to its place in removed
+}
+
+// readChanges checks a derived bundle's changes and removed paths on
+// their own: a removed path named once, and not also changed.
+func readChanges(req models.UploadAssetsRequest) (changeSet, error) {
+	var changes []models.ManifestFile
+	if req.Changes != nil {
+		changes = *req.Changes
+	}
+	var cs changeSet
+	if req.Removed != nil {
+		cs.removed = *req.Removed
+	}
+	if len(changes) > MaxManifestFiles {
+		return cs, tooManyFiles("body.changes", len(changes))
+	}
+	var err error
+	if cs.changed, _, cs.changedSHAs, err = manifestEntries("body.changes", changes); err != nil {
+		return cs, err
+	}
+	cs.byPath = make(map[string]int, len(cs.changed))
+	for i, f := range cs.changed {
+		cs.byPath[f.Path] = i
+	}
+	cs.drop = make(map[string]int, len(cs.removed))
+	var problems []models.FieldProblem
+	for i, r := range cs.removed {
+		field := fmt.Sprintf("body.removed.%d", i)
+		if _, ok := cs.drop[r]; ok {
+			problems = append(problems, models.FieldProblem{Field: field, Problem: "duplicate path " + r})
+		} else if _, ok := cs.byPath[r]; ok {
+			problems = append(problems, models.FieldProblem{Field: field, Problem: "path " + r + " is also in changes"})
+		}
+		cs.drop[r] = i
+	}
+	if len(problems) > 0 {
+		return cs, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
+	}
+	return cs, nil
+}
+
+// apply makes the derived bundle's files: the base's, in path order, with
+// changes in place and removed paths left out; then the added files. Every
+// removed path must be in the base. It returns the files and their size.
+func (cs changeSet) apply(baseID string, baseFiles []site.File) ([]site.File, int64, error) {
+	files := make([]site.File, 0, len(baseFiles)+len(cs.changed))
+	used := make([]bool, len(cs.changed))
+	found := 0
+	var total int64
+	for _, f := range baseFiles {
+		if _, ok := cs.drop[f.Path]; ok {
+			found++
+			continue
+		}
+		if i, ok := cs.byPath[f.Path]; ok {
+			f, used[i] = cs.changed[i], true
+		}
+		files = append(files, f)
+		total += f.Size
+	}
+	if found < len(cs.drop) {
+		inBase := make(map[string]bool, len(baseFiles))
+		for _, f := range baseFiles {
+			inBase[f.Path] = true
+		}
+		var problems []models.FieldProblem
+		for i, r := range cs.removed {
+			if !inBase[r] {
+				problems = append(problems, models.FieldProblem{Field: fmt.Sprintf("body.removed.%d", i), Problem: "bundle " + baseID + " holds no " + r})
+			}
+		}
+		return nil, 0, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
+	}
+	added := false
+	for i, f := range cs.changed {
+		if !used[i] {
+			files = append(files, f)
+			total += f.Size
+			added = true
+		}
+	}
+	if added {
+		sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	}
+	return files, total, nil
+}
+
+// derivedContentStored checks the organisation uploaded the content a
+// derived bundle needs: the changes' only, when the base was checked and
+// no content was lost since; else every content of the result.
+func (s *Bundles) derivedContentStored(ctx context.Context, orgID, projectID string, base store.Bundle, losses int64, cs changeSet, files []site.File) error {
+	check, shas, field := cs.changed, cs.changedSHAs, "body.changes"
 	if !base.Checked || base.CheckedLosses != losses {
 		check, field = files, "body.baseBundleId"
 		seen := make(map[string]bool, len(files))
@@ -588,17 +625,17 @@ func (s *Bundles) derive(ctx context.Context, p *auth.Principal, req models.Uplo
 		}
 	}
 	if len(shas) == 0 {
-		return files, total, nil
+		return nil
 	}
-	missing, _, err := s.missingFor(ctx, p.OrgID, field, check, shas)
+	missing, _, err := s.missingFor(ctx, orgID, field, check, shas)
 	if err != nil {
-		return nil, 0, err
+		return err
 	}
 	if len(missing) > 0 {
-		return nil, 0, blobsMissing(req.ProjectId, field, missing,
+		return blobsMissing(projectID, field, missing,
 			fmt.Sprintf("%d of the bundle's contents are not uploaded by your organisation; upload them with upload_blob, then send this again", len(missing)))
 	}
-	return files, total, nil
+	return nil
 }
 
 // blobsMissing is the refusal of a bundle whose content is not all there,

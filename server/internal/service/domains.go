@@ -144,27 +144,60 @@ func (s *Domains) Search(ctx context.Context, p models.SearchDomainsParams) (*mo
 	if p.Limit != nil {
 		limit = *p.Limit
 	}
+	sel := selectTLDs(s.prices.Catalog(full), p, wantTLD)
+	res := &models.DomainSearchResult{Candidates: []models.DomainCandidate{}}
+	addCandidates(res, label, sel.tlds, limit, p)
+	if err := s.markTaken(ctx, res.Candidates); err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	catalogName := models.Common
+	if full {
+		catalogName = models.Full
+	}
+	res.AppliedFilters = models.AppliedDomainFilters{
+		Query:                label,
+		Catalog:              catalogName,
+		IncludeExotic:        full,
+		Tlds:                 sel.effective,
+		TldAllowlist:         sel.allowList,
+		TldDenylist:          sel.denyList,
+		MaxFirstYearPriceUsd: p.MaxFirstYearPriceUsd,
+		MaxRenewalPriceUsd:   p.MaxRenewalPriceUsd,
+		Limit:                limit,
+	}
+	if len(sel.ignored) > 0 {
+		res.AppliedFilters.IgnoredTlds = &sel.ignored
+	}
+	return res, searchNext(res.Candidates, label, full), nil
+}
 
-	cat := s.prices.Catalog(full)
+// tldSelection is the TLDs a search checks, in order, and the lists it
+// reports having applied.
+type tldSelection struct {
+	tlds                []registrar.TLD
+	effective           []string
+	allowList, denyList []string
+	ignored             []string // allowed, but not in the selected catalog
+}
+
+// selectTLDs applies the allow and deny lists to the catalog. The
+// effective order: the allow list's order when given (filtered to the
+// selected catalog), else the catalog's; a TLD named in q first.
+func selectTLDs(cat []registrar.TLD, p models.SearchDomainsParams, wantTLD string) tldSelection {
+	sel := tldSelection{effective: []string{}, allowList: []string{}, denyList: []string{}, ignored: []string{}}
 	inCatalog := map[string]registrar.TLD{}
 	for _, t := range cat {
 		inCatalog[t.Name] = t
 	}
 	deny := map[string]bool{}
-	denyList := []string{}
 	if p.TldDenylist != nil {
 		for _, t := range *p.TldDenylist {
 			t = strings.TrimPrefix(strings.ToLower(t), ".")
 			deny[t] = true
-			denyList = append(denyList, t)
+			sel.denyList = append(sel.denyList, t)
 		}
 	}
-
-	// The effective order: the allow list's order when given (filtered to
-	// the selected catalog), else the catalog's; a TLD named in q first.
 	var order []registrar.TLD
-	allowList := []string{}
-	ignored := []string{}
 	if p.TldAllowlist != nil && len(*p.TldAllowlist) > 0 {
 		seen := map[string]bool{}
 		for _, t := range *p.TldAllowlist {
@@ -173,11 +206,11 @@ func (s *Domains) Search(ctx context.Context, p models.SearchDomainsParams) (*mo
 				continue
 			}
 			seen[t] = true
-			allowList = append(allowList, t)
+			sel.allowList = append(sel.allowList, t)
 			if tld, ok := inCatalog[t]; ok {
 				order = append(order, tld)
 			} else {
-				ignored = append(ignored, t)
+				sel.ignored = append(sel.ignored, t)
 			}
 		}
 	} else {
@@ -191,16 +224,19 @@ func (s *Domains) Search(ctx context.Context, p models.SearchDomainsParams) (*mo
 			}
 		}
 	}
-	effective := []string{}
-	var tlds []registrar.TLD
 	for _, t := range order {
 		if deny[t.Name] {
 			continue
 		}
-		tlds = append(tlds, t)
-		effective = append(effective, t.Name)
+		sel.tlds = append(sel.tlds, t)
+		sel.effective = append(sel.effective, t.Name)
 	}
+	return sel
+}
 
+// addCandidates checks label under each TLD until limit candidates are
+// found, counting those a price ceiling excludes.
+func addCandidates(res *models.DomainSearchResult, label string, tlds []registrar.TLD, limit int, p models.SearchDomainsParams) {
 	var maxFirst, maxRenew *int64
 	if p.MaxFirstYearPriceUsd != nil {
 		v := microUSD(*p.MaxFirstYearPriceUsd)
@@ -210,33 +246,14 @@ func (s *Domains) Search(ctx context.Context, p models.SearchDomainsParams) (*mo
 		v := microUSD(*p.MaxRenewalPriceUsd)
 		maxRenew = &v
 	}
-
-	res := &models.DomainSearchResult{Candidates: []models.DomainCandidate{}}
 	for _, t := range tlds {
 		if len(res.Candidates) >= limit {
 			break
 		}
 		quote := registrar.Check(label, t)
-		if maxFirst != nil {
-			if quote.FirstYear == nil {
-				res.Excluded.LackingPrice++
-				continue
-			}
-			if int64(*quote.FirstYear) > *maxFirst {
-				res.Excluded.OverFirstYearCeiling++
-				continue
-			}
-		}
 		annual := t.AnnualizedRenewal()
-		if maxRenew != nil {
-			if annual == nil {
-				res.Excluded.LackingPrice++
-				continue
-			}
-			if int64(*annual) > *maxRenew {
-				res.Excluded.OverRenewalCeiling++
-				continue
-			}
+		if ceilingExcludes(res, quote.FirstYear, maxFirst, annual, maxRenew) {
+			continue
 		}
 		period := t.RenewalPeriodYears
 		res.Candidates = append(res.Candidates, models.DomainCandidate{
@@ -250,44 +267,60 @@ func (s *Domains) Search(ctx context.Context, p models.SearchDomainsParams) (*mo
 			AnnualizedRenewalPriceUsd: usdPtr(annual),
 		})
 	}
+}
 
-	// The catalog's answer is the registry's; what was sold here, or is
-	// being bought by a launch in flight, is taken whoever holds it.
-	names := make([]string, 0, len(res.Candidates))
-	for _, c := range res.Candidates {
+// ceilingExcludes says whether a price ceiling excludes a candidate, and
+// counts why: a price it lacks, or one over the ceiling.
+func ceilingExcludes(res *models.DomainSearchResult, firstYear *registrar.MicroUSD, maxFirst *int64, annual *registrar.MicroUSD, maxRenew *int64) bool {
+	ex := &res.Excluded
+	if maxFirst != nil {
+		if firstYear == nil {
+			ex.LackingPrice++
+			return true
+		}
+		if int64(*firstYear) > *maxFirst {
+			ex.OverFirstYearCeiling++
+			return true
+		}
+	}
+	if maxRenew != nil {
+		if annual == nil {
+			ex.LackingPrice++
+			return true
+		}
+		if int64(*annual) > *maxRenew {
+			ex.OverRenewalCeiling++
+			return true
+		}
+	}
+	return false
+}
+
+// markTaken marks unavailable the candidates sold here or being bought by
+// a launch in flight, whoever holds them: the catalog's answer is the
+// registry's.
+func (s *Domains) markTaken(ctx context.Context, candidates []models.DomainCandidate) error {
+	names := make([]string, 0, len(candidates))
+	for _, c := range candidates {
 		names = append(names, c.Domain)
 	}
 	taken, err := s.store.Domains().Taken(ctx, names)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return err
 	}
-	for i := range res.Candidates {
-		if taken[res.Candidates[i].Domain] {
-			res.Candidates[i].Available = false
+	for i := range candidates {
+		if taken[candidates[i].Domain] {
+			candidates[i].Available = false
 		}
 	}
+	return nil
+}
 
-	catalogName := models.Common
-	if full {
-		catalogName = models.Full
-	}
-	res.AppliedFilters = models.AppliedDomainFilters{
-		Query:                label,
-		Catalog:              catalogName,
-		IncludeExotic:        full,
-		Tlds:                 effective,
-		TldAllowlist:         allowList,
-		TldDenylist:          denyList,
-		MaxFirstYearPriceUsd: p.MaxFirstYearPriceUsd,
-		MaxRenewalPriceUsd:   p.MaxRenewalPriceUsd,
-		Limit:                limit,
-	}
-	if len(ignored) > 0 {
-		res.AppliedFilters.IgnoredTlds = &ignored
-	}
-
+// searchNext is what a search suggests: quoting the first available
+// priced candidate, searching the full catalog, or stopping.
+func searchNext(candidates []models.DomainCandidate, label string, full bool) []models.Action {
 	next := []models.Action{}
-	for _, c := range res.Candidates {
+	for _, c := range candidates {
 		if c.Available && c.FirstYearPriceUsd != nil {
 			next = append(next, actions.Tool("create_quote", "agent", map[string]any{
 				"items": []any{map[string]any{"kind": "domain", "domain": c.Domain, "years": 1}},
@@ -298,6 +331,5 @@ func (s *Domains) Search(ctx context.Context, p models.SearchDomainsParams) (*mo
 	if !full {
 		next = append(next, actions.Tool("search_domains", "agent", map[string]any{"q": label, "includeExotic": true}))
 	}
-	next = append(next, actions.Stop("done"))
-	return res, next, nil
+	return append(next, actions.Stop("done"))
 }

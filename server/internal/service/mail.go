@@ -173,25 +173,8 @@ func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req 
 	if err != nil {
 		return nil, nil, err
 	}
-	var items []pricedItem
-	json.Unmarshal([]byte(q.Items), &items)
-	if !slices.ContainsFunc(items, func(it pricedItem) bool { return it.Kind == "email" && it.Domain == domain }) {
-		return nil, nil, apierr.Newf("input:invalid", "quote %s does not price mail for %s; quote {\"kind\": \"email\", \"domain\": %q}", q.ID, domain, domain).
-			WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": q.ProjectID,
-				"items": []any{map[string]any{"kind": "email", "domain": domain}}}))
-	}
-	// The whole quote is consumed: a quote that also prices a domain or a
-	// service would charge for what mail setup does not buy.
-	var others []string
-	for _, it := range items {
-		if it.Kind != "email" || it.Domain != domain {
-			others = append(others, it.label())
-		}
-	}
-	if len(others) > 0 {
-		return nil, nil, apierr.Newf("conflict:quote_mismatch", "quote %s also prices %s, which setting up mail on %s does not buy; quote the mail alone", q.ID, strings.Join(others, ", "), domain).
-			WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": q.ProjectID,
-				"items": []any{map[string]any{"kind": "email", "domain": domain}}}))
+	if err := mailOnlyQuote(q, domain); err != nil {
+		return nil, nil, err
 	}
 	privateKey, publicKey, err := newDKIMKey()
 	if err != nil {
@@ -199,35 +182,9 @@ func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req 
 	}
 	now := s.Now().UTC()
 	task := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: q.ProjectID, Kind: "email_setup", State: "queued", CreatedAt: now, UpdatedAt: now}
-	steps := []taskStep{{Name: StepDKIMKey, State: "pending"}, {Name: StepMailRecord, State: "pending"}, {Name: StepMailVerify, State: "pending"}}
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
-		// Claim the domain's mail before consuming the quote, in the same
-		// transaction: of concurrent setups one claims and pays, and the
-		// others answer its task.
-		won, err := tx.Mail().ClaimDomain(ctx, store.MailDomain{Domain: domain, OrgID: p.OrgID, Selector: DKIMSelector,
+		return s.claimAndCharge(ctx, tx, p, q, &task, store.MailDomain{Domain: domain, OrgID: p.OrgID, Selector: DKIMSelector,
 			PrivateKey: privateKey, PublicKey: publicKey, TaskID: task.ID, CreatedAt: now, UpdatedAt: now})
-		if err != nil {
-			return err
-		}
-		if !won {
-			return errMailClaimed
-		}
-		c, err := s.quotes.Consume(ctx, tx, p, q.ProjectID, q.ID)
-		if err != nil {
-			return err
-		}
-		m := s.Mutation("setup_email", []Cost{{Item: "email:" + domain, Amount: c.AmountMicro}},
-			[]models.ResourceRef{{Type: "mail_domain", Id: domain}}, UndoCall("remove_email", map[string]any{"domain": domain}), c.RemainingMicro)
-		pl := mailPayload{Domain: domain, ProjectID: q.ProjectID, QuoteID: q.ID, ChargedMicro: c.AmountMicro, Receipt: &m.Receipt, Undo: &m.Undo}
-		sj, _ := json.Marshal(steps)
-		pj, _ := json.Marshal(pl)
-		task.Steps, task.Payload = string(sj), string(pj)
-		if err := tx.Tasks().Insert(ctx, task); err != nil {
-			return err
-		}
-		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "setup_email", ObjectType: "domain", ObjectID: domain,
-			Details: map[string]any{"taskId": task.ID, "quoteId": q.ID, "amountMicroUsd": c.AmountMicro}}, now)
-		return err
 	})
 	if errors.Is(err, errMailClaimed) {
 		if view, next, ok := s.setupUnderWay(ctx, p, domain); ok {
@@ -241,6 +198,62 @@ func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req 
 	}
 	s.enqueue(ctx, task.ID, "email setup")
 	return s.tasks.Get(ctx, p.OrgID, task.ID)
+}
+
+// mailOnlyQuote checks a quote prices mail for the domain and nothing else:
+// the whole quote is consumed, and a quote that also prices a domain or a
+// service would charge for what mail setup does not buy.
+func mailOnlyQuote(q store.Quote, domain string) error {
+	var items []pricedItem
+	json.Unmarshal([]byte(q.Items), &items)
+	if !slices.ContainsFunc(items, func(it pricedItem) bool { return it.Kind == "email" && it.Domain == domain }) {
+		return apierr.Newf("input:invalid", "quote %s does not price mail for %s; quote {\"kind\": \"email\", \"domain\": %q}", q.ID, domain, domain).
+			WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": q.ProjectID,
+				"items": []any{map[string]any{"kind": "email", "domain": domain}}}))
+	}
+	var others []string
+	for _, it := range items {
+		if it.Kind != "email" || it.Domain != domain {
+			others = append(others, it.label())
+		}
+	}
+	if len(others) > 0 {
+		return apierr.Newf("conflict:quote_mismatch", "quote %s also prices %s, which setting up mail on %s does not buy; quote the mail alone", q.ID, strings.Join(others, ", "), domain).
+			WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": q.ProjectID,
+				"items": []any{map[string]any{"kind": "email", "domain": domain}}}))
+	}
+	return nil
+}
+
+// claimAndCharge claims the domain's mail before consuming the quote, in
+// one transaction: of concurrent setups one claims and pays, and the others
+// answer its task. The task goes in with the charge's receipt and undo.
+func (s *Mail) claimAndCharge(ctx context.Context, tx *store.Tx, p *auth.Principal, q store.Quote, task *store.Task, md store.MailDomain) error {
+	domain, now := md.Domain, md.CreatedAt
+	steps := []taskStep{{Name: StepDKIMKey, State: "pending"}, {Name: StepMailRecord, State: "pending"}, {Name: StepMailVerify, State: "pending"}}
+	won, err := tx.Mail().ClaimDomain(ctx, md)
+	if err != nil {
+		return err
+	}
+	if !won {
+		return errMailClaimed
+	}
+	c, err := s.quotes.Consume(ctx, tx, p, q.ProjectID, q.ID)
+	if err != nil {
+		return err
+	}
+	m := s.Mutation("setup_email", []Cost{{Item: "email:" + domain, Amount: c.AmountMicro}},
+		[]models.ResourceRef{{Type: "mail_domain", Id: domain}}, UndoCall("remove_email", map[string]any{"domain": domain}), c.RemainingMicro)
+	pl := mailPayload{Domain: domain, ProjectID: q.ProjectID, QuoteID: q.ID, ChargedMicro: c.AmountMicro, Receipt: &m.Receipt, Undo: &m.Undo}
+	sj, _ := json.Marshal(steps)
+	pj, _ := json.Marshal(pl)
+	task.Steps, task.Payload = string(sj), string(pj)
+	if err := tx.Tasks().Insert(ctx, *task); err != nil {
+		return err
+	}
+	_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "setup_email", ObjectType: "domain", ObjectID: domain,
+		Details: map[string]any{"taskId": task.ID, "quoteId": q.ID, "amountMicroUsd": c.AmountMicro}}, now)
+	return err
 }
 
 // errMailClaimed is a setup that lost the claim on the domain's mail.

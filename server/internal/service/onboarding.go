@@ -270,21 +270,8 @@ func (s *Onboarding) SignupForReview(ctx context.Context, reviewToken string) (S
 // project with the budget and approval rules, the human and their session,
 // and the card flow, in one transaction with a ledger entry each.
 func (s *Onboarding) ApproveSignup(ctx context.Context, reviewToken string, d ReviewDecision) (Approved, error) {
-	d.OrganizationName, d.ProjectName, d.HumanName = strings.TrimSpace(d.OrganizationName), strings.TrimSpace(d.ProjectName), strings.TrimSpace(d.HumanName)
-	switch {
-	case d.OrganizationName == "" || len(d.OrganizationName) > 100:
-		return Approved{}, apierr.New("input:invalid", "Name the organisation (up to 100 characters).")
-	case d.ProjectName == "" || len(d.ProjectName) > 100:
-		return Approved{}, apierr.New("input:invalid", "Name the first project (up to 100 characters).")
-	case len(d.HumanName) > 100 || len(d.Email) > 254:
-		return Approved{}, apierr.New("input:invalid", "Your name or email is too long.")
-	case d.BudgetMicro < MinSignupBudget || d.BudgetMicro > MaxSignupBudget:
-		return Approved{}, apierr.Newf("input:invalid", "The budget must be between %s and %s.", FormatUSD(int64(MinSignupBudget)), FormatUSD(int64(MaxSignupBudget)))
-	case d.ApprovalAboveMicro != nil && *d.ApprovalAboveMicro < 0:
-		return Approved{}, apierr.New("input:invalid", "The approval threshold cannot be negative.")
-	}
-	if d.HumanName == "" {
-		d.HumanName = "Owner"
+	if err := d.settle(); err != nil {
+		return Approved{}, err
 	}
 	su, err := s.store.Onboarding().SignupByReviewHash(ctx, auth.HashKey(reviewToken))
 	if errors.Is(err, store.ErrNotFound) {
@@ -295,70 +282,115 @@ func (s *Onboarding) ApproveSignup(ctx context.Context, reviewToken string, d Re
 	}
 	var out Approved
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
-		now := s.Now()
-		cur, err := tx.Onboarding().LockSignup(ctx, su.ID)
-		if err != nil {
-			return err
-		}
-		if cur.State != "pending_review" {
-			return apierr.New("conflict:state", "This signup was already reviewed.")
-		}
-		if !now.Before(cur.ExpiresAt) {
-			return apierr.New("conflict:expired", "This signup expired before it was reviewed.")
-		}
-		org, err := tx.Accounts().CreateOrganization(ctx, auth.ID("org"), d.OrganizationName, now.UTC())
-		if err != nil {
-			return err
-		}
-		h := store.Human{ID: auth.ID("usr"), OrgID: org.ID, Kind: "person", Name: d.HumanName, Email: d.Email, CreatedAt: now.UTC()}
-		actor := "human:" + h.ID
-		// The chain starts with the signup the agent began, before the
-		// organisation existed.
-		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: "agent:anonymous", Action: "start_signup", ObjectType: "signup", ObjectID: su.ID,
-			Details: map[string]any{"startedAt": su.CreatedAt.Format(time.RFC3339Nano), "email": su.Email}}, now); err != nil {
-			return err
-		}
-		if err := tx.Accounts().CreateHuman(ctx, h); err != nil {
-			return err
-		}
-		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "create_organization", ObjectType: "organization", ObjectID: org.ID,
-			Details: map[string]any{"name": org.Name, "humanId": h.ID, "humanName": h.Name}}, now); err != nil {
-			return err
-		}
-		pol := DefaultPolicy()
-		if d.ApprovalAboveMicro != nil {
-			pol.ApprovalRules.ApprovalAboveUsd = ptr(usd(*d.ApprovalAboveMicro))
-		}
-		polJSON, _ := json.Marshal(pol)
-		p := store.Project{ID: auth.ID("prj"), OrgID: org.ID, Name: d.ProjectName, LimitMicro: d.BudgetMicro, Policy: string(polJSON), CreatedAt: now.UTC()}
-		if err := tx.Projects().Create(ctx, p); err != nil {
-			return err
-		}
-		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "create_project", ObjectType: "project", ObjectID: p.ID,
-			Details: map[string]any{"name": p.Name, "budgetLimitMicroUsd": p.LimitMicro, "policy": json.RawMessage(polJSON)}}, now); err != nil {
-			return err
-		}
-		setup, _, err := s.openBillingSetup(ctx, tx, org.ID, "signup", su.ID, actor, now)
-		if err != nil {
-			return err
-		}
-		cur.OrgID, cur.ProjectID, cur.HumanID, cur.SetupID = org.ID, p.ID, h.ID, setup.ID
-		if err := tx.Onboarding().ReviewSignup(ctx, cur, now); err != nil {
-			return err
-		}
-		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "approve_signup", ObjectType: "signup", ObjectID: su.ID,
-			Details: map[string]any{"projectId": p.ID, "keyScopes": SignupScopes, "billingSetupId": setup.ID}}, now); err != nil {
-			return err
-		}
-		secret, sess, err := s.accounts.startSession(ctx, tx, h, "signup_review", now)
-		if err != nil {
-			return err
-		}
-		sess.OrgName = org.Name
-		out = Approved{SessionSecret: secret, Session: sess, SetupID: setup.ID}
-		return nil
+		var err error
+		out, err = s.approveLocked(ctx, tx, su, d)
+		return err
 	})
 	return out, err
+}
+
+// settle trims a review's names and checks them, the budget and the
+// approval threshold; an unnamed human is the Owner.
+func (d *ReviewDecision) settle() error {
+	d.OrganizationName, d.ProjectName, d.HumanName = strings.TrimSpace(d.OrganizationName), strings.TrimSpace(d.ProjectName), strings.TrimSpace(d.HumanName)
+	switch {
+	case d.OrganizationName == "" || len(d.OrganizationName) > 100:
+		return apierr.New("input:invalid", "Name the organisation (up to 100 characters).")
+	case d.ProjectName == "" || len(d.ProjectName) > 100:
+		return apierr.New("input:invalid", "Name the first project (up to 100 characters).")
+	case len(d.HumanName) > 100 || len(d.Email) > 254:
+		return apierr.New("input:invalid", "Your name or email is too long.")
+	case d.BudgetMicro < MinSignupBudget || d.BudgetMicro > MaxSignupBudget:
+		return apierr.Newf("input:invalid", "The budget must be between %s and %s.", FormatUSD(int64(MinSignupBudget)), FormatUSD(int64(MaxSignupBudget)))
+	case d.ApprovalAboveMicro != nil && *d.ApprovalAboveMicro < 0:
+		return apierr.New("input:invalid", "The approval threshold cannot be negative.")
+	}
+	if d.HumanName == "" {
+		d.HumanName = "Owner"
+	}
+	return nil
+}
+
+// approveLocked approves a signup still pending review under its lock:
+// the organisation and its human, the first project, the billing setup,
+// and the human's session.
+func (s *Onboarding) approveLocked(ctx context.Context, tx *store.Tx, su store.Signup, d ReviewDecision) (Approved, error) {
+	now := s.Now()
+	cur, err := tx.Onboarding().LockSignup(ctx, su.ID)
+	if err != nil {
+		return Approved{}, err
+	}
+	if cur.State != "pending_review" {
+		return Approved{}, apierr.New("conflict:state", "This signup was already reviewed.")
+	}
+	if !now.Before(cur.ExpiresAt) {
+		return Approved{}, apierr.New("conflict:expired", "This signup expired before it was reviewed.")
+	}
+	org, h, err := createSignupOrganization(ctx, tx, su, d, now)
+	if err != nil {
+		return Approved{}, err
+	}
+	actor := "human:" + h.ID
+	p, err := createFirstProject(ctx, tx, org.ID, actor, d, now)
+	if err != nil {
+		return Approved{}, err
+	}
+	setup, _, err := s.openBillingSetup(ctx, tx, org.ID, "signup", su.ID, actor, now)
+	if err != nil {
+		return Approved{}, err
+	}
+	cur.OrgID, cur.ProjectID, cur.HumanID, cur.SetupID = org.ID, p.ID, h.ID, setup.ID
+	if err := tx.Onboarding().ReviewSignup(ctx, cur, now); err != nil {
+		return Approved{}, err
+	}
+	if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: actor, Action: "approve_signup", ObjectType: "signup", ObjectID: su.ID,
+		Details: map[string]any{"projectId": p.ID, "keyScopes": SignupScopes, "billingSetupId": setup.ID}}, now); err != nil {
+		return Approved{}, err
+	}
+	secret, sess, err := s.accounts.startSession(ctx, tx, h, "signup_review", now)
+	if err != nil {
+		return Approved{}, err
+	}
+	sess.OrgName = org.Name
+	return Approved{SessionSecret: secret, Session: sess, SetupID: setup.ID}, nil
+}
+
+// createSignupOrganization creates the organisation and the human who
+// approved its signup. Its ledger starts with the signup the agent began,
+// before the organisation existed.
+func createSignupOrganization(ctx context.Context, tx *store.Tx, su store.Signup, d ReviewDecision, now time.Time) (store.Organization, store.Human, error) {
+	org, err := tx.Accounts().CreateOrganization(ctx, auth.ID("org"), d.OrganizationName, now.UTC())
+	if err != nil {
+		return org, store.Human{}, err
+	}
+	h := store.Human{ID: auth.ID("usr"), OrgID: org.ID, Kind: "person", Name: d.HumanName, Email: d.Email, CreatedAt: now.UTC()}
+	if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: "agent:anonymous", Action: "start_signup", ObjectType: "signup", ObjectID: su.ID,
+		Details: map[string]any{"startedAt": su.CreatedAt.Format(time.RFC3339Nano), "email": su.Email}}, now); err != nil {
+		return org, h, err
+	}
+	if err := tx.Accounts().CreateHuman(ctx, h); err != nil {
+		return org, h, err
+	}
+	_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: org.ID, Actor: "human:" + h.ID, Action: "create_organization", ObjectType: "organization", ObjectID: org.ID,
+		Details: map[string]any{"name": org.Name, "humanId": h.ID, "humanName": h.Name}}, now)
+	return org, h, err
+}
+
+// createFirstProject creates a signup's project with its budget and the
+// default policy, under the approval threshold the human chose.
+func createFirstProject(ctx context.Context, tx *store.Tx, orgID, actor string, d ReviewDecision, now time.Time) (store.Project, error) {
+	pol := DefaultPolicy()
+	if d.ApprovalAboveMicro != nil {
+		pol.ApprovalRules.ApprovalAboveUsd = ptr(usd(*d.ApprovalAboveMicro))
+	}
+	polJSON, _ := json.Marshal(pol)
+	p := store.Project{ID: auth.ID("prj"), OrgID: orgID, Name: d.ProjectName, LimitMicro: d.BudgetMicro, Policy: string(polJSON), CreatedAt: now.UTC()}
+	if err := tx.Projects().Create(ctx, p); err != nil {
+		return p, err
+	}
+	_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: orgID, Actor: actor, Action: "create_project", ObjectType: "project", ObjectID: p.ID,
+		Details: map[string]any{"name": p.Name, "budgetLimitMicroUsd": p.LimitMicro, "policy": json.RawMessage(polJSON)}}, now)
+	return p, err
 }
 
 // openBillingSetup records a pending card flow inside tx and returns it

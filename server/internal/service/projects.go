@@ -273,85 +273,15 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 		return nil, nil, apierr.Internal(err)
 	}
 	contents := map[string][]byte{}
-	var domains []string
-	for _, svc := range services {
-		if svc.State == "live" && svc.BundleID != "" {
-			b, err := s.store.Bundles().Get(ctx, p.OrgID, svc.BundleID)
-			if err != nil {
-				return nil, nil, apierr.Internal(err)
-			}
-			var files []site.File
-			if err := json.Unmarshal([]byte(b.Manifest), &files); err != nil {
-				return nil, nil, apierr.Internal(err)
-			}
-			for _, f := range files {
-				data, err := s.store.Bundles().Blob(ctx, f.SHA256)
-				if err != nil {
-					return nil, nil, apierr.Internal(err)
-				}
-				contents["sites/"+svc.Name+"/"+f.Path] = data
-			}
-		}
+	if err := s.exportSites(ctx, p.OrgID, services, contents); err != nil {
+		return nil, nil, err
 	}
-	// Each managed database goes in as a plain-SQL dump: taken now for a
-	// running service, the one taken before teardown dropped it otherwise.
-	for _, svc := range services {
-		d, err := s.store.Services().Database(ctx, svc.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, nil, apierr.Internal(err)
-		}
-		var dump []byte
-		switch {
-		case d.DumpSHA != "":
-			if dump, err = s.store.Bundles().Blob(ctx, d.DumpSHA); err != nil {
-				return nil, nil, apierr.Internal(err)
-			}
-		case d.State == "ready" && s.databases != nil:
-			if dump, err = s.databases.Dump(ctx, d.Name); err != nil {
-				return nil, nil, apierr.New("internal:unavailable", "could not dump the database of "+svc.Name+": "+err.Error())
-			}
-		default:
-			continue
-		}
-		contents["databases/"+svc.Name+"-"+svc.ID+".sql"] = dump
+	if err := s.exportDatabases(ctx, services, contents); err != nil {
+		return nil, nil, err
 	}
-	// Every domain the organisation owns goes in, with its zone, whatever
-	// happened to the services that used it: the zone Pier serves, or, for
-	// a domain no live service serves any more, the zone it would serve.
-	purchases, err := s.store.Domains().OrgPurchases(ctx, p.OrgID)
+	domains, err := s.exportDomains(ctx, p.OrgID, contents)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
-	}
-	for _, pu := range purchases {
-		serial, recs := s.Now().Unix(), zone.BuildZone(pu.Domain, s.zone)
-		z, err := s.store.Domains().Zone(ctx, pu.Domain)
-		switch {
-		case err == nil:
-			if recs, err = zone.DecodeRecords(z.Records); err != nil {
-				return nil, nil, apierr.Internal(err)
-			}
-			serial = z.Serial
-		case !errors.Is(err, store.ErrNotFound):
-			return nil, nil, apierr.Internal(err)
-		}
-		master, err := zone.MasterFile(pu.Domain, serial, recs)
-		if err != nil {
-			return nil, nil, apierr.Internal(err)
-		}
-		contents["zones/"+pu.Domain+".zone"] = []byte(master)
-		domains = append(domains, pu.Domain)
-		// The registrant the person confirmed, as the registrar records it:
-		// a new registrar needs it to take the domain over.
-		if r, err := s.store.Mail().CurrentRegistrant(ctx, p.OrgID, pu.Domain); err == nil {
-			rec := map[string]any{"domain": pu.Domain, "confirmedAt": r.ConfirmedAt, "registrant": json.RawMessage(r.Contact)}
-			b, _ := json.MarshalIndent(rec, "", "  ")
-			contents["registrants/"+pu.Domain+".json"] = append(b, '\n')
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return nil, nil, apierr.Internal(err)
-		}
+		return nil, nil, err
 	}
 	entries, err := s.store.Ledger().Entries(ctx, p.OrgID, 0, 1<<30)
 	if err != nil {
@@ -363,15 +293,126 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 	}
 	contents["ledger.jsonl"] = lb.Bytes()
 
+	man := leaveManifest{Format: "pier.leave.v1", ProjectID: projectID, CreatedAt: s.Now().UTC().Format("2006-01-02T15:04:05Z"), Domains: domains}
+	if man.Domains == nil {
+		man.Domains = []string{}
+	}
+	files, msum := packageFiles(contents, man)
+	m := s.Mutation("export_project", nil, []models.ResourceRef{{Type: "leave_package", Id: hex.EncodeToString(msum[:8])}}, nil, remaining(proj))
+	out := &models.LeavePackage{ProjectId: projectID, ManifestSha256: hex.EncodeToString(msum[:]), Files: files,
+		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
+	next := []models.Action{actions.Stop("done")}
+	if len(domains) > 0 {
+		next = append([]models.Action{actions.URL(s.baseURL()+"/domains", "transfer_out", "human")}, next...)
+	}
+	return out, next, nil
+}
+
+// exportSites adds the files of each live service's bundle, under
+// sites/NAME/.
+func (s *Projects) exportSites(ctx context.Context, orgID string, services []store.Service, contents map[string][]byte) error {
+	for _, svc := range services {
+		if svc.State != "live" || svc.BundleID == "" {
+			continue
+		}
+		b, err := s.store.Bundles().Get(ctx, orgID, svc.BundleID)
+		if err != nil {
+			return apierr.Internal(err)
+		}
+		var files []site.File
+		if err := json.Unmarshal([]byte(b.Manifest), &files); err != nil {
+			return apierr.Internal(err)
+		}
+		for _, f := range files {
+			data, err := s.store.Bundles().Blob(ctx, f.SHA256)
+			if err != nil {
+				return apierr.Internal(err)
+			}
+			contents["sites/"+svc.Name+"/"+f.Path] = data
+		}
+	}
+	return nil
+}
+
+// exportDatabases adds each managed database as a plain-SQL dump: taken
+// now for a running service, the one taken before teardown dropped it
+// otherwise.
+func (s *Projects) exportDatabases(ctx context.Context, services []store.Service, contents map[string][]byte) error {
+	for _, svc := range services {
+		d, err := s.store.Services().Database(ctx, svc.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return apierr.Internal(err)
+		}
+		var dump []byte
+		switch {
+		case d.DumpSHA != "":
+			if dump, err = s.store.Bundles().Blob(ctx, d.DumpSHA); err != nil {
+				return apierr.Internal(err)
+			}
+		case d.State == "ready" && s.databases != nil:
+			if dump, err = s.databases.Dump(ctx, d.Name); err != nil {
+				return apierr.New("internal:unavailable", "could not dump the database of "+svc.Name+": "+err.Error())
+			}
+		default:
+			continue
+		}
+		contents["databases/"+svc.Name+"-"+svc.ID+".sql"] = dump
+	}
+	return nil
+}
+
+// exportDomains adds every domain the organisation owns, with its zone,
+// whatever happened to the services that used it: the zone Pier serves,
+// or, for a domain no live service serves any more, the zone it would
+// serve. It returns the domains.
+func (s *Projects) exportDomains(ctx context.Context, orgID string, contents map[string][]byte) ([]string, error) {
+	purchases, err := s.store.Domains().OrgPurchases(ctx, orgID)
+	if err != nil {
+		return nil, apierr.Internal(err)
+	}
+	var domains []string
+	for _, pu := range purchases {
+		serial, recs := s.Now().Unix(), zone.BuildZone(pu.Domain, s.zone)
+		z, err := s.store.Domains().Zone(ctx, pu.Domain)
+		switch {
+		case err == nil:
+			if recs, err = zone.DecodeRecords(z.Records); err != nil {
+				return nil, apierr.Internal(err)
+			}
+			serial = z.Serial
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, apierr.Internal(err)
+		}
+		master, err := zone.MasterFile(pu.Domain, serial, recs)
+		if err != nil {
+			return nil, apierr.Internal(err)
+		}
+		contents["zones/"+pu.Domain+".zone"] = []byte(master)
+		domains = append(domains, pu.Domain)
+		// The registrant the person confirmed, as the registrar records it:
+		// a new registrar needs it to take the domain over.
+		if r, err := s.store.Mail().CurrentRegistrant(ctx, orgID, pu.Domain); err == nil {
+			rec := map[string]any{"domain": pu.Domain, "confirmedAt": r.ConfirmedAt, "registrant": json.RawMessage(r.Contact)}
+			b, _ := json.MarshalIndent(rec, "", "  ")
+			contents["registrants/"+pu.Domain+".json"] = append(b, '\n')
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, apierr.Internal(err)
+		}
+	}
+	return domains, nil
+}
+
+// packageFiles lists a leave package's files, sorted by path, after its
+// manifest, which names each file's digest; it returns the manifest's.
+func packageFiles(contents map[string][]byte, man leaveManifest) ([]models.PackageFile, [sha256.Size]byte) {
 	paths := make([]string, 0, len(contents))
 	for p := range contents {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	man := leaveManifest{Format: "pier.leave.v1", ProjectID: projectID, CreatedAt: s.Now().UTC().Format("2006-01-02T15:04:05Z"), Domains: domains}
-	if man.Domains == nil {
-		man.Domains = []string{}
-	}
 	var files []models.PackageFile
 	for _, path := range paths {
 		sum := sha256.Sum256(contents[path])
@@ -382,17 +423,8 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 	}
 	mj, _ := json.MarshalIndent(man, "", "  ")
 	msum := sha256.Sum256(mj)
-	files = append([]models.PackageFile{{Path: LeaveManifestPath, Sha256: hex.EncodeToString(msum[:]), Size: len(mj),
-		ContentBase64: ptr(base64.StdEncoding.EncodeToString(mj))}}, files...)
-
-	m := s.Mutation("export_project", nil, []models.ResourceRef{{Type: "leave_package", Id: hex.EncodeToString(msum[:8])}}, nil, remaining(proj))
-	out := &models.LeavePackage{ProjectId: projectID, ManifestSha256: hex.EncodeToString(msum[:]), Files: files,
-		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
-	next := []models.Action{actions.Stop("done")}
-	if len(domains) > 0 {
-		next = append([]models.Action{actions.URL(s.baseURL()+"/domains", "transfer_out", "human")}, next...)
-	}
-	return out, next, nil
+	return append([]models.PackageFile{{Path: LeaveManifestPath, Sha256: hex.EncodeToString(msum[:]), Size: len(mj),
+		ContentBase64: ptr(base64.StdEncoding.EncodeToString(mj))}}, files...), msum
 }
 
 // Whoami says who the caller is: its key (or OAuth grant), organisation,

@@ -475,111 +475,127 @@ func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req models.Quote
 			}
 		}
 	}
-	amount := total(items)
-	itemsJSON, _ := json.Marshal(items)
-
 	var out *models.Quote
 	var next []models.Action
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
-		now := s.Now()
-		proj, err := tx.Projects().Lock(ctx, p.OrgID, req.ProjectId)
-		if errors.Is(err, store.ErrNotFound) {
-			return projectNotFound(req.ProjectId)
-		}
-		if err != nil {
-			return err
-		}
-		if err := s.projects.expireHolds(ctx, tx, &proj, now); err != nil {
-			return err
-		}
-		pol, err := decodePolicy(proj.Policy)
-		if err != nil {
-			return err
-		}
-
-		if err := s.checkKeyCap(ctx, tx, p, amount, now); err != nil {
-			return err
-		}
-		q := store.Quote{ID: auth.ID("quo"), OrgID: p.OrgID, ProjectID: proj.ID, KeyID: p.KeyID, AmountMicro: amount,
-			Items: string(itemsJSON), CreatedAt: now.UTC(), ExpiresAt: now.Add(HoldDuration).UTC(), State: "not_held"}
-		reasons := policyReasons(pol, items)
-		switch {
-		case len(reasons) > 0:
-			q.Decision = "DENY"
-			next = []models.Action{actions.Manual("change_policy", "human"), actions.Stop("denied")}
-		case amount > remaining(proj):
-			q.Decision = "DENY"
-			reasons = []models.BlockedBy{"budget:insufficient"}
-			short := amount - remaining(proj)
-			next = []models.Action{
-				actions.Tool("request_budget_raise", "agent", map[string]any{"id": proj.ID, "amountUsd": usd(short), "reason": "quote " + q.ID}),
-				actions.Stop("denied"),
-			}
-		case needsApproval(pol, amount):
-			q.Decision = "REQUIRES_APPROVAL"
-			reasons = []models.BlockedBy{"policy:approval_required"}
-			task, err := s.approvals.openGate(ctx, tx, p, proj.ID, "quote_approval", map[string]any{
-				"quoteId": q.ID, "projectId": proj.ID, "amountMicroUsd": amount, "items": items,
-			}, now)
-			if err != nil {
-				return err
-			}
-			next = s.approvals.gateActions(task)
-		default:
-			q.Decision = "ALLOW"
-			q.State = "held"
-			if err := tx.Projects().MoveMoney(ctx, proj.ID, amount, 0); err != nil {
-				if errors.Is(err, store.ErrBudget) {
-					return apierr.New("budget:insufficient", "the budget cannot cover this quote")
-				}
-				return err
-			}
-			proj.HeldMicro += amount
-			next = quoteNext(proj.ID, q.ID, items)
-		}
-		if reasons == nil {
-			reasons = []models.BlockedBy{}
-		}
-		rj, _ := json.Marshal(reasons)
-		q.Reasons = string(rj)
-		if err := tx.Quotes().Insert(ctx, q); err != nil {
-			return err
-		}
-		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "create_quote", ObjectType: "quote", ObjectID: q.ID,
-			Details: map[string]any{"projectId": proj.ID, "decision": q.Decision, "amountMicroUsd": amount, "held": q.State == "held", "reasons": reasons}}, now); err != nil {
-			return err
-		}
-
-		var costs []Cost
-		for _, it := range items {
-			costs = append(costs, Cost{Item: it.label(), Amount: it.AmountMicro})
-		}
-		var undo *models.ToolAction
-		if q.State == "held" {
-			undo = UndoCall("release_quote", map[string]any{"id": q.ID})
-		}
-		m := s.Mutation("create_quote", nil, []models.ResourceRef{{Type: "quote", Id: q.ID}}, undo, remaining(proj))
-		lines := make([]models.CostLine, 0, len(costs))
-		for _, c := range costs {
-			lines = append(lines, models.CostLine{Item: c.Item, AmountUsd: usd(c.Amount)})
-		}
-		out = &models.Quote{
-			QuoteId: q.ID, ProjectId: proj.ID, Decision: models.QuoteDecision(q.Decision), State: ptr(models.QuoteState(q.State)),
-			AmountUsd: usd(amount), Reasons: reasons, Lines: &lines,
-			Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd,
-		}
-		gs := gatedSteps(items, p, pol)
-		out.GatedSteps = &gs
-		if q.State == "held" {
-			t := q.ExpiresAt
-			out.HoldExpiresAt = &t
-		}
-		return nil
+		var err error
+		out, next, err = s.createLocked(ctx, tx, p, req.ProjectId, items)
+		return err
 	})
 	if err != nil {
 		return nil, nil, err
 	}
 	return out, next, nil
+}
+
+// createLocked decides and records a quote under the project's lock.
+func (s *Quotes) createLocked(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID string, items []pricedItem) (*models.Quote, []models.Action, error) {
+	now := s.Now()
+	proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, projectNotFound(projectID)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.projects.expireHolds(ctx, tx, &proj, now); err != nil {
+		return nil, nil, err
+	}
+	pol, err := decodePolicy(proj.Policy)
+	if err != nil {
+		return nil, nil, err
+	}
+	amount := total(items)
+	if err := s.checkKeyCap(ctx, tx, p, amount, now); err != nil {
+		return nil, nil, err
+	}
+	itemsJSON, _ := json.Marshal(items)
+	q := store.Quote{ID: auth.ID("quo"), OrgID: p.OrgID, ProjectID: proj.ID, KeyID: p.KeyID, AmountMicro: amount,
+		Items: string(itemsJSON), CreatedAt: now.UTC(), ExpiresAt: now.Add(HoldDuration).UTC(), State: "not_held"}
+	reasons, next, err := s.decide(ctx, tx, p, &proj, &q, pol, items, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	if reasons == nil {
+		reasons = []models.BlockedBy{}
+	}
+	rj, _ := json.Marshal(reasons)
+	q.Reasons = string(rj)
+	if err := tx.Quotes().Insert(ctx, q); err != nil {
+		return nil, nil, err
+	}
+	if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "create_quote", ObjectType: "quote", ObjectID: q.ID,
+		Details: map[string]any{"projectId": proj.ID, "decision": q.Decision, "amountMicroUsd": amount, "held": q.State == "held", "reasons": reasons}}, now); err != nil {
+		return nil, nil, err
+	}
+	out := s.quoteView(q, proj, items, reasons)
+	gs := gatedSteps(items, p, pol)
+	out.GatedSteps = &gs
+	return out, next, nil
+}
+
+// decide sets a new quote's decision: DENY by policy or budget,
+// REQUIRES_APPROVAL with a gate open for a human, or ALLOW with the amount
+// held. It returns the reasons and what to do next.
+func (s *Quotes) decide(ctx context.Context, tx *store.Tx, p *auth.Principal, proj *store.Project, q *store.Quote, pol models.ProjectPolicy, items []pricedItem, now time.Time) ([]models.BlockedBy, []models.Action, error) {
+	amount := q.AmountMicro
+	reasons := policyReasons(pol, items)
+	switch {
+	case len(reasons) > 0:
+		q.Decision = "DENY"
+		return reasons, []models.Action{actions.Manual("change_policy", "human"), actions.Stop("denied")}, nil
+	case amount > remaining(*proj):
+		q.Decision = "DENY"
+		short := amount - remaining(*proj)
+		return []models.BlockedBy{"budget:insufficient"}, []models.Action{
+			actions.Tool("request_budget_raise", "agent", map[string]any{"id": proj.ID, "amountUsd": usd(short), "reason": "quote " + q.ID}),
+			actions.Stop("denied"),
+		}, nil
+	case needsApproval(pol, amount):
+		q.Decision = "REQUIRES_APPROVAL"
+		task, err := s.approvals.openGate(ctx, tx, p, proj.ID, "quote_approval", map[string]any{
+			"quoteId": q.ID, "projectId": proj.ID, "amountMicroUsd": amount, "items": items,
+		}, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []models.BlockedBy{"policy:approval_required"}, s.approvals.gateActions(task), nil
+	default:
+		q.Decision = "ALLOW"
+		q.State = "held"
+		if err := tx.Projects().MoveMoney(ctx, proj.ID, amount, 0); err != nil {
+			if errors.Is(err, store.ErrBudget) {
+				return nil, nil, apierr.New("budget:insufficient", "the budget cannot cover this quote")
+			}
+			return nil, nil, err
+		}
+		proj.HeldMicro += amount
+		return reasons, quoteNext(proj.ID, q.ID, items), nil
+	}
+}
+
+// quoteView is a new quote as the API answers it, with its cost lines and,
+// when it holds budget, the undo that releases it.
+func (s *Quotes) quoteView(q store.Quote, proj store.Project, items []pricedItem, reasons []models.BlockedBy) *models.Quote {
+	var undo *models.ToolAction
+	if q.State == "held" {
+		undo = UndoCall("release_quote", map[string]any{"id": q.ID})
+	}
+	m := s.Mutation("create_quote", nil, []models.ResourceRef{{Type: "quote", Id: q.ID}}, undo, remaining(proj))
+	lines := make([]models.CostLine, 0, len(items))
+	for _, it := range items {
+		lines = append(lines, models.CostLine{Item: it.label(), AmountUsd: usd(it.AmountMicro)})
+	}
+	out := &models.Quote{
+		QuoteId: q.ID, ProjectId: proj.ID, Decision: models.QuoteDecision(q.Decision), State: ptr(models.QuoteState(q.State)),
+		AmountUsd: usd(q.AmountMicro), Reasons: reasons, Lines: &lines,
+		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd,
+	}
+	if q.State == "held" {
+		t := q.ExpiresAt
+		out.HoldExpiresAt = &t
+	}
+	return out
 }
 
 // ReleaseQuote gives a held quote's budget back before it expires.
@@ -661,66 +677,11 @@ func (s *Quotes) Consume(ctx context.Context, tx *store.Tx, p *auth.Principal, p
 		return Consumed{}, err
 	}
 	requote := actions.Tool("create_quote", "agent", quoteArgs(projectID, items))
-	switch q.State {
-	case "expired":
-		return Consumed{}, apierr.New("budget:hold_expired", "the quote's 15-minute hold expired; quote again", requote)
-	case "consumed", "released":
-		return Consumed{}, apierr.Newf("conflict:state", "quote %s is already %s", quoteID, q.State).WithActions(requote)
-	case "not_held":
-		if q.Decision == "REQUIRES_APPROVAL" {
-			g, err := tx.Quotes().Gate(ctx, p.OrgID, q.ID)
-			if err == nil && g.State == "pending" {
-				// The launch waits on the same gate; the human's approval
-				// consumes the quote and carries the launch on.
-				return Consumed{}, &awaitApproval{GateID: g.ID, QuoteID: q.ID, AmountMicro: q.AmountMicro}
-			}
-			if err == nil && g.State == "denied" {
-				return Consumed{}, apierr.Newf("approval:denied", "a human denied quote %s", quoteID).WithActions(requote, actions.Stop("denied"))
-			}
-		}
-		return Consumed{}, apierr.Newf("conflict:state", "quote %s was %s and holds no budget", quoteID, q.Decision).WithActions(requote)
-	}
-	pol, err := decodePolicy(proj.Policy)
-	if err != nil {
+	if err := unheldQuote(ctx, tx, p, q, requote); err != nil {
 		return Consumed{}, err
 	}
-	if reasons := policyReasons(pol, items); len(reasons) > 0 {
-		return Consumed{}, apierr.Newf(reasons[0], "the project's policy changed since the quote and now refuses it (%v)", reasons).
-			WithActions(actions.Manual("change_policy", "human"), requote)
-	}
-	// Re-price from the catalogs: a moved price voids the quote.
-	var reqItems []models.QuoteItem
-	for _, it := range items {
-		ri := models.QuoteItem{Kind: models.QuoteItemKind(it.Kind)}
-		switch it.Kind {
-		case "domain":
-			d, y := it.Domain, it.Years
-			ri.Domain, ri.Years = &d, &y
-		case "email":
-			d, m := it.Domain, it.Months
-			ri.Domain, ri.Months = &d, &m
-		default:
-			w, t, m := models.Workload(it.Workload), models.TargetName(it.Target), it.Months
-			ri.Workload, ri.Target, ri.Months = &w, &t, &m
-		}
-		reqItems = append(reqItems, ri)
-	}
-	current, err := priceItems(s.prices, reqItems)
-	if err != nil {
+	if err := s.recheck(ctx, tx, proj, q, items, requote); err != nil {
 		return Consumed{}, err
-	}
-	if total(current) != q.AmountMicro {
-		return Consumed{}, apierr.Newf("plan:price_changed", "the price moved from %.2f to %.2f USD since the quote", usd(q.AmountMicro), usd(total(current))).WithActions(requote)
-	}
-	approved, err := tx.Quotes().Approved(ctx, q.ID)
-	if err != nil {
-		return Consumed{}, err
-	}
-	if needsApproval(pol, q.AmountMicro) && !approved {
-		// The policy tightened after an ALLOW quote: a new quote asks the
-		// human, and a launch with it waits for the answer.
-		return Consumed{}, apierr.Newf("policy:approval_required", "the project now needs a human approval for %.2f USD; quote again and launch with the new quote to get an approval URL", usd(q.AmountMicro)).
-			WithActions(requote)
 	}
 	if err := tx.Quotes().Settle(ctx, q.ID, "consumed", now); err != nil {
 		return Consumed{}, apierr.Newf("conflict:state", "quote %s changed while consuming it", q.ID)
@@ -738,6 +699,86 @@ func (s *Quotes) Consume(ctx context.Context, tx *store.Tx, p *auth.Principal, p
 		return Consumed{}, err
 	}
 	return Consumed{QuoteID: q.ID, ProjectID: proj.ID, AmountMicro: q.AmountMicro, RemainingMicro: remaining(proj), Items: items}, nil
+}
+
+// unheldQuote is why a quote holds no budget to consume: its hold expired,
+// it was used or released, or it was never held (denied, or waiting for a
+// human, whose approval then carries the launch on). It is nil for a held
+// quote.
+func unheldQuote(ctx context.Context, tx *store.Tx, p *auth.Principal, q store.Quote, requote models.Action) error {
+	switch q.State {
+	case "expired":
+		return apierr.New("budget:hold_expired", "the quote's 15-minute hold expired; quote again", requote)
+	case "consumed", "released":
+		return apierr.Newf("conflict:state", "quote %s is already %s", q.ID, q.State).WithActions(requote)
+	case "not_held":
+		if q.Decision == "REQUIRES_APPROVAL" {
+			g, err := tx.Quotes().Gate(ctx, p.OrgID, q.ID)
+			if err == nil && g.State == "pending" {
+				// The launch waits on the same gate; the human's approval
+				// consumes the quote and carries the launch on.
+				return &awaitApproval{GateID: g.ID, QuoteID: q.ID, AmountMicro: q.AmountMicro}
+			}
+			if err == nil && g.State == "denied" {
+				return apierr.Newf("approval:denied", "a human denied quote %s", q.ID).WithActions(requote, actions.Stop("denied"))
+			}
+		}
+		return apierr.Newf("conflict:state", "quote %s was %s and holds no budget", q.ID, q.Decision).WithActions(requote)
+	}
+	return nil
+}
+
+// recheck holds a quote to the project's current policy, prices and
+// approval rules: any that moved since the quote voids it.
+func (s *Quotes) recheck(ctx context.Context, tx *store.Tx, proj store.Project, q store.Quote, items []pricedItem, requote models.Action) error {
+	pol, err := decodePolicy(proj.Policy)
+	if err != nil {
+		return err
+	}
+	if reasons := policyReasons(pol, items); len(reasons) > 0 {
+		return apierr.Newf(reasons[0], "the project's policy changed since the quote and now refuses it (%v)", reasons).
+			WithActions(actions.Manual("change_policy", "human"), requote)
+	}
+	// Re-price from the catalogs: a moved price voids the quote.
+	current, err := priceItems(s.prices, quoteItems(items))
+	if err != nil {
+		return err
+	}
+	if total(current) != q.AmountMicro {
+		return apierr.Newf("plan:price_changed", "the price moved from %.2f to %.2f USD since the quote", usd(q.AmountMicro), usd(total(current))).WithActions(requote)
+	}
+	approved, err := tx.Quotes().Approved(ctx, q.ID)
+	if err != nil {
+		return err
+	}
+	if needsApproval(pol, q.AmountMicro) && !approved {
+		// The policy tightened after an ALLOW quote: a new quote asks the
+		// human, and a launch with it waits for the answer.
+		return apierr.Newf("policy:approval_required", "the project now needs a human approval for %.2f USD; quote again and launch with the new quote to get an approval URL", usd(q.AmountMicro)).
+			WithActions(requote)
+	}
+	return nil
+}
+
+// quoteItems turns priced items back into the request that priced them.
+func quoteItems(items []pricedItem) []models.QuoteItem {
+	var reqItems []models.QuoteItem
+	for _, it := range items {
+		ri := models.QuoteItem{Kind: models.QuoteItemKind(it.Kind)}
+		switch it.Kind {
+		case "domain":
+			d, y := it.Domain, it.Years
+			ri.Domain, ri.Years = &d, &y
+		case "email":
+			d, m := it.Domain, it.Months
+			ri.Domain, ri.Months = &d, &m
+		default:
+			w, t, m := models.Workload(it.Workload), models.TargetName(it.Target), it.Months
+			ri.Workload, ri.Target, ri.Months = &w, &t, &m
+		}
+		reqItems = append(reqItems, ri)
+	}
+	return reqItems
 }
 
 // releaseRefusedQuote gives back the hold of a quote whose launch was
@@ -834,92 +875,18 @@ func (s *Quotes) Estimate(ctx context.Context, req models.EstimateRequest) (*mod
 		usage.EgressMicroGB = microUSD(*req.MonthlyEgressGb) // same fixed-point scale
 		egressSource = models.PricingAssumptionSourceRequest
 	}
-
-	// Add-ons every capable option carries.
-	var addons []models.TargetOption
-	var addonTotal pricing.MicroUSD
-	var evidence []models.Evidence
-	for _, c := range need.Addons {
-		a, ok := pricing.AddonFor(c)
-		if !ok {
-			return nil, nil, apierr.Internal(fmt.Errorf("no add-on provides %q", c))
-		}
-		lines := pricing.Monthly(a, usage)
-		total := pricing.Total(lines)
-		addonTotal += total
-		addons = append(addons, targetOption(a, true, nil, lines, total, models.TargetOptionReasonAddonRequired))
-		name := a.Name
-		evidence = append(evidence, models.Evidence{Code: models.EvidenceCodeAddonAttached, Target: &name})
+	addons, addonTotal, evidence, err := priceAddons(need, usage)
+	if err != nil {
+		return nil, nil, err
 	}
-
-	type priced struct {
-		t     pricing.Target
-		total pricing.MicroUSD
-		lines []pricing.Line
-	}
-	var capable []priced
-	considered := map[string]*models.TargetOption{}
-	var order []string
-	for _, t := range pricing.Targets {
-		if t.Kind != "compute" {
-			continue
-		}
-		order = append(order, t.Name)
-		if !t.Has(need.Compute) {
-			opt := targetOption(t, false, []string{need.Compute}, nil, 0, models.TargetOptionReasonMissingCapability)
-			considered[t.Name] = &opt
-			continue
-		}
-		lines := pricing.Monthly(t, usage)
-		total := pricing.Total(lines) + addonTotal
-		capable = append(capable, priced{t, total, lines})
-		opt := targetOption(t, true, nil, lines, total, models.TargetOptionReasonCapableNotCheapest)
-		considered[t.Name] = &opt
-	}
-	sort.SliceStable(capable, func(i, j int) bool { return capable[i].total < capable[j].total })
-	if len(capable) == 0 {
+	tp := priceTargets(need, usage, addonTotal)
+	if len(tp.capable) == 0 {
 		return nil, nil, apierr.Internal(fmt.Errorf("no target can run %s", req.Workload))
 	}
-	cheapest := capable[0]
-
-	selected := cheapest
-	reason := models.EstimateResultSelectionReasonCheapestCapable
-	if req.Target != nil {
-		t, ok := pricing.Lookup(string(*req.Target))
-		switch {
-		case !ok:
-			return nil, nil, apierr.Newf("plan:unknown_target", "target %q is not in the catalog; omit target to get the cheapest capable one", *req.Target).
-				WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": string(req.Workload)})).
-				WithDetails(models.FieldProblem{Field: "body.target", Problem: "unknown target"})
-		case t.Kind != "compute":
-			return nil, nil, apierr.Newf("plan:target_incapable", "%s is an add-on that comes with the workload, not a target to run it on", t.Name).
-				WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": string(req.Workload)})).
-				WithDetails(models.FieldProblem{Field: "body.target", Problem: "add-on, not a compute target"})
-		case !t.Has(need.Compute):
-			return nil, nil, apierr.Newf("plan:target_incapable", "target %s cannot run a %s (it lacks %s); %s can", t.Name, req.Workload, need.Compute, cheapest.t.Name).
-				WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": string(req.Workload), "target": cheapest.t.Name})).
-				WithDetails(models.FieldProblem{Field: "body.target", Problem: "missing capability " + need.Compute})
-		}
-		for _, c := range capable {
-			if c.t.Name == t.Name {
-				selected = c
-			}
-		}
-		reason = models.EstimateResultSelectionReasonExplicitTarget
-		name := t.Name
-		evidence = append([]models.Evidence{{Code: models.EvidenceCodeExplicitTarget, Target: &name}}, evidence...)
-		if cheapest.total < selected.total {
-			cn := cheapest.t.Name
-			detail := fmt.Sprintf("%s costs %.2f USD a month less", cn, usd(selected.total-cheapest.total))
-			evidence = append(evidence, models.Evidence{Code: models.EvidenceCodeCheaperCapableExists, Target: &cn, Detail: &detail})
-		}
-		considered[selected.t.Name].Reason = models.TargetOptionReasonExplicitTarget
-	} else {
-		name := selected.t.Name
-		evidence = append([]models.Evidence{{Code: models.EvidenceCodeCheapestCapableSelected, Target: &name}}, evidence...)
-		considered[selected.t.Name].Reason = models.TargetOptionReasonCheapestCapable
+	selected, reason, evidence, err := tp.selectTarget(req, need, evidence)
+	if err != nil {
+		return nil, nil, err
 	}
-
 	res := &models.EstimateResult{
 		Workload:        req.Workload,
 		SelectedTarget:  selected.t.Name,
@@ -938,8 +905,8 @@ func (s *Quotes) Estimate(ctx context.Context, req models.EstimateRequest) (*mod
 	if res.Addons == nil {
 		res.Addons = []models.TargetOption{}
 	}
-	for _, name := range order {
-		res.Considered = append(res.Considered, *considered[name])
+	for _, name := range tp.order {
+		res.Considered = append(res.Considered, *tp.considered[name])
 	}
 	next := []models.Action{
 		actions.Tool("create_quote", "agent", map[string]any{
@@ -948,6 +915,108 @@ func (s *Quotes) Estimate(ctx context.Context, req models.EstimateRequest) (*mod
 		actions.Stop("done"),
 	}
 	return res, next, nil
+}
+
+// priceAddons prices the add-ons every capable option carries.
+func priceAddons(need pricing.Need, usage pricing.Usage) ([]models.TargetOption, pricing.MicroUSD, []models.Evidence, error) {
+	var addons []models.TargetOption
+	var addonTotal pricing.MicroUSD
+	var evidence []models.Evidence
+	for _, c := range need.Addons {
+		a, ok := pricing.AddonFor(c)
+		if !ok {
+			return nil, 0, nil, apierr.Internal(fmt.Errorf("no add-on provides %q", c))
+		}
+		lines := pricing.Monthly(a, usage)
+		total := pricing.Total(lines)
+		addonTotal += total
+		addons = append(addons, targetOption(a, true, nil, lines, total, models.TargetOptionReasonAddonRequired))
+		name := a.Name
+		evidence = append(evidence, models.Evidence{Code: models.EvidenceCodeAddonAttached, Target: &name})
+	}
+	return addons, addonTotal, evidence, nil
+}
+
+// pricedTarget is a compute target able to run the workload, priced with
+// its add-ons.
+type pricedTarget struct {
+	t     pricing.Target
+	total pricing.MicroUSD
+	lines []pricing.Line
+}
+
+// targetPrices is every compute target an estimate considered, in the
+// catalog's order, and the capable ones, cheapest first.
+type targetPrices struct {
+	capable    []pricedTarget
+	considered map[string]*models.TargetOption
+	order      []string
+}
+
+// priceTargets prices each compute target for the workload, with its add-ons.
+func priceTargets(need pricing.Need, usage pricing.Usage, addonTotal pricing.MicroUSD) targetPrices {
+	tp := targetPrices{considered: map[string]*models.TargetOption{}}
+	for _, t := range pricing.Targets {
+		if t.Kind != "compute" {
+			continue
+		}
+		tp.order = append(tp.order, t.Name)
+		if !t.Has(need.Compute) {
+			opt := targetOption(t, false, []string{need.Compute}, nil, 0, models.TargetOptionReasonMissingCapability)
+			tp.considered[t.Name] = &opt
+			continue
+		}
+		lines := pricing.Monthly(t, usage)
+		total := pricing.Total(lines) + addonTotal
+		tp.capable = append(tp.capable, pricedTarget{t, total, lines})
+		opt := targetOption(t, true, nil, lines, total, models.TargetOptionReasonCapableNotCheapest)
+		tp.considered[t.Name] = &opt
+	}
+	sort.SliceStable(tp.capable, func(i, j int) bool { return tp.capable[i].total < tp.capable[j].total })
+	return tp
+}
+
+// selectTarget picks the target the request names, refusing one that
+// cannot run the workload and saying when a cheaper one could, or else the
+// cheapest capable one; the evidence leads with why.
+func (tp targetPrices) selectTarget(req models.EstimateRequest, need pricing.Need, evidence []models.Evidence) (pricedTarget, models.EstimateResultSelectionReason, []models.Evidence, error) {
+	cheapest := tp.capable[0]
+	selected := cheapest
+	if req.Target == nil {
+		name := selected.t.Name
+		evidence = append([]models.Evidence{{Code: models.EvidenceCodeCheapestCapableSelected, Target: &name}}, evidence...)
+		tp.considered[selected.t.Name].Reason = models.TargetOptionReasonCheapestCapable
+		return selected, models.EstimateResultSelectionReasonCheapestCapable, evidence, nil
+	}
+	t, ok := pricing.Lookup(string(*req.Target))
+	switch {
+	case !ok:
+		return selected, "", nil, apierr.Newf("plan:unknown_target", "target %q is not in the catalog; omit target to get the cheapest capable one", *req.Target).
+			WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": string(req.Workload)})).
+			WithDetails(models.FieldProblem{Field: "body.target", Problem: "unknown target"})
+	case t.Kind != "compute":
+		return selected, "", nil, apierr.Newf("plan:target_incapable", "%s is an add-on that comes with the workload, not a target to run it on", t.Name).
+			WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": string(req.Workload)})).
+			WithDetails(models.FieldProblem{Field: "body.target", Problem: "add-on, not a compute target"})
+	case !t.Has(need.Compute):
+		return selected, "", nil, apierr.Newf("plan:target_incapable", "target %s cannot run a %s (it lacks %s); %s can", t.Name, req.Workload, need.Compute, cheapest.t.Name).
+			WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": string(req.Workload), "target": cheapest.t.Name})).
+			WithDetails(models.FieldProblem{Field: "body.target", Problem: "missing capability " + need.Compute})
+	}
+	for _, c := range tp.capable {
+		if c.t.Name == t.Name {
+			selected = c
+		}
+	}
+	name := t.Name
+	evidence = append([]models.Evidence{{Code: models.EvidenceCodeExplicitTarget, Target: &name}}, evidence...)
+	if cheapest.total < selected.total {
+		cn := cheapest.t.Name
+		detail := fmt.Sprintf("%s costs %.2f USD a month less", cn, usd(selected.total-cheapest.total))
+		evidence = append(evidence, models.Evidence{Code: models.EvidenceCodeCheaperCapableExists, Target: &cn, Detail: &detail})
+	}
+	tp.considered[selected.t.Name].Reason = models.TargetOptionReasonExplicitTarget
+	return selected, models.EstimateResultSelectionReasonExplicitTarget, evidence, nil
 }
 
 const (

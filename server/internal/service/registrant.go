@@ -153,47 +153,9 @@ func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain stri
 			return nil, nil, err
 		}
 	}
-	now := s.Now().UTC()
-	sum := sha256.Sum256([]byte(token))
-	task := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, Kind: "registrant_contact", State: "input_required", GateID: auth.ID("gat"), CreatedAt: now, UpdatedAt: now}
-	detail := "a signed-in person of the organisation confirms at the approval URL, or the person confirms from the link that went to " + email
-	if noLinkWhy != "" {
-		detail = "no link was mailed, since agent keys could read mail to " + email + " (" + noLinkWhy + "): a signed-in person of the organisation confirms at the approval URL"
-	}
-	steps := []taskStep{{Name: "confirm_registrant", State: "input_required", StartedAt: &now, Detail: detail}, {Name: "record_registrant", State: "pending"}}
-	sj, _ := json.Marshal(steps)
-	pj, _ := json.Marshal(registrantPayload{Domain: domain, Contact: c})
-	task.Steps, task.Payload = string(sj), string(pj)
-	gj, _ := json.Marshal(registrantGatePayload{Domain: domain, Contact: c, RequestedBy: actorOf(p), LinkMailed: noLinkWhy == "", NoLinkWhy: noLinkWhy})
-	cj, _ := json.Marshal(c)
-	err = s.store.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.Tasks().Insert(ctx, task); err != nil {
-			return err
-		}
-		if err := tx.Gates().Insert(ctx, store.Gate{ID: task.GateID, OrgID: p.OrgID, TaskID: task.ID, Kind: "registrant_contact", Payload: string(gj), CreatedAt: now}); err != nil {
-			return err
-		}
-		older, err := tx.Mail().ProposeRegistrant(ctx, store.Registrant{Domain: domain, OrgID: p.OrgID, Contact: string(cj), TokenHash: hex.EncodeToString(sum[:]), TaskID: task.ID, CreatedAt: now})
-		if err != nil {
-			return err
-		}
-		// A newer proposal replaces any still waiting: their links stop
-		// working, their gates close and their tasks end.
-		for _, o := range older {
-			if err := supersedeRegistrantTask(ctx, tx, o, task.ID, now); err != nil {
-				return err
-			}
-		}
-		details := map[string]any{"taskId": task.ID, "gateId": task.GateID}
-		if noLinkWhy == "" {
-			details["emailSentTo"] = email
-		} else {
-			details["noLinkBecause"] = noLinkWhy
-		}
-		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "set_registrant_contact", ObjectType: "domain", ObjectID: domain,
-			Details: details}, now)
-		return err
-	})
+	rp := newRegistrantProposal(p, domain, email, noLinkWhy, c, token, s.Now().UTC())
+	task := rp.task
+	err = s.store.InTx(ctx, func(tx *store.Tx) error { return rp.record(ctx, tx, p) })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -217,6 +179,64 @@ func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain stri
 		next = []models.Action{next[0], actions.Manual("confirm_email", "human"), next[1]}
 	}
 	return view, next, nil
+}
+
+// registrantProposal is a proposed registrant as stored: its task, which
+// waits on a gate, and the hash of the token its link carries.
+type registrantProposal struct {
+	domain, email, noLinkWhy string
+	contact                  models.RegistrantContactRequest
+	tokenHash                string
+	task                     store.Task
+	now                      time.Time
+}
+
+func newRegistrantProposal(p *auth.Principal, domain, email, noLinkWhy string, c models.RegistrantContactRequest, token string, now time.Time) registrantProposal {
+	sum := sha256.Sum256([]byte(token))
+	task := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, Kind: "registrant_contact", State: "input_required", GateID: auth.ID("gat"), CreatedAt: now, UpdatedAt: now}
+	detail := "a signed-in person of the organisation confirms at the approval URL, or the person confirms from the link that went to " + email
+	if noLinkWhy != "" {
+		detail = "no link was mailed, since agent keys could read mail to " + email + " (" + noLinkWhy + "): a signed-in person of the organisation confirms at the approval URL"
+	}
+	steps := []taskStep{{Name: "confirm_registrant", State: "input_required", StartedAt: &now, Detail: detail}, {Name: "record_registrant", State: "pending"}}
+	sj, _ := json.Marshal(steps)
+	pj, _ := json.Marshal(registrantPayload{Domain: domain, Contact: c})
+	task.Steps, task.Payload = string(sj), string(pj)
+	return registrantProposal{domain: domain, email: email, noLinkWhy: noLinkWhy, contact: c, tokenHash: hex.EncodeToString(sum[:]), task: task, now: now}
+}
+
+// record stores the proposal with its task and gate, supersedes any
+// proposal still waiting, and writes the ledger.
+func (rp registrantProposal) record(ctx context.Context, tx *store.Tx, p *auth.Principal) error {
+	task, now, domain := rp.task, rp.now, rp.domain
+	gj, _ := json.Marshal(registrantGatePayload{Domain: domain, Contact: rp.contact, RequestedBy: actorOf(p), LinkMailed: rp.noLinkWhy == "", NoLinkWhy: rp.noLinkWhy})
+	cj, _ := json.Marshal(rp.contact)
+	if err := tx.Tasks().Insert(ctx, task); err != nil {
+		return err
+	}
+	if err := tx.Gates().Insert(ctx, store.Gate{ID: task.GateID, OrgID: p.OrgID, TaskID: task.ID, Kind: "registrant_contact", Payload: string(gj), CreatedAt: now}); err != nil {
+		return err
+	}
+	older, err := tx.Mail().ProposeRegistrant(ctx, store.Registrant{Domain: domain, OrgID: p.OrgID, Contact: string(cj), TokenHash: rp.tokenHash, TaskID: task.ID, CreatedAt: now})
+	if err != nil {
+		return err
+	}
+	// A newer proposal replaces any still waiting: their links stop
+	// working, their gates close and their tasks end.
+	for _, o := range older {
+		if err := supersedeRegistrantTask(ctx, tx, o, task.ID, now); err != nil {
+			return err
+		}
+	}
+	details := map[string]any{"taskId": task.ID, "gateId": task.GateID}
+	if rp.noLinkWhy == "" {
+		details["emailSentTo"] = rp.email
+	} else {
+		details["noLinkBecause"] = rp.noLinkWhy
+	}
+	_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "set_registrant_contact", ObjectType: "domain", ObjectID: domain,
+		Details: details}, now)
+	return err
 }
 
 // failUnsentRegistrant ends a proposal whose link could not be sent: its

@@ -175,163 +175,230 @@ type analysis struct {
 
 // analyze reads everything the steps name, for prepare and again for apply.
 func (e *Engine) analyze(ctx context.Context, p *auth.Principal, projectID string, steps []models.WorkflowStep) (*analysis, error) {
-	svc := e.cfg.Service
-	ps, err := svc.Projects.State(ctx, p, projectID)
+	ps, err := e.cfg.Service.Projects.State(ctx, p, projectID)
 	if err != nil {
 		return nil, err
 	}
-	a := &analysis{versions: []workflowplan.Version{{Type: "project", ID: projectID, Version: ps.Version}}}
-	seen := map[string]bool{}
-	version := func(typ, id, v string) {
-		if !seen[typ+"\x00"+id] {
-			seen[typ+"\x00"+id] = true
-			a.versions = append(a.versions, workflowplan.Version{Type: typ, ID: id, Version: v})
-		}
-	}
-	tools := map[string]string{}
+	r := &stepReader{e: e, svc: e.cfg.Service, p: p, projectID: projectID, seen: map[string]bool{}, tools: map[string]string{},
+		a: &analysis{versions: []workflowplan.Version{{Type: "project", ID: projectID, Version: ps.Version}}}}
 	for i, s := range steps {
-		tools[s.Id] = string(s.Tool)
-		field := fmt.Sprintf("body.steps.%d", i)
-		// The caller must be able to call each step's operation itself: a
-		// plan lends no authority.
-		if op, ok := operation.Lookup(string(s.Tool)); ok && op.Scope != "" && !p.HasScope(op.Scope) {
-			return nil, apierr.Newf("auth:insufficient_scope", "step %s calls %s, which needs a key with the %s scope; this key lacks it, and a human can grant it on the keys page", s.Id, s.Tool, op.Scope).
-				WithActions(actions.Manual("grant_scope", "human"))
-		}
-		st := workflowplan.Step{ID: s.Id, Tool: string(s.Tool), Arguments: s.Arguments, After: *s.After}
-		if st.Arguments == nil {
-			st.Arguments = map[string]any{}
-		}
-		// Validate as the operation would be called, with each reference
-		// standing in as a value of the right shape.
-		sample, err := substitute(st.Arguments, 0, func(step, f string) (any, bool) {
-			v, ok := outputs[tools[step]][f]
-			return v, ok
-		})
+		st, err := r.read(ctx, i, s)
 		if err != nil {
-			return nil, invalid(field+".arguments", "%v", err)
+			return nil, err
 		}
-		args := sample.(map[string]any)
-		literal := func(name string) (string, bool) {
-			v, ok := st.Arguments[name].(string)
-			return v, ok && !refRE().MatchString(v)
-		}
-		switch st.Tool {
-		case "upload_assets":
-			id, ok := literal("bundleId")
-			if !ok || len(st.Arguments) != 1 {
-				return nil, invalid(field+".arguments", "an upload_assets step names an uploaded bundle, and only that: {\"bundleId\": \"bnd_…\"}")
-			}
-			v, err := svc.Bundles.Version(ctx, p, id)
-			if err != nil {
-				return nil, err
-			}
-			version("bundle", id, v)
-		default:
-			if err := e.cfg.Invoker().Validate(st.Tool, args); err != nil {
-				var ae *apierr.Error
-				if errors.As(err, &ae) {
-					return nil, apierr.New(ae.Code, "step "+s.Id+": "+ae.Message).WithDetails(ae.Details...)
-				}
-				return nil, invalid(field, "%v", err)
-			}
-		}
-		switch st.Tool {
-		case "create_quote":
-			if pid, _ := st.Arguments["projectId"].(string); pid != projectID {
-				return nil, invalid(field+".arguments.projectId", "a step quotes for the workflow's project, %s", projectID)
-			}
-			var req models.QuoteRequest
-			b, _ := json.Marshal(args)
-			if err := json.Unmarshal(b, &req); err != nil {
-				return nil, invalid(field+".arguments", "%v", err)
-			}
-			pv, err := svc.Quotes.Preview(ctx, p, projectID, req.Items)
-			if err != nil {
-				return nil, err
-			}
-			if pv.Decision == "DENY" {
-				return nil, apierr.Newf(pv.Reasons[0], "step %s: the quote would be denied (%s)", s.Id, joinCodes(pv.Reasons))
-			}
-			st.PriceMicro = pv.AmountMicro
-			if pv.Decision == "REQUIRES_APPROVAL" {
-				st.NeedsApproval, st.Approval = true, "the quote is above the project's approval threshold; a human approves it"
-			}
-			for _, d := range pv.Domains {
-				state, err := svc.Domains.State(ctx, p, d)
-				if err != nil {
-					return nil, err
-				}
-				version("domain", d, state)
-			}
-		case "launch_service":
-			if pid, _ := st.Arguments["id"].(string); pid != projectID {
-				return nil, invalid(field+".arguments.id", "a step launches in the workflow's project, %s", projectID)
-			}
-			if id, ok := literal("bundleId"); ok {
-				v, err := svc.Bundles.Version(ctx, p, id)
-				if err != nil {
-					return nil, err
-				}
-				version("bundle", id, v)
-			}
-			if d, ok := literal("domain"); ok && d != "" {
-				d = strings.ToLower(d)
-				state, err := svc.Domains.State(ctx, p, d)
-				if err != nil {
-					return nil, err
-				}
-				if state == "taken" {
-					return nil, apierr.Newf("plan:domain_unavailable", "step %s: %s is registered to someone else", s.Id, d)
-				}
-				version("domain", d, state)
-				if state != "owned" {
-					st.Irreversible = true
-					if !p.HasScope("buy_domain") {
-						st.NeedsApproval, st.Approval = true, "registering "+d+" buys it: the key lacks buy_domain, so a human approves the purchase"
-					}
-				}
-			}
-		case "setup_email", "set_registrant_contact":
-			d, ok := literal("domain")
-			if !ok {
-				return nil, invalid(field+".arguments.domain", "the step names the domain")
-			}
-			d = strings.ToLower(d)
-			state, err := svc.Domains.State(ctx, p, d)
-			if err != nil {
-				return nil, err
-			}
-			if state == "taken" {
-				return nil, apierr.Newf("plan:domain_unavailable", "step %s: %s is registered to someone else", s.Id, d)
-			}
-			version("domain", d, state)
-			if st.Tool == "set_registrant_contact" {
-				st.NeedsApproval, st.Approval = true, "a person confirms the registrant: signed in, at the approval URL, or from a link mailed to an address no agent key can read"
-				st.Irreversible = true
-			}
-		case "teardown_service":
-			id, ok := literal("id")
-			if !ok {
-				return nil, invalid(field+".arguments.id", "a teardown names the service it stops")
-			}
-			v, err := svc.Launches.ServiceVersion(ctx, p, id)
-			if err != nil {
-				return nil, err
-			}
-			version("service", id, v)
-			st.Irreversible = true
-		}
-		a.total += st.PriceMicro
-		a.steps = append(a.steps, st)
+		r.a.total += st.PriceMicro
+		r.a.steps = append(r.a.steps, st)
 	}
-	if a.total > ps.RemainingMicro {
+	if a := r.a; a.total > ps.RemainingMicro {
 		return nil, apierr.Newf("budget:insufficient", "the workflow's quotes hold %s and the project has %s left",
 			service.FormatUSD(a.total), service.FormatUSD(ps.RemainingMicro)).
 			WithActions(actions.Tool("request_budget_raise", "agent", map[string]any{"id": projectID,
 				"amountUsd": float64(a.total-ps.RemainingMicro) / 1e6, "reason": "a workflow's quotes"}))
 	}
-	return a, nil
+	return r.a, nil
+}
+
+// stepReader is one analysis under way: the steps read so far, and the
+// versions of what they name, each recorded once.
+type stepReader struct {
+	e         *Engine
+	svc       *service.Service
+	p         *auth.Principal
+	projectID string
+	a         *analysis
+	seen      map[string]bool
+	tools     map[string]string // step ID to its tool, for the references of later steps
+}
+
+// version records the version a plan was made against, once for each thing.
+func (r *stepReader) version(typ, id, v string) {
+	if !r.seen[typ+"\x00"+id] {
+		r.seen[typ+"\x00"+id] = true
+		r.a.versions = append(r.a.versions, workflowplan.Version{Type: typ, ID: id, Version: v})
+	}
+}
+
+// read checks the i-th step's authority and arguments and judges it: its
+// price, whether a human approves it, and whether it can be undone.
+func (r *stepReader) read(ctx context.Context, i int, s models.WorkflowStep) (workflowplan.Step, error) {
+	p := r.p
+	r.tools[s.Id] = string(s.Tool)
+	field := fmt.Sprintf("body.steps.%d", i)
+	// The caller must be able to call each step's operation itself: a
+	// plan lends no authority.
+	if op, ok := operation.Lookup(string(s.Tool)); ok && op.Scope != "" && !p.HasScope(op.Scope) {
+		return workflowplan.Step{}, apierr.Newf("auth:insufficient_scope", "step %s calls %s, which needs a key with the %s scope; this key lacks it, and a human can grant it on the keys page", s.Id, s.Tool, op.Scope).
+			WithActions(actions.Manual("grant_scope", "human"))
+	}
+	st := workflowplan.Step{ID: s.Id, Tool: string(s.Tool), Arguments: s.Arguments, After: *s.After}
+	if st.Arguments == nil {
+		st.Arguments = map[string]any{}
+	}
+	args, err := r.validate(ctx, field, &st)
+	if err != nil {
+		return st, err
+	}
+	switch st.Tool {
+	case "create_quote":
+		err = r.judgeQuote(ctx, field, &st, args)
+	case "launch_service":
+		err = r.judgeLaunch(ctx, field, &st)
+	case "setup_email", "set_registrant_contact":
+		err = r.judgeDomainStep(ctx, field, &st)
+	case "teardown_service":
+		err = r.judgeTeardown(ctx, field, &st)
+	}
+	return st, err
+}
+
+// literal is a step's string argument when it is a value, not a reference
+// to an earlier step's output.
+func literal(st *workflowplan.Step, name string) (string, bool) {
+	v, ok := st.Arguments[name].(string)
+	return v, ok && !refRE().MatchString(v)
+}
+
+// validate checks a step's arguments as its operation would be called, with
+// each reference standing in as a value of the right shape, and returns
+// those sample arguments.
+func (r *stepReader) validate(ctx context.Context, field string, st *workflowplan.Step) (map[string]any, error) {
+	sample, err := substitute(st.Arguments, 0, func(step, f string) (any, bool) {
+		v, ok := outputs[r.tools[step]][f]
+		return v, ok
+	})
+	if err != nil {
+		return nil, invalid(field+".arguments", "%v", err)
+	}
+	args := sample.(map[string]any)
+	if st.Tool == "upload_assets" {
+		id, ok := literal(st, "bundleId")
+		if !ok || len(st.Arguments) != 1 {
+			return nil, invalid(field+".arguments", "an upload_assets step names an uploaded bundle, and only that: {\"bundleId\": \"bnd_…\"}")
+		}
+		v, err := r.svc.Bundles.Version(ctx, r.p, id)
+		if err != nil {
+			return nil, err
+		}
+		r.version("bundle", id, v)
+		return args, nil
+	}
+	if err := r.e.cfg.Invoker().Validate(st.Tool, args); err != nil {
+		var ae *apierr.Error
+		if errors.As(err, &ae) {
+			return nil, apierr.New(ae.Code, "step "+st.ID+": "+ae.Message).WithDetails(ae.Details...)
+		}
+		return nil, invalid(field, "%v", err)
+	}
+	return args, nil
+}
+
+// judgeQuote prices a create_quote step by previewing the quote.
+func (r *stepReader) judgeQuote(ctx context.Context, field string, st *workflowplan.Step, args map[string]any) error {
+	if pid, _ := st.Arguments["projectId"].(string); pid != r.projectID {
+		return invalid(field+".arguments.projectId", "a step quotes for the workflow's project, %s", r.projectID)
+	}
+	var req models.QuoteRequest
+	b, _ := json.Marshal(args)
+	if err := json.Unmarshal(b, &req); err != nil {
+		return invalid(field+".arguments", "%v", err)
+	}
+	pv, err := r.svc.Quotes.Preview(ctx, r.p, r.projectID, req.Items)
+	if err != nil {
+		return err
+	}
+	if pv.Decision == "DENY" {
+		return apierr.Newf(pv.Reasons[0], "step %s: the quote would be denied (%s)", st.ID, joinCodes(pv.Reasons))
+	}
+	st.PriceMicro = pv.AmountMicro
+	if pv.Decision == "REQUIRES_APPROVAL" {
+		st.NeedsApproval, st.Approval = true, "the quote is above the project's approval threshold; a human approves it"
+	}
+	for _, d := range pv.Domains {
+		state, err := r.svc.Domains.State(ctx, r.p, d)
+		if err != nil {
+			return err
+		}
+		r.version("domain", d, state)
+	}
+	return nil
+}
+
+// judgeLaunch records the bundle and domain a launch_service step names; a
+// domain not yet owned makes the launch a purchase.
+func (r *stepReader) judgeLaunch(ctx context.Context, field string, st *workflowplan.Step) error {
+	if pid, _ := st.Arguments["id"].(string); pid != r.projectID {
+		return invalid(field+".arguments.id", "a step launches in the workflow's project, %s", r.projectID)
+	}
+	if id, ok := literal(st, "bundleId"); ok {
+		v, err := r.svc.Bundles.Version(ctx, r.p, id)
+		if err != nil {
+			return err
+		}
+		r.version("bundle", id, v)
+	}
+	d, ok := literal(st, "domain")
+	if !ok || d == "" {
+		return nil
+	}
+	state, err := r.domainState(ctx, st, strings.ToLower(d))
+	if err != nil {
+		return err
+	}
+	if state != "owned" {
+		st.Irreversible = true
+		if !r.p.HasScope("buy_domain") {
+			st.NeedsApproval, st.Approval = true, "registering "+strings.ToLower(d)+" buys it: the key lacks buy_domain, so a human approves the purchase"
+		}
+	}
+	return nil
+}
+
+// judgeDomainStep records the domain a setup_email or
+// set_registrant_contact step names; confirming a registrant is a person's
+// act, and cannot be undone.
+func (r *stepReader) judgeDomainStep(ctx context.Context, field string, st *workflowplan.Step) error {
+	d, ok := literal(st, "domain")
+	if !ok {
+		return invalid(field+".arguments.domain", "the step names the domain")
+	}
+	if _, err := r.domainState(ctx, st, strings.ToLower(d)); err != nil {
+		return err
+	}
+	if st.Tool == "set_registrant_contact" {
+		st.NeedsApproval, st.Approval = true, "a person confirms the registrant: signed in, at the approval URL, or from a link mailed to an address no agent key can read"
+		st.Irreversible = true
+	}
+	return nil
+}
+
+// domainState records the state of a domain a step names, refusing one
+// registered to someone else.
+func (r *stepReader) domainState(ctx context.Context, st *workflowplan.Step, d string) (string, error) {
+	state, err := r.svc.Domains.State(ctx, r.p, d)
+	if err != nil {
+		return "", err
+	}
+	if state == "taken" {
+		return "", apierr.Newf("plan:domain_unavailable", "step %s: %s is registered to someone else", st.ID, d)
+	}
+	r.version("domain", d, state)
+	return state, nil
+}
+
+// judgeTeardown records the version of the service a teardown_service
+// step stops; a teardown cannot be undone.
+func (r *stepReader) judgeTeardown(ctx context.Context, field string, st *workflowplan.Step) error {
+	id, ok := literal(st, "id")
+	if !ok {
+		return invalid(field+".arguments.id", "a teardown names the service it stops")
+	}
+	v, err := r.svc.Launches.ServiceVersion(ctx, r.p, id)
+	if err != nil {
+		return err
+	}
+	r.version("service", id, v)
+	st.Irreversible = true
+	return nil
 }
 
 func joinCodes(cs []models.BlockedBy) string {

@@ -45,6 +45,22 @@ func invalid(field, problem string, args ...any) *apierr.Error {
 // order they run: topological, ties broken by the order written. Each
 // step's After then lists every step it waits for, sorted.
 func order(steps []models.WorkflowStep) ([]models.WorkflowStep, error) {
+	index, err := indexSteps(steps)
+	if err != nil {
+		return nil, err
+	}
+	deps := make([][]string, len(steps))
+	for i, s := range steps {
+		if deps[i], err = dependencies(steps, index, i, s); err != nil {
+			return nil, err
+		}
+	}
+	return sortByDependencies(steps, deps)
+}
+
+// indexSteps checks each step on its own (a known tool, a unique id, no
+// secrets) and maps the step IDs to their places.
+func indexSteps(steps []models.WorkflowStep) (map[string]int, error) {
 	index := map[string]int{}
 	for i, s := range steps {
 		field := fmt.Sprintf("body.steps.%d", i)
@@ -63,74 +79,70 @@ func order(steps []models.WorkflowStep) ([]models.WorkflowStep, error) {
 		}
 		index[s.Id] = i
 	}
-	deps := make([][]string, len(steps))
-	for i, s := range steps {
-		field := fmt.Sprintf("body.steps.%d", i)
-		set := map[string]bool{}
-		if s.After != nil {
-			for _, a := range *s.After {
-				if _, ok := index[a]; !ok {
-					return nil, invalid(field+".after", "no step %q", a)
-				}
-				set[a] = true
+	return index, nil
+}
+
+// dependencies are the steps the i-th step waits for, sorted: those its
+// After names and those its arguments' references name.
+func dependencies(steps []models.WorkflowStep, index map[string]int, i int, s models.WorkflowStep) ([]string, error) {
+	field := fmt.Sprintf("body.steps.%d", i)
+	set := map[string]bool{}
+	if s.After != nil {
+		for _, a := range *s.After {
+			if _, ok := index[a]; !ok {
+				return nil, invalid(field+".after", "no step %q", a)
 			}
+			set[a] = true
 		}
-		var err error
-		walk(s.Arguments, 0, func(v string) {
-			if err != nil {
-				return
-			}
-			if !strings.Contains(v, "${") {
-				return
-			}
-			m := refRE().FindStringSubmatch(v)
-			if m == nil {
-				err = invalid(field+".arguments", "%q is not a reference; write ${steps.ID.FIELD}", v)
-				return
-			}
-			j, ok := index[m[1]]
-			if !ok {
-				err = invalid(field+".arguments", "%s names no step %q", v, m[1])
-				return
-			}
-			if _, ok := outputs[string(steps[j].Tool)][m[2]]; !ok {
-				err = invalid(field+".arguments", "%s: a %s step yields %s", v, steps[j].Tool, strings.Join(fieldNames(string(steps[j].Tool)), ", "))
-				return
-			}
-			set[m[1]] = true
-		})
-		if err != nil {
-			return nil, err
-		}
-		if set[s.Id] {
-			return nil, invalid(field, "the step waits for itself")
-		}
-		for d := range set {
-			deps[i] = append(deps[i], d)
-		}
-		slices.Sort(deps[i])
 	}
-	// Kahn's algorithm, always taking the earliest written ready step.
+	var err error
+	walk(s.Arguments, 0, func(v string) {
+		if err != nil || !strings.Contains(v, "${") {
+			return
+		}
+		var id string
+		if id, err = reference(steps, index, field, v); err == nil {
+			set[id] = true
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if set[s.Id] {
+		return nil, invalid(field, "the step waits for itself")
+	}
+	var deps []string
+	for d := range set {
+		deps = append(deps, d)
+	}
+	slices.Sort(deps)
+	return deps, nil
+}
+
+// reference checks an argument written as ${steps.ID.FIELD}, naming a step
+// and one of its outputs, and returns the step's ID.
+func reference(steps []models.WorkflowStep, index map[string]int, field, v string) (string, error) {
+	m := refRE().FindStringSubmatch(v)
+	if m == nil {
+		return "", invalid(field+".arguments", "%q is not a reference; write ${steps.ID.FIELD}", v)
+	}
+	j, ok := index[m[1]]
+	if !ok {
+		return "", invalid(field+".arguments", "%s names no step %q", v, m[1])
+	}
+	if _, ok := outputs[string(steps[j].Tool)][m[2]]; !ok {
+		return "", invalid(field+".arguments", "%s: a %s step yields %s", v, steps[j].Tool, strings.Join(fieldNames(string(steps[j].Tool)), ", "))
+	}
+	return m[1], nil
+}
+
+// sortByDependencies is Kahn's algorithm, always taking the earliest
+// written ready step; each step's After becomes its dependencies.
+func sortByDependencies(steps []models.WorkflowStep, deps [][]string) ([]models.WorkflowStep, error) {
 	done := map[string]bool{}
 	var out []models.WorkflowStep
 	for len(out) < len(steps) {
-		picked := -1
-		for i, s := range steps {
-			if done[s.Id] {
-				continue
-			}
-			ready := true
-			for _, d := range deps[i] {
-				if !done[d] {
-					ready = false
-					break
-				}
-			}
-			if ready {
-				picked = i
-				break
-			}
-		}
+		picked := firstReady(steps, deps, done)
 		if picked < 0 {
 			var left []string
 			for _, s := range steps {
@@ -150,6 +162,27 @@ func order(steps []models.WorkflowStep) ([]models.WorkflowStep, error) {
 		done[s.Id] = true
 	}
 	return out, nil
+}
+
+// firstReady is the earliest written step not done whose dependencies all
+// are, or -1.
+func firstReady(steps []models.WorkflowStep, deps [][]string, done map[string]bool) int {
+	for i, s := range steps {
+		if done[s.Id] {
+			continue
+		}
+		ready := true
+		for _, d := range deps[i] {
+			if !done[d] {
+				ready = false
+				break
+			}
+		}
+		if ready {
+			return i
+		}
+	}
+	return -1
 }
 
 // walk calls f with every string in v, to a bounded depth.

@@ -3,6 +3,7 @@ package vectors
 import (
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/pierhq/pier/internal/lib/sandboxproof"
@@ -69,7 +70,13 @@ func reuseSignature(compact string, edit func(claims map[string]any)) string {
 	return protected + "." + jsonB64(claims) + "." + sig
 }
 
+// cases are the vectors, in the order they are written, by group.
 func cases() []vectorCase {
+	return slices.Concat(validCases(), tamperedCases(), signatureCases(), manifestCases(), bindingCases(), jwksCases())
+}
+
+// validCases are the proofs a verifier accepts.
+func validCases() []vectorCase {
 	return []vectorCase{
 		{"valid", accept("a proof minted by the reference code"),
 			editRelease(baseAttempts, func(*scenario, *release) {})},
@@ -85,7 +92,12 @@ func cases() []vectorCase {
 				delete(m, "holderCliSha256")
 				r.manifest, _ = indent(m)
 			})},
+	}
+}
 
+// tamperedCases are content changed under an old signature, or served differently than signed.
+func tamperedCases() []vectorCase {
+	return []vectorCase{
 		{"tampered-payload-byte", reject("proof.signature", "one byte of the signed proof payload changed"),
 			editRelease(baseAttempts, func(s *scenario, r *release) {
 				var flat map[string]string
@@ -122,7 +134,12 @@ func cases() []vectorCase {
 				_ = json.Unmarshal(s.resign(p), &data)
 				r.apiProof = envelope(data)
 			})},
+	}
+}
 
+// signatureCases are signatures by the wrong key, algorithm or encoding.
+func signatureCases() []vectorCase {
+	return []vectorCase{
 		{"wrong-key", reject("proof.signature", "proof signed by a key that is not the published proof key, under its kid"),
 			withPayload(func(s *scenario, r *release, p map[string]any) {
 				header := map[string]any{"alg": "ES256", "kid": s.keys.Proof.KID, "typ": sandboxproof.TypProof}
@@ -197,7 +214,12 @@ func cases() []vectorCase {
 				_, claims, _ := jwsParts(a["receipt"].(string))
 				a["receipt"] = kidSign(s.keys.Proof.Private, s.keys.Proof.KID, sandboxproof.TypReceipt, claims)
 			})},
+	}
+}
 
+// manifestCases are a manifest that does not describe the served release.
+func manifestCases() []vectorCase {
+	return []vectorCase{
 		{"manifest-hash-mismatch", reject("hash.proofJwks", "manifest proofJwksSha256 does not match the served file"),
 			editRelease(baseAttempts, func(s *scenario, r *release) {
 				m := manifestOf(r)
@@ -216,7 +238,12 @@ func cases() []vectorCase {
 				m["proofId"] = "sbp_too.short"
 				r.manifest, _ = indent(m)
 			})},
+	}
+}
 
+// bindingCases are validly signed parts that do not bind together: expiry, replay, audience, claims, digests and spend.
+func bindingCases() []vectorCase {
+	return []vectorCase{
 		{"expired-gate", reject("gate.expiry", "the recorded decision time is after the gate's expiry"),
 			editPayload(func(s *scenario, p map[string]any) {
 				g := gateAt(p, 0)
@@ -258,7 +285,12 @@ func cases() []vectorCase {
 		{"overspend", reject("mandate.spend", "a 90 USD charge and an approved 20 USD attempt exceed the 100 USD mandate"),
 			editRelease([]attemptSpec{{"sba_allowed01", sandboxproof.ScenarioAllowed, 90_000_000, ""}, baseAttempts[1]},
 				func(*scenario, *release) {})},
+	}
+}
 
+// jwksCases are published key sets that are not public P-256 keys.
+func jwksCases() []vectorCase {
+	return []vectorCase{
 		{"jwks-off-curve", reject("jwks.issuer", "the issuer key's y coordinate is altered, so x, y is not a point on P-256"),
 			editRelease(baseAttempts, func(s *scenario, r *release) {
 				var set map[string][]map[string]any

@@ -68,23 +68,12 @@ var fwdMethods = [...]string{"GET ", "HEAD ", "POST ", "PUT ", "PATCH ", "DELETE
 func parseFwd(b []byte, r *fwdReq, dst []byte) (_ []byte, ok bool) {
 	*r = fwdReq{clen: -1}
 	line, rest := cutLine(b)
-	for _, m := range fwdMethods {
-		if hasPrefix(line, m) {
-			r.method = m[:len(m)-1]
-			break
-		}
-	}
-	if r.method == "" {
+	if !r.requestLine(line) {
 		return dst, false
 	}
-	t, ok := strings.CutSuffix(string(line[len(r.method)+1:]), " HTTP/1.1")
-	if !ok || !plainTarget(t) {
-		return dst, false
-	}
-	r.target = line[len(r.method)+1 : len(r.method)+1+len(t)]
 	dst = append(dst, line...)
 	dst = append(dst, "\r\n"...)
-	hosts, uas := 0, 0
+	var seen fwdSeen
 	for count := 0; ; count++ {
 		line, rest = cutLine(rest)
 		if len(line) == 0 {
@@ -97,65 +86,116 @@ func parseFwd(b []byte, r *fwdReq, dst []byte) (_ []byte, ok bool) {
 		if !ok {
 			return dst, false
 		}
-		switch {
-		case equalFold(name, "host"):
-			hosts++
-			r.host = v
-			dst = appendField(dst, name, v)
-		case equalFold(name, "user-agent"):
-			uas++
-			r.ua = v
-			if len(v) > 0 {
-				dst = appendField(dst, name, v)
-			}
-		case equalFold(name, "content-length"):
-			if r.clen >= 0 || len(v) == 0 || len(v) > 6 {
-				return dst, false
-			}
-			r.clen = 0
-			for _, c := range v {
-				if c < '0' || c > '9' {
-					return dst, false
-				}
-				r.clen = r.clen*10 + int64(c-'0')
-			}
-			if r.clen > maxFwdBody {
-				return dst, false
-			}
-		case equalFold(name, "connection"):
-			closing, ok := connection(v, true)
-			if !ok {
-				return dst, false
-			}
-			r.close = r.close || closing
-		case equalFold(name, "te"):
-			for tok := range tokens(v) {
-				if equalFold(tok, "trailers") {
-					r.te = true
-				}
-			}
-		case equalFold(name, "transfer-encoding"), equalFold(name, "upgrade"), equalFold(name, "expect"),
-			equalFold(name, "http2-settings"), equalFold(name, "trailer"):
+		if dst, ok = r.field(&seen, name, v, dst); !ok {
 			return dst, false
-		case equalFold(name, "keep-alive"), equalFold(name, "proxy-connection"), equalFold(name, "proxy-authenticate"),
-			equalFold(name, "proxy-authorization"), equalFold(name, "forwarded"), equalFold(name, "x-forwarded-for"),
-			equalFold(name, "x-forwarded-host"), equalFold(name, "x-forwarded-proto"):
-		case equalFold(name, "idempotency-key"), equalFold(name, "x-idempotency-key"):
-			r.idemKey = true
-			dst = appendField(dst, name, v)
-		default:
-			dst = appendField(dst, name, v)
 		}
 	}
-	if hosts != 1 || uas > 1 || len(r.host) == 0 {
+	if seen.hosts != 1 || seen.uas > 1 || !fwdHost(r.host) {
 		return dst, false
 	}
-	for _, c := range r.host {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == ':') {
-			return dst, false
+	return dst, true
+}
+
+// requestLine reads the method and an origin-form target of an HTTP/1.1
+// request line.
+func (r *fwdReq) requestLine(line []byte) bool {
+	for _, m := range fwdMethods {
+		if hasPrefix(line, m) {
+			r.method = m[:len(m)-1]
+			break
 		}
 	}
+	if r.method == "" {
+		return false
+	}
+	t, ok := strings.CutSuffix(string(line[len(r.method)+1:]), " HTTP/1.1")
+	if !ok || !plainTarget(t) {
+		return false
+	}
+	r.target = line[len(r.method)+1 : len(r.method)+1+len(t)]
+	return true
+}
+
+// fwdSeen counts the headers a forwarded request has at most one of.
+type fwdSeen struct{ hosts, uas int }
+
+// field reads one header line, appending it to dst unless it is
+// hop-by-hop or forwarding; ok is false for a header that sends the
+// request to net/http.
+func (r *fwdReq) field(seen *fwdSeen, name, v, dst []byte) (_ []byte, ok bool) {
+	switch {
+	case equalFold(name, "host"):
+		seen.hosts++
+		r.host = v
+		dst = appendField(dst, name, v)
+	case equalFold(name, "user-agent"):
+		seen.uas++
+		r.ua = v
+		if len(v) > 0 {
+			dst = appendField(dst, name, v)
+		}
+	case equalFold(name, "content-length"):
+		if r.clen >= 0 {
+			return dst, false
+		}
+		if r.clen, ok = fwdLength(v); !ok {
+			return dst, false
+		}
+	case equalFold(name, "connection"):
+		closing, ok := connection(v, true)
+		if !ok {
+			return dst, false
+		}
+		r.close = r.close || closing
+	case equalFold(name, "te"):
+		for tok := range tokens(v) {
+			if equalFold(tok, "trailers") {
+				r.te = true
+			}
+		}
+	case equalFold(name, "transfer-encoding"), equalFold(name, "upgrade"), equalFold(name, "expect"),
+		equalFold(name, "http2-settings"), equalFold(name, "trailer"):
+		return dst, false
+	case equalFold(name, "keep-alive"), equalFold(name, "proxy-connection"), equalFold(name, "proxy-authenticate"),
+		equalFold(name, "proxy-authorization"), equalFold(name, "forwarded"), equalFold(name, "x-forwarded-for"),
+		equalFold(name, "x-forwarded-host"), equalFold(name, "x-forwarded-proto"):
+	case equalFold(name, "idempotency-key"), equalFold(name, "x-idempotency-key"):
+		r.idemKey = true
+		dst = appendField(dst, name, v)
+	default:
+		dst = appendField(dst, name, v)
+	}
 	return dst, true
+}
+
+// fwdLength reads a Content-Length of at most six digits, up to
+// maxFwdBody.
+func fwdLength(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 6 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, n <= maxFwdBody
+}
+
+// fwdHost says whether a Host header is a plain name or address, with
+// an optional port.
+func fwdHost(host []byte) bool {
+	if len(host) == 0 {
+		return false
+	}
+	for _, c := range host {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == ':') {
+			return false
+		}
+	}
+	return true
 }
 
 func appendField(dst, k, v []byte) []byte {
@@ -219,56 +259,15 @@ func (cs *conn) forward(n int) (handled bool, err error) {
 		return false, nil
 	}
 	r := &f.r
-	if string(r.host) != cs.host {
-		cs.host = string(r.host)
-		cs.api = cfg.API(cs.host)
-	}
-	if cs.api {
-		return false, nil
-	}
-	p := r.target
-	if i := slices.Index(p, '?'); i >= 0 {
-		p = p[:i]
-	}
-	if string(p) != cs.path {
-		cs.path = string(p)
-	}
-	if cfg.Reserved != nil {
-		if u, err := url.PathUnescape(cs.path); err != nil || cfg.Reserved(u) {
-			return false, nil
-		}
-	}
-	addr, ok := cfg.Edge.Upstream(context.Background(), cs.host)
+	addr, ok := cs.upstream(r)
 	if !ok {
 		return false, nil
 	}
 	start := time.Now()
-	// net/http's Transport sends a length for a body, and an empty one
-	// for the methods servers expect one with.
-	m := r.method
-	if r.clen > 0 || m == "POST" || m == "PUT" || m == "PATCH" {
-		f.req = append(f.req, "Content-Length: "...)
-		f.req = strconv.AppendInt(f.req, max(r.clen, 0), 10)
-		f.req = append(f.req, "\r\n"...)
-	}
-	if f.clientIP != "" {
-		f.req = append(f.req, "X-Forwarded-For: "...)
-		f.req = append(f.req, f.clientIP...)
-		f.req = append(f.req, "\r\n"...)
-	}
-	f.req = append(f.req, "X-Forwarded-Host: "...)
-	f.req = append(f.req, r.host...)
-	if cs.tls {
-		f.req = append(f.req, "\r\nX-Forwarded-Proto: https\r\n"...)
-	} else {
-		f.req = append(f.req, "\r\nX-Forwarded-Proto: http\r\n"...)
-	}
-	if r.te {
-		f.req = append(f.req, "Te: trailers\r\n"...)
-	}
-	f.req = append(f.req, "\r\n"...)
+	f.appendForwarding(cs.tls)
 	f.ua = append(f.ua[:0], r.ua...) // for the log; r.ua is in the read buffer
 	cs.br.Discard(n)
+	m := r.method
 	if r.clen > 0 {
 		if err := cs.readBody(int(r.clen)); err != nil {
 			return true, err
@@ -278,13 +277,7 @@ func (cs *conn) forward(n int) (handled bool, err error) {
 	status, err := cs.exchange(addr, m == "HEAD", replayable)
 	// An idle connection keeps small buffers only, however large the
 	// answer was.
-	if f.scratch != nil {
-		scratchPool.Put((*[32 << 10]byte)(f.scratch))
-		f.scratch = nil
-	}
-	if cap(f.req) > 16<<10 {
-		f.req = nil
-	}
+	f.shrink()
 	if cs.br.Buffered() == 0 && cap(cs.out) > 16<<10 {
 		if cs.flush() == nil {
 			cs.out = nil
@@ -299,6 +292,72 @@ func (cs *conn) forward(n int) (handled bool, err error) {
 			"dur", time.Since(start), "ua", strings.SplitN(string(f.ua), " ", 2)[0])
 	}
 	return true, err
+}
+
+// upstream is the address of the live process service a parsed request
+// is for; ok is false when the request is for net/http: an API host, a
+// reserved path, or no such service.
+func (cs *conn) upstream(r *fwdReq) (addr string, ok bool) {
+	cfg := &cs.l.cfg
+	if string(r.host) != cs.host {
+		cs.host = string(r.host)
+		cs.api = cfg.API(cs.host)
+	}
+	if cs.api {
+		return "", false
+	}
+	p := r.target
+	if i := slices.Index(p, '?'); i >= 0 {
+		p = p[:i]
+	}
+	if string(p) != cs.path {
+		cs.path = string(p)
+	}
+	if cfg.Reserved != nil {
+		if u, err := url.PathUnescape(cs.path); err != nil || cfg.Reserved(u) {
+			return "", false
+		}
+	}
+	return cfg.Edge.Upstream(context.Background(), cs.host)
+}
+
+// appendForwarding ends the request to send upstream: its framing, as
+// net/http's Transport sends a length for a body and an empty one for the
+// methods servers expect one with, and the X-Forwarded-* headers.
+func (f *fwd) appendForwarding(tls bool) {
+	r := &f.r
+	if m := r.method; r.clen > 0 || m == "POST" || m == "PUT" || m == "PATCH" {
+		f.req = append(f.req, "Content-Length: "...)
+		f.req = strconv.AppendInt(f.req, max(r.clen, 0), 10)
+		f.req = append(f.req, "\r\n"...)
+	}
+	if f.clientIP != "" {
+		f.req = append(f.req, "X-Forwarded-For: "...)
+		f.req = append(f.req, f.clientIP...)
+		f.req = append(f.req, "\r\n"...)
+	}
+	f.req = append(f.req, "X-Forwarded-Host: "...)
+	f.req = append(f.req, r.host...)
+	if tls {
+		f.req = append(f.req, "\r\nX-Forwarded-Proto: https\r\n"...)
+	} else {
+		f.req = append(f.req, "\r\nX-Forwarded-Proto: http\r\n"...)
+	}
+	if r.te {
+		f.req = append(f.req, "Te: trailers\r\n"...)
+	}
+	f.req = append(f.req, "\r\n"...)
+}
+
+// shrink gives back the buffers a large answer grew.
+func (f *fwd) shrink() {
+	if f.scratch != nil {
+		scratchPool.Put((*[32 << 10]byte)(f.scratch))
+		f.scratch = nil
+	}
+	if cap(f.req) > 16<<10 {
+		f.req = nil
+	}
 }
 
 // readBody appends the request's body of n bytes to the request, within

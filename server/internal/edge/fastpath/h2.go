@@ -194,19 +194,7 @@ type h2conn struct {
 // serveH2 serves an h2 connection until it ends.
 func (l *Listener) serveH2(tc *tls.Conn, cork *corkConn, host string, start time.Time) {
 	l.h2served.Add(1)
-	h := &h2conn{l: l, tc: tc, cork: cork, host: host, br: bufio.NewReaderSize(tc, 16<<10),
-		connWindow: 65535, initialWindow: 65535, maxFrame: 16384,
-		streams: map[uint32]*h2stream{}, blocks: map[string][]byte{}, unacked: true, lastRequest: start, now: start,
-		resets: h2ResetBurst, resetAt: start}
-	h.fr = http2.NewFramer(&h.out, h.br)
-	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	h.fr.MaxHeaderListSize = l.maxHeaderList()
-	h.fr.SetReuseFrames()
-	h.enc = hpack.NewEncoder(&h.encBuf)
-	h.enc.SetMaxDynamicTableSizeLimit(0)
-	h.enc.WriteField(hpack.HeaderField{Name: "date"}) // spends the table size update
-	h.encBuf.Reset()
-
+	h := l.newH2Conn(tc, cork, host, start)
 	// The preface and the client's SETTINGS are due a header timeout
 	// after the connection opened.
 	tc.SetReadDeadline(start.Add(l.cfg.HeaderTimeout))
@@ -235,22 +223,10 @@ func (l *Listener) serveH2(tc *tls.Conn, cork *corkConn, host string, start time
 		}
 		f, err := h.fr.ReadFrame()
 		if err != nil {
-			var se http2.StreamError
-			var ce http2.ConnectionError
-			switch {
-			case errors.As(err, &se):
-				h.lastID = max(h.lastID, se.StreamID)
-				if h.refuse(se.StreamID, se.Code) != nil {
-					h.goAway(http2.ErrCodeEnhanceYourCalm)
-					return
-				}
-				continue
-			case errors.As(err, &ce):
-				h.goAway(http2.ErrCode(ce))
-			case l.isClosed() || isTimeout(err):
-				h.goAway(http2.ErrCodeNo)
+			if h.readFailed(err) {
+				return
 			}
-			return
+			continue
 		}
 		if first {
 			if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
@@ -278,6 +254,47 @@ func (l *Listener) serveH2(tc *tls.Conn, cork *corkConn, host string, start time
 			h.fr.WriteGoAway(h.lastID, http2.ErrCodeNo, nil)
 		}
 	}
+}
+
+// newH2Conn sets a connection up: its framer, and an encoder that uses no
+// dynamic table.
+func (l *Listener) newH2Conn(tc *tls.Conn, cork *corkConn, host string, start time.Time) *h2conn {
+	h := &h2conn{l: l, tc: tc, cork: cork, host: host, br: bufio.NewReaderSize(tc, 16<<10),
+		connWindow: 65535, initialWindow: 65535, maxFrame: 16384,
+		streams: map[uint32]*h2stream{}, blocks: map[string][]byte{}, unacked: true, lastRequest: start, now: start,
+		resets: h2ResetBurst, resetAt: start}
+	h.fr = http2.NewFramer(&h.out, h.br)
+	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	h.fr.MaxHeaderListSize = l.maxHeaderList()
+	h.fr.SetReuseFrames()
+	h.enc = hpack.NewEncoder(&h.encBuf)
+	h.enc.SetMaxDynamicTableSizeLimit(0)
+	h.enc.WriteField(hpack.HeaderField{Name: "date"}) // spends the table size update
+	h.encBuf.Reset()
+	return h
+}
+
+// readFailed handles a frame that could not be read: a stream error
+// resets that stream, and the connection goes on; a connection error, a
+// closing listener or a timeout sends GOAWAY. It says whether the
+// connection ends.
+func (h *h2conn) readFailed(err error) bool {
+	var se http2.StreamError
+	var ce http2.ConnectionError
+	switch {
+	case errors.As(err, &se):
+		h.lastID = max(h.lastID, se.StreamID)
+		if h.refuse(se.StreamID, se.Code) != nil {
+			h.goAway(http2.ErrCodeEnhanceYourCalm)
+			return true
+		}
+		return false
+	case errors.As(err, &ce):
+		h.goAway(http2.ErrCode(ce))
+	case h.l.isClosed() || isTimeout(err):
+		h.goAway(http2.ErrCodeNo)
+	}
+	return true
 }
 
 func isTimeout(err error) bool {
@@ -499,30 +516,8 @@ func (h *h2conn) setting(s http2.Setting) error {
 // headers starts a request: answered at once, its body (if any) queued.
 func (h *h2conn) headers(f *http2.MetaHeadersFrame) error {
 	id := f.StreamID
-	if id%2 == 0 {
-		return http2.ConnectionError(http2.ErrCodeProtocol)
-	}
-	if id <= h.lastID {
-		// Trailers of a request being answered, or a stream that is over.
-		if s := h.streams[id]; s != nil && s.remoteOpen {
-			if !f.StreamEnded() {
-				return h.refuse(id, http2.ErrCodeProtocol)
-			}
-			s.remoteOpen = false
-			return nil
-		}
-		return http2.ConnectionError(http2.ErrCodeStreamClosed)
-	}
-	h.lastID, h.requested = id, true
-	if h.goingAway {
-		return nil
-	}
-	if len(h.streams) >= h2MaxStreams {
-		code := http2.ErrCodeProtocol
-		if h.unacked {
-			code = http2.ErrCodeRefusedStream
-		}
-		return h.refuse(id, code)
+	if open, err := h.openStream(f); !open || err != nil {
+		return err
 	}
 	method, scheme, authority, path := f.PseudoValue("method"), f.PseudoValue("scheme"), f.PseudoValue("authority"), f.PseudoValue("path")
 	connect := method == "CONNECT"
@@ -532,38 +527,9 @@ func (h *h2conn) headers(f *http2.MetaHeadersFrame) error {
 		!connect && (method == "" || path == "" || (scheme != "https" && scheme != "http")):
 		return h.refuse(id, http2.ErrCodeProtocol)
 	}
-	var inm, ae, hostHeader string
-	var inmN, aeN, teN int
-	var bad string // the first connection-specific header, as net/http names it
-	for _, hf := range f.RegularFields() {
-		switch hf.Name {
-		case "if-none-match":
-			if inmN == 0 {
-				inm = hf.Value
-			}
-			inmN++
-		case "accept-encoding":
-			if aeN == 0 {
-				ae = hf.Value
-			}
-			aeN++
-		case "host":
-			if hostHeader == "" {
-				hostHeader = hf.Value
-			}
-		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
-			if bad == "" || connHeaderRank(hf.Name) < connHeaderRank(bad) {
-				bad = hf.Name
-			}
-		case "te":
-			teN++
-			if teN > 1 || (hf.Value != "trailers" && hf.Value != "") {
-				teN = 2
-			}
-		}
-	}
+	rh := scanRequestHeaders(f)
 	if authority == "" {
-		authority = hostHeader
+		authority = rh.host
 	}
 	var u *url.URL
 	if connect {
@@ -575,49 +541,144 @@ func (h *h2conn) headers(f *http2.MetaHeadersFrame) error {
 		return h.refuse(id, http2.ErrCodeProtocol)
 	}
 	body := !f.StreamEnded()
-	head := method == "HEAD"
-	textHeader := func() http.Header {
-		return http.Header{"Content-Type": {"text/plain; charset=utf-8"}, "X-Content-Type-Options": {"nosniff"}}
-	}
-	switch {
-	case f.Truncated:
-		h.respond(id, body, head, http.StatusRequestHeaderFieldsTooLarge, http.Header{}, []byte("<h1>HTTP Error 431</h1><p>Request Header Field(s) Too Large</p>"))
-		return nil
-	case bad != "":
-		h.respond(id, body, head, http.StatusBadRequest, textHeader(), []byte("request header "+strconv.Quote(http.CanonicalHeaderKey(bad))+" is not valid in HTTP/2\n"))
-		return nil
-	case teN > 1:
-		h.respond(id, body, head, http.StatusBadRequest, textHeader(), []byte(`request header "TE" may only be "trailers" in HTTP/2`+"\n"))
-		return nil
-	case !h.forHost(authority):
-		h.respond(id, body, head, http.StatusMisdirectedRequest, textHeader(), []byte("misdirected request: open a connection for this host\n"))
+	if h.answeredBadRequest(id, f, &rh, authority, body, method == "HEAD") {
 		return nil
 	}
 	cfg := &h.l.cfg
-	if !body && (method == "GET" || method == "HEAD") && (cfg.Reserved == nil || !cfg.Reserved(u.Path)) {
-		head, data, ok := cfg.Edge.Prepared(context.Background(), h.host, u.Path, inm, ae)
-		if ok {
-			if method == "HEAD" {
-				data = nil
-			}
-			blk, ok := h.blocks[string(head)]
-			if !ok {
-				// net/http's h2 server keeps the Content-Type of a 304,
-				// which the HTTP/1.1 head leaves out: it is the 200's.
-				var ctype []byte
-				if bytes.HasPrefix(head, []byte("HTTP/1.1 304")) {
-					if h200, _, ok := cfg.Edge.Prepared(context.Background(), h.host, u.Path, "", ""); ok {
-						ctype = headerLine(h200, "Content-Type")
-					}
-				}
-				blk = h.block(head, ctype)
-			}
-			h.send(id, blk, data, false)
-			return nil
-		}
+	if !body && (method == "GET" || method == "HEAD") && (cfg.Reserved == nil || !cfg.Reserved(u.Path)) &&
+		h.answerPrepared(id, method, u.Path, rh.ifNoneMatch, rh.acceptEncoding) {
+		return nil
 	}
 	h.handle(id, f, method, authority, u, body)
 	return nil
+}
+
+// openStream checks a HEADERS frame's stream: trailers end a request
+// being answered, a stream over or an even one is an error, and past the
+// stream limit (or going away) it is refused. It says whether the frame
+// opens a request to answer.
+func (h *h2conn) openStream(f *http2.MetaHeadersFrame) (bool, error) {
+	id := f.StreamID
+	if id%2 == 0 {
+		return false, http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	if id <= h.lastID {
+		// Trailers of a request being answered, or a stream that is over.
+		if s := h.streams[id]; s != nil && s.remoteOpen {
+			if !f.StreamEnded() {
+				return false, h.refuse(id, http2.ErrCodeProtocol)
+			}
+			s.remoteOpen = false
+			return false, nil
+		}
+		return false, http2.ConnectionError(http2.ErrCodeStreamClosed)
+	}
+	h.lastID, h.requested = id, true
+	if h.goingAway {
+		return false, nil
+	}
+	if len(h.streams) >= h2MaxStreams {
+		code := http2.ErrCodeProtocol
+		if h.unacked {
+			code = http2.ErrCodeRefusedStream
+		}
+		return false, h.refuse(id, code)
+	}
+	return true, nil
+}
+
+// requestHeaders are the regular headers the fast path reads: the first
+// If-None-Match, Accept-Encoding and Host, the first connection-specific
+// header as net/http names it, and how many TE headers (2 for any but
+// "trailers").
+type requestHeaders struct {
+	ifNoneMatch, acceptEncoding, host string
+	bad                               string
+	te                                int
+}
+
+func scanRequestHeaders(f *http2.MetaHeadersFrame) requestHeaders {
+	var rh requestHeaders
+	var inmN, aeN int
+	for _, hf := range f.RegularFields() {
+		switch hf.Name {
+		case "if-none-match":
+			if inmN == 0 {
+				rh.ifNoneMatch = hf.Value
+			}
+			inmN++
+		case "accept-encoding":
+			if aeN == 0 {
+				rh.acceptEncoding = hf.Value
+			}
+			aeN++
+		case "host":
+			if rh.host == "" {
+				rh.host = hf.Value
+			}
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+			if rh.bad == "" || connHeaderRank(hf.Name) < connHeaderRank(rh.bad) {
+				rh.bad = hf.Name
+			}
+		case "te":
+			rh.te++
+			if rh.te > 1 || (hf.Value != "trailers" && hf.Value != "") {
+				rh.te = 2
+			}
+		}
+	}
+	return rh
+}
+
+// answeredBadRequest answers, as net/http's h2 server does, a request
+// whose head is too large, carries a connection-specific or bad TE header,
+// or names a host this connection is not for. It says whether it did.
+func (h *h2conn) answeredBadRequest(id uint32, f *http2.MetaHeadersFrame, rh *requestHeaders, authority string, body, head bool) bool {
+	switch {
+	case f.Truncated:
+		h.respond(id, body, head, http.StatusRequestHeaderFieldsTooLarge, http.Header{}, []byte("<h1>HTTP Error 431</h1><p>Request Header Field(s) Too Large</p>"))
+	case rh.bad != "":
+		h.respond(id, body, head, http.StatusBadRequest, textHeader(), []byte("request header "+strconv.Quote(http.CanonicalHeaderKey(rh.bad))+" is not valid in HTTP/2\n"))
+	case rh.te > 1:
+		h.respond(id, body, head, http.StatusBadRequest, textHeader(), []byte(`request header "TE" may only be "trailers" in HTTP/2`+"\n"))
+	case !h.forHost(authority):
+		h.respond(id, body, head, http.StatusMisdirectedRequest, textHeader(), []byte("misdirected request: open a connection for this host\n"))
+	default:
+		return false
+	}
+	return true
+}
+
+// textHeader is the header of a plain-text refusal.
+func textHeader() http.Header {
+	return http.Header{"Content-Type": {"text/plain; charset=utf-8"}, "X-Content-Type-Options": {"nosniff"}}
+}
+
+// answerPrepared answers a GET or HEAD from the edge's prepared answers,
+// its header block encoded once per head. It says whether it did.
+func (h *h2conn) answerPrepared(id uint32, method, path, inm, ae string) bool {
+	cfg := &h.l.cfg
+	head, data, ok := cfg.Edge.Prepared(context.Background(), h.host, path, inm, ae)
+	if !ok {
+		return false
+	}
+	if method == "HEAD" {
+		data = nil
+	}
+	blk, ok := h.blocks[string(head)]
+	if !ok {
+		// net/http's h2 server keeps the Content-Type of a 304,
+		// which the HTTP/1.1 head leaves out: it is the 200's.
+		var ctype []byte
+		if bytes.HasPrefix(head, []byte("HTTP/1.1 304")) {
+			if h200, _, ok := cfg.Edge.Prepared(context.Background(), h.host, path, "", ""); ok {
+				ctype = headerLine(h200, "Content-Type")
+			}
+		}
+		blk = h.block(head, ctype)
+	}
+	h.send(id, blk, data, false)
+	return true
 }
 
 // connHeaderRank orders the connection-specific headers as net/http looks
