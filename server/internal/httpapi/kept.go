@@ -120,20 +120,10 @@ func plainAccept(v []byte) bool {
 	return len(v) == 0 || string(v) == "*/*" || equalFold(v, "application/json")
 }
 
-// equalFold reports whether b is s, a lower-case ASCII string, in any case.
+// equalFold reports whether b is s, an ASCII string, in any case: the length
+// check keeps bytes.EqualFold's Unicode folding (U+017F is s) out.
 func equalFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
+	return len(b) == len(s) && bytes.EqualFold(b, []byte(s))
 }
 
 // remake makes the answer to q again, as servePure would after the

@@ -28,6 +28,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/httpheader"
 	"github.com/pierhq/pier/server/internal/oauth"
 	"github.com/pierhq/pier/server/internal/operation"
 	"github.com/pierhq/pier/server/internal/safetext"
@@ -197,16 +198,7 @@ func acceptable(accept, media string) bool {
 		return true
 	}
 	typ, _, _ := strings.Cut(media, "/")
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		if q, ok := params["q"]; ok {
-			if v, err := strconv.ParseFloat(q, 64); err == nil && v == 0 {
-				continue
-			}
-		}
+	for mt := range httpheader.MediaTypes(accept) {
 		if mt == "*/*" || mt == media || mt == typ+"/*" {
 			return true
 		}

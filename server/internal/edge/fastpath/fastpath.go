@@ -17,6 +17,7 @@ package fastpath
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -568,29 +569,14 @@ func cutLine(b []byte) (line, rest []byte) {
 
 func hasPrefix(b []byte, p string) bool { return len(b) >= len(p) && string(b[:len(p)]) == p }
 
-func trim(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
+// trim drops the blanks (space, tab) around a header value.
+func trim(b []byte) []byte { return bytes.Trim(b, " 	") }
 
+// equalFold reports whether b is lower, an ASCII string, in any case. The
+// length check keeps bytes.EqualFold's Unicode folding (U+212A is k, U+017F
+// is s) out: HTTP's names and tokens fold as ASCII only.
 func equalFold(b []byte, lower string) bool {
-	if len(b) != len(lower) {
-		return false
-	}
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
+	return len(b) == len(lower) && bytes.EqualFold(b, []byte(lower))
 }
 
 func isToken(c byte) bool {

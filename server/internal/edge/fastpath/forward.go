@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // The forwarder: a request for a process service's host that is simple
@@ -129,11 +132,7 @@ func parseFwd(b []byte, r *fwdReq, dst []byte) (_ []byte, ok bool) {
 			}
 			r.close = r.close || closing
 		case equalFold(name, "te"):
-			for tok := range tokens(v) {
-				if equalFold(tok, "trailers") {
-					r.te = true
-				}
-			}
+			r.te = r.te || httpguts.HeaderValuesContainsToken([]string{string(v)}, "trailers")
 		case equalFold(name, "transfer-encoding"), equalFold(name, "upgrade"), equalFold(name, "expect"),
 			equalFold(name, "http2-settings"), equalFold(name, "trailer"):
 			return dst, false
@@ -542,13 +541,9 @@ func (cs *conn) writeHead(h *respHead, head bool) {
 		if equalFold(k, "content-length") || h.status == 304 && equalFold(k, "content-type") {
 			continue
 		}
-		drop := false
-		for _, tok := range named {
-			if equalFoldB(k, tok) {
-				drop = true
-				break
-			}
-		}
+		drop := slices.ContainsFunc(named, func(tok []byte) bool {
+			return len(tok) == len(k) && bytes.EqualFold(k, tok)
+		})
 		if !drop {
 			out = appendField(out, k, f.v)
 		}
