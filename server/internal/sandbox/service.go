@@ -14,6 +14,7 @@ import (
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -184,7 +185,7 @@ func (s *Service) session(ctx context.Context, id string) (store.SandboxSession,
 type MandateResult struct {
 	SessionID       string
 	Mandate         models.SandboxMandate
-	BudgetRemaining int64 // micro-USD
+	BudgetRemaining money.MicroUSD // micro-USD
 	Actions         []models.Action
 }
 
@@ -222,7 +223,7 @@ func (s *Service) RegisterMandate(ctx context.Context, id, jws, registrationSecr
 	sess.HolderThumbprint = m.HolderThumbprint
 	sess.IssuerKID = m.Audience
 	sess.MandateExpiresAt = m.ExpiresAt
-	sess.BudgetMicro = sandboxproof.MandateAmountMicroUSD
+	sess.BudgetMicro = money.MicroUSD(sandboxproof.MandateAmountMicroUSD)
 	ok, err := s.st.Sandbox().RegisterMandate(ctx, sess)
 	if err != nil {
 		return nil, apierr.Internal(err)
@@ -245,8 +246,8 @@ type AttemptResult struct {
 	Attempt         models.SandboxAttempt
 	Gate            *models.SandboxGate
 	ProofID         string
-	Amount          int64 // micro-USD
-	BudgetRemaining int64 // micro-USD
+	Amount          money.MicroUSD // micro-USD
+	BudgetRemaining money.MicroUSD // micro-USD
 	Actions         []models.Action
 }
 
@@ -267,12 +268,12 @@ func (s *Service) Attempt(ctx context.Context, id, authorization, scenario strin
 		e.Actions = []models.Action{mustManual("create_key")}
 		return nil, e
 	}
-	var amount int64
+	var amount money.MicroUSD
 	switch scenario {
 	case sandboxproof.ScenarioAllowed:
-		amount = sandboxproof.AllowedAmountMicroUSD
+		amount = money.MicroUSD(sandboxproof.AllowedAmountMicroUSD)
 	case sandboxproof.ScenarioApproval:
-		amount = sandboxproof.ApprovalAmountMicroUSD
+		amount = money.MicroUSD(sandboxproof.ApprovalAmountMicroUSD)
 	default:
 		return nil, apierr.Newf("input:invalid", "scenario must be allowed or approval, not %q", scenario)
 	}
@@ -316,7 +317,7 @@ func (s *Service) Attempt(ctx context.Context, id, authorization, scenario strin
 			params = &p
 		}
 		att, gate, err := sandboxproof.IssueAttempt(s.keys.Issuer, sandboxproof.AttemptRequest{
-			SessionID: id, AttemptID: attemptID, Scenario: scenario, AmountMicroUSD: amount, Mandate: sess.MandateJWS,
+			SessionID: id, AttemptID: attemptID, Scenario: scenario, AmountMicroUSD: int64(amount), Mandate: sess.MandateJWS,
 		}, now, params)
 		if errors.Is(err, sandboxproof.ErrExpired) {
 			return apierr.New("conflict:expired", "the session's mandate has expired; start a new session", asActions(stop("done"))...)
@@ -379,8 +380,8 @@ type DecisionResult struct {
 	Gate      models.SandboxGateState
 	ProofID   string
 	// Released is what a denial gave back to the mandate, micro-USD.
-	Released        int64
-	BudgetRemaining int64
+	Released        money.MicroUSD
+	BudgetRemaining money.MicroUSD
 	Actions         []models.Action
 }
 
@@ -516,7 +517,7 @@ func (s *Service) mintIfReady(ctx context.Context, tx *store.SandboxTx, sess *st
 		} else {
 			allowed = true
 		}
-		amount, err := sandboxproof.USDNumber(a.AmountMicro)
+		amount, err := sandboxproof.USDNumber(int64(a.AmountMicro))
 		if err != nil {
 			return "", apierr.Internal(err)
 		}
@@ -613,10 +614,10 @@ func mustManual(step models.ManualActionStep) models.Action {
 	return asActions(models.ManualAction{Kind: "manual", Actor: "agent", Step: step})[0]
 }
 
-func usdText(micro int64) string {
-	n, err := sandboxproof.USDNumber(micro)
+func usdText(micro money.MicroUSD) string {
+	n, err := sandboxproof.USDNumber(int64(micro))
 	if err != nil {
-		return fmt.Sprintf("%.2f", float64(micro)/1e6)
+		return micro.Decimal()
 	}
 	return n.String()
 }

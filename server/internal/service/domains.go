@@ -201,13 +201,13 @@ func (s *Domains) Search(ctx context.Context, p models.SearchDomainsParams) (*mo
 		effective = append(effective, t.Name)
 	}
 
-	var maxFirst, maxRenew *int64
+	var maxFirst, maxRenew *money.MicroUSD
 	if p.MaxFirstYearPriceUsd != nil {
-		v := microUSD(*p.MaxFirstYearPriceUsd)
+		v := money.FromUSD(*p.MaxFirstYearPriceUsd)
 		maxFirst = &v
 	}
 	if p.MaxRenewalPriceUsd != nil {
-		v := microUSD(*p.MaxRenewalPriceUsd)
+		v := money.FromUSD(*p.MaxRenewalPriceUsd)
 		maxRenew = &v
 	}
 
@@ -222,7 +222,7 @@ func (s *Domains) Search(ctx context.Context, p models.SearchDomainsParams) (*mo
 				res.Excluded.LackingPrice++
 				continue
 			}
-			if int64(*quote.FirstYear) > *maxFirst {
+			if *quote.FirstYear > *maxFirst {
 				res.Excluded.OverFirstYearCeiling++
 				continue
 			}
@@ -233,7 +233,7 @@ func (s *Domains) Search(ctx context.Context, p models.SearchDomainsParams) (*mo
 				res.Excluded.LackingPrice++
 				continue
 			}
-			if int64(*annual) > *maxRenew {
+			if *annual > *maxRenew {
 				res.Excluded.OverRenewalCeiling++
 				continue
 			}

@@ -169,11 +169,11 @@ type pricedItem struct {
 	Workload string `json:"workload,omitempty"`
 	Months   int    `json:"months,omitempty"`
 	// Name is the service a service item prices; empty on older quotes.
-	Name        string `json:"name,omitempty"`
-	AmountMicro int64  `json:"amountMicroUsd"`
+	Name        string         `json:"name,omitempty"`
+	AmountMicro money.MicroUSD `json:"amountMicroUsd"`
 	// FirstYear and AnnualRenewal are what the policy ceilings compare.
-	FirstYearMicro     int64 `json:"firstYearMicroUsd,omitempty"`
-	AnnualRenewalMicro int64 `json:"annualRenewalMicroUsd,omitempty"`
+	FirstYearMicro     money.MicroUSD `json:"firstYearMicroUsd,omitempty"`
+	AnnualRenewalMicro money.MicroUSD `json:"annualRenewalMicroUsd,omitempty"`
 }
 
 func (it pricedItem) label() string {
@@ -219,14 +219,14 @@ func priceItems(prices registrar.PriceList, items []models.QuoteItem) ([]pricedI
 				return nil, apierr.Newf("price:unavailable", "%s has no published price; it cannot be bought here", name).
 					WithActions(actions.Tool("search_domains", "agent", map[string]any{"q": label, "maxFirstYearPriceUsd": 1000}))
 			}
-			amount := int64(*q.FirstYear)
-			var annualMicro int64
+			amount := *q.FirstYear
+			var annualMicro money.MicroUSD
 			if annual != nil {
-				annualMicro = int64(*annual)
-				amount += int64(years-1) * annualMicro
+				annualMicro = *annual
+				amount += money.MicroUSD(years-1) * annualMicro
 			}
 			out = append(out, pricedItem{Kind: "domain", Domain: name, Years: years, AmountMicro: amount,
-				FirstYearMicro: int64(*q.FirstYear), AnnualRenewalMicro: annualMicro})
+				FirstYearMicro: *q.FirstYear, AnnualRenewalMicro: annualMicro})
 		case models.Service:
 			if it.Workload == nil {
 				return nil, apierr.New("input:invalid", "a service item needs workload").WithDetails(models.FieldProblem{Field: field + ".workload", Problem: "missing"})
@@ -247,7 +247,7 @@ func priceItems(prices registrar.PriceList, items []models.QuoteItem) ([]pricedI
 			if it.Name != nil {
 				name = *it.Name
 			}
-			out = append(out, pricedItem{Kind: "service", Target: chosen, Workload: string(*it.Workload), Months: months, Name: name, AmountMicro: monthly * int64(months)})
+			out = append(out, pricedItem{Kind: "service", Target: chosen, Workload: string(*it.Workload), Months: months, Name: name, AmountMicro: monthly * money.MicroUSD(months)})
 		case models.Email:
 			if it.Domain == nil {
 				return nil, apierr.New("input:invalid", "an email item needs the domain whose mail it sets up").WithDetails(models.FieldProblem{Field: field + ".domain", Problem: "missing"})
@@ -257,7 +257,7 @@ func priceItems(prices registrar.PriceList, items []models.QuoteItem) ([]pricedI
 			if it.Months != nil {
 				months = *it.Months
 			}
-			out = append(out, pricedItem{Kind: "email", Domain: strings.ToLower(*it.Domain), Months: months, AmountMicro: int64(addon.Base) * int64(months)})
+			out = append(out, pricedItem{Kind: "email", Domain: strings.ToLower(*it.Domain), Months: months, AmountMicro: addon.Base * money.MicroUSD(months)})
 		default:
 			return nil, apierr.Newf("input:invalid", "item kind %q is not domain, service or email", it.Kind)
 		}
@@ -267,7 +267,7 @@ func priceItems(prices registrar.PriceList, items []models.QuoteItem) ([]pricedI
 
 // priceService is the monthly price of a workload on a target (the
 // cheapest capable one when target is empty), with default usage.
-func priceService(workload, target string) (int64, string, error) {
+func priceService(workload, target string) (money.MicroUSD, string, error) {
 	need, ok := pricing.Needs[workload]
 	if !ok {
 		return 0, "", apierr.Newf("input:invalid", "workload %q is unknown", workload)
@@ -291,7 +291,7 @@ func priceService(workload, target string) (int64, string, error) {
 		return 0, "", apierr.Newf("plan:target_incapable", "target %q cannot run a %s", target, workload).
 			WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": workload}))
 	}
-	return int64(best), bestName, nil
+	return best, bestName, nil
 }
 
 // policyReasons lists what the project's policy refuses about the items.
@@ -310,22 +310,22 @@ func policyReasons(pol models.ProjectPolicy, items []pricedItem) []models.Blocke
 		if (len(pol.TldAllowlist) > 0 && !slices.Contains(pol.TldAllowlist, tld)) || slices.Contains(pol.TldDenylist, tld) {
 			add("policy:tld_denied")
 		}
-		if pol.MaxFirstYearPriceUsd != nil && it.FirstYearMicro > microUSD(*pol.MaxFirstYearPriceUsd) {
+		if pol.MaxFirstYearPriceUsd != nil && it.FirstYearMicro > money.FromUSD(*pol.MaxFirstYearPriceUsd) {
 			add("policy:price_ceiling")
 		}
-		if pol.MaxRenewalPriceUsd != nil && (it.AnnualRenewalMicro == 0 || it.AnnualRenewalMicro > microUSD(*pol.MaxRenewalPriceUsd)) {
+		if pol.MaxRenewalPriceUsd != nil && (it.AnnualRenewalMicro == 0 || it.AnnualRenewalMicro > money.FromUSD(*pol.MaxRenewalPriceUsd)) {
 			add("policy:price_ceiling")
 		}
 	}
 	return out
 }
 
-func needsApproval(pol models.ProjectPolicy, amount int64) bool {
-	return pol.ApprovalRules.ApprovalAboveUsd != nil && amount > microUSD(*pol.ApprovalRules.ApprovalAboveUsd)
+func needsApproval(pol models.ProjectPolicy, amount money.MicroUSD) bool {
+	return pol.ApprovalRules.ApprovalAboveUsd != nil && amount > money.FromUSD(*pol.ApprovalRules.ApprovalAboveUsd)
 }
 
-func total(items []pricedItem) int64 {
-	var t int64
+func total(items []pricedItem) money.MicroUSD {
+	var t money.MicroUSD
 	for _, it := range items {
 		t += it.AmountMicro
 	}
@@ -357,8 +357,8 @@ func actorOf(p *auth.Principal) string {
 // Consumed is what ConsumeQuote spent.
 type Consumed struct {
 	QuoteID, ProjectID string
-	AmountMicro        int64
-	RemainingMicro     int64
+	AmountMicro        money.MicroUSD
+	RemainingMicro     money.MicroUSD
 	Items              []pricedItem
 }
 
@@ -445,7 +445,7 @@ func quoteArgs(projectID string, items []pricedItem) map[string]any {
 // human: the launch waits on the quote's gate.
 type awaitApproval struct {
 	GateID, QuoteID string
-	AmountMicro     int64
+	AmountMicro     money.MicroUSD
 }
 
 func (a *awaitApproval) Error() string {
@@ -701,7 +701,7 @@ func (s *Quotes) Consume(ctx context.Context, tx *store.Tx, p *auth.Principal, p
 		return Consumed{}, err
 	}
 	if total(current) != q.AmountMicro {
-		return Consumed{}, apierr.Newf("price:changed", "the price moved from %.2f to %.2f USD since the quote", usd(q.AmountMicro), usd(total(current))).WithActions(requote)
+		return Consumed{}, apierr.Newf("price:changed", "the price moved from %s to %s USD since the quote", q.AmountMicro.Decimal(), total(current).Decimal()).WithActions(requote)
 	}
 	approved, err := tx.Quotes().Approved(ctx, q.ID)
 	if err != nil {
@@ -710,7 +710,7 @@ func (s *Quotes) Consume(ctx context.Context, tx *store.Tx, p *auth.Principal, p
 	if needsApproval(pol, q.AmountMicro) && !approved {
 		// The policy tightened after an ALLOW quote: a new quote asks the
 		// human, and a launch with it waits for the answer.
-		return Consumed{}, apierr.Newf("policy:approval_required", "the project now needs a human approval for %.2f USD; quote again and launch with the new quote to get an approval URL", usd(q.AmountMicro)).
+		return Consumed{}, apierr.Newf("policy:approval_required", "the project now needs a human approval for %s USD; quote again and launch with the new quote to get an approval URL", q.AmountMicro.Decimal()).
 			WithActions(requote)
 	}
 	if err := tx.Quotes().Settle(ctx, q.ID, "consumed", now); err != nil {
@@ -819,7 +819,7 @@ func (s *Quotes) Estimate(ctx context.Context, req models.EstimateRequest) (*mod
 		reqSource = models.PricingAssumptionSourceRequest
 	}
 	if req.MonthlyEgressGb != nil {
-		usage.EgressMicroGB = microUSD(*req.MonthlyEgressGb) // same fixed-point scale
+		usage.EgressMicroGB = int64(money.FromUSD(*req.MonthlyEgressGb)) // same fixed-point scale
 		egressSource = models.PricingAssumptionSourceRequest
 	}
 
@@ -898,7 +898,7 @@ func (s *Quotes) Estimate(ctx context.Context, req models.EstimateRequest) (*mod
 		evidence = append([]models.Evidence{{Code: models.EvidenceCodeExplicitTarget, Target: &name}}, evidence...)
 		if cheapest.total < selected.total {
 			cn := cheapest.t.Name
-			detail := fmt.Sprintf("%s costs %.2f USD a month less", cn, usd(selected.total-cheapest.total))
+			detail := fmt.Sprintf("%s costs %s USD a month less", cn, (selected.total - cheapest.total).Decimal())
 			evidence = append(evidence, models.Evidence{Code: models.EvidenceCodeCheaperCapableExists, Target: &cn, Detail: &detail})
 		}
 		considered[selected.t.Name].Reason = models.TargetOptionReasonExplicitTarget

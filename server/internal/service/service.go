@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/server/internal/zone"
@@ -225,6 +224,4 @@ func usdPtr[T ~int64](m *T) *float64 {
 // microUSD parses a USD number from input. Inputs carry at most six
 // decimals, which float64 represents closely enough that rounding recovers
 // the exact integer.
-func microUSD(v float64) int64 { return int64(money.FromUSD(v)) }
-
 func bytesReader(s string) *strings.Reader { return strings.NewReader(s) }

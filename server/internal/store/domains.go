@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/money"
 )
 
 type rowQuerier interface {
@@ -44,7 +46,7 @@ func scanPurchase(row interface{ Scan(...any) error }) (Purchase, error) {
 type Purchase struct {
 	Ref, Domain, OrgID string
 	Years              int
-	AmountMicro        int64
+	AmountMicro        money.MicroUSD
 	AuthCode           string
 	CreatedAt          time.Time
 }
