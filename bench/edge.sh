@@ -34,6 +34,8 @@ H2=${H2:-0} H3=${H3:-0} P99=${P99:-0} P99_RATE=${P99_RATE:-10000}
 has_peer() { [[ " $PEERS " == *" $1 "* ]]; }
 # shellcheck source=bench/runstat.sh
 . bench/runstat.sh
+# shellcheck source=bench/nginx.sh
+. bench/nginx.sh
 need=()
 command -v wrk >/dev/null || need+=(wrk)
 if has_peer caddy; then command -v caddy >/dev/null || need+=(caddy); fi
@@ -104,40 +106,12 @@ if has_peer caddy; then
 fi
 
 NGINX_HTTP=18092 NGINX_TLS=18445
-mkdir -p "$tmp/nginx"
-cat >"$tmp/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-	include /etc/nginx/mime.types;
-	access_log off;
-	sendfile on;
-	tcp_nopush on;
-	tcp_nodelay on;
-	keepalive_timeout 65;
-	keepalive_requests 1000000;
-	open_file_cache max=1000 inactive=60s;
-	client_body_temp_path $tmp/nginx/body;
-	proxy_temp_path $tmp/nginx/proxy;
-	fastcgi_temp_path $tmp/nginx/fastcgi;
-	uwsgi_temp_path $tmp/nginx/uwsgi;
-	scgi_temp_path $tmp/nginx/scgi;
-	server {
-		listen 127.0.0.1:$NGINX_HTTP;
+start_nginx "$tmp" "$site" "" "listen 127.0.0.1:$NGINX_HTTP;
 		listen 127.0.0.1:$NGINX_TLS ssl http2;
 		ssl_certificate $tmp/cert.pem;
 		ssl_certificate_key $tmp/key.pem;
-		ssl_session_cache shared:SSL:1m;
-		server_name _;
-		root $site;
-	}
-}
-EOF
-taskset -c 0 nginx -c "$tmp/nginx.conf" -e "$tmp/nginx/error.log" 2>"$tmp/nginx.log" &
-pids+=($!)
+		ssl_session_cache shared:SSL:1m;"
+pids+=("$nginx_pid")
 sleep 0.5
 
 # Every server must answer the same bytes before anything is timed.

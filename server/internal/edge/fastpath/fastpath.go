@@ -500,18 +500,7 @@ func parse(b []byte, r *request) bool {
 	default:
 		return false
 	}
-	for count := 0; ; count++ {
-		line, rest = cutLine(rest)
-		if len(line) == 0 {
-			break
-		}
-		if count == 100 {
-			return false
-		}
-		name, v, ok := splitField(line, false)
-		if !ok {
-			return false
-		}
+	if !headerFields(rest, func(name, v []byte) bool {
 		switch {
 		case equalFold(name, "host"):
 			r.host, r.hostN = v, r.hostN+1
@@ -529,16 +518,46 @@ func parse(b []byte, r *request) bool {
 			equalFold(name, "expect"), equalFold(name, "http2-settings"), equalFold(name, "trailer"):
 			return false
 		}
-	}
-	if r.hostN != 1 || r.inmN > 1 || r.aeN > 1 || len(r.host) == 0 {
+		return true
+	}) {
 		return false
 	}
-	for _, c := range r.host {
+	if r.hostN != 1 || r.inmN > 1 || r.aeN > 1 || !plainHost(r.host) {
+		return false
+	}
+	return true
+}
+
+// headerFields calls field for each field of a request head's header
+// section, the lines of rest up to the blank one. It is false for more
+// than 100 fields, a line splitField leaves to net/http, or a false from
+// field.
+func headerFields(rest []byte, field func(name, v []byte) bool) bool {
+	for count := 0; ; count++ {
+		var line []byte
+		line, rest = cutLine(rest)
+		if len(line) == 0 {
+			return true
+		}
+		if count == 100 {
+			return false
+		}
+		name, v, ok := splitField(line, false)
+		if !ok || !field(name, v) {
+			return false
+		}
+	}
+}
+
+// plainHost reports whether a Host value is a name or address the fast
+// path routes as it is: letters, digits, '.', '-' and ':', at least one.
+func plainHost(h []byte) bool {
+	for _, c := range h {
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == ':') {
 			return false
 		}
 	}
-	return true
+	return len(h) > 0
 }
 
 // connection reads a Connection header: whether it asks to close. close

@@ -88,18 +88,7 @@ func parseFwd(b []byte, r *fwdReq, dst []byte) (_ []byte, ok bool) {
 	dst = append(dst, line...)
 	dst = append(dst, "\r\n"...)
 	hosts, uas := 0, 0
-	for count := 0; ; count++ {
-		line, rest = cutLine(rest)
-		if len(line) == 0 {
-			break
-		}
-		if count == 100 {
-			return dst, false
-		}
-		name, v, ok := splitField(line, false)
-		if !ok {
-			return dst, false
-		}
+	if !headerFields(rest, func(name, v []byte) bool {
 		switch {
 		case equalFold(name, "host"):
 			hosts++
@@ -113,29 +102,29 @@ func parseFwd(b []byte, r *fwdReq, dst []byte) (_ []byte, ok bool) {
 			}
 		case equalFold(name, "content-length"):
 			if r.clen >= 0 || len(v) == 0 || len(v) > 6 {
-				return dst, false
+				return false
 			}
 			r.clen = 0
 			for _, c := range v {
 				if c < '0' || c > '9' {
-					return dst, false
+					return false
 				}
 				r.clen = r.clen*10 + int64(c-'0')
 			}
 			if r.clen > maxFwdBody {
-				return dst, false
+				return false
 			}
 		case equalFold(name, "connection"):
 			closing, ok := connection(v, true)
 			if !ok {
-				return dst, false
+				return false
 			}
 			r.close = r.close || closing
 		case equalFold(name, "te"):
 			r.te = r.te || httpguts.HeaderValuesContainsToken([]string{string(v)}, "trailers")
 		case equalFold(name, "transfer-encoding"), equalFold(name, "upgrade"), equalFold(name, "expect"),
 			equalFold(name, "http2-settings"), equalFold(name, "trailer"):
-			return dst, false
+			return false
 		case equalFold(name, "keep-alive"), equalFold(name, "proxy-connection"), equalFold(name, "proxy-authenticate"),
 			equalFold(name, "proxy-authorization"), equalFold(name, "forwarded"), equalFold(name, "x-forwarded-for"),
 			equalFold(name, "x-forwarded-host"), equalFold(name, "x-forwarded-proto"):
@@ -145,14 +134,12 @@ func parseFwd(b []byte, r *fwdReq, dst []byte) (_ []byte, ok bool) {
 		default:
 			dst = appendField(dst, name, v)
 		}
-	}
-	if hosts != 1 || uas > 1 || len(r.host) == 0 {
+		return true
+	}) {
 		return dst, false
 	}
-	for _, c := range r.host {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == ':') {
-			return dst, false
-		}
+	if hosts != 1 || uas > 1 || !plainHost(r.host) {
+		return dst, false
 	}
 	return dst, true
 }
