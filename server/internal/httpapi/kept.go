@@ -150,7 +150,7 @@ func (h *Handler) remake(rt *route, key string, version uint64, q *KeptRequest, 
 	if err := h.validate(r, rt); err != nil {
 		return kept{}, false
 	}
-	rec := &recorder{header: http.Header{}}
+	rec := &Recorder{header: http.Header{}}
 	h.inner.ServeHTTP(rec, r)
 	if rec.status != http.StatusOK {
 		return kept{}, false

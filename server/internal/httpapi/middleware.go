@@ -133,7 +133,7 @@ func (h *Handler) servePure(w http.ResponseWriter, r *http.Request, rt *route, b
 		WriteError(w, r, h.cfg.Log, err)
 		return
 	}
-	rec := &recorder{header: http.Header{}}
+	rec := &Recorder{header: http.Header{}}
 	h.inner.ServeHTTP(rec, r)
 	if rec.status == http.StatusOK {
 		h.pure.put(key, kept{body: bytes.Clone(rec.body.Bytes()), version: version, at: h.cfg.Now()})
@@ -648,7 +648,7 @@ func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op operatio
 	// The claim outlives a cancelled client: the work it guards may have
 	// happened, so its outcome must be recorded either way.
 	bg := context.WithoutCancel(ctx)
-	rec := &recorder{header: http.Header{}}
+	rec := &Recorder{header: http.Header{}}
 	done := false
 	defer func() {
 		if !done {
@@ -677,7 +677,7 @@ func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op operatio
 // keep decides whether a response is stored for replay: successes and final
 // refusals are; input errors and anything worth retrying are not, so that
 // the same key can go again.
-func keep(rec *recorder) bool {
+func keep(rec *Recorder) bool {
 	if rec.status >= 200 && rec.status < 300 {
 		return true
 	}
@@ -705,21 +705,3 @@ func markReplayed(body []byte) []byte {
 	return append([]byte(`{"replayed":true,`), rest...)
 }
 
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) WriteHeader(s int) {
-	if r.status == 0 {
-		r.status = s
-	}
-}
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.body.Write(b)
-}
