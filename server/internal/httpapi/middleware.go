@@ -704,4 +704,3 @@ func markReplayed(body []byte) []byte {
 	}
 	return append([]byte(`{"replayed":true,`), rest...)
 }
-

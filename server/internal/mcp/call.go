@@ -392,4 +392,3 @@ func errorResult(dst []byte, tool string, err error) []byte {
 	b, _ := json.Marshal(httpapi.ErrorEnvelope(e, tool))
 	return toolResult(dst, e.Status(), "application/json", b)
 }
-
