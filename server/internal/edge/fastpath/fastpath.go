@@ -588,8 +588,17 @@ func cutLine(b []byte) (line, rest []byte) {
 
 func hasPrefix(b []byte, p string) bool { return len(b) >= len(p) && string(b[:len(p)]) == p }
 
-// trim drops the blanks (space, tab) around a header value.
-func trim(b []byte) []byte { return bytes.Trim(b, " 	") }
+// trim drops the blanks (space, tab) around a header value. Unlike
+// bytes.Trim it keeps an empty value non-nil: present, not absent.
+func trim(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
 
 // equalFold reports whether b is lower, an ASCII string, in any case. The
 // length check keeps bytes.EqualFold's Unicode folding (U+212A is k, U+017F
