@@ -79,20 +79,7 @@ func (db Keys) Create(ctx context.Context, k APIKey, hash string) error {
 
 // ListAPIKeys lists an organisation's keys, newest first, revoked ones too.
 func (db Keys) List(ctx context.Context, orgID string) ([]APIKey, error) {
-	rows, err := db.ex.QueryContext(ctx, db.q(`SELECT id, org_id, name, scopes, created_at, revoked_at FROM api_keys WHERE org_id = ? ORDER BY created_at DESC, id`), orgID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []APIKey
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return collect(ctx, db.ex, scanKey, db.q(`SELECT id, org_id, name, scopes, created_at, revoked_at FROM api_keys WHERE org_id = ? ORDER BY created_at DESC, id`), orgID)
 }
 
 // LockAPIKey reads a key of the organisation and locks it.
