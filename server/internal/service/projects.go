@@ -82,9 +82,14 @@ type NewProject struct {
 	CreatedBy  string // ledger actor, such as "human:usr_…"
 }
 
-func projectNotFound(id string) *apierr.Error {
-	return apierr.Newf("not_found:resource", "no project %s in your organisation", id).
-		WithActions(actions.Tool("list_projects", "agent", nil))
+func projectNotFound(id string) *apierr.Error { return notInOrg("project", id, "list_projects") }
+
+// notInOrg is the 404 for an id the caller's organisation has no object
+// of that kind for (another organisation's included), with the list tool
+// that shows what it has.
+func notInOrg(kind, id, list string) *apierr.Error {
+	return apierr.Newf("not_found:resource", "no %s %s in your organisation", kind, id).
+		WithActions(actions.Tool(list, "agent", nil))
 }
 
 // remaining is limit − spent − held for a locked project.

@@ -786,8 +786,7 @@ func (s *Quotes) List(ctx context.Context, orgID string, f store.Filter) (*model
 func (s *Quotes) Get(ctx context.Context, orgID, id string) (*models.QuoteInfo, []models.Action, error) {
 	q, err := s.store.Quotes().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Newf("not_found:resource", "no quote %s in your organisation", id).
-			WithActions(actions.Tool("list_quotes", "agent", nil))
+		return nil, nil, notInOrg("quote", id, "list_quotes")
 	}
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
