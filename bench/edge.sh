@@ -34,8 +34,8 @@ H2=${H2:-0} H3=${H3:-0} P99=${P99:-0} P99_RATE=${P99_RATE:-10000}
 has_peer() { [[ " $PEERS " == *" $1 "* ]]; }
 # shellcheck source=bench/runstat.sh
 . bench/runstat.sh
-# shellcheck source=bench/nginx.sh
-. bench/nginx.sh
+# shellcheck source=bench/static.sh
+. bench/static.sh
 need=()
 command -v wrk >/dev/null || need+=(wrk)
 if has_peer caddy; then command -v caddy >/dev/null || need+=(caddy); fi
@@ -51,18 +51,7 @@ go build -o bin/pier ./cmd/pier
 go build -o bin/pier-server ./cmd/pier-server
 [ "$H3" = 1 ] && go build -o bin/httpload ./bench/httpload
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-
-# The site: the two files, readable text so every server treats them alike.
-site=$tmp/site
-mkdir -p "$site"
-head -c 768 /dev/urandom | base64 -w 0 | head -c 1024 >"$site/1k.txt"
-head -c 49152 /dev/urandom | base64 -w 0 | head -c 65536 >"$site/64k.txt"
-echo '<!doctype html><title>bench</title>' >"$site/index.html"
-chmod 755 "$tmp"; chmod -R a+rX "$site" # nginx's worker runs as nobody
+static_site
 
 PIER_HTTP=127.0.0.1:18090 PIER_HTTPS=127.0.0.1:18443
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP

@@ -18,8 +18,8 @@
 # sends them; nginx serves any name.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=bench/nginx.sh
-. bench/nginx.sh
+# shellcheck source=bench/static.sh
+. bench/static.sh
 DURATION=${DURATION:-10}
 REPEAT=${REPEAT:-5}
 CONNS=${CONNS:-64}
@@ -38,17 +38,7 @@ mkdir -p bin
 go build -o bin/pier ./cmd/pier
 go build -o bin/pier-server ./cmd/pier-server
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-
-site=$tmp/site
-mkdir -p "$site"
-head -c 768 /dev/urandom | base64 -w 0 | head -c 1024 >"$site/1k.txt"
-head -c 49152 /dev/urandom | base64 -w 0 | head -c 65536 >"$site/64k.txt"
-echo '<!doctype html><title>bench</title>' >"$site/index.html"
-chmod 755 "$tmp"; chmod -R a+rX "$site" # nginx's worker runs as nobody
+static_site
 
 PIER_HTTP=127.0.0.1:18690 PIER_TLS=18643 NGINX_TLS=18645
 for port in 18690 18643 18645 18653 18625; do

@@ -84,18 +84,11 @@ func parseAPI(b []byte, r *apiReq) bool {
 		case equalFold(name, "authorization"):
 			r.auth = true
 		case equalFold(name, "content-length"):
-			if r.clens++; r.clens > 1 || len(v) == 0 || len(v) > 6 {
+			n, ok := contentLength(v, maxAPIBody)
+			if r.clens++; r.clens > 1 || !ok {
 				return false
 			}
-			for _, c := range v {
-				if c < '0' || c > '9' {
-					return false
-				}
-				r.clen = r.clen*10 + int(c-'0')
-			}
-			if r.clen > maxAPIBody {
-				return false
-			}
+			r.clen = int(n)
 		case equalFold(name, "connection"):
 			closing, ok := connection(v, true)
 			if !ok {

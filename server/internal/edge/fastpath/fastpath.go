@@ -549,6 +549,22 @@ func headerFields(rest []byte, field func(name, v []byte) bool) bool {
 	}
 }
 
+// contentLength reads a Content-Length value of the plain form net/http
+// reads the same way: one to six digits, at most limit.
+func contentLength(v []byte, limit int64) (int64, bool) {
+	if len(v) == 0 || len(v) > 6 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, n <= limit
+}
+
 // plainHost reports whether a Host value is a name or address the fast
 // path routes as it is: letters, digits, '.', '-' and ':', at least one.
 func plainHost(h []byte) bool {

@@ -101,19 +101,11 @@ func parseFwd(b []byte, r *fwdReq, dst []byte) (_ []byte, ok bool) {
 				dst = appendField(dst, name, v)
 			}
 		case equalFold(name, "content-length"):
-			if r.clen >= 0 || len(v) == 0 || len(v) > 6 {
+			n, ok := contentLength(v, maxFwdBody)
+			if r.clen >= 0 || !ok {
 				return false
 			}
-			r.clen = 0
-			for _, c := range v {
-				if c < '0' || c > '9' {
-					return false
-				}
-				r.clen = r.clen*10 + int64(c-'0')
-			}
-			if r.clen > maxFwdBody {
-				return false
-			}
+			r.clen = n
 		case equalFold(name, "connection"):
 			closing, ok := connection(v, true)
 			if !ok {

@@ -1,5 +1,25 @@
-# Sourced by bench/edge.sh and bench/h2.sh: the nginx peer that serves a
-# site's files as they are, one worker, keep-alive without limit.
+# Sourced by bench/edge.sh and bench/h2.sh, which serve the same static
+# site from Pier's edge and from nginx.
+#
+#   static_site
+#
+# makes tmp (removed on exit, after the processes in pids are killed) and
+# the site, site=$tmp/site: 1 KiB and 64 KiB of readable text, so every
+# server treats them alike, and an index page.
+static_site() {
+  tmp=$(mktemp -d)
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+  site=$tmp/site
+  mkdir -p "$site"
+  head -c 768 /dev/urandom | base64 -w 0 | head -c 1024 >"$site/1k.txt"
+  head -c 49152 /dev/urandom | base64 -w 0 | head -c 65536 >"$site/64k.txt"
+  echo '<!doctype html><title>bench</title>' >"$site/index.html"
+  chmod 755 "$tmp"; chmod -R a+rX "$site" # nginx's worker runs as nobody
+}
+
+# The nginx peer serves the site's files as they are, one worker,
+# keep-alive without limit.
 #
 #   start_nginx TMP SITE HTTP_LINES SERVER_LINES
 #
