@@ -70,32 +70,30 @@ func fastFlattened(doc []byte) (protected, payload, signature []byte, ok bool) {
 // map encoding/json would decode the same text to.
 func fastHeader(b []byte) (object, bool) {
 	m := make(object, 4)
-	if !jsonscan.Document(b, plainMembers(m, true)) {
+	if !jsonscan.Document(b, func(key, v []byte) bool { return addPlain(m, key, v, true) }) {
 		return nil, false
 	}
 	return m, true
 }
 
-// plainMembers adds the members of an object of plain strings to m, and
-// when nest allows, of objects of plain strings.
-func plainMembers(m object, nest bool) func(key, v []byte) bool {
-	return func(key, v []byte) bool {
-		if _, dup := m[string(key)]; dup {
+// addPlain adds a member to m when its value is a plain string or, when
+// nest allows, an object of plain strings, under a name m does not have.
+func addPlain(m object, key, v []byte, nest bool) bool {
+	if _, dup := m[string(key)]; dup {
+		return false
+	}
+	if nest && v[0] == '{' {
+		inner := make(object, 4)
+		if _, ok := jsonscan.Object(v, 0, func(k, v []byte) bool { return addPlain(inner, k, v, false) }); !ok {
 			return false
 		}
-		if nest && v[0] == '{' {
-			inner := make(object, 4)
-			if _, ok := jsonscan.Object(v, 0, plainMembers(inner, false)); !ok {
-				return false
-			}
-			m[string(key)] = inner
-			return true
-		}
-		s, ok := jsonscan.Plain(v)
-		if !ok {
-			return false
-		}
-		m[string(key)] = string(s)
+		m[string(key)] = inner
 		return true
 	}
+	s, ok := jsonscan.Plain(v)
+	if !ok {
+		return false
+	}
+	m[string(key)] = string(s)
+	return true
 }
