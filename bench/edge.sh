@@ -34,6 +34,8 @@ H2=${H2:-0} H3=${H3:-0} P99=${P99:-0} P99_RATE=${P99_RATE:-10000}
 has_peer() { [[ " $PEERS " == *" $1 "* ]]; }
 # shellcheck source=bench/runstat.sh
 . bench/runstat.sh
+# shellcheck source=bench/static.sh
+. bench/static.sh
 need=()
 command -v wrk >/dev/null || need+=(wrk)
 if has_peer caddy; then command -v caddy >/dev/null || need+=(caddy); fi
@@ -49,18 +51,7 @@ go build -o bin/pier ./cmd/pier
 go build -o bin/pier-server ./cmd/pier-server
 [ "$H3" = 1 ] && go build -o bin/httpload ./bench/httpload
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-
-# The site: the two files, readable text so every server treats them alike.
-site=$tmp/site
-mkdir -p "$site"
-head -c 768 /dev/urandom | base64 -w 0 | head -c 1024 >"$site/1k.txt"
-head -c 49152 /dev/urandom | base64 -w 0 | head -c 65536 >"$site/64k.txt"
-echo '<!doctype html><title>bench</title>' >"$site/index.html"
-chmod 755 "$tmp"; chmod -R a+rX "$site" # nginx's worker runs as nobody
+static_site
 
 PIER_HTTP=127.0.0.1:18090 PIER_HTTPS=127.0.0.1:18443
 export PIER_DATA_DIR=$tmp/data PIER_BASE_URL=http://$PIER_HTTP
@@ -104,40 +95,12 @@ if has_peer caddy; then
 fi
 
 NGINX_HTTP=18092 NGINX_TLS=18445
-mkdir -p "$tmp/nginx"
-cat >"$tmp/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-	include /etc/nginx/mime.types;
-	access_log off;
-	sendfile on;
-	tcp_nopush on;
-	tcp_nodelay on;
-	keepalive_timeout 65;
-	keepalive_requests 1000000;
-	open_file_cache max=1000 inactive=60s;
-	client_body_temp_path $tmp/nginx/body;
-	proxy_temp_path $tmp/nginx/proxy;
-	fastcgi_temp_path $tmp/nginx/fastcgi;
-	uwsgi_temp_path $tmp/nginx/uwsgi;
-	scgi_temp_path $tmp/nginx/scgi;
-	server {
-		listen 127.0.0.1:$NGINX_HTTP;
+start_nginx "$tmp" "$site" "" "listen 127.0.0.1:$NGINX_HTTP;
 		listen 127.0.0.1:$NGINX_TLS ssl http2;
 		ssl_certificate $tmp/cert.pem;
 		ssl_certificate_key $tmp/key.pem;
-		ssl_session_cache shared:SSL:1m;
-		server_name _;
-		root $site;
-	}
-}
-EOF
-taskset -c 0 nginx -c "$tmp/nginx.conf" -e "$tmp/nginx/error.log" 2>"$tmp/nginx.log" &
-pids+=($!)
+		ssl_session_cache shared:SSL:1m;"
+pids+=("$nginx_pid")
 sleep 0.5
 
 # Every server must answer the same bytes before anything is timed.

@@ -18,6 +18,8 @@
 # sends them; nginx serves any name.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/static.sh
+. bench/static.sh
 DURATION=${DURATION:-10}
 REPEAT=${REPEAT:-5}
 CONNS=${CONNS:-64}
@@ -36,17 +38,7 @@ mkdir -p bin
 go build -o bin/pier ./cmd/pier
 go build -o bin/pier-server ./cmd/pier-server
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-
-site=$tmp/site
-mkdir -p "$site"
-head -c 768 /dev/urandom | base64 -w 0 | head -c 1024 >"$site/1k.txt"
-head -c 49152 /dev/urandom | base64 -w 0 | head -c 65536 >"$site/64k.txt"
-echo '<!doctype html><title>bench</title>' >"$site/index.html"
-chmod 755 "$tmp"; chmod -R a+rX "$site" # nginx's worker runs as nobody
+static_site
 
 PIER_HTTP=127.0.0.1:18690 PIER_TLS=18643 NGINX_TLS=18645
 for port in 18690 18643 18645 18653 18625; do
@@ -67,40 +59,11 @@ echo "pier edge site: $preview"
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
   -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
-mkdir -p "$tmp/nginx"
-cat >"$tmp/nginx.conf" <<NGINX
-worker_processes 1;
-daemon off;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-	include /etc/nginx/mime.types;
-	access_log off;
-	sendfile on;
-	tcp_nopush on;
-	tcp_nodelay on;
-	keepalive_timeout 65;
-	keepalive_requests 1000000;
-	http2_max_requests 1000000;
-	open_file_cache max=1000 inactive=60s;
-	client_body_temp_path $tmp/nginx/body;
-	proxy_temp_path $tmp/nginx/proxy;
-	fastcgi_temp_path $tmp/nginx/fastcgi;
-	uwsgi_temp_path $tmp/nginx/uwsgi;
-	scgi_temp_path $tmp/nginx/scgi;
-	server {
-		listen 127.0.0.1:$NGINX_TLS ssl http2;
+start_nginx "$tmp" "$site" "http2_max_requests 1000000;" "listen 127.0.0.1:$NGINX_TLS ssl http2;
 		ssl_certificate $tmp/cert.pem;
 		ssl_certificate_key $tmp/key.pem;
-		ssl_protocols TLSv1.2 TLSv1.3; # 1.3 as with Pier (Debian's 1.22 offers 1.2 only by default)
-		server_name _;
-		root $site;
-	}
-}
-NGINX
-taskset -c 0 nginx -c "$tmp/nginx.conf" -e "$tmp/nginx/error.log" 2>"$tmp/nginx.log" &
-pids+=($!)
+		ssl_protocols TLSv1.2 TLSv1.3; # 1.3 as with Pier (Debian's 1.22 offers 1.2 only by default)"
+pids+=("$nginx_pid")
 sleep 0.5
 
 # Both servers must answer each file with the same bytes over h2 first.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,7 +138,7 @@ func (o *LaunchOptions) runs() bool { return o.Target == "process" || o.Target =
 // workload is what a quote prices a process or worker launch as.
 func (o *LaunchOptions) workload() sdk.Workload {
 	switch {
-	case contains(o.Addons, "managed_postgres"):
+	case slices.Contains(o.Addons, "managed_postgres"):
 		return sdk.WorkloadDatabaseBackedApp
 	case o.Target == "worker":
 		return sdk.Workload("worker")

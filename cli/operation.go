@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -486,7 +487,7 @@ func (v *textValue) Set(s string) error {
 			return errors.New("not a number")
 		}
 	}
-	if len(v.enum) > 0 && !contains(v.enum, s) {
+	if len(v.enum) > 0 && !slices.Contains(v.enum, s) {
 		return fmt.Errorf("must be one of %s", strings.Join(v.enum, ", "))
 	}
 	v.s = s
@@ -548,15 +549,6 @@ func isJSONNumber(s string) bool {
 	return string(n) == s
 }
 
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
-}
-
 type boolValue struct{ b bool }
 
 func (v *boolValue) String() string { return strconv.FormatBool(v.b) }
@@ -580,7 +572,7 @@ type stringsValue struct{ list []string }
 func (v *stringsValue) String() string { return strings.Join(v.list, ",") }
 func (v *stringsValue) Type() string   { return "strings" }
 func (v *stringsValue) Set(s string) error {
-	for _, p := range strings.Split(s, ",") {
+	for p := range strings.SplitSeq(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			v.list = append(v.list, p)
 		}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -137,7 +138,7 @@ func probeOAuthMetadata(ctx context.Context, r *runner, p *probeRun) error {
 		}
 	}
 	methods, _ := as["code_challenge_methods_supported"].([]any)
-	if !containsString(methods, "S256") {
+	if !slices.Contains(methods, any("S256")) {
 		return fmt.Errorf("authorization server does not offer PKCE S256")
 	}
 	x, err = r.do(ctx, p, "GET", "/.well-known/oauth-protected-resource", nil, nil)
@@ -152,19 +153,10 @@ func probeOAuthMetadata(ctx context.Context, r *runner, p *probeRun) error {
 	if s, _ := pr["resource"].(string); s == "" || len(servers) == 0 {
 		return fmt.Errorf("protected resource metadata lacks resource or authorization_servers")
 	}
-	if !containsString(servers, as["issuer"].(string)) {
+	if !slices.Contains(servers, as["issuer"]) {
 		return fmt.Errorf("the protected resource does not name the issuer %v", as["issuer"])
 	}
 	return nil
-}
-
-func containsString(l []any, s string) bool {
-	for _, v := range l {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // manifest reads the sandbox reference manifest once per run.

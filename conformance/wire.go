@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"strings"
 	"sync"
@@ -42,32 +41,7 @@ var (
 // conformsTo validates a body against one of the published schemas the
 // runner carries (its own copy of the contract, not the target's).
 func conformsTo(name string, body []byte) error {
-	publishedOnce.Do(func() {
-		c := jsonschema.NewCompiler()
-		c.DefaultDraft(jsonschema.Draft2020)
-		names, _ := fs.Glob(openapi.Schemas, "schemas/*.json")
-		for _, n := range names {
-			b, _ := fs.ReadFile(openapi.Schemas, n)
-			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-			if err != nil {
-				publishedErr = err
-				return
-			}
-			if err := c.AddResource("https://pier.invalid/"+n, doc); err != nil {
-				publishedErr = err
-				return
-			}
-		}
-		published = map[string]*jsonschema.Schema{}
-		for _, n := range names {
-			s, err := c.Compile("https://pier.invalid/" + n)
-			if err != nil {
-				publishedErr = err
-				return
-			}
-			published[strings.TrimPrefix(n, "schemas/")] = s
-		}
-	})
+	publishedOnce.Do(func() { published, publishedErr = openapi.CompileSchemas() })
 	if publishedErr != nil {
 		return publishedErr
 	}

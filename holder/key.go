@@ -6,12 +6,13 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/pierhq/pier/internal/lib/sandboxproof"
 )
 
 // Key is the holder's P-256 key. Whoever holds it can spend the mandate, so
@@ -50,65 +51,17 @@ func (k *Key) Thumbprint() string {
 	return base64.RawURLEncoding.EncodeToString(sum)
 }
 
-type keyFile struct {
-	Kty string `json:"kty"`
-	Crv string `json:"crv"`
-	X   string `json:"x"`
-	Y   string `json:"y"`
-	D   string `json:"d"`
-	KID string `json:"kid,omitempty"`
-	Alg string `json:"alg,omitempty"`
-	Use string `json:"use,omitempty"`
-}
-
 // MarshalJWK renders the private key as the JWK file that both holders (Go
 // and sandbox-holder.mjs) read and write.
-func (k *Key) MarshalJWK() ([]byte, error) {
-	pub, err := k.private.PublicKey.Bytes()
-	if err != nil {
-		return nil, err
-	}
-	d, err := k.private.Bytes()
-	if err != nil {
-		return nil, err
-	}
-	enc := base64.RawURLEncoding.EncodeToString
-	b, err := json.MarshalIndent(keyFile{
-		Kty: "EC", Crv: "P-256", X: enc(pub[1:33]), Y: enc(pub[33:65]), D: enc(d),
-		KID: k.Thumbprint(), Alg: "ES256", Use: "sig",
-	}, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
-}
+func (k *Key) MarshalJWK() ([]byte, error) { return sandboxproof.MarshalPrivateJWK(k.private) }
 
 // ParseKey reads a private JWK written by MarshalJWK or by sandbox-holder.mjs.
 func ParseKey(data []byte) (*Key, error) {
-	var f keyFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("holder: key: %w", err)
-	}
-	if f.Kty != "EC" || f.Crv != "P-256" || f.D == "" {
-		return nil, errors.New("holder: key is not a private P-256 JWK")
-	}
-	d, err := base64.RawURLEncoding.DecodeString(f.D)
+	priv, err := sandboxproof.ParsePrivateJWK(data)
 	if err != nil {
-		return nil, fmt.Errorf("holder: key: d: %w", err)
+		return nil, fmt.Errorf("holder: %w", err)
 	}
-	priv, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d)
-	if err != nil {
-		return nil, fmt.Errorf("holder: key: %w", err)
-	}
-	k := &Key{private: priv}
-	// Public members that disagree with d mean the file was edited or mixed
-	// up; signing with it would bind the mandate to a key nobody expects.
-	pub, _ := priv.PublicKey.Bytes()
-	enc := base64.RawURLEncoding.EncodeToString
-	if (f.X != "" && f.X != enc(pub[1:33])) || (f.Y != "" && f.Y != enc(pub[33:65])) || (f.KID != "" && f.KID != k.Thumbprint()) {
-		return nil, errors.New("holder: key: public members do not match the private key")
-	}
-	return k, nil
+	return &Key{private: priv}, nil
 }
 
 // SaveKey writes the key to a new file of mode 0600. It refuses to replace an

@@ -1,6 +1,10 @@
 package sdk
 
-import "github.com/pierhq/pier/internal/lib/pathtemplate"
+import (
+	"slices"
+
+	"github.com/pierhq/pier/internal/lib/pathtemplate"
+)
 
 // Operation describes one contract operation as a client plans with it;
 // the table is generated from the contract. The server keeps its own
@@ -33,27 +37,19 @@ type Operation struct {
 
 // LookupOperation finds the operation with the given id.
 func LookupOperation(id string) (Operation, bool) {
-	for _, op := range Operations {
-		if op.ID == id {
-			return op, true
-		}
-	}
-	return Operation{}, false
+	return found(Operations, slices.IndexFunc(Operations, func(op Operation) bool { return op.ID == id }))
 }
 
 // MatchOperation finds the operation a method and concrete path belong to.
 // A literal segment beats a parameter, as in net/http's ServeMux:
 // /v1/domains/search is search_domains, not get_domain.
 func MatchOperation(method, path string) (Operation, bool) {
-	var candidates []Operation
-	var templates []string
-	for _, op := range Operations {
-		if op.Method == method {
-			candidates, templates = append(candidates, op), append(templates, op.Path)
-		}
+	return found(Operations, pathtemplate.Route(Operations, method, path, func(op Operation) (string, string) { return op.Method, op.Path }))
+}
+
+func found(table []Operation, i int) (Operation, bool) {
+	if i < 0 {
+		return Operation{}, false
 	}
-	if i := pathtemplate.Best(templates, path); i >= 0 {
-		return candidates[i], true
-	}
-	return Operation{}, false
+	return table[i], true
 }

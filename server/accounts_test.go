@@ -16,6 +16,7 @@ import (
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
@@ -27,7 +28,7 @@ type account struct {
 	principal                *auth.Principal
 }
 
-func newAccount(t *testing.T, ts *testServer, limitMicro int64, pol sdk.ProjectPolicy, scopes ...string) account {
+func newAccount(t *testing.T, ts *testServer, limitMicro money.MicroUSD, pol sdk.ProjectPolicy, scopes ...string) account {
 	t.Helper()
 	ctx := context.Background()
 	st, svc := ts.Store(), ts.Service()
@@ -308,11 +309,11 @@ func TestNoOverspend(t *testing.T) {
 		if b := ledger.Verify(entries); b != nil {
 			t.Fatal(b)
 		}
-		var ledgerSpent int64
+		var ledgerSpent money.MicroUSD
 		for _, e := range entries {
 			if e.Action == "consume_quote" {
 				n, _ := e.Details["amountMicroUsd"].(interface{ Int64() (int64, error) }).Int64()
-				ledgerSpent += n
+				ledgerSpent += money.MicroUSD(n)
 			}
 		}
 		if ledgerSpent != p.SpentMicro {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/pierhq/pier/models"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -65,7 +66,7 @@ signup and dashboard pages instead.`,
 				pol.ServiceEgress = &denied
 			}
 			p, err := service.New(service.Config{Store: st}).Projects.Create(ctx, service.NewProject{
-				OrgID: o.ID, Name: name, LimitMicro: int64(budget*1e6 + 0.5), Policy: pol, CreatedBy: "operator:local",
+				OrgID: o.ID, Name: name, LimitMicro: money.FromUSD(budget), Policy: pol, CreatedBy: "operator:local",
 			})
 			if err != nil {
 				return err

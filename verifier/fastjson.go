@@ -1,89 +1,23 @@
 package verifier
 
+import "github.com/pierhq/pier/internal/lib/jsonscan"
+
 // Fast paths for the two JSON documents every signature check reads: the
 // flattened JWS of the proof and the protected headers. Each accepts only a
 // narrow, common form whose value encoding/json would decode to exactly the
 // same Go values, and says "not mine" (ok == false) for anything else, in
 // which case the caller uses the general decoder, its checks and its error
 // messages. So a fast path can change how long a check takes, never what it
-// decides or says.
+// decides or says. The text is checked by jsonscan, a scanner with no
+// knowledge of proofs that the server's MCP decoder uses too.
 
-// scanner reads a JSON text from its start.
-type scanner struct {
-	b []byte
-	i int
-}
-
-func (s *scanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-// expect consumes c after optional whitespace.
-func (s *scanner) expect(c byte) bool {
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
-}
-
-// peek reports the next byte after optional whitespace, 0 at the end.
-func (s *scanner) peek() byte {
-	s.space()
-	if s.i < len(s.b) {
-		return s.b[s.i]
-	}
-	return 0
-}
-
-// str reads a JSON string whose every byte is allowed by class, so that it
-// has no escape sequence, no control character and no byte that
-// encoding/json would replace (invalid UTF-8); it returns the bytes between
-// the quotes.
-func (s *scanner) str(class *[256]bool) ([]byte, bool) {
-	if !s.expect('"') {
-		return nil, false
-	}
-	start := s.i
-	for s.i < len(s.b) && class[s.b[s.i]] {
-		s.i++
-	}
-	if s.i == len(s.b) || s.b[s.i] != '"' {
-		return nil, false
-	}
-	s.i++
-	return s.b[start : s.i-1], true
-}
-
-// end reports whether only whitespace is left.
-func (s *scanner) end() bool {
-	s.space()
-	return s.i == len(s.b)
-}
-
-var (
-	// plainASCII: printable ASCII except the quote and the backslash.
-	plainASCII [256]bool
-	// base64URL: the base64url alphabet.
-	base64URL [256]bool
-)
-
-func init() {
-	for c := 0x20; c < 0x7f; c++ {
-		plainASCII[c] = c != '"' && c != '\\'
-	}
+// base64URL marks the base64url alphabet.
+var base64URL = func() (t [256]bool) {
 	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") {
-		base64URL[c] = true
+		t[c] = true
 	}
-}
+	return t
+}()
 
 // fastFlattened reads a flattened JWS whose members are exactly
 // "protected", "payload" and "signature", once each and in any order, each a
@@ -91,93 +25,75 @@ func init() {
 // an object with exactly these three strings, which is all verifyFlattened
 // reads from it.
 func fastFlattened(doc []byte) (protected, payload, signature []byte, ok bool) {
-	s := scanner{b: doc}
-	if !s.expect('{') {
-		return nil, nil, nil, false
-	}
 	var seen [3]bool
-	for n := 0; n < 3; n++ {
-		if n > 0 && !s.expect(',') {
-			return nil, nil, nil, false
-		}
-		name, ok := s.str(&plainASCII)
-		if !ok || !s.expect(':') {
-			return nil, nil, nil, false
-		}
-		value, ok := s.str(&base64URL)
-		if !ok {
-			return nil, nil, nil, false
-		}
+	ok = jsonscan.Document(doc, func(key, v []byte) bool {
 		var k int
-		switch string(name) {
+		switch string(key) {
 		case "protected":
-			k, protected = 0, value
+			k = 0
 		case "payload":
-			k, payload = 1, value
+			k = 1
 		case "signature":
-			k, signature = 2, value
+			k = 2
 		default:
-			return nil, nil, nil, false
+			return false
 		}
-		if seen[k] {
-			return nil, nil, nil, false
+		if seen[k] || v[0] != '"' {
+			return false
 		}
 		seen[k] = true
-	}
-	if !s.expect('}') || !s.end() {
+		v = v[1 : len(v)-1]
+		for _, c := range v {
+			if !base64URL[c] {
+				return false
+			}
+		}
+		switch k {
+		case 0:
+			protected = v
+		case 1:
+			payload = v
+		case 2:
+			signature = v
+		}
+		return true
+	})
+	if !ok || seen != [3]bool{true, true, true} {
 		return nil, nil, nil, false
 	}
 	return protected, payload, signature, true
 }
 
 // fastHeader decodes a protected header whose members are all plain
-// strings (plainASCII, no escapes) or objects of plain strings one level
-// down (the holder's "jwk"), with no name twice in an object. The result is
-// the map encoding/json would decode the same text to.
+// strings (ASCII, no escapes) or objects of plain strings one level down
+// (the holder's "jwk"), with no name twice in an object. The result is the
+// map encoding/json would decode the same text to.
 func fastHeader(b []byte) (object, bool) {
-	s := scanner{b: b}
-	m, ok := s.plainObject(true)
-	if !ok || !s.end() {
+	m := make(object, 4)
+	if !jsonscan.Document(b, func(key, v []byte) bool { return addPlain(m, key, v, true) }) {
 		return nil, false
 	}
 	return m, true
 }
 
-func (s *scanner) plainObject(nest bool) (object, bool) {
-	if !s.expect('{') {
-		return nil, false
+// addPlain adds a member to m when its value is a plain string or, when
+// nest allows, an object of plain strings, under a name m does not have.
+func addPlain(m object, key, v []byte, nest bool) bool {
+	if _, dup := m[string(key)]; dup {
+		return false
 	}
-	m := make(object, 4)
-	if s.peek() == '}' {
-		return nil, false // rare enough to leave to encoding/json
+	if nest && v[0] == '{' {
+		inner := make(object, 4)
+		if _, ok := jsonscan.Object(v, 0, func(k, v []byte) bool { return addPlain(inner, k, v, false) }); !ok {
+			return false
+		}
+		m[string(key)] = inner
+		return true
 	}
-	for {
-		name, ok := s.str(&plainASCII)
-		if !ok || !s.expect(':') {
-			return nil, false
-		}
-		key := string(name)
-		if _, dup := m[key]; dup {
-			return nil, false
-		}
-		if nest && s.peek() == '{' {
-			inner, ok := s.plainObject(false)
-			if !ok {
-				return nil, false
-			}
-			m[key] = inner
-		} else {
-			value, ok := s.str(&plainASCII)
-			if !ok {
-				return nil, false
-			}
-			m[key] = string(value)
-		}
-		if s.expect('}') {
-			return m, true
-		}
-		if !s.expect(',') {
-			return nil, false
-		}
+	s, ok := jsonscan.Plain(v)
+	if !ok {
+		return false
 	}
+	m[string(key)] = string(s)
+	return true
 }

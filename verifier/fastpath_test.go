@@ -328,3 +328,29 @@ func TestAlterPayloadAsMarshalled(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFastJSON reads the valid vector's proof and its protected header
+// on the fast paths, the JSON a signature check reads before ECDSA.
+func BenchmarkFastJSON(b *testing.B) {
+	doc, err := os.ReadFile(filepath.Join("testdata/vectors", "valid", "proof.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	protected, _, _, ok := fastFlattened(doc)
+	if !ok {
+		b.Fatal("the proof does not take the fast path")
+	}
+	header, err := decodeB64(string(protected))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, ok := fastFlattened(doc); !ok {
+			b.Fatal("flattened")
+		}
+		if _, ok := fastHeader(header); !ok {
+			b.Fatal("header")
+		}
+	}
+}

@@ -42,3 +42,21 @@ func Best(templates []string, path string) int {
 	}
 	return best
 }
+
+// Route is the index in table of the entry a request's method and concrete
+// path belong to, by Best over the templates of the entries with that
+// method, or -1. route reads an entry's method and path template: the
+// server's policy table and the SDK's operation table both route so.
+func Route[T any](table []T, method, path string, route func(T) (method, template string)) int {
+	var index []int
+	var templates []string
+	for i, e := range table {
+		if m, t := route(e); m == method {
+			index, templates = append(index, i), append(templates, t)
+		}
+	}
+	if i := Best(templates, path); i >= 0 {
+		return index[i]
+	}
+	return -1
+}

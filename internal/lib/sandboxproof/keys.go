@@ -73,51 +73,69 @@ func (k *SigningKey) publicJWK() (jwk, error) {
 
 // MarshalPrivateJWK returns the key, private part included, for the server's
 // data directory. Whoever writes it to disk must use mode 0600.
-func (k *SigningKey) MarshalPrivateJWK() ([]byte, error) {
-	pub, err := k.publicJWK()
-	if err != nil {
-		return nil, err
-	}
-	d, err := k.Private.Bytes()
-	if err != nil {
-		return nil, err
-	}
-	pub.D = b64(d)
-	return marshalFile(pub)
-}
+func (k *SigningKey) MarshalPrivateJWK() ([]byte, error) { return MarshalPrivateJWK(k.Private) }
 
 // ParseSigningKey reads a key written by MarshalPrivateJWK (or by either
 // holder, since they share the layout).
 func ParseSigningKey(data []byte) (*SigningKey, error) {
+	priv, err := ParsePrivateJWK(data)
+	if err != nil {
+		return nil, fmt.Errorf("sandboxproof: %w", err)
+	}
+	return newSigningKey(priv)
+}
+
+// MarshalPrivateJWK renders a private P-256 key as the JWK file that the
+// server's signing keys and both holders (Go and sandbox-holder.mjs) are
+// kept in: indented, with a final newline, and its thumbprint as kid.
+func MarshalPrivateJWK(priv *ecdsa.PrivateKey) ([]byte, error) {
+	x, y, err := publicCoordinates(&priv.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	kid, err := Thumbprint(&priv.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	d, err := priv.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	return marshalFile(jwk{Kty: "EC", Crv: "P-256", X: b64(x), Y: b64(y), D: b64(d), KID: kid, Alg: "ES256", Use: "sig"})
+}
+
+// ParsePrivateJWK reads a private P-256 JWK written by MarshalPrivateJWK or
+// by sandbox-holder.mjs. A file whose public members (x, y, kid) disagree
+// with its private one was edited or mixed up: signing with it would bind
+// mandates, or publish a key set, that nobody can verify, so it is refused.
+func ParsePrivateJWK(data []byte) (*ecdsa.PrivateKey, error) {
 	var k jwk
 	if err := json.Unmarshal(data, &k); err != nil {
-		return nil, fmt.Errorf("sandboxproof: key file: %w", err)
+		return nil, fmt.Errorf("key file: %w", err)
 	}
 	if k.Kty != "EC" || k.Crv != "P-256" || k.D == "" {
-		return nil, errors.New("sandboxproof: key file is not a private P-256 JWK")
+		return nil, errors.New("key file is not a private P-256 JWK")
 	}
 	d, err := base64.RawURLEncoding.DecodeString(k.D)
 	if err != nil {
-		return nil, fmt.Errorf("sandboxproof: key file: d: %w", err)
+		return nil, fmt.Errorf("key file: d: %w", err)
 	}
 	priv, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d)
 	if err != nil {
-		return nil, fmt.Errorf("sandboxproof: key file: %w", err)
+		return nil, fmt.Errorf("key file: %w", err)
 	}
-	sk, err := newSigningKey(priv)
+	x, y, err := publicCoordinates(&priv.PublicKey)
 	if err != nil {
 		return nil, err
 	}
-	// A file whose public half disagrees with its private half has been
-	// edited; signing with it would publish a key set that cannot verify.
-	pub, err := sk.publicJWK()
+	kid, err := Thumbprint(&priv.PublicKey)
 	if err != nil {
 		return nil, err
 	}
-	if (k.X != "" && k.X != pub.X) || (k.Y != "" && k.Y != pub.Y) || (k.KID != "" && k.KID != sk.KID) {
-		return nil, errors.New("sandboxproof: key file: public members do not match the private key")
+	if (k.X != "" && k.X != b64(x)) || (k.Y != "" && k.Y != b64(y)) || (k.KID != "" && k.KID != kid) {
+		return nil, errors.New("key file: public members do not match the private key")
 	}
-	return sk, nil
+	return priv, nil
 }
 
 // PublicJWKS renders the keys as the published JWKS file (issuer-jwks.json or

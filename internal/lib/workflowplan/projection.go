@@ -3,8 +3,9 @@ package workflowplan
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 )
 
@@ -80,17 +81,7 @@ func CheckProjection(p Plan, digest, kid string, data []byte) (unsigned []string
 	if err := json.Unmarshal(b, &want); err != nil {
 		return nil, err
 	}
-	keys := make([]string, 0, len(want)+len(got))
-	for k := range want {
-		keys = append(keys, k)
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range memberNames(want, got) {
 		w, inPlan := want[k]
 		g, present := got[k]
 		switch {
@@ -110,6 +101,20 @@ func CheckProjection(p Plan, digest, kid string, data []byte) (unsigned []string
 	return unsigned, nil
 }
 
+// memberNames is the sorted union of two objects' member names: the
+// order in which a difference is looked for, so that it is always the
+// same one that is reported.
+func memberNames(want, got map[string]any) []string {
+	keys := slices.Collect(maps.Keys(want))
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
 // firstDiff is the first place got differs from want, in a stable order.
 func firstDiff(path string, want, got any) *ProjectionError {
 	switch w := want.(type) {
@@ -118,17 +123,7 @@ func firstDiff(path string, want, got any) *ProjectionError {
 		if !ok {
 			break
 		}
-		keys := make([]string, 0, len(w)+len(g))
-		for k := range w {
-			keys = append(keys, k)
-		}
-		for k := range g {
-			if _, ok := w[k]; !ok {
-				keys = append(keys, k)
-			}
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range memberNames(w, g) {
 			wv, wok := w[k]
 			gv, gok := g[k]
 			switch {

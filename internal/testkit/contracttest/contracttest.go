@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"strings"
 	"sync"
@@ -46,29 +45,7 @@ func setup() {
 	if setupErr != nil {
 		return
 	}
-	c := jsonschema.NewCompiler()
-	names, _ := fs.Glob(openapi.Schemas, "schemas/*.json")
-	for _, n := range names {
-		b, _ := fs.ReadFile(openapi.Schemas, n)
-		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-		if err != nil {
-			setupErr = err
-			return
-		}
-		if err := c.AddResource("https://pier.invalid/"+n, v); err != nil {
-			setupErr = err
-			return
-		}
-	}
-	schemas = map[string]*jsonschema.Schema{}
-	for _, n := range names {
-		s, err := c.Compile("https://pier.invalid/" + n)
-		if err != nil {
-			setupErr = err
-			return
-		}
-		schemas[strings.TrimPrefix(n, "schemas/")] = s
-	}
+	schemas, setupErr = openapi.CompileSchemas()
 }
 
 // Schema returns a compiled published schema, such as "error.json".

@@ -50,6 +50,7 @@ var shared = []string{
 	mod + "/server/internal/operation",
 	mod + "/server/internal/cache",
 	mod + "/server/internal/ratelimit",
+	mod + "/server/internal/httpheader",
 }
 
 // What the domain must not import: transports and the adapters built on

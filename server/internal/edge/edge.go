@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/pierhq/pier/server/internal/cache"
+	"github.com/pierhq/pier/server/internal/httpheader"
 	sitepkg "github.com/pierhq/pier/server/internal/site"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -479,7 +480,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status == http.StatusOK {
 		hd := f.headsFor(b)
 		h["Etag"] = hd.etagH[enc]
-		if inm := first(r.Header["If-None-Match"]); inm != "" && etagMatch(inm, hd.etags[enc]) {
+		if inm := first(r.Header["If-None-Match"]); inm != "" && httpheader.ETagMatches(inm, hd.etags[enc]) {
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
@@ -579,7 +580,7 @@ func (e *Edge) Prepared(ctx context.Context, host, urlPath, ifNoneMatch, acceptE
 	h := f.headsFor(b)
 	enc := b.choose(acceptEncoding)
 	switch {
-	case status == http.StatusOK && ifNoneMatch != "" && etagMatch(ifNoneMatch, h.etags[enc]):
+	case status == http.StatusOK && ifNoneMatch != "" && httpheader.ETagMatches(ifNoneMatch, h.etags[enc]):
 		return h.notModified[enc], nil, true
 	case status == http.StatusOK:
 		return h.ok[enc], b.forms[enc], true
@@ -630,16 +631,6 @@ func (s *site) lookup(p string) (*file, int) {
 		return s.notFound, http.StatusNotFound
 	}
 	return nil, http.StatusNotFound
-}
-
-func etagMatch(header, etag string) bool {
-	for _, part := range strings.Split(header, ",") {
-		part = strings.TrimSpace(part)
-		if part == "*" || part == etag || strings.TrimPrefix(part, "W/") == etag {
-			return true
-		}
-	}
-	return false
 }
 
 // Static reports whether a live static site answers for host: its answers

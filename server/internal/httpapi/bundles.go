@@ -22,11 +22,11 @@ import (
 )
 
 func (o bundleRoutes) ListBundles(ctx context.Context, req api.ListBundlesRequestObject) (api.ListBundlesResponseObject, error) {
-	after, err := service.ParseCursor(deref(req.Params.Cursor))
+	f, err := page(req.Params.Cursor, req.Params.Limit)
 	if err != nil {
 		return nil, err
 	}
-	l, next, err := o.svc.Bundles.List(ctx, auth.FromContext(ctx).OrgID, store.Filter{Limit: limitOf(req.Params.Limit), After: after})
+	l, next, err := o.svc.Bundles.List(ctx, auth.FromContext(ctx).OrgID, f)
 	if err != nil {
 		return nil, err
 	}

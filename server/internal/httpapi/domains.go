@@ -5,16 +5,14 @@ import (
 
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
-	"github.com/pierhq/pier/server/internal/service"
-	"github.com/pierhq/pier/server/internal/store"
 )
 
 func (o domainRoutes) ListDomains(ctx context.Context, req api.ListDomainsRequestObject) (api.ListDomainsResponseObject, error) {
-	after, err := service.ParseCursor(deref(req.Params.Cursor))
+	f, err := page(req.Params.Cursor, req.Params.Limit)
 	if err != nil {
 		return nil, err
 	}
-	l, next, err := o.svc.Domains.List(ctx, auth.FromContext(ctx).OrgID, store.Filter{Limit: limitOf(req.Params.Limit), After: after})
+	l, next, err := o.svc.Domains.List(ctx, auth.FromContext(ctx).OrgID, f)
 	if err != nil {
 		return nil, err
 	}

@@ -120,20 +120,10 @@ func plainAccept(v []byte) bool {
 	return len(v) == 0 || string(v) == "*/*" || equalFold(v, "application/json")
 }
 
-// equalFold reports whether b is s, a lower-case ASCII string, in any case.
+// equalFold reports whether b is s, an ASCII string, in any case: the length
+// check keeps bytes.EqualFold's Unicode folding (U+017F is s) out.
 func equalFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
+	return len(b) == len(s) && bytes.EqualFold(b, []byte(s))
 }
 
 // remake makes the answer to q again, as servePure would after the
@@ -160,7 +150,7 @@ func (h *Handler) remake(rt *route, key string, version uint64, q *KeptRequest, 
 	if err := h.validate(r, rt); err != nil {
 		return kept{}, false
 	}
-	rec := &recorder{header: http.Header{}}
+	rec := &Recorder{header: http.Header{}}
 	h.inner.ServeHTTP(rec, r)
 	if rec.status != http.StatusOK {
 		return kept{}, false

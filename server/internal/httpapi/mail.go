@@ -37,7 +37,7 @@ func (o mailRoutes) CreateEmailAddress(ctx context.Context, req api.CreateEmailA
 }
 
 func (o mailRoutes) ListEmailAddresses(ctx context.Context, req api.ListEmailAddressesRequestObject) (api.ListEmailAddressesResponseObject, error) {
-	l, next, err := o.svc.Mail.Addresses(ctx, auth.FromContext(ctx).OrgID, limitOf(req.Params.Limit))
+	l, next, err := o.svc.Mail.Addresses(ctx, auth.FromContext(ctx).OrgID, val(req.Params.Limit))
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (o mailRoutes) ListInboxes(ctx context.Context, _ api.ListInboxesRequestObj
 }
 
 func (o mailRoutes) ListMessages(ctx context.Context, req api.ListMessagesRequestObject) (api.ListMessagesResponseObject, error) {
-	f := store.MessageFilter{From: deref(req.Params.From), Subject: deref(req.Params.Subject), Before: deref(req.Params.Before), Limit: limitOf(req.Params.Limit)}
+	f := store.MessageFilter{From: deref(req.Params.From), Subject: deref(req.Params.Subject), Before: deref(req.Params.Before), Limit: val(req.Params.Limit)}
 	if req.Params.Since != nil {
 		f.Since = *req.Params.Since
 	}

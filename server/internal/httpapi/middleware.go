@@ -28,6 +28,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/httpheader"
 	"github.com/pierhq/pier/server/internal/oauth"
 	"github.com/pierhq/pier/server/internal/operation"
 	"github.com/pierhq/pier/server/internal/safetext"
@@ -132,7 +133,7 @@ func (h *Handler) servePure(w http.ResponseWriter, r *http.Request, rt *route, b
 		WriteError(w, r, h.cfg.Log, err)
 		return
 	}
-	rec := &recorder{header: http.Header{}}
+	rec := &Recorder{header: http.Header{}}
 	h.inner.ServeHTTP(rec, r)
 	if rec.status == http.StatusOK {
 		h.pure.put(key, kept{body: bytes.Clone(rec.body.Bytes()), version: version, at: h.cfg.Now()})
@@ -197,16 +198,7 @@ func acceptable(accept, media string) bool {
 		return true
 	}
 	typ, _, _ := strings.Cut(media, "/")
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		if q, ok := params["q"]; ok {
-			if v, err := strconv.ParseFloat(q, 64); err == nil && v == 0 {
-				continue
-			}
-		}
+	for mt := range httpheader.MediaTypes(accept) {
 		if mt == "*/*" || mt == media || mt == typ+"/*" {
 			return true
 		}
@@ -656,7 +648,7 @@ func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op operatio
 	// The claim outlives a cancelled client: the work it guards may have
 	// happened, so its outcome must be recorded either way.
 	bg := context.WithoutCancel(ctx)
-	rec := &recorder{header: http.Header{}}
+	rec := &Recorder{header: http.Header{}}
 	done := false
 	defer func() {
 		if !done {
@@ -685,7 +677,7 @@ func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op operatio
 // keep decides whether a response is stored for replay: successes and final
 // refusals are; input errors and anything worth retrying are not, so that
 // the same key can go again.
-func keep(rec *recorder) bool {
+func keep(rec *Recorder) bool {
 	if rec.status >= 200 && rec.status < 300 {
 		return true
 	}
@@ -711,23 +703,4 @@ func markReplayed(body []byte) []byte {
 		return append([]byte(`{"replayed":true`), rest...)
 	}
 	return append([]byte(`{"replayed":true,`), rest...)
-}
-
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) WriteHeader(s int) {
-	if r.status == 0 {
-		r.status = s
-	}
-}
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.body.Write(b)
 }

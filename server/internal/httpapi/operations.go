@@ -3,6 +3,7 @@ package httpapi
 import (
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 func deref[T ~string](p *T) string {
@@ -21,11 +22,14 @@ func val[T any](p *T) T {
 	return *p
 }
 
-func limitOf(p *int) int {
-	if p == nil {
-		return 0
+// page reads a list operation's cursor, refused when it does not decode,
+// and limit into the store's filter.
+func page(cursor *string, limit *int) (store.Filter, error) {
+	after, err := service.ParseCursor(deref(cursor))
+	if err != nil {
+		return store.Filter{}, err
 	}
-	return *p
+	return store.Filter{Limit: val(limit), After: after}, nil
 }
 
 // operations implements the strict server interface by calling the

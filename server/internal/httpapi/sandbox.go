@@ -4,11 +4,11 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/pierhq/pier/internal/lib/sandboxproof"
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
+	"github.com/pierhq/pier/server/internal/httpheader"
 	"github.com/pierhq/pier/server/internal/sandbox"
 	"github.com/pierhq/pier/server/internal/service"
 )
@@ -63,7 +63,7 @@ func (f staticFile) write(w http.ResponseWriter) error {
 	} else {
 		h.Set("Cache-Control", "no-cache")
 	}
-	if f.r != nil && etagMatches(f.r.Header.Get("If-None-Match"), etag) {
+	if f.r != nil && httpheader.ETagMatches(f.r.Header.Get("If-None-Match"), etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
@@ -71,17 +71,6 @@ func (f staticFile) write(w http.ResponseWriter) error {
 	w.WriteHeader(http.StatusOK)
 	_, err := w.Write(f.Body)
 	return err
-}
-
-// etagMatches applies If-None-Match's weak comparison (RFC 9110 §13.1.2).
-func etagMatches(header, etag string) bool {
-	for _, c := range strings.Split(header, ",") {
-		c = strings.TrimPrefix(strings.TrimSpace(c), "W/")
-		if c == "*" || c == etag {
-			return true
-		}
-	}
-	return false
 }
 
 func (f staticFile) VisitGetSandboxReferenceResponse(w http.ResponseWriter) error { return f.write(w) }

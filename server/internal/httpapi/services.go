@@ -11,16 +11,15 @@ import (
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/service"
-	"github.com/pierhq/pier/server/internal/store"
 )
 
 func (o serviceRoutes) ListServices(ctx context.Context, req api.ListServicesRequestObject) (api.ListServicesResponseObject, error) {
-	after, err := service.ParseCursor(deref(req.Params.Cursor))
+	f, err := page(req.Params.Cursor, req.Params.Limit)
 	if err != nil {
 		return nil, err
 	}
-	l, next, err := o.svc.Launches.ListServices(ctx, auth.FromContext(ctx).OrgID, store.Filter{
-		ProjectID: deref(req.Params.ProjectId), State: deref(req.Params.State), Limit: limitOf(req.Params.Limit), After: after})
+	f.ProjectID, f.State = deref(req.Params.ProjectId), deref(req.Params.State)
+	l, next, err := o.svc.Launches.ListServices(ctx, auth.FromContext(ctx).OrgID, f)
 	if err != nil {
 		return nil, err
 	}

@@ -5,16 +5,15 @@ import (
 
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
-	"github.com/pierhq/pier/server/internal/service"
-	"github.com/pierhq/pier/server/internal/store"
 )
 
 func (o taskRoutes) ListTasks(ctx context.Context, req api.ListTasksRequestObject) (api.ListTasksResponseObject, error) {
-	after, err := service.ParseCursor(deref(req.Params.Cursor))
+	f, err := page(req.Params.Cursor, req.Params.Limit)
 	if err != nil {
 		return nil, err
 	}
-	l, next, err := o.svc.Tasks.List(ctx, auth.FromContext(ctx).OrgID, store.Filter{State: deref(req.Params.State), Limit: limitOf(req.Params.Limit), After: after})
+	f.State = deref(req.Params.State)
+	l, next, err := o.svc.Tasks.List(ctx, auth.FromContext(ctx).OrgID, f)
 	if err != nil {
 		return nil, err
 	}

@@ -135,13 +135,13 @@ func (h *Handler) serveREST(ctx context.Context, t *compiledTool, rs *requestSha
 	if err != nil {
 		return 0, "", nil, err
 	}
-	rec := &recorder{header: http.Header{}}
-	rec.body.Grow(len(kept.rest))
+	rec := httpapi.NewRecorder(len(kept.rest))
 	h.rest.ServeHTTP(rec, req)
+	status, answered, body := rec.Result()
 	if h.log.Enabled(ctx, slog.LevelDebug) {
-		h.log.DebugContext(ctx, "tool call", "tool", t.Name, "method", req.Method, "path", req.URL.Path, "status", rec.status)
+		h.log.DebugContext(ctx, "tool call", "tool", t.Name, "method", req.Method, "path", req.URL.Path, "status", status)
 	}
-	return rec.status, rec.header.Get("Content-Type"), rec.body.Bytes(), nil
+	return status, answered.Get("Content-Type"), body, nil
 }
 
 // keptAnswerer is the REST handler's door for reads it keeps an answer
@@ -391,27 +391,4 @@ func errorResult(dst []byte, tool string, err error) []byte {
 	e := apierr.As(err)
 	b, _ := json.Marshal(httpapi.ErrorEnvelope(e, tool))
 	return toolResult(dst, e.Status(), "application/json", b)
-}
-
-// recorder keeps the REST answer in memory; httptest's would do, but this
-// package is not test code.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-
-func (r *recorder) WriteHeader(status int) {
-	if r.status == 0 {
-		r.status = status
-	}
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.body.Write(b)
 }

@@ -12,13 +12,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/httpapi"
+	"github.com/pierhq/pier/server/internal/httpheader"
 	"github.com/pierhq/pier/server/internal/operation"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 )
@@ -304,23 +304,12 @@ func acceptsBoth(values []string) bool {
 		return true
 	}
 	var jsonOK, streamOK bool
-	for _, v := range values {
-		for _, part := range strings.Split(v, ",") {
-			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil {
-				continue
-			}
-			if q, ok := params["q"]; ok {
-				if f, err := strconv.ParseFloat(q, 64); err == nil && f == 0 {
-					continue
-				}
-			}
-			switch mt {
-			case "application/json":
-				jsonOK = true
-			case "text/event-stream":
-				streamOK = true
-			}
+	for mt := range httpheader.MediaTypes(values...) {
+		switch mt {
+		case "application/json":
+			jsonOK = true
+		case "text/event-stream":
+			streamOK = true
 		}
 	}
 	return jsonOK && streamOK

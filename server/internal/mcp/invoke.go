@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+
+	"github.com/pierhq/pier/server/internal/httpapi"
 )
 
 // Validate checks arguments against a tool's inputSchema, as a tools/call
@@ -44,7 +46,8 @@ func (h *Handler) Invoke(ctx context.Context, tool string, args map[string]any, 
 	if idempotencyKey != "" {
 		req.Header.Set("Idempotency-Key", idempotencyKey)
 	}
-	rec := &recorder{header: http.Header{}}
+	rec := httpapi.NewRecorder(0)
 	h.rest.ServeHTTP(rec, req)
-	return rec.status, rec.body.Bytes(), nil
+	status, _, body := rec.Result()
+	return status, body, nil
 }

@@ -3,7 +3,8 @@ package mcp
 import (
 	"encoding/json"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/pierhq/pier/internal/lib/jsonscan"
 )
 
 // decodeMessage decodes one JSON-RPC message into m exactly as
@@ -31,14 +32,10 @@ func decodeMessage(raw []byte, m *rpcMessage) error {
 // scanMessage reads a message of the common shape, checking its syntax,
 // and reports false for anything it leaves to encoding/json.
 func scanMessage(b []byte, m *rpcMessage) bool {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return false
-	}
 	var seen [6]bool
-	end, ok := scanObject(b, i, func(key string, v []byte) bool {
+	return jsonscan.Document(b, func(key, v []byte) bool {
 		f := -1
-		switch key {
+		switch string(key) {
 		case "jsonrpc":
 			f = 0
 		case "id":
@@ -52,7 +49,7 @@ func scanMessage(b []byte, m *rpcMessage) bool {
 		case "error":
 			f = 5
 		default:
-			return !foldsToAny(key, "jsonrpc", "id", "method", "params", "result", "error")
+			return !foldsToAny(string(key), "jsonrpc", "id", "method", "params", "result", "error")
 		}
 		if seen[f] {
 			return false
@@ -60,14 +57,14 @@ func scanMessage(b []byte, m *rpcMessage) bool {
 		seen[f] = true
 		switch f {
 		case 0, 2:
-			s, ok := plainString(v)
+			s, ok := jsonscan.Plain(v)
 			if !ok {
 				return false
 			}
 			if f == 0 {
-				m.JSONRPC = s
+				m.JSONRPC = string(s)
 			} else {
-				m.Method = s
+				m.Method = string(s)
 			}
 		case 1:
 			m.ID = json.RawMessage(v)
@@ -88,15 +85,14 @@ func scanMessage(b []byte, m *rpcMessage) bool {
 		}
 		return true
 	})
-	return ok && skipSpace(b, end) == len(b)
 }
 
 // scanParams reads params, a checked object value.
 func scanParams(b []byte, p *rpcParams) bool {
 	var seen [3]bool
-	_, ok := scanObject(b, 0, func(key string, v []byte) bool {
+	_, ok := jsonscan.Object(b, 0, func(key, v []byte) bool {
 		f := -1
-		switch key {
+		switch string(key) {
 		case "protocolVersion":
 			f = 0
 		case "name":
@@ -104,7 +100,7 @@ func scanParams(b []byte, p *rpcParams) bool {
 		case "arguments":
 			f = 2
 		default:
-			return !foldsToAny(key, "protocolVersion", "name", "arguments")
+			return !foldsToAny(string(key), "protocolVersion", "name", "arguments")
 		}
 		if seen[f] {
 			return false
@@ -122,228 +118,15 @@ func scanParams(b []byte, p *rpcParams) bool {
 			*dst = nil
 			return true
 		}
-		s, ok := plainString(v)
+		s, ok := jsonscan.Plain(v)
 		if !ok {
 			return false
 		}
-		*dst = &s
+		str := string(s)
+		*dst = &str
 		return true
 	})
 	return ok
-}
-
-// scanObject checks the JSON object that starts at b[i] and calls member
-// for each member, with its key (which must be plain ASCII without
-// escapes) and its raw value, stopping at the first false. It returns the
-// end of the object, or false for a syntax error or a false from member.
-func scanObject(b []byte, i int, member func(key string, v []byte) bool) (int, bool) {
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, true
-	}
-	for i < len(b) {
-		if b[i] != '"' {
-			return 0, false
-		}
-		end := i + 1
-		for end < len(b) && b[end] != '"' {
-			if b[end] < 0x20 || b[end] == '\\' || b[end] >= utf8.RuneSelf {
-				return 0, false
-			}
-			end++
-		}
-		if end >= len(b) {
-			return 0, false
-		}
-		key := string(b[i+1 : end])
-		i = skipSpace(b, end+1)
-		if i >= len(b) || b[i] != ':' {
-			return 0, false
-		}
-		i = skipSpace(b, i+1)
-		vEnd := skipValue(b, i, 1)
-		if vEnd < 0 || !member(key, b[i:vEnd]) {
-			return 0, false
-		}
-		i = skipSpace(b, vEnd)
-		if i >= len(b) {
-			return 0, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case '}':
-			return i + 1, true
-		default:
-			return 0, false
-		}
-	}
-	return 0, false
-}
-
-// maxScanDepth is how deep a value the scanner checks; deeper ones go to
-// encoding/json, with its own limit.
-const maxScanDepth = 64
-
-// skipValue checks the JSON value starting at b[i] and returns its end, or
-// -1 for a syntax error or nesting past maxScanDepth.
-func skipValue(b []byte, i, depth int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch c := b[i]; {
-	case c == '"':
-		return skipString(b, i)
-	case c == '{' || c == '[':
-		if depth > maxScanDepth {
-			return -1
-		}
-		closer := byte('}')
-		if c == '[' {
-			closer = ']'
-		}
-		i = skipSpace(b, i+1)
-		if i < len(b) && b[i] == closer {
-			return i + 1
-		}
-		for {
-			if c == '{' {
-				if i >= len(b) || b[i] != '"' {
-					return -1
-				}
-				if i = skipString(b, i); i < 0 {
-					return -1
-				}
-				i = skipSpace(b, i)
-				if i >= len(b) || b[i] != ':' {
-					return -1
-				}
-				i = skipSpace(b, i+1)
-			}
-			if i = skipValue(b, i, depth+1); i < 0 {
-				return -1
-			}
-			i = skipSpace(b, i)
-			if i >= len(b) {
-				return -1
-			}
-			if b[i] == closer {
-				return i + 1
-			}
-			if b[i] != ',' {
-				return -1
-			}
-			i = skipSpace(b, i+1)
-		}
-	case c == 't':
-		return literal(b, i, "true")
-	case c == 'f':
-		return literal(b, i, "false")
-	case c == 'n':
-		return literal(b, i, "null")
-	case c == '-' || '0' <= c && c <= '9':
-		return skipNumber(b, i)
-	}
-	return -1
-}
-
-func literal(b []byte, i int, lit string) int {
-	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
-		return -1
-	}
-	return i + len(lit)
-}
-
-// skipNumber checks the JSON number at b[i]: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
-func skipNumber(b []byte, i int) int {
-	if b[i] == '-' {
-		i++
-	}
-	digits := func() bool {
-		start := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		return i > start
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case !digits():
-		return -1
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		if !digits() {
-			return -1
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if !digits() {
-			return -1
-		}
-	}
-	return i
-}
-
-// skipString checks the JSON string starting at b[i] and returns its end,
-// or -1. Bytes of invalid UTF-8 pass, as encoding/json's scanner lets them.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			return i + 1
-		case c < 0x20:
-			return -1
-		case c == '\\':
-			i++
-			if i >= len(b) {
-				return -1
-			}
-			switch b[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if len(b)-i <= 4 {
-					return -1
-				}
-				for _, h := range b[i+1 : i+5] {
-					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
-						return -1
-					}
-				}
-				i += 4
-			default:
-				return -1
-			}
-		}
-	}
-	return -1
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// plainString is the value of a JSON string without escapes or non-ASCII
-// bytes (which need encoding/json's decoding and its treatment of invalid
-// UTF-8).
-func plainString(v []byte) (string, bool) {
-	if len(v) < 2 || v[0] != '"' {
-		return "", false
-	}
-	for _, c := range v[1 : len(v)-1] {
-		if c == '\\' || c >= utf8.RuneSelf {
-			return "", false
-		}
-	}
-	return string(v[1 : len(v)-1]), true
 }
 
 // foldsToAny reports whether key matches one of the names apart from

@@ -77,3 +77,15 @@ func normalise(m rpcMessage) any {
 	}
 	return []any{m.JSONRPC, string(m.ID), m.ID == nil, m.Method, p, string(m.Result), m.Result == nil, string(m.Error), m.Error == nil}
 }
+
+// BenchmarkDecodeMessage decodes the tools/call message a client sends.
+func BenchmarkDecodeMessage(b *testing.B) {
+	raw := []byte(messageSeeds[0])
+	b.ReportAllocs()
+	for b.Loop() {
+		var m rpcMessage
+		if err := decodeMessage(raw, &m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

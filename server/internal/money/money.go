@@ -6,6 +6,7 @@ package money
 import (
 	"fmt"
 	"math"
+	"strconv"
 )
 
 // MicroUSD is an amount in millionths of a US dollar.
@@ -30,3 +31,9 @@ func (m MicroUSD) String() string {
 	cents := (int64(m) + 5_000) / 10_000
 	return fmt.Sprintf("%s$%d.%02d", sign, cents/100, cents%100)
 }
+
+// Decimal formats the amount as the API's messages and task steps write
+// it before " USD": two decimals, "12.50". It rounds as the float64 of
+// USD() does, which those texts have always used, so that they stay the
+// same bytes (String's rounding differs only on an exact half cent).
+func (m MicroUSD) Decimal() string { return strconv.FormatFloat(m.USD(), 'f', 2, 64) }

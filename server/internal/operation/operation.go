@@ -4,7 +4,11 @@
 // table is generated from the contract's x- members by internal/gen.
 package operation
 
-import "github.com/pierhq/pier/internal/lib/pathtemplate"
+import (
+	"slices"
+
+	"github.com/pierhq/pier/internal/lib/pathtemplate"
+)
 
 // Operation is one operation's policy.
 type Operation struct {
@@ -34,26 +38,18 @@ type Operation struct {
 
 // Lookup finds the operation with the given id.
 func Lookup(id string) (Operation, bool) {
-	for _, op := range All {
-		if op.ID == id {
-			return op, true
-		}
-	}
-	return Operation{}, false
+	return found(slices.IndexFunc(All, func(op Operation) bool { return op.ID == id }))
 }
 
 // Match finds the operation a method and concrete path belong to; a
 // literal segment beats a parameter.
 func Match(method, path string) (Operation, bool) {
-	var candidates []Operation
-	var templates []string
-	for _, op := range All {
-		if op.Method == method {
-			candidates, templates = append(candidates, op), append(templates, op.Path)
-		}
+	return found(pathtemplate.Route(All, method, path, func(op Operation) (string, string) { return op.Method, op.Path }))
+}
+
+func found(i int) (Operation, bool) {
+	if i < 0 {
+		return Operation{}, false
 	}
-	if i := pathtemplate.Best(templates, path); i >= 0 {
-		return candidates[i], true
-	}
-	return Operation{}, false
+	return All[i], true
 }

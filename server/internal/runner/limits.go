@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -43,7 +44,7 @@ func detectCgroupV2(mount string) *cgroupV2 {
 	}
 	have := strings.Fields(string(b))
 	for _, c := range []string{"memory", "pids", "cpu"} {
-		if !contains(have, c) {
+		if !slices.Contains(have, c) {
 			return nil
 		}
 	}
@@ -55,15 +56,6 @@ func detectCgroupV2(mount string) *cgroupV2 {
 		return nil
 	}
 	return &cgroupV2{root: root}
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *cgroupV2) dir(serviceID string, version int) string {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,7 +101,7 @@ func probeSandbox(cfg Config) (*sandbox, error) {
 		}
 	} else if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil {
 		for _, c := range []string{"memory", "pids", "cpu"} {
-			if !contains(strings.Fields(string(b)), c) {
+			if !slices.Contains(strings.Fields(string(b)), c) {
 				missing = append(missing, "the cgroup v2 "+c+" controller")
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -184,7 +185,7 @@ func (s *Service) session(ctx context.Context, id string) (store.SandboxSession,
 type MandateResult struct {
 	SessionID       string
 	Mandate         models.SandboxMandate
-	BudgetRemaining int64 // micro-USD
+	BudgetRemaining money.MicroUSD // micro-USD
 	Actions         []models.Action
 }
 
@@ -222,7 +223,7 @@ func (s *Service) RegisterMandate(ctx context.Context, id, jws, registrationSecr
 	sess.HolderThumbprint = m.HolderThumbprint
 	sess.IssuerKID = m.Audience
 	sess.MandateExpiresAt = m.ExpiresAt
-	sess.BudgetMicro = sandboxproof.MandateAmountMicroUSD
+	sess.BudgetMicro = money.MicroUSD(sandboxproof.MandateAmountMicroUSD)
 	ok, err := s.st.Sandbox().RegisterMandate(ctx, sess)
 	if err != nil {
 		return nil, apierr.Internal(err)
@@ -245,8 +246,8 @@ type AttemptResult struct {
 	Attempt         models.SandboxAttempt
 	Gate            *models.SandboxGate
 	ProofID         string
-	Amount          int64 // micro-USD
-	BudgetRemaining int64 // micro-USD
+	Amount          money.MicroUSD // micro-USD
+	BudgetRemaining money.MicroUSD // micro-USD
 	Actions         []models.Action
 }
 
@@ -326,12 +327,12 @@ func (s *Service) Attempt(ctx context.Context, id, authorization, scenario strin
 }
 
 // attemptAmount is what an attempt of the scenario charges, micro-USD.
-func attemptAmount(scenario string) (int64, error) {
+func attemptAmount(scenario string) (money.MicroUSD, error) {
 	switch scenario {
 	case sandboxproof.ScenarioAllowed:
-		return sandboxproof.AllowedAmountMicroUSD, nil
+		return money.MicroUSD(sandboxproof.AllowedAmountMicroUSD), nil
 	case sandboxproof.ScenarioApproval:
-		return sandboxproof.ApprovalAmountMicroUSD, nil
+		return money.MicroUSD(sandboxproof.ApprovalAmountMicroUSD), nil
 	}
 	return 0, apierr.Newf("input:invalid", "scenario must be allowed or approval, not %q", scenario)
 }
@@ -358,7 +359,7 @@ func (l links) attemptRefused(id string, sess *store.SandboxSession, now time.Ti
 
 // issueAttempt has the issuer sign an attempt's receipt, and for an
 // approval its gate, as the rows to store.
-func (s *Service) issueAttempt(id, scenario string, amount int64, sess *store.SandboxSession, now time.Time) (store.SandboxAttempt, *store.SandboxGate, error) {
+func (s *Service) issueAttempt(id, scenario string, amount money.MicroUSD, sess *store.SandboxSession, now time.Time) (store.SandboxAttempt, *store.SandboxGate, error) {
 	attemptID, err := sandboxproof.NewID(sandboxproof.PrefixAttempt)
 	if err != nil {
 		return store.SandboxAttempt{}, nil, apierr.Internal(err)
@@ -372,7 +373,7 @@ func (s *Service) issueAttempt(id, scenario string, amount int64, sess *store.Sa
 		params = &p
 	}
 	att, gate, err := sandboxproof.IssueAttempt(s.keys.Issuer, sandboxproof.AttemptRequest{
-		SessionID: id, AttemptID: attemptID, Scenario: scenario, AmountMicroUSD: amount, Mandate: sess.MandateJWS,
+		SessionID: id, AttemptID: attemptID, Scenario: scenario, AmountMicroUSD: int64(amount), Mandate: sess.MandateJWS,
 	}, now, params)
 	if errors.Is(err, sandboxproof.ErrExpired) {
 		return store.SandboxAttempt{}, nil, apierr.New("conflict:expired", "the session's mandate has expired; start a new session", asActions(stop("done"))...)
@@ -405,8 +406,8 @@ type DecisionResult struct {
 	Gate      models.SandboxGateState
 	ProofID   string
 	// Released is what a denial gave back to the mandate, micro-USD.
-	Released        int64
-	BudgetRemaining int64
+	Released        money.MicroUSD
+	BudgetRemaining money.MicroUSD
 	Actions         []models.Action
 }
 
@@ -512,12 +513,12 @@ func (l links) lostDecision(id string, g, current store.SandboxGate) error {
 
 // releaseDenied gives a denied attempt's amount back to the mandate and
 // returns it.
-func releaseDenied(ctx context.Context, tx *store.SandboxTx, id string, sess *store.SandboxSession, g store.SandboxGate) (int64, error) {
+func releaseDenied(ctx context.Context, tx *store.SandboxTx, id string, sess *store.SandboxSession, g store.SandboxGate) (money.MicroUSD, error) {
 	attempts, err := tx.Attempts(ctx, id)
 	if err != nil {
 		return 0, apierr.Internal(err)
 	}
-	var released int64
+	var released money.MicroUSD
 	for _, a := range attempts {
 		if a.ID == g.AttemptID {
 			released = a.AmountMicro
@@ -567,7 +568,7 @@ func (s *Service) mintIfReady(ctx context.Context, tx *store.SandboxTx, sess *st
 		} else {
 			allowed = true
 		}
-		amount, err := sandboxproof.USDNumber(a.AmountMicro)
+		amount, err := sandboxproof.USDNumber(int64(a.AmountMicro))
 		if err != nil {
 			return "", apierr.Internal(err)
 		}
@@ -664,10 +665,10 @@ func mustManual(step models.ManualActionStep) models.Action {
 	return asActions(models.ManualAction{Kind: "manual", Actor: "agent", Step: step})[0]
 }
 
-func usdText(micro int64) string {
-	n, err := sandboxproof.USDNumber(micro)
+func usdText(micro money.MicroUSD) string {
+	n, err := sandboxproof.USDNumber(int64(micro))
 	if err != nil {
-		return fmt.Sprintf("%.2f", float64(micro)/1e6)
+		return micro.Decimal()
 	}
 	return n.String()
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-func usd(micro int64) float64 { return money.MicroUSD(micro).USD() }
-
 // gateExpired is the one rule for a gate's time: a decision recorded at a
 // whole second no later than the gate's expiry is in time.
 func gateExpired(g store.SandboxGate, now time.Time) bool {
@@ -31,7 +29,7 @@ func view(sess store.SandboxSession, attempts []store.SandboxAttempt, gates []st
 		id := sess.ProofID
 		v.ProofId = &id
 	}
-	amounts := map[string]int64{}
+	amounts := map[string]money.MicroUSD{}
 	for _, a := range attempts {
 		v.Attempts = append(v.Attempts, attemptView(a))
 		amounts[a.ID] = a.AmountMicro
@@ -57,7 +55,7 @@ func view(sess store.SandboxSession, attempts []store.SandboxAttempt, gates []st
 	if sess.MandateJWS != "" {
 		m := mandateView(sess)
 		v.Mandate = &m
-		left := usd(sess.BudgetMicro - committed)
+		left := (sess.BudgetMicro - committed).USD()
 		v.BudgetRemainingUsd = &left
 	}
 	return v
@@ -65,7 +63,7 @@ func view(sess store.SandboxSession, attempts []store.SandboxAttempt, gates []st
 
 func mandateView(sess store.SandboxSession) models.SandboxMandate {
 	return models.SandboxMandate{
-		AmountUsd:           usd(sess.BudgetMicro),
+		AmountUsd:           sess.BudgetMicro.USD(),
 		Currency:            "USD",
 		HolderKeyThumbprint: sess.HolderThumbprint,
 		IssuerKid:           sess.IssuerKID,
@@ -79,7 +77,7 @@ func attemptView(a store.SandboxAttempt) models.SandboxAttempt {
 	return models.SandboxAttempt{
 		AttemptId:     a.ID,
 		Scenario:      models.SandboxAttemptScenario(a.Scenario),
-		AmountUsd:     usd(a.AmountMicro),
+		AmountUsd:     a.AmountMicro.USD(),
 		Currency:      "USD",
 		RequestDigest: a.RequestDigest,
 		Outcome:       models.SandboxAttemptOutcome(a.Outcome),

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/payments"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -35,8 +35,8 @@ type GateView struct {
 	ID, Kind, State, TaskID string
 	ProjectID, ProjectName  string
 	Reason, QuoteID         string
-	AmountMicro             int64
-	CurrentLimitMicro       int64
+	AmountMicro             money.MicroUSD
+	CurrentLimitMicro       money.MicroUSD
 	HasCurrentLimit         bool
 	DecidedBy               string
 	DecidedAt               *time.Time
@@ -48,7 +48,7 @@ type GateView struct {
 	// renewal is what each later year costs.
 	Domain       string
 	Years        int
-	RenewalMicro int64
+	RenewalMicro money.MicroUSD
 	HasRenewal   bool
 	// Items describe a quote's lines in words.
 	Items []string
@@ -56,12 +56,12 @@ type GateView struct {
 	// TaskRefundedMicro what it gave back if it failed: an approved
 	// purchase can still fail at the registrar.
 	TaskState         string
-	TaskRefundedMicro int64
+	TaskRefundedMicro money.MicroUSD
 	// RequestedBy is the name of the key (or grant) that asked.
 	RequestedBy string
 	// The project's remaining budget now, and what approving (or, for a
 	// purchase already taken from it, denying) would leave.
-	RemainingMicro, IfApprovedMicro, IfDeniedMicro int64
+	RemainingMicro, IfApprovedMicro, IfDeniedMicro money.MicroUSD
 	HasBudget                                      bool
 	// Registrant is the contact a registrant gate proposes; LinkMailed
 	// says a confirmation link also went to its address, and NoLinkWhy why
@@ -81,9 +81,9 @@ func gateTitle(v GateView) string {
 		}
 		return fmt.Sprintf("Buy the domain %s for %s", v.Domain, years)
 	case "budget_raise":
-		return fmt.Sprintf("Raise the budget of %s by %s", orName(v.ProjectName, "the project"), FormatUSD(v.AmountMicro))
+		return fmt.Sprintf("Raise the budget of %s by %s", orName(v.ProjectName, "the project"), v.AmountMicro)
 	case "quote_approval":
-		return fmt.Sprintf("Approve spending %s from %s's budget", FormatUSD(v.AmountMicro), orName(v.ProjectName, "the project"))
+		return fmt.Sprintf("Approve spending %s from %s's budget", v.AmountMicro, orName(v.ProjectName, "the project"))
 	case "registrant_contact":
 		if v.Registrant != nil {
 			return fmt.Sprintf("Confirm %s as the registrant of %s", v.Registrant.Name, v.Domain)
@@ -104,15 +104,15 @@ func orName(s, def string) string {
 func itemWords(it pricedItem) string {
 	switch it.Kind {
 	case "domain":
-		return fmt.Sprintf("the domain %s for %d year(s): %s", it.Domain, max(it.Years, 1), FormatUSD(it.AmountMicro))
+		return fmt.Sprintf("the domain %s for %d year(s): %s", it.Domain, max(it.Years, 1), it.AmountMicro)
 	case "email":
-		return fmt.Sprintf("email on %s for %d month(s): %s", it.Domain, max(it.Months, 1), FormatUSD(it.AmountMicro))
+		return fmt.Sprintf("email on %s for %d month(s): %s", it.Domain, max(it.Months, 1), it.AmountMicro)
 	}
 	name := it.Name
 	if name == "" {
 		name = "a service"
 	}
-	return fmt.Sprintf("%s on %s (%s) for %d month(s): %s", name, it.Target, it.Workload, max(it.Months, 1), FormatUSD(it.AmountMicro))
+	return fmt.Sprintf("%s on %s (%s) for %d month(s): %s", name, it.Target, it.Workload, max(it.Months, 1), it.AmountMicro)
 }
 
 // openGate creates a task waiting in input_required on a new gate.
@@ -153,7 +153,7 @@ func (s *Approvals) gateActions(t store.Task) []models.Action {
 // RequestBudgetRaise asks a human to add to a project's budget. The answer
 // is a task in input_required carrying the approval URL.
 func (s *Approvals) RequestBudgetRaise(ctx context.Context, p *auth.Principal, projectID string, req models.BudgetRaiseRequest) (*models.TaskHandle, []models.Action, error) {
-	amount := microUSD(req.AmountUsd)
+	amount := money.FromUSD(req.AmountUsd)
 	if amount <= 0 {
 		return nil, nil, apierr.New("input:invalid", "amountUsd must be at least 0.01").WithDetails(models.FieldProblem{Field: "body.amountUsd", Problem: "too small"})
 	}
@@ -329,12 +329,12 @@ func (s *Approvals) decideRegistration(ctx context.Context, tx *store.Tx, h Huma
 			return err
 		}
 		if pl.Receipt != nil {
-			var total int64
+			var total money.MicroUSD
 			for i, c := range pl.Receipt.Costs {
 				if c.Item == "domain:"+pl.Domain {
 					pl.Receipt.Costs[i].AmountUsd = 0
 				}
-				total += microUSD(pl.Receipt.Costs[i].AmountUsd)
+				total += money.FromUSD(pl.Receipt.Costs[i].AmountUsd)
 			}
 			pl.Receipt.TotalUsd = usd(total)
 		}
@@ -349,7 +349,7 @@ func (s *Approvals) decideRegistration(ctx context.Context, tx *store.Tx, h Huma
 				steps[i].State, steps[i].Detail = "skipped", "no domain"
 			case StepRegister:
 				steps[i].State, steps[i].CompletedAt = "denied", ptr(now.UTC())
-				steps[i].Detail = fmt.Sprintf("a human denied buying %s: not bought, not attached, %.2f USD refunded", pl.Domain, usd(pl.DomainMicro))
+				steps[i].Detail = fmt.Sprintf("a human denied buying %s: not bought, not attached, %s USD refunded", pl.Domain, pl.DomainMicro.Decimal())
 			}
 		}
 	} else {
@@ -375,10 +375,11 @@ func (s *Approvals) decideRegistration(ctx context.Context, tx *store.Tx, h Huma
 // transaction.
 func (s *Approvals) carryOut(ctx context.Context, tx *store.Tx, g store.Gate, payload, result map[string]any, now time.Time) error {
 	projectID, _ := payload["projectId"].(string)
-	amount, err := payload["amountMicroUsd"].(json.Number).Int64()
+	n, err := payload["amountMicroUsd"].(json.Number).Int64()
 	if err != nil {
 		return err
 	}
+	amount := money.MicroUSD(n)
 	proj, err := tx.Projects().Lock(ctx, g.OrgID, projectID)
 	if err != nil {
 		return err
@@ -468,7 +469,7 @@ func (s *Approvals) resumeWaitingLaunches(ctx context.Context, tx *store.Tx, h H
 		for i := range steps {
 			if steps[i].Name == StepCharge {
 				steps[i].State, steps[i].CompletedAt = "succeeded", ptr(now.UTC())
-				steps[i].Detail = fmt.Sprintf("%.2f USD, approved by a human", usd(c.AmountMicro))
+				steps[i].Detail = fmt.Sprintf("%s USD, approved by a human", c.AmountMicro.Decimal())
 			}
 		}
 		pl.ChargedMicro, pl.AwaitQuote = c.AmountMicro, false
@@ -544,15 +545,15 @@ func (s *Approvals) LedgerFor(ctx context.Context, h Human) ([]ledger.Entry, err
 func (s *Approvals) gateView(ctx context.Context, g store.Gate) GateView {
 	v := GateView{ID: g.ID, Kind: g.Kind, State: g.State, TaskID: g.TaskID, DecidedBy: g.DecidedBy, DecidedAt: g.DecidedAt, CreatedAt: g.CreatedAt}
 	var payload struct {
-		ProjectID    string       `json:"projectId"`
-		Amount       int64        `json:"amountMicroUsd"`
-		Reason       string       `json:"reason"`
-		QuoteID      string       `json:"quoteId"`
-		CurrentLimit *int64       `json:"currentLimitMicroUsd"`
-		Domain       string       `json:"domain"`
-		Years        int          `json:"years"`
-		RequestedBy  string       `json:"requestedBy"`
-		Items        []pricedItem `json:"items"`
+		ProjectID    string          `json:"projectId"`
+		Amount       money.MicroUSD  `json:"amountMicroUsd"`
+		Reason       string          `json:"reason"`
+		QuoteID      string          `json:"quoteId"`
+		CurrentLimit *money.MicroUSD `json:"currentLimitMicroUsd"`
+		Domain       string          `json:"domain"`
+		Years        int             `json:"years"`
+		RequestedBy  string          `json:"requestedBy"`
+		Items        []pricedItem    `json:"items"`
 		// A registrant gate's proposal.
 		Contact    *models.RegistrantContactRequest `json:"contact"`
 		LinkMailed bool                             `json:"linkMailed"`
@@ -570,7 +571,7 @@ func (s *Approvals) gateView(ctx context.Context, g store.Gate) GateView {
 			if label, tldName, ok := strings.Cut(v.Domain, "."); ok && label != "" {
 				if tld, ok := s.prices.Lookup(tldName); ok {
 					if r := tld.AnnualizedRenewal(); r != nil {
-						v.RenewalMicro, v.HasRenewal = int64(*r), true
+						v.RenewalMicro, v.HasRenewal = *r, true
 					}
 				}
 			}
@@ -602,7 +603,7 @@ func (s *Approvals) gateView(ctx context.Context, g store.Gate) GateView {
 			RefundedUsd float64 `json:"refundedUsd"`
 		}
 		if json.Unmarshal([]byte(t.Result), &res) == nil {
-			v.TaskRefundedMicro = int64(math.Round(res.RefundedUsd * 1e6))
+			v.TaskRefundedMicro = money.FromUSD(res.RefundedUsd)
 		}
 	}
 	v.Title = gateTitle(v)

@@ -97,8 +97,7 @@ func (s *Bundles) List(ctx context.Context, orgID string, f store.Filter) (*mode
 func (s *Bundles) Get(ctx context.Context, orgID, id string) (*models.BundleInfo, []models.Action, error) {
 	b, err := s.store.Bundles().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Newf("not_found:resource", "no bundle %s in your organisation", id).
-			WithActions(actions.Tool("list_bundles", "agent", nil))
+		return nil, nil, notInOrg("bundle", id, "list_bundles")
 	}
 	if err != nil {
 		return nil, nil, apierr.Internal(err)

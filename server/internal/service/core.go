@@ -7,12 +7,13 @@ import (
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 )
 
 // Cost is one line of a receipt, in micro-USD.
 type Cost struct {
 	Item   string
-	Amount int64
+	Amount money.MicroUSD
 }
 
 // Undo is a concrete reversal, or the irreversible marker when there is
@@ -75,9 +76,9 @@ func (s *core) quotas() Quotas {
 // Mutation builds the part every successful public mutation carries: the
 // receipt of what was done and what it cost, how to undo it, and the
 // project budget that remains. undo is nil for an irreversible action.
-func (s *core) Mutation(op string, costs []Cost, created []models.ResourceRef, undo *models.ToolAction, budgetRemaining int64) models.MutationResult {
+func (s *core) Mutation(op string, costs []Cost, created []models.ResourceRef, undo *models.ToolAction, budgetRemaining money.MicroUSD) models.MutationResult {
 	lines := make([]models.CostLine, 0, len(costs))
-	var total int64
+	var total money.MicroUSD
 	for _, c := range costs {
 		lines = append(lines, models.CostLine{Item: c.Item, AmountUsd: usd(c.Amount)})
 		total += c.Amount

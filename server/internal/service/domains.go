@@ -237,13 +237,13 @@ func selectTLDs(cat []registrar.TLD, p models.SearchDomainsParams, wantTLD strin
 // addCandidates checks label under each TLD until limit candidates are
 // found, counting those a price ceiling excludes.
 func addCandidates(res *models.DomainSearchResult, label string, tlds []registrar.TLD, limit int, p models.SearchDomainsParams) {
-	var maxFirst, maxRenew *int64
+	var maxFirst, maxRenew *money.MicroUSD
 	if p.MaxFirstYearPriceUsd != nil {
-		v := microUSD(*p.MaxFirstYearPriceUsd)
+		v := money.FromUSD(*p.MaxFirstYearPriceUsd)
 		maxFirst = &v
 	}
 	if p.MaxRenewalPriceUsd != nil {
-		v := microUSD(*p.MaxRenewalPriceUsd)
+		v := money.FromUSD(*p.MaxRenewalPriceUsd)
 		maxRenew = &v
 	}
 	for _, t := range tlds {
@@ -271,14 +271,14 @@ func addCandidates(res *models.DomainSearchResult, label string, tlds []registra
 
 // ceilingExcludes says whether a price ceiling excludes a candidate, and
 // counts why: a price it lacks, or one over the ceiling.
-func ceilingExcludes(res *models.DomainSearchResult, firstYear *registrar.MicroUSD, maxFirst *int64, annual *registrar.MicroUSD, maxRenew *int64) bool {
+func ceilingExcludes(res *models.DomainSearchResult, firstYear, maxFirst, annual, maxRenew *money.MicroUSD) bool {
 	ex := &res.Excluded
 	if maxFirst != nil {
 		if firstYear == nil {
 			ex.LackingPrice++
 			return true
 		}
-		if int64(*firstYear) > *maxFirst {
+		if *firstYear > *maxFirst {
 			ex.OverFirstYearCeiling++
 			return true
 		}
@@ -288,7 +288,7 @@ func ceilingExcludes(res *models.DomainSearchResult, firstYear *registrar.MicroU
 			ex.LackingPrice++
 			return true
 		}
-		if int64(*annual) > *maxRenew {
+		if *annual > *maxRenew {
 			ex.OverRenewalCeiling++
 			return true
 		}

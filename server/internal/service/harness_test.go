@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/pierhq/pier/server/internal/money"
 	"io"
 	"log/slog"
 	"net"
@@ -305,7 +306,7 @@ func (h *harness) tenant(budgetUSD int64, pol models.ProjectPolicy, scopes ...st
 	})
 	h.must(err)
 	hu := Human{OrgID: orgID, UserID: userID}
-	p, err := h.svc.Projects.Create(h.ctx, NewProject{OrgID: orgID, Name: "main", LimitMicro: budgetUSD * 1_000_000, Policy: pol, CreatedBy: "human:" + userID})
+	p, err := h.svc.Projects.Create(h.ctx, NewProject{OrgID: orgID, Name: "main", LimitMicro: money.MicroUSD(budgetUSD * 1_000_000), Policy: pol, CreatedBy: "human:" + userID})
 	h.must(err)
 	_, k, err := h.svc.Accounts.CreateKey(h.ctx, hu, "agent", scopes)
 	h.must(err)
@@ -357,7 +358,7 @@ func (h *harness) remaining(org, project string) int64 {
 	h.t.Helper()
 	p, err := h.st.Projects().Get(h.ctx, org, project)
 	h.must(err)
-	return p.LimitMicro - p.SpentMicro - p.HeldMicro
+	return int64(p.LimitMicro - p.SpentMicro - p.HeldMicro)
 }
 
 // books checks that a project's books never overspend: spent plus held

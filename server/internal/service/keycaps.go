@@ -35,7 +35,7 @@ func capPeriodStart(period string, now time.Time) time.Time {
 // SetKeyCap sets (or, with capMicro nil, removes) a key's cap. Only a
 // signed-in person of the key's organisation calls it; it is recorded in
 // the ledger.
-func (s *Accounts) SetKeyCap(ctx context.Context, h Human, keyID string, capMicro *int64, period string) error {
+func (s *Accounts) SetKeyCap(ctx context.Context, h Human, keyID string, capMicro *money.MicroUSD, period string) error {
 	if period == "" {
 		period = "month"
 	}
@@ -72,7 +72,7 @@ func (s *Accounts) SetKeyCap(ctx context.Context, h Human, keyID string, capMicr
 type KeySpend struct {
 	Key         store.APIKey
 	PeriodStart time.Time
-	SpentMicro  int64
+	SpentMicro  money.MicroUSD
 }
 
 // keySpend reads the caller's key and its spend in the current period,
@@ -97,7 +97,7 @@ func keySpend(ctx context.Context, keys store.Keys, p *auth.Principal, now time.
 
 // checkKeyCap refuses an amount that would take the caller's key past its
 // cap, with budget:key_cap and the keys page, where a person may raise it.
-func (s *Quotes) checkKeyCap(ctx context.Context, tx *store.Tx, p *auth.Principal, amount int64, now time.Time) error {
+func (s *Quotes) checkKeyCap(ctx context.Context, tx *store.Tx, p *auth.Principal, amount money.MicroUSD, now time.Time) error {
 	if amount <= 0 {
 		return nil
 	}
@@ -108,7 +108,7 @@ func (s *Quotes) checkKeyCap(ctx context.Context, tx *store.Tx, p *auth.Principa
 	k := ks.Key
 	left := max(*k.CapMicro-ks.SpentMicro, 0)
 	msg := fmt.Sprintf("key %s (%s) may commit %s per %s and has %s left; this needs %s. A person can raise the cap on the keys page",
-		k.ID, k.Name, money.MicroUSD(*k.CapMicro).String(), k.CapPeriod, money.MicroUSD(left).String(), money.MicroUSD(amount).String())
+		k.ID, k.Name, k.CapMicro.String(), k.CapPeriod, left.String(), amount.String())
 	return apierr.New("budget:key_cap", msg).WithActions(
 		actions.URL(s.baseURL()+"/keys", models.ManageKeys, "human"),
 		actions.Stop("denied"))

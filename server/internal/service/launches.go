@@ -16,6 +16,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/server/internal/zone"
 )
@@ -77,12 +78,12 @@ type launchPayload struct {
 	Owned bool `json:"owned,omitempty"`
 	// AwaitQuote: the launch waits for a human to approve its quote; the
 	// approval consumes the quote and queues the task.
-	AwaitQuote    bool   `json:"awaitQuote,omitempty"`
-	DomainMicro   int64  `json:"domainMicroUsd,omitempty"`
-	ChargedMicro  int64  `json:"chargedMicroUsd"`
-	RefundedMicro int64  `json:"refundedMicroUsd,omitempty"`
-	QuoteID       string `json:"quoteId,omitempty"`
-	Actor         string `json:"actor"`
+	AwaitQuote    bool           `json:"awaitQuote,omitempty"`
+	DomainMicro   money.MicroUSD `json:"domainMicroUsd,omitempty"`
+	ChargedMicro  money.MicroUSD `json:"chargedMicroUsd"`
+	RefundedMicro money.MicroUSD `json:"refundedMicroUsd,omitempty"`
+	QuoteID       string         `json:"quoteId,omitempty"`
+	Actor         string         `json:"actor"`
 	// PurchaseRef is recorded before the registrar is called.
 	PurchaseRef string          `json:"purchaseRef,omitempty"`
 	Receipt     *models.Receipt `json:"receipt,omitempty"`
@@ -585,7 +586,7 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 	var task store.Task
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		var costs []Cost
-		remainingMicro := int64(0)
+		var remainingMicro money.MicroUSD
 		var wait *awaitApproval
 		if req.QuoteId != nil {
 			c, err := s.quotes.Consume(ctx, tx, p, projectID, *req.QuoteId)
@@ -659,11 +660,11 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 			}
 		}
 
-		steps := []taskStep{{Name: StepCharge, State: "succeeded", CompletedAt: ptr(now.UTC()), Detail: fmt.Sprintf("%.2f USD", usd(pl.ChargedMicro))}}
+		steps := []taskStep{{Name: StepCharge, State: "succeeded", CompletedAt: ptr(now.UTC()), Detail: fmt.Sprintf("%s USD", pl.ChargedMicro.Decimal())}}
 		if wait != nil {
 			task.State, task.GateID = "input_required", wait.GateID
 			steps[0] = taskStep{Name: StepCharge, State: "input_required", StartedAt: ptr(now.UTC()),
-				Detail: fmt.Sprintf("a human must approve quote %s (%.2f USD) before it is charged", wait.QuoteID, usd(wait.AmountMicro))}
+				Detail: fmt.Sprintf("a human must approve quote %s (%s USD) before it is charged", wait.QuoteID, wait.AmountMicro.Decimal())}
 		}
 		register, dns := "pending", "pending"
 		switch {
@@ -966,7 +967,7 @@ func (s *Launches) recheckDomain(ctx context.Context, rt *runningTask, pl *launc
 		return err
 	}
 	if pl.DomainMicro > 0 && current[0].AmountMicro != pl.DomainMicro {
-		return apierr.Newf("plan:price_changed", "%s now costs %.2f USD, not the %.2f USD quoted", pl.Domain, usd(current[0].AmountMicro), usd(pl.DomainMicro))
+		return apierr.Newf("plan:price_changed", "%s now costs %s USD, not the %s USD quoted", pl.Domain, current[0].AmountMicro.Decimal(), pl.DomainMicro.Decimal())
 	}
 	return nil
 }
@@ -1050,10 +1051,10 @@ func (s *Launches) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID,
 	}
 	if pl.Receipt != nil {
 		// The receipt says what was kept: a bought domain, nothing else.
-		var kept int64
+		var kept money.MicroUSD
 		for i, c := range pl.Receipt.Costs {
 			if bought && c.Item == "domain:"+pl.Domain {
-				kept += microUSD(c.AmountUsd)
+				kept += money.FromUSD(c.AmountUsd)
 				continue
 			}
 			pl.Receipt.Costs[i].AmountUsd = 0

@@ -20,6 +20,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/server/internal/zone"
 )
@@ -146,7 +147,7 @@ type mailPayload struct {
 	Domain       string          `json:"domain"`
 	ProjectID    string          `json:"projectId"`
 	QuoteID      string          `json:"quoteId"`
-	ChargedMicro int64           `json:"chargedMicroUsd"`
+	ChargedMicro money.MicroUSD  `json:"chargedMicroUsd"`
 	Receipt      *models.Receipt `json:"receipt,omitempty"`
 	Undo         *models.Undo    `json:"undo,omitempty"`
 }
@@ -402,7 +403,7 @@ func (s *Mail) Remove(ctx context.Context, p *auth.Principal, domain string) (*m
 	if ps, err := s.store.Projects().List(ctx, p.OrgID); err == nil && len(ps) > 0 {
 		proj = ps[0].ID
 	}
-	var left int64
+	var left money.MicroUSD
 	if proj != "" {
 		if st, err := s.projects.State(ctx, p, proj); err == nil {
 			left = st.RemainingMicro

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"github.com/pierhq/pier/server/internal/money"
 	"strings"
 
 	"github.com/pierhq/pier/models"
@@ -12,7 +13,7 @@ import (
 // mailBudget is what remains of the budget of the project that set up
 // mail for the domain of address (an address or a bare domain): mail is
 // paid from the project whose quote set it up. 0 when none is found.
-func (s *Mail) mailBudget(ctx context.Context, orgID, address string) (int64, error) {
+func (s *Mail) mailBudget(ctx context.Context, orgID, address string) (money.MicroUSD, error) {
 	domain := address[strings.LastIndex(address, "@")+1:]
 	d, err := s.store.Mail().Domain(ctx, domain)
 	if errors.Is(err, store.ErrNotFound) || err == nil && (d.OrgID != orgID || d.TaskID == "") {

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/payments"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -43,9 +43,9 @@ type SignupReview struct {
 type ReviewDecision struct {
 	OrganizationName, ProjectName string
 	HumanName, Email              string
-	BudgetMicro                   int64
+	BudgetMicro                   money.MicroUSD
 	// ApprovalAboveMicro, when set, sends every purchase above it to a human.
-	ApprovalAboveMicro *int64
+	ApprovalAboveMicro *money.MicroUSD
 }
 
 // Approved is the outcome of a review: the session the reviewer is now
@@ -58,16 +58,6 @@ type Approved struct {
 
 // BillingSetupTTL is how long a card flow stays open.
 const BillingSetupTTL = 24 * time.Hour
-
-// FormatUSD renders micro-USD for people, such as "$12.50".
-func FormatUSD[T ~int64](m T) string {
-	sign := ""
-	if m < 0 {
-		sign, m = "-", -m
-	}
-	cents := (int64(m) + 5_000) / 10_000
-	return fmt.Sprintf("%s$%d.%02d", sign, cents/100, cents%100)
-}
 
 // CardSetup is what the card page shows.
 type CardSetup struct {
@@ -301,7 +291,7 @@ func (d *ReviewDecision) settle() error {
 	case len(d.HumanName) > 100 || len(d.Email) > 254:
 		return apierr.New("input:invalid", "Your name or email is too long.")
 	case d.BudgetMicro < MinSignupBudget || d.BudgetMicro > MaxSignupBudget:
-		return apierr.Newf("input:invalid", "The budget must be between %s and %s.", FormatUSD(int64(MinSignupBudget)), FormatUSD(int64(MaxSignupBudget)))
+		return apierr.Newf("input:invalid", "The budget must be between %s and %s.", MinSignupBudget, MaxSignupBudget)
 	case d.ApprovalAboveMicro != nil && *d.ApprovalAboveMicro < 0:
 		return apierr.New("input:invalid", "The approval threshold cannot be negative.")
 	}
@@ -408,12 +398,12 @@ func (s *Onboarding) openBillingSetup(ctx context.Context, tx *store.Tx, orgID, 
 }
 
 // orgRemaining is what the organisation's projects have left to spend.
-func (s *Onboarding) orgRemaining(ctx context.Context, orgID string) (int64, error) {
+func (s *Onboarding) orgRemaining(ctx context.Context, orgID string) (money.MicroUSD, error) {
 	ps, err := s.store.Projects().List(ctx, orgID)
 	if err != nil {
 		return 0, err
 	}
-	var left int64
+	var left money.MicroUSD
 	for _, p := range ps {
 		holds, err := s.store.Quotes().ActiveHolds(ctx, p.ID, s.Now())
 		if err != nil {
@@ -639,6 +629,6 @@ const (
 	// MinSignupBudget and MaxSignupBudget bound the first project's budget
 	// a review may set, in micro-USD. A larger budget is a raise, which a
 	// human approves later.
-	MinSignupBudget = 1_000_000
-	MaxSignupBudget = 10_000_000_000
+	MinSignupBudget money.MicroUSD = 1_000_000
+	MaxSignupBudget money.MicroUSD = 10_000_000_000
 )

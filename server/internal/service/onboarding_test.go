@@ -2,6 +2,7 @@ package service
 
 import (
 	"errors"
+	"github.com/pierhq/pier/server/internal/money"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 )
 
 func decision(budgetUSD int64) ReviewDecision {
-	return ReviewDecision{OrganizationName: " Acme ", ProjectName: "site", HumanName: "Ada", Email: "ada@example.org", BudgetMicro: budgetUSD * 1_000_000}
+	return ReviewDecision{OrganizationName: " Acme ", ProjectName: "site", HumanName: "Ada", Email: "ada@example.org", BudgetMicro: money.MicroUSD(budgetUSD * 1_000_000)}
 }
 
 func reviewToken(url string) string { return url[strings.LastIndex(url, "/")+1:] }
@@ -106,7 +107,7 @@ func TestSignupReviewRefusals(t *testing.T) {
 		{func(d *ReviewDecision) { d.HumanName = long }, "input:invalid"},
 		{func(d *ReviewDecision) { d.BudgetMicro = MinSignupBudget - 1 }, "input:invalid"},
 		{func(d *ReviewDecision) { d.BudgetMicro = MaxSignupBudget + 1 }, "input:invalid"},
-		{func(d *ReviewDecision) { d.ApprovalAboveMicro = ptr(int64(-1)) }, "input:invalid"},
+		{func(d *ReviewDecision) { d.ApprovalAboveMicro = ptr(money.MicroUSD(-1)) }, "input:invalid"},
 	} {
 		d := decision(10)
 		c.mod(&d)
@@ -125,7 +126,7 @@ func TestSignupReviewRefusals(t *testing.T) {
 	// With an approval threshold, the first project sends purchases above it to a human.
 	su2, _, _ := h.svc.Onboarding.StartSignup(h.ctx, "y", models.SignupRequest{})
 	d := decision(10)
-	d.ApprovalAboveMicro, d.HumanName = ptr(int64(5_000_000)), ""
+	d.ApprovalAboveMicro, d.HumanName = ptr(money.MicroUSD(5_000_000)), ""
 	ap, err := h.svc.Onboarding.ApproveSignup(h.ctx, reviewToken(su2.ReviewUrl), d)
 	h.must(err)
 	pl, _, _ := h.svc.Projects.List(h.ctx, ap.Session.OrgID)
@@ -198,7 +199,7 @@ func TestBillingSetup(t *testing.T) {
 	if l, _, err := h.svc.Onboarding.CreateBillingSetupLink(h.ctx, a.agent, models.BillingSetupLinkRequest{Reason: &reason}); err != nil || l.SetupUrl == "" {
 		t.Fatalf("link with reason: %v", err)
 	}
-	if FormatUSD(int64(-12_345_000)) != "-$12.35" {
-		t.Fatal(FormatUSD(int64(-12_345_000)))
+	if money.MicroUSD(-12_345_000).String() != "-$12.35" {
+		t.Fatal(money.MicroUSD(-12_345_000).String())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // holding anything: what a workflow shows before it runs and compares
 // again before it applies.
 type QuotePreview struct {
-	AmountMicro int64
+	AmountMicro money.MicroUSD
 	// Decision is ALLOW, REQUIRES_APPROVAL or DENY; Reasons say why not
 	// ALLOW.
 	Decision string
@@ -75,7 +76,7 @@ func (s *Quotes) Preview(ctx context.Context, p *auth.Principal, projectID strin
 // budget now.
 type ProjectState struct {
 	Version        string
-	RemainingMicro int64
+	RemainingMicro money.MicroUSD
 }
 
 // ProjectState reads a project of the caller's organisation.

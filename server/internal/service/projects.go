@@ -18,6 +18,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/site"
 	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/server/internal/zone"
@@ -76,18 +77,23 @@ func decodePolicy(s string) (models.ProjectPolicy, error) {
 type NewProject struct {
 	OrgID      string
 	Name       string
-	LimitMicro int64
+	LimitMicro money.MicroUSD
 	Policy     models.ProjectPolicy
 	CreatedBy  string // ledger actor, such as "human:usr_…"
 }
 
-func projectNotFound(id string) *apierr.Error {
-	return apierr.Newf("not_found:resource", "no project %s in your organisation", id).
-		WithActions(actions.Tool("list_projects", "agent", nil))
+func projectNotFound(id string) *apierr.Error { return notInOrg("project", id, "list_projects") }
+
+// notInOrg is the 404 for an id the caller's organisation has no object
+// of that kind for (another organisation's included), with the list tool
+// that shows what it has.
+func notInOrg(kind, id, list string) *apierr.Error {
+	return apierr.Newf("not_found:resource", "no %s %s in your organisation", kind, id).
+		WithActions(actions.Tool(list, "agent", nil))
 }
 
 // remaining is limit − spent − held for a locked project.
-func remaining(p store.Project) int64 { return p.LimitMicro - p.SpentMicro - p.HeldMicro }
+func remaining(p store.Project) money.MicroUSD { return p.LimitMicro - p.SpentMicro - p.HeldMicro }
 
 // checkServiceQuota refuses a launch that would pass the organisation's
 // live-service quota.
@@ -172,7 +178,7 @@ func (s *Projects) projectView(ctx context.Context, p store.Project) (models.Pro
 		return models.Project{}, err
 	}
 	// Holds past their time count as released even before a write expires them.
-	var held int64
+	var held money.MicroUSD
 	view := models.Project{
 		Id: p.ID, Name: p.Name, BudgetLimitUsd: usd(p.LimitMicro), SpentUsd: usd(p.SpentMicro),
 		ActiveHolds: []models.Hold{}, CreatedAt: p.CreatedAt,

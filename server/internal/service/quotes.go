@@ -175,11 +175,11 @@ type pricedItem struct {
 	Workload string `json:"workload,omitempty"`
 	Months   int    `json:"months,omitempty"`
 	// Name is the service a service item prices; empty on older quotes.
-	Name        string `json:"name,omitempty"`
-	AmountMicro int64  `json:"amountMicroUsd"`
+	Name        string         `json:"name,omitempty"`
+	AmountMicro money.MicroUSD `json:"amountMicroUsd"`
 	// FirstYear and AnnualRenewal are what the policy ceilings compare.
-	FirstYearMicro     int64 `json:"firstYearMicroUsd,omitempty"`
-	AnnualRenewalMicro int64 `json:"annualRenewalMicroUsd,omitempty"`
+	FirstYearMicro     money.MicroUSD `json:"firstYearMicroUsd,omitempty"`
+	AnnualRenewalMicro money.MicroUSD `json:"annualRenewalMicroUsd,omitempty"`
 }
 
 func (it pricedItem) label() string {
@@ -225,14 +225,14 @@ func priceItems(prices registrar.PriceList, items []models.QuoteItem) ([]pricedI
 				return nil, apierr.Newf("price:unavailable", "%s has no published price; it cannot be bought here", name).
 					WithActions(actions.Tool("search_domains", "agent", map[string]any{"q": label, "maxFirstYearPriceUsd": 1000}))
 			}
-			amount := int64(*q.FirstYear)
-			var annualMicro int64
+			amount := *q.FirstYear
+			var annualMicro money.MicroUSD
 			if annual != nil {
-				annualMicro = int64(*annual)
-				amount += int64(years-1) * annualMicro
+				annualMicro = *annual
+				amount += money.MicroUSD(years-1) * annualMicro
 			}
 			out = append(out, pricedItem{Kind: "domain", Domain: name, Years: years, AmountMicro: amount,
-				FirstYearMicro: int64(*q.FirstYear), AnnualRenewalMicro: annualMicro})
+				FirstYearMicro: *q.FirstYear, AnnualRenewalMicro: annualMicro})
 		case models.Service:
 			if it.Workload == nil {
 				return nil, apierr.New("input:invalid", "a service item needs workload").WithDetails(models.FieldProblem{Field: field + ".workload", Problem: "missing"})
@@ -253,7 +253,7 @@ func priceItems(prices registrar.PriceList, items []models.QuoteItem) ([]pricedI
 			if it.Name != nil {
 				name = *it.Name
 			}
-			out = append(out, pricedItem{Kind: "service", Target: chosen, Workload: string(*it.Workload), Months: months, Name: name, AmountMicro: monthly * int64(months)})
+			out = append(out, pricedItem{Kind: "service", Target: chosen, Workload: string(*it.Workload), Months: months, Name: name, AmountMicro: monthly * money.MicroUSD(months)})
 		case models.Email:
 			if it.Domain == nil {
 				return nil, apierr.New("input:invalid", "an email item needs the domain whose mail it sets up").WithDetails(models.FieldProblem{Field: field + ".domain", Problem: "missing"})
@@ -263,7 +263,7 @@ func priceItems(prices registrar.PriceList, items []models.QuoteItem) ([]pricedI
 			if it.Months != nil {
 				months = *it.Months
 			}
-			out = append(out, pricedItem{Kind: "email", Domain: strings.ToLower(*it.Domain), Months: months, AmountMicro: int64(addon.Base) * int64(months)})
+			out = append(out, pricedItem{Kind: "email", Domain: strings.ToLower(*it.Domain), Months: months, AmountMicro: addon.Base * money.MicroUSD(months)})
 		default:
 			return nil, apierr.Newf("input:invalid", "item kind %q is not domain, service or email", it.Kind)
 		}
@@ -273,7 +273,7 @@ func priceItems(prices registrar.PriceList, items []models.QuoteItem) ([]pricedI
 
 // priceService is the monthly price of a workload on a target (the
 // cheapest capable one when target is empty), with default usage.
-func priceService(workload, target string) (int64, string, error) {
+func priceService(workload, target string) (money.MicroUSD, string, error) {
 	need, ok := pricing.Needs[workload]
 	if !ok {
 		return 0, "", apierr.Newf("input:invalid", "workload %q is unknown", workload)
@@ -297,7 +297,7 @@ func priceService(workload, target string) (int64, string, error) {
 		return 0, "", apierr.Newf("plan:target_incapable", "target %q cannot run a %s", target, workload).
 			WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": workload}))
 	}
-	return int64(best), bestName, nil
+	return best, bestName, nil
 }
 
 // policyReasons lists what the project's policy refuses about the items.
@@ -316,22 +316,22 @@ func policyReasons(pol models.ProjectPolicy, items []pricedItem) []models.Blocke
 		if (len(pol.TldAllowlist) > 0 && !slices.Contains(pol.TldAllowlist, tld)) || slices.Contains(pol.TldDenylist, tld) {
 			add("policy:tld_denied")
 		}
-		if pol.MaxFirstYearPriceUsd != nil && it.FirstYearMicro > microUSD(*pol.MaxFirstYearPriceUsd) {
+		if pol.MaxFirstYearPriceUsd != nil && it.FirstYearMicro > money.FromUSD(*pol.MaxFirstYearPriceUsd) {
 			add("policy:price_ceiling")
 		}
-		if pol.MaxRenewalPriceUsd != nil && (it.AnnualRenewalMicro == 0 || it.AnnualRenewalMicro > microUSD(*pol.MaxRenewalPriceUsd)) {
+		if pol.MaxRenewalPriceUsd != nil && (it.AnnualRenewalMicro == 0 || it.AnnualRenewalMicro > money.FromUSD(*pol.MaxRenewalPriceUsd)) {
 			add("policy:price_ceiling")
 		}
 	}
 	return out
 }
 
-func needsApproval(pol models.ProjectPolicy, amount int64) bool {
-	return pol.ApprovalRules.ApprovalAboveUsd != nil && amount > microUSD(*pol.ApprovalRules.ApprovalAboveUsd)
+func needsApproval(pol models.ProjectPolicy, amount money.MicroUSD) bool {
+	return pol.ApprovalRules.ApprovalAboveUsd != nil && amount > money.FromUSD(*pol.ApprovalRules.ApprovalAboveUsd)
 }
 
-func total(items []pricedItem) int64 {
-	var t int64
+func total(items []pricedItem) money.MicroUSD {
+	var t money.MicroUSD
 	for _, it := range items {
 		t += it.AmountMicro
 	}
@@ -363,8 +363,8 @@ func actorOf(p *auth.Principal) string {
 // Consumed is what ConsumeQuote spent.
 type Consumed struct {
 	QuoteID, ProjectID string
-	AmountMicro        int64
-	RemainingMicro     int64
+	AmountMicro        money.MicroUSD
+	RemainingMicro     money.MicroUSD
 	Items              []pricedItem
 }
 
@@ -451,7 +451,7 @@ func quoteArgs(projectID string, items []pricedItem) map[string]any {
 // human: the launch waits on the quote's gate.
 type awaitApproval struct {
 	GateID, QuoteID string
-	AmountMicro     int64
+	AmountMicro     money.MicroUSD
 }
 
 func (a *awaitApproval) Error() string {
@@ -836,8 +836,7 @@ func (s *Quotes) List(ctx context.Context, orgID string, f store.Filter) (*model
 func (s *Quotes) Get(ctx context.Context, orgID, id string) (*models.QuoteInfo, []models.Action, error) {
 	q, err := s.store.Quotes().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Newf("not_found:resource", "no quote %s in your organisation", id).
-			WithActions(actions.Tool("list_quotes", "agent", nil))
+		return nil, nil, notInOrg("quote", id, "list_quotes")
 	}
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
@@ -872,7 +871,7 @@ func (s *Quotes) Estimate(ctx context.Context, req models.EstimateRequest) (*mod
 		reqSource = models.PricingAssumptionSourceRequest
 	}
 	if req.MonthlyEgressGb != nil {
-		usage.EgressMicroGB = microUSD(*req.MonthlyEgressGb) // same fixed-point scale
+		usage.EgressMicroGB = int64(money.FromUSD(*req.MonthlyEgressGb)) // same fixed-point scale
 		egressSource = models.PricingAssumptionSourceRequest
 	}
 	addons, addonTotal, evidence, err := priceAddons(need, usage)

@@ -544,8 +544,7 @@ type LogQuery struct {
 func (s *Runs) Logs(ctx context.Context, orgID, id string, q LogQuery) (*models.ServiceLogs, []models.Action, error) {
 	svc, err := s.store.Services().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Newf("not_found:resource", "no service %s in your organisation", id).
-			WithActions(actions.Tool("list_services", "agent", nil))
+		return nil, nil, notInOrg("service", id, "list_services")
 	}
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
@@ -628,8 +627,7 @@ func (s *Runs) ListEnv(ctx context.Context, orgID, id string) (*models.ServiceEn
 func (s *Runs) currentVersion(ctx context.Context, orgID, id string) (store.Service, store.ServiceVersion, error) {
 	svc, err := s.store.Services().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return svc, store.ServiceVersion{}, apierr.Newf("not_found:resource", "no service %s in your organisation", id).
-			WithActions(actions.Tool("list_services", "agent", nil))
+		return svc, store.ServiceVersion{}, notInOrg("service", id, "list_services")
 	}
 	if err != nil {
 		return svc, store.ServiceVersion{}, apierr.Internal(err)

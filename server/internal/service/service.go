@@ -210,21 +210,16 @@ func New(cfg Config) *Service {
 	}
 }
 
-// usd renders micro-USD as a USD number. Rendering is the only place money
-// meets a float.
-func usd[T ~int64](m T) float64 { return float64(m) / 1e6 }
+// usd renders an amount as the contract's USD number. Rendering is the
+// only place money meets a float.
+func usd(m money.MicroUSD) float64 { return m.USD() }
 
-func usdPtr[T ~int64](m *T) *float64 {
+func usdPtr(m *money.MicroUSD) *float64 {
 	if m == nil {
 		return nil
 	}
-	v := usd(*m)
+	v := m.USD()
 	return &v
 }
-
-// microUSD parses a USD number from input. Inputs carry at most six
-// decimals, which float64 represents closely enough that rounding recovers
-// the exact integer.
-func microUSD(v float64) int64 { return int64(money.FromUSD(v)) }
 
 func bytesReader(s string) *strings.Reader { return strings.NewReader(s) }

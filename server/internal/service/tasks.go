@@ -4,14 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/pierhq/pier/server/internal/money"
 	"strings"
+	"time"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/store"
-
-	"time"
 )
 
 type taskStep struct {
@@ -218,7 +218,7 @@ func budgetLeft(ctx context.Context, r projectReader, orgID, projectID string) (
 	return usd(m), err
 }
 
-func budgetLeftMicro(ctx context.Context, r projectReader, orgID, projectID string) (int64, error) {
+func budgetLeftMicro(ctx context.Context, r projectReader, orgID, projectID string) (money.MicroUSD, error) {
 	if projectID == "" {
 		return 0, nil
 	}

@@ -24,6 +24,29 @@ type conn struct {
 
 func (c conn) q(query string) string { return c.store.q(query) }
 
+// claim inserts a row whose key one holder may have, with insert (an
+// INSERT … ON CONFLICT DO NOTHING, which never violates the key, so that a
+// PostgreSQL transaction stays usable after a refusal). When the row was
+// there already, holderOf reads its holder for key: the same holder is a
+// no-op, another is ErrConflict.
+func (c conn) claim(ctx context.Context, insert string, args []any, holderOf, key, holder string) error {
+	res, err := c.ex.ExecContext(ctx, c.q(insert), args...)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	var has string
+	if err := c.ex.QueryRowContext(ctx, c.q(holderOf), key).Scan(&has); err != nil {
+		return err
+	}
+	if has != holder {
+		return ErrConflict
+	}
+	return nil
+}
+
 // forUpdate locks the rows a query reads, inside a transaction on
 // PostgreSQL. SQLite takes its write lock at BEGIN, so it needs none.
 func (c conn) forUpdate() string {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/money"
 )
 
 type rowQuerier interface {
@@ -44,7 +46,7 @@ func scanPurchase(row interface{ Scan(...any) error }) (Purchase, error) {
 type Purchase struct {
 	Ref, Domain, OrgID string
 	Years              int
-	AmountMicro        int64
+	AmountMicro        money.MicroUSD
 	AuthCode           string
 	CreatedAt          time.Time
 }
@@ -70,22 +72,8 @@ func (db Domains) Claim(ctx context.Context, domain, orgID, taskID string, now t
 	if n > 0 {
 		return ErrConflict
 	}
-	res, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO domain_claims (domain, org_id, task_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (domain) DO NOTHING`),
-		domain, orgID, taskID, now.UnixMicro())
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		return nil
-	}
-	var holder string
-	if err := db.ex.QueryRowContext(ctx, db.q(`SELECT task_id FROM domain_claims WHERE domain = ?`), domain).Scan(&holder); err != nil {
-		return err
-	}
-	if holder != taskID {
-		return ErrConflict
-	}
-	return nil
+	return db.claim(ctx, `INSERT INTO domain_claims (domain, org_id, task_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (domain) DO NOTHING`,
+		[]any{domain, orgID, taskID, now.UnixMicro()}, `SELECT task_id FROM domain_claims WHERE domain = ?`, domain, taskID)
 }
 
 // written bumps the store's domains version, at once outside a

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"github.com/pierhq/pier/server/internal/money"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ func TestKeyCaps(t *testing.T) {
 			if k, _ := keys.ByHash(ctx, "hash-a"); k.CapMicro != nil || k.CapPeriod != "month" {
 				t.Fatalf("a new key has no cap, by the month: %+v", k)
 			}
-			limit := int64(20_000_000)
+			limit := money.MicroUSD(20_000_000)
 			must(t, keys.SetCap(ctx, w.org, "key_a", &limit, "lifetime"))
 			if k, _ := keys.Lock(ctx, w.org, "key_a"); k.CapMicro == nil || *k.CapMicro != limit || k.CapPeriod != "lifetime" {
 				t.Fatalf("after set: %+v", k)
@@ -27,7 +28,7 @@ func TestKeyCaps(t *testing.T) {
 			}
 			must(t, keys.Revoke(ctx, w.org, "key_a", t0))
 			wantErr(t, "a revoked key", keys.SetCap(ctx, w.org, "key_a", &limit, "month"), store.ErrNotFound)
-			neg := int64(-1)
+			neg := money.MicroUSD(-1)
 			if err := keys.SetCap(ctx, w.org, "missing", &neg, "month"); err == nil {
 				t.Fatal("a cap on no key")
 			}
@@ -35,7 +36,7 @@ func TestKeyCaps(t *testing.T) {
 		{"spent counts consumed and live holds since a time", func(t *testing.T, w world) {
 			for _, q := range []struct {
 				id, state string
-				amount    int64
+				amount    money.MicroUSD
 				at        time.Duration
 			}{
 				{"quo_old", "consumed", 1, -48 * time.Hour},

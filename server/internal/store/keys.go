@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"github.com/pierhq/pier/server/internal/money"
 	"strings"
 	"time"
 )
@@ -27,7 +28,8 @@ func scanKey(row interface{ Scan(...any) error }) (APIKey, error) {
 		k.RevokedAt = &t
 	}
 	if capMicro.Valid {
-		k.CapMicro = &capMicro.Int64
+		c := money.MicroUSD(capMicro.Int64)
+		k.CapMicro = &c
 	}
 	return k, err
 }
@@ -42,7 +44,7 @@ type APIKey struct {
 	RevokedAt *time.Time
 	// CapMicro is what the key may spend per CapPeriod ("month", the
 	// calendar month in UTC, or "lifetime"); nil is no cap.
-	CapMicro  *int64
+	CapMicro  *money.MicroUSD
 	CapPeriod string
 }
 
@@ -75,20 +77,7 @@ func (db Keys) Create(ctx context.Context, k APIKey, hash string) error {
 
 // ListAPIKeys lists an organisation's keys, newest first, revoked ones too.
 func (db Keys) List(ctx context.Context, orgID string) ([]APIKey, error) {
-	rows, err := db.ex.QueryContext(ctx, db.q(`SELECT `+keyCols+` FROM api_keys WHERE org_id = ? ORDER BY created_at DESC, id`), orgID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []APIKey
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return collect(ctx, db.ex, scanKey, db.q(`SELECT `+keyCols+` FROM api_keys WHERE org_id = ? ORDER BY created_at DESC, id`), orgID)
 }
 
 // LockAPIKey reads a key of the organisation and locks it.
@@ -124,7 +113,7 @@ func (db Keys) SetScopes(ctx context.Context, orgID, id string, scopes []string)
 
 // SetCap sets or (with capMicro nil) removes a live key's spending cap per
 // period; it applies from the key's next quote.
-func (db Keys) SetCap(ctx context.Context, orgID, id string, capMicro *int64, period string) error {
+func (db Keys) SetCap(ctx context.Context, orgID, id string, capMicro *money.MicroUSD, period string) error {
 	res, err := db.ex.ExecContext(ctx, db.q(`UPDATE api_keys SET cap_micro = ?, cap_period = ? WHERE id = ? AND org_id = ? AND revoked_at IS NULL`), capMicro, period, id, orgID)
 	if err != nil {
 		return err
@@ -137,8 +126,8 @@ func (db Keys) SetCap(ctx context.Context, orgID, id string, capMicro *int64, pe
 
 // Spent is what a key has committed since a time: its consumed quotes and
 // the held ones whose hold has not expired at now.
-func (db Keys) Spent(ctx context.Context, keyID string, since, now time.Time) (int64, error) {
-	var n int64
+func (db Keys) Spent(ctx context.Context, keyID string, since, now time.Time) (money.MicroUSD, error) {
+	var n money.MicroUSD
 	err := db.ex.QueryRowContext(ctx, db.q(`SELECT COALESCE(SUM(amount_micro), 0) FROM quotes
 		WHERE key_id = ? AND created_at >= ? AND (state = 'consumed' OR state = 'held' AND expires_at > ?)`),
 		keyID, since.UnixMicro(), now.UnixMicro()).Scan(&n)

@@ -5,15 +5,17 @@ import (
 	"database/sql"
 	"errors"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/money"
 )
 
 // Project is a billing group with a budget (micro-USD) and a policy (JSON,
 // owned by the service layer).
 type Project struct {
 	ID, OrgID, Name string
-	LimitMicro      int64
-	SpentMicro      int64
-	HeldMicro       int64
+	LimitMicro      money.MicroUSD
+	SpentMicro      money.MicroUSD
+	HeldMicro       money.MicroUSD
 	Policy          string
 	CreatedAt       time.Time
 }
@@ -56,7 +58,7 @@ func (db Projects) List(ctx context.Context, orgID string) ([]Project, error) {
 
 // MoveMoney changes a locked project's held and spent amounts by the given
 // deltas. The database refuses (ErrBudget) a result over the limit.
-func (db Projects) MoveMoney(ctx context.Context, projectID string, heldDelta, spentDelta int64) error {
+func (db Projects) MoveMoney(ctx context.Context, projectID string, heldDelta, spentDelta money.MicroUSD) error {
 	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE projects SET held_micro = held_micro + ?, spent_micro = spent_micro + ? WHERE id = ?`),
 		heldDelta, spentDelta, projectID)
 	if isCheckViolation(err) {
@@ -67,7 +69,7 @@ func (db Projects) MoveMoney(ctx context.Context, projectID string, heldDelta, s
 
 // SetBudgetLimit changes a locked project's limit; ErrBudget when below
 // what is spent and held.
-func (db Projects) SetBudgetLimit(ctx context.Context, projectID string, limit int64) error {
+func (db Projects) SetBudgetLimit(ctx context.Context, projectID string, limit money.MicroUSD) error {
 	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE projects SET budget_limit_micro = ? WHERE id = ?`), limit, projectID)
 	if isCheckViolation(err) {
 		return ErrBudget

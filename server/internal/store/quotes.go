@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/money"
 )
 
 // Quote is a priced request; when held, its amount is reserved.
@@ -13,7 +15,7 @@ type Quote struct {
 	ID, OrgID, ProjectID, KeyID string
 	Decision                    string
 	State                       string // held, consumed, released, expired, not_held
-	AmountMicro                 int64
+	AmountMicro                 money.MicroUSD
 	Items, Reasons              string // JSON
 	CreatedAt, ExpiresAt        time.Time
 	SettledAt                   *time.Time
@@ -114,16 +116,16 @@ func (db Quotes) ActiveHolds(ctx context.Context, projectID string, now time.Tim
 }
 
 // QuoteTotals sums a project's quotes by state, for checking the books.
-func (db Quotes) Totals(ctx context.Context, projectID string) (map[string]int64, error) {
+func (db Quotes) Totals(ctx context.Context, projectID string) (map[string]money.MicroUSD, error) {
 	rows, err := db.ex.QueryContext(ctx, db.q(`SELECT state, COALESCE(SUM(amount_micro), 0) FROM quotes WHERE project_id = ? GROUP BY state`), projectID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]int64{}
+	out := map[string]money.MicroUSD{}
 	for rows.Next() {
 		var st string
-		var sum int64
+		var sum money.MicroUSD
 		if err := rows.Scan(&st, &sum); err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"github.com/pierhq/pier/server/internal/money"
 	"slices"
 	"testing"
 	"time"
@@ -8,7 +9,7 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-func (w world) quote(t *testing.T, id, decision, state string, amount int64, created, expires time.Time) store.Quote {
+func (w world) quote(t *testing.T, id, decision, state string, amount money.MicroUSD, created, expires time.Time) store.Quote {
 	t.Helper()
 	q := store.Quote{ID: id, OrgID: w.org, ProjectID: w.proj, KeyID: "key_1", Decision: decision, State: state, AmountMicro: amount,
 		Items: "[]", Reasons: "[]", CreatedAt: created, ExpiresAt: expires}

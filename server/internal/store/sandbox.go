@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/money"
 )
 
 // SandboxSession is a fake-money sandbox session. The agent capability is
@@ -28,8 +30,8 @@ type SandboxSession struct {
 	MandateExpiresAt time.Time
 	// BudgetMicro is the mandate's amount; CommittedMicro is what charged
 	// attempts and open or approved gates hold of it.
-	BudgetMicro    int64
-	CommittedMicro int64
+	BudgetMicro    money.MicroUSD
+	CommittedMicro money.MicroUSD
 	AttemptCount   int
 	ProofID        string
 }
@@ -40,7 +42,7 @@ type SandboxAttempt struct {
 	SessionID     string
 	Seq           int
 	Scenario      string
-	AmountMicro   int64
+	AmountMicro   money.MicroUSD
 	RequestDigest string
 	Outcome       string
 	Receipt       string
@@ -182,7 +184,7 @@ func (t *SandboxTx) Gates(ctx context.Context, sessionID string) ([]SandboxGate,
 
 // ExpireGates marks the session's open gates whose expiry has passed as
 // expired and returns how much of the mandate they held.
-func (t *SandboxTx) ExpireGates(ctx context.Context, sessionID string, now time.Time) (int64, error) {
+func (t *SandboxTx) ExpireGates(ctx context.Context, sessionID string, now time.Time) (money.MicroUSD, error) {
 	var held sql.NullInt64
 	err := t.tx.QueryRowContext(ctx, t.s.q(`SELECT SUM(a.amount_micro) FROM sandbox_gates g JOIN sandbox_attempts a ON a.id = g.attempt_id
 		WHERE g.session_id = ? AND g.state = 'open' AND g.expires_at < ?`), sessionID, now.UnixMicro()).Scan(&held)
@@ -193,7 +195,7 @@ func (t *SandboxTx) ExpireGates(ctx context.Context, sessionID string, now time.
 		sessionID, now.UnixMicro()); err != nil {
 		return 0, err
 	}
-	return held.Int64, nil
+	return money.MicroUSD(held.Int64), nil
 }
 
 // InsertAttempt records an attempt and, for an approval, the gate it opens.
@@ -213,7 +215,7 @@ func (t *SandboxTx) InsertAttempt(ctx context.Context, a SandboxAttempt, g *Sand
 // SetBudget stores what the session's mandate holds and how many attempts
 // it has seen. The table's check constraint refuses (ErrBudget) a
 // commitment beyond the mandate, whatever the caller computed.
-func (t *SandboxTx) SetBudget(ctx context.Context, sessionID string, committedMicro int64, attempts int) error {
+func (t *SandboxTx) SetBudget(ctx context.Context, sessionID string, committedMicro money.MicroUSD, attempts int) error {
 	_, err := t.tx.ExecContext(ctx, t.s.q(`UPDATE sandbox_sessions SET committed_micro = ?, attempt_count = ? WHERE id = ?`),
 		committedMicro, attempts, sessionID)
 	if isCheckViolation(err) {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"github.com/pierhq/pier/server/internal/money"
 	"slices"
 	"testing"
 	"time"
@@ -10,7 +11,7 @@ import (
 )
 
 // mandated is a session with a registered mandate of budget.
-func (w world) mandated(t *testing.T, id string, budget int64) store.SandboxSession {
+func (w world) mandated(t *testing.T, id string, budget money.MicroUSD) store.SandboxSession {
 	t.Helper()
 	sb := w.st.Sandbox()
 	must(t, sb.CreateSession(ctx, store.SandboxSession{ID: id, CapabilityHash: "cap_" + id, RegistrationHash: "reg_" + id, CreatedAt: t0}))
@@ -25,7 +26,7 @@ func (w world) mandated(t *testing.T, id string, budget int64) store.SandboxSess
 
 // spend is one attempt as the sandbox makes it: in the session's lock,
 // check what is left, record the attempt, commit its amount.
-func spend(w world, id string, amount int64, gate bool) error {
+func spend(w world, id string, amount money.MicroUSD, gate bool) error {
 	return w.st.Sandbox().InSession(ctx, id, func(tx *store.SandboxTx, s *store.SandboxSession) error {
 		if s.CommittedMicro+amount > s.BudgetMicro {
 			return errNoRoom
@@ -130,7 +131,7 @@ func TestSandbox(t *testing.T) {
 				t.Fatalf("decided after expiry: %v, %v", ok, err)
 			}
 			// Expiring in the lock hands back what the open gates held.
-			var held int64
+			var held money.MicroUSD
 			must(t, sb.InSession(ctx, "ses_1", func(tx *store.SandboxTx, s *store.SandboxSession) error {
 				var err error
 				if held, err = tx.ExpireGates(ctx, "ses_1", t0.Add(2*time.Minute)); err != nil {

@@ -51,22 +51,8 @@ func scanService(row interface{ Scan(...any) error }) (Service, error) {
 // violates the key, so a PostgreSQL transaction stays usable after a refusal.
 func (db Services) ClaimHost(ctx context.Context, host, serviceID, orgID string, now time.Time) error {
 	host = strings.ToLower(host)
-	res, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO service_hosts (host, service_id, org_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (host) DO NOTHING`),
-		host, serviceID, orgID, now.UnixMicro())
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		return nil
-	}
-	var holder string
-	if err := db.ex.QueryRowContext(ctx, db.q(`SELECT service_id FROM service_hosts WHERE host = ?`), host).Scan(&holder); err != nil {
-		return err
-	}
-	if holder != serviceID {
-		return ErrConflict
-	}
-	return nil
+	return db.claim(ctx, `INSERT INTO service_hosts (host, service_id, org_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (host) DO NOTHING`,
+		[]any{host, serviceID, orgID, now.UnixMicro()}, `SELECT service_id FROM service_hosts WHERE host = ?`, host, serviceID)
 }
 
 // ReleaseHost gives one host of a service back.

@@ -8,24 +8,23 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/server/internal/money"
-	"github.com/pierhq/pier/server/internal/service"
 )
 
 var funcs = template.FuncMap{
 	// usd renders a USD number from the API models.
-	"usd": func(v float64) string { return service.FormatUSD(money.FromUSD(v)) },
+	"usd": func(v float64) string { return money.FromUSD(v).String() },
 	// micro renders micro-USD.
 	"micro": func(v any) string {
 		switch m := v.(type) {
 		case int64:
-			return service.FormatUSD(m)
+			return money.MicroUSD(m).String()
 		case money.MicroUSD:
-			return service.FormatUSD(m)
+			return m.String()
 		case *money.MicroUSD:
 			if m == nil {
 				return "no published price"
 			}
-			return service.FormatUSD(*m)
+			return m.String()
 		}
 		return fmt.Sprint(v)
 	},

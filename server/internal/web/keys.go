@@ -34,8 +34,8 @@ func (p keyPages) keysPage(w http.ResponseWriter, r *http.Request, s signedIn, d
 	}
 	d.Keys, d.Scopes, d.Caps = keys, auth.Scopes, map[string]capView{}
 	for id, ks := range spends {
-		d.Caps[id] = capView{Cap: money.MicroUSD(*ks.Key.CapMicro), Period: ks.Key.CapPeriod, Spent: money.MicroUSD(ks.SpentMicro),
-			Input: strconv.FormatFloat(money.MicroUSD(*ks.Key.CapMicro).USD(), 'f', -1, 64)}
+		d.Caps[id] = capView{Cap: *ks.Key.CapMicro, Period: ks.Key.CapPeriod, Spent: ks.SpentMicro,
+			Input: strconv.FormatFloat(ks.Key.CapMicro.USD(), 'f', -1, 64)}
 	}
 	p.render(w, r, "keys", &view{Title: "API keys", Data: d, Notice: notice})
 }
@@ -92,14 +92,14 @@ type capView struct {
 // signed-in person reaches it: the guard refuses agent credentials.
 func (p keyPages) setCap(w http.ResponseWriter, r *http.Request, s signedIn) {
 	id := r.PathValue("id")
-	var capMicro *int64
+	var capMicro *money.MicroUSD
 	if v := strings.TrimSpace(strings.TrimPrefix(r.PostForm.Get("cap_usd"), "$")); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f < 0 || f > 1e9 || math.IsNaN(f) {
 			p.fail(w, r, &s, apierr.Newf("input:invalid", "the cap is an amount in US dollars, such as 20 or 12.50, not %q", v))
 			return
 		}
-		m := int64(money.FromUSD(f))
+		m := money.FromUSD(f)
 		capMicro = &m
 	}
 	period := r.PostForm.Get("period")
@@ -109,9 +109,9 @@ func (p keyPages) setCap(w http.ResponseWriter, r *http.Request, s signedIn) {
 	}
 	notice := "Removed the spending cap of " + id + "."
 	if capMicro != nil {
-		notice = "Capped " + id + " at " + money.MicroUSD(*capMicro).String() + " per " + period + ". It applies from the key's next quote."
+		notice = "Capped " + id + " at " + capMicro.String() + " per " + period + ". It applies from the key's next quote."
 		if period == "lifetime" {
-			notice = "Capped " + id + " at " + money.MicroUSD(*capMicro).String() + " for its lifetime. It applies from the key's next quote."
+			notice = "Capped " + id + " at " + capMicro.String() + " for its lifetime. It applies from the key's next quote."
 		}
 	}
 	p.keysPage(w, r, s, keysData{}, notice)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/payments"
 	"github.com/pierhq/pier/server/internal/pricing"
 	"github.com/pierhq/pier/server/internal/registrar"
@@ -27,7 +28,7 @@ type cardData struct {
 
 // parseUSD reads an amount people type, such as "50", "$1,200" or "49.99",
 // into micro-USD without passing through a float.
-func parseUSD(s string) (int64, error) {
+func parseUSD(s string) (money.MicroUSD, error) {
 	s = strings.NewReplacer("$", "", ",", "", " ", "").Replace(s)
 	whole, frac, _ := strings.Cut(s, ".")
 	if whole == "" || len(frac) > 2 || len(whole) > 9 {
@@ -44,7 +45,7 @@ func parseUSD(s string) (int64, error) {
 			return 0, errors.New("not an amount")
 		}
 	}
-	return w*1_000_000 + c*10_000, nil
+	return money.USD(w, c), nil
 }
 
 // reviewData is the signup review page: the account's authority, the
@@ -56,8 +57,8 @@ type reviewData struct {
 	Scopes    []string
 	Domains   []registrar.TLD
 	Targets   []pricing.Target
-	MinBudget int64
-	MaxBudget int64
+	MinBudget money.MicroUSD
+	MaxBudget money.MicroUSD
 	Hold      time.Duration
 	Form      reviewForm
 }

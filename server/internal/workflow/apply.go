@@ -14,6 +14,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -227,7 +228,7 @@ func reversible(irreversible bool) string {
 	return "reversible"
 }
 
-func usd(m int64) string { return fmt.Sprintf("%.2f USD", float64(m)/1e6) }
+func usd(m int64) string { return money.MicroUSD(m).Decimal() + " USD" }
 
 func orNone(s string) string {
 	if s == "" {

@@ -24,6 +24,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/operation"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
@@ -170,7 +171,7 @@ func principalOf(w store.Workflow, pl payload) *auth.Principal {
 type analysis struct {
 	steps    []workflowplan.Step
 	versions []workflowplan.Version
-	total    int64
+	total    money.MicroUSD
 }
 
 // analyze reads everything the steps name, for prepare and again for apply.
@@ -186,14 +187,14 @@ func (e *Engine) analyze(ctx context.Context, p *auth.Principal, projectID strin
 		if err != nil {
 			return nil, err
 		}
-		r.a.total += st.PriceMicro
+		r.a.total += money.MicroUSD(st.PriceMicro)
 		r.a.steps = append(r.a.steps, st)
 	}
 	if a := r.a; a.total > ps.RemainingMicro {
 		return nil, apierr.Newf("budget:insufficient", "the workflow's quotes hold %s and the project has %s left",
-			service.FormatUSD(a.total), service.FormatUSD(ps.RemainingMicro)).
+			a.total, ps.RemainingMicro).
 			WithActions(actions.Tool("request_budget_raise", "agent", map[string]any{"id": projectID,
-				"amountUsd": float64(a.total-ps.RemainingMicro) / 1e6, "reason": "a workflow's quotes"}))
+				"amountUsd": (a.total - ps.RemainingMicro).USD(), "reason": "a workflow's quotes"}))
 	}
 	return r.a, nil
 }
@@ -309,7 +310,7 @@ func (r *stepReader) judgeQuote(ctx context.Context, field string, st *workflowp
 	if pv.Decision == "DENY" {
 		return apierr.Newf(pv.Reasons[0], "step %s: the quote would be denied (%s)", st.ID, joinCodes(pv.Reasons))
 	}
-	st.PriceMicro = pv.AmountMicro
+	st.PriceMicro = int64(pv.AmountMicro)
 	if pv.Decision == "REQUIRES_APPROVAL" {
 		st.NeedsApproval, st.Approval = true, "the quote is above the project's approval threshold; a human approves it"
 	}
@@ -432,7 +433,7 @@ func (e *Engine) Prepare(ctx context.Context, p *auth.Principal, req models.Work
 	plan := workflowplan.Plan{
 		Kind: workflowplan.Kind, WorkflowID: auth.ID("wfl"), OrgID: p.OrgID, ProjectID: req.ProjectId,
 		PreparedBy: callerOf(p), PreparedAt: now.Format(time.RFC3339), Steps: a.steps, Versions: a.versions,
-		TotalMicro: a.total, SignedByKID: key.KID,
+		TotalMicro: int64(a.total), SignedByKID: key.KID,
 	}
 	canon, digest, err := workflowplan.Canonical(plan)
 	if err != nil {
@@ -469,7 +470,7 @@ func (e *Engine) Prepare(ctx context.Context, p *auth.Principal, req models.Work
 func project(w store.Workflow, plan workflowplan.Plan) *models.PreparedWorkflow {
 	out := &models.PreparedWorkflow{
 		WorkflowId: w.ID, ProjectId: w.ProjectID, Digest: w.Digest, SignedPlan: w.SignedPlan, KeyId: w.KeyID,
-		TotalUsd: float64(plan.TotalMicro) / 1e6, CreatedAt: w.CreatedAt, State: models.Prepared,
+		TotalUsd: money.MicroUSD(plan.TotalMicro).USD(), CreatedAt: w.CreatedAt, State: models.Prepared,
 		Steps: []models.WorkflowStepProjection{}, Versions: []models.ResourceVersion{},
 	}
 	if w.TaskID != "" {
@@ -477,7 +478,7 @@ func project(w store.Workflow, plan workflowplan.Plan) *models.PreparedWorkflow 
 	}
 	for _, s := range plan.Steps {
 		ps := models.WorkflowStepProjection{Id: s.ID, Tool: s.Tool, Arguments: s.Arguments, After: s.After,
-			PriceUsd: float64(s.PriceMicro) / 1e6, Irreversible: s.Irreversible, NeedsApproval: s.NeedsApproval}
+			PriceUsd: money.MicroUSD(s.PriceMicro).USD(), Irreversible: s.Irreversible, NeedsApproval: s.NeedsApproval}
 		if s.Approval != "" {
 			ps.ApprovalReason = &s.Approval
 		}

@@ -71,18 +71,7 @@ func parseAPI(b []byte, r *apiReq) bool {
 		return false
 	}
 	r.target = line[:len(t)]
-	for count := 0; ; count++ {
-		line, rest = cutLine(rest)
-		if len(line) == 0 {
-			break
-		}
-		if count == 100 {
-			return false
-		}
-		name, v, ok := splitField(line, false)
-		if !ok {
-			return false
-		}
+	if !headerFields(rest, func(name, v []byte) bool {
 		switch {
 		case equalFold(name, "host"):
 			r.host, r.hosts = v, r.hosts+1
@@ -95,18 +84,11 @@ func parseAPI(b []byte, r *apiReq) bool {
 		case equalFold(name, "authorization"):
 			r.auth = true
 		case equalFold(name, "content-length"):
-			if r.clens++; r.clens > 1 || len(v) == 0 || len(v) > 6 {
+			n, ok := contentLength(v, maxAPIBody)
+			if r.clens++; r.clens > 1 || !ok {
 				return false
 			}
-			for _, c := range v {
-				if c < '0' || c > '9' {
-					return false
-				}
-				r.clen = r.clen*10 + int(c-'0')
-			}
-			if r.clen > maxAPIBody {
-				return false
-			}
+			r.clen = int(n)
 		case equalFold(name, "connection"):
 			closing, ok := connection(v, true)
 			if !ok {
@@ -119,14 +101,12 @@ func parseAPI(b []byte, r *apiReq) bool {
 			equalFold(name, "if-unmodified-since"), equalFold(name, "if-range"), equalFold(name, "range"):
 			return false
 		}
-	}
-	if r.hosts != 1 || r.accepts > 1 || r.ctypes > 1 || r.uas > 1 || len(r.host) == 0 {
+		return true
+	}) {
 		return false
 	}
-	for _, c := range r.host {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == ':') {
-			return false
-		}
+	if r.hosts != 1 || r.accepts > 1 || r.ctypes > 1 || r.uas > 1 || !plainHost(r.host) {
+		return false
 	}
 	return true
 }

@@ -17,6 +17,7 @@ package fastpath
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -499,18 +500,7 @@ func parse(b []byte, r *request) bool {
 	default:
 		return false
 	}
-	for count := 0; ; count++ {
-		line, rest = cutLine(rest)
-		if len(line) == 0 {
-			break
-		}
-		if count == 100 {
-			return false
-		}
-		name, v, ok := splitField(line, false)
-		if !ok {
-			return false
-		}
+	if !headerFields(rest, func(name, v []byte) bool {
 		switch {
 		case equalFold(name, "host"):
 			r.host, r.hostN = v, r.hostN+1
@@ -528,16 +518,62 @@ func parse(b []byte, r *request) bool {
 			equalFold(name, "expect"), equalFold(name, "http2-settings"), equalFold(name, "trailer"):
 			return false
 		}
-	}
-	if r.hostN != 1 || r.inmN > 1 || r.aeN > 1 || len(r.host) == 0 {
+		return true
+	}) {
 		return false
 	}
-	for _, c := range r.host {
+	if r.hostN != 1 || r.inmN > 1 || r.aeN > 1 || !plainHost(r.host) {
+		return false
+	}
+	return true
+}
+
+// headerFields calls field for each field of a request head's header
+// section, the lines of rest up to the blank one. It is false for more
+// than 100 fields, a line splitField leaves to net/http, or a false from
+// field.
+func headerFields(rest []byte, field func(name, v []byte) bool) bool {
+	for count := 0; ; count++ {
+		var line []byte
+		line, rest = cutLine(rest)
+		if len(line) == 0 {
+			return true
+		}
+		if count == 100 {
+			return false
+		}
+		name, v, ok := splitField(line, false)
+		if !ok || !field(name, v) {
+			return false
+		}
+	}
+}
+
+// contentLength reads a Content-Length value of the plain form net/http
+// reads the same way: one to six digits, at most limit.
+func contentLength(v []byte, limit int64) (int64, bool) {
+	if len(v) == 0 || len(v) > 6 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, n <= limit
+}
+
+// plainHost reports whether a Host value is a name or address the fast
+// path routes as it is: letters, digits, '.', '-' and ':', at least one.
+func plainHost(h []byte) bool {
+	for _, c := range h {
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == ':') {
 			return false
 		}
 	}
-	return true
+	return len(h) > 0
 }
 
 // connection reads a Connection header: whether it asks to close. close
@@ -568,6 +604,8 @@ func cutLine(b []byte) (line, rest []byte) {
 
 func hasPrefix(b []byte, p string) bool { return len(b) >= len(p) && string(b[:len(p)]) == p }
 
+// trim drops the blanks (space, tab) around a header value. Unlike
+// bytes.Trim it keeps an empty value non-nil: present, not absent.
 func trim(b []byte) []byte {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
 		b = b[1:]
@@ -578,19 +616,11 @@ func trim(b []byte) []byte {
 	return b
 }
 
+// equalFold reports whether b is lower, an ASCII string, in any case. The
+// length check keeps bytes.EqualFold's Unicode folding (U+212A is k, U+017F
+// is s) out: HTTP's names and tokens fold as ASCII only.
 func equalFold(b []byte, lower string) bool {
-	if len(b) != len(lower) {
-		return false
-	}
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
+	return len(b) == len(lower) && bytes.EqualFold(b, []byte(lower))
 }
 
 func isToken(c byte) bool {

@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+
 )
 
 // The forwarder: a request for a process service's host that is simple
@@ -601,13 +603,9 @@ func (cs *conn) writeHead(h *respHead, head bool) {
 		if equalFold(k, "content-length") || h.status == 304 && equalFold(k, "content-type") {
 			continue
 		}
-		drop := false
-		for _, tok := range named {
-			if equalFoldB(k, tok) {
-				drop = true
-				break
-			}
-		}
+		drop := slices.ContainsFunc(named, func(tok []byte) bool {
+			return len(tok) == len(k) && bytes.EqualFold(k, tok)
+		})
 		if !drop {
 			out = appendField(out, k, f.v)
 		}

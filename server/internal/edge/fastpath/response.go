@@ -3,6 +3,7 @@ package fastpath
 import (
 	"bufio"
 	"bytes"
+	"iter"
 	"net/http"
 	"net/textproto"
 	"slices"
@@ -178,15 +179,9 @@ func readResponseHead(br *bufio.Reader, h *respHead) bool {
 
 // tokens yields the trimmed, non-empty elements of a comma-separated
 // header value.
-func tokens(v []byte) func(func([]byte) bool) {
+func tokens(v []byte) iter.Seq[[]byte] {
 	return func(yield func([]byte) bool) {
-		for len(v) > 0 {
-			var tok []byte
-			if i := bytes.IndexByte(v, ','); i >= 0 {
-				tok, v = v[:i], v[i+1:]
-			} else {
-				tok, v = v, nil
-			}
+		for tok := range bytes.SplitSeq(v, []byte(",")) {
 			if tok = trim(tok); len(tok) > 0 && !yield(tok) {
 				return
 			}
@@ -233,24 +228,4 @@ func cutLF(b []byte) (line, rest []byte) {
 		line = line[:len(line)-1]
 	}
 	return line, rest
-}
-
-// equalFoldB is equalFold for two slices, ASCII only.
-func equalFoldB(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
