@@ -57,7 +57,7 @@ func (s *Mail) CreateAddress(ctx context.Context, p *auth.Principal, req models.
 	} else if err != nil {
 		return nil, nil, err
 	}
-	v, err := s.addressChange(ctx, "create_email_address", a, UndoCall("delete_email_address", map[string]any{"id": a.ID}))
+	v, err := addressChange(ctx, s.core, "create_email_address", a, UndoCall("delete_email_address", map[string]any{"id": a.ID}))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -108,7 +108,7 @@ func (s *Mail) DeleteAddress(ctx context.Context, p *auth.Principal, id string) 
 		return nil, nil, err
 	}
 	// Creating the address again takes mail again, into the same inbox.
-	v, err := s.addressChange(ctx, "delete_email_address", a, UndoCall("create_email_address",
+	v, err := addressChange(ctx, s.core, "delete_email_address", a, UndoCall("create_email_address",
 		map[string]any{"address": a.Address, "catchAll": a.CatchAll}))
 	if err != nil {
 		return nil, nil, err
@@ -210,7 +210,7 @@ func (s *Mail) DeleteMessage(ctx context.Context, orgID, id string) (*models.Mes
 	if in, err := s.store.Mail().Inbox(ctx, orgID, m.InboxID); err == nil {
 		address = in.Address
 	}
-	left, err := s.mailBudget(ctx, orgID, address)
+	left, err := mailBudget(ctx, s.store, orgID, address)
 	if err != nil {
 		return nil, nil, err
 	}

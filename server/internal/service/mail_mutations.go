@@ -13,29 +13,29 @@ import (
 // mailBudget is what remains of the budget of the project that set up
 // mail for the domain of address (an address or a bare domain): mail is
 // paid from the project whose quote set it up. 0 when none is found.
-func (s *Mail) mailBudget(ctx context.Context, orgID, address string) (money.MicroUSD, error) {
+func mailBudget(ctx context.Context, st *store.Store, orgID, address string) (money.MicroUSD, error) {
 	domain := address[strings.LastIndex(address, "@")+1:]
-	d, err := s.store.Mail().Domain(ctx, domain)
+	d, err := st.Mail().Domain(ctx, domain)
 	if errors.Is(err, store.ErrNotFound) || err == nil && (d.OrgID != orgID || d.TaskID == "") {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	t, err := s.store.Tasks().Get(ctx, orgID, d.TaskID)
+	t, err := st.Tasks().Get(ctx, orgID, d.TaskID)
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	return budgetLeftMicro(ctx, s.store, orgID, t.ProjectID)
+	return budgetLeftMicro(ctx, st, orgID, t.ProjectID)
 }
 
 // addressChange is an address as created or deleted, with the mutation's
 // receipt, how to undo it and the budget that remains.
-func (s *Mail) addressChange(ctx context.Context, op string, a store.EmailAddress, undo *models.ToolAction) (*models.EmailAddressChange, error) {
-	left, err := s.mailBudget(ctx, a.OrgID, a.Domain)
+func addressChange(ctx context.Context, s *core, op string, a store.EmailAddress, undo *models.ToolAction) (*models.EmailAddressChange, error) {
+	left, err := mailBudget(ctx, s.store, a.OrgID, a.Domain)
 	if err != nil {
 		return nil, err
 	}

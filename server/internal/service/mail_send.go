@@ -100,7 +100,7 @@ func (s *Mail) Send(ctx context.Context, p *auth.Principal, req models.SendMessa
 		Details: map[string]any{"from": string(req.From), "to": to}}, s.Now()); err != nil {
 		return nil, nil, err
 	}
-	left, err := s.mailBudget(ctx, p.OrgID, domain)
+	left, err := mailBudget(ctx, s.store, p.OrgID, domain)
 	if err != nil {
 		return nil, nil, err
 	}
