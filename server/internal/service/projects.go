@@ -326,7 +326,13 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 		return nil, nil, apierr.Internal(err)
 	}
 	for _, pu := range purchases {
-		serial, recs := s.Now().Unix(), zone.BuildZone(pu.Domain, s.zone)
+		// The zone it would serve keeps the mail records of the
+		// domain's email setup, as Pier's zone does.
+		serial := s.Now().Unix()
+		recs, err := s.zoneRecords(ctx, p.OrgID, pu.Domain, true)
+		if err != nil {
+			return nil, nil, apierr.Internal(err)
+		}
 		z, err := s.store.Domains().Zone(ctx, pu.Domain)
 		switch {
 		case err == nil:
