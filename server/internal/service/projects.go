@@ -273,91 +273,15 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 		return nil, nil, apierr.Internal(err)
 	}
 	contents := map[string][]byte{}
-	var domains []string
-	for _, svc := range services {
-		if svc.State == "live" && svc.BundleID != "" {
-			b, err := s.store.Bundles().Get(ctx, p.OrgID, svc.BundleID)
-			if err != nil {
-				return nil, nil, apierr.Internal(err)
-			}
-			var files []site.File
-			if err := json.Unmarshal([]byte(b.Manifest), &files); err != nil {
-				return nil, nil, apierr.Internal(err)
-			}
-			for _, f := range files {
-				data, err := s.store.Bundles().Blob(ctx, f.SHA256)
-				if err != nil {
-					return nil, nil, apierr.Internal(err)
-				}
-				contents["sites/"+svc.Name+"/"+f.Path] = data
-			}
-		}
+	if err := s.exportSites(ctx, p.OrgID, services, contents); err != nil {
+		return nil, nil, err
 	}
-	// Each managed database goes in as a plain-SQL dump: taken now for a
-	// running service, the one taken before teardown dropped it otherwise.
-	for _, svc := range services {
-		d, err := s.store.Services().Database(ctx, svc.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, nil, apierr.Internal(err)
-		}
-		var dump []byte
-		switch {
-		case d.DumpSHA != "":
-			if dump, err = s.store.Bundles().Blob(ctx, d.DumpSHA); err != nil {
-				return nil, nil, apierr.Internal(err)
-			}
-		case d.State == "ready" && s.databases != nil:
-			if dump, err = s.databases.Dump(ctx, d.Name); err != nil {
-				return nil, nil, apierr.New("internal:unavailable", "could not dump the database of "+svc.Name+": "+err.Error())
-			}
-		default:
-			continue
-		}
-		contents["databases/"+svc.Name+"-"+svc.ID+".sql"] = dump
+	if err := s.exportDatabases(ctx, services, contents); err != nil {
+		return nil, nil, err
 	}
-	// Every domain the organisation owns goes in, with its zone, whatever
-	// happened to the services that used it: the zone Pier serves, or, for
-	// a domain no live service serves any more, the zone it would serve.
-	purchases, err := s.store.Domains().OrgPurchases(ctx, p.OrgID)
+	domains, err := s.exportDomains(ctx, p.OrgID, contents)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
-	}
-	for _, pu := range purchases {
-		// The zone it would serve keeps the mail records of the
-		// domain's email setup, as Pier's zone does.
-		serial := s.Now().Unix()
-		recs, err := s.zoneRecords(ctx, p.OrgID, pu.Domain, true)
-		if err != nil {
-			return nil, nil, apierr.Internal(err)
-		}
-		z, err := s.store.Domains().Zone(ctx, pu.Domain)
-		switch {
-		case err == nil:
-			if recs, err = zone.DecodeRecords(z.Records); err != nil {
-				return nil, nil, apierr.Internal(err)
-			}
-			serial = z.Serial
-		case !errors.Is(err, store.ErrNotFound):
-			return nil, nil, apierr.Internal(err)
-		}
-		master, err := zone.MasterFile(pu.Domain, serial, recs)
-		if err != nil {
-			return nil, nil, apierr.Internal(err)
-		}
-		contents["zones/"+pu.Domain+".zone"] = []byte(master)
-		domains = append(domains, pu.Domain)
-		// The registrant the person confirmed, as the registrar records it:
-		// a new registrar needs it to take the domain over.
-		if r, err := s.store.Mail().CurrentRegistrant(ctx, p.OrgID, pu.Domain); err == nil {
-			rec := map[string]any{"domain": pu.Domain, "confirmedAt": r.ConfirmedAt, "registrant": json.RawMessage(r.Contact)}
-			b, _ := json.MarshalIndent(rec, "", "  ")
-			contents["registrants/"+pu.Domain+".json"] = append(b, '\n')
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return nil, nil, apierr.Internal(err)
-		}
+		return nil, nil, err
 	}
 	entries, err := s.store.Ledger().Entries(ctx, p.OrgID, 0, 1<<30)
 	if err != nil {
@@ -369,6 +293,120 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 	}
 	contents["ledger.jsonl"] = lb.Bytes()
 
+	files, msum := s.packageFiles(projectID, domains, contents)
+	m := s.Mutation("export_project", nil, []models.ResourceRef{{Type: "leave_package", Id: hex.EncodeToString(msum[:8])}}, nil, remaining(proj))
+	out := &models.LeavePackage{ProjectId: projectID, ManifestSha256: hex.EncodeToString(msum[:]), Files: files,
+		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
+	next := []models.Action{actions.Stop("done")}
+	if len(domains) > 0 {
+		next = append([]models.Action{actions.URL(s.baseURL()+"/domains", "transfer_out", "human")}, next...)
+	}
+	return out, next, nil
+}
+
+// exportSites puts each live service's site files in the leave package.
+func (s *Projects) exportSites(ctx context.Context, orgID string, services []store.Service, contents map[string][]byte) error {
+	for _, svc := range services {
+		if svc.State != "live" || svc.BundleID == "" {
+			continue
+		}
+		b, err := s.store.Bundles().Get(ctx, orgID, svc.BundleID)
+		if err != nil {
+			return apierr.Internal(err)
+		}
+		var files []site.File
+		if err := json.Unmarshal([]byte(b.Manifest), &files); err != nil {
+			return apierr.Internal(err)
+		}
+		for _, f := range files {
+			data, err := s.store.Bundles().Blob(ctx, f.SHA256)
+			if err != nil {
+				return apierr.Internal(err)
+			}
+			contents["sites/"+svc.Name+"/"+f.Path] = data
+		}
+	}
+	return nil
+}
+
+// exportDatabases puts each managed database in as a plain-SQL dump: taken
+// now for a running service, the one taken before teardown dropped it
+// otherwise.
+func (s *Projects) exportDatabases(ctx context.Context, services []store.Service, contents map[string][]byte) error {
+	for _, svc := range services {
+		d, err := s.store.Services().Database(ctx, svc.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return apierr.Internal(err)
+		}
+		var dump []byte
+		switch {
+		case d.DumpSHA != "":
+			if dump, err = s.store.Bundles().Blob(ctx, d.DumpSHA); err != nil {
+				return apierr.Internal(err)
+			}
+		case d.State == "ready" && s.databases != nil:
+			if dump, err = s.databases.Dump(ctx, d.Name); err != nil {
+				return apierr.New("internal:unavailable", "could not dump the database of "+svc.Name+": "+err.Error())
+			}
+		default:
+			continue
+		}
+		contents["databases/"+svc.Name+"-"+svc.ID+".sql"] = dump
+	}
+	return nil
+}
+
+// exportDomains puts in every domain the organisation owns, with its zone,
+// whatever happened to the services that used it: the zone Pier serves,
+// or, for a domain Pier serves no zone for any more, the zone it would
+// serve. Either keeps the mail records of the domain's email setup. The
+// registrant the person confirmed goes in too, as the registrar records
+// it: a new registrar needs it to take the domain over.
+func (s *Projects) exportDomains(ctx context.Context, orgID string, contents map[string][]byte) ([]string, error) {
+	purchases, err := s.store.Domains().OrgPurchases(ctx, orgID)
+	if err != nil {
+		return nil, apierr.Internal(err)
+	}
+	var domains []string
+	for _, pu := range purchases {
+		serial := s.Now().Unix()
+		recs, err := s.zoneRecords(ctx, orgID, pu.Domain, true)
+		if err != nil {
+			return nil, apierr.Internal(err)
+		}
+		z, err := s.store.Domains().Zone(ctx, pu.Domain)
+		switch {
+		case err == nil:
+			if recs, err = zone.DecodeRecords(z.Records); err != nil {
+				return nil, apierr.Internal(err)
+			}
+			serial = z.Serial
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, apierr.Internal(err)
+		}
+		master, err := zone.MasterFile(pu.Domain, serial, recs)
+		if err != nil {
+			return nil, apierr.Internal(err)
+		}
+		contents["zones/"+pu.Domain+".zone"] = []byte(master)
+		domains = append(domains, pu.Domain)
+		if r, err := s.store.Mail().CurrentRegistrant(ctx, orgID, pu.Domain); err == nil {
+			rec := map[string]any{"domain": pu.Domain, "confirmedAt": r.ConfirmedAt, "registrant": json.RawMessage(r.Contact)}
+			b, _ := json.MarshalIndent(rec, "", "  ")
+			contents["registrants/"+pu.Domain+".json"] = append(b, '\n')
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, apierr.Internal(err)
+		}
+	}
+	return domains, nil
+}
+
+// packageFiles lists the leave package's files, the manifest of SHA-256
+// hashes first, and returns the manifest's hash.
+func (s *Projects) packageFiles(projectID string, domains []string, contents map[string][]byte) ([]models.PackageFile, [32]byte) {
 	paths := make([]string, 0, len(contents))
 	for p := range contents {
 		paths = append(paths, p)
@@ -388,17 +426,8 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 	}
 	mj, _ := json.MarshalIndent(man, "", "  ")
 	msum := sha256.Sum256(mj)
-	files = append([]models.PackageFile{{Path: LeaveManifestPath, Sha256: hex.EncodeToString(msum[:]), Size: len(mj),
-		ContentBase64: ptr(base64.StdEncoding.EncodeToString(mj))}}, files...)
-
-	m := s.Mutation("export_project", nil, []models.ResourceRef{{Type: "leave_package", Id: hex.EncodeToString(msum[:8])}}, nil, remaining(proj))
-	out := &models.LeavePackage{ProjectId: projectID, ManifestSha256: hex.EncodeToString(msum[:]), Files: files,
-		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
-	next := []models.Action{actions.Stop("done")}
-	if len(domains) > 0 {
-		next = append([]models.Action{actions.URL(s.baseURL()+"/domains", "transfer_out", "human")}, next...)
-	}
-	return out, next, nil
+	return append([]models.PackageFile{{Path: LeaveManifestPath, Sha256: hex.EncodeToString(msum[:]), Size: len(mj),
+		ContentBase64: ptr(base64.StdEncoding.EncodeToString(mj))}}, files...), msum
 }
 
 // Whoami says who the caller is: its key (or OAuth grant), organisation,
