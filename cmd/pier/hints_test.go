@@ -226,7 +226,9 @@ func domainScenarios(t *testing.T, dir, dnsAddr, project, site string, run func(
 	serviceNamed := func(name string) string {
 		t.Helper()
 		var l struct {
-			Data struct{ Services []struct{ ID, Name, State string } }
+			Data struct {
+				Services []struct{ ID, Name, State string }
+			}
 		}
 		jsonOf(step(0, "services", "list", "--project", project, "--json"), &l)
 		for _, s := range l.Data.Services {
