@@ -294,11 +294,14 @@ func (s *Launches) GetService(ctx context.Context, orgID, id string) (*models.Se
 	return &out, serviceActions(v), nil
 }
 
+// newLaunch are the steps of a request that launches a new service.
+type newLaunch struct{ *Launches }
+
 // LaunchService creates the named service and its launch task. A quote, when
 // given, is consumed here under the project's lock, in the same transaction
 // that records the task: the charge happens exactly once, with the task.
 func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (*models.TaskHandle, []models.Action, error) {
-	bundle, err := s.checkLaunchRequest(ctx, p, projectID, req)
+	bundle, err := newLaunch{s}.checkLaunchRequest(ctx, p, projectID, req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -318,7 +321,7 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 	if err := processNeedsQuote(projectID, req, spec); err != nil {
 		return nil, nil, err
 	}
-	domain, owned, err := s.launchDomain(ctx, p, projectID, req)
+	domain, owned, err := newLaunch{s}.launchDomain(ctx, p, projectID, req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -331,7 +334,7 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 	var task store.Task
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		var err error
-		view, task, err = s.insertLaunch(ctx, tx, p, req, spec, &pl)
+		view, task, err = newLaunch{s}.insertLaunch(ctx, tx, p, req, spec, &pl)
 		return err
 	})
 	if e := apierr.As(err); err != nil && e.Code == "plan:domain_unavailable" {
@@ -349,7 +352,7 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 
 // checkLaunchRequest checks the name, the target and the bundle, and
 // reads the bundle, whose content must all be stored.
-func (s *Launches) checkLaunchRequest(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (store.Bundle, error) {
+func (s newLaunch) checkLaunchRequest(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (store.Bundle, error) {
 	if !serviceNameRE().MatchString(req.Name) {
 		return store.Bundle{}, apierr.New("input:invalid", "name must be a lowercase label such as site").WithDetails(models.FieldProblem{Field: "body.name", Problem: "not a label"})
 	}
@@ -405,7 +408,7 @@ func processNeedsQuote(projectID string, req models.LaunchRequest, spec versionS
 // launchDomain is the launch's domain and whether the organisation owns it
 // already (then the launch attaches it, no quote or purchase needed). A
 // domain someone else holds is refused; one to buy needs a quote.
-func (s *Launches) launchDomain(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (string, bool, error) {
+func (s newLaunch) launchDomain(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (string, bool, error) {
 	if req.Domain == nil {
 		return "", false, nil
 	}
@@ -431,7 +434,7 @@ func (s *Launches) launchDomain(ctx context.Context, p *auth.Principal, projectI
 // chargeLaunch consumes the launch's quote, if any, and says what it
 // costs and what budget remains; wait is the quote's gate when a human
 // must approve it first.
-func (s *Launches) chargeLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, req models.LaunchRequest, spec versionSpec, pl *launchPayload) (costs []Cost, remainingMicro int64, wait *awaitApproval, err error) {
+func (s newLaunch) chargeLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, req models.LaunchRequest, spec versionSpec, pl *launchPayload) (costs []Cost, remainingMicro int64, wait *awaitApproval, err error) {
 	if req.QuoteId == nil {
 		proj, err := tx.Projects().Lock(ctx, p.OrgID, pl.ProjectID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -468,7 +471,7 @@ func (s *Launches) chargeLaunch(ctx context.Context, tx *store.Tx, p *auth.Princ
 // claimLaunchHosts gives the new service its hosts: one owner per host,
 // the preview host, and the domain with www. under it, from now until it
 // fails or is torn down. A domain to buy is claimed for the launch too.
-func (s *Launches) claimLaunchHosts(ctx context.Context, tx *store.Tx, p *auth.Principal, svc store.Service, pl *launchPayload, taskID string) error {
+func (s newLaunch) claimLaunchHosts(ctx context.Context, tx *store.Tx, p *auth.Principal, svc store.Service, pl *launchPayload, taskID string) error {
 	now := s.Now()
 	if err := tx.Services().ClaimHost(ctx, svc.PreviewHost, svc.ID, p.OrgID, now); errors.Is(err, store.ErrConflict) {
 		return apierr.Newf("conflict:state", "another service answers for %s; tear it down or pick another name", svc.PreviewHost)
@@ -531,7 +534,7 @@ func launchStepList(pl *launchPayload, spec versionSpec, wait *awaitApproval, no
 
 // insertLaunch charges the launch and records its service, first
 // version, task and ledger entry, in the caller's transaction.
-func (s *Launches) insertLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, req models.LaunchRequest, spec versionSpec, pl *launchPayload) (*models.TaskHandle, store.Task, error) {
+func (s newLaunch) insertLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, req models.LaunchRequest, spec versionSpec, pl *launchPayload) (*models.TaskHandle, store.Task, error) {
 	now := s.Now()
 	costs, remainingMicro, wait, err := s.chargeLaunch(ctx, tx, p, req, spec, pl)
 	if err != nil {

@@ -28,6 +28,9 @@ type teardownPayload struct {
 	Undo     *models.Undo    `json:"undo,omitempty"`
 }
 
+// teardowns are the steps of a teardown request and task.
+type teardowns struct{ *Launches }
+
 // TeardownService stops serving a service as a durable task. What cannot be
 // reversed is named in the receipt: a registered domain stays registered.
 // What is kept on purpose is named too: the zone's mail records belong to
@@ -47,15 +50,15 @@ func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID st
 		if err != nil {
 			return err
 		}
-		if prev, ok := s.teardownUnderWay(ctx, tx, p, svc); ok {
+		if prev, ok := (teardowns{s}).teardownUnderWay(ctx, tx, p, svc); ok {
 			view, task, replayed = prev, store.Task{ID: svc.TaskID, State: string(prev.State)}, true
 			return nil
 		}
-		tearing, err := s.teardownFrom(ctx, tx, p, &svc)
+		tearing, err := teardowns{s}.teardownFrom(ctx, tx, p, &svc)
 		if err != nil {
 			return err
 		}
-		view, task, err = s.insertTeardown(ctx, tx, p, svc, tearing)
+		view, task, err = teardowns{s}.insertTeardown(ctx, tx, p, svc, tearing)
 		return err
 	})
 	if err != nil {
@@ -73,7 +76,7 @@ func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID st
 
 // teardownUnderWay is the teardown task of a service already torn down,
 // tearing down or failed after a teardown.
-func (s *Launches) teardownUnderWay(ctx context.Context, tx *store.Tx, p *auth.Principal, svc store.Service) (*models.TaskHandle, bool) {
+func (s teardowns) teardownUnderWay(ctx context.Context, tx *store.Tx, p *auth.Principal, svc store.Service) (*models.TaskHandle, bool) {
 	if svc.State != "torn_down" && svc.State != "tearing_down" && svc.State != "failed" {
 		return nil, false
 	}
@@ -88,7 +91,7 @@ func (s *Launches) teardownUnderWay(ctx context.Context, tx *store.Tx, p *auth.P
 // teardownFrom checks the service's state and says which state it takes
 // while tearing down; it clears svc.Domain when the service never served
 // its domain.
-func (s *Launches) teardownFrom(ctx context.Context, tx *store.Tx, p *auth.Principal, svc *store.Service) (string, error) {
+func (s teardowns) teardownFrom(ctx context.Context, tx *store.Tx, p *auth.Principal, svc *store.Service) (string, error) {
 	switch svc.State {
 	case "torn_down", "tearing_down":
 		return "", apierr.Newf("conflict:state", "service %s is already %s", svc.ID, svc.State).
@@ -110,7 +113,7 @@ func (s *Launches) teardownFrom(ctx context.Context, tx *store.Tx, p *auth.Princ
 // cancelWaitingLaunch gives up a launch waiting for a human: it ends
 // canceled, refunded, and the teardown finds nothing served. A launch at
 // work must finish first.
-func (s *Launches) cancelWaitingLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, svc *store.Service) error {
+func (s teardowns) cancelWaitingLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, svc *store.Service) error {
 	lt, err := tx.Tasks().Lock(ctx, p.OrgID, svc.TaskID)
 	if err != nil {
 		return err
@@ -154,7 +157,7 @@ func teardownSteps(ctx context.Context, tx *store.Tx, svc store.Service) []taskS
 
 // insertTeardown records the teardown task with its receipt: the domain
 // registration is not reversed, and the zone's mail records are kept.
-func (s *Launches) insertTeardown(ctx context.Context, tx *store.Tx, p *auth.Principal, svc store.Service, tearing string) (*models.TaskHandle, store.Task, error) {
+func (s teardowns) insertTeardown(ctx context.Context, tx *store.Tx, p *auth.Principal, svc store.Service, tearing string) (*models.TaskHandle, store.Task, error) {
 	now := s.Now()
 	proj, err := tx.Projects().Lock(ctx, p.OrgID, svc.ProjectID)
 	if err != nil {
@@ -202,7 +205,7 @@ func (s *Launches) runTeardown(ctx context.Context, t store.Task) error {
 	if err != nil {
 		return err
 	}
-	if err := rt.do(ctx, &pl, StepUndeploy, func() (string, error) { return s.undeploy(ctx, &pl) }); err != nil {
+	if err := rt.do(ctx, &pl, StepUndeploy, func() (string, error) { return teardowns{s}.undeploy(ctx, &pl) }); err != nil {
 		return err
 	}
 	if err := rt.do(ctx, &pl, StepStop, func() (string, error) {
@@ -236,7 +239,7 @@ func (s *Launches) runTeardown(ctx context.Context, t store.Task) error {
 
 // undeploy retires the service: the name, the hosts and any domain claim
 // are free again.
-func (s *Launches) undeploy(ctx context.Context, pl *teardownPayload) (string, error) {
+func (s teardowns) undeploy(ctx context.Context, pl *teardownPayload) (string, error) {
 	if err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		if err := tx.Services().Retire(ctx, pl.ServiceID, "torn_down", s.Now()); err != nil {
 			return err
