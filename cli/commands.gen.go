@@ -60,6 +60,14 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "signed-plan", Field: "signedPlan", In: "body", Kind: "string", Required: false, Usage: "The signed plan as prepare returned it; when sent it must verify and match the stored plan."},
 		},
 	}, runF))
+	groups["domains"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "attach_domain", Method: "PUT", Path: "/v1/domains/{domain}/service",
+		Use: "attach <domain> <service-id>", Short: "Attach an owned domain to a service, so that the domain and www. under it serve that service.",
+		Long:      "Attach an owned domain to a service, so that the domain and www. under it serve that service.\n\nDNS (Pier's authoritative server) answers the domain with the edge, and the edge serves the service on it over HTTPS. A domain attached to another service is refused with `conflict:domain_attached`, naming that service and the detach and attach that move it. A domain the organisation does not own answers `not_found:resource`, whoever owns it. The zone's mail records, which belong to the domain's email setup, stay as they are. Undo detaches it again, or attaches it back to the service it served before.",
+		Example:   "  pier domains attach acme.dev SERVICE-ID\n  pier domains attach acme.dev SERVICE-ID --json",
+		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
+		Args: []ArgSpec{{Name: "domain", In: "path"}, {Name: "serviceId", In: "body"}},
+	}, runF))
 	groups["billing"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "create_billing_setup_link", Method: "POST", Path: "/v1/billing/setup-link",
 		Use: "setup-link", Short: "Start a card flow for an existing account.",
@@ -142,6 +150,14 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Example:   "  pier email messages delete ID\n  pier email messages delete ID --json",
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
 		Args: []ArgSpec{{Name: "id", In: "path"}},
+	}, runF))
+	groups["domains"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "detach_domain", Method: "DELETE", Path: "/v1/domains/{domain}/service",
+		Use: "detach <domain>", Short: "Detach an owned domain from the service it serves; the domain stays registered and its mail records stay.",
+		Long:      "Detach an owned domain from the service it serves; the domain stays registered and its mail records stay.\n\nThe edge stops serving the service on the domain and DNS stops answering the domain's web names; the service keeps its preview URL. Undo attaches it again.",
+		Example:   "  pier domains detach acme.dev\n  pier domains detach acme.dev --json",
+		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "domain", In: "path"}},
 	}, runF))
 	root.AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "estimate", Method: "POST", Path: "/v1/estimate",

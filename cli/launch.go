@@ -162,19 +162,15 @@ func defaultName(dir string) string {
 	return n
 }
 
-// NewCmdLaunch is `pier launch`.
-func NewCmdLaunch(f *Factory, runF func(*LaunchOptions) error) *cobra.Command {
-	opts := &LaunchOptions{Factory: f}
-	var env, secrets []string
-	var healthTimeout, healthGrace string
-	cmd := &cobra.Command{
-		Use:   "launch <dir>",
-		Short: "Upload a site or an app, quote it, launch it and wait until it serves",
-		Long: `Upload a directory, quote what the launch costs, launch it and wait until it
+const launchLong = `Upload a directory, quote what the launch costs, launch it and wait until it
 is served over HTTPS.
 
 --target edge (the default) serves the directory as a static site; it is
-quoted only when --domain registers a domain. --target process runs an HTTP
+quoted only when --domain registers a domain. A --domain your
+organisation owns already is not bought again: the launch attaches it (and
+a service of that name that runs gets it attached first); when another
+service holds it, the error names that service and the pier domains detach
+and attach that move it. --target process runs an HTTP
 service, --target worker a process with no HTTP. Their command is the
 bundle's Procfile line (web: for a process, worker: for a worker) or --run;
 the process gets PORT, the variables of --env and --secret (NAME=VALUE, or
@@ -200,15 +196,28 @@ message, with the last log lines, goes to stderr and the command exits 10
 the buy_domain scope, or a quote over the project's approval threshold),
 the service, preview URL and task are printed, the approval URL goes to
 stderr, and the command exits with code 5, with --no-wait too; run pier
-tasks get TASK_ID later.`,
-		Example: `  pier launch ./examples/site
+tasks get TASK_ID later.`
+
+const launchExample = `  pier launch ./examples/site
   pier launch ./site --project prj_123 --domain acme.dev
+  pier launch ./site --name blog --domain acme.dev    # acme.dev already yours: attached, no quote
   pier launch ./site --project prj_123 --json --no-wait
   pier launch ./examples/app --target process --env GREETING=hello --secret API_TOKEN
   pier launch ./api --target process --run "python3 server.py" --health-path /healthz --health-timeout 90s
   pier launch ./examples/worker --target worker --env INTERVAL=5 --health-grace 5s
-  pier launch ./app --target process --addon managed_postgres`,
-		Args: cobra.ExactArgs(1),
+  pier launch ./app --target process --addon managed_postgres`
+
+// NewCmdLaunch is `pier launch`.
+func NewCmdLaunch(f *Factory, runF func(*LaunchOptions) error) *cobra.Command {
+	opts := &LaunchOptions{Factory: f}
+	var env, secrets []string
+	var healthTimeout, healthGrace string
+	cmd := &cobra.Command{
+		Use:     "launch <dir>",
+		Short:   "Upload a site or an app, quote it, launch it and wait until it serves",
+		Long:    launchLong,
+		Example: launchExample,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dir = args[0]
 			if opts.Name == "" {
@@ -234,19 +243,25 @@ tasks get TASK_ID later.`,
 			return runLaunch(cmd.Context(), f, opts)
 		},
 	}
+	launchFlags(cmd, f, opts, &env, &secrets, &healthTimeout, &healthGrace)
+	return cmd
+}
+
+// launchFlags binds `pier launch`'s flags.
+func launchFlags(cmd *cobra.Command, f *Factory, opts *LaunchOptions, env, secrets *[]string, healthTimeout, healthGrace *string) {
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Project, "project", f.getenv("PIER_PROJECT"), "project id (env PIER_PROJECT)")
 	fl.StringVar(&opts.Name, "name", "", "service name (default: the directory's name)")
-	fl.StringVar(&opts.Domain, "domain", "", "also register this domain and serve the launch on it")
+	fl.StringVar(&opts.Domain, "domain", "", "serve the launch on this domain: registered for it, or attached if your organisation owns it")
 	fl.IntVar(&opts.Years, "years", 1, "registration years for --domain")
 	fl.BoolVar(&opts.JSONStream, "json-stream", false, "print every envelope in turn (bundle, quote, launch, task), one a line; --json prints only the last")
 	fl.StringVar(&opts.Target, "target", "edge", "what runs it: edge (a static site), process (an HTTP service) or worker (no HTTP)")
 	fl.StringVar(&opts.Run, "run", "", "process or worker: the `command` to run (default: the bundle's Procfile line)")
-	fl.StringArrayVar(&env, "env", nil, "process or worker: a variable, NAME=VALUE or NAME to pass yours (repeatable)")
-	fl.StringArrayVar(&secrets, "secret", nil, "process or worker: a write-only variable, NAME=VALUE or NAME to pass yours (repeatable)")
+	fl.StringArrayVar(env, "env", nil, "process or worker: a variable, NAME=VALUE or NAME to pass yours (repeatable)")
+	fl.StringArrayVar(secrets, "secret", nil, "process or worker: a write-only variable, NAME=VALUE or NAME to pass yours (repeatable)")
 	fl.StringVar(&opts.HealthPath, "health-path", "", "process: the `path` whose GET must answer below 500 (default /)")
-	fl.StringVar(&healthTimeout, "health-timeout", "", "process: the `duration` a new version has to answer healthy, such as 90s (default 60s)")
-	fl.StringVar(&healthGrace, "health-grace", "", "worker: the `duration` a new version must stay up to count as healthy (default 3s)")
+	fl.StringVar(healthTimeout, "health-timeout", "", "process: the `duration` a new version has to answer healthy, such as 90s (default 60s)")
+	fl.StringVar(healthGrace, "health-grace", "", "worker: the `duration` a new version must stay up to count as healthy (default 3s)")
 	fl.StringArrayVar(&opts.Addons, "addon", nil, "process or worker: an add-on, managed_postgres (a database in DATABASE_URL)")
 	cmd.RegisterFlagCompletionFunc("target", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"edge", "process", "worker"}, cobra.ShellCompDirectiveNoFileComp
@@ -254,7 +269,6 @@ tasks get TASK_ID later.`,
 	cmd.RegisterFlagCompletionFunc("addon", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"managed_postgres"}, cobra.ShellCompDirectiveNoFileComp
 	})
-	return cmd
 }
 
 // resolve checks the target's flags and reads --env, --secret,
@@ -429,11 +443,11 @@ func launchSteps(ctx context.Context, f *Factory, o *LaunchOptions, emit func(an
 		o.Target = "edge"
 	}
 	progress := newProgress(f)
+	defer progress.done()
 
 	progress.step("uploading " + o.Dir)
 	bundle, _, err := uploadDir(ctx, f, progress, o.Dir, o.Project)
 	if err != nil {
-		progress.done()
 		return err
 	}
 	if err := emit(bundle); err != nil {
@@ -443,57 +457,9 @@ func launchSteps(ctx context.Context, f *Factory, o *LaunchOptions, emit func(an
 	if o.runs() {
 		o.fillProcess(&body)
 	}
-
-	// What costs money is quoted first: a domain, and a process or worker
-	// by the month. A service of that name that already runs is not: the
-	// launch is its next version, which the server does not charge again.
-	var items []sdk.QuoteItem
-	if o.runs() {
-		workload, target, months := o.workload(), sdk.TargetName(o.Target), 1
-		items = append(items, sdk.QuoteItem{Kind: sdk.QuoteItemKind("service"), Workload: &workload, Target: &target, Name: &o.Name, Months: &months})
-	}
-	years := o.Years
-	if o.Domain != "" {
-		items = append(items, sdk.QuoteItem{Kind: sdk.Domain, Domain: &o.Domain, Years: &years})
-		body.Domain, body.Years = &o.Domain, &years
-	}
-	var running *sdk.ServiceInfo
-	if len(items) > 0 {
-		progress.step("checking whether " + o.Name + " already runs")
-		if running, err = runningService(ctx, c, o.Project, o.Name); err != nil {
-			progress.done()
-			return err
-		}
-	}
-	if len(items) > 0 && running == nil {
-		what := o.Name
-		if !o.runs() {
-			what = o.Domain
-		}
-		progress.step("quoting " + what)
-		q, err := c.CreateQuote(ctx, &sdk.CreateQuoteParams{}, sdk.CreateQuoteJSONRequestBody{ProjectId: o.Project, Items: items})
-		if err != nil {
-			progress.done()
-			return err
-		}
-		if err := emit(q); err != nil {
-			return err
-		}
-		// A quote over the approval threshold still launches: the launch
-		// waits on the quote's gate, in input_required with its approval URL.
-		if q.Data.Decision != sdk.ALLOW && q.Data.Decision != sdk.REQUIRESAPPROVAL {
-			progress.done()
-			reasons := make([]string, len(q.Data.Reasons))
-			for i, r := range q.Data.Reasons {
-				reasons[i] = string(r)
-			}
-			code := sdk.BlockedBy("budget:insufficient")
-			if len(q.Data.Reasons) > 0 {
-				code = q.Data.Reasons[0]
-			}
-			return &sdk.Error{StatusCode: 201, BlockedBy: code, Message: fmt.Sprintf("the quote was %s (%s)", q.Data.Decision, strings.Join(reasons, ", ")), Actions: q.Actions}
-		}
-		body.QuoteId = &q.Data.QuoteId
+	running, err := o.prepareLaunch(ctx, c, progress, &body, emit)
+	if err != nil {
+		return err
 	}
 	if running != nil {
 		progress.step(fmt.Sprintf("launching %s: a new version of %s", o.Name, running.Id))
@@ -502,7 +468,6 @@ func launchSteps(ctx context.Context, f *Factory, o *LaunchOptions, emit func(an
 	}
 	launched, err := c.LaunchService(ctx, o.Project, &sdk.LaunchServiceParams{}, body)
 	if err != nil {
-		progress.done()
 		return err
 	}
 	if err := emit(launched); err != nil {
@@ -520,6 +485,105 @@ func launchSteps(ctx context.Context, f *Factory, o *LaunchOptions, emit func(an
 		}
 		return nil
 	}
+	return o.waitLaunch(ctx, c, progress, launched, emit)
+}
+
+// prepareLaunch quotes what costs money: a domain to buy, and a process
+// or worker by the month. A service of that name that already runs is not
+// quoted: the launch is its next version, which the server does not
+// charge again. A domain the organisation owns is not bought again: the
+// launch attaches it, and a running service gets it attached first. It
+// returns the running service, if any.
+func (o *LaunchOptions) prepareLaunch(ctx context.Context, c *sdk.Client, progress *progress, body *sdk.LaunchServiceJSONRequestBody, emit func(any) error) (*sdk.ServiceInfo, error) {
+	var items []sdk.QuoteItem
+	if o.runs() {
+		workload, target, months := o.workload(), sdk.TargetName(o.Target), 1
+		items = append(items, sdk.QuoteItem{Kind: sdk.QuoteItemKind("service"), Workload: &workload, Target: &target, Name: &o.Name, Months: &months})
+	}
+	owned := false
+	if o.Domain != "" {
+		progress.step("checking whether your organisation owns " + o.Domain)
+		var err error
+		if owned, err = ownsDomain(ctx, c, o.Domain); err != nil {
+			return nil, err
+		}
+		body.Domain = &o.Domain
+	}
+	if o.Domain != "" && !owned {
+		years := o.Years
+		items = append(items, sdk.QuoteItem{Kind: sdk.Domain, Domain: &o.Domain, Years: &years})
+		body.Years = &years
+	}
+	var running *sdk.ServiceInfo
+	if len(items) > 0 || owned {
+		progress.step("checking whether " + o.Name + " already runs")
+		var err error
+		if running, err = runningService(ctx, c, o.Project, o.Name); err != nil {
+			return nil, err
+		}
+	}
+	if owned && running != nil && deref(running.Domain) != o.Domain {
+		progress.step(fmt.Sprintf("attaching %s to %s", o.Domain, running.Id))
+		a, err := c.AttachDomain(ctx, o.Domain, &sdk.AttachDomainParams{}, sdk.AttachDomainJSONRequestBody{ServiceId: running.Id})
+		if err != nil {
+			return nil, err
+		}
+		if err := emit(a); err != nil {
+			return nil, err
+		}
+	}
+	if len(items) == 0 || running != nil {
+		return running, nil
+	}
+	quoteID, err := o.quote(ctx, c, progress, items, emit)
+	body.QuoteId = quoteID
+	return nil, err
+}
+
+// ownsDomain reports whether the organisation owns domain.
+func ownsDomain(ctx context.Context, c *sdk.Client, domain string) (bool, error) {
+	_, err := c.GetDomain(ctx, domain)
+	var apiErr *sdk.Error
+	if errors.As(err, &apiErr) && apiErr.StatusCode == 404 {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// quote creates the launch's quote and returns its id. A quote over the
+// approval threshold still launches: the launch waits on the quote's
+// gate, in input_required with its approval URL.
+func (o *LaunchOptions) quote(ctx context.Context, c *sdk.Client, progress *progress, items []sdk.QuoteItem, emit func(any) error) (*string, error) {
+	what := o.Name
+	if !o.runs() {
+		what = o.Domain
+	}
+	progress.step("quoting " + what)
+	q, err := c.CreateQuote(ctx, &sdk.CreateQuoteParams{}, sdk.CreateQuoteJSONRequestBody{ProjectId: o.Project, Items: items})
+	if err != nil {
+		return nil, err
+	}
+	if err := emit(q); err != nil {
+		return nil, err
+	}
+	if q.Data.Decision != sdk.ALLOW && q.Data.Decision != sdk.REQUIRESAPPROVAL {
+		reasons := make([]string, len(q.Data.Reasons))
+		for i, r := range q.Data.Reasons {
+			reasons[i] = string(r)
+		}
+		code := sdk.BlockedBy("budget:insufficient")
+		if len(q.Data.Reasons) > 0 {
+			code = q.Data.Reasons[0]
+		}
+		return nil, &sdk.Error{StatusCode: 201, BlockedBy: code, Message: fmt.Sprintf("the quote was %s (%s)", q.Data.Decision, strings.Join(reasons, ", ")), Actions: q.Actions}
+	}
+	return &q.Data.QuoteId, nil
+}
+
+// waitLaunch waits for the launch task, showing its steps (and a
+// process's first log lines) on stderr, and prints where it serves.
+func (o *LaunchOptions) waitLaunch(ctx context.Context, c *sdk.Client, progress *progress, launched *sdk.TaskEnvelope, emit func(any) error) error {
+	f := o.Factory
 	var logs *launchLogs
 	if o.runs() {
 		logs = &launchLogs{c: c, p: progress, taskID: launched.Data.TaskId}
@@ -567,41 +631,50 @@ func launchSteps(ctx context.Context, f *Factory, o *LaunchOptions, emit func(an
 		return err
 	}
 	if !f.Config.JSON {
-		t := final.Data
-		if t.PreviewUrl != nil {
-			fmt.Fprintln(f.IO.Out, *t.PreviewUrl)
-		}
-		if t.DomainUrl != nil {
-			fmt.Fprintln(f.IO.Out, *t.DomainUrl)
-		}
-		fmt.Fprintf(f.IO.Out, "service %s\n", deref(t.ServiceId))
-		version := 0
-		if o.runs() && t.ServiceId != nil {
-			if version = resultInt(t, "version"); version == 0 {
-				if svc, err := c.GetService(ctx, *t.ServiceId); err == nil && svc.Data.Version != nil {
-					version = *svc.Data.Version
-				}
-			}
-			if previous := resultInt(t, "previous"); version > 0 && previous > 0 {
-				fmt.Fprintf(f.IO.Out, "version %d (was %d)\n", version, previous)
-			} else if version > 0 {
-				fmt.Fprintf(f.IO.Out, "version %d\n", version)
-			}
-		}
-		fmt.Fprintf(f.IO.Out, "task    %s (%s)\n", t.TaskId, t.State)
-		if id := t.ServiceId; id != nil {
-			next := []string{}
-			if o.runs() {
-				next = append(next, "pier logs "+*id+" --follow")
-				if version > 1 {
-					next = append(next, "pier rollback "+*id)
-				}
-			}
-			next = append(next, "pier services get "+*id, "pier services teardown "+*id)
-			fmt.Fprintf(f.IO.Out, "Next: %s\n", strings.Join(next, "\n      "))
-		}
+		o.printLaunched(ctx, c, final.Data)
 	}
 	return nil
+}
+
+// printLaunched prints a finished launch: its URLs, service, version and
+// task, and the next steps.
+func (o *LaunchOptions) printLaunched(ctx context.Context, c *sdk.Client, t sdk.TaskHandle) {
+	out := o.Factory.IO.Out
+	if t.PreviewUrl != nil {
+		fmt.Fprintln(out, *t.PreviewUrl)
+	}
+	if t.DomainUrl != nil {
+		fmt.Fprintln(out, *t.DomainUrl)
+	}
+	fmt.Fprintf(out, "service %s\n", deref(t.ServiceId))
+	version := 0
+	if o.runs() && t.ServiceId != nil {
+		if version = resultInt(t, "version"); version == 0 {
+			if svc, err := c.GetService(ctx, *t.ServiceId); err == nil && svc.Data.Version != nil {
+				version = *svc.Data.Version
+			}
+		}
+		if previous := resultInt(t, "previous"); version > 0 && previous > 0 {
+			fmt.Fprintf(out, "version %d (was %d)\n", version, previous)
+		} else if version > 0 {
+			fmt.Fprintf(out, "version %d\n", version)
+		}
+	}
+	fmt.Fprintf(out, "task    %s (%s)\n", t.TaskId, t.State)
+	if id := t.ServiceId; id != nil {
+		next := []string{}
+		if o.runs() {
+			next = append(next, "pier logs "+*id+" --follow")
+			if version > 1 {
+				next = append(next, "pier rollback "+*id)
+			}
+		}
+		if o.Domain != "" && t.DomainUrl != nil {
+			next = append(next, "pier domains detach "+o.Domain)
+		}
+		next = append(next, "pier services get "+*id, "pier services teardown "+*id)
+		fmt.Fprintf(out, "Next: %s\n", strings.Join(next, "\n      "))
+	}
 }
 
 // fillProcess puts a process or worker's command, variables, health check

@@ -147,6 +147,9 @@ func fakeLaunchAPI(t *testing.T, decision, launchState, taskState string) *httpt
 	mux.HandleFunc("GET /v1/services", func(w http.ResponseWriter, r *http.Request) {
 		writeEnvelope(w, 200, `{"actions":[{"kind":"stop","reason":"done"}],"data":{"services":[]},"formatVersion":"1"}`)
 	})
+	mux.HandleFunc("GET /v1/domains/{domain}", func(w http.ResponseWriter, r *http.Request) {
+		writeEnvelope(w, 404, errorEnvelope("not_found:resource", "your organisation owns no domain "+r.PathValue("domain"), false, ""))
+	})
 	mux.HandleFunc("POST /v1/projects/prj_1/launch", func(w http.ResponseWriter, r *http.Request) {
 		writeEnvelope(w, 202, task(launchState))
 	})

@@ -17,6 +17,7 @@ var blockedByTable = map[BlockedBy]BlockedByInfo{
 	"budget:insufficient":          {Status: 402, Retryable: false, Description: "The project budget cannot cover the amount; a human can raise it."},
 	"budget:key_cap":               {Status: 402, Retryable: false, Description: "The amount would take the calling key past the spending cap a person set for it; only a person can raise it, on the keys page."},
 	"conflict:blobs_missing":       {Status: 409, Retryable: true, Description: "Content the bundle names is not stored for your organisation (upload_assets), or no longer stored at all (launch_service). `details` lists the missing SHA-256s; upload them with upload_blob, then send the same request again."},
+	"conflict:domain_attached":     {Status: 409, Retryable: false, Description: "The domain serves another service; the message names it, and the actions detach it (detach_domain) and attach it where it is wanted (attach_domain)."},
 	"conflict:expired":             {Status: 409, Retryable: false, Description: "The sandbox mandate or gate is past its expiry."},
 	"conflict:gate_decided":        {Status: 409, Retryable: false, Description: "The gate already has a decision: the first valid decision won, and a second decision or a replayed signature is refused."},
 	"conflict:quote_mismatch":      {Status: 409, Retryable: false, Description: "The quote prices another launch (a different target, service name, domain or add-ons); quote again with this launch's arguments."},

@@ -129,6 +129,7 @@ const (
 	BudgetInsufficient        BlockedBy = "budget:insufficient"
 	BudgetKeyCap              BlockedBy = "budget:key_cap"
 	ConflictBlobsMissing      BlockedBy = "conflict:blobs_missing"
+	ConflictDomainAttached    BlockedBy = "conflict:domain_attached"
 	ConflictExpired           BlockedBy = "conflict:expired"
 	ConflictGateDecided       BlockedBy = "conflict:gate_decided"
 	ConflictQuoteMismatch     BlockedBy = "conflict:quote_mismatch"
@@ -200,6 +201,8 @@ func (e BlockedBy) Valid() bool {
 	case BudgetKeyCap:
 		return true
 	case ConflictBlobsMissing:
+		return true
+	case ConflictDomainAttached:
 		return true
 	case ConflictExpired:
 		return true
@@ -469,6 +472,24 @@ func (e ConformanceSummaryOutcome) Valid() bool {
 	case ConformanceSummaryOutcomeFail:
 		return true
 	case ConformanceSummaryOutcomePass:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DomainAttachmentState.
+const (
+	Attached DomainAttachmentState = "attached"
+	Detached DomainAttachmentState = "detached"
+)
+
+// Valid indicates whether the value is a known member of the DomainAttachmentState enum.
+func (e DomainAttachmentState) Valid() bool {
+	switch e {
+	case Attached:
+		return true
+	case Detached:
 		return true
 	default:
 		return false
@@ -2186,6 +2207,46 @@ type CostLine struct {
 // Digest defines model for Digest.
 type Digest = string
 
+// DomainAttachRequest defines model for DomainAttachRequest.
+type DomainAttachRequest struct {
+	// ServiceId The service the domain is to serve.
+	ServiceId string `json:"serviceId"`
+}
+
+// DomainAttachment defines model for DomainAttachment.
+type DomainAttachment struct {
+	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	BudgetRemainingUsd Usd    `json:"budgetRemainingUsd"`
+	Domain             string `json:"domain"`
+
+	// DomainUrl Where the service answers on the domain, once attached.
+	DomainUrl *string `json:"domainUrl,omitempty"`
+
+	// PreviousServiceId The service the domain served before, if any.
+	PreviousServiceId *string `json:"previousServiceId,omitempty"`
+	Receipt           Receipt `json:"receipt"`
+
+	// ServiceId The service the domain serves now; absent once detached.
+	ServiceId *string               `json:"serviceId,omitempty"`
+	State     DomainAttachmentState `json:"state"`
+
+	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
+	Undo Undo `json:"undo"`
+}
+
+// DomainAttachmentState defines model for DomainAttachment.State.
+type DomainAttachmentState string
+
+// DomainAttachmentEnvelope defines model for DomainAttachmentEnvelope.
+type DomainAttachmentEnvelope struct {
+	Actions Actions          `json:"actions"`
+	Data    DomainAttachment `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
 // DomainCandidate defines model for DomainCandidate.
 type DomainCandidate struct {
 	// AnnualizedRenewalPriceUsd The renewal price divided by the renewal period, which `maxRenewalPriceUsd` is compared with.
@@ -3220,6 +3281,9 @@ type Receipt struct {
 	CreatedResources []ResourceRef `json:"createdResources"`
 	Id               string        `json:"id"`
 
+	// Kept What the action left in place on purpose, e.g. `mail_records:acme.dev` after a teardown: the zone's mail records belong to the domain's email setup, not to the service.
+	Kept *[]string `json:"kept,omitempty"`
+
 	// TotalUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
 	TotalUsd Usd `json:"totalUsd"`
 }
@@ -4204,6 +4268,15 @@ type SetRegistrantContactParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// AttachDomainParams defines parameters for AttachDomain.
+type AttachDomainParams struct {
+	// IdempotencyKey A unique key for this request. The same key and body replay the stored
+	// response (`replayed: true`, header `Idempotency-Replayed: true`); the same
+	// key with another body answers 422 `idempotency:key_reused`; a request with
+	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListEmailAddressesParams defines parameters for ListEmailAddresses.
 type ListEmailAddressesParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -4463,6 +4536,9 @@ type SetupEmailJSONRequestBody = EmailSetupRequest
 
 // SetRegistrantContactJSONRequestBody defines body for SetRegistrantContact for application/json ContentType.
 type SetRegistrantContactJSONRequestBody = RegistrantContactRequest
+
+// AttachDomainJSONRequestBody defines body for AttachDomain for application/json ContentType.
+type AttachDomainJSONRequestBody = DomainAttachRequest
 
 // CreateEmailAddressJSONRequestBody defines body for CreateEmailAddress for application/json ContentType.
 type CreateEmailAddressJSONRequestBody = EmailAddressRequest

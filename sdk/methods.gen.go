@@ -16,6 +16,18 @@ func (c *Client) ApplyWorkflow(ctx context.Context, id ResourceId, params *Apply
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// AttachDomain calls attach_domain (PUT /v1/domains/{domain}/service): Attach an owned domain to a service, so that the domain and www. under it serve that service.
+func (c *Client) AttachDomain(ctx context.Context, domain DomainName, params *AttachDomainParams, body AttachDomainJSONRequestBody, opts ...RequestEditorFn) (*DomainAttachmentEnvelope, error) {
+	resp, err := c.api.AttachDomainWithResponse(ctx, domain, params, body, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // CreateBillingSetupLink calls create_billing_setup_link (POST /v1/billing/setup-link): Start a card flow for an existing account.
 func (c *Client) CreateBillingSetupLink(ctx context.Context, params *CreateBillingSetupLinkParams, body CreateBillingSetupLinkJSONRequestBody, opts ...RequestEditorFn) (*BillingSetupLinkEnvelope, error) {
 	resp, err := c.api.CreateBillingSetupLinkWithResponse(ctx, params, body, opts...)
@@ -115,6 +127,18 @@ func (c *Client) DeleteEmailAddress(ctx context.Context, id ResourceId, opts ...
 // DeleteMessage calls delete_message (DELETE /v1/messages/{id}): Delete a message.
 func (c *Client) DeleteMessage(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*MessageDeletionEnvelope, error) {
 	resp, err := c.api.DeleteMessageWithResponse(ctx, id, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// DetachDomain calls detach_domain (DELETE /v1/domains/{domain}/service): Detach an owned domain from the service it serves; the domain stays registered and its mail records stay.
+func (c *Client) DetachDomain(ctx context.Context, domain DomainName, opts ...RequestEditorFn) (*DomainAttachmentEnvelope, error) {
+	resp, err := c.api.DetachDomainWithResponse(ctx, domain, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,8 @@ type (
 	ApprovalRules                         = models.ApprovalRules
 	ApprovalRulesDomainPurchases          = models.ApprovalRulesDomainPurchases
 	AssetFile                             = models.AssetFile
+	AttachDomainJSONRequestBody           = models.AttachDomainJSONRequestBody
+	AttachDomainParams                    = models.AttachDomainParams
 	Attachment                            = models.Attachment
 	AuthResults                           = models.AuthResults
 	BillingPollEnvelope                   = models.BillingPollEnvelope
@@ -73,6 +75,10 @@ type (
 	DecideSandboxGateJSONRequestBody      = models.DecideSandboxGateJSONRequestBody
 	DecideSandboxGateParams               = models.DecideSandboxGateParams
 	Digest                                = models.Digest
+	DomainAttachRequest                   = models.DomainAttachRequest
+	DomainAttachment                      = models.DomainAttachment
+	DomainAttachmentEnvelope              = models.DomainAttachmentEnvelope
+	DomainAttachmentState                 = models.DomainAttachmentState
 	DomainCandidate                       = models.DomainCandidate
 	DomainInfo                            = models.DomainInfo
 	DomainInfoEnvelope                    = models.DomainInfoEnvelope
@@ -348,6 +354,7 @@ const (
 	ApprovalDenied                               = models.ApprovalDenied
 	ApprovalPending                              = models.ApprovalPending
 	Approve                                      = models.Approve
+	Attached                                     = models.Attached
 	Auditor                                      = models.Auditor
 	AuthAgentAuthorityRefused                    = models.AuthAgentAuthorityRefused
 	AuthForbiddenOrigin                          = models.AuthForbiddenOrigin
@@ -373,6 +380,7 @@ const (
 	ConfigureSmtpRelay                           = models.ConfigureSmtpRelay
 	ConfirmEmail                                 = models.ConfirmEmail
 	ConflictBlobsMissing                         = models.ConflictBlobsMissing
+	ConflictDomainAttached                       = models.ConflictDomainAttached
 	ConflictExpired                              = models.ConflictExpired
 	ConflictGateDecided                          = models.ConflictGateDecided
 	ConflictQuoteMismatch                        = models.ConflictQuoteMismatch
@@ -398,6 +406,7 @@ const (
 	CreateQuote                                  = models.CreateQuote
 	DENY                                         = models.DENY
 	Deploy                                       = models.Deploy
+	Detached                                     = models.Detached
 	Documentation                                = models.Documentation
 	Domain                                       = models.Domain
 	DomainRegistration                           = models.DomainRegistration

@@ -5,6 +5,7 @@ package sdk
 // Operations lists every operation in the contract, ordered by id.
 var Operations = []Operation{
 	{ID: "apply_workflow", Method: "POST", Path: "/v1/workflows/{id}/apply", Authority: "agent", Idempotent: true, ReadOnly: false, Scope: "launch", Required: []string{"id"}, InputRequired: true, MCPTool: "apply_workflow"},
+	{ID: "attach_domain", Method: "PUT", Path: "/v1/domains/{domain}/service", Authority: "agent", Idempotent: true, ReadOnly: false, Scope: "launch", Required: []string{"domain", "serviceId"}, InputRequired: false, MCPTool: "attach_domain"},
 	{ID: "create_billing_setup_link", Method: "POST", Path: "/v1/billing/setup-link", Authority: "agent", Idempotent: true, ReadOnly: false, Scope: "read", Required: []string(nil), InputRequired: false, MCPTool: "create_billing_setup_link"},
 	{ID: "create_email_address", Method: "POST", Path: "/v1/email-addresses", Authority: "agent", Idempotent: true, ReadOnly: false, Scope: "launch", Required: []string{"address"}, InputRequired: false, MCPTool: "create_email_address"},
 	{ID: "create_quote", Method: "POST", Path: "/v1/quotes", Authority: "agent", Idempotent: true, ReadOnly: false, Scope: "quote", Required: []string{"items", "projectId"}, InputRequired: false, MCPTool: "create_quote"},
@@ -14,6 +15,7 @@ var Operations = []Operation{
 	{ID: "decide_sandbox_gate", Method: "POST", Path: "/v1/sandbox/sessions/{id}/gates/{gateId}/decision", Authority: "holder", Idempotent: true, ReadOnly: false, Scope: "", Required: []string{"id", "gateId", "decision"}, InputRequired: false, MCPTool: "decide_sandbox_gate"},
 	{ID: "delete_email_address", Method: "DELETE", Path: "/v1/email-addresses/{id}", Authority: "agent", Idempotent: false, ReadOnly: false, Scope: "launch", Required: []string{"id"}, InputRequired: false, MCPTool: "delete_email_address"},
 	{ID: "delete_message", Method: "DELETE", Path: "/v1/messages/{id}", Authority: "agent", Idempotent: false, ReadOnly: false, Scope: "launch", Required: []string{"id"}, InputRequired: false, MCPTool: "delete_message"},
+	{ID: "detach_domain", Method: "DELETE", Path: "/v1/domains/{domain}/service", Authority: "agent", Idempotent: false, ReadOnly: false, Scope: "launch", Required: []string{"domain"}, InputRequired: false, MCPTool: "detach_domain"},
 	{ID: "estimate", Method: "POST", Path: "/v1/estimate", Authority: "anonymous", Idempotent: false, ReadOnly: true, Scope: "", Required: []string{"workload"}, InputRequired: false, MCPTool: "estimate"},
 	{ID: "export_project", Method: "POST", Path: "/v1/projects/{id}/export", Authority: "agent", Idempotent: true, ReadOnly: true, Scope: "read", Required: []string{"id"}, InputRequired: false, MCPTool: "export_project"},
 	{ID: "find_missing_blobs", Method: "POST", Path: "/v1/bundles/missing", Authority: "agent", Idempotent: false, ReadOnly: true, Scope: "launch", Required: []string{"manifest", "projectId"}, InputRequired: false, MCPTool: "find_missing_blobs"},

@@ -8,6 +8,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/pierhq/pier/cli"
 	"github.com/pierhq/pier/internal/testkit/testserver"
@@ -104,6 +107,7 @@ func TestEveryHintRuns(t *testing.T) {
 		"ITEMS": `[{"kind":"service","target":"edge","workload":"static_site","name":"hinted"}]`, "DOMAIN": "hinted.dev",
 		"BUNDLE-ID": "bnd_none", "QUOTE-ID": "quo_none", "MANDATE": "x.y.z", "REGISTRATION-SECRET": "sbr_none",
 		"SCENARIO": "allowed", "KEY-FILE": filepath.Join(dir, "holder.jwk"), "CAPABILITY": "sbx_none", "ATTEMPT-JSON": filepath.Join(dir, "attempt.json"), "DECISION": "x.y.z", "GATE-ID": "gat_none", "PROOF-ID": "sbp_00000000000000000000", "AMOUNT-USD": "1", "REASON": "hinted",
+		"SERVICE-ID": "svc_none", "ADDRESS": "hinted@hintsmail0.dev",
 	}
 
 	scenarios := [][]string{
@@ -144,6 +148,9 @@ func TestEveryHintRuns(t *testing.T) {
 		}
 		collect(out)
 	}
+	for _, out := range domainScenarios(t, dir, s.DNSAddr(), project, site, run) {
+		collect(out)
+	}
 	// Tear the first service down through its hint's command too.
 	_, out = run("services", "list", "--json")
 	var svcs struct {
@@ -178,4 +185,109 @@ func TestEveryHintRuns(t *testing.T) {
 		}
 	}
 	t.Logf("ran %d hints", ran)
+}
+
+// domainScenarios drives a domain through its life with a key that may buy
+// domains: bought by a launch, mail set up on it, its site torn down (the
+// mail records stay in DNS, and the receipt says so), launched on again
+// with no quote (it is owned), refused to another service while one holds
+// it (the answer names the holder and the commands that move it),
+// detached, and launched on once more by a service of an existing name
+// (attached first). Every step's DNS is checked with real queries. It
+// returns each step's output for its hints.
+func domainScenarios(t *testing.T, dir, dnsAddr, project, site string, run func(args ...string) (int, string)) []string {
+	t.Helper()
+	var outs []string
+	step := func(want int, args ...string) string {
+		t.Helper()
+		code, out := run(args...)
+		if want >= 0 && code != want || want < 0 && code == 0 {
+			t.Fatalf("%v: exit %d, want %d\n%s", args, code, want, out)
+		}
+		outs = append(outs, out)
+		return out
+	}
+	jsonOf := func(out string, v any) {
+		t.Helper()
+		if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), v); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+	}
+	count := func(name string, typ uint16) int {
+		t.Helper()
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn(name), typ)
+		in, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, dnsAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(in.Answer)
+	}
+	serviceNamed := func(name string) string {
+		t.Helper()
+		var l struct {
+			Data struct {
+				Services []struct{ ID, Name, State string }
+			}
+		}
+		jsonOf(step(0, "services", "list", "--project", project, "--json"), &l)
+		for _, s := range l.Data.Services {
+			if s.Name == name && s.State == "live" {
+				return s.ID
+			}
+		}
+		t.Fatalf("no live service %s", name)
+		return ""
+	}
+	const domain = "hintsmail0.dev"
+	var key struct{ APIKey string }
+	jsonOf(step(0, "admin", "create-key", "--data-dir", dir+"/data", "--scopes", "read,quote,launch,buy_domain", "--json"), &key)
+	step(0, "launch", site, "--project", project, "--name", "mailsite", "--domain", domain, "--api-key", key.APIKey)
+	var q struct{ Data struct{ QuoteID string } }
+	jsonOf(step(0, "quotes", "create", "--project", project, "--items", `[{"kind":"email","domain":"`+domain+`"}]`, "--json"), &q)
+	step(0, "email", "setup", domain, "--quote-id", q.Data.QuoteID)
+	if count(domain, dns.TypeMX) != 1 || count(domain, dns.TypeA) != 1 {
+		t.Fatalf("after email setup: MX %d, A %d", count(domain, dns.TypeMX), count(domain, dns.TypeA))
+	}
+
+	out := step(0, "services", "teardown", serviceNamed("mailsite"))
+	if !strings.Contains(out, "mail_records:"+domain) {
+		t.Fatalf("the teardown's receipt does not say the mail records were kept:\n%s", out)
+	}
+	if count(domain, dns.TypeMX) != 1 || count("_dmarc."+domain, dns.TypeTXT) != 1 || count("pier1._domainkey."+domain, dns.TypeTXT) != 1 || count(domain, dns.TypeA) != 0 {
+		t.Fatalf("after teardown: MX %d, A %d", count(domain, dns.TypeMX), count(domain, dns.TypeA))
+	}
+
+	// Owned: the launch attaches it, with no quote.
+	out = step(0, "launch", site, "--project", project, "--name", "second", "--domain", domain)
+	if strings.Contains(out, "quoting") || !strings.Contains(out, "https://"+domain) || count(domain, dns.TypeA) != 1 || count(domain, dns.TypeMX) != 1 {
+		t.Fatalf("launch on an owned domain:\n%s", out)
+	}
+	second := serviceNamed("second")
+	step(0, "launch", site, "--project", project, "--name", "third")
+	third := serviceNamed("third")
+
+	out = step(-1, "domains", "attach", domain, third)
+	if !strings.Contains(out, "conflict:domain_attached") || !strings.Contains(out, second) ||
+		!strings.Contains(out, "pier domains detach "+domain) || !strings.Contains(out, "pier domains attach "+domain+" "+third) {
+		t.Fatalf("attach of a held domain:\n%s", out)
+	}
+	out = step(0, "domains", "detach", domain)
+	if !strings.Contains(out, "undo: pier domains attach "+domain+" "+second) || count(domain, dns.TypeA) != 0 || count(domain, dns.TypeMX) != 1 {
+		t.Fatalf("detach:\n%s", out)
+	}
+	out = step(0, "domains", "attach", domain, second)
+	if !strings.Contains(out, "undo: pier domains detach "+domain) || count(domain, dns.TypeA) != 1 {
+		t.Fatalf("attach:\n%s", out)
+	}
+	step(0, "domains", "detach", domain)
+
+	// A service of that name runs: the domain is attached to it first.
+	step(0, "launch", site, "--project", project, "--name", "third", "--domain", domain)
+	var d struct{ Data struct{ ServiceID string } }
+	jsonOf(step(0, "domains", "get", domain, "--json"), &d)
+	if d.Data.ServiceID != third || count(domain, dns.TypeA) != 1 || count(domain, dns.TypeMX) != 1 {
+		t.Fatalf("relaunch of third with %s: it serves %q", domain, d.Data.ServiceID)
+	}
+	return outs
 }

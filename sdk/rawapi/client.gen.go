@@ -428,6 +428,31 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/domains/{domain}/registrant-contact (the `SetRegistrantContact` operationId).
 	SetRegistrantContact(ctx context.Context, domain DomainName, params *SetRegistrantContactParams, body SetRegistrantContactJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DetachDomain Detach an owned domain from the service it serves; the domain stays registered and its mail records stay.
+	//
+	// The edge stops serving the service on the domain and DNS stops answering the domain's web names; the service keeps its preview URL. Undo attaches it again.
+	//
+	// Corresponds with DELETE /v1/domains/{domain}/service (the `DetachDomain` operationId).
+	DetachDomain(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AttachDomainWithBody Attach an owned domain to a service, so that the domain and www. under it serve that service.
+	//
+	// DNS (Pier's authoritative server) answers the domain with the edge, and the edge serves the service on it over HTTPS. A domain attached to another service is refused with `conflict:domain_attached`, naming that service and the detach and attach that move it. A domain the organisation does not own answers `not_found:resource`, whoever owns it. The zone's mail records, which belong to the domain's email setup, stay as they are. Undo detaches it again, or attaches it back to the service it served before.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/domains/{domain}/service (the `AttachDomain` operationId).
+	AttachDomainWithBody(ctx context.Context, domain DomainName, params *AttachDomainParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AttachDomain Attach an owned domain to a service, so that the domain and www. under it serve that service.
+	//
+	// DNS (Pier's authoritative server) answers the domain with the edge, and the edge serves the service on it over HTTPS. A domain attached to another service is refused with `conflict:domain_attached`, naming that service and the detach and attach that move it. A domain the organisation does not own answers `not_found:resource`, whoever owns it. The zone's mail records, which belong to the domain's email setup, stay as they are. Undo detaches it again, or attaches it back to the service it served before.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/domains/{domain}/service (the `AttachDomain` operationId).
+	AttachDomain(ctx context.Context, domain DomainName, params *AttachDomainParams, body AttachDomainJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListEmailAddresses List the organisation's email addresses.
 	//
 	// Corresponds with GET /v1/email-addresses (the `ListEmailAddresses` operationId).
@@ -1506,6 +1531,61 @@ func (c *Client) SetRegistrantContactWithBody(ctx context.Context, domain Domain
 // Corresponds with PUT /v1/domains/{domain}/registrant-contact (the `SetRegistrantContact` operationId).
 func (c *Client) SetRegistrantContact(ctx context.Context, domain DomainName, params *SetRegistrantContactParams, body SetRegistrantContactJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetRegistrantContactRequest(c.Server, domain, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DetachDomain Detach an owned domain from the service it serves; the domain stays registered and its mail records stay.
+//
+// The edge stops serving the service on the domain and DNS stops answering the domain's web names; the service keeps its preview URL. Undo attaches it again.
+//
+// Corresponds with DELETE /v1/domains/{domain}/service (the `DetachDomain` operationId).
+func (c *Client) DetachDomain(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDetachDomainRequest(c.Server, domain)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AttachDomainWithBody Attach an owned domain to a service, so that the domain and www. under it serve that service.
+//
+// DNS (Pier's authoritative server) answers the domain with the edge, and the edge serves the service on it over HTTPS. A domain attached to another service is refused with `conflict:domain_attached`, naming that service and the detach and attach that move it. A domain the organisation does not own answers `not_found:resource`, whoever owns it. The zone's mail records, which belong to the domain's email setup, stay as they are. Undo detaches it again, or attaches it back to the service it served before.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/domains/{domain}/service (the `AttachDomain` operationId).
+func (c *Client) AttachDomainWithBody(ctx context.Context, domain DomainName, params *AttachDomainParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAttachDomainRequestWithBody(c.Server, domain, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AttachDomain Attach an owned domain to a service, so that the domain and www. under it serve that service.
+//
+// DNS (Pier's authoritative server) answers the domain with the edge, and the edge serves the service on it over HTTPS. A domain attached to another service is refused with `conflict:domain_attached`, naming that service and the detach and attach that move it. A domain the organisation does not own answers `not_found:resource`, whoever owns it. The zone's mail records, which belong to the domain's email setup, stay as they are. Undo detaches it again, or attaches it back to the service it served before.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/domains/{domain}/service (the `AttachDomain` operationId).
+func (c *Client) AttachDomain(ctx context.Context, domain DomainName, params *AttachDomainParams, body AttachDomainJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAttachDomainRequest(c.Server, domain, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3512,6 +3592,102 @@ func NewSetRegistrantContactRequestWithBody(server string, domain DomainName, pa
 	}
 
 	operationPath := fmt.Sprintf("/v1/domains/%s/registrant-contact", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewDetachDomainRequest constructs an http.Request for the DetachDomain method
+func NewDetachDomainRequest(server string, domain DomainName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "domain", domain, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/domains/%s/service", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAttachDomainRequest calls the generic AttachDomain builder with application/json body
+func NewAttachDomainRequest(server string, domain DomainName, params *AttachDomainParams, body AttachDomainJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAttachDomainRequestWithBody(server, domain, params, "application/json", bodyReader)
+}
+
+// NewAttachDomainRequestWithBody constructs an http.Request for the AttachDomain method, with any body, and a specified content type
+func NewAttachDomainRequestWithBody(server string, domain DomainName, params *AttachDomainParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "domain", domain, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/domains/%s/service", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -6107,6 +6283,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/domains/{domain}/registrant-contact (the `SetRegistrantContact` operationId).
 	SetRegistrantContactWithResponse(ctx context.Context, domain DomainName, params *SetRegistrantContactParams, body SetRegistrantContactJSONRequestBody, reqEditors ...RequestEditorFn) (*SetRegistrantContactResponse, error)
 
+	// DetachDomainWithResponse Detach an owned domain from the service it serves; the domain stays registered and its mail records stay.
+	//
+	// The edge stops serving the service on the domain and DNS stops answering the domain's web names; the service keeps its preview URL. Undo attaches it again.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/domains/{domain}/service (the `DetachDomain` operationId).
+	DetachDomainWithResponse(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*DetachDomainResponse, error)
+
+	// AttachDomainWithBodyWithResponse Attach an owned domain to a service, so that the domain and www. under it serve that service.
+	//
+	// DNS (Pier's authoritative server) answers the domain with the edge, and the edge serves the service on it over HTTPS. A domain attached to another service is refused with `conflict:domain_attached`, naming that service and the detach and attach that move it. A domain the organisation does not own answers `not_found:resource`, whoever owns it. The zone's mail records, which belong to the domain's email setup, stay as they are. Undo detaches it again, or attaches it back to the service it served before.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/domains/{domain}/service (the `AttachDomain` operationId).
+	AttachDomainWithBodyWithResponse(ctx context.Context, domain DomainName, params *AttachDomainParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AttachDomainResponse, error)
+
+	// AttachDomainWithResponse Attach an owned domain to a service, so that the domain and www. under it serve that service.
+	//
+	// DNS (Pier's authoritative server) answers the domain with the edge, and the edge serves the service on it over HTTPS. A domain attached to another service is refused with `conflict:domain_attached`, naming that service and the detach and attach that move it. A domain the organisation does not own answers `not_found:resource`, whoever owns it. The zone's mail records, which belong to the domain's email setup, stay as they are. Undo detaches it again, or attaches it back to the service it served before.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/domains/{domain}/service (the `AttachDomain` operationId).
+	AttachDomainWithResponse(ctx context.Context, domain DomainName, params *AttachDomainParams, body AttachDomainJSONRequestBody, reqEditors ...RequestEditorFn) (*AttachDomainResponse, error)
+
 	// ListEmailAddressesWithResponse List the organisation's email addresses.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -8080,6 +8283,148 @@ func (r SetRegistrantContactResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SetRegistrantContactResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DetachDomainResponse429Headers the declared response headers of an HTTP 429 response for DetachDomain
+type DetachDomainResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type DetachDomainResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DomainAttachmentEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DetachDomainResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DetachDomainResponse) GetJSON200() *DomainAttachmentEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r DetachDomainResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DetachDomainResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DetachDomainResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DetachDomainResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DetachDomainResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DetachDomainResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DetachDomainResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AttachDomainResponse429Headers the declared response headers of an HTTP 429 response for AttachDomain
+type AttachDomainResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type AttachDomainResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DomainAttachmentEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AttachDomainResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AttachDomainResponse) GetJSON200() *DomainAttachmentEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r AttachDomainResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AttachDomainResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r AttachDomainResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AttachDomainResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AttachDomainResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AttachDomainResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AttachDomainResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11602,6 +11947,51 @@ func (c *ClientWithResponses) SetRegistrantContactWithResponse(ctx context.Conte
 	return ParseSetRegistrantContactResponse(rsp)
 }
 
+// DetachDomainWithResponse Detach an owned domain from the service it serves; the domain stays registered and its mail records stay.
+//
+// The edge stops serving the service on the domain and DNS stops answering the domain's web names; the service keeps its preview URL. Undo attaches it again.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/domains/{domain}/service (the `DetachDomain` operationId).
+func (c *ClientWithResponses) DetachDomainWithResponse(ctx context.Context, domain DomainName, reqEditors ...RequestEditorFn) (*DetachDomainResponse, error) {
+	rsp, err := c.DetachDomain(ctx, domain, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDetachDomainResponse(rsp)
+}
+
+// AttachDomainWithBodyWithResponse Attach an owned domain to a service, so that the domain and www. under it serve that service.
+//
+// DNS (Pier's authoritative server) answers the domain with the edge, and the edge serves the service on it over HTTPS. A domain attached to another service is refused with `conflict:domain_attached`, naming that service and the detach and attach that move it. A domain the organisation does not own answers `not_found:resource`, whoever owns it. The zone's mail records, which belong to the domain's email setup, stay as they are. Undo detaches it again, or attaches it back to the service it served before.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/domains/{domain}/service (the `AttachDomain` operationId).
+func (c *ClientWithResponses) AttachDomainWithBodyWithResponse(ctx context.Context, domain DomainName, params *AttachDomainParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AttachDomainResponse, error) {
+	rsp, err := c.AttachDomainWithBody(ctx, domain, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAttachDomainResponse(rsp)
+}
+
+// AttachDomainWithResponse Attach an owned domain to a service, so that the domain and www. under it serve that service.
+//
+// DNS (Pier's authoritative server) answers the domain with the edge, and the edge serves the service on it over HTTPS. A domain attached to another service is refused with `conflict:domain_attached`, naming that service and the detach and attach that move it. A domain the organisation does not own answers `not_found:resource`, whoever owns it. The zone's mail records, which belong to the domain's email setup, stay as they are. Undo detaches it again, or attaches it back to the service it served before.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/domains/{domain}/service (the `AttachDomain` operationId).
+func (c *ClientWithResponses) AttachDomainWithResponse(ctx context.Context, domain DomainName, params *AttachDomainParams, body AttachDomainJSONRequestBody, reqEditors ...RequestEditorFn) (*AttachDomainResponse, error) {
+	rsp, err := c.AttachDomain(ctx, domain, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAttachDomainResponse(rsp)
+}
+
 // ListEmailAddressesWithResponse List the organisation's email addresses.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -13829,6 +14219,154 @@ func ParseSetRegistrantContactResponse(rsp *http.Response) (*SetRegistrantContac
 	switch {
 	case rsp.StatusCode == 429:
 		var headers SetRegistrantContactResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDetachDomainResponse parses an HTTP response from a DetachDomainWithResponse call
+func ParseDetachDomainResponse(rsp *http.Response) (*DetachDomainResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DetachDomainResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DomainAttachmentEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DetachDomainResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAttachDomainResponse parses an HTTP response from a AttachDomainWithResponse call
+func ParseAttachDomainResponse(rsp *http.Response) (*AttachDomainResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AttachDomainResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DomainAttachmentEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers AttachDomainResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

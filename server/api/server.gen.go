@@ -90,6 +90,12 @@ type ServerInterface interface {
 	// SetRegistrantContact Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.
 	// (PUT /v1/domains/{domain}/registrant-contact)
 	SetRegistrantContact(w http.ResponseWriter, r *http.Request, domain DomainName, params SetRegistrantContactParams)
+	// DetachDomain Detach an owned domain from the service it serves; the domain stays registered and its mail records stay.
+	// (DELETE /v1/domains/{domain}/service)
+	DetachDomain(w http.ResponseWriter, r *http.Request, domain DomainName)
+	// AttachDomain Attach an owned domain to a service, so that the domain and www. under it serve that service.
+	// (PUT /v1/domains/{domain}/service)
+	AttachDomain(w http.ResponseWriter, r *http.Request, domain DomainName, params AttachDomainParams)
 	// ListEmailAddresses List the organisation's email addresses.
 	// (GET /v1/email-addresses)
 	ListEmailAddresses(w http.ResponseWriter, r *http.Request, params ListEmailAddressesParams)
@@ -887,6 +893,82 @@ func (siw *ServerInterfaceWrapper) SetRegistrantContact(w http.ResponseWriter, r
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.SetRegistrantContact(w, r, domain, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DetachDomain operation middleware
+func (siw *ServerInterfaceWrapper) DetachDomain(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "domain" -------------
+	var domain DomainName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "domain", r.PathValue("domain"), &domain, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "domain", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DetachDomain(w, r, domain)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AttachDomain operation middleware
+func (siw *ServerInterfaceWrapper) AttachDomain(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "domain" -------------
+	var domain DomainName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "domain", r.PathValue("domain"), &domain, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "domain", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AttachDomainParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AttachDomain(w, r, domain, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2679,6 +2761,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/bundles/{id}", wrapper.GetBundle)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/domains", wrapper.ListDomains)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/domains/{domain}", wrapper.GetDomain)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/domains/{domain}/service", wrapper.DetachDomain)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/domains/{domain}/service", wrapper.AttachDomain)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/quotes/{id}", wrapper.GetQuote)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/services/{id}/logs", wrapper.GetServiceLogs)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/services/{id}/env", wrapper.ListServiceEnv)
@@ -4364,6 +4448,160 @@ type SetRegistrantContactdefaultJSONResponse struct {
 }
 
 func (response SetRegistrantContactdefaultJSONResponse) VisitSetRegistrantContactResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DetachDomainRequestObject struct {
+	Domain DomainName `json:"domain"`
+}
+
+type DetachDomainResponseObject interface {
+	VisitDetachDomainResponse(w http.ResponseWriter) error
+}
+
+type DetachDomain200JSONResponse DomainAttachmentEnvelope
+
+func (response DetachDomain200JSONResponse) VisitDetachDomainResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DetachDomain406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response DetachDomain406JSONResponse) VisitDetachDomainResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DetachDomain429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response DetachDomain429JSONResponse) VisitDetachDomainResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DetachDomaindefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response DetachDomaindefaultJSONResponse) VisitDetachDomainResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachDomainRequestObject struct {
+	Domain DomainName `json:"domain"`
+	Params AttachDomainParams
+	Body   *AttachDomainJSONRequestBody
+}
+
+type AttachDomainResponseObject interface {
+	VisitAttachDomainResponse(w http.ResponseWriter) error
+}
+
+type AttachDomain200JSONResponse DomainAttachmentEnvelope
+
+func (response AttachDomain200JSONResponse) VisitAttachDomainResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachDomain406JSONResponse struct{ NotAcceptableJSONResponse }
+
+func (response AttachDomain406JSONResponse) VisitAttachDomainResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(406)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachDomain429JSONResponse struct{ TooManyRequestsJSONResponse }
+
+func (response AttachDomain429JSONResponse) VisitAttachDomainResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachDomaindefaultJSONResponse struct {
+	Body       ErrorEnvelope
+	StatusCode int
+}
+
+func (response AttachDomaindefaultJSONResponse) VisitAttachDomainResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -7694,6 +7932,12 @@ type StrictServerInterface interface {
 	// SetRegistrantContact Propose the human as registrant of an owned domain; a person confirms it, signed in at the task's approval URL.
 	// (PUT /v1/domains/{domain}/registrant-contact)
 	SetRegistrantContact(ctx context.Context, request SetRegistrantContactRequestObject) (SetRegistrantContactResponseObject, error)
+	// DetachDomain Detach an owned domain from the service it serves; the domain stays registered and its mail records stay.
+	// (DELETE /v1/domains/{domain}/service)
+	DetachDomain(ctx context.Context, request DetachDomainRequestObject) (DetachDomainResponseObject, error)
+	// AttachDomain Attach an owned domain to a service, so that the domain and www. under it serve that service.
+	// (PUT /v1/domains/{domain}/service)
+	AttachDomain(ctx context.Context, request AttachDomainRequestObject) (AttachDomainResponseObject, error)
 	// ListEmailAddresses List the organisation's email addresses.
 	// (GET /v1/email-addresses)
 	ListEmailAddresses(ctx context.Context, request ListEmailAddressesRequestObject) (ListEmailAddressesResponseObject, error)
@@ -8511,6 +8755,66 @@ func (sh *strictHandler) SetRegistrantContact(w http.ResponseWriter, r *http.Req
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(SetRegistrantContactResponseObject); ok {
 		if err := validResponse.VisitSetRegistrantContactResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DetachDomain operation middleware
+func (sh *strictHandler) DetachDomain(w http.ResponseWriter, r *http.Request, domain DomainName) {
+	var request DetachDomainRequestObject
+
+	request.Domain = domain
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DetachDomain(ctx, request.(DetachDomainRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DetachDomain")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DetachDomainResponseObject); ok {
+		if err := validResponse.VisitDetachDomainResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AttachDomain operation middleware
+func (sh *strictHandler) AttachDomain(w http.ResponseWriter, r *http.Request, domain DomainName, params AttachDomainParams) {
+	var request AttachDomainRequestObject
+
+	request.Domain = domain
+	request.Params = params
+
+	var body AttachDomainJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AttachDomain(ctx, request.(AttachDomainRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AttachDomain")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AttachDomainResponseObject); ok {
+		if err := validResponse.VisitAttachDomainResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

@@ -34,3 +34,19 @@ func (o domainRoutes) SearchDomains(ctx context.Context, req api.SearchDomainsRe
 	}
 	return api.SearchDomains200JSONResponse{Data: *res, Actions: next, FormatVersion: FormatVersion}, nil
 }
+
+func (o domainRoutes) AttachDomain(ctx context.Context, req api.AttachDomainRequestObject) (api.AttachDomainResponseObject, error) {
+	a, next, err := o.svc.Domains.Attach(ctx, auth.FromContext(ctx), string(req.Domain), req.Body.ServiceId)
+	if err != nil {
+		return nil, err
+	}
+	return api.AttachDomain200JSONResponse{Data: *a, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o domainRoutes) DetachDomain(ctx context.Context, req api.DetachDomainRequestObject) (api.DetachDomainResponseObject, error) {
+	a, next, err := o.svc.Domains.Detach(ctx, auth.FromContext(ctx), string(req.Domain))
+	if err != nil {
+		return nil, err
+	}
+	return api.DetachDomain200JSONResponse{Data: *a, Actions: next, FormatVersion: FormatVersion}, nil
+}

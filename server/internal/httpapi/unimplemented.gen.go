@@ -16,6 +16,10 @@ func (Unimplemented) ApplyWorkflow(ctx context.Context, request api.ApplyWorkflo
 	return nil, notImplemented("apply_workflow")
 }
 
+func (Unimplemented) AttachDomain(ctx context.Context, request api.AttachDomainRequestObject) (api.AttachDomainResponseObject, error) {
+	return nil, notImplemented("attach_domain")
+}
+
 func (Unimplemented) CreateBillingSetupLink(ctx context.Context, request api.CreateBillingSetupLinkRequestObject) (api.CreateBillingSetupLinkResponseObject, error) {
 	return nil, notImplemented("create_billing_setup_link")
 }
@@ -50,6 +54,10 @@ func (Unimplemented) DeleteEmailAddress(ctx context.Context, request api.DeleteE
 
 func (Unimplemented) DeleteMessage(ctx context.Context, request api.DeleteMessageRequestObject) (api.DeleteMessageResponseObject, error) {
 	return nil, notImplemented("delete_message")
+}
+
+func (Unimplemented) DetachDomain(ctx context.Context, request api.DetachDomainRequestObject) (api.DetachDomainResponseObject, error) {
+	return nil, notImplemented("detach_domain")
 }
 
 func (Unimplemented) Estimate(ctx context.Context, request api.EstimateRequestObject) (api.EstimateResponseObject, error) {

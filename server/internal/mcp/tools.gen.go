@@ -15,6 +15,16 @@ var Tools = []Tool{
 		InputSchema:  "{\"$defs\":{\"ResourceId\":{\"description\":\"An object id, such as `prj_…`, `tsk_…` or `svc_…`.\",\"maxLength\":64,\"minLength\":1,\"pattern\":\"^[A-Za-z0-9_-]+$\",\"type\":\"string\"}},\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"id\":{\"$ref\":\"#/$defs/ResourceId\"},\"idempotencyKey\":{\"description\":\"Sent as the Idempotency-Key header: the same key and arguments replay the stored result.\",\"maxLength\":255,\"minLength\":1,\"pattern\":\"^[\\\\x21-\\\\x7E]+$\",\"type\":\"string\"},\"signedPlan\":{\"description\":\"The signed plan as prepare returned it; when sent it must verify and match the stored plan.\",\"maxLength\":200000,\"type\":\"string\"}},\"required\":[\"id\"],\"type\":\"object\"}",
 	},
 	{
+		Name:        "attach_domain",
+		Title:       "Attach an owned domain to a service, so that the domain and www. under it serve that service.",
+		Description: "Attach an owned domain to a service, so that the domain and www. under it serve that service.\n\nDNS (Pier's authoritative server) answers the domain with the edge, and the edge serves the service on it over HTTPS. A domain attached to another service is refused with `conflict:domain_attached`, naming that service and the detach and attach that move it. A domain the organisation does not own answers `not_found:resource`, whoever owns it. The zone's mail records, which belong to the domain's email setup, stay as they are. Undo detaches it again, or attaches it back to the service it served before.",
+		Method:      "PUT", Path: "/v1/domains/{domain}/service", Authority: "agent", Anonymous: false,
+		ReadOnly: false, Destructive: false, Idempotent: true, DeclaresIdempotencyKey: true,
+		SuccessMedia: "application/json",
+		Arguments:    []Binding{{Name: "domain", In: "path"}, {Name: "idempotencyKey", In: "header"}, {Name: "serviceId", In: "body"}},
+		InputSchema:  "{\"$defs\":{\"DomainName\":{\"maxLength\":253,\"minLength\":3,\"pattern\":\"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\\\.)+[a-z0-9-]{1,24}$\",\"type\":\"string\"}},\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"domain\":{\"$ref\":\"#/$defs/DomainName\"},\"idempotencyKey\":{\"description\":\"Sent as the Idempotency-Key header: the same key and arguments replay the stored result.\",\"maxLength\":255,\"minLength\":1,\"pattern\":\"^[\\\\x21-\\\\x7E]+$\",\"type\":\"string\"},\"serviceId\":{\"description\":\"The service the domain is to serve.\",\"type\":\"string\"}},\"required\":[\"domain\",\"serviceId\"],\"type\":\"object\"}",
+	},
+	{
 		Name:        "create_billing_setup_link",
 		Title:       "Start a card flow for an existing account.",
 		Description: "Start a card flow for an existing account.\n\nFor a scratch account or an expired card. Returns a URL for the human and a secret the poll is bound to.",
@@ -103,6 +113,16 @@ var Tools = []Tool{
 		SuccessMedia: "application/json",
 		Arguments:    []Binding{{Name: "id", In: "path"}},
 		InputSchema:  "{\"$defs\":{\"ResourceId\":{\"description\":\"An object id, such as `prj_…`, `tsk_…` or `svc_…`.\",\"maxLength\":64,\"minLength\":1,\"pattern\":\"^[A-Za-z0-9_-]+$\",\"type\":\"string\"}},\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"id\":{\"$ref\":\"#/$defs/ResourceId\"}},\"required\":[\"id\"],\"type\":\"object\"}",
+	},
+	{
+		Name:        "detach_domain",
+		Title:       "Detach an owned domain from the service it serves; the domain stays registered and its mail records stay.",
+		Description: "Detach an owned domain from the service it serves; the domain stays registered and its mail records stay.\n\nThe edge stops serving the service on the domain and DNS stops answering the domain's web names; the service keeps its preview URL. Undo attaches it again.",
+		Method:      "DELETE", Path: "/v1/domains/{domain}/service", Authority: "agent", Anonymous: false,
+		ReadOnly: false, Destructive: true, Idempotent: true, DeclaresIdempotencyKey: false,
+		SuccessMedia: "application/json",
+		Arguments:    []Binding{{Name: "domain", In: "path"}},
+		InputSchema:  "{\"$defs\":{\"DomainName\":{\"maxLength\":253,\"minLength\":3,\"pattern\":\"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\\\.)+[a-z0-9-]{1,24}$\",\"type\":\"string\"}},\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"domain\":{\"$ref\":\"#/$defs/DomainName\"}},\"required\":[\"domain\"],\"type\":\"object\"}",
 	},
 	{
 		Name:        "estimate",

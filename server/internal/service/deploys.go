@@ -104,7 +104,9 @@ func (s *Launches) relaunch(ctx context.Context, p *auth.Principal, svc store.Se
 			WithActions(actions.Tool("release_quote", "agent", map[string]any{"id": *req.QuoteId}))
 	}
 	if req.Domain != nil && !strings.EqualFold(*req.Domain, svc.Domain) {
-		return nil, nil, apierr.Newf("conflict:state", "%s already runs; a new version keeps its domain (%s)", svc.Name, orNone(svc.Domain))
+		d := strings.ToLower(*req.Domain)
+		return nil, nil, apierr.Newf("conflict:state", "%s already runs; a new version keeps its domain (%s): attach %s to it (attach_domain), then launch again", svc.Name, orNone(svc.Domain), d).
+			WithActions(actions.Tool("attach_domain", "agent", map[string]any{"domain": d, "serviceId": svc.ID}))
 	}
 	if svc.State == "launching" || svc.State == "tearing_down" {
 		return nil, nil, apierr.Newf("conflict:state", "service %s is %s; wait for its task, then launch again", svc.Name, svc.State).

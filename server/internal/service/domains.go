@@ -114,13 +114,9 @@ func (s *Domains) List(ctx context.Context, orgID string, f store.Filter) (*mode
 // GetDomain reads one domain the organisation owns.
 func (s *Domains) Get(ctx context.Context, orgID, domain string) (*models.DomainInfo, []models.Action, error) {
 	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
-	p, err := s.store.Domains().PurchaseByDomain(ctx, domain)
-	if errors.Is(err, store.ErrNotFound) || err == nil && p.OrgID != orgID {
-		return nil, nil, apierr.Newf("not_found:resource", "your organisation owns no domain %s", domain).
-			WithActions(actions.Tool("list_domains", "agent", nil), actions.Tool("search_domains", "agent", map[string]any{"q": domain}))
-	}
+	p, err := s.ownedDomain(ctx, orgID, domain)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, nil, err
 	}
 	v, err := s.domainView(ctx, orgID, p)
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
-	"github.com/pierhq/pier/server/internal/zone"
 )
 
 func serviceActions(v store.Service) []models.Action {
@@ -44,17 +43,6 @@ func serviceActions(v store.Service) []models.Action {
 		next = append(next, actions.Tool("teardown_service", "agent", map[string]any{"id": v.ID}))
 	}
 	return next
-}
-
-type teardownPayload struct {
-	ServiceID   string `json:"serviceId"`
-	PreviewHost string `json:"previewHost"`
-	Domain      string `json:"domain,omitempty"`
-	Actor       string `json:"actor"`
-	// LaunchTaskID is the task that launched the service, whose domain
-	// claim the teardown gives back.
-	LaunchTaskID string `json:"launchTaskId,omitempty"`
-	Target       string `json:"target,omitempty"`
 }
 
 var serviceNameRE = sync.OnceValue(func() *regexp.Regexp {
@@ -186,192 +174,6 @@ func gaveUp(cause error) *apierr.Error {
 	return apierr.Newf("provider:failed", "the launch kept failing and was stopped after its retries: %v", cause)
 }
 
-// TeardownService stops serving a service as a durable task. What cannot be
-// reversed is named in the receipt: a registered domain stays registered.
-// A service already torn down (or tearing down) answers its teardown task
-// again, replayed, so a script that tears down twice sees success. A
-// failed service is torn down too, which retires it.
-func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID string) (*models.TaskHandle, []models.Action, bool, error) {
-	var view *models.TaskHandle
-	var task store.Task
-	replayed := false
-	err := s.store.InTx(ctx, func(tx *store.Tx) error {
-		now := s.Now()
-		svc, err := tx.Services().Lock(ctx, p.OrgID, serviceID)
-		if errors.Is(err, store.ErrNotFound) {
-			return apierr.Newf("not_found:resource", "no service %s in your organisation", serviceID)
-		}
-		if err != nil {
-			return err
-		}
-		if svc.State == "torn_down" || svc.State == "tearing_down" || svc.State == "failed" {
-			if prev, err := tx.Tasks().Lock(ctx, p.OrgID, svc.TaskID); err == nil && prev.Kind == "teardown" {
-				v, err := s.tasks.taskView(prev)
-				if err != nil {
-					return err
-				}
-				if v.BudgetRemainingUsd, err = budgetLeft(ctx, tx, p.OrgID, prev.ProjectID); err != nil {
-					return err
-				}
-				view, task, replayed = v, prev, true
-				return nil
-			}
-		}
-		tearing := "tearing_down"
-		switch svc.State {
-		case "torn_down", "tearing_down":
-			return apierr.Newf("conflict:state", "service %s is already %s", serviceID, svc.State).
-				WithActions(actions.Tool("get_task", "agent", map[string]any{"id": svc.TaskID}))
-		case "failed":
-			// A failed service stays failed until its teardown retires
-			// it: tearing_down would claim its name again, which a
-			// relaunch may hold.
-			tearing = "failed"
-			// It holds no name, host or budget; tearing it down stops
-			// what a failed process launch may have left and retires it.
-			// Its domain, if any, was never served, so its zone is left.
-			svc.Domain = ""
-		case "launching":
-			// A launch waiting for a human can be given up: it ends
-			// canceled, refunded, and the teardown below finds nothing
-			// served. A launch at work must finish first.
-			lt, err := tx.Tasks().Lock(ctx, p.OrgID, svc.TaskID)
-			if err != nil {
-				return err
-			}
-			if lt.State != "input_required" {
-				return apierr.Newf("conflict:state", "service %s is still launching; wait for its task, then tear it down", serviceID).
-					WithActions(actions.Retry("get_task", "agent", map[string]any{"id": svc.TaskID}, 2))
-			}
-			var lpl launchPayload
-			if err := s.endLaunchTx(ctx, tx, p.OrgID, lt.ID, "canceled", apierr.New("conflict:state", "the service was torn down while its launch waited for a human"), &lpl); err != nil {
-				return err
-			}
-			if !lpl.Owned {
-				svc.Domain = "" // never bought, so nothing to keep
-			}
-			if lt.GateID != "" && !lpl.AwaitQuote {
-				// Its own registration gate is moot now.
-				if err := tx.Gates().Decide(ctx, p.OrgID, lt.GateID, "denied", actorOf(p), now); err != nil && !errors.Is(err, store.ErrConflict) {
-					return err
-				}
-			}
-		}
-		proj, err := tx.Projects().Lock(ctx, p.OrgID, svc.ProjectID)
-		if err != nil {
-			return err
-		}
-		pl := teardownPayload{ServiceID: svc.ID, PreviewHost: svc.PreviewHost, Domain: svc.Domain, Actor: actorOf(p), LaunchTaskID: svc.TaskID, Target: svc.Target}
-		zone := "skipped"
-		if svc.Domain != "" {
-			zone = "pending"
-		}
-		steps := []taskStep{{Name: StepUndeploy, State: "pending"}}
-		if runsProcesses(svc.Target) {
-			database := "skipped"
-			if _, err := tx.Services().Database(ctx, svc.ID); err == nil {
-				database = "pending"
-			}
-			steps = append(steps, taskStep{Name: StepStop, State: "pending"}, taskStep{Name: StepDropDatabase, State: database})
-		}
-		steps = append(steps, taskStep{Name: StepRemoveZone, State: zone})
-		sj, _ := json.Marshal(steps)
-		pj, _ := json.Marshal(pl)
-		task = store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: svc.ProjectID, Kind: "teardown", State: "queued",
-			Steps: string(sj), Payload: string(pj), CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
-		if err := tx.Tasks().Insert(ctx, task); err != nil {
-			return err
-		}
-		if err := tx.Services().SetTask(ctx, svc.ID, task.ID, tearing, now); err != nil {
-			return err
-		}
-		var costs []Cost
-		if svc.Domain != "" {
-			costs = append(costs, Cost{Item: "irreversible:domain_registration:" + svc.Domain, Amount: 0})
-		}
-		m := s.Mutation("teardown_service", costs, []models.ResourceRef{{Type: "task", Id: task.ID}}, nil, remaining(proj))
-		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "teardown_service", ObjectType: "service", ObjectID: svc.ID,
-			Details: map[string]any{"taskId": task.ID, "domainKept": svc.Domain}}, now); err != nil {
-			return err
-		}
-		v, err := s.tasks.taskView(task)
-		if err != nil {
-			return err
-		}
-		v.Receipt, v.Undo, v.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
-		view = v
-		return nil
-	})
-	if err != nil {
-		return nil, nil, false, err
-	}
-	if replayed {
-		next := []models.Action{actions.Tool("get_task", "agent", map[string]any{"id": task.ID})}
-		if task.State != "queued" && task.State != "running" {
-			next = []models.Action{actions.Stop("done")}
-		}
-		return view, next, true, nil
-	}
-	return view, s.enqueue(ctx, task.ID, "teardown"), false, nil
-}
-
-func (s *Launches) runTeardown(ctx context.Context, t store.Task) error {
-	var pl teardownPayload
-	rt, err := s.loadRunning(t, &pl)
-	if err != nil {
-		return err
-	}
-	if err := rt.do(ctx, &pl, StepUndeploy, func() (string, error) {
-		// The name, the hosts and any domain claim are free again.
-		if err := s.store.InTx(ctx, func(tx *store.Tx) error {
-			if err := tx.Services().Retire(ctx, pl.ServiceID, "torn_down", s.Now()); err != nil {
-				return err
-			}
-			if pl.LaunchTaskID == "" {
-				return nil
-			}
-			return tx.Domains().ReleaseClaims(ctx, pl.LaunchTaskID)
-		}); err != nil {
-			return "", err
-		}
-		s.invalidate(pl.PreviewHost, pl.Domain)
-		return "no longer served; its name and hosts are free", nil
-	}); err != nil {
-		return err
-	}
-	if err := rt.do(ctx, &pl, StepStop, func() (string, error) {
-		if err := s.runs.stopAll(ctx, pl.ServiceID); err != nil {
-			return "", err
-		}
-		return "processes stopped (SIGTERM, then SIGKILL after the grace period) and their files removed", nil
-	}); err != nil {
-		return err
-	}
-	if err := rt.do(ctx, &pl, StepDropDatabase, func() (string, error) { return s.runs.releaseDatabase(ctx, pl.ServiceID) }); err != nil {
-		return err
-	}
-	if err := rt.do(ctx, &pl, StepRemoveZone, func() (string, error) {
-		if err := s.store.Domains().DeleteZone(ctx, pl.Domain); err != nil {
-			return "", err
-		}
-		s.platform.InvalidateZone(pl.Domain)
-		return "zone removed; the domain stays registered to you", nil
-	}); err != nil {
-		return err
-	}
-	reversed := []string{"serving", "dns"}
-	if runsProcesses(pl.Target) {
-		reversed = append(reversed, "processes")
-	}
-	result := map[string]any{"serviceId": pl.ServiceID, "reversed": reversed}
-	if pl.Domain != "" {
-		result["notReversed"] = []map[string]any{{"what": "domain_registration", "domain": pl.Domain, "why": "a registered domain cannot be unbought; transfer it out from the human pages"}}
-	}
-	rj, _ := json.Marshal(result)
-	rt.t.State, rt.t.Result = "succeeded", string(rj)
-	return rt.save(ctx, &pl)
-}
-
 // domainFree refuses a domain the store says is held: bought by anyone
 // (the caller's own organisation included: it needs no second purchase), or
 // claimed by a launch in flight.
@@ -384,8 +186,9 @@ func (s *Launches) domainFree(ctx context.Context, p *auth.Principal, projectID,
 		return apierr.Internal(err)
 	}
 	if sold && org == p.OrgID {
-		return apierr.Newf("plan:domain_unavailable", "your organisation already owns %s; launch with it, no quote or purchase needed", domain).
-			WithActions(actions.Tool("launch_service", "agent", map[string]any{"id": projectID, "domain": domain, "target": "edge"}))
+		return apierr.Newf("plan:domain_unavailable", "your organisation already owns %s; no quote or purchase needed: launch with it or attach it to a service", domain).
+			WithActions(actions.Tool("get_domain", "agent", map[string]any{"domain": domain}),
+				actions.ToolNeeding("attach_domain", "agent", map[string]any{"domain": domain}, "serviceId"))
 	}
 	return domainTaken(domain)
 }
@@ -492,39 +295,15 @@ func (s *Launches) GetService(ctx context.Context, orgID, id string) (*models.Se
 	return &out, serviceActions(v), nil
 }
 
+// newLaunch are the steps of a request that launches a new service.
+type newLaunch struct{ *Launches }
+
 // LaunchService creates the named service and its launch task. A quote, when
 // given, is consumed here under the project's lock, in the same transaction
 // that records the task: the charge happens exactly once, with the task.
 func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (*models.TaskHandle, []models.Action, error) {
-	if !serviceNameRE().MatchString(req.Name) {
-		return nil, nil, apierr.New("input:invalid", "name must be a lowercase label such as site").WithDetails(models.FieldProblem{Field: "body.name", Problem: "not a label"})
-	}
-	switch req.Target {
-	case "edge":
-	case "process", "worker":
-		if s.runtime == nil {
-			return nil, nil, apierr.Newf("plan:not_implemented", "this deployment runs no processes; use edge for static sites").
-				WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": "static_site"}))
-		}
-		if _, err := s.runtime.Sandbox(); err != nil {
-			return nil, nil, sandboxUnavailable(err)
-		}
-	default:
-		return nil, nil, apierr.Newf("plan:unknown_target", "target %q is not launchable; use edge for static sites", req.Target).
-			WithDetails(models.FieldProblem{Field: "body.target", Problem: "unknown target"})
-	}
-	if req.BundleId == nil || *req.BundleId == "" {
-		return nil, nil, apierr.New("input:invalid", "an edge launch needs bundleId; upload the site first",
-			actions.Tool("upload_assets", "agent", map[string]any{"projectId": projectID})).
-			WithDetails(models.FieldProblem{Field: "body.bundleId", Problem: "missing"})
-	}
-	bundle, err := s.store.Bundles().Get(ctx, p.OrgID, *req.BundleId)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Newf("not_found:resource", "no bundle %s in your organisation", *req.BundleId)
-	} else if err != nil {
-		return nil, nil, apierr.Internal(err)
-	}
-	if err := checkStored(ctx, s.store, p, projectID, bundle); err != nil {
+	bundle, err := newLaunch{s}.checkLaunchRequest(ctx, p, projectID, req)
+	if err != nil {
 		return nil, nil, err
 	}
 	spec, err := s.launchSpec(ctx, projectID, req, bundle)
@@ -540,183 +319,24 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 	if err := s.projects.checkServiceQuota(ctx, p.OrgID); err != nil {
 		return nil, nil, err
 	}
-	if runsProcesses(string(req.Target)) && req.QuoteId == nil {
-		workload := "dynamic_service"
-		switch {
-		case req.Target == "worker":
-			workload = "worker"
-		case slices.Contains(spec.Addons, "managed_postgres"):
-			workload = "database_backed_app"
-		}
-		items := []any{map[string]any{"kind": "service", "workload": workload, "target": string(req.Target), "name": req.Name, "months": 1}}
-		if req.Domain != nil {
-			items = append(items, map[string]any{"kind": "domain", "domain": *req.Domain, "years": 1})
-		}
-		return nil, nil, apierr.Newf("budget:insufficient", "a %s launch runs for a price by the month: quote it first, then launch with the quote", req.Target).
-			WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": projectID, "items": items}))
+	if err := processNeedsQuote(projectID, req, spec); err != nil {
+		return nil, nil, err
 	}
-	domain, owned := "", false
-	if req.Domain != nil {
-		domain = strings.ToLower(*req.Domain)
-		org, sold, err := s.store.Domains().Holder(ctx, domain)
-		switch {
-		case err == nil && sold && org == p.OrgID:
-			owned = true
-		case err == nil:
-			s.quotes.releaseRefusedQuote(ctx, p, req.QuoteId)
-			return nil, nil, domainTaken(domain)
-		case !errors.Is(err, store.ErrNotFound):
-			return nil, nil, apierr.Internal(err)
-		}
-		if !owned && req.QuoteId == nil {
-			return nil, nil, apierr.New("budget:insufficient", "a launch that registers a domain needs a quote that holds its price",
-				actions.Tool("create_quote", "agent", map[string]any{"projectId": projectID,
-					"items": []any{map[string]any{"kind": "domain", "domain": domain, "years": 1}}}))
-		}
+	domain, owned, err := newLaunch{s}.launchDomain(ctx, p, projectID, req)
+	if err != nil {
+		return nil, nil, err
 	}
-
-	now := s.Now()
 	pl := launchPayload{ProjectID: projectID, BundleID: *req.BundleId, Domain: domain, Owned: owned, Years: 1, Actor: actorOf(p),
 		Gated: domain != "" && !owned && !p.HasScope("buy_domain"), Target: string(req.Target), Version: 1}
 	if req.Years != nil {
 		pl.Years = *req.Years
 	}
 	var view *models.TaskHandle
-	var next []models.Action
 	var task store.Task
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
-		var costs []Cost
-		var remainingMicro money.MicroUSD
-		var wait *awaitApproval
-		if req.QuoteId != nil {
-			c, err := s.quotes.Consume(ctx, tx, p, projectID, *req.QuoteId)
-			if errors.As(err, &wait) {
-				c, err = s.quotes.awaitedQuote(ctx, tx, p, projectID, *req.QuoteId)
-			}
-			if err != nil {
-				return err
-			}
-			if err := matchQuote(projectID, c, req, domain, owned, spec.Addons); err != nil {
-				return err
-			}
-			for _, it := range c.Items {
-				costs = append(costs, Cost{Item: it.label(), Amount: it.AmountMicro})
-				if it.Kind == "domain" && it.Domain == domain {
-					pl.DomainMicro, pl.Years = it.AmountMicro, it.Years
-				}
-			}
-			pl.ChargedMicro, pl.QuoteID, remainingMicro = c.AmountMicro, c.QuoteID, c.RemainingMicro
-			if wait != nil {
-				pl.ChargedMicro, pl.AwaitQuote = 0, true
-			}
-		} else {
-			proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
-			if errors.Is(err, store.ErrNotFound) {
-				return projectNotFound(projectID)
-			}
-			if err != nil {
-				return err
-			}
-			remainingMicro = remaining(proj)
-		}
-
-		svc := store.Service{ID: auth.ID("svc"), OrgID: p.OrgID, ProjectID: projectID, Name: req.Name, Target: string(req.Target),
-			PreviewHost: s.PreviewHost(req.Name, projectID), Domain: domain, BundleID: *req.BundleId, State: "launching",
-			CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
-		pl.ServiceID, pl.PreviewHost = svc.ID, svc.PreviewHost
-		task = store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: projectID, Kind: "launch", State: "queued", CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
-		svc.TaskID = task.ID
-		if err := tx.Services().Insert(ctx, svc); errors.Is(err, store.ErrConflict) {
-			return apierr.Newf("conflict:state", "the project already has a service named %s; tear it down or pick another name", req.Name)
-		} else if err != nil {
-			return err
-		}
-		// One owner per host: the preview host, and the domain with www.
-		// under it, belong to this service from now until it fails or is
-		// torn down.
-		if err := tx.Services().ClaimHost(ctx, svc.PreviewHost, svc.ID, p.OrgID, now); errors.Is(err, store.ErrConflict) {
-			return apierr.Newf("conflict:state", "another service answers for %s; tear it down or pick another name", svc.PreviewHost)
-		} else if err != nil {
-			return err
-		}
-		if domain != "" {
-			for _, h := range []string{domain, "www." + domain} {
-				if err := tx.Services().ClaimHost(ctx, h, svc.ID, p.OrgID, now); errors.Is(err, store.ErrConflict) {
-					if owned {
-						return apierr.Newf("conflict:state", "another of your services answers for %s; tear it down first", h).
-							WithActions(actions.Tool("list_services", "agent", map[string]any{"id": projectID}))
-					}
-					return domainTaken(domain)
-				} else if err != nil {
-					return err
-				}
-			}
-			if !owned {
-				if err := tx.Domains().Claim(ctx, domain, p.OrgID, task.ID, now); errors.Is(err, store.ErrConflict) {
-					return domainTaken(domain)
-				} else if err != nil {
-					return err
-				}
-			}
-		}
-
-		steps := []taskStep{{Name: StepCharge, State: "succeeded", CompletedAt: ptr(now.UTC()), Detail: fmt.Sprintf("%s USD", pl.ChargedMicro.Decimal())}}
-		if wait != nil {
-			task.State, task.GateID = "input_required", wait.GateID
-			steps[0] = taskStep{Name: StepCharge, State: "input_required", StartedAt: ptr(now.UTC()),
-				Detail: fmt.Sprintf("a human must approve quote %s (%s USD) before it is charged", wait.QuoteID, wait.AmountMicro.Decimal())}
-		}
-		register, dns := "pending", "pending"
-		switch {
-		case domain == "":
-			register, dns = "skipped", "skipped"
-		case owned:
-			register = "skipped"
-		}
-		steps = append(steps, taskStep{Name: StepRegister, State: register}, taskStep{Name: StepDNS, State: dns})
-		if pl.runs() {
-			database := "skipped"
-			if slices.Contains(spec.Addons, "managed_postgres") {
-				database = "pending"
-			}
-			steps = append(steps, taskStep{Name: StepDatabase, State: database}, taskStep{Name: StepStart, State: "pending"})
-		}
-		steps = append(steps, taskStep{Name: StepDeploy, State: "pending"}, taskStep{Name: StepTLS, State: "pending"})
-		sj, _ := json.Marshal(spec)
-		if err := tx.ServiceVersions().Insert(ctx, store.ServiceVersion{ServiceID: svc.ID, OrgID: p.OrgID, Number: 1, BundleID: pl.BundleID,
-			Spec: string(sj), State: "starting", TaskID: task.ID, CreatedAt: now.UTC()}); err != nil {
-			return err
-		}
-		if owned {
-			steps[1].Detail = domain + " is already yours; nothing bought"
-		}
-		m := s.Mutation("launch_service", costs, []models.ResourceRef{
-			{Type: "service", Id: svc.ID, Url: ptr(s.hostURL("https", svc.PreviewHost))}, {Type: "task", Id: task.ID},
-		}, UndoCall("teardown_service", map[string]any{"id": svc.ID}), remainingMicro)
-		if pl.buys() {
-			// Teardown stops serving; it cannot unbuy the domain.
-			m.Undo.Irreversible = true
-			m.Undo.NotReversed = &[]string{"domain_registration:" + domain}
-		}
-		pl.Receipt, pl.Undo = &m.Receipt, &m.Undo
-		stj, _ := json.Marshal(steps)
-		pj, _ := json.Marshal(pl)
-		task.Steps, task.Payload = string(stj), string(pj)
-		if err := tx.Tasks().Insert(ctx, task); err != nil {
-			return err
-		}
-		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "launch_service", ObjectType: "service", ObjectID: svc.ID,
-			Details: map[string]any{"taskId": task.ID, "name": req.Name, "projectId": projectID, "bundleId": pl.BundleID, "domain": domain,
-				"chargedMicroUsd": pl.ChargedMicro, "quoteId": pl.QuoteID, "awaitingApproval": pl.AwaitQuote}}, now); err != nil {
-			return err
-		}
-		v, err := s.tasks.taskView(task)
-		if err != nil {
-			return err
-		}
-		v.Receipt, v.Undo, v.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
-		view = v
-		return nil
+		var err error
+		view, task, err = newLaunch{s}.insertLaunch(ctx, tx, p, req, spec, &pl)
+		return err
 	})
 	if e := apierr.As(err); err != nil && e.Code == "plan:domain_unavailable" {
 		s.quotes.releaseRefusedQuote(ctx, p, req.QuoteId)
@@ -724,11 +344,251 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 	if err != nil {
 		return nil, nil, err
 	}
-	next = s.enqueue(ctx, task.ID, "launch")
+	next := s.enqueue(ctx, task.ID, "launch")
 	if task.State == "input_required" {
 		next = s.approvals.gateActions(task)
 	}
 	return view, next, nil
+}
+
+// checkLaunchRequest checks the name, the target and the bundle, and
+// reads the bundle, whose content must all be stored.
+func (s newLaunch) checkLaunchRequest(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (store.Bundle, error) {
+	if !serviceNameRE().MatchString(req.Name) {
+		return store.Bundle{}, apierr.New("input:invalid", "name must be a lowercase label such as site").WithDetails(models.FieldProblem{Field: "body.name", Problem: "not a label"})
+	}
+	switch req.Target {
+	case "edge":
+	case "process", "worker":
+		if s.runtime == nil {
+			return store.Bundle{}, apierr.Newf("plan:not_implemented", "this deployment runs no processes; use edge for static sites").
+				WithActions(actions.Tool("estimate", "agent", map[string]any{"workload": "static_site"}))
+		}
+		if _, err := s.runtime.Sandbox(); err != nil {
+			return store.Bundle{}, sandboxUnavailable(err)
+		}
+	default:
+		return store.Bundle{}, apierr.Newf("plan:unknown_target", "target %q is not launchable; use edge for static sites", req.Target).
+			WithDetails(models.FieldProblem{Field: "body.target", Problem: "unknown target"})
+	}
+	if req.BundleId == nil || *req.BundleId == "" {
+		return store.Bundle{}, apierr.New("input:invalid", "an edge launch needs bundleId; upload the site first",
+			actions.Tool("upload_assets", "agent", map[string]any{"projectId": projectID})).
+			WithDetails(models.FieldProblem{Field: "body.bundleId", Problem: "missing"})
+	}
+	bundle, err := s.store.Bundles().Get(ctx, p.OrgID, *req.BundleId)
+	if errors.Is(err, store.ErrNotFound) {
+		return bundle, apierr.Newf("not_found:resource", "no bundle %s in your organisation", *req.BundleId)
+	} else if err != nil {
+		return bundle, apierr.Internal(err)
+	}
+	return bundle, checkStored(ctx, s.store, p, projectID, bundle)
+}
+
+// processNeedsQuote refuses a first process or worker launch without a
+// quote: it runs for a price by the month.
+func processNeedsQuote(projectID string, req models.LaunchRequest, spec versionSpec) error {
+	if !runsProcesses(string(req.Target)) || req.QuoteId != nil {
+		return nil
+	}
+	workload := "dynamic_service"
+	switch {
+	case req.Target == "worker":
+		workload = "worker"
+	case slices.Contains(spec.Addons, "managed_postgres"):
+		workload = "database_backed_app"
+	}
+	items := []any{map[string]any{"kind": "service", "workload": workload, "target": string(req.Target), "name": req.Name, "months": 1}}
+	if req.Domain != nil {
+		items = append(items, map[string]any{"kind": "domain", "domain": *req.Domain, "years": 1})
+	}
+	return apierr.Newf("budget:insufficient", "a %s launch runs for a price by the month: quote it first, then launch with the quote", req.Target).
+		WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": projectID, "items": items}))
+}
+
+// launchDomain is the launch's domain and whether the organisation owns it
+// already (then the launch attaches it, no quote or purchase needed). A
+// domain someone else holds is refused; one to buy needs a quote.
+func (s newLaunch) launchDomain(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (string, bool, error) {
+	if req.Domain == nil {
+		return "", false, nil
+	}
+	domain := strings.ToLower(*req.Domain)
+	org, sold, err := s.store.Domains().Holder(ctx, domain)
+	switch {
+	case err == nil && sold && org == p.OrgID:
+		return domain, true, nil
+	case err == nil:
+		s.quotes.releaseRefusedQuote(ctx, p, req.QuoteId)
+		return "", false, domainTaken(domain)
+	case !errors.Is(err, store.ErrNotFound):
+		return "", false, apierr.Internal(err)
+	}
+	if req.QuoteId == nil {
+		return "", false, apierr.New("budget:insufficient", "a launch that registers a domain needs a quote that holds its price",
+			actions.Tool("create_quote", "agent", map[string]any{"projectId": projectID,
+				"items": []any{map[string]any{"kind": "domain", "domain": domain, "years": 1}}}))
+	}
+	return domain, false, nil
+}
+
+// chargeLaunch consumes the launch's quote, if any, and says what it
+// costs and what budget remains; wait is the quote's gate when a human
+// must approve it first.
+func (s newLaunch) chargeLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, req models.LaunchRequest, spec versionSpec, pl *launchPayload) (costs []Cost, remainingMicro money.MicroUSD, wait *awaitApproval, err error) {
+	if req.QuoteId == nil {
+		proj, err := tx.Projects().Lock(ctx, p.OrgID, pl.ProjectID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, 0, nil, projectNotFound(pl.ProjectID)
+		}
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		return nil, remaining(proj), nil, nil
+	}
+	c, err := s.quotes.Consume(ctx, tx, p, pl.ProjectID, *req.QuoteId)
+	if errors.As(err, &wait) {
+		c, err = s.quotes.awaitedQuote(ctx, tx, p, pl.ProjectID, *req.QuoteId)
+	}
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	if err := matchQuote(pl.ProjectID, c, req, pl.Domain, pl.Owned, spec.Addons); err != nil {
+		return nil, 0, nil, err
+	}
+	for _, it := range c.Items {
+		costs = append(costs, Cost{Item: it.label(), Amount: it.AmountMicro})
+		if it.Kind == "domain" && it.Domain == pl.Domain {
+			pl.DomainMicro, pl.Years = it.AmountMicro, it.Years
+		}
+	}
+	pl.ChargedMicro, pl.QuoteID = c.AmountMicro, c.QuoteID
+	if wait != nil {
+		pl.ChargedMicro, pl.AwaitQuote = 0, true
+	}
+	return costs, c.RemainingMicro, wait, nil
+}
+
+// claimLaunchHosts gives the new service its hosts: one owner per host,
+// the preview host, and the domain with www. under it, from now until it
+// fails or is torn down. A domain to buy is claimed for the launch too.
+func (s newLaunch) claimLaunchHosts(ctx context.Context, tx *store.Tx, p *auth.Principal, svc store.Service, pl *launchPayload, taskID string) error {
+	now := s.Now()
+	if err := tx.Services().ClaimHost(ctx, svc.PreviewHost, svc.ID, p.OrgID, now); errors.Is(err, store.ErrConflict) {
+		return apierr.Newf("conflict:state", "another service answers for %s; tear it down or pick another name", svc.PreviewHost)
+	} else if err != nil {
+		return err
+	}
+	if pl.Domain == "" {
+		return nil
+	}
+	for _, h := range []string{pl.Domain, "www." + pl.Domain} {
+		err := tx.Services().ClaimHost(ctx, h, svc.ID, p.OrgID, now)
+		if errors.Is(err, store.ErrConflict) && pl.Owned {
+			relaunch := map[string]any{"id": pl.ProjectID, "name": svc.Name, "target": svc.Target, "bundleId": pl.BundleID, "domain": pl.Domain}
+			return s.domainHeldBy(ctx, tx, p.OrgID, pl.Domain, actions.Tool("launch_service", "agent", relaunch))
+		}
+		if errors.Is(err, store.ErrConflict) {
+			return domainTaken(pl.Domain)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if pl.Owned {
+		return nil
+	}
+	if err := tx.Domains().Claim(ctx, pl.Domain, p.OrgID, taskID, now); errors.Is(err, store.ErrConflict) {
+		return domainTaken(pl.Domain)
+	} else {
+		return err
+	}
+}
+
+// launchStepList is a new service's launch steps.
+func launchStepList(pl *launchPayload, spec versionSpec, wait *awaitApproval, now time.Time) []taskStep {
+	steps := []taskStep{{Name: StepCharge, State: "succeeded", CompletedAt: ptr(now.UTC()), Detail: fmt.Sprintf("%.2f USD", usd(pl.ChargedMicro))}}
+	if wait != nil {
+		steps[0] = taskStep{Name: StepCharge, State: "input_required", StartedAt: ptr(now.UTC()),
+			Detail: fmt.Sprintf("a human must approve quote %s (%.2f USD) before it is charged", wait.QuoteID, usd(wait.AmountMicro))}
+	}
+	register, dns := "pending", "pending"
+	switch {
+	case pl.Domain == "":
+		register, dns = "skipped", "skipped"
+	case pl.Owned:
+		register = "skipped"
+	}
+	steps = append(steps, taskStep{Name: StepRegister, State: register}, taskStep{Name: StepDNS, State: dns})
+	if pl.Owned {
+		steps[1].Detail = pl.Domain + " is already yours; nothing bought"
+	}
+	if pl.runs() {
+		database := "skipped"
+		if slices.Contains(spec.Addons, "managed_postgres") {
+			database = "pending"
+		}
+		steps = append(steps, taskStep{Name: StepDatabase, State: database}, taskStep{Name: StepStart, State: "pending"})
+	}
+	return append(steps, taskStep{Name: StepDeploy, State: "pending"}, taskStep{Name: StepTLS, State: "pending"})
+}
+
+// insertLaunch charges the launch and records its service, first
+// version, task and ledger entry, in the caller's transaction.
+func (s newLaunch) insertLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, req models.LaunchRequest, spec versionSpec, pl *launchPayload) (*models.TaskHandle, store.Task, error) {
+	now := s.Now()
+	costs, remainingMicro, wait, err := s.chargeLaunch(ctx, tx, p, req, spec, pl)
+	if err != nil {
+		return nil, store.Task{}, err
+	}
+	svc := store.Service{ID: auth.ID("svc"), OrgID: p.OrgID, ProjectID: pl.ProjectID, Name: req.Name, Target: string(req.Target),
+		PreviewHost: s.PreviewHost(req.Name, pl.ProjectID), Domain: pl.Domain, BundleID: pl.BundleID, State: "launching",
+		CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
+	pl.ServiceID, pl.PreviewHost = svc.ID, svc.PreviewHost
+	task := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: pl.ProjectID, Kind: "launch", State: "queued", CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
+	svc.TaskID = task.ID
+	if err := tx.Services().Insert(ctx, svc); errors.Is(err, store.ErrConflict) {
+		return nil, task, apierr.Newf("conflict:state", "the project already has a service named %s; tear it down or pick another name", req.Name)
+	} else if err != nil {
+		return nil, task, err
+	}
+	if err := s.claimLaunchHosts(ctx, tx, p, svc, pl, task.ID); err != nil {
+		return nil, task, err
+	}
+	if wait != nil {
+		task.State, task.GateID = "input_required", wait.GateID
+	}
+	sj, _ := json.Marshal(spec)
+	if err := tx.ServiceVersions().Insert(ctx, store.ServiceVersion{ServiceID: svc.ID, OrgID: p.OrgID, Number: 1, BundleID: pl.BundleID,
+		Spec: string(sj), State: "starting", TaskID: task.ID, CreatedAt: now.UTC()}); err != nil {
+		return nil, task, err
+	}
+	m := s.Mutation("launch_service", costs, []models.ResourceRef{
+		{Type: "service", Id: svc.ID, Url: ptr(s.hostURL("https", svc.PreviewHost))}, {Type: "task", Id: task.ID},
+	}, UndoCall("teardown_service", map[string]any{"id": svc.ID}), remainingMicro)
+	if pl.buys() {
+		// Teardown stops serving; it cannot unbuy the domain.
+		m.Undo.Irreversible = true
+		m.Undo.NotReversed = &[]string{"domain_registration:" + pl.Domain}
+	}
+	pl.Receipt, pl.Undo = &m.Receipt, &m.Undo
+	stj, _ := json.Marshal(launchStepList(pl, spec, wait, now))
+	pj, _ := json.Marshal(pl)
+	task.Steps, task.Payload = string(stj), string(pj)
+	if err := tx.Tasks().Insert(ctx, task); err != nil {
+		return nil, task, err
+	}
+	if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "launch_service", ObjectType: "service", ObjectID: svc.ID,
+		Details: map[string]any{"taskId": task.ID, "name": req.Name, "projectId": pl.ProjectID, "bundleId": pl.BundleID, "domain": pl.Domain,
+			"chargedMicroUsd": pl.ChargedMicro, "quoteId": pl.QuoteID, "awaitingApproval": pl.AwaitQuote}}, now); err != nil {
+		return nil, task, err
+	}
+	v, err := s.tasks.taskView(task)
+	if err != nil {
+		return nil, task, err
+	}
+	v.Receipt, v.Undo, v.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
+	return v, task, nil
 }
 
 // RunTask carries a task forward; the durable runner calls it, and calls it
@@ -885,13 +745,18 @@ func (s *Launches) registerDomain(ctx context.Context, rt *runningTask, pl *laun
 	return fmt.Sprintf("registered %s for %d year(s) (ref %s)", purchase.Domain, purchase.Years, purchase.Ref), nil
 }
 
+// publishZone points the domain's web names at the edge; the zone's mail
+// records, the email setup's, stay (and come back if a teardown before
+// had lost them).
 func (s *Launches) publishZone(ctx context.Context, orgID, domain string) (string, error) {
-	recs := zone.BuildZone(domain, s.zone)
-	if err := s.store.Domains().PutZone(ctx, store.Zone{Domain: domain, OrgID: orgID, Serial: s.Now().Unix(), Records: zone.EncodeRecords(recs), UpdatedAt: s.Now()}); err != nil {
+	mail, n, err := s.syncZone(ctx, orgID, domain, true)
+	if err != nil {
 		return "", err
 	}
-	s.platform.InvalidateZone(domain)
-	return fmt.Sprintf("zone %s with %d records", domain, len(recs)), nil
+	if mail {
+		return fmt.Sprintf("zone %s with %d records, its mail records kept", domain, n), nil
+	}
+	return fmt.Sprintf("zone %s with %d records", domain, n), nil
 }
 
 func (s *Launches) makeHTTPSReady(ctx context.Context, pl *launchPayload) (string, error) {

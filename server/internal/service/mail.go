@@ -358,7 +358,9 @@ func (s *Mail) runSetup(ctx context.Context, t store.Task) error {
 // writeMailRecords puts the mail records into the domain's zone, making
 // the zone when the domain has none.
 func (s *core) writeMailRecords(ctx context.Context, orgID, domain, dkimPublic string) (int, error) {
-	recs, serial := zone.BuildZone(domain, s.zone), s.Now().Unix()
+	// A zone made for mail alone points no web name at the edge: those
+	// come with a service (syncZone).
+	recs, serial := slices.DeleteFunc(zone.BuildZone(domain, s.zone), isWebRecord), s.Now().Unix()
 	if z, err := s.store.Domains().Zone(ctx, domain); err == nil {
 		if recs, err = zone.DecodeRecords(z.Records); err != nil {
 			return 0, err

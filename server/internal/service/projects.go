@@ -299,11 +299,7 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 	}
 	contents["ledger.jsonl"] = lb.Bytes()
 
-	man := leaveManifest{Format: "pier.leave.v1", ProjectID: projectID, CreatedAt: s.Now().UTC().Format("2006-01-02T15:04:05Z"), Domains: domains}
-	if man.Domains == nil {
-		man.Domains = []string{}
-	}
-	files, msum := packageFiles(contents, man)
+	files, msum := s.packageFiles(projectID, domains, contents)
 	m := s.Mutation("export_project", nil, []models.ResourceRef{{Type: "leave_package", Id: hex.EncodeToString(msum[:8])}}, nil, remaining(proj))
 	out := &models.LeavePackage{ProjectId: projectID, ManifestSha256: hex.EncodeToString(msum[:]), Files: files,
 		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
@@ -314,8 +310,7 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 	return out, next, nil
 }
 
-// exportSites adds the files of each live service's bundle, under
-// sites/NAME/.
+// exportSites puts each live service's site files in the leave package.
 func (s *Projects) exportSites(ctx context.Context, orgID string, services []store.Service, contents map[string][]byte) error {
 	for _, svc := range services {
 		if svc.State != "live" || svc.BundleID == "" {
@@ -340,7 +335,7 @@ func (s *Projects) exportSites(ctx context.Context, orgID string, services []sto
 	return nil
 }
 
-// exportDatabases adds each managed database as a plain-SQL dump: taken
+// exportDatabases puts each managed database in as a plain-SQL dump: taken
 // now for a running service, the one taken before teardown dropped it
 // otherwise.
 func (s *Projects) exportDatabases(ctx context.Context, services []store.Service, contents map[string][]byte) error {
@@ -370,10 +365,12 @@ func (s *Projects) exportDatabases(ctx context.Context, services []store.Service
 	return nil
 }
 
-// exportDomains adds every domain the organisation owns, with its zone,
+// exportDomains puts in every domain the organisation owns, with its zone,
 // whatever happened to the services that used it: the zone Pier serves,
-// or, for a domain no live service serves any more, the zone it would
-// serve. It returns the domains.
+// or, for a domain Pier serves no zone for any more, the zone it would
+// serve. Either keeps the mail records of the domain's email setup. The
+// registrant the person confirmed goes in too, as the registrar records
+// it: a new registrar needs it to take the domain over.
 func (s *Projects) exportDomains(ctx context.Context, orgID string, contents map[string][]byte) ([]string, error) {
 	purchases, err := s.store.Domains().OrgPurchases(ctx, orgID)
 	if err != nil {
@@ -381,7 +378,11 @@ func (s *Projects) exportDomains(ctx context.Context, orgID string, contents map
 	}
 	var domains []string
 	for _, pu := range purchases {
-		serial, recs := s.Now().Unix(), zone.BuildZone(pu.Domain, s.zone)
+		serial := s.Now().Unix()
+		recs, err := s.zoneRecords(ctx, orgID, pu.Domain, true)
+		if err != nil {
+			return nil, apierr.Internal(err)
+		}
 		z, err := s.store.Domains().Zone(ctx, pu.Domain)
 		switch {
 		case err == nil:
@@ -398,8 +399,6 @@ func (s *Projects) exportDomains(ctx context.Context, orgID string, contents map
 		}
 		contents["zones/"+pu.Domain+".zone"] = []byte(master)
 		domains = append(domains, pu.Domain)
-		// The registrant the person confirmed, as the registrar records it:
-		// a new registrar needs it to take the domain over.
 		if r, err := s.store.Mail().CurrentRegistrant(ctx, orgID, pu.Domain); err == nil {
 			rec := map[string]any{"domain": pu.Domain, "confirmedAt": r.ConfirmedAt, "registrant": json.RawMessage(r.Contact)}
 			b, _ := json.MarshalIndent(rec, "", "  ")
@@ -411,14 +410,18 @@ func (s *Projects) exportDomains(ctx context.Context, orgID string, contents map
 	return domains, nil
 }
 
-// packageFiles lists a leave package's files, sorted by path, after its
-// manifest, which names each file's digest; it returns the manifest's.
-func packageFiles(contents map[string][]byte, man leaveManifest) ([]models.PackageFile, [sha256.Size]byte) {
+// packageFiles lists the leave package's files, the manifest of SHA-256
+// hashes first, and returns the manifest's hash.
+func (s *Projects) packageFiles(projectID string, domains []string, contents map[string][]byte) ([]models.PackageFile, [32]byte) {
 	paths := make([]string, 0, len(contents))
 	for p := range contents {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
+	man := leaveManifest{Format: "pier.leave.v1", ProjectID: projectID, CreatedAt: s.Now().UTC().Format("2006-01-02T15:04:05Z"), Domains: domains}
+	if man.Domains == nil {
+		man.Domains = []string{}
+	}
 	var files []models.PackageFile
 	for _, path := range paths {
 		sum := sha256.Sum256(contents[path])

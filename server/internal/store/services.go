@@ -106,6 +106,19 @@ func (db Services) DetachDomain(ctx context.Context, serviceID, domain string, n
 	return db.ReleaseHost(ctx, serviceID, "www."+domain)
 }
 
+// AttachDomain puts a domain on a service: it claims the domain and www.
+// under it (ErrConflict when another service holds either) and records
+// the domain as the service's.
+func (db Services) AttachDomain(ctx context.Context, serviceID, orgID, domain string, now time.Time) error {
+	for _, h := range []string{domain, "www." + domain} {
+		if err := db.ClaimHost(ctx, h, serviceID, orgID, now); err != nil {
+			return err
+		}
+	}
+	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE services SET domain = ?, updated_at = ? WHERE id = ?`), domain, now.UnixMicro(), serviceID)
+	return err
+}
+
 // ListServices lists an organisation's services.
 func (db Services) List(ctx context.Context, orgID string, f Filter) ([]Service, error) {
 	return collect(ctx, db.ex, scanService, db.q(`SELECT `+serviceCols+` FROM services
