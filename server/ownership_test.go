@@ -148,100 +148,12 @@ func TestTakeoverScenario(t *testing.T) {
 		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
 		b := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
 		bBuyer := addKey(t, ts, b, "launch", "read", "quote", "buy_domain")
-		c := ts.Client
 		domain := availableDomains(1, "dev", "takeover")[0]
 		aBundle, bBundle := upload(t, ts, a, siteSaying("Owner A")), upload(t, ts, b, siteSaying("Intruder B"))
 
-		// B launches with the name; its own human denies the purchase.
-		bq := c.Do("POST", "/v1/quotes", domainQuote(b.project, domain, 1), b.header()).JSON()["data"].(map[string]any)
-		r := c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bBundle, "domain": domain, "quoteId": bq["quoteId"]}, b.header())
-		if r.StatusCode != 202 {
-			t.Fatalf("B launch: %d %s", r.StatusCode, r.Body)
-		}
-		bTask := r.JSON()["data"].(map[string]any)["taskId"].(string)
-		waiting := waitTask(t, ts, b, bTask, "input_required")
-		// While B's purchase is in flight, the name is taken for everyone.
-		if searchAvailable(t, ts, domain) {
-			t.Fatal("a name being bought shows available")
-		}
-		if r := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()); r.StatusCode != 409 {
-			t.Fatalf("quote during B's purchase: %d %s", r.StatusCode, r.Body)
-		}
-		if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: b.org, UserID: "usr_b"}, gateOf(waiting), false); err != nil {
-			t.Fatal(err)
-		}
-		done := waitTask(t, ts, b, bTask, "succeeded")
-		if done["domainUrl"] != nil || done["httpsReady"].(map[string]any)["domain"] != false {
-			t.Fatalf("denied domain reported ready: %v", done)
-		}
-		for _, st := range done["steps"].([]any) {
-			st := st.(map[string]any)
-			if st["name"] == service.StepRegister && st["state"] != "denied" {
-				t.Fatalf("register step after a denial: %v", st)
-			}
-		}
-		rc := done["receipt"].(map[string]any)
-		if rc["totalUsd"] != 0.0 || rc["costs"].([]any)[0].(map[string]any)["amountUsd"] != 0.0 {
-			t.Fatalf("receipt after a denial: %v", rc)
-		}
-		if done["undo"].(map[string]any)["irreversible"] != false {
-			t.Fatalf("undo after a denial: %v", done["undo"])
-		}
-		svc, err := ts.Store().Services().Get(context.Background(), b.org, done["serviceId"].(string))
-		if err != nil || svc.Domain != "" {
-			t.Fatalf("denied service keeps domain %q (%v)", svc.Domain, err)
-		}
-		if spent, _ := budget(t, ts, b); spent != 0 {
-			t.Fatalf("B charged %v after a denial", spent)
-		}
-		if h, _, err := hostBody(t, ts, domain); strings.Contains(h, "Intruder") || err == nil {
-			t.Fatalf("denied domain served: %q %v", h, err)
-		}
-
-		// The race: both hold quotes, both launch with buy_domain at once.
-		aq := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)
-		bq2 := c.Do("POST", "/v1/quotes", domainQuote(b.project, domain, 1), bBuyer).JSON()["data"].(map[string]any)
-		if aq["decision"] != "ALLOW" || bq2["decision"] != "ALLOW" {
-			t.Fatalf("quotes %v %v", aq, bq2)
-		}
-		var wg sync.WaitGroup
-		var ra, rb *contracttest.Response
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			ra = c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": aBundle, "domain": domain, "quoteId": aq["quoteId"]}, a.header())
-		}()
-		go func() {
-			defer wg.Done()
-			rb = c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "web", "target": "edge", "bundleId": bBundle, "domain": domain, "quoteId": bq2["quoteId"]}, bBuyer)
-		}()
-		wg.Wait()
-		outcome := func(acc account, r *contracttest.Response) string {
-			if r.StatusCode == 409 {
-				if r.JSON()["blockedBy"] != "plan:domain_unavailable" {
-					t.Fatalf("loser refused with %s", r.Body)
-				}
-				return "refused"
-			}
-			if r.StatusCode != 202 {
-				t.Fatalf("launch: %d %s", r.StatusCode, r.Body)
-			}
-			id := r.JSON()["data"].(map[string]any)["taskId"].(string)
-			for {
-				task := ts.Client.Do("GET", "/v1/tasks/"+id, nil, acc.header()).JSON()["data"].(map[string]any)
-				switch task["state"] {
-				case "succeeded":
-					return "won"
-				case "failed":
-					res := task["result"].(map[string]any)
-					if res["blockedBy"] != "plan:domain_unavailable" || res["chargedUsd"] != 0.0 {
-						t.Fatalf("loser's task: %v", res)
-					}
-					return "failed"
-				}
-			}
-		}
-		oa, ob := outcome(a, ra), outcome(b, rb)
+		deniedPurchaseTakesNothing(t, ts, a, b, domain, bBundle)
+		ra, rb := raceForTheDomain(t, ts, a, b, bBuyer, domain, aBundle, bBundle)
+		oa, ob := raceOutcome(t, ts, a, ra), raceOutcome(t, ts, b, rb)
 		if n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain); n != 1 {
 			t.Fatalf("purchases after the race: %d", n)
 		}
@@ -265,6 +177,111 @@ func TestTakeoverScenario(t *testing.T) {
 			}
 		}
 	})
+}
+
+// B launches with the name; its own human denies the purchase. While it
+// is in flight the name is taken for everyone; after the denial B is
+// charged nothing and the domain serves nothing.
+func deniedPurchaseTakesNothing(t *testing.T, ts *testServer, a, b account, domain string, bBundle any) {
+	t.Helper()
+	c := ts.Client
+	bq := c.Do("POST", "/v1/quotes", domainQuote(b.project, domain, 1), b.header()).JSON()["data"].(map[string]any)
+	r := c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bBundle, "domain": domain, "quoteId": bq["quoteId"]}, b.header())
+	if r.StatusCode != 202 {
+		t.Fatalf("B launch: %d %s", r.StatusCode, r.Body)
+	}
+	bTask := r.JSON()["data"].(map[string]any)["taskId"].(string)
+	waiting := waitTask(t, ts, b, bTask, "input_required")
+	// While B's purchase is in flight, the name is taken for everyone.
+	if searchAvailable(t, ts, domain) {
+		t.Fatal("a name being bought shows available")
+	}
+	if r := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()); r.StatusCode != 409 {
+		t.Fatalf("quote during B's purchase: %d %s", r.StatusCode, r.Body)
+	}
+	if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: b.org, UserID: "usr_b"}, gateOf(waiting), false); err != nil {
+		t.Fatal(err)
+	}
+	done := waitTask(t, ts, b, bTask, "succeeded")
+	if done["domainUrl"] != nil || done["httpsReady"].(map[string]any)["domain"] != false {
+		t.Fatalf("denied domain reported ready: %v", done)
+	}
+	for _, st := range done["steps"].([]any) {
+		st := st.(map[string]any)
+		if st["name"] == service.StepRegister && st["state"] != "denied" {
+			t.Fatalf("register step after a denial: %v", st)
+		}
+	}
+	rc := done["receipt"].(map[string]any)
+	if rc["totalUsd"] != 0.0 || rc["costs"].([]any)[0].(map[string]any)["amountUsd"] != 0.0 {
+		t.Fatalf("receipt after a denial: %v", rc)
+	}
+	if done["undo"].(map[string]any)["irreversible"] != false {
+		t.Fatalf("undo after a denial: %v", done["undo"])
+	}
+	svc, err := ts.Store().Services().Get(context.Background(), b.org, done["serviceId"].(string))
+	if err != nil || svc.Domain != "" {
+		t.Fatalf("denied service keeps domain %q (%v)", svc.Domain, err)
+	}
+	if spent, _ := budget(t, ts, b); spent != 0 {
+		t.Fatalf("B charged %v after a denial", spent)
+	}
+	if h, _, err := hostBody(t, ts, domain); strings.Contains(h, "Intruder") || err == nil {
+		t.Fatalf("denied domain served: %q %v", h, err)
+	}
+}
+
+// The race: both hold quotes, both launch with buy_domain at once. It
+// answers the two launches' responses.
+func raceForTheDomain(t *testing.T, ts *testServer, a, b account, bBuyer http.Header, domain string, aBundle, bBundle any) (ra, rb *contracttest.Response) {
+	t.Helper()
+	c := ts.Client
+	aq := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)
+	bq2 := c.Do("POST", "/v1/quotes", domainQuote(b.project, domain, 1), bBuyer).JSON()["data"].(map[string]any)
+	if aq["decision"] != "ALLOW" || bq2["decision"] != "ALLOW" {
+		t.Fatalf("quotes %v %v", aq, bq2)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		ra = c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": aBundle, "domain": domain, "quoteId": aq["quoteId"]}, a.header())
+	}()
+	go func() {
+		defer wg.Done()
+		rb = c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "web", "target": "edge", "bundleId": bBundle, "domain": domain, "quoteId": bq2["quoteId"]}, bBuyer)
+	}()
+	wg.Wait()
+	return ra, rb
+}
+
+// raceOutcome answers how a launch of the race ended: refused at once,
+// won, or failed for want of the domain and charged nothing.
+func raceOutcome(t *testing.T, ts *testServer, acc account, r *contracttest.Response) string {
+	t.Helper()
+	if r.StatusCode == 409 {
+		if r.JSON()["blockedBy"] != "plan:domain_unavailable" {
+			t.Fatalf("loser refused with %s", r.Body)
+		}
+		return "refused"
+	}
+	if r.StatusCode != 202 {
+		t.Fatalf("launch: %d %s", r.StatusCode, r.Body)
+	}
+	id := r.JSON()["data"].(map[string]any)["taskId"].(string)
+	for {
+		task := ts.Client.Do("GET", "/v1/tasks/"+id, nil, acc.header()).JSON()["data"].(map[string]any)
+		switch task["state"] {
+		case "succeeded":
+			return "won"
+		case "failed":
+			res := task["result"].(map[string]any)
+			if res["blockedBy"] != "plan:domain_unavailable" || res["chargedUsd"] != 0.0 {
+				t.Fatalf("loser's task: %v", res)
+			}
+			return "failed"
+		}
+	}
 }
 
 // A name sold elsewhere between the quote and the purchase ends the launch
