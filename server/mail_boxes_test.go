@@ -56,31 +56,10 @@ func TestSMTPRecipientAndInboxCaps(t *testing.T) {
 		domain, inbox := mailDomain(t, ts, a, "mailcap")
 		rcpt := "agent@" + domain
 
-		cl, err := smtp.Dial(ts.SMTPAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.Hello("sender.test"); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.Mail("sender@example.org"); err != nil {
-			t.Fatal(err)
-		}
-		for i := range 50 {
-			if err := cl.Rcpt(rcpt); err != nil {
-				t.Fatalf("recipient %d: %v", i+1, err)
-			}
-		}
-		if err := cl.Rcpt(rcpt); err == nil || !strings.HasPrefix(err.Error(), "452") {
-			t.Fatalf("the 51st recipient: %v", err)
-		}
-		cl.Reset()
-		cl.Quit()
+		fiftyRecipientsAtMost(t, ts.SMTPAddr(), rcpt)
 
 		// Three messages of 1,500 bytes against 4,000: the third does not fit.
-		msg := func(n int) string {
-			return fmt.Sprintf("From: sender@example.org\nSubject: filler %d\n\n%s\n", n, strings.Repeat(strings.Repeat("y", 74)+"\n", 19))
-		}
+		msg := fillerMessage
 		// The first names its recipient twice: one copy (a second would
 		// leave no room for the second message).
 		for n := 1; n <= 2; n++ {
@@ -97,20 +76,7 @@ func TestSMTPRecipientAndInboxCaps(t *testing.T) {
 		}
 
 		c := ts.Client
-		inboxOf := func() map[string]any {
-			t.Helper()
-			r := c.Do("GET", "/v1/inboxes", nil, a.header())
-			if r.StatusCode != 200 {
-				t.Fatalf("list_inboxes: %d %s", r.StatusCode, r.Body)
-			}
-			for _, i := range r.JSON()["data"].(map[string]any)["inboxes"].([]any) {
-				if i := i.(map[string]any); i["id"] == inbox {
-					return i
-				}
-			}
-			t.Fatalf("list_inboxes has no %s: %s", inbox, r.Body)
-			return nil
-		}
+		inboxOf := func() map[string]any { return inboxNamed(t, ts, a, inbox) }
 		full := inboxOf()
 		used := full["bytesUsed"].(float64)
 		if full["address"] != rcpt || full["messages"] != 2.0 || full["bytesLimit"] != 4000.0 || used < 2800 || used > 4000 {
@@ -144,6 +110,54 @@ func TestSMTPRecipientAndInboxCaps(t *testing.T) {
 			t.Fatalf("after freeing room: %v", err)
 		}
 	})
+}
+
+// fiftyRecipientsAtMost wants one SMTP transaction to take 50
+// recipients and refuse the 51st with 452.
+func fiftyRecipientsAtMost(t *testing.T, addr, rcpt string) {
+	t.Helper()
+	cl, err := smtp.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Hello("sender.test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Mail("sender@example.org"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if err := cl.Rcpt(rcpt); err != nil {
+			t.Fatalf("recipient %d: %v", i+1, err)
+		}
+	}
+	if err := cl.Rcpt(rcpt); err == nil || !strings.HasPrefix(err.Error(), "452") {
+		t.Fatalf("the 51st recipient: %v", err)
+	}
+	cl.Reset()
+	cl.Quit()
+}
+
+// fillerMessage is message n, of about 1,500 bytes.
+func fillerMessage(n int) string {
+	return fmt.Sprintf("From: sender@example.org\nSubject: filler %d\n\n%s\n", n, strings.Repeat(strings.Repeat("y", 74)+"\n", 19))
+}
+
+// inboxNamed answers the inbox of list_inboxes whose id is inbox.
+func inboxNamed(t *testing.T, ts *testServer, a account, inbox string) map[string]any {
+	t.Helper()
+	t.Helper()
+	r := ts.Client.Do("GET", "/v1/inboxes", nil, a.header())
+	if r.StatusCode != 200 {
+		t.Fatalf("list_inboxes: %d %s", r.StatusCode, r.Body)
+	}
+	for _, i := range r.JSON()["data"].(map[string]any)["inboxes"].([]any) {
+		if i := i.(map[string]any); i["id"] == inbox {
+			return i
+		}
+	}
+	t.Fatalf("list_inboxes has no %s: %s", inbox, r.Body)
+	return nil
 }
 
 // Attachments are kept as blobs by their SHA-256: get_message names them,
