@@ -145,8 +145,45 @@ func TestH2SameAnswers(t *testing.T) {
 	ref := serveH2(t, e, false, Config{})
 	fast := serveH2(t, e, true, Config{})
 	etag := h2req{sni: siteHost, method: "GET", path: "/"}.do(t, h2Client(ref.addr, siteHost)).header.Get("Etag")
+	cases := h2SameAnswerCases(etag)
+	clients := map[string]*http.Client{}
+	client := func(addr, sni string) *http.Client {
+		if c, ok := clients[addr+sni]; ok {
+			return c
+		}
+		c := h2Client(addr, sni)
+		clients[addr+sni] = c
+		return c
+	}
+	for _, c := range cases {
+		if c.sni == "" {
+			c.sni = siteHost
+		}
+		if c.method == "" {
+			c.method = "GET"
+		}
+		t.Run(c.name, func(t *testing.T) {
+			want := c.do(t, client(ref.addr, c.sni))
+			got := c.do(t, client(fast.addr, c.sni))
+			if got.String() != want.String() {
+				t.Errorf("fast path answered\n%s\nnet/http answered\n%s", got, want)
+			}
+		})
+	}
+	// The site's connection was the fast path's; the others net/http's.
+	if n := fast.served(); n != 1 {
+		t.Errorf("fast path served %d h2 connections, want 1", n)
+	}
+	if n := fast.ln.handoffs.Load(); n != 2 {
+		t.Errorf("%d connections handed to net/http, want 2", n)
+	}
+}
+
+// h2SameAnswerCases answers the requests both servers get over h2; etag
+// is the index's ETag. Method and SNI default to GET and the site.
+func h2SameAnswerCases(etag string) []h2req {
 	s := siteHost
-	cases := []h2req{
+	return []h2req{
 		{name: "index", path: "/"},
 		{name: "1k", path: "/1k.txt"},
 		{name: "big", path: "/big.bin"},
@@ -199,37 +236,6 @@ func TestH2SameAnswers(t *testing.T) {
 		{name: "no site post", sni: "nobody.localhost", method: "POST", path: "/", body: "x"},
 		{name: "api", sni: "localhost", path: "/v1/x"},
 		{name: "api post", sni: "localhost", method: "POST", path: "/v1/x", body: "abcd"},
-	}
-	clients := map[string]*http.Client{}
-	client := func(addr, sni string) *http.Client {
-		if c, ok := clients[addr+sni]; ok {
-			return c
-		}
-		c := h2Client(addr, sni)
-		clients[addr+sni] = c
-		return c
-	}
-	for _, c := range cases {
-		if c.sni == "" {
-			c.sni = siteHost
-		}
-		if c.method == "" {
-			c.method = "GET"
-		}
-		t.Run(c.name, func(t *testing.T) {
-			want := c.do(t, client(ref.addr, c.sni))
-			got := c.do(t, client(fast.addr, c.sni))
-			if got.String() != want.String() {
-				t.Errorf("fast path answered\n%s\nnet/http answered\n%s", got, want)
-			}
-		})
-	}
-	// The site's connection was the fast path's; the others net/http's.
-	if n := fast.served(); n != 1 {
-		t.Errorf("fast path served %d h2 connections, want 1", n)
-	}
-	if n := fast.ln.handoffs.Load(); n != 2 {
-		t.Errorf("%d connections handed to net/http, want 2", n)
 	}
 }
 
