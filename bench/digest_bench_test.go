@@ -59,38 +59,9 @@ func BenchmarkDigestDeploy(b *testing.B) {
 	api := "http://" + s.Addr()
 	site := siteClient(s)
 	cacheDir := b.TempDir()
-	pier := func(args ...string) (string, string) {
-		b.Helper()
-		var out, errOut bytes.Buffer
-		f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-		f.Getenv = func(k string) string {
-			return map[string]string{"PIER_BASE_URL": api, "PIER_API_KEY": key, "PIER_CACHE_DIR": cacheDir}[k]
-		}
-		if code := cli.Run(f, args); code != 0 {
-			b.Fatalf("pier %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errOut.String())
-		}
-		return out.String(), errOut.String()
-	}
-	// served waits until path at url answers 200 with want.
-	served := func(url, path string, want []byte, start time.Time) {
-		for {
-			resp, err := site.Get(strings.TrimSuffix(url, "/") + path)
-			if err == nil {
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK && bytes.Equal(body, want) {
-					return
-				}
-			}
-			if time.Since(start) > 60*time.Second {
-				b.Fatalf("%s%s not served after 60 s: %v", url, path, err)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}
-	previewRE := regexp.MustCompile(`(?m)^(https://\S+)$`)
-	uploadedRE := regexp.MustCompile(`uploaded (\d+) of (\d+) files`)
-	sendingRE := regexp.MustCompile(`uploading (\d+) files?`)
+	cli := &pierCLI{b: b, env: map[string]string{"PIER_BASE_URL": api, "PIER_API_KEY": key, "PIER_CACHE_DIR": cacheDir}}
+	pier := cli.run
+	served := func(url, path string, want []byte, start time.Time) { waitServed(b, site, url, path, want, start) }
 
 	var first, oneFile, smallOneFile, upload []time.Duration
 	var relaunchSent int
@@ -109,12 +80,9 @@ func BenchmarkDigestDeploy(b *testing.B) {
 
 		start := time.Now()
 		out, _ := pier("launch", siteDir, "--project", project, "--name", name)
-		m := previewRE.FindStringSubmatch(out)
-		if m == nil {
-			b.Fatalf("no preview URL in:\n%s", out)
-		}
+		preview := launchedPreviewURL(b, out)
 		index, _ := os.ReadFile(filepath.Join(siteDir, "index.html"))
-		served(m[1], "/", index, start)
+		served(preview, "/", index, start)
 		first = append(first, time.Since(start))
 
 		changed := []byte(fmt.Sprintf("<!doctype html><h1>changed %d</h1>", n))
@@ -123,7 +91,7 @@ func BenchmarkDigestDeploy(b *testing.B) {
 		}
 		start = time.Now()
 		_, progress := pier("launch", siteDir, "--project", project, "--name", name)
-		served(m[1], "/p/00/0007.html", changed, start)
+		served(preview, "/p/00/0007.html", changed, start)
 		oneFile = append(oneFile, time.Since(start))
 		// The progress on stderr says how many files the relaunch sent.
 		if sm := sendingRE.FindStringSubmatch(progress); sm != nil {
@@ -137,17 +105,14 @@ func BenchmarkDigestDeploy(b *testing.B) {
 		small := filepath.Join(b.TempDir(), "small")
 		writeDigestSite(b, small, 50)
 		out, _ = pier("launch", small, "--project", project, "--name", name+"-small")
-		sm := previewRE.FindStringSubmatch(out)
-		if sm == nil {
-			b.Fatalf("no preview URL in:\n%s", out)
-		}
+		smallPreview := launchedPreviewURL(b, out)
 		if err := os.WriteFile(filepath.Join(small, "p/00/0007.html"), changed, 0o644); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
 		start = time.Now()
 		pier("launch", small, "--project", project, "--name", name+"-small")
-		served(sm[1], "/p/00/0007.html", changed, start)
+		served(smallPreview, "/p/00/0007.html", changed, start)
 		smallOneFile = append(smallOneFile, time.Since(start))
 
 		start = time.Now()
@@ -164,6 +129,63 @@ func BenchmarkDigestDeploy(b *testing.B) {
 	b.ReportMetric(float64(percentile(smallOneFile, 0.5).Microseconds())/1000, "50-files-one-file-ms")
 	b.ReportMetric(percentile(upload, 0.5).Seconds(), "upload-s")
 	b.ReportMetric(float64(relaunchSent), "files-sent-after-one-change")
+}
+
+// Where the CLI's output says the preview URL, the files uploaded and the
+// files being sent.
+var (
+	previewRE  = regexp.MustCompile(`(?m)^(https://\S+)$`)
+	uploadedRE = regexp.MustCompile(`uploaded (\d+) of (\d+) files`)
+	sendingRE  = regexp.MustCompile(`uploading (\d+) files?`)
+)
+
+// launchedPreviewURL answers the preview URL a launch printed.
+func launchedPreviewURL(b *testing.B, out string) string {
+	b.Helper()
+	m := previewRE.FindStringSubmatch(out)
+	if m == nil {
+		b.Fatalf("no preview URL in:\n%s", out)
+	}
+	return m[1]
+}
+
+// pierCLI runs pier commands in process with env as their environment.
+type pierCLI struct {
+	b   *testing.B
+	env map[string]string
+}
+
+// run runs pier with args, failing unless it exits 0, and answers its
+// stdout and stderr.
+func (p *pierCLI) run(args ...string) (string, string) {
+	p.b.Helper()
+	var out, errOut bytes.Buffer
+	f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	f.Getenv = func(k string) string { return p.env[k] }
+	if code := cli.Run(f, args); code != 0 {
+		p.b.Fatalf("pier %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errOut.String())
+	}
+	return out.String(), errOut.String()
+}
+
+// waitServed waits until path at url answers 200 with want, failing 60 s
+// after start.
+func waitServed(b *testing.B, site *http.Client, url, path string, want []byte, start time.Time) {
+	b.Helper()
+	for {
+		resp, err := site.Get(strings.TrimSuffix(url, "/") + path)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && bytes.Equal(body, want) {
+				return
+			}
+		}
+		if time.Since(start) > 60*time.Second {
+			b.Fatalf("%s%s not served after 60 s: %v", url, path, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // writeDigestSite writes n files of 1 KiB of fresh text under dir, in
@@ -210,63 +232,10 @@ func BenchmarkDigestDeployPhases(b *testing.B) {
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, s.HTTPSAddr())
 		}}}
-	ctx := context.Background()
 	phases := []string{"hash", "find", "upload", "create", "launch", "task", "https"}
 	took := map[string][]time.Duration{}
 
-	deploy := func(prefix, dir, name, probe string) {
-		clock := time.Now()
-		lap := func(phase string) {
-			now := time.Now()
-			took[prefix+phase] = append(took[prefix+phase], now.Sub(clock))
-			clock = now
-		}
-		manifest, paths := hashDir(b, dir)
-		lap("hash")
-		m, err := c.FindMissingBlobs(ctx, sdk.FindMissingBlobsJSONRequestBody{ProjectId: project, Manifest: manifest})
-		if err != nil {
-			b.Fatal(err)
-		}
-		lap("find")
-		putBatches(b, c, m.Data.Missing, paths)
-		lap("upload")
-		bundle, err := c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
-		if err != nil {
-			b.Fatal(err)
-		}
-		lap("create")
-		l, err := c.LaunchService(ctx, project, &sdk.LaunchServiceParams{}, sdk.LaunchServiceJSONRequestBody{Name: name, Target: "edge", BundleId: &bundle.Data.BundleId})
-		if err != nil {
-			b.Fatal(err)
-		}
-		lap("launch")
-		var url string
-		for deadline := time.Now().Add(60 * time.Second); url == ""; time.Sleep(2 * time.Millisecond) {
-			t, err := c.GetTask(ctx, l.Data.TaskId)
-			if err != nil || time.Now().After(deadline) || t.Data.State == sdk.TaskHandleStateFailed {
-				b.Fatalf("task: %v %+v", err, t)
-			}
-			if t.Data.State == sdk.TaskHandleStateSucceeded {
-				url = *t.Data.PreviewUrl
-			}
-		}
-		lap("task")
-		want, _ := os.ReadFile(filepath.Join(dir, filepath.FromSlash(probe)))
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-			resp, err := site.Get(strings.TrimSuffix(url, "/") + "/" + probe)
-			if err == nil {
-				got, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if bytes.Equal(got, want) {
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("%s not served", probe)
-			}
-		}
-		lap("https")
-	}
+	deploy := (&phasedDeploy{b: b, c: c, site: site, project: project, took: took}).deploy
 
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {
@@ -287,6 +256,74 @@ func BenchmarkDigestDeployPhases(b *testing.B) {
 			b.ReportMetric(float64(percentile(took[prefix+p], 0.5).Microseconds())/1000, prefix+p+"-ms")
 		}
 	}
+}
+
+// phasedDeploy deploys a directory through the SDK, step by step, and
+// records in took how long each phase took.
+type phasedDeploy struct {
+	b       *testing.B
+	c       *sdk.Client
+	site    *http.Client
+	project string
+	took    map[string][]time.Duration
+}
+
+// deploy hashes dir, finds and uploads what is missing, makes a bundle,
+// launches it as name and waits until probe is served over HTTPS. Each
+// phase's time is recorded under prefix and the phase's name.
+func (d *phasedDeploy) deploy(prefix, dir, name, probe string) {
+	ctx := context.Background()
+	clock := time.Now()
+	lap := func(phase string) {
+		now := time.Now()
+		d.took[prefix+phase] = append(d.took[prefix+phase], now.Sub(clock))
+		clock = now
+	}
+	manifest, paths := hashDir(d.b, dir)
+	lap("hash")
+	m, err := d.c.FindMissingBlobs(ctx, sdk.FindMissingBlobsJSONRequestBody{ProjectId: d.project, Manifest: manifest})
+	if err != nil {
+		d.b.Fatal(err)
+	}
+	lap("find")
+	putBatches(d.b, d.c, m.Data.Missing, paths)
+	lap("upload")
+	bundle, err := d.c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: d.project, Manifest: &manifest})
+	if err != nil {
+		d.b.Fatal(err)
+	}
+	lap("create")
+	l, err := d.c.LaunchService(ctx, d.project, &sdk.LaunchServiceParams{}, sdk.LaunchServiceJSONRequestBody{Name: name, Target: "edge", BundleId: &bundle.Data.BundleId})
+	if err != nil {
+		d.b.Fatal(err)
+	}
+	lap("launch")
+	var url string
+	for deadline := time.Now().Add(60 * time.Second); url == ""; time.Sleep(2 * time.Millisecond) {
+		t, err := d.c.GetTask(ctx, l.Data.TaskId)
+		if err != nil || time.Now().After(deadline) || t.Data.State == sdk.TaskHandleStateFailed {
+			d.b.Fatalf("task: %v %+v", err, t)
+		}
+		if t.Data.State == sdk.TaskHandleStateSucceeded {
+			url = *t.Data.PreviewUrl
+		}
+	}
+	lap("task")
+	want, _ := os.ReadFile(filepath.Join(dir, filepath.FromSlash(probe)))
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		resp, err := d.site.Get(strings.TrimSuffix(url, "/") + "/" + probe)
+		if err == nil {
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if bytes.Equal(got, want) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			d.b.Fatalf("%s not served", probe)
+		}
+	}
+	lap("https")
 }
 
 // putBatches uploads contents as the CLI does: up to 500 small files to a

@@ -30,74 +30,85 @@ func TestRelaunchUnderLoad(t *testing.T) {
 	first := waitTaskState(t, key, api, task["taskId"].(string), "succeeded")
 	host := hostOf(first["previewUrl"].(string))
 
-	var (
-		stop       atomic.Bool
-		relaunched atomic.Bool // the relaunch task succeeded: the old version is stopped
-		wg         sync.WaitGroup
-		total      atomic.Int64
-		failed     atomic.Int64 // transport errors and answers other than 200
-		seen1      atomic.Int64
-		seen2      atomic.Int64
-		late1      atomic.Int64 // the old greeting, asked after the old version stopped
-		mu         sync.Mutex
-		failures   []string
-	)
-	fail := func(format string, args ...any) {
-		failed.Add(1)
-		mu.Lock()
-		if len(failures) < 10 {
-			failures = append(failures, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
-		}
-		mu.Unlock()
-	}
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := &http.Client{Timeout: 5 * time.Second}
-			for !stop.Load() {
-				after := relaunched.Load()
-				code, body, err := edgeGet(c, s.Addr(), host)
-				total.Add(1)
-				switch {
-				case err != nil:
-					fail("transport: %v", err)
-				case code != http.StatusOK:
-					fail("%d %q", code, body)
-				case body == v1+"\n":
-					seen1.Add(1)
-					if after {
-						late1.Add(1)
-					}
-				case body == v2+"\n":
-					seen2.Add(1)
-				default:
-					fail("200 with %q", body)
-				}
-			}
-		}()
-	}
-
+	l := &greetingLoad{v1: v1 + "\n", v2: v2 + "\n"}
+	l.start(s.Addr(), host, 4)
 	time.Sleep(2 * time.Second)
 	started := time.Now()
 	re := apiCall(t, key, "POST", api+"/v1/projects/"+project+"/launch", map[string]any{"name": "app", "target": "process",
 		"bundleId": bundle, "env": map[string]any{"GREETING": v2}})
 	done := waitTaskState(t, key, api, re["taskId"].(string), "succeeded")
-	relaunched.Store(true)
+	l.relaunched.Store(true)
 	took := time.Since(started)
 	time.Sleep(2 * time.Second)
-	stop.Store(true)
-	wg.Wait()
+	l.stop.Store(true)
+	l.wg.Wait()
 
 	t.Logf("%d requests through a relaunch (%.1f s to version %v, drain included): %d failed, %d old greeting, %d new, %d old after the old version stopped",
-		total.Load(), took.Seconds(), done["result"].(map[string]any)["version"], failed.Load(), seen1.Load(), seen2.Load(), late1.Load())
-	if failed.Load() > 0 {
-		t.Errorf("%d of %d requests failed across the relaunch; first ones:\n%s", failed.Load(), total.Load(), strings.Join(failures, "\n"))
+		l.total.Load(), took.Seconds(), done["result"].(map[string]any)["version"], l.failed.Load(), l.seen1.Load(), l.seen2.Load(), l.late1.Load())
+	if l.failed.Load() > 0 {
+		t.Errorf("%d of %d requests failed across the relaunch; first ones:\n%s", l.failed.Load(), l.total.Load(), strings.Join(l.failures, "\n"))
 	}
-	if seen1.Load() == 0 || seen2.Load() == 0 {
-		t.Errorf("the load saw %d answers from the old version and %d from the new one; it should see both", seen1.Load(), seen2.Load())
+	if l.seen1.Load() == 0 || l.seen2.Load() == 0 {
+		t.Errorf("the load saw %d answers from the old version and %d from the new one; it should see both", l.seen1.Load(), l.seen2.Load())
 	}
-	if late1.Load() > 0 {
-		t.Errorf("%d requests sent after the relaunch task succeeded were answered by the old version", late1.Load())
+	if l.late1.Load() > 0 {
+		t.Errorf("%d requests sent after the relaunch task succeeded were answered by the old version", l.late1.Load())
+	}
+}
+
+// greetingLoad asks a host for its greeting in a loop from several
+// goroutines and counts the answers: v1 before and after the relaunch
+// succeeded, v2, and failures.
+type greetingLoad struct {
+	v1, v2     string
+	stop       atomic.Bool
+	relaunched atomic.Bool // the relaunch task succeeded: the old version is stopped
+	wg         sync.WaitGroup
+	total      atomic.Int64
+	failed     atomic.Int64 // transport errors and answers other than 200
+	seen1      atomic.Int64
+	seen2      atomic.Int64
+	late1      atomic.Int64 // the old greeting, asked after the old version stopped
+	mu         sync.Mutex
+	failures   []string
+}
+
+func (l *greetingLoad) fail(format string, args ...any) {
+	l.failed.Add(1)
+	l.mu.Lock()
+	if len(l.failures) < 10 {
+		l.failures = append(l.failures, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
+	}
+	l.mu.Unlock()
+}
+
+// start runs n goroutines asking addr for host until stop is set.
+func (l *greetingLoad) start(addr, host string, n int) {
+	for range n {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			c := &http.Client{Timeout: 5 * time.Second}
+			for !l.stop.Load() {
+				after := l.relaunched.Load()
+				code, body, err := edgeGet(c, addr, host)
+				l.total.Add(1)
+				switch {
+				case err != nil:
+					l.fail("transport: %v", err)
+				case code != http.StatusOK:
+					l.fail("%d %q", code, body)
+				case body == l.v1:
+					l.seen1.Add(1)
+					if after {
+						l.late1.Add(1)
+					}
+				case body == l.v2:
+					l.seen2.Add(1)
+				default:
+					l.fail("200 with %q", body)
+				}
+			}
+		}()
 	}
 }

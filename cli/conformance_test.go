@@ -137,6 +137,40 @@ func TestConformanceRunWithGivenKey(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	t.Setenv("HOME", filepath.Join(dir, "home"))
 
+	digest := runSignedByGivenKey(t, base, dir, key, keyPath, report)
+
+	// With the given key as the trusted set: verified, by that key.
+	code, out := verifyConformanceJSON(t, report, "--keys", conformanceJWKS(dir, "given-jwks.json", key))
+	if code != ExitOK || out["verified"] != true {
+		t.Fatalf("verify with the given key: exit %d: %v", code, out)
+	}
+	reports, _ := out["reports"].([]any)
+	first, _ := reports[0].(map[string]any)
+	if s, _ := first["signer"].(map[string]any); s["kid"] != key.Thumbprint() || s["trusted"] != true {
+		t.Errorf("signer %v, want the given key, trusted", first["signer"])
+	}
+
+	// Against another key: refused.
+	code, out = verifyConformanceJSON(t, report, "--keys", conformanceJWKS(dir, "other-jwks.json", other))
+	if code != ExitError || conformanceErrorCode(out) != conformance.CodeSignature {
+		t.Fatalf("verify with another key: exit %d: %v", code, out)
+	}
+
+	otherKeysSignatureRefused(t, dir, report, digest, key, otherPath)
+
+	// A key file others may read is refused before anything runs.
+	os.Chmod(keyPath, 0o644)
+	f, ts := newTestFactory(map[string]string{"PIER_BASE_URL": base})
+	if code := runWith(t, f, NewCmdConformance(f), "run", "--profile", "anonymous", "--key", keyPath); code == ExitOK || !strings.Contains(ts.err.String(), "chmod 600") {
+		t.Errorf("a 0644 key: exit %d: %s", code, ts.err)
+	}
+}
+
+// runSignedByGivenKey runs the anonymous profile with --key and wants the
+// report signed by that key, and no default key made. It answers the
+// report's digest.
+func runSignedByGivenKey(t *testing.T, base, dir string, key *holder.Key, keyPath, report string) string {
+	t.Helper()
 	f, ts := newTestFactory(map[string]string{"PIER_BASE_URL": base})
 	if code := runWith(t, f, NewCmdConformance(f), "run", "--profile", "anonymous", "--key", keyPath, "--out", report); code != ExitError {
 		t.Fatalf("run: exit %d: %s", code, ts.err)
@@ -148,7 +182,6 @@ func TestConformanceRunWithGivenKey(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "config", "pier", "conformance.jwk")); err == nil {
 		t.Errorf("a run with --key created the default key")
 	}
-
 	raw, err := os.ReadFile(report)
 	if err != nil {
 		t.Fatal(err)
@@ -162,90 +195,98 @@ func TestConformanceRunWithGivenKey(t *testing.T) {
 	if err != nil || signer.KID != key.Thumbprint() {
 		t.Fatalf("signature kid %q (%v), want the given key's thumbprint %s", signer.KID, err, key.Thumbprint())
 	}
+	return digest
+}
 
-	jwks := func(name string, k *holder.Key) string {
-		pub := k.PublicJWK()
-		pub.KeyID = k.Thumbprint()
-		b, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{pub}})
-		path := filepath.Join(dir, name)
-		os.WriteFile(path, b, 0o644)
-		return path
-	}
-	verify := func(args ...string) (int, map[string]any) {
-		t.Helper()
-		f, ts := newTestFactory(nil)
-		code := runWith(t, f, NewCmdConformance(f), append([]string{"verify", "--json"}, args...)...)
-		var out map[string]any
-		if err := json.Unmarshal(ts.out.Bytes(), &out); err != nil {
-			t.Fatalf("verify --json: %v: %s", err, ts.out)
-		}
-		return code, out
-	}
-	errCode := func(out map[string]any) string {
-		e, _ := out["error"].(map[string]any)
-		s, _ := e["code"].(string)
-		return s
-	}
-
-	// With the given key as the trusted set: verified, by that key.
-	code, out := verify(report, "--keys", jwks("given-jwks.json", key))
-	if code != ExitOK || out["verified"] != true {
-		t.Fatalf("verify with the given key: exit %d: %v", code, out)
-	}
-	reports, _ := out["reports"].([]any)
-	first, _ := reports[0].(map[string]any)
-	if s, _ := first["signer"].(map[string]any); s["kid"] != key.Thumbprint() || s["trusted"] != true {
-		t.Errorf("signer %v, want the given key, trusted", first["signer"])
-	}
-
-	// Against another key: refused.
-	code, out = verify(report, "--keys", jwks("other-jwks.json", other))
-	if code != ExitError || errCode(out) != conformance.CodeSignature {
-		t.Fatalf("verify with another key: exit %d: %v", code, out)
-	}
-
-	// A signature by another key, even one naming itself: refused under
-	// the given key's set, and without one not verified: the other key's
-	// thumbprint is reported, untrusted, and verify exits 1.
+// A signature by another key, even one naming itself: refused under the
+// given key's set, and without one not verified: the other key's
+// thumbprint is reported, untrusted, and verify exits 1.
+func otherKeysSignatureRefused(t *testing.T, dir, report, digest string, key *holder.Key, otherPath string) {
+	t.Helper()
 	otherKey, err := holder.LoadKey(otherPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	forged, _ := conformance.Sign(otherKey, digest)
 	os.WriteFile(conformance.SignaturePath(report), []byte(forged), 0o644)
-	code, out = verify(report, "--keys", jwks("given-jwks.json", key))
-	if code != ExitError || errCode(out) != conformance.CodeSignature {
+	code, out := verifyConformanceJSON(t, report, "--keys", conformanceJWKS(dir, "given-jwks.json", key))
+	if code != ExitError || conformanceErrorCode(out) != conformance.CodeSignature {
 		t.Fatalf("another key's signature under the given key's set: exit %d: %v", code, out)
 	}
-	code, out = verify(report)
-	if s, _ := out["signer"].(map[string]any); code != ExitError || out["verified"] != false || errCode(out) != conformance.CodeSignerUntrusted ||
+	code, out = verifyConformanceJSON(t, report)
+	if s, _ := out["signer"].(map[string]any); code != ExitError || out["verified"] != false || conformanceErrorCode(out) != conformance.CodeSignerUntrusted ||
 		s["kid"] != otherKey.Thumbprint() || s["trusted"] != false {
 		t.Fatalf("another key's signature without a key set: exit %d: %v", code, out)
 	}
-
-	// A key file others may read is refused before anything runs.
-	os.Chmod(keyPath, 0o644)
-	f, ts = newTestFactory(map[string]string{"PIER_BASE_URL": base})
-	if code := runWith(t, f, NewCmdConformance(f), "run", "--profile", "anonymous", "--key", keyPath); code == ExitOK || !strings.Contains(ts.err.String(), "chmod 600") {
-		t.Errorf("a 0644 key: exit %d: %s", code, ts.err)
-	}
 }
 
-// TestConformanceVerifyStranger: an edited report re-signed with a fresh
-// key is never "ok": without --keys verify prints it as unverified with the
-// stranger's thumbprint and exits 1; --json says verified false and names
-// the signer. A chain whose newest report was removed is caught by the
-// head digest or the count the auditor gives, and a chain with no anchor
-// is not verified. --keys may be the URL the signer publishes its JWKS at.
+// conformanceJWKS writes a key set of k's public key to dir/name and
+// answers its path.
+func conformanceJWKS(dir, name string, k *holder.Key) string {
+	pub := k.PublicJWK()
+	pub.KeyID = k.Thumbprint()
+	b, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{pub}})
+	path := filepath.Join(dir, name)
+	os.WriteFile(path, b, 0o644)
+	return path
+}
+
+// verifyConformanceJSON runs pier conformance verify --json with args.
+func verifyConformanceJSON(t *testing.T, args ...string) (int, map[string]any) {
+	t.Helper()
+	f, ts := newTestFactory(nil)
+	code := runWith(t, f, NewCmdConformance(f), append([]string{"verify", "--json"}, args...)...)
+	var out map[string]any
+	if err := json.Unmarshal(ts.out.Bytes(), &out); err != nil {
+		t.Fatalf("verify --json: %v: %s", err, ts.out)
+	}
+	return code, out
+}
+
+func conformanceErrorCode(out map[string]any) string {
+	e, _ := out["error"].(map[string]any)
+	s, _ := e["code"].(string)
+	return s
+}
+
 func TestConformanceVerifyStranger(t *testing.T) {
 	dir := t.TempDir()
 	_, ownerPath := conformanceKeyFile(t, dir, "owner.jwk")
 	stranger, _ := conformanceKeyFile(t, dir, "stranger.jwk")
-
-	// Two reports in one chain, signed by the owner, through the CLI.
-	base := conformanceTarget(t)
 	reports := filepath.Join(dir, "reports")
 	first, second := filepath.Join(reports, "1.json"), filepath.Join(reports, "2.json")
+	jwksPath := ownersChainOfTwo(t, dir, ownerPath, first, second)
+	raw, _ := os.ReadFile(second)
+	head, _ := conformance.Digest(raw)
+
+	// The owner's chain, anchored and with the owner's keys: ok.
+	if code, out, errOut := verifyConformance(t, "--chain", reports, "--keys", jwksPath, "--head", head); code != ExitOK || !strings.Contains(out, "2 reports in one chain") {
+		t.Fatalf("the owner's chain: exit %d:\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := verifyConformance(t, "--chain", reports, "--keys", jwksPath, "--count", "2"); code != ExitOK {
+		t.Fatalf("the owner's chain by count: exit %d: %s", code, errOut)
+	}
+	// The keys from the URL the auditor names.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := os.ReadFile(jwksPath)
+		w.Write(b)
+	}))
+	defer srv.Close()
+	if code, _, errOut := verifyConformance(t, second, "--keys", srv.URL+"/conformance-jwks.json"); code != ExitOK {
+		t.Fatalf("keys from a URL: exit %d: %s", code, errOut)
+	}
+
+	strangerResigns(t, second, raw, stranger)
+	strangersReportUnverified(t, second, jwksPath, stranger)
+	newestRemovedBreaksTheAnchor(t, reports, first, second, jwksPath, head)
+}
+
+// ownersChainOfTwo runs the anonymous profile twice, signed by the owner
+// through the CLI, the second report chained to the first, and writes the
+// owner's key set. It answers the key set's path.
+func ownersChainOfTwo(t *testing.T, dir, ownerPath, first, second string) string {
+	t.Helper()
+	base := conformanceTarget(t)
 	for _, args := range [][]string{
 		{"run", "--profile", "anonymous", "--key", ownerPath, "--out", first},
 		{"run", "--profile", "anonymous", "--key", ownerPath, "--previous", first, "--out", second},
@@ -261,49 +302,41 @@ func TestConformanceVerifyStranger(t *testing.T) {
 	}
 	jwksPath := filepath.Join(dir, "owner-jwks.json")
 	os.WriteFile(jwksPath, ts.out.Bytes(), 0o644)
+	return jwksPath
+}
 
-	verify := func(args ...string) (int, string, string) {
-		t.Helper()
-		f, ts := newTestFactory(nil)
-		code := runWith(t, f, NewCmdConformance(f), append([]string{"verify"}, args...)...)
-		return code, ts.out.String(), ts.err.String()
-	}
-	raw, _ := os.ReadFile(second)
-	head, _ := conformance.Digest(raw)
+// verifyConformance runs pier conformance verify with args and answers
+// its exit code, stdout and stderr.
+func verifyConformance(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	f, ts := newTestFactory(nil)
+	code := runWith(t, f, NewCmdConformance(f), append([]string{"verify"}, args...)...)
+	return code, ts.out.String(), ts.err.String()
+}
 
-	// The owner's chain, anchored and with the owner's keys: ok.
-	if code, out, errOut := verify("--chain", reports, "--keys", jwksPath, "--head", head); code != ExitOK || !strings.Contains(out, "2 reports in one chain") {
-		t.Fatalf("the owner's chain: exit %d:\n%s%s", code, out, errOut)
-	}
-	if code, _, errOut := verify("--chain", reports, "--keys", jwksPath, "--count", "2"); code != ExitOK {
-		t.Fatalf("the owner's chain by count: exit %d: %s", code, errOut)
-	}
-	// The keys from the URL the auditor names.
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := os.ReadFile(jwksPath)
-		w.Write(b)
-	}))
-	defer srv.Close()
-	if code, _, errOut := verify(second, "--keys", srv.URL+"/conformance-jwks.json"); code != ExitOK {
-		t.Fatalf("keys from a URL: exit %d: %s", code, errOut)
-	}
-
-	// The second report edited and re-signed by a stranger.
+// strangerResigns edits the report raw and re-signs it with stranger.
+func strangerResigns(t *testing.T, report string, raw []byte, stranger *holder.Key) {
+	t.Helper()
 	edited := strings.Replace(string(raw), `"buildId": "test"`, `"buildId": "edited"`, 1)
 	if edited == string(raw) {
 		t.Fatal("no buildId to edit")
 	}
-	os.WriteFile(second, []byte(edited), 0o644)
+	os.WriteFile(report, []byte(edited), 0o644)
 	digest, _ := conformance.Digest([]byte(edited))
 	sig, _ := conformance.Sign(stranger, digest)
-	os.WriteFile(conformance.SignaturePath(second), []byte(sig), 0o644)
+	os.WriteFile(conformance.SignaturePath(report), []byte(sig), 0o644)
+}
 
-	code, out, errOut := verify(second)
+// strangersReportUnverified wants a report the stranger signed reported
+// unverified, naming the stranger, and refused under the owner's keys.
+func strangersReportUnverified(t *testing.T, report, jwksPath string, stranger *holder.Key) {
+	t.Helper()
+	code, out, errOut := verifyConformance(t, report)
 	if code != ExitError || strings.Contains(out, "ok  ") || !strings.Contains(out, "unverified") ||
 		!strings.Contains(out, stranger.Thumbprint()) || !strings.Contains(errOut, conformance.CodeSignerUntrusted) || !strings.Contains(errOut, "--keys") {
 		t.Errorf("the stranger's report without --keys: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	code, out, _ = verify(second, "--json")
+	code, out, _ = verifyConformance(t, report, "--json")
 	var doc struct {
 		Verified bool
 		Signer   struct {
@@ -318,28 +351,31 @@ func TestConformanceVerifyStranger(t *testing.T) {
 	if code != ExitError || doc.Verified || doc.Signer.KID != stranger.Thumbprint() || doc.Signer.Trusted || doc.Error.Code != conformance.CodeSignerUntrusted {
 		t.Errorf("the stranger's report --json: exit %d: %s", code, out)
 	}
-	if code, _, errOut := verify(second, "--keys", jwksPath); code != ExitError || !strings.Contains(errOut, conformance.CodeSignature) {
+	if code, _, errOut := verifyConformance(t, report, "--keys", jwksPath); code != ExitError || !strings.Contains(errOut, conformance.CodeSignature) {
 		t.Errorf("the stranger's report under the owner's keys: exit %d: %s", code, errOut)
 	}
+}
 
-	// The newest report removed: the chain that is left is whole, but not
-	// the one anchored.
+// The newest report removed: the chain that is left is whole, but not the
+// one anchored. An anchor without a chain, or a head that is no digest,
+// is misuse.
+func newestRemovedBreaksTheAnchor(t *testing.T, reports, first, second, jwksPath, head string) {
+	t.Helper()
 	os.Remove(second)
 	os.Remove(conformance.SignaturePath(second))
 	for _, anchor := range [][]string{{"--head", head}, {"--count", "2"}} {
-		code, _, errOut := verify(append([]string{"--chain", reports, "--keys", jwksPath}, anchor...)...)
+		code, _, errOut := verifyConformance(t, append([]string{"--chain", reports, "--keys", jwksPath}, anchor...)...)
 		if code != ExitError || !strings.Contains(errOut, conformance.CodeChainHead) {
 			t.Errorf("newest report removed, %v: exit %d: %s", anchor, code, errOut)
 		}
 	}
-	if code, _, errOut := verify("--chain", reports, "--keys", jwksPath); code != ExitError || !strings.Contains(errOut, conformance.CodeChainUnanchored) {
+	if code, _, errOut := verifyConformance(t, "--chain", reports, "--keys", jwksPath); code != ExitError || !strings.Contains(errOut, conformance.CodeChainUnanchored) {
 		t.Errorf("a chain with no anchor: exit %d: %s", code, errOut)
 	}
-	// An anchor without a chain, or a head that is no digest, is misuse.
-	if code, _, _ := verify(first, "--head", head); code != ExitUsage {
+	if code, _, _ := verifyConformance(t, first, "--head", head); code != ExitUsage {
 		t.Errorf("--head without --chain: exit %d", code)
 	}
-	if code, _, _ := verify("--chain", reports, "--head", "abc"); code != ExitUsage {
+	if code, _, _ := verifyConformance(t, "--chain", reports, "--head", "abc"); code != ExitUsage {
 		t.Errorf("--head abc: exit %d", code)
 	}
 }

@@ -11,6 +11,20 @@ import (
 	"testing"
 )
 
+// operationFlagCase is one command line, and the request it should make
+// or the usage error it should give.
+type operationFlagCase struct {
+	name      string
+	args      string
+	stdin     string
+	wantCode  int
+	wantErr   string // substring of stderr
+	wantPath  string
+	wantQuery url.Values
+	wantBody  string // exact bytes; "-" means no body
+	wantIdem  string
+}
+
 func TestOperationFlags(t *testing.T) {
 	dir := t.TempDir()
 	launchFile := filepath.Join(dir, "launch.json")
@@ -18,17 +32,18 @@ func TestOperationFlags(t *testing.T) {
 	filesFile := filepath.Join(dir, "files.json")
 	os.WriteFile(filesFile, []byte(`[{"path":"index.html","contentBase64":"aGk="}]`), 0o644)
 
-	tests := []struct {
-		name      string
-		args      string
-		stdin     string
-		wantCode  int
-		wantErr   string // substring of stderr
-		wantPath  string
-		wantQuery url.Values
-		wantBody  string // exact bytes; "-" means no body
-		wantIdem  string
-	}{
+	var tests []operationFlagCase
+	tests = append(tests, queryAndPathFlagCases(launchFile)...)
+	tests = append(tests, bodyFlagCases()...)
+	tests = append(tests, jsonFlagAndBodylessCases(filesFile)...)
+	for _, tt := range tests {
+		t.Run(tt.name, tt.check)
+	}
+}
+
+// queryAndPathFlagCases answers the cases for query strings and path parameters.
+func queryAndPathFlagCases(launchFile string) []operationFlagCase {
+	return []operationFlagCase{
 		{
 			name:      "query string, number text and bool",
 			args:      "domains search acme --max-first-year-price-usd 12.5 --max-renewal-price-usd 1e2 --include-exotic --limit 5",
@@ -56,6 +71,37 @@ func TestOperationFlags(t *testing.T) {
 			wantCode: ExitUsage,
 			wantErr:  "missing argument <q>",
 		},
+		{
+			name:     "path substitution escapes, --data file, idempotency key",
+			args:     "projects launch prj/1 --data @" + launchFile + " --name web --idempotency-key idk_1",
+			wantPath: "/v1/projects/prj%2F1/launch",
+			wantBody: `{"domain":"acme.dev","name":"web","target":"edge"}`,
+			wantIdem: "idk_1",
+		},
+		{
+			name:     "two path parameters",
+			args:     "sandbox gates decide ses_1 gate_2 --decision jws",
+			wantPath: "/v1/sandbox/sessions/ses_1/gates/gate_2/decision",
+			wantBody: `{"decision":"jws"}`,
+		},
+		{
+			name:     "missing positional argument",
+			args:     "sandbox gates decide ses_1 --decision jws",
+			wantCode: ExitUsage,
+			wantErr:  "missing argument <gate-id>",
+		},
+		{
+			name:     "extra positional argument",
+			args:     "tasks get tsk_1 tsk_2",
+			wantCode: ExitUsage,
+			wantErr:  `unexpected argument "tsk_2"`,
+		},
+	}
+}
+
+// bodyFlagCases answers the cases for body fields, from flags and from --data.
+func bodyFlagCases() []operationFlagCase {
+	return []operationFlagCase{
 		{
 			name:     "number text preserved in the body",
 			args:     "estimate --workload static_site --monthly-egress-gb 12.5 --monthly-requests 100000",
@@ -117,31 +163,12 @@ func TestOperationFlags(t *testing.T) {
 			wantCode: ExitUsage,
 			wantErr:  "required flag --workload not set",
 		},
-		{
-			name:     "path substitution escapes, --data file, idempotency key",
-			args:     "projects launch prj/1 --data @" + launchFile + " --name web --idempotency-key idk_1",
-			wantPath: "/v1/projects/prj%2F1/launch",
-			wantBody: `{"domain":"acme.dev","name":"web","target":"edge"}`,
-			wantIdem: "idk_1",
-		},
-		{
-			name:     "two path parameters",
-			args:     "sandbox gates decide ses_1 gate_2 --decision jws",
-			wantPath: "/v1/sandbox/sessions/ses_1/gates/gate_2/decision",
-			wantBody: `{"decision":"jws"}`,
-		},
-		{
-			name:     "missing positional argument",
-			args:     "sandbox gates decide ses_1 --decision jws",
-			wantCode: ExitUsage,
-			wantErr:  "missing argument <gate-id>",
-		},
-		{
-			name:     "extra positional argument",
-			args:     "tasks get tsk_1 tsk_2",
-			wantCode: ExitUsage,
-			wantErr:  `unexpected argument "tsk_2"`,
-		},
+	}
+}
+
+// jsonFlagAndBodylessCases answers the cases for JSON-valued flags, operations without a body and unknown flags.
+func jsonFlagAndBodylessCases(filesFile string) []operationFlagCase {
+	return []operationFlagCase{
 		{
 			name:     "json flag, inline and from a file",
 			args:     `quotes create --project-id prj_1 --items [{"kind":"domain","domain":"acme.dev"}]`,
@@ -185,43 +212,44 @@ func TestOperationFlags(t *testing.T) {
 			wantErr:  "unknown flag: --idempotency-key",
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, code, ts := runCaptured(t, tt.stdin, strings.Fields(tt.args)...)
-			if code != tt.wantCode {
-				t.Fatalf("exit code %d, want %d; stderr:\n%s", code, tt.wantCode, ts.err)
-			}
-			if tt.wantErr != "" {
-				if !strings.Contains(ts.err.String(), tt.wantErr) {
-					t.Errorf("stderr %q does not contain %q", ts.err, tt.wantErr)
-				}
-				if got != nil {
-					t.Errorf("the operation ran despite the error")
-				}
-				return
-			}
-			if got == nil {
-				t.Fatal("no operation ran")
-			}
-			if got.Path != tt.wantPath {
-				t.Errorf("path %q, want %q", got.Path, tt.wantPath)
-			}
-			if tt.wantQuery != nil && got.Query.Encode() != tt.wantQuery.Encode() {
-				t.Errorf("query %q, want %q", got.Query.Encode(), tt.wantQuery.Encode())
-			}
-			if tt.wantQuery == nil && got.Query != nil {
-				t.Errorf("query %q, want none", got.Query.Encode())
-			}
-			switch {
-			case tt.wantBody == "-" && got.Body != nil:
-				t.Errorf("body %s, want none", got.Body)
-			case tt.wantBody != "-" && string(got.Body) != tt.wantBody:
-				t.Errorf("body %s, want %s", got.Body, tt.wantBody)
-			}
-			if h := got.Header().Get("Idempotency-Key"); h != tt.wantIdem {
-				t.Errorf("Idempotency-Key %q, want %q", h, tt.wantIdem)
-			}
-		})
+}
+
+// check runs the command line and compares what it did with what the
+// case wants.
+func (tt operationFlagCase) check(t *testing.T) {
+	got, code, ts := runCaptured(t, tt.stdin, strings.Fields(tt.args)...)
+	if code != tt.wantCode {
+		t.Fatalf("exit code %d, want %d; stderr:\n%s", code, tt.wantCode, ts.err)
+	}
+	if tt.wantErr != "" {
+		if !strings.Contains(ts.err.String(), tt.wantErr) {
+			t.Errorf("stderr %q does not contain %q", ts.err, tt.wantErr)
+		}
+		if got != nil {
+			t.Errorf("the operation ran despite the error")
+		}
+		return
+	}
+	if got == nil {
+		t.Fatal("no operation ran")
+	}
+	if got.Path != tt.wantPath {
+		t.Errorf("path %q, want %q", got.Path, tt.wantPath)
+	}
+	if tt.wantQuery != nil && got.Query.Encode() != tt.wantQuery.Encode() {
+		t.Errorf("query %q, want %q", got.Query.Encode(), tt.wantQuery.Encode())
+	}
+	if tt.wantQuery == nil && got.Query != nil {
+		t.Errorf("query %q, want none", got.Query.Encode())
+	}
+	switch {
+	case tt.wantBody == "-" && got.Body != nil:
+		t.Errorf("body %s, want none", got.Body)
+	case tt.wantBody != "-" && string(got.Body) != tt.wantBody:
+		t.Errorf("body %s, want %s", got.Body, tt.wantBody)
+	}
+	if h := got.Header().Get("Idempotency-Key"); h != tt.wantIdem {
+		t.Errorf("Idempotency-Key %q, want %q", h, tt.wantIdem)
 	}
 }
 

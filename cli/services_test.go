@@ -54,115 +54,149 @@ func newFakeServices(t *testing.T, fs *fakeServices) *fakeServices {
 	fs.t, fs.taskPolls = t, map[string]int{}
 	mux := http.NewServeMux()
 	(&fakeBlobs{}).register(t, mux)
-	mux.HandleFunc("POST /v1/bundles", func(w http.ResponseWriter, r *http.Request) {
-		writeEnvelope(w, 201, `{"actions":[{"kind":"stop","reason":"done"}],"data":{"budgetRemainingUsd":100,"bundleId":"bnd_1","deduplicated":false,"fileCount":2,"newBlobs":2,"receipt":{"action":"upload_assets","costs":[],"createdAt":"2026-11-25T07:16:17Z","createdResources":[{"id":"bnd_1","type":"bundle"}],"id":"rcp_0","totalUsd":0},"sha256":"4838855e096961ec713e4d2b32cf6aa636cce04ffae0da5ee293d3c32641e1e7","totalBytes":40,"undo":{"command":null,"irreversible":true}},"formatVersion":"1"}`)
-	})
-	mux.HandleFunc("POST /v1/quotes", func(w http.ResponseWriter, r *http.Request) {
-		fs.mu.Lock()
-		fs.quotes = append(fs.quotes, readBody(t, r))
-		fs.mu.Unlock()
-		writeEnvelope(w, 201, `{"actions":[{"kind":"stop","reason":"done"}],"data":{"amountUsd":7,"budgetRemainingUsd":100,"decision":"ALLOW","gatedSteps":[],"lines":[{"amountUsd":7,"item":"service:api"}],"projectId":"prj_1","quoteId":"quo_1","reasons":[],"receipt":{"action":"create_quote","costs":[],"createdAt":"2026-11-25T07:16:17Z","createdResources":[{"id":"quo_1","type":"quote"}],"id":"rcp_q","totalUsd":0},"state":"held","undo":{"command":null,"irreversible":true}},"formatVersion":"1"}`)
-	})
-	mux.HandleFunc("GET /v1/services", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("projectId") != "prj_1" {
-			t.Errorf("list_services without the project: %s", r.URL.RawQuery)
-		}
-		list := `{"id":"svc_0","projectId":"prj_1","name":"api","target":"process","state":"failed","previewUrl":"https://api-0--prj-1.localhost:8443/","taskId":"tsk_0","createdAt":"2026-11-25T07:16:17Z","updatedAt":"2026-11-25T07:16:17Z"}`
-		if fs.existing {
-			list = fs.service("live", 1) + "," + list
-		}
-		writeEnvelope(w, 200, `{"actions":[{"kind":"stop","reason":"done"}],"data":{"services":[`+list+`]},"formatVersion":"1"}`)
-	})
-	mux.HandleFunc("POST /v1/projects/prj_1/launch", func(w http.ResponseWriter, r *http.Request) {
-		fs.mu.Lock()
-		fs.launchBody = readBody(t, r)
-		fs.mu.Unlock()
-		if fs.launchError != "" {
-			writeEnvelope(w, 422, fs.launchError)
-			return
-		}
-		writeEnvelope(w, 202, fs.task("tsk_2", "queued"))
-	})
-	mux.HandleFunc("GET /v1/tasks/{id}", func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("id")
-		fs.mu.Lock()
-		n := fs.taskPolls[id]
-		fs.taskPolls[id]++
-		fs.mu.Unlock()
-		if id == "tsk_3" {
-			state := "succeeded"
-			if fs.rollbackFails {
-				state = "failed"
-			}
-			if n == 0 {
-				state = "start"
-			}
-			writeEnvelope(w, 200, fs.task(id, state))
-			return
-		}
-		states := fs.states
-		if len(states) == 0 {
-			states = []string{"succeeded"}
-		}
-		writeEnvelope(w, 200, fs.task(id, states[min(n, len(states)-1)]))
-	})
-	mux.HandleFunc("GET /v1/services/svc_1", func(w http.ResponseWriter, r *http.Request) {
-		fs.mu.Lock()
-		fs.serviceRead++
-		state := "live"
-		if fs.follows >= 2 || fs.tornDown {
-			state = "torn_down"
-		}
-		fs.mu.Unlock()
-		writeEnvelope(w, 200, `{"actions":[{"kind":"stop","reason":"done"}],"data":`+fs.service(state, fs.newVersion())+`,"formatVersion":"1"}`)
-	})
-	mux.HandleFunc("GET /v1/services/svc_1/logs", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		fs.mu.Lock()
-		fs.logQueries = append(fs.logQueries, q)
-		fs.mu.Unlock()
-		after, _ := strconv.Atoi(q.Get("after"))
-		tail, _ := strconv.Atoi(q.Get("tail"))
-		var lines []string
-		for i, text := range fs.lines {
-			if seq := i + 1; seq > after {
-				lines = append(lines, fmt.Sprintf(`{"seq":%d,"at":"2026-11-25T07:16:%02d.5Z","stream":%q,"version":%d,"text":%q}`, seq, 17+i, streamOf(text), fs.newVersion(), strings.TrimPrefix(strings.TrimPrefix(text, "!"), "#")))
-			}
-		}
-		if tail > 0 && after == 0 && len(lines) > tail {
-			lines = lines[len(lines)-tail:]
-		} else if tail > 0 && len(lines) > tail {
-			lines = lines[:tail]
-		}
-		if q.Get("follow") == "true" && strings.Contains(r.Header.Get("Accept"), "application/x-ndjson") {
-			fs.mu.Lock()
-			fs.follows++
-			fs.mu.Unlock()
-			w.Header().Set("Content-Type", "application/x-ndjson")
-			for _, l := range lines {
-				io.WriteString(w, l+"\n\n") // a blank line is a keep-alive
-			}
-			return
-		}
-		next := after
-		if len(lines) > 0 {
-			var last struct{ Seq int }
-			json.Unmarshal([]byte(lines[len(lines)-1]), &last)
-			next = last.Seq
-		}
-		writeEnvelope(w, 200, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"serviceId":"svc_1","lines":[%s],"nextAfter":%d},"formatVersion":"1"}`, strings.Join(lines, ","), next))
-	})
-	mux.HandleFunc("POST /v1/services/svc_1/rollback", func(w http.ResponseWriter, r *http.Request) {
-		fs.mu.Lock()
-		fs.rollback = append(fs.rollback, readBody(t, r))
-		fs.mu.Unlock()
-		writeEnvelope(w, 202, fs.task("tsk_3", "queued"))
-	})
+	mux.HandleFunc("POST /v1/bundles", fs.createBundle)
+	mux.HandleFunc("POST /v1/quotes", fs.createQuote)
+	mux.HandleFunc("GET /v1/services", fs.listServices)
+	mux.HandleFunc("POST /v1/projects/prj_1/launch", fs.launch)
+	mux.HandleFunc("GET /v1/tasks/{id}", fs.getTask)
+	mux.HandleFunc("GET /v1/services/svc_1", fs.getService)
+	mux.HandleFunc("GET /v1/services/svc_1/logs", fs.serviceLogs)
+	mux.HandleFunc("POST /v1/services/svc_1/rollback", fs.rollbackService)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeEnvelope(w, 404, errorEnvelope("not_found:resource", "nothing at "+r.URL.Path, false, ""))
 	})
-	checked := validated(mux, func(p []string) { t.Errorf("the fake API drifted from the contract: %v", p) })
-	fs.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	fs.srv = httptest.NewServer(fs.checkedAgainstTheContract(mux))
+	t.Cleanup(fs.srv.Close)
+	return fs
+}
+
+// createBundle answers upload_assets with one bundle.
+func (fs *fakeServices) createBundle(w http.ResponseWriter, r *http.Request) {
+	writeEnvelope(w, 201, `{"actions":[{"kind":"stop","reason":"done"}],"data":{"budgetRemainingUsd":100,"bundleId":"bnd_1","deduplicated":false,"fileCount":2,"newBlobs":2,"receipt":{"action":"upload_assets","costs":[],"createdAt":"2026-11-25T07:16:17Z","createdResources":[{"id":"bnd_1","type":"bundle"}],"id":"rcp_0","totalUsd":0},"sha256":"4838855e096961ec713e4d2b32cf6aa636cce04ffae0da5ee293d3c32641e1e7","totalBytes":40,"undo":{"command":null,"irreversible":true}},"formatVersion":"1"}`)
+}
+
+// createQuote records the quote asked for and holds $7 for it.
+func (fs *fakeServices) createQuote(w http.ResponseWriter, r *http.Request) {
+	fs.mu.Lock()
+	fs.quotes = append(fs.quotes, readBody(fs.t, r))
+	fs.mu.Unlock()
+	writeEnvelope(w, 201, `{"actions":[{"kind":"stop","reason":"done"}],"data":{"amountUsd":7,"budgetRemainingUsd":100,"decision":"ALLOW","gatedSteps":[],"lines":[{"amountUsd":7,"item":"service:api"}],"projectId":"prj_1","quoteId":"quo_1","reasons":[],"receipt":{"action":"create_quote","costs":[],"createdAt":"2026-11-25T07:16:17Z","createdResources":[{"id":"quo_1","type":"quote"}],"id":"rcp_q","totalUsd":0},"state":"held","undo":{"command":null,"irreversible":true}},"formatVersion":"1"}`)
+}
+
+// listServices answers the project's services: a failed one, and svc_1 when it exists.
+func (fs *fakeServices) listServices(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("projectId") != "prj_1" {
+		fs.t.Errorf("list_services without the project: %s", r.URL.RawQuery)
+	}
+	list := `{"id":"svc_0","projectId":"prj_1","name":"api","target":"process","state":"failed","previewUrl":"https://api-0--prj-1.localhost:8443/","taskId":"tsk_0","createdAt":"2026-11-25T07:16:17Z","updatedAt":"2026-11-25T07:16:17Z"}`
+	if fs.existing {
+		list = fs.service("live", 1) + "," + list
+	}
+	writeEnvelope(w, 200, `{"actions":[{"kind":"stop","reason":"done"}],"data":{"services":[`+list+`]},"formatVersion":"1"}`)
+}
+
+// launch records the launch and queues tsk_2, or answers launchError.
+func (fs *fakeServices) launch(w http.ResponseWriter, r *http.Request) {
+	fs.mu.Lock()
+	fs.launchBody = readBody(fs.t, r)
+	fs.mu.Unlock()
+	if fs.launchError != "" {
+		writeEnvelope(w, 422, fs.launchError)
+		return
+	}
+	writeEnvelope(w, 202, fs.task("tsk_2", "queued"))
+}
+
+// getTask answers each poll of a task with the next of its states; the rollback
+// task tsk_3 starts, then succeeds or fails.
+func (fs *fakeServices) getTask(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	fs.mu.Lock()
+	n := fs.taskPolls[id]
+	fs.taskPolls[id]++
+	fs.mu.Unlock()
+	if id == "tsk_3" {
+		state := "succeeded"
+		if fs.rollbackFails {
+			state = "failed"
+		}
+		if n == 0 {
+			state = "start"
+		}
+		writeEnvelope(w, 200, fs.task(id, state))
+		return
+	}
+	states := fs.states
+	if len(states) == 0 {
+		states = []string{"succeeded"}
+	}
+	writeEnvelope(w, 200, fs.task(id, states[min(n, len(states)-1)]))
+}
+
+// getService answers svc_1, torn down after two follows or when tornDown.
+func (fs *fakeServices) getService(w http.ResponseWriter, r *http.Request) {
+	fs.mu.Lock()
+	fs.serviceRead++
+	state := "live"
+	if fs.follows >= 2 || fs.tornDown {
+		state = "torn_down"
+	}
+	fs.mu.Unlock()
+	writeEnvelope(w, 200, `{"actions":[{"kind":"stop","reason":"done"}],"data":`+fs.service(state, fs.newVersion())+`,"formatVersion":"1"}`)
+}
+
+// serviceLogs answers the log lines after after, at most tail of them, as an
+// envelope or, for a follow, as NDJSON.
+func (fs *fakeServices) serviceLogs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	fs.mu.Lock()
+	fs.logQueries = append(fs.logQueries, q)
+	fs.mu.Unlock()
+	after, _ := strconv.Atoi(q.Get("after"))
+	tail, _ := strconv.Atoi(q.Get("tail"))
+	var lines []string
+	for i, text := range fs.lines {
+		if seq := i + 1; seq > after {
+			lines = append(lines, fmt.Sprintf(`{"seq":%d,"at":"2026-11-25T07:16:%02d.5Z","stream":%q,"version":%d,"text":%q}`, seq, 17+i, streamOf(text), fs.newVersion(), strings.TrimPrefix(strings.TrimPrefix(text, "!"), "#")))
+		}
+	}
+	if tail > 0 && after == 0 && len(lines) > tail {
+		lines = lines[len(lines)-tail:]
+	} else if tail > 0 && len(lines) > tail {
+		lines = lines[:tail]
+	}
+	if q.Get("follow") == "true" && strings.Contains(r.Header.Get("Accept"), "application/x-ndjson") {
+		fs.mu.Lock()
+		fs.follows++
+		fs.mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		for _, l := range lines {
+			io.WriteString(w, l+"\n\n") // a blank line is a keep-alive
+		}
+		return
+	}
+	next := after
+	if len(lines) > 0 {
+		var last struct{ Seq int }
+		json.Unmarshal([]byte(lines[len(lines)-1]), &last)
+		next = last.Seq
+	}
+	writeEnvelope(w, 200, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"serviceId":"svc_1","lines":[%s],"nextAfter":%d},"formatVersion":"1"}`, strings.Join(lines, ","), next))
+}
+
+// rollbackService records the rollback asked for and queues tsk_3.
+func (fs *fakeServices) rollbackService(w http.ResponseWriter, r *http.Request) {
+	fs.mu.Lock()
+	fs.rollback = append(fs.rollback, readBody(fs.t, r))
+	fs.mu.Unlock()
+	writeEnvelope(w, 202, fs.task("tsk_3", "queued"))
+}
+
+// checkedAgainstTheContract serves mux with every answer validated: by
+// the contract's validator, or line by line for a follow.
+func (fs *fakeServices) checkedAgainstTheContract(mux *http.ServeMux) http.Handler {
+	checked := validated(mux, func(p []string) { fs.t.Errorf("the fake API drifted from the contract: %v", p) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("follow") != "true" {
 			checked.ServeHTTP(w, r)
 			return
@@ -172,11 +206,11 @@ func newFakeServices(t *testing.T, fs *fakeServices) *fakeServices {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, r)
 		if ct := rec.Header().Get("Content-Type"); rec.Code == 200 && ct != "application/x-ndjson" {
-			t.Errorf("a follow answered %s", ct)
+			fs.t.Errorf("a follow answered %s", ct)
 		}
 		for _, line := range strings.Split(rec.Body.String(), "\n") {
 			if line != "" {
-				checkLogLine(t, line)
+				checkLogLine(fs.t, line)
 			}
 		}
 		for k, v := range rec.Header() {
@@ -184,9 +218,7 @@ func newFakeServices(t *testing.T, fs *fakeServices) *fakeServices {
 		}
 		w.WriteHeader(rec.Code)
 		w.Write(rec.Body.Bytes())
-	}))
-	t.Cleanup(fs.srv.Close)
-	return fs
+	})
 }
 
 // checkLogLine checks one NDJSON line against the contract's LogLine:

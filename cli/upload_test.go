@@ -50,7 +50,14 @@ type fakeBlobs struct {
 // register serves find_missing_blobs and upload_blob on mux.
 func (fb *fakeBlobs) register(t *testing.T, mux *http.ServeMux) {
 	fb.stored = map[string]int{}
-	mux.HandleFunc("POST /v1/bundles/missing", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /v1/bundles/missing", fb.findMissing(t))
+	mux.HandleFunc("POST /v1/blobs", fb.uploadBlobs(t))
+	mux.HandleFunc("PUT /v1/blobs/{sha256}", fb.uploadBlob(t))
+}
+
+// findMissing answers find_missing_blobs: the contents of the manifest not yet stored.
+func (fb *fakeBlobs) findMissing(t *testing.T) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		fb.finds.Add(1)
 		var req struct {
 			ProjectID string `json:"projectId"`
@@ -78,10 +85,13 @@ func (fb *fakeBlobs) register(t *testing.T, mux *http.ServeMux) {
 		list, _ := json.Marshal(missing)
 		writeEnvelope(w, 200, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"missing":%s,"missingBytes":%d,"fileCount":%d,"totalBytes":%d},"formatVersion":"1"}`,
 			list, bytes, len(req.Manifest), total))
-	})
-	// upload_blobs: "SHA256 SIZE\n" and the bytes, for each content;
-	// each is kept as it arrives, and failAfter counts contents.
-	mux.HandleFunc("POST /v1/blobs", func(w http.ResponseWriter, r *http.Request) {
+	}
+}
+
+// uploadBlobs answers upload_blobs: "SHA256 SIZE\n" and the bytes, for each
+// content; each is kept as it arrives, and failAfter counts contents.
+func (fb *fakeBlobs) uploadBlobs(t *testing.T) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		fb.mu.Lock()
 		fb.inflight++
 		fb.batches++
@@ -132,8 +142,12 @@ func (fb *fakeBlobs) register(t *testing.T, mux *http.ServeMux) {
 			total += size
 		}
 		writeEnvelope(w, 200, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"blobs":[%s],"newBlobs":%d,"bytes":%d},"formatVersion":"1"}`, strings.Join(blobs, ","), len(blobs), total))
-	})
-	mux.HandleFunc("PUT /v1/blobs/{sha256}", func(w http.ResponseWriter, r *http.Request) {
+	}
+}
+
+// uploadBlob answers upload_blob: one content, kept when its digest matches.
+func (fb *fakeBlobs) uploadBlob(t *testing.T) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		fb.mu.Lock()
 		fb.inflight++
 		fb.maxInflight = max(fb.maxInflight, fb.inflight)
@@ -167,7 +181,7 @@ func (fb *fakeBlobs) register(t *testing.T, mux *http.ServeMux) {
 		fb.puts = append(fb.puts, got)
 		fb.mu.Unlock()
 		writeEnvelope(w, 200, fmt.Sprintf(`{"actions":[{"kind":"stop","reason":"done"}],"data":{"sha256":%q,"size":%d,"alreadyUploaded":%t},"formatVersion":"1"}`, got, size, had))
-	})
+	}
 }
 
 // fakeBundleAPI serves the digest upload and answers upload_assets once
@@ -322,106 +336,164 @@ func TestBundlesUploadSendsOnlyWhatIsMissing(t *testing.T) {
 // content the server lost since is refused with the bundle, and the upload
 // then asks and sends it.
 func TestDigestCache(t *testing.T) {
-	fb := &fakeBlobs{}
-	srv := fakeBundleAPI(t, fb)
-	dir, cacheDir := t.TempDir(), t.TempDir()
+	c := newDigestCacheRun(t)
+	c.firstUploadSendsEveryFile()
+	c.oneChangedFileIsSentAlone()
+	c.addedAndRemovedFilesAreTwoEntries()
+	c.withoutTheLastBundleTheWholeManifest()
+	c.sameSizeChangeIsSeenByTheTime()
+	c.unchangedSizeAndTimeAreTrusted()
+	c.lostContentIsAskedForAndSent()
+	c.garbledCacheIsNoCache()
+}
+
+// digestCacheRun uploads one site of 30 files again and again, with one
+// digest cache, to a fake API.
+type digestCacheRun struct {
+	t             *testing.T
+	fb            *fakeBlobs
+	srv           *httptest.Server
+	dir, cacheDir string
+	// old is the modification time the site's files were written at.
+	old time.Time
+}
+
+func newDigestCacheRun(t *testing.T) *digestCacheRun {
+	c := &digestCacheRun{t: t, fb: &fakeBlobs{}, dir: t.TempDir(), cacheDir: t.TempDir()}
+	c.srv = fakeBundleAPI(t, c.fb)
 	files := map[string]string{}
 	for i := range 30 {
 		files[fmt.Sprintf("p/%02d.html", i)] = fmt.Sprintf("<p>page %02d</p>", i)
 	}
-	writeSite(t, dir, files)
+	writeSite(t, c.dir, files)
 	// Written well before the uploads, as a site usually is: a file
 	// modified just before the cache was written is hashed again.
-	old := time.Now().Add(-time.Hour)
+	c.old = time.Now().Add(-time.Hour)
 	for p := range files {
-		if err := os.Chtimes(filepath.Join(dir, p), old, old); err != nil {
+		if err := os.Chtimes(filepath.Join(c.dir, p), c.old, c.old); err != nil {
 			t.Fatal(err)
 		}
 	}
-	upload := func() string {
-		t.Helper()
-		fb.puts = nil
-		f, ts := newTestFactory(map[string]string{"PIER_BASE_URL": srv.URL, "PIER_API_KEY": "agk_test", "PIER_CACHE_DIR": cacheDir})
-		if code := runWith(t, f, NewCmdBundlesUpload(f, nil), dir, "--project", "prj_1"); code != 0 {
-			t.Fatalf("upload: exit %d\n%s%s", code, ts.out, ts.err)
-		}
-		return ts.out.String()
-	}
-	sha := func(content string) string {
-		h := sha256.Sum256([]byte(content))
-		return hex.EncodeToString(h[:])
-	}
+	return c
+}
 
-	if out := upload(); fb.finds.Load() != 1 || len(fb.puts) != 30 || !strings.Contains(out, "uploaded 30 of 30 files") {
-		t.Fatalf("first upload: %d finds, %d uploads\n%s", fb.finds.Load(), len(fb.puts), out)
+// upload runs pier bundles upload on the site and answers its output;
+// fb.puts then holds what this upload sent.
+func (c *digestCacheRun) upload() string {
+	c.t.Helper()
+	c.fb.puts = nil
+	f, ts := newTestFactory(map[string]string{"PIER_BASE_URL": c.srv.URL, "PIER_API_KEY": "agk_test", "PIER_CACHE_DIR": c.cacheDir})
+	if code := runWith(c.t, f, NewCmdBundlesUpload(f, nil), c.dir, "--project", "prj_1"); code != 0 {
+		c.t.Fatalf("upload: exit %d\n%s%s", code, ts.out, ts.err)
 	}
+	return ts.out.String()
+}
 
-	// One file changes, its size too: sent alone, nothing asked, and
-	// the bundle is made from the last one with that one entry.
-	writeSite(t, dir, map[string]string{"p/07.html": "<p>page seven</p>"})
+func sha256Hex(content string) string {
+	h := sha256.Sum256([]byte(content))
+	return hex.EncodeToString(h[:])
+}
+
+func (c *digestCacheRun) firstUploadSendsEveryFile() {
+	c.t.Helper()
+	fb := c.fb
+	if out := c.upload(); fb.finds.Load() != 1 || len(fb.puts) != 30 || !strings.Contains(out, "uploaded 30 of 30 files") {
+		c.t.Fatalf("first upload: %d finds, %d uploads\n%s", fb.finds.Load(), len(fb.puts), out)
+	}
+}
+
+// One file changes, its size too: sent alone, nothing asked, and the
+// bundle is made from the last one with that one entry.
+func (c *digestCacheRun) oneChangedFileIsSentAlone() {
+	c.t.Helper()
+	fb := c.fb
+	writeSite(c.t, c.dir, map[string]string{"p/07.html": "<p>page seven</p>"})
 	fb.entriesSent = 0
-	if out := upload(); fb.finds.Load() != 1 || !slices.Equal(fb.puts, []string{sha("<p>page seven</p>")}) || !strings.Contains(out, "uploaded 1 of 30 files") ||
+	if out := c.upload(); fb.finds.Load() != 1 || !slices.Equal(fb.puts, []string{sha256Hex("<p>page seven</p>")}) || !strings.Contains(out, "uploaded 1 of 30 files") ||
 		fb.fromBase != 1 || fb.entriesSent != 1 {
-		t.Fatalf("after a one-file change: %d finds, uploads %v, %d from a base, %d entries sent\n%s", fb.finds.Load(), fb.puts, fb.fromBase, fb.entriesSent, out)
+		c.t.Fatalf("after a one-file change: %d finds, uploads %v, %d from a base, %d entries sent\n%s", fb.finds.Load(), fb.puts, fb.fromBase, fb.entriesSent, out)
 	}
-	if got := fb.bundles["bnd_2"]["p/07.html"]; got != sha("<p>page seven</p>") || len(fb.bundles["bnd_2"]) != 30 {
-		t.Fatalf("the bundle made from the base: %v", fb.bundles["bnd_2"])
+	if got := fb.bundles["bnd_2"]["p/07.html"]; got != sha256Hex("<p>page seven</p>") || len(fb.bundles["bnd_2"]) != 30 {
+		c.t.Fatalf("the bundle made from the base: %v", fb.bundles["bnd_2"])
 	}
-	// A file added and one removed: two entries.
-	writeSite(t, dir, map[string]string{"p/new.html": "<p>new</p>"})
-	if err := os.Remove(filepath.Join(dir, "p/29.html")); err != nil {
-		t.Fatal(err)
+}
+
+// A file added and one removed: two entries.
+func (c *digestCacheRun) addedAndRemovedFilesAreTwoEntries() {
+	c.t.Helper()
+	fb := c.fb
+	writeSite(c.t, c.dir, map[string]string{"p/new.html": "<p>new</p>"})
+	if err := os.Remove(filepath.Join(c.dir, "p/29.html")); err != nil {
+		c.t.Fatal(err)
 	}
 	fb.entriesSent = 0
-	if upload(); !slices.Equal(fb.puts, []string{sha("<p>new</p>")}) || fb.entriesSent != 2 || len(fb.bundles["bnd_3"]) != 30 || fb.bundles["bnd_3"]["p/29.html"] != "" {
-		t.Fatalf("after adding and removing: uploads %v, %d entries sent, bundle %v", fb.puts, fb.entriesSent, fb.bundles["bnd_3"])
+	if c.upload(); !slices.Equal(fb.puts, []string{sha256Hex("<p>new</p>")}) || fb.entriesSent != 2 || len(fb.bundles["bnd_3"]) != 30 || fb.bundles["bnd_3"]["p/29.html"] != "" {
+		c.t.Fatalf("after adding and removing: uploads %v, %d entries sent, bundle %v", fb.puts, fb.entriesSent, fb.bundles["bnd_3"])
 	}
-	// The server no longer has the last bundle: the whole manifest. (The
-	// file back is sent again: the last bundle did not hold it.)
+}
+
+// The server no longer has the last bundle: the whole manifest. (The
+// file back is sent again: the last bundle did not hold it.)
+func (c *digestCacheRun) withoutTheLastBundleTheWholeManifest() {
+	c.t.Helper()
+	fb := c.fb
 	fb.mu.Lock()
 	delete(fb.bundles, "bnd_3")
 	fb.mu.Unlock()
 	fb.entriesSent = 0
-	writeSite(t, dir, map[string]string{"p/29.html": "<p>page 29</p>"})
-	if upload(); len(fb.puts) != 1 || fb.entriesSent != 1+31 {
-		t.Fatalf("without the last bundle: uploads %v, %d entries sent", fb.puts, fb.entriesSent)
+	writeSite(c.t, c.dir, map[string]string{"p/29.html": "<p>page 29</p>"})
+	if c.upload(); len(fb.puts) != 1 || fb.entriesSent != 1+31 {
+		c.t.Fatalf("without the last bundle: uploads %v, %d entries sent", fb.puts, fb.entriesSent)
 	}
+}
 
-	// A change that keeps the size is seen by the modification time.
-	writeSite(t, dir, map[string]string{"p/08.html": "<p>page 8x</p>"})
-	if upload(); !slices.Equal(fb.puts, []string{sha("<p>page 8x</p>")}) {
-		t.Fatalf("a same-size change: uploads %v", fb.puts)
+// A change that keeps the size is seen by the modification time.
+func (c *digestCacheRun) sameSizeChangeIsSeenByTheTime() {
+	c.t.Helper()
+	writeSite(c.t, c.dir, map[string]string{"p/08.html": "<p>page 8x</p>"})
+	if c.upload(); !slices.Equal(c.fb.puts, []string{sha256Hex("<p>page 8x</p>")}) {
+		c.t.Fatalf("a same-size change: uploads %v", c.fb.puts)
 	}
+}
 
-	// What the cache trusts: a file whose size and modification time are
-	// as they were is not read again.
-	writeSite(t, dir, map[string]string{"p/09.html": "<p>page 9x</p>"})
-	if err := os.Chtimes(filepath.Join(dir, "p/09.html"), old, old); err != nil {
-		t.Fatal(err)
+// What the cache trusts: a file whose size and modification time are as
+// they were is not read again.
+func (c *digestCacheRun) unchangedSizeAndTimeAreTrusted() {
+	c.t.Helper()
+	writeSite(c.t, c.dir, map[string]string{"p/09.html": "<p>page 9x</p>"})
+	if err := os.Chtimes(filepath.Join(c.dir, "p/09.html"), c.old, c.old); err != nil {
+		c.t.Fatal(err)
 	}
-	if upload(); len(fb.puts) != 0 || fb.finds.Load() != 1 {
-		t.Fatalf("an unchanged size and time: uploads %v, %d finds", fb.puts, fb.finds.Load())
+	if c.upload(); len(c.fb.puts) != 0 || c.fb.finds.Load() != 1 {
+		c.t.Fatalf("an unchanged size and time: uploads %v, %d finds", c.fb.puts, c.fb.finds.Load())
 	}
+}
 
-	// The server lost a content the last bundle held: the bundle is
-	// refused, the upload asks and sends it.
+// The server lost a content the last bundle held: the bundle is refused,
+// the upload asks and sends it.
+func (c *digestCacheRun) lostContentIsAskedForAndSent() {
+	c.t.Helper()
+	fb := c.fb
 	fb.mu.Lock()
-	delete(fb.stored, sha("<p>page 03</p>"))
+	delete(fb.stored, sha256Hex("<p>page 03</p>"))
 	fb.mu.Unlock()
-	if upload(); fb.finds.Load() != 2 || !slices.Equal(fb.puts, []string{sha("<p>page 03</p>")}) {
-		t.Fatalf("a lost content: %d finds, uploads %v", fb.finds.Load(), fb.puts)
+	if c.upload(); fb.finds.Load() != 2 || !slices.Equal(fb.puts, []string{sha256Hex("<p>page 03</p>")}) {
+		c.t.Fatalf("a lost content: %d finds, uploads %v", fb.finds.Load(), fb.puts)
 	}
+}
 
-	// A cache that cannot be read is no cache: the upload reads every file
-	// and asks, and sends the change the cache had hidden.
-	caches, _ := filepath.Glob(filepath.Join(cacheDir, "digests", "*"))
+// A cache that cannot be read is no cache: the upload reads every file
+// and asks, and sends the change the cache had hidden.
+func (c *digestCacheRun) garbledCacheIsNoCache() {
+	c.t.Helper()
+	caches, _ := filepath.Glob(filepath.Join(c.cacheDir, "digests", "*"))
 	if len(caches) != 1 {
-		t.Fatalf("caches %v, want one for one directory, project and server", caches)
+		c.t.Fatalf("caches %v, want one for one directory, project and server", caches)
 	}
 	if err := os.WriteFile(caches[0], []byte("pier-digests 2 x 0 bnd_1\n\x00garbled"), 0o600); err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	if upload(); fb.finds.Load() != 3 || !slices.Equal(fb.puts, []string{sha("<p>page 9x</p>")}) {
-		t.Fatalf("a garbled cache: %d finds, uploads %v", fb.finds.Load(), fb.puts)
+	if c.upload(); c.fb.finds.Load() != 3 || !slices.Equal(c.fb.puts, []string{sha256Hex("<p>page 9x</p>")}) {
+		c.t.Fatalf("a garbled cache: %d finds, uploads %v", c.fb.finds.Load(), c.fb.puts)
 	}
 }

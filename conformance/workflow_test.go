@@ -42,26 +42,9 @@ type workflowStep struct {
 // the key it restored by once the chain verifies, runs one at a time, and
 // uploads the reports but never the key.
 func TestPublicConformanceWorkflowChains(t *testing.T) {
-	raw, err := os.ReadFile("../.github/workflows/public-conformance.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wf workflow
-	if err := yaml.Unmarshal(raw, &wf); err != nil {
-		t.Fatalf("public-conformance.yml is not YAML: %v", err)
-	}
-	if !slices.Contains(wf.On.Push.Branches, "main") {
-		t.Errorf("on.push.branches %v lacks main", wf.On.Push.Branches)
-	}
-	if wf.Concurrency.Group == "" || wf.Concurrency.CancelInProgress == nil || *wf.Concurrency.CancelInProgress {
-		t.Errorf("concurrency %+v: runs must queue, one at a time, none cancelled", wf.Concurrency)
-	}
-	job, ok := wf.Jobs["conformance"]
-	if !ok {
-		t.Fatal("no conformance job")
-	}
+	steps := conformanceJobSteps(t)
 	find := func(match func(workflowStep) bool) (int, workflowStep) {
-		for i, s := range job.Steps {
+		for i, s := range steps {
 			if match(s) {
 				return i, s
 			}
@@ -138,8 +121,39 @@ func TestPublicConformanceWorkflowChains(t *testing.T) {
 		t.Errorf("upload path %q: want exactly the reports, %s", upload.With["path"], out)
 	}
 
-	// The script takes the key and starts afresh from a chain that does
-	// not verify.
+	conformanceScriptChains(t)
+}
+
+// conformanceJobSteps reads public-conformance.yml, wants it to run on pushes
+// to main one run at a time, none cancelled, and answers its conformance
+// job's steps.
+func conformanceJobSteps(t *testing.T) []workflowStep {
+	t.Helper()
+	raw, err := os.ReadFile("../.github/workflows/public-conformance.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf workflow
+	if err := yaml.Unmarshal(raw, &wf); err != nil {
+		t.Fatalf("public-conformance.yml is not YAML: %v", err)
+	}
+	if !slices.Contains(wf.On.Push.Branches, "main") {
+		t.Errorf("on.push.branches %v lacks main", wf.On.Push.Branches)
+	}
+	if wf.Concurrency.Group == "" || wf.Concurrency.CancelInProgress == nil || *wf.Concurrency.CancelInProgress {
+		t.Errorf("concurrency %+v: runs must queue, one at a time, none cancelled", wf.Concurrency)
+	}
+	job, ok := wf.Jobs["conformance"]
+	if !ok {
+		t.Fatal("no conformance job")
+	}
+	return job.Steps
+}
+
+// The script takes the key and starts afresh from a chain that does not
+// verify.
+func conformanceScriptChains(t *testing.T) {
+	t.Helper()
 	script, err := os.ReadFile("../scripts/conformance.sh")
 	if err != nil {
 		t.Fatal(err)

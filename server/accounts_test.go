@@ -239,51 +239,7 @@ func TestNoOverspend(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		var mu sync.Mutex
-		var failures []error
-		fail := func(err error) {
-			mu.Lock()
-			failures = append(failures, err)
-			mu.Unlock()
-		}
-		// Quoters hand ALLOW quotes to consumers as they go, so quotes and
-		// consumes interleave against the same budget.
-		held := make(chan string, 200)
-		var wg, quoters sync.WaitGroup
-		quoters.Add(100)
-		go func() { quoters.Wait(); close(held) }()
-		for i := 0; i < 200; i++ {
-			wg.Add(1)
-			go func(i int) {
-				defer wg.Done()
-				if i%2 == 0 {
-					defer quoters.Done()
-					q, _, err := ts.Service().Quotes.Create(ctx, a.principal, sdk.QuoteRequest{ProjectId: a.project,
-						Items: []sdk.QuoteItem{{Kind: sdk.Domain, Domain: &names[i], Years: ptr(1 + rand.IntN(3))}}})
-					if err != nil {
-						fail(err)
-						return
-					}
-					// Some holds stay held; some are consumed twice, and the second must lose.
-					if q.Decision == sdk.ALLOW && i%6 != 0 {
-						held <- q.QuoteId
-						if rand.IntN(2) == 0 {
-							held <- q.QuoteId
-						}
-					}
-					return
-				}
-				if id, ok := <-held; ok {
-					if err := consume(ts, a, id); err != nil && code(err) != "conflict:state" {
-						fail(err)
-					}
-				}
-			}(i)
-		}
-		wg.Wait()
-		for _, err := range failures {
-			t.Errorf("unexpected failure: %v", err)
-		}
+		raceQuotesAndConsumes(t, ts, a, names[:200])
 		p, err := ts.Store().Projects().Get(ctx, a.org, a.project)
 		if err != nil {
 			t.Fatal(err)
@@ -301,25 +257,84 @@ func TestNoOverspend(t *testing.T) {
 		if p.SpentMicro == 0 || totals["held"] == 0 {
 			t.Fatalf("the race did not exercise both paths: %v", totals)
 		}
-		// The ledger recorded every movement, and its chain holds.
-		entries, err := ts.Store().Ledger().Entries(ctx, a.org, 0, 10000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b := ledger.Verify(entries); b != nil {
-			t.Fatal(b)
-		}
-		var ledgerSpent money.MicroUSD
-		for _, e := range entries {
-			if e.Action == "consume_quote" {
-				n, _ := e.Details["amountMicroUsd"].(interface{ Int64() (int64, error) }).Int64()
-				ledgerSpent += money.MicroUSD(n)
-			}
-		}
-		if ledgerSpent != p.SpentMicro {
-			t.Fatalf("ledger spent %d, project spent %d", ledgerSpent, p.SpentMicro)
-		}
+		ledgerRecordsEverySpend(t, ts, a, p.SpentMicro)
 	})
+}
+
+// raceQuotesAndConsumes quotes a name each in 100 goroutines and consumes
+// in 100 others: quoters hand ALLOW quotes to consumers as they go, so
+// quotes and consumes interleave against the same budget. Some holds stay
+// held; some are consumed twice, and the second must lose.
+func raceQuotesAndConsumes(t *testing.T, ts *testServer, a account, names []string) {
+	t.Helper()
+	ctx := context.Background()
+	var mu sync.Mutex
+	var failures []error
+	fail := func(err error) {
+		mu.Lock()
+		failures = append(failures, err)
+		mu.Unlock()
+	}
+	held := make(chan string, 200)
+	var wg, quoters sync.WaitGroup
+	quoters.Add(100)
+	go func() { quoters.Wait(); close(held) }()
+	for i := 0; i < 200; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if i%2 == 0 {
+				defer quoters.Done()
+				q, _, err := ts.Service().Quotes.Create(ctx, a.principal, sdk.QuoteRequest{ProjectId: a.project,
+					Items: []sdk.QuoteItem{{Kind: sdk.Domain, Domain: &names[i], Years: ptr(1 + rand.IntN(3))}}})
+				if err != nil {
+					fail(err)
+					return
+				}
+				// Some holds stay held; some are consumed twice, and the second must lose.
+				if q.Decision == sdk.ALLOW && i%6 != 0 {
+					held <- q.QuoteId
+					if rand.IntN(2) == 0 {
+						held <- q.QuoteId
+					}
+				}
+				return
+			}
+			if id, ok := <-held; ok {
+				if err := consume(ts, a, id); err != nil && code(err) != "conflict:state" {
+					fail(err)
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	for _, err := range failures {
+		t.Errorf("unexpected failure: %v", err)
+	}
+}
+
+// The ledger recorded every movement, its chain holds, and its charges
+// add up to what the project spent.
+func ledgerRecordsEverySpend(t *testing.T, ts *testServer, a account, spent money.MicroUSD) {
+	t.Helper()
+	ctx := context.Background()
+	entries, err := ts.Store().Ledger().Entries(ctx, a.org, 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := ledger.Verify(entries); b != nil {
+		t.Fatal(b)
+	}
+	var ledgerSpent money.MicroUSD
+	for _, e := range entries {
+		if e.Action == "consume_quote" {
+			n, _ := e.Details["amountMicroUsd"].(interface{ Int64() (int64, error) }).Int64()
+			ledgerSpent += money.MicroUSD(n)
+		}
+	}
+	if ledgerSpent != spent {
+		t.Fatalf("ledger spent %d, project spent %d", ledgerSpent, spent)
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

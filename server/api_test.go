@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/internal/testkit/contracttest"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/apierr"
@@ -40,74 +41,21 @@ func TestSearchDomains(t *testing.T) {
 	ts := start(t, server.Config{})
 	c := ts.Client
 
-	t.Run("common catalog by default", func(t *testing.T) {
-		env := c.Do("GET", "/v1/domains/search?q=acme", nil, nil).JSON()
-		a := applied(env)
-		if a["catalog"] != "common" || a["includeExotic"] != false {
-			t.Fatalf("applied %v", a)
-		}
-		got := strings.Join(strs(a["tlds"]), ",")
-		if got != "com,dev,app,io,ai,co,net,org,sh,xyz" {
-			t.Fatalf("effective tlds %s", got)
-		}
-		for _, cand := range candidates(t, env) {
-			if cand["tld"] == "museum" {
-				t.Fatal("exotic TLD in the common catalog")
-			}
-		}
-	})
+	t.Run("common catalog by default", func(t *testing.T) { searchCommonCatalogByDefault(t, c) })
 	t.Run("includeExotic selects the full catalog", func(t *testing.T) {
 		env := c.Do("GET", "/v1/domains/search?q=acme&includeExotic=true&limit=200", nil, nil).JSON()
 		if applied(env)["catalog"] != "full" || len(candidates(t, env)) != 20 {
 			t.Fatalf("full catalog: %v, %d candidates", applied(env)["catalog"], len(candidates(t, env)))
 		}
 	})
-	t.Run("allow list order is kept, deny list removes", func(t *testing.T) {
-		env := c.Do("GET", "/v1/domains/search?q=acme&tldAllowlist=org,dev,com,museum&tldDenylist=dev", nil, nil).JSON()
-		a := applied(env)
-		if got := strings.Join(strs(a["tlds"]), ","); got != "org,com" {
-			t.Fatalf("effective %s", got)
-		}
-		if got := strings.Join(strs(a["ignoredTlds"]), ","); got != "museum" {
-			t.Fatalf("ignored %s", got)
-		}
-		if got := strings.Join(strs(a["tldAllowlist"]), ","); got != "org,dev,com,museum" {
-			t.Fatalf("echoed allow list %s", got)
-		}
-		cs := candidates(t, env)
-		if len(cs) != 2 || cs[0]["domain"] != "acme.org" || cs[1]["domain"] != "acme.com" {
-			t.Fatalf("candidates %v", cs)
-		}
-	})
+	t.Run("allow list order is kept, deny list removes", func(t *testing.T) { searchAllowAndDenyLists(t, c) })
 	t.Run("a TLD named in q comes first", func(t *testing.T) {
 		cs := candidates(t, c.Do("GET", "/v1/domains/search?q=acme.net", nil, nil).JSON())
 		if cs[0]["domain"] != "acme.net" {
 			t.Fatalf("first %v", cs[0])
 		}
 	})
-	t.Run("ceilings drop candidates lacking the price", func(t *testing.T) {
-		env := c.Do("GET", "/v1/domains/search?q=acme&includeExotic=true&limit=200&maxFirstYearPriceUsd=15&maxRenewalPriceUsd=30", nil, nil).JSON()
-		for _, cand := range candidates(t, env) {
-			if cand["firstYearPriceUsd"] == nil || cand["firstYearPriceUsd"].(float64) > 15 {
-				t.Fatalf("over or lacking first-year price: %v", cand)
-			}
-			if cand["annualizedRenewalPriceUsd"] == nil || cand["annualizedRenewalPriceUsd"].(float64) > 30 {
-				t.Fatalf("over or lacking renewal price: %v", cand)
-			}
-			switch cand["tld"] {
-			case "museum", "aero", "bank":
-				t.Fatalf("%s lacks a price and must be excluded", cand["tld"])
-			}
-		}
-		ex := env["data"].(map[string]any)["excluded"].(map[string]any)
-		if ex["lackingPrice"].(float64) != 2 { // museum and bank; aero is over the first-year ceiling first
-			t.Fatalf("excluded %v", ex)
-		}
-		a := applied(env)
-		if a["maxFirstYearPriceUsd"] != 15.0 || a["maxRenewalPriceUsd"] != 30.0 {
-			t.Fatalf("ceilings not echoed: %v", a)
-		}
-	})
+	t.Run("ceilings drop candidates lacking the price", func(t *testing.T) { searchCeilingsDropUnpriced(t, c) })
 	t.Run("renewal ceiling compares the annualized price", func(t *testing.T) {
 		// .ai renews at 158 USD for two years: 79 a year.
 		cs := candidates(t, c.Do("GET", "/v1/domains/search?q=acme&tldAllowlist=ai&maxRenewalPriceUsd=79", nil, nil).JSON())
@@ -126,6 +74,77 @@ func TestSearchDomains(t *testing.T) {
 			t.Fatal("two searches differ")
 		}
 	})
+	searchRefusesBadQueries(t, c)
+}
+
+// searchCommonCatalogByDefault wants the common TLDs, in order, and no
+// exotic one.
+func searchCommonCatalogByDefault(t *testing.T, c *contracttest.Client) {
+	env := c.Do("GET", "/v1/domains/search?q=acme", nil, nil).JSON()
+	a := applied(env)
+	if a["catalog"] != "common" || a["includeExotic"] != false {
+		t.Fatalf("applied %v", a)
+	}
+	got := strings.Join(strs(a["tlds"]), ",")
+	if got != "com,dev,app,io,ai,co,net,org,sh,xyz" {
+		t.Fatalf("effective tlds %s", got)
+	}
+	for _, cand := range candidates(t, env) {
+		if cand["tld"] == "museum" {
+			t.Fatal("exotic TLD in the common catalog")
+		}
+	}
+}
+
+// searchAllowAndDenyLists wants the allow list's order kept, the deny
+// list removing, and a TLD outside the catalog ignored and said so.
+func searchAllowAndDenyLists(t *testing.T, c *contracttest.Client) {
+	env := c.Do("GET", "/v1/domains/search?q=acme&tldAllowlist=org,dev,com,museum&tldDenylist=dev", nil, nil).JSON()
+	a := applied(env)
+	if got := strings.Join(strs(a["tlds"]), ","); got != "org,com" {
+		t.Fatalf("effective %s", got)
+	}
+	if got := strings.Join(strs(a["ignoredTlds"]), ","); got != "museum" {
+		t.Fatalf("ignored %s", got)
+	}
+	if got := strings.Join(strs(a["tldAllowlist"]), ","); got != "org,dev,com,museum" {
+		t.Fatalf("echoed allow list %s", got)
+	}
+	cs := candidates(t, env)
+	if len(cs) != 2 || cs[0]["domain"] != "acme.org" || cs[1]["domain"] != "acme.com" {
+		t.Fatalf("candidates %v", cs)
+	}
+}
+
+// searchCeilingsDropUnpriced wants every candidate within both ceilings
+// and the ones lacking a price counted as excluded.
+func searchCeilingsDropUnpriced(t *testing.T, c *contracttest.Client) {
+	env := c.Do("GET", "/v1/domains/search?q=acme&includeExotic=true&limit=200&maxFirstYearPriceUsd=15&maxRenewalPriceUsd=30", nil, nil).JSON()
+	for _, cand := range candidates(t, env) {
+		if cand["firstYearPriceUsd"] == nil || cand["firstYearPriceUsd"].(float64) > 15 {
+			t.Fatalf("over or lacking first-year price: %v", cand)
+		}
+		if cand["annualizedRenewalPriceUsd"] == nil || cand["annualizedRenewalPriceUsd"].(float64) > 30 {
+			t.Fatalf("over or lacking renewal price: %v", cand)
+		}
+		switch cand["tld"] {
+		case "museum", "aero", "bank":
+			t.Fatalf("%s lacks a price and must be excluded", cand["tld"])
+		}
+	}
+	ex := env["data"].(map[string]any)["excluded"].(map[string]any)
+	if ex["lackingPrice"].(float64) != 2 { // museum and bank; aero is over the first-year ceiling first
+		t.Fatalf("excluded %v", ex)
+	}
+	a := applied(env)
+	if a["maxFirstYearPriceUsd"] != 15.0 || a["maxRenewalPriceUsd"] != 30.0 {
+		t.Fatalf("ceilings not echoed: %v", a)
+	}
+}
+
+// searchRefusesBadQueries wants each bad query refused with 400, naming
+// the field.
+func searchRefusesBadQueries(t *testing.T, c *contracttest.Client) {
 	bad := []struct {
 		name, query, code, field string
 	}{
@@ -154,50 +173,69 @@ func TestSearchDomains(t *testing.T) {
 func TestEstimate(t *testing.T) {
 	ts := start(t, server.Config{})
 	c := ts.Client
-	data := func(r map[string]any) map[string]any { return r["data"].(map[string]any) }
 
-	t.Run("cheapest capable when target omitted", func(t *testing.T) {
-		cases := map[string]string{
-			"static_site": "edge", "dynamic_service": "process", "worker": "worker",
-			"database_backed_app": "process", "mail_enabled_app": "process",
-		}
-		for workload, want := range cases {
-			d := data(c.Do("POST", "/v1/estimate", map[string]any{"workload": workload}, nil).JSON())
-			if d["selectedTarget"] != want || d["selectionReason"] != "cheapest_capable" {
-				t.Fatalf("%s: selected %v (%v)", workload, d["selectedTarget"], d["selectionReason"])
-			}
-			if len(d["considered"].([]any)) != 3 || len(d["assumptions"].([]any)) < 2 {
-				t.Fatalf("%s: considered/assumptions missing: %v", workload, d)
-			}
-		}
-	})
+	t.Run("cheapest capable when target omitted", func(t *testing.T) { estimateCheapestCapable(t, c) })
 	t.Run("add-ons are priced in", func(t *testing.T) {
-		d := data(c.Do("POST", "/v1/estimate", map[string]any{"workload": "database_backed_app"}, nil).JSON())
+		d := envelopeData(c.Do("POST", "/v1/estimate", map[string]any{"workload": "database_backed_app"}, nil).JSON())
 		addons := d["addons"].([]any)
 		if len(addons) != 1 || addons[0].(map[string]any)["target"] != "managed_postgres" || d["monthlyUsd"] != 22.0 {
 			t.Fatalf("addons %v total %v", addons, d["monthlyUsd"])
 		}
 	})
-	t.Run("explicit target is authoritative and called out", func(t *testing.T) {
-		d := data(c.Do("POST", "/v1/estimate", map[string]any{"workload": "static_site", "target": "process"}, nil).JSON())
-		if d["selectedTarget"] != "process" || d["selectionReason"] != "explicit_target" {
-			t.Fatalf("%v", d)
-		}
-		codes := ""
-		for _, e := range d["evidence"].([]any) {
-			codes += e.(map[string]any)["code"].(string) + " "
-		}
-		if !strings.Contains(codes, "explicit_target") || !strings.Contains(codes, "cheaper_capable_exists") {
-			t.Fatalf("evidence %s", codes)
-		}
-	})
+	t.Run("explicit target is authoritative and called out", func(t *testing.T) { estimateExplicitTarget(t, c) })
 	t.Run("usage changes the price in integer money", func(t *testing.T) {
-		d := data(c.Do("POST", "/v1/estimate", map[string]any{"workload": "static_site", "monthlyRequests": 3_500_000, "monthlyEgressGb": 100.1}, nil).JSON())
+		d := envelopeData(c.Do("POST", "/v1/estimate", map[string]any{"workload": "static_site", "monthlyRequests": 3_500_000, "monthlyEgressGb": 100.1}, nil).JSON())
 		// 2.5M requests over at 0.20/M = 0.50; 0.1 GB over at 0.05 = 0.005.
 		if d["monthlyUsd"] != 0.505 {
 			t.Fatalf("monthly %v", d["monthlyUsd"])
 		}
 	})
+	estimateRefusesBadBodies(t, c)
+	t.Run("body too large", func(t *testing.T) {
+		r := c.Do("POST", "/v1/estimate", `{"workload":"static_site","pad":"`+strings.Repeat("x", 2<<20)+`"}`, nil)
+		if r.StatusCode != 413 || r.JSON()["blockedBy"] != "input:body_too_large" {
+			t.Fatalf("%d %s", r.StatusCode, r.Body[:min(200, len(r.Body))])
+		}
+	})
+}
+
+// estimateCheapestCapable wants each workload given the cheapest target
+// that can run it.
+func estimateCheapestCapable(t *testing.T, c *contracttest.Client) {
+	cases := map[string]string{
+		"static_site": "edge", "dynamic_service": "process", "worker": "worker",
+		"database_backed_app": "process", "mail_enabled_app": "process",
+	}
+	for workload, want := range cases {
+		d := envelopeData(c.Do("POST", "/v1/estimate", map[string]any{"workload": workload}, nil).JSON())
+		if d["selectedTarget"] != want || d["selectionReason"] != "cheapest_capable" {
+			t.Fatalf("%s: selected %v (%v)", workload, d["selectedTarget"], d["selectionReason"])
+		}
+		if len(d["considered"].([]any)) != 3 || len(d["assumptions"].([]any)) < 2 {
+			t.Fatalf("%s: considered/assumptions missing: %v", workload, d)
+		}
+	}
+}
+
+// estimateExplicitTarget wants a named target kept, with evidence that a
+// cheaper one could run the workload.
+func estimateExplicitTarget(t *testing.T, c *contracttest.Client) {
+	d := envelopeData(c.Do("POST", "/v1/estimate", map[string]any{"workload": "static_site", "target": "process"}, nil).JSON())
+	if d["selectedTarget"] != "process" || d["selectionReason"] != "explicit_target" {
+		t.Fatalf("%v", d)
+	}
+	codes := ""
+	for _, e := range d["evidence"].([]any) {
+		codes += e.(map[string]any)["code"].(string) + " "
+	}
+	if !strings.Contains(codes, "explicit_target") || !strings.Contains(codes, "cheaper_capable_exists") {
+		t.Fatalf("evidence %s", codes)
+	}
+}
+
+// estimateRefusesBadBodies wants each bad body refused with its status
+// and code, actions to take, and the field named.
+func estimateRefusesBadBodies(t *testing.T, c *contracttest.Client) {
 	bad := []struct {
 		name        string
 		body        string
@@ -241,12 +279,6 @@ func TestEstimate(t *testing.T) {
 			}
 		})
 	}
-	t.Run("body too large", func(t *testing.T) {
-		r := c.Do("POST", "/v1/estimate", `{"workload":"static_site","pad":"`+strings.Repeat("x", 2<<20)+`"}`, nil)
-		if r.StatusCode != 413 || r.JSON()["blockedBy"] != "input:body_too_large" {
-			t.Fatalf("%d %s", r.StatusCode, r.Body[:min(200, len(r.Body))])
-		}
-	})
 }
 
 func TestRouting(t *testing.T) {
@@ -318,3 +350,6 @@ func TestNotImplementedOperationsAreTyped(t *testing.T) {
 		t.Fatalf("unimplemented: %v", err)
 	}
 }
+
+// envelopeData answers an envelope's data.
+func envelopeData(env map[string]any) map[string]any { return env["data"].(map[string]any) }

@@ -244,15 +244,7 @@ func TestLaunchFailureSurvivesSIGKILL(t *testing.T) {
 			}
 			taskID := launch.JSON()["data"].(map[string]any)["taskId"].(string)
 			p.waitFor(t, regexp.MustCompile(`paused at step boundary.*step=`+service.StepCharge), 30*time.Second)
-			// The registrar sells the name to someone else meanwhile.
-			st, err := store.Open(context.Background(), dataDir, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.Domains().RecordPurchase(context.Background(), store.Purchase{Ref: "elsewhere", Domain: domains[i], OrgID: "org_elsewhere", Years: 1, AuthCode: "x", CreatedAt: time.Now()}); err != nil {
-				t.Fatal(err)
-			}
-			st.Close()
+			soldElsewhere(t, dataDir, domains[i])
 			p.kill(t)
 
 			if killAfterFailure {
@@ -262,32 +254,13 @@ func TestLaunchFailureSurvivesSIGKILL(t *testing.T) {
 			}
 			p3 := startProcess(t, bin, dataDir)
 			c3 := &contracttest.Client{T: t, BaseURL: p3.url}
-			deadline := time.Now().Add(30 * time.Second)
-			var task map[string]any
-			for time.Now().Before(deadline) {
-				task = c3.Do("GET", "/v1/tasks/"+taskID, nil, h).JSON()["data"].(map[string]any)
-				if task["state"] == "succeeded" || task["state"] == "failed" {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			task := finished(c3, h, taskID, 30*time.Second)
 			if task["state"] != "failed" || task["result"].(map[string]any)["blockedBy"] != "plan:domain_unavailable" {
 				t.Fatalf("after restart the task is %v: %v", task["state"], task)
 			}
-			proj := c3.Do("GET", "/v1/projects/"+project, nil, h).JSON()["data"].(map[string]any)
-			if proj["spentUsd"] != 0.0 || proj["heldUsd"] != 0.0 {
-				t.Fatalf("charged %v (held %v) after a failed launch", proj["spentUsd"], proj["heldUsd"])
-			}
-			page := c3.Do("GET", "/v1/ledger?limit=1000", nil, h).JSON()["data"].(map[string]any)
-			counts := map[string]int{}
-			for _, e := range page["entries"].([]any) {
-				counts[e.(map[string]any)["action"].(string)]++
-			}
-			if counts["consume_quote"] != 1 || counts["refund"] != 1 || counts["launch_failed"] != 1 {
-				t.Fatalf("ledger %v", counts)
-			}
+			chargedNothingAndRefunded(t, c3, h, project)
 			p3.kill(t)
-			st, err = store.Open(context.Background(), dataDir, "")
+			st, err := store.Open(context.Background(), dataDir, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -297,6 +270,37 @@ func TestLaunchFailureSurvivesSIGKILL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// chargedNothingAndRefunded wants the project charged and holding nothing,
+// and the ledger to show the charge, its refund and the failure once each.
+func chargedNothingAndRefunded(t *testing.T, c *contracttest.Client, h http.Header, project string) {
+	t.Helper()
+	proj := c.Do("GET", "/v1/projects/"+project, nil, h).JSON()["data"].(map[string]any)
+	if proj["spentUsd"] != 0.0 || proj["heldUsd"] != 0.0 {
+		t.Fatalf("charged %v (held %v) after a failed launch", proj["spentUsd"], proj["heldUsd"])
+	}
+	page := c.Do("GET", "/v1/ledger?limit=1000", nil, h).JSON()["data"].(map[string]any)
+	counts := map[string]int{}
+	for _, e := range page["entries"].([]any) {
+		counts[e.(map[string]any)["action"].(string)]++
+	}
+	if counts["consume_quote"] != 1 || counts["refund"] != 1 || counts["launch_failed"] != 1 {
+		t.Fatalf("ledger %v", counts)
+	}
+}
+
+// soldElsewhere records that the registrar sold domain to someone else.
+func soldElsewhere(t *testing.T, dataDir, domain string) {
+	t.Helper()
+	st, err := store.Open(context.Background(), dataDir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Domains().RecordPurchase(context.Background(), store.Purchase{Ref: "elsewhere", Domain: domain, OrgID: "org_elsewhere", Years: 1, AuthCode: "x", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
 }
 
 // A workflow (a quote, a launch that registers a domain with it, and a
@@ -352,30 +356,7 @@ func TestWorkflowSurvivesSIGKILLAtEveryStep(t *testing.T) {
 				log := p2.log.String()
 				p2.mu.Unlock()
 				p2.kill(t)
-				st, _ := store.Open(context.Background(), dataDir, "")
-				rows, _ := st.DB().Query(`SELECT host, service_id FROM service_hosts`)
-				var hosts []string
-				for rows.Next() {
-					var h, sv string
-					rows.Scan(&h, &sv)
-					hosts = append(hosts, h+"="+sv)
-				}
-				rows.Close()
-				srows, _ := st.DB().Query(`SELECT id, name, state, task_id FROM services`)
-				for srows.Next() {
-					var a, b, c, d string
-					srows.Scan(&a, &b, &c, &d)
-					hosts = append(hosts, "svc "+a+" "+b+" "+c+" "+d)
-				}
-				srows.Close()
-				irows, _ := st.DB().Query(`SELECT idem_key, operation, state, COALESCE(status, 0) FROM idempotency_records`)
-				for irows.Next() {
-					var a, b, c string
-					var d int
-					irows.Scan(&a, &b, &c, &d)
-					hosts = append(hosts, fmt.Sprintf("idem %s %s %s %d", a, b, c, d))
-				}
-				irows.Close()
+				hosts := storeDump(dataDir)
 				t.Fatalf("after restart the workflow is %v: %v\nall tasks: %s\nlog:\n%s\ndb: %v", task["state"], task, all, log, hosts)
 			}
 			proj := c2.Do("GET", "/v1/projects/"+project, nil, h).JSON()["data"].(map[string]any)
@@ -399,6 +380,36 @@ func TestWorkflowSurvivesSIGKILLAtEveryStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storeDump describes the hosts, services and idempotency records in the
+// store under dataDir, for a failure's message.
+func storeDump(dataDir string) []string {
+	st, _ := store.Open(context.Background(), dataDir, "")
+	rows, _ := st.DB().Query(`SELECT host, service_id FROM service_hosts`)
+	var hosts []string
+	for rows.Next() {
+		var h, sv string
+		rows.Scan(&h, &sv)
+		hosts = append(hosts, h+"="+sv)
+	}
+	rows.Close()
+	srows, _ := st.DB().Query(`SELECT id, name, state, task_id FROM services`)
+	for srows.Next() {
+		var a, b, c, d string
+		srows.Scan(&a, &b, &c, &d)
+		hosts = append(hosts, "svc "+a+" "+b+" "+c+" "+d)
+	}
+	srows.Close()
+	irows, _ := st.DB().Query(`SELECT idem_key, operation, state, COALESCE(status, 0) FROM idempotency_records`)
+	for irows.Next() {
+		var a, b, c string
+		var d int
+		irows.Scan(&a, &b, &c, &d)
+		hosts = append(hosts, fmt.Sprintf("idem %s %s %s %d", a, b, c, d))
+	}
+	irows.Close()
+	return hosts
 }
 
 // A replica is killed with SIGKILL in the middle of a launch that buys a

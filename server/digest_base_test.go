@@ -32,14 +32,7 @@ func TestBundleFromBase(t *testing.T) {
 				t.Fatalf("upload: %d %v", st, body)
 			}
 		}
-		create := func(acc account, body map[string]any) (int, map[string]any) {
-			t.Helper()
-			if _, ok := body["projectId"]; !ok {
-				body["projectId"] = acc.project
-			}
-			r := ts.Client.Do("POST", "/v1/bundles", body, acc.header())
-			return r.StatusCode, r.JSON()
-		}
+		create := func(acc account, body map[string]any) (int, map[string]any) { return createBundle(t, ts, acc, body) }
 		st, body := create(a, map[string]any{"manifest": site.manifest})
 		if st != 201 {
 			t.Fatalf("base: %d %v", st, body)
@@ -70,12 +63,7 @@ func TestBundleFromBase(t *testing.T) {
 			t.Fatalf("derived: %d %v", st, body)
 		}
 		made := body["data"].(map[string]any)
-		info := ts.Client.Do("GET", "/v1/bundles/"+made["bundleId"].(string), nil, a.header()).JSON()["data"].(map[string]any)
-		var got []string
-		for _, f := range info["files"].([]any) {
-			f := f.(map[string]any)
-			got = append(got, fmt.Sprintf("%s=%s", f["path"], f["sha256"]))
-		}
+		got := bundleFiles(t, ts, a, made["bundleId"].(string))
 		want := []string{"a.css=" + sha("a{}"), "b.css=" + sha("b{}"), "index.html=" + sha("<h1>v2</h1>"), "js/new.js=" + sha("x()")}
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Fatalf("derived manifest\n%v\nwant\n%v", got, want)
@@ -100,27 +88,55 @@ func TestBundleFromBase(t *testing.T) {
 			}
 		}
 
-		// Conflicting paths, and changes without a base, are refused
-		// before anything is looked up.
-		for name, c := range map[string]struct {
-			body  map[string]any
-			field string
-		}{
-			"removed and changed": {map[string]any{"baseBundleId": base, "changes": []any{entry("a.css", "a{}")}, "removed": []any{"a.css"}}, "body.removed.0"},
-			"removed twice":       {map[string]any{"baseBundleId": base, "removed": []any{"a.css", "a.css"}}, "body.removed.1"},
-			"removed, not there":  {map[string]any{"baseBundleId": base, "removed": []any{"nope.css"}}, "body.removed.0"},
-			"changed twice":       {map[string]any{"baseBundleId": base, "changes": []any{entry("a.css", "a{}"), entry("a.css", "b{}")}}, "body.changes.1.path"},
-			"unsafe path":         {map[string]any{"baseBundleId": base, "changes": []any{entry("../x", "a{}")}}, "body.changes.0.path"},
-			"everything removed":  {map[string]any{"baseBundleId": base, "removed": []any{"a.css", "b.css", "index.html", "old.txt"}}, "body.removed"},
-			"changes, no base":    {map[string]any{"changes": []any{entry("a.css", "a{}")}}, "body.changes"},
-			"base and manifest":   {map[string]any{"baseBundleId": base, "manifest": site.manifest}, "body.baseBundleId"},
-		} {
-			st, body := create(a, c.body)
-			if st != 400 || body["blockedBy"] != "input:invalid" || body["retryable"] != false || body["details"].([]any)[0].(map[string]any)["field"] != c.field {
-				t.Errorf("%s: %d %v", name, st, body)
-			}
-		}
+		badDerivationsRefused(t, ts, a, base, site.manifest)
 	})
+}
+
+// createBundle calls create_bundle, in acc's project unless body names
+// one, and answers the status and envelope.
+func createBundle(t *testing.T, ts *testServer, acc account, body map[string]any) (int, map[string]any) {
+	t.Helper()
+	if _, ok := body["projectId"]; !ok {
+		body["projectId"] = acc.project
+	}
+	r := ts.Client.Do("POST", "/v1/bundles", body, acc.header())
+	return r.StatusCode, r.JSON()
+}
+
+// bundleFiles answers the bundle's files as path=sha256.
+func bundleFiles(t *testing.T, ts *testServer, a account, id string) []string {
+	t.Helper()
+	info := ts.Client.Do("GET", "/v1/bundles/"+id, nil, a.header()).JSON()["data"].(map[string]any)
+	var got []string
+	for _, f := range info["files"].([]any) {
+		f := f.(map[string]any)
+		got = append(got, fmt.Sprintf("%s=%s", f["path"], f["sha256"]))
+	}
+	return got
+}
+
+// Conflicting paths, and changes without a base, are refused before
+// anything is looked up.
+func badDerivationsRefused(t *testing.T, ts *testServer, a account, base string, manifest any) {
+	t.Helper()
+	for name, c := range map[string]struct {
+		body  map[string]any
+		field string
+	}{
+		"removed and changed": {map[string]any{"baseBundleId": base, "changes": []any{entry("a.css", "a{}")}, "removed": []any{"a.css"}}, "body.removed.0"},
+		"removed twice":       {map[string]any{"baseBundleId": base, "removed": []any{"a.css", "a.css"}}, "body.removed.1"},
+		"removed, not there":  {map[string]any{"baseBundleId": base, "removed": []any{"nope.css"}}, "body.removed.0"},
+		"changed twice":       {map[string]any{"baseBundleId": base, "changes": []any{entry("a.css", "a{}"), entry("a.css", "b{}")}}, "body.changes.1.path"},
+		"unsafe path":         {map[string]any{"baseBundleId": base, "changes": []any{entry("../x", "a{}")}}, "body.changes.0.path"},
+		"everything removed":  {map[string]any{"baseBundleId": base, "removed": []any{"a.css", "b.css", "index.html", "old.txt"}}, "body.removed"},
+		"changes, no base":    {map[string]any{"changes": []any{entry("a.css", "a{}")}}, "body.changes"},
+		"base and manifest":   {map[string]any{"baseBundleId": base, "manifest": manifest}, "body.baseBundleId"},
+	} {
+		st, body := createBundle(t, ts, a, c.body)
+		if st != 400 || body["blockedBy"] != "input:invalid" || body["retryable"] != false || body["details"].([]any)[0].(map[string]any)["field"] != c.field {
+			t.Errorf("%s: %d %v", name, st, body)
+		}
+	}
 }
 
 // TestBundleFromBaseFileCap: the file cap holds for the bundle a base

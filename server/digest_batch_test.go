@@ -79,21 +79,7 @@ func TestUploadBlobs(t *testing.T) {
 			t.Fatalf("another organisation: %d %v", st, body)
 		}
 
-		// Content 1 does not match its hash: content 0 is stored, 1 is
-		// not, 2 is not read.
-		liar := site.order[4] + "=" + "<p>not batch 4</p>"
-		st, body = postBlobs(t, ts, a, frames(content(3), liar, content(5)))
-		if st != 400 || body["blockedBy"] != "input:invalid" || body["retryable"] != false ||
-			body["details"].([]any)[0].(map[string]any)["field"] != "body.1" || !strings.Contains(body["message"].(string), "the 1 contents before it are stored") ||
-			len(body["actions"].([]any)) == 0 {
-			t.Fatalf("a mismatch: %d %v", st, body)
-		}
-		if got := findMissing(t, ts, a, site.manifest); strings.Join(got, ",") != strings.Join(site.order[4:], ",") {
-			t.Fatalf("missing after a mismatch: %v", got)
-		}
-		if n := countBlob(t, ts, sha("<p>not batch 4</p>")) + countBlob(t, ts, site.order[4]); n != 0 {
-			t.Fatalf("the refused content left %d rows", n)
-		}
+		mismatchStopsTheBatch(t, ts, a, site)
 
 		// Cut short within content 6: 4 and 5 are kept, and the next
 		// batch sends the rest.
@@ -120,20 +106,47 @@ func TestUploadBlobs(t *testing.T) {
 			t.Fatalf("bundle: %d %s", r.StatusCode, r.Body)
 		}
 
-		// The JSON form, for clients that send only JSON.
-		j := "<p>json</p>"
-		r := ts.Client.Do("POST", "/v1/blobs", map[string]any{"blobs": []any{map[string]any{"sha256": sha(j), "contentBase64": base64.StdEncoding.EncodeToString([]byte(j))}}}, a.header())
-		if r.StatusCode != 200 || r.JSON()["data"].(map[string]any)["newBlobs"] != 1.0 {
-			t.Fatalf("JSON form: %d %s", r.StatusCode, r.Body)
-		}
-		// A refusal in the JSON form names the content as sent there.
-		r = ts.Client.Do("POST", "/v1/blobs", map[string]any{"blobs": []any{
-			map[string]any{"sha256": sha(j), "contentBase64": base64.StdEncoding.EncodeToString([]byte(j))},
-			map[string]any{"sha256": sha(j), "contentBase64": base64.StdEncoding.EncodeToString([]byte("<p>not json</p>"))}}}, a.header())
-		if body := r.JSON(); r.StatusCode != 400 || body["blockedBy"] != "input:invalid" || body["details"].([]any)[0].(map[string]any)["field"] != "body.blobs.1" {
-			t.Fatalf("JSON form, a mismatch: %d %s", r.StatusCode, r.Body)
-		}
+		jsonFormOfUploadBlobs(t, ts, a)
 	})
+}
+
+// Content 1 does not match its hash: content 0 is stored, 1 is not, 2 is
+// not read.
+func mismatchStopsTheBatch(t *testing.T, ts *testServer, a account, site digestSite) {
+	t.Helper()
+	content := func(i int) string { return site.content[site.order[i]] }
+	liar := site.order[4] + "=" + "<p>not batch 4</p>"
+	st, body := postBlobs(t, ts, a, frames(content(3), liar, content(5)))
+	if st != 400 || body["blockedBy"] != "input:invalid" || body["retryable"] != false ||
+		body["details"].([]any)[0].(map[string]any)["field"] != "body.1" || !strings.Contains(body["message"].(string), "the 1 contents before it are stored") ||
+		len(body["actions"].([]any)) == 0 {
+		t.Fatalf("a mismatch: %d %v", st, body)
+	}
+	if got := findMissing(t, ts, a, site.manifest); strings.Join(got, ",") != strings.Join(site.order[4:], ",") {
+		t.Fatalf("missing after a mismatch: %v", got)
+	}
+	if n := countBlob(t, ts, sha("<p>not batch 4</p>")) + countBlob(t, ts, site.order[4]); n != 0 {
+		t.Fatalf("the refused content left %d rows", n)
+	}
+}
+
+// The JSON form, for clients that send only JSON; a refusal in it names
+// the content as sent there.
+func jsonFormOfUploadBlobs(t *testing.T, ts *testServer, a account) {
+	t.Helper()
+	// The JSON form, for clients that send only JSON.
+	j := "<p>json</p>"
+	r := ts.Client.Do("POST", "/v1/blobs", map[string]any{"blobs": []any{map[string]any{"sha256": sha(j), "contentBase64": base64.StdEncoding.EncodeToString([]byte(j))}}}, a.header())
+	if r.StatusCode != 200 || r.JSON()["data"].(map[string]any)["newBlobs"] != 1.0 {
+		t.Fatalf("JSON form: %d %s", r.StatusCode, r.Body)
+	}
+	// A refusal in the JSON form names the content as sent there.
+	r = ts.Client.Do("POST", "/v1/blobs", map[string]any{"blobs": []any{
+		map[string]any{"sha256": sha(j), "contentBase64": base64.StdEncoding.EncodeToString([]byte(j))},
+		map[string]any{"sha256": sha(j), "contentBase64": base64.StdEncoding.EncodeToString([]byte("<p>not json</p>"))}}}, a.header())
+	if body := r.JSON(); r.StatusCode != 400 || body["blockedBy"] != "input:invalid" || body["details"].([]any)[0].(map[string]any)["field"] != "body.blobs.1" {
+		t.Fatalf("JSON form, a mismatch: %d %s", r.StatusCode, r.Body)
+	}
 }
 
 func countBlob(t *testing.T, ts *testServer, h string) int {

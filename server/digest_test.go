@@ -129,18 +129,7 @@ func TestDigestUploadResumesAndIsIdempotent(t *testing.T) {
 		files = append(files, [2]string{"copy.html", "<p>page 3</p>"}) // the same content twice
 		site := newDigestSite(files)
 
-		r := ts.Client.Do("POST", "/v1/bundles/missing", map[string]any{"projectId": a.project, "manifest": site.manifest}, a.header())
-		d := r.JSON()["data"].(map[string]any)
-		if r.StatusCode != 200 || len(d["missing"].([]any)) != 10 || d["fileCount"] != 11.0 {
-			t.Fatalf("first ask: %d %s", r.StatusCode, r.Body)
-		}
-		acts := r.JSON()["actions"].([]any)
-		if first := acts[0].(map[string]any); first["tool"] != "upload_blob" || first["arguments"].(map[string]any)["sha256"] != site.order[0] {
-			t.Fatalf("first action %v", first)
-		}
-		if next := acts[1].(map[string]any); next["tool"] != "upload_assets" || next["after"].([]any)[0] != acts[0].(map[string]any)["id"] {
-			t.Fatalf("second action %v", next)
-		}
+		firstAskListsEveryContent(t, ts, a, site)
 
 		// Half the content, then the connection drops.
 		for _, h := range site.order[:5] {
@@ -152,7 +141,7 @@ func TestDigestUploadResumesAndIsIdempotent(t *testing.T) {
 			t.Fatalf("after half: missing %v, want %v", got, site.order[5:])
 		}
 		// The bundle is refused until the rest is there.
-		r = ts.Client.Do("POST", "/v1/bundles", map[string]any{"projectId": a.project, "manifest": site.manifest}, a.header())
+		r := ts.Client.Do("POST", "/v1/bundles", map[string]any{"projectId": a.project, "manifest": site.manifest}, a.header())
 		if r.StatusCode != 409 || !strings.Contains(r.JSON()["message"].(string), "5 of the manifest's 10") {
 			t.Fatalf("bundle with content missing: %d %s", r.StatusCode, r.Body)
 		}
@@ -188,21 +177,44 @@ func TestDigestUploadResumesAndIsIdempotent(t *testing.T) {
 		if f := info["files"].([]any)[0].(map[string]any); f["path"] != "copy.html" || f["contentType"] != "text/html; charset=utf-8" {
 			t.Fatalf("manifest %v", f)
 		}
-		// A manifest that lies about a size is refused: sizes are what the
-		// storage quota counts.
-		lie := []any{map[string]any{"path": "x.html", "size": 1, "sha256": site.order[0]}}
-		if r := ts.Client.Do("POST", "/v1/bundles", map[string]any{"projectId": a.project, "manifest": lie}, a.header()); r.StatusCode != 400 {
-			t.Fatalf("a wrong size: %d %s", r.StatusCode, r.Body)
-		}
-		// Both forms at once, or neither, are refused.
-		both := uploadBody(a.project, inline)
-		both["manifest"] = site.manifest
-		for _, body := range []map[string]any{both, {"projectId": a.project}} {
-			if r := ts.Client.Do("POST", "/v1/bundles", body, a.header()); r.StatusCode != 400 || r.JSON()["blockedBy"] != "input:invalid" {
-				t.Fatalf("%v: %d %s", body, r.StatusCode, r.Body)
-			}
-		}
+		lyingAndMixedBundlesRefused(t, ts, a, site, inline)
 	})
+}
+
+// firstAskListsEveryContent wants find_missing_blobs to name each distinct
+// content once, and to offer the first upload, then upload_assets after it.
+func firstAskListsEveryContent(t *testing.T, ts *testServer, a account, site digestSite) {
+	t.Helper()
+	r := ts.Client.Do("POST", "/v1/bundles/missing", map[string]any{"projectId": a.project, "manifest": site.manifest}, a.header())
+	d := r.JSON()["data"].(map[string]any)
+	if r.StatusCode != 200 || len(d["missing"].([]any)) != 10 || d["fileCount"] != 11.0 {
+		t.Fatalf("first ask: %d %s", r.StatusCode, r.Body)
+	}
+	acts := r.JSON()["actions"].([]any)
+	if first := acts[0].(map[string]any); first["tool"] != "upload_blob" || first["arguments"].(map[string]any)["sha256"] != site.order[0] {
+		t.Fatalf("first action %v", first)
+	}
+	if next := acts[1].(map[string]any); next["tool"] != "upload_assets" || next["after"].([]any)[0] != acts[0].(map[string]any)["id"] {
+		t.Fatalf("second action %v", next)
+	}
+}
+
+// A manifest that lies about a size is refused: sizes are what the
+// storage quota counts. Both forms at once, or neither, are refused.
+func lyingAndMixedBundlesRefused(t *testing.T, ts *testServer, a account, site digestSite, inline map[string]string) {
+	t.Helper()
+	lie := []any{map[string]any{"path": "x.html", "size": 1, "sha256": site.order[0]}}
+	if r := ts.Client.Do("POST", "/v1/bundles", map[string]any{"projectId": a.project, "manifest": lie}, a.header()); r.StatusCode != 400 {
+		t.Fatalf("a wrong size: %d %s", r.StatusCode, r.Body)
+	}
+	// Both forms at once, or neither, are refused.
+	both := uploadBody(a.project, inline)
+	both["manifest"] = site.manifest
+	for _, body := range []map[string]any{both, {"projectId": a.project}} {
+		if r := ts.Client.Do("POST", "/v1/bundles", body, a.header()); r.StatusCode != 400 || r.JSON()["blockedBy"] != "input:invalid" {
+			t.Fatalf("%v: %d %s", body, r.StatusCode, r.Body)
+		}
+	}
 }
 
 // TestUploadBlobRefusals: content that does not match its hash, a path

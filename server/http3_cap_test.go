@@ -105,34 +105,10 @@ func TestHTTP3ConnectionsAreCapped(t *testing.T) {
 // closes, it may open another. Past half its allowance a source proves its
 // address with a Retry first, which a real client passes.
 func TestHTTP3ConnectionsAreCappedPerSource(t *testing.T) {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{"localhost"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	sources := &sourceLimiter{max: 2}
-	tr := &quic.Transport{Conn: pc, ConnContext: sources.connContext, VerifySourceAddress: sources.mustVerify}
-	defer tr.Close()
-	ln, err := tr.ListenEarly(http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}), &quic.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The global cap is far away: only the per-source one applies.
-	capped := &cappedListener{QUICListener: ln, max: 100}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	go func() {
-		for {
-			if _, err := capped.Accept(ctx); err != nil {
-				return
-			}
-		}
-	}()
+	pc := listenCappedHTTP3(t, ctx, sources)
 	from := func(ip string) func() (*quic.Conn, error) {
 		cpc, err := net.ListenPacket("udp", ip+":0")
 		if err != nil {
@@ -186,6 +162,39 @@ func TestHTTP3ConnectionsAreCappedPerSource(t *testing.T) {
 	for _, c := range []*quic.Conn{second, other, again} {
 		c.CloseWithError(0, "")
 	}
+}
+
+// listenCappedHTTP3 serves QUIC on a loopback port with a self-signed
+// certificate, sources limiting each source and a global cap far away,
+// accepting until ctx ends. It answers the server's socket.
+func listenCappedHTTP3(t *testing.T, ctx context.Context, sources *sourceLimiter) net.PacketConn {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{"localhost"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &quic.Transport{Conn: pc, ConnContext: sources.connContext, VerifySourceAddress: sources.mustVerify}
+	t.Cleanup(func() { tr.Close() })
+	ln, err := tr.ListenEarly(http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}), &quic.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The global cap is far away: only the per-source one applies.
+	capped := &cappedListener{QUICListener: ln, max: 100}
+	go func() {
+		for {
+			if _, err := capped.Accept(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	return pc
 }
 
 // Sources are IPv4 addresses and IPv6 /64 prefixes.

@@ -121,138 +121,191 @@ func pollSignup(ts *testServer, id, secret string) (int, map[string]any) {
 func TestSignupOverHTTP(t *testing.T) {
 	engines(t, func(t *testing.T, db string) {
 		ts := start(t, server.Config{DatabaseURL: db, RateLimits: generous})
-		r := ts.Client.Do("POST", "/v1/signup", map[string]any{"email": "ada@example.com", "organizationName": "Analytical"}, nil)
-		if r.StatusCode != 201 {
-			t.Fatalf("signup: %d %s", r.StatusCode, r.Body)
-		}
-		env := r.JSON()
-		data := env["data"].(map[string]any)
-		id, secret, review := data["signupSessionId"].(string), data["claimSecret"].(string), data["reviewUrl"].(string)
-		acts := env["actions"].([]any)
-		reviewAct, pollAct := acts[0].(map[string]any), acts[1].(map[string]any)
-		if reviewAct["kind"] != "url" || reviewAct["purpose"] != "review_signup" || reviewAct["actor"] != "human" || reviewAct["url"] != review {
-			t.Fatalf("review action %v", reviewAct)
-		}
-		if pollAct["tool"] != "poll_signup" || pollAct["http"].(map[string]any)["path"] != "/v1/signup/poll" || pollAct["retryAfterSeconds"] != 5.0 {
-			t.Fatalf("poll action %v", pollAct)
-		}
-		if strings.Contains(review, id) || strings.Contains(review, secret) {
-			t.Fatal("the review URL carries a private capability field")
-		}
-
-		// The poll is bound to the secret: a wrong secret and an unknown
-		// session get the same answer.
-		st1, wrong := pollSignup(ts, id, "not-the-secret")
-		st2, unknown := pollSignup(ts, "sus_unknown", secret)
-		if st1 != 404 || st2 != 404 || wrong["message"] != unknown["message"] || wrong["blockedBy"] != "not_found:resource" {
-			t.Fatalf("wrong secret %d %v, unknown %d %v", st1, wrong, st2, unknown)
-		}
-		if r := ts.Client.Do("POST", "/v1/signup/poll", map[string]any{"signupSessionId": id}, nil); r.StatusCode != 400 {
-			t.Fatalf("missing secret: %d", r.StatusCode)
-		}
-		if st, p := pollSignup(ts, id, secret); st != 200 || p["data"].(map[string]any)["state"] != "pending_review" {
-			t.Fatalf("pending: %d %v", st, p)
-		}
-
-		// The human reviews and approves.
-		b := newBrowser(t, ts)
-		p := b.get(review)
-		for _, want := range []string{"key can do", "buy_domain", ".com", "$11.25", "managed_postgres", "Analytical", "ada@example.com"} {
-			if !strings.Contains(p.body, want) {
-				t.Fatalf("review page lacks %q", want)
-			}
-		}
-		form := url.Values{"csrf": {csrfOf(t, p)}, "org_name": {"Analytical Engines"}, "project_name": {"site"}, "budget": {"75.50"},
-			"approval_above": {"20"}, "human_name": {"Ada"}, "email": {"ada@example.com"}, "approve": {"1"}}
-		bad := url.Values{}
-		for k, v := range form {
-			bad[k] = v
-		}
-		bad.Set("csrf", "forged")
-		if p := b.post(review, bad); p.status != 403 {
-			t.Fatalf("forged form token: %d", p.status)
-		}
-		p = b.post(review, form)
-		if p.status != 303 || !strings.HasPrefix(p.location, "/billing/bss_") {
-			t.Fatalf("approve: %d %s %s", p.status, p.location, p.body)
-		}
-		cardPage := p.location
-		// A second approval of the same review link is refused.
-		if p := newBrowser(t, ts).get(review); p.status != 409 {
-			t.Fatalf("reviewed link, another browser: %d", p.status)
-		}
-		st, polled := pollSignup(ts, id, secret)
-		pd := polled["data"].(map[string]any)
-		if st != 200 || pd["state"] != "pending_card" {
-			t.Fatalf("after review: %v", polled)
-		}
-		if a := polled["actions"].([]any)[0].(map[string]any); a["purpose"] != "card_setup" || !strings.HasSuffix(a["url"].(string), cardPage) {
-			t.Fatalf("card action %v", a)
-		}
-
-		// A declined card is refused; the good one is accepted.
-		p = b.get(cardPage)
-		token := csrfOf(t, p)
-		p = b.post(cardPage, url.Values{"csrf": {token}, "number": {"4000 0000 0000 0002"}, "expiry": {"12/30"}, "cvc": {"123"}})
-		if p.status != 402 || !strings.Contains(p.body, "declined") || !strings.Contains(p.body, "What to do") {
-			t.Fatalf("declined card: %d %s", p.status, p.body)
-		}
-		if _, polled := pollSignup(ts, id, secret); polled["data"].(map[string]any)["apiKey"] != nil {
-			t.Fatal("a key before the card")
-		}
-		p = b.post(cardPage, url.Values{"csrf": {token}, "number": {"4242 4242 4242 4242"}, "expiry": {"12/30"}, "cvc": {"123"}})
-		if p.status != 200 || !strings.Contains(p.body, "visa •••• 4242") {
-			t.Fatalf("good card: %d %s", p.status, p.body)
-		}
-		if strings.Contains(p.body, "4242 4242 4242 4242") && !strings.Contains(p.body, "placeholder") {
-			t.Fatal("the full number came back")
-		}
-
-		// The key comes exactly once.
-		st, polled = pollSignup(ts, id, secret)
-		pd = polled["data"].(map[string]any)
-		key, _ := pd["apiKey"].(string)
-		if st != 200 || pd["state"] != "complete" || !strings.HasPrefix(key, "agk_") {
-			t.Fatalf("complete: %v", polled)
-		}
-		for i := 0; i < 2; i++ {
-			_, again := pollSignup(ts, id, secret)
-			if d := again["data"].(map[string]any); d["state"] != "claimed" || d["apiKey"] != nil {
-				t.Fatalf("later poll: %v", again)
-			}
-		}
-		r = ts.Client.Do("GET", "/v1/projects", nil, http.Header{"Authorization": {"Bearer " + key}})
-		projects := r.JSON()["data"].(map[string]any)["projects"].([]any)
-		if r.StatusCode != 200 || len(projects) != 1 {
-			t.Fatalf("projects with the new key: %d %s", r.StatusCode, r.Body)
-		}
-		prj := projects[0].(map[string]any)
-		rules := prj["policy"].(map[string]any)["approvalRules"].(map[string]any)
-		if prj["budgetLimitUsd"] != 75.5 || prj["name"] != "site" || rules["approvalAboveUsd"] != 20.0 || rules["domainPurchases"] != "human_gate" {
-			t.Fatalf("project %v", prj)
-		}
-
-		// Every step is in the organisation's chain, and the chain holds.
-		page := ts.Client.Do("GET", "/v1/ledger?limit=1000", nil, http.Header{"Authorization": {"Bearer " + key}}).JSON()["data"].(map[string]any)
-		var entries []ledger.Entry
-		raw, _ := json.Marshal(page["entries"])
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		if err := dec.Decode(&entries); err != nil {
-			t.Fatal(err)
-		}
-		if b := ledger.Verify(entries); b != nil {
-			t.Fatal(b)
-		}
-		var actionsSeen []string
-		for _, e := range entries {
-			actionsSeen = append(actionsSeen, e.Action)
-		}
-		want := "start_signup create_organization create_project open_billing_setup approve_signup sign_in card_declined add_payment_method complete_signup create_key claim_signup"
-		if got := strings.Join(actionsSeen, " "); got != want {
-			t.Fatalf("ledger actions:\n got %s\nwant %s", got, want)
-		}
+		su := startSignup(t, ts)
+		su.pollIsBoundToTheSecret()
+		b, cardPage := su.humanReviewsAndApproves()
+		su.declinedCardThenGoodCard(b, cardPage)
+		key := su.keyComesExactlyOnce()
+		su.projectIsAsReviewed(key)
+		su.ledgerHoldsEveryStep(key)
 	})
+}
+
+// signupRun is a signup an agent started: its session, the secret that
+// claims it, and the link a human reviews it at.
+type signupRun struct {
+	t                  *testing.T
+	ts                 *testServer
+	id, secret, review string
+}
+
+// startSignup starts a signup and wants the review link as an action for
+// a human and the poll as the next call, the link without the session's
+// capability fields.
+func startSignup(t *testing.T, ts *testServer) *signupRun {
+	t.Helper()
+	r := ts.Client.Do("POST", "/v1/signup", map[string]any{"email": "ada@example.com", "organizationName": "Analytical"}, nil)
+	if r.StatusCode != 201 {
+		t.Fatalf("signup: %d %s", r.StatusCode, r.Body)
+	}
+	env := r.JSON()
+	data := env["data"].(map[string]any)
+	id, secret, review := data["signupSessionId"].(string), data["claimSecret"].(string), data["reviewUrl"].(string)
+	acts := env["actions"].([]any)
+	reviewAct, pollAct := acts[0].(map[string]any), acts[1].(map[string]any)
+	if reviewAct["kind"] != "url" || reviewAct["purpose"] != "review_signup" || reviewAct["actor"] != "human" || reviewAct["url"] != review {
+		t.Fatalf("review action %v", reviewAct)
+	}
+	if pollAct["tool"] != "poll_signup" || pollAct["http"].(map[string]any)["path"] != "/v1/signup/poll" || pollAct["retryAfterSeconds"] != 5.0 {
+		t.Fatalf("poll action %v", pollAct)
+	}
+	if strings.Contains(review, id) || strings.Contains(review, secret) {
+		t.Fatal("the review URL carries a private capability field")
+	}
+	return &signupRun{t: t, ts: ts, id: id, secret: secret, review: review}
+}
+
+// The poll is bound to the secret: a wrong secret and an unknown session
+// get the same answer.
+func (su *signupRun) pollIsBoundToTheSecret() {
+	t := su.t
+	t.Helper()
+	st1, wrong := pollSignup(su.ts, su.id, "not-the-secret")
+	st2, unknown := pollSignup(su.ts, "sus_unknown", su.secret)
+	if st1 != 404 || st2 != 404 || wrong["message"] != unknown["message"] || wrong["blockedBy"] != "not_found:resource" {
+		t.Fatalf("wrong secret %d %v, unknown %d %v", st1, wrong, st2, unknown)
+	}
+	if r := su.ts.Client.Do("POST", "/v1/signup/poll", map[string]any{"signupSessionId": su.id}, nil); r.StatusCode != 400 {
+		t.Fatalf("missing secret: %d", r.StatusCode)
+	}
+	if st, p := pollSignup(su.ts, su.id, su.secret); st != 200 || p["data"].(map[string]any)["state"] != "pending_review" {
+		t.Fatalf("pending: %d %v", st, p)
+	}
+}
+
+// The human reviews and approves, once; the poll then points the agent at
+// the card page. It answers the human's browser and the card page.
+func (su *signupRun) humanReviewsAndApproves() (*browser, string) {
+	t := su.t
+	t.Helper()
+	b := newBrowser(t, su.ts)
+	p := b.get(su.review)
+	for _, want := range []string{"key can do", "buy_domain", ".com", "$11.25", "managed_postgres", "Analytical", "ada@example.com"} {
+		if !strings.Contains(p.body, want) {
+			t.Fatalf("review page lacks %q", want)
+		}
+	}
+	form := url.Values{"csrf": {csrfOf(t, p)}, "org_name": {"Analytical Engines"}, "project_name": {"site"}, "budget": {"75.50"},
+		"approval_above": {"20"}, "human_name": {"Ada"}, "email": {"ada@example.com"}, "approve": {"1"}}
+	bad := url.Values{}
+	for k, v := range form {
+		bad[k] = v
+	}
+	bad.Set("csrf", "forged")
+	if p := b.post(su.review, bad); p.status != 403 {
+		t.Fatalf("forged form token: %d", p.status)
+	}
+	p = b.post(su.review, form)
+	if p.status != 303 || !strings.HasPrefix(p.location, "/billing/bss_") {
+		t.Fatalf("approve: %d %s %s", p.status, p.location, p.body)
+	}
+	cardPage := p.location
+	// A second approval of the same review link is refused.
+	if p := newBrowser(t, su.ts).get(su.review); p.status != 409 {
+		t.Fatalf("reviewed link, another browser: %d", p.status)
+	}
+	st, polled := pollSignup(su.ts, su.id, su.secret)
+	pd := polled["data"].(map[string]any)
+	if st != 200 || pd["state"] != "pending_card" {
+		t.Fatalf("after review: %v", polled)
+	}
+	if a := polled["actions"].([]any)[0].(map[string]any); a["purpose"] != "card_setup" || !strings.HasSuffix(a["url"].(string), cardPage) {
+		t.Fatalf("card action %v", a)
+	}
+	return b, cardPage
+}
+
+// A declined card is refused; the good one is accepted.
+func (su *signupRun) declinedCardThenGoodCard(b *browser, cardPage string) {
+	t := su.t
+	t.Helper()
+	p := b.get(cardPage)
+	token := csrfOf(t, p)
+	p = b.post(cardPage, url.Values{"csrf": {token}, "number": {"4000 0000 0000 0002"}, "expiry": {"12/30"}, "cvc": {"123"}})
+	if p.status != 402 || !strings.Contains(p.body, "declined") || !strings.Contains(p.body, "What to do") {
+		t.Fatalf("declined card: %d %s", p.status, p.body)
+	}
+	if _, polled := pollSignup(su.ts, su.id, su.secret); polled["data"].(map[string]any)["apiKey"] != nil {
+		t.Fatal("a key before the card")
+	}
+	p = b.post(cardPage, url.Values{"csrf": {token}, "number": {"4242 4242 4242 4242"}, "expiry": {"12/30"}, "cvc": {"123"}})
+	if p.status != 200 || !strings.Contains(p.body, "visa •••• 4242") {
+		t.Fatalf("good card: %d %s", p.status, p.body)
+	}
+	if strings.Contains(p.body, "4242 4242 4242 4242") && !strings.Contains(p.body, "placeholder") {
+		t.Fatal("the full number came back")
+	}
+}
+
+// The key comes exactly once; later polls find the signup claimed.
+func (su *signupRun) keyComesExactlyOnce() string {
+	t := su.t
+	t.Helper()
+	st, polled := pollSignup(su.ts, su.id, su.secret)
+	pd := polled["data"].(map[string]any)
+	key, _ := pd["apiKey"].(string)
+	if st != 200 || pd["state"] != "complete" || !strings.HasPrefix(key, "agk_") {
+		t.Fatalf("complete: %v", polled)
+	}
+	for i := 0; i < 2; i++ {
+		_, again := pollSignup(su.ts, su.id, su.secret)
+		if d := again["data"].(map[string]any); d["state"] != "claimed" || d["apiKey"] != nil {
+			t.Fatalf("later poll: %v", again)
+		}
+	}
+	return key
+}
+
+// projectIsAsReviewed wants the new key to see one project, named,
+// budgeted and gated as the human set it on the review page.
+func (su *signupRun) projectIsAsReviewed(key string) {
+	t := su.t
+	t.Helper()
+	r := su.ts.Client.Do("GET", "/v1/projects", nil, http.Header{"Authorization": {"Bearer " + key}})
+	projects := r.JSON()["data"].(map[string]any)["projects"].([]any)
+	if r.StatusCode != 200 || len(projects) != 1 {
+		t.Fatalf("projects with the new key: %d %s", r.StatusCode, r.Body)
+	}
+	prj := projects[0].(map[string]any)
+	rules := prj["policy"].(map[string]any)["approvalRules"].(map[string]any)
+	if prj["budgetLimitUsd"] != 75.5 || prj["name"] != "site" || rules["approvalAboveUsd"] != 20.0 || rules["domainPurchases"] != "human_gate" {
+		t.Fatalf("project %v", prj)
+	}
+}
+
+// Every step is in the organisation's chain, and the chain holds.
+func (su *signupRun) ledgerHoldsEveryStep(key string) {
+	t := su.t
+	t.Helper()
+	page := su.ts.Client.Do("GET", "/v1/ledger?limit=1000", nil, http.Header{"Authorization": {"Bearer " + key}}).JSON()["data"].(map[string]any)
+	var entries []ledger.Entry
+	raw, _ := json.Marshal(page["entries"])
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&entries); err != nil {
+		t.Fatal(err)
+	}
+	if b := ledger.Verify(entries); b != nil {
+		t.Fatal(b)
+	}
+	var actionsSeen []string
+	for _, e := range entries {
+		actionsSeen = append(actionsSeen, e.Action)
+	}
+	want := "start_signup create_organization create_project open_billing_setup approve_signup sign_in card_declined add_payment_method complete_signup create_key claim_signup"
+	if got := strings.Join(actionsSeen, " "); got != want {
+		t.Fatalf("ledger actions:\n got %s\nwant %s", got, want)
+	}
 }
 
 func TestSignupExpires(t *testing.T) {

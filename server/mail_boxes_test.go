@@ -56,31 +56,10 @@ func TestSMTPRecipientAndInboxCaps(t *testing.T) {
 		domain, inbox := mailDomain(t, ts, a, "mailcap")
 		rcpt := "agent@" + domain
 
-		cl, err := smtp.Dial(ts.SMTPAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.Hello("sender.test"); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.Mail("sender@example.org"); err != nil {
-			t.Fatal(err)
-		}
-		for i := range 50 {
-			if err := cl.Rcpt(rcpt); err != nil {
-				t.Fatalf("recipient %d: %v", i+1, err)
-			}
-		}
-		if err := cl.Rcpt(rcpt); err == nil || !strings.HasPrefix(err.Error(), "452") {
-			t.Fatalf("the 51st recipient: %v", err)
-		}
-		cl.Reset()
-		cl.Quit()
+		fiftyRecipientsAtMost(t, ts.SMTPAddr(), rcpt)
 
 		// Three messages of 1,500 bytes against 4,000: the third does not fit.
-		msg := func(n int) string {
-			return fmt.Sprintf("From: sender@example.org\nSubject: filler %d\n\n%s\n", n, strings.Repeat(strings.Repeat("y", 74)+"\n", 19))
-		}
+		msg := fillerMessage
 		// The first names its recipient twice: one copy (a second would
 		// leave no room for the second message).
 		for n := 1; n <= 2; n++ {
@@ -97,20 +76,7 @@ func TestSMTPRecipientAndInboxCaps(t *testing.T) {
 		}
 
 		c := ts.Client
-		inboxOf := func() map[string]any {
-			t.Helper()
-			r := c.Do("GET", "/v1/inboxes", nil, a.header())
-			if r.StatusCode != 200 {
-				t.Fatalf("list_inboxes: %d %s", r.StatusCode, r.Body)
-			}
-			for _, i := range r.JSON()["data"].(map[string]any)["inboxes"].([]any) {
-				if i := i.(map[string]any); i["id"] == inbox {
-					return i
-				}
-			}
-			t.Fatalf("list_inboxes has no %s: %s", inbox, r.Body)
-			return nil
-		}
+		inboxOf := func() map[string]any { return inboxNamed(t, ts, a, inbox) }
 		full := inboxOf()
 		used := full["bytesUsed"].(float64)
 		if full["address"] != rcpt || full["messages"] != 2.0 || full["bytesLimit"] != 4000.0 || used < 2800 || used > 4000 {
@@ -144,6 +110,54 @@ func TestSMTPRecipientAndInboxCaps(t *testing.T) {
 			t.Fatalf("after freeing room: %v", err)
 		}
 	})
+}
+
+// fiftyRecipientsAtMost wants one SMTP transaction to take 50
+// recipients and refuse the 51st with 452.
+func fiftyRecipientsAtMost(t *testing.T, addr, rcpt string) {
+	t.Helper()
+	cl, err := smtp.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Hello("sender.test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Mail("sender@example.org"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if err := cl.Rcpt(rcpt); err != nil {
+			t.Fatalf("recipient %d: %v", i+1, err)
+		}
+	}
+	if err := cl.Rcpt(rcpt); err == nil || !strings.HasPrefix(err.Error(), "452") {
+		t.Fatalf("the 51st recipient: %v", err)
+	}
+	cl.Reset()
+	cl.Quit()
+}
+
+// fillerMessage is message n, of about 1,500 bytes.
+func fillerMessage(n int) string {
+	return fmt.Sprintf("From: sender@example.org\nSubject: filler %d\n\n%s\n", n, strings.Repeat(strings.Repeat("y", 74)+"\n", 19))
+}
+
+// inboxNamed answers the inbox of list_inboxes whose id is inbox.
+func inboxNamed(t *testing.T, ts *testServer, a account, inbox string) map[string]any {
+	t.Helper()
+	t.Helper()
+	r := ts.Client.Do("GET", "/v1/inboxes", nil, a.header())
+	if r.StatusCode != 200 {
+		t.Fatalf("list_inboxes: %d %s", r.StatusCode, r.Body)
+	}
+	for _, i := range r.JSON()["data"].(map[string]any)["inboxes"].([]any) {
+		if i := i.(map[string]any); i["id"] == inbox {
+			return i
+		}
+	}
+	t.Fatalf("list_inboxes has no %s: %s", inbox, r.Body)
+	return nil
 }
 
 // Attachments are kept as blobs by their SHA-256: get_message names them,
@@ -211,24 +225,56 @@ func TestMailAttachmentsAreContentAddressed(t *testing.T) {
 // nor mail, and the refusal's next step is a valid call.
 func TestMailAddresses(t *testing.T) {
 	ts := start(t, server.Config{})
-	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
-	domain, agentInbox := mailDomain(t, ts, a, "mailaddr")
-	c := ts.Client
-	smtpAddr := ts.SMTPAddr()
-	send := func(rcpt, subject string) error {
-		return sendSMTP(smtpAddr, "sender@example.org", []string{rcpt}, "From: sender@example.org\nSubject: "+subject+"\n\nhello\n")
-	}
-	refused := func(rcpt string) {
-		t.Helper()
-		if err := send(rcpt, "x"); err == nil || !strings.HasPrefix(err.Error(), "550") {
-			t.Fatalf("mail to %s: %v, want 550", rcpt, err)
-		}
-	}
-	addresses := func() []any {
-		return c.Do("GET", "/v1/email-addresses", nil, a.header()).JSON()["data"].(map[string]any)["addresses"].([]any)
-	}
+	m := &mailAddresses{t: t, ts: ts, a: newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")}
+	m.domain, m.agentInbox = mailDomain(t, ts, m.a, "mailaddr")
+	m.support = m.idempotentCreate()
+	m.deletedAddressRefusesMail()
+	m.catchAllTakesUnknownLocalParts()
+	m.domainWithoutMailOffersAQuote()
+	m.noAddressesNorMailWhileSettingUp()
+}
 
-	// The same key twice: the same answer, one address.
+// mailAddresses is an account whose domain has mail set up, with agent@
+// delivering to agentInbox.
+type mailAddresses struct {
+	t                  *testing.T
+	ts                 *testServer
+	a                  account
+	domain, agentInbox string
+	// support is the support@ address the first step creates.
+	support map[string]any
+}
+
+func (m *mailAddresses) send(rcpt, subject string) error {
+	return sendSMTP(m.ts.SMTPAddr(), "sender@example.org", []string{rcpt}, "From: sender@example.org\nSubject: "+subject+"\n\nhello\n")
+}
+
+// refused wants mail to rcpt refused with 550.
+func (m *mailAddresses) refused(rcpt string) {
+	m.t.Helper()
+	if err := m.send(rcpt, "x"); err == nil || !strings.HasPrefix(err.Error(), "550") {
+		m.t.Fatalf("mail to %s: %v, want 550", rcpt, err)
+	}
+}
+
+func (m *mailAddresses) addresses() []any {
+	return m.ts.Client.Do("GET", "/v1/email-addresses", nil, m.a.header()).JSON()["data"].(map[string]any)["addresses"].([]any)
+}
+
+// subjects answers the subjects of inbox's messages, joined with commas.
+func (m *mailAddresses) subjects(inbox string) string {
+	var out []string
+	for _, msg := range m.ts.Client.Do("GET", "/v1/inboxes/"+inbox+"/messages", nil, m.a.header()).JSON()["data"].(map[string]any)["messages"].([]any) {
+		out = append(out, msg.(map[string]any)["subject"].(string))
+	}
+	return strings.Join(out, ",")
+}
+
+// The same key twice: the same answer, one address; without the key,
+// the address is taken. It answers the address.
+func (m *mailAddresses) idempotentCreate() map[string]any {
+	t, a, c, domain := m.t, m.a, m.ts.Client, m.domain
+	t.Helper()
 	h := a.header()
 	h.Set("Idempotency-Key", "create-support-1")
 	first := c.Do("POST", "/v1/email-addresses", map[string]any{"address": "support@" + domain}, h)
@@ -238,33 +284,43 @@ func TestMailAddresses(t *testing.T) {
 		t.Fatalf("create twice under one key: %d %s / %d %s", first.StatusCode, first.Body, again.StatusCode, again.Body)
 	}
 	support := first.JSON()["data"].(map[string]any)
-	if l := addresses(); len(l) != 2 {
+	if l := m.addresses(); len(l) != 2 {
 		t.Fatalf("addresses after an idempotent create: %v", l)
 	}
 	// Without the key, the address is taken.
 	if r := c.Do("POST", "/v1/email-addresses", map[string]any{"address": "support@" + domain}, a.header()); r.StatusCode != 409 {
 		t.Fatalf("a second create without the key: %d %s", r.StatusCode, r.Body)
 	}
-	if err := send("support@"+domain, "to support"); err != nil {
+	if err := m.send("support@"+domain, "to support"); err != nil {
 		t.Fatal(err)
 	}
+	return support
+}
 
-	// Deleted, it refuses mail; its inbox and message stay.
-	r := c.Do("DELETE", "/v1/email-addresses/"+support["id"].(string), nil, a.header())
+// Deleted, an address refuses mail; its inbox and message stay.
+func (m *mailAddresses) deletedAddressRefusesMail() {
+	t, a, c, domain := m.t, m.a, m.ts.Client, m.domain
+	t.Helper()
+	r := c.Do("DELETE", "/v1/email-addresses/"+m.support["id"].(string), nil, a.header())
 	if r.StatusCode != 200 || r.JSON()["data"].(map[string]any)["deleted"] != true {
 		t.Fatalf("delete_email_address: %d %s", r.StatusCode, r.Body)
 	}
-	refused("support@" + domain)
-	if l := addresses(); len(l) != 1 {
+	m.refused("support@" + domain)
+	if l := m.addresses(); len(l) != 1 {
 		t.Fatalf("addresses after delete: %v", l)
 	}
-	if l := c.Do("GET", "/v1/inboxes/"+support["inboxId"].(string)+"/messages", nil, a.header()).JSON()["data"].(map[string]any)["messages"].([]any); len(l) != 1 {
+	if l := c.Do("GET", "/v1/inboxes/"+m.support["inboxId"].(string)+"/messages", nil, a.header()).JSON()["data"].(map[string]any)["messages"].([]any); len(l) != 1 {
 		t.Fatalf("the deleted address's inbox: %v", l)
 	}
+}
 
-	// A catch-all, asked for, takes unknown local parts; agent@ keeps its own.
-	refused("random@" + domain)
-	r = c.Do("POST", "/v1/email-addresses", map[string]any{"address": "any@" + domain, "catchAll": true}, a.header())
+// A catch-all, asked for, takes unknown local parts; agent@ keeps its
+// own. The catch-all deleted, unknown local parts are refused again.
+func (m *mailAddresses) catchAllTakesUnknownLocalParts() {
+	t, a, c, domain := m.t, m.a, m.ts.Client, m.domain
+	t.Helper()
+	m.refused("random@" + domain)
+	r := c.Do("POST", "/v1/email-addresses", map[string]any{"address": "any@" + domain, "catchAll": true}, a.header())
 	if r.StatusCode != 201 {
 		t.Fatalf("catch-all: %d %s", r.StatusCode, r.Body)
 	}
@@ -272,38 +328,39 @@ func TestMailAddresses(t *testing.T) {
 	if catchAll["address"] != "*@"+domain || catchAll["catchAll"] != true {
 		t.Fatalf("catch-all: %v", catchAll)
 	}
-	if err := send("random@"+domain, "to random"); err != nil {
+	if err := m.send("random@"+domain, "to random"); err != nil {
 		t.Fatal(err)
 	}
-	if err := send("agent@"+domain, "to agent"); err != nil {
+	if err := m.send("agent@"+domain, "to agent"); err != nil {
 		t.Fatal(err)
 	}
-	subjects := func(inbox string) string {
-		var out []string
-		for _, m := range c.Do("GET", "/v1/inboxes/"+inbox+"/messages", nil, a.header()).JSON()["data"].(map[string]any)["messages"].([]any) {
-			out = append(out, m.(map[string]any)["subject"].(string))
-		}
-		return strings.Join(out, ",")
-	}
-	if s := subjects(catchAll["inboxId"].(string)); s != "to random" {
+	if s := m.subjects(catchAll["inboxId"].(string)); s != "to random" {
 		t.Fatalf("the catch-all's inbox: %q", s)
 	}
-	if s := subjects(agentInbox); s != "to agent" {
+	if s := m.subjects(m.agentInbox); s != "to agent" {
 		t.Fatalf("agent's inbox: %q", s)
 	}
 	// The catch-all deleted, unknown local parts are refused again.
 	c.Do("DELETE", "/v1/email-addresses/"+catchAll["id"].(string), nil, a.header())
-	refused("random@" + domain)
+	m.refused("random@" + domain)
+}
 
-	// A domain without mail: the refusal offers a quote in the caller's
-	// project (the contract client checks the action is a valid call).
+// A domain without mail: the refusal offers a quote in the caller's
+// project (the contract client checks the action is a valid call).
+func (m *mailAddresses) domainWithoutMailOffersAQuote() {
+	t, a, c := m.t, m.a, m.ts.Client
+	t.Helper()
 	other := availableDomains(1, "dev", "mailnone")[0]
-	r = c.Do("POST", "/v1/email-addresses", map[string]any{"address": "agent@" + other}, a.header())
+	r := c.Do("POST", "/v1/email-addresses", map[string]any{"address": "agent@" + other}, a.header())
 	if r.StatusCode < 400 || r.JSON()["blockedBy"] != "mail:not_set_up" || !strings.Contains(string(r.Body), `"projectId":"`+a.project+`"`) {
 		t.Fatalf("an address on a domain without mail: %d %s", r.StatusCode, r.Body)
 	}
+}
 
-	// While the domain's mail is being set up, neither addresses nor mail.
+// While the domain's mail is being set up, neither addresses nor mail.
+func (m *mailAddresses) noAddressesNorMailWhileSettingUp() {
+	t, ts, a, c, domain := m.t, m.ts, m.a, m.ts.Client, m.domain
+	t.Helper()
 	ctx := context.Background()
 	md, err := ts.Store().Mail().Domain(ctx, domain)
 	if err != nil {
@@ -312,15 +369,15 @@ func TestMailAddresses(t *testing.T) {
 	if err := ts.Store().Mail().SetDomainState(ctx, domain, "setting_up", md.TaskID, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	r = c.Do("POST", "/v1/email-addresses", map[string]any{"address": "later@" + domain}, a.header())
+	r := c.Do("POST", "/v1/email-addresses", map[string]any{"address": "later@" + domain}, a.header())
 	if r.StatusCode < 400 || r.JSON()["blockedBy"] != "mail:not_set_up" || !strings.Contains(string(r.Body), `"get_task"`) {
 		t.Fatalf("an address while mail is set up: %d %s", r.StatusCode, r.Body)
 	}
-	refused("agent@" + domain)
+	m.refused("agent@" + domain)
 	if err := ts.Store().Mail().SetDomainState(ctx, domain, "ready", md.TaskID, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := send("agent@"+domain, "ready again"); err != nil {
+	if err := m.send("agent@"+domain, "ready again"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -118,23 +118,7 @@ func TestMailSetupAndInbound(t *testing.T) {
 		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
 		domain, inbox := mailDomain(t, ts, a, "mailin")
 
-		// The zone answers MX, SPF, DMARC and DKIM over real DNS.
-		if mx := dnsAnswer(t, ts, domain, dns.TypeMX); len(mx) != 1 || mx[0].(*dns.MX).Mx != "mail."+domain+"." {
-			t.Fatalf("MX: %v", mx)
-		}
-		if s := txt(dnsAnswer(t, ts, domain, dns.TypeTXT)); !strings.Contains(s, "v=spf1") {
-			t.Fatalf("SPF: %q", s)
-		}
-		if s := txt(dnsAnswer(t, ts, "_dmarc."+domain, dns.TypeTXT)); !strings.HasPrefix(s, "v=DMARC1") {
-			t.Fatalf("DMARC: %q", s)
-		}
-		dkimTXT := txt(dnsAnswer(t, ts, service.DKIMSelector+"._domainkey."+domain, dns.TypeTXT))
-		if !strings.HasPrefix(dkimTXT, "v=DKIM1; k=ed25519; p=") {
-			t.Fatalf("DKIM: %q", dkimTXT)
-		}
-		if a := dnsAnswer(t, ts, "mail."+domain, dns.TypeA); len(a) != 1 {
-			t.Fatalf("mail host: %v", a)
-		}
+		mailRecordsInTheZone(t, ts, domain)
 
 		smtpAddr := ts.SMTPAddr()
 		// Delivery to an address that exists; 550 for one that does not,
@@ -154,43 +138,8 @@ func TestMailSetupAndInbound(t *testing.T) {
 			t.Fatalf("oversized message: %v", err)
 		}
 
-		// A message signed with the domain's own stored key verifies, against
-		// the key published in its zone.
-		md, err := ts.Store().Mail().Domain(context.Background(), domain)
-		if err != nil {
-			t.Fatal(err)
-		}
-		block, _ := pem.Decode([]byte(md.PrivateKey))
-		key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var signed bytes.Buffer
-		raw := "From: agent@" + domain + "\r\nTo: agent@" + domain + "\r\nSubject: signed\r\nDate: " + time.Now().Format(time.RFC1123Z) + "\r\n\r\nSigned body.\r\n"
-		if err := dkim.Sign(&signed, strings.NewReader(raw), &dkim.SignOptions{Domain: domain, Selector: service.DKIMSelector, Signer: key.(crypto.Signer)}); err != nil {
-			t.Fatal(err)
-		}
-		if err := sendRaw(smtpAddr, "agent@"+domain, []string{"agent@" + domain}, signed.Bytes()); err != nil {
-			t.Fatal(err)
-		}
-
-		// STARTTLS with the edge's certificate for the mail host.
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(ts.CARootPEM())
-		cl, err := smtp.Dial(smtpAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok, _ := cl.Extension("STARTTLS"); !ok {
-			t.Fatal("no STARTTLS offered")
-		}
-		if err := cl.StartTLS(&tls.Config{ServerName: "mail." + domain, RootCAs: pool}); err != nil {
-			t.Fatalf("STARTTLS: %v", err)
-		}
-		if state, ok := cl.TLSConnectionState(); !ok || !state.HandshakeComplete {
-			t.Fatal("no TLS after STARTTLS")
-		}
-		cl.Quit()
+		sendDKIMSigned(t, ts, domain)
+		startTLSWithTheEdgesCertificate(t, ts, domain)
 
 		c := ts.Client
 		list := c.Do("GET", "/v1/inboxes/"+inbox+"/messages", nil, a.header()).JSON()["data"].(map[string]any)["messages"].([]any)
@@ -216,6 +165,72 @@ func TestMailSetupAndInbound(t *testing.T) {
 			t.Fatalf("another organisation read the inbox: %d", r.StatusCode)
 		}
 	})
+}
+
+// The zone answers MX, SPF, DMARC and DKIM over real DNS.
+func mailRecordsInTheZone(t *testing.T, ts *testServer, domain string) {
+	t.Helper()
+	if mx := dnsAnswer(t, ts, domain, dns.TypeMX); len(mx) != 1 || mx[0].(*dns.MX).Mx != "mail."+domain+"." {
+		t.Fatalf("MX: %v", mx)
+	}
+	if s := txt(dnsAnswer(t, ts, domain, dns.TypeTXT)); !strings.Contains(s, "v=spf1") {
+		t.Fatalf("SPF: %q", s)
+	}
+	if s := txt(dnsAnswer(t, ts, "_dmarc."+domain, dns.TypeTXT)); !strings.HasPrefix(s, "v=DMARC1") {
+		t.Fatalf("DMARC: %q", s)
+	}
+	dkimTXT := txt(dnsAnswer(t, ts, service.DKIMSelector+"._domainkey."+domain, dns.TypeTXT))
+	if !strings.HasPrefix(dkimTXT, "v=DKIM1; k=ed25519; p=") {
+		t.Fatalf("DKIM: %q", dkimTXT)
+	}
+	if a := dnsAnswer(t, ts, "mail."+domain, dns.TypeA); len(a) != 1 {
+		t.Fatalf("mail host: %v", a)
+	}
+}
+
+// A message signed with the domain's own stored key verifies, against the
+// key published in its zone.
+func sendDKIMSigned(t *testing.T, ts *testServer, domain string) {
+	t.Helper()
+	smtpAddr := ts.SMTPAddr()
+	md, err := ts.Store().Mail().Domain(context.Background(), domain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode([]byte(md.PrivateKey))
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var signed bytes.Buffer
+	raw := "From: agent@" + domain + "\r\nTo: agent@" + domain + "\r\nSubject: signed\r\nDate: " + time.Now().Format(time.RFC1123Z) + "\r\n\r\nSigned body.\r\n"
+	if err := dkim.Sign(&signed, strings.NewReader(raw), &dkim.SignOptions{Domain: domain, Selector: service.DKIMSelector, Signer: key.(crypto.Signer)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sendRaw(smtpAddr, "agent@"+domain, []string{"agent@" + domain}, signed.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// STARTTLS with the edge's certificate for the mail host.
+func startTLSWithTheEdgesCertificate(t *testing.T, ts *testServer, domain string) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ts.CARootPEM())
+	cl, err := smtp.Dial(ts.SMTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := cl.Extension("STARTTLS"); !ok {
+		t.Fatal("no STARTTLS offered")
+	}
+	if err := cl.StartTLS(&tls.Config{ServerName: "mail." + domain, RootCAs: pool}); err != nil {
+		t.Fatalf("STARTTLS: %v", err)
+	}
+	if state, ok := cl.TLSConnectionState(); !ok || !state.HandshakeComplete {
+		t.Fatal("no TLS after STARTTLS")
+	}
+	cl.Quit()
 }
 
 func TestWaitForMessageWakesOnArrival(t *testing.T) {

@@ -148,100 +148,12 @@ func TestTakeoverScenario(t *testing.T) {
 		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
 		b := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
 		bBuyer := addKey(t, ts, b, "launch", "read", "quote", "buy_domain")
-		c := ts.Client
 		domain := availableDomains(1, "dev", "takeover")[0]
 		aBundle, bBundle := upload(t, ts, a, siteSaying("Owner A")), upload(t, ts, b, siteSaying("Intruder B"))
 
-		// B launches with the name; its own human denies the purchase.
-		bq := c.Do("POST", "/v1/quotes", domainQuote(b.project, domain, 1), b.header()).JSON()["data"].(map[string]any)
-		r := c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bBundle, "domain": domain, "quoteId": bq["quoteId"]}, b.header())
-		if r.StatusCode != 202 {
-			t.Fatalf("B launch: %d %s", r.StatusCode, r.Body)
-		}
-		bTask := r.JSON()["data"].(map[string]any)["taskId"].(string)
-		waiting := waitTask(t, ts, b, bTask, "input_required")
-		// While B's purchase is in flight, the name is taken for everyone.
-		if searchAvailable(t, ts, domain) {
-			t.Fatal("a name being bought shows available")
-		}
-		if r := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()); r.StatusCode != 409 {
-			t.Fatalf("quote during B's purchase: %d %s", r.StatusCode, r.Body)
-		}
-		if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: b.org, UserID: "usr_b"}, gateOf(waiting), false); err != nil {
-			t.Fatal(err)
-		}
-		done := waitTask(t, ts, b, bTask, "succeeded")
-		if done["domainUrl"] != nil || done["httpsReady"].(map[string]any)["domain"] != false {
-			t.Fatalf("denied domain reported ready: %v", done)
-		}
-		for _, st := range done["steps"].([]any) {
-			st := st.(map[string]any)
-			if st["name"] == service.StepRegister && st["state"] != "denied" {
-				t.Fatalf("register step after a denial: %v", st)
-			}
-		}
-		rc := done["receipt"].(map[string]any)
-		if rc["totalUsd"] != 0.0 || rc["costs"].([]any)[0].(map[string]any)["amountUsd"] != 0.0 {
-			t.Fatalf("receipt after a denial: %v", rc)
-		}
-		if done["undo"].(map[string]any)["irreversible"] != false {
-			t.Fatalf("undo after a denial: %v", done["undo"])
-		}
-		svc, err := ts.Store().Services().Get(context.Background(), b.org, done["serviceId"].(string))
-		if err != nil || svc.Domain != "" {
-			t.Fatalf("denied service keeps domain %q (%v)", svc.Domain, err)
-		}
-		if spent, _ := budget(t, ts, b); spent != 0 {
-			t.Fatalf("B charged %v after a denial", spent)
-		}
-		if h, _, err := hostBody(t, ts, domain); strings.Contains(h, "Intruder") || err == nil {
-			t.Fatalf("denied domain served: %q %v", h, err)
-		}
-
-		// The race: both hold quotes, both launch with buy_domain at once.
-		aq := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)
-		bq2 := c.Do("POST", "/v1/quotes", domainQuote(b.project, domain, 1), bBuyer).JSON()["data"].(map[string]any)
-		if aq["decision"] != "ALLOW" || bq2["decision"] != "ALLOW" {
-			t.Fatalf("quotes %v %v", aq, bq2)
-		}
-		var wg sync.WaitGroup
-		var ra, rb *contracttest.Response
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			ra = c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": aBundle, "domain": domain, "quoteId": aq["quoteId"]}, a.header())
-		}()
-		go func() {
-			defer wg.Done()
-			rb = c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "web", "target": "edge", "bundleId": bBundle, "domain": domain, "quoteId": bq2["quoteId"]}, bBuyer)
-		}()
-		wg.Wait()
-		outcome := func(acc account, r *contracttest.Response) string {
-			if r.StatusCode == 409 {
-				if r.JSON()["blockedBy"] != "plan:domain_unavailable" {
-					t.Fatalf("loser refused with %s", r.Body)
-				}
-				return "refused"
-			}
-			if r.StatusCode != 202 {
-				t.Fatalf("launch: %d %s", r.StatusCode, r.Body)
-			}
-			id := r.JSON()["data"].(map[string]any)["taskId"].(string)
-			for {
-				task := ts.Client.Do("GET", "/v1/tasks/"+id, nil, acc.header()).JSON()["data"].(map[string]any)
-				switch task["state"] {
-				case "succeeded":
-					return "won"
-				case "failed":
-					res := task["result"].(map[string]any)
-					if res["blockedBy"] != "plan:domain_unavailable" || res["chargedUsd"] != 0.0 {
-						t.Fatalf("loser's task: %v", res)
-					}
-					return "failed"
-				}
-			}
-		}
-		oa, ob := outcome(a, ra), outcome(b, rb)
+		deniedPurchaseTakesNothing(t, ts, a, b, domain, bBundle)
+		ra, rb := raceForTheDomain(t, ts, a, b, bBuyer, domain, aBundle, bBundle)
+		oa, ob := raceOutcome(t, ts, a, ra), raceOutcome(t, ts, b, rb)
 		if n, _ := ts.Store().Domains().CountPurchases(context.Background(), domain); n != 1 {
 			t.Fatalf("purchases after the race: %d", n)
 		}
@@ -265,6 +177,111 @@ func TestTakeoverScenario(t *testing.T) {
 			}
 		}
 	})
+}
+
+// B launches with the name; its own human denies the purchase. While it
+// is in flight the name is taken for everyone; after the denial B is
+// charged nothing and the domain serves nothing.
+func deniedPurchaseTakesNothing(t *testing.T, ts *testServer, a, b account, domain string, bBundle any) {
+	t.Helper()
+	c := ts.Client
+	bq := c.Do("POST", "/v1/quotes", domainQuote(b.project, domain, 1), b.header()).JSON()["data"].(map[string]any)
+	r := c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bBundle, "domain": domain, "quoteId": bq["quoteId"]}, b.header())
+	if r.StatusCode != 202 {
+		t.Fatalf("B launch: %d %s", r.StatusCode, r.Body)
+	}
+	bTask := r.JSON()["data"].(map[string]any)["taskId"].(string)
+	waiting := waitTask(t, ts, b, bTask, "input_required")
+	// While B's purchase is in flight, the name is taken for everyone.
+	if searchAvailable(t, ts, domain) {
+		t.Fatal("a name being bought shows available")
+	}
+	if r := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()); r.StatusCode != 409 {
+		t.Fatalf("quote during B's purchase: %d %s", r.StatusCode, r.Body)
+	}
+	if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: b.org, UserID: "usr_b"}, gateOf(waiting), false); err != nil {
+		t.Fatal(err)
+	}
+	done := waitTask(t, ts, b, bTask, "succeeded")
+	if done["domainUrl"] != nil || done["httpsReady"].(map[string]any)["domain"] != false {
+		t.Fatalf("denied domain reported ready: %v", done)
+	}
+	for _, st := range done["steps"].([]any) {
+		st := st.(map[string]any)
+		if st["name"] == service.StepRegister && st["state"] != "denied" {
+			t.Fatalf("register step after a denial: %v", st)
+		}
+	}
+	rc := done["receipt"].(map[string]any)
+	if rc["totalUsd"] != 0.0 || rc["costs"].([]any)[0].(map[string]any)["amountUsd"] != 0.0 {
+		t.Fatalf("receipt after a denial: %v", rc)
+	}
+	if done["undo"].(map[string]any)["irreversible"] != false {
+		t.Fatalf("undo after a denial: %v", done["undo"])
+	}
+	svc, err := ts.Store().Services().Get(context.Background(), b.org, done["serviceId"].(string))
+	if err != nil || svc.Domain != "" {
+		t.Fatalf("denied service keeps domain %q (%v)", svc.Domain, err)
+	}
+	if spent, _ := budget(t, ts, b); spent != 0 {
+		t.Fatalf("B charged %v after a denial", spent)
+	}
+	if h, _, err := hostBody(t, ts, domain); strings.Contains(h, "Intruder") || err == nil {
+		t.Fatalf("denied domain served: %q %v", h, err)
+	}
+}
+
+// The race: both hold quotes, both launch with buy_domain at once. It
+// answers the two launches' responses.
+func raceForTheDomain(t *testing.T, ts *testServer, a, b account, bBuyer http.Header, domain string, aBundle, bBundle any) (ra, rb *contracttest.Response) {
+	t.Helper()
+	c := ts.Client
+	aq := c.Do("POST", "/v1/quotes", domainQuote(a.project, domain, 1), a.header()).JSON()["data"].(map[string]any)
+	bq2 := c.Do("POST", "/v1/quotes", domainQuote(b.project, domain, 1), bBuyer).JSON()["data"].(map[string]any)
+	if aq["decision"] != "ALLOW" || bq2["decision"] != "ALLOW" {
+		t.Fatalf("quotes %v %v", aq, bq2)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		ra = c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": aBundle, "domain": domain, "quoteId": aq["quoteId"]}, a.header())
+	}()
+	go func() {
+		defer wg.Done()
+		rb = c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "web", "target": "edge", "bundleId": bBundle, "domain": domain, "quoteId": bq2["quoteId"]}, bBuyer)
+	}()
+	wg.Wait()
+	return ra, rb
+}
+
+// raceOutcome answers how a launch of the race ended: refused at once,
+// won, or failed for want of the domain and charged nothing.
+func raceOutcome(t *testing.T, ts *testServer, acc account, r *contracttest.Response) string {
+	t.Helper()
+	if r.StatusCode == 409 {
+		if r.JSON()["blockedBy"] != "plan:domain_unavailable" {
+			t.Fatalf("loser refused with %s", r.Body)
+		}
+		return "refused"
+	}
+	if r.StatusCode != 202 {
+		t.Fatalf("launch: %d %s", r.StatusCode, r.Body)
+	}
+	id := r.JSON()["data"].(map[string]any)["taskId"].(string)
+	for {
+		task := ts.Client.Do("GET", "/v1/tasks/"+id, nil, acc.header()).JSON()["data"].(map[string]any)
+		switch task["state"] {
+		case "succeeded":
+			return "won"
+		case "failed":
+			res := task["result"].(map[string]any)
+			if res["blockedBy"] != "plan:domain_unavailable" || res["chargedUsd"] != 0.0 {
+				t.Fatalf("loser's task: %v", res)
+			}
+			return "failed"
+		}
+	}
 }
 
 // A name sold elsewhere between the quote and the purchase ends the launch
@@ -430,94 +447,117 @@ func TestQuoteMustMatchLaunch(t *testing.T) {
 func TestQuoteWithMailDoesNotLaunch(t *testing.T) {
 	engines(t, func(t *testing.T, db string) {
 		ts := start(t, server.Config{DatabaseURL: db})
-		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
-		c := ts.Client
-		bundle := upload(t, ts, a, siteFiles)
-		domain := availableDomains(1, "dev", "mailq")[0]
-		tools := func(env map[string]any) []string {
-			var out []string
-			for _, x := range env["actions"].([]any) {
-				act := x.(map[string]any)
-				if act["kind"] == "tool" {
-					out = append(out, act["tool"].(string))
-				}
-			}
-			return out
-		}
-		quote := func(items ...any) map[string]any {
-			t.Helper()
-			r := c.Do("POST", "/v1/quotes", map[string]any{"projectId": a.project, "items": items}, a.header())
-			if r.StatusCode != 201 || r.JSON()["data"].(map[string]any)["state"] != "held" {
-				t.Fatalf("quote: %d %s", r.StatusCode, r.Body)
-			}
-			return r.JSON()
-		}
-		refused := func(body map[string]any) map[string]any {
-			t.Helper()
-			r := c.Do("POST", "/v1/projects/"+a.project+"/launch", body, a.header())
-			if r.StatusCode != 409 || r.JSON()["blockedBy"] != "conflict:quote_mismatch" {
-				t.Fatalf("launch with a mail quote: %d %s", r.StatusCode, r.Body)
-			}
-			return r.JSON()
-		}
-		held := func(id any) {
-			t.Helper()
-			q := c.Do("GET", "/v1/quotes/"+id.(string), nil, a.header()).JSON()["data"].(map[string]any)
-			if q["state"] != "held" {
-				t.Fatalf("quote %v after a refused launch: %v", id, q["state"])
-			}
-		}
-		email := map[string]any{"kind": "email", "domain": domain}
+		m := &mailQuotes{t: t, ts: ts, a: newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")}
+		m.bundle = upload(t, ts, m.a, siteFiles)
+		m.domain = availableDomains(1, "dev", "mailq")[0]
+		email := map[string]any{"kind": "email", "domain": m.domain}
 
 		// An email-only quote: its envelope offers setup_email, and a launch
 		// without a domain is refused rather than charged for mail.
-		mq := quote(email)
-		if got := tools(mq); len(got) == 0 || got[0] != "setup_email" || slices.Contains(got, "launch_service") {
+		mq := m.quote(email)
+		if got := toolActions(mq); len(got) == 0 || got[0] != "setup_email" || slices.Contains(got, "launch_service") {
 			t.Fatalf("an email-only quote offers %v", got)
 		}
 		mid := mq["data"].(map[string]any)["quoteId"]
-		if got := tools(c.Do("GET", "/v1/quotes/"+mid.(string), nil, a.header()).JSON()); len(got) == 0 || got[0] != "setup_email" {
+		if got := toolActions(ts.Client.Do("GET", "/v1/quotes/"+mid.(string), nil, m.a.header()).JSON()); len(got) == 0 || got[0] != "setup_email" {
 			t.Fatalf("get_quote of an email-only quote offers %v", got)
 		}
-		env := refused(map[string]any{"name": "site", "target": "edge", "bundleId": bundle, "quoteId": mid})
-		if got := tools(env); !slices.Contains(got, "release_quote") {
+		env := m.refused(map[string]any{"name": "site", "target": "edge", "bundleId": m.bundle, "quoteId": mid})
+		if got := toolActions(env); !slices.Contains(got, "release_quote") {
 			t.Fatalf("refusal offers %v", got)
 		}
-		held(mid)
+		m.held(mid)
 
-		// A domain quote with mail for it: the launch that buys the domain
-		// is refused, and the re-quote prices the domain alone.
-		dm := quote(map[string]any{"kind": "domain", "domain": domain, "years": 1}, email)
-		did := dm["data"].(map[string]any)["quoteId"]
-		if got := tools(dm); slices.Contains(got, "launch_service") {
-			t.Fatalf("a quote holding mail offers %v", got)
-		}
-		env = refused(map[string]any{"name": "site", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": did})
-		held(did)
-		if spent, _ := budget(t, ts, a); spent != 0 {
-			t.Fatalf("refused launches charged %v", spent)
-		}
-		noLoop(t, ts, a.header(), env)
-		act := env["actions"].([]any)[0].(map[string]any)
-		if act["tool"] != "create_quote" {
-			t.Fatalf("first action %v", act)
-		}
-		for _, it := range act["arguments"].(map[string]any)["items"].([]any) {
-			if it.(map[string]any)["kind"] == "email" {
-				t.Fatalf("the re-quote still prices mail: %v", act)
-			}
-		}
-		// noLoop created the re-quote; launch with a fresh one like it.
-		rq := c.Do("POST", "/v1/quotes", act["arguments"], a.header()).JSON()["data"].(map[string]any)
-		r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bundle, "domain": domain, "quoteId": rq["quoteId"]}, a.header())
-		if r.StatusCode != 202 {
-			t.Fatalf("launch with the re-quote: %d %s", r.StatusCode, r.Body)
-		}
-		waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
-		if spent, _ := budget(t, ts, a); spent != 12 {
-			t.Fatalf("the launch charged %v, want the domain's 12", spent)
-		}
+		m.domainWithMailIsRequotedAlone(email)
 	})
+}
+
+// toolActions answers the tools an envelope's actions name, in order.
+func toolActions(env map[string]any) []string {
+	var out []string
+	for _, x := range env["actions"].([]any) {
+		act := x.(map[string]any)
+		if act["kind"] == "tool" {
+			out = append(out, act["tool"].(string))
+		}
+	}
+	return out
+}
+
+// mailQuotes is an account with a site to launch and a domain to quote
+// mail for.
+type mailQuotes struct {
+	t      *testing.T
+	ts     *testServer
+	a      account
+	bundle any
+	domain string
+}
+
+// quote holds a quote for items and answers its envelope.
+func (m *mailQuotes) quote(items ...any) map[string]any {
+	m.t.Helper()
+	r := m.ts.Client.Do("POST", "/v1/quotes", map[string]any{"projectId": m.a.project, "items": items}, m.a.header())
+	if r.StatusCode != 201 || r.JSON()["data"].(map[string]any)["state"] != "held" {
+		m.t.Fatalf("quote: %d %s", r.StatusCode, r.Body)
+	}
+	return r.JSON()
+}
+
+// refused wants the launch refused for a quote that does not match it.
+func (m *mailQuotes) refused(body map[string]any) map[string]any {
+	m.t.Helper()
+	r := m.ts.Client.Do("POST", "/v1/projects/"+m.a.project+"/launch", body, m.a.header())
+	if r.StatusCode != 409 || r.JSON()["blockedBy"] != "conflict:quote_mismatch" {
+		m.t.Fatalf("launch with a mail quote: %d %s", r.StatusCode, r.Body)
+	}
+	return r.JSON()
+}
+
+// held wants the quote still held after a refused launch.
+func (m *mailQuotes) held(id any) {
+	m.t.Helper()
+	q := m.ts.Client.Do("GET", "/v1/quotes/"+id.(string), nil, m.a.header()).JSON()["data"].(map[string]any)
+	if q["state"] != "held" {
+		m.t.Fatalf("quote %v after a refused launch: %v", id, q["state"])
+	}
+}
+
+// A domain quote with mail for it: the launch that buys the domain is
+// refused, and the re-quote prices the domain alone.
+func (m *mailQuotes) domainWithMailIsRequotedAlone(email map[string]any) {
+	t, ts, a, c := m.t, m.ts, m.a, m.ts.Client
+	t.Helper()
+	dm := m.quote(map[string]any{"kind": "domain", "domain": m.domain, "years": 1}, email)
+	did := dm["data"].(map[string]any)["quoteId"]
+	if got := toolActions(dm); slices.Contains(got, "launch_service") {
+		t.Fatalf("a quote holding mail offers %v", got)
+	}
+	env := m.refused(map[string]any{"name": "site", "target": "edge", "bundleId": m.bundle, "domain": m.domain, "quoteId": did})
+	m.held(did)
+	if spent, _ := budget(t, ts, a); spent != 0 {
+		t.Fatalf("refused launches charged %v", spent)
+	}
+	noLoop(t, ts, a.header(), env)
+	act := env["actions"].([]any)[0].(map[string]any)
+	if act["tool"] != "create_quote" {
+		t.Fatalf("first action %v", act)
+	}
+	for _, it := range act["arguments"].(map[string]any)["items"].([]any) {
+		if it.(map[string]any)["kind"] == "email" {
+			t.Fatalf("the re-quote still prices mail: %v", act)
+		}
+	}
+	// noLoop created the re-quote; launch with a fresh one like it.
+	rq := c.Do("POST", "/v1/quotes", act["arguments"], a.header()).JSON()["data"].(map[string]any)
+	r := c.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": m.bundle, "domain": m.domain, "quoteId": rq["quoteId"]}, a.header())
+	if r.StatusCode != 202 {
+		t.Fatalf("launch with the re-quote: %d %s", r.StatusCode, r.Body)
+	}
+	waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	if spent, _ := budget(t, ts, a); spent != 12 {
+		t.Fatalf("the launch charged %v, want the domain's 12", spent)
+	}
 }
 
 func toStrings(v any) []string {
@@ -627,41 +667,7 @@ func TestApprovalsFinish(t *testing.T) {
 		}
 		waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
 
-		// A budget too small: the quote is denied, the launch with it is
-		// blocked, the raise the human approves lets a new quote through.
-		b := newAccount(t, ts, 5_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
-		bb := upload(t, ts, b, siteFiles)
-		denied := c.Do("POST", "/v1/quotes", domainQuote(b.project, names[2], 1), b.header()).JSON()
-		if denied["data"].(map[string]any)["decision"] != "DENY" {
-			t.Fatalf("quote %v", denied)
-		}
-		blocked := c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bb, "domain": names[2], "quoteId": denied["data"].(map[string]any)["quoteId"]}, b.header())
-		if blocked.StatusCode < 400 {
-			t.Fatalf("launch on a denied quote: %d %s", blocked.StatusCode, blocked.Body)
-		}
-		noLoop(t, ts, b.header(), blocked.JSON())
-		var raise map[string]any
-		for _, x := range denied["actions"].([]any) {
-			if x.(map[string]any)["tool"] == "request_budget_raise" {
-				raise = x.(map[string]any)
-			}
-		}
-		rr := follow(t, ts, b.header(), raise)
-		if rr.StatusCode != 202 {
-			t.Fatalf("raise: %d %s", rr.StatusCode, rr.Body)
-		}
-		if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: b.org, UserID: "u"}, gateOf(rr.JSON()["data"].(map[string]any)), true); err != nil {
-			t.Fatal(err)
-		}
-		q2 := c.Do("POST", "/v1/quotes", domainQuote(b.project, names[2], 1), b.header()).JSON()["data"].(map[string]any)
-		if q2["decision"] != "ALLOW" {
-			t.Fatalf("after the raise: %v", q2)
-		}
-		r = c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bb, "domain": names[2], "quoteId": q2["quoteId"]}, b.header())
-		if r.StatusCode != 202 {
-			t.Fatalf("launch after the raise: %d %s", r.StatusCode, r.Body)
-		}
-		waitTask(t, ts, b, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+		b, bb := raiseLetsADeniedDomainThrough(t, ts, names[2])
 
 		// The other refusals of this issue offer no way back to themselves.
 		other := availableDomains(4, "dev", "approve")[3]
@@ -671,6 +677,48 @@ func TestApprovalsFinish(t *testing.T) {
 		taken := c.Do("POST", "/v1/quotes", domainQuote(a.project, names[2], 1), a.header())
 		noLoop(t, ts, a.header(), taken.JSON())
 	})
+}
+
+// A budget too small: the quote is denied, the launch with it is blocked,
+// the raise the human approves lets a new quote through. It answers the
+// account and its bundle.
+func raiseLetsADeniedDomainThrough(t *testing.T, ts *testServer, domain string) (account, any) {
+	t.Helper()
+	c := ts.Client
+	b := newAccount(t, ts, 5_000_000, service.DefaultPolicy(), "launch", "read", "quote", "buy_domain")
+	bb := upload(t, ts, b, siteFiles)
+	denied := c.Do("POST", "/v1/quotes", domainQuote(b.project, domain, 1), b.header()).JSON()
+	if denied["data"].(map[string]any)["decision"] != "DENY" {
+		t.Fatalf("quote %v", denied)
+	}
+	blocked := c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bb, "domain": domain, "quoteId": denied["data"].(map[string]any)["quoteId"]}, b.header())
+	if blocked.StatusCode < 400 {
+		t.Fatalf("launch on a denied quote: %d %s", blocked.StatusCode, blocked.Body)
+	}
+	noLoop(t, ts, b.header(), blocked.JSON())
+	var raise map[string]any
+	for _, x := range denied["actions"].([]any) {
+		if x.(map[string]any)["tool"] == "request_budget_raise" {
+			raise = x.(map[string]any)
+		}
+	}
+	rr := follow(t, ts, b.header(), raise)
+	if rr.StatusCode != 202 {
+		t.Fatalf("raise: %d %s", rr.StatusCode, rr.Body)
+	}
+	if err := ts.Service().Approvals.Decide(context.Background(), service.Human{OrgID: b.org, UserID: "u"}, gateOf(rr.JSON()["data"].(map[string]any)), true); err != nil {
+		t.Fatal(err)
+	}
+	q2 := c.Do("POST", "/v1/quotes", domainQuote(b.project, domain, 1), b.header()).JSON()["data"].(map[string]any)
+	if q2["decision"] != "ALLOW" {
+		t.Fatalf("after the raise: %v", q2)
+	}
+	r := c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "site", "target": "edge", "bundleId": bb, "domain": domain, "quoteId": q2["quoteId"]}, b.header())
+	if r.StatusCode != 202 {
+		t.Fatalf("launch after the raise: %d %s", r.StatusCode, r.Body)
+	}
+	waitTask(t, ts, b, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	return b, bb
 }
 
 // Teardown gives back the name, the hosts and a launch's hold: a torn-down

@@ -128,56 +128,7 @@ func TestAgentCannotConfirmItsOwnRegistrant(t *testing.T) {
 			"agent@mail." + domain,             // a subdomain, whose MX the agent can write
 			"agent@site--x.localhost",          // a preview host
 		} {
-			r := c.Do("PUT", "/v1/domains/"+domain+"/registrant-contact", map[string]any{"name": "Mallory Agent", "email": email, "country": "ZZ"}, a.header())
-			if r.StatusCode != 202 {
-				t.Fatalf("propose %s: %d %s", email, r.StatusCode, r.Body)
-			}
-			data := r.JSON()["data"].(map[string]any)
-			taskID := data["taskId"].(string)
-
-			// Everything the agent can read carries no confirmation link,
-			// and nothing went out through the relay either. Were there
-			// one, the agent would open it and press its button.
-			if link := confirmLink.FindString(agentCanRead(t, ts, a) + sink.all()); link != "" {
-				b := newBrowser(t, ts)
-				path := link[strings.Index(link, "/registrant/"):]
-				if m := csrfField.FindStringSubmatch(b.get(path).body); m != nil {
-					b.post(path, url.Values{"csrf": {m[1]}})
-				}
-				t.Errorf("propose %s: the agent read a confirmation link", email)
-			}
-			if tk := c.Do("GET", "/v1/tasks/"+taskID, nil, a.header()).JSON()["data"].(map[string]any); tk["state"] != "input_required" {
-				t.Fatalf("propose %s: with what it can read, the agent took the task to %v", email, tk["state"])
-			}
-			approval, _ := data["approvalUrl"].(string)
-			if data["state"] != "input_required" || !strings.Contains(approval, "/approvals/gat_") {
-				t.Fatalf("propose %s: the task shows no approval URL: %s", email, r.Body)
-			}
-			if step := data["steps"].([]any)[0].(map[string]any); !strings.Contains(step["detail"].(string), "no link was mailed") {
-				t.Errorf("propose %s: %v", email, step)
-			}
-			gateID := approval[strings.LastIndex(approval, "/")+1:]
-
-			// Every page it can reach without a session, with and without
-			// its key: none decides.
-			u, _ := url.Parse(approval)
-			for _, h := range []http.Header{{}, {"Authorization": {"Bearer " + a.key}}} {
-				for _, m := range []string{"GET", "POST"} {
-					for _, path := range []string{u.Path, "/registrant/confirm/" + gateID, "/registrant/confirm/" + taskID} {
-						st, _ := rawDo(t, c.BaseURL, m, path, "application/x-www-form-urlencoded", url.Values{"decision": {"approve"}, "csrf": {"guess"}}.Encode(), h)
-						if st < 400 {
-							t.Errorf("%s %s: %d", m, path, st)
-						}
-					}
-				}
-			}
-			tk := c.Do("GET", "/v1/tasks/"+taskID, nil, a.header()).JSON()["data"].(map[string]any)
-			if tk["state"] != "input_required" {
-				t.Fatalf("propose %s: the task is %v", email, tk["state"])
-			}
-			if g, err := ts.Store().Gates().Get(context.Background(), a.org, gateID); err != nil || g.State != "pending" {
-				t.Fatalf("propose %s: gate %s (%v)", email, g.State, err)
-			}
+			registrantProposalWaitsForAHuman(t, ts, a, sink, domain, email)
 		}
 		// A trailing dot is not an address the contract takes.
 		if r := c.Do("PUT", "/v1/domains/"+domain+"/registrant-contact", map[string]any{"name": "Mallory Agent", "email": "agent@" + domain + ".", "country": "ZZ"}, a.header()); r.StatusCode != 400 || r.JSON()["retryable"] != false {
@@ -192,6 +143,65 @@ func TestAgentCannotConfirmItsOwnRegistrant(t *testing.T) {
 			t.Fatalf("confirmations in the ledger: %v", actors)
 		}
 	})
+}
+
+// registrantProposalWaitsForAHuman proposes email as the registrant's and
+// wants the task waiting for a human whatever the agent can read or reach:
+// no confirmation link in any inbox or through the relay, and no page
+// without a session that decides the gate.
+func registrantProposalWaitsForAHuman(t *testing.T, ts *testServer, a account, sink *relaySink, domain, email string) {
+	t.Helper()
+	c := ts.Client
+	r := c.Do("PUT", "/v1/domains/"+domain+"/registrant-contact", map[string]any{"name": "Mallory Agent", "email": email, "country": "ZZ"}, a.header())
+	if r.StatusCode != 202 {
+		t.Fatalf("propose %s: %d %s", email, r.StatusCode, r.Body)
+	}
+	data := r.JSON()["data"].(map[string]any)
+	taskID := data["taskId"].(string)
+
+	// Everything the agent can read carries no confirmation link,
+	// and nothing went out through the relay either. Were there
+	// one, the agent would open it and press its button.
+	if link := confirmLink.FindString(agentCanRead(t, ts, a) + sink.all()); link != "" {
+		b := newBrowser(t, ts)
+		path := link[strings.Index(link, "/registrant/"):]
+		if m := csrfField.FindStringSubmatch(b.get(path).body); m != nil {
+			b.post(path, url.Values{"csrf": {m[1]}})
+		}
+		t.Errorf("propose %s: the agent read a confirmation link", email)
+	}
+	if tk := c.Do("GET", "/v1/tasks/"+taskID, nil, a.header()).JSON()["data"].(map[string]any); tk["state"] != "input_required" {
+		t.Fatalf("propose %s: with what it can read, the agent took the task to %v", email, tk["state"])
+	}
+	approval, _ := data["approvalUrl"].(string)
+	if data["state"] != "input_required" || !strings.Contains(approval, "/approvals/gat_") {
+		t.Fatalf("propose %s: the task shows no approval URL: %s", email, r.Body)
+	}
+	if step := data["steps"].([]any)[0].(map[string]any); !strings.Contains(step["detail"].(string), "no link was mailed") {
+		t.Errorf("propose %s: %v", email, step)
+	}
+	gateID := approval[strings.LastIndex(approval, "/")+1:]
+
+	// Every page it can reach without a session, with and without
+	// its key: none decides.
+	u, _ := url.Parse(approval)
+	for _, h := range []http.Header{{}, {"Authorization": {"Bearer " + a.key}}} {
+		for _, m := range []string{"GET", "POST"} {
+			for _, path := range []string{u.Path, "/registrant/confirm/" + gateID, "/registrant/confirm/" + taskID} {
+				st, _ := rawDo(t, c.BaseURL, m, path, "application/x-www-form-urlencoded", url.Values{"decision": {"approve"}, "csrf": {"guess"}}.Encode(), h)
+				if st < 400 {
+					t.Errorf("%s %s: %d", m, path, st)
+				}
+			}
+		}
+	}
+	tk := c.Do("GET", "/v1/tasks/"+taskID, nil, a.header()).JSON()["data"].(map[string]any)
+	if tk["state"] != "input_required" {
+		t.Fatalf("propose %s: the task is %v", email, tk["state"])
+	}
+	if g, err := ts.Store().Gates().Get(context.Background(), a.org, gateID); err != nil || g.State != "pending" {
+		t.Fatalf("propose %s: gate %s (%v)", email, g.State, err)
+	}
 }
 
 // A link mailed to an address nobody at Pier could read stops working once

@@ -106,126 +106,163 @@ func attemptHeaders(authz, key string) http.Header {
 func TestSandboxHolderFlowOverHTTP(t *testing.T) {
 	engines(t, func(t *testing.T, db string) {
 		ts := start(t, server.Config{DatabaseURL: db})
-		c := ts.Client
-		base := c.BaseURL
-		ctx := context.Background()
+		sb := openSandboxSession(t, ts.Client)
+		key := sb.holderRegistersMandate()
+		sb.allowedAttemptChargedOnce()
+		proofID := sb.holderApprovesTheGate(key)
+		sb.liveProofVerifies(proofID)
 
-		id, authz := createSandboxSession(t, c)
-		capability := strings.TrimPrefix(authz, "Bearer ")
-		noSecret := func(what string, body []byte) {
-			t.Helper()
-			if bytes.Contains(body, []byte(capability)) || bytes.Contains(body, []byte(`sbx_`)) {
-				t.Fatalf("%s carries the capability: %s", what, body)
-			}
-		}
-		r := c.Do("GET", "/v1/sandbox/sessions/"+id, nil, nil)
-		if r.StatusCode != 200 || !reflect.DeepEqual(keys(r.JSON()["data"].(map[string]any)), []string{"session"}) {
-			t.Fatalf("read: %d %s", r.StatusCode, r.Body)
-		}
-		noSecret("session read", r.Body)
-
-		// The holder reads the published issuer key and registers the
-		// mandate with the session id only.
-		key, _ := holder.GenerateKey()
-		issuer, err := holder.FetchIssuerKey(ctx, base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, _ := holder.NewMandate(id, issuer.KID, time.Now())
-		mandate, _ := holder.SignMandate(key, m)
-		r = c.Do("POST", "/v1/sandbox/sessions/"+id+"/mandate", mandateBody(id, mandate), nil)
-		if r.StatusCode != 201 {
-			t.Fatalf("mandate: %d %s", r.StatusCode, r.Body)
-		}
-		md := r.JSON()["data"].(map[string]any)
-		if md["budgetRemainingUsd"] != 100.0 || md["receipt"] == nil || md["undo"] == nil {
-			t.Fatalf("mandate answer: %s", r.Body)
-		}
-
-		// The agent: allowed, with the capability and an Idempotency-Key.
-		r = c.Do("POST", "/v1/sandbox/sessions/"+id+"/attempts", map[string]string{"scenario": "allowed"}, attemptHeaders(authz, "k-allowed"))
-		if r.StatusCode != 201 {
-			t.Fatalf("allowed: %d %s", r.StatusCode, r.Body)
-		}
-		noSecret("attempt answer", r.Body)
-		ad := r.JSON()["data"].(map[string]any)
-		att := ad["attempt"].(map[string]any)
-		if att["outcome"] != "charged" || !strings.Contains(att["receipt"].(string), ".") || ad["gate"] != nil || ad["budgetRemainingUsd"] != 95.0 {
-			t.Fatalf("allowed answer: %s", r.Body)
-		}
-		if u := ad["undo"].(map[string]any); u["irreversible"] != true || u["command"] != nil {
-			t.Fatalf("undo: %v", u)
-		}
-		// Same key and body: the stored answer, not a second charge.
-		again := c.Do("POST", "/v1/sandbox/sessions/"+id+"/attempts", map[string]string{"scenario": "allowed"}, attemptHeaders(authz, "k-allowed"))
-		if again.Header.Get("Idempotency-Replayed") != "true" || again.JSON()["replayed"] != true {
-			t.Fatalf("replay: %d %s", again.StatusCode, again.Body)
-		}
-
-		// Approval: a gate for the holder.
-		r = c.Do("POST", "/v1/sandbox/sessions/"+id+"/attempts", map[string]string{"scenario": "approval"}, attemptHeaders(authz, "k-approval"))
-		if r.StatusCode != 201 {
-			t.Fatalf("approval: %d %s", r.StatusCode, r.Body)
-		}
-		var ar struct {
-			Data struct {
-				Attempt struct{ Outcome string }
-				Gate    holder.Gate
-			}
-		}
-		json.Unmarshal(r.Body, &ar)
-		if ar.Data.Attempt.Outcome != "gated" || ar.Data.Gate.ID == "" {
-			t.Fatalf("approval answer: %s", r.Body)
-		}
-		decision, _ := holder.SignDecision(key, id, ar.Data.Gate, holder.Approve)
-		r = c.Do("POST", "/v1/sandbox/sessions/"+id+"/gates/"+ar.Data.Gate.ID+"/decision", map[string]string{"decision": decision}, nil)
-		if r.StatusCode != 200 {
-			t.Fatalf("decision: %d %s", r.StatusCode, r.Body)
-		}
-		dd := r.JSON()["data"].(map[string]any)
-		proofID, _ := dd["proofId"].(string)
-		if !sandboxproof.ProofIDPattern().MatchString(proofID) || dd["gate"].(map[string]any)["state"] != "decided" {
-			t.Fatalf("decision answer: %s", r.Body)
-		}
-		// A second decision, and the same signature replayed without the
-		// holder's idempotency key, are refused.
-		deny, _ := holder.SignDecision(key, id, ar.Data.Gate, holder.Deny)
-		for _, d := range []string{deny, decision} {
-			r = c.Do("POST", "/v1/sandbox/sessions/"+id+"/gates/"+ar.Data.Gate.ID+"/decision", map[string]string{"decision": d}, nil)
-			if r.StatusCode != 409 || r.JSON()["blockedBy"] != "conflict:gate_decided" {
-				t.Fatalf("second decision: %d %s", r.StatusCode, r.Body)
-			}
-		}
-
-		// The proof: {data: <proof>}, and a proof of this very session.
-		r = c.Do("GET", "/v1/sandbox/proofs/"+proofID, nil, nil)
-		if r.StatusCode != 200 {
-			t.Fatalf("proof: %d %s", r.StatusCode, r.Body)
-		}
-		noSecret("proof", r.Body)
-		var pe struct{ Data json.RawMessage }
-		json.Unmarshal(r.Body, &pe)
-		files := releaseFiles(t, base)
-		files.Proof = pe.Data
-		files.APIResponse = r.Body
-		rel := sandboxproof.Release{ProofID: proofID, Proof: files.Proof, ProofJWKS: files.ProofJWKS, IssuerJWKS: files.IssuerJWKS,
-			Provenance: files.Provenance, VerifierMJS: files.VerifierMJS, HolderMJS: files.HolderMJS}
-		// The reference provenance names another proof; this check is about
-		// the live session's proof under the published keys.
-		files.Provenance, _ = sandboxproof.BuildProvenance(sandboxproof.Provenance{ProofID: proofID, ObservedAt: time.Now()})
-		rel.Provenance = files.Provenance
-		files.Manifest, _ = rel.Manifest()
-		if rep := verifier.VerifyFiles(files, true); rep.Verdict != verifier.Accept {
-			t.Fatalf("live proof rejected: %+v", rep.Failed())
-		}
-
-		r = c.Do("GET", "/v1/sandbox/sessions/"+id, nil, nil)
-		noSecret("proven session read", r.Body)
+		r := sb.c.Do("GET", "/v1/sandbox/sessions/"+sb.id, nil, nil)
+		sb.noSecret("proven session read", r.Body)
 		s := r.JSON()["data"].(map[string]any)["session"].(map[string]any)
 		if s["state"] != "proven" || s["proofId"] != proofID {
 			t.Fatalf("proven session: %s", r.Body)
 		}
 	})
+}
+
+// sandboxSession is a sandbox session and the capability its agent holds.
+type sandboxSession struct {
+	t         *testing.T
+	c         *contracttest.Client
+	id, authz string
+}
+
+// openSandboxSession creates a session and wants its read to show the
+// session only, without the capability.
+func openSandboxSession(t *testing.T, c *contracttest.Client) *sandboxSession {
+	t.Helper()
+	id, authz := createSandboxSession(t, c)
+	sb := &sandboxSession{t: t, c: c, id: id, authz: authz}
+	r := c.Do("GET", "/v1/sandbox/sessions/"+id, nil, nil)
+	if r.StatusCode != 200 || !reflect.DeepEqual(keys(r.JSON()["data"].(map[string]any)), []string{"session"}) {
+		t.Fatalf("read: %d %s", r.StatusCode, r.Body)
+	}
+	sb.noSecret("session read", r.Body)
+	return sb
+}
+
+// noSecret wants body to carry no capability.
+func (sb *sandboxSession) noSecret(what string, body []byte) {
+	sb.t.Helper()
+	if bytes.Contains(body, []byte(strings.TrimPrefix(sb.authz, "Bearer "))) || bytes.Contains(body, []byte(`sbx_`)) {
+		sb.t.Fatalf("%s carries the capability: %s", what, body)
+	}
+}
+
+// The holder reads the published issuer key and registers the mandate
+// with the session id only. It answers the holder's key.
+func (sb *sandboxSession) holderRegistersMandate() *holder.Key {
+	t := sb.t
+	t.Helper()
+	key, _ := holder.GenerateKey()
+	issuer, err := holder.FetchIssuerKey(context.Background(), sb.c.BaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := holder.NewMandate(sb.id, issuer.KID, time.Now())
+	mandate, _ := holder.SignMandate(key, m)
+	r := sb.c.Do("POST", "/v1/sandbox/sessions/"+sb.id+"/mandate", mandateBody(sb.id, mandate), nil)
+	if r.StatusCode != 201 {
+		t.Fatalf("mandate: %d %s", r.StatusCode, r.Body)
+	}
+	md := r.JSON()["data"].(map[string]any)
+	if md["budgetRemainingUsd"] != 100.0 || md["receipt"] == nil || md["undo"] == nil {
+		t.Fatalf("mandate answer: %s", r.Body)
+	}
+	return key
+}
+
+// The agent: allowed, with the capability and an Idempotency-Key. The
+// same key and body again get the stored answer, not a second charge.
+func (sb *sandboxSession) allowedAttemptChargedOnce() {
+	t := sb.t
+	t.Helper()
+	r := sb.c.Do("POST", "/v1/sandbox/sessions/"+sb.id+"/attempts", map[string]string{"scenario": "allowed"}, attemptHeaders(sb.authz, "k-allowed"))
+	if r.StatusCode != 201 {
+		t.Fatalf("allowed: %d %s", r.StatusCode, r.Body)
+	}
+	sb.noSecret("attempt answer", r.Body)
+	ad := r.JSON()["data"].(map[string]any)
+	att := ad["attempt"].(map[string]any)
+	if att["outcome"] != "charged" || !strings.Contains(att["receipt"].(string), ".") || ad["gate"] != nil || ad["budgetRemainingUsd"] != 95.0 {
+		t.Fatalf("allowed answer: %s", r.Body)
+	}
+	if u := ad["undo"].(map[string]any); u["irreversible"] != true || u["command"] != nil {
+		t.Fatalf("undo: %v", u)
+	}
+	again := sb.c.Do("POST", "/v1/sandbox/sessions/"+sb.id+"/attempts", map[string]string{"scenario": "allowed"}, attemptHeaders(sb.authz, "k-allowed"))
+	if again.Header.Get("Idempotency-Replayed") != "true" || again.JSON()["replayed"] != true {
+		t.Fatalf("replay: %d %s", again.StatusCode, again.Body)
+	}
+}
+
+// Approval: a gate for the holder, decided once by the holder's signature;
+// a second decision, and the same signature replayed, are refused. It
+// answers the proof's id.
+func (sb *sandboxSession) holderApprovesTheGate(key *holder.Key) string {
+	t := sb.t
+	t.Helper()
+	r := sb.c.Do("POST", "/v1/sandbox/sessions/"+sb.id+"/attempts", map[string]string{"scenario": "approval"}, attemptHeaders(sb.authz, "k-approval"))
+	if r.StatusCode != 201 {
+		t.Fatalf("approval: %d %s", r.StatusCode, r.Body)
+	}
+	var ar struct {
+		Data struct {
+			Attempt struct{ Outcome string }
+			Gate    holder.Gate
+		}
+	}
+	json.Unmarshal(r.Body, &ar)
+	if ar.Data.Attempt.Outcome != "gated" || ar.Data.Gate.ID == "" {
+		t.Fatalf("approval answer: %s", r.Body)
+	}
+	decisionPath := "/v1/sandbox/sessions/" + sb.id + "/gates/" + ar.Data.Gate.ID + "/decision"
+	decision, _ := holder.SignDecision(key, sb.id, ar.Data.Gate, holder.Approve)
+	r = sb.c.Do("POST", decisionPath, map[string]string{"decision": decision}, nil)
+	if r.StatusCode != 200 {
+		t.Fatalf("decision: %d %s", r.StatusCode, r.Body)
+	}
+	dd := r.JSON()["data"].(map[string]any)
+	proofID, _ := dd["proofId"].(string)
+	if !sandboxproof.ProofIDPattern().MatchString(proofID) || dd["gate"].(map[string]any)["state"] != "decided" {
+		t.Fatalf("decision answer: %s", r.Body)
+	}
+	deny, _ := holder.SignDecision(key, sb.id, ar.Data.Gate, holder.Deny)
+	for _, d := range []string{deny, decision} {
+		r = sb.c.Do("POST", decisionPath, map[string]string{"decision": d}, nil)
+		if r.StatusCode != 409 || r.JSON()["blockedBy"] != "conflict:gate_decided" {
+			t.Fatalf("second decision: %d %s", r.StatusCode, r.Body)
+		}
+	}
+	return proofID
+}
+
+// The proof: {data: <proof>}, and a proof of this very session that the
+// verifier accepts under the published keys.
+func (sb *sandboxSession) liveProofVerifies(proofID string) {
+	t := sb.t
+	t.Helper()
+	r := sb.c.Do("GET", "/v1/sandbox/proofs/"+proofID, nil, nil)
+	if r.StatusCode != 200 {
+		t.Fatalf("proof: %d %s", r.StatusCode, r.Body)
+	}
+	sb.noSecret("proof", r.Body)
+	var pe struct{ Data json.RawMessage }
+	json.Unmarshal(r.Body, &pe)
+	files := releaseFiles(t, sb.c.BaseURL)
+	files.Proof = pe.Data
+	files.APIResponse = r.Body
+	rel := sandboxproof.Release{ProofID: proofID, Proof: files.Proof, ProofJWKS: files.ProofJWKS, IssuerJWKS: files.IssuerJWKS,
+		Provenance: files.Provenance, VerifierMJS: files.VerifierMJS, HolderMJS: files.HolderMJS}
+	// The reference provenance names another proof; this check is about
+	// the live session's proof under the published keys.
+	files.Provenance, _ = sandboxproof.BuildProvenance(sandboxproof.Provenance{ProofID: proofID, ObservedAt: time.Now()})
+	rel.Provenance = files.Provenance
+	files.Manifest, _ = rel.Manifest()
+	if rep := verifier.VerifyFiles(files, true); rep.Verdict != verifier.Accept {
+		t.Fatalf("live proof rejected: %+v", rep.Failed())
+	}
 }
 
 // TestAgentCannotActAsHolder tries every way an agent could stand in for
@@ -374,28 +411,7 @@ func TestReferenceReleaseServed(t *testing.T) {
 		if r.Header.Get("Cache-Control") != "no-cache" || r.Header.Get("ETag") != `"`+sandboxproof.SHA256Hex(r.Body)+`"` {
 			t.Fatalf("manifest headers: %v", r.Header)
 		}
-		for path, field := range map[string]string{
-			sandboxproof.PathProof: "artifactSha256", sandboxproof.PathProofJWKS: "proofJwksSha256", sandboxproof.PathIssuerJWKS: "issuerJwksSha256",
-			sandboxproof.PathProvenance: "provenanceSha256", sandboxproof.PathVerifierMJS: "verifierSha256", sandboxproof.PathHolderMJS: "holderCliSha256",
-		} {
-			r := c.Do("GET", path, nil, nil)
-			sum := sandboxproof.SHA256Hex(r.Body)
-			if r.StatusCode != 200 || sum != man[field] {
-				t.Fatalf("%s: %d, hash %s, manifest %v", path, r.StatusCode, sum, man[field])
-			}
-			wantType := "application/json"
-			if strings.HasSuffix(path, ".mjs") {
-				wantType = "text/javascript; charset=utf-8"
-			}
-			if r.Header.Get("Content-Type") != wantType || r.Header.Get("ETag") != `"`+sum+`"` ||
-				r.Header.Get("Cache-Control") != "public, max-age=31536000, immutable" {
-				t.Fatalf("%s headers: %v", path, r.Header)
-			}
-			nm := c.Do("GET", path, nil, http.Header{"If-None-Match": {`"` + sum + `"`}})
-			if nm.StatusCode != 304 || len(nm.Body) != 0 {
-				t.Fatalf("%s conditional: %d", path, nm.StatusCode)
-			}
-		}
+		releaseArtifactsMatchManifest(t, c, man)
 		var prov map[string]any
 		json.Unmarshal(c.Do("GET", sandboxproof.PathProvenance, nil, nil).Body, &prov)
 		if prov["kind"] != "unsigned-observation" {
@@ -443,6 +459,35 @@ func TestReferenceReleaseServed(t *testing.T) {
 			t.Fatalf("the manifest changed across a restart:\n%s\n%s", before, after)
 		}
 	})
+}
+
+// releaseArtifactsMatchManifest wants each artifact of the release served
+// with the hash the manifest gives it, as immutable, and answering a
+// conditional request with 304.
+func releaseArtifactsMatchManifest(t *testing.T, c *contracttest.Client, man map[string]any) {
+	t.Helper()
+	for path, field := range map[string]string{
+		sandboxproof.PathProof: "artifactSha256", sandboxproof.PathProofJWKS: "proofJwksSha256", sandboxproof.PathIssuerJWKS: "issuerJwksSha256",
+		sandboxproof.PathProvenance: "provenanceSha256", sandboxproof.PathVerifierMJS: "verifierSha256", sandboxproof.PathHolderMJS: "holderCliSha256",
+	} {
+		r := c.Do("GET", path, nil, nil)
+		sum := sandboxproof.SHA256Hex(r.Body)
+		if r.StatusCode != 200 || sum != man[field] {
+			t.Fatalf("%s: %d, hash %s, manifest %v", path, r.StatusCode, sum, man[field])
+		}
+		wantType := "application/json"
+		if strings.HasSuffix(path, ".mjs") {
+			wantType = "text/javascript; charset=utf-8"
+		}
+		if r.Header.Get("Content-Type") != wantType || r.Header.Get("ETag") != `"`+sum+`"` ||
+			r.Header.Get("Cache-Control") != "public, max-age=31536000, immutable" {
+			t.Fatalf("%s headers: %v", path, r.Header)
+		}
+		nm := c.Do("GET", path, nil, http.Header{"If-None-Match": {`"` + sum + `"`}})
+		if nm.StatusCode != 304 || len(nm.Body) != 0 {
+			t.Fatalf("%s conditional: %d", path, nm.StatusCode)
+		}
+	}
 }
 
 // tamperingProxy serves the release from base with one character of

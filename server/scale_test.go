@@ -115,6 +115,38 @@ func TestScaleOutAsAnOperatorRunsIt(t *testing.T) {
 		t.Skip("builds and runs three servers as separate processes behind nginx")
 	}
 	began := time.Now()
+	c := startScaleOut(t, began)
+	c.launchIsServedByEveryReplica()
+	c.teardownStopsOnEveryReplica()
+	c.rateLimitHoldsAcrossReplicas()
+	c.replicasSurvivePostgresRestart()
+	c.killedReplicasLaunchFinishesElsewhere()
+	t.Logf("the whole run took %s", time.Since(began).Round(time.Millisecond))
+}
+
+// The rate limit every replica of the scale-out cluster is given.
+const scaleOutPerSecond, scaleOutBurst = 2, 5
+
+// scaleOutCluster is three `pier server` processes on one PostgreSQL
+// behind nginx, with an API key for the project they share.
+type scaleOutCluster struct {
+	t        *testing.T
+	db       string
+	h        http.Header
+	project  string
+	replicas []*process
+	addrs    []string
+	lb       string
+	viaLB    *contracttest.Client
+	web      *http.Client
+	// everyReplica lists the three replicas and nginx, for allAnswer.
+	everyReplica []scaleOutTarget
+}
+
+type scaleOutTarget struct{ name, addr string }
+
+func startScaleOut(t *testing.T, began time.Time) *scaleOutCluster {
+	t.Helper()
 	db := testpg.NewDatabase(t)
 	bin, err := pierBinary()
 	if err != nil {
@@ -129,163 +161,188 @@ func TestScaleOutAsAnOperatorRunsIt(t *testing.T) {
 	}
 	var key struct{ APIKey string }
 	json.Unmarshal(out, &key)
-	h := http.Header{"Authorization": {"Bearer " + key.APIKey}}
+	c := &scaleOutCluster{t: t, db: db, h: http.Header{"Authorization": {"Bearer " + key.APIKey}}, web: &http.Client{Timeout: 2 * time.Second}}
 
 	// A short job timeout lets a live replica's River rescue the task of a
 	// dead one soon: once the job has run the timeout and 10 s more, at the
 	// next pass of River's rescuer (every 30 s on its leader). Every
 	// replica holds a launch after it registered its domain; launches
 	// without a domain skip that step and run through.
-	const perSecond, burst = 2, 5
 	flags := []string{"--database-url", db, "--task-job-timeout", "2s", "--preview-domain", "localhost",
-		"--rate-limit", fmt.Sprintf("search=%d:%d", perSecond, burst)}
+		"--rate-limit", fmt.Sprintf("search=%d:%d", scaleOutPerSecond, scaleOutBurst)}
 	pause := "PIER_TEST_PAUSE_AFTER_STEP=" + service.StepRegister
-	var replicas []*process
-	var addrs []string
 	for _, dir := range dirs {
 		p := startProcessArgs(t, bin, dir, flags, pause)
-		replicas = append(replicas, p)
-		addrs = append(addrs, strings.TrimPrefix(p.url, "http://"))
+		c.replicas = append(c.replicas, p)
+		c.addrs = append(c.addrs, strings.TrimPrefix(p.url, "http://"))
 	}
-	lb := testserver.NginxAddrs(t, addrs...)
+	c.lb = testserver.NginxAddrs(t, c.addrs...)
 	t.Logf("three replicas and nginx up after %s", time.Since(began).Round(time.Millisecond))
-	api := func(i int) *contracttest.Client { return &contracttest.Client{T: t, BaseURL: replicas[i].url} }
-	viaLB := &contracttest.Client{T: t, BaseURL: "http://" + lb}
-	project := api(0).Do("GET", "/v1/projects", nil, h).JSON()["data"].(map[string]any)["projects"].([]any)[0].(map[string]any)["id"].(string)
-	hostFor := func(name string) string {
-		return name + "--" + strings.ReplaceAll(strings.ToLower(project), "_", "-") + ".localhost"
-	}
+	c.viaLB = &contracttest.Client{T: t, BaseURL: "http://" + c.lb}
+	c.project = c.api(0).Do("GET", "/v1/projects", nil, c.h).JSON()["data"].(map[string]any)["projects"].([]any)[0].(map[string]any)["id"].(string)
+	c.everyReplica = []scaleOutTarget{{"replica 1", c.addrs[0]}, {"replica 2", c.addrs[1]}, {"replica 3", c.addrs[2]}, {"nginx", c.lb}}
+	return c
+}
 
-	web := &http.Client{Timeout: 2 * time.Second}
-	status := func(addr, host string) int {
-		req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
-		req.Host = host
-		res, err := web.Do(req)
-		if err != nil {
-			return 0
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res.StatusCode
+// api is a client of replica i's own URL.
+func (c *scaleOutCluster) api(i int) *contracttest.Client {
+	return &contracttest.Client{T: c.t, BaseURL: c.replicas[i].url}
+}
+
+func (c *scaleOutCluster) hostFor(name string) string {
+	return name + "--" + strings.ReplaceAll(strings.ToLower(c.project), "_", "-") + ".localhost"
+}
+
+// status answers the status of GET / for host at addr, or 0 when the
+// request fails.
+func (c *scaleOutCluster) status(addr, host string) int {
+	req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
+	req.Host = host
+	res, err := c.web.Do(req)
+	if err != nil {
+		return 0
 	}
-	type target struct{ name, addr string }
-	everyReplica := []target{{"replica 1", addrs[0]}, {"replica 2", addrs[1]}, {"replica 3", addrs[2]}, {"nginx", lb}}
-	// allAnswer polls every target until each answers host with want, and
-	// fails unless each did within limit of since: one clock for all.
-	allAnswer := func(what, host string, want int, since time.Time, limit time.Duration, targets []target) {
-		t.Helper()
-		took := map[string]time.Duration{}
-		for len(took) < len(targets) && time.Since(since) < limit+5*time.Second {
-			for _, tg := range targets {
-				if _, done := took[tg.name]; !done && status(tg.addr, host) == want {
-					took[tg.name] = time.Since(since)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// allAnswer polls every target until each answers host with want, and
+// fails unless each did within limit of since: one clock for all.
+func (c *scaleOutCluster) allAnswer(what, host string, want int, since time.Time, limit time.Duration) {
+	c.t.Helper()
+	took := map[string]time.Duration{}
+	for len(took) < len(c.everyReplica) && time.Since(since) < limit+5*time.Second {
+		for _, tg := range c.everyReplica {
+			if _, done := took[tg.name]; !done && c.status(tg.addr, host) == want {
+				took[tg.name] = time.Since(since)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, tg := range c.everyReplica {
+		d, ok := took[tg.name]
+		switch {
+		case !ok:
+			c.t.Fatalf("%s: %s never answered %d for %s", what, tg.name, want, host)
+		case d > limit:
+			c.t.Fatalf("%s: %s answered %d after %s, more than %s after the task succeeded", what, tg.name, want, d.Round(time.Millisecond), limit)
+		}
+	}
+	c.t.Logf("%s: %v", what, took)
+}
+
+// nginxAnswers sends a few requests through nginx, which spreads them
+// over the replicas, and wants each answered alike.
+func (c *scaleOutCluster) nginxAnswers(what, host string, want int) {
+	c.t.Helper()
+	for i := range 6 {
+		if code := c.status(c.lb, host); code != want {
+			c.t.Fatalf("%s: request %d through nginx answered %d, want %d", what, i+1, code, want)
+		}
+	}
+}
+
+// noReplicaServes wants each replica to answer 404 for host, so that it
+// remembers the host has no site before the launch.
+func (c *scaleOutCluster) noReplicaServes(host string, replicas ...int) {
+	c.t.Helper()
+	for _, i := range replicas {
+		if code := c.status(c.addrs[i], host); code != 404 {
+			c.t.Fatalf("before the launch replica %d answered %d", i+1, code)
+		}
+	}
+}
+
+// succeeded polls a task until it succeeds and answers when: the
+// earlier of when the poll saw it and when its last step completed.
+func (c *scaleOutCluster) succeeded(api *contracttest.Client, taskID string, d time.Duration) time.Time {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		task := api.Do("GET", "/v1/tasks/"+taskID, nil, c.h).JSON()["data"].(map[string]any)
+		seen := time.Now()
+		switch task["state"] {
+		case "succeeded":
+			var last time.Time
+			for _, s := range task["steps"].([]any) {
+				if at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(s.(map[string]any)["completedAt"])); err == nil && at.After(last) {
+					last = at
 				}
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		for _, tg := range targets {
-			d, ok := took[tg.name]
-			switch {
-			case !ok:
-				t.Fatalf("%s: %s never answered %d for %s", what, tg.name, want, host)
-			case d > limit:
-				t.Fatalf("%s: %s answered %d after %s, more than %s after the task succeeded", what, tg.name, want, d.Round(time.Millisecond), limit)
+			if !last.IsZero() && last.Before(seen) {
+				return last
 			}
+			return seen
+		case "failed", "canceled":
+			c.t.Fatalf("task %s %s: %v", taskID, task["state"], task)
 		}
-		t.Logf("%s: %v", what, took)
+		time.Sleep(10 * time.Millisecond)
 	}
-	// nginxAnswers sends a few requests through nginx, which spreads them
-	// over the replicas, and wants each answered alike.
-	nginxAnswers := func(what, host string, want int) {
-		t.Helper()
-		for i := range 6 {
-			if code := status(lb, host); code != want {
-				t.Fatalf("%s: request %d through nginx answered %d, want %d", what, i+1, code, want)
-			}
-		}
-	}
-	// succeeded polls a task until it succeeds and answers when: the
-	// earlier of when the poll saw it and when its last step completed.
-	succeeded := func(c *contracttest.Client, taskID string, d time.Duration) time.Time {
-		t.Helper()
-		deadline := time.Now().Add(d)
-		for time.Now().Before(deadline) {
-			task := c.Do("GET", "/v1/tasks/"+taskID, nil, h).JSON()["data"].(map[string]any)
-			seen := time.Now()
-			switch task["state"] {
-			case "succeeded":
-				var last time.Time
-				for _, s := range task["steps"].([]any) {
-					if at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(s.(map[string]any)["completedAt"])); err == nil && at.After(last) {
-						last = at
-					}
-				}
-				if !last.IsZero() && last.Before(seen) {
-					return last
-				}
-				return seen
-			case "failed", "canceled":
-				t.Fatalf("task %s %s: %v", taskID, task["state"], task)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Fatalf("task %s did not succeed within %s", taskID, d)
-		return time.Time{}
-	}
-	launch := func(c *contracttest.Client, name string, extra map[string]any) map[string]any {
-		t.Helper()
-		r := c.Do("POST", "/v1/bundles", uploadBody(project, siteSaying(name)), h)
-		if r.StatusCode != 201 {
-			t.Fatalf("upload: %d %s", r.StatusCode, r.Body)
-		}
-		body := map[string]any{"name": name, "target": "edge", "bundleId": r.JSON()["data"].(map[string]any)["bundleId"]}
-		for k, v := range extra {
-			body[k] = v
-		}
-		r = c.Do("POST", "/v1/projects/"+project+"/launch", body, h)
-		if r.StatusCode != 202 {
-			t.Fatalf("launch %s: %d %s", name, r.StatusCode, r.Body)
-		}
-		return r.JSON()["data"].(map[string]any)
-	}
+	c.t.Fatalf("task %s did not succeed within %s", taskID, d)
+	return time.Time{}
+}
 
-	// 1. A launch through replica 1's own URL is served by replicas 2 and
-	// 3 within 1 s of its success. Both have already been asked for the
-	// host and remember that it has no site.
-	one := hostFor("one")
-	for i := 1; i < 3; i++ {
-		if code := status(addrs[i], one); code != 404 {
-			t.Fatalf("before the launch replica %d answered %d", i+1, code)
-		}
+// launch uploads a site saying name and launches it through api.
+func (c *scaleOutCluster) launch(api *contracttest.Client, name string, extra map[string]any) map[string]any {
+	c.t.Helper()
+	r := api.Do("POST", "/v1/bundles", uploadBody(c.project, siteSaying(name)), c.h)
+	if r.StatusCode != 201 {
+		c.t.Fatalf("upload: %d %s", r.StatusCode, r.Body)
 	}
-	l1 := launch(api(0), "one", nil)
-	done := succeeded(api(0), l1["taskId"].(string), 20*time.Second)
-	allAnswer("launch through replica 1", one, 200, done, time.Second, everyReplica)
-	nginxAnswers("launch through replica 1", one, 200)
+	body := map[string]any{"name": name, "target": "edge", "bundleId": r.JSON()["data"].(map[string]any)["bundleId"]}
+	for k, v := range extra {
+		body[k] = v
+	}
+	r = api.Do("POST", "/v1/projects/"+c.project+"/launch", body, c.h)
+	if r.StatusCode != 202 {
+		c.t.Fatalf("launch %s: %d %s", name, r.StatusCode, r.Body)
+	}
+	return r.JSON()["data"].(map[string]any)
+}
 
-	// 2. A teardown (of a site launched through nginx) stops it on all
-	// three within 1 s of the teardown's success.
-	two := hostFor("two")
-	l2 := launch(viaLB, "two", nil)
-	succeeded(viaLB, l2["taskId"].(string), 20*time.Second)
-	allAnswer("launch through nginx", two, 200, time.Now(), 2*time.Second, everyReplica)
-	td := viaLB.Do("POST", "/v1/services/"+l2["serviceId"].(string)+"/teardown", nil, h)
+// A launch through replica 1's own URL is served by replicas 2 and 3
+// within 1 s of its success. Both have already been asked for the host
+// and remember that it has no site.
+func (c *scaleOutCluster) launchIsServedByEveryReplica() {
+	c.t.Helper()
+	one := c.hostFor("one")
+	c.noReplicaServes(one, 1, 2)
+	l1 := c.launch(c.api(0), "one", nil)
+	done := c.succeeded(c.api(0), l1["taskId"].(string), 20*time.Second)
+	c.allAnswer("launch through replica 1", one, 200, done, time.Second)
+	c.nginxAnswers("launch through replica 1", one, 200)
+}
+
+// A teardown (of a site launched through nginx) stops it on all three
+// within 1 s of the teardown's success.
+func (c *scaleOutCluster) teardownStopsOnEveryReplica() {
+	c.t.Helper()
+	two := c.hostFor("two")
+	l2 := c.launch(c.viaLB, "two", nil)
+	c.succeeded(c.viaLB, l2["taskId"].(string), 20*time.Second)
+	c.allAnswer("launch through nginx", two, 200, time.Now(), 2*time.Second)
+	td := c.viaLB.Do("POST", "/v1/services/"+l2["serviceId"].(string)+"/teardown", nil, c.h)
 	if td.StatusCode != 202 {
-		t.Fatalf("teardown: %d %s", td.StatusCode, td.Body)
+		c.t.Fatalf("teardown: %d %s", td.StatusCode, td.Body)
 	}
-	done = succeeded(viaLB, td.JSON()["data"].(map[string]any)["taskId"].(string), 20*time.Second)
-	allAnswer("teardown", two, 404, done, time.Second, everyReplica)
-	nginxAnswers("teardown", two, 404)
-	nginxAnswers("the other site after the teardown", one, 200)
+	done := c.succeeded(c.viaLB, td.JSON()["data"].(map[string]any)["taskId"].(string), 20*time.Second)
+	c.allAnswer("teardown", two, 404, done, time.Second)
+	c.nginxAnswers("teardown", two, 404)
+	c.nginxAnswers("the other site after the teardown", c.hostFor("one"), 200)
+}
 
-	// 3. The rate limit holds across the three: searches sent round-robin
-	// to the replicas for a window are allowed at most the limit over the
-	// window plus one burst, and every replica refuses its share.
+// The rate limit holds across the three: searches sent round-robin to
+// the replicas for a window are allowed at most the limit over the
+// window plus one burst, and every replica refuses its share.
+func (c *scaleOutCluster) rateLimitHoldsAcrossReplicas() {
+	t := c.t
+	t.Helper()
 	window := 1500 * time.Millisecond
 	allowed, refused := 0, make([]int, 3)
 	windowStart := time.Now()
 	for i := 0; time.Since(windowStart) < window && i < 500; i++ {
-		res, err := web.Get(fmt.Sprintf("%s/v1/domains/search?q=scale%d", replicas[i%3].url, i))
+		res, err := c.web.Get(fmt.Sprintf("%s/v1/domains/search?q=scale%d", c.replicas[i%3].url, i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,22 +359,25 @@ func TestScaleOutAsAnOperatorRunsIt(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	elapsed := time.Since(windowStart)
-	most := burst + int(math.Ceil(perSecond*elapsed.Seconds()))
+	most := scaleOutBurst + int(math.Ceil(scaleOutPerSecond*elapsed.Seconds()))
 	t.Logf("rate limit: %d allowed in %s across three replicas (at most %d), refused per replica %v", allowed, elapsed.Round(time.Millisecond), most, refused)
-	if allowed > most || allowed < burst {
-		t.Fatalf("%d searches allowed in %s across three replicas; want between %d and %d", allowed, elapsed, burst, most)
+	if allowed > most || allowed < scaleOutBurst {
+		t.Fatalf("%d searches allowed in %s across three replicas; want between %d and %d", allowed, elapsed, scaleOutBurst, most)
 	}
 	for i, n := range refused {
 		if n == 0 {
 			t.Fatalf("replica %d refused nothing: %v", i+1, refused)
 		}
 	}
+}
 
-	// 5. PostgreSQL restarts under the three. Every replica answers the
-	// API and serves sites again without a restart of its own, and its
-	// invalidation listener is back: a launch afterwards is served by all
-	// three within 1 s.
-	sqlDB, err := sql.Open("pgx", db)
+// PostgreSQL restarts under the three. Every replica answers the API and
+// serves sites again without a restart of its own, and its invalidation
+// listener is back: a launch afterwards is served by all three within 1 s.
+func (c *scaleOutCluster) replicasSurvivePostgresRestart() {
+	t := c.t
+	t.Helper()
+	sqlDB, err := sql.Open("pgx", c.db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,78 +393,60 @@ func TestScaleOutAsAnOperatorRunsIt(t *testing.T) {
 	restarted := time.Now()
 	testpg.Restart(t)
 	t.Logf("PostgreSQL restarted in %s", time.Since(restarted).Round(time.Millisecond))
-	for i := range replicas {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			r := api(i).Do("GET", "/v1/projects", nil, h)
-			if r.StatusCode == 200 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("replica %d answers %d after the restart: %s", i+1, r.StatusCode, r.Body)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	allAnswer("the site from before the restart", one, 200, time.Now(), 10*time.Second, everyReplica)
+	c.everyReplicaAnswersTheAPI(20 * time.Second)
+	c.allAnswer("the site from before the restart", c.hostFor("one"), 200, time.Now(), 10*time.Second)
 	for deadline := time.Now().Add(20 * time.Second); listeners() != 3; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d invalidation listeners are back 20 s after the restart, want 3", listeners())
 		}
 	}
 	t.Logf("every replica recovered %s after the restart began", time.Since(restarted).Round(time.Millisecond))
-	three := hostFor("three")
-	for i := range replicas {
-		if code := status(addrs[i], three); code != 404 {
-			t.Fatalf("before the launch replica %d answered %d", i+1, code)
-		}
-	}
-	l3 := launch(viaLB, "three", nil)
-	done = succeeded(viaLB, l3["taskId"].(string), 20*time.Second)
-	allAnswer("launch after the restart", three, 200, done, time.Second, everyReplica)
+	three := c.hostFor("three")
+	c.noReplicaServes(three, 0, 1, 2)
+	l3 := c.launch(c.viaLB, "three", nil)
+	done := c.succeeded(c.viaLB, l3["taskId"].(string), 20*time.Second)
+	c.allAnswer("launch after the restart", three, 200, done, time.Second)
+}
 
-	// 4. SIGKILL of the replica running a launch that buys a domain, held
-	// after its registration: another replica's River rescues the task and
-	// finishes it, with one charge and one purchase.
-	domain := availableDomains(1, "dev", "scaleout")[0]
-	quote := api(0).Do("POST", "/v1/quotes", domainQuote(project, domain, 1), h).JSON()["data"].(map[string]any)
-	l4 := launch(api(0), "four", map[string]any{"domain": domain, "quoteId": quote["quoteId"]})
-	paused := regexp.MustCompile(`paused at step boundary.*step=` + service.StepRegister)
-	victim := -1
-	for deadline := time.Now().Add(30 * time.Second); victim < 0; time.Sleep(20 * time.Millisecond) {
-		for i, p := range replicas {
-			p.mu.Lock()
-			if paused.MatchString(p.log.String()) {
-				victim = i
+// everyReplicaAnswersTheAPI polls each replica's API until it answers 200,
+// for at most d each.
+func (c *scaleOutCluster) everyReplicaAnswersTheAPI(d time.Duration) {
+	c.t.Helper()
+	for i := range c.replicas {
+		deadline := time.Now().Add(d)
+		for {
+			r := c.api(i).Do("GET", "/v1/projects", nil, c.h)
+			if r.StatusCode == 200 {
+				break
 			}
-			p.mu.Unlock()
-		}
-		if victim < 0 && time.Now().After(deadline) {
-			t.Fatal("no replica paused the launch after registering its domain")
+			if time.Now().After(deadline) {
+				c.t.Fatalf("replica %d answers %d after the restart: %s", i+1, r.StatusCode, r.Body)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	replicas[victim].kill(t)
+}
+
+// SIGKILL of the replica running a launch that buys a domain, held after
+// its registration: another replica's River rescues the task and finishes
+// it, with one charge and one purchase.
+func (c *scaleOutCluster) killedReplicasLaunchFinishesElsewhere() {
+	t := c.t
+	t.Helper()
+	domain := availableDomains(1, "dev", "scaleout")[0]
+	quote := c.api(0).Do("POST", "/v1/quotes", domainQuote(c.project, domain, 1), c.h).JSON()["data"].(map[string]any)
+	l4 := c.launch(c.api(0), "four", map[string]any{"domain": domain, "quoteId": quote["quoteId"]})
+	victim := c.replicaPausedAfter(service.StepRegister, 30*time.Second)
+	c.replicas[victim].kill(t)
 	killed := time.Now()
-	survivor := api((victim + 1) % 3)
-	task := finished(survivor, h, l4["taskId"].(string), 60*time.Second)
+	survivor := c.api((victim + 1) % 3)
+	task := finished(survivor, c.h, l4["taskId"].(string), 60*time.Second)
 	if task["state"] != "succeeded" {
 		t.Fatalf("after replica %d was killed the task is %v: %v", victim+1, task["state"], task)
 	}
 	t.Logf("replica %d was killed holding the launch; another finished it %s later", victim+1, time.Since(killed).Round(time.Millisecond))
-	proj := survivor.Do("GET", "/v1/projects/"+project, nil, h).JSON()["data"].(map[string]any)
-	if proj["spentUsd"] != quote["amountUsd"] || proj["heldUsd"] != 0.0 {
-		t.Fatalf("charged %v (held %v), quoted %v", proj["spentUsd"], proj["heldUsd"], quote["amountUsd"])
-	}
-	consumes := 0
-	for _, e := range survivor.Do("GET", "/v1/ledger?limit=1000", nil, h).JSON()["data"].(map[string]any)["entries"].([]any) {
-		if e.(map[string]any)["action"] == "consume_quote" {
-			consumes++
-		}
-	}
-	if consumes != 1 {
-		t.Fatalf("%d charges in the ledger, want 1", consumes)
-	}
-	st, err := store.Open(context.Background(), "", db)
+	c.chargedOnce(survivor, quote["amountUsd"])
+	st, err := store.Open(context.Background(), "", c.db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,6 +454,45 @@ func TestScaleOutAsAnOperatorRunsIt(t *testing.T) {
 	if n, _ := st.Domains().CountPurchases(context.Background(), domain); n != 1 {
 		t.Fatalf("the registrar sold %s %d times", domain, n)
 	}
-	nginxAnswers("the launch finished by another replica", hostFor("four"), 200)
-	t.Logf("the whole run took %s", time.Since(began).Round(time.Millisecond))
+	c.nginxAnswers("the launch finished by another replica", c.hostFor("four"), 200)
+}
+
+// replicaPausedAfter waits for a replica to log that it paused after step
+// and answers which one did.
+func (c *scaleOutCluster) replicaPausedAfter(step string, d time.Duration) int {
+	c.t.Helper()
+	paused := regexp.MustCompile(`paused at step boundary.*step=` + step)
+	victim := -1
+	for deadline := time.Now().Add(d); victim < 0; time.Sleep(20 * time.Millisecond) {
+		for i, p := range c.replicas {
+			p.mu.Lock()
+			if paused.MatchString(p.log.String()) {
+				victim = i
+			}
+			p.mu.Unlock()
+		}
+		if victim < 0 && time.Now().After(deadline) {
+			c.t.Fatal("no replica paused the launch after registering its domain")
+		}
+	}
+	return victim
+}
+
+// chargedOnce wants the project charged the quoted amount, nothing held,
+// and one consume_quote in the ledger.
+func (c *scaleOutCluster) chargedOnce(api *contracttest.Client, quoted any) {
+	c.t.Helper()
+	proj := api.Do("GET", "/v1/projects/"+c.project, nil, c.h).JSON()["data"].(map[string]any)
+	if proj["spentUsd"] != quoted || proj["heldUsd"] != 0.0 {
+		c.t.Fatalf("charged %v (held %v), quoted %v", proj["spentUsd"], proj["heldUsd"], quoted)
+	}
+	consumes := 0
+	for _, e := range api.Do("GET", "/v1/ledger?limit=1000", nil, c.h).JSON()["data"].(map[string]any)["entries"].([]any) {
+		if e.(map[string]any)["action"] == "consume_quote" {
+			consumes++
+		}
+	}
+	if consumes != 1 {
+		c.t.Fatalf("%d charges in the ledger, want 1", consumes)
+	}
 }

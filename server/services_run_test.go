@@ -130,52 +130,9 @@ func TestProcessLaunchRelaunchRollbackTeardown(t *testing.T) {
 		cfg := server.Config{DatabaseURL: db, DataDir: dataDir, Supervision: fastSupervision}
 		ts := start(t, cfg)
 		a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
-
-		// Without a quote the launch says how to get one.
-		r := ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "api", "target": "process", "bundleId": upload(t, ts, a, exampleFiles(t, "app"))}, a.header())
-		if r.StatusCode != 402 || r.JSON()["blockedBy"] != "budget:insufficient" || !strings.Contains(string(r.Body), "create_quote") {
-			t.Fatalf("process launch without a quote: %d %s", r.StatusCode, r.Body)
-		}
-		// A bundle with no Procfile and no run is refused before anything.
-		r = ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "api", "target": "process", "bundleId": upload(t, ts, a, siteSaying("no command"))}, a.header())
-		if r.StatusCode != 422 || r.JSON()["blockedBy"] != "plan:no_command" || !strings.Contains(r.JSON()["message"].(string), "Procfile") {
-			t.Fatalf("no command: %d %s", r.StatusCode, r.Body)
-		}
-
-		task := launchProcess(t, ts, a, "api", "process", exampleFiles(t, "app"), map[string]any{
-			"env": map[string]any{"GREETING": "hello v1"}, "secrets": map[string]any{"API_TOKEN": "s3cr3t-value"}})
-		done := waitTask(t, ts, a, task["taskId"].(string), "succeeded")
-		host := previewHost(done)
-		svcID := done["serviceId"].(string)
-		if code, body := get(t, ts, host, "/"); code != 200 || body != "hello v1\n" {
-			t.Fatalf("proxied answer: %d %q", code, body)
-		}
-		if _, body, err := hostBody(t, ts, host); err != nil || body != "hello v1\n" {
-			t.Fatalf("over HTTPS: %q %v", body, err)
-		}
-		if code, body := get(t, ts, host, "/env"); code != 200 || !strings.Contains(body, "API_TOKEN") || !strings.Contains(body, `"PORT"`) || strings.Contains(body, "PIER") {
-			t.Fatalf("the process's environment: %d %s", code, body)
-		}
-		svc := serviceOf(t, ts, a, svcID)
-		if svc["version"] != 1.0 || svc["health"].(map[string]any)["state"] != "healthy" || svc["state"] != "live" {
-			t.Fatalf("service after launch: %v", svc)
-		}
-		if logs := logText(t, ts, a, svcID); !strings.Contains(logs, "stdout: listening on 127.0.0.1:") || !strings.Contains(logs, "system: version 1 is healthy") {
-			t.Fatalf("logs: %s", logs)
-		}
-
-		// The secret is never read back: not by env, the service, the task, or its versions.
-		env := ts.Client.Do("GET", "/v1/services/"+svcID+"/env", nil, a.header())
-		for _, body := range [][]byte{env.Body, ts.Client.Do("GET", "/v1/services/"+svcID, nil, a.header()).Body,
-			ts.Client.Do("GET", "/v1/tasks/"+task["taskId"].(string), nil, a.header()).Body,
-			ts.Client.Do("GET", "/v1/services?projectId="+a.project, nil, a.header()).Body} {
-			if strings.Contains(string(body), "s3cr3t-value") {
-				t.Fatalf("a read shows the secret: %s", body)
-			}
-		}
-		if !strings.Contains(string(env.Body), `"name":"API_TOKEN","secret":true`) || !strings.Contains(string(env.Body), `"value":"hello v1"`) {
-			t.Fatalf("env list: %s", env.Body)
-		}
+		processLaunchRefusedWithoutQuoteOrCommand(t, ts, a)
+		task, host, svcID := processLaunchServesV1(t, ts, a)
+		secretNeverReadBack(t, ts, a, svcID, task["taskId"].(string))
 
 		// The server restarts: the process comes back.
 		ts.Stop()
@@ -185,41 +142,10 @@ func TestProcessLaunchRelaunchRollbackTeardown(t *testing.T) {
 			return code == 200 && body == "hello v1\n"
 		})
 
-		// A new version that never gets healthy leaves v1 serving.
-		bad := upload(t, ts, a, map[string]string{"Procfile": "web: echo starting v2; echo cannot bind >&2; exit 1"})
-		r = ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "api", "target": "process", "bundleId": bad}, a.header())
-		if r.StatusCode != 202 {
-			t.Fatalf("relaunch: %d %s", r.StatusCode, r.Body)
-		}
-		failed := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "failed")
-		res := failed["result"].(map[string]any)
-		if res["blockedBy"] != "service:unhealthy" || !strings.Contains(res["message"].(string), "cannot bind") || !strings.Contains(toJSON(res["actions"]), "get_service_logs") {
-			t.Fatalf("failed version's result: %v", res)
-		}
-		if code, body := get(t, ts, host, "/"); code != 200 || body != "hello v1\n" {
-			t.Fatalf("v1 stopped serving after a failed v2: %d %q", code, body)
-		}
-
-		// set_service_env rolls out v3 with the new value, once healthy.
-		r = ts.Client.Do("POST", "/v1/services/"+svcID+"/env", map[string]any{"set": map[string]any{"GREETING": "hello v3"}}, a.header())
-		if r.StatusCode != 202 {
-			t.Fatalf("set env: %d %s", r.StatusCode, r.Body)
-		}
-		d := r.JSON()["data"].(map[string]any)
-		if undo := toJSON(d["undo"]); !strings.Contains(undo, "rollback_service") || !strings.Contains(undo, `"version":1`) {
-			t.Fatalf("the new version's undo is not a rollback to v1: %s", undo)
-		}
-		waitTask(t, ts, a, d["taskId"].(string), "succeeded")
-		if code, body := get(t, ts, host, "/"); code != 200 || body != "hello v3\n" {
-			t.Fatalf("after set env: %d %q", code, body)
-		}
-		svc = serviceOf(t, ts, a, svcID)
-		if svc["version"] != 3.0 || len(svc["versions"].([]any)) != 3 || svc["versions"].([]any)[1].(map[string]any)["state"] != "failed" {
-			t.Fatalf("versions: %v", svc["versions"])
-		}
-
+		unhealthyVersionLeavesV1Serving(t, ts, a, host)
+		setEnvRollsOutV3(t, ts, a, host, svcID)
 		// Rollback: v1 serves again.
-		r = ts.Client.Do("POST", "/v1/services/"+svcID+"/rollback", map[string]any{}, a.header())
+		r := ts.Client.Do("POST", "/v1/services/"+svcID+"/rollback", map[string]any{}, a.header())
 		if r.StatusCode != 202 {
 			t.Fatalf("rollback: %d %s", r.StatusCode, r.Body)
 		}
@@ -227,26 +153,129 @@ func TestProcessLaunchRelaunchRollbackTeardown(t *testing.T) {
 		if code, body := get(t, ts, host, "/"); code != 200 || body != "hello v1\n" {
 			t.Fatalf("after rollback: %d %q", code, body)
 		}
-
-		// Teardown stops the process and removes its files.
-		dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pier-apps-*", svcID, "v*"))
-		if len(dirs) == 0 {
-			t.Fatal("no working directory for the running version")
-		}
-		r = ts.Client.Do("POST", "/v1/services/"+svcID+"/teardown", nil, a.header())
-		waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
-		if code, _ := get(t, ts, host, "/"); code != 404 {
-			t.Fatalf("torn down service still answers: %d", code)
-		}
-		for _, d := range dirs {
-			if _, err := os.Stat(d); !os.IsNotExist(err) {
-				t.Fatalf("a torn-down version's files remain: %s", d)
-			}
-		}
-		if logs := logText(t, ts, a, svcID); !strings.Contains(logs, "SIGTERM: finishing requests") {
-			t.Fatalf("the process was not stopped with SIGTERM:\n%s", logs)
-		}
+		teardownStopsTheProcess(t, ts, a, host, svcID)
 	})
+}
+
+// Without a quote the launch says how to get one; a bundle with no
+// Procfile and no run is refused before anything.
+func processLaunchRefusedWithoutQuoteOrCommand(t *testing.T, ts *testServer, a account) {
+	t.Helper()
+	r := ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "api", "target": "process", "bundleId": upload(t, ts, a, exampleFiles(t, "app"))}, a.header())
+	if r.StatusCode != 402 || r.JSON()["blockedBy"] != "budget:insufficient" || !strings.Contains(string(r.Body), "create_quote") {
+		t.Fatalf("process launch without a quote: %d %s", r.StatusCode, r.Body)
+	}
+	r = ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "api", "target": "process", "bundleId": upload(t, ts, a, siteSaying("no command"))}, a.header())
+	if r.StatusCode != 422 || r.JSON()["blockedBy"] != "plan:no_command" || !strings.Contains(r.JSON()["message"].(string), "Procfile") {
+		t.Fatalf("no command: %d %s", r.StatusCode, r.Body)
+	}
+}
+
+// processLaunchServesV1 launches the example app with an env value and a
+// secret, and wants it served, healthy and logged. It answers the launch
+// task, the preview host and the service's id.
+func processLaunchServesV1(t *testing.T, ts *testServer, a account) (task map[string]any, host, svcID string) {
+	t.Helper()
+	task = launchProcess(t, ts, a, "api", "process", exampleFiles(t, "app"), map[string]any{
+		"env": map[string]any{"GREETING": "hello v1"}, "secrets": map[string]any{"API_TOKEN": "s3cr3t-value"}})
+	done := waitTask(t, ts, a, task["taskId"].(string), "succeeded")
+	host = previewHost(done)
+	svcID = done["serviceId"].(string)
+	if code, body := get(t, ts, host, "/"); code != 200 || body != "hello v1\n" {
+		t.Fatalf("proxied answer: %d %q", code, body)
+	}
+	if _, body, err := hostBody(t, ts, host); err != nil || body != "hello v1\n" {
+		t.Fatalf("over HTTPS: %q %v", body, err)
+	}
+	if code, body := get(t, ts, host, "/env"); code != 200 || !strings.Contains(body, "API_TOKEN") || !strings.Contains(body, `"PORT"`) || strings.Contains(body, "PIER") {
+		t.Fatalf("the process's environment: %d %s", code, body)
+	}
+	svc := serviceOf(t, ts, a, svcID)
+	if svc["version"] != 1.0 || svc["health"].(map[string]any)["state"] != "healthy" || svc["state"] != "live" {
+		t.Fatalf("service after launch: %v", svc)
+	}
+	if logs := logText(t, ts, a, svcID); !strings.Contains(logs, "stdout: listening on 127.0.0.1:") || !strings.Contains(logs, "system: version 1 is healthy") {
+		t.Fatalf("logs: %s", logs)
+	}
+	return task, host, svcID
+}
+
+// The secret is never read back: not by env, the service, the task, or
+// its versions.
+func secretNeverReadBack(t *testing.T, ts *testServer, a account, svcID, taskID string) {
+	t.Helper()
+	env := ts.Client.Do("GET", "/v1/services/"+svcID+"/env", nil, a.header())
+	for _, body := range [][]byte{env.Body, ts.Client.Do("GET", "/v1/services/"+svcID, nil, a.header()).Body,
+		ts.Client.Do("GET", "/v1/tasks/"+taskID, nil, a.header()).Body,
+		ts.Client.Do("GET", "/v1/services?projectId="+a.project, nil, a.header()).Body} {
+		if strings.Contains(string(body), "s3cr3t-value") {
+			t.Fatalf("a read shows the secret: %s", body)
+		}
+	}
+	if !strings.Contains(string(env.Body), `"name":"API_TOKEN","secret":true`) || !strings.Contains(string(env.Body), `"value":"hello v1"`) {
+		t.Fatalf("env list: %s", env.Body)
+	}
+}
+
+// A new version that never gets healthy leaves v1 serving.
+func unhealthyVersionLeavesV1Serving(t *testing.T, ts *testServer, a account, host string) {
+	t.Helper()
+	bad := upload(t, ts, a, map[string]string{"Procfile": "web: echo starting v2; echo cannot bind >&2; exit 1"})
+	r := ts.Client.Do("POST", "/v1/projects/"+a.project+"/launch", map[string]any{"name": "api", "target": "process", "bundleId": bad}, a.header())
+	if r.StatusCode != 202 {
+		t.Fatalf("relaunch: %d %s", r.StatusCode, r.Body)
+	}
+	failed := waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "failed")
+	res := failed["result"].(map[string]any)
+	if res["blockedBy"] != "service:unhealthy" || !strings.Contains(res["message"].(string), "cannot bind") || !strings.Contains(toJSON(res["actions"]), "get_service_logs") {
+		t.Fatalf("failed version's result: %v", res)
+	}
+	if code, body := get(t, ts, host, "/"); code != 200 || body != "hello v1\n" {
+		t.Fatalf("v1 stopped serving after a failed v2: %d %q", code, body)
+	}
+}
+
+// set_service_env rolls out v3 with the new value, once healthy.
+func setEnvRollsOutV3(t *testing.T, ts *testServer, a account, host, svcID string) {
+	t.Helper()
+	r := ts.Client.Do("POST", "/v1/services/"+svcID+"/env", map[string]any{"set": map[string]any{"GREETING": "hello v3"}}, a.header())
+	if r.StatusCode != 202 {
+		t.Fatalf("set env: %d %s", r.StatusCode, r.Body)
+	}
+	d := r.JSON()["data"].(map[string]any)
+	if undo := toJSON(d["undo"]); !strings.Contains(undo, "rollback_service") || !strings.Contains(undo, `"version":1`) {
+		t.Fatalf("the new version's undo is not a rollback to v1: %s", undo)
+	}
+	waitTask(t, ts, a, d["taskId"].(string), "succeeded")
+	if code, body := get(t, ts, host, "/"); code != 200 || body != "hello v3\n" {
+		t.Fatalf("after set env: %d %q", code, body)
+	}
+	svc := serviceOf(t, ts, a, svcID)
+	if svc["version"] != 3.0 || len(svc["versions"].([]any)) != 3 || svc["versions"].([]any)[1].(map[string]any)["state"] != "failed" {
+		t.Fatalf("versions: %v", svc["versions"])
+	}
+}
+
+// Teardown stops the process with SIGTERM and removes its files.
+func teardownStopsTheProcess(t *testing.T, ts *testServer, a account, host, svcID string) {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pier-apps-*", svcID, "v*"))
+	if len(dirs) == 0 {
+		t.Fatal("no working directory for the running version")
+	}
+	r := ts.Client.Do("POST", "/v1/services/"+svcID+"/teardown", nil, a.header())
+	waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	if code, _ := get(t, ts, host, "/"); code != 404 {
+		t.Fatalf("torn down service still answers: %d", code)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Fatalf("a torn-down version's files remain: %s", d)
+		}
+	}
+	if logs := logText(t, ts, a, svcID); !strings.Contains(logs, "SIGTERM: finishing requests") {
+		t.Fatalf("the process was not stopped with SIGTERM:\n%s", logs)
+	}
 }
 
 func toJSON(v any) string {

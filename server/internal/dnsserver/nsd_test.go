@@ -61,71 +61,17 @@ func TestAnswersMatchNSD(t *testing.T) {
 	nsdPort := startNSD(t, hosts, nsdDomain, nsdSerial, nsdZone())
 	pierAddrs := servePier(t, hosts, nsdDomain, nsdSerial, nsdZone())
 
-	questions := []nsdQuestion{
-		{"acme.dev.", dns.TypeSOA, dns.ClassINET},
-		{"acme.dev.", dns.TypeNS, dns.ClassINET},
-		{"acme.dev.", dns.TypeA, dns.ClassINET},
-		{"acme.dev.", dns.TypeAAAA, dns.ClassINET},
-		{"acme.dev.", dns.TypeCAA, dns.ClassINET},
-		{"acme.dev.", dns.TypeMX, dns.ClassINET},
-		{"acme.dev.", dns.TypeTXT, dns.ClassINET},
-		{"acme.dev.", dns.TypeANY, dns.ClassINET},
-		{"acme.dev.", dns.TypeAXFR, dns.ClassINET},
-		{"www.acme.dev.", dns.TypeA, dns.ClassINET},
-		{"www.acme.dev.", dns.TypeAAAA, dns.ClassINET},
-		{"www.acme.dev.", dns.TypeMX, dns.ClassINET}, // NODATA
-		{"WwW.AcMe.DeV.", dns.TypeA, dns.ClassINET},  // 0x20 mixed case
-		{"ns1.acme.dev.", dns.TypeA, dns.ClassINET},  // glue as an answer
-		{"mail.acme.dev.", dns.TypeAAAA, dns.ClassINET},
-		{"_dmarc.acme.dev.", dns.TypeTXT, dns.ClassINET},
-		{"pier._domainkey.acme.dev.", dns.TypeTXT, dns.ClassINET},
-		{"_domainkey.acme.dev.", dns.TypeTXT, dns.ClassINET}, // empty non-terminal
-		{"nope.acme.dev.", dns.TypeA, dns.ClassINET},         // NXDOMAIN
-		{"a.b.www.acme.dev.", dns.TypeA, dns.ClassINET},      // NXDOMAIN below a name
-		{"other.example.", dns.TypeA, dns.ClassINET},         // outside the zone
-		{"acme.dev.", dns.TypeTXT, dns.ClassCHAOS},           // another class
-		{"acme.dev.", dns.TypeA, dns.ClassANY},
-		{"version.bind.", dns.TypeTXT, dns.ClassCHAOS}, // the version and identity queries
-		{"id.server.", dns.TypeTXT, dns.ClassCHAOS},
-		{"big.acme.dev.", dns.TypeTXT, dns.ClassINET}, // truncated over UDP below 1232 bytes
-	}
-	type edns struct {
-		name    string
-		size    uint16 // 0: no OPT record
-		do      bool
-		version uint8
-		option  dns.EDNS0
-	}
-	ednss := []edns{{name: "no EDNS"}, {name: "EDNS 4096", size: 4096}, {name: "EDNS 1232 DO", size: 1232, do: true}, {name: "EDNS 512", size: 512},
-		{name: "EDNS version 1", size: 1232, version: 1},
-		{name: "EDNS with a cookie", size: 1232, option: &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"}}}
-	type flags struct{ rd, cd, ad bool }
-
 	used := make([]int, len(nsdExceptions))
 	compared := 0
 	for hi, host := range hosts {
 		nsdAddr := net.JoinHostPort(host, fmt.Sprint(nsdPort))
 		for _, netw := range []string{"udp", "tcp"} {
-			for _, e := range ednss {
-				for i, q := range questions {
+			for _, e := range nsdEDNS {
+				for i, q := range nsdQuestions {
 					// Each query twice: the first answer made, the second
 					// the packed one.
-					for _, f := range []flags{{}, {rd: true}, {rd: true, cd: true, ad: true}, {}} {
-						m := new(dns.Msg)
-						m.Id = uint16(1000 + i)
-						m.Question = []dns.Question{{Name: q.name, Qtype: q.qtype, Qclass: q.class}}
-						m.RecursionDesired, m.CheckingDisabled, m.AuthenticatedData = f.rd, f.cd, f.ad
-						if e.size > 0 {
-							m.SetEdns0(e.size, e.do)
-							m.IsEdns0().SetVersion(e.version)
-							if e.option != nil {
-								m.IsEdns0().Option = []dns.EDNS0{e.option}
-							}
-						}
-						wire, err := m.Pack()
-						if err != nil {
-							t.Fatal(err)
-						}
+					for _, f := range []queryFlags{{}, {rd: true}, {rd: true, cd: true, ad: true}, {}} {
+						wire := nsdQuery(t, uint16(1000+i), q, e, f)
 						label := fmt.Sprintf("%s %s %s %s %s %s %+v", host, netw, e.name, q.name, dns.ClassToString[q.class], dns.TypeToString[q.qtype], f)
 						nsdRaw, nerr := exchangeRaw(netw, nsdAddr, wire)
 						pierRaw, perr := exchangeRaw(netw, pierAddrs[hi], wire)
@@ -155,6 +101,75 @@ func TestAnswersMatchNSD(t *testing.T) {
 		}
 	}
 	t.Logf("%d answers compared over %v", compared, hosts)
+}
+
+// nsdQuestions are asked of NSD and of Pier, each in every way below.
+var nsdQuestions = []nsdQuestion{
+	{"acme.dev.", dns.TypeSOA, dns.ClassINET},
+	{"acme.dev.", dns.TypeNS, dns.ClassINET},
+	{"acme.dev.", dns.TypeA, dns.ClassINET},
+	{"acme.dev.", dns.TypeAAAA, dns.ClassINET},
+	{"acme.dev.", dns.TypeCAA, dns.ClassINET},
+	{"acme.dev.", dns.TypeMX, dns.ClassINET},
+	{"acme.dev.", dns.TypeTXT, dns.ClassINET},
+	{"acme.dev.", dns.TypeANY, dns.ClassINET},
+	{"acme.dev.", dns.TypeAXFR, dns.ClassINET},
+	{"www.acme.dev.", dns.TypeA, dns.ClassINET},
+	{"www.acme.dev.", dns.TypeAAAA, dns.ClassINET},
+	{"www.acme.dev.", dns.TypeMX, dns.ClassINET}, // NODATA
+	{"WwW.AcMe.DeV.", dns.TypeA, dns.ClassINET},  // 0x20 mixed case
+	{"ns1.acme.dev.", dns.TypeA, dns.ClassINET},  // glue as an answer
+	{"mail.acme.dev.", dns.TypeAAAA, dns.ClassINET},
+	{"_dmarc.acme.dev.", dns.TypeTXT, dns.ClassINET},
+	{"pier._domainkey.acme.dev.", dns.TypeTXT, dns.ClassINET},
+	{"_domainkey.acme.dev.", dns.TypeTXT, dns.ClassINET}, // empty non-terminal
+	{"nope.acme.dev.", dns.TypeA, dns.ClassINET},         // NXDOMAIN
+	{"a.b.www.acme.dev.", dns.TypeA, dns.ClassINET},      // NXDOMAIN below a name
+	{"other.example.", dns.TypeA, dns.ClassINET},         // outside the zone
+	{"acme.dev.", dns.TypeTXT, dns.ClassCHAOS},           // another class
+	{"acme.dev.", dns.TypeA, dns.ClassANY},
+	{"version.bind.", dns.TypeTXT, dns.ClassCHAOS}, // the version and identity queries
+	{"id.server.", dns.TypeTXT, dns.ClassCHAOS},
+	{"big.acme.dev.", dns.TypeTXT, dns.ClassINET}, // truncated over UDP below 1232 bytes
+}
+
+// ednsVariant is how a query carries EDNS, if at all.
+type ednsVariant struct {
+	name    string
+	size    uint16 // 0: no OPT record
+	do      bool
+	version uint8
+	option  dns.EDNS0
+}
+
+// nsdEDNS are the ways each question is asked.
+var nsdEDNS = []ednsVariant{{name: "no EDNS"}, {name: "EDNS 4096", size: 4096}, {name: "EDNS 1232 DO", size: 1232, do: true}, {name: "EDNS 512", size: 512},
+	{name: "EDNS version 1", size: 1232, version: 1},
+	{name: "EDNS with a cookie", size: 1232, option: &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"}}}
+
+// queryFlags are the header bits a query sets.
+type queryFlags struct{ rd, cd, ad bool }
+
+// nsdQuery packs question q with id, EDNS as e has it and the header
+// flags f.
+func nsdQuery(t *testing.T, id uint16, q nsdQuestion, e ednsVariant, f queryFlags) []byte {
+	t.Helper()
+	m := new(dns.Msg)
+	m.Id = id
+	m.Question = []dns.Question{{Name: q.name, Qtype: q.qtype, Qclass: q.class}}
+	m.RecursionDesired, m.CheckingDisabled, m.AuthenticatedData = f.rd, f.cd, f.ad
+	if e.size > 0 {
+		m.SetEdns0(e.size, e.do)
+		m.IsEdns0().SetVersion(e.version)
+		if e.option != nil {
+			m.IsEdns0().Option = []dns.EDNS0{e.option}
+		}
+	}
+	wire, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wire
 }
 
 type nsdQuestion struct {
@@ -358,37 +373,7 @@ func startNSD(t testing.TB, hosts []string, domain string, serial int64, recs []
 		t.Fatal(err)
 	}
 	port := freePort(t, hosts)
-	var ips strings.Builder
-	for _, h := range hosts {
-		fmt.Fprintf(&ips, "  ip-address: %s@%d\n", h, port)
-	}
-	conf := fmt.Sprintf(`server:
-%[5]s  port: %[2]d
-  username: ""
-  chroot: ""
-  zonesdir: "%[1]s"
-  database: ""
-  zonelistfile: "%[1]s/zone.list"
-  xfrdfile: "%[1]s/xfrd.state"
-  xfrdir: "%[1]s"
-  pidfile: "%[1]s/nsd.pid"
-  logfile: "%[1]s/nsd.log"
-  server-count: 1
-  verbosity: 1
-  hide-version: yes
-  hide-identity: yes
-  rrl-ratelimit: 0
-  rrl-whitelist-ratelimit: 0
-remote-control:
-  control-enable: no
-zone:
-  name: %[3]s
-  zonefile: "%[4]s"
-`, dir, port, domain, zonefile, ips.String())
-	confFile := filepath.Join(dir, "nsd.conf")
-	if err := os.WriteFile(confFile, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	confFile := writeNSDConf(t, dir, domain, zonefile, hosts, port)
 	cmd := exec.Command(bin, "-d", "-c", confFile)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := os.Create(filepath.Join(dir, "nsd.out"))
@@ -435,6 +420,44 @@ zone:
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// writeNSDConf writes an nsd.conf in dir serving zonefile for domain on
+// port of each of hosts, and answers its path.
+func writeNSDConf(t testing.TB, dir, domain, zonefile string, hosts []string, port int) string {
+	t.Helper()
+	var ips strings.Builder
+	for _, h := range hosts {
+		fmt.Fprintf(&ips, "  ip-address: %s@%d\n", h, port)
+	}
+	conf := fmt.Sprintf(`server:
+%[5]s  port: %[2]d
+  username: ""
+  chroot: ""
+  zonesdir: "%[1]s"
+  database: ""
+  zonelistfile: "%[1]s/zone.list"
+  xfrdfile: "%[1]s/xfrd.state"
+  xfrdir: "%[1]s"
+  pidfile: "%[1]s/nsd.pid"
+  logfile: "%[1]s/nsd.log"
+  server-count: 1
+  verbosity: 1
+  hide-version: yes
+  hide-identity: yes
+  rrl-ratelimit: 0
+  rrl-whitelist-ratelimit: 0
+remote-control:
+  control-enable: no
+zone:
+  name: %[3]s
+  zonefile: "%[4]s"
+`, dir, port, domain, zonefile, ips.String())
+	confFile := filepath.Join(dir, "nsd.conf")
+	if err := os.WriteFile(confFile, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return confFile
 }
 
 // freePort finds a port free for both UDP and TCP on every host.

@@ -85,75 +85,9 @@ func TestEncodingNegotiation(t *testing.T) {
 		}
 		etags := map[string]string{"": tag, "gzip": tag[:33] + `-gzip"`, "br": tag[:33] + `-br"`}
 
-		cases := []struct{ ae, want string }{
-			{"", ""},
-			{"br", "br"},
-			{"gzip", "gzip"},
-			{"x-gzip", "gzip"},
-			{"GZIP", "gzip"},
-			{"gzip, deflate, br", "br"},
-			{"gzip, br;q=0", "gzip"},
-			{"br;q=0, gzip;q=0", ""},
-			{"gzip;q=0.0", ""},
-			{"gzip;q=0.000, br", "br"},
-			{"gzip;q=1.0, br;q=0.5", "gzip"},
-			{"br;q=0.5, gzip;q=0.5", "br"},
-			{"*", "br"},
-			{"*;q=0", ""},
-			{"gzip;q=0, *", "br"},
-			{"br;q=0, *;q=0.1", "gzip"},
-			{"identity", ""},
-			{"identity;q=1, gzip;q=0.5", ""},
-			{"identity;q=0", ""},
-			{"deflate", ""},
-			{"gzip;q=bad", ""},
-			{"br;q=2, gzip", "gzip"},
-		}
-		for _, c := range cases {
+		for _, c := range acceptEncodingCases {
 			t.Run(c.ae, func(t *testing.T) {
-				h := http.Header{}
-				if c.ae != "" {
-					h.Set("Accept-Encoding", c.ae)
-				}
-				rec := do("GET", "/", h)
-				got := rec.Header().Get("Content-Encoding")
-				if rec.Code != 200 || got != c.want {
-					t.Fatalf("%d, Content-Encoding %q, want %q", rec.Code, got, c.want)
-				}
-				if rec.Header().Get("Vary") != "Accept-Encoding" || rec.Header().Get("Etag") != etags[c.want] {
-					t.Fatalf("Vary %q, ETag %q, want %q", rec.Header().Get("Vary"), rec.Header().Get("Etag"), etags[c.want])
-				}
-				if rec.Header().Get("Content-Length") != strconv.Itoa(rec.Body.Len()) {
-					t.Fatalf("Content-Length %s for %d bytes", rec.Header().Get("Content-Length"), rec.Body.Len())
-				}
-				if body := decode(t, got, rec.Body.Bytes()); !bytes.Equal(body, page) {
-					t.Fatalf("%q body decodes to %d bytes, want the page's %d", got, len(body), len(page))
-				}
-				if got != "" && rec.Body.Len() >= len(page)/2 {
-					t.Fatalf("%s form of %d bytes for a page of %d", got, rec.Body.Len(), len(page))
-				}
-
-				// HEAD: the same headers, no body.
-				head := do("HEAD", "/", h)
-				if head.Code != 200 || head.Body.Len() != 0 || head.Header().Get("Content-Encoding") != got ||
-					head.Header().Get("Etag") != etags[c.want] || head.Header().Get("Content-Length") != rec.Header().Get("Content-Length") {
-					t.Fatalf("HEAD: %d, %d bytes, %v", head.Code, head.Body.Len(), head.Header())
-				}
-
-				// The encoding's own ETag gets a 304 that names it; another
-				// encoding's gets the full answer.
-				for enc, etag := range etags {
-					h := h.Clone()
-					h.Set("If-None-Match", etag)
-					r := do("GET", "/", h)
-					if enc == c.want {
-						if r.Code != 304 || r.Body.Len() != 0 || r.Header().Get("Etag") != etag || r.Header().Get("Vary") != "Accept-Encoding" {
-							t.Fatalf("If-None-Match %s: %d %v", etag, r.Code, r.Header())
-						}
-					} else if r.Code != 200 || r.Header().Get("Etag") != etags[c.want] {
-						t.Fatalf("If-None-Match %s, another encoding's: %d %v", etag, r.Code, r.Header())
-					}
-				}
+				negotiated(t, do, page, etags, c.ae, c.want)
 			})
 		}
 
@@ -169,6 +103,83 @@ func TestEncodingNegotiation(t *testing.T) {
 			t.Fatalf("missing, no 404.html: %d", rec.Code)
 		}
 	})
+}
+
+// acceptEncodingCases are Accept-Encoding headers and the encoding each
+// should get for a compressible page.
+var acceptEncodingCases = []struct{ ae, want string }{
+	{"", ""},
+	{"br", "br"},
+	{"gzip", "gzip"},
+	{"x-gzip", "gzip"},
+	{"GZIP", "gzip"},
+	{"gzip, deflate, br", "br"},
+	{"gzip, br;q=0", "gzip"},
+	{"br;q=0, gzip;q=0", ""},
+	{"gzip;q=0.0", ""},
+	{"gzip;q=0.000, br", "br"},
+	{"gzip;q=1.0, br;q=0.5", "gzip"},
+	{"br;q=0.5, gzip;q=0.5", "br"},
+	{"*", "br"},
+	{"*;q=0", ""},
+	{"gzip;q=0, *", "br"},
+	{"br;q=0, *;q=0.1", "gzip"},
+	{"identity", ""},
+	{"identity;q=1, gzip;q=0.5", ""},
+	{"identity;q=0", ""},
+	{"deflate", ""},
+	{"gzip;q=bad", ""},
+	{"br;q=2, gzip", "gzip"},
+}
+
+// negotiated wants GET / with Accept-Encoding ae answered in the encoding
+// want, with its own ETag and length, decoding to page; HEAD to answer
+// alike; and each encoding's ETag to get a 304 only for its own encoding.
+func negotiated(t *testing.T, do func(method, path string, h http.Header) *httptest.ResponseRecorder, page []byte, etags map[string]string, ae, want string) {
+	t.Helper()
+	h := http.Header{}
+	if ae != "" {
+		h.Set("Accept-Encoding", ae)
+	}
+	rec := do("GET", "/", h)
+	got := rec.Header().Get("Content-Encoding")
+	if rec.Code != 200 || got != want {
+		t.Fatalf("%d, Content-Encoding %q, want %q", rec.Code, got, want)
+	}
+	if rec.Header().Get("Vary") != "Accept-Encoding" || rec.Header().Get("Etag") != etags[want] {
+		t.Fatalf("Vary %q, ETag %q, want %q", rec.Header().Get("Vary"), rec.Header().Get("Etag"), etags[want])
+	}
+	if rec.Header().Get("Content-Length") != strconv.Itoa(rec.Body.Len()) {
+		t.Fatalf("Content-Length %s for %d bytes", rec.Header().Get("Content-Length"), rec.Body.Len())
+	}
+	if body := decode(t, got, rec.Body.Bytes()); !bytes.Equal(body, page) {
+		t.Fatalf("%q body decodes to %d bytes, want the page's %d", got, len(body), len(page))
+	}
+	if got != "" && rec.Body.Len() >= len(page)/2 {
+		t.Fatalf("%s form of %d bytes for a page of %d", got, rec.Body.Len(), len(page))
+	}
+
+	// HEAD: the same headers, no body.
+	head := do("HEAD", "/", h)
+	if head.Code != 200 || head.Body.Len() != 0 || head.Header().Get("Content-Encoding") != got ||
+		head.Header().Get("Etag") != etags[want] || head.Header().Get("Content-Length") != rec.Header().Get("Content-Length") {
+		t.Fatalf("HEAD: %d, %d bytes, %v", head.Code, head.Body.Len(), head.Header())
+	}
+
+	// The encoding's own ETag gets a 304 that names it; another
+	// encoding's gets the full answer.
+	for enc, etag := range etags {
+		h := h.Clone()
+		h.Set("If-None-Match", etag)
+		r := do("GET", "/", h)
+		if enc == want {
+			if r.Code != 304 || r.Body.Len() != 0 || r.Header().Get("Etag") != etag || r.Header().Get("Vary") != "Accept-Encoding" {
+				t.Fatalf("If-None-Match %s: %d %v", etag, r.Code, r.Header())
+			}
+		} else if r.Code != 200 || r.Header().Get("Etag") != etags[want] {
+			t.Fatalf("If-None-Match %s, another encoding's: %d %v", etag, r.Code, r.Header())
+		}
+	}
 }
 
 // TestFormsAreMadeOncePerContent: the compressed forms of a content are

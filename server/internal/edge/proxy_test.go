@@ -40,35 +40,7 @@ func (oneProcess) PutBlobForms(context.Context, string, store.Forms) error {
 // a streamed answer arrives as it is written, and a WebSocket upgrade
 // becomes a two-way connection.
 func TestProxyStreamsAndUpgrades(t *testing.T) {
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/who":
-			io.WriteString(w, r.Host+" "+r.Header.Get("X-Forwarded-Host")+" "+r.Header.Get("X-Forwarded-Proto"))
-		case "/stream":
-			w.Header().Set("Content-Type", "text/event-stream")
-			for i := 0; i < 3; i++ {
-				io.WriteString(w, "data: tick\n\n")
-				w.(http.Flusher).Flush()
-				time.Sleep(300 * time.Millisecond)
-			}
-		case "/ws":
-			if r.Header.Get("Upgrade") != "websocket" {
-				http.Error(w, "want an upgrade", 400)
-				return
-			}
-			c, rw, err := http.NewResponseController(w).Hijack()
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer c.Close()
-			rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-			rw.Flush()
-			line, _ := rw.ReadString('\n')
-			rw.WriteString("echo " + line)
-			rw.Flush()
-		}
-	}))
+	upstream := streamingUpstream(t)
 	defer upstream.Close()
 	e := New(oneProcess{addr: strings.TrimPrefix(upstream.URL, "http://"), state: "live", target: "process"}, slog.Default())
 	front := httptest.NewServer(e)
@@ -121,6 +93,42 @@ func TestProxyStreamsAndUpgrades(t *testing.T) {
 	if got, _ := br.ReadString('\n'); got != "echo hello over the upgraded connection\n" {
 		t.Fatalf("after the upgrade: %q", got)
 	}
+}
+
+// streamingUpstream is a process that says which host it was asked for
+// (/who), streams three events 300 ms apart (/stream) and echoes a line
+// after a websocket upgrade (/ws).
+func streamingUpstream(t *testing.T) *httptest.Server {
+	t.Helper()
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/who":
+			io.WriteString(w, r.Host+" "+r.Header.Get("X-Forwarded-Host")+" "+r.Header.Get("X-Forwarded-Proto"))
+		case "/stream":
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := 0; i < 3; i++ {
+				io.WriteString(w, "data: tick\n\n")
+				w.(http.Flusher).Flush()
+				time.Sleep(300 * time.Millisecond)
+			}
+		case "/ws":
+			if r.Header.Get("Upgrade") != "websocket" {
+				http.Error(w, "want an upgrade", 400)
+				return
+			}
+			c, rw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+			rw.Flush()
+			line, _ := rw.ReadString('\n')
+			rw.WriteString("echo " + line)
+			rw.Flush()
+		}
+	}))
 }
 
 // A crashed process and a worker answer 503 with why, not a proxy error.

@@ -63,6 +63,52 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	base := s.URL
 	key := s.Key(t, "read", "quote")
 
+	out := runNodeClient(t, node, nodeModules, base, key)
+	out.negotiatedAndListedEveryTool(t)
+	out.callsAnswerAsREST(t, base, key)
+	out.exchangesSessionlessAndJSON(t)
+}
+
+// nodeClientRun is what jstest/client.mjs prints: what the TypeScript
+// client negotiated, listed and got from each call, and the HTTP
+// exchanges it made.
+type nodeClientRun struct {
+	ProtocolVersion string  `json:"protocolVersion"`
+	SessionID       *string `json:"sessionId"`
+	ServerInfo      struct {
+		Name string `json:"name"`
+	} `json:"serverInfo"`
+	Tools []struct {
+		Name        string         `json:"name"`
+		Title       string         `json:"title"`
+		InputSchema any            `json:"inputSchema"`
+		Annotations map[string]any `json:"annotations"`
+	} `json:"tools"`
+	NextCursor      *string    `json:"nextCursor"`
+	Search          nodeResult `json:"search"`
+	Estimate        nodeResult `json:"estimate"`
+	QuoteWithoutKey struct {
+		Thrown  bool   `json:"thrown"`
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"quoteWithoutKey"`
+	UnauthorizedExchange *struct {
+		Status          int    `json:"status"`
+		WWWAuthenticate string `json:"wwwAuthenticate"`
+	} `json:"unauthorizedExchange"`
+	QuoteWithKey nodeResult `json:"quoteWithKey"`
+	Exchanges    []struct {
+		Method      string  `json:"method"`
+		Status      int     `json:"status"`
+		ContentType *string `json:"contentType"`
+		SessionID   *string `json:"sessionId"`
+	} `json:"exchanges"`
+}
+
+// runNodeClient runs jstest/client.mjs against base with key and answers
+// what it printed.
+func runNodeClient(t *testing.T, node, nodeModules, base, key string) nodeClientRun {
+	t.Helper()
 	// The script imports the SDK by name, so it runs from a directory whose
 	// node_modules is the one in tools/.
 	dir := t.TempDir()
@@ -83,43 +129,17 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("node client.mjs: %v\n%s", err, stderr.Bytes())
 	}
-
-	var out struct {
-		ProtocolVersion string  `json:"protocolVersion"`
-		SessionID       *string `json:"sessionId"`
-		ServerInfo      struct {
-			Name string `json:"name"`
-		} `json:"serverInfo"`
-		Tools []struct {
-			Name        string         `json:"name"`
-			Title       string         `json:"title"`
-			InputSchema any            `json:"inputSchema"`
-			Annotations map[string]any `json:"annotations"`
-		} `json:"tools"`
-		NextCursor      *string    `json:"nextCursor"`
-		Search          nodeResult `json:"search"`
-		Estimate        nodeResult `json:"estimate"`
-		QuoteWithoutKey struct {
-			Thrown  bool   `json:"thrown"`
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"quoteWithoutKey"`
-		UnauthorizedExchange *struct {
-			Status          int    `json:"status"`
-			WWWAuthenticate string `json:"wwwAuthenticate"`
-		} `json:"unauthorizedExchange"`
-		QuoteWithKey nodeResult `json:"quoteWithKey"`
-		Exchanges    []struct {
-			Method      string  `json:"method"`
-			Status      int     `json:"status"`
-			ContentType *string `json:"contentType"`
-			SessionID   *string `json:"sessionId"`
-		} `json:"exchanges"`
-	}
+	var out nodeClientRun
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		t.Fatalf("node printed %v: %s\n%s", err, stdout.Bytes(), stderr.Bytes())
 	}
+	return out
+}
 
+// negotiatedAndListedEveryTool wants 2025-03-26 without a session, and
+// every tool of the table listed on one page as the table has it.
+func (out nodeClientRun) negotiatedAndListedEveryTool(t *testing.T) {
+	t.Helper()
 	if out.ProtocolVersion != "2025-03-26" || out.SessionID != nil || out.ServerInfo.Name != "pier" {
 		t.Errorf("negotiated %q, session %v, server %q", out.ProtocolVersion, out.SessionID, out.ServerInfo.Name)
 	}
@@ -145,26 +165,16 @@ func TestTypeScriptSDKClient(t *testing.T) {
 			t.Errorf("%s listed as %+v", want.Name, tool)
 		}
 	}
+}
 
-	check := func(name string, res nodeResult, wantStatus int, restStatus int, rest any) {
-		t.Helper()
-		if len(res.Content) != 1 || res.Content[0].Type != "text" {
-			t.Errorf("%s: content %+v", name, res.Content)
-			return
-		}
-		var fromText any
-		json.Unmarshal([]byte(res.Content[0].Text), &fromText)
-		if !jsonEqual(fromText, res.StructuredContent) {
-			t.Errorf("%s: text and structuredContent differ", name)
-		}
-		if restStatus != wantStatus || res.IsError != (restStatus >= 400) || !jsonEqual(res.StructuredContent, rest) {
-			t.Errorf("%s: MCP (isError %v) and REST (%d) differ:\n%v\n%v", name, res.IsError, restStatus, res.StructuredContent, rest)
-		}
-	}
+// callsAnswerAsREST compares each call the client made with REST's answer
+// to the same input, and the call without a key with the sign-in challenge.
+func (out nodeClientRun) callsAnswerAsREST(t *testing.T, base, key string) {
+	t.Helper()
 	status, rest := restJSON(t, base, "GET", "/v1/domains/search?q=acme&tldAllowlist=org,dev,com&maxFirstYearPriceUsd=50", nil, nil)
-	check("search_domains", out.Search, 200, status, rest)
+	sameAsREST(t, "search_domains", out.Search, 200, status, rest)
 	status, rest = restJSON(t, base, "POST", "/v1/estimate", map[string]any{"workload": "database_backed_app", "monthlyRequests": 2000000}, nil)
-	check("estimate", out.Estimate, 200, status, rest)
+	sameAsREST(t, "estimate", out.Estimate, 200, status, rest)
 	quote := map[string]any{"projectId": "prj_x", "items": []any{map[string]any{"kind": "domain", "domain": "acme.dev"}}}
 	if q := out.QuoteWithoutKey; !q.Thrown || q.Code != 401 || !strings.Contains(q.Message, "auth:missing_credentials") {
 		t.Errorf("create_quote without a key: %+v", q)
@@ -173,17 +183,35 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		t.Errorf("the 401 exchange: %+v", x)
 	}
 	status, rest = restJSON(t, base, "POST", "/v1/quotes", quote, http.Header{"Authorization": {"Bearer " + key}})
-	check("create_quote with a key", out.QuoteWithKey, status, status, rest)
+	sameAsREST(t, "create_quote with a key", out.QuoteWithKey, status, status, rest)
 	if env, _ := out.QuoteWithKey.StructuredContent.(map[string]any); env["blockedBy"] == "auth:missing_credentials" || env["blockedBy"] == "auth:invalid_credentials" {
 		t.Errorf("the key did not reach the operation: %v", env)
 	}
+}
 
+// sameAsREST wants a tool result whose text and structuredContent agree,
+// and which matches REST's answer, given with restStatus, to wantStatus.
+func sameAsREST(t *testing.T, name string, res nodeResult, wantStatus int, restStatus int, rest any) {
+	t.Helper()
+	if len(res.Content) != 1 || res.Content[0].Type != "text" {
+		t.Errorf("%s: content %+v", name, res.Content)
+		return
+	}
+	var fromText any
+	json.Unmarshal([]byte(res.Content[0].Text), &fromText)
+	if !jsonEqual(fromText, res.StructuredContent) {
+		t.Errorf("%s: text and structuredContent differ", name)
+	}
+	if restStatus != wantStatus || res.IsError != (restStatus >= 400) || !jsonEqual(res.StructuredContent, rest) {
+		t.Errorf("%s: MCP (isError %v) and REST (%d) differ:\n%v\n%v", name, res.IsError, restStatus, res.StructuredContent, rest)
+	}
+}
+
+// exchangesSessionlessAndJSON wants no session id on any exchange, JSON
+// answers only, and one 401: the governed call without credentials.
+func (out nodeClientRun) exchangesSessionlessAndJSON(t *testing.T) {
+	t.Helper()
 	unauthorized := 0
-	defer func() {
-		if unauthorized != 1 {
-			t.Errorf("%d exchanges answered 401, want the one call without credentials", unauthorized)
-		}
-	}()
 	for i, x := range out.Exchanges {
 		if x.SessionID != nil {
 			t.Errorf("exchange %d carried Mcp-Session-Id %q", i, *x.SessionID)
@@ -199,5 +227,8 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		default:
 			t.Errorf("exchange %d: %s answered %d", i, x.Method, x.Status)
 		}
+	}
+	if unauthorized != 1 {
+		t.Errorf("%d exchanges answered 401, want the one call without credentials", unauthorized)
 	}
 }

@@ -101,148 +101,170 @@ func TestGoSDKClient(t *testing.T) {
 	s := testserver.Start(t, server.Config{})
 	base := s.URL
 	key := s.Key(t, "read", "quote")
-	ctx := context.Background()
 
 	anon, w := connect(t, base, nil, nil)
 	if v := anon.InitializeResult().ProtocolVersion; v != "2025-03-26" {
 		t.Fatalf("negotiated %s, want 2025-03-26", v)
 	}
 
-	t.Run("tools/list", func(t *testing.T) {
-		res, err := anon.ListTools(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.NextCursor != "" {
-			t.Errorf("tools/list is paginated (%q); all tools should fit one page", res.NextCursor)
-		}
-		got := map[string]*mcpsdk.Tool{}
-		for _, tool := range res.Tools {
-			got[tool.Name] = tool
-		}
-		if len(got) != len(mcp.Tools) {
-			t.Errorf("%d tools listed, the table has %d", len(got), len(mcp.Tools))
-		}
-		for _, want := range mcp.Tools {
-			tool, ok := got[want.Name]
-			if !ok {
-				t.Errorf("%s is not listed", want.Name)
-				continue
+	t.Run("tools/list", func(t *testing.T) { toolsListMatchesTheTable(t, anon) })
+	anonymous := []struct {
+		name, tool   string
+		args         map[string]any
+		method, path string
+	}{
+		{"search_domains anonymously", "search_domains",
+			map[string]any{"q": "acme", "tldAllowlist": []string{"org", "dev", "com"}, "maxFirstYearPriceUsd": 50, "includeExotic": false},
+			"GET", "/v1/domains/search?q=acme&tldAllowlist=org,dev,com&maxFirstYearPriceUsd=50&includeExotic=false"},
+		{"estimate anonymously", "estimate",
+			map[string]any{"workload": "database_backed_app", "monthlyRequests": 2000000},
+			"POST", "/v1/estimate"},
+	}
+	for _, tt := range anonymous {
+		t.Run(tt.name, func(t *testing.T) {
+			var body any
+			if tt.method == "POST" {
+				body = tt.args
 			}
-			a := tool.Annotations
-			if tool.Title != want.Title || tool.Description != want.Description || a == nil || a.Title != want.Title ||
-				a.ReadOnlyHint != want.ReadOnly || a.DestructiveHint == nil || *a.DestructiveHint != want.Destructive ||
-				a.IdempotentHint != want.Idempotent {
-				t.Errorf("%s: listed as %+v with annotations %+v, want %+v", want.Name, tool, a, want)
-			}
-			var schema any
-			json.Unmarshal([]byte(want.InputSchema), &schema)
-			if !jsonEqual(tool.InputSchema, schema) {
-				t.Errorf("%s: inputSchema differs from the table's", want.Name)
-			}
-		}
-	})
-
-	t.Run("search_domains anonymously", func(t *testing.T) {
-		res, err := anon.CallTool(ctx, &mcpsdk.CallToolParams{Name: "search_domains", Arguments: map[string]any{
-			"q": "acme", "tldAllowlist": []string{"org", "dev", "com"}, "maxFirstYearPriceUsd": 50, "includeExotic": false,
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.IsError {
-			t.Fatalf("isError: %v", res.StructuredContent)
-		}
-		status, rest := restJSON(t, base, "GET", "/v1/domains/search?q=acme&tldAllowlist=org,dev,com&maxFirstYearPriceUsd=50&includeExotic=false", nil, nil)
-		if got := structured(t, res); status != 200 || !jsonEqual(got, rest) {
-			t.Fatalf("MCP and REST differ:\n%v\n%v", got, rest)
-		}
-		validate(t, "envelope.json", res.StructuredContent)
-	})
-
-	t.Run("estimate anonymously", func(t *testing.T) {
-		args := map[string]any{"workload": "database_backed_app", "monthlyRequests": 2000000}
-		res, err := anon.CallTool(ctx, &mcpsdk.CallToolParams{Name: "estimate", Arguments: args})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.IsError {
-			t.Fatalf("isError: %v", res.StructuredContent)
-		}
-		status, rest := restJSON(t, base, "POST", "/v1/estimate", args, nil)
-		if got := structured(t, res); status != 200 || !jsonEqual(got, rest) {
-			t.Fatalf("MCP and REST differ:\n%v\n%v", got, rest)
-		}
-		validate(t, "envelope.json", res.StructuredContent)
-	})
+			toolAnswersAsREST(t, anon, base, tt.tool, tt.args, tt.method, tt.path, body)
+		})
+	}
 
 	quote := map[string]any{"projectId": "prj_x", "items": []any{map[string]any{"kind": "domain", "domain": "acme.dev"}}}
+	t.Run("create_quote without a key", func(t *testing.T) { governedToolWantsSignIn(t, base, quote) })
+	t.Run("create_quote with a key", func(t *testing.T) { governedToolTakesTheKey(t, base, key, quote) })
+	t.Run("invalid arguments", func(t *testing.T) { unknownArgumentIsRefused(t, anon) })
+	w.sessionlessAndVersioned(t)
+}
 
-	// A governed tool without credentials is refused at the transport with
-	// 401 and the challenge that starts an OAuth sign-in; the SDK client
-	// reports it as an error and closes, so it gets a connection of its own.
-	t.Run("create_quote without a key", func(t *testing.T) {
-		bare, _ := connect(t, base, nil, nil)
-		if _, err := bare.CallTool(ctx, &mcpsdk.CallToolParams{Name: "create_quote", Arguments: quote}); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
-			t.Fatalf("want Unauthorized, got %v", err)
+// toolsListMatchesTheTable wants tools/list to name every tool of the
+// table, on one page, with its title, annotations and input schema.
+func toolsListMatchesTheTable(t *testing.T, cs *mcpsdk.ClientSession) {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NextCursor != "" {
+		t.Errorf("tools/list is paginated (%q); all tools should fit one page", res.NextCursor)
+	}
+	got := map[string]*mcpsdk.Tool{}
+	for _, tool := range res.Tools {
+		got[tool.Name] = tool
+	}
+	if len(got) != len(mcp.Tools) {
+		t.Errorf("%d tools listed, the table has %d", len(got), len(mcp.Tools))
+	}
+	for _, want := range mcp.Tools {
+		tool, ok := got[want.Name]
+		if !ok {
+			t.Errorf("%s is not listed", want.Name)
+			continue
 		}
-		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "create_quote", "arguments": quote}})
-		req, _ := http.NewRequest("POST", base+"/mcp", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		a := tool.Annotations
+		if tool.Title != want.Title || tool.Description != want.Description || a == nil || a.Title != want.Title ||
+			a.ReadOnlyHint != want.ReadOnly || a.DestructiveHint == nil || *a.DestructiveHint != want.Destructive ||
+			a.IdempotentHint != want.Idempotent {
+			t.Errorf("%s: listed as %+v with annotations %+v, want %+v", want.Name, tool, a, want)
 		}
-		defer resp.Body.Close()
-		var env any
-		json.NewDecoder(resp.Body).Decode(&env)
-		challenge := resp.Header.Get("WWW-Authenticate")
-		if resp.StatusCode != 401 || !strings.Contains(challenge, `/.well-known/oauth-protected-resource"`) || strings.Contains(challenge, "invalid_token") {
-			t.Fatalf("%d %q", resp.StatusCode, challenge)
+		var schema any
+		json.Unmarshal([]byte(want.InputSchema), &schema)
+		if !jsonEqual(tool.InputSchema, schema) {
+			t.Errorf("%s: inputSchema differs from the table's", want.Name)
 		}
-		validate(t, "error.json", env)
-		if env.(map[string]any)["blockedBy"] != "auth:missing_credentials" {
-			t.Fatalf("%v", env)
-		}
-	})
+	}
+}
 
-	t.Run("create_quote with a key", func(t *testing.T) {
-		keyed, _ := connect(t, base, http.Header{"Authorization": {"Bearer " + key}}, nil)
-		res, err := keyed.CallTool(ctx, &mcpsdk.CallToolParams{Name: "create_quote", Arguments: quote})
-		if err != nil {
-			t.Fatal(err)
-		}
-		env := structured(t, res)
-		status, rest := restJSON(t, base, "POST", "/v1/quotes", quote, http.Header{"Authorization": {"Bearer " + key}})
-		if res.IsError != (status >= 400) || !jsonEqual(env, rest) {
-			t.Fatalf("MCP and REST differ:\n%v %v\n%d %v", res.IsError, env, status, rest)
-		}
-		blockedBy := env.(map[string]any)["blockedBy"]
-		if blockedBy == "auth:missing_credentials" || blockedBy == "auth:invalid_credentials" {
-			t.Fatalf("the key did not reach the operation: %v", env)
-		}
-		if status == 501 && blockedBy != "plan:not_implemented" {
-			t.Fatalf("501 without plan:not_implemented: %v", env)
-		}
-		validate(t, "error.json", env)
-	})
+// toolAnswersAsREST calls tool with args and wants the envelope REST
+// answers at method and path with 200.
+func toolAnswersAsREST(t *testing.T, cs *mcpsdk.ClientSession, base, tool string, args map[string]any, method, path string, body any) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError {
+		t.Fatalf("isError: %v", res.StructuredContent)
+	}
+	status, rest := restJSON(t, base, method, path, body, nil)
+	if got := structured(t, res); status != 200 || !jsonEqual(got, rest) {
+		t.Fatalf("MCP and REST differ:\n%v\n%v", got, rest)
+	}
+	validate(t, "envelope.json", res.StructuredContent)
+}
 
-	t.Run("invalid arguments", func(t *testing.T) {
-		res, err := anon.CallTool(ctx, &mcpsdk.CallToolParams{Name: "search_domains", Arguments: map[string]any{"q": "acme", "colour": "blue"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		env := structured(t, res)
-		validate(t, "error.json", env)
-		if !res.IsError || env.(map[string]any)["blockedBy"] != "input:unknown_field" {
-			t.Fatalf("isError %v: %v", res.IsError, env)
-		}
-	})
+// A governed tool without credentials is refused at the transport with
+// 401 and the challenge that starts an OAuth sign-in; the SDK client
+// reports it as an error and closes, so it gets a connection of its own.
+func governedToolWantsSignIn(t *testing.T, base string, quote map[string]any) {
+	t.Helper()
+	bare, _ := connect(t, base, nil, nil)
+	if _, err := bare.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "create_quote", Arguments: quote}); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+		t.Fatalf("want Unauthorized, got %v", err)
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "create_quote", "arguments": quote}})
+	req, _ := http.NewRequest("POST", base+"/mcp", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var env any
+	json.NewDecoder(resp.Body).Decode(&env)
+	challenge := resp.Header.Get("WWW-Authenticate")
+	if resp.StatusCode != 401 || !strings.Contains(challenge, `/.well-known/oauth-protected-resource"`) || strings.Contains(challenge, "invalid_token") {
+		t.Fatalf("%d %q", resp.StatusCode, challenge)
+	}
+	validate(t, "error.json", env)
+	if env.(map[string]any)["blockedBy"] != "auth:missing_credentials" {
+		t.Fatalf("%v", env)
+	}
+}
 
-	// The transport as the client saw it: no session id ever, the version
-	// it negotiated sent back on every request after initialize, and the
-	// standalone SSE stream (GET) refused with 405.
+// governedToolTakesTheKey calls create_quote with a key and wants the
+// envelope REST answers, from the operation rather than from auth.
+func governedToolTakesTheKey(t *testing.T, base, key string, quote map[string]any) {
+	t.Helper()
+	keyed, _ := connect(t, base, http.Header{"Authorization": {"Bearer " + key}}, nil)
+	res, err := keyed.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "create_quote", Arguments: quote})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := structured(t, res)
+	status, rest := restJSON(t, base, "POST", "/v1/quotes", quote, http.Header{"Authorization": {"Bearer " + key}})
+	if res.IsError != (status >= 400) || !jsonEqual(env, rest) {
+		t.Fatalf("MCP and REST differ:\n%v %v\n%d %v", res.IsError, env, status, rest)
+	}
+	blockedBy := env.(map[string]any)["blockedBy"]
+	if blockedBy == "auth:missing_credentials" || blockedBy == "auth:invalid_credentials" {
+		t.Fatalf("the key did not reach the operation: %v", env)
+	}
+	if status == 501 && blockedBy != "plan:not_implemented" {
+		t.Fatalf("501 without plan:not_implemented: %v", env)
+	}
+	validate(t, "error.json", env)
+}
+
+func unknownArgumentIsRefused(t *testing.T, cs *mcpsdk.ClientSession) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "search_domains", Arguments: map[string]any{"q": "acme", "colour": "blue"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := structured(t, res)
+	validate(t, "error.json", env)
+	if !res.IsError || env.(map[string]any)["blockedBy"] != "input:unknown_field" {
+		t.Fatalf("isError %v: %v", res.IsError, env)
+	}
+}
+
+// sessionlessAndVersioned checks the transport as the client saw it: no
+// session id ever, the version it negotiated sent back on every request
+// after initialize, and the standalone SSE stream (GET) refused with 405.
+func (w *wire) sessionlessAndVersioned(t *testing.T) {
+	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	sawGET := false

@@ -321,15 +321,7 @@ func TestAuthorizationCodeFlow(t *testing.T) {
 		e := start(t, db)
 		ctx := context.Background()
 
-		prm, asm := e.discover(t)
-		if prm.Resource != e.MCPURL() || len(prm.AuthorizationServers) != 1 || prm.AuthorizationServers[0] != e.base ||
-			strings.Join(prm.ScopesSupported, " ") != "read quote launch buy_domain" {
-			t.Fatalf("protected resource metadata: %+v", prm)
-		}
-		if asm.Issuer != e.base || strings.Join(asm.CodeChallengeMethodsSupported, " ") != "S256" ||
-			strings.Join(asm.TokenEndpointAuthMethodsSupported, " ") != "none" || asm.RegistrationEndpoint != e.base+"/oauth/register" {
-			t.Fatalf("authorization server metadata: %+v", asm)
-		}
+		prm := e.metadataAdvertisesTheFlow(t)
 
 		conf := e.client(t, "read", "quote", "buy_domain")
 		verifier := oauth2.GenerateVerifier()
@@ -348,36 +340,10 @@ func TestAuthorizationCodeFlow(t *testing.T) {
 			t.Fatalf("token: %+v scope %v", tok, tok.Extra("scope"))
 		}
 
-		// Only hashes are stored.
-		db2 := e.Store().DB()
-		for _, secret := range []string{tok.AccessToken, tok.RefreshToken} {
-			var n int
-			if err := db2.QueryRow(`SELECT COUNT(*) FROM oauth_tokens WHERE token_hash = '` + auth.HashKey(secret) + `'`).Scan(&n); err != nil || n != 1 {
-				t.Fatalf("hash of the token stored %d times (%v)", n, err)
-			}
-			if err := db2.QueryRow(`SELECT COUNT(*) FROM oauth_tokens WHERE token_hash = '` + secret + `'`).Scan(&n); err != nil || n != 0 {
-				t.Fatal("a token is stored in the clear")
-			}
-		}
+		e.onlyHashesStored(t, tok)
 
-		// The token calls an MCP tool and a REST operation, as the
-		// organisation the person signed in to.
-		if st, _, out := e.mcpCall(t, tok.AccessToken, "initialize", map[string]any{"protocolVersion": "2025-03-26", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}}); st != 200 || out["result"] == nil {
-			t.Fatalf("initialize with the token: %d %v", st, out)
-		}
-		got, isErr := e.tool(t, tok.AccessToken, "list_projects", map[string]any{})
-		if isErr || !strings.Contains(mustJSON(got), e.project) {
-			t.Fatalf("list_projects over MCP: %v", got)
-		}
-		st, out := e.rest(t, tok.AccessToken, "GET", "/v1/projects")
-		if st != 200 || !strings.Contains(mustJSON(out), e.project) {
-			t.Fatalf("GET /v1/projects: %d %v", st, out)
-		}
 		quote := map[string]any{"projectId": e.project, "items": []any{map[string]any{"kind": "domain", "domain": "lovelace-engine.dev"}}}
-		got, _ = e.tool(t, tok.AccessToken, "create_quote", quote)
-		if b, _ := got["blockedBy"].(string); strings.HasPrefix(b, "auth:") {
-			t.Fatalf("create_quote with the quote scope did not reach the operation: %v", got)
-		}
+		e.tokenActsForTheOrganisation(t, tok.AccessToken, quote)
 
 		// Refresh rotates: a new pair, and the old refresh token is spent.
 		ts := conf.TokenSource(ctx, &oauth2.Token{RefreshToken: tok.RefreshToken})
@@ -398,7 +364,7 @@ func TestAuthorizationCodeFlow(t *testing.T) {
 		if st != 200 || narrowed["scope"] != "read" {
 			t.Fatalf("narrowing refresh: %d %v", st, narrowed)
 		}
-		got, isErr = e.tool(t, narrowed["access_token"].(string), "create_quote", quote)
+		got, isErr := e.tool(t, narrowed["access_token"].(string), "create_quote", quote)
 		if !isErr || got["blockedBy"] != "auth:insufficient_scope" {
 			t.Fatalf("a read-only token quoted: %v", got)
 		}
@@ -420,23 +386,82 @@ func TestAuthorizationCodeFlow(t *testing.T) {
 			t.Fatalf("the newest refresh token survived the replay: %v", err)
 		}
 
-		// The organisation's chain records the consent and the revocation.
-		entries, err := e.Store().Ledger().Entries(ctx, e.org.ID, 0, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b := ledger.Verify(entries); b != nil {
-			t.Fatal(b)
-		}
-		var actions []string
-		for _, en := range entries {
-			actions = append(actions, en.Action)
-		}
-		joined := strings.Join(actions, " ")
-		if !strings.Contains(joined, "authorize_oauth_client") || !strings.Contains(joined, "revoke_oauth_grant") {
-			t.Fatalf("ledger: %v", actions)
-		}
+		e.ledgerRecordsConsentAndRevocation(t)
 	})
+}
+
+// metadataAdvertisesTheFlow wants the protected resource and the
+// authorization server to describe the flow a client needs: S256, no
+// client secret, dynamic registration. It answers the resource metadata.
+func (e *env) metadataAdvertisesTheFlow(t *testing.T) oauth.ProtectedResourceMetadata {
+	t.Helper()
+	prm, asm := e.discover(t)
+	if prm.Resource != e.MCPURL() || len(prm.AuthorizationServers) != 1 || prm.AuthorizationServers[0] != e.base ||
+		strings.Join(prm.ScopesSupported, " ") != "read quote launch buy_domain" {
+		t.Fatalf("protected resource metadata: %+v", prm)
+	}
+	if asm.Issuer != e.base || strings.Join(asm.CodeChallengeMethodsSupported, " ") != "S256" ||
+		strings.Join(asm.TokenEndpointAuthMethodsSupported, " ") != "none" || asm.RegistrationEndpoint != e.base+"/oauth/register" {
+		t.Fatalf("authorization server metadata: %+v", asm)
+	}
+	return prm
+}
+
+// Only hashes of the tokens are stored.
+func (e *env) onlyHashesStored(t *testing.T, tok *oauth2.Token) {
+	t.Helper()
+	db2 := e.Store().DB()
+	for _, secret := range []string{tok.AccessToken, tok.RefreshToken} {
+		var n int
+		if err := db2.QueryRow(`SELECT COUNT(*) FROM oauth_tokens WHERE token_hash = '` + auth.HashKey(secret) + `'`).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("hash of the token stored %d times (%v)", n, err)
+		}
+		if err := db2.QueryRow(`SELECT COUNT(*) FROM oauth_tokens WHERE token_hash = '` + secret + `'`).Scan(&n); err != nil || n != 0 {
+			t.Fatal("a token is stored in the clear")
+		}
+	}
+}
+
+// The token calls an MCP tool and a REST operation, as the organisation
+// the person signed in to.
+func (e *env) tokenActsForTheOrganisation(t *testing.T, access string, quote map[string]any) {
+	t.Helper()
+	if st, _, out := e.mcpCall(t, access, "initialize", map[string]any{"protocolVersion": "2025-03-26", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}}); st != 200 || out["result"] == nil {
+		t.Fatalf("initialize with the token: %d %v", st, out)
+	}
+	got, isErr := e.tool(t, access, "list_projects", map[string]any{})
+	if isErr || !strings.Contains(mustJSON(got), e.project) {
+		t.Fatalf("list_projects over MCP: %v", got)
+	}
+	st, out := e.rest(t, access, "GET", "/v1/projects")
+	if st != 200 || !strings.Contains(mustJSON(out), e.project) {
+		t.Fatalf("GET /v1/projects: %d %v", st, out)
+	}
+	got, _ = e.tool(t, access, "create_quote", quote)
+	if b, _ := got["blockedBy"].(string); strings.HasPrefix(b, "auth:") {
+		t.Fatalf("create_quote with the quote scope did not reach the operation: %v", got)
+	}
+}
+
+// The organisation's chain records the consent and the revocation.
+func (e *env) ledgerRecordsConsentAndRevocation(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	entries, err := e.Store().Ledger().Entries(ctx, e.org.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := ledger.Verify(entries); b != nil {
+		t.Fatal(b)
+	}
+	var actions []string
+	for _, en := range entries {
+		actions = append(actions, en.Action)
+	}
+	joined := strings.Join(actions, " ")
+	if !strings.Contains(joined, "authorize_oauth_client") || !strings.Contains(joined, "revoke_oauth_grant") {
+		t.Fatalf("ledger: %v", actions)
+	}
 }
 
 func mustJSON(v any) string {
@@ -507,7 +532,28 @@ func TestAuthorizationRequestsRefused(t *testing.T) {
 		t.Errorf("loopback on another port: %d", resp.StatusCode)
 	}
 
-	// At the token endpoint: a wrong or missing verifier is refused.
+	e.tokenEndpointRefusesBadExchanges(t, conf, verifier)
+
+	// Codes are short-lived.
+	ctx := context.Background()
+	code := e.authorize(t, conf.AuthCodeURL("s3", oauth2.S256ChallengeOption(verifier)), "approve", "read").Get("code")
+	e.clock.Advance(oauth.CodeTTL + time.Second)
+	if _, err := conf.Exchange(ctx, code, oauth2.VerifierOption(verifier)); tokenError(err) != "invalid_grant" {
+		t.Errorf("expired code: %v", err)
+	}
+
+	// A denial goes back as access_denied.
+	q := e.authorize(t, conf.AuthCodeURL("s4", oauth2.S256ChallengeOption(verifier)), "deny")
+	if q.Get("error") != "access_denied" || q.Get("state") != "s4" || q.Get("code") != "" {
+		t.Errorf("denied: %v", q)
+	}
+}
+
+// At the token endpoint: a wrong or missing verifier, another redirect
+// URI or another resource is refused; the right verifier works once, and
+// a second exchange of the code revokes what the first bought.
+func (e *env) tokenEndpointRefusesBadExchanges(t *testing.T, conf *oauth2.Config, verifier string) {
+	t.Helper()
 	authURL := conf.AuthCodeURL("s2", oauth2.S256ChallengeOption(verifier))
 	code := e.authorize(t, authURL, "approve", "read").Get("code")
 	ctx := context.Background()
@@ -535,19 +581,6 @@ func TestAuthorizationRequestsRefused(t *testing.T) {
 		t.Errorf("second exchange: %v", err)
 	}
 	e.refused(t, tok.AccessToken)
-
-	// Codes are short-lived.
-	code = e.authorize(t, conf.AuthCodeURL("s3", oauth2.S256ChallengeOption(verifier)), "approve", "read").Get("code")
-	e.clock.Advance(oauth.CodeTTL + time.Second)
-	if _, err := conf.Exchange(ctx, code, oauth2.VerifierOption(verifier)); tokenError(err) != "invalid_grant" {
-		t.Errorf("expired code: %v", err)
-	}
-
-	// A denial goes back as access_denied.
-	q := e.authorize(t, conf.AuthCodeURL("s4", oauth2.S256ChallengeOption(verifier)), "deny")
-	if q.Get("error") != "access_denied" || q.Get("state") != "s4" || q.Get("code") != "" {
-		t.Errorf("denied: %v", q)
-	}
 }
 
 func TestRegistration(t *testing.T) {

@@ -484,21 +484,7 @@ func TestReferenceRelease(t *testing.T) {
 		if !pub.Created {
 			t.Fatal("first publication not created")
 		}
-		files := verifier.Files{}
-		for path, dst := range map[string]*[]byte{
-			sandboxproof.PathManifest: &files.Manifest, sandboxproof.PathProof: &files.Proof, sandboxproof.PathProofJWKS: &files.ProofJWKS,
-			sandboxproof.PathIssuerJWKS: &files.IssuerJWKS, sandboxproof.PathProvenance: &files.Provenance,
-			sandboxproof.PathVerifierMJS: &files.VerifierMJS, sandboxproof.PathHolderMJS: &files.HolderMJS,
-		} {
-			f, err := e.svc.ReferenceFile(ctx, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sandboxproof.SHA256Hex(f.Body) != f.SHA256 {
-				t.Fatalf("%s: recorded hash differs", path)
-			}
-			*dst = f.Body
-		}
+		files := referenceFiles(t, e)
 		proof, acts, err := e.svc.Proof(ctx, pub.ProofID)
 		if err != nil {
 			t.Fatal(err)
@@ -540,6 +526,29 @@ func TestReferenceRelease(t *testing.T) {
 			t.Fatal("the replaced release is still served")
 		}
 	})
+}
+
+// referenceFiles reads each file of the published release, wanting each
+// to match the hash recorded for it.
+func referenceFiles(t *testing.T, e *env) verifier.Files {
+	t.Helper()
+	ctx := context.Background()
+	files := verifier.Files{}
+	for path, dst := range map[string]*[]byte{
+		sandboxproof.PathManifest: &files.Manifest, sandboxproof.PathProof: &files.Proof, sandboxproof.PathProofJWKS: &files.ProofJWKS,
+		sandboxproof.PathIssuerJWKS: &files.IssuerJWKS, sandboxproof.PathProvenance: &files.Provenance,
+		sandboxproof.PathVerifierMJS: &files.VerifierMJS, sandboxproof.PathHolderMJS: &files.HolderMJS,
+	} {
+		f, err := e.svc.ReferenceFile(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sandboxproof.SHA256Hex(f.Body) != f.SHA256 {
+			t.Fatalf("%s: recorded hash differs", path)
+		}
+		*dst = f.Body
+	}
+	return files
 }
 
 func TestKeys(t *testing.T) {

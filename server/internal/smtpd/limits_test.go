@@ -356,139 +356,152 @@ func TestSMTPFloodMemoryFlat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends about 500 MiB over loopback")
 	}
-	const mib = 1 << 20
-	heap0, rss0 := memtest.Heap(), memtest.RSS(t)
-	within := func(t *testing.T, what string, heapBound uint64, rssBound int64) {
-		t.Helper()
-		heap, rss := memtest.Heap(), memtest.RSS(t)
-		t.Logf("%s: heap %+.1f MiB, RSS %+.1f MiB", what, (float64(heap)-float64(heap0))/mib, float64(rss-rss0)/mib)
-		if heap > heap0+heapBound {
-			t.Errorf("%s: the heap grew by %d MiB, bound %d MiB", what, (heap-heap0)/mib, heapBound/mib)
-		}
-		if rss > rss0+rssBound {
-			t.Errorf("%s: the resident set grew by %d MiB, bound %d MiB", what, (rss-rss0)/mib, rssBound/mib)
+	m := memoryBaseline{memtest.Heap(), memtest.RSS(t)}
+	t.Run("large messages", func(t *testing.T) { floodLargeMessages(t, m) })
+	t.Run("messages for a full inbox", func(t *testing.T) { floodFullInbox(t, m) })
+	t.Run("sessions and recipients", func(t *testing.T) { floodHarvestingSessions(t, m) })
+}
+
+const mib = 1 << 20
+
+// memoryBaseline is the heap and the resident set before a flood.
+type memoryBaseline struct {
+	heap uint64
+	rss  int64
+}
+
+// within wants the heap and the resident set grown by at most the bounds
+// since the baseline.
+func (m memoryBaseline) within(t *testing.T, what string, heapBound uint64, rssBound int64) {
+	t.Helper()
+	heap, rss := memtest.Heap(), memtest.RSS(t)
+	t.Logf("%s: heap %+.1f MiB, RSS %+.1f MiB", what, (float64(heap)-float64(m.heap))/mib, float64(rss-m.rss)/mib)
+	if heap > m.heap+heapBound {
+		t.Errorf("%s: the heap grew by %d MiB, bound %d MiB", what, (heap-m.heap)/mib, heapBound/mib)
+	}
+	if rss > m.rss+rssBound {
+		t.Errorf("%s: the resident set grew by %d MiB, bound %d MiB", what, (rss-m.rss)/mib, rssBound/mib)
+	}
+}
+
+func floodLargeMessages(t *testing.T, m memoryBaseline) {
+	// 24 messages of 8 MiB at once, all for an inbox with room: while
+	// Deliver is held, the server has read every byte of them.
+	b := newBoxes(1 << 40)
+	b.hold = make(chan struct{})
+	_, addr, read := serve(t, Config{Mail: b, Sessions: 64, NetworkSessions: 64, PeerRate: 1e6, PeerBurst: 1e6})
+	msg := bigMessage(8 * mib)
+	const n = 24
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			c, err := dialFrom(fmt.Sprintf("127.0.3.%d", i+1), addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			errs <- send(c, "sender@example.org", "a@known.test", msg)
+		}()
+	}
+	deadline := time.Now().Add(time.Minute)
+	for read.Load() < n*int64(len(msg)) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if read.Load() < n*int64(len(msg)) {
+		t.Fatalf("the server read %d MiB of %d in a minute", read.Load()/mib, n*len(msg)/mib)
+	}
+	m.within(t, "24 × 8 MiB messages in flight", 96*mib, 160*mib)
+	close(b.hold)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("a legitimate message: %v", err)
 		}
 	}
+	if d := b.delivered.Load(); d != n {
+		t.Errorf("%d of %d messages delivered", d, n)
+	}
+}
 
-	t.Run("large messages", func(t *testing.T) {
-		// 24 messages of 8 MiB at once, all for an inbox with room: while
-		// Deliver is held, the server has read every byte of them.
-		b := newBoxes(1 << 40)
-		b.hold = make(chan struct{})
-		_, addr, read := serve(t, Config{Mail: b, Sessions: 64, NetworkSessions: 64, PeerRate: 1e6, PeerBurst: 1e6})
-		msg := bigMessage(8 * mib)
-		const n = 24
-		errs := make(chan error, n)
-		for i := range n {
-			go func() {
-				c, err := dialFrom(fmt.Sprintf("127.0.3.%d", i+1), addr)
-				if err != nil {
-					errs <- err
-					return
-				}
-				defer c.Close()
-				errs <- send(c, "sender@example.org", "a@known.test", msg)
-			}()
-		}
-		deadline := time.Now().Add(time.Minute)
-		for read.Load() < n*int64(len(msg)) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if read.Load() < n*int64(len(msg)) {
-			t.Fatalf("the server read %d MiB of %d in a minute", read.Load()/mib, n*len(msg)/mib)
-		}
-		within(t, "24 × 8 MiB messages in flight", 96*mib, 160*mib)
-		close(b.hold)
-		for range n {
-			if err := <-errs; err != nil {
-				t.Errorf("a legitimate message: %v", err)
+func floodFullInbox(t *testing.T, m memoryBaseline) {
+	// 64 messages of 9 MiB for an inbox with 1 MiB of room: all are
+	// refused, none is parsed, and the heap's peak stays low.
+	b := newBoxes(mib)
+	_, addr, _ := serve(t, Config{Mail: b, Sessions: 64, NetworkSessions: 64, PeerRate: 1e6, PeerBurst: 1e6})
+	msg := bigMessage(9 * mib)
+	stop := heapPeak()
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := dialFrom(fmt.Sprintf("127.0.4.%d", i+1), addr)
+			if err != nil {
+				t.Error(err)
+				return
 			}
-		}
-		if d := b.delivered.Load(); d != n {
-			t.Errorf("%d of %d messages delivered", d, n)
-		}
-	})
+			defer c.Close()
+			if err := send(c, "sender@example.org", "a@known.test", msg); code(err) == 552 {
+				refused.Add(1)
+			} else {
+				t.Errorf("a message for a full inbox: %v, want 552", err)
+			}
+		}()
+	}
+	wg.Wait()
+	top := stop()
+	t.Logf("heap peak %+.1f MiB", (float64(top)-float64(m.heap))/mib)
+	if top > m.heap+96*mib {
+		t.Errorf("the heap peaked %d MiB above where it started, bound 96 MiB", (top-m.heap)/mib)
+	}
+	if refused.Load() != 64 || b.delivered.Load() != 0 || b.inDeliver.Load() != 0 {
+		t.Errorf("%d refused, %d delivered", refused.Load(), b.delivered.Load())
+	}
+	m.within(t, "64 × 9 MiB for a full inbox", 32*mib, 96*mib)
+}
 
-	t.Run("messages for a full inbox", func(t *testing.T) {
-		// 64 messages of 9 MiB for an inbox with 1 MiB of room: all are
-		// refused, none is parsed, and the heap's peak stays low.
-		b := newBoxes(mib)
-		_, addr, _ := serve(t, Config{Mail: b, Sessions: 64, NetworkSessions: 64, PeerRate: 1e6, PeerBurst: 1e6})
-		msg := bigMessage(9 * mib)
-		stop := heapPeak()
-		var wg sync.WaitGroup
-		var refused atomic.Int64
-		for i := range 64 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c, err := dialFrom(fmt.Sprintf("127.0.4.%d", i+1), addr)
-				if err != nil {
-					t.Error(err)
+func floodHarvestingSessions(t *testing.T, m memoryBaseline) {
+	// 400 connections from 40 networks, each trying 2,000 unknown
+	// recipients: at most Sessions are open at once, each ends after
+	// its tenth refusal.
+	b := newBoxes(1 << 30)
+	s, addr, _ := serve(t, Config{Mail: b, Sessions: 100, NetworkSessions: 5})
+	var wg sync.WaitGroup
+	var admitted, maxOpen atomic.Int64
+	for i := range 400 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := dialFrom(fmt.Sprintf("127.0.%d.%d", 10+i%40, 1+i/40), addr)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			admitted.Add(1)
+			if n := int64(s.Sessions()); n > maxOpen.Load() {
+				maxOpen.Store(n)
+			}
+			if err := c.Mail("harvester@example.org", nil); err != nil {
+				return
+			}
+			for j := range 2000 {
+				if err := c.Rcpt(fmt.Sprintf("guess%d@known.invalid", j), nil); code(err) != 550 {
 					return
 				}
-				defer c.Close()
-				if err := send(c, "sender@example.org", "a@known.test", msg); code(err) == 552 {
-					refused.Add(1)
-				} else {
-					t.Errorf("a message for a full inbox: %v, want 552", err)
-				}
-			}()
-		}
-		wg.Wait()
-		top := stop()
-		t.Logf("heap peak %+.1f MiB", (float64(top)-float64(heap0))/mib)
-		if top > heap0+96*mib {
-			t.Errorf("the heap peaked %d MiB above where it started, bound 96 MiB", (top-heap0)/mib)
-		}
-		if refused.Load() != 64 || b.delivered.Load() != 0 || b.inDeliver.Load() != 0 {
-			t.Errorf("%d refused, %d delivered", refused.Load(), b.delivered.Load())
-		}
-		within(t, "64 × 9 MiB for a full inbox", 32*mib, 96*mib)
-	})
-
-	t.Run("sessions and recipients", func(t *testing.T) {
-		// 400 connections from 40 networks, each trying 2,000 unknown
-		// recipients: at most Sessions are open at once, each ends after
-		// its tenth refusal.
-		b := newBoxes(1 << 30)
-		s, addr, _ := serve(t, Config{Mail: b, Sessions: 100, NetworkSessions: 5})
-		var wg sync.WaitGroup
-		var admitted, maxOpen atomic.Int64
-		for i := range 400 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c, err := dialFrom(fmt.Sprintf("127.0.%d.%d", 10+i%40, 1+i/40), addr)
-				if err != nil {
-					return
-				}
-				defer c.Close()
-				admitted.Add(1)
-				if n := int64(s.Sessions()); n > maxOpen.Load() {
-					maxOpen.Store(n)
-				}
-				if err := c.Mail("harvester@example.org", nil); err != nil {
-					return
-				}
-				for j := range 2000 {
-					if err := c.Rcpt(fmt.Sprintf("guess%d@known.invalid", j), nil); code(err) != 550 {
-						return
-					}
-				}
-				t.Error("a session took 2,000 unknown recipients")
-			}()
-		}
-		wg.Wait()
-		if maxOpen.Load() > 100 {
-			t.Errorf("%d sessions open at once, cap 100", maxOpen.Load())
-		}
-		if lookups := b.lookups.Load(); lookups > 10*admitted.Load() {
-			t.Errorf("%d lookups for %d sessions", lookups, admitted.Load())
-		}
-		t.Logf("%d of 400 sessions admitted, %d lookups", admitted.Load(), b.lookups.Load())
-		within(t, "400 harvesting sessions", 16*mib, 64*mib)
-	})
+			}
+			t.Error("a session took 2,000 unknown recipients")
+		}()
+	}
+	wg.Wait()
+	if maxOpen.Load() > 100 {
+		t.Errorf("%d sessions open at once, cap 100", maxOpen.Load())
+	}
+	if lookups := b.lookups.Load(); lookups > 10*admitted.Load() {
+		t.Errorf("%d lookups for %d sessions", lookups, admitted.Load())
+	}
+	t.Logf("%d of 400 sessions admitted, %d lookups", admitted.Load(), b.lookups.Load())
+	m.within(t, "400 harvesting sessions", 16*mib, 64*mib)
 }
 
 // heapPeak samples the heap's size (live and not yet collected) every

@@ -19,29 +19,32 @@ func apiGet(target string, extra ...string) string {
 // the same way: the method, target, path and raw query the API keys its
 // answers by, Host, keep-alive, the Accept, Content-Type, User-Agent and
 // Authorization headers, and the head's and body's lengths.
+// apiParseSeeds are the heads FuzzParseAPIAgainstNetHTTP starts from.
+var apiParseSeeds = []string{
+	apiGet("/v1/domains/search?q=acme&tldAllowlist=com,dev,io&maxFirstYearPriceUsd=50"),
+	apiGet("/v1/domains/search?q=a%20b", "Accept: */*\r\n", "User-Agent: curl/8 x\r\n", "Accept-Encoding: gzip\r\n"),
+	"POST /v1/estimate HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n{\"workload\":\"static_site\"}\n",
+	"POST /v1/estimate HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+	"POST /v1/estimate HTTP/1.1\r\nHost: a\r\nContent-Length: 0001\r\n\r\nx",
+	"POST /v1/estimate HTTP/1.1\r\nHost: a\r\nContent-Length: +1\r\n\r\nx",
+	"POST /v1/estimate HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	apiGet("/v1/x?", "Connection: keep-alive, close\r\n"),
+	apiGet("/v1/x??a=#b"),
+	apiGet("/v1/x?a=1;b=2"),
+	apiGet("//v1/x"),
+	apiGet("/v1/%78"),
+	apiGet("/v1/x", "Authorization:\r\n"),
+	apiGet("/v1/x", "Accept: a\r\n", "Accept: b\r\n"),
+	apiGet("/v1/x", "X: 1\r\n 2\r\n"),
+	apiGet("/v1/x", "If-None-Match: \"a\"\r\n"),
+	"GET /v1/x HTTP/1.0\r\nHost: a\r\n\r\n",
+	"GET /v1/x HTTP/1.1\nHost: a\n\n",
+	"GET http://a/v1/x HTTP/1.1\r\nHost: a\r\n\r\n",
+	"PUT /v1/x HTTP/1.1\r\nHost: a\r\n\r\n",
+}
+
 func FuzzParseAPIAgainstNetHTTP(f *testing.F) {
-	for _, s := range []string{
-		apiGet("/v1/domains/search?q=acme&tldAllowlist=com,dev,io&maxFirstYearPriceUsd=50"),
-		apiGet("/v1/domains/search?q=a%20b", "Accept: */*\r\n", "User-Agent: curl/8 x\r\n", "Accept-Encoding: gzip\r\n"),
-		"POST /v1/estimate HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n{\"workload\":\"static_site\"}\n",
-		"POST /v1/estimate HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
-		"POST /v1/estimate HTTP/1.1\r\nHost: a\r\nContent-Length: 0001\r\n\r\nx",
-		"POST /v1/estimate HTTP/1.1\r\nHost: a\r\nContent-Length: +1\r\n\r\nx",
-		"POST /v1/estimate HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-		apiGet("/v1/x?", "Connection: keep-alive, close\r\n"),
-		apiGet("/v1/x??a=#b"),
-		apiGet("/v1/x?a=1;b=2"),
-		apiGet("//v1/x"),
-		apiGet("/v1/%78"),
-		apiGet("/v1/x", "Authorization:\r\n"),
-		apiGet("/v1/x", "Accept: a\r\n", "Accept: b\r\n"),
-		apiGet("/v1/x", "X: 1\r\n 2\r\n"),
-		apiGet("/v1/x", "If-None-Match: \"a\"\r\n"),
-		"GET /v1/x HTTP/1.0\r\nHost: a\r\n\r\n",
-		"GET /v1/x HTTP/1.1\nHost: a\n\n",
-		"GET http://a/v1/x HTTP/1.1\r\nHost: a\r\n\r\n",
-		"PUT /v1/x HTTP/1.1\r\nHost: a\r\n\r\n",
-	} {
+	for _, s := range apiParseSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

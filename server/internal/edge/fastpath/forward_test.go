@@ -213,14 +213,56 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 	down.Close()
 	plainDown, fastDown, _ := fwdPair(t, downAddr)
 
-	type tc struct {
-		name, raw string
-		heads     []bool
-		forwarded bool // the fast path answers it itself
-		down      bool
+	cases := forwardCases()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, f := plain, fast
+			if c.down {
+				p, f = plainDown, fastDown
+			}
+			before := f.handoffs()
+			want, wantClosed := rawExchange(t, p.addr, c.raw, c.heads...)
+			got, gotClosed := rawExchange(t, f.addr, c.raw, c.heads...)
+			if len(want) != len(got) {
+				t.Fatalf("%d answers, ReverseProxy %d", len(got), len(want))
+			}
+			for i := range want {
+				// ReverseProxy's framing of an empty body of unknown length
+				// depends on a timer: chunked or a length of 0.
+				if want[i].Length == 0 && got[i].Length == -1 && got[i].Body == "" && slices.Equal(got[i].TE, []string{"chunked"}) {
+					want[i].Length, want[i].TE = -1, got[i].TE
+				}
+				if w, g := want[i].String(), got[i].String(); w != g {
+					t.Errorf("answer %d:\nfast path:\n%s\nReverseProxy:\n%s", i+1, g, w)
+				}
+			}
+			if testing.Verbose() {
+				t.Logf("%v", got)
+			}
+			if gotClosed != wantClosed {
+				t.Errorf("connection closed: %v, ReverseProxy %v", gotClosed, wantClosed)
+			}
+			if handedOff := f.handoffs() > before; handedOff == c.forwarded {
+				t.Errorf("handed off to net/http: %v", handedOff)
+			}
+		})
 	}
+}
+
+// forwardCase is raw requests to a process, whether each is a HEAD, and
+// whether the fast path forwards them itself and the process is down.
+type forwardCase struct {
+	name, raw string
+	heads     []bool
+	forwarded bool // the fast path answers it itself
+	down      bool
+}
+
+// forwardCases answers what the fast path forwards itself, what it hands
+// to net/http, and what it answers for a process that is down.
+func forwardCases() []forwardCase {
 	one := []bool{false}
-	cases := []tc{
+	return []forwardCase{
 		{"content-length", req("GET", "/cl"), one, true, false},
 		{"upstream date", req("GET", "/date"), one, true, false},
 		{"chunked", req("GET", "/chunked"), one, true, false},
@@ -267,39 +309,6 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 		{"down", req("GET", "/cl"), one, true, true},
 		{"down HEAD", req("HEAD", "/cl"), []bool{true}, true, true},
 		{"down POST", req("POST", "/echo", "Content-Length: 2\r\n") + "hi", one, true, true},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			p, f := plain, fast
-			if c.down {
-				p, f = plainDown, fastDown
-			}
-			before := f.handoffs()
-			want, wantClosed := rawExchange(t, p.addr, c.raw, c.heads...)
-			got, gotClosed := rawExchange(t, f.addr, c.raw, c.heads...)
-			if len(want) != len(got) {
-				t.Fatalf("%d answers, ReverseProxy %d", len(got), len(want))
-			}
-			for i := range want {
-				// ReverseProxy's framing of an empty body of unknown length
-				// depends on a timer: chunked or a length of 0.
-				if want[i].Length == 0 && got[i].Length == -1 && got[i].Body == "" && slices.Equal(got[i].TE, []string{"chunked"}) {
-					want[i].Length, want[i].TE = -1, got[i].TE
-				}
-				if w, g := want[i].String(), got[i].String(); w != g {
-					t.Errorf("answer %d:\nfast path:\n%s\nReverseProxy:\n%s", i+1, g, w)
-				}
-			}
-			if testing.Verbose() {
-				t.Logf("%v", got)
-			}
-			if gotClosed != wantClosed {
-				t.Errorf("connection closed: %v, ReverseProxy %v", gotClosed, wantClosed)
-			}
-			if handedOff := f.handoffs() > before; handedOff == c.forwarded {
-				t.Errorf("handed off to net/http: %v", handedOff)
-			}
-		})
 	}
 }
 

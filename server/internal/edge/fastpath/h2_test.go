@@ -145,8 +145,45 @@ func TestH2SameAnswers(t *testing.T) {
 	ref := serveH2(t, e, false, Config{})
 	fast := serveH2(t, e, true, Config{})
 	etag := h2req{sni: siteHost, method: "GET", path: "/"}.do(t, h2Client(ref.addr, siteHost)).header.Get("Etag")
+	cases := h2SameAnswerCases(etag)
+	clients := map[string]*http.Client{}
+	client := func(addr, sni string) *http.Client {
+		if c, ok := clients[addr+sni]; ok {
+			return c
+		}
+		c := h2Client(addr, sni)
+		clients[addr+sni] = c
+		return c
+	}
+	for _, c := range cases {
+		if c.sni == "" {
+			c.sni = siteHost
+		}
+		if c.method == "" {
+			c.method = "GET"
+		}
+		t.Run(c.name, func(t *testing.T) {
+			want := c.do(t, client(ref.addr, c.sni))
+			got := c.do(t, client(fast.addr, c.sni))
+			if got.String() != want.String() {
+				t.Errorf("fast path answered\n%s\nnet/http answered\n%s", got, want)
+			}
+		})
+	}
+	// The site's connection was the fast path's; the others net/http's.
+	if n := fast.served(); n != 1 {
+		t.Errorf("fast path served %d h2 connections, want 1", n)
+	}
+	if n := fast.ln.handoffs.Load(); n != 2 {
+		t.Errorf("%d connections handed to net/http, want 2", n)
+	}
+}
+
+// h2SameAnswerCases answers the requests both servers get over h2; etag
+// is the index's ETag. Method and SNI default to GET and the site.
+func h2SameAnswerCases(etag string) []h2req {
 	s := siteHost
-	cases := []h2req{
+	return []h2req{
 		{name: "index", path: "/"},
 		{name: "1k", path: "/1k.txt"},
 		{name: "big", path: "/big.bin"},
@@ -199,37 +236,6 @@ func TestH2SameAnswers(t *testing.T) {
 		{name: "no site post", sni: "nobody.localhost", method: "POST", path: "/", body: "x"},
 		{name: "api", sni: "localhost", path: "/v1/x"},
 		{name: "api post", sni: "localhost", method: "POST", path: "/v1/x", body: "abcd"},
-	}
-	clients := map[string]*http.Client{}
-	client := func(addr, sni string) *http.Client {
-		if c, ok := clients[addr+sni]; ok {
-			return c
-		}
-		c := h2Client(addr, sni)
-		clients[addr+sni] = c
-		return c
-	}
-	for _, c := range cases {
-		if c.sni == "" {
-			c.sni = siteHost
-		}
-		if c.method == "" {
-			c.method = "GET"
-		}
-		t.Run(c.name, func(t *testing.T) {
-			want := c.do(t, client(ref.addr, c.sni))
-			got := c.do(t, client(fast.addr, c.sni))
-			if got.String() != want.String() {
-				t.Errorf("fast path answered\n%s\nnet/http answered\n%s", got, want)
-			}
-		})
-	}
-	// The site's connection was the fast path's; the others net/http's.
-	if n := fast.served(); n != 1 {
-		t.Errorf("fast path served %d h2 connections, want 1", n)
-	}
-	if n := fast.ln.handoffs.Load(); n != 2 {
-		t.Errorf("%d connections handed to net/http, want 2", n)
 	}
 }
 
@@ -622,21 +628,7 @@ func TestH2ProtocolErrors(t *testing.T) {
 	for _, c := range cases {
 		codes := map[bool]http2.ErrCode{}
 		for _, fast := range []bool{false, true} {
-			s := serveH2(t, e, fast, Config{})
-			r := dialRaw(t, s.addr, siteHost)
-			r.exchange(nil, nil)
-			c.do(r)
-			codes[fast] = 99
-			for {
-				f, err := r.fr.ReadFrame()
-				if err != nil {
-					break
-				}
-				if g, ok := f.(*http2.GoAwayFrame); ok {
-					codes[fast] = g.ErrCode
-					break
-				}
-			}
+			codes[fast] = goAwayCode(t, e, fast, c.do)
 		}
 		if codes[true] != codes[false] {
 			t.Errorf("%s: fast path GOAWAY %v, net/http %v", c.name, codes[true], codes[false])
@@ -646,47 +638,76 @@ func TestH2ProtocolErrors(t *testing.T) {
 	// as net/http does, and the connection goes on.
 	answers := map[bool]string{}
 	for _, fast := range []bool{false, true} {
-		s := serveH2(t, e, fast, Config{})
-		r := dialRaw(t, s.addr, siteHost)
-		reqs := [][]string{
-			{"GET", "/", "connection", "close"},
-			{"GET", ""},
-			{"GET", "/about", "Upper", "x"},
-			{"GET", "/", "te", "gzip"},
-			{"GET", "/", "upgrade", "h2c", "keep-alive", "1"},
-			{"GET", "/", "x-a", strings.Repeat("a", 5000), "x-b", strings.Repeat("a", 5000), "x-c", strings.Repeat("a", 5000), "x-d", strings.Repeat("a", 5000), "x-e", strings.Repeat("a", 5000)},
-			{"HEAD", "/", "x-a", strings.Repeat("a", 5000), "x-b", strings.Repeat("a", 5000), "x-c", strings.Repeat("a", 5000), "x-d", strings.Repeat("a", 5000), "x-e", strings.Repeat("a", 5000)},
-			{"GET", "/%zz"},
-			{"GET", "about"},
-			{"CONNECT", ""},
-			{"GET", "/about"},
-		}
-		var ids []uint32
-		for i, q := range reqs {
-			id := uint32(2*i + 1)
-			ids = append(ids, id)
-			if q[0] == "CONNECT" {
-				r.hbuf.Reset()
-				r.enc.WriteField(hpack.HeaderField{Name: ":method", Value: "CONNECT"})
-				r.enc.WriteField(hpack.HeaderField{Name: ":authority", Value: siteHost})
-				r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: r.hbuf.Bytes(), EndStream: true, EndHeaders: true})
-				continue
-			}
-			r.request(id, q[0], q[1], true, q[2:]...)
-		}
-		got, _ := r.exchange(ids, nil)
-		var b strings.Builder
-		for i, id := range ids {
-			fmt.Fprintf(&b, "%v: status %s reset %v body %q\n", reqs[i][:2], got[id].status, got[id].reset, got[id].body)
-		}
-		answers[fast] = b.String()
-		if string(got[ids[len(ids)-1]].body) != "<p>about</p>" {
-			t.Errorf("fast %v: then %+v", fast, got[ids[len(ids)-1]])
-		}
+		answers[fast] = streamErrorAnswers(t, e, fast)
 	}
 	if answers[true] != answers[false] {
 		t.Errorf("fast path:\n%s\nnet/http:\n%s", answers[true], answers[false])
 	}
+}
+
+// goAwayCode opens an h2 connection to the site, does the wrong thing, and
+// answers the GOAWAY's code, or 99 without one.
+func goAwayCode(t *testing.T, e *edge.Edge, fast bool, do func(r *rawH2)) http2.ErrCode {
+	t.Helper()
+	s := serveH2(t, e, fast, Config{})
+	r := dialRaw(t, s.addr, siteHost)
+	r.exchange(nil, nil)
+	do(r)
+	code := http2.ErrCode(99)
+	for {
+		f, err := r.fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			code = g.ErrCode
+			break
+		}
+	}
+	return code
+}
+
+// streamErrorAnswers sends malformed requests on one connection, then a
+// good one, and answers how each was reset or answered.
+func streamErrorAnswers(t *testing.T, e *edge.Edge, fast bool) string {
+	t.Helper()
+	s := serveH2(t, e, fast, Config{})
+	r := dialRaw(t, s.addr, siteHost)
+	reqs := [][]string{
+		{"GET", "/", "connection", "close"},
+		{"GET", ""},
+		{"GET", "/about", "Upper", "x"},
+		{"GET", "/", "te", "gzip"},
+		{"GET", "/", "upgrade", "h2c", "keep-alive", "1"},
+		{"GET", "/", "x-a", strings.Repeat("a", 5000), "x-b", strings.Repeat("a", 5000), "x-c", strings.Repeat("a", 5000), "x-d", strings.Repeat("a", 5000), "x-e", strings.Repeat("a", 5000)},
+		{"HEAD", "/", "x-a", strings.Repeat("a", 5000), "x-b", strings.Repeat("a", 5000), "x-c", strings.Repeat("a", 5000), "x-d", strings.Repeat("a", 5000), "x-e", strings.Repeat("a", 5000)},
+		{"GET", "/%zz"},
+		{"GET", "about"},
+		{"CONNECT", ""},
+		{"GET", "/about"},
+	}
+	var ids []uint32
+	for i, q := range reqs {
+		id := uint32(2*i + 1)
+		ids = append(ids, id)
+		if q[0] == "CONNECT" {
+			r.hbuf.Reset()
+			r.enc.WriteField(hpack.HeaderField{Name: ":method", Value: "CONNECT"})
+			r.enc.WriteField(hpack.HeaderField{Name: ":authority", Value: siteHost})
+			r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: r.hbuf.Bytes(), EndStream: true, EndHeaders: true})
+			continue
+		}
+		r.request(id, q[0], q[1], true, q[2:]...)
+	}
+	got, _ := r.exchange(ids, nil)
+	var b strings.Builder
+	for i, id := range ids {
+		fmt.Fprintf(&b, "%v: status %s reset %v body %q\n", reqs[i][:2], got[id].status, got[id].reset, got[id].body)
+	}
+	if string(got[ids[len(ids)-1]].body) != "<p>about</p>" {
+		t.Errorf("fast %v: then %+v", fast, got[ids[len(ids)-1]])
+	}
+	return b.String()
 }
 
 // A connection that never sends the preface, or idles, is closed within

@@ -96,31 +96,34 @@ func (e errString) Error() string { return string(e) }
 // answers itself must be one net/http accepts too, read the same way: the
 // same method, target, path, Host, protocol version, keep-alive decision,
 // If-None-Match and Accept-Encoding, and the same length, with no body.
+// parseSeeds are the heads FuzzParseAgainstNetHTTP starts from.
+var parseSeeds = []string{
+	get("/"),
+	get("/style.css", "Accept-Encoding: gzip;q=0, br\r\n", "If-None-Match: \"abc\"\r\n"),
+	"HEAD /a/b.html?x=1 HTTP/1.0\r\nHost: " + siteHost + "\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, close\r\n\r\n",
+	"GET / HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n\r\n",
+	"GET /%2e%2e/%41 HTTP/1.1\r\nhOsT:   a.b:8080 \t\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n 2\r\n\r\n",
+	"GET / HTTP/1.1\nHost: a\n\n",
+	"GET / HTTP/1.1\r\nHost: a\r\r\n\r\n",
+	"GET  / HTTP/1.1\r\nHost: a\r\n\r\n",
+	"GET http://a/ HTTP/1.1\r\nHost: b\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost:\r\n\r\n",
+	"GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nX-\xff: 1\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nX: \x01\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n",
+	"GET /\x7f HTTP/1.1\r\nHost: a\r\n\r\n",
+	get("/") + get("/about"),
+}
+
 func FuzzParseAgainstNetHTTP(f *testing.F) {
-	for _, s := range []string{
-		get("/"),
-		get("/style.css", "Accept-Encoding: gzip;q=0, br\r\n", "If-None-Match: \"abc\"\r\n"),
-		"HEAD /a/b.html?x=1 HTTP/1.0\r\nHost: " + siteHost + "\r\n\r\n",
-		"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, close\r\n\r\n",
-		"GET / HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n\r\n",
-		"GET /%2e%2e/%41 HTTP/1.1\r\nhOsT:   a.b:8080 \t\r\n\r\n",
-		"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
-		"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
-		"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-		"GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n 2\r\n\r\n",
-		"GET / HTTP/1.1\nHost: a\n\n",
-		"GET / HTTP/1.1\r\nHost: a\r\r\n\r\n",
-		"GET  / HTTP/1.1\r\nHost: a\r\n\r\n",
-		"GET http://a/ HTTP/1.1\r\nHost: b\r\n\r\n",
-		"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
-		"GET / HTTP/1.1\r\nHost:\r\n\r\n",
-		"GET / HTTP/2.0\r\nHost: a\r\n\r\n",
-		"GET / HTTP/1.1\r\nHost: a\r\nX-\xff: 1\r\n\r\n",
-		"GET / HTTP/1.1\r\nHost: a\r\nX: \x01\r\n\r\n",
-		"GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n",
-		"GET /\x7f HTTP/1.1\r\nHost: a\r\n\r\n",
-		get("/") + get("/about"),
-	} {
+	for _, s := range parseSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
