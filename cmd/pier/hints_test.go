@@ -61,130 +61,184 @@ func splitWords(t *testing.T, s string) []string {
 }
 
 // TestEveryHintRuns drives the common scenarios through the CLI against a
-// real server (search, estimate, projects, quotes, launch with and
-// without a human gate, services, tasks, teardown, export, the sandbox,
-// and errors), collects every pier command printed as a next step, fills
-// in only the placeholders it marks, runs it, and requires that none is a
-// usage error (exit 2).
+// real server (search, estimate, whoami, projects, quotes, launch with and
+// without a human gate, a process that never becomes healthy and its
+// removal, services, tasks, teardown, export, the sandbox, domains that
+// move, mail that outlives a site, and errors), collects every pier
+// command printed as a next step, fills in only the placeholders it
+// marks, runs it, and requires that none is a usage error (exit 2).
 func TestEveryHintRuns(t *testing.T) {
+	h := newHintRun(t)
+	for _, sc := range h.scenarios() {
+		code, out := h.run(sc.args...)
+		if code == 2 || sc.exit >= 0 && code != sc.exit {
+			t.Errorf("scenario %v exits %d, want %d:\n%s", sc.args, code, sc.exit, out)
+		}
+		h.collect(out)
+	}
+	for _, out := range domainScenarios(t, h.dir, h.dnsAddr, h.project, h.site, h.run) {
+		h.collect(out)
+	}
+	h.tearDownEveryService()
+	if len(h.hints) < 10 {
+		t.Fatalf("only %d hints printed: %v", len(h.hints), h.hints)
+	}
+	t.Logf("ran %d hints", h.runHints())
+}
+
+// hintRun is one server, a key and a project, and the hints collected
+// from what the CLI printed.
+type hintRun struct {
+	t                           *testing.T
+	dir, dnsAddr, project, site string
+	env                         map[string]string
+	seen                        map[string]bool
+	hints                       []string
+}
+
+func newHintRun(t *testing.T) *hintRun {
 	dir := t.TempDir()
 	s := testserver.Start(t, server.Config{DataDir: dir + "/data"})
-
-	env := map[string]string{"PIER_BASE_URL": "http://" + s.Addr(), "PIER_DATA_DIR": dir + "/data", "NO_COLOR": "1", "PIER_CACHE_DIR": dir + "/cache"}
-	run := func(args ...string) (int, string) {
-		var out, errOut bytes.Buffer
-		f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-		f.Getenv = func(k string) string { return env[k] }
-		code := cli.Run(f, args, server.NewCommands()...)
-		return code, out.String() + errOut.String()
-	}
-	mustJSON := func(out string, v any) {
-		t.Helper()
-		if err := json.Unmarshal([]byte(strings.SplitN(out, "\n{", 2)[0]), v); err != nil {
-			t.Fatalf("not JSON: %v\n%s", err, out)
-		}
-	}
-	code, out := run("admin", "create-key", "--data-dir", dir+"/data", "--scopes", "read,quote,launch", "--json")
+	h := &hintRun{t: t, dir: dir, dnsAddr: s.DNSAddr(), seen: map[string]bool{},
+		env: map[string]string{"PIER_BASE_URL": "http://" + s.Addr(), "PIER_DATA_DIR": dir + "/data", "NO_COLOR": "1", "PIER_CACHE_DIR": dir + "/cache"}}
+	code, out := h.run("admin", "create-key", "--data-dir", dir+"/data", "--scopes", "read,quote,launch", "--json")
 	var key struct{ APIKey string }
-	mustJSON(out, &key)
+	h.mustJSON(out, &key)
 	if code != 0 || key.APIKey == "" {
 		t.Fatalf("create-key: %d %s", code, out)
 	}
-	env["PIER_API_KEY"] = key.APIKey
-	_, out = run("projects", "list", "--json")
+	h.env["PIER_API_KEY"] = key.APIKey
+	_, out = h.run("projects", "list", "--json")
 	var projects struct {
 		Data struct{ Projects []struct{ ID string } }
 	}
-	mustJSON(out, &projects)
-	project := projects.Data.Projects[0].ID
-	site := filepath.Join(dir, "site")
-	os.MkdirAll(site, 0o755)
-	os.WriteFile(filepath.Join(site, "index.html"), []byte("<h1>hints</h1>"), 0o644)
+	h.mustJSON(out, &projects)
+	h.project = projects.Data.Projects[0].ID
+	h.site = filepath.Join(dir, "site")
+	os.MkdirAll(h.site, 0o755)
+	os.WriteFile(filepath.Join(h.site, "index.html"), []byte("<h1>hints</h1>"), 0o644)
+	return h
+}
 
-	// Values for the placeholders a hint may mark, by name.
-	fill := map[string]string{
-		"PROJECT-ID": project, "ID": project, "Q": "hinted", "NAME": "hinted", "WORKLOAD": "static_site", "TARGET": "edge",
+func (h *hintRun) run(args ...string) (int, string) {
+	var out, errOut bytes.Buffer
+	f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	f.Getenv = func(k string) string { return h.env[k] }
+	code := cli.Run(f, args, server.NewCommands()...)
+	return code, out.String() + errOut.String()
+}
+
+func (h *hintRun) mustJSON(out string, v any) {
+	h.t.Helper()
+	if err := json.Unmarshal([]byte(strings.SplitN(out, "\n{", 2)[0]), v); err != nil {
+		h.t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+}
+
+// hintScenario is one command and the exit code it must end with (-1:
+// any but a usage error).
+type hintScenario struct {
+	args []string
+	exit int
+}
+
+func (h *hintRun) scenarios() []hintScenario {
+	p, site := h.project, h.site
+	any := func(args ...string) hintScenario { return hintScenario{args, -1} }
+	return []hintScenario{
+		any("domains", "search", "acme"),
+		any("domains", "search", "acme", "--include-exotic"),
+		any("estimate", "--workload", "static_site"),
+		{[]string{"whoami"}, 0},
+		any("projects", "list"),
+		any("projects", "get", p),
+		any("quotes", "create", "--project", p, "--items", `[{"kind":"domain","domain":"hintsquote.dev","years":1}]`),
+		{[]string{"launch", site, "--project", p, "--name", "first"}, 0},
+		any("launch", site, "--project", p, "--name", "gated", "--domain", "hintsgate0.dev"),
+		// A process that never becomes healthy: exit 10, with the way to
+		// remove it (its teardown retires it from services list).
+		{[]string{"launch", site, "--project", p, "--name", "broken", "--target", "process", "--run", "false", "--health-timeout", "2s"}, 10},
+		any("services", "list"),
+		any("tasks", "list"),
+		any("bundles", "list"),
+		any("quotes", "list"),
+		any("domains", "list"),
+		any("projects", "get", "prj_nope"),
+		any("tasks", "get", "tsk_nope"),
+		any("sandbox", "sessions", "create"),
+		any("export", p, "--out", filepath.Join(h.dir, "leave")),
+	}
+}
+
+func (h *hintRun) collect(out string) {
+	for _, m := range hintLine.FindAllStringSubmatch(out, -1) {
+		hint := strings.TrimSpace(m[1])
+		if !h.seen[hint] {
+			h.seen[hint] = true
+			h.hints = append(h.hints, hint)
+		}
+	}
+}
+
+// tearDownEveryService tears each listed service down through the command
+// its hints name, the failed one included, and checks that a failed
+// service leaves the list once torn down.
+func (h *hintRun) tearDownEveryService() {
+	_, out := h.run("services", "list", "--json")
+	var svcs struct {
+		Data struct {
+			Services []struct{ ID, Name, State string }
+		}
+	}
+	h.mustJSON(out, &svcs)
+	for _, sv := range svcs.Data.Services {
+		code, out := h.run("services", "teardown", sv.ID)
+		if sv.State == "failed" && code != 0 {
+			h.t.Errorf("teardown of the failed service %s: exit %d\n%s", sv.Name, code, out)
+		}
+		h.collect(out)
+	}
+	_, out = h.run("services", "list", "--json")
+	if strings.Contains(out, `"broken"`) && strings.Contains(out, `"failed"`) {
+		h.t.Errorf("a torn-down failed service is still listed as failed:\n%s", out)
+	}
+}
+
+// fill is the value for each placeholder a hint may mark, by name.
+func (h *hintRun) fill() map[string]string {
+	return map[string]string{
+		"PROJECT-ID": h.project, "ID": h.project, "Q": "hinted", "NAME": "hinted", "WORKLOAD": "static_site", "TARGET": "edge",
 		"ITEMS": `[{"kind":"service","target":"edge","workload":"static_site","name":"hinted"}]`, "DOMAIN": "hinted.dev",
 		"BUNDLE-ID": "bnd_none", "QUOTE-ID": "quo_none", "MANDATE": "x.y.z", "REGISTRATION-SECRET": "sbr_none",
-		"SCENARIO": "allowed", "KEY-FILE": filepath.Join(dir, "holder.jwk"), "CAPABILITY": "sbx_none", "ATTEMPT-JSON": filepath.Join(dir, "attempt.json"), "DECISION": "x.y.z", "GATE-ID": "gat_none", "PROOF-ID": "sbp_00000000000000000000", "AMOUNT-USD": "1", "REASON": "hinted",
+		"SCENARIO": "allowed", "KEY-FILE": filepath.Join(h.dir, "holder.jwk"), "CAPABILITY": "sbx_none", "ATTEMPT-JSON": filepath.Join(h.dir, "attempt.json"),
+		"DECISION": "x.y.z", "GATE-ID": "gat_none", "PROOF-ID": "sbp_00000000000000000000", "AMOUNT-USD": "1", "REASON": "hinted",
 		"SERVICE-ID": "svc_none", "ADDRESS": "hinted@hintsmail0.dev",
 	}
+}
 
-	scenarios := [][]string{
-		{"domains", "search", "acme"},
-		{"domains", "search", "acme", "--include-exotic"},
-		{"estimate", "--workload", "static_site"},
-		{"whoami"},
-		{"projects", "list"},
-		{"projects", "get", project},
-		{"quotes", "create", "--project", project, "--items", `[{"kind":"domain","domain":"hintsquote.dev","years":1}]`},
-		{"launch", site, "--project", project, "--name", "first"},
-		{"launch", site, "--project", project, "--name", "gated", "--domain", "hintsgate0.dev"},
-		{"services", "list"},
-		{"tasks", "list"},
-		{"bundles", "list"},
-		{"quotes", "list"},
-		{"domains", "list"},
-		{"projects", "get", "prj_nope"},
-		{"tasks", "get", "tsk_nope"},
-		{"sandbox", "sessions", "create"},
-		{"export", project, "--out", filepath.Join(dir, "leave")},
-	}
-	seen := map[string]bool{}
-	var hints []string
-	collect := func(out string) {
-		for _, m := range hintLine.FindAllStringSubmatch(out, -1) {
-			h := strings.TrimSpace(m[1])
-			if !seen[h] {
-				seen[h] = true
-				hints = append(hints, h)
-			}
-		}
-	}
-	for _, sc := range scenarios {
-		code, out := run(sc...)
-		if code == 2 {
-			t.Errorf("scenario %v is itself a usage error:\n%s", sc, out)
-		}
-		collect(out)
-	}
-	for _, out := range domainScenarios(t, dir, s.DNSAddr(), project, site, run) {
-		collect(out)
-	}
-	// Tear the first service down through its hint's command too.
-	_, out = run("services", "list", "--json")
-	var svcs struct {
-		Data struct{ Services []struct{ ID string } }
-	}
-	mustJSON(out, &svcs)
-	for _, sv := range svcs.Data.Services {
-		_, out := run("services", "teardown", sv.ID)
-		collect(out)
-	}
-	if len(hints) < 10 {
-		t.Fatalf("only %d hints printed: %v", len(hints), hints)
-	}
-	ran := 0
-	for _, h := range hints {
-		filled := placeholder.ReplaceAllStringFunc(h, func(p string) string {
-			name := p[1 : len(p)-1]
-			if v, ok := fill[name]; ok {
+// runHints runs every collected hint with its placeholders filled and
+// fails on a usage error; it returns how many ran.
+func (h *hintRun) runHints() int {
+	fill, ran := h.fill(), 0
+	for _, hint := range h.hints {
+		filled := placeholder.ReplaceAllStringFunc(hint, func(p string) string {
+			if v, ok := fill[p[1:len(p)-1]]; ok {
 				return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'"
 			}
-			t.Errorf("hint %q marks a placeholder %s the test has no value for", h, p)
+			h.t.Errorf("hint %q marks a placeholder %s the test has no value for", hint, p)
 			return "x"
 		})
-		words := splitWords(t, filled)
+		words := splitWords(h.t, filled)
 		if len(words) < 2 || words[0] != "pier" {
 			continue
 		}
-		code, out := run(append(words[1:], "--no-wait")...)
+		code, out := h.run(append(words[1:], "--no-wait")...)
 		ran++
 		if code == 2 {
-			t.Errorf("hint %q exits 2 (a usage error):\n%s", h, out)
+			h.t.Errorf("hint %q exits 2 (a usage error):\n%s", hint, out)
 		}
 	}
-	t.Logf("ran %d hints", ran)
+	return ran
 }
 
 // domainScenarios drives a domain through its life with a key that may buy
@@ -239,7 +293,27 @@ func domainScenarios(t *testing.T, dir, dnsAddr, project, site string, run func(
 		t.Fatalf("no live service %s", name)
 		return ""
 	}
-	const domain = "hintsmail0.dev"
+	d := domainSteps{t: t, step: step, jsonOf: jsonOf, count: count, serviceNamed: serviceNamed, project: project, site: site, domain: "hintsmail0.dev"}
+	d.mailOutlivesTheSite(dir)
+	d.movesBetweenServices()
+	return outs
+}
+
+// domainSteps are domainScenarios' steps, over its helpers.
+type domainSteps struct {
+	t                     *testing.T
+	step                  func(want int, args ...string) string
+	jsonOf                func(out string, v any)
+	count                 func(name string, typ uint16) int
+	serviceNamed          func(name string) string
+	project, site, domain string
+}
+
+// mailOutlivesTheSite buys the domain with a launch, sets up mail, tears
+// the site down (the mail records stay, and the receipt says so) and
+// launches on the owned domain with no quote.
+func (d domainSteps) mailOutlivesTheSite(dir string) {
+	t, step, jsonOf, count, serviceNamed, project, site, domain := d.t, d.step, d.jsonOf, d.count, d.serviceNamed, d.project, d.site, d.domain
 	var key struct{ APIKey string }
 	jsonOf(step(0, "admin", "create-key", "--data-dir", dir+"/data", "--scopes", "read,quote,launch,buy_domain", "--json"), &key)
 	step(0, "launch", site, "--project", project, "--name", "mailsite", "--domain", domain, "--api-key", key.APIKey)
@@ -263,11 +337,18 @@ func domainScenarios(t *testing.T, dir, dnsAddr, project, site string, run func(
 	if strings.Contains(out, "quoting") || !strings.Contains(out, "https://"+domain) || count(domain, dns.TypeA) != 1 || count(domain, dns.TypeMX) != 1 {
 		t.Fatalf("launch on an owned domain:\n%s", out)
 	}
+}
+
+// movesBetweenServices refuses the domain to a second service while one
+// holds it, detaches and attaches it, and attaches it to a running service
+// of an existing name through its launch.
+func (d domainSteps) movesBetweenServices() {
+	t, step, jsonOf, count, serviceNamed, project, site, domain := d.t, d.step, d.jsonOf, d.count, d.serviceNamed, d.project, d.site, d.domain
 	second := serviceNamed("second")
 	step(0, "launch", site, "--project", project, "--name", "third")
 	third := serviceNamed("third")
 
-	out = step(-1, "domains", "attach", domain, third)
+	out := step(-1, "domains", "attach", domain, third)
 	if !strings.Contains(out, "conflict:domain_attached") || !strings.Contains(out, second) ||
 		!strings.Contains(out, "pier domains detach "+domain) || !strings.Contains(out, "pier domains attach "+domain+" "+third) {
 		t.Fatalf("attach of a held domain:\n%s", out)
@@ -284,10 +365,9 @@ func domainScenarios(t *testing.T, dir, dnsAddr, project, site string, run func(
 
 	// A service of that name runs: the domain is attached to it first.
 	step(0, "launch", site, "--project", project, "--name", "third", "--domain", domain)
-	var d struct{ Data struct{ ServiceID string } }
-	jsonOf(step(0, "domains", "get", domain, "--json"), &d)
-	if d.Data.ServiceID != third || count(domain, dns.TypeA) != 1 || count(domain, dns.TypeMX) != 1 {
-		t.Fatalf("relaunch of third with %s: it serves %q", domain, d.Data.ServiceID)
+	var got struct{ Data struct{ ServiceID string } }
+	jsonOf(step(0, "domains", "get", domain, "--json"), &got)
+	if got.Data.ServiceID != third || count(domain, dns.TypeA) != 1 || count(domain, dns.TypeMX) != 1 {
+		t.Fatalf("relaunch of third with %s: it serves %q", domain, got.Data.ServiceID)
 	}
-	return outs
 }

@@ -56,7 +56,7 @@ func TestDomainLaunch(t *testing.T) {
 	_, _, err = h.svc.Quotes.Create(h.ctx, b.agent, models.QuoteRequest{ProjectId: b.project, Items: []models.QuoteItem{domainItem(dom)}})
 	wantCode(t, err, "plan:domain_unavailable")
 	_, _, err = h.svc.Quotes.Create(h.ctx, a.agent, models.QuoteRequest{ProjectId: a.project, Items: []models.QuoteItem{domainItem(dom)}})
-	if e := wantCode(t, err, "plan:domain_unavailable"); !hasAction(e.Actions, "launch_service") {
+	if e := wantCode(t, err, "plan:domain_unavailable"); !hasAction(e.Actions, "attach_domain") {
 		t.Fatalf("owner's actions %v", names(e.Actions))
 	}
 	td, _, _, err := h.svc.Launches.Teardown(h.ctx, a.agent, *task.ServiceId)

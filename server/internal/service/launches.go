@@ -897,6 +897,33 @@ func (s *Launches) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID,
 			bought = true
 		}
 	}
+	if err := refundLaunch(ctx, tx, t, pl, bought, state, cause, now); err != nil {
+		return err
+	}
+	if err := tx.Services().Retire(ctx, pl.ServiceID, "failed", now); err != nil {
+		return err
+	}
+	if err := tx.Domains().ReleaseClaims(ctx, t.ID); err != nil {
+		return err
+	}
+	endSteps(steps, cause, now)
+	result := failedLaunchResult(pl, cause, bought)
+	sj, _ := json.Marshal(steps)
+	pj, _ := json.Marshal(pl)
+	rj, _ := json.Marshal(result)
+	t.State, t.Steps, t.Payload, t.Result, t.UpdatedAt = state, string(sj), string(pj), string(rj), now.UTC()
+	if err := tx.Tasks().Update(ctx, t); err != nil {
+		return err
+	}
+	_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: t.OrgID, Actor: "system", Action: "launch_" + state, ObjectType: "task", ObjectID: t.ID,
+		Details: map[string]any{"serviceId": pl.ServiceID, "blockedBy": string(cause.Code), "refundedMicroUsd": pl.RefundedMicro, "domain": pl.Domain}}, now)
+	return err
+}
+
+// refundLaunch gives back what a launch that ended without serving
+// charged, but for a domain the registrar sold, and makes its receipt say
+// what was kept.
+func refundLaunch(ctx context.Context, tx *store.Tx, t store.Task, pl *launchPayload, bought bool, state string, cause *apierr.Error, now time.Time) error {
 	refund := pl.ChargedMicro - pl.RefundedMicro
 	if bought && pl.Approval != "denied" {
 		refund -= pl.DomainMicro
@@ -929,12 +956,11 @@ func (s *Launches) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID,
 	if !bought && pl.Undo != nil {
 		pl.Undo.Irreversible, pl.Undo.NotReversed = false, nil
 	}
-	if err := tx.Services().Retire(ctx, pl.ServiceID, "failed", now); err != nil {
-		return err
-	}
-	if err := tx.Domains().ReleaseClaims(ctx, t.ID); err != nil {
-		return err
-	}
+	return nil
+}
+
+// endSteps fails the step at work and skips those not reached.
+func endSteps(steps []taskStep, cause *apierr.Error, now time.Time) {
 	for i := range steps {
 		switch steps[i].State {
 		case "running", "input_required":
@@ -943,6 +969,10 @@ func (s *Launches) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID,
 			steps[i].State = "skipped"
 		}
 	}
+}
+
+// failedLaunchResult is a failed or canceled launch task's result.
+func failedLaunchResult(pl *launchPayload, cause *apierr.Error, bought bool) map[string]any {
 	result := map[string]any{
 		"serviceId": pl.ServiceID, "blockedBy": string(cause.Code), "message": cause.Message, "retryable": false,
 		"chargedUsd": usd(pl.ChargedMicro - pl.RefundedMicro), "refundedUsd": usd(pl.RefundedMicro),
@@ -953,16 +983,7 @@ func (s *Launches) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID,
 	if bought {
 		result["notReversed"] = []map[string]any{{"what": "domain_registration", "domain": pl.Domain, "why": "the registrar sold it before the launch failed; it stays yours"}}
 	}
-	sj, _ := json.Marshal(steps)
-	pj, _ := json.Marshal(pl)
-	rj, _ := json.Marshal(result)
-	t.State, t.Steps, t.Payload, t.Result, t.UpdatedAt = state, string(sj), string(pj), string(rj), now.UTC()
-	if err := tx.Tasks().Update(ctx, t); err != nil {
-		return err
-	}
-	_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: t.OrgID, Actor: "system", Action: "launch_" + state, ObjectType: "task", ObjectID: t.ID,
-		Details: map[string]any{"serviceId": pl.ServiceID, "blockedBy": string(cause.Code), "refundedMicroUsd": pl.RefundedMicro, "domain": pl.Domain}}, now)
-	return err
+	return result
 }
 
 // Launch step names, in order. A process or worker launch runs database

@@ -8,53 +8,54 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-func TestKeyCaps(t *testing.T) {
-	runCases(t, []storeCase{
-		{"set, read back, remove", func(t *testing.T, w world) {
-			keys := w.st.Keys()
-			must(t, keys.Create(ctx, store.APIKey{ID: "key_a", OrgID: w.org, CreatedAt: t0}, "hash-a"))
-			if k, _ := keys.ByHash(ctx, "hash-a"); k.CapMicro != nil || k.CapPeriod != "month" {
-				t.Fatalf("a new key has no cap, by the month: %+v", k)
-			}
-			limit := money.MicroUSD(20_000_000)
-			must(t, keys.SetCap(ctx, w.org, "key_a", &limit, "lifetime"))
-			if k, _ := keys.Lock(ctx, w.org, "key_a"); k.CapMicro == nil || *k.CapMicro != limit || k.CapPeriod != "lifetime" {
-				t.Fatalf("after set: %+v", k)
-			}
-			wantErr(t, "another organisation's key", keys.SetCap(ctx, "org_other", "key_a", nil, "month"), store.ErrNotFound)
-			must(t, keys.SetCap(ctx, w.org, "key_a", nil, "month"))
-			if k, _ := keys.Lock(ctx, w.org, "key_a"); k.CapMicro != nil {
-				t.Fatalf("after removal: %+v", k)
-			}
-			must(t, keys.Revoke(ctx, w.org, "key_a", t0))
-			wantErr(t, "a revoked key", keys.SetCap(ctx, w.org, "key_a", &limit, "month"), store.ErrNotFound)
-			neg := money.MicroUSD(-1)
-			if err := keys.SetCap(ctx, w.org, "missing", &neg, "month"); err == nil {
-				t.Fatal("a cap on no key")
-			}
-		}},
-		{"spent counts consumed and live holds since a time", func(t *testing.T, w world) {
-			for _, q := range []struct {
-				id, state string
-				amount    money.MicroUSD
-				at        time.Duration
-			}{
-				{"quo_old", "consumed", 1, -48 * time.Hour},
-				{"quo_consumed", "consumed", 10, 0},
-				{"quo_held", "held", 100, 0},
-				{"quo_lapsed", "held", 1000, -time.Hour},
-				{"quo_released", "released", 10000, 0},
-			} {
-				must(t, w.st.Quotes().Insert(ctx, store.Quote{ID: q.id, OrgID: w.org, ProjectID: w.proj, KeyID: "key_s", Decision: "ALLOW",
-					State: q.state, AmountMicro: q.amount, Items: "[]", Reasons: "[]", CreatedAt: t0.Add(q.at), ExpiresAt: t0.Add(q.at + 15*time.Minute)}))
-			}
-			got, err := w.st.Keys().Spent(ctx, "key_s", t0.Add(-2*time.Hour), t0)
-			if err != nil || got != 110 {
-				t.Fatalf("spent %d %v, want 110", got, err)
-			}
-			if got, _ := w.st.Keys().Spent(ctx, "key_none", t0.Add(-time.Hour), t0); got != 0 {
-				t.Fatalf("a key with no quotes spent %d", got)
-			}
-		}},
-	})
+func TestKeyCaps(t *testing.T) { runCases(t, keyCapsCases) }
+
+// keyCapsCases are TestKeyCaps's cases, each run on every engine.
+var keyCapsCases = []storeCase{
+	{"set, read back, remove", func(t *testing.T, w world) {
+		keys := w.st.Keys()
+		must(t, keys.Create(ctx, store.APIKey{ID: "key_a", OrgID: w.org, CreatedAt: t0}, "hash-a"))
+		if k, _ := keys.ByHash(ctx, "hash-a"); k.CapMicro != nil || k.CapPeriod != "month" {
+			t.Fatalf("a new key has no cap, by the month: %+v", k)
+		}
+		limit := money.MicroUSD(20_000_000)
+		must(t, keys.SetCap(ctx, w.org, "key_a", &limit, "lifetime"))
+		if k, _ := keys.Lock(ctx, w.org, "key_a"); k.CapMicro == nil || *k.CapMicro != limit || k.CapPeriod != "lifetime" {
+			t.Fatalf("after set: %+v", k)
+		}
+		wantErr(t, "another organisation's key", keys.SetCap(ctx, "org_other", "key_a", nil, "month"), store.ErrNotFound)
+		must(t, keys.SetCap(ctx, w.org, "key_a", nil, "month"))
+		if k, _ := keys.Lock(ctx, w.org, "key_a"); k.CapMicro != nil {
+			t.Fatalf("after removal: %+v", k)
+		}
+		must(t, keys.Revoke(ctx, w.org, "key_a", t0))
+		wantErr(t, "a revoked key", keys.SetCap(ctx, w.org, "key_a", &limit, "month"), store.ErrNotFound)
+		neg := money.MicroUSD(-1)
+		if err := keys.SetCap(ctx, w.org, "missing", &neg, "month"); err == nil {
+			t.Fatal("a cap on no key")
+		}
+	}},
+	{"spent counts consumed and live holds since a time", func(t *testing.T, w world) {
+		for _, q := range []struct {
+			id, state string
+			amount    money.MicroUSD
+			at        time.Duration
+		}{
+			{"quo_old", "consumed", 1, -48 * time.Hour},
+			{"quo_consumed", "consumed", 10, 0},
+			{"quo_held", "held", 100, 0},
+			{"quo_lapsed", "held", 1000, -time.Hour},
+			{"quo_released", "released", 10000, 0},
+		} {
+			must(t, w.st.Quotes().Insert(ctx, store.Quote{ID: q.id, OrgID: w.org, ProjectID: w.proj, KeyID: "key_s", Decision: "ALLOW",
+				State: q.state, AmountMicro: q.amount, Items: "[]", Reasons: "[]", CreatedAt: t0.Add(q.at), ExpiresAt: t0.Add(q.at + 15*time.Minute)}))
+		}
+		got, err := w.st.Keys().Spent(ctx, "key_s", t0.Add(-2*time.Hour), t0)
+		if err != nil || got != 110 {
+			t.Fatalf("spent %d %v, want 110", got, err)
+		}
+		if got, _ := w.st.Keys().Spent(ctx, "key_none", t0.Add(-time.Hour), t0); got != 0 {
+			t.Fatalf("a key with no quotes spent %d", got)
+		}
+	}},
 }

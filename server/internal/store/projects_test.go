@@ -11,78 +11,79 @@ import (
 // errNoRoom is a caller's own refusal, after reading a locked project.
 var errNoRoom = errors.New("no room in the budget")
 
-func TestProjects(t *testing.T) {
-	runCases(t, []storeCase{
-		{"never overspend", func(t *testing.T, w world) {
-			projects := w.st.Projects()
-			must(t, projects.MoveMoney(ctx, w.proj, 60, 0))
-			wantErr(t, "held past the limit", projects.MoveMoney(ctx, w.proj, 50, 0), store.ErrBudget)
-			must(t, projects.MoveMoney(ctx, w.proj, -60, 60))
-			wantErr(t, "limit below spent", projects.SetBudgetLimit(ctx, w.proj, 59), store.ErrBudget)
-			wantErr(t, "negative hold", projects.MoveMoney(ctx, w.proj, -1, 0), store.ErrBudget)
-			must(t, projects.SetBudgetLimit(ctx, w.proj, 60))
-			// A transaction that fails leaves the money where it was.
-			boom := errors.New("boom")
-			err := w.st.InTx(ctx, func(tx *store.Tx) error {
-				must(t, tx.Projects().SetBudgetLimit(ctx, w.proj, 100))
-				must(t, tx.Projects().MoveMoney(ctx, w.proj, 0, 40))
-				return boom
+func TestProjects(t *testing.T) { runCases(t, projectsCases) }
+
+// projectsCases are TestProjects's cases, each run on every engine.
+var projectsCases = []storeCase{
+	{"never overspend", func(t *testing.T, w world) {
+		projects := w.st.Projects()
+		must(t, projects.MoveMoney(ctx, w.proj, 60, 0))
+		wantErr(t, "held past the limit", projects.MoveMoney(ctx, w.proj, 50, 0), store.ErrBudget)
+		must(t, projects.MoveMoney(ctx, w.proj, -60, 60))
+		wantErr(t, "limit below spent", projects.SetBudgetLimit(ctx, w.proj, 59), store.ErrBudget)
+		wantErr(t, "negative hold", projects.MoveMoney(ctx, w.proj, -1, 0), store.ErrBudget)
+		must(t, projects.SetBudgetLimit(ctx, w.proj, 60))
+		// A transaction that fails leaves the money where it was.
+		boom := errors.New("boom")
+		err := w.st.InTx(ctx, func(tx *store.Tx) error {
+			must(t, tx.Projects().SetBudgetLimit(ctx, w.proj, 100))
+			must(t, tx.Projects().MoveMoney(ctx, w.proj, 0, 40))
+			return boom
+		})
+		wantErr(t, "rolled back", err, boom)
+		p, err := projects.Get(ctx, w.org, w.proj)
+		if err != nil || p.SpentMicro != 60 || p.HeldMicro != 0 || p.LimitMicro != 60 {
+			t.Fatalf("project %+v, %v", p, err)
+		}
+		_, err = projects.Get(ctx, "org_other", w.proj)
+		wantErr(t, "another organisation read the project", err, store.ErrNotFound)
+	}},
+	{"concurrent spends never overspend", func(t *testing.T, w world) {
+		// Each spender reads the locked project and spends 30 of the
+		// 100 only if there is room: three of them can.
+		wins := race(t, 10, func(int) error {
+			return w.st.InTx(ctx, func(tx *store.Tx) error {
+				p, err := tx.Projects().Lock(ctx, w.org, w.proj)
+				if err != nil {
+					return err
+				}
+				if p.LimitMicro-p.SpentMicro-p.HeldMicro < 30 {
+					return errNoRoom
+				}
+				return tx.Projects().MoveMoney(ctx, w.proj, 0, 30)
 			})
-			wantErr(t, "rolled back", err, boom)
-			p, err := projects.Get(ctx, w.org, w.proj)
-			if err != nil || p.SpentMicro != 60 || p.HeldMicro != 0 || p.LimitMicro != 60 {
-				t.Fatalf("project %+v, %v", p, err)
-			}
-			_, err = projects.Get(ctx, "org_other", w.proj)
-			wantErr(t, "another organisation read the project", err, store.ErrNotFound)
-		}},
-		{"concurrent spends never overspend", func(t *testing.T, w world) {
-			// Each spender reads the locked project and spends 30 of the
-			// 100 only if there is room: three of them can.
-			wins := race(t, 10, func(int) error {
-				return w.st.InTx(ctx, func(tx *store.Tx) error {
-					p, err := tx.Projects().Lock(ctx, w.org, w.proj)
-					if err != nil {
-						return err
-					}
-					if p.LimitMicro-p.SpentMicro-p.HeldMicro < 30 {
-						return errNoRoom
-					}
-					return tx.Projects().MoveMoney(ctx, w.proj, 0, 30)
-				})
-			}, errNoRoom)
-			p, _ := w.st.Projects().Get(ctx, w.org, w.proj)
-			if wins != 3 || p.SpentMicro != 90 {
-				t.Fatalf("%d spends of 30 went through; spent %d of %d", wins, p.SpentMicro, p.LimitMicro)
-			}
-		}},
-		{"concurrent holds without a lock: the database refuses the overspend", func(t *testing.T, w world) {
-			wins := race(t, 10, func(int) error { return w.st.Projects().MoveMoney(ctx, w.proj, 25, 0) }, store.ErrBudget)
-			p, _ := w.st.Projects().Get(ctx, w.org, w.proj)
-			if wins != 4 || p.HeldMicro != 100 {
-				t.Fatalf("%d holds of 25 went through; held %d", wins, p.HeldMicro)
-			}
-		}},
-		{"list, oldest first", func(t *testing.T, w world) {
-			projects := w.st.Projects()
-			must(t, projects.Create(ctx, store.Project{ID: "prj_2", OrgID: w.org, Name: "two", LimitMicro: 5, Policy: `{"x":1}`, CreatedAt: t0.Add(time.Second)}))
-			if err := projects.Create(ctx, store.Project{ID: "prj_2", OrgID: w.org, Name: "again", CreatedAt: t0}); err == nil {
-				t.Fatal("a project id was taken twice")
-			}
-			if err := projects.Create(ctx, store.Project{ID: "prj_neg", OrgID: w.org, LimitMicro: -1, CreatedAt: t0}); err == nil {
-				t.Fatal("a negative limit was stored")
-			}
-			w.other(t, "org_b")
-			got, err := projects.List(ctx, w.org)
-			if err != nil || len(got) != 2 || got[0].ID != w.proj || got[1].ID != "prj_2" || got[1].Policy != `{"x":1}` || got[1].LimitMicro != 5 {
-				t.Fatalf("list %+v, %v", got, err)
-			}
-			p, err := projects.Lock(ctx, w.org, "prj_2")
-			if err != nil || p != got[1] {
-				t.Fatalf("lock %+v, %v", p, err)
-			}
-			_, err = projects.Lock(ctx, "org_b", "prj_2")
-			wantErr(t, "another organisation locked it", err, store.ErrNotFound)
-		}},
-	})
+		}, errNoRoom)
+		p, _ := w.st.Projects().Get(ctx, w.org, w.proj)
+		if wins != 3 || p.SpentMicro != 90 {
+			t.Fatalf("%d spends of 30 went through; spent %d of %d", wins, p.SpentMicro, p.LimitMicro)
+		}
+	}},
+	{"concurrent holds without a lock: the database refuses the overspend", func(t *testing.T, w world) {
+		wins := race(t, 10, func(int) error { return w.st.Projects().MoveMoney(ctx, w.proj, 25, 0) }, store.ErrBudget)
+		p, _ := w.st.Projects().Get(ctx, w.org, w.proj)
+		if wins != 4 || p.HeldMicro != 100 {
+			t.Fatalf("%d holds of 25 went through; held %d", wins, p.HeldMicro)
+		}
+	}},
+	{"list, oldest first", func(t *testing.T, w world) {
+		projects := w.st.Projects()
+		must(t, projects.Create(ctx, store.Project{ID: "prj_2", OrgID: w.org, Name: "two", LimitMicro: 5, Policy: `{"x":1}`, CreatedAt: t0.Add(time.Second)}))
+		if err := projects.Create(ctx, store.Project{ID: "prj_2", OrgID: w.org, Name: "again", CreatedAt: t0}); err == nil {
+			t.Fatal("a project id was taken twice")
+		}
+		if err := projects.Create(ctx, store.Project{ID: "prj_neg", OrgID: w.org, LimitMicro: -1, CreatedAt: t0}); err == nil {
+			t.Fatal("a negative limit was stored")
+		}
+		w.other(t, "org_b")
+		got, err := projects.List(ctx, w.org)
+		if err != nil || len(got) != 2 || got[0].ID != w.proj || got[1].ID != "prj_2" || got[1].Policy != `{"x":1}` || got[1].LimitMicro != 5 {
+			t.Fatalf("list %+v, %v", got, err)
+		}
+		p, err := projects.Lock(ctx, w.org, "prj_2")
+		if err != nil || p != got[1] {
+			t.Fatalf("lock %+v, %v", p, err)
+		}
+		_, err = projects.Lock(ctx, "org_b", "prj_2")
+		wantErr(t, "another organisation locked it", err, store.ErrNotFound)
+	}},
 }

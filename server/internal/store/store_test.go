@@ -64,52 +64,53 @@ func TestFilter(t *testing.T) {
 // the few operations that keep a transaction of their own refuse to run
 // inside a caller's; and a write that commits is seen by another
 // connection to the same database.
-func TestTransactions(t *testing.T) {
-	runCases(t, []storeCase{
-		{"one commit or none", func(t *testing.T, w world) {
-			boom := errors.New("boom")
-			err := w.st.InTx(ctx, func(tx *store.Tx) error {
-				must(t, tx.Keys().Create(ctx, store.APIKey{ID: "key_1", OrgID: w.org, CreatedAt: t0}, "h1"))
-				must(t, tx.Gates().Insert(ctx, store.Gate{ID: "gate_1", OrgID: w.org, TaskID: "t", Kind: "k", Payload: "{}", CreatedAt: t0}))
-				return boom
-			})
-			wantErr(t, "rolled back", err, boom)
-			_, err = w.st.Keys().ByHash(ctx, "h1")
-			wantErr(t, "the key of a rolled-back transaction", err, store.ErrNotFound)
-			_, err = w.st.Gates().Get(ctx, w.org, "gate_1")
-			wantErr(t, "the gate of a rolled-back transaction", err, store.ErrNotFound)
-			must(t, w.st.InTx(ctx, func(tx *store.Tx) error {
-				return tx.Keys().Create(ctx, store.APIKey{ID: "key_1", OrgID: w.org, CreatedAt: t0}, "h1")
-			}))
-			other := w.open()
-			if k, err := other.Keys().ByHash(ctx, "h1"); err != nil || k.ID != "key_1" {
-				t.Fatalf("another connection reads %+v, %v", k, err)
+func TestTransactions(t *testing.T) { runCases(t, transactionsCases) }
+
+// transactionsCases are TestTransactions's cases, each run on every engine.
+var transactionsCases = []storeCase{
+	{"one commit or none", func(t *testing.T, w world) {
+		boom := errors.New("boom")
+		err := w.st.InTx(ctx, func(tx *store.Tx) error {
+			must(t, tx.Keys().Create(ctx, store.APIKey{ID: "key_1", OrgID: w.org, CreatedAt: t0}, "h1"))
+			must(t, tx.Gates().Insert(ctx, store.Gate{ID: "gate_1", OrgID: w.org, TaskID: "t", Kind: "k", Payload: "{}", CreatedAt: t0}))
+			return boom
+		})
+		wantErr(t, "rolled back", err, boom)
+		_, err = w.st.Keys().ByHash(ctx, "h1")
+		wantErr(t, "the key of a rolled-back transaction", err, store.ErrNotFound)
+		_, err = w.st.Gates().Get(ctx, w.org, "gate_1")
+		wantErr(t, "the gate of a rolled-back transaction", err, store.ErrNotFound)
+		must(t, w.st.InTx(ctx, func(tx *store.Tx) error {
+			return tx.Keys().Create(ctx, store.APIKey{ID: "key_1", OrgID: w.org, CreatedAt: t0}, "h1")
+		}))
+		other := w.open()
+		if k, err := other.Keys().ByHash(ctx, "h1"); err != nil || k.ID != "key_1" {
+			t.Fatalf("another connection reads %+v, %v", k, err)
+		}
+	}},
+	{"operations with their own transaction refuse a caller's", func(t *testing.T, w world) {
+		for name, f := range map[string]func(tx *store.Tx) error{
+			"idempotency": func(tx *store.Tx) error {
+				_, _, err := tx.Idempotency().Begin(ctx, store.IdempotencyClaim{}, t0, time.Minute, time.Hour)
+				return err
+			},
+			"release publish": func(tx *store.Tx) error {
+				_, err := tx.SandboxReleases().Publish(ctx, "r", nil, false, t0)
+				return err
+			},
+			"release delete": func(tx *store.Tx) error { return tx.SandboxReleases().Delete(ctx, "r") },
+		} {
+			if err := w.st.InTx(ctx, f); err == nil {
+				t.Errorf("%s ran inside another transaction", name)
 			}
-		}},
-		{"operations with their own transaction refuse a caller's", func(t *testing.T, w world) {
-			for name, f := range map[string]func(tx *store.Tx) error{
-				"idempotency": func(tx *store.Tx) error {
-					_, _, err := tx.Idempotency().Begin(ctx, store.IdempotencyClaim{}, t0, time.Minute, time.Hour)
-					return err
-				},
-				"release publish": func(tx *store.Tx) error {
-					_, err := tx.SandboxReleases().Publish(ctx, "r", nil, false, t0)
-					return err
-				},
-				"release delete": func(tx *store.Tx) error { return tx.SandboxReleases().Delete(ctx, "r") },
-			} {
-				if err := w.st.InTx(ctx, f); err == nil {
-					t.Errorf("%s ran inside another transaction", name)
-				}
-			}
-		}},
-		{"a transaction that cannot begin", func(t *testing.T, w world) {
-			done, cancel := context.WithCancel(ctx)
-			cancel()
-			ran := false
-			if err := w.st.InTx(done, func(*store.Tx) error { ran = true; return nil }); err == nil || ran {
-				t.Fatalf("ran %v in a canceled context: %v", ran, err)
-			}
-		}},
-	})
+		}
+	}},
+	{"a transaction that cannot begin", func(t *testing.T, w world) {
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		ran := false
+		if err := w.st.InTx(done, func(*store.Tx) error { ran = true; return nil }); err == nil || ran {
+			t.Fatalf("ran %v in a canceled context: %v", ran, err)
+		}
+	}},
 }
