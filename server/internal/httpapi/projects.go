@@ -6,6 +6,8 @@ import (
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 func (o projectRoutes) ExportProject(ctx context.Context, req api.ExportProjectRequestObject) (api.ExportProjectResponseObject, error) {
@@ -25,7 +27,11 @@ func (o projectRoutes) GetProject(ctx context.Context, req api.GetProjectRequest
 }
 
 func (o projectRoutes) ListProjects(ctx context.Context, req api.ListProjectsRequestObject) (api.ListProjectsResponseObject, error) {
-	l, next, err := o.svc.Projects.List(ctx, auth.FromContext(ctx).OrgID)
+	after, err := service.ParseCursor(deref(req.Params.Cursor))
+	if err != nil {
+		return nil, err
+	}
+	l, next, err := o.svc.Projects.List(ctx, auth.FromContext(ctx).OrgID, store.Filter{Limit: limitOf(req.Params.Limit), After: after})
 	if err != nil {
 		return nil, err
 	}
