@@ -71,7 +71,7 @@ signup and dashboard pages instead.`,
 				return err
 			}
 			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"projectId": p.ID, "organizationId": o.ID, "budgetLimitUsd": budget})
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"projectId": p.ID, "organizationId": o.ID, "budgetLimitUsd": budget, "dataDir": dataDir})
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), p.ID)
 			fmt.Fprintf(cmd.ErrOrStderr(), "Created project %s in organisation %s (%s).\n", p.ID, o.ID, note)

@@ -243,7 +243,7 @@ created on first use.`,
 			secret := k.Secret
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{
-					"apiKey": secret, "keyId": k.ID, "organizationId": o.ID, "scopes": scopes,
+					"apiKey": secret, "keyId": k.ID, "organizationId": o.ID, "scopes": scopes, "dataDir": dataDir,
 				})
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), secret)

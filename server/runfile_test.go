@@ -84,6 +84,9 @@ func TestAdminFindsTheRunningServer(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("the running server refuses the key admin made: %d", resp.StatusCode)
 	}
+	if out, _, err := admin("create-key", "--json"); err != nil || !strings.Contains(out, `"dataDir":"`+dataDir+`"`) {
+		t.Errorf("create-key --json does not name the data directory: %v\n%s", err, out)
+	}
 	_, errOut, err = admin("signin-link")
 	if err != nil || !strings.Contains(errOut, dataDir) {
 		t.Errorf("signin-link: %v\n%s", err, errOut)
