@@ -31,10 +31,10 @@ type runInfo struct {
 // else pier/server.json in $XDG_RUNTIME_DIR, else in the user's cache
 // directory.
 func RunFile() string {
-	if p := os.Getenv(RunFileEnv); p != "" {
+	if p := env(RunFileEnv, ""); p != "" {
 		return p
 	}
-	dir := os.Getenv("XDG_RUNTIME_DIR")
+	dir := env("XDG_RUNTIME_DIR", "")
 	if dir == "" {
 		var err error
 		if dir, err = os.UserCacheDir(); err != nil {
@@ -102,7 +102,7 @@ func adminDataDir(cmd *cobra.Command, dataDir *string, databaseURL string) strin
 	if f := cmd.Flags().Lookup("data-dir"); f != nil && f.Changed {
 		return "--data-dir"
 	}
-	if os.Getenv("PIER_DATA_DIR") != "" {
+	if env("PIER_DATA_DIR", "") != "" {
 		return "PIER_DATA_DIR"
 	}
 	if ri, ok := runningServer(); ok {
