@@ -76,7 +76,7 @@ another.`,
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"url": link, "expiresAt": expires.Format(time.RFC3339), "dataDir": dataDir})
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), link)
-			fmt.Fprintf(cmd.ErrOrStderr(), "Open it in a browser; it works once, until %s (%s).\n", clockTime(expires), note)
+			fmt.Fprintf(cmd.ErrOrStderr(), "Open it in a browser; it works once, until %s.\nIt was made in the %s.\n", clockTime(expires), note)
 			return nil
 		},
 	}
