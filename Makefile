@@ -16,9 +16,10 @@ THIRD_PARTY := github.com/santhosh-tekuri/jsonschema/v6
 help: ## List the tasks
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
+# One go build for both, so that the packages they share compile once and
+# in parallel with the rest.
 build: ## Build bin/pier (the CLI) and bin/pier-server (the CLI with the server's commands)
-	$(GO) build -o $(BIN) ./cmd/pier
-	$(GO) build -o $(SERVER_BIN) ./cmd/pier-server
+	$(GO) build -o $(dir $(BIN)) ./cmd/pier ./cmd/pier-server
 
 install: ## Install pier and pier-server into $(go env GOBIN) (or ~/go/bin), as `go install ./cmd/...` does
 	$(GO) install ./cmd/...

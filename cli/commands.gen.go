@@ -428,6 +428,10 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Use: "list", Short: "List the organisation's projects with their budgets.",
 		Example:   "  pier projects list\n  pier projects list --json",
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Flags: []FlagSpec{
+			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, oldest first (the first is the organisation's first project)."},
+			{Flag: "cursor", Field: "cursor", In: "query", Kind: "string", Required: false, Usage: "Where to go on from, the `nextCursor` of the page before; opaque."},
+		},
 		Table: &TableSpec{Path: "projects", Columns: []string{"id", "name", "budgetLimitUsd", "spentUsd", "heldUsd", "remainingUsd"}},
 	}, runF))
 	groups["quotes"].AddCommand(NewCmdOperation(f, &OperationSpec{

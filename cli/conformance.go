@@ -84,7 +84,11 @@ PIER_BASE_URL) and write a v2 run report.
              under anonymous it is not_run and not required. Each governed
              probe records its holder (none or simulated) at the end of its
              spec: a simulated holder never supports the human-separation
-             claim (SPEC §5)
+             claim (SPEC §5). They run in --project (default the key's
+             first project), not in a throwaway one: the API has no way
+             to remove a project, so they leave there a torn-down service
+             and a budget raise waiting for a human, which the run names
+             on stderr; use a project kept for conformance
 
 The report records the target's spec and schema digests, links to
 --previous through previousDigest, and is signed by a detached ES256 JWS
@@ -180,12 +184,23 @@ func conformanceRun(cmd *cobra.Command, o *ConformanceRunOptions) error {
 		}
 		fmt.Fprintf(o.IO.ErrOut, "%s %s\n", errSt.faint.Render(string(p.Status)), p.Id)
 	}
+	var left []string
 	rep, err := conformance.Run(cmd.Context(), conformance.Options{
 		BaseURL: f.BaseURL(), Profile: o.Profile, APIKey: f.APIKey(), ProjectID: o.Project,
 		PreviousDigest: prev, HTTPClient: hc, Getenv: f.getenv, Progress: progress,
+		Left: func(what string) { left = append(left, what) },
 	})
 	if err != nil {
 		return &UsageError{Err: err, Command: cmd.CommandPath()}
+	}
+	if len(left) > 0 {
+		// The governed probes run in a real project: say what they leave
+		// there, even under --json (on stderr).
+		fmt.Fprintln(o.IO.ErrOut, "The governed probes ran in a project of yours, not in a throwaway one, and leave:")
+		for _, l := range left {
+			fmt.Fprintf(o.IO.ErrOut, "  - %s\n", l)
+		}
+		fmt.Fprintln(o.IO.ErrOut, "Run them with --project in a project kept for conformance (pier admin create-project --name conformance) to keep your own clean.")
 	}
 	raw, err := conformance.Marshal(rep)
 	if err != nil {

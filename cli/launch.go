@@ -389,7 +389,8 @@ func onlyProject(ctx context.Context, f *Factory) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	l, err := c.ListProjects(ctx)
+	two := 2 // enough to tell one project from several
+	l, err := c.ListProjects(ctx, &sdk.ListProjectsParams{Limit: &two})
 	if err != nil {
 		return "", err
 	}

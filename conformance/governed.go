@@ -196,6 +196,7 @@ func probeLaunchTeardown(ctx context.Context, r *runner, p *probeRun) error {
 	if err := success(x, 202); err != nil {
 		return fmt.Errorf("teardown_service: %w", err)
 	}
+	r.left("in project %s: service %s (%s), torn down; its record stays in the project's list", r.project, serviceID, name)
 	data, _ = x.json()["data"].(map[string]any)
 	taskID, _ = data["taskId"].(string)
 	_, err = r.waitTask(ctx, p, taskID, "succeeded")
@@ -220,9 +221,11 @@ func probeGate(ctx context.Context, r *runner, p *probeRun) error {
 	if err != nil {
 		return err
 	}
-	if u, _ := task["approvalUrl"].(string); u == "" {
+	u, _ := task["approvalUrl"].(string)
+	if u == "" {
 		return fmt.Errorf("an input_required task surfaces no approval URL")
 	}
+	r.left("in project %s: a 1 USD budget raise, task %s, waiting for a human; deny it at %s", r.project, taskID, u)
 	return nil
 }
 

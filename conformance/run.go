@@ -44,6 +44,11 @@ type Options struct {
 	Now func() time.Time
 	// Progress, when set, hears of each probe as it finishes.
 	Progress func(suite string, p sdk.ConformanceProbe)
+	// Left, when set, hears of each thing the governed probes leave in
+	// the project they ran in: the API has no operation that removes a
+	// torn-down service or withdraws a budget raise, so a caller can name
+	// them to whoever owns the project.
+	Left func(what string)
 }
 
 // Run runs the three suites against the deployment and returns the
@@ -198,6 +203,13 @@ type runner struct {
 	project                           string
 	operations                        map[string]bool
 	refManifest                       map[string]any
+}
+
+// left reports something a probe leaves behind.
+func (r *runner) left(format string, args ...any) {
+	if r.o.Left != nil {
+		r.o.Left(fmt.Sprintf(format, args...))
+	}
 }
 
 func (r *runner) target() sdk.ConformanceTarget {

@@ -3080,7 +3080,9 @@ type ProjectEnvelope struct {
 
 // ProjectList defines model for ProjectList.
 type ProjectList struct {
-	Projects []Project `json:"projects"`
+	// NextCursor Present when more may follow; send it as `cursor` for the next page.
+	NextCursor *string   `json:"nextCursor,omitempty"`
+	Projects   []Project `json:"projects"`
 }
 
 // ProjectListEnvelope defines model for ProjectListEnvelope.
@@ -4321,6 +4323,15 @@ type SendMessageParams struct {
 	// key with another body answers 422 `idempotency:key_reused`; a request with
 	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ListProjectsParams defines parameters for ListProjects.
+type ListProjectsParams struct {
+	// Limit At most this many, oldest first (the first is the organisation's first project).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where to go on from, the `nextCursor` of the page before; opaque.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // RequestBudgetRaiseParams defines parameters for RequestBudgetRaise.

@@ -509,8 +509,8 @@ func (c *Client) ListMessages(ctx context.Context, id ResourceId, params *ListMe
 }
 
 // ListProjects calls list_projects (GET /v1/projects): List the organisation's projects with their budgets.
-func (c *Client) ListProjects(ctx context.Context, opts ...RequestEditorFn) (*ProjectListEnvelope, error) {
-	resp, err := c.api.ListProjectsWithResponse(ctx, opts...)
+func (c *Client) ListProjects(ctx context.Context, params *ListProjectsParams, opts ...RequestEditorFn) (*ProjectListEnvelope, error) {
+	resp, err := c.api.ListProjectsWithResponse(ctx, params, opts...)
 	if err != nil {
 		return nil, err
 	}

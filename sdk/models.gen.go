@@ -154,6 +154,7 @@ type (
 	ListEmailAddressesParams              = models.ListEmailAddressesParams
 	ListLedgerEntriesParams               = models.ListLedgerEntriesParams
 	ListMessagesParams                    = models.ListMessagesParams
+	ListProjectsParams                    = models.ListProjectsParams
 	ListQuotesParams                      = models.ListQuotesParams
 	ListQuotesParamsState                 = models.ListQuotesParamsState
 	ListServicesParams                    = models.ListServicesParams

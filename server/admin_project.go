@@ -51,7 +51,7 @@ signup and dashboard pages instead.`,
 				return fmt.Errorf("--budget-usd must be between 0 and 1000000")
 			}
 			ctx := cmd.Context()
-			st, err := openAdminStore(ctx, dataDir, databaseURL)
+			st, note, err := openAdminStore(cmd, &dataDir, databaseURL)
 			if err != nil {
 				return err
 			}
@@ -72,9 +72,10 @@ signup and dashboard pages instead.`,
 				return err
 			}
 			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"projectId": p.ID, "organizationId": o.ID, "budgetLimitUsd": budget})
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"projectId": p.ID, "organizationId": o.ID, "budgetLimitUsd": budget, "dataDir": dataDir})
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), p.ID)
+			fmt.Fprintf(cmd.ErrOrStderr(), "Created project %s in organisation %s (%s).\n", p.ID, o.ID, note)
 			return nil
 		},
 	}

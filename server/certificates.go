@@ -58,13 +58,21 @@ func (c *certificates) forHandshake(hello *tls.ClientHelloInfo) (*tls.Certificat
 		return c.certificate(name)
 	}
 	// A preview host with no site (torn down, or never launched) still
-	// gets a valid certificate, the local CA's wildcard for the preview
-	// zone, so that a browser sees Pier's 404 page rather than a TLS
-	// alert. One certificate covers every such name, so an unknown SNI
-	// costs nothing that lasts. With ACME, which issues per name over
-	// HTTP-01, unknown names get none.
+	// gets a valid certificate, so that a browser sees Pier's 404 page
+	// rather than a TLS alert. One a service had gets its own name's:
+	// curl and browsers refuse a wildcard directly under a top-level name
+	// such as *.localhost, and a torn-down preview URL is one people
+	// still open. Any other gets the local CA's wildcard for the preview
+	// zone, one certificate for every such name, so an unknown SNI costs
+	// nothing that lasts. With ACME, which issues per name over HTTP-01,
+	// unknown names get none.
 	if label, ok := strings.CutSuffix(name, "."+c.previewDomain); ok && c.acme == nil &&
 		label != "" && !strings.Contains(label, ".") && edge.ValidHost(name) {
+		if c.store != nil {
+			if used, err := c.store.Services().PreviewHostUsed(hello.Context(), name); err == nil && used {
+				return c.ca.Certificate(name)
+			}
+		}
 		return c.ca.Certificate("*." + c.previewDomain)
 	}
 	return nil, fmt.Errorf("no site at %q", name)

@@ -89,6 +89,12 @@ func runServer(cmd *cobra.Command, o *serverOptions) error {
 		return err
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "Pier is serving at %s (%s, data in %s)\n", s.BaseURL(), s.store.Engine(), s.cfg.DataDir)
+	// pier admin and pier ca find the data directory from here.
+	if remove, err := writeRunFile(s.cfg.DataDir, s.BaseURL(), cfg.DatabaseURL != ""); err != nil {
+		log.Warn("could not write the run file; pier admin will not find this server's data directory without --data-dir", "path", RunFile(), "err", err)
+	} else {
+		defer remove()
+	}
 	if cfg.DatabaseURL == "" {
 		// Embedded mode: this machine's operator is the one person
 		// who can sign in before anyone else exists.
@@ -270,7 +276,7 @@ created on first use.`,
 				}
 			}
 			ctx := cmd.Context()
-			st, err := openAdminStore(ctx, dataDir, databaseURL)
+			st, note, err := openAdminStore(cmd, &dataDir, databaseURL)
 			if err != nil {
 				return err
 			}
@@ -287,12 +293,12 @@ created on first use.`,
 			secret := k.Secret
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{
-					"apiKey": secret, "keyId": k.ID, "organizationId": o.ID, "scopes": scopes,
+					"apiKey": secret, "keyId": k.ID, "organizationId": o.ID, "scopes": scopes, "dataDir": dataDir,
 				})
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), secret)
-			fmt.Fprintf(cmd.ErrOrStderr(), "Created key %s for organisation %s with scopes %s (data directory %s).\nIt is shown once; store it now, for example: export PIER_API_KEY=%s\n",
-				k.ID, o.ID, strings.Join(scopes, ","), dataDirOf(dataDir, databaseURL), secret)
+			fmt.Fprintf(cmd.ErrOrStderr(), "Created key %s for organisation %s with scopes %s (%s).\nIt is shown once; store it now, for example: export PIER_API_KEY=%s\n",
+				k.ID, o.ID, strings.Join(scopes, ","), note, secret)
 			return nil
 		},
 	}
@@ -311,18 +317,24 @@ created on first use.`,
 // commands read the data directory, not the running server, so a
 // directory that does not exist is named and refused rather than created
 // empty: it is another HOME, a typo, or a server not started yet.
-func openAdminStore(ctx context.Context, dataDir, databaseURL string) (*store.Store, error) {
+//
+// The directory is the one --data-dir or PIER_DATA_DIR names, else the
+// running server's, else the default (adminDataDir); dataDir is set to it
+// and the returned note names it and why, for the command's output.
+func openAdminStore(cmd *cobra.Command, dataDir *string, databaseURL string) (*store.Store, string, error) {
+	how := adminDataDir(cmd, dataDir, databaseURL)
+	note := dataDirNote(*dataDir, databaseURL, how)
 	if databaseURL == "" {
-		if _, err := os.Stat(dataDir); errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no Pier data directory at %s: pier admin acts on the server's data directory and creates none; "+
-				"start the server first (pier server creates it), or name the server's with --data-dir or PIER_DATA_DIR", dataDir)
+		if _, err := os.Stat(*dataDir); errors.Is(err, os.ErrNotExist) {
+			return nil, note, fmt.Errorf("no Pier data directory at %s (%s): pier admin acts on the server's data directory and creates none; "+
+				"start the server first (pier server creates it), or name the server's with --data-dir or PIER_DATA_DIR", *dataDir, how)
 		}
 	}
-	st, err := store.Open(ctx, dataDir, databaseURL)
+	st, err := store.Open(cmd.Context(), *dataDir, databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("data directory %s: %w", dataDirOf(dataDir, databaseURL), err)
+		return nil, note, fmt.Errorf("%s: %w", note, err)
 	}
-	return st, nil
+	return st, note, nil
 }
 
 // dataDirOf names where an admin command's data is, for its messages.
@@ -368,6 +380,10 @@ to trust, for example curl --cacert.`,
   curl --cacert pier-ca.pem https://site--prj-abc.localhost:8443/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			how := adminDataDir(cmd, &dataDir, "")
+			if _, err := os.Stat(dataDir); err != nil {
+				return fmt.Errorf("no Pier data directory at %s (%s): pier ca reads the CA the server keeps there; start the server first, or name its directory with --data-dir or PIER_DATA_DIR", dataDir, how)
+			}
 			ca, err := tlsca.LoadOrCreate(CADir(dataDir), nil)
 			if err != nil {
 				return err

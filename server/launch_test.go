@@ -10,6 +10,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -251,6 +254,40 @@ func previewTeardownStopsServing(t *testing.T, ts *testServer, a account, host, 
 	hresp.Body.Close()
 	if hresp.StatusCode != 404 {
 		t.Fatalf("after teardown: %d", hresp.StatusCode)
+	}
+	// Over HTTPS the torn-down preview host still verifies against Pier's
+	// CA, with a certificate for its own name: curl and browsers refuse
+	// the preview zone's wildcard, *.localhost.
+	p := &previewSite{t: t, c: httpsClient(ts), host: host}
+	tresp := p.get("/", nil)
+	if tresp.StatusCode != 404 || tresp.TLS == nil || len(tresp.TLS.PeerCertificates[0].DNSNames) != 1 || tresp.TLS.PeerCertificates[0].DNSNames[0] != host {
+		t.Fatalf("torn-down preview host over HTTPS: %d, names %v", tresp.StatusCode, tresp.TLS.PeerCertificates[0].DNSNames)
+	}
+	curlVerifies(t, ts, host, true)
+	// A name no service ever had is curl's to refuse: it gets the zone's
+	// wildcard only.
+	curlVerifies(t, ts, "nobody.localhost", false)
+}
+
+// curlVerifies fetches https://host/ from the test server's TLS listener
+// with curl, trusting only Pier's CA, and requires that the handshake
+// verifies (or, with ok false, that curl refuses the certificate). It
+// skips without curl.
+func curlVerifies(t *testing.T, ts *testServer, host string, ok bool) {
+	t.Helper()
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Log("no curl: the handshake is checked with crypto/tls only")
+		return
+	}
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, ts.CARootPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ts.HTTPSAddr())
+	out, err := exec.Command(curl, "-sS", "-o", "/dev/null", "--cacert", ca, "--resolve", host+":"+port+":127.0.0.1", "https://"+host+":"+port+"/").CombinedOutput()
+	if (err == nil) != ok {
+		t.Fatalf("curl --cacert pier-ca.pem https://%s/: %v (want verified=%t)\n%s", host, err, ok, out)
 	}
 }
 

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -120,10 +121,16 @@ func TestEveryListPagesWithIDs(t *testing.T) {
 			r := c.Do("POST", "/v1/projects/"+a.project+"/launch", body, a.header())
 			waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
 		}
+		// A second and third project, so that projects page too.
+		for _, name := range []string{"second", "third"} {
+			if _, err := ts.Service().Projects.Create(context.Background(), service.NewProject{OrgID: a.org, Name: name, LimitMicro: 1_000_000, Policy: service.DefaultPolicy(), CreatedBy: "human:usr_test"}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		for _, n := range []struct {
 			path, key string
 			atLeast   int
-		}{{"/v1/services", "services", 2}, {"/v1/tasks", "tasks", 2}, {"/v1/bundles", "bundles", 2}, {"/v1/quotes", "quotes", 2}, {"/v1/domains", "domains", 1}} {
+		}{{"/v1/projects", "projects", 3}, {"/v1/services", "services", 2}, {"/v1/tasks", "tasks", 2}, {"/v1/bundles", "bundles", 2}, {"/v1/quotes", "quotes", 2}, {"/v1/domains", "domains", 1}} {
 			seen := map[string]bool{}
 			cursor := ""
 			for page := 0; ; page++ {

@@ -53,27 +53,30 @@ another.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, err := openAdminStore(ctx, dataDir, databaseURL)
+			st, note, err := openAdminStore(cmd, &dataDir, databaseURL)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			if baseURL == "" {
 				baseURL = baseURLFor(env("PIER_HTTP_ADDR", "127.0.0.1:8080"))
+				if ri, ok := runningServer(); ok && sameDir(ri.DataDir, dataDir) {
+					baseURL = ri.BaseURL
+				}
 			}
 			svc := service.New(service.Config{Store: st, BaseURL: func() string { return baseURL }})
 			link, expires, err := svc.Accounts.LocalOperatorSignIn(ctx, org, next)
 			if errors.Is(err, service.ErrNoOrganization) {
-				return fmt.Errorf("no organisation yet in the data directory %s: start one with a signup (curl -X POST %s/v1/signup) or pier admin create-key", dataDirOf(dataDir, databaseURL), baseURL)
+				return fmt.Errorf("no organisation yet in the %s: start one with a signup (curl -X POST %s/v1/signup) or pier admin create-key", note, baseURL)
 			}
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"url": link, "expiresAt": expires.Format(time.RFC3339)})
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"url": link, "expiresAt": expires.Format(time.RFC3339), "dataDir": dataDir})
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), link)
-			fmt.Fprintf(cmd.ErrOrStderr(), "Open it in a browser; it works once, until %s.\n", clockTime(expires))
+			fmt.Fprintf(cmd.ErrOrStderr(), "Open it in a browser; it works once, until %s.\nIt was made in the %s.\n", clockTime(expires), note)
 			return nil
 		},
 	}

@@ -25,7 +25,11 @@ func (o projectRoutes) GetProject(ctx context.Context, req api.GetProjectRequest
 }
 
 func (o projectRoutes) ListProjects(ctx context.Context, req api.ListProjectsRequestObject) (api.ListProjectsResponseObject, error) {
-	l, next, err := o.svc.Projects.List(ctx, auth.FromContext(ctx).OrgID)
+	f, err := page(req.Params.Cursor, req.Params.Limit)
+	if err != nil {
+		return nil, err
+	}
+	l, next, err := o.svc.Projects.List(ctx, auth.FromContext(ctx).OrgID, f)
 	if err != nil {
 		return nil, err
 	}

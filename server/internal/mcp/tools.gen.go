@@ -431,8 +431,8 @@ var Tools = []Tool{
 		Method:      "GET", Path: "/v1/projects", Authority: "agent", Anonymous: false,
 		ReadOnly: true, Destructive: false, Idempotent: true, DeclaresIdempotencyKey: false,
 		SuccessMedia: "application/json",
-		Arguments:    []Binding{},
-		InputSchema:  "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{},\"type\":\"object\"}",
+		Arguments:    []Binding{{Name: "limit", In: "query"}, {Name: "cursor", In: "query"}},
+		InputSchema:  "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"cursor\":{\"description\":\"Where to go on from, the `nextCursor` of the page before; opaque.\",\"maxLength\":200,\"minLength\":1,\"pattern\":\"^[A-Za-z0-9_-]+$\",\"type\":\"string\"},\"limit\":{\"default\":100,\"description\":\"At most this many, oldest first (the first is the organisation's first project).\",\"maximum\":500,\"minimum\":1,\"type\":\"integer\"}},\"type\":\"object\"}",
 	},
 	{
 		Name:        "list_quotes",

@@ -495,7 +495,7 @@ func (s *Approvals) DashboardFor(ctx context.Context, h Human) (*Dashboard, erro
 	if d.Org, err = s.store.Accounts().Organization(ctx, h.OrgID); err != nil {
 		return nil, err
 	}
-	pl, _, err := s.projects.List(ctx, h.OrgID)
+	pl, _, err := s.projects.List(ctx, h.OrgID, store.Filter{Limit: 500})
 	if err != nil {
 		return nil, err
 	}

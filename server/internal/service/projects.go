@@ -225,8 +225,8 @@ func (s *Projects) Get(ctx context.Context, orgID, id string) (*models.Project, 
 }
 
 // ListProjects lists the caller's organisation's projects.
-func (s *Projects) List(ctx context.Context, orgID string) (*models.ProjectList, []models.Action, error) {
-	ps, err := s.store.Projects().List(ctx, orgID)
+func (s *Projects) List(ctx context.Context, orgID string, f store.Filter) (*models.ProjectList, []models.Action, error) {
+	ps, err := s.store.Projects().Page(ctx, orgID, f)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
@@ -238,7 +238,13 @@ func (s *Projects) List(ctx context.Context, orgID string) (*models.ProjectList,
 		}
 		out.Projects = append(out.Projects, v)
 	}
-	return out, []models.Action{actions.Stop("done")}, nil
+	var first []models.Action
+	if len(ps) > 0 {
+		last := ps[len(ps)-1]
+		out.NextCursor = nextCursor(f, len(ps), last.CreatedAt, last.ID)
+		first = append(first, actions.Tool("get_project", "agent", map[string]any{"id": ps[0].ID}))
+	}
+	return out, pageActions("list_projects", out.NextCursor, f.Args(), first...), nil
 }
 
 // LedgerEntries reads the organisation's chain.

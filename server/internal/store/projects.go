@@ -56,6 +56,13 @@ func (db Projects) List(ctx context.Context, orgID string) ([]Project, error) {
 	return collect(ctx, db.ex, scanProject, db.q(`SELECT `+projectCols+` FROM projects WHERE org_id = ? ORDER BY created_at, id`), orgID)
 }
 
+// Page lists a page of an organisation's projects, oldest first, after
+// f.After.
+func (db Projects) Page(ctx context.Context, orgID string, f Filter) ([]Project, error) {
+	return collect(ctx, db.ex, scanProject, db.q(`SELECT `+projectCols+` FROM projects
+		WHERE org_id = ? AND `+afterCondOldest("id")+` ORDER BY created_at, id LIMIT ?`), append(append([]any{orgID}, f.afterArgs()...), f.limit())...)
+}
+
 // MoveMoney changes a locked project's held and spent amounts by the given
 // deltas. The database refuses (ErrBudget) a result over the limit.
 func (db Projects) MoveMoney(ctx context.Context, projectID string, heldDelta, spentDelta money.MicroUSD) error {

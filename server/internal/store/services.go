@@ -186,6 +186,17 @@ func (db Services) ByHost(ctx context.Context, host string) (Service, error) {
 		WHERE h.host = ? AND s.state IN ('live', 'crashed')`), strings.ToLower(host)))
 }
 
+// PreviewHostUsed reports whether a service, live or gone, has or had
+// host as its preview host.
+func (db Services) PreviewHostUsed(ctx context.Context, host string) (bool, error) {
+	var one int
+	err := db.ex.QueryRowContext(ctx, db.q(`SELECT 1 FROM services WHERE preview_host = ? LIMIT 1`), strings.ToLower(host)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // ProjectServices lists a project's services.
 func (db Services) InProject(ctx context.Context, orgID, projectID string) ([]Service, error) {
 	return collect(ctx, db.ex, scanService, db.q(`SELECT `+serviceCols+` FROM services WHERE org_id = ? AND project_id = ? ORDER BY created_at, id`), orgID, projectID)

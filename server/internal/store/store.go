@@ -71,6 +71,11 @@ func afterCond(idCol string) string {
 	return `(? = '' OR created_at < ? OR (created_at = ? AND ` + idCol + ` > ?))`
 }
 
+// afterCondOldest is afterCond for a list that runs oldest first.
+func afterCondOldest(idCol string) string {
+	return `(? = '' OR created_at > ? OR (created_at = ? AND ` + idCol + ` > ?))`
+}
+
 func (f Filter) afterArgs() []any { return []any{f.After.ID, f.After.At, f.After.At, f.After.ID} }
 
 // Tx is a transaction. Every money movement and its ledger entry commit
