@@ -3,6 +3,7 @@ package service
 import (
 	"errors"
 	"github.com/pierhq/pier/server/internal/money"
+	"github.com/pierhq/pier/server/internal/store"
 	"strings"
 	"testing"
 	"time"
@@ -129,7 +130,7 @@ func TestSignupReviewRefusals(t *testing.T) {
 	d.ApprovalAboveMicro, d.HumanName = ptr(money.MicroUSD(5_000_000)), ""
 	ap, err := h.svc.Onboarding.ApproveSignup(h.ctx, reviewToken(su2.ReviewUrl), d)
 	h.must(err)
-	pl, _, _ := h.svc.Projects.List(h.ctx, ap.Session.OrgID)
+	pl, _, _ := h.svc.Projects.List(h.ctx, ap.Session.OrgID, store.Filter{})
 	if pl.Projects[0].Policy.ApprovalRules.ApprovalAboveUsd == nil || ap.Session.Name != "Owner" {
 		t.Fatalf("project %+v, human %q", pl.Projects[0].Policy, ap.Session.Name)
 	}

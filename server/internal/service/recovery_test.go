@@ -167,7 +167,7 @@ func TestExport(t *testing.T) {
 	}
 	b := h.tenant(10, DefaultPolicy())
 	wantCode(t, second(h.svc.Projects.Export(h.ctx, b.agent, a.project)), "not_found:resource")
-	if pl, _, _ := h.svc.Projects.List(h.ctx, b.org); len(pl.Projects) != 1 || pl.Projects[0].Id == a.project {
+	if pl, _, _ := h.svc.Projects.List(h.ctx, b.org, store.Filter{}); len(pl.Projects) != 1 || pl.Projects[0].Id == a.project {
 		t.Fatal("org B lists A's project")
 	}
 	if _, err := h.st.Services().ByName(h.ctx, b.org, a.project, "site"); !errors.Is(err, store.ErrNotFound) {
