@@ -33,6 +33,8 @@ type (
 	BlobEnvelope                          = models.BlobEnvelope
 	BlockedBy                             = models.BlockedBy
 	BlockedByInfo                         = models.BlockedByInfo
+	BudgetPeriodView                      = models.BudgetPeriodView
+	BudgetPeriodViewKind                  = models.BudgetPeriodViewKind
 	BudgetRaiseRequest                    = models.BudgetRaiseRequest
 	Bundle                                = models.Bundle
 	BundleEnvelope                        = models.BundleEnvelope
@@ -187,6 +189,8 @@ type (
 	ProjectList                           = models.ProjectList
 	ProjectListEnvelope                   = models.ProjectListEnvelope
 	ProjectPolicy                         = models.ProjectPolicy
+	ProjectPolicyBudgetPeriod             = models.ProjectPolicyBudgetPeriod
+	ProjectPolicyOnBudgetExhausted        = models.ProjectPolicyOnBudgetExhausted
 	ProjectPolicyServiceEgress            = models.ProjectPolicyServiceEgress
 	ProofId                               = models.ProofId
 	Provenance                            = models.Provenance
@@ -354,8 +358,11 @@ const (
 	BillingPollResultStateDeclined               = models.BillingPollResultStateDeclined
 	BillingPollResultStateExpired                = models.BillingPollResultStateExpired
 	BillingPollResultStatePending                = models.BillingPollResultStatePending
+	BudgetExhausted                              = models.BudgetExhausted
 	BudgetHoldExpired                            = models.BudgetHoldExpired
 	BudgetInsufficient                           = models.BudgetInsufficient
+	BudgetPeriodViewKindLifetime                 = models.BudgetPeriodViewKindLifetime
+	BudgetPeriodViewKindMonthly                  = models.BudgetPeriodViewKindMonthly
 	BudgetRaise                                  = models.BudgetRaise
 	CardSetup                                    = models.CardSetup
 	ChangePolicy                                 = models.ChangePolicy
@@ -468,6 +475,7 @@ const (
 	NotFoundRoute                                = models.NotFoundRoute
 	OauthGrant                                   = models.OauthGrant
 	P256                                         = models.P256
+	PauseServices                                = models.PauseServices
 	PlanAddonUnavailable                         = models.PlanAddonUnavailable
 	PlanDomainUnavailable                        = models.PlanDomainUnavailable
 	PlanNoCommand                                = models.PlanNoCommand
@@ -487,6 +495,8 @@ const (
 	PricingAssumptionSourceCatalog               = models.PricingAssumptionSourceCatalog
 	PricingAssumptionSourceDefault               = models.PricingAssumptionSourceDefault
 	PricingAssumptionSourceRequest               = models.PricingAssumptionSourceRequest
+	ProjectPolicyBudgetPeriodLifetime            = models.ProjectPolicyBudgetPeriodLifetime
+	ProjectPolicyBudgetPeriodMonthly             = models.ProjectPolicyBudgetPeriodMonthly
 	ProjectPolicyServiceEgressAllowed            = models.ProjectPolicyServiceEgressAllowed
 	ProjectPolicyServiceEgressDenied             = models.ProjectPolicyServiceEgressDenied
 	ProvenanceVersionV1                          = models.ProvenanceVersionV1
@@ -572,6 +582,7 @@ const (
 	StopActionReasonNotFound                     = models.StopActionReasonNotFound
 	StopActionReasonNotImplemented               = models.StopActionReasonNotImplemented
 	StopActionReasonTerminalError                = models.StopActionReasonTerminalError
+	StopSpending                                 = models.StopSpending
 	System                                       = models.System
 	TargetNameEdge                               = models.TargetNameEdge
 	TargetNameMail                               = models.TargetNameMail
