@@ -172,6 +172,7 @@ SIGTERM drains in-flight requests, then exits.`,
 	f.StringArrayVar(&limits, "rate-limit", nil, "override a rate-limit bucket per caller: CLASS=PER_SECOND:BURST (classes: search, quotes, signup, mcp)")
 	f.StringVar(&logLevel, "log-level", env("PIER_LOG_LEVEL", "info"), "debug, info, warn or error (PIER_LOG_LEVEL)")
 	f.StringVar(&logFormat, "log-format", env("PIER_LOG_FORMAT", "text"), "text or json (PIER_LOG_FORMAT)")
+	f.DurationVar(&cfg.MeterInterval, "meter-interval", durationEnv("PIER_METER_INTERVAL", time.Minute), "how often running services are metered, budget periods rolled over and budget notices sent (PIER_METER_INTERVAL)")
 	// Crash tests hold a launch at a step; the flags are hidden.
 	f.StringVar(&cfg.StepPause.After, "test-pause-after-step", env("PIER_TEST_PAUSE_AFTER_STEP", ""), "crash tests: hold launches once this step is done (PIER_TEST_PAUSE_AFTER_STEP)")
 	f.StringVar(&cfg.StepPause.Inside, "test-pause-inside-step", env("PIER_TEST_PAUSE_INSIDE_STEP", ""), "crash tests: hold launches inside this step (PIER_TEST_PAUSE_INSIDE_STEP)")

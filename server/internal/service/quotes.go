@@ -490,6 +490,9 @@ func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req models.Quote
 		if err != nil {
 			return err
 		}
+		if amount > 0 && exhausted(proj) {
+			return budgetExhausted(proj, pol, s.baseURL())
+		}
 
 		q := store.Quote{ID: auth.ID("quo"), OrgID: p.OrgID, ProjectID: proj.ID, KeyID: p.KeyID, AmountMicro: amount,
 			Items: string(itemsJSON), CreatedAt: now.UTC(), ExpiresAt: now.Add(HoldDuration).UTC(), State: "not_held"}

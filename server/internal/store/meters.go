@@ -287,3 +287,17 @@ func (db Meters) MarkMailed(ctx context.Context, projectID, period string, perce
 	k, _ := res.RowsAffected()
 	return k == 1, nil
 }
+
+// UnmarkMailed gives a notice whose mail failed back to the next pass.
+func (db Meters) UnmarkMailed(ctx context.Context, projectID, period string, percent int) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE budget_notices SET mailed_at = NULL WHERE project_id = ? AND period = ? AND percent = ?`), projectID, period, percent)
+	return err
+}
+
+// HumanEmails lists the addresses of an organisation's humans.
+func (db Meters) HumanEmails(ctx context.Context, orgID string) ([]string, error) {
+	return collect(ctx, db.ex, func(row interface{ Scan(...any) error }) (string, error) {
+		var e string
+		return e, row.Scan(&e)
+	}, db.q(`SELECT email FROM humans WHERE org_id = ? AND email <> '' ORDER BY created_at, id`), orgID)
+}
