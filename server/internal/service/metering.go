@@ -127,13 +127,27 @@ func (s *Projects) SettleProject(ctx context.Context, orgID, projectID string) e
 		if err := s.chargeMeters(ctx, tx, &proj, now); err != nil {
 			return err
 		}
+		// Notices first for the period the spending counts in (a month the
+		// pass is about to close, when its charge came late), then for the
+		// current one.
+		period := lifetimePeriod
+		if budgetMonthly(pol) {
+			open, err := openPeriod(ctx, tx, proj)
+			if err != nil {
+				return err
+			}
+			period = periodOf(open)
+		}
+		if err := s.recordNotices(ctx, tx, proj, period, now); err != nil {
+			return err
+		}
 		if budgetMonthly(pol) {
 			if err := s.closePeriods(ctx, tx, &proj, now); err != nil {
 				return err
 			}
-		}
-		if err := s.recordNotices(ctx, tx, proj, pol, now); err != nil {
-			return err
+			if err := s.recordNotices(ctx, tx, proj, periodOf(now), now); err != nil {
+				return err
+			}
 		}
 		if s.pause.Inside == StepMeterCharge {
 			// Charged and noticed, not committed: the worst moment to die.
@@ -367,21 +381,12 @@ func (s *Projects) closePeriods(ctx context.Context, tx *store.Tx, proj *store.P
 	return nil
 }
 
-// noticePeriod keys the notices of the budget's current period.
-func noticePeriod(pol models.ProjectPolicy, now time.Time) string {
-	if budgetMonthly(pol) {
-		return periodOf(now)
-	}
-	return lifetimePeriod
-}
-
 // recordNotices records each threshold the period's spending has reached,
 // once per period, with a ledger entry; mailNotices mails them.
-func (s *Projects) recordNotices(ctx context.Context, tx *store.Tx, proj store.Project, pol models.ProjectPolicy, now time.Time) error {
+func (s *Projects) recordNotices(ctx context.Context, tx *store.Tx, proj store.Project, period string, now time.Time) error {
 	if proj.LimitMicro <= 0 {
 		return nil
 	}
-	period := noticePeriod(pol, now)
 	for _, pct := range BudgetThresholds {
 		if proj.SpentMicro*100 < int64(pct)*proj.LimitMicro {
 			break

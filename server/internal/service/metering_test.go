@@ -1,0 +1,408 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pierhq/pier/internal/testkit/testpg"
+	"github.com/pierhq/pier/ledger"
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// meterClock is a clock the test moves.
+type meterClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *meterClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *meterClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+// mailbox is a relay that keeps what it is given.
+type mailbox struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (m *mailbox) Send(_ context.Context, _ string, to []string, msg []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sent = append(m.sent, strings.Join(to, ",")+"\n"+string(msg))
+	return nil
+}
+func (m *mailbox) Name() string { return "test" }
+
+func (m *mailbox) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sent)
+}
+
+type meterWorld struct {
+	t     *testing.T
+	st    *store.Store
+	svc   *Service
+	clock *meterClock
+	mail  *mailbox
+	org   string
+	proj  string
+}
+
+func usdMicro(dollars float64) int64 { return int64(dollars * 1e6) }
+
+// newMeterWorld is an organisation with a human and one project whose
+// budget is limit, on SQLite (databaseURL empty) or PostgreSQL.
+func newMeterWorld(t *testing.T, databaseURL string, start time.Time, limit int64, period models.ProjectPolicyBudgetPeriod) *meterWorld {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir(), databaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	w := &meterWorld{t: t, st: st, clock: &meterClock{now: start}, mail: &mailbox{}, org: "org_meter"}
+	w.svc = New(Config{Store: st, Now: w.clock.Now, Relay: w.mail, BaseURL: func() string { return "https://pier.example" }})
+	if _, err := st.Accounts().CreateOrganization(ctx, w.org, "meter", start); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Accounts().CreateHuman(ctx, store.Human{ID: "hum_meter", OrgID: w.org, Kind: "person", Name: "Ada", Email: "ada@example.org", CreatedAt: start}); err != nil {
+		t.Fatal(err)
+	}
+	pol := DefaultPolicy()
+	pol.BudgetPeriod = &period
+	p, err := w.svc.Projects.Create(ctx, NewProject{OrgID: w.org, Name: "shop", LimitMicro: limit, Policy: pol, CreatedBy: "human:hum_meter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.proj = p.ID
+	return w
+}
+
+// launched records a process service that went live at at, as a launch
+// leaves it: its version with add-ons, the launch task that prepaid
+// prepaid, and the money that launch moved.
+func (w *meterWorld) launched(name string, at time.Time, prepaid int64, addons ...string) string {
+	w.t.Helper()
+	ctx := context.Background()
+	id, task := "svc_"+name, "tsk_"+name
+	if err := w.st.Services().Insert(ctx, store.Service{ID: id, OrgID: w.org, ProjectID: w.proj, Name: name, Target: "process",
+		PreviewHost: name + ".localhost", BundleID: "bun_x", State: "launching", TaskID: task, CreatedAt: at, UpdatedAt: at}); err != nil {
+		w.t.Fatal(err)
+	}
+	spec, _ := json.Marshal(versionSpec{Run: "app", Addons: addons})
+	if err := w.st.ServiceVersions().Insert(ctx, store.ServiceVersion{ServiceID: id, OrgID: w.org, Number: 1, BundleID: "bun_x", Spec: string(spec), State: "serving", TaskID: task, CreatedAt: at}); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.st.ServiceRuns().Serve(ctx, id, 1, "bun_x", "127.0.0.1:1", "run_x", at); err != nil {
+		w.t.Fatal(err)
+	}
+	pl, _ := json.Marshal(launchPayload{ServiceID: id, ProjectID: w.proj, ChargedMicro: prepaid, Target: "process"})
+	if err := w.st.Tasks().Insert(ctx, store.Task{ID: task, OrgID: w.org, ProjectID: w.proj, Kind: "launch", State: "succeeded", Steps: "[]", Payload: string(pl), CreatedAt: at, UpdatedAt: at}); err != nil {
+		w.t.Fatal(err)
+	}
+	if prepaid > 0 {
+		if err := w.st.InTx(ctx, func(tx *store.Tx) error { return tx.Projects().MoveMoney(ctx, w.proj, 0, prepaid) }); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	return id
+}
+
+// resized puts a new version with other add-ons live at the clock's time.
+func (w *meterWorld) resized(id string, number int, addons ...string) {
+	w.t.Helper()
+	ctx := context.Background()
+	spec, _ := json.Marshal(versionSpec{Run: "app", Addons: addons})
+	now := w.clock.Now()
+	if err := w.st.ServiceVersions().Insert(ctx, store.ServiceVersion{ServiceID: id, OrgID: w.org, Number: number, BundleID: "bun_x", Spec: string(spec), State: "serving", TaskID: "tsk_x", CreatedAt: now}); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.st.ServiceRuns().Serve(ctx, id, number, "bun_x", "127.0.0.1:1", "run_x", now); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// tornDown retires a service at the clock's time, as teardown does.
+func (w *meterWorld) tornDown(id string) {
+	w.t.Helper()
+	if err := w.st.Services().Retire(context.Background(), id, "torn_down", w.clock.Now()); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// pass runs the meter at t.
+func (w *meterWorld) pass(t time.Time) {
+	w.t.Helper()
+	w.clock.Set(t)
+	if err := w.svc.Projects.MeterPass(context.Background()); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *meterWorld) project() store.Project {
+	w.t.Helper()
+	p, err := w.st.Projects().Get(context.Background(), w.org, w.proj)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return p
+}
+
+func (w *meterWorld) charges() map[string]store.MeterCharge {
+	w.t.Helper()
+	cs, err := w.st.Meters().Charges(context.Background(), w.proj)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	out := map[string]store.MeterCharge{}
+	for _, c := range cs {
+		k := c.ServiceID + "@" + c.Period
+		if _, dup := out[k]; dup {
+			w.t.Fatalf("%s charged twice", k)
+		}
+		out[k] = c
+	}
+	return out
+}
+
+// verified checks the organisation's ledger chain and counts its actions.
+func (w *meterWorld) verified() map[string]int {
+	w.t.Helper()
+	entries, err := w.st.Ledger().Entries(context.Background(), w.org, 0, 10000)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if broken := ledger.Verify(entries); broken != nil {
+		w.t.Fatalf("ledger: %+v", broken)
+	}
+	n := map[string]int{}
+	for _, e := range entries {
+		n[e.Action]++
+	}
+	return n
+}
+
+func day(y int, m time.Month, d, h int) time.Time { return time.Date(y, m, d, h, 0, 0, 0, time.UTC) }
+
+// perHours is ceil(monthly × hours / monthHours), the meter's arithmetic.
+func perHours(monthly int64, hours, monthHours int64) int64 {
+	return (monthly*hours + monthHours - 1) / monthHours
+}
+
+// A process service launched mid-month with its first month prepaid is
+// metered by the hour: November's half month and December's whole month
+// draw the prepayment first, then the budget; its teardown in January
+// charges January's hours at once. Each (service, month) is charged once,
+// however many passes run.
+func TestMeterProratesLaunchTeardownAndPeriods(t *testing.T) {
+	w := newMeterWorld(t, "", day(2026, 11, 16, 0), usdMicro(100), models.ProjectPolicyBudgetPeriodLifetime)
+	svc := w.launched("app", day(2026, 11, 16, 0), usdMicro(7))
+
+	w.pass(day(2026, 11, 20, 0))
+	if got := w.charges(); len(got) != 0 {
+		t.Fatalf("charged before November ended: %v", got)
+	}
+	for range 3 {
+		w.pass(day(2026, 12, 1, 0).Add(30 * time.Minute))
+	}
+	nov := w.charges()[svc+"@2026-11"]
+	if nov.Hours != 360 || nov.UsageMicro != usdMicro(3.5) || nov.CreditMicro != usdMicro(3.5) || nov.AmountMicro != 0 {
+		t.Fatalf("November: %+v, want 360 h, 3.50 used, all prepaid", nov)
+	}
+	w.pass(day(2027, 1, 1, 0))
+	dec := w.charges()[svc+"@2026-12"]
+	if dec.Hours != 744 || dec.UsageMicro != usdMicro(7) || dec.CreditMicro != usdMicro(3.5) || dec.AmountMicro != usdMicro(3.5) {
+		t.Fatalf("December: %+v, want a whole month, 3.50 of it prepaid", dec)
+	}
+	w.clock.Set(day(2027, 1, 11, 0))
+	w.tornDown(svc)
+	w.pass(day(2027, 1, 11, 0).Add(time.Minute))
+	w.pass(day(2027, 2, 1, 0))
+	jan := w.charges()[svc+"@2027-01"]
+	if want := perHours(usdMicro(7), 240, 744); jan.Hours != 240 || jan.AmountMicro != want {
+		t.Fatalf("January: %+v, want 240 h for %d", jan, want)
+	}
+	if got := w.charges(); len(got) != 3 {
+		t.Fatalf("%d charges, want 3", len(got))
+	}
+	if got, want := w.project().SpentMicro, usdMicro(7)+usdMicro(3.5)+jan.AmountMicro; got != want {
+		t.Fatalf("spent %d, want %d", got, want)
+	}
+	if n := w.verified(); n["meter_charge"] != 3 || n["meter_started"] != 1 || n["meter_stopped"] != 1 {
+		t.Fatalf("ledger actions %v", n)
+	}
+}
+
+// A service that gains the managed PostgreSQL add-on mid-month pays each
+// price for the hours it ran at it.
+func TestMeterResizeProrates(t *testing.T) {
+	w := newMeterWorld(t, "", day(2026, 12, 1, 0), usdMicro(100), models.ProjectPolicyBudgetPeriodLifetime)
+	svc := w.launched("app", day(2026, 12, 1, 0), 0)
+	w.pass(day(2026, 12, 1, 0).Add(time.Minute))
+	w.clock.Set(day(2026, 12, 11, 0))
+	w.resized(svc, 2, "managed_postgres")
+	w.pass(day(2026, 12, 11, 0))
+	w.pass(day(2027, 1, 1, 0))
+	dec := w.charges()[svc+"@2026-12"]
+	want := perHours(usdMicro(7), 240, 744) + perHours(usdMicro(22), 504, 744)
+	if dec.Hours != 744 || dec.AmountMicro != want {
+		t.Fatalf("December: %+v, want 744 h for %d", dec, want)
+	}
+	if n := w.verified(); n["meter_resized"] != 1 {
+		t.Fatalf("ledger actions %v", n)
+	}
+}
+
+// A monthly budget starts again each month: the month closes with what it
+// spent (the meter's charge for it included), spending returns to zero,
+// and the notices of the new month are the new month's.
+func TestMonthlyBudgetRollsOverAndNoticesOncePerPeriod(t *testing.T) {
+	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(10), models.ProjectPolicyBudgetPeriodMonthly)
+	svc := w.launched("app", day(2026, 11, 1, 0), usdMicro(7))
+	for range 2 {
+		w.pass(day(2026, 11, 2, 0))
+	}
+	if n := w.verified(); n["budget_notice"] != 1 {
+		t.Fatalf("7 of 10 spent: %d notices, want the 50 %% one", n["budget_notice"])
+	}
+	if w.mail.count() != 1 || !strings.Contains(w.mail.sent[0], "ada@example.org") || !strings.Contains(w.mail.sent[0], "50%") {
+		t.Fatalf("mails: %q", w.mail.sent)
+	}
+	w.pass(day(2026, 12, 1, 0))
+	p := w.project()
+	if p.SpentMicro != 0 {
+		t.Fatalf("December starts with %d spent", p.SpentMicro)
+	}
+	closed, err := w.st.Meters().LastClosedPeriod(context.Background(), w.proj)
+	if err != nil || closed != "2026-11" {
+		t.Fatalf("last closed period %q, %v", closed, err)
+	}
+	// December's whole month is 7 USD of a 10 USD budget, charged in January
+	// against December before December closes.
+	w.pass(day(2027, 1, 1, 0))
+	if c := w.charges()[svc+"@2026-12"]; c.AmountMicro != usdMicro(7) {
+		t.Fatalf("December: %+v", c)
+	}
+	notices, _ := w.st.Meters().Notices(context.Background(), w.proj, "2026-12")
+	if len(notices) != 1 || notices[0].Percent != 50 {
+		t.Fatalf("December notices %+v", notices)
+	}
+	if w.mail.count() != 2 {
+		t.Fatalf("%d mails, want one per period", w.mail.count())
+	}
+	if n := w.verified(); n["budget_period_closed"] != 2 {
+		t.Fatalf("ledger actions %v", n)
+	}
+}
+
+// At 100 % the budget refuses new spending with budget:exhausted, carrying
+// the way to a raise; usage the budget cannot cover is recorded unpaid,
+// never over the limit. The project's view shows the period, what is
+// accrued and the forecast.
+func TestExhaustedBudgetRefusesNewSpending(t *testing.T) {
+	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(10), models.ProjectPolicyBudgetPeriodLifetime)
+	svc := w.launched("app", day(2026, 11, 1, 0), 0, "managed_postgres") // 22 USD a month
+	w.pass(day(2026, 11, 16, 0))
+	v, _, err := w.svc.Projects.Get(context.Background(), w.org, w.proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Period == nil || v.Period.Kind != "lifetime" || v.Period.AccruedUsd != 11 || v.Period.ForecastUsd != 22 {
+		t.Fatalf("period view %+v, want 11 accrued and 22 forecast", v.Period)
+	}
+	w.pass(day(2026, 12, 1, 0))
+	c := w.charges()[svc+"@2026-11"]
+	if c.UsageMicro != usdMicro(22) || c.AmountMicro != usdMicro(10) || c.UnpaidMicro != usdMicro(12) {
+		t.Fatalf("November: %+v, want 10 charged and 12 unpaid", c)
+	}
+	if p := w.project(); p.SpentMicro != p.LimitMicro {
+		t.Fatalf("spent %d of %d", p.SpentMicro, p.LimitMicro)
+	}
+	notices, _ := w.st.Meters().Notices(context.Background(), w.proj, "lifetime")
+	if len(notices) != 3 {
+		t.Fatalf("notices %+v, want 50, 80 and 100", notices)
+	}
+	workload, target, months := models.WorkloadDynamicService, models.TargetName("process"), 1
+	_, _, err = w.svc.Quotes.Create(context.Background(), &auth.Principal{Kind: "agent", OrgID: w.org, KeyID: "key_x", Scopes: []string{"quote"}},
+		models.QuoteRequest{ProjectId: w.proj, Items: []models.QuoteItem{{Kind: models.Service, Workload: &workload, Target: &target, Months: &months}}})
+	var e *apierr.Error
+	if !errors.As(err, &e) || e.Code != "budget:exhausted" || e.Retryable() || e.Status() != 402 {
+		t.Fatalf("quote on an exhausted budget: %v", err)
+	}
+	if len(e.Actions) == 0 || !strings.Contains(mustJSON(e.Actions), "request_budget_raise") {
+		t.Fatalf("actions %s", mustJSON(e.Actions))
+	}
+}
+
+func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// Two replicas on one PostgreSQL run the meter's pass at once, over and
+// over: every (service, month) is charged once and the money moves once.
+func TestMeterPassRacesAcrossReplicas(t *testing.T) {
+	db := testpg.NewDatabase(t)
+	w := newMeterWorld(t, db, day(2026, 10, 10, 0), usdMicro(1000), models.ProjectPolicyBudgetPeriodLifetime)
+	var ids []string
+	for _, n := range []string{"a", "b", "c"} {
+		ids = append(ids, w.launched(n, day(2026, 10, 10, 0), 0))
+	}
+	other, err := store.Open(context.Background(), t.TempDir(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	replica := New(Config{Store: other, Now: w.clock.Now, Relay: w.mail, BaseURL: func() string { return "https://pier.example" }})
+	w.clock.Set(day(2027, 1, 2, 0))
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := w.svc
+			if i%2 == 1 {
+				s = replica
+			}
+			errs <- s.Projects.MeterPass(context.Background())
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := w.charges()
+	if len(got) != 9 {
+		t.Fatalf("%d charges, want 3 services × 3 months", len(got))
+	}
+	var sum int64
+	for _, c := range got {
+		sum += c.AmountMicro
+	}
+	oct := perHours(usdMicro(7), 22*24, 744)
+	if want := 3 * (oct + usdMicro(7) + usdMicro(7)); sum != want || w.project().SpentMicro != want {
+		t.Fatalf("charged %d, spent %d, want %d", sum, w.project().SpentMicro, want)
+	}
+	if n := w.verified(); n["meter_charge"] != 9 || n["meter_started"] != 3 {
+		t.Fatalf("ledger actions %v", n)
+	}
+	_ = ids
+}
