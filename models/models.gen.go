@@ -1282,6 +1282,7 @@ const (
 	ServiceInfoStateFailed      ServiceInfoState = "failed"
 	ServiceInfoStateLaunching   ServiceInfoState = "launching"
 	ServiceInfoStateLive        ServiceInfoState = "live"
+	ServiceInfoStatePaused      ServiceInfoState = "paused"
 	ServiceInfoStateTearingDown ServiceInfoState = "tearing_down"
 	ServiceInfoStateTornDown    ServiceInfoState = "torn_down"
 )
@@ -1296,6 +1297,8 @@ func (e ServiceInfoState) Valid() bool {
 	case ServiceInfoStateLaunching:
 		return true
 	case ServiceInfoStateLive:
+		return true
+	case ServiceInfoStatePaused:
 		return true
 	case ServiceInfoStateTearingDown:
 		return true
@@ -3614,9 +3617,11 @@ type ServiceInfo struct {
 	ProjectId  string `json:"projectId"`
 
 	// Sandbox How a process or worker service's versions are confined: each runs in a sandbox of its own (an OCI container executed by runc) under these limits.
-	Sandbox *ServiceSandbox  `json:"sandbox,omitempty"`
-	State   ServiceInfoState `json:"state"`
-	Target  string           `json:"target"`
+	Sandbox *ServiceSandbox `json:"sandbox,omitempty"`
+
+	// State `paused`: stopped because its project's budget is exhausted and the policy says pause_services; live again once the budget has room.
+	State  ServiceInfoState `json:"state"`
+	Target string           `json:"target"`
 
 	// TaskId The last task that acted on the service.
 	TaskId    string    `json:"taskId"`
@@ -3629,7 +3634,7 @@ type ServiceInfo struct {
 	Versions *[]ServiceVersion `json:"versions,omitempty"`
 }
 
-// ServiceInfoState defines model for ServiceInfo.State.
+// ServiceInfoState `paused`: stopped because its project's budget is exhausted and the policy says pause_services; live again once the budget has room.
 type ServiceInfoState string
 
 // ServiceList defines model for ServiceList.

@@ -556,6 +556,7 @@ const (
 	ServiceInfoStateFailed                       = models.ServiceInfoStateFailed
 	ServiceInfoStateLaunching                    = models.ServiceInfoStateLaunching
 	ServiceInfoStateLive                         = models.ServiceInfoStateLive
+	ServiceInfoStatePaused                       = models.ServiceInfoStatePaused
 	ServiceInfoStateTearingDown                  = models.ServiceInfoStateTearingDown
 	ServiceInfoStateTornDown                     = models.ServiceInfoStateTornDown
 	ServiceSandboxEgressAllowed                  = models.ServiceSandboxEgressAllowed

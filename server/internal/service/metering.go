@@ -112,7 +112,9 @@ func (s *Projects) MeterPass(ctx context.Context) error {
 // SettleProject brings one project's meters and budget period up to now.
 func (s *Projects) SettleProject(ctx context.Context, orgID, projectID string) error {
 	now := s.Now().UTC()
-	return s.store.InTx(ctx, func(tx *store.Tx) error {
+	var changed []string // hosts of services paused or resumed
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		changed = changed[:0]
 		proj, err := tx.Projects().Lock(ctx, orgID, projectID)
 		if err != nil {
 			return err
@@ -149,6 +151,9 @@ func (s *Projects) SettleProject(ctx context.Context, orgID, projectID string) e
 				return err
 			}
 		}
+		if err := s.pauseOrResume(ctx, tx, proj, pol, now, &changed); err != nil {
+			return err
+		}
 		if s.pause.Inside == StepMeterCharge {
 			// Charged and noticed, not committed: the worst moment to die.
 			s.log.Warn("paused inside step", "project", proj.ID, "step", StepMeterCharge)
@@ -157,6 +162,10 @@ func (s *Projects) SettleProject(ctx context.Context, orgID, projectID string) e
 		}
 		return nil
 	})
+	if err == nil && len(changed) > 0 {
+		s.platform.InvalidateHosts(changed...)
+	}
+	return err
 }
 
 // StepMeterCharge names the point, inside a project's settling
@@ -539,4 +548,67 @@ func (s *Projects) periodView(ctx context.Context, p store.Project, pol models.P
 		}{At: n.CreatedAt, Percent: n.Percent})
 	}
 	return v, nil
+}
+
+// pauseOrResume applies the policy's pause_services: while the period's
+// budget is exhausted the project's process and worker services are
+// paused (the supervisor stops their processes, the edge stops serving
+// them, and their meters run at no price); once the budget has room again
+// (a raise, or a new month) they are live again and the supervisor starts
+// them.
+func (s *Projects) pauseOrResume(ctx context.Context, tx *store.Tx, proj store.Project, pol models.ProjectPolicy, now time.Time, changed *[]string) error {
+	pause := exhausted(proj) && pol.OnBudgetExhausted != nil && *pol.OnBudgetExhausted == models.PauseServices
+	svcs, err := tx.Services().InProject(ctx, proj.OrgID, proj.ID)
+	if err != nil {
+		return err
+	}
+	for _, sv := range svcs {
+		if !runsProcesses(sv.Target) {
+			continue
+		}
+		switch {
+		case pause && (sv.State == "live" || sv.State == "crashed"):
+			if err := tx.Services().SetState(ctx, sv.ID, "paused", now); err != nil {
+				return err
+			}
+			if _, err := tx.Meters().Get(ctx, sv.ID); err == nil {
+				if err := s.resize(ctx, tx, proj, sv.ID, 0, nil, now); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: proj.OrgID, Actor: "system", Action: "service_paused", ObjectType: "service", ObjectID: sv.ID,
+				Details: map[string]any{"projectId": proj.ID, "reason": "budget:exhausted"}}, now); err != nil {
+				return err
+			}
+			*changed = append(*changed, serviceHostNames(sv)...)
+		case !pause && sv.State == "paused":
+			if err := tx.Services().SetState(ctx, sv.ID, "live", now); err != nil {
+				return err
+			}
+			if _, err := tx.Meters().Get(ctx, sv.ID); err == nil {
+				monthly, lines, err := s.servicePrice(ctx, tx, sv)
+				if err != nil {
+					return err
+				}
+				if err := s.resize(ctx, tx, proj, sv.ID, monthly, lines, now); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: proj.OrgID, Actor: "system", Action: "service_resumed", ObjectType: "service", ObjectID: sv.ID,
+				Details: map[string]any{"projectId": proj.ID}}, now); err != nil {
+				return err
+			}
+			*changed = append(*changed, serviceHostNames(sv)...)
+		}
+	}
+	return nil
+}
+
+// serviceHostNames are the hosts a service answers for.
+func serviceHostNames(sv store.Service) []string {
+	hosts := []string{sv.PreviewHost}
+	if sv.Domain != "" {
+		hosts = append(hosts, sv.Domain, "www."+sv.Domain)
+	}
+	return hosts
 }

@@ -406,3 +406,43 @@ func TestMeterPassRacesAcrossReplicas(t *testing.T) {
 	}
 	_ = ids
 }
+
+// With pause_services, an exhausted budget pauses the project's running
+// services and their meters stop costing; a raise lets them run again at
+// their price.
+func TestExhaustedBudgetPausesServicesWhenThePolicySays(t *testing.T) {
+	ctx := context.Background()
+	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(7), models.ProjectPolicyBudgetPeriodLifetime)
+	pause := models.PauseServices
+	pol := DefaultPolicy()
+	lifetime := models.ProjectPolicyBudgetPeriodLifetime
+	pol.BudgetPeriod, pol.OnBudgetExhausted = &lifetime, &pause
+	pj, _ := json.Marshal(pol)
+	if _, err := w.st.DB().ExecContext(ctx, `UPDATE projects SET policy = ? WHERE id = ?`, string(pj), w.proj); err != nil {
+		t.Fatal(err)
+	}
+	svc := w.launched("app", day(2026, 11, 1, 0), usdMicro(7))
+	w.pass(day(2026, 11, 1, 1))
+	sv, _ := w.st.Services().Get(ctx, w.org, svc)
+	if sv.State != "paused" {
+		t.Fatalf("service %s at 100 %% with pause_services", sv.State)
+	}
+	w.pass(day(2026, 11, 10, 0))
+	if err := w.st.InTx(ctx, func(tx *store.Tx) error { return tx.Projects().SetBudgetLimit(ctx, w.proj, usdMicro(50)) }); err != nil {
+		t.Fatal(err)
+	}
+	w.pass(day(2026, 11, 16, 0))
+	if sv, _ = w.st.Services().Get(ctx, w.org, svc); sv.State != "live" {
+		t.Fatalf("service %s after a raise", sv.State)
+	}
+	w.pass(day(2026, 12, 1, 0))
+	// Running 1 h, paused until the 16th, running 15 days: the prepaid 7
+	// USD covers 16 days of the 30 and 1 h, the rest is nothing.
+	nov := w.charges()[svc+"@2026-11"]
+	if want := perHours(usdMicro(7), 1, 720) + perHours(usdMicro(7), 360, 720); nov.UsageMicro != want || nov.AmountMicro != 0 {
+		t.Fatalf("November: %+v, want %d used, all prepaid", nov, want)
+	}
+	if n := w.verified(); n["service_paused"] != 1 || n["service_resumed"] != 1 {
+		t.Fatalf("ledger actions %v", n)
+	}
+}
