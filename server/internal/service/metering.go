@@ -612,3 +612,38 @@ func serviceHostNames(sv store.Service) []string {
 	}
 	return hosts
 }
+
+// SetBudgetPolicy is a human's choice of a project's budget period and of
+// what happens when it is exhausted. It takes effect at the next pass: a
+// project made monthly starts its period count from the month it was
+// created, so months already past close at once.
+func (s *Projects) SetBudgetPolicy(ctx context.Context, h Human, projectID string, period models.ProjectPolicyBudgetPeriod, onExhausted models.ProjectPolicyOnBudgetExhausted) error {
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		proj, err := tx.Projects().Lock(ctx, h.OrgID, projectID)
+		if errors.Is(err, store.ErrNotFound) {
+			return projectNotFound(projectID)
+		}
+		if err != nil {
+			return err
+		}
+		pol, err := decodePolicy(proj.Policy)
+		if err != nil {
+			return err
+		}
+		pol.BudgetPeriod, pol.OnBudgetExhausted = &period, &onExhausted
+		pj, err := json.Marshal(pol)
+		if err != nil {
+			return err
+		}
+		if err := tx.Projects().SetPolicy(ctx, proj.ID, string(pj)); err != nil {
+			return err
+		}
+		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: h.OrgID, Actor: "human:" + h.UserID, Action: "set_budget_policy", ObjectType: "project", ObjectID: proj.ID,
+			Details: map[string]any{"budgetPeriod": string(period), "onBudgetExhausted": string(onExhausted)}}, s.Now())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.SettleProject(ctx, h.OrgID, projectID)
+}

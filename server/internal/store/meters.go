@@ -301,3 +301,9 @@ func (db Meters) HumanEmails(ctx context.Context, orgID string) ([]string, error
 		return e, row.Scan(&e)
 	}, db.q(`SELECT email FROM humans WHERE org_id = ? AND email <> '' ORDER BY created_at, id`), orgID)
 }
+
+// SetPolicy replaces a locked project's policy.
+func (db Projects) SetPolicy(ctx context.Context, projectID, policy string) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE projects SET policy = ? WHERE id = ?`), policy, projectID)
+	return err
+}

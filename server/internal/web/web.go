@@ -90,6 +90,7 @@ func Mount(mux *http.ServeMux, cfg Config) error {
 	mux.Handle("POST /signout", p.guard(p.withSession(signin.signOut)))
 	mux.Handle("GET /dashboard", p.guard(p.withSession(approvals.dashboard)))
 	mux.Handle("GET /ledger.jsonl", p.guard(p.withSession(approvals.ledgerDownload)))
+	mux.Handle("POST /projects/{id}/budget-policy", p.guard(p.withSession(approvals.budgetPolicy)))
 	mux.Handle("GET /approvals/{gateId}", p.guard(p.withSession(approvals.approval)))
 	mux.Handle("POST /approvals/{gateId}", p.guard(p.withSession(approvals.decide)))
 	mux.Handle("GET /keys", p.guard(p.withSession(keys.keys)))
