@@ -647,3 +647,26 @@ func (s *Projects) SetBudgetPolicy(ctx context.Context, h Human, projectID strin
 	}
 	return s.SettleProject(ctx, h.OrgID, projectID)
 }
+
+// refuseGrowthWhenExhausted refuses, on an exhausted budget, a new version
+// that would cost more by the month than the one it replaces (an add-on
+// more), or that would bring a paused service back: both are new spending.
+func (s *Projects) refuseGrowthWhenExhausted(ctx context.Context, svc store.Service, prev, next versionSpec) error {
+	before, _ := meteredPrice(svc.Target, prev.Addons)
+	after, _ := meteredPrice(svc.Target, next.Addons)
+	if svc.State != "paused" && after <= before {
+		return nil
+	}
+	proj, err := s.store.Projects().Get(ctx, svc.OrgID, svc.ProjectID)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	if !exhausted(proj) {
+		return nil
+	}
+	pol, err := decodePolicy(proj.Policy)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	return budgetExhausted(proj, pol, s.baseURL())
+}

@@ -446,3 +446,25 @@ func TestExhaustedBudgetPausesServicesWhenThePolicySays(t *testing.T) {
 		t.Fatalf("ledger actions %v", n)
 	}
 }
+
+// On an exhausted budget a new version that costs more by the month, or
+// one that would bring a paused service back, is refused; one that costs
+// the same is not.
+func TestExhaustedBudgetRefusesCostlierVersions(t *testing.T) {
+	ctx := context.Background()
+	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(7), models.ProjectPolicyBudgetPeriodLifetime)
+	svc := w.launched("app", day(2026, 11, 1, 0), usdMicro(7))
+	sv, _ := w.st.Services().Get(ctx, w.org, svc)
+	same, more := versionSpec{Run: "app"}, versionSpec{Run: "app", Addons: []string{"managed_postgres"}}
+	if err := w.svc.Projects.refuseGrowthWhenExhausted(ctx, sv, same, same); err != nil {
+		t.Fatalf("same price: %v", err)
+	}
+	var e *apierr.Error
+	if err := w.svc.Projects.refuseGrowthWhenExhausted(ctx, sv, same, more); !errors.As(err, &e) || e.Code != "budget:exhausted" {
+		t.Fatalf("an add-on more: %v", err)
+	}
+	sv.State = "paused"
+	if err := w.svc.Projects.refuseGrowthWhenExhausted(ctx, sv, same, same); !errors.As(err, &e) || e.Code != "budget:exhausted" {
+		t.Fatalf("a paused service back: %v", err)
+	}
+}
