@@ -297,3 +297,12 @@ type Supervision struct {
 	// Drain is how long a replaced version keeps running after the switch.
 	Drain time.Duration
 }
+
+// durationEnv reads a duration from the environment, def when unset or
+// unreadable.
+func durationEnv(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/pierhq/pier/server/internal/service"
@@ -34,13 +33,4 @@ func meterLoop(ctx context.Context, projects *service.Projects, interval time.Du
 		case <-t.C:
 		}
 	}
-}
-
-// durationEnv reads a duration from the environment, def when unset or
-// unreadable.
-func durationEnv(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
 }

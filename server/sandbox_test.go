@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/holder"
-	"github.com/pierhq/pier/internal/testkit/contracttest"
 	"github.com/pierhq/pier/internal/lib/sandboxproof"
+	"github.com/pierhq/pier/internal/testkit/contracttest"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/verifier"
 )
