@@ -29,6 +29,8 @@ type DomainView struct {
 	Domain  string
 	Years   int
 	Bought  string
+	// Expires is when the registration runs out unless it is renewed.
+	Expires string
 	Serving bool
 }
 
@@ -45,7 +47,7 @@ func (s *Domains) DomainsFor(ctx context.Context, h Human) ([]DomainView, error)
 	out := make([]DomainView, 0, len(ps))
 	for _, p := range ps {
 		_, zerr := s.store.Domains().Zone(ctx, p.Domain)
-		out = append(out, DomainView{Domain: p.Domain, Years: p.Years, Bought: p.CreatedAt.Format("2006-01-02"), Serving: zerr == nil})
+		out = append(out, DomainView{Domain: p.Domain, Years: p.Years, Bought: p.CreatedAt.Format("2006-01-02"), Expires: domainExpiry(p).Format("2006-01-02"), Serving: zerr == nil})
 	}
 	return out, nil
 }

@@ -670,3 +670,9 @@ func (s *Projects) refuseGrowthWhenExhausted(ctx context.Context, svc store.Serv
 	}
 	return budgetExhausted(proj, pol, s.baseURL())
 }
+
+// domainExpiry is when a registration runs out: its purchase and the years
+// bought. Renewals are not made yet (issue #29's third part).
+func domainExpiry(p store.Purchase) time.Time {
+	return p.CreatedAt.UTC().AddDate(max(p.Years, 1), 0, 0)
+}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -466,5 +467,35 @@ func TestExhaustedBudgetRefusesCostlierVersions(t *testing.T) {
 	sv.State = "paused"
 	if err := w.svc.Projects.refuseGrowthWhenExhausted(ctx, sv, same, same); !errors.As(err, &e) || e.Code != "budget:exhausted" {
 		t.Fatalf("a paused service back: %v", err)
+	}
+}
+
+// The domains page and the leave package say when each registration runs
+// out, so a human moving a domain elsewhere knows how long it has.
+func TestDomainExpiryShownForTransferAndLeaving(t *testing.T) {
+	ctx := context.Background()
+	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(100), models.ProjectPolicyBudgetPeriodMonthly)
+	if _, err := w.st.Domains().RecordPurchase(ctx, store.Purchase{Ref: "ref_1", Domain: "acme.dev", OrgID: w.org, Years: 2, AmountMicro: 1, AuthCode: "x", CreatedAt: day(2026, 11, 5, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	views, err := w.svc.Domains.DomainsFor(ctx, Human{OrgID: w.org, UserID: "hum_meter"})
+	if err != nil || len(views) != 1 || views[0].Expires != "2028-11-05" {
+		t.Fatalf("domains %+v, %v", views, err)
+	}
+	pkg, _, err := w.svc.Projects.Export(ctx, &auth.Principal{Kind: "agent", OrgID: w.org, KeyID: "key_x"}, w.proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var man leaveManifest
+	for _, f := range pkg.Files {
+		if f.Path == LeaveManifestPath && f.ContentBase64 != nil {
+			b, _ := base64.StdEncoding.DecodeString(*f.ContentBase64)
+			if err := json.Unmarshal(b, &man); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if man.DomainExpiry["acme.dev"] != "2028-11-05T00:00:00Z" {
+		t.Fatalf("manifest %+v", man)
 	}
 }

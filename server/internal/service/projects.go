@@ -45,6 +45,9 @@ type leaveManifest struct {
 	CreatedAt string               `json:"createdAt"`
 	Files     []models.PackageFile `json:"files"`
 	Domains   []string             `json:"domains"`
+	// DomainExpiry is when each domain's registration runs out, for the
+	// registrar it moves to.
+	DomainExpiry map[string]string `json:"domainExpiry,omitempty"`
 }
 
 // HoldDuration is how long an ALLOW quote reserves budget (SPEC §3).
@@ -277,6 +280,7 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 	}
 	contents := map[string][]byte{}
 	var domains []string
+	var expiry map[string]string
 	for _, svc := range services {
 		if svc.State == "live" && svc.BundleID != "" {
 			b, err := s.store.Bundles().Get(ctx, p.OrgID, svc.BundleID)
@@ -346,6 +350,10 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 		}
 		contents["zones/"+pu.Domain+".zone"] = []byte(master)
 		domains = append(domains, pu.Domain)
+		if expiry == nil {
+			expiry = map[string]string{}
+		}
+		expiry[pu.Domain] = domainExpiry(pu).Format(time.RFC3339)
 		// The registrant the person confirmed, as the registrar records it:
 		// a new registrar needs it to take the domain over.
 		if r, err := s.store.Mail().CurrentRegistrant(ctx, p.OrgID, pu.Domain); err == nil {
@@ -371,7 +379,7 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	man := leaveManifest{Format: "pier.leave.v1", ProjectID: projectID, CreatedAt: s.Now().UTC().Format("2006-01-02T15:04:05Z"), Domains: domains}
+	man := leaveManifest{Format: "pier.leave.v1", ProjectID: projectID, CreatedAt: s.Now().UTC().Format("2006-01-02T15:04:05Z"), Domains: domains, DomainExpiry: expiry}
 	if man.Domains == nil {
 		man.Domains = []string{}
 	}
