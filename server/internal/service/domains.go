@@ -26,9 +26,9 @@ func domainTaken(domain string) *apierr.Error {
 // DomainView is a registered domain as the human pages show it; it never
 // carries the auth code.
 type DomainView struct {
-	Domain  string
-	Years   int
-	Bought  string
+	Domain string
+	Years  int
+	Bought string
 	// Expires is when the registration runs out unless it is renewed.
 	Expires string
 	Serving bool
