@@ -47,7 +47,11 @@ func (s *Domains) DomainsFor(ctx context.Context, h Human) ([]DomainView, error)
 	out := make([]DomainView, 0, len(ps))
 	for _, p := range ps {
 		_, zerr := s.store.Domains().Zone(ctx, p.Domain)
-		out = append(out, DomainView{Domain: p.Domain, Years: p.Years, Bought: p.CreatedAt.Format("2006-01-02"), Expires: domainExpiry(p).Format("2006-01-02"), Serving: zerr == nil})
+		expires, err := currentExpiry(ctx, s.store, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, DomainView{Domain: p.Domain, Years: p.Years, Bought: p.CreatedAt.Format("2006-01-02"), Expires: expires.Format("2006-01-02"), Serving: zerr == nil})
 	}
 	return out, nil
 }

@@ -105,7 +105,7 @@ func (s *Projects) MeterPass(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("project %s: %w", r.ID, err))
 		}
 	}
-	errs = append(errs, s.mailNotices(ctx))
+	errs = append(errs, s.mailNotices(ctx), s.renewDomains(ctx))
 	return errors.Join(errs...)
 }
 
@@ -671,8 +671,8 @@ func (s *Projects) refuseGrowthWhenExhausted(ctx context.Context, svc store.Serv
 	return budgetExhausted(proj, pol, s.baseURL())
 }
 
-// domainExpiry is when a registration runs out: its purchase and the years
-// bought. Renewals are not made yet (issue #29's third part).
+// domainExpiry is when a registration's first term runs out: its purchase
+// and the years bought (currentExpiry counts the renewals).
 func domainExpiry(p store.Purchase) time.Time {
 	return p.CreatedAt.UTC().AddDate(max(p.Years, 1), 0, 0)
 }

@@ -499,3 +499,108 @@ func TestDomainExpiryShownForTransferAndLeaving(t *testing.T) {
 		t.Fatalf("manifest %+v", man)
 	}
 }
+
+// bought records a domain a launch of the project bought at at, with or
+// without the human gate (the key's buy_domain scope).
+func (w *meterWorld) bought(domain string, at time.Time, gated bool) {
+	w.t.Helper()
+	ctx := context.Background()
+	task := "tsk_buy_" + strings.ReplaceAll(domain, ".", "_")
+	pl, _ := json.Marshal(launchPayload{ProjectID: w.proj, Domain: domain, Gated: gated, PurchaseRef: task})
+	if err := w.st.Tasks().Insert(ctx, store.Task{ID: task, OrgID: w.org, ProjectID: w.proj, Kind: "launch", State: "succeeded", Steps: "[]", Payload: string(pl), CreatedAt: at, UpdatedAt: at}); err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.st.Domains().RecordPurchase(ctx, store.Purchase{Ref: task, Domain: domain, OrgID: w.org, Years: 1, AmountMicro: 1, AuthCode: "x", CreatedAt: at}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *meterWorld) renewals(domain string) []store.DomainRenewal {
+	w.t.Helper()
+	rs, err := w.st.Meters().Renewals(context.Background(), domain)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return rs
+}
+
+// A domain bought by a key holding buy_domain renews by itself in its
+// last 30 days when the renewal fits the budget, once; one bought through
+// the human gate does not: the human hears 30, 7 and 1 days ahead, once
+// each, and without a renewal it lapses at expiry. A human's renewal on
+// the domains page is charged like the automatic one.
+func TestDomainRenewals(t *testing.T) {
+	ctx := context.Background()
+	w := newMeterWorld(t, "", day(2026, 1, 10, 0), usdMicro(500), models.ProjectPolicyBudgetPeriodLifetime)
+	w.bought("auto.dev", day(2026, 1, 10, 0), false)
+	w.bought("gated.dev", day(2026, 1, 10, 0), true)
+	w.bought("human.dev", day(2026, 1, 10, 0), true)
+	price := *w.svc.Projects.renewalPrice("auto.dev")
+
+	w.pass(day(2026, 12, 1, 0)) // 40 days ahead: nothing yet
+	if len(w.renewals("auto.dev")) != 0 || len(w.renewals("gated.dev")) != 0 {
+		t.Fatal("renewed 40 days ahead")
+	}
+	for range 2 {
+		w.pass(day(2026, 12, 12, 0)) // 29 days ahead
+	}
+	if rs := w.renewals("auto.dev"); len(rs) != 1 || rs[0].State != "renewed" || rs[0].AmountMicro != price {
+		t.Fatalf("auto.dev renewals %+v", rs)
+	}
+	if got := w.project().SpentMicro; got != price {
+		t.Fatalf("spent %d, want one renewal of %d", got, price)
+	}
+	if len(w.renewals("gated.dev")) != 0 {
+		t.Fatal("a gated domain renewed without a human")
+	}
+	if err := w.svc.Projects.RenewDomain(ctx, Human{OrgID: w.org, UserID: "hum_meter"}, "human.dev"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.svc.Projects.RenewDomain(ctx, Human{OrgID: w.org, UserID: "hum_meter"}, "human.dev"); err == nil {
+		t.Fatal("renewed twice in one window")
+	}
+	w.pass(day(2027, 1, 4, 0)) // 6 days ahead
+	w.pass(day(2027, 1, 9, 12))
+	w.pass(day(2027, 1, 10, 1)) // expired
+	notices, _ := w.st.Meters().DomainNotices(ctx, "gated.dev")
+	if len(notices) != 3 {
+		t.Fatalf("gated.dev notices %+v, want 30, 7 and 1 days ahead", notices)
+	}
+	if rs := w.renewals("gated.dev"); len(rs) != 1 || rs[0].State != "lapsed" {
+		t.Fatalf("gated.dev renewals %+v", rs)
+	}
+	if rs := w.renewals("human.dev"); len(rs) != 1 || rs[0].State != "renewed" || rs[0].DecidedBy != "human:hum_meter" {
+		t.Fatalf("human.dev renewals %+v", rs)
+	}
+	if got := w.project().SpentMicro; got != 2*price {
+		t.Fatalf("spent %d, want two renewals", got)
+	}
+	views, _ := w.svc.Domains.DomainsFor(ctx, Human{OrgID: w.org, UserID: "hum_meter"})
+	for _, v := range views {
+		if v.Domain == "auto.dev" && v.Expires != "2028-01-10" {
+			t.Fatalf("auto.dev expires %s after a renewal", v.Expires)
+		}
+	}
+	// gated.dev's three, and human.dev's 30-day one before its human renewed.
+	if n := w.verified(); n["domain_renewed"] != 2 || n["domain_lapsed"] != 1 || n["domain_expiry_notice"] != 4 {
+		t.Fatalf("ledger actions %v", n)
+	}
+	if w.mail.count() < 3 {
+		t.Fatalf("%d mails", w.mail.count())
+	}
+}
+
+// A renewal that does not fit the budget is not made, even for a key with
+// buy_domain: the human hears, and the domain lapses without one.
+func TestDomainRenewalMustFitTheBudget(t *testing.T) {
+	w := newMeterWorld(t, "", day(2026, 1, 10, 0), 1, models.ProjectPolicyBudgetPeriodLifetime)
+	w.bought("tight.dev", day(2026, 1, 10, 0), false)
+	w.pass(day(2026, 12, 20, 0))
+	w.pass(day(2027, 1, 11, 0))
+	if rs := w.renewals("tight.dev"); len(rs) != 1 || rs[0].State != "lapsed" {
+		t.Fatalf("renewals %+v", rs)
+	}
+	if w.project().SpentMicro != 0 {
+		t.Fatal("charged a renewal that did not fit")
+	}
+}

@@ -353,7 +353,11 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 		if expiry == nil {
 			expiry = map[string]string{}
 		}
-		expiry[pu.Domain] = domainExpiry(pu).Format(time.RFC3339)
+		expires, err := currentExpiry(ctx, s.store, pu)
+		if err != nil {
+			return nil, nil, apierr.Internal(err)
+		}
+		expiry[pu.Domain] = expires.Format(time.RFC3339)
 		// The registrant the person confirmed, as the registrar records it:
 		// a new registrar needs it to take the domain over.
 		if r, err := s.store.Mail().CurrentRegistrant(ctx, p.OrgID, pu.Domain); err == nil {

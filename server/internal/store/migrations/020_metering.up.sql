@@ -70,3 +70,29 @@ CREATE TABLE budget_notices (
     mailed_at   BIGINT,
     PRIMARY KEY (project_id, period, percent)
 );
+
+-- Domain renewals: one row per domain and term (the first renewal is term
+-- 1), renewed or lapsed, whoever decides it; and the notices sent ahead of
+-- an expiry that no renewal covers, once per term and days ahead.
+CREATE TABLE domain_renewals (
+    domain       TEXT NOT NULL,
+    term         INTEGER NOT NULL,
+    org_id       TEXT NOT NULL,
+    project_id   TEXT NOT NULL,
+    state        TEXT NOT NULL,
+    amount_micro BIGINT NOT NULL,
+    decided_by   TEXT NOT NULL,
+    created_at   BIGINT NOT NULL,
+    PRIMARY KEY (domain, term)
+);
+
+CREATE TABLE domain_notices (
+    domain     TEXT NOT NULL,
+    term       INTEGER NOT NULL,
+    days       INTEGER NOT NULL,
+    org_id     TEXT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    mailed_at  BIGINT,
+    PRIMARY KEY (domain, term, days)
+);
