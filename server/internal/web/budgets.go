@@ -31,3 +31,12 @@ func (p approvalPages) budgetPolicy(w http.ResponseWriter, r *http.Request, s si
 	}
 	http.Redirect(w, r, "/dashboard", http.StatusSeeOther)
 }
+
+// renewDomain is a signed-in human's renewal of a domain for a year.
+func (p domainPages) renewDomain(w http.ResponseWriter, r *http.Request, s signedIn) {
+	if err := p.svc.Projects.RenewDomain(r.Context(), s.Human, r.PathValue("domain")); err != nil {
+		p.fail(w, r, &s, err)
+		return
+	}
+	http.Redirect(w, r, "/domains", http.StatusSeeOther)
+}

@@ -106,6 +106,7 @@ func Mount(mux *http.ServeMux, cfg Config) error {
 	mux.Handle("POST /billing/{id}", p.guard(p.withSession(signup.submitCard)))
 	mux.Handle("GET /domains", p.guard(p.withSession(domains.domains)))
 	mux.Handle("POST /domains/{domain}/transfer-out", p.guard(p.withSession(domains.transferOut)))
+	mux.Handle("POST /domains/{domain}/renew", p.guard(p.withSession(domains.renewDomain)))
 	if p.oauth != nil {
 		mux.Handle("GET /oauth/authorize", p.guard(http.HandlerFunc(authorize.oauthAuthorize)))
 		mux.Handle("GET /oauth/consent/{id}", p.guard(p.withSession(authorize.oauthConsent)))
