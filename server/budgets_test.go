@@ -31,7 +31,7 @@ func TestBudgetPeriodsOnTheDashboardAndTheAPI(t *testing.T) {
 		if err := ts.Store().InTx(ctx, func(tx *store.Tx) error { return tx.Projects().MoveMoney(ctx, a.project, 0, micro) }); err != nil {
 			t.Fatal(err)
 		}
-		if err := ts.Service().Projects.MeterPass(ctx); err != nil {
+		if err := ts.Service().Metering().MeterPass(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 // durable, since what it owes is read from the database each time and
 // each (service, period) charge has a unique key. A pass killed midway
 // commits nothing of the project it was settling; the next one does it.
-func meterLoop(ctx context.Context, projects *service.Projects, interval time.Duration, log *slog.Logger) {
+func meterLoop(ctx context.Context, meter *service.Meter, interval time.Duration, log *slog.Logger) {
 	if interval < 0 {
 		return
 	}
@@ -24,7 +24,7 @@ func meterLoop(ctx context.Context, projects *service.Projects, interval time.Du
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if err := projects.MeterPass(ctx); err != nil && ctx.Err() == nil {
+		if err := meter.MeterPass(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("metering pass", "err", err)
 		}
 		select {

@@ -114,7 +114,7 @@ func (s *Launches) relaunch(ctx context.Context, p *auth.Principal, svc store.Se
 	if err == nil && slices.Contains(parseVersionSpec(prev.Spec).Addons, "managed_postgres") && !slices.Contains(spec.Addons, "managed_postgres") {
 		spec.Addons = append(spec.Addons, "managed_postgres") // the database stays with the service
 	}
-	if err := s.projects.refuseGrowthWhenExhausted(ctx, svc, parseVersionSpec(prev.Spec), spec); err != nil {
+	if err := (&Meter{s.core}).refuseGrowthWhenExhausted(ctx, svc, parseVersionSpec(prev.Spec), spec); err != nil {
 		return nil, nil, err
 	}
 	return s.deploy(ctx, p, svc, "deploy", func(tx *store.Tx, number int) (store.ServiceVersion, error) {

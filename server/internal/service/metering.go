@@ -21,6 +21,13 @@ import (
 // once when the service stopped within it. The (service, period) key in
 // meter_charges is what makes a charge happen once, whoever runs the pass.
 
+// Meter meters running services against their projects' budgets, rolls
+// monthly budgets over, and sends the budget's notices.
+type Meter struct{ *core }
+
+// Metering is the service's meter.
+func (s *Service) Metering() *Meter { return &Meter{s.core} }
+
 // BudgetThresholds are the shares of a period's budget at which the human
 // hears, once each per period.
 var BudgetThresholds = []int{50, 80, 100}
@@ -94,7 +101,7 @@ func usageIn(segs []store.MeterSegment, from, to, until time.Time) (hours int, m
 // changed; each ended period charged; a monthly budget's period closed;
 // notices recorded. Then the notices' mails go out. Every replica may run
 // it at any time: each project settles in one transaction under its lock.
-func (s *Projects) MeterPass(ctx context.Context) error {
+func (s *Meter) MeterPass(ctx context.Context) error {
 	refs, err := s.store.Meters().AllProjects(ctx)
 	if err != nil {
 		return err
@@ -105,12 +112,12 @@ func (s *Projects) MeterPass(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("project %s: %w", r.ID, err))
 		}
 	}
-	errs = append(errs, s.mailNotices(ctx), s.renewDomains(ctx))
+	errs = append(errs, s.mailNotices(ctx), (&Renewals{s.core}).renewDomains(ctx))
 	return errors.Join(errs...)
 }
 
 // SettleProject brings one project's meters and budget period up to now.
-func (s *Projects) SettleProject(ctx context.Context, orgID, projectID string) error {
+func (s *Meter) SettleProject(ctx context.Context, orgID, projectID string) error {
 	now := s.Now().UTC()
 	var changed []string // hosts of services paused or resumed
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
@@ -174,7 +181,7 @@ const StepMeterCharge = "meter_charge"
 
 // followServices starts, stops and resizes the project's meters after its
 // services.
-func (s *Projects) followServices(ctx context.Context, tx *store.Tx, proj store.Project, now time.Time) error {
+func (s *Meter) followServices(ctx context.Context, tx *store.Tx, proj store.Project, now time.Time) error {
 	fresh, err := tx.Meters().Unmetered(ctx, proj.ID)
 	if err != nil {
 		return err
@@ -255,7 +262,7 @@ func (s *Projects) followServices(ctx context.Context, tx *store.Tx, proj store.
 }
 
 // resize ends a meter's price at now and starts the new one.
-func (s *Projects) resize(ctx context.Context, tx *store.Tx, proj store.Project, serviceID string, monthly int64, lines []pricing.Line, now time.Time) error {
+func (s *Meter) resize(ctx context.Context, tx *store.Tx, proj store.Project, serviceID string, monthly int64, lines []pricing.Line, now time.Time) error {
 	lj, _ := json.Marshal(lines)
 	if err := tx.Meters().Resize(ctx, serviceID, now, monthly, string(lj)); err != nil {
 		return err
@@ -266,7 +273,7 @@ func (s *Projects) resize(ctx context.Context, tx *store.Tx, proj store.Project,
 }
 
 // servicePrice prices a service as its serving version runs it.
-func (s *Projects) servicePrice(ctx context.Context, tx *store.Tx, sv store.Service) (int64, []pricing.Line, error) {
+func (s *Meter) servicePrice(ctx context.Context, tx *store.Tx, sv store.Service) (int64, []pricing.Line, error) {
 	var spec versionSpec
 	if sv.Version > 0 {
 		v, err := tx.ServiceVersions().Get(ctx, sv.ID, sv.Version)
@@ -283,7 +290,7 @@ func (s *Projects) servicePrice(ctx context.Context, tx *store.Tx, sv store.Serv
 
 // chargeMeters charges every period a meter owes: the ended ones, and the
 // one it stopped in.
-func (s *Projects) chargeMeters(ctx context.Context, tx *store.Tx, proj *store.Project, now time.Time) error {
+func (s *Meter) chargeMeters(ctx context.Context, tx *store.Tx, proj *store.Project, now time.Time) error {
 	meters, err := tx.Meters().InProject(ctx, proj.ID)
 	if err != nil {
 		return err
@@ -363,7 +370,7 @@ func openPeriod(ctx context.Context, tx *store.Tx, proj store.Project) (time.Tim
 
 // closePeriods closes a monthly budget's ended periods: what each spent is
 // recorded, and spending starts again from zero. Holds carry over.
-func (s *Projects) closePeriods(ctx context.Context, tx *store.Tx, proj *store.Project, now time.Time) error {
+func (s *Meter) closePeriods(ctx context.Context, tx *store.Tx, proj *store.Project, now time.Time) error {
 	open, err := openPeriod(ctx, tx, *proj)
 	if err != nil {
 		return err
@@ -392,7 +399,7 @@ func (s *Projects) closePeriods(ctx context.Context, tx *store.Tx, proj *store.P
 
 // recordNotices records each threshold the period's spending has reached,
 // once per period, with a ledger entry; mailNotices mails them.
-func (s *Projects) recordNotices(ctx context.Context, tx *store.Tx, proj store.Project, period string, now time.Time) error {
+func (s *Meter) recordNotices(ctx context.Context, tx *store.Tx, proj store.Project, period string, now time.Time) error {
 	if proj.LimitMicro <= 0 {
 		return nil
 	}
@@ -419,7 +426,7 @@ func (s *Projects) recordNotices(ctx context.Context, tx *store.Tx, proj store.P
 // mailNotices mails each notice not yet mailed to the organisation's
 // humans. A notice is claimed before its mail goes, so two replicas never
 // both send it; a mail that fails is released for the next pass.
-func (s *Projects) mailNotices(ctx context.Context) error {
+func (s *Meter) mailNotices(ctx context.Context) error {
 	notices, err := s.store.Meters().Unmailed(ctx)
 	if err != nil {
 		return err
@@ -439,7 +446,7 @@ func (s *Projects) mailNotices(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (s *Projects) mailNotice(ctx context.Context, n store.BudgetNotice) error {
+func (s *Meter) mailNotice(ctx context.Context, n store.BudgetNotice) error {
 	emails, err := s.store.Meters().HumanEmails(ctx, n.OrgID)
 	if err != nil || len(emails) == 0 {
 		return err
@@ -490,7 +497,7 @@ func exhausted(proj store.Project) bool {
 }
 
 // periodView is the budget's current period for a project's view.
-func (s *Projects) periodView(ctx context.Context, p store.Project, pol models.ProjectPolicy, held int64) (*models.BudgetPeriodView, error) {
+func (s *Meter) periodView(ctx context.Context, p store.Project, pol models.ProjectPolicy, held int64) (*models.BudgetPeriodView, error) {
 	now := s.Now().UTC()
 	start, end := monthStart(now), monthStart(now).AddDate(0, 1, 0)
 	v := &models.BudgetPeriodView{Kind: models.BudgetPeriodViewKindMonthly, Period: periodOf(now), Start: start, End: &end,
@@ -556,7 +563,7 @@ func (s *Projects) periodView(ctx context.Context, p store.Project, pol models.P
 // them, and their meters run at no price); once the budget has room again
 // (a raise, or a new month) they are live again and the supervisor starts
 // them.
-func (s *Projects) pauseOrResume(ctx context.Context, tx *store.Tx, proj store.Project, pol models.ProjectPolicy, now time.Time, changed *[]string) error {
+func (s *Meter) pauseOrResume(ctx context.Context, tx *store.Tx, proj store.Project, pol models.ProjectPolicy, now time.Time, changed *[]string) error {
 	pause := exhausted(proj) && pol.OnBudgetExhausted != nil && *pol.OnBudgetExhausted == models.PauseServices
 	svcs, err := tx.Services().InProject(ctx, proj.OrgID, proj.ID)
 	if err != nil {
@@ -617,7 +624,7 @@ func serviceHostNames(sv store.Service) []string {
 // what happens when it is exhausted. It takes effect at the next pass: a
 // project made monthly starts its period count from the month it was
 // created, so months already past close at once.
-func (s *Projects) SetBudgetPolicy(ctx context.Context, h Human, projectID string, period models.ProjectPolicyBudgetPeriod, onExhausted models.ProjectPolicyOnBudgetExhausted) error {
+func (s *Meter) SetBudgetPolicy(ctx context.Context, h Human, projectID string, period models.ProjectPolicyBudgetPeriod, onExhausted models.ProjectPolicyOnBudgetExhausted) error {
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		proj, err := tx.Projects().Lock(ctx, h.OrgID, projectID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -651,7 +658,7 @@ func (s *Projects) SetBudgetPolicy(ctx context.Context, h Human, projectID strin
 // refuseGrowthWhenExhausted refuses, on an exhausted budget, a new version
 // that would cost more by the month than the one it replaces (an add-on
 // more), or that would bring a paused service back: both are new spending.
-func (s *Projects) refuseGrowthWhenExhausted(ctx context.Context, svc store.Service, prev, next versionSpec) error {
+func (s *Meter) refuseGrowthWhenExhausted(ctx context.Context, svc store.Service, prev, next versionSpec) error {
 	before, _ := meteredPrice(svc.Target, prev.Addons)
 	after, _ := meteredPrice(svc.Target, next.Addons)
 	if svc.State != "paused" && after <= before {

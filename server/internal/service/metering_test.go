@@ -152,7 +152,7 @@ func (w *meterWorld) tornDown(id string) {
 func (w *meterWorld) pass(t time.Time) {
 	w.t.Helper()
 	w.clock.Set(t)
-	if err := w.svc.Projects.MeterPass(context.Background()); err != nil {
+	if err := w.svc.Metering().MeterPass(context.Background()); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -380,7 +380,7 @@ func TestMeterPassRacesAcrossReplicas(t *testing.T) {
 			if i%2 == 1 {
 				s = replica
 			}
-			errs <- s.Projects.MeterPass(context.Background())
+			errs <- s.Metering().MeterPass(context.Background())
 		}()
 	}
 	wg.Wait()
@@ -457,15 +457,15 @@ func TestExhaustedBudgetRefusesCostlierVersions(t *testing.T) {
 	svc := w.launched("app", day(2026, 11, 1, 0), usdMicro(7))
 	sv, _ := w.st.Services().Get(ctx, w.org, svc)
 	same, more := versionSpec{Run: "app"}, versionSpec{Run: "app", Addons: []string{"managed_postgres"}}
-	if err := w.svc.Projects.refuseGrowthWhenExhausted(ctx, sv, same, same); err != nil {
+	if err := w.svc.Metering().refuseGrowthWhenExhausted(ctx, sv, same, same); err != nil {
 		t.Fatalf("same price: %v", err)
 	}
 	var e *apierr.Error
-	if err := w.svc.Projects.refuseGrowthWhenExhausted(ctx, sv, same, more); !errors.As(err, &e) || e.Code != "budget:exhausted" {
+	if err := w.svc.Metering().refuseGrowthWhenExhausted(ctx, sv, same, more); !errors.As(err, &e) || e.Code != "budget:exhausted" {
 		t.Fatalf("an add-on more: %v", err)
 	}
 	sv.State = "paused"
-	if err := w.svc.Projects.refuseGrowthWhenExhausted(ctx, sv, same, same); !errors.As(err, &e) || e.Code != "budget:exhausted" {
+	if err := w.svc.Metering().refuseGrowthWhenExhausted(ctx, sv, same, same); !errors.As(err, &e) || e.Code != "budget:exhausted" {
 		t.Fatalf("a paused service back: %v", err)
 	}
 }
@@ -517,7 +517,7 @@ func (w *meterWorld) bought(domain string, at time.Time, gated bool) {
 
 func (w *meterWorld) renewals(domain string) []store.DomainRenewal {
 	w.t.Helper()
-	rs, err := w.st.Meters().Renewals(context.Background(), domain)
+	rs, err := w.st.DomainRenewals().Renewals(context.Background(), domain)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -535,7 +535,7 @@ func TestDomainRenewals(t *testing.T) {
 	w.bought("auto.dev", day(2026, 1, 10, 0), false)
 	w.bought("gated.dev", day(2026, 1, 10, 0), true)
 	w.bought("human.dev", day(2026, 1, 10, 0), true)
-	price := *w.svc.Projects.renewalPrice("auto.dev")
+	price := *w.svc.DomainRenewals().renewalPrice("auto.dev")
 
 	w.pass(day(2026, 12, 1, 0)) // 40 days ahead: nothing yet
 	if len(w.renewals("auto.dev")) != 0 || len(w.renewals("gated.dev")) != 0 {
@@ -553,16 +553,16 @@ func TestDomainRenewals(t *testing.T) {
 	if len(w.renewals("gated.dev")) != 0 {
 		t.Fatal("a gated domain renewed without a human")
 	}
-	if err := w.svc.Projects.RenewDomain(ctx, Human{OrgID: w.org, UserID: "hum_meter"}, "human.dev"); err != nil {
+	if err := w.svc.DomainRenewals().RenewDomain(ctx, Human{OrgID: w.org, UserID: "hum_meter"}, "human.dev"); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.svc.Projects.RenewDomain(ctx, Human{OrgID: w.org, UserID: "hum_meter"}, "human.dev"); err == nil {
+	if err := w.svc.DomainRenewals().RenewDomain(ctx, Human{OrgID: w.org, UserID: "hum_meter"}, "human.dev"); err == nil {
 		t.Fatal("renewed twice in one window")
 	}
 	w.pass(day(2027, 1, 4, 0)) // 6 days ahead
 	w.pass(day(2027, 1, 9, 12))
 	w.pass(day(2027, 1, 10, 1)) // expired
-	notices, _ := w.st.Meters().DomainNotices(ctx, "gated.dev")
+	notices, _ := w.st.DomainRenewals().DomainNotices(ctx, "gated.dev")
 	if len(notices) != 3 {
 		t.Fatalf("gated.dev notices %+v, want 30, 7 and 1 days ahead", notices)
 	}

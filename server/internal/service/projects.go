@@ -189,7 +189,7 @@ func (s *Projects) projectView(ctx context.Context, p store.Project) (models.Pro
 	if view.Policy, err = decodePolicy(p.Policy); err != nil {
 		return view, err
 	}
-	if view.Period, err = s.periodView(ctx, p, view.Policy, held); err != nil {
+	if view.Period, err = (&Meter{s.core}).periodView(ctx, p, view.Policy, held); err != nil {
 		return view, err
 	}
 	return view, nil

@@ -14,6 +14,13 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
+// Renewals renews domains before they expire, within budget and the
+// purchase's approval rule.
+type Renewals struct{ *core }
+
+// DomainRenewals is the service's renewals.
+func (s *Service) DomainRenewals() *Renewals { return &Renewals{s.core} }
+
 // RenewalNoticeDays are how many days ahead of an expiry no renewal covers
 // the human hears, once each per term.
 var RenewalNoticeDays = []int{30, 7, 1}
@@ -44,7 +51,7 @@ func termOf(pu store.Purchase, renewals []store.DomainRenewal) domainTerm {
 // payerOf is the project a domain's renewals are charged to (the project
 // whose launch bought it) and whether that purchase waited for a human
 // (the key lacked buy_domain): a renewal follows the purchase's rule.
-func (s *Projects) payerOf(ctx context.Context, pu store.Purchase) (projectID string, gated bool, err error) {
+func (s *Renewals) payerOf(ctx context.Context, pu store.Purchase) (projectID string, gated bool, err error) {
 	t, err := s.store.Tasks().GetAnyOrg(ctx, pu.Ref)
 	if err == nil && t.ProjectID != "" {
 		var pl launchPayload
@@ -64,7 +71,7 @@ func (s *Projects) payerOf(ctx context.Context, pu store.Purchase) (projectID st
 }
 
 // renewalPrice is a year's renewal of the domain, nil when unpublished.
-func (s *Projects) renewalPrice(domain string) *int64 {
+func (s *Renewals) renewalPrice(domain string) *int64 {
 	_, tldName, _ := strings.Cut(domain, ".")
 	tld, ok := s.prices.Lookup(tldName)
 	if !ok {
@@ -95,8 +102,8 @@ func renewalRefusal(proj store.Project, pol models.ProjectPolicy, price *int64, 
 
 // renew charges a year's renewal to a locked project, with its ledger
 // entry and receipt.
-func (s *Projects) renew(ctx context.Context, tx *store.Tx, proj store.Project, domain string, term int, price int64, by string, now time.Time) error {
-	if err := tx.Meters().AddRenewal(ctx, store.DomainRenewal{Domain: domain, Term: term, OrgID: proj.OrgID, ProjectID: proj.ID, State: "renewed",
+func (s *Renewals) renew(ctx context.Context, tx *store.Tx, proj store.Project, domain string, term int, price int64, by string, now time.Time) error {
+	if err := tx.DomainRenewals().AddRenewal(ctx, store.DomainRenewal{Domain: domain, Term: term, OrgID: proj.OrgID, ProjectID: proj.ID, State: "renewed",
 		AmountMicro: price, DecidedBy: by, CreatedAt: now}); err != nil {
 		return err
 	}
@@ -115,8 +122,8 @@ func (s *Projects) renew(ctx context.Context, tx *store.Tx, proj store.Project, 
 // and the renewal fits the paying project's budget and policy; otherwise
 // the human hears 30, 7 and 1 days ahead and may renew on the domains
 // page, and at expiry the registration lapses: its zone is removed.
-func (s *Projects) renewDomains(ctx context.Context) error {
-	purchases, err := s.store.Meters().AllPurchases(ctx)
+func (s *Renewals) renewDomains(ctx context.Context) error {
+	purchases, err := s.store.DomainRenewals().AllPurchases(ctx)
 	if err != nil {
 		return err
 	}
@@ -127,7 +134,7 @@ func (s *Projects) renewDomains(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (s *Projects) renewOne(ctx context.Context, pu store.Purchase) error {
+func (s *Renewals) renewOne(ctx context.Context, pu store.Purchase) error {
 	now := s.Now().UTC()
 	projectID, gated, err := s.payerOf(ctx, pu)
 	if err != nil || projectID == "" {
@@ -141,7 +148,7 @@ func (s *Projects) renewOne(ctx context.Context, pu store.Purchase) error {
 		if err != nil {
 			return err
 		}
-		renewals, err := tx.Meters().Renewals(ctx, pu.Domain)
+		renewals, err := tx.DomainRenewals().Renewals(ctx, pu.Domain)
 		if err != nil {
 			return err
 		}
@@ -151,7 +158,7 @@ func (s *Projects) renewOne(ctx context.Context, pu store.Purchase) error {
 		}
 		if !now.Before(term.expires) {
 			lapsed = true
-			if err := tx.Meters().AddRenewal(ctx, store.DomainRenewal{Domain: pu.Domain, Term: term.next, OrgID: pu.OrgID, ProjectID: proj.ID, State: "lapsed",
+			if err := tx.DomainRenewals().AddRenewal(ctx, store.DomainRenewal{Domain: pu.Domain, Term: term.next, OrgID: pu.OrgID, ProjectID: proj.ID, State: "lapsed",
 				DecidedBy: "system", CreatedAt: now}); err != nil {
 				return err
 			}
@@ -175,7 +182,7 @@ func (s *Projects) renewOne(ctx context.Context, pu store.Purchase) error {
 				continue
 			}
 			n := store.DomainNotice{Domain: pu.Domain, Term: term.next, Days: d, OrgID: pu.OrgID, ExpiresAt: term.expires, CreatedAt: now}
-			added, err := tx.Meters().AddDomainNotice(ctx, n)
+			added, err := tx.DomainRenewals().AddDomainNotice(ctx, n)
 			if err != nil {
 				return err
 			}
@@ -206,7 +213,7 @@ func (s *Projects) renewOne(ctx context.Context, pu store.Purchase) error {
 	return nil
 }
 
-func (s *Projects) mailDomainNotice(ctx context.Context, n store.DomainNotice) error {
+func (s *Renewals) mailDomainNotice(ctx context.Context, n store.DomainNotice) error {
 	emails, err := s.store.Meters().HumanEmails(ctx, n.OrgID)
 	if err != nil || len(emails) == 0 {
 		return err
@@ -230,7 +237,7 @@ func (s *Projects) mailDomainNotice(ctx context.Context, n store.DomainNotice) e
 // organisation for a year: the human's decision is the gate. It is charged
 // to the project that bought the domain when it fits that project's budget
 // and policy.
-func (s *Projects) RenewDomain(ctx context.Context, h Human, domain string) error {
+func (s *Renewals) RenewDomain(ctx context.Context, h Human, domain string) error {
 	pu, err := s.store.Domains().PurchaseByDomain(ctx, strings.ToLower(domain))
 	if errors.Is(err, store.ErrNotFound) || err == nil && pu.OrgID != h.OrgID {
 		return apierr.Newf("not_found:resource", "no domain %s in your organisation", domain)
@@ -250,7 +257,7 @@ func (s *Projects) RenewDomain(ctx context.Context, h Human, domain string) erro
 		if err != nil {
 			return err
 		}
-		renewals, err := tx.Meters().Renewals(ctx, pu.Domain)
+		renewals, err := tx.DomainRenewals().Renewals(ctx, pu.Domain)
 		if err != nil {
 			return err
 		}
@@ -275,6 +282,6 @@ func (s *Projects) RenewDomain(ctx context.Context, h Human, domain string) erro
 
 // currentExpiry is when a registration runs out, its renewals counted.
 func currentExpiry(ctx context.Context, st *store.Store, pu store.Purchase) (time.Time, error) {
-	renewals, err := st.Meters().Renewals(ctx, pu.Domain)
+	renewals, err := st.DomainRenewals().Renewals(ctx, pu.Domain)
 	return termOf(pu, renewals).expires, err
 }

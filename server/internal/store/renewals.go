@@ -5,6 +5,13 @@ import (
 	"time"
 )
 
+// DomainRenewals holds domain renewals and the expiry notices sent ahead
+// of them.
+type DomainRenewals struct{ conn }
+
+// DomainRenewals reaches the renewal tables.
+func (n nouns) DomainRenewals() DomainRenewals { return DomainRenewals{n.c} }
+
 // DomainRenewal is one term of a domain after its first registration.
 type DomainRenewal struct {
 	Domain           string
@@ -27,7 +34,7 @@ type DomainNotice struct {
 }
 
 // Renewals lists a domain's renewal rows in term order.
-func (db Meters) Renewals(ctx context.Context, domain string) ([]DomainRenewal, error) {
+func (db DomainRenewals) Renewals(ctx context.Context, domain string) ([]DomainRenewal, error) {
 	return collect(ctx, db.ex, func(row interface{ Scan(...any) error }) (DomainRenewal, error) {
 		var r DomainRenewal
 		var at int64
@@ -39,7 +46,7 @@ func (db Meters) Renewals(ctx context.Context, domain string) ([]DomainRenewal, 
 
 // AddRenewal records a term renewed or lapsed; ErrConflict when the term
 // is decided already.
-func (db Meters) AddRenewal(ctx context.Context, r DomainRenewal) error {
+func (db DomainRenewals) AddRenewal(ctx context.Context, r DomainRenewal) error {
 	res, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO domain_renewals (domain, term, org_id, project_id, state, amount_micro, decided_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (domain, term) DO NOTHING`),
 		r.Domain, r.Term, r.OrgID, r.ProjectID, r.State, r.AmountMicro, r.DecidedBy, r.CreatedAt.UnixMicro())
 	if err != nil {
@@ -53,7 +60,7 @@ func (db Meters) AddRenewal(ctx context.Context, r DomainRenewal) error {
 
 // AddDomainNotice records an expiry notice; false when it was recorded
 // before.
-func (db Meters) AddDomainNotice(ctx context.Context, n DomainNotice) (bool, error) {
+func (db DomainRenewals) AddDomainNotice(ctx context.Context, n DomainNotice) (bool, error) {
 	res, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO domain_notices (domain, term, days, org_id, expires_at, created_at, mailed_at) VALUES (?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (domain, term, days) DO NOTHING`),
 		n.Domain, n.Term, n.Days, n.OrgID, n.ExpiresAt.UnixMicro(), n.CreatedAt.UnixMicro())
 	if err != nil {
@@ -64,7 +71,7 @@ func (db Meters) AddDomainNotice(ctx context.Context, n DomainNotice) (bool, err
 }
 
 // DomainNotices lists a domain's expiry notices, oldest first.
-func (db Meters) DomainNotices(ctx context.Context, domain string) ([]DomainNotice, error) {
+func (db DomainRenewals) DomainNotices(ctx context.Context, domain string) ([]DomainNotice, error) {
 	return collect(ctx, db.ex, func(row interface{ Scan(...any) error }) (DomainNotice, error) {
 		var n DomainNotice
 		var exp, at int64
@@ -75,7 +82,7 @@ func (db Meters) DomainNotices(ctx context.Context, domain string) ([]DomainNoti
 }
 
 // AllPurchases lists every registration, for the renewal pass.
-func (db Meters) AllPurchases(ctx context.Context) ([]Purchase, error) {
+func (db DomainRenewals) AllPurchases(ctx context.Context) ([]Purchase, error) {
 	return collect(ctx, db.ex, func(row interface{ Scan(...any) error }) (Purchase, error) {
 		var p Purchase
 		var at int64

@@ -25,7 +25,7 @@ func (p approvalPages) budgetPolicy(w http.ResponseWriter, r *http.Request, s si
 		p.fail(w, r, &s, apierr.New("input:invalid", "Choose a budget period and what happens at 100 %."))
 		return
 	}
-	if err := p.svc.Projects.SetBudgetPolicy(r.Context(), s.Human, r.PathValue("id"), period, onExhausted); err != nil {
+	if err := p.svc.Metering().SetBudgetPolicy(r.Context(), s.Human, r.PathValue("id"), period, onExhausted); err != nil {
 		p.fail(w, r, &s, err)
 		return
 	}
@@ -34,7 +34,7 @@ func (p approvalPages) budgetPolicy(w http.ResponseWriter, r *http.Request, s si
 
 // renewDomain is a signed-in human's renewal of a domain for a year.
 func (p domainPages) renewDomain(w http.ResponseWriter, r *http.Request, s signedIn) {
-	if err := p.svc.Projects.RenewDomain(r.Context(), s.Human, r.PathValue("domain")); err != nil {
+	if err := p.svc.DomainRenewals().RenewDomain(r.Context(), s.Human, r.PathValue("domain")); err != nil {
 		p.fail(w, r, &s, err)
 		return
 	}
