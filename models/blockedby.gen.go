@@ -13,6 +13,7 @@ var blockedByTable = map[BlockedBy]BlockedByInfo{
 	"auth:invalid_credentials":     {Status: 401, Retryable: false, Description: "The key or token is unknown, expired or revoked."},
 	"auth:invalid_signature":       {Status: 403, Retryable: false, Description: "A holder signature is not ES256, does not verify, or was made by a key other than the session's holder key."},
 	"auth:missing_credentials":     {Status: 401, Retryable: false, Description: "No credentials were sent; send `Authorization: Bearer agk_…`."},
+	"budget:exhausted":             {Status: 402, Retryable: false, Description: "The project spent its whole budget for the period (or its lifetime budget); nothing new is spent until a human raises it or, for a monthly budget, the next period begins."},
 	"budget:hold_expired":          {Status: 409, Retryable: false, Description: "The quote's 15-minute hold expired; quote again."},
 	"budget:insufficient":          {Status: 402, Retryable: false, Description: "The project budget cannot cover the amount; a human can raise it."},
 	"budget:key_cap":               {Status: 402, Retryable: false, Description: "The amount would take the calling key past the spending cap a person set for it; only a person can raise it, on the keys page."},

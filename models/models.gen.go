@@ -125,6 +125,7 @@ const (
 	AuthInvalidCredentials    BlockedBy = "auth:invalid_credentials"
 	AuthInvalidSignature      BlockedBy = "auth:invalid_signature"
 	AuthMissingCredentials    BlockedBy = "auth:missing_credentials"
+	BudgetExhausted           BlockedBy = "budget:exhausted"
 	BudgetHoldExpired         BlockedBy = "budget:hold_expired"
 	BudgetInsufficient        BlockedBy = "budget:insufficient"
 	BudgetKeyCap              BlockedBy = "budget:key_cap"
@@ -193,6 +194,8 @@ func (e BlockedBy) Valid() bool {
 	case AuthInvalidSignature:
 		return true
 	case AuthMissingCredentials:
+		return true
+	case BudgetExhausted:
 		return true
 	case BudgetHoldExpired:
 		return true
@@ -289,6 +292,24 @@ func (e BlockedBy) Valid() bool {
 	case ServiceCrashed:
 		return true
 	case ServiceUnhealthy:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BudgetPeriodViewKind.
+const (
+	BudgetPeriodViewKindLifetime BudgetPeriodViewKind = "lifetime"
+	BudgetPeriodViewKindMonthly  BudgetPeriodViewKind = "monthly"
+)
+
+// Valid indicates whether the value is a known member of the BudgetPeriodViewKind enum.
+func (e BudgetPeriodViewKind) Valid() bool {
+	switch e {
+	case BudgetPeriodViewKindLifetime:
+		return true
+	case BudgetPeriodViewKindMonthly:
 		return true
 	default:
 		return false
@@ -702,16 +723,16 @@ func (e JwkUse) Valid() bool {
 
 // Defines values for KeySpendCapPeriod.
 const (
-	Lifetime KeySpendCapPeriod = "lifetime"
-	Month    KeySpendCapPeriod = "month"
+	KeySpendCapPeriodLifetime KeySpendCapPeriod = "lifetime"
+	KeySpendCapPeriodMonth    KeySpendCapPeriod = "month"
 )
 
 // Valid indicates whether the value is a known member of the KeySpendCapPeriod enum.
 func (e KeySpendCapPeriod) Valid() bool {
 	switch e {
-	case Lifetime:
+	case KeySpendCapPeriodLifetime:
 		return true
-	case Month:
+	case KeySpendCapPeriodMonth:
 		return true
 	default:
 		return false
@@ -850,6 +871,42 @@ func (e PricingAssumptionSource) Valid() bool {
 	case PricingAssumptionSourceDefault:
 		return true
 	case PricingAssumptionSourceRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ProjectPolicyBudgetPeriod.
+const (
+	ProjectPolicyBudgetPeriodLifetime ProjectPolicyBudgetPeriod = "lifetime"
+	ProjectPolicyBudgetPeriodMonthly  ProjectPolicyBudgetPeriod = "monthly"
+)
+
+// Valid indicates whether the value is a known member of the ProjectPolicyBudgetPeriod enum.
+func (e ProjectPolicyBudgetPeriod) Valid() bool {
+	switch e {
+	case ProjectPolicyBudgetPeriodLifetime:
+		return true
+	case ProjectPolicyBudgetPeriodMonthly:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ProjectPolicyOnBudgetExhausted.
+const (
+	PauseServices ProjectPolicyOnBudgetExhausted = "pause_services"
+	StopSpending  ProjectPolicyOnBudgetExhausted = "stop_spending"
+)
+
+// Valid indicates whether the value is a known member of the ProjectPolicyOnBudgetExhausted enum.
+func (e ProjectPolicyOnBudgetExhausted) Valid() bool {
+	switch e {
+	case PauseServices:
+		return true
+	case StopSpending:
 		return true
 	default:
 		return false
@@ -1264,6 +1321,7 @@ const (
 	ServiceInfoStateFailed      ServiceInfoState = "failed"
 	ServiceInfoStateLaunching   ServiceInfoState = "launching"
 	ServiceInfoStateLive        ServiceInfoState = "live"
+	ServiceInfoStatePaused      ServiceInfoState = "paused"
 	ServiceInfoStateTearingDown ServiceInfoState = "tearing_down"
 	ServiceInfoStateTornDown    ServiceInfoState = "torn_down"
 )
@@ -1278,6 +1336,8 @@ func (e ServiceInfoState) Valid() bool {
 	case ServiceInfoStateLaunching:
 		return true
 	case ServiceInfoStateLive:
+		return true
+	case ServiceInfoStatePaused:
 		return true
 	case ServiceInfoStateTearingDown:
 		return true
@@ -1990,6 +2050,38 @@ type BlobEnvelope struct {
 
 // BlockedBy The namespaced cause of a failure. `x-blocked-by` maps each value to its HTTP status and whether retrying can succeed; the server and the SDK share that table.
 type BlockedBy string
+
+// BudgetPeriodView The budget's current period. `accruedUsd` is what running services used this period and is not yet charged (it is charged when the period ends or the service stops); `forecastUsd` is spent and held plus what the running services will have used by the period's end (for a lifetime budget, by the end of the current month).
+type BudgetPeriodView struct {
+	// AccruedUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	AccruedUsd Usd `json:"accruedUsd"`
+
+	// End When the period ends (absent for a lifetime budget).
+	End *time.Time `json:"end,omitempty"`
+
+	// ForecastUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	ForecastUsd Usd `json:"forecastUsd"`
+
+	// HeldUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	HeldUsd Usd                  `json:"heldUsd"`
+	Kind    BudgetPeriodViewKind `json:"kind"`
+
+	// Notices The budget thresholds crossed this period (50, 80, 100 %), each noticed once.
+	Notices []struct {
+		At      time.Time `json:"at"`
+		Percent int       `json:"percent"`
+	} `json:"notices"`
+
+	// Period The period, `2026-11` for a month, or `lifetime`.
+	Period string `json:"period"`
+
+	// SpentUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	SpentUsd Usd       `json:"spentUsd"`
+	Start    time.Time `json:"start"`
+}
+
+// BudgetPeriodViewKind defines model for BudgetPeriodView.Kind.
+type BudgetPeriodViewKind string
 
 // BudgetRaiseRequest defines model for BudgetRaiseRequest.
 type BudgetRaiseRequest struct {
@@ -3053,10 +3145,13 @@ type Project struct {
 	CreatedAt      time.Time `json:"createdAt"`
 
 	// HeldUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
-	HeldUsd Usd           `json:"heldUsd"`
-	Id      string        `json:"id"`
-	Name    string        `json:"name"`
-	Policy  ProjectPolicy `json:"policy"`
+	HeldUsd Usd    `json:"heldUsd"`
+	Id      string `json:"id"`
+	Name    string `json:"name"`
+
+	// Period The budget's current period. `accruedUsd` is what running services used this period and is not yet charged (it is charged when the period ends or the service stops); `forecastUsd` is spent and held plus what the running services will have used by the period's end (for a lifetime budget, by the end of the current month).
+	Period *BudgetPeriodView `json:"period,omitempty"`
+	Policy ProjectPolicy     `json:"policy"`
 
 	// RemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
 	RemainingUsd Usd `json:"remainingUsd"`
@@ -3097,9 +3192,15 @@ type ProjectListEnvelope struct {
 
 // ProjectPolicy defines model for ProjectPolicy.
 type ProjectPolicy struct {
-	ApprovalRules        ApprovalRules `json:"approvalRules"`
-	MaxFirstYearPriceUsd *float64      `json:"maxFirstYearPriceUsd,omitempty"`
-	MaxRenewalPriceUsd   *float64      `json:"maxRenewalPriceUsd,omitempty"`
+	ApprovalRules ApprovalRules `json:"approvalRules"`
+
+	// BudgetPeriod Whether the budget limit is spent per calendar month (UTC), starting again from zero each month, or once over the project's life. Absent means monthly.
+	BudgetPeriod         *ProjectPolicyBudgetPeriod `json:"budgetPeriod,omitempty"`
+	MaxFirstYearPriceUsd *float64                   `json:"maxFirstYearPriceUsd,omitempty"`
+	MaxRenewalPriceUsd   *float64                   `json:"maxRenewalPriceUsd,omitempty"`
+
+	// OnBudgetExhausted What happens when the period's budget is all spent: `stop_spending` refuses new spending with `budget:exhausted` and leaves running services running; `pause_services` also stops them until the budget has room. Absent means stop_spending.
+	OnBudgetExhausted *ProjectPolicyOnBudgetExhausted `json:"onBudgetExhausted,omitempty"`
 
 	// ServiceEgress Whether the project's process and worker services may reach the public network from their sandboxes (never the host, other services, private or link-local addresses). Absent means allowed.
 	ServiceEgress *ProjectPolicyServiceEgress `json:"serviceEgress,omitempty"`
@@ -3108,6 +3209,12 @@ type ProjectPolicy struct {
 	TldAllowlist []Tld `json:"tldAllowlist"`
 	TldDenylist  []Tld `json:"tldDenylist"`
 }
+
+// ProjectPolicyBudgetPeriod Whether the budget limit is spent per calendar month (UTC), starting again from zero each month, or once over the project's life. Absent means monthly.
+type ProjectPolicyBudgetPeriod string
+
+// ProjectPolicyOnBudgetExhausted What happens when the period's budget is all spent: `stop_spending` refuses new spending with `budget:exhausted` and leaves running services running; `pause_services` also stops them until the budget has room. Absent means stop_spending.
+type ProjectPolicyOnBudgetExhausted string
 
 // ProjectPolicyServiceEgress Whether the project's process and worker services may reach the public network from their sandboxes (never the host, other services, private or link-local addresses). Absent means allowed.
 type ProjectPolicyServiceEgress string
@@ -3667,9 +3774,11 @@ type ServiceInfo struct {
 	ProjectId  string `json:"projectId"`
 
 	// Sandbox How a process or worker service's versions are confined: each runs in a sandbox of its own (an OCI container executed by runc) under these limits.
-	Sandbox *ServiceSandbox  `json:"sandbox,omitempty"`
-	State   ServiceInfoState `json:"state"`
-	Target  string           `json:"target"`
+	Sandbox *ServiceSandbox `json:"sandbox,omitempty"`
+
+	// State `paused`: stopped because its project's budget is exhausted and the policy says pause_services; live again once the budget has room.
+	State  ServiceInfoState `json:"state"`
+	Target string           `json:"target"`
 
 	// TaskId The last task that acted on the service.
 	TaskId    string    `json:"taskId"`
@@ -3682,7 +3791,7 @@ type ServiceInfo struct {
 	Versions *[]ServiceVersion `json:"versions,omitempty"`
 }
 
-// ServiceInfoState defines model for ServiceInfo.State.
+// ServiceInfoState `paused`: stopped because its project's budget is exhausted and the policy says pause_services; live again once the budget has room.
 type ServiceInfoState string
 
 // ServiceList defines model for ServiceList.

@@ -35,6 +35,8 @@ type (
 	BlobEnvelope                          = models.BlobEnvelope
 	BlockedBy                             = models.BlockedBy
 	BlockedByInfo                         = models.BlockedByInfo
+	BudgetPeriodView                      = models.BudgetPeriodView
+	BudgetPeriodViewKind                  = models.BudgetPeriodViewKind
 	BudgetRaiseRequest                    = models.BudgetRaiseRequest
 	Bundle                                = models.Bundle
 	BundleEnvelope                        = models.BundleEnvelope
@@ -199,6 +201,8 @@ type (
 	ProjectList                           = models.ProjectList
 	ProjectListEnvelope                   = models.ProjectListEnvelope
 	ProjectPolicy                         = models.ProjectPolicy
+	ProjectPolicyBudgetPeriod             = models.ProjectPolicyBudgetPeriod
+	ProjectPolicyOnBudgetExhausted        = models.ProjectPolicyOnBudgetExhausted
 	ProjectPolicyServiceEgress            = models.ProjectPolicyServiceEgress
 	ProofId                               = models.ProofId
 	Provenance                            = models.Provenance
@@ -367,9 +371,12 @@ const (
 	BillingPollResultStateDeclined               = models.BillingPollResultStateDeclined
 	BillingPollResultStateExpired                = models.BillingPollResultStateExpired
 	BillingPollResultStatePending                = models.BillingPollResultStatePending
+	BudgetExhausted                              = models.BudgetExhausted
 	BudgetHoldExpired                            = models.BudgetHoldExpired
 	BudgetInsufficient                           = models.BudgetInsufficient
 	BudgetKeyCap                                 = models.BudgetKeyCap
+	BudgetPeriodViewKindLifetime                 = models.BudgetPeriodViewKindLifetime
+	BudgetPeriodViewKindMonthly                  = models.BudgetPeriodViewKindMonthly
 	BudgetRaise                                  = models.BudgetRaise
 	CardSetup                                    = models.CardSetup
 	ChangePolicy                                 = models.ChangePolicy
@@ -451,11 +458,12 @@ const (
 	InternalUnavailable                          = models.InternalUnavailable
 	JsonRpcMessageJsonrpcN20                     = models.JsonRpcMessageJsonrpcN20
 	JsonRpcParseErrorJsonrpcN20                  = models.JsonRpcParseErrorJsonrpcN20
+	KeySpendCapPeriodLifetime                    = models.KeySpendCapPeriodLifetime
+	KeySpendCapPeriodMonth                       = models.KeySpendCapPeriodMonth
 	Launch                                       = models.Launch
 	LaunchRequestAddonsManagedPostgres           = models.LaunchRequestAddonsManagedPostgres
 	LaunchService                                = models.LaunchService
 	LessThannil                                  = models.LessThannil
-	Lifetime                                     = models.Lifetime
 	ListQuotesParamsStateConsumed                = models.ListQuotesParamsStateConsumed
 	ListQuotesParamsStateExpired                 = models.ListQuotesParamsStateExpired
 	ListQuotesParamsStateHeld                    = models.ListQuotesParamsStateHeld
@@ -480,12 +488,12 @@ const (
 	ManageKeys                                   = models.ManageKeys
 	Manual                                       = models.Manual
 	Minus32700                                   = models.Minus32700
-	Month                                        = models.Month
 	N1                                           = models.N1
 	NotFoundResource                             = models.NotFoundResource
 	NotFoundRoute                                = models.NotFoundRoute
 	OauthGrant                                   = models.OauthGrant
 	P256                                         = models.P256
+	PauseServices                                = models.PauseServices
 	PlanAddonUnavailable                         = models.PlanAddonUnavailable
 	PlanDomainUnavailable                        = models.PlanDomainUnavailable
 	PlanNoCommand                                = models.PlanNoCommand
@@ -504,6 +512,8 @@ const (
 	PricingAssumptionSourceCatalog               = models.PricingAssumptionSourceCatalog
 	PricingAssumptionSourceDefault               = models.PricingAssumptionSourceDefault
 	PricingAssumptionSourceRequest               = models.PricingAssumptionSourceRequest
+	ProjectPolicyBudgetPeriodLifetime            = models.ProjectPolicyBudgetPeriodLifetime
+	ProjectPolicyBudgetPeriodMonthly             = models.ProjectPolicyBudgetPeriodMonthly
 	ProjectPolicyServiceEgressAllowed            = models.ProjectPolicyServiceEgressAllowed
 	ProjectPolicyServiceEgressDenied             = models.ProjectPolicyServiceEgressDenied
 	ProvenanceVersionV1                          = models.ProvenanceVersionV1
@@ -563,6 +573,7 @@ const (
 	ServiceInfoStateFailed                       = models.ServiceInfoStateFailed
 	ServiceInfoStateLaunching                    = models.ServiceInfoStateLaunching
 	ServiceInfoStateLive                         = models.ServiceInfoStateLive
+	ServiceInfoStatePaused                       = models.ServiceInfoStatePaused
 	ServiceInfoStateTearingDown                  = models.ServiceInfoStateTearingDown
 	ServiceInfoStateTornDown                     = models.ServiceInfoStateTornDown
 	ServiceSandboxEgressAllowed                  = models.ServiceSandboxEgressAllowed
@@ -589,6 +600,7 @@ const (
 	StopActionReasonNotFound                     = models.StopActionReasonNotFound
 	StopActionReasonNotImplemented               = models.StopActionReasonNotImplemented
 	StopActionReasonTerminalError                = models.StopActionReasonTerminalError
+	StopSpending                                 = models.StopSpending
 	System                                       = models.System
 	TargetNameEdge                               = models.TargetNameEdge
 	TargetNameMail                               = models.TargetNameMail

@@ -32,7 +32,7 @@ func ensureLocalProject(ctx context.Context, st *store.Store, orgID string) erro
 }
 
 func newCreateProjectCmd() *cobra.Command {
-	var dataDir, databaseURL, name, org string
+	var dataDir, databaseURL, name, org, period, onExhausted string
 	var budget float64
 	var asJSON, noEgress bool
 	cmd := &cobra.Command{
@@ -44,7 +44,8 @@ key holds buy_domain). On a hosted deployment humans create projects on the
 signup and dashboard pages instead.`,
 		Example: `  pier admin create-project --name blog --budget-usd 50
   pier admin create-project --name blog --budget-usd 50 --json
-  pier admin create-project --name jobs --no-service-egress   # its services reach no public network`,
+  pier admin create-project --name jobs --no-service-egress   # its services reach no public network
+  pier admin create-project --name shop --budget-usd 200 --budget-period lifetime --on-budget-exhausted pause_services`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if budget < 0 || budget > 1e6 {
@@ -65,6 +66,16 @@ signup and dashboard pages instead.`,
 				denied := models.ProjectPolicyServiceEgressDenied
 				pol.ServiceEgress = &denied
 			}
+			bp := models.ProjectPolicyBudgetPeriod(period)
+			if !bp.Valid() {
+				return fmt.Errorf("--budget-period must be monthly or lifetime")
+			}
+			pol.BudgetPeriod = &bp
+			oe := models.ProjectPolicyOnBudgetExhausted(onExhausted)
+			if !oe.Valid() {
+				return fmt.Errorf("--on-budget-exhausted must be stop_spending or pause_services")
+			}
+			pol.OnBudgetExhausted = &oe
 			p, err := service.New(service.Config{Store: st}).Projects.Create(ctx, service.NewProject{
 				OrgID: o.ID, Name: name, LimitMicro: money.FromUSD(budget), Policy: pol, CreatedBy: "operator:local",
 			})
@@ -86,6 +97,8 @@ signup and dashboard pages instead.`,
 	f.StringVar(&org, "org", "", "organisation id (default: the first, created if none)")
 	f.Float64Var(&budget, "budget-usd", 100, "budget limit in USD (fake money in the sandbox)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.StringVar(&period, "budget-period", "monthly", "monthly: the budget is spent per calendar month (UTC) and starts again each month; lifetime: spent once")
+	f.StringVar(&onExhausted, "on-budget-exhausted", "stop_spending", "at 100 % of the period's budget: stop_spending refuses new spending; pause_services also stops running services")
 	f.BoolVar(&noEgress, "no-service-egress", false, "the project's process and worker services reach no public network (policy serviceEgress: denied)")
 	return cmd
 }

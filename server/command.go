@@ -220,6 +220,7 @@ func bindLimitFlags(f *pflag.FlagSet, o *serverOptions) {
 	f.DurationVar(&o.cfg.Supervision.StopGrace, "stop-grace", 10*time.Second, "how long a stopping service's process has between SIGTERM and SIGKILL")
 	f.DurationVar(&o.cfg.Supervision.Drain, "drain", 3*time.Second, "how long a replaced version keeps serving its requests in flight after traffic switched to the new one")
 	f.Int64Var(&o.cfg.ServiceLogLines, "service-log-lines", 5000, "log lines kept per service (the oldest go first)")
+	f.DurationVar(&o.cfg.MeterInterval, "meter-interval", durationEnv("PIER_METER_INTERVAL", time.Minute), "how often running services are metered, budget periods rolled over and budget notices sent (PIER_METER_INTERVAL)")
 	f.StringArrayVar(&o.prices, "registrar-price", nil, "the sandbox registrar's first-year price for a TLD, as TLD=USD; repeatable")
 	f.StringArrayVar(&o.secondaries, "dns-secondary", nil, "a secondary allowed zone transfers, as TSIG-KEY-NAME:BASE64-SECRET (hmac-sha256); repeatable")
 	f.IntVar(&o.cfg.Quotas.Services, "quota-services", service.DefaultQuotas.Services, "live services an organisation may have")

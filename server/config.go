@@ -122,6 +122,10 @@ type Config struct {
 	// flags --test-pause-after-step and --test-pause-inside-step, or
 	// PIER_TEST_PAUSE_AFTER_STEP and PIER_TEST_PAUSE_INSIDE_STEP).
 	StepPause service.StepPause
+	// MeterInterval is how often the meter's pass runs: services charged
+	// for ended periods, monthly budgets rolled over, notices recorded and
+	// mailed. Zero takes a minute; negative turns the pass off.
+	MeterInterval time.Duration
 }
 
 // DefaultSandboxNetwork is where tenant sandboxes' addresses come from.
@@ -292,4 +296,13 @@ type Supervision struct {
 	StopGrace               time.Duration
 	// Drain is how long a replaced version keeps running after the switch.
 	Drain time.Duration
+}
+
+// durationEnv reads a duration from the environment, def when unset or
+// unreadable.
+func durationEnv(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
 }

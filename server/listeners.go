@@ -55,6 +55,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.http.Serve(s.edgeListener(s.ln, nil, nil)) }()
 	go purgeLoop(ctx, s.store, s.cfg.Now, s.log)
+	go meterLoop(ctx, s.svc.Metering(), s.cfg.MeterInterval, s.log)
 	go s.launch.replicas.listen(ctx)
 	go s.svc.Runs.FlushLogs(ctx, 100*time.Millisecond)
 	go s.svc.Runs.Supervise(ctx, s.store.Engine() != store.Postgres)

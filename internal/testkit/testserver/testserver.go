@@ -35,11 +35,17 @@ func (s *Server) Stop() { s.stop() }
 
 // Start serves a real Pier for the test. An empty DataDir becomes a
 // temporary directory and the listeners take free loopback ports; the
-// server's warnings go to the test's log.
+// server's warnings go to the test's log. The meter's pass does not run
+// on its own unless cfg.MeterInterval asks for it: a test whose clock
+// crosses a month would otherwise see budgets roll over under it; tests of
+// the meter run the pass themselves.
 func Start(t testing.TB, cfg server.Config) *Server {
 	t.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
+	}
+	if cfg.MeterInterval == 0 {
+		cfg.MeterInterval = -1
 	}
 	log := slog.New(slog.NewTextHandler(LogWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, serveStop, err := Serve(cfg, log)

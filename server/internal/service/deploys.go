@@ -116,6 +116,9 @@ func (s *Launches) relaunch(ctx context.Context, p *auth.Principal, svc store.Se
 	if err == nil && slices.Contains(parseVersionSpec(prev.Spec).Addons, "managed_postgres") && !slices.Contains(spec.Addons, "managed_postgres") {
 		spec.Addons = append(spec.Addons, "managed_postgres") // the database stays with the service
 	}
+	if err := (&Meter{s.core}).refuseGrowthWhenExhausted(ctx, svc, parseVersionSpec(prev.Spec), spec); err != nil {
+		return nil, nil, err
+	}
 	return s.deploy(ctx, p, svc, "deploy", func(tx *store.Tx, number int) (store.ServiceVersion, error) {
 		sj, _ := json.Marshal(spec)
 		return store.ServiceVersion{ServiceID: svc.ID, OrgID: svc.OrgID, Number: number, BundleID: *req.BundleId, Spec: string(sj), State: "starting"}, nil

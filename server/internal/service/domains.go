@@ -26,9 +26,11 @@ func domainTaken(domain string) *apierr.Error {
 // DomainView is a registered domain as the human pages show it; it never
 // carries the auth code.
 type DomainView struct {
-	Domain  string
-	Years   int
-	Bought  string
+	Domain string
+	Years  int
+	Bought string
+	// Expires is when the registration runs out unless it is renewed.
+	Expires string
 	Serving bool
 }
 
@@ -45,7 +47,11 @@ func (s *Domains) DomainsFor(ctx context.Context, h Human) ([]DomainView, error)
 	out := make([]DomainView, 0, len(ps))
 	for _, p := range ps {
 		_, zerr := s.store.Domains().Zone(ctx, p.Domain)
-		out = append(out, DomainView{Domain: p.Domain, Years: p.Years, Bought: p.CreatedAt.Format("2006-01-02"), Serving: zerr == nil})
+		expires, err := currentExpiry(ctx, s.store, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, DomainView{Domain: p.Domain, Years: p.Years, Bought: p.CreatedAt.Format("2006-01-02"), Expires: expires.Format("2006-01-02"), Serving: zerr == nil})
 	}
 	return out, nil
 }

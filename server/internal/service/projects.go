@@ -46,6 +46,9 @@ type leaveManifest struct {
 	CreatedAt string               `json:"createdAt"`
 	Files     []models.PackageFile `json:"files"`
 	Domains   []string             `json:"domains"`
+	// DomainExpiry is when each domain's registration runs out, for the
+	// registrar it moves to.
+	DomainExpiry map[string]string `json:"domainExpiry,omitempty"`
 }
 
 // HoldDuration is how long an ALLOW quote reserves budget (SPEC §3).
@@ -192,6 +195,9 @@ func (s *Projects) projectView(ctx context.Context, p store.Project) (models.Pro
 	if view.Policy, err = decodePolicy(p.Policy); err != nil {
 		return view, err
 	}
+	if view.Period, err = (&Meter{s.core}).periodView(ctx, p, view.Policy, held); err != nil {
+		return view, err
+	}
 	return view, nil
 }
 
@@ -305,7 +311,11 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 	}
 	contents["ledger.jsonl"] = lb.Bytes()
 
-	files, msum := s.packageFiles(projectID, domains, contents)
+	expiry, err := s.domainExpiry(ctx, p.OrgID)
+	if err != nil {
+		return nil, nil, err
+	}
+	files, msum := s.packageFiles(projectID, domains, expiry, contents)
 	m := s.Mutation("export_project", nil, []models.ResourceRef{{Type: "leave_package", Id: hex.EncodeToString(msum[:8])}}, nil, remaining(proj))
 	out := &models.LeavePackage{ProjectId: projectID, ManifestSha256: hex.EncodeToString(msum[:]), Files: files,
 		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
@@ -416,15 +426,36 @@ func (s *Projects) exportDomains(ctx context.Context, orgID string, contents map
 	return domains, nil
 }
 
+// domainExpiry is when each domain the organisation owns runs out, for
+// the leave package's manifest: a new registrar needs to know.
+func (s *Projects) domainExpiry(ctx context.Context, orgID string) (map[string]string, error) {
+	purchases, err := s.store.Domains().OrgPurchases(ctx, orgID)
+	if err != nil {
+		return nil, apierr.Internal(err)
+	}
+	var expiry map[string]string
+	for _, pu := range purchases {
+		expires, err := currentExpiry(ctx, s.store, pu)
+		if err != nil {
+			return nil, apierr.Internal(err)
+		}
+		if expiry == nil {
+			expiry = map[string]string{}
+		}
+		expiry[pu.Domain] = expires.Format(time.RFC3339)
+	}
+	return expiry, nil
+}
+
 // packageFiles lists the leave package's files, the manifest of SHA-256
 // hashes first, and returns the manifest's hash.
-func (s *Projects) packageFiles(projectID string, domains []string, contents map[string][]byte) ([]models.PackageFile, [32]byte) {
+func (s *Projects) packageFiles(projectID string, domains []string, expiry map[string]string, contents map[string][]byte) ([]models.PackageFile, [32]byte) {
 	paths := make([]string, 0, len(contents))
 	for p := range contents {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	man := leaveManifest{Format: "pier.leave.v1", ProjectID: projectID, CreatedAt: s.Now().UTC().Format("2006-01-02T15:04:05Z"), Domains: domains}
+	man := leaveManifest{Format: "pier.leave.v1", ProjectID: projectID, CreatedAt: s.Now().UTC().Format("2006-01-02T15:04:05Z"), Domains: domains, DomainExpiry: expiry}
 	if man.Domains == nil {
 		man.Domains = []string{}
 	}

@@ -506,6 +506,9 @@ func (s *Quotes) createLocked(ctx context.Context, tx *store.Tx, p *auth.Princip
 		return nil, nil, err
 	}
 	amount := total(items)
+	if amount > 0 && exhausted(proj) {
+		return nil, nil, budgetExhausted(proj, pol, s.baseURL())
+	}
 	if err := s.checkKeyCap(ctx, tx, p, amount, now); err != nil {
 		return nil, nil, err
 	}

@@ -366,7 +366,7 @@ func (s *Runs) reconcile(ctx context.Context) {
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			continue
 		}
-		stop := errors.Is(err, store.ErrNotFound) || svc.State == "torn_down" || svc.State == "failed"
+		stop := errors.Is(err, store.ErrNotFound) || svc.State == "torn_down" || svc.State == "failed" || svc.State == "paused"
 		if !stop && rv.Version != svc.Version && svc.Runner != "" && svc.Runner != s.runtime.ID() {
 			stop = true // another replica serves this service now
 		}

@@ -90,6 +90,7 @@ func Mount(mux *http.ServeMux, cfg Config) error {
 	mux.Handle("POST /signout", p.guard(p.withSession(signin.signOut)))
 	mux.Handle("GET /dashboard", p.guard(p.withSession(approvals.dashboard)))
 	mux.Handle("GET /ledger.jsonl", p.guard(p.withSession(approvals.ledgerDownload)))
+	mux.Handle("POST /projects/{id}/budget-policy", p.guard(p.withSession(approvals.budgetPolicy)))
 	mux.Handle("GET /approvals/{gateId}", p.guard(p.withSession(approvals.approval)))
 	mux.Handle("POST /approvals/{gateId}", p.guard(p.withSession(approvals.decide)))
 	mux.Handle("GET /keys", p.guard(p.withSession(keys.keys)))
@@ -106,6 +107,7 @@ func Mount(mux *http.ServeMux, cfg Config) error {
 	mux.Handle("POST /billing/{id}", p.guard(p.withSession(signup.submitCard)))
 	mux.Handle("GET /domains", p.guard(p.withSession(domains.domains)))
 	mux.Handle("POST /domains/{domain}/transfer-out", p.guard(p.withSession(domains.transferOut)))
+	mux.Handle("POST /domains/{domain}/renew", p.guard(p.withSession(domains.renewDomain)))
 	if p.oauth != nil {
 		mux.Handle("GET /oauth/authorize", p.guard(http.HandlerFunc(authorize.oauthAuthorize)))
 		mux.Handle("GET /oauth/consent/{id}", p.guard(p.withSession(authorize.oauthConsent)))
