@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -161,17 +162,9 @@ func conformanceRun(cmd *cobra.Command, o *ConformanceRunOptions) error {
 	if err != nil {
 		return fmt.Errorf("signing key %s: %w", keyPath, err)
 	}
-	var prev *string
-	if o.Previous != "" {
-		b, err := os.ReadFile(o.Previous)
-		if err != nil {
-			return &UsageError{Err: err, Command: cmd.CommandPath()}
-		}
-		d, err := conformance.Digest(b)
-		if err != nil {
-			return &UsageError{Err: fmt.Errorf("--previous: %w", err), Command: cmd.CommandPath()}
-		}
-		prev = &d
+	prev, err := previousDigest(cmd, o.Previous)
+	if err != nil {
+		return err
 	}
 	hc := f.HTTPClient
 	if hc == nil {
@@ -193,15 +186,44 @@ func conformanceRun(cmd *cobra.Command, o *ConformanceRunOptions) error {
 	if err != nil {
 		return &UsageError{Err: err, Command: cmd.CommandPath()}
 	}
-	if len(left) > 0 {
-		// The governed probes run in a real project: say what they leave
-		// there, even under --json (on stderr).
-		fmt.Fprintln(o.IO.ErrOut, "The governed probes ran in a project of yours, not in a throwaway one, and leave:")
-		for _, l := range left {
-			fmt.Fprintf(o.IO.ErrOut, "  - %s\n", l)
-		}
-		fmt.Fprintln(o.IO.ErrOut, "Run them with --project in a project kept for conformance (pier admin create-project --name conformance) to keep your own clean.")
+	sayWhatIsLeft(o.IO.ErrOut, left)
+	return writeSignedReport(o, key, keyPath, rep)
+}
+
+// previousDigest reads the report --previous names and gives its digest,
+// which the new report chains to.
+func previousDigest(cmd *cobra.Command, path string) (*string, error) {
+	if path == "" {
+		return nil, nil
 	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &UsageError{Err: err, Command: cmd.CommandPath()}
+	}
+	d, err := conformance.Digest(b)
+	if err != nil {
+		return nil, &UsageError{Err: fmt.Errorf("--previous: %w", err), Command: cmd.CommandPath()}
+	}
+	return &d, nil
+}
+
+// sayWhatIsLeft lists what the governed probes leave in the project they
+// ran in, even under --json (on stderr).
+func sayWhatIsLeft(w io.Writer, left []string) {
+	if len(left) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "The governed probes ran in a project of yours, not in a throwaway one, and leave:")
+	for _, l := range left {
+		fmt.Fprintf(w, "  - %s\n", l)
+	}
+	fmt.Fprintln(w, "Run them with --project in a project kept for conformance (pier admin create-project --name conformance) to keep your own clean.")
+}
+
+// writeSignedReport signs the report, writes it and its signature where
+// --out says, and prints it; a failed run exits with its code.
+func writeSignedReport(o *ConformanceRunOptions, key *holder.Key, keyPath string, rep *conformance.Report) error {
+	f := o.Factory
 	raw, err := conformance.Marshal(rep)
 	if err != nil {
 		return err

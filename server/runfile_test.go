@@ -29,6 +29,35 @@ func TestAdminFindsTheRunningServer(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	done, ri := startForRunFile(t, ctx, dataDir)
+	if ri.PID != os.Getpid() || ri.DataDir != dataDir {
+		t.Fatalf("run file %+v, want pid %d and %s", ri, os.Getpid(), dataDir)
+	}
+
+	adminUsesTheRunningServer(t, ri, dataDir)
+	if _, errOut, err := admin("signin-link"); err != nil || !strings.Contains(errOut, dataDir) {
+		t.Errorf("signin-link: %v\n%s", err, errOut)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	if _, err := os.Stat(RunFile()); !os.IsNotExist(err) {
+		t.Errorf("the run file outlives the server: %v", err)
+	}
+	// No server: the default, named, and refused since it does not exist.
+	_, _, err := admin("create-key")
+	def := filepath.Join(dir, "home", ".local", "share", "pier")
+	if err == nil || !strings.Contains(err.Error(), def) || !strings.Contains(err.Error(), "no running server found") {
+		t.Errorf("create-key with no server running: %v", err)
+	}
+}
+
+// startForRunFile starts the server command with its data in dataDir and
+// waits for its run file.
+func startForRunFile(t *testing.T, ctx context.Context, dataDir string) (chan error, runInfo) {
+	t.Helper()
 	srv := newServerCmd()
 	srv.SetArgs([]string{"--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--https-addr", "127.0.0.1:0",
 		"--http3-addr", "off", "--dns-addr", "127.0.0.1:0", "--smtp-addr", "127.0.0.1:0", "--log-level", "error"})
@@ -37,12 +66,10 @@ func TestAdminFindsTheRunningServer(t *testing.T) {
 	srv.SetOut(&srvErr)
 	done := make(chan error, 1)
 	go func() { done <- srv.ExecuteContext(ctx) }()
-	var ri runInfo
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		var ok bool
-		if ri, ok = readRunFile(RunFile()); ok {
-			break
+		if ri, ok := readRunFile(RunFile()); ok {
+			return done, ri
 		}
 		select {
 		case err := <-done:
@@ -54,19 +81,25 @@ func TestAdminFindsTheRunningServer(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if ri.PID != os.Getpid() || ri.DataDir != dataDir {
-		t.Fatalf("run file %+v, want pid %d and %s", ri, os.Getpid(), dataDir)
-	}
+}
 
-	admin := func(args ...string) (string, string, error) {
-		c := newAdminCmd()
-		var out, errOut bytes.Buffer
-		c.SetOut(&out)
-		c.SetErr(&errOut)
-		c.SetArgs(args)
-		err := c.Execute()
-		return out.String(), errOut.String(), err
-	}
+// admin runs pier admin with args, as a person would with no data
+// directory named.
+func admin(args ...string) (string, string, error) {
+	c := newAdminCmd()
+	var out, errOut bytes.Buffer
+	c.SetOut(&out)
+	c.SetErr(&errOut)
+	c.SetArgs(args)
+	err := c.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// adminUsesTheRunningServer makes a key with no data directory named and
+// wants it in the running server's: named so in the output, and accepted
+// by the server.
+func adminUsesTheRunningServer(t *testing.T, ri runInfo, dataDir string) {
+	t.Helper()
 	out, errOut, err := admin("create-key")
 	if err != nil {
 		t.Fatalf("create-key: %v\n%s", err, errOut)
@@ -86,23 +119,5 @@ func TestAdminFindsTheRunningServer(t *testing.T) {
 	}
 	if out, _, err := admin("create-key", "--json"); err != nil || !strings.Contains(out, `"dataDir":"`+dataDir+`"`) {
 		t.Errorf("create-key --json does not name the data directory: %v\n%s", err, out)
-	}
-	_, errOut, err = admin("signin-link")
-	if err != nil || !strings.Contains(errOut, dataDir) {
-		t.Errorf("signin-link: %v\n%s", err, errOut)
-	}
-
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("server: %v", err)
-	}
-	if _, err := os.Stat(RunFile()); !os.IsNotExist(err) {
-		t.Errorf("the run file outlives the server: %v", err)
-	}
-	// No server: the default, named, and refused since it does not exist.
-	_, _, err = admin("create-key")
-	def := filepath.Join(dir, "home", ".local", "share", "pier")
-	if err == nil || !strings.Contains(err.Error(), def) || !strings.Contains(err.Error(), "no running server found") {
-		t.Errorf("create-key with no server running: %v", err)
 	}
 }

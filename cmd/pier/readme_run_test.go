@@ -152,6 +152,39 @@ func TestREADMERuns(t *testing.T) {
 			t.Skipf("README's commands need %s", tool)
 		}
 	}
+	r := newReadmeRun(t)
+	// The install block first, alone: the server it installs must run
+	// before anything else can.
+	var install, rest []readmeBlock
+	for _, b := range r.blocks {
+		if b.sourceTree {
+			install = append(install, b)
+		} else {
+			rest = append(rest, b)
+		}
+	}
+	r.run("install", readmeScript(install, r.subst), 5*time.Minute)
+	for _, bin := range []string{"pier", "pier-server"} {
+		if _, err := os.Stat(filepath.Join(r.gobin, bin)); err != nil {
+			t.Fatalf("make install did not install %s into GOBIN: %v", bin, err)
+		}
+	}
+	r.startServer()
+	r.run("README", readmeScript(rest, r.subst), 3*time.Minute)
+}
+
+// readmeRun is the README's marked blocks, a fresh home and work
+// directory, free ports, and the environment the blocks run in.
+type readmeRun struct {
+	t                                     *testing.T
+	blocks                                []readmeBlock
+	dir, work, gobin, base                string
+	httpPort, httpsPort, dnsPort, smtpPrt int
+	env                                   []string
+	subst                                 func(string) string
+}
+
+func newReadmeRun(t *testing.T) *readmeRun {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -160,94 +193,75 @@ func TestREADMERuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := readmeBlocks(t, string(readme))
-	if len(blocks) < 10 {
-		t.Fatalf("only %d README blocks are marked <!-- readme-test -->", len(blocks))
+	r := &readmeRun{t: t, blocks: readmeBlocks(t, string(readme)), dir: t.TempDir()}
+	if len(r.blocks) < 10 {
+		t.Fatalf("only %d README blocks are marked <!-- readme-test -->", len(r.blocks))
 	}
-
-	dir := t.TempDir()
-	home, work, gobin := filepath.Join(dir, "home"), filepath.Join(dir, "work"), filepath.Join(dir, "bin")
-	for _, d := range []string{home, work, gobin} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	home := filepath.Join(r.dir, "home")
+	r.work, r.gobin = filepath.Join(r.dir, "work"), filepath.Join(r.dir, "bin")
+	for _, d := range []string{home, r.work, r.gobin, filepath.Join(r.dir, "run")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The README's relative paths (./examples/site) are the source tree's.
-	if err := os.Symlink(filepath.Join(source, "examples"), filepath.Join(work, "examples")); err != nil {
+	if err := os.Symlink(filepath.Join(source, "examples"), filepath.Join(r.work, "examples")); err != nil {
 		t.Fatal(err)
 	}
-	httpPort, httpsPort, dnsPort, smtpPort := freePort(t, "tcp"), freePort(t, "tcp"), freePort(t, "udp"), freePort(t, "tcp")
-	base := fmt.Sprintf("http://localhost:%d", httpPort)
-
+	r.httpPort, r.httpsPort, r.dnsPort, r.smtpPrt = freePort(t, "tcp"), freePort(t, "tcp"), freePort(t, "udp"), freePort(t, "tcp")
+	r.base = fmt.Sprintf("http://localhost:%d", r.httpPort)
+	r.env = []string{
+		"HOME=" + home, "XDG_RUNTIME_DIR=" + filepath.Join(r.dir, "run"), "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
+		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "PATH=" + r.gobin + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"GOBIN=" + r.gobin, "PIER_SOURCE=" + source, "PIER_BASE_URL=" + r.base, "NO_COLOR=1", "TERM=dumb",
+	}
 	// A fresh home, but the go command keeps its caches.
-	goEnv := map[string]string{}
 	for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOFLAGS"} {
 		out, err := exec.Command("go", "env", k).Output()
 		if err != nil {
 			t.Fatal(err)
 		}
-		goEnv[k] = strings.TrimSpace(string(out))
+		r.env = append(r.env, k+"="+strings.TrimSpace(string(out)))
 	}
-	env := []string{
-		"HOME=" + home, "XDG_RUNTIME_DIR=" + filepath.Join(dir, "run"), "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
-		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "PATH=" + gobin + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"GOBIN=" + gobin, "PIER_SOURCE=" + source, "PIER_BASE_URL=" + base, "NO_COLOR=1", "TERM=dumb",
-	}
-	for k, v := range goEnv {
-		env = append(env, k+"="+v)
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "run"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	r.subst = strings.NewReplacer("localhost:8080", fmt.Sprintf("localhost:%d", r.httpPort), ":8443", fmt.Sprintf(":%d", r.httpsPort),
+		"-p 5353", fmt.Sprintf("-p %d", r.dnsPort)).Replace
+	return r
+}
 
-	// The install block first, alone: the server it installs must run
-	// before anything else can.
-	var install []readmeBlock
-	var rest []readmeBlock
-	for _, b := range blocks {
-		if b.sourceTree {
-			install = append(install, b)
-		} else {
-			rest = append(rest, b)
-		}
+// run runs script with bash in the work directory and fails on a non-zero
+// exit, which the script's own checks of documented codes turn into.
+func (r *readmeRun) run(name, script string, timeout time.Duration) {
+	t := r.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Dir, cmd.Env = r.work, r.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("%s: %s", name, time.Since(start).Round(time.Millisecond))
+	if testing.Verbose() {
+		t.Logf("%s output:\n%s", name, out.String())
 	}
-	subst := strings.NewReplacer("localhost:8080", fmt.Sprintf("localhost:%d", httpPort), ":8443", fmt.Sprintf(":%d", httpsPort), "-p 5353", fmt.Sprintf("-p %d", dnsPort)).Replace
-	run := func(name, script string, timeout time.Duration) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", "-c", script)
-		cmd.Dir, cmd.Env = work, env
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		err := cmd.Run()
-		t.Logf("%s: %s", name, time.Since(start).Round(time.Millisecond))
-		if testing.Verbose() {
-			t.Logf("%s output:\n%s", name, out.String())
-		}
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", name, err, tail(out.String(), 6000))
-		}
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, tail(out.String(), 6000))
 	}
-	run("install", readmeScript(install, subst), 5*time.Minute)
-	for _, bin := range []string{"pier", "pier-server"} {
-		if _, err := os.Stat(filepath.Join(gobin, bin)); err != nil {
-			t.Fatalf("make install did not install %s into GOBIN: %v", bin, err)
-		}
-	}
+}
 
-	// The server, as the README starts it once pier is installed: pier
-	// server, with the listeners moved to free ports and its data in a
-	// directory of its own that nothing else is told about.
-	dataDir := filepath.Join(dir, "data")
-	srv := exec.Command(filepath.Join(gobin, "pier"), "server", "--data-dir", dataDir,
-		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort), "--https-addr", fmt.Sprintf("127.0.0.1:%d", httpsPort),
-		"--http3-addr", "off", "--dns-addr", fmt.Sprintf("127.0.0.1:%d", dnsPort), "--smtp-addr", fmt.Sprintf("127.0.0.1:%d", smtpPort))
-	srv.Dir = work
+// startServer starts the installed pier server as the README does, with
+// the listeners moved to free ports and its data in a directory of its own
+// that nothing else is told about, and waits until it is ready.
+func (r *readmeRun) startServer() {
+	t := r.t
+	srv := exec.Command(filepath.Join(r.gobin, "pier"), "server", "--data-dir", filepath.Join(r.dir, "data"),
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", r.httpPort), "--https-addr", fmt.Sprintf("127.0.0.1:%d", r.httpsPort),
+		"--http3-addr", "off", "--dns-addr", fmt.Sprintf("127.0.0.1:%d", r.dnsPort), "--smtp-addr", fmt.Sprintf("127.0.0.1:%d", r.smtpPrt))
+	srv.Dir = r.work
 	// Where no sandbox can be set up (no runc, not root), process
 	// services run as bare processes, as in the other server tests.
-	srv.Env = append(append([]string{}, env...), "PIER_UNSANDBOXED_SERVICES=true", "PIER_APPS_DIR="+filepath.Join(dir, "apps"))
+	srv.Env = append(append([]string{}, r.env...), "PIER_UNSANDBOXED_SERVICES=true", "PIER_APPS_DIR="+filepath.Join(r.dir, "apps"))
 	var srvOut bytes.Buffer
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	if err := srv.Start(); err != nil {
@@ -266,26 +280,28 @@ func TestREADMERuns(t *testing.T) {
 			t.Logf("server output:\n%s", tail(srvOut.String(), 4000))
 		}
 	})
-	// Ready once the sandbox reference release, which the server publishes
-	// on its first start, is in place: the auditor's block verifies it.
+	r.waitReady(&srvOut)
+}
+
+// waitReady waits for the sandbox reference release, which the server
+// publishes on its first start: the auditor's block verifies it.
+func (r *readmeRun) waitReady(srvOut *bytes.Buffer) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(base + "/.well-known/sandbox-reference.json")
+		resp, err := http.Get(r.base + "/.well-known/sandbox-reference.json")
 		if err == nil {
 			var b bytes.Buffer
 			b.ReadFrom(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == 200 && strings.Contains(b.String(), `"available"`) {
-				break
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the server did not get ready: %v\n%s", err, tail(srvOut.String(), 4000))
+			r.t.Fatalf("the server did not get ready: %v\n%s", err, tail(srvOut.String(), 4000))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-
-	run("README", readmeScript(rest, subst), 3*time.Minute)
 }
 
 func tail(s string, n int) string {
