@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/pierhq/pier/server/internal/money"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/pierhq/pier/internal/testkit/testpg"
 	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/server"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )

@@ -3,10 +3,10 @@ package service
 import (
 	"context"
 	"errors"
-	"github.com/pierhq/pier/server/internal/money"
 	"strings"
 
 	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 

@@ -2,8 +2,6 @@ package service
 
 import (
 	"errors"
-	"github.com/pierhq/pier/server/internal/money"
-	"github.com/pierhq/pier/server/internal/store"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +9,9 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 
 	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/payments"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 func decision(budgetUSD int64) ReviewDecision {

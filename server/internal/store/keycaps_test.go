@@ -1,10 +1,10 @@
 package store_test
 
 import (
-	"github.com/pierhq/pier/server/internal/money"
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 

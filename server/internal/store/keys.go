@@ -4,9 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"github.com/pierhq/pier/server/internal/money"
 	"strings"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/money"
 )
 
 // keyCols are the columns scanKey reads, in its order.

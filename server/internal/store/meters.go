@@ -4,8 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"github.com/pierhq/pier/server/internal/money"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/money"
 )
 
 // Meters holds what running services accrue: each service's meter and its

@@ -1,11 +1,11 @@
 package store_test
 
 import (
-	"github.com/pierhq/pier/server/internal/money"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 

@@ -2,8 +2,9 @@ package store
 
 import (
 	"context"
-	"github.com/pierhq/pier/server/internal/money"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/money"
 )
 
 // DomainRenewals holds domain renewals and the expiry notices sent ahead

@@ -2,11 +2,11 @@ package store_test
 
 import (
 	"errors"
-	"github.com/pierhq/pier/server/internal/money"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
