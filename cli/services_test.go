@@ -307,8 +307,8 @@ func (fs *fakeServices) task(id, state string) string {
 	if taskState == "succeeded" || taskState == "failed" {
 		actions = `[{"kind":"stop","reason":"done"}]`
 	}
-	return fmt.Sprintf(`{"actions":%s,"data":{"taskId":%q,"kind":%q,"state":%q,"steps":[{"name":"start","state":%q},{"name":"deploy","state":%q}],"pollUrl":"%s/v1/tasks/%s","serviceId":"svc_1","previewUrl":"https://api--prj-1.localhost:8443/"%s},"formatVersion":"1"}`,
-		actions, id, kind, taskState, steps["start"], steps["deploy"], fs.srv.URL, id, result)
+	return fmt.Sprintf(`{"actions":%s,"data":{"taskId":%q,"kind":%q,"state":%q,"steps":[{"name":"start","state":%q},{"name":"deploy","state":%q}],"pollUrl":"%s/v1/tasks/%s","serviceId":"svc_1","previewUrl":"https://api--prj-1.localhost:8443/",%s%s},"formatVersion":"1"}`,
+		actions, id, kind, taskState, steps["start"], steps["deploy"], fs.srv.URL, id, fakeMutation(id), result)
 }
 
 func readBody(t *testing.T, r *http.Request) map[string]any {
@@ -704,4 +704,10 @@ func TestProgressLine(t *testing.T) {
 	if ts.err.Len() != 0 {
 		t.Errorf("--json off a terminal: stderr %q", ts.err)
 	}
+}
+
+// fakeMutation is the receipt, undo and budget a task handle carries.
+func fakeMutation(taskID string) string {
+	return `"receipt":{"id":"rcp_` + taskID + `","action":"launch_service","costs":[],"totalUsd":0,"createdResources":[{"type":"task","id":"` + taskID +
+		`"}],"createdAt":"2026-11-25T07:16:17Z"},"undo":{"command":null,"irreversible":true},"budgetRemainingUsd":100`
 }

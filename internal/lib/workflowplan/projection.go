@@ -20,7 +20,10 @@ import (
 // unsignedMembers are the prepared workflow's members the plan does not
 // hold: the workflow's state on the server, which the signature cannot
 // vouch for.
-var unsignedMembers = map[string]bool{"createdAt": true, "state": true, "taskId": true}
+var unsignedMembers = map[string]bool{"createdAt": true, "state": true, "taskId": true,
+	// The envelope members every mutation carries (SPEC §2.1): the
+	// preparation's receipt, its undo and the project's budget now.
+	"receipt": true, "undo": true, "budgetRemainingUsd": true}
 
 // Projection is the part of a prepared workflow that follows from the
 // signed plan, in its JSON form: the server's projection and what a
