@@ -94,6 +94,7 @@ func init() {
 	funcs["spendGroup"] = func(group, title string, series []service.SpendSeries, days []string) spendGroup {
 		return spendGroup{group, title, series, days}
 	}
+	funcs["dec"] = func(n int) int { return n - 1 }
 	funcs["spendBars"] = spendBars
 	funcs["peakDay"] = peakDay
 	funcs["actorName"] = actorName
