@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sort"
 	"strings"
 	"time"
@@ -155,24 +156,45 @@ func taskKeys(tasks []store.Task, quotes []store.Quote, names map[string]string)
 // spendingFor reads what the dashboard's spend needs from the store.
 func (s *Approvals) spendingFor(ctx context.Context, orgID string, d *Dashboard) (*Spending, error) {
 	now := s.Now().UTC()
-	quotes, err := s.store.Quotes().List(ctx, orgID, store.Filter{Limit: 5000})
+	from := monthStart(now)
+	quotes, err := s.store.Quotes().SpentSince(ctx, orgID, from)
 	if err != nil {
 		return nil, err
 	}
-	var charges []store.MeterCharge
-	for _, p := range d.Projects {
-		cs, err := s.store.Meters().Charges(ctx, p.Id)
-		if err != nil {
-			return nil, err
-		}
-		charges = append(charges, cs...)
+	charges, err := s.store.Meters().ChargedSince(ctx, orgID, from)
+	if err != nil {
+		return nil, err
 	}
 	sp := aggregateSpend(now, quotes, charges, d.Projects, d.Keys)
-	sp.TaskKeys = taskKeys(d.Tasks, quotes, sp.KeyNames)
+	if sp.TaskKeys, err = s.tasksQuotes(ctx, orgID, d.Tasks, sp.KeyNames); err != nil {
+		return nil, err
+	}
 	if sp.Services, err = s.serviceCosts(ctx, orgID, d.Projects, now); err != nil {
 		return nil, err
 	}
 	return &sp, nil
+}
+
+// tasksQuotes names the keys whose quotes the tasks spent.
+func (s *Approvals) tasksQuotes(ctx context.Context, orgID string, tasks []store.Task, names map[string]string) (map[string]string, error) {
+	var quotes []store.Quote
+	for _, t := range tasks {
+		var p struct {
+			QuoteID string `json:"quoteId"`
+		}
+		if json.Unmarshal([]byte(t.Payload), &p) != nil || p.QuoteID == "" {
+			continue
+		}
+		q, err := s.store.Quotes().Get(ctx, orgID, p.QuoteID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		quotes = append(quotes, q)
+	}
+	return taskKeys(tasks, quotes, names), nil
 }
 
 // serviceCosts lists the organisation's services with what each used in
