@@ -16,8 +16,8 @@ import (
 // Seeing money: the dashboard's spend this period, day by day, per project
 // and per key, and every service with what it cost. Quotes spent (consumed)
 // count on the day they settled, for their project and their key; meter
-// charges count on the day they were charged, for their project only (a
-// running service is nobody's key once it runs).
+// charges and domain renewals count on the day they were made, for their
+// project only (a running service is nobody's key once it runs).
 
 // Spending is an organisation's spend in the current period.
 type Spending struct {
@@ -54,7 +54,7 @@ const noKey = "no key"
 // aggregateSpend sums quotes spent and meter charges into the period that
 // now falls in, day by day. Every project gets a series; a key only if it
 // spent.
-func aggregateSpend(now time.Time, quotes []store.Quote, charges []store.MeterCharge, projects []models.Project, keys []store.APIKey) Spending {
+func aggregateSpend(now time.Time, quotes []store.Quote, charges []store.MeterCharge, renewals []store.DomainRenewal, projects []models.Project, keys []store.APIKey) Spending {
 	from := monthStart(now)
 	to := from.AddDate(0, 1, 0)
 	days := int(to.Sub(from) / (24 * time.Hour))
@@ -105,6 +105,12 @@ func aggregateSpend(now time.Time, quotes []store.Quote, charges []store.MeterCh
 		if day, ok := in(c.ChargedAt); ok {
 			add(proj, c.ProjectID, c.ProjectID, day, c.AmountMicro)
 			sp.Total += c.AmountMicro
+		}
+	}
+	for _, r := range renewals {
+		if day, ok := in(r.CreatedAt); ok && r.State == "renewed" {
+			add(proj, r.ProjectID, r.ProjectID, day, r.AmountMicro)
+			sp.Total += r.AmountMicro
 		}
 	}
 	sp.Projects, sp.Keys = sortedSeries(proj), sortedSeries(key)
@@ -165,7 +171,11 @@ func (s *Approvals) spendingFor(ctx context.Context, orgID string, d *Dashboard)
 	if err != nil {
 		return nil, err
 	}
-	sp := aggregateSpend(now, quotes, charges, d.Projects, d.Keys)
+	renewals, err := s.store.DomainRenewals().RenewedSince(ctx, orgID, from)
+	if err != nil {
+		return nil, err
+	}
+	sp := aggregateSpend(now, quotes, charges, renewals, d.Projects, d.Keys)
 	if sp.TaskKeys, err = s.tasksQuotes(ctx, orgID, d.Tasks, sp.KeyNames); err != nil {
 		return nil, err
 	}

@@ -25,20 +25,25 @@ func TestAggregateSpend(t *testing.T) {
 		{ProjectID: "p2", AmountMicro: 4_000_000, ChargedAt: *at(1)},
 		{ProjectID: "p2", AmountMicro: 7_000_000, ChargedAt: last},
 	}
+	renewals := []store.DomainRenewal{
+		{ProjectID: "p1", State: "renewed", AmountMicro: 15_000_000, CreatedAt: last},
+		{ProjectID: "p2", State: "renewed", AmountMicro: 1_000_000, CreatedAt: *at(3)},
+		{ProjectID: "p2", State: "lapsed", AmountMicro: 2_000_000, CreatedAt: *at(3)},
+	}
 	projects := []models.Project{{Id: "p1", Name: "shop"}, {Id: "p2", Name: "blog"}, {Id: "p3", Name: "idle"}}
 	keys := []store.APIKey{{ID: "k1", Name: "deployer"}, {ID: "k2", Name: "ci"}}
-	sp := aggregateSpend(now, quotes, charges, projects, keys)
+	sp := aggregateSpend(now, quotes, charges, renewals, projects, keys)
 
 	if sp.Period != "2026-11" || len(sp.Days) != 30 || sp.Days[0] != "2026-11-01" {
 		t.Fatalf("period %q with %d days from %v", sp.Period, len(sp.Days), sp.Days[:1])
 	}
-	if want := money.MicroUSD(8_750_000); sp.Total != want {
+	if want := money.MicroUSD(9_750_000); sp.Total != want {
 		t.Errorf("total %v, want %v", sp.Total, want)
 	}
 	wantProjects := []struct {
 		name  string
 		total money.MicroUSD
-	}{{"blog", 5_250_000}, {"shop", 3_500_000}, {"idle", 0}}
+	}{{"blog", 6_250_000}, {"shop", 3_500_000}, {"idle", 0}}
 	if len(sp.Projects) != len(wantProjects) {
 		t.Fatalf("projects %+v", sp.Projects)
 	}
@@ -47,7 +52,7 @@ func TestAggregateSpend(t *testing.T) {
 			t.Errorf("project %d: %s %v, want %s %v", i, got.Name, got.Total, w.name, w.total)
 		}
 	}
-	if blog := sp.Projects[0]; blog.ByDay[0] != 4_000_000 || blog.ByDay[1] != 1_000_000 || blog.ByDay[5] != 250_000 {
+	if blog := sp.Projects[0]; blog.ByDay[0] != 4_000_000 || blog.ByDay[1] != 1_000_000 || blog.ByDay[2] != 1_000_000 || blog.ByDay[5] != 250_000 {
 		t.Errorf("blog by day %v", blog.ByDay[:6])
 	}
 	wantKeys := map[string]money.MicroUSD{"deployer": 3_500_000, "ci": 1_000_000, noKey: 250_000}

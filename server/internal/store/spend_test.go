@@ -36,5 +36,13 @@ func TestSpendSince(t *testing.T) {
 		if err != nil || len(cs) != 1 || cs[0].Period != "2026-11" {
 			t.Fatalf("charged since: %+v, %v", cs, err)
 		}
+		rn := w.st.DomainRenewals()
+		must(t, rn.AddRenewal(ctx, store.DomainRenewal{Domain: "s.dev", Term: 1, OrgID: w.org, ProjectID: w.proj, State: "renewed", AmountMicro: 9, DecidedBy: "system", CreatedAt: t0.Add(-time.Hour)}))
+		must(t, rn.AddRenewal(ctx, store.DomainRenewal{Domain: "s.dev", Term: 2, OrgID: w.org, ProjectID: w.proj, State: "renewed", AmountMicro: 9, DecidedBy: "system", CreatedAt: t0.Add(time.Hour)}))
+		must(t, rn.AddRenewal(ctx, store.DomainRenewal{Domain: "s.dev", Term: 3, OrgID: w.org, ProjectID: w.proj, State: "lapsed", DecidedBy: "system", CreatedAt: t0.Add(time.Hour)}))
+		rs, err := rn.RenewedSince(ctx, w.org, t0)
+		if err != nil || len(rs) != 1 || rs[0].Term != 2 {
+			t.Fatalf("renewed since: %+v, %v", rs, err)
+		}
 	})
 }
