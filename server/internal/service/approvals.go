@@ -28,6 +28,7 @@ type Dashboard struct {
 	Ledger      []ledger.Entry // newest first
 	Card        *store.PaymentMethod
 	CardExpired bool
+	Spending    *Spending // this period's spend, per project, key and service
 }
 
 // GateView is a gate as the approval page shows it.
@@ -521,6 +522,9 @@ func (s *Approvals) DashboardFor(ctx context.Context, h Human) (*Dashboard, erro
 	}
 	if d.Card != nil {
 		d.CardExpired = payments.Expired(d.Card.ExpMonth, d.Card.ExpYear, s.Now())
+	}
+	if d.Spending, err = s.spendingFor(ctx, h.OrgID, d); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
