@@ -206,7 +206,8 @@ func pagesWithIDs(t *testing.T, c *contracttest.Client, h http.Header, path, key
 				t.Fatalf("%s: an item without an id, or twice: %v", path, item)
 			}
 			seen[id] = true
-			if key == "tasks" && (item["createdAt"] == nil || item["serviceId"] != nil && item["serviceName"] == nil) {
+			actsOnAService := map[any]bool{"launch": true, "deploy": true, "rollback": true, "teardown": true}[item["kind"]]
+			if key == "tasks" && (item["createdAt"] == nil || actsOnAService && item["serviceName"] == nil) {
 				t.Errorf("a task without its creation time or service name: %v", item)
 			}
 		}
