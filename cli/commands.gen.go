@@ -388,7 +388,8 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Example:   "  pier email addresses list\n  pier email addresses list --json",
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
 		Flags: []FlagSpec{
-			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: ""},
+			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, oldest first."},
+			{Flag: "cursor", Field: "cursor", In: "query", Kind: "string", Required: false, Usage: "Where to go on from, the `nextCursor` of the page before; opaque."},
 		},
 	}, runF))
 	groups["email"].AddCommand(NewCmdOperation(f, &OperationSpec{
@@ -396,6 +397,10 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Use: "inboxes", Short: "List the organisation's inboxes.",
 		Example:   "  pier email inboxes\n  pier email inboxes --json",
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Flags: []FlagSpec{
+			{Flag: "limit", Field: "limit", In: "query", Kind: "int", Required: false, Usage: "At most this many, oldest first."},
+			{Flag: "cursor", Field: "cursor", In: "query", Kind: "string", Required: false, Usage: "Where to go on from, the `nextCursor` of the page before; opaque."},
+		},
 	}, runF))
 	groups["ledger"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "list_ledger_entries", Method: "GET", Path: "/v1/ledger",

@@ -87,20 +87,9 @@ func runMailWait(ctx context.Context, o *MailWaitOptions) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Wait+15*time.Second)
 	defer cancel()
-	inboxes, err := c.ListInboxes(ctx)
+	inbox, err := inboxFor(ctx, c, o.To)
 	if err != nil {
 		return err
-	}
-	to := strings.ToLower(o.To)
-	_, domain, _ := strings.Cut(to, "@")
-	inbox := ""
-	for _, i := range inboxes.Data.Inboxes {
-		if i.Address == to {
-			inbox = i.Id
-		}
-		if inbox == "" && i.Address == "*@"+domain {
-			inbox = i.Id
-		}
 	}
 	if inbox == "" {
 		return usageErrorf("pier mail wait", "%s is not one of your addresses; pier email addresses list shows them", o.To)
@@ -138,5 +127,34 @@ func runMailWait(ctx context.Context, o *MailWaitOptions) error {
 			fmt.Fprintln(f.IO.Out)
 		}
 		return nil
+	}
+}
+
+// inboxFor finds the inbox that takes mail for an address, its own or its
+// domain's catch-all, through every page of the organisation's inboxes;
+// "" when none does.
+func inboxFor(ctx context.Context, c *sdk.Client, address string) (string, error) {
+	to := strings.ToLower(address)
+	_, domain, _ := strings.Cut(to, "@")
+	catchAll := ""
+	most := 200
+	params := &sdk.ListInboxesParams{Limit: &most}
+	for {
+		page, err := c.ListInboxes(ctx, params)
+		if err != nil {
+			return "", err
+		}
+		for _, i := range page.Data.Inboxes {
+			if i.Address == to {
+				return i.Id, nil
+			}
+			if catchAll == "" && i.Address == "*@"+domain {
+				catchAll = i.Id
+			}
+		}
+		if page.Data.NextCursor == nil {
+			return catchAll, nil
+		}
+		params.Cursor = page.Data.NextCursor
 	}
 }

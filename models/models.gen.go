@@ -2475,6 +2475,9 @@ type EmailAddressEnvelope struct {
 // EmailAddressList defines model for EmailAddressList.
 type EmailAddressList struct {
 	Addresses []EmailAddress `json:"addresses"`
+
+	// NextCursor Present when more may follow; send it as `cursor` for the next page.
+	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
 // EmailAddressListEnvelope defines model for EmailAddressListEnvelope.
@@ -2681,6 +2684,9 @@ type Inbox struct {
 // InboxList defines model for InboxList.
 type InboxList struct {
 	Inboxes []Inbox `json:"inboxes"`
+
+	// NextCursor Present when more may follow; send it as `cursor` for the next page.
+	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
 // InboxListEnvelope defines model for InboxListEnvelope.
@@ -4390,7 +4396,11 @@ type AttachDomainParams struct {
 
 // ListEmailAddressesParams defines parameters for ListEmailAddresses.
 type ListEmailAddressesParams struct {
+	// Limit At most this many, oldest first.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where to go on from, the `nextCursor` of the page before; opaque.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // CreateEmailAddressParams defines parameters for CreateEmailAddress.
@@ -4400,6 +4410,15 @@ type CreateEmailAddressParams struct {
 	// key with another body answers 422 `idempotency:key_reused`; a request with
 	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ListInboxesParams defines parameters for ListInboxes.
+type ListInboxesParams struct {
+	// Limit At most this many, oldest first.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where to go on from, the `nextCursor` of the page before; opaque.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListMessagesParams defines parameters for ListMessages.

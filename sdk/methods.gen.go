@@ -473,8 +473,8 @@ func (c *Client) ListEmailAddresses(ctx context.Context, params *ListEmailAddres
 }
 
 // ListInboxes calls list_inboxes (GET /v1/inboxes): List the organisation's inboxes.
-func (c *Client) ListInboxes(ctx context.Context, opts ...RequestEditorFn) (*InboxListEnvelope, error) {
-	resp, err := c.api.ListInboxesWithResponse(ctx, opts...)
+func (c *Client) ListInboxes(ctx context.Context, params *ListInboxesParams, opts ...RequestEditorFn) (*InboxListEnvelope, error) {
+	resp, err := c.api.ListInboxesWithResponse(ctx, params, opts...)
 	if err != nil {
 		return nil, err
 	}

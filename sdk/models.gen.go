@@ -154,6 +154,7 @@ type (
 	ListBundlesParams                     = models.ListBundlesParams
 	ListDomainsParams                     = models.ListDomainsParams
 	ListEmailAddressesParams              = models.ListEmailAddressesParams
+	ListInboxesParams                     = models.ListInboxesParams
 	ListLedgerEntriesParams               = models.ListLedgerEntriesParams
 	ListMessagesParams                    = models.ListMessagesParams
 	ListProjectsParams                    = models.ListProjectsParams

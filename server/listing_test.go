@@ -2,10 +2,12 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/pierhq/pier/internal/testkit/contracttest"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"
 )
@@ -95,10 +97,10 @@ func TestEveryNounListsAndReads(t *testing.T) {
 }
 
 // TestEveryListPagesWithIDs: every list item carries id, tasks carry their
-// creation time and service name, and each list pages by cursor: limit=1
-// answers a nextCursor (and the action that follows it), the pages
-// together hold every item once, and a cursor the server did not make is
-// input:invalid.
+// creation time and the name of the service they act on, and each list pages: limit=1 answers a
+// nextCursor (nextBefore for an inbox's messages) and the action that
+// follows it, the pages together hold every item once, and a cursor the
+// server did not make is input:invalid.
 func TestEveryListPagesWithIDs(t *testing.T) {
 	engines(t, func(t *testing.T, db string) {
 		ts := start(t, server.Config{DatabaseURL: db})
@@ -127,51 +129,104 @@ func TestEveryListPagesWithIDs(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		inbox := pagingMail(t, ts, a, domain)
 		for _, n := range []struct {
 			path, key string
 			atLeast   int
-		}{{"/v1/projects", "projects", 3}, {"/v1/services", "services", 2}, {"/v1/tasks", "tasks", 2}, {"/v1/bundles", "bundles", 2}, {"/v1/quotes", "quotes", 2}, {"/v1/domains", "domains", 1}} {
-			seen := map[string]bool{}
-			cursor := ""
-			for page := 0; ; page++ {
-				path := n.path + "?limit=1"
-				if cursor != "" {
-					path += "&cursor=" + cursor
-				}
-				r := c.Do("GET", path, nil, a.header())
-				if r.StatusCode != 200 {
-					t.Fatalf("GET %s: %d %s", path, r.StatusCode, r.Body)
-				}
-				data := r.JSON()["data"].(map[string]any)
-				for _, it := range data[n.key].([]any) {
-					item := it.(map[string]any)
-					id, _ := item["id"].(string)
-					if id == "" || seen[id] {
-						t.Fatalf("%s: an item without an id, or twice: %v", n.path, item)
-					}
-					seen[id] = true
-					if n.key == "tasks" && (item["createdAt"] == nil || item["serviceName"] == nil) {
-						t.Errorf("a task without its creation time or service name: %v", item)
-					}
-				}
-				next, _ := data["nextCursor"].(string)
-				if next == "" {
-					break
-				}
-				if !strings.Contains(string(r.Body), `"cursor":"`+next+`"`) {
-					t.Errorf("%s: no action follows the cursor: %s", n.path, r.Body)
-				}
-				if page > 20 {
-					t.Fatalf("%s: the pages never end", n.path)
-				}
-				cursor = next
-			}
-			if len(seen) < n.atLeast {
-				t.Errorf("%s: the pages held %d items, want at least %d", n.path, len(seen), n.atLeast)
-			}
-			if r := c.Do("GET", n.path+"?cursor=nope", nil, a.header()); r.StatusCode != 400 || r.JSON()["blockedBy"] != "input:invalid" {
-				t.Errorf("%s with a bad cursor: %d %s", n.path, r.StatusCode, r.Body)
+		}{
+			{"/v1/projects", "projects", 3}, {"/v1/services", "services", 2}, {"/v1/tasks", "tasks", 2}, {"/v1/bundles", "bundles", 2},
+			{"/v1/quotes", "quotes", 2}, {"/v1/domains", "domains", 1}, {"/v1/email-addresses", "addresses", 2}, {"/v1/inboxes", "inboxes", 2},
+			{"/v1/inboxes/" + inbox + "/messages", "messages", 2},
+		} {
+			if got := pagesWithIDs(t, c, a.header(), n.path, n.key); got < n.atLeast {
+				t.Errorf("%s: the pages held %d items, want at least %d", n.path, got, n.atLeast)
 			}
 		}
 	})
+}
+
+// pagingMail sets up mail on a domain of the account's, with two
+// addresses (so two inboxes) and two messages in the first one's inbox.
+func pagingMail(t *testing.T, ts *testServer, a account, domain string) string {
+	t.Helper()
+	c := ts.Client
+	q := c.Do("POST", "/v1/quotes", map[string]any{"projectId": a.project, "items": []any{map[string]any{"kind": "email", "domain": domain}}}, a.header())
+	if q.StatusCode != 201 {
+		t.Fatalf("mail quote: %d %s", q.StatusCode, q.Body)
+	}
+	r := c.Do("POST", "/v1/domains/"+domain+"/email", map[string]any{"quoteId": q.JSON()["data"].(map[string]any)["quoteId"]}, a.header())
+	if r.StatusCode != 202 {
+		t.Fatalf("setup_email: %d %s", r.StatusCode, r.Body)
+	}
+	waitTask(t, ts, a, r.JSON()["data"].(map[string]any)["taskId"].(string), "succeeded")
+	inbox := ""
+	for _, local := range []string{"first", "second"} {
+		r := c.Do("POST", "/v1/email-addresses", map[string]any{"address": local + "@" + domain}, a.header())
+		if r.StatusCode != 201 {
+			t.Fatalf("create address: %d %s", r.StatusCode, r.Body)
+		}
+		if inbox == "" {
+			inbox = r.JSON()["data"].(map[string]any)["inboxId"].(string)
+		}
+	}
+	for i := range 2 {
+		if err := sendSMTP(ts.SMTPAddr(), "sender@example.org", []string{"first@" + domain}, fmt.Sprintf("Subject: page %d\n\nbody\n", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return inbox
+}
+
+// pagesWithIDs walks a list a page of one at a time and answers how many
+// items its pages held, each with an id and none twice. A list pages by
+// cursor (nextCursor), an inbox's messages by before (nextBefore); each
+// page that names the next carries the action that asks for it.
+func pagesWithIDs(t *testing.T, c *contracttest.Client, h http.Header, path, key string) int {
+	t.Helper()
+	param, nextField := "cursor", "nextCursor"
+	if strings.HasSuffix(path, "/messages") {
+		param, nextField = "before", "nextBefore"
+	}
+	seen := map[string]bool{}
+	at := ""
+	for page := 0; ; page++ {
+		p := path + "?limit=1"
+		if at != "" {
+			p += "&" + param + "=" + at
+		}
+		r := c.Do("GET", p, nil, h)
+		if r.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %s", p, r.StatusCode, r.Body)
+		}
+		data := r.JSON()["data"].(map[string]any)
+		for _, it := range data[key].([]any) {
+			item := it.(map[string]any)
+			id, _ := item["id"].(string)
+			if id == "" || seen[id] {
+				t.Fatalf("%s: an item without an id, or twice: %v", path, item)
+			}
+			seen[id] = true
+			actsOnAService := map[any]bool{"launch": true, "deploy": true, "rollback": true, "teardown": true}[item["kind"]]
+			if key == "tasks" && (item["createdAt"] == nil || actsOnAService && item["serviceName"] == nil) {
+				t.Errorf("a task without its creation time or service name: %v", item)
+			}
+		}
+		next, _ := data[nextField].(string)
+		if next == "" {
+			break
+		}
+		if !strings.Contains(string(r.Body), `"`+param+`":"`+next+`"`) {
+			t.Errorf("%s: no action follows the %s: %s", path, param, r.Body)
+		}
+		if page > 20 {
+			t.Fatalf("%s: the pages never end", path)
+		}
+		at = next
+	}
+	if param == "cursor" {
+		if r := c.Do("GET", path+"?cursor=nope", nil, h); r.StatusCode != 400 || r.JSON()["blockedBy"] != "input:invalid" {
+			t.Errorf("%s with a bad cursor: %d %s", path, r.StatusCode, r.Body)
+		}
+	}
+	return len(seen)
 }

@@ -504,7 +504,7 @@ type ClientInterface interface {
 	// ListInboxes List the organisation's inboxes.
 	//
 	// Corresponds with GET /v1/inboxes (the `ListInboxes` operationId).
-	ListInboxes(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListInboxes(ctx context.Context, params *ListInboxesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListMessages List an inbox's messages, newest first.
 	//
@@ -1707,8 +1707,8 @@ func (c *Client) Estimate(ctx context.Context, body EstimateJSONRequestBody, req
 // ListInboxes List the organisation's inboxes.
 //
 // Corresponds with GET /v1/inboxes (the `ListInboxes` operationId).
-func (c *Client) ListInboxes(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListInboxesRequest(c.Server)
+func (c *Client) ListInboxes(ctx context.Context, params *ListInboxesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListInboxesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3762,6 +3762,18 @@ func NewListEmailAddressesRequest(server string, params *ListEmailAddressesParam
 
 		}
 
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -3906,7 +3918,7 @@ func NewEstimateRequestWithBody(server string, contentType string, body io.Reade
 }
 
 // NewListInboxesRequest constructs an http.Request for the ListInboxes method
-func NewListInboxesRequest(server string) (*http.Request, error) {
+func NewListInboxesRequest(server string, params *ListInboxesParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -3922,6 +3934,45 @@ func NewListInboxesRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -6406,7 +6457,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/inboxes (the `ListInboxes` operationId).
-	ListInboxesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListInboxesResponse, error)
+	ListInboxesWithResponse(ctx context.Context, params *ListInboxesParams, reqEditors ...RequestEditorFn) (*ListInboxesResponse, error)
 
 	// ListMessagesWithResponse List an inbox's messages, newest first.
 	//
@@ -12124,8 +12175,8 @@ func (c *ClientWithResponses) EstimateWithResponse(ctx context.Context, body Est
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/inboxes (the `ListInboxes` operationId).
-func (c *ClientWithResponses) ListInboxesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListInboxesResponse, error) {
-	rsp, err := c.ListInboxes(ctx, reqEditors...)
+func (c *ClientWithResponses) ListInboxesWithResponse(ctx context.Context, params *ListInboxesParams, reqEditors ...RequestEditorFn) (*ListInboxesResponse, error) {
+	rsp, err := c.ListInboxes(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

@@ -110,7 +110,7 @@ type ServerInterface interface {
 	Estimate(w http.ResponseWriter, r *http.Request)
 	// ListInboxes List the organisation's inboxes.
 	// (GET /v1/inboxes)
-	ListInboxes(w http.ResponseWriter, r *http.Request)
+	ListInboxes(w http.ResponseWriter, r *http.Request, params ListInboxesParams)
 	// ListMessages List an inbox's messages, newest first.
 	// (GET /v1/inboxes/{id}/messages)
 	ListMessages(w http.ResponseWriter, r *http.Request, id ResourceId, params ListMessagesParams)
@@ -1000,6 +1000,19 @@ func (siw *ServerInterfaceWrapper) ListEmailAddresses(w http.ResponseWriter, r *
 		return
 	}
 
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListEmailAddresses(w, r, params)
 	}))
@@ -1095,8 +1108,40 @@ func (siw *ServerInterfaceWrapper) Estimate(w http.ResponseWriter, r *http.Reque
 // ListInboxes operation middleware
 func (siw *ServerInterfaceWrapper) ListInboxes(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListInboxesParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListInboxes(w, r)
+		siw.Handler.ListInboxes(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4951,6 +4996,7 @@ func (response EstimatedefaultJSONResponse) VisitEstimateResponse(w http.Respons
 }
 
 type ListInboxesRequestObject struct {
+	Params ListInboxesParams
 }
 
 type ListInboxesResponseObject interface {
@@ -8972,8 +9018,10 @@ func (sh *strictHandler) Estimate(w http.ResponseWriter, r *http.Request) {
 }
 
 // ListInboxes operation middleware
-func (sh *strictHandler) ListInboxes(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ListInboxes(w http.ResponseWriter, r *http.Request, params ListInboxesParams) {
 	var request ListInboxesRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ListInboxes(ctx, request.(ListInboxesRequestObject))

@@ -37,7 +37,11 @@ func (o mailRoutes) CreateEmailAddress(ctx context.Context, req api.CreateEmailA
 }
 
 func (o mailRoutes) ListEmailAddresses(ctx context.Context, req api.ListEmailAddressesRequestObject) (api.ListEmailAddressesResponseObject, error) {
-	l, next, err := o.svc.Mail.Addresses(ctx, auth.FromContext(ctx).OrgID, val(req.Params.Limit))
+	f, err := page(req.Params.Cursor, req.Params.Limit)
+	if err != nil {
+		return nil, err
+	}
+	l, next, err := o.svc.Mail.Addresses(ctx, auth.FromContext(ctx).OrgID, f)
 	if err != nil {
 		return nil, err
 	}
@@ -52,8 +56,12 @@ func (o mailRoutes) DeleteEmailAddress(ctx context.Context, req api.DeleteEmailA
 	return api.DeleteEmailAddress200JSONResponse{Data: *a, Actions: next, FormatVersion: FormatVersion}, nil
 }
 
-func (o mailRoutes) ListInboxes(ctx context.Context, _ api.ListInboxesRequestObject) (api.ListInboxesResponseObject, error) {
-	l, next, err := o.svc.Mail.Inboxes(ctx, auth.FromContext(ctx).OrgID)
+func (o mailRoutes) ListInboxes(ctx context.Context, req api.ListInboxesRequestObject) (api.ListInboxesResponseObject, error) {
+	f, err := page(req.Params.Cursor, req.Params.Limit)
+	if err != nil {
+		return nil, err
+	}
+	l, next, err := o.svc.Mail.Inboxes(ctx, auth.FromContext(ctx).OrgID, f)
 	if err != nil {
 		return nil, err
 	}

@@ -391,8 +391,8 @@ var Tools = []Tool{
 		Method:      "GET", Path: "/v1/email-addresses", Authority: "agent", Anonymous: false,
 		ReadOnly: true, Destructive: false, Idempotent: true, DeclaresIdempotencyKey: false,
 		SuccessMedia: "application/json",
-		Arguments:    []Binding{{Name: "limit", In: "query"}},
-		InputSchema:  "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"limit\":{\"default\":50,\"maximum\":200,\"minimum\":1,\"type\":\"integer\"}},\"type\":\"object\"}",
+		Arguments:    []Binding{{Name: "limit", In: "query"}, {Name: "cursor", In: "query"}},
+		InputSchema:  "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"cursor\":{\"description\":\"Where to go on from, the `nextCursor` of the page before; opaque.\",\"maxLength\":200,\"minLength\":1,\"pattern\":\"^[A-Za-z0-9_-]+$\",\"type\":\"string\"},\"limit\":{\"default\":50,\"description\":\"At most this many, oldest first.\",\"maximum\":200,\"minimum\":1,\"type\":\"integer\"}},\"type\":\"object\"}",
 	},
 	{
 		Name:        "list_inboxes",
@@ -401,8 +401,8 @@ var Tools = []Tool{
 		Method:      "GET", Path: "/v1/inboxes", Authority: "agent", Anonymous: false,
 		ReadOnly: true, Destructive: false, Idempotent: true, DeclaresIdempotencyKey: false,
 		SuccessMedia: "application/json",
-		Arguments:    []Binding{},
-		InputSchema:  "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{},\"type\":\"object\"}",
+		Arguments:    []Binding{{Name: "limit", In: "query"}, {Name: "cursor", In: "query"}},
+		InputSchema:  "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"cursor\":{\"description\":\"Where to go on from, the `nextCursor` of the page before; opaque.\",\"maxLength\":200,\"minLength\":1,\"pattern\":\"^[A-Za-z0-9_-]+$\",\"type\":\"string\"},\"limit\":{\"default\":50,\"description\":\"At most this many, oldest first.\",\"maximum\":200,\"minimum\":1,\"type\":\"integer\"}},\"type\":\"object\"}",
 	},
 	{
 		Name:        "list_ledger_entries",

@@ -78,12 +78,10 @@ func (s *Mail) quoteMailAction(ctx context.Context, orgID, domain string) models
 	return actions.Tool("create_quote", "agent", args)
 }
 
-// Addresses lists the organisation's addresses.
-func (s *Mail) Addresses(ctx context.Context, orgID string, limit int) (*models.EmailAddressList, []models.Action, error) {
-	if limit <= 0 {
-		limit = 50
-	}
-	l, err := s.store.Mail().Addresses(ctx, orgID, limit)
+// Addresses lists a page of the organisation's addresses, oldest first.
+func (s *Mail) Addresses(ctx context.Context, orgID string, f store.Filter) (*models.EmailAddressList, []models.Action, error) {
+	f = mailPage(f)
+	l, err := s.store.Mail().Addresses(ctx, orgID, f)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -91,7 +89,20 @@ func (s *Mail) Addresses(ctx context.Context, orgID string, limit int) (*models.
 	for _, a := range l {
 		out.Addresses = append(out.Addresses, addressView(a))
 	}
-	return out, []models.Action{actions.Stop("done")}, nil
+	if len(l) > 0 {
+		last := l[len(l)-1]
+		out.NextCursor = nextCursor(f, len(l), last.CreatedAt, last.ID)
+	}
+	return out, pageActions("list_email_addresses", out.NextCursor, f.Args()), nil
+}
+
+// mailPage is a mail list's filter: the contract's page of 50 when the
+// caller names none.
+func mailPage(f store.Filter) store.Filter {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	return f
 }
 
 // DeleteAddress stops an address taking mail; its inbox stays.
@@ -116,9 +127,10 @@ func (s *Mail) DeleteAddress(ctx context.Context, p *auth.Principal, id string) 
 	return v, []models.Action{actions.Stop("done")}, nil
 }
 
-// Inboxes lists the organisation's inboxes.
-func (s *Mail) Inboxes(ctx context.Context, orgID string) (*models.InboxList, []models.Action, error) {
-	l, err := s.store.Mail().Inboxes(ctx, orgID)
+// Inboxes lists a page of the organisation's inboxes, oldest first.
+func (s *Mail) Inboxes(ctx context.Context, orgID string, f store.Filter) (*models.InboxList, []models.Action, error) {
+	f = mailPage(f)
+	l, err := s.store.Mail().Inboxes(ctx, orgID, f)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -126,7 +138,13 @@ func (s *Mail) Inboxes(ctx context.Context, orgID string) (*models.InboxList, []
 	for _, i := range l {
 		out.Inboxes = append(out.Inboxes, models.Inbox{Id: i.ID, Address: i.Address, Messages: i.Messages, BytesUsed: i.BytesUsed, BytesLimit: i.BytesLimit})
 	}
-	return out, []models.Action{actions.Stop("done")}, nil
+	var first []models.Action
+	if len(l) > 0 {
+		last := l[len(l)-1]
+		out.NextCursor = nextCursor(f, len(l), last.CreatedAt, last.ID)
+		first = append(first, actions.Tool("list_messages", "agent", map[string]any{"id": l[0].ID}))
+	}
+	return out, pageActions("list_inboxes", out.NextCursor, f.Args(), first...), nil
 }
 
 func summaryView(m store.Message) models.MessageSummary {
@@ -175,13 +193,29 @@ func (s *Mail) Messages(ctx context.Context, orgID, inboxID string, f store.Mess
 	for _, m := range l {
 		out.Messages = append(out.Messages, summaryView(m))
 	}
-	next := []models.Action{actions.Stop("done")}
+	next := []models.Action{}
 	if len(l) == f.Limit {
 		last := l[len(l)-1].ID
 		out.NextBefore = &last
-		next = []models.Action{actions.Tool("list_messages", "agent", map[string]any{"id": inboxID, "before": last})}
+		next = append(next, actions.Tool("list_messages", "agent", messagePageArgs(inboxID, f, last)))
 	}
-	return out, next, nil
+	return out, append(next, actions.Stop("done")), nil
+}
+
+// messagePageArgs are list_messages' arguments for the page after the
+// message before: the same inbox, filters and page size.
+func messagePageArgs(inboxID string, f store.MessageFilter, before string) map[string]any {
+	args := map[string]any{"id": inboxID, "before": before, "limit": f.Limit}
+	if f.From != "" {
+		args["from"] = f.From
+	}
+	if f.Subject != "" {
+		args["subject"] = f.Subject
+	}
+	if !f.Since.IsZero() {
+		args["since"] = f.Since.Format(time.RFC3339Nano)
+	}
+	return args
 }
 
 // Message reads a message.

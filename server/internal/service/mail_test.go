@@ -139,7 +139,7 @@ func TestMailboxes(t *testing.T) {
 	wantCode(t, err, "not_found:resource")
 	_, _, err = h.svc.Mail.DeleteAddress(h.ctx, b.agent, ad.Id)
 	wantCode(t, err, "not_found:resource")
-	if l, _, _ := h.svc.Mail.Inboxes(h.ctx, b.org); len(l.Inboxes) != 0 {
+	if l, _, _ := h.svc.Mail.Inboxes(h.ctx, b.org, store.Filter{}); len(l.Inboxes) != 0 {
 		t.Fatal("org B lists A's inboxes")
 	}
 	mailboxReads(t, h, a, ad, id)
@@ -155,7 +155,7 @@ func mailboxReads(t *testing.T, h *harness, a tenant, ad *models.EmailAddressCha
 	if m, _, err := h.svc.Mail.Message(h.ctx, a.org, id); err != nil || m.Subject != "Your code" {
 		t.Fatalf("message %+v %v", m, err)
 	}
-	if in, _, _ := h.svc.Mail.Inboxes(h.ctx, a.org); len(in.Inboxes) != 2 || in.Inboxes[0].BytesLimit != 2000 {
+	if in, _, _ := h.svc.Mail.Inboxes(h.ctx, a.org, store.Filter{}); len(in.Inboxes) != 2 || in.Inboxes[0].BytesLimit != 2000 {
 		t.Fatalf("inboxes %+v", in)
 	}
 	d, _, err := h.svc.Mail.DeleteMessage(h.ctx, a.org, id)
@@ -168,7 +168,7 @@ func mailboxReads(t *testing.T, h *harness, a tenant, ad *models.EmailAddressCha
 	if again, _, err := h.svc.Mail.DeleteAddress(h.ctx, a.agent, ad.Id); err != nil || *again.Deleted != *del.Deleted {
 		t.Fatalf("deleting twice: %+v %v", again, err)
 	}
-	if list, _, _ := h.svc.Mail.Addresses(h.ctx, a.org, 0); len(list.Addresses) != 1 || !list.Addresses[0].CatchAll {
+	if list, _, _ := h.svc.Mail.Addresses(h.ctx, a.org, store.Filter{}); len(list.Addresses) != 1 || !list.Addresses[0].CatchAll {
 		t.Fatalf("addresses %+v", list.Addresses)
 	}
 }

@@ -156,9 +156,12 @@ func scanAddress(row interface{ Scan(...any) error }) (EmailAddress, error) {
 	return a, err
 }
 
-// Addresses lists an organisation's live addresses.
-func (db Mail) Addresses(ctx context.Context, orgID string, limit int) ([]EmailAddress, error) {
-	return collect(ctx, db.ex, scanAddress, db.q(`SELECT `+addressCols+` FROM email_addresses WHERE org_id = ? AND deleted_at IS NULL ORDER BY created_at, id LIMIT ?`), orgID, limit)
+// Addresses lists a page of an organisation's live addresses, oldest
+// first, after f.After.
+func (db Mail) Addresses(ctx context.Context, orgID string, f Filter) ([]EmailAddress, error) {
+	return collect(ctx, db.ex, scanAddress, db.q(`SELECT `+addressCols+` FROM email_addresses
+		WHERE org_id = ? AND deleted_at IS NULL AND `+afterCondOldest("id")+` ORDER BY created_at, id LIMIT ?`),
+		append(append([]any{orgID}, f.afterArgs()...), f.limit())...)
 }
 
 // Address reads an address of the organisation.
@@ -198,9 +201,12 @@ func scanInbox(row interface{ Scan(...any) error }) (Inbox, error) {
 	return i, err
 }
 
-// Inboxes lists an organisation's inboxes.
-func (db Mail) Inboxes(ctx context.Context, orgID string) ([]Inbox, error) {
-	return collect(ctx, db.ex, scanInbox, db.q(`SELECT `+inboxCols+` FROM inboxes i WHERE i.org_id = ? ORDER BY i.created_at, i.id`), orgID)
+// Inboxes lists a page of an organisation's inboxes, oldest first, after
+// f.After.
+func (db Mail) Inboxes(ctx context.Context, orgID string, f Filter) ([]Inbox, error) {
+	return collect(ctx, db.ex, scanInbox, db.q(`SELECT `+inboxCols+` FROM inboxes i
+		WHERE i.org_id = ? AND `+afterCondOldest("i.id")+` ORDER BY i.created_at, i.id LIMIT ?`),
+		append(append([]any{orgID}, f.afterArgs()...), f.limit())...)
 }
 
 // Inbox reads an inbox of the organisation.

@@ -98,7 +98,7 @@ var mailCases = []storeCase{
 		mail := w.st.Mail()
 		a := w.address(t, "adr_1", "hi@shop.dev", false, 100)
 		wantErr(t, "an address taken", mail.CreateAddress(ctx, store.EmailAddress{ID: "adr_2", OrgID: w.org, Domain: "shop.dev", Address: "hi@shop.dev", InboxID: "inb_2", CreatedAt: t0}, 100), store.ErrConflict)
-		if inboxes, _ := mail.Inboxes(ctx, w.org); len(inboxes) != 1 {
+		if inboxes, _ := mail.Inboxes(ctx, w.org, store.Filter{}); len(inboxes) != 1 {
 			t.Fatalf("a refused address left an inbox: %+v", inboxes)
 		}
 		all := w.address(t, "adr_all", "*@shop.dev", true, 100)
@@ -116,7 +116,7 @@ var mailCases = []storeCase{
 		}
 		_, err = mail.Route(ctx, "hi@other.dev", "other.dev")
 		wantErr(t, "no route", err, store.ErrNotFound)
-		if got, err := mail.Addresses(ctx, w.org, 10); err != nil || len(got) != 2 {
+		if got, err := mail.Addresses(ctx, w.org, store.Filter{Limit: 10}); err != nil || len(got) != 2 {
 			t.Fatalf("addresses %+v, %v", got, err)
 		}
 		must(t, mail.DeleteAddress(ctx, w.org, "adr_1", t0.Add(time.Minute)))
@@ -128,7 +128,7 @@ var mailCases = []storeCase{
 		if got, _ := mail.Route(ctx, "hi@shop.dev", "shop.dev"); got.ID != all.ID {
 			t.Fatalf("a deleted address still takes mail: %+v", got)
 		}
-		if got, _ := mail.Addresses(ctx, w.org, 10); len(got) != 1 {
+		if got, _ := mail.Addresses(ctx, w.org, store.Filter{Limit: 10}); len(got) != 1 {
 			t.Fatalf("addresses after deleting %+v", got)
 		}
 		w.address(t, "adr_again", "hi@shop.dev", false, 100) // the name is free again
@@ -220,7 +220,7 @@ var mailCases = []storeCase{
 		if got, _ := mail.Messages(ctx, "org_other", a.InboxID, store.MessageFilter{}); len(got) != 0 {
 			t.Fatalf("another organisation reads %v", messageIDs(got))
 		}
-		if got, err := mail.Inboxes(ctx, w.org); err != nil || len(got) != 1 || got[0].Messages != 4 {
+		if got, err := mail.Inboxes(ctx, w.org, store.Filter{}); err != nil || len(got) != 1 || got[0].Messages != 4 {
 			t.Fatalf("inboxes %+v, %v", got, err)
 		}
 	}},

@@ -122,7 +122,7 @@ var servicesCases = []storeCase{
 		if got, _ := w.st.Services().Get(ctx, w.org, v.ID); got.State != "crashed" {
 			t.Fatalf("the write after the refusals: %s", got.State)
 		}
-		if inboxes, _ := w.st.Mail().Inboxes(ctx, w.org); len(inboxes) != 1 {
+		if inboxes, _ := w.st.Mail().Inboxes(ctx, w.org, store.Filter{}); len(inboxes) != 1 {
 			t.Fatalf("the refused address left its inbox: %+v", inboxes)
 		}
 	}},
