@@ -75,23 +75,13 @@ func parseFwd(b []byte, r *fwdReq, dst []byte) (_ []byte, ok bool) {
 	dst = append(dst, line...)
 	dst = append(dst, "\r\n"...)
 	var seen fwdSeen
-	for count := 0; ; count++ {
-		line, rest = cutLine(rest)
-		if len(line) == 0 {
-			break
-		}
-		if count == 100 {
-			return dst, false
-		}
-		name, v, ok := splitField(line, false)
-		if !ok {
-			return dst, false
-		}
-		if dst, ok = r.field(&seen, name, v, dst); !ok {
-			return dst, false
-		}
+	if !headerFields(rest, func(name, v []byte) bool {
+		dst, ok = r.field(&seen, name, v, dst)
+		return ok
+	}) {
+		return dst, false
 	}
-	if seen.hosts != 1 || seen.uas > 1 || !fwdHost(r.host) {
+	if seen.hosts != 1 || seen.uas > 1 || !plainHost(r.host) {
 		return dst, false
 	}
 	return dst, true
@@ -139,7 +129,7 @@ func (r *fwdReq) field(seen *fwdSeen, name, v, dst []byte) (_ []byte, ok bool) {
 		if r.clen >= 0 {
 			return dst, false
 		}
-		if r.clen, ok = fwdLength(v); !ok {
+		if r.clen, ok = contentLength(v, maxFwdBody); !ok {
 			return dst, false
 		}
 	case equalFold(name, "connection"):
@@ -167,36 +157,6 @@ func (r *fwdReq) field(seen *fwdSeen, name, v, dst []byte) (_ []byte, ok bool) {
 		dst = appendField(dst, name, v)
 	}
 	return dst, true
-}
-
-// fwdLength reads a Content-Length of at most six digits, up to
-// maxFwdBody.
-func fwdLength(v []byte) (int64, bool) {
-	if len(v) == 0 || len(v) > 6 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, n <= maxFwdBody
-}
-
-// fwdHost says whether a Host header is a plain name or address, with
-// an optional port.
-func fwdHost(host []byte) bool {
-	if len(host) == 0 {
-		return false
-	}
-	for _, c := range host {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == ':') {
-			return false
-		}
-	}
-	return true
 }
 
 func appendField(dst, k, v []byte) []byte {
