@@ -142,13 +142,20 @@ func (l *smtpLoad) legitSend(ctx context.Context, src string, msg []byte, n *ato
 	return c.Quit()
 }
 
-func (l *smtpLoad) hold(ctx context.Context, src string, d time.Duration) error {
+// admitted dials as src; a session the server refuses with 421 counts as
+// refused and gives neither a client nor an error.
+func (l *smtpLoad) admitted(ctx context.Context, src string) (*smtp.Client, error) {
 	c, err := l.dial(ctx, src)
 	if smtpCode(err) == 421 {
 		l.refused.Add(1)
-		return nil
+		return nil, nil
 	}
-	if err != nil {
+	return c, err
+}
+
+func (l *smtpLoad) hold(ctx context.Context, src string, d time.Duration) error {
+	c, err := l.admitted(ctx, src)
+	if c == nil {
 		return err
 	}
 	defer c.Close()
@@ -160,12 +167,8 @@ func (l *smtpLoad) hold(ctx context.Context, src string, d time.Duration) error 
 }
 
 func (l *smtpLoad) harvest(ctx context.Context, src string) error {
-	c, err := l.dial(ctx, src)
-	if smtpCode(err) == 421 {
-		l.refused.Add(1)
-		return nil
-	}
-	if err != nil {
+	c, err := l.admitted(ctx, src)
+	if c == nil {
 		return err
 	}
 	defer c.Close()
@@ -194,12 +197,8 @@ func (l *smtpLoad) harvest(ctx context.Context, src string) error {
 }
 
 func (l *smtpLoad) large(ctx context.Context, src string, msg []byte) error {
-	c, err := l.dial(ctx, src)
-	if smtpCode(err) == 421 {
-		l.refused.Add(1)
-		return nil
-	}
-	if err != nil {
+	c, err := l.admitted(ctx, src)
+	if c == nil {
 		return err
 	}
 	defer c.Close()
