@@ -175,12 +175,11 @@ func (s *Approvals) RequestBudgetRaise(ctx context.Context, p *auth.Principal, p
 		if err != nil {
 			return err
 		}
-		v, err := s.tasks.taskView(t)
+		m := s.Mutation("request_budget_raise", nil, []models.ResourceRef{{Type: "task", Id: t.ID}}, nil, remaining(proj))
+		v, err := s.tasks.startedView(t, m)
 		if err != nil {
 			return err
 		}
-		m := s.Mutation("request_budget_raise", nil, []models.ResourceRef{{Type: "task", Id: t.ID}}, nil, remaining(proj))
-		v.Receipt, v.Undo, v.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
 		view, next = v, s.gateActions(t)
 		return nil
 	})

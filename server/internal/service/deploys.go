@@ -202,11 +202,10 @@ func (s *Launches) deploy(ctx context.Context, p *auth.Principal, svc0 store.Ser
 			Details: map[string]any{"taskId": task.ID, "version": v.Number, "previous": svc.Version, "bundleId": v.BundleID}}, now); err != nil {
 			return err
 		}
-		hv, err := s.tasks.taskView(task)
+		hv, err := s.tasks.startedView(task, m)
 		if err != nil {
 			return err
 		}
-		hv.Receipt, hv.Undo, hv.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
 		view = hv
 		return nil
 	})

@@ -583,11 +583,10 @@ func (s newLaunch) insertLaunch(ctx context.Context, tx *store.Tx, p *auth.Princ
 			"chargedMicroUsd": pl.ChargedMicro, "quoteId": pl.QuoteID, "awaitingApproval": pl.AwaitQuote}}, now); err != nil {
 		return nil, task, err
 	}
-	v, err := s.tasks.taskView(task)
+	v, err := s.tasks.startedView(task, m)
 	if err != nil {
 		return nil, task, err
 	}
-	v.Receipt, v.Undo, v.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
 	return v, task, nil
 }
 

@@ -87,6 +87,17 @@ func (s *Tasks) taskView(t store.Task) (*models.TaskHandle, error) {
 	return v, nil
 }
 
+// startedView is the task a mutation just started, carrying that
+// mutation's receipt, undo and remaining budget.
+func (s *Tasks) startedView(t store.Task, m models.MutationResult) (*models.TaskHandle, error) {
+	v, err := s.taskView(t)
+	if err != nil {
+		return nil, err
+	}
+	v.Receipt, v.Undo, v.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
+	return v, nil
+}
+
 // GetTask reads a task of the caller's organisation.
 func (s *Tasks) Get(ctx context.Context, orgID, id string) (*models.TaskHandle, []models.Action, error) {
 	t, err := s.store.Tasks().Get(ctx, orgID, id)

@@ -197,11 +197,10 @@ func (s teardowns) insertTeardown(ctx context.Context, tx *store.Tx, p *auth.Pri
 		Details: map[string]any{"taskId": task.ID, "domainKept": svc.Domain, "mailRecordsKept": mailKept}}, now); err != nil {
 		return nil, task, err
 	}
-	v, err := s.tasks.taskView(task)
+	v, err := s.tasks.startedView(task, m)
 	if err != nil {
 		return nil, task, err
 	}
-	v.Receipt, v.Undo, v.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
 	return v, task, nil
 }
 
