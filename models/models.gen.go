@@ -721,6 +721,24 @@ func (e JwkUse) Valid() bool {
 	}
 }
 
+// Defines values for KeyCapViewPeriod.
+const (
+	KeyCapViewPeriodLifetime KeyCapViewPeriod = "lifetime"
+	KeyCapViewPeriodMonth    KeyCapViewPeriod = "month"
+)
+
+// Valid indicates whether the value is a known member of the KeyCapViewPeriod enum.
+func (e KeyCapViewPeriod) Valid() bool {
+	switch e {
+	case KeyCapViewPeriodLifetime:
+		return true
+	case KeyCapViewPeriodMonth:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for KeySpendCapPeriod.
 const (
 	KeySpendCapPeriodLifetime KeySpendCapPeriod = "lifetime"
@@ -2772,6 +2790,22 @@ type Jwks struct {
 	Keys []Jwk `json:"keys"`
 }
 
+// KeyCapView defines model for KeyCapView.
+type KeyCapView struct {
+	// CapUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	CapUsd      Usd              `json:"capUsd"`
+	KeyId       string           `json:"keyId"`
+	KeyName     string           `json:"keyName"`
+	Period      KeyCapViewPeriod `json:"period"`
+	PeriodStart time.Time        `json:"periodStart"`
+
+	// SpentUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	SpentUsd Usd `json:"spentUsd"`
+}
+
+// KeyCapViewPeriod defines model for KeyCapView.Period.
+type KeyCapViewPeriod string
+
 // KeySpendCap What a person allows this key to commit (held and consumed quotes) per period; absent when the key has no cap. Only a person sets it, on the keys page; an agent cannot raise it.
 type KeySpendCap struct {
 	// CapUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
@@ -3153,7 +3187,10 @@ type Project struct {
 	// HeldUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
 	HeldUsd Usd    `json:"heldUsd"`
 	Id      string `json:"id"`
-	Name    string `json:"name"`
+
+	// KeyCaps The spending caps a person set on the organisation's keys, with what each key has committed in its period (get_project only). A cap binds a key across every project.
+	KeyCaps *[]KeyCapView `json:"keyCaps,omitempty"`
+	Name    string        `json:"name"`
 
 	// Period The budget's current period. `accruedUsd` is what running services used this period and is not yet charged (it is charged when the period ends or the service stops); `forecastUsd` is spent and held plus what the running services will have used by the period's end (for a lifetime budget, by the end of the current month).
 	Period *BudgetPeriodView `json:"period,omitempty"`

@@ -140,6 +140,8 @@ type (
 	JwkKty                                = models.JwkKty
 	JwkUse                                = models.JwkUse
 	Jwks                                  = models.Jwks
+	KeyCapView                            = models.KeyCapView
+	KeyCapViewPeriod                      = models.KeyCapViewPeriod
 	KeySpendCap                           = models.KeySpendCap
 	KeySpendCapPeriod                     = models.KeySpendCapPeriod
 	LaunchRequest                         = models.LaunchRequest
@@ -459,6 +461,8 @@ const (
 	InternalUnavailable                          = models.InternalUnavailable
 	JsonRpcMessageJsonrpcN20                     = models.JsonRpcMessageJsonrpcN20
 	JsonRpcParseErrorJsonrpcN20                  = models.JsonRpcParseErrorJsonrpcN20
+	KeyCapViewPeriodLifetime                     = models.KeyCapViewPeriodLifetime
+	KeyCapViewPeriodMonth                        = models.KeyCapViewPeriodMonth
 	KeySpendCapPeriodLifetime                    = models.KeySpendCapPeriodLifetime
 	KeySpendCapPeriodMonth                       = models.KeySpendCapPeriodMonth
 	Launch                                       = models.Launch

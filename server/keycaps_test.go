@@ -54,6 +54,10 @@ func TestKeySpendCaps(t *testing.T) {
 		if c := spendCap(t, ts, a); c == nil || c["period"] != "month" || c["spentUsd"].(float64) != price {
 			t.Fatalf("whoami's cap after one held quote of %v: %v", price, c)
 		}
+		proj := ts.Client.Do("GET", "/v1/projects/"+a.project, nil, a.header()).JSON()["data"].(map[string]any)
+		if caps, _ := proj["keyCaps"].([]any); len(caps) != 1 || caps[0].(map[string]any)["keyId"] != a.keyID || caps[0].(map[string]any)["spentUsd"].(float64) != price {
+			t.Fatalf("get_project's key caps: %v", proj["keyCaps"])
+		}
 		status, refused := quoteDomain(t, ts, a, a.project, names[1])
 		if status != 402 || refused["blockedBy"] != "budget:key_cap" {
 			t.Fatalf("a quote past the cap: %d %v", status, refused)

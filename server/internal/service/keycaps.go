@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/pierhq/pier/models"
@@ -126,22 +128,42 @@ func keyCapView(ks KeySpend) *models.KeySpendCap {
 // KeySpends gives, for each capped key of the organisation, what it has
 // committed in its current period, for the keys page.
 func (s *Accounts) KeySpends(ctx context.Context, orgID string) (map[string]KeySpend, error) {
-	keys, err := s.store.Keys().List(ctx, orgID)
+	return keySpends(ctx, s.store, orgID, s.Now())
+}
+
+func keySpends(ctx context.Context, st *store.Store, orgID string, now time.Time) (map[string]KeySpend, error) {
+	keys, err := st.Keys().List(ctx, orgID)
 	if err != nil {
 		return nil, err
 	}
-	now := s.Now()
 	out := map[string]KeySpend{}
 	for _, k := range keys {
 		if k.CapMicro == nil || k.RevokedAt != nil {
 			continue
 		}
 		since := capPeriodStart(k.CapPeriod, now)
-		spent, err := s.store.Keys().Spent(ctx, k.ID, since, now)
+		spent, err := st.Keys().Spent(ctx, k.ID, since, now)
 		if err != nil {
 			return nil, err
 		}
 		out[k.ID] = KeySpend{Key: k, PeriodStart: since, SpentMicro: spent}
 	}
+	return out, nil
+}
+
+// keyCapViews are the organisation's key caps as get_project shows them,
+// by key id.
+func keyCapViews(ctx context.Context, st *store.Store, orgID string, now time.Time) ([]models.KeyCapView, error) {
+	spends, err := keySpends(ctx, st, orgID, now)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]models.KeyCapView, 0, len(spends))
+	for _, ks := range spends {
+		k := ks.Key
+		out = append(out, models.KeyCapView{KeyId: k.ID, KeyName: k.Name, CapUsd: usd(*k.CapMicro),
+			Period: models.KeyCapViewPeriod(k.CapPeriod), PeriodStart: ks.PeriodStart, SpentUsd: usd(ks.SpentMicro)})
+	}
+	slices.SortFunc(out, func(a, b models.KeyCapView) int { return strings.Compare(a.KeyId, b.KeyId) })
 	return out, nil
 }

@@ -214,6 +214,11 @@ func (s *Projects) Get(ctx context.Context, orgID, id string) (*models.Project, 
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
+	caps, err := keyCapViews(ctx, s.store, orgID, s.Now())
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
+	v.KeyCaps = &caps
 	svcs, err := s.store.Services().List(ctx, orgID, store.Filter{ProjectID: p.ID, Limit: 500})
 	if err != nil {
 		return nil, nil, apierr.Internal(err)
