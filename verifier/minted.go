@@ -12,7 +12,7 @@ import (
 
 // CheckMintedProof is the first check of a minted proof's run: the proof
 // was read (from the API by id, or from a file) and names its id.
-const CheckMintedProof = "minted.proof"
+const CheckMintedProof CheckID = "minted.proof"
 
 // ProofOptions configure the check of one proof a session minted, rather
 // than the published reference release.

@@ -11,44 +11,47 @@ const (
 	Reject Verdict = "reject"
 )
 
-// Check ids, in the order the checks run (docs/sandbox-proof.md §6). The
-// JavaScript verifier uses the same ids.
+// CheckID names one check. The ids are part of the report's JSON, and
+// the JavaScript verifier uses the same ones.
+type CheckID string
+
+// Check ids, in the order the checks run (docs/sandbox-proof.md §6).
 const (
-	CheckManifest        = "manifest"
-	CheckManifestState   = "manifest.state"
-	CheckManifestProofID = "manifest.proofId"
-	CheckHashProof       = "hash.proof"
-	CheckHashProofJWKS   = "hash.proofJwks"
-	CheckHashIssuerJWKS  = "hash.issuerJwks"
-	CheckHashProvenance  = "hash.provenance"
-	CheckHashVerifier    = "hash.verifier"
-	CheckHashHolderCLI   = "hash.holderCli"
-	CheckAPIProof        = "api.proof"
-	CheckJWKSProof       = "jwks.proof"
-	CheckJWKSIssuer      = "jwks.issuer"
-	CheckProvenance      = "provenance"
-	CheckProofSignature  = "proof.signature"
-	CheckProofPayload    = "proof.payload"
-	CheckMandateSig      = "mandate.signature"
-	CheckMandateClaims   = "mandate.claims"
-	CheckRequestDigest   = "attempt.requestDigest"
-	CheckReceiptSig      = "receipt.signature"
-	CheckReceiptClaims   = "receipt.claims"
-	CheckGateAttempt     = "gate.attempt"
-	CheckDecisionSig     = "gate.decision.signature"
-	CheckDecisionBinding = "gate.decision.binding"
-	CheckGateExpiry      = "gate.expiry"
-	CheckGatesUnique     = "gates.unique"
-	CheckMandateSpend    = "mandate.spend"
-	CheckProofCoverage   = "proof.coverage"
-	CheckTamperRejected  = "tamper.rejected"
+	CheckManifest        CheckID = "manifest"
+	CheckManifestState   CheckID = "manifest.state"
+	CheckManifestProofID CheckID = "manifest.proofId"
+	CheckHashProof       CheckID = "hash.proof"
+	CheckHashProofJWKS   CheckID = "hash.proofJwks"
+	CheckHashIssuerJWKS  CheckID = "hash.issuerJwks"
+	CheckHashProvenance  CheckID = "hash.provenance"
+	CheckHashVerifier    CheckID = "hash.verifier"
+	CheckHashHolderCLI   CheckID = "hash.holderCli"
+	CheckAPIProof        CheckID = "api.proof"
+	CheckJWKSProof       CheckID = "jwks.proof"
+	CheckJWKSIssuer      CheckID = "jwks.issuer"
+	CheckProvenance      CheckID = "provenance"
+	CheckProofSignature  CheckID = "proof.signature"
+	CheckProofPayload    CheckID = "proof.payload"
+	CheckMandateSig      CheckID = "mandate.signature"
+	CheckMandateClaims   CheckID = "mandate.claims"
+	CheckRequestDigest   CheckID = "attempt.requestDigest"
+	CheckReceiptSig      CheckID = "receipt.signature"
+	CheckReceiptClaims   CheckID = "receipt.claims"
+	CheckGateAttempt     CheckID = "gate.attempt"
+	CheckDecisionSig     CheckID = "gate.decision.signature"
+	CheckDecisionBinding CheckID = "gate.decision.binding"
+	CheckGateExpiry      CheckID = "gate.expiry"
+	CheckGatesUnique     CheckID = "gates.unique"
+	CheckMandateSpend    CheckID = "mandate.spend"
+	CheckProofCoverage   CheckID = "proof.coverage"
+	CheckTamperRejected  CheckID = "tamper.rejected"
 )
 
 // Check is one step of the run.
 type Check struct {
-	ID     string `json:"id"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail"`
+	ID     CheckID `json:"id"`
+	OK     bool    `json:"ok"`
+	Detail string  `json:"detail"`
 }
 
 // Report lists every check that ran. The run stops at the first failure, so
@@ -92,7 +95,7 @@ func (r *Report) Failed() *Check {
 
 // record appends a check and reports whether it passed, so that a stage can
 // be written as a chain of "if !r.record(...) { return false }".
-func (r *Report) record(id string, err error, okDetail string) bool {
+func (r *Report) record(id CheckID, err error, okDetail string) bool {
 	if err != nil {
 		r.Checks = append(r.Checks, Check{ID: id, OK: false, Detail: err.Error()})
 		return false

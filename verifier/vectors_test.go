@@ -105,7 +105,7 @@ type outcome struct {
 func outcomeOf(r *verifier.Report) outcome {
 	o := outcome{verdict: string(r.Verdict)}
 	if f := r.Failed(); f != nil {
-		o.failed = f.ID
+		o.failed = string(f.ID)
 	}
 	return o
 }
@@ -209,7 +209,7 @@ func checksText(r *verifier.Report) string {
 func checkIDs(r *verifier.Report) string {
 	var b bytes.Buffer
 	for _, c := range r.Checks {
-		b.WriteString(c.ID)
+		b.WriteString(string(c.ID))
 		if !c.OK {
 			b.WriteString("(failed)")
 		}

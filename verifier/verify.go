@@ -250,7 +250,10 @@ func checkRelease(ctx context.Context, r *Report, src source) (*release, bool) {
 	}
 	r.ProofID = proofID
 
-	files := []struct{ id, field, path string }{
+	files := []struct {
+		id          CheckID
+		field, path string
+	}{
 		{CheckHashProof, "artifactSha256", pathProof},
 		{CheckHashProofJWKS, "proofJwksSha256", pathProofJWKS},
 		{CheckHashIssuerJWKS, "issuerJwksSha256", pathIssuerJWKS},
