@@ -32,26 +32,34 @@ type ProofInput struct {
 	Gates    []DecidedGate
 }
 
+// gateEntry is one gate as the signed payload carries it
+// (docs/sandbox-proof.md): the gate as raised, then the holder's decision.
 type gateEntry struct {
-	ID             string `json:"id"`
-	AttemptID      string `json:"attemptId"`
-	RequestDigest  string `json:"requestDigest"`
-	Nonce          string `json:"nonce"`
-	Outcome        string `json:"outcome"`
-	ExpiresAt      string `json:"expiresAt"`
+	ID            string `json:"id"`
+	AttemptID     string `json:"attemptId"`
+	RequestDigest string `json:"requestDigest"`
+	Nonce         string `json:"nonce"`
+	Outcome       string `json:"outcome"`
+	ExpiresAt     string `json:"expiresAt"` // RFC 3339, UTC
+
+	// Decision is the holder's compact JWS over the gate.
 	Decision       string `json:"decision"`
-	DecidedAt      string `json:"decidedAt"`
+	DecidedAt      string `json:"decidedAt"` // RFC 3339, UTC
 	DecidedOutcome string `json:"decidedOutcome"`
 }
 
+// proofPayload is what the proof key signs; the field order is the wire
+// order the verifiers expect.
 type proofPayload struct {
-	Version   string      `json:"version"`
-	ProofID   string      `json:"proofId"`
-	SessionID string      `json:"sessionId"`
-	IssuedAt  string      `json:"issuedAt"`
-	Mandate   string      `json:"mandate"`
-	Attempts  []Attempt   `json:"attempts"`
-	Gates     []gateEntry `json:"gates"`
+	Version   string `json:"version"`
+	ProofID   string `json:"proofId"`
+	SessionID string `json:"sessionId"`
+	IssuedAt  string `json:"issuedAt"` // RFC 3339, UTC
+
+	// Mandate is the holder's registered mandate, compact JWS.
+	Mandate  string      `json:"mandate"`
+	Attempts []Attempt   `json:"attempts"`
+	Gates    []gateEntry `json:"gates"`
 }
 
 type flattenedJWS struct {
