@@ -57,6 +57,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	go purgeLoop(ctx, s.store, s.cfg.Now, s.log)
 	go meterLoop(ctx, s.svc.Metering(), s.cfg.MeterInterval, s.log)
 	go s.launch.replicas.listen(ctx)
+	s.launch.loadNames(ctx, s.log)
 	go s.svc.Runs.FlushLogs(ctx, 100*time.Millisecond)
 	go s.svc.Runs.Supervise(ctx, s.store.Engine() != store.Postgres)
 	if err := s.serveLaunch(ctx, s.handler); err != nil {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/pierhq/pier/server/internal/cache"
 	"github.com/pierhq/pier/server/internal/dnsserver"
 	"github.com/pierhq/pier/server/internal/edge"
+	"github.com/pierhq/pier/server/internal/nameindex"
 	"github.com/pierhq/pier/server/internal/smtpd"
 	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/server/internal/tasks"
@@ -30,9 +32,12 @@ type launchParts struct {
 	edge     *edge.Edge
 	dns      *dnsserver.Server
 	replicas *invalidations
-	runner   *tasks.Runner
-	tlsLn    net.Listener
-	https    *http.Server
+	// hosts and zones are the in-memory name indexes the edge and DNS
+	// answer unknown names from (package nameindex).
+	hosts, zones *nameindex.Index
+	runner       *tasks.Runner
+	tlsLn        net.Listener
+	https        *http.Server
 	// h3 is the HTTP/3 listener, nil when it is turned off.
 	h3      *h3Listener
 	dnsAddr string
@@ -60,6 +65,9 @@ func (s *Server) buildLaunch() ([]string, error) {
 	lp := &launchParts{edge: edge.NewWithLimits(edge.FromStore(s.store), s.log, s.cfg.Edge), dns: dnsserver.NewWithLimits(s.store.Domains(), s.log, s.cfg.DNS, s.cfg.DNSSecondaries)}
 	lp.certs = &certificates{ca: ca, edge: lp.edge, store: s.store, previewDomain: s.cfg.PreviewDomain, isAPIHost: s.isAPIHost,
 		ownHost: func() string { return hostOf(s.BaseURL()) }}
+	lp.hosts, lp.zones = nameIndexes(s.store, s.log)
+	lp.edge.UseNames(lp.hosts)
+	lp.dns.UseNames(lp.zones)
 	lp.replicas = &invalidations{store: s.store, databaseURL: s.cfg.DatabaseURL, log: s.log, edge: lp.edge, dns: lp.dns}
 	caaIssuers := []string{tlsca.Name}
 	if s.cfg.ACMEDirectory != "" {
@@ -80,6 +88,38 @@ func (s *Server) buildLaunch() ([]string, error) {
 	}
 	s.launch = lp
 	return caaIssuers, nil
+}
+
+// nameIndexes are the indexes of every live host and every zone apex,
+// read from the store.
+func nameIndexes(st *store.Store, log *slog.Logger) (hosts, zones *nameindex.Index) {
+	hosts = nameindex.New("hosts", func(ctx context.Context, since int64) ([]nameindex.Name, error) {
+		return asNames(st.Services().HostsSince(ctx, since))
+	}, log)
+	zones = nameindex.New("zones", func(ctx context.Context, since int64) ([]nameindex.Name, error) {
+		return asNames(st.Domains().ZonesSince(ctx, since))
+	}, log)
+	return hosts, zones
+}
+
+func asNames(ns []store.Named, err error) ([]nameindex.Name, error) {
+	out := make([]nameindex.Name, len(ns))
+	for i, n := range ns {
+		out[i] = nameindex.Name{Name: n.Name, Added: n.At}
+	}
+	return out, err
+}
+
+// loadNames reads both indexes before the edge and DNS serve, and keeps
+// them current until ctx ends. An index that cannot be read stays open
+// (every name looked up in the store) until a later read succeeds.
+func (lp *launchParts) loadNames(ctx context.Context, log *slog.Logger) {
+	for _, x := range []*nameindex.Index{lp.hosts, lp.zones} {
+		if err := x.Load(ctx); err != nil {
+			log.Warn("name index: first load; names are looked up in the store until it loads", "err", err)
+		}
+		go x.Run(ctx, 0, 0)
+	}
 }
 
 // platform is what the domain's launches drive, as this server provides

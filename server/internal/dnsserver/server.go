@@ -74,7 +74,21 @@ type Server struct {
 	rrl         *cache.Cache[netip.Prefix, *bucket]
 	now         func() time.Time
 	epoch       time.Time // monotonic base of zoneVersion.loaded
+	// names, when set, holds every zone apex: a query under none of them
+	// is refused with no store lookup, however random its labels.
+	names Names
 }
+
+// Names is the in-memory index of zone apexes (package nameindex's
+// Index), lower case without the trailing dot.
+type Names interface {
+	Has(apex string) bool
+	Add(apexes ...string)
+}
+
+// UseNames makes the server look zones up only under apexes the index
+// holds. Call it before serving.
+func (s *Server) UseNames(n Names) { s.names = n }
 
 // cached is a zone apex in the cache: the zone, or nil when there is none.
 type cached struct {
@@ -88,6 +102,51 @@ type zoneVersion struct {
 	serial  int64
 	records string
 	*validity
+	// names holds every name that exists in the zone, lower case and
+	// fully qualified: each owner and each name between an owner and the
+	// apex (RFC 8020's empty non-terminals). With no wildcard in the zone,
+	// a name not in it is NXDOMAIN without a scan of the records.
+	names    map[string]struct{}
+	wildcard bool
+	// negSOA is the SOA negative answers carry, with the lesser of its TTL
+	// and its minimum as TTL (RFC 2308, section 3); nil without a SOA.
+	negSOA *dns.SOA
+}
+
+func newZoneVersion(rrs []dns.RR, serial int64, records string) *zoneVersion {
+	v := &zoneVersion{rrs: rrs, serial: serial, records: records, validity: new(validity), names: map[string]struct{}{}}
+	var apex string
+	for _, rr := range rrs {
+		if soa, ok := rr.(*dns.SOA); ok && v.negSOA == nil {
+			v.negSOA = dns.Copy(soa).(*dns.SOA)
+			v.negSOA.Hdr.Ttl = min(soa.Hdr.Ttl, soa.Minttl)
+			apex = strings.ToLower(soa.Hdr.Name)
+		}
+	}
+	for _, rr := range rrs {
+		name := strings.ToLower(rr.Header().Name)
+		if strings.HasPrefix(name, "*.") {
+			v.wildcard = true
+		}
+		for {
+			v.names[name] = struct{}{}
+			i := strings.IndexByte(name, '.')
+			if name == apex || apex == "" || i < 0 || i == len(name)-1 || !dns.IsSubDomain(apex, name[i+1:]) {
+				break
+			}
+			name = name[i+1:]
+		}
+	}
+	return v
+}
+
+// absent reports whether name surely does not exist in the zone.
+func (z *zoneVersion) absent(name string) bool {
+	if z.wildcard || z.negSOA == nil {
+		return false
+	}
+	_, ok := z.names[name]
+	return !ok
 }
 
 // validity says whether a zone version is current: not replaced by a
@@ -168,6 +227,9 @@ func NewWithLimits(st Zones, log *slog.Logger, l Limits, secondaries []Secondary
 // the answers packed from it.
 func (s *Server) Invalidate(domain string) {
 	apex := dns.Fqdn(strings.ToLower(domain))
+	if s.names != nil {
+		s.names.Add(strings.TrimSuffix(apex, "."))
+	}
 	if c, ok := s.zones.Get(apex); ok && c.z != nil {
 		c.z.dead.Store(true)
 	}
@@ -227,7 +289,11 @@ func (s *Server) zoneFor(ctx context.Context, name string) (string, *zoneVersion
 	labels := dns.SplitDomainName(name)
 	first := max(len(labels)-maxApexLabels, 0)
 	for i := first; i < len(labels); i++ {
-		apex := dns.Fqdn(strings.Join(labels[i:], "."))
+		apex := strings.Join(labels[i:], ".")
+		if s.names != nil && !s.names.Has(strings.ToLower(apex)) {
+			continue
+		}
+		apex = dns.Fqdn(apex)
 		if z := s.load(ctx, apex); z != nil {
 			return apex, z, true
 		}
@@ -243,6 +309,10 @@ func (s *Server) load(ctx context.Context, apex string) *zoneVersion {
 	if ok && time.Since(c.loaded) < cacheTTL {
 		return c.z
 	}
+	// The timeout is made here, not per query: most queries find their
+	// zone in the cache and never reach the store.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	z, err := s.store.Zone(ctx, strings.TrimSuffix(apex, "."))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Error("loading zone", "zone", apex, "err", err)
@@ -264,7 +334,7 @@ func (s *Server) load(ctx context.Context, apex string) *zoneVersion {
 			s.log.Error("zone unreadable", "zone", apex, "err", derr)
 			break
 		}
-		v = &zoneVersion{rrs: rrs, serial: z.Serial, records: z.Records, validity: new(validity)}
+		v = newZoneVersion(rrs, z.Serial, z.Records)
 	}
 	if ok && c.z != nil && c.z != v {
 		c.z.dead.Store(true)
@@ -421,9 +491,7 @@ func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) (*dns.Msg,
 		ede = classRefusal(q, name)
 		return m, nil, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	apex, z, ok := s.zoneFor(ctx, name)
+	apex, z, ok := s.zoneFor(context.Background(), name)
 	if !ok {
 		m.Rcode = dns.RcodeRefused // not authoritative for this name
 		ede = dns.ExtendedErrorCodeNotAuthoritative
@@ -442,6 +510,10 @@ func (s *Server) answer(w dns.ResponseWriter, req *dns.Msg, udp bool) (*dns.Msg,
 		return nil, nil, nil
 	}
 	m.Authoritative = true
+	if z.absent(name) {
+		m.Rcode = dns.RcodeNameError
+		return m, []rrset{{secAuthority, []dns.RR{z.negSOA}}}, z
+	}
 	found, soa, nameExists := lookup(rrs, name, q.Qtype)
 	if q.Qtype == dns.TypeANY && nameExists {
 		// RFC 8482: a minimal answer, one synthesized HINFO, instead of

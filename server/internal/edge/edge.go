@@ -157,6 +157,9 @@ type Edge struct {
 	missing *cache.Cache[string, time.Time]
 	blobs   *cache.Cache[string, *blob]
 	loads   singleflight.Group
+	// names, when set, holds every host a live service may answer for:
+	// a host it does not hold is answered 404 with no store lookup.
+	names Names
 	// epochs count invalidations, by a hash of the host: a site loaded
 	// while its host was invalidated is answered but not kept, or a load
 	// that read the store just before a launch committed would keep
@@ -171,6 +174,16 @@ func (e *Edge) epoch(host string) *atomic.Uint32 {
 	}
 	return &e.epochs[h%uint32(len(e.epochs))]
 }
+
+// Names is the in-memory index of hosts (package nameindex's Index).
+type Names interface {
+	Has(host string) bool
+	Add(hosts ...string)
+}
+
+// UseNames makes the edge answer hosts the index does not hold without
+// asking the store. Call it before serving.
+func (e *Edge) UseNames(n Names) { e.names = n }
 
 // revalidate bounds how long a replica serves a site after another replica
 // changed it; this process invalidates its own changes at once.
@@ -209,6 +222,9 @@ func (e *Edge) HotCacheBytes() int64 { return e.blobs.Cost() }
 // Invalidate forgets every cached site of a service, after a deploy or a
 // teardown.
 func (e *Edge) Invalidate(hosts ...string) {
+	if e.names != nil {
+		e.names.Add(hosts...)
+	}
 	for _, h := range hosts {
 		h = strings.ToLower(h)
 		e.epoch(h).Add(1)
@@ -260,7 +276,7 @@ func (e *Edge) Has(ctx context.Context, host string) bool {
 }
 
 func (e *Edge) siteFor(ctx context.Context, host string) (*site, error) {
-	if !ValidHost(host) {
+	if !ValidHost(host) || (e.names != nil && !e.names.Has(host)) {
 		return nil, nil
 	}
 	if at, ok := e.missing.Get(host); ok && time.Since(at) < revalidate {

@@ -28,7 +28,7 @@ func engines(t *testing.T, f func(t *testing.T, databaseURL string)) {
 
 // sites stores one bundle of files per host, each host a live service of
 // its own organisation, and returns the store.
-func sites(t *testing.T, databaseURL string, files map[string][]byte, hosts ...string) *store.Store {
+func sites(t testing.TB, databaseURL string, files map[string][]byte, hosts ...string) *store.Store {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, t.TempDir(), databaseURL)

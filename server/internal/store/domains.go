@@ -235,3 +235,9 @@ func (db Domains) OrgPurchases(ctx context.Context, orgID string) ([]Purchase, e
 	}
 	return out, rows.Err()
 }
+
+// ZonesSince lists the zones written at or after since (microseconds
+// since the epoch; 0 lists them all), with when.
+func (db Domains) ZonesSince(ctx context.Context, since int64) ([]Named, error) {
+	return collect(ctx, db.ex, scanNamed, db.q(`SELECT domain, updated_at FROM zones WHERE updated_at >= ?`), since)
+}

@@ -162,6 +162,12 @@ var domainsCases = []storeCase{
 		if got, err := domains.Zone(ctx, "shop.dev"); err != nil || got != z {
 			t.Fatalf("zone %+v, %v", got, err)
 		}
+		if since, err := domains.ZonesSince(ctx, t0.Add(time.Second).UnixMicro()); err != nil || len(since) != 1 || since[0].Name != "shop.dev" {
+			t.Fatalf("zones written since %v, %v", since, err)
+		}
+		if since, err := domains.ZonesSince(ctx, t0.Add(time.Hour).UnixMicro()); err != nil || len(since) != 0 {
+			t.Fatalf("zones written since an hour on %v, %v", since, err)
+		}
 		must(t, domains.DeleteZone(ctx, "shop.dev"))
 		_, err = domains.Zone(ctx, "shop.dev")
 		wantErr(t, "deleted zone", err, store.ErrNotFound)

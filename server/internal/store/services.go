@@ -213,3 +213,9 @@ func (db Services) ByName(ctx context.Context, orgID, projectID, name string) (S
 func (db Services) GetAnyOrg(ctx context.Context, id string) (Service, error) {
 	return scanService(db.ex.QueryRowContext(ctx, db.q(`SELECT `+serviceCols+` FROM services WHERE id = ?`), id))
 }
+
+// HostsSince lists the hosts services hold that were claimed at or after
+// since (microseconds since the epoch; 0 lists them all), with when.
+func (db Services) HostsSince(ctx context.Context, since int64) ([]Named, error) {
+	return collect(ctx, db.ex, scanNamed, db.q(`SELECT host, created_at FROM service_hosts WHERE created_at >= ?`), since)
+}

@@ -240,6 +240,28 @@ var servicesCases = []storeCase{
 			t.Fatalf("database %+v", got)
 		}
 	}},
+	{"hosts claimed since a time, for the name index", func(t *testing.T, w world) {
+		sa := w.service(t, "svc_a")
+		services := w.st.Services()
+		must(t, services.ClaimHost(ctx, "Old.Example", sa.ID, w.org, t0))
+		must(t, services.ClaimHost(ctx, "new.example", sa.ID, w.org, t0.Add(time.Hour)))
+		all, err := services.HostsSince(ctx, 0)
+		if err != nil || !slices.Contains(named(all), "old.example") || !slices.Contains(named(all), "new.example") {
+			t.Fatalf("all hosts %v, %v", all, err)
+		}
+		recent, err := services.HostsSince(ctx, t0.Add(time.Minute).UnixMicro())
+		if err != nil || !slices.Equal(named(recent), []string{"new.example"}) || recent[0].At != t0.Add(time.Hour).UnixMicro() {
+			t.Fatalf("hosts since %v, %v", recent, err)
+		}
+	}},
+}
+
+func named(ns []store.Named) []string {
+	var out []string
+	for _, n := range ns {
+		out = append(out, n.Name)
+	}
+	return out
 }
 
 func TestServiceVersions(t *testing.T) { runCases(t, serviceVersionsCases) }

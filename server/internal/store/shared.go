@@ -33,3 +33,16 @@ func (db Shared) Delete(ctx context.Context, key string) error {
 	_, err := db.ex.ExecContext(ctx, db.q(`DELETE FROM shared_values WHERE key = ?`), key)
 	return err
 }
+
+// Named is a name with when it was written, in microseconds since the
+// epoch, as the name indexes read them.
+type Named struct {
+	Name string
+	At   int64
+}
+
+func scanNamed(row interface{ Scan(...any) error }) (Named, error) {
+	var n Named
+	err := row.Scan(&n.Name, &n.At)
+	return n, err
+}
