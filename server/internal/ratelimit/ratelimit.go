@@ -43,6 +43,15 @@ type Limiter struct {
 type bucket struct {
 	lim  *rate.Limiter
 	seen time.Time
+	// With Shared: tokens this replica has taken from the shared bucket
+	// and not yet spent, until leaseEnd; blockedUntil is when the shared
+	// bucket next has a token, learnt from a refusal; batch is how many
+	// tokens the next take asks for.
+	tokens       int
+	leaseEnd     time.Time
+	blockedUntil time.Time
+	tat          time.Time
+	batch        int
 }
 
 // New returns a limiter with a policy per class. A class with no policy is
@@ -148,25 +157,115 @@ func (l *Limiter) Would(class, caller string) bool {
 	return tokens >= 1
 }
 
-// allowShared is GCRA on the shared buckets: the same limit and burst as
-// a token bucket, kept as one time per bucket.
+// Leases: a replica takes tokens from the shared bucket in batches and
+// spends them locally, so that a busy caller costs one database write per
+// batch, not per request, and a refused one none until the shared bucket
+// has a token again. Tokens are only ever taken from the shared bucket,
+// so replicas together never allow more than the limit; a lease's unspent
+// tokens are lost when it ends, which bounds what they allow less.
+const (
+	// leaseFor bounds how long taken tokens stay spendable.
+	leaseFor = 250 * time.Millisecond
+	// leaseShare is the most of a policy's rate one take asks for, in
+	// seconds of its tokens (see maxBatch).
+	leaseShare = 0.25
+)
+
+// allowShared decides from the caller's lease, taking a new batch from
+// the shared bucket (GCRA in the database) when it is spent.
 func (l *Limiter) allowShared(key string, p Policy, now time.Time) (Decision, error) {
+	l.mu.Lock()
+	if now.Sub(l.lastGC) > time.Minute {
+		l.gc(now)
+	}
+	b, ok := l.buckets[key]
+	if !ok {
+		b = &bucket{batch: 1}
+		l.buckets[key] = b
+	}
+	b.seen = now
+	switch {
+	case b.tokens > 0 && now.Before(b.leaseEnd):
+		b.tokens--
+		d := l.sharedDecision(p, now, b.tat, true, b.tokens)
+		l.mu.Unlock()
+		return d, nil
+	case now.Before(b.blockedUntil):
+		d := l.sharedDecision(p, now, b.tat, false, 0)
+		l.mu.Unlock()
+		return d, nil
+	}
+	// A lease spent before it ended asks for twice as many next time; one
+	// that ended with tokens left (or none yet) asks for one, so a slow
+	// caller costs what it did before leases and loses nothing to them.
+	if b.tokens > 0 || b.leaseEnd.IsZero() {
+		b.batch = 1
+	}
+	want := b.batch
+	l.mu.Unlock()
+
 	interval := time.Duration(float64(time.Second) / p.PerSecond)
 	tolerance := interval * time.Duration(max(p.Burst-1, 0))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	allowed, tat, err := l.Shared.Take(ctx, key, now, interval, tolerance)
+	got, tat, err := l.take(key, now, interval, tolerance, want)
 	if err != nil {
 		return Decision{}, err
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b.tat = tat
+	if got == 0 {
+		// Nothing until the bucket has a token again; a caller still
+		// sending then is over its limit, so this replica waits for a
+		// batch's worth and takes them in one write.
+		b.tokens, b.batch = 0, maxBatch(p)
+		b.blockedUntil = tat.Add(-tolerance + time.Duration(b.batch-1)*interval)
+		return l.sharedDecision(p, now, tat, false, 0), nil
+	}
+	b.tokens, b.leaseEnd, b.blockedUntil = got-1, now.Add(leaseFor), time.Time{}
+	b.batch = min(want*2, maxBatch(p))
+	return l.sharedDecision(p, now, tat, true, b.tokens), nil
+}
+
+// maxBatch is the most tokens one take asks for under p: a quarter of a
+// second's tokens, and never more than a quarter of the burst.
+func maxBatch(p Policy) int {
+	return max(1, min(int(p.PerSecond*leaseShare), p.Burst/4))
+}
+
+// Leaser is a Shared that takes a batch of tokens in one write.
+type Leaser interface {
+	TakeUpTo(ctx context.Context, key string, now time.Time, interval, tolerance time.Duration, want int) (taken int, tat time.Time, err error)
+}
+
+// take takes up to want tokens from the shared bucket: it answers how
+// many it took (0 when none is there) and the bucket's theoretical
+// arrival time after it.
+func (l *Limiter) take(key string, now time.Time, interval, tolerance time.Duration, want int) (int, time.Time, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if lease, ok := l.Shared.(Leaser); ok {
+		return lease.TakeUpTo(ctx, key, now, interval, tolerance, want)
+	}
+	ok, tat, err := l.Shared.Take(ctx, key, now, interval, tolerance)
+	if err != nil || !ok {
+		return 0, tat, err
+	}
+	return 1, tat, nil
+}
+
+// sharedDecision is the answer for a shared bucket that runs to tat, with
+// left tokens of this replica's lease unspent.
+func (l *Limiter) sharedDecision(p Policy, now, tat time.Time, allowed bool, left int) Decision {
+	interval := time.Duration(float64(time.Second) / p.PerSecond)
+	tolerance := interval * time.Duration(max(p.Burst-1, 0))
 	ahead := max(tat.Sub(now), 0)
 	d := Decision{Allowed: allowed, Limit: p.Burst, Policy: p, Reset: ahead}
-	d.Remaining = max(0, int((tolerance-ahead)/interval)+1)
+	d.Remaining = min(max(0, int((tolerance-ahead)/interval)+1)+left, p.Burst)
 	if !allowed {
 		d.Remaining = 0
 		d.RetryAfter = max(ahead-tolerance, time.Millisecond)
 	}
-	return d, nil
+	return d
 }
 
 func (l *Limiter) gc(now time.Time) {

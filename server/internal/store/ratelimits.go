@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -32,6 +33,46 @@ func (db RateLimits) Take(ctx context.Context, key string, now time.Time, interv
 		return false, time.Time{}, err
 	}
 	return true, time.UnixMicro(t), nil
+}
+
+// TakeUpTo takes as many of want tokens as the bucket has, in one atomic
+// statement: it answers how many it took (0 when none is there) and the
+// bucket's theoretical arrival time after it. Replicas lease tokens so,
+// a batch per write (package ratelimit).
+func (db RateLimits) TakeUpTo(ctx context.Context, key string, now time.Time, interval, tolerance time.Duration, want int) (taken int, tat time.Time, err error) {
+	n, iv, tol, w := now.UnixMicro(), interval.Microseconds(), tolerance.Microseconds(), int64(want)
+	if iv <= 0 || w <= 0 {
+		return 0, time.Time{}, errors.New("store: TakeUpTo wants a positive interval and count")
+	}
+	first := min(w, tol/iv+1) // a new bucket is full
+	// base is where the bucket stands now, room how many tokens it has.
+	// Parameters in arithmetic are typed: PostgreSQL cannot add two
+	// parameters of unknown type.
+	const p = `CAST(? AS BIGINT)`
+	base := `(CASE WHEN rate_limits.tat > ` + p + ` THEN rate_limits.tat ELSE ` + p + ` END)`
+	room := `(CASE WHEN ` + base + ` > ` + p + ` THEN 0 ELSE (` + p + ` - ` + base + `) / ` + p + ` + 1 END)`
+	k := `(CASE WHEN ` + room + ` < ` + p + ` THEN ` + room + ` ELSE ` + p + ` END)`
+	roomArgs := []any{n, n, n + tol, n + tol, n, n, iv}
+	kArgs := append(append(append(append([]any{}, roomArgs...), w), roomArgs...), w)
+	args := []any{key, n + first*iv, first}
+	args = append(append(append(append(args, n, n), kArgs...), iv), kArgs...)
+	var got int64
+	err = db.ex.QueryRowContext(ctx, db.q(`INSERT INTO rate_limits (key, tat, taken) VALUES (?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET tat = `+base+` + `+k+` * `+p+`, taken = `+k+`
+		RETURNING tat, taken`), args...).Scan(&tat64{&tat}, &got)
+	return int(got), tat, err
+}
+
+// tat64 scans microseconds since the epoch into a time.
+type tat64 struct{ t *time.Time }
+
+func (s *tat64) Scan(v any) error {
+	n, ok := v.(int64)
+	if !ok {
+		return fmt.Errorf("store: a bucket's time is %T", v)
+	}
+	*s.t = time.UnixMicro(n)
+	return nil
 }
 
 // Purge drops buckets that have been full for an hour.

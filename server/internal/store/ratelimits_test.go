@@ -54,5 +54,45 @@ func TestRateLimits(t *testing.T) {
 				t.Fatalf("%d of 12 allowed, want the burst of 3", n)
 			}
 		}},
+		{"a batch takes what the bucket has, in one write", func(t *testing.T, w world) {
+			rl := w.st.RateLimits()
+			steps := []struct {
+				at         time.Duration
+				want, took int
+				tat        time.Duration
+			}{
+				{0, 2, 2, 2 * time.Second},                       // a new bucket is full: 3
+				{0, 5, 1, 3 * time.Second},                       // one left
+				{0, 1, 0, 3 * time.Second},                       // none
+				{2500 * time.Millisecond, 5, 2, 5 * time.Second}, // 2.5 s later: two more
+			}
+			for i, s := range steps {
+				took, tat, err := rl.TakeUpTo(ctx, "k", t0.Add(s.at), interval, burst, s.want)
+				if err != nil || took != s.took || !tat.Equal(t0.Add(s.tat)) {
+					t.Fatalf("step %d: took %d, tat %v, %v; want %d, %v", i, took, tat.Sub(t0), err, s.took, s.tat)
+				}
+			}
+			if ok, _, _ := rl.Take(ctx, "k", t0.Add(2500*time.Millisecond), interval, burst); ok {
+				t.Fatal("Take allowed from a bucket TakeUpTo emptied")
+			}
+			if _, _, err := rl.TakeUpTo(ctx, "k", t0, 0, burst, 1); err == nil {
+				t.Fatal("a zero interval was accepted")
+			}
+		}},
+		{"concurrent batches never take more than the bucket has", func(t *testing.T, w world) {
+			var took [8]int
+			race(t, len(took), func(i int) error {
+				n, _, err := w.st.RateLimits().TakeUpTo(ctx, "k", t0, interval, burst, 2)
+				took[i] = n
+				return err
+			})
+			total := 0
+			for _, n := range took {
+				total += n
+			}
+			if total != 3 {
+				t.Fatalf("batches took %d tokens of a bucket of 3", total)
+			}
+		}},
 	})
 }

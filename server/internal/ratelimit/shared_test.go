@@ -1,0 +1,84 @@
+package ratelimit_test
+
+import (
+	"context"
+
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pierhq/pier/internal/testkit/testpg"
+	"github.com/pierhq/pier/server/internal/ratelimit"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// countedTakes counts the shared bucket's writes.
+type countedTakes struct {
+	store.RateLimits
+	n atomic.Int64
+}
+
+func (c *countedTakes) TakeUpTo(ctx context.Context, key string, now time.Time, interval, tolerance time.Duration, want int) (int, time.Time, error) {
+	c.n.Add(1)
+	return c.RateLimits.TakeUpTo(ctx, key, now, interval, tolerance, want)
+}
+
+func (c *countedTakes) Take(ctx context.Context, key string, now time.Time, interval, tolerance time.Duration) (bool, time.Time, error) {
+	c.n.Add(1)
+	return c.RateLimits.Take(ctx, key, now, interval, tolerance)
+}
+
+// TestLeasedLimitsHoldAcrossReplicas: three replicas on one database, a
+// caller sending ten times its limit spread over them for ten seconds.
+// Together they allow the limit within 10 % (never more than it), and
+// the database is written far less than once a request.
+func TestLeasedLimitsHoldAcrossReplicas(t *testing.T) {
+	for _, engine := range []struct{ name, url string }{{"sqlite", ""}, {"postgres", "postgres"}} {
+		t.Run(engine.name, func(t *testing.T) {
+			url := engine.url
+			if url != "" {
+				url = testpg.NewDatabase(t)
+			}
+			st, err := store.Open(context.Background(), t.TempDir(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			leasedAcross(t, st)
+		})
+	}
+}
+
+func leasedAcross(t *testing.T, st *store.Store) {
+	const perSecond, burst, seconds, factor = 200, 400, 10, 10
+	policy := map[string]ratelimit.Policy{"search": {PerSecond: perSecond, Burst: burst}}
+	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	shared := &countedTakes{RateLimits: st.RateLimits()}
+	var replicas []*ratelimit.Limiter
+	for range 3 {
+		l := ratelimit.New(policy, clock)
+		l.Shared = shared
+		replicas = append(replicas, l)
+	}
+	requests := perSecond * factor * seconds
+	step := time.Duration(seconds) * time.Second / time.Duration(requests)
+	allowed := 0
+	for i := range requests {
+		if d, _ := replicas[i%3].Allow("search", "203.0.113.9"); d.Allowed {
+			allowed++
+		}
+		now = now.Add(step)
+	}
+	limit := perSecond*seconds + burst
+	t.Logf("%d requests: %d allowed of a limit of %d (%.1f %%), %d database writes", requests, allowed, limit, 100*float64(allowed)/float64(limit), shared.n.Load())
+	if allowed > limit {
+		t.Fatalf("allowed %d, over the limit of %d", allowed, limit)
+	}
+	if float64(allowed) < 0.9*float64(limit) {
+		t.Fatalf("allowed %d, under 90 %% of the limit of %d", allowed, limit)
+	}
+	if w := shared.n.Load(); w > int64(requests/10) {
+		t.Fatalf("%d writes for %d requests; leases should cut them tenfold", w, requests)
+	}
+}
