@@ -51,6 +51,7 @@ var shared = []string{
 	mod + "/server/internal/cache",
 	mod + "/server/internal/ratelimit",
 	mod + "/server/internal/httpheader",
+	mod + "/server/internal/clientaddr",
 }
 
 // What the domain must not import: transports and the adapters built on
