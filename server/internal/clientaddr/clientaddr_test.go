@@ -91,9 +91,9 @@ func TestNoTrustedProxies(t *testing.T) {
 // without it from RemoteAddr.
 func TestMiddleware(t *testing.T) {
 	tr := mustParse(t, "127.0.0.0/8")
-	var client, fwd string
+	var client, fwd, remote string
 	h := Middleware(tr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		client, fwd = Of(r), ForwardedFor(r)
+		client, fwd, remote = Of(r), ForwardedFor(r), RemoteAddr(r)
 	}))
 	for _, c := range []struct{ remote, xff, client, fwd string }{
 		{"127.0.0.1:5000", "203.0.113.5", "203.0.113.5", "203.0.113.5, 127.0.0.1"},
@@ -107,6 +107,9 @@ func TestMiddleware(t *testing.T) {
 			r.Header.Set("X-Forwarded-For", c.xff)
 		}
 		h.ServeHTTP(httptest.NewRecorder(), r)
+		if remote != net.JoinHostPort(c.client, "5000") {
+			t.Errorf("from %s with %q: RemoteAddr %q", c.remote, c.xff, remote)
+		}
 		if client != c.client || fwd != c.fwd {
 			t.Errorf("from %s with %q: client %q, forwarded %q; want %q, %q", c.remote, c.xff, client, fwd, c.client, c.fwd)
 		}
