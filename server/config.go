@@ -41,7 +41,7 @@ type Config struct {
 	// front of the replica, such as a load balancer: only from those peers
 	// does the client address come from X-Forwarded-For (its rightmost hop
 	// that is not a trusted proxy) or a PROXY protocol header. Rate limits,
-	// signup limits, logs and the ledger use that address. None: every
+	// signup limits, anonymous idempotency keys and logs use that address. None: every
 	// caller is its TCP peer, whatever it sends.
 	TrustedProxies []string
 	// TaskJobTimeout bounds one run of a durable task.

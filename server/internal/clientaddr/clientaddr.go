@@ -7,8 +7,8 @@
 // the listener Wrap builds) has already replaced the peer when this runs,
 // and is honoured only from a trusted peer too.
 //
-// Rate limits, signup limits, logs and the audit ledger all use the
-// address resolved here; a request from an untrusted peer resolves to
+// Rate limits, signup limits, the anonymous caller that idempotency keys
+// are scoped to and the request log all use the address resolved here; a request from an untrusted peer resolves to
 // that peer whatever headers it sends.
 package clientaddr
 
