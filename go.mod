@@ -24,6 +24,7 @@ require (
 	github.com/muesli/termenv v0.16.0
 	github.com/oapi-codegen/runtime v1.8.0
 	github.com/opencontainers/runtime-spec v1.2.0
+	github.com/pires/go-proxyproto v0.15.0
 	github.com/quic-go/quic-go v0.65.0
 	github.com/riverqueue/river v0.47.0
 	github.com/riverqueue/river/riverdriver v0.47.0

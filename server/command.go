@@ -26,6 +26,7 @@ import (
 	"github.com/pierhq/pier/server/internal/runner"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
+	"github.com/pierhq/pier/server/internal/tasks"
 	"github.com/pierhq/pier/server/internal/tlsca"
 )
 
@@ -180,6 +181,7 @@ func bindListenFlags(f *pflag.FlagSet, o *serverOptions) {
 	f.StringVar(&o.cfg.ACMEEmail, "acme-email", env("PIER_ACME_EMAIL", ""), "contact address of the ACME account (PIER_ACME_EMAIL)")
 	f.StringVar(&o.cfg.ACMECAFile, "acme-ca-file", env("PIER_ACME_CA_FILE", ""), "PEM bundle to trust for the ACME server's own TLS (PIER_ACME_CA_FILE)")
 	f.BoolVar(&o.edgeFastPath, "edge-fast-path", env("PIER_EDGE_FAST_PATH", "true") != "false", "serve the edge's plain GET and HEAD requests without net/http (PIER_EDGE_FAST_PATH)")
+	f.StringSliceVar(&o.cfg.TrustedProxies, "trusted-proxies", envList("PIER_TRUSTED_PROXIES"), "CIDR prefixes of the proxies in front of this server (a load balancer): only from them is the client taken from X-Forwarded-For (its rightmost untrusted hop) or a PROXY protocol v2 header (PIER_TRUSTED_PROXIES)")
 	f.DurationVar(&o.cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain requests on shutdown")
 	lim := DefaultListenLimits
 	f.DurationVar(&o.cfg.Listen.HeaderTimeout, "header-timeout", lim.HeaderTimeout, "bound on a TLS handshake, a request head and a silent new connection")
@@ -198,7 +200,8 @@ func bindServiceFlags(f *pflag.FlagSet, o *serverOptions) {
 	f.StringVar(&o.cfg.BlobStore, "blob-store", env("PIER_BLOB_STORE", ""), "keep blob bodies in an S3-compatible bucket, s3://BUCKET?endpoint=HOST:PORT (credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY); default the database (PIER_BLOB_STORE)")
 	f.StringVar(&o.cfg.SMTPRelay, "smtp-relay", env("PIER_SMTP_RELAY", ""), "smarthost for outbound mail, smtp://HOST:PORT; without one send_message is refused (PIER_SMTP_RELAY)")
 	f.Int64Var(&o.cfg.SMTPMaxMessageBytes, "smtp-max-message-bytes", 10<<20, "bound on an inbound message, in bytes")
-	f.DurationVar(&o.cfg.TaskJobTimeout, "task-job-timeout", 2*time.Minute, "bound on one run of a durable task; a replica that dies mid-run leaves its task to another after this and 10 s more")
+	f.DurationVar(&o.cfg.TaskJobTimeout, "task-job-timeout", 2*time.Minute, "bound on one run of a durable task")
+	f.DurationVar(&o.cfg.TaskLease, "task-lease", tasks.DefaultLeaseTTL, "how long a running task's lease outlives its last renewal (every third of it): a replica that dies mid-run leaves its task to another after this and a 5 s sweep at most")
 	f.Float64Var(&o.cfg.SMTPPeerRate, "smtp-peer-rate", 10, "inbound messages (and refused commands) per second one source network, a /24 or /64, may send")
 	f.IntVar(&o.cfg.SMTPSessions.Total, "smtp-sessions", 100, "SMTP sessions open at once")
 	f.IntVar(&o.cfg.SMTPSessions.PerNetwork, "smtp-network-sessions", 10, "SMTP sessions open at once from one source network, a /24 or /64")

@@ -37,8 +37,20 @@ type Config struct {
 	// come from instead of the local CA; ACMEEmail is the account contact
 	// and ACMECAFile a PEM bundle trusted for the ACME server's own TLS.
 	ACMEDirectory, ACMEEmail, ACMECAFile string
+	// TrustedProxies are the CIDR prefixes (or addresses) of the proxies in
+	// front of the replica, such as a load balancer: only from those peers
+	// does the client address come from X-Forwarded-For (its rightmost hop
+	// that is not a trusted proxy) or a PROXY protocol header. Rate limits,
+	// signup limits, anonymous idempotency keys and logs use that address. None: every
+	// caller is its TCP peer, whatever it sends.
+	TrustedProxies []string
 	// TaskJobTimeout bounds one run of a durable task.
 	TaskJobTimeout time.Duration
+	// TaskLease is how long a running task's lease outlives its last
+	// renewal (renewed every third of it): a replica that dies mid-run
+	// leaves its task to another after this and one sweep (5 s) at most.
+	// Zero is tasks.DefaultLeaseTTL.
+	TaskLease time.Duration
 	// TaskRetries bound the retries of a durable task's transient errors;
 	// zero fields take the defaults docs/architecture.md describes.
 	TaskRetries TaskRetries

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/server/internal/acme"
+	"github.com/pierhq/pier/server/internal/clientaddr"
 	"github.com/pierhq/pier/server/internal/edge/fastpath"
 	"github.com/pierhq/pier/server/internal/httpapi"
 	"github.com/pierhq/pier/server/internal/smtpd"
@@ -27,7 +28,7 @@ func (s *Server) Listen() error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.cfg.HTTPAddr, err)
 	}
-	s.ln = ln
+	s.ln = s.trusted.Listen(ln, s.cfg.Listen.HeaderTimeout)
 	return s.listenLaunch(context.Background())
 }
 
@@ -127,7 +128,7 @@ func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 			if sw.expected && level > slog.LevelInfo {
 				level = slog.LevelInfo
 			}
-			log.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path,
+			log.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path, "client", clientaddr.Of(r),
 				"status", sw.status, "dur", time.Since(start), "ua", strings.SplitN(r.UserAgent(), " ", 2)[0])
 		}
 	})
@@ -216,7 +217,7 @@ func (s *Server) listenLaunch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.launch.tlsLn, s.launch.h3 = ln, h3
+	s.launch.tlsLn, s.launch.h3 = s.trusted.Listen(ln, s.cfg.Listen.HeaderTimeout), h3
 	s.launch.apiHosts = s.urlHosts()
 
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -342,7 +343,7 @@ func (s *Server) edgeListener(ln net.Listener, tc *tls.Config, h http.Handler) n
 	lim := s.cfg.Listen
 	cfg := fastpath.Config{Edge: s.launch.edge, API: s.isAPIHost, TLS: tc, Log: s.log,
 		HeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, WriteTimeout: lim.WriteTimeout, ReadTimeout: lim.ReadTimeout,
-		Handler: h, MaxHeaderBytes: lim.MaxHeaderBytes}
+		Handler: h, MaxHeaderBytes: lim.MaxHeaderBytes, Trusted: s.trusted}
 	if tc != nil {
 		cfg.TLSHeader = s.launch.h3.headerLine()
 	}

@@ -163,12 +163,12 @@ func startScaleOut(t *testing.T, began time.Time) *scaleOutCluster {
 	json.Unmarshal(out, &key)
 	c := &scaleOutCluster{t: t, db: db, h: http.Header{"Authorization": {"Bearer " + key.APIKey}}, web: &http.Client{Timeout: 2 * time.Second}}
 
-	// A short job timeout lets a live replica's River rescue the task of a
-	// dead one soon: once the job has run the timeout and 10 s more, at the
-	// next pass of River's rescuer (every 30 s on its leader). Every
-	// replica holds a launch after it registered its domain; launches
-	// without a domain skip that step and run through.
-	flags := []string{"--database-url", db, "--task-job-timeout", "2s", "--preview-domain", "localhost",
+	// The job timeout is the default 2 minutes: a live replica takes a
+	// dead one's task over once its lease (10 s, renewed while it runs)
+	// runs out, at its next 5 s sweep. Every replica holds a launch after
+	// it registered its domain; launches without a domain skip that step
+	// and run through.
+	flags := []string{"--database-url", db, "--preview-domain", "localhost",
 		"--rate-limit", fmt.Sprintf("search=%d:%d", scaleOutPerSecond, scaleOutBurst)}
 	pause := "PIER_TEST_PAUSE_AFTER_STEP=" + service.StepRegister
 	for _, dir := range dirs {
@@ -440,9 +440,9 @@ func (c *scaleOutCluster) killedReplicasLaunchFinishesElsewhere() {
 	c.replicas[victim].kill(t)
 	killed := time.Now()
 	survivor := c.api((victim + 1) % 3)
-	task := finished(survivor, c.h, l4["taskId"].(string), 60*time.Second)
+	task := finished(survivor, c.h, l4["taskId"].(string), 30*time.Second)
 	if task["state"] != "succeeded" {
-		t.Fatalf("after replica %d was killed the task is %v: %v", victim+1, task["state"], task)
+		t.Fatalf("30 s after replica %d was killed the task is %v: %v", victim+1, task["state"], task)
 	}
 	t.Logf("replica %d was killed holding the launch; another finished it %s later", victim+1, time.Since(killed).Round(time.Millisecond))
 	c.chargedOnce(survivor, quote["amountUsd"])

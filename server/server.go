@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/openapi"
+	"github.com/pierhq/pier/server/internal/clientaddr"
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/httpapi"
 	"github.com/pierhq/pier/server/internal/mcp"
@@ -52,6 +53,8 @@ type Server struct {
 	log     *slog.Logger
 	store   *store.Store
 	handler http.Handler
+	// trusted are the proxies whose word on the client is taken.
+	trusted *clientaddr.Trusted
 	svc     *service.Service
 	sandbox *sandbox.Service
 	// workflows prepares, applies and runs workflows.
@@ -73,6 +76,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	trusted, err := clientaddr.Parse(cfg.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("--trusted-proxies: %w", err)
+	}
 	var opts []store.Option
 	if cfg.BlobStore != "" {
 		o, err := objstore.Open(ctx, cfg.BlobStore, cfg.BlobStoreKey, cfg.BlobStoreSecret)
@@ -85,7 +92,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st}
+	s := &Server{cfg: cfg, log: log, store: st, trusted: trusted}
 	if s.sandbox, err = openSandbox(ctx, cfg, st, log, s.BaseURL); err != nil {
 		st.Close()
 		return nil, err
@@ -180,7 +187,7 @@ func (s *Server) build(ctx context.Context) error {
 	authz.Mount(mux)
 	mountContract(mux, s.store, s.log)
 	s.api = api
-	s.handler = logRequests(s.log, s.route(api))
+	s.handler = clientaddr.Middleware(s.trusted, logRequests(s.log, s.route(api)))
 	return nil
 }
 
@@ -261,6 +268,7 @@ func newTaskRunner(ctx context.Context, s *Server, svc *service.Service) (*tasks
 	work := taskWork{store: s.store, workflows: s.workflows, launches: svc.Launches, log: s.log}
 	return tasks.New(ctx, s.store, s.cfg.DatabaseURL, work.run, tasks.Config{
 		JobTimeout:      s.cfg.TaskJobTimeout,
+		LeaseTTL:        s.cfg.TaskLease,
 		MaxAttempts:     s.cfg.TaskRetries.MaxAttempts,
 		RetryBackoff:    s.cfg.TaskRetries.Backoff,
 		MaxRetryBackoff: s.cfg.TaskRetries.MaxBackoff,

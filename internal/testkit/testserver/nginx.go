@@ -12,7 +12,8 @@ import (
 )
 
 // Nginx runs Debian's nginx in front of the replicas' HTTP listeners,
-// as an operator would, and answers its address. PIER_TEST_NGINX=require
+// as an operator would (HTTP/1.1 upstream, X-Forwarded-For appended with
+// the client's address), and answers its address. PIER_TEST_NGINX=require
 // (CI) fails instead of skipping when nginx is missing.
 func Nginx(t testing.TB, replicas ...*Server) string {
 	t.Helper()
@@ -67,7 +68,9 @@ http {
     listen %[3]s;
     location / {
       proxy_pass http://pier;
+      proxy_http_version 1.1;
       proxy_set_header Host $http_host;
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
       proxy_next_upstream error timeout;
     }
   }

@@ -52,6 +52,7 @@ var shared = []string{
 	mod + "/server/internal/ratelimit",
 	mod + "/server/internal/httpheader",
 	mod + "/server/internal/nameindex",
+	mod + "/server/internal/clientaddr",
 }
 
 // What the domain must not import: transports and the adapters built on

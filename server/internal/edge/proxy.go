@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/clientaddr"
 )
 
 // upstreamDial dials a version's address; see SetUpstreamDialer.
@@ -63,6 +65,9 @@ func (e *Edge) proxyTo(addr string) http.Handler {
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
+			// From a trusted proxy the chain it was sent is kept, the
+			// peer appended; else the peer alone.
+			pr.Out.Header.Set("X-Forwarded-For", clientaddr.ForwardedFor(pr.In))
 		},
 		Transport:     upstreams,
 		FlushInterval: -1,

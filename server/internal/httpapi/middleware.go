@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -28,6 +27,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/clientaddr"
 	"github.com/pierhq/pier/server/internal/httpheader"
 	"github.com/pierhq/pier/server/internal/oauth"
 	"github.com/pierhq/pier/server/internal/operation"
@@ -330,14 +330,6 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, rt *route) ([
 	return body, nil
 }
 
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 // authenticate establishes who is calling, by the authority the operation
 // takes. Holder operations refuse any Authorization header outright: the
 // holder's authority is a signature in the body, never a credential.
@@ -352,7 +344,7 @@ func (h *Handler) authenticate(r *http.Request, op operation.Operation) (*auth.P
 		return p, h.scoped(op, p)
 	}
 	header := r.Header.Get("Authorization")
-	anon := &auth.Principal{Kind: "anonymous", Caller: "ip:" + clientAddr(r)}
+	anon := &auth.Principal{Kind: "anonymous", Caller: "ip:" + clientaddr.Of(r)}
 	switch op.Authority {
 	case "holder":
 		if header != "" {

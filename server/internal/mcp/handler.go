@@ -17,6 +17,7 @@ import (
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/clientaddr"
 	"github.com/pierhq/pier/server/internal/httpapi"
 	"github.com/pierhq/pier/server/internal/httpheader"
 	"github.com/pierhq/pier/server/internal/operation"
@@ -219,7 +220,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, apierr.Newf("input:invalid", "reading the body failed: %v", err))
 		return
 	}
-	if e := h.serveJSONRPC(r.Context(), w, body, r.Header, caller{remoteAddr: r.RemoteAddr, host: r.Host, key: rateKey(r)}); e != nil {
+	if e := h.serveJSONRPC(r.Context(), w, body, r.Header, caller{remoteAddr: clientaddr.RemoteAddr(r), host: r.Host, key: rateKey(r)}); e != nil {
 		httpapi.WriteError(w, r, h.log, e)
 	}
 }
@@ -267,17 +268,13 @@ type caller struct {
 }
 
 // rateKey is the caller a message is charged to: its credential when it
-// sends one (hashed), else its address.
+// sends one (hashed), else its address as clientaddr resolves it.
 func rateKey(r *http.Request) string {
 	if a := r.Header.Get("Authorization"); a != "" {
 		sum := sha256.Sum256([]byte(a))
 		return "cred:" + hex.EncodeToString(sum[:12])
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	return "ip:" + host
+	return "ip:" + clientaddr.Of(r)
 }
 
 // allow charges one message to the caller; when refused it returns the

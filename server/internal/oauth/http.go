@@ -5,11 +5,11 @@ import (
 	"errors"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/pierhq/pier/server/internal/clientaddr"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 )
 
@@ -28,7 +28,7 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	}, s.cfg.Now)
 	limit := func(class string, next http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			if d, _ := limiter.Allow(class, clientAddr(r)); !d.Allowed {
+			if d, _ := limiter.Allow(class, clientaddr.Of(r)); !d.Allowed {
 				w.Header().Set("Retry-After", "5")
 				writeError(w, oauthError(http.StatusTooManyRequests, "slow_down", "too many requests from this address; retry later"))
 				return
@@ -63,14 +63,6 @@ func cors(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
-}
-
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // ProtectedResourceMetadata is RFC 9728's document for the MCP endpoint.

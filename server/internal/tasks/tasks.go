@@ -45,7 +45,9 @@ type Config struct {
 	// JobTimeout bounds one run of a task (default 2 minutes).
 	JobTimeout time.Duration
 	// LeaseTTL is how long a runner's claim on a task lasts without renewal
-	// (default JobTimeout plus a minute).
+	// (default DefaultLeaseTTL). A running job renews it every third of
+	// that, so a replica that dies mid-run frees its task within LeaseTTL
+	// whatever JobTimeout is.
 	LeaseTTL time.Duration
 	// MaxAttempts before a task is failed (default 10). A snooze (Wait,
 	// or a task leased elsewhere) spends none.
@@ -119,6 +121,9 @@ func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 		return river.JobSnooze(2 * time.Second)
 	}
 	defer r.store.Tasks().ReleaseLease(context.WithoutCancel(ctx), job.Args.TaskID, owner)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go r.heartbeat(ctx, cancel, job.Args.TaskID, owner)
 	err = r.run(ctx, job.Args.TaskID)
 	var wait *WaitError
 	if errors.As(err, &wait) {
@@ -130,6 +135,40 @@ func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 		r.cfg.OnGiveUp(context.WithoutCancel(ctx), job.Args.TaskID, err)
 	}
 	return err
+}
+
+// errLeaseLost ends a run whose lease another runner took: this one
+// could not renew it in time, so the task is no longer its to work.
+var errLeaseLost = errors.New("tasks: the task's lease passed to another runner")
+
+// heartbeat renews a running task's lease every third of LeaseTTL until
+// ctx ends. A renewal refused (another runner holds the lease) or a lease
+// left unrenewed past its end (the database unreachable) cancels the run:
+// the task may already be running elsewhere.
+func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, taskID, owner string) {
+	every := r.cfg.LeaseTTL / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	renewed := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		rctx, rcancel := context.WithTimeout(ctx, every)
+		ok, err := r.store.Tasks().AcquireLease(rctx, taskID, owner, now, r.cfg.LeaseTTL)
+		rcancel()
+		switch {
+		case err == nil && ok:
+			renewed = now
+		case err == nil, time.Since(renewed) >= r.cfg.LeaseTTL:
+			r.cfg.Log.Warn("task lease lost; stopping this run", "task", taskID, "err", err)
+			cancel(errLeaseLost)
+			return
+		}
+	}
 }
 
 // RiverLogger is the logger River writes to: only its warnings and errors,
@@ -160,9 +199,7 @@ func New(ctx context.Context, st *store.Store, databaseURL string, run Run, cfg 
 		cfg.JobTimeout = 2 * time.Minute
 	}
 	if cfg.LeaseTTL == 0 {
-		// A run ends by JobTimeout (River cancels it); the margin covers
-		// saving its last step. A dead runner's task is free after it.
-		cfg.LeaseTTL = cfg.JobTimeout + 10*time.Second
+		cfg.LeaseTTL = DefaultLeaseTTL
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
@@ -186,12 +223,14 @@ func New(ctx context.Context, st *store.Store, databaseURL string, run Run, cfg 
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &worker{r: r})
 	rc := &river.Config{
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 8}},
-		Workers:              workers,
-		FetchCooldown:        10 * time.Millisecond,
-		FetchPollInterval:    cfg.FetchPoll,
-		JobTimeout:           cfg.JobTimeout,
-		RescueStuckJobsAfter: cfg.LeaseTTL,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 8}},
+		Workers:           workers,
+		FetchCooldown:     10 * time.Millisecond,
+		FetchPollInterval: cfg.FetchPoll,
+		JobTimeout:        cfg.JobTimeout,
+		// River's rescuer is the backstop for a job whose runner died: the
+		// task itself moves sooner, once its lease runs out (sweepOrphans).
+		RescueStuckJobsAfter: cfg.JobTimeout + cfg.LeaseTTL,
 		MaxAttempts:          cfg.MaxAttempts,
 		RetryPolicy:          backoff{base: cfg.RetryBackoff, max: cfg.MaxRetryBackoff},
 		Logger:               RiverLogger(cfg.Log),
@@ -305,6 +344,15 @@ func (r *Runner) Running() bool {
 	return r.running
 }
 
+// DefaultLeaseTTL is how long a task's lease outlives its last renewal: a
+// replica killed mid-run frees its task after at most this, and another
+// takes it at its next sweep (every orphanSweep).
+const DefaultLeaseTTL = 10 * time.Second
+
+// orphanSweep is how often replicas on PostgreSQL look for tasks whose
+// lease ran out.
+const orphanSweep = 5 * time.Second
+
 // defaultFetchPoll is how often a runner looks for jobs that no insert
 // announced: retries and snoozes coming due.
 const defaultFetchPoll = 5 * time.Second
@@ -403,11 +451,13 @@ func (r *Runner) Start(ctx context.Context) error {
 
 // sweepOrphans, with replicas on PostgreSQL, enqueues every few seconds
 // the unfinished tasks whose lease ran out: their runner died mid-run
-// (a SIGKILLed replica). River's own rescuer would find the job too, but
-// only on its 30 s cycle; the extra job finds the task done or leased
+// (a SIGKILLed replica): a live run renews its lease every third of
+// LeaseTTL, so a lease runs out only when its runner stopped. River's own
+// rescuer would find the job too, but only after JobTimeout and on its
+// 30 s cycle; the extra job finds the task done or leased
 // and ends if another got there first.
 func (r *Runner) sweepOrphans(done chan struct{}) {
-	t := time.NewTicker(5 * time.Second)
+	t := time.NewTicker(orphanSweep)
 	defer t.Stop()
 	for {
 		select {

@@ -233,3 +233,50 @@ func TestRiverLogsWarnUnlessDebug(t *testing.T) {
 		}
 	}
 }
+
+// TestRunningTaskRenewsItsLease: a run longer than its lease keeps it,
+// renewed every third of LeaseTTL, so no other runner may take the task
+// while its runner lives; once the run ends the lease is given up.
+func TestRunningTaskRenewsItsLease(t *testing.T) {
+	st, insert := newStore(t)
+	ctx := context.Background()
+	const ttl = 300 * time.Millisecond
+	release, running := make(chan struct{}), make(chan struct{})
+	run := func(ctx context.Context, id string) error {
+		close(running)
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	r, err := New(ctx, st, "", run, Config{LeaseTTL: ttl, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	insert("task_long")
+	if err := r.Enqueue(ctx, "task_long"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-running:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the task never ran")
+	}
+	for range 4 {
+		time.Sleep(ttl)
+		if ok, err := st.Tasks().AcquireLease(ctx, "task_long", "another", time.Now(), ttl); err != nil || ok {
+			t.Fatalf("another runner took the lease of a running task (ok %v, err %v)", ok, err)
+		}
+	}
+	close(release)
+	eventually(t, "the lease given up", func() bool {
+		ok, _ := st.Tasks().AcquireLease(ctx, "task_long", "another", time.Now(), ttl)
+		return ok
+	})
+}

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/clientaddr"
 )
 
 // API reads: a request for the API's host that is simple enough (see
@@ -45,6 +47,7 @@ type apiReq struct {
 	target, host, accept, ctype, ua    []byte
 	clen                               int
 	close, auth                        bool
+	xff                                []string
 	hosts, accepts, ctypes, uas, clens int
 }
 
@@ -83,6 +86,8 @@ func parseAPI(b []byte, r *apiReq) bool {
 			r.ua, r.uas = v, r.uas+1
 		case equalFold(name, "authorization"):
 			r.auth = true
+		case equalFold(name, "x-forwarded-for"):
+			r.xff = append(r.xff, string(v))
 		case equalFold(name, "content-length"):
 			n, ok := contentLength(v, maxAPIBody)
 			if r.clens++; r.clens > 1 || !ok {
@@ -187,7 +192,7 @@ func (cs *conn) apiRead(n int) (handled, close bool, err error) {
 		start = time.Now()
 	}
 	q := APIRequest{Method: r.method, Path: path, Query: query, Accept: nilIfAbsent(r.accept, r.accepts),
-		ContentType: nilIfAbsent(r.ctype, r.ctypes), Authorization: r.auth, Body: all[n:], ClientIP: cs.clientIP(), TLS: cs.tls}
+		ContentType: nilIfAbsent(r.ctype, r.ctypes), Authorization: r.auth, Body: all[n:], ClientIP: cs.clientFor(r.xff), TLS: cs.tls}
 	out, body, ok := cfg.APIRead(cs.out, &q)
 	if !ok {
 		return false, false, nil
@@ -240,4 +245,16 @@ func (cs *conn) clientIP() string {
 		cs.ip = addr
 	}
 	return cs.ip
+}
+
+// clientFor is the client of a request that carried the X-Forwarded-For
+// values xff, as clientaddr resolves it: the peer unless the peer is a
+// trusted proxy.
+func (cs *conn) clientFor(xff []string) string {
+	t := cs.l.cfg.Trusted
+	if len(xff) == 0 || t == nil {
+		return cs.clientIP()
+	}
+	a, _ := t.Resolve(clientaddr.PeerOfConn(cs.tcp), xff)
+	return a.String()
 }

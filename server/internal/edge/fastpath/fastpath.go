@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pierhq/pier/server/internal/clientaddr"
 	"github.com/pierhq/pier/server/internal/edge"
 )
 
@@ -48,6 +49,9 @@ type Config struct {
 	// TLSHeader is a header line, CRLF included, added to every answer
 	// over TLS (the server's Alt-Svc); nil adds none.
 	TLSHeader []byte
+	// Trusted are the proxies whose X-Forwarded-For names the client
+	// (clientaddr); nil trusts none.
+	Trusted *clientaddr.Trusted
 	// HeaderTimeout bounds a TLS handshake and reading a request's head
 	// once its first byte arrived; IdleTimeout the wait for the next
 	// request; WriteTimeout writing an answer. Zero values mean 10 s, 2 min

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/server/internal/clientaddr"
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -120,7 +121,7 @@ func serve(t testing.TB, e *edge.Edge, fast bool, cfg Config) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: handler(e), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+	srv := &http.Server{Handler: clientaddr.Middleware(cfg.Trusted, handler(e)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
 		ErrorLog: slog.NewLogLogger(slog.DiscardHandler, slog.LevelDebug)}
 	if cfg.HeaderTimeout != 0 {
 		srv.ReadHeaderTimeout, srv.IdleTimeout = cfg.HeaderTimeout, cfg.IdleTimeout

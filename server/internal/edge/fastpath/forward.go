@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/clientaddr"
 )
 
 // The forwarder: a request for a process service's host that is simple
@@ -53,6 +55,9 @@ type fwdReq struct {
 	target, host, ua   []byte
 	clen               int64
 	close, te, idemKey bool
+	// xff are the request's X-Forwarded-For values, which the process
+	// gets only from a trusted proxy, with the peer appended.
+	xff []string
 }
 
 var fwdMethods = [...]string{"GET ", "HEAD ", "POST ", "PUT ", "PATCH ", "DELETE ", "OPTIONS "}
@@ -148,8 +153,10 @@ func (r *fwdReq) field(seen *fwdSeen, name, v, dst []byte) (_ []byte, ok bool) {
 		equalFold(name, "http2-settings"), equalFold(name, "trailer"):
 		return dst, false
 	case equalFold(name, "keep-alive"), equalFold(name, "proxy-connection"), equalFold(name, "proxy-authenticate"),
-		equalFold(name, "proxy-authorization"), equalFold(name, "forwarded"), equalFold(name, "x-forwarded-for"),
+		equalFold(name, "proxy-authorization"), equalFold(name, "forwarded"),
 		equalFold(name, "x-forwarded-host"), equalFold(name, "x-forwarded-proto"):
+	case equalFold(name, "x-forwarded-for"):
+		r.xff = append(r.xff, string(v))
 	case equalFold(name, "idempotency-key"), equalFold(name, "x-idempotency-key"):
 		r.idemKey = true
 		dst = appendField(dst, name, v)
@@ -225,7 +232,11 @@ func (cs *conn) forward(n int) (handled bool, err error) {
 		return false, nil
 	}
 	start := time.Now()
-	f.appendForwarding(cs.tls)
+	xff := f.clientIP
+	if len(r.xff) > 0 && cfg.Trusted != nil {
+		xff = cfg.Trusted.Chain(clientaddr.PeerOfConn(cs.tcp), r.xff)
+	}
+	f.appendForwarding(cs.tls, xff)
 	f.ua = append(f.ua[:0], r.ua...) // for the log; r.ua is in the read buffer
 	cs.br.Discard(n)
 	m := r.method
@@ -285,16 +296,16 @@ func (cs *conn) upstream(r *fwdReq) (addr string, ok bool) {
 // appendForwarding ends the request to send upstream: its framing, as
 // net/http's Transport sends a length for a body and an empty one for the
 // methods servers expect one with, and the X-Forwarded-* headers.
-func (f *fwd) appendForwarding(tls bool) {
+func (f *fwd) appendForwarding(tls bool, xff string) {
 	r := &f.r
 	if m := r.method; r.clen > 0 || m == "POST" || m == "PUT" || m == "PATCH" {
 		f.req = append(f.req, "Content-Length: "...)
 		f.req = strconv.AppendInt(f.req, max(r.clen, 0), 10)
 		f.req = append(f.req, "\r\n"...)
 	}
-	if f.clientIP != "" {
+	if xff != "" {
 		f.req = append(f.req, "X-Forwarded-For: "...)
-		f.req = append(f.req, f.clientIP...)
+		f.req = append(f.req, xff...)
 		f.req = append(f.req, "\r\n"...)
 	}
 	f.req = append(f.req, "X-Forwarded-Host: "...)

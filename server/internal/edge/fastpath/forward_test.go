@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/internal/testkit/rawhttp"
+	"github.com/pierhq/pier/server/internal/clientaddr"
 	"github.com/pierhq/pier/server/internal/edge"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -628,4 +629,40 @@ func TestForwardConcurrent(t *testing.T) {
 	if n := up.conns.Load(); n > 8 {
 		t.Errorf("%d upstream connections for 8 clients", n)
 	}
+}
+
+// From a trusted proxy the process gets the trusted chain, from the
+// client the proxy names on, with the proxy appended; from any other peer
+// its address alone. The fast path and ReverseProxy send the same.
+func TestForwardKeepsTheTrustedChain(t *testing.T) {
+	up := startUpstream(t)
+	e := edge.New(procSites{ptrTo(up.ln.Addr().String())}, slog.New(slog.DiscardHandler))
+	sent := req("GET", "/echo", "X-Forwarded-For: 6.6.6.6, 203.0.113.5\r\n", "X-Forwarded-For: 127.0.0.9\r\n")
+	for _, c := range []struct{ trusted, want string }{
+		{"127.0.0.0/8", `X-Forwarded-For: ["203.0.113.5, 127.0.0.9, 127.0.0.1"]`},
+		{"10.0.0.0/8", `X-Forwarded-For: ["127.0.0.1"]`},
+	} {
+		tr, err := clientaddr.Parse([]string{c.trusted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, fast := serve(t, e, false, Config{Trusted: tr}), serve(t, e, true, Config{Trusted: tr})
+		want, _ := rawExchange(t, plain.addr, sent, false)
+		got, _ := rawExchange(t, fast.addr, sent, false)
+		if len(got) != 1 || len(want) != 1 || got[0].String() != want[0].String() {
+			t.Fatalf("trusting %s:\nfast path:\n%v\nReverseProxy:\n%v", c.trusted, got, want)
+		}
+		if !strings.Contains(got[0].Body, c.want) {
+			t.Fatalf("trusting %s the process read:\n%s\nwant %s", c.trusted, got[0].Body, c.want)
+		}
+		if fast.handoffs() != 0 {
+			t.Fatalf("trusting %s the fast path handed the request to net/http", c.trusted)
+		}
+	}
+}
+
+func ptrTo(s string) *atomic.Pointer[string] {
+	var p atomic.Pointer[string]
+	p.Store(&s)
+	return &p
 }
