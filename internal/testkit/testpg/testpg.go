@@ -132,8 +132,15 @@ func start() (*Cluster, error) {
 	return c, nil
 }
 
+// opts are the server's settings: durability off, for tests, unless
+// PIER_TEST_PG_DURABLE=1 asks for PostgreSQL's defaults (fsync and
+// synchronous commit on), as throughput benchmarks must run.
 func (c *Cluster) opts() string {
-	return fmt.Sprintf("-k %s -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", c.dir)
+	durability := "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	if os.Getenv("PIER_TEST_PG_DURABLE") == "1" {
+		durability = "-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+	}
+	return fmt.Sprintf("-k %s -c listen_addresses='' %s -c max_connections=300", c.dir, durability)
 }
 
 // Restart stops the package's cluster, cutting every connection, and

@@ -52,6 +52,8 @@ type bucket struct {
 	blockedUntil time.Time
 	tat          time.Time
 	batch        int
+	// taking is closed when the take under way ends (nil when none is).
+	taking chan struct{}
 }
 
 // New returns a limiter with a policy per class. A class with no policy is
@@ -183,15 +185,26 @@ func (l *Limiter) allowShared(key string, p Policy, now time.Time) (Decision, er
 		b = &bucket{batch: 1}
 		l.buckets[key] = b
 	}
-	b.seen = now
-	switch {
-	case b.tokens > 0 && now.Before(b.leaseEnd):
-		b.tokens--
-		d := l.sharedDecision(p, now, b.tat, true, b.tokens)
+	// One take at a time per bucket: the requests that arrive while it is
+	// out wait for it and spend what it brings, instead of each writing.
+	// A caller whose batches have grown, or who was refused, is sending
+	// faster than its lease lasts: it is refused meanwhile rather than
+	// queued, and the batch is spent by the requests that follow.
+	if b.taking != nil && b.batch > 1 {
+		d := l.sharedDecision(p, now, b.tat, false, 0)
+		d.RetryAfter = max(time.Duration(float64(time.Second)/p.PerSecond), time.Millisecond)
 		l.mu.Unlock()
 		return d, nil
-	case now.Before(b.blockedUntil):
-		d := l.sharedDecision(p, now, b.tat, false, 0)
+	}
+	for b.taking != nil {
+		wait := b.taking
+		l.mu.Unlock()
+		<-wait
+		l.mu.Lock()
+		now = l.now()
+	}
+	b.seen = now
+	if d, ok := b.local(l, p, now); ok {
 		l.mu.Unlock()
 		return d, nil
 	}
@@ -202,28 +215,44 @@ func (l *Limiter) allowShared(key string, p Policy, now time.Time) (Decision, er
 		b.batch = 1
 	}
 	want := b.batch
+	b.taking = make(chan struct{})
 	l.mu.Unlock()
 
 	interval := time.Duration(float64(time.Second) / p.PerSecond)
 	tolerance := interval * time.Duration(max(p.Burst-1, 0))
 	got, tat, err := l.take(key, now, interval, tolerance, want)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	close(b.taking)
+	b.taking = nil
 	if err != nil {
 		return Decision{}, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	b.tat = tat
 	if got == 0 {
 		// Nothing until the bucket has a token again; a caller still
 		// sending then is over its limit, so this replica waits for a
 		// batch's worth and takes them in one write.
-		b.tokens, b.batch = 0, maxBatch(p)
+		b.tokens, b.batch, b.leaseEnd = 0, maxBatch(p), now
 		b.blockedUntil = tat.Add(-tolerance + time.Duration(b.batch-1)*interval)
 		return l.sharedDecision(p, now, tat, false, 0), nil
 	}
 	b.tokens, b.leaseEnd, b.blockedUntil = got-1, now.Add(leaseFor), time.Time{}
 	b.batch = min(want*2, maxBatch(p))
 	return l.sharedDecision(p, now, tat, true, b.tokens), nil
+}
+
+// local decides from the bucket's lease or known refusal alone, when it
+// can; l.mu is held.
+func (b *bucket) local(l *Limiter, p Policy, now time.Time) (Decision, bool) {
+	switch {
+	case b.tokens > 0 && now.Before(b.leaseEnd):
+		b.tokens--
+		return l.sharedDecision(p, now, b.tat, true, b.tokens), true
+	case now.Before(b.blockedUntil):
+		return l.sharedDecision(p, now, b.tat, false, 0), true
+	}
+	return Decision{}, false
 }
 
 // maxBatch is the most tokens one take asks for under p: a quarter of a
