@@ -289,9 +289,9 @@ type conn struct {
 	// fwd is the forwarder's state, once a request was forwarded.
 	fwd *fwd
 	// apiReq is the last API request read (api.go), ip the peer's
-	// address once known.
-	apiReq apiReq
-	ip     string
+	// address once known and remote with its port.
+	apiReq     apiReq
+	ip, remote string
 }
 
 // request is one parsed head.
