@@ -1,6 +1,10 @@
 package edge
 
-import "os"
+import (
+	"os"
+	"runtime"
+	"sync/atomic"
+)
 
 // SendfileMin is the body size from which the edge keeps a form in a
 // file of its own as well (on Linux: an unnamed temporary file, or a
@@ -18,14 +22,31 @@ func (b *blob) makeFiles() {
 		if len(body) < SendfileMin {
 			continue
 		}
-		if f, pinned, err := newBodyFile(body); err == nil {
-			b.files[enc] = f
-			if pinned {
-				b.fileBytes += int64(len(body))
-			}
+		if bodyFiles.Add(1) > maxBodyFiles {
+			bodyFiles.Add(-1)
+			continue
+		}
+		f, pinned, err := newBodyFile(body)
+		if err != nil {
+			bodyFiles.Add(-1)
+			continue
+		}
+		runtime.AddCleanup(f, func(struct{}) { bodyFiles.Add(-1) }, struct{}{})
+		b.files[enc] = f
+		if pinned {
+			b.fileBytes += int64(len(body))
 		}
 	}
 }
+
+// maxBodyFiles bounds the descriptors body files hold, whatever the hot
+// cache's budget and the bodies' sizes, so that they never crowd out
+// connections; bodies past it are written from memory.
+const maxBodyFiles = 4096
+
+// bodyFiles counts the body files open (closed ones leave the count
+// when the garbage collector finds them unreachable).
+var bodyFiles atomic.Int64
 
 // fileFor is a form's file, nil when it has none. The file is read only
 // at explicit offsets (sendfile with an offset), never through its own
