@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Serves the same two files (1 KiB and 64 KiB) from Pier's edge, Caddy and
-# nginx, and drives each with wrk over HTTP/1.1 keep-alive and over TLS.
-# Servers are pinned to CPU 0 and wrk to CPU 1. Prints requests per second
-# and the ratios pier/caddy and pier/nginx (goal: >= 1.0 and >= 0.7).
+# Serves the same files (1 KiB, 64 KiB and 1 MiB) from Pier's edge, Caddy
+# and nginx, and drives each with wrk over HTTP/1.1 keep-alive and over
+# TLS. Servers are pinned to CPU 0 and wrk to CPU 1. Prints requests per
+# second, the ratios pier/caddy and pier/nginx (goal: >= 1.0 and >= 0.7),
+# and each server's CPU per request with nginx/pier (goal for Pier's
+# sendfile at 64 KiB and 1 MiB: >= 1.0).
 #
 #   bash bench/edge.sh                   # 3 runs of 5 s per server and case
 #   DURATION=10s REPEAT=5 bash bench/edge.sh
@@ -10,6 +12,9 @@
 #
 # Knobs beyond the default cases (see bench/README.md):
 #   PEERS="caddy nginx"  the peers to run (either or both)
+#   PROTOS="http https"  the HTTP/1.1 cases: plain, TLS or both
+#   SIZES="1k.txt 64k.txt 1m.txt"  the files of the HTTP/1.1 cases (the
+#            site also holds 16k.txt and 32k.txt, to place the threshold)
 #   H2=1     HTTP/2 cases: h2load -c64 -m10 against Pier and nginx over TLS
 #   H3=1     HTTP/3 against Pier's own HTTP/2 (bench/httpload, both with
 #            -c4 -m16), with requests per second of Pier's CPU
@@ -31,6 +36,8 @@ REPEAT=${REPEAT:-3}
 CONNS=${CONNS:-32}
 PEERS=${PEERS:-caddy nginx}
 H2=${H2:-0} H3=${H3:-0} P99=${P99:-0} P99_RATE=${P99_RATE:-10000}
+PROTOS=${PROTOS:-http https}
+SIZES=${SIZES:-1k.txt 64k.txt 1m.txt}
 has_peer() { [[ " $PEERS " == *" $1 "* ]]; }
 # shellcheck source=bench/runstat.sh
 . bench/runstat.sh
@@ -92,6 +99,7 @@ if has_peer caddy; then
   XDG_DATA_HOME=$tmp/caddy XDG_CONFIG_HOME=$tmp/caddy HOME=$tmp \
     taskset -c 0 caddy run --config "$tmp/Caddyfile" --adapter caddyfile >"$tmp/caddy.log" 2>&1 &
   pids+=($!)
+  caddy_pid=$!
 fi
 
 NGINX_HTTP=18092 NGINX_TLS=18445
@@ -104,7 +112,7 @@ pids+=("$nginx_pid")
 sleep 0.5
 
 # Every server must answer the same bytes before anything is timed.
-for f in 1k.txt 64k.txt; do
+for f in $SIZES; do
   want=$(sha256sum <"$site/$f")
   urls=("http://127.0.0.1:18090/$f" "https://127.0.0.1:18443/$f" "http://127.0.0.1:$NGINX_HTTP/$f" "https://127.0.0.1:$NGINX_TLS/$f")
   if has_peer caddy; then urls+=("http://127.0.0.1:$CADDY_HTTP/$f" "https://127.0.0.1:$CADDY_TLS/$f"); fi
@@ -114,37 +122,55 @@ for f in 1k.txt 64k.txt; do
   done
 done
 
-rps() { # url [label]
-  runstat_begin "${pids[@]}"
-  taskset -c 1 wrk -t1 -c"$CONNS" -d"$DURATION" --latency -H "Host: $host" "$1" | tee -a "$tmp/wrk.log" | awk '/Requests\/sec/ {print $2}'
-  runstat_end "${2:-edge $1}"
+# rps URL LABEL PID: one wrk run; prints requests per second and the
+# server's CPU microseconds per request (its process tree's CPU time from
+# /proc over the requests wrk completed).
+rps() {
+  local out
+  runstat_begin "$3"
+  out=$(taskset -c 1 wrk -t1 -c"$CONNS" -d"$DURATION" --latency -H "Host: $host" "$1" | tee -a "$tmp/wrk.log")
+  runstat_end "$2"
+  awk -v cpu="$RS_SERVER" '/requests in/ {n = $1} /Requests\/sec/ {r = $2} END {printf "%s %.2f\n", r, (n > 0 ? cpu * 1e6 / n : 0)}' <<<"$out"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
-echo "wrk -t1 -c$CONNS -d$DURATION, $REPEAT rounds of pier, caddy, nginx; medians; servers on CPU 0, wrk on CPU 1"
-printf '%-10s %10s %10s %10s %11s %11s\n' case pier caddy nginx pier/caddy pier/nginx
+echo "wrk -t1 -c$CONNS -d$DURATION, $REPEAT rounds of pier, caddy, nginx (pier first in odd rounds, last in even ones); medians; servers on CPU 0, wrk on CPU 1"
+echo "req/s, then server CPU µs per request (cpu) and nginx's CPU per request over Pier's (cpu nginx/pier: at least 1 means Pier costs no more)"
+printf '%-10s %10s %10s %10s %11s %11s %9s %9s %16s\n' case pier caddy nginx pier/caddy pier/nginx "pier cpu" "ngx cpu" "cpu nginx/pier"
 fail=0
-for proto in http https; do
-  for f in 1k.txt 64k.txt; do
+for proto in $PROTOS; do
+  for f in $SIZES; do
     case $proto in http) pp=18090 cp=$CADDY_HTTP np=$NGINX_HTTP ;; https) pp=18443 cp=$CADDY_TLS np=$NGINX_TLS ;; esac
-    ps=() cs=() ns=() rcs=() rns=()
-    for _ in $(seq "$REPEAT"); do
-      pi=$(rps "$proto://127.0.0.1:$pp/$f" "pier $proto ${f%.txt}")
-      ci=0; has_peer caddy && ci=$(rps "$proto://127.0.0.1:$cp/$f" "caddy $proto ${f%.txt}")
-      ni=$(rps "$proto://127.0.0.1:$np/$f" "nginx $proto ${f%.txt}")
-      ps+=("$pi") cs+=("$ci") ns+=("$ni")
+    ps=() cs=() ns=() rcs=() rns=() pcs=() ncs=() rcpu=()
+    for i in $(seq "$REPEAT"); do
+      ci=0 cc=0
+      # The order alternates, so neither server always runs first.
+      if [ $((i % 2)) = 1 ]; then
+        read -r pi pc < <(rps "$proto://127.0.0.1:$pp/$f" "pier $proto ${f%.txt}" "$pier_pid")
+        has_peer caddy && read -r ci cc < <(rps "$proto://127.0.0.1:$cp/$f" "caddy $proto ${f%.txt}" "$caddy_pid")
+        read -r ni nc < <(rps "$proto://127.0.0.1:$np/$f" "nginx $proto ${f%.txt}" "$nginx_pid")
+      else
+        read -r ni nc < <(rps "$proto://127.0.0.1:$np/$f" "nginx $proto ${f%.txt}" "$nginx_pid")
+        has_peer caddy && read -r ci cc < <(rps "$proto://127.0.0.1:$cp/$f" "caddy $proto ${f%.txt}" "$caddy_pid")
+        read -r pi pc < <(rps "$proto://127.0.0.1:$pp/$f" "pier $proto ${f%.txt}" "$pier_pid")
+      fi
+      ps+=("$pi") cs+=("$ci") ns+=("$ni") pcs+=("$pc") ncs+=("$nc")
       if has_peer caddy; then rcs+=("$(echo "$pi / $ci" | bc -l)"); else rcs+=(0); fi
-      rns+=("$(echo "$pi / $ni" | bc -l)")
+      rns+=("$(echo "$pi / $ni" | bc -l)") rcpu+=("$(echo "$nc / $pc" | bc -l)")
     done
-    # The three runs of a round follow each other, so they share the
-    # machine's load: the ratio is the median of the rounds' ratios.
+    # The runs of a round follow each other, so they share the machine's
+    # load: a ratio is the median of the rounds' ratios.
     p=$(median "${ps[@]}") c=$(median "${cs[@]}") n=$(median "${ns[@]}")
     rc=$(median "${rcs[@]}") rn=$(median "${rns[@]}")
-    printf '%-10s %10.0f %10.0f %10.0f %11.2f %11.2f\n' "$proto ${f%.txt}" "$p" "$c" "$n" "$rc" "$rn"
-    printf '  runs: pier %s | caddy %s | nginx %s\n' "${ps[*]}" "${cs[*]}" "${ns[*]}" >&2
+    pc=$(median "${pcs[@]}") nc=$(median "${ncs[@]}") rcp=$(median "${rcpu[@]}")
+    size=${f%.txt}
+    printf '%-10s %10.0f %10.0f %10.0f %11.2f %11.2f %9.2f %9.2f %16.2f\n' "$proto $size" "$p" "$c" "$n" "$rc" "$rn" "$pc" "$nc" "$rcp"
+    printf '  runs: pier %s | caddy %s | nginx %s | pier µs/req %s | nginx µs/req %s\n' "${ps[*]}" "${cs[*]}" "${ns[*]}" "${pcs[*]}" "${ncs[*]}" >&2
     label=$([ "$proto" = http ] && echo "HTTP/1.1" || echo "HTTP/1.1 TLS")
-    result "$label ${f%k.txt} KiB vs nginx (wrk -c$CONNS)" "$p" "$n" "$rn" "req/s"
-    if has_peer caddy; then result "$label ${f%k.txt} KiB vs caddy (wrk -c$CONNS)" "$p" "$c" "$rc" "req/s"; fi
+    unit=$(case $size in 1m) echo "1 MiB" ;; *) echo "${size%k} KiB" ;; esac)
+    result "$label $unit vs nginx (wrk -c$CONNS)" "$p" "$n" "$rn" "req/s"
+    result "$label $unit vs nginx, server CPU per request (ratio nginx/pier)" "$pc" "$nc" "$rcp" "µs/req"
+    if has_peer caddy; then result "$label $unit vs caddy (wrk -c$CONNS)" "$p" "$c" "$rc" "req/s"; fi
     if [ "$(echo "$rn < 0.7" | bc -l)" = 1 ] || { has_peer caddy && [ "$(echo "$rc < 1.0" | bc -l)" = 1 ]; }; then fail=1; fi
   done
 done

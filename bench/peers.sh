@@ -12,7 +12,8 @@
 #   PARTS="edge dns" bash bench/peers.sh     # some parts only
 #
 #   part      script              comparisons
-#   edge      bench/edge.sh       HTTP/1.1 1 KiB and 64 KiB, plain and TLS, vs nginx (wrk);
+#   edge      bench/edge.sh       HTTP/1.1 1 KiB, 64 KiB and 1 MiB, plain and TLS, vs nginx
+#                                 (wrk), by throughput and by server CPU per request;
 #                                 HTTP/2 vs nginx (h2load -c64 -m10); HTTP/3 vs Pier's
 #                                 own HTTP/2 (bench/httpload); p99 at 1 KiB vs nginx
 #                                 at the same paced load (P99_RATE, default 10000 req/s)
@@ -20,6 +21,8 @@
 #   api       bench/wrk.sh        search_domains and estimate vs bare net/http (wrk)
 #   services  bench/services.sh   proxied examples/app vs direct (wrk)
 #   mcp       go test ./bench/    MCP tools/call vs REST (BenchmarkMCPSearchDomains)
+#   mcphttp   bench/mcp.sh        MCP tools/call vs REST over real HTTP (wrk -c16), keyed
+#                                 and anonymous, with server CPU per request
 #   cli       hyperfine           `pier --version` vs a bare cobra binary (bench/barecobra)
 #   launch    go test ./bench/    50-file launch to the first HTTPS 200 (BenchmarkLaunchLatency),
 #                                 against the goals (p50 25 ms, 5 MB per launch)
@@ -42,7 +45,7 @@ DURATION=${DURATION:-5} # seconds per run
 DURATION=${DURATION%s}
 P99_RATE=${P99_RATE:-10000}
 MCP_N=${MCP_N:-20000}
-PARTS=${PARTS:-edge dns api services mcp cli launch digest}
+PARTS=${PARTS:-edge dns api services mcp mcphttp cli launch digest}
 export FLAG_OTHER=${FLAG_OTHER:-0.25}
 [[ "$REPEAT" =~ ^[1-9][0-9]?$ ]] || { echo "peers.sh: REPEAT must be 1 to 99" >&2; exit 1; }
 [[ "$DURATION" =~ ^[1-9][0-9]{0,2}$ ]] || { echo "peers.sh: DURATION must be 1 to 999 seconds" >&2; exit 1; }
@@ -117,6 +120,7 @@ for p in $PARTS; do
     }
     part mcp mcp
     ;;
+  mcphttp) part mcphttp env DURATION="${DURATION}s" REPEAT="$REPEAT" bash bench/mcp.sh ;;
   cli)
     # Wall time of a whole start, without a shell, on CPU 0: the client
     # binary as `make build` makes it, and the bare cobra binary.
@@ -170,7 +174,7 @@ for p in $PARTS; do
     }
     part digest digest
     ;;
-  *) echo "peers.sh: unknown part $p (edge, dns, api, services, mcp, cli, launch, digest)" >&2; exit 1 ;;
+  *) echo "peers.sh: unknown part $p (edge, dns, api, services, mcp, mcphttp, cli, launch, digest)" >&2; exit 1 ;;
   esac
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)

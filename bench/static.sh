@@ -4,7 +4,7 @@
 #   static_site
 #
 # makes tmp (removed on exit, after the processes in pids are killed) and
-# the site, site=$tmp/site: 1 KiB and 64 KiB of readable text, so every
+# the site, site=$tmp/site: 1, 16, 32 and 64 KiB and 1 MiB of readable text, so every
 # server treats them alike, and an index page.
 static_site() {
   tmp=$(mktemp -d)
@@ -13,7 +13,10 @@ static_site() {
   site=$tmp/site
   mkdir -p "$site"
   head -c 768 /dev/urandom | base64 -w 0 | head -c 1024 >"$site/1k.txt"
+  head -c 12288 /dev/urandom | base64 -w 0 | head -c 16384 >"$site/16k.txt"
+  head -c 24576 /dev/urandom | base64 -w 0 | head -c 32768 >"$site/32k.txt"
   head -c 49152 /dev/urandom | base64 -w 0 | head -c 65536 >"$site/64k.txt"
+  head -c 786432 /dev/urandom | base64 -w 0 | head -c 1048576 >"$site/1m.txt"
   echo '<!doctype html><title>bench</title>' >"$site/index.html"
   chmod 755 "$tmp"; chmod -R a+rX "$site" # nginx's worker runs as nobody
 }

@@ -95,7 +95,7 @@ func (p *fastPair) run(t *testing.T, c fastCase, keys map[*testserver.Server]str
 	want, wantClosed := apiExchange(t, addr(p.slow), c.tls, raw(p.slow), c.split, c.heads...)
 	before := p.fast.APIFastAnswers()
 	got, gotClosed := apiExchange(t, addr(p.fast), c.tls, raw(p.fast), c.split, c.heads...)
-	// Links name the server's own address.
+	// Links and challenges name the server's own address.
 	for _, x := range []struct {
 		ts *testserver.Server
 		as []rawhttp.Answer
@@ -103,6 +103,11 @@ func (p *fastPair) run(t *testing.T, c fastCase, keys map[*testserver.Server]str
 		_, port, _ := net.SplitHostPort(x.ts.Addr())
 		for i := range x.as {
 			x.as[i].Body = strings.ReplaceAll(x.as[i].Body, "localhost:"+port, "localhost:PORT")
+			for _, vs := range x.as[i].Header {
+				for j := range vs {
+					vs[j] = strings.ReplaceAll(vs[j], "localhost:"+port, "localhost:PORT")
+				}
+			}
 		}
 	}
 	if len(want) != len(got) {

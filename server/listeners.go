@@ -18,6 +18,7 @@ import (
 	"github.com/pierhq/pier/server/internal/clientaddr"
 	"github.com/pierhq/pier/server/internal/edge/fastpath"
 	"github.com/pierhq/pier/server/internal/httpapi"
+	"github.com/pierhq/pier/server/internal/mcp"
 	"github.com/pierhq/pier/server/internal/smtpd"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -360,8 +361,19 @@ func (s *Server) edgeListener(ln net.Listener, tc *tls.Config, h http.Handler) n
 // answers, with the headers route adds; logRequests has nothing to log
 // of a 200 below debug level, which the fast path logs itself.
 func (s *Server) apiRead(dst []byte, q *fastpath.APIRequest) (head, body []byte, ok bool) {
-	head, body, ok = s.api.AnswerKept(dst, &httpapi.KeptRequest{Method: q.Method, Path: q.Path, Query: q.Query,
-		Accept: q.Accept, ContentType: q.ContentType, Authorization: q.Authorization, Body: q.Body, ClientIP: q.ClientIP})
+	if q.Method == http.MethodPost && string(q.Path) == "/mcp" {
+		// The MCP endpoint's reads: a tool call of a read-only tool
+		// (keyed or not), initialize, ping, tools/list.
+		if s.mcp == nil || q.Query != nil {
+			return dst, nil, false
+		}
+		head, body, ok = s.mcp.AnswerFast(dst, &mcp.FastRequest{Accept: q.Accept, ContentType: q.ContentType,
+			Authorization: q.AuthorizationValue, ProtocolVersion: q.MCPProtocolVersion, Origin: q.Origin, Body: q.Body,
+			RemoteAddr: q.RemoteAddr, Host: q.Host})
+	} else {
+		head, body, ok = s.api.AnswerKept(dst, &httpapi.KeptRequest{Method: q.Method, Path: q.Path, Query: q.Query,
+			Accept: q.Accept, ContentType: q.ContentType, Authorization: q.Authorization, Body: q.Body, ClientIP: q.ClientIP})
+	}
 	if !ok {
 		return head, body, false
 	}

@@ -65,8 +65,10 @@ type Server struct {
 	http *http.Server
 	ln   net.Listener
 	// api is the REST handler, which the listeners' fast path asks for
-	// kept answers (apiRead); apiFast counts the answers it gave.
+	// kept answers (apiRead), and mcp the MCP endpoint, which it asks to
+	// answer reads; apiFast counts the answers they gave.
 	api     *httpapi.Handler
+	mcp     *mcp.Handler
 	apiFast atomic.Int64
 }
 
@@ -186,7 +188,7 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	authz.Mount(mux)
 	mountContract(mux, s.store, s.log)
-	s.api = api
+	s.api, s.mcp = api, mcpH
 	s.handler = clientaddr.Middleware(s.trusted, logRequests(s.log, s.route(api)))
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"os"
 	"path"
 	"strings"
 	"sync/atomic"
@@ -68,10 +69,15 @@ type blob struct {
 	// first served with a type that is not compressed is loaded again
 	// for one that is.
 	withForms bool
+	// files hold the forms of at least SendfileMin bytes for sendfile
+	// (bodyfile.go); fileBytes counts those held in memory the kernel
+	// cannot reclaim (memfds), in the budget.
+	files     [encodings]*os.File
+	fileBytes int64
 }
 
 func (b *blob) size() int64 {
-	return int64(len(b.forms[identity]) + len(b.forms[gzipped]) + len(b.forms[brotlied]))
+	return int64(len(b.forms[identity])+len(b.forms[gzipped])+len(b.forms[brotlied])) + b.fileBytes
 }
 
 // Header values shared by every file; net/http only reads them.
@@ -403,6 +409,7 @@ func (e *Edge) body(ctx context.Context, f *file) (*blob, error) {
 			b = newBlob(bf.Data, bf.Forms)
 			b.withForms = true
 		}
+		b.makeFiles()
 		// A body larger than the whole budget is served without being kept.
 		e.blobs.Put(f.sha, b)
 		return b, nil
@@ -581,27 +588,37 @@ func (f *file) head(status string, b *blob, enc int, etag string) []byte {
 // site, a site failing to load, no file and no 404.html); the caller then
 // leaves the request to ServeHTTP. Callers must not modify the slices.
 func (e *Edge) Prepared(ctx context.Context, host, urlPath, ifNoneMatch, acceptEncoding string) (head, body []byte, ok bool) {
+	head, body, _, ok = e.PreparedFile(ctx, host, urlPath, ifNoneMatch, acceptEncoding)
+	return head, body, ok
+}
+
+// PreparedFile is Prepared with, for a body of at least SendfileMin bytes,
+// a file holding exactly body from offset 0, for sendfile(2); nil when
+// there is none. The caller reads it only at explicit offsets (never
+// through its position), never writes or closes it, and keeps a
+// reference to it while the kernel reads it.
+func (e *Edge) PreparedFile(ctx context.Context, host, urlPath, ifNoneMatch, acceptEncoding string) (head, body []byte, file *os.File, ok bool) {
 	s, err := e.siteFor(ctx, hostOnly(host))
 	if err != nil || s == nil || s.runs {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	f, status := s.lookup(urlPath)
 	if f == nil {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	b, err := e.body(ctx, f)
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	h := f.headsFor(b)
 	enc := b.choose(acceptEncoding)
 	switch {
 	case status == http.StatusOK && ifNoneMatch != "" && httpheader.ETagMatches(ifNoneMatch, h.etags[enc]):
-		return h.notModified[enc], nil, true
+		return h.notModified[enc], nil, nil, true
 	case status == http.StatusOK:
-		return h.ok[enc], b.forms[enc], true
+		return h.ok[enc], b.forms[enc], b.fileFor(enc), true
 	default:
-		return h.miss[enc], b.forms[enc], true
+		return h.miss[enc], b.forms[enc], b.fileFor(enc), true
 	}
 }
 

@@ -35,6 +35,10 @@ type compiledTool struct {
 	keepShape bool
 	// needsAgent: the operation takes an agent's key or OAuth token.
 	needsAgent bool
+	// provesCredential: the REST chain authenticates an Authorization
+	// sent with the operation before it answers (agent and anonymous
+	// operations), so a success proves the credential (credCheck).
+	provesCredential bool
 }
 
 func compile(t Tool) (*compiledTool, error) {
@@ -59,7 +63,8 @@ func compile(t Tool) (*compiledTool, error) {
 	if op.Method != t.Method || op.Path != t.Path {
 		return nil, fmt.Errorf("mcp: tool %s routes to %s %s but the operation is %s %s", t.Name, t.Method, t.Path, op.Method, op.Path)
 	}
-	return &compiledTool{Tool: t, schema: s, hasBody: op.HasBody, keepShape: op.Pure || t.ReadOnly, needsAgent: op.Authority == "agent"}, nil
+	return &compiledTool{Tool: t, schema: s, hasBody: op.HasBody, keepShape: op.Pure || t.ReadOnly, needsAgent: op.Authority == "agent",
+		provesCredential: op.Authority == "agent" || op.Authority == "anonymous"}, nil
 }
 
 // descriptor is the tool as tools/list shows it. The schema goes out as the
@@ -138,6 +143,9 @@ func (h *Handler) serveREST(ctx context.Context, t *compiledTool, rs *requestSha
 	rec := httpapi.NewRecorder(len(kept.rest))
 	h.rest.ServeHTTP(rec, req)
 	status, answered, body := rec.Result()
+	if c.cred != nil && t.provesCredential && status >= 200 && status < 300 {
+		c.cred.done = true
+	}
 	if h.log.Enabled(ctx, slog.LevelDebug) {
 		h.log.DebugContext(ctx, "tool call", "tool", t.Name, "method", req.Method, "path", req.URL.Path, "status", status)
 	}

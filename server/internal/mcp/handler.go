@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -194,13 +195,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Per the MCP authorization rules, a credential that does not
 	// authenticate is a 401 for the whole request, whatever it holds, with
-	// the challenge that starts the client's OAuth flow.
+	// the challenge that starts the client's OAuth flow. For a body of a
+	// stated length within the limit the check waits (credCheck).
+	var cred *credCheck
 	if a := r.Header.Get("Authorization"); a != "" && h.authn != nil {
-		if err := h.authn(r.Context(), a); err != nil {
-			e := apierr.As(err)
-			if e.Code == "auth:invalid_credentials" {
-				e.Header = challengeHeader(h.challenge(true))
-			}
+		if r.ContentLength >= 0 && r.ContentLength <= h.limit {
+			cred = &credCheck{header: a}
+		} else if e := h.checkCredential(r.Context(), a); e != nil {
 			httpapi.WriteError(w, r, h.log, e)
 			return
 		}
@@ -220,7 +221,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, apierr.Newf("input:invalid", "reading the body failed: %v", err))
 		return
 	}
-	if e := h.serveJSONRPC(r.Context(), w, body, r.Header, caller{remoteAddr: clientaddr.RemoteAddr(r), host: r.Host, key: rateKey(r)}); e != nil {
+	if cred != nil && !loneMessage(body) {
+		if e := h.checkCredential(r.Context(), cred.header); e != nil {
+			httpapi.WriteError(w, r, h.log, e)
+			return
+		}
+		cred = nil
+	}
+	if e := h.serveJSONRPC(r.Context(), w, body, r.Header, caller{remoteAddr: clientaddr.RemoteAddr(r), host: r.Host, key: rateKey(r), cred: cred}); e != nil {
 		httpapi.WriteError(w, r, h.log, e)
 	}
 }
@@ -265,6 +273,53 @@ type caller struct {
 	host       string
 	// key names the caller's rate-limit bucket.
 	key string
+	// cred, when set, is the credential check a lone message defers.
+	cred *credCheck
+}
+
+// credCheck is the credential check of a lone message, deferred so that
+// a tools/call does not look the credential up twice: the REST chain
+// authenticates the call's Authorization before it answers, so a success
+// from an operation that takes an agent's or an anonymous caller's
+// credential proves it. Whatever else the message meets (another method,
+// arguments refused before REST, a REST refusal, the rate limit) checks
+// it as ServeHTTP would have, before anything is answered; a message
+// that does not authenticate is answered 401 as before.
+type credCheck struct {
+	header string
+	done   bool // proven by REST, or checked
+}
+
+// settle finishes c's deferred credential check, if any: nil when the
+// credential authenticates, else the refusal to answer the request with.
+func (h *Handler) settle(ctx context.Context, c caller) *apierr.Error {
+	if c.cred == nil || c.cred.done {
+		return nil
+	}
+	c.cred.done = true
+	return h.checkCredential(ctx, c.cred.header)
+}
+
+// checkCredential runs Config.Authenticate on an Authorization value;
+// an unknown or revoked credential gets the challenge that starts the
+// client's OAuth flow.
+func (h *Handler) checkCredential(ctx context.Context, header string) *apierr.Error {
+	err := h.authn(ctx, header)
+	if err == nil {
+		return nil
+	}
+	e := apierr.As(err)
+	if e.Code == "auth:invalid_credentials" {
+		e.Header = challengeHeader(h.challenge(true))
+	}
+	return e
+}
+
+// loneMessage reports whether a body is one JSON-RPC message rather than
+// a batch (or not JSON).
+func loneMessage(body []byte) bool {
+	body = bytes.TrimSpace(body)
+	return len(body) > 0 && body[0] == '{'
 }
 
 // rateKey is the caller a message is charged to: its credential when it

@@ -101,12 +101,18 @@ func (h *Handler) serveJSONRPC(ctx context.Context, w http.ResponseWriter, body 
 		return nil
 	}
 	if secs, ok := h.allow(c); !ok {
+		if e := h.settle(ctx, c); e != nil {
+			return e
+		}
 		e := apierr.Newf("rate:limited", "rate limit for MCP messages exhausted; retry in %d s", secs).
 			WithActions(actions.Retry("mcp", "agent", nil, secs))
 		e.RetryAfterSeconds = secs
 		return e
 	}
 	resp, invalid, unauthenticated := h.handleMessage(ctx, body, header, c)
+	if e := h.settle(ctx, c); e != nil {
+		return e
+	}
 	if unauthenticated {
 		return h.credentialsRequired()
 	}

@@ -31,31 +31,41 @@ type APIRequest struct {
 	// Accept and ContentType are the headers' values, nil when absent;
 	// each was sent at most once.
 	Accept, ContentType []byte
-	// Authorization is set when the request carries the header.
-	Authorization bool
+	// Authorization is set when the request carries the header, and
+	// AuthorizationValue is its value (sent at most once).
+	Authorization      bool
+	AuthorizationValue []byte
+	// MCPProtocolVersion is the MCP-Protocol-Version header's value, nil
+	// when absent (sent at most once); Origin is set when the request
+	// carries an Origin header.
+	MCPProtocolVersion []byte
+	Origin             bool
 	// Body is the whole body, of the length Content-Length announced.
 	Body []byte
-	// ClientIP is the peer's address without its port.
-	ClientIP string
+	// ClientIP is the peer's address without its port, RemoteAddr with
+	// it (net/http's Request.RemoteAddr), Host the Host header's value.
+	ClientIP, RemoteAddr, Host string
 	// TLS is set for a request over TLS.
 	TLS bool
 }
 
 // apiReq is what parseAPI reads of a request.
 type apiReq struct {
-	method                             string
-	target, host, accept, ctype, ua    []byte
-	clen                               int
-	close, auth                        bool
-	xff                                []string
-	hosts, accepts, ctypes, uas, clens int
+	method                                       string
+	target, host, accept, ctype, ua, authz, mcpv []byte
+	clen                                         int
+	close, auth                                  bool
+	xff                                          []string
+	hosts, accepts, ctypes, uas, clens           int
+	authzs, mcpvs, origins                       int
 }
 
 // parseAPI reads a head strictly for APIRead: an HTTP/1.1 GET or POST of
 // an origin-form target whose path needs no decoding and whose query
 // holds visible characters other than ';' and '#', one Host, at most one
 // Accept, Content-Type, User-Agent and Content-Length (up to maxAPIBody),
-// no Transfer-Encoding, Upgrade, Expect, Trailer or conditional or range
+// at most one Authorization and MCP-Protocol-Version, no
+// Transfer-Encoding, Upgrade, Expect, Trailer or conditional or range
 // headers, and a Connection header of close and keep-alive only. ok is
 // false when the request is for net/http.
 func parseAPI(b []byte, r *apiReq) bool {
@@ -85,9 +95,13 @@ func parseAPI(b []byte, r *apiReq) bool {
 		case equalFold(name, "user-agent"):
 			r.ua, r.uas = v, r.uas+1
 		case equalFold(name, "authorization"):
-			r.auth = true
+			r.auth, r.authz, r.authzs = true, v, r.authzs+1
 		case equalFold(name, "x-forwarded-for"):
 			r.xff = append(r.xff, string(v))
+		case equalFold(name, "mcp-protocol-version"):
+			r.mcpv, r.mcpvs = v, r.mcpvs+1
+		case equalFold(name, "origin"):
+			r.origins++
 		case equalFold(name, "content-length"):
 			n, ok := contentLength(v, maxAPIBody)
 			if r.clens++; r.clens > 1 || !ok {
@@ -110,7 +124,7 @@ func parseAPI(b []byte, r *apiReq) bool {
 	}) {
 		return false
 	}
-	if r.hosts != 1 || r.accepts > 1 || r.ctypes > 1 || r.uas > 1 || !plainHost(r.host) {
+	if r.hosts != 1 || r.accepts > 1 || r.ctypes > 1 || r.uas > 1 || r.authzs > 1 || r.mcpvs > 1 || !plainHost(r.host) {
 		return false
 	}
 	return true
@@ -191,8 +205,11 @@ func (cs *conn) apiRead(n int) (handled, close bool, err error) {
 	if debug {
 		start = time.Now()
 	}
+	remote, ip := cs.peer()
 	q := APIRequest{Method: r.method, Path: path, Query: query, Accept: nilIfAbsent(r.accept, r.accepts),
-		ContentType: nilIfAbsent(r.ctype, r.ctypes), Authorization: r.auth, Body: all[n:], ClientIP: cs.clientFor(r.xff), TLS: cs.tls}
+		ContentType: nilIfAbsent(r.ctype, r.ctypes), Authorization: r.auth, AuthorizationValue: nilIfAbsent(r.authz, r.authzs),
+		MCPProtocolVersion: nilIfAbsent(r.mcpv, r.mcpvs), Origin: r.origins > 0,
+		Body: all[n:], ClientIP: cs.clientFor(ip, r.xff), RemoteAddr: remote, Host: cs.host, TLS: cs.tls}
 	out, body, ok := cfg.APIRead(cs.out, &q)
 	if !ok {
 		return false, false, nil
@@ -234,26 +251,26 @@ func cut(b []byte, sep byte) (before, after []byte, found bool) {
 	return b, nil, false
 }
 
-// clientIP is the peer's address without its port, as the API reads it
-// from net/http's RemoteAddr.
-func (cs *conn) clientIP() string {
-	if cs.ip == "" {
-		addr := cs.tcp.RemoteAddr().String()
-		if h, _, err := net.SplitHostPort(addr); err == nil {
-			addr = h
+// peer is the peer's address as net/http's RemoteAddr has it, and
+// without its port as the API reads it from there.
+func (cs *conn) peer() (remote, ip string) {
+	if cs.remote == "" {
+		cs.remote = cs.tcp.RemoteAddr().String()
+		cs.ip = cs.remote
+		if h, _, err := net.SplitHostPort(cs.remote); err == nil {
+			cs.ip = h
 		}
-		cs.ip = addr
 	}
-	return cs.ip
+	return cs.remote, cs.ip
 }
 
-// clientFor is the client of a request that carried the X-Forwarded-For
-// values xff, as clientaddr resolves it: the peer unless the peer is a
-// trusted proxy.
-func (cs *conn) clientFor(xff []string) string {
+// clientFor is the client of a request from peerIP that carried the
+// X-Forwarded-For values xff, as clientaddr resolves it: the peer unless
+// the peer is a trusted proxy.
+func (cs *conn) clientFor(peerIP string, xff []string) string {
 	t := cs.l.cfg.Trusted
 	if len(xff) == 0 || t == nil {
-		return cs.clientIP()
+		return peerIP
 	}
 	a, _ := t.Resolve(clientaddr.PeerOfConn(cs.tcp), xff)
 	return a.String()

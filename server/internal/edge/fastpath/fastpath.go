@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,8 +88,8 @@ type Listener struct {
 	conns  map[net.Conn]struct{}
 	once   sync.Once
 	// handoffs counts connections given to net/http, h2served the h2
-	// connections served here.
-	handoffs, h2served atomic.Int64
+	// connections served here, sendfiles the bodies sent with sendfile.
+	handoffs, h2served, sendfiles atomic.Int64
 }
 
 // New starts accepting on inner.
@@ -292,9 +293,9 @@ type conn struct {
 	// fwd is the forwarder's state, once a request was forwarded.
 	fwd *fwd
 	// apiReq is the last API request read (api.go), ip the peer's
-	// address once known.
-	apiReq apiReq
-	ip     string
+	// address once known and remote with its port.
+	apiReq     apiReq
+	ip, remote string
 }
 
 // request is one parsed head.
@@ -680,12 +681,15 @@ func (cs *conn) answer(r *request) (bool, error) {
 	if len(r.ae) > 0 {
 		ae = string(r.ae)
 	}
-	head, body, ok := cfg.Edge.Prepared(context.Background(), cs.host, cs.path, inm, ae)
+	head, body, file, ok := cfg.Edge.PreparedFile(context.Background(), cs.host, cs.path, inm, ae)
 	if !ok {
 		return false, nil
 	}
 	if r.head {
 		body = nil
+	}
+	if cs.tls {
+		file = nil // kTLS is not offered by crypto/tls (bench/README.md)
 	}
 	start := len(cs.out)
 	cs.out = append(cs.out, head...)
@@ -700,6 +704,9 @@ func (cs *conn) answer(r *request) (bool, error) {
 		cs.out = append(cs.out, "Connection: close\r\n"...)
 	}
 	cs.out = append(cs.out, "\r\n"...)
+	if file != nil && len(body) >= edge.SendfileMin {
+		return true, cs.sendFile(file, len(body), body)
+	}
 	if len(body) >= bigBody {
 		return true, cs.write(body)
 	}
@@ -711,6 +718,25 @@ func (cs *conn) answer(r *request) (bool, error) {
 }
 
 func (cs *conn) flush() error { return cs.write(nil) }
+
+// sendFile sends the queued bytes and then body, which file holds from
+// offset 0, with sendfile(2) where the connection allows it.
+func (cs *conn) sendFile(file *os.File, n int, body []byte) error {
+	if !cs.deadline(&cs.writeBy, cs.l.cfg.WriteTimeout, cs.c.SetWriteDeadline) {
+		return errors.New("deadline")
+	}
+	cs.l.sendfiles.Add(1)
+	handled, err := sendFile(cs.c, cs.out, file, n)
+	if !handled {
+		cs.l.sendfiles.Add(-1)
+		return cs.write(body)
+	}
+	if cap(cs.out) > 256<<10 {
+		cs.out = nil
+	}
+	cs.out = cs.out[:0]
+	return err
+}
 
 // write sends the queued bytes and then body.
 func (cs *conn) write(body []byte) error {

@@ -1,0 +1,111 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"strconv"
+)
+
+// FastRequest is a POST /mcp that the listener's fast path read itself
+// (package fastpath, "API reads"): the header values the endpoint reads,
+// each sent at most once and nil when absent, and the whole body.
+type FastRequest struct {
+	Accept, ContentType, Authorization, ProtocolVersion []byte
+	// Origin is set when the request carries an Origin header.
+	Origin bool
+	Body   []byte
+	// RemoteAddr and Host are net/http's Request.RemoteAddr and Host.
+	RemoteAddr, Host string
+}
+
+// AnswerFast answers a request the way ServeHTTP would, without net/http,
+// when it is a lone message that changes nothing (initialize, ping,
+// tools/list, or tools/call of a read-only tool) and ServeHTTP's answer
+// is a 200 with a JSON-RPC response: it appends the status line and
+// header lines (net/http's, sorted, without Date and the blank line) to
+// dst and returns them with the body. ok is false, with nothing written,
+// for everything else, which ServeHTTP then answers from the start: only
+// a message that reads can be run twice that way, and only a refusal
+// (a credential that does not authenticate, the rate limit, a message
+// that is not JSON-RPC) is.
+func (h *Handler) AnswerFast(dst []byte, q *FastRequest) (head, body []byte, ok bool) {
+	if q.Origin || !fastAccept(q.Accept) || string(q.ContentType) != "application/json" ||
+		q.ProtocolVersion != nil && !h.versionServed(string(q.ProtocolVersion)) || int64(len(q.Body)) > h.limit {
+		return dst, nil, false
+	}
+	msg := bytes.TrimSpace(q.Body)
+	if !loneMessage(msg) || !h.onlyReads(msg) {
+		return dst, nil, false
+	}
+	var header http.Header
+	c := caller{remoteAddr: q.RemoteAddr, host: q.Host}
+	if a := q.Authorization; a != nil {
+		header = http.Header{"Authorization": {string(a)}}
+		sum := sha256.Sum256(a)
+		c.key = "cred:" + hex.EncodeToString(sum[:12])
+		if h.authn != nil {
+			c.cred = &credCheck{header: header["Authorization"][0]}
+		}
+	} else {
+		header = http.Header{}
+		ip, _, err := net.SplitHostPort(q.RemoteAddr)
+		if err != nil {
+			ip = q.RemoteAddr
+		}
+		c.key = "ip:" + ip
+	}
+	if _, allowed := h.allow(c); !allowed {
+		return dst, nil, false
+	}
+	ctx := context.Background()
+	resp, invalid, unauthenticated := h.handleMessage(ctx, msg, header, c)
+	if h.settle(ctx, c) != nil || invalid != "" || unauthenticated || resp == nil {
+		return dst, nil, false
+	}
+	body = make([]byte, len(resp)+1)
+	copy(body, resp)
+	body[len(resp)] = '\n'
+	if cap(resp) <= maxPooledAnswer {
+		answerBufs.Put(&resp)
+	}
+	dst = append(dst, "HTTP/1.1 200 OK\r\nContent-Length: "...)
+	dst = strconv.AppendInt(dst, int64(len(body)), 10)
+	dst = append(dst, "\r\nContent-Type: application/json\r\n"...)
+	return dst, body, true
+}
+
+// fastAccept is the Accept header MCP clients send, which acceptsBoth
+// takes without parsing.
+func fastAccept(v []byte) bool {
+	return string(v) == "application/json, text/event-stream" || string(v) == "text/event-stream, application/json"
+}
+
+// versionServed reports whether ServeHTTP serves a request naming this
+// MCP-Protocol-Version (see firstStatelessVersion).
+func (h *Handler) versionServed(v string) bool {
+	return v == "" || v == ProtocolVersion || v >= firstStatelessVersion
+}
+
+// onlyReads reports whether a lone message is one whose running changes
+// nothing: initialize, ping, tools/list, or tools/call of a read-only tool.
+func (h *Handler) onlyReads(msg []byte) bool {
+	var m rpcMessage
+	if !scanMessage(msg, &m) {
+		return false
+	}
+	switch m.Method {
+	case "initialize", "ping", "tools/list":
+		return true
+	case "tools/call":
+		if m.Params == nil || m.Params.Name == nil {
+			return false
+		}
+		t, ok := h.tools[*m.Params.Name]
+		return ok && t.keepShape
+	}
+	return false
+}
