@@ -24,8 +24,9 @@ type KeptRequest struct {
 	// Accept and ContentType are the headers' values, nil when absent;
 	// each was sent at most once.
 	Accept, ContentType []byte
-	// Authorization is set when the request carries the header.
-	Authorization bool
+	// Authorization is the header's value, nil when absent; it was sent
+	// at most once.
+	Authorization []byte
 	// Body is the whole body (Content-Length framed).
 	Body []byte
 	// ClientIP is the peer's address without its port.
@@ -65,8 +66,18 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 	case http.MethodPost:
 		rt = h.keptPost[string(q.Path)]
 	}
-	if rt == nil || q.Authorization || !plainAccept(q.Accept) {
+	if rt == nil || !plainAccept(q.Accept) {
 		return dst, nil, false
+	}
+	caller := "ip:" + q.ClientIP
+	if q.Authorization != nil {
+		// A key on these (anonymous) reads only names the rate-limit
+		// bucket; the chain answers one not known live from memory.
+		id, ok := h.keyInMemory(q.Authorization)
+		if !ok {
+			return dst, nil, false
+		}
+		caller = "key:" + id
 	}
 	op := rt.op
 	if len(q.Body) > 0 {
@@ -81,7 +92,6 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 		}
 	}
 	key := pureKey(op.ID, q.Query, q.Body)
-	caller := "ip:" + q.ClientIP
 	k, version, ok, stale := h.kept(rt, key)
 	if !ok {
 		// A versioned answer goes stale every second and after every
@@ -176,4 +186,21 @@ func (h *Handler) Keeping(id string) (kept, versioned, fast bool) {
 	p := rt.op.Path
 	fast = h.keptGet[p] == rt || h.keptPost[p] == rt
 	return rt.op.Pure || rt.version != nil, rt.version != nil, fast
+}
+
+// keyInMemory is the id of the live API key an Authorization header
+// carries, when the store has it in memory; ok is false for anything
+// else (no key, an OAuth token, a key not cached, unknown or revoked),
+// which the chain then authenticates.
+func (h *Handler) keyInMemory(header []byte) (id string, ok bool) {
+	const bearer = "Bearer "
+	if len(header) <= len(bearer) || !equalFold(header[:len(bearer)], bearer) {
+		return "", false
+	}
+	token := header[len(bearer):]
+	if !bytes.HasPrefix(token, []byte(auth.KeyPrefix)) {
+		return "", false
+	}
+	k, ok := h.cfg.Store.Keys().InMemory(auth.HashKey(string(token)))
+	return k.ID, ok
 }

@@ -29,8 +29,9 @@ type APIRequest struct {
 	// Accept and ContentType are the headers' values, nil when absent;
 	// each was sent at most once.
 	Accept, ContentType []byte
-	// Authorization is set when the request carries the header.
-	Authorization bool
+	// Authorization is the header's value, nil when absent; it was sent
+	// at most once.
+	Authorization []byte
 	// Body is the whole body, of the length Content-Length announced.
 	Body []byte
 	// ClientIP is the peer's address without its port.
@@ -41,11 +42,12 @@ type APIRequest struct {
 
 // apiReq is what parseAPI reads of a request.
 type apiReq struct {
-	method                             string
-	target, host, accept, ctype, ua    []byte
-	clen                               int
-	close, auth                        bool
-	hosts, accepts, ctypes, uas, clens int
+	method                                string
+	target, host, accept, ctype, ua, auth []byte
+	clen                                  int
+	close                                 bool
+	hosts, accepts, ctypes, uas, clens    int
+	auths                                 int
 }
 
 // parseAPI reads a head strictly for APIRead: an HTTP/1.1 GET or POST of
@@ -82,7 +84,7 @@ func parseAPI(b []byte, r *apiReq) bool {
 		case equalFold(name, "user-agent"):
 			r.ua, r.uas = v, r.uas+1
 		case equalFold(name, "authorization"):
-			r.auth = true
+			r.auth, r.auths = v, r.auths+1
 		case equalFold(name, "content-length"):
 			n, ok := contentLength(v, maxAPIBody)
 			if r.clens++; r.clens > 1 || !ok {
@@ -105,7 +107,7 @@ func parseAPI(b []byte, r *apiReq) bool {
 	}) {
 		return false
 	}
-	if r.hosts != 1 || r.accepts > 1 || r.ctypes > 1 || r.uas > 1 || !plainHost(r.host) {
+	if r.hosts != 1 || r.accepts > 1 || r.ctypes > 1 || r.uas > 1 || r.auths > 1 || !plainHost(r.host) {
 		return false
 	}
 	return true
@@ -187,7 +189,7 @@ func (cs *conn) apiRead(n int) (handled, close bool, err error) {
 		start = time.Now()
 	}
 	q := APIRequest{Method: r.method, Path: path, Query: query, Accept: nilIfAbsent(r.accept, r.accepts),
-		ContentType: nilIfAbsent(r.ctype, r.ctypes), Authorization: r.auth, Body: all[n:], ClientIP: cs.clientIP(), TLS: cs.tls}
+		ContentType: nilIfAbsent(r.ctype, r.ctypes), Authorization: nilIfAbsent(r.auth, r.auths), Body: all[n:], ClientIP: cs.clientIP(), TLS: cs.tls}
 	out, body, ok := cfg.APIRead(cs.out, &q)
 	if !ok {
 		return false, false, nil
