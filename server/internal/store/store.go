@@ -207,7 +207,7 @@ func Open(ctx context.Context, dataDir, databaseURL string, opts ...Option) (*St
 		// write lock at BEGIN, so check-then-write transactions serialize
 		// instead of failing with SQLITE_BUSY halfway through.
 		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-		db, err := sql.Open("sqlite", dsn)
+		db, err := sql.Open(sqliteDriver, dsn)
 		if err != nil {
 			return nil, fmt.Errorf("store: open sqlite: %w", err)
 		}
