@@ -87,3 +87,30 @@ func waitForListeners(t *testing.T, db *sql.DB, n int) {
 	// The listener marks its store as listening just after LISTEN returns.
 	time.Sleep(100 * time.Millisecond)
 }
+
+// A key the listener's fast path answers from memory stops working there
+// too on the next request after it is revoked.
+func TestRevokedKeyIsRefusedOnTheFastPath(t *testing.T) {
+	ts := start(t, server.Config{RateLimits: map[string]server.RateLimit{"search": {PerSecond: 1000, Burst: 1000}}})
+	a := newAccount(t, ts, 1_000_000, service.DefaultPolicy(), "read")
+	// A connection net/http answered once stays with net/http: each
+	// request here comes on a new one.
+	ts.Client.HTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	const search = "/v1/domains/search?q=acme&tldAllowlist=com,dev,io"
+	for range 2 { // the answer kept, the key in memory
+		if r := ts.Client.Do("GET", search, nil, a.header()); r.StatusCode != 200 {
+			t.Fatalf("search: %d", r.StatusCode)
+		}
+	}
+	before := ts.APIFastAnswers()
+	if r := ts.Client.Do("GET", search, nil, a.header()); r.StatusCode != 200 || ts.APIFastAnswers() != before+1 {
+		t.Fatalf("a keyed kept read: %d, %d answers on the fast path", r.StatusCode, ts.APIFastAnswers()-before)
+	}
+	b := signIn(t, ts, a.org)
+	if p := b.post("/keys/"+a.keyID+"/revoke", url.Values{"csrf": {csrfOf(t, b.get("/keys"))}}); p.status != 200 {
+		t.Fatalf("revoke: %d", p.status)
+	}
+	if r := ts.Client.Do("GET", search, nil, a.header()); r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the next keyed read after the revocation: %d", r.StatusCode)
+	}
+}

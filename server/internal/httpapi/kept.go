@@ -72,8 +72,8 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 	caller := "ip:" + q.ClientIP
 	if q.Authorization != nil {
 		// A key on these (anonymous) reads only names the rate-limit
-		// bucket; the chain answers one not known live from memory.
-		id, ok := h.keyInMemory(q.Authorization)
+		// bucket; the chain answers any other credential.
+		id, ok := h.liveKey(q.Authorization)
 		if !ok {
 			return dst, nil, false
 		}
@@ -188,11 +188,13 @@ func (h *Handler) Keeping(id string) (kept, versioned, fast bool) {
 	return rt.op.Pure || rt.version != nil, rt.version != nil, fast
 }
 
-// keyInMemory is the id of the live API key an Authorization header
-// carries, when the store has it in memory; ok is false for anything
-// else (no key, an OAuth token, a key not cached, unknown or revoked),
-// which the chain then authenticates.
-func (h *Handler) keyInMemory(header []byte) (id string, ok bool) {
+// liveKey is the id of the live API key an Authorization header carries:
+// from the store's memory, or read there once (as the chain would read it,
+// so that a connection whose first request brings a key the store had not
+// seen yet stays on the fast path). ok is false for anything else (no
+// key, an OAuth token, an unknown or revoked key, an error), which the
+// chain then answers.
+func (h *Handler) liveKey(header []byte) (id string, ok bool) {
 	const bearer = "Bearer "
 	if len(header) <= len(bearer) || !equalFold(header[:len(bearer)], bearer) {
 		return "", false
@@ -201,6 +203,6 @@ func (h *Handler) keyInMemory(header []byte) (id string, ok bool) {
 	if !bytes.HasPrefix(token, []byte(auth.KeyPrefix)) {
 		return "", false
 	}
-	k, ok := h.cfg.Store.Keys().InMemory(auth.HashKey(string(token)))
-	return k.ID, ok
+	k, err := h.cfg.Store.Keys().Live(context.Background(), auth.HashKey(string(token)))
+	return k.ID, err == nil
 }

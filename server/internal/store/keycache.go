@@ -184,20 +184,6 @@ func (db Keys) Live(ctx context.Context, hash string) (APIKey, error) {
 	return live(k, nil)
 }
 
-// InMemory is Live from memory only: ok is false when the key is not
-// cached (or the cache does not serve), as well as for unknown and revoked
-// keys. It never reads the database.
-func (db Keys) InMemory(hash string) (APIKey, bool) {
-	if db.tx != nil || !db.store.keyCacheServes() {
-		return APIKey{}, false
-	}
-	k, found, _, _ := db.store.keys.get(hash)
-	if !found || k.RevokedAt != nil {
-		return APIKey{}, false
-	}
-	return k, true
-}
-
 func live(k APIKey, err error) (APIKey, error) {
 	if err == nil && k.RevokedAt != nil {
 		return APIKey{}, ErrNotFound
