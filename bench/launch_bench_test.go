@@ -180,12 +180,21 @@ func adminSetup(b testing.TB, dataDir string) (key, project string) {
 
 // adminSetupBudget is adminSetup with the project's budget in USD.
 func adminSetupBudget(b testing.TB, dataDir string, budgetUSD int) (key, project string) {
+	return adminSetupOn(b, dataDir, "", budgetUSD)
+}
+
+// adminSetupOn is adminSetupBudget on PostgreSQL when databaseURL is set.
+func adminSetupOn(b testing.TB, dataDir, databaseURL string, budgetUSD int) (key, project string) {
 	run := func(args ...string) map[string]any {
 		var admin = findCmd(server.NewCommands(), "admin")
 		var out bytes.Buffer
 		admin.SetOut(&out)
 		admin.SetErr(io.Discard)
-		admin.SetArgs(append(args, "--data-dir", dataDir, "--json"))
+		args = append(args, "--data-dir", dataDir, "--json")
+		if databaseURL != "" {
+			args = append(args, "--database-url", databaseURL)
+		}
+		admin.SetArgs(args)
 		if err := admin.Execute(); err != nil {
 			b.Fatalf("pier admin %s: %v", strings.Join(args, " "), err)
 		}

@@ -23,6 +23,11 @@
 #   mcp       go test ./bench/    MCP tools/call vs REST (BenchmarkMCPSearchDomains)
 #   mcphttp   bench/mcp.sh        MCP tools/call vs REST over real HTTP (wrk -c16), keyed
 #                                 and anonymous, with server CPU per request
+#   agent     go test ./bench/    a keyed cached read vs the anonymous one, and create_quote on
+#                                 SQLite and PostgreSQL (BenchmarkServerCPU*, the server in a
+#                                 process of its own): server CPU per request from /proc, against
+#                                 the goals (keyed ≤ 1.5× anonymous, create_quote ≤ 250 µs),
+#                                 and requests a second beside it
 #   cli       hyperfine           `pier --version` vs a bare cobra binary (bench/barecobra)
 #   launch    go test ./bench/    50-file launch to the first HTTPS 200 (BenchmarkLaunchLatency),
 #                                 against the issue's goals (p50 25 ms, 5 MB per launch)
@@ -45,7 +50,9 @@ DURATION=${DURATION:-5} # seconds per run
 DURATION=${DURATION%s}
 P99_RATE=${P99_RATE:-10000}
 MCP_N=${MCP_N:-20000}
-PARTS=${PARTS:-edge dns api services mcp mcphttp cli launch digest}
+READ_N=${READ_N:-20000}  # requests per keyed/anonymous read run (agent)
+WRITE_N=${WRITE_N:-4000} # create_quote requests per engine and run (agent)
+PARTS=${PARTS:-edge dns api services mcp mcphttp agent cli launch digest}
 export FLAG_OTHER=${FLAG_OTHER:-0.25}
 [[ "$REPEAT" =~ ^[1-9][0-9]?$ ]] || { echo "peers.sh: REPEAT must be 1 to 99" >&2; exit 1; }
 [[ "$DURATION" =~ ^[1-9][0-9]{0,2}$ ]] || { echo "peers.sh: DURATION must be 1 to 999 seconds" >&2; exit 1; }
@@ -121,6 +128,41 @@ for p in $PARTS; do
     part mcp mcp
     ;;
   mcphttp) part mcphttp env DURATION="${DURATION}s" REPEAT="$REPEAT" bash bench/mcp.sh ;;
+  agent)
+    # An agent's requests: a key on the cached search, and a write. The
+    # client and the server (this test binary again, in its own process)
+    # share both CPUs; what to read is the server's CPU per request, which
+    # the benchmark takes from /proc and the sharing barely moves.
+    agent() {
+      local out
+      go test -c -o "$tmp/bench.test" ./bench/
+      for _ in $(seq "$REPEAT"); do
+        runstat_begin
+        out=$(cd bench && "$tmp/bench.test" -test.run '^$' -test.bench 'ServerCPURead' -test.benchtime "${READ_N}x" -test.count 1)
+        out+=$'\n'$(cd bench && "$tmp/bench.test" -test.run '^$' -test.bench 'ServerCPUCreateQuote' -test.benchtime "${WRITE_N}x" -test.count 1)
+        runstat_end "keyed read and create_quote (server in its own process)"
+        echo "$out"
+        # name ns/op server-µs/op, per benchmark
+        awk '/^BenchmarkServerCPU/ { n = $1; sub(/-[0-9]+$/, "", n); for (i = 2; i < NF; i++) { if ($(i+1) == "ns/op") ns = $i; if ($(i+1) == "server-µs/op") us = $i } print n, ns, us }' <<<"$out" >"$tmp/agent.txt"
+        get() { awk -v n="$1" -v f="$2" '$1 == n { print $f }' "$tmp/agent.txt"; }
+        local an ak au ku sq sqn pg pgn
+        an=$(get BenchmarkServerCPURead/search/anonymous 2) au=$(get BenchmarkServerCPURead/search/anonymous 3)
+        ak=$(get BenchmarkServerCPURead/search/keyed 2) ku=$(get BenchmarkServerCPURead/search/keyed 3)
+        sqn=$(get BenchmarkServerCPUCreateQuote/sqlite 2) sq=$(get BenchmarkServerCPUCreateQuote/sqlite 3)
+        pgn=$(get BenchmarkServerCPUCreateQuote/postgres 2) pg=$(get BenchmarkServerCPUCreateQuote/postgres 3)
+        [ -n "$ku" ] && [ -n "$sq" ] || { echo "missing results in the benchmarks' output"; return 1; }
+        result "keyed search_domains vs anonymous, 4 clients (Go benchmark)" "$(bc -l <<<"1000000000 / $ak")" "$(bc -l <<<"1000000000 / $an")" "$(bc -l <<<"$an / $ak")" "req/s"
+        result "keyed search_domains, server CPU vs the goal of 1.5× anonymous" "$ku" "$(bc -l <<<"1.5 * $au")" "$(bc -l <<<"1.5 * $au / $ku")" "server µs/req, goal"
+        result "create_quote on SQLite, 4 clients (Go benchmark)" "$(bc -l <<<"1000000000 / $sqn")" "$(bc -l <<<"1000000000 / $sqn")" 1 "req/s, no peer"
+        result "create_quote on SQLite, server CPU vs the goal" "$sq" 250 "$(bc -l <<<"250 / $sq")" "server µs/req, goal"
+        if [ -n "$pg" ]; then
+          result "create_quote on PostgreSQL, 4 clients (Go benchmark)" "$(bc -l <<<"1000000000 / $pgn")" "$(bc -l <<<"1000000000 / $pgn")" 1 "req/s, no peer"
+          result "create_quote on PostgreSQL, server CPU (without PostgreSQL's) vs the goal" "$pg" 250 "$(bc -l <<<"250 / $pg")" "server µs/req, goal"
+        fi
+      done
+    }
+    part agent agent
+    ;;
   cli)
     # Wall time of a whole start, without a shell, on CPU 0: the client
     # binary as `make build` makes it, and the bare cobra binary.
@@ -174,7 +216,7 @@ for p in $PARTS; do
     }
     part digest digest
     ;;
-  *) echo "peers.sh: unknown part $p (edge, dns, api, services, mcp, mcphttp, cli, launch, digest)" >&2; exit 1 ;;
+  *) echo "peers.sh: unknown part $p (edge, dns, api, services, mcp, mcphttp, agent, cli, launch, digest)" >&2; exit 1 ;;
   esac
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -189,7 +189,16 @@ func TestAPIFastPathMatchesNetHTTP(t *testing.T) {
 		{name: "GET with an empty body", raw: apiReq("GET", search, "Content-Length: 0\r\n"), heads: one, fast: 1},
 		{name: "wrong key", raw: apiReq("GET", search, "Authorization: Bearer agk_nope\r\n"), heads: one},
 		{name: "not a key", raw: apiReq("GET", search, "Authorization: Basic eDp5\r\n"), heads: one},
-		{name: "a key", raw: apiReq("GET", search, "Authorization: Bearer {key}\r\n"), heads: one},
+		{name: "wrong key again", raw: apiReq("GET", search, "Authorization: Bearer agk_nope\r\n"), heads: one},
+		// A live key is answered on the fast path, from the key's own
+		// rate-limit bucket.
+		{name: "a key", raw: apiReq("GET", search, "Authorization: Bearer {key}\r\n"), heads: one, fast: 1},
+		{name: "a key again", raw: apiReq("GET", search, "Authorization: Bearer {key}\r\n"), heads: one, fast: 1},
+		{name: "a key, scheme in lower case", raw: apiReq("GET", search, "Authorization: bearer {key}\r\n"), heads: one, fast: 1},
+		{name: "a key on estimate", raw: estimateReq(est, "Authorization: Bearer {key}\r\n"), heads: one, fast: 1},
+		{name: "a key twice", raw: apiReq("GET", search, "Authorization: Bearer {key}\r\nAuthorization: Bearer {key}\r\n"), heads: one},
+		{name: "a key without its scheme", raw: apiReq("GET", search, "Authorization: {key}\r\n"), heads: one},
+		{name: "an empty Authorization", raw: apiReq("GET", search, "Authorization: \r\n"), heads: one},
 		{name: "unauthenticated", raw: apiReq("GET", "/v1/projects"), heads: one},
 		{name: "estimate other body", raw: estimateReq(`{"workload":"static_site"}`), heads: one},
 		{name: "estimate bad body", raw: estimateReq(`{"workload":1}`), heads: one},

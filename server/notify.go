@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,8 +18,10 @@ import (
 // PostgreSQL: a launch, teardown or zone change on one replica reaches the
 // edge and DNS caches of every other at once. A missed notification costs
 // at most the caches' own revalidation interval (2 s), which is the
-// periodic reconciliation.
-const invalidateChannel = "pier_invalidate"
+// periodic reconciliation. Key changes travel on it too, announced by the
+// store from inside their transactions (store.KeysChanged); the store
+// serves keys from memory only while this replica listens.
+const invalidateChannel = store.InvalidateChannel
 
 // invalidations carry the edge's and DNS's cache invalidations between
 // replicas on one PostgreSQL: announce tells the others, listen applies
@@ -87,10 +90,20 @@ func (s *invalidations) listenOnce(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+invalidateChannel); err != nil {
 		return err
 	}
+	s.store.SetKeysListening(true)
+	defer s.store.SetKeysListening(false)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		switch {
+		case strings.HasPrefix(n.Payload, store.KeysChanged):
+			s.store.ForgetKeys(n.Payload)
+			continue
+		case strings.HasPrefix(n.Payload, store.KeysForgotten):
+			s.store.KeysAcknowledged(n.Payload)
+			continue
 		}
 		var inv invalidation
 		if json.Unmarshal([]byte(n.Payload), &inv) != nil {

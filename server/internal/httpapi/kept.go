@@ -24,8 +24,9 @@ type KeptRequest struct {
 	// Accept and ContentType are the headers' values, nil when absent;
 	// each was sent at most once.
 	Accept, ContentType []byte
-	// Authorization is set when the request carries the header.
-	Authorization bool
+	// Authorization is the header's value, nil when absent; it was sent
+	// at most once.
+	Authorization []byte
 	// Body is the whole body (Content-Length framed).
 	Body []byte
 	// ClientIP is the peer's address without its port.
@@ -65,8 +66,18 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 	case http.MethodPost:
 		rt = h.keptPost[string(q.Path)]
 	}
-	if rt == nil || q.Authorization || !plainAccept(q.Accept) {
+	if rt == nil || !plainAccept(q.Accept) {
 		return dst, nil, false
+	}
+	caller := "ip:" + q.ClientIP
+	if q.Authorization != nil {
+		// A key on these (anonymous) reads only names the rate-limit
+		// bucket; the chain answers any other credential.
+		id, ok := h.liveKey(q.Authorization)
+		if !ok {
+			return dst, nil, false
+		}
+		caller = "key:" + id
 	}
 	op := rt.op
 	if len(q.Body) > 0 {
@@ -81,7 +92,6 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 		}
 	}
 	key := pureKey(op.ID, q.Query, q.Body)
-	caller := "ip:" + q.ClientIP
 	k, version, ok, stale := h.kept(rt, key)
 	if !ok {
 		// A versioned answer goes stale every second and after every
@@ -176,4 +186,23 @@ func (h *Handler) Keeping(id string) (kept, versioned, fast bool) {
 	p := rt.op.Path
 	fast = h.keptGet[p] == rt || h.keptPost[p] == rt
 	return rt.op.Pure || rt.version != nil, rt.version != nil, fast
+}
+
+// liveKey is the id of the live API key an Authorization header carries:
+// from the store's memory, or read there once (as the chain would read it,
+// so that a connection whose first request brings a key the store had not
+// seen yet stays on the fast path). ok is false for anything else (no
+// key, an OAuth token, an unknown or revoked key, an error), which the
+// chain then answers.
+func (h *Handler) liveKey(header []byte) (id string, ok bool) {
+	const bearer = "Bearer "
+	if len(header) <= len(bearer) || !equalFold(header[:len(bearer)], bearer) {
+		return "", false
+	}
+	token := header[len(bearer):]
+	if !bytes.HasPrefix(token, []byte(auth.KeyPrefix)) {
+		return "", false
+	}
+	k, err := h.cfg.Store.Keys().Live(context.Background(), auth.HashKey(string(token)))
+	return k.ID, err == nil
 }

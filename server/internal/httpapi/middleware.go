@@ -404,8 +404,8 @@ func (h *Handler) agent(ctx context.Context, header string) (*auth.Principal, er
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, auth.KeyPrefix) {
 		return nil, h.unauthorized("auth:invalid_credentials", "the Authorization header must be Bearer agk_… (an API key) or an OAuth access token")
 	}
-	k, err := h.cfg.Store.Keys().ByHash(ctx, auth.HashKey(token))
-	if errors.Is(err, store.ErrNotFound) || err == nil && k.RevokedAt != nil {
+	k, err := h.cfg.Store.Keys().Live(ctx, auth.HashKey(token))
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, h.unauthorized("auth:invalid_credentials", "the API key is unknown or revoked")
 	}
 	if err != nil {

@@ -59,7 +59,8 @@ func (k APIKey) HasScope(scope string) bool {
 	return false
 }
 
-// APIKeyByHash finds a key that is not revoked by the hash of its secret.
+// ByHash finds a key by the hash of its secret, revoked or not, in the
+// database; requests ask Live instead.
 func (db Keys) ByHash(ctx context.Context, hash string) (APIKey, error) {
 	// Every API request asks: prepared once, not parsed per request.
 	k, err := scanKey(db.queryRowPrepared(ctx, `SELECT `+keyCols+` FROM api_keys WHERE key_hash = ?`, hash))
@@ -73,7 +74,11 @@ func (db Keys) ByHash(ctx context.Context, hash string) (APIKey, error) {
 func (db Keys) Create(ctx context.Context, k APIKey, hash string) error {
 	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO api_keys (id, org_id, name, key_hash, scopes, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
 		k.ID, k.OrgID, k.Name, hash, strings.Join(k.Scopes, " "), k.CreatedAt.UnixMicro())
-	return err
+	if err != nil {
+		return err
+	}
+	// A hash asked for before its key existed may be remembered as unknown.
+	return db.keysChanged(ctx)
 }
 
 // ListAPIKeys lists an organisation's keys, newest first, revoked ones too.
@@ -96,7 +101,7 @@ func (db Keys) Revoke(ctx context.Context, orgID, id string, now time.Time) erro
 	if n, _ := res.RowsAffected(); n == 0 {
 		return ErrNotFound
 	}
-	return nil
+	return db.keysChanged(ctx)
 }
 
 // SetAPIKeyScopes replaces a live key's scopes; they apply from the next
@@ -109,7 +114,7 @@ func (db Keys) SetScopes(ctx context.Context, orgID, id string, scopes []string)
 	if n, _ := res.RowsAffected(); n == 0 {
 		return ErrNotFound
 	}
-	return nil
+	return db.keysChanged(ctx)
 }
 
 // SetCap sets or (with capMicro nil) removes a live key's spending cap per
@@ -122,7 +127,7 @@ func (db Keys) SetCap(ctx context.Context, orgID, id string, capMicro *money.Mic
 	if n, _ := res.RowsAffected(); n == 0 {
 		return ErrNotFound
 	}
-	return nil
+	return db.keysChanged(ctx)
 }
 
 // Spent is what a key has committed since a time: its consumed quotes and

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -87,5 +88,68 @@ var keysCases = []storeCase{
 		if k, _ := w.st.Keys().Lock(ctx, w.org, "key_a"); k.RevokedAt == nil {
 			t.Fatal("lock outside a transaction does not read the key")
 		}
+	}},
+}
+
+func TestLiveKeys(t *testing.T) { runCases(t, liveKeysCases) }
+
+// liveKeysCases hold Keys.Live, the lookup of every keyed request, to the
+// database's truth: from memory on SQLite, and on PostgreSQL from the
+// database while no listener hears the other replicas' changes.
+var liveKeysCases = []storeCase{
+	{"changes through the store are seen at once", func(t *testing.T, w world) {
+		keys := w.st.Keys()
+		must(t, keys.Create(ctx, store.APIKey{ID: "key_a", OrgID: w.org, Scopes: []string{"read"}, CreatedAt: t0}, "hash-a"))
+		if k, err := keys.Live(ctx, "hash-a"); err != nil || k.ID != "key_a" || k.HasScope("quote") {
+			t.Fatalf("live: %+v %v", k, err)
+		}
+		_, err := keys.Live(ctx, "hash-b")
+		wantErr(t, "unknown hash", err, store.ErrNotFound)
+		must(t, keys.Create(ctx, store.APIKey{ID: "key_b", OrgID: w.org, Scopes: []string{"read"}, CreatedAt: t0}, "hash-b"))
+		if k, err := keys.Live(ctx, "hash-b"); err != nil || k.ID != "key_b" {
+			t.Fatalf("a hash asked for before its key was made: %+v %v", k, err)
+		}
+		must(t, w.st.InTx(ctx, func(tx *store.Tx) error { return tx.Keys().SetScopes(ctx, w.org, "key_a", []string{"read", "quote"}) }))
+		if k, _ := keys.Live(ctx, "hash-a"); !k.HasScope("quote") {
+			t.Fatalf("scope granted, not seen: %+v", k)
+		}
+		// A change rolled back changes nothing.
+		rollback := errors.New("rolled back")
+		wantErr(t, "rollback", w.st.InTx(ctx, func(tx *store.Tx) error {
+			must(t, tx.Keys().Revoke(ctx, w.org, "key_a", t0))
+			return rollback
+		}), rollback)
+		if _, err := keys.Live(ctx, "hash-a"); err != nil {
+			t.Fatalf("after a rolled-back revocation: %v", err)
+		}
+		must(t, w.st.InTx(ctx, func(tx *store.Tx) error { return tx.Keys().Revoke(ctx, w.org, "key_a", t0) }))
+		_, err = keys.Live(ctx, "hash-a")
+		wantErr(t, "revoked in a transaction", err, store.ErrNotFound)
+		must(t, keys.Revoke(ctx, w.org, "key_b", t0))
+		_, err = keys.Live(ctx, "hash-b")
+		wantErr(t, "revoked", err, store.ErrNotFound)
+	}},
+	{"another replica's change", func(t *testing.T, w world) {
+		keys := w.st.Keys()
+		must(t, keys.Create(ctx, store.APIKey{ID: "key_a", OrgID: w.org, Scopes: []string{"read"}, CreatedAt: t0}, "hash-a"))
+		if _, err := keys.Live(ctx, "hash-a"); err != nil {
+			t.Fatal(err)
+		}
+		// Another server on the same database revokes the key.
+		must(t, w.open().Keys().Revoke(ctx, w.org, "key_a", t0))
+		_, err := keys.Live(ctx, "hash-a")
+		if w.st.Engine() == store.Postgres {
+			// No listener: every lookup reads the database.
+			wantErr(t, "revoked elsewhere, no listener", err, store.ErrNotFound)
+			return
+		}
+		if err != nil {
+			t.Fatalf("SQLite has no other replicas and remembers: %v", err)
+		}
+		// The announcement (on PostgreSQL, through the listener) empties
+		// the cache.
+		w.st.ForgetKeys(store.KeysChanged + "elsewhere")
+		_, err = keys.Live(ctx, "hash-a")
+		wantErr(t, "after the announcement", err, store.ErrNotFound)
 	}},
 }

@@ -87,6 +87,9 @@ type Tx struct {
 	// domainsWritten: the transaction wrote who holds a name; the
 	// store's domains version is bumped once it commits.
 	domainsWritten bool
+	// keysNonces: the transaction changed keys, with these announcements
+	// (keysChanged); the store's key cache is emptied once it commits.
+	keysNonces []string
 }
 
 // InTx runs fn in a transaction. On SQLite the write lock is taken at BEGIN,
@@ -100,11 +103,21 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	tx.nouns = nouns{conn{store: s, ex: t, tx: tx}}
 	if err := fn(tx); err != nil {
 		t.Rollback()
+		s.keysRolledBack(tx.keysNonces)
 		return err
 	}
 	err = t.Commit()
 	if tx.domainsWritten {
 		s.domainsVersion.Add(1)
+	}
+	if tx.keysNonces != nil {
+		if err != nil {
+			s.keysRolledBack(tx.keysNonces)
+		}
+		// Forgotten even after a failed commit, which may have committed.
+		for _, n := range tx.keysNonces {
+			s.keysCommitted(n)
+		}
 	}
 	return err
 }
@@ -152,6 +165,8 @@ type Store struct {
 	stmts sync.Map
 	// domainsVersion: see DomainsVersion.
 	domainsVersion atomic.Uint64
+	// keys serves Keys.Live from memory.
+	keys *keyCache
 }
 
 // ObjectStore keeps blob bodies outside the database (S3 and the like);
@@ -192,7 +207,7 @@ func Open(ctx context.Context, dataDir, databaseURL string, opts ...Option) (*St
 		// write lock at BEGIN, so check-then-write transactions serialize
 		// instead of failing with SQLITE_BUSY halfway through.
 		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-		db, err := sql.Open("sqlite", dsn)
+		db, err := sql.Open(sqliteDriver, dsn)
 		if err != nil {
 			return nil, fmt.Errorf("store: open sqlite: %w", err)
 		}
@@ -203,6 +218,7 @@ func Open(ctx context.Context, dataDir, databaseURL string, opts ...Option) (*St
 		return nil, fmt.Errorf("store: database URL must start with postgres:// (or be empty for SQLite)")
 	}
 	s.nouns = nouns{conn{store: s, ex: s.db}}
+	s.keys = newKeyCache()
 	for _, o := range opts {
 		o(s)
 	}
