@@ -36,10 +36,12 @@ func TestConformanceAgainstPier(t *testing.T) {
 		dir := t.TempDir()
 
 		var prev *string
+		var said []string
 		for i, profile := range []string{conformance.ProfileAnonymous, conformance.ProfileGoverned} {
 			rep, err := conformance.Run(context.Background(), conformance.Options{
 				BaseURL: base, Profile: profile, APIKey: a.key, PreviousDigest: prev,
 				Getenv: func(string) string { return "" },
+				Say:    func(s string) { said = append(said, s) },
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -77,6 +79,19 @@ func TestConformanceAgainstPier(t *testing.T) {
 		chain, err := conformance.VerifyChain(dir, nil)
 		if err != nil || len(chain) != 2 {
 			t.Fatalf("chain: %v (%d reports)", err, len(chain))
+		}
+		// The governed run made a throwaway project, said so, and
+		// removed it: the organisation has its one project back, with
+		// its whole budget, and no approval waits on a human.
+		if len(said) != 2 || !strings.HasPrefix(said[0], "created throwaway project conformance-") || !strings.HasPrefix(said[1], "removed throwaway project conformance-") {
+			t.Fatalf("the run said %q", said)
+		}
+		projects, err := ts.Store().Projects().List(context.Background(), a.org)
+		if err != nil || len(projects) != 1 || projects[0].LimitMicro != 50_000_000 {
+			t.Fatalf("projects after the run: %+v, %v", projects, err)
+		}
+		if pending, _ := ts.Store().Gates().Pending(context.Background(), a.org); len(pending) != 0 {
+			t.Fatalf("approvals left waiting: %+v", pending)
 		}
 	})
 }
