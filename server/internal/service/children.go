@@ -117,6 +117,11 @@ func (s *Projects) Delete(ctx context.Context, p *auth.Principal, id string) (*m
 		out, next, err := d.underWay(ctx, p, proj, tasks, pending, canceled)
 		return out, next, false, err
 	}
+	// Usage metered up to the teardowns is charged before the rest goes
+	// back to the parent.
+	if err := (&Meter{d.core}).SettleProject(ctx, p.OrgID, id); err != nil {
+		return nil, nil, false, apierr.Internal(err)
+	}
 	out, replayed, err := d.finish(ctx, p, id, tasks, canceled)
 	if err != nil {
 		return nil, nil, false, err
@@ -281,6 +286,9 @@ func (d deletion) finish(ctx context.Context, p *auth.Principal, id string, task
 			replayed = true
 			return err
 		}
+		if err := d.nothingRuns(ctx, tx, proj); err != nil {
+			return err
+		}
 		if err := d.releaseHolds(ctx, tx, &proj, now); err != nil {
 			return err
 		}
@@ -309,6 +317,22 @@ func (d deletion) finish(ctx context.Context, p *auth.Principal, id string, task
 		return err
 	})
 	return out, replayed, err
+}
+
+// nothingRuns refuses to finish while a service of the locked project
+// still serves or runs: one launched since the teardowns started.
+func (d deletion) nothingRuns(ctx context.Context, tx *store.Tx, proj store.Project) error {
+	svcs, err := tx.Services().InProject(ctx, proj.OrgID, proj.ID)
+	if err != nil {
+		return err
+	}
+	for _, svc := range svcs {
+		if svc.State != "torn_down" && svc.State != "failed" {
+			return apierr.Newf("conflict:state", "service %s (%s) of project %s is %s; delete the project again to tear it down too", svc.ID, svc.Name, proj.ID, svc.State).
+				WithActions(actions.Tool("delete_project", "agent", map[string]any{"id": proj.ID}))
+		}
+	}
+	return nil
 }
 
 // releaseHolds gives back every hold the locked project still has: the
