@@ -82,6 +82,14 @@ func TestChildProjectCarvesAndGivesBack(t *testing.T) {
 	if !replayed || again.Receipt.Id != d.Receipt.Id {
 		t.Fatalf("a second delete did not replay: %+v", again)
 	}
+	h.wantGone(tn, ct, d)
+}
+
+// wantGone checks a deleted child: gone from the list and from reads,
+// refused for new quotes, its history kept.
+func (h *harness) wantGone(tn, ct tenant, d *models.ProjectDeletion) {
+	t := h.t
+	t.Helper()
 	// Gone from the list and from reads; history stays.
 	l, _, err := h.svc.Projects.List(h.ctx, tn.org, store.Filter{Limit: 10})
 	h.must(err)
