@@ -88,6 +88,18 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 			{Flag: "catch-all", Field: "catchAll", In: "body", Kind: "bool", Required: false, Usage: "Also take mail for every address on the domain that has none of its own."},
 		},
 	}, runF))
+	groups["projects"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "create_project", Method: "POST", Path: "/v1/projects",
+		Use: "create", Short: "Create a child project whose budget is carved out of a parent project's remaining budget.",
+		Long:      "Create a child project whose budget is carved out of a parent project's remaining budget.\n\nThe child inherits the parent's policy. Its budget limit is `budgetUsd`, taken from what the parent has left (limit − spent − held): the parent's limit goes down by as much, so no money is created, and a request for more than the parent has left answers `budget:insufficient`. The organisation's keys, the creating one included, reach the new project as they reach the parent. A parent in another organisation, or a deleted one, answers `not_found:resource`. Undo is delete_project, which gives the unspent budget back. Use a child project for work that should leave nothing behind, such as a conformance run.",
+		Example:   "  pier projects create --budget-usd BUDGET-USD --name NAME --parent-project-id PARENT-PROJECT-ID\n  pier projects create --budget-usd BUDGET-USD --name NAME --parent-project-id PARENT-PROJECT-ID --json",
+		Anonymous: false, Idempotent: true, HasBody: true, BodyRequired: true,
+		Flags: []FlagSpec{
+			{Flag: "budget-usd", Field: "budgetUsd", In: "body", Kind: "number", Required: true, Usage: "The child's budget limit, taken from the parent's remaining budget."},
+			{Flag: "name", Field: "name", In: "body", Kind: "string", Required: true, Usage: "The new project's name, such as conformance-20261127T021500Z."},
+			{Flag: "parent-project-id", Field: "parentProjectId", In: "body", Kind: "string", Required: true, Usage: "The project whose remaining budget the child's is carved from, and whose policy it inherits."},
+		},
+	}, runF))
 	groups["quotes"].AddCommand(NewCmdOperation(f, &OperationSpec{
 		ID: "create_quote", Method: "POST", Path: "/v1/quotes",
 		Use: "create", Short: "Quote a purchase; an ALLOW quote holds project budget for 15 minutes.",
@@ -149,6 +161,14 @@ func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationO
 		Use: "delete <id>", Short: "Delete a message.",
 		Example:   "  pier email messages delete ID\n  pier email messages delete ID --json",
 		Anonymous: false, Idempotent: false, HasBody: false, BodyRequired: false,
+		Args: []ArgSpec{{Name: "id", In: "path"}},
+	}, runF))
+	groups["projects"].AddCommand(NewCmdOperation(f, &OperationSpec{
+		ID: "delete_project", Method: "DELETE", Path: "/v1/projects/{id}",
+		Use: "delete <id>", Short: "Delete a child project; its unspent budget goes back to its parent.",
+		Long:      "Delete a child project; its unspent budget goes back to its parent.\n\nOnly a child project (one create_project made) can be deleted; an organisation's own project answers `conflict:state`. Deleting tears down the project's services (each as a teardown task) and cancels its pending approvals, so nothing waits on a human. While teardowns run the answer is `state: deleting`, with the tasks to poll and this call to repeat; once every service is torn down the project is deleted: its unspent budget (limit − spent, after releasing its holds) goes back to the parent project, and it leaves list_projects. Its tasks, receipts and ledger entries stay readable to the organisation: money history is never deleted. A service of the project that serves a domain refuses the deletion with `conflict:domain_attached`, naming the domain and the service; detach it (detach_domain) or move it first, as the domain's registration cannot be undone. A project with child projects of its own refuses with `conflict:state` until they are deleted. Deleting a deleted project replays the deletion's answer. There is no undo: torn-down services are relaunched from their bundles.",
+		Example:   "  pier projects delete ID\n  pier projects delete ID --json",
+		Anonymous: false, Idempotent: true, HasBody: false, BodyRequired: false,
 		Args: []ArgSpec{{Name: "id", In: "path"}},
 	}, runF))
 	groups["domains"].AddCommand(NewCmdOperation(f, &OperationSpec{

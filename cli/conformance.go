@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -85,11 +84,16 @@ PIER_BASE_URL) and write a v2 run report.
              under anonymous it is not_run and not required. Each governed
              probe records its holder (none or simulated) at the end of its
              spec: a simulated holder never supports the human-separation
-             claim (SPEC §5). They run in --project (default the key's
-             first project), not in a throwaway one: the API has no way
-             to remove a project, so they leave there a torn-down service
-             and a budget raise waiting for a human, which the run names
-             on stderr; use a project kept for conformance
+             claim (SPEC §5). They run in a throwaway project: the run
+             creates conformance-<timestamp> as a child of --project
+             (default the key's first project), carving up to 25 USD out
+             of its remaining budget (create_project, so the key needs
+             the launch scope), and deletes it at the end, also when a
+             probe fails or the run is interrupted (delete_project: the
+             probe's service is torn down, its budget raise canceled and
+             the unspent budget given back). Stderr names the project it
+             created and removed, even under --json; if removing it
+             failed, what is left in it and the command that removes it
 
 The report records the target's spec and schema digests, links to
 --previous through previousDigest, and is signed by a detached ES256 JWS
@@ -125,7 +129,7 @@ Exit 0 when every required suite passes, 1 when one fails.`,
 	fl.StringVar(&opts.Previous, "previous", "", "the previous report `file`, to chain to")
 	fl.StringVar(&opts.Out, "out", "", "write the report to `file` and its signature to file.jws")
 	fl.StringVar(&opts.Key, "key", "", "signing key `file` (a P-256 private JWK; default conformance.jwk in the config directory)")
-	fl.StringVar(&opts.Project, "project", f.getenv("PIER_PROJECT"), "project the governed suite quotes and launches in (env PIER_PROJECT; default: the key's first)")
+	fl.StringVar(&opts.Project, "project", f.getenv("PIER_PROJECT"), "project the governed suite's throwaway project is carved from (env PIER_PROJECT; default: the key's first)")
 	return cmd
 }
 
@@ -177,16 +181,16 @@ func conformanceRun(cmd *cobra.Command, o *ConformanceRunOptions) error {
 		}
 		fmt.Fprintf(o.IO.ErrOut, "%s %s\n", errSt.faint.Render(string(p.Status)), p.Id)
 	}
-	var left []string
 	rep, err := conformance.Run(cmd.Context(), conformance.Options{
 		BaseURL: f.BaseURL(), Profile: o.Profile, APIKey: f.APIKey(), ProjectID: o.Project,
 		PreviousDigest: prev, HTTPClient: hc, Getenv: f.getenv, Progress: progress,
-		Left: func(what string) { left = append(left, what) },
+		// What the run does to the organisation is said even under
+		// --json, on stderr.
+		Say: func(what string) { fmt.Fprintln(o.IO.ErrOut, what) },
 	})
 	if err != nil {
 		return &UsageError{Err: err, Command: cmd.CommandPath()}
 	}
-	sayWhatIsLeft(o.IO.ErrOut, left)
 	return writeSignedReport(o, key, keyPath, rep)
 }
 
@@ -205,19 +209,6 @@ func previousDigest(cmd *cobra.Command, path string) (*string, error) {
 		return nil, &UsageError{Err: fmt.Errorf("--previous: %w", err), Command: cmd.CommandPath()}
 	}
 	return &d, nil
-}
-
-// sayWhatIsLeft lists what the governed probes leave in the project they
-// ran in, even under --json (on stderr).
-func sayWhatIsLeft(w io.Writer, left []string) {
-	if len(left) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "The governed probes ran in a project of yours, not in a throwaway one, and leave:")
-	for _, l := range left {
-		fmt.Fprintf(w, "  - %s\n", l)
-	}
-	fmt.Fprintln(w, "Run them with --project in a project kept for conformance (pier admin create-project --name conformance) to keep your own clean.")
 }
 
 // writeSignedReport signs the report, writes it and its signature where

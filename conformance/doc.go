@@ -8,7 +8,9 @@
 // scripts, MCP tools/list) and governed (quotes and holds, a launch and its
 // teardown, a human gate, and the sandbox mandate flow as a simulated
 // holder). governed needs an API key and runs only in the governed profile;
-// elsewhere it is not_run and not required.
+// elsewhere it is not_run and not required. It runs in a throwaway child
+// project that the run creates and deletes (create_project,
+// delete_project), and tells the caller so through Options.Say.
 //
 // A report's digest is the SHA-256 of its RFC 8785 canonical form. Reports
 // chain through previousDigest, and each is signed by a detached compact

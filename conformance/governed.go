@@ -26,43 +26,6 @@ var governedProbes = []probe{
 	{"governed.sandbox-mandate", "SPEC.md §2.9, §4 rule 2, §5" + holderNote(HolderSimulated), probeSandboxMandate},
 }
 
-func (r *runner) needProject(ctx context.Context, p *probeRun) error {
-	if r.project != "" {
-		return nil
-	}
-	if r.o.ProjectID != "" {
-		x, err := r.do(ctx, p, "GET", "/v1/projects/"+r.o.ProjectID, r.authed(""), nil)
-		if err != nil {
-			return err
-		}
-		if x.status != 200 {
-			return fmt.Errorf("project %s answered %d: %.200s", r.o.ProjectID, x.status, x.body)
-		}
-		r.project = r.o.ProjectID
-		return nil
-	}
-	x, err := r.do(ctx, p, "GET", "/v1/projects", r.authed(""), nil)
-	if err != nil {
-		return err
-	}
-	if x.status != 200 {
-		return fmt.Errorf("list_projects answered %d: %.200s", x.status, x.body)
-	}
-	var env struct {
-		Data struct {
-			Projects []struct {
-				ID string `json:"id"`
-			} `json:"projects"`
-		} `json:"data"`
-	}
-	_ = json.Unmarshal(x.body, &env)
-	if len(env.Data.Projects) == 0 {
-		return fmt.Errorf("the key sees no project to probe in")
-	}
-	r.project = env.Data.Projects[0].ID
-	return nil
-}
-
 func probeProject(ctx context.Context, r *runner, p *probeRun) error {
 	return r.needProject(ctx, p)
 }
@@ -196,7 +159,7 @@ func probeLaunchTeardown(ctx context.Context, r *runner, p *probeRun) error {
 	if err := success(x, 202); err != nil {
 		return fmt.Errorf("teardown_service: %w", err)
 	}
-	r.left("in project %s: service %s (%s), torn down; its record stays in the project's list", r.project, serviceID, name)
+	r.left("service %s (%s), being torn down", serviceID, name)
 	data, _ = x.json()["data"].(map[string]any)
 	taskID, _ = data["taskId"].(string)
 	_, err = r.waitTask(ctx, p, taskID, "succeeded")
@@ -225,7 +188,7 @@ func probeGate(ctx context.Context, r *runner, p *probeRun) error {
 	if u == "" {
 		return fmt.Errorf("an input_required task surfaces no approval URL")
 	}
-	r.left("in project %s: a 1 USD budget raise, task %s, waiting for a human; deny it at %s", r.project, taskID, u)
+	r.left("a 1 USD budget raise, task %s, waiting for a human at %s", taskID, u)
 	return nil
 }
 

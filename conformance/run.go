@@ -28,9 +28,14 @@ type Options struct {
 	Profile string
 	// APIKey authenticates the governed suite; required in that profile.
 	APIKey string
-	// ProjectID is the project the governed suite quotes and launches in;
-	// empty means the key's first project.
+	// ProjectID is the project the governed suite's throwaway project is
+	// carved from: it quotes and launches in a child project of it, which
+	// it deletes at the end. Empty means the key's first project.
 	ProjectID string
+	// ThrowawayBudgetUSD is the throwaway project's budget, taken from
+	// ProjectID's remaining budget and given back when it is deleted;
+	// 0 means DefaultThrowawayBudgetUSD (or less, when less is left).
+	ThrowawayBudgetUSD float64
 	// PreviousDigest links the report to the one before it; nil starts a
 	// chain.
 	PreviousDigest *string
@@ -44,11 +49,10 @@ type Options struct {
 	Now func() time.Time
 	// Progress, when set, hears of each probe as it finishes.
 	Progress func(suite string, p sdk.ConformanceProbe)
-	// Left, when set, hears of each thing the governed probes leave in
-	// the project they ran in: the API has no operation that removes a
-	// torn-down service or withdraws a budget raise, so a caller can name
-	// them to whoever owns the project.
-	Left func(what string)
+	// Say, when set, hears what the run does to the organisation: the
+	// throwaway project it created and removed, or, when removing it
+	// failed, what is left in it and the command that removes it.
+	Say func(what string)
 }
 
 // Run runs the three suites against the deployment and returns the
@@ -82,7 +86,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		r.suite(ctx, SuiteDiscovery, true, discoveryProbes),
 	}
 	if o.Profile == ProfileGoverned {
-		suites = append(suites, r.suite(ctx, SuiteGoverned, true, governedProbes))
+		suites = append(suites, r.governed(ctx))
 	} else {
 		suites = append(suites, notRunSuite(SuiteGoverned, governedProbes))
 	}
@@ -201,15 +205,24 @@ type runner struct {
 
 	specDigest, schemaDigest, buildID string
 	project                           string
+	throwaway                         throwaway
+	leftBehind                        []string
 	operations                        map[string]bool
 	refManifest                       map[string]any
 }
 
-// left reports something a probe leaves behind.
+// left records something a probe leaves in the throwaway project, which
+// its deletion removes; if the deletion fails, the run names it.
 func (r *runner) left(format string, args ...any) {
-	if r.o.Left != nil {
-		r.o.Left(fmt.Sprintf(format, args...))
-	}
+	r.leftBehind = append(r.leftBehind, fmt.Sprintf(format, args...))
+}
+
+// governed runs the governed suite in a throwaway project and removes
+// the project afterwards, also when a probe panicked or the run was
+// interrupted.
+func (r *runner) governed(ctx context.Context) sdk.ConformanceSuite {
+	defer r.removeThrowaway(ctx)
+	return r.suite(ctx, SuiteGoverned, true, governedProbes)
 }
 
 func (r *runner) target() sdk.ConformanceTarget {

@@ -895,6 +895,24 @@ func (e PricingAssumptionSource) Valid() bool {
 	}
 }
 
+// Defines values for ProjectDeletionState.
+const (
+	Deleted  ProjectDeletionState = "deleted"
+	Deleting ProjectDeletionState = "deleting"
+)
+
+// Valid indicates whether the value is a known member of the ProjectDeletionState enum.
+func (e ProjectDeletionState) Valid() bool {
+	switch e {
+	case Deleted:
+		return true
+	case Deleting:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProjectPolicyBudgetPeriod.
 const (
 	ProjectPolicyBudgetPeriodLifetime ProjectPolicyBudgetPeriod = "lifetime"
@@ -3192,6 +3210,9 @@ type Project struct {
 	KeyCaps *[]KeyCapView `json:"keyCaps,omitempty"`
 	Name    string        `json:"name"`
 
+	// ParentProjectId The project a child project's budget was carved from (create_project); absent for the organisation's own projects.
+	ParentProjectId *string `json:"parentProjectId,omitempty"`
+
 	// Period The budget's current period. `accruedUsd` is what running services used this period and is not yet charged (it is charged when the period ends or the service stops); `forecastUsd` is spent and held plus what the running services will have used by the period's end (for a lifetime budget, by the end of the current month).
 	Period *BudgetPeriodView `json:"period,omitempty"`
 	Policy ProjectPolicy     `json:"policy"`
@@ -3204,6 +3225,84 @@ type Project struct {
 
 	// SpentUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
 	SpentUsd Usd `json:"spentUsd"`
+}
+
+// ProjectCreateRequest defines model for ProjectCreateRequest.
+type ProjectCreateRequest struct {
+	// BudgetUsd The child's budget limit, taken from the parent's remaining budget.
+	BudgetUsd float64 `json:"budgetUsd"`
+
+	// Name The new project's name, such as conformance-20261127T021500Z.
+	Name string `json:"name"`
+
+	// ParentProjectId The project whose remaining budget the child's is carved from, and whose policy it inherits.
+	ParentProjectId string `json:"parentProjectId"`
+}
+
+// ProjectCreation defines model for ProjectCreation.
+type ProjectCreation struct {
+	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	BudgetRemainingUsd Usd    `json:"budgetRemainingUsd"`
+	ParentProjectId    string `json:"parentProjectId"`
+
+	// ParentRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	ParentRemainingUsd Usd     `json:"parentRemainingUsd"`
+	Project            Project `json:"project"`
+	Receipt            Receipt `json:"receipt"`
+
+	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
+	Undo Undo `json:"undo"`
+}
+
+// ProjectCreationEnvelope defines model for ProjectCreationEnvelope.
+type ProjectCreationEnvelope struct {
+	Actions Actions         `json:"actions"`
+	Data    ProjectCreation `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
+}
+
+// ProjectDeletion defines model for ProjectDeletion.
+type ProjectDeletion struct {
+	// BudgetRemainingUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	BudgetRemainingUsd Usd `json:"budgetRemainingUsd"`
+
+	// CanceledTaskIds The tasks whose pending approvals the deletion canceled, so that no human is left to decide them.
+	CanceledTaskIds []string   `json:"canceledTaskIds"`
+	DeletedAt       *time.Time `json:"deletedAt,omitempty"`
+	Name            string     `json:"name"`
+
+	// ParentProjectId The project the unspent budget goes back to.
+	ParentProjectId string  `json:"parentProjectId"`
+	ProjectId       string  `json:"projectId"`
+	Receipt         Receipt `json:"receipt"`
+
+	// ReturnedUsd An amount in USD. Amounts are computed as integer micro-USD and rendered as numbers.
+	ReturnedUsd Usd `json:"returnedUsd"`
+
+	// State deleting: services are still being torn down (poll teardownTaskIds, then delete again); deleted: done.
+	State ProjectDeletionState `json:"state"`
+
+	// TeardownTaskIds The teardown tasks of the project's services, those this deletion started or waits for included.
+	TeardownTaskIds []string `json:"teardownTaskIds"`
+
+	// Undo Either a concrete reversal (`command` is a tool action) or `{command: null, irreversible: true}`.
+	Undo Undo `json:"undo"`
+}
+
+// ProjectDeletionState deleting: services are still being torn down (poll teardownTaskIds, then delete again); deleted: done.
+type ProjectDeletionState string
+
+// ProjectDeletionEnvelope defines model for ProjectDeletionEnvelope.
+type ProjectDeletionEnvelope struct {
+	Actions Actions         `json:"actions"`
+	Data    ProjectDeletion `json:"data"`
+
+	// FormatVersion The envelope format version.
+	FormatVersion FormatVersion `json:"formatVersion"`
+	Replayed      *bool         `json:"replayed,omitempty"`
 }
 
 // ProjectEnvelope defines model for ProjectEnvelope.
@@ -4499,6 +4598,24 @@ type ListProjectsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// CreateProjectParams defines parameters for CreateProject.
+type CreateProjectParams struct {
+	// IdempotencyKey A unique key for this request. The same key and body replay the stored
+	// response (`replayed: true`, header `Idempotency-Replayed: true`); the same
+	// key with another body answers 422 `idempotency:key_reused`; a request with
+	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// DeleteProjectParams defines parameters for DeleteProject.
+type DeleteProjectParams struct {
+	// IdempotencyKey A unique key for this request. The same key and body replay the stored
+	// response (`replayed: true`, header `Idempotency-Replayed: true`); the same
+	// key with another body answers 422 `idempotency:key_reused`; a request with
+	// the key still in flight answers 409 `idempotency:in_flight`. Kept 24 hours.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // RequestBudgetRaiseParams defines parameters for RequestBudgetRaise.
 type RequestBudgetRaiseParams struct {
 	// IdempotencyKey A unique key for this request. The same key and body replay the stored
@@ -4727,6 +4844,9 @@ type WaitForMessageJSONRequestBody = WaitForMessageRequest
 
 // SendMessageJSONRequestBody defines body for SendMessage for application/json ContentType.
 type SendMessageJSONRequestBody = SendMessageRequest
+
+// CreateProjectJSONRequestBody defines body for CreateProject for application/json ContentType.
+type CreateProjectJSONRequestBody = ProjectCreateRequest
 
 // RequestBudgetRaiseJSONRequestBody defines body for RequestBudgetRaise for application/json ContentType.
 type RequestBudgetRaiseJSONRequestBody = BudgetRaiseRequest

@@ -52,6 +52,18 @@ func (c *Client) CreateEmailAddress(ctx context.Context, params *CreateEmailAddr
 	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
 }
 
+// CreateProject calls create_project (POST /v1/projects): Create a child project whose budget is carved out of a parent project's remaining budget.
+func (c *Client) CreateProject(ctx context.Context, params *CreateProjectParams, body CreateProjectJSONRequestBody, opts ...RequestEditorFn) (*ProjectCreationEnvelope, error) {
+	resp, err := c.api.CreateProjectWithResponse(ctx, params, body, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON201 != nil {
+		return resp.JSON201, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
 // CreateQuote calls create_quote (POST /v1/quotes): Quote a purchase; an ALLOW quote holds project budget for 15 minutes.
 func (c *Client) CreateQuote(ctx context.Context, params *CreateQuoteParams, body CreateQuoteJSONRequestBody, opts ...RequestEditorFn) (*QuoteEnvelope, error) {
 	resp, err := c.api.CreateQuoteWithResponse(ctx, params, body, opts...)
@@ -127,6 +139,18 @@ func (c *Client) DeleteEmailAddress(ctx context.Context, id ResourceId, opts ...
 // DeleteMessage calls delete_message (DELETE /v1/messages/{id}): Delete a message.
 func (c *Client) DeleteMessage(ctx context.Context, id ResourceId, opts ...RequestEditorFn) (*MessageDeletionEnvelope, error) {
 	resp, err := c.api.DeleteMessageWithResponse(ctx, id, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 != nil {
+		return resp.JSON200, nil
+	}
+	return nil, errorFromResponse(resp.HTTPResponse, resp.Body)
+}
+
+// DeleteProject calls delete_project (DELETE /v1/projects/{id}): Delete a child project; its unspent budget goes back to its parent.
+func (c *Client) DeleteProject(ctx context.Context, id ResourceId, params *DeleteProjectParams, opts ...RequestEditorFn) (*ProjectDeletionEnvelope, error) {
+	resp, err := c.api.DeleteProjectWithResponse(ctx, id, params, opts...)
 	if err != nil {
 		return nil, err
 	}

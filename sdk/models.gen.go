@@ -68,6 +68,8 @@ type (
 	CreateBillingSetupLinkParams          = models.CreateBillingSetupLinkParams
 	CreateEmailAddressJSONRequestBody     = models.CreateEmailAddressJSONRequestBody
 	CreateEmailAddressParams              = models.CreateEmailAddressParams
+	CreateProjectJSONRequestBody          = models.CreateProjectJSONRequestBody
+	CreateProjectParams                   = models.CreateProjectParams
 	CreateQuoteJSONRequestBody            = models.CreateQuoteJSONRequestBody
 	CreateQuoteParams                     = models.CreateQuoteParams
 	CreateSandboxAttemptJSONRequestBody   = models.CreateSandboxAttemptJSONRequestBody
@@ -76,6 +78,7 @@ type (
 	Cursor                                = models.Cursor
 	DecideSandboxGateJSONRequestBody      = models.DecideSandboxGateJSONRequestBody
 	DecideSandboxGateParams               = models.DecideSandboxGateParams
+	DeleteProjectParams                   = models.DeleteProjectParams
 	Digest                                = models.Digest
 	DomainAttachRequest                   = models.DomainAttachRequest
 	DomainAttachment                      = models.DomainAttachment
@@ -200,6 +203,12 @@ type (
 	PricingAssumption                     = models.PricingAssumption
 	PricingAssumptionSource               = models.PricingAssumptionSource
 	Project                               = models.Project
+	ProjectCreateRequest                  = models.ProjectCreateRequest
+	ProjectCreation                       = models.ProjectCreation
+	ProjectCreationEnvelope               = models.ProjectCreationEnvelope
+	ProjectDeletion                       = models.ProjectDeletion
+	ProjectDeletionEnvelope               = models.ProjectDeletionEnvelope
+	ProjectDeletionState                  = models.ProjectDeletionState
 	ProjectEnvelope                       = models.ProjectEnvelope
 	ProjectList                           = models.ProjectList
 	ProjectListEnvelope                   = models.ProjectListEnvelope
@@ -416,6 +425,8 @@ const (
 	CreateKey                                    = models.CreateKey
 	CreateQuote                                  = models.CreateQuote
 	DENY                                         = models.DENY
+	Deleted                                      = models.Deleted
+	Deleting                                     = models.Deleting
 	Deploy                                       = models.Deploy
 	Detached                                     = models.Detached
 	Documentation                                = models.Documentation

@@ -36,10 +36,12 @@ func TestConformanceAgainstPier(t *testing.T) {
 		dir := t.TempDir()
 
 		var prev *string
+		var said []string
 		for i, profile := range []string{conformance.ProfileAnonymous, conformance.ProfileGoverned} {
 			rep, err := conformance.Run(context.Background(), conformance.Options{
 				BaseURL: base, Profile: profile, APIKey: a.key, PreviousDigest: prev,
 				Getenv: func(string) string { return "" },
+				Say:    func(s string) { said = append(said, s) },
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -77,6 +79,19 @@ func TestConformanceAgainstPier(t *testing.T) {
 		chain, err := conformance.VerifyChain(dir, nil)
 		if err != nil || len(chain) != 2 {
 			t.Fatalf("chain: %v (%d reports)", err, len(chain))
+		}
+		// The governed run made a throwaway project, said so, and
+		// removed it: the organisation has its one project back, with
+		// its whole budget, and no approval waits on a human.
+		if len(said) != 2 || !strings.HasPrefix(said[0], "created throwaway project conformance-") || !strings.HasPrefix(said[1], "removed throwaway project conformance-") {
+			t.Fatalf("the run said %q", said)
+		}
+		projects, err := ts.Store().Projects().List(context.Background(), a.org)
+		if err != nil || len(projects) != 1 || projects[0].LimitMicro != 50_000_000 {
+			t.Fatalf("projects after the run: %+v, %v", projects, err)
+		}
+		if pending, _ := ts.Store().Gates().Pending(context.Background(), a.org); len(pending) != 0 {
+			t.Fatalf("approvals left waiting: %+v", pending)
 		}
 	})
 }
@@ -202,5 +217,73 @@ func TestConformanceCatchesFaults(t *testing.T) {
 				t.Fatalf("summary %+v", rep.Summary)
 			}
 		})
+	}
+}
+
+// TestConformanceThrowawayCleanup: a governed run interrupted once its
+// throwaway project exists still removes it and says so; a run whose
+// delete_project is refused says what is left in the project and the
+// command that removes it, and that command removes it.
+func TestConformanceThrowawayCleanup(t *testing.T) {
+	ts := start(t, server.Config{})
+	a := newAccount(t, ts, 50_000_000, sdk.ProjectPolicy{}, "read", "quote", "launch")
+	target := ts.Handler()
+	refuseDelete := false
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Host = ts.Addr()
+		if refuseDelete && r.Method == "DELETE" && strings.HasPrefix(r.URL.Path, "/v1/projects/") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(503)
+			w.Write([]byte(`{"blockedBy":"internal:unavailable","message":"injected","retryable":false,"actions":[]}`))
+			return
+		}
+		target.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	run := func(ctx context.Context, say func(string)) {
+		t.Helper()
+		if _, err := conformance.Run(ctx, conformance.Options{BaseURL: proxy.URL, Profile: conformance.ProfileGoverned, APIKey: a.key,
+			Getenv: func(string) string { return "" }, Say: say}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	projects := func() int {
+		t.Helper()
+		ps, err := ts.Store().Projects().List(context.Background(), a.org)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ps)
+	}
+
+	ctx, interrupt := context.WithCancel(context.Background())
+	var said []string
+	run(ctx, func(s string) {
+		said = append(said, s)
+		interrupt() // as SIGINT would, right after the project is made
+	})
+	if len(said) != 2 || !strings.HasPrefix(said[1], "removed throwaway project") || projects() != 1 {
+		t.Fatalf("interrupted run said %q and left %d projects", said, projects())
+	}
+
+	refuseDelete, said = true, nil
+	run(context.Background(), func(s string) { said = append(said, s) })
+	if len(said) != 2 || !strings.HasPrefix(said[1], "could not remove throwaway project") ||
+		!strings.Contains(said[1], "a 1 USD budget raise") || !strings.Contains(said[1], "remove it with: pier projects delete prj_") || projects() != 2 {
+		t.Fatalf("refused delete said %q and left %d projects", said, projects())
+	}
+	id := said[1][strings.LastIndex(said[1], " ")+1:]
+	r := ts.Client.Do("DELETE", "/v1/projects/"+id, nil, a.header())
+	if r.StatusCode != 200 {
+		t.Fatalf("delete of the project left behind: %d %s", r.StatusCode, r.Body)
+	}
+	if r.JSON()["data"].(map[string]any)["state"] == "deleting" {
+		for _, task := range r.JSON()["data"].(map[string]any)["teardownTaskIds"].([]any) {
+			waitTask(t, ts, a, task.(string), "succeeded")
+		}
+		r = ts.Client.Do("DELETE", "/v1/projects/"+id, nil, a.header())
+	}
+	if r.StatusCode != 200 || r.JSON()["data"].(map[string]any)["state"] != "deleted" || projects() != 1 {
+		t.Fatalf("the command it named did not remove it: %d %s", r.StatusCode, r.Body)
 	}
 }

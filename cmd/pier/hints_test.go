@@ -79,6 +79,9 @@ func TestEveryHintRuns(t *testing.T) {
 	for _, out := range domainScenarios(t, h.dir, h.dnsAddr, h.project, h.site, h.run) {
 		h.collect(out)
 	}
+	for _, out := range h.childScenarios() {
+		h.collect(out)
+	}
 	h.tearDownEveryService()
 	if len(h.hints) < 10 {
 		t.Fatalf("only %d hints printed: %v", len(h.hints), h.hints)
@@ -212,7 +215,7 @@ func (h *hintRun) fill() map[string]string {
 		"BUNDLE-ID": "bnd_none", "QUOTE-ID": "quo_none", "MANDATE": "x.y.z", "REGISTRATION-SECRET": "sbr_none",
 		"SCENARIO": "allowed", "KEY-FILE": filepath.Join(h.dir, "holder.jwk"), "CAPABILITY": "sbx_none", "ATTEMPT-JSON": filepath.Join(h.dir, "attempt.json"),
 		"DECISION": "x.y.z", "GATE-ID": "gat_none", "PROOF-ID": "sbp_00000000000000000000", "AMOUNT-USD": "1", "REASON": "hinted",
-		"SERVICE-ID": "svc_none", "ADDRESS": "hinted@hintsmail0.dev",
+		"SERVICE-ID": "svc_none", "ADDRESS": "hinted@hintsmail0.dev", "PARENT-PROJECT-ID": h.project, "BUDGET-USD": "1",
 	}
 }
 
@@ -370,4 +373,46 @@ func (d domainSteps) movesBetweenServices() {
 	if got.Data.ServiceID != third || count(domain, dns.TypeA) != 1 || count(domain, dns.TypeMX) != 1 {
 		t.Fatalf("relaunch of third with %s: it serves %q", domain, got.Data.ServiceID)
 	}
+}
+
+// childScenarios drives a child project through its life: carved out of
+// the project's budget (and refused when it asks for more than is left),
+// a site launched in it, deleted while its teardown runs (deleting, with
+// the task to poll and the delete to repeat), deleted for good, deleted
+// again (a replay), and the organisation's own project refused. It
+// returns each step's output for its hints.
+func (h *hintRun) childScenarios() []string {
+	var outs []string
+	step := func(want int, args ...string) string {
+		code, out := h.run(args...)
+		if code == 2 || want >= 0 && code != want {
+			h.t.Errorf("%v exits %d, want %d:\n%s", args, code, want, out)
+		}
+		outs = append(outs, out)
+		return out
+	}
+	step(4, "projects", "create", "--name", "too-big", "--parent-project-id", h.project, "--budget-usd", "1000000")
+	out := step(0, "projects", "create", "--name", "hints-child", "--parent-project-id", h.project, "--budget-usd", "5", "--json")
+	var created struct {
+		Data struct{ Project struct{ ID string } }
+	}
+	h.mustJSON(out, &created)
+	child := created.Data.Project.ID
+	step(0, "projects", "create", "--name", "hints-child-2", "--parent-project-id", h.project, "--budget-usd", "1")
+	step(0, "launch", h.site, "--project", child, "--name", "in-child")
+	step(0, "projects", "delete", child)
+	for i := 0; ; i++ {
+		var d struct{ Data struct{ State string } }
+		h.mustJSON(step(0, "projects", "delete", child, "--json"), &d)
+		if d.Data.State == "deleted" {
+			break
+		}
+		if i == 100 {
+			h.t.Fatalf("child project %s still %s", child, d.Data.State)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	step(0, "projects", "delete", child)
+	step(-1, "projects", "delete", h.project)
+	return outs
 }

@@ -565,6 +565,31 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/projects (the `ListProjects` operationId).
 	ListProjects(ctx context.Context, params *ListProjectsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CreateProjectWithBody Create a child project whose budget is carved out of a parent project's remaining budget.
+	//
+	// The child inherits the parent's policy. Its budget limit is `budgetUsd`, taken from what the parent has left (limit − spent − held): the parent's limit goes down by as much, so no money is created, and a request for more than the parent has left answers `budget:insufficient`. The organisation's keys, the creating one included, reach the new project as they reach the parent. A parent in another organisation, or a deleted one, answers `not_found:resource`. Undo is delete_project, which gives the unspent budget back. Use a child project for work that should leave nothing behind, such as a conformance run.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+	CreateProjectWithBody(ctx context.Context, params *CreateProjectParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateProject Create a child project whose budget is carved out of a parent project's remaining budget.
+	//
+	// The child inherits the parent's policy. Its budget limit is `budgetUsd`, taken from what the parent has left (limit − spent − held): the parent's limit goes down by as much, so no money is created, and a request for more than the parent has left answers `budget:insufficient`. The organisation's keys, the creating one included, reach the new project as they reach the parent. A parent in another organisation, or a deleted one, answers `not_found:resource`. Undo is delete_project, which gives the unspent budget back. Use a child project for work that should leave nothing behind, such as a conformance run.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+	CreateProject(ctx context.Context, params *CreateProjectParams, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteProject Delete a child project; its unspent budget goes back to its parent.
+	//
+	// Only a child project (one create_project made) can be deleted; an organisation's own project answers `conflict:state`. Deleting tears down the project's services (each as a teardown task) and cancels its pending approvals, so nothing waits on a human. While teardowns run the answer is `state: deleting`, with the tasks to poll and this call to repeat; once every service is torn down the project is deleted: its unspent budget (limit − spent, after releasing its holds) goes back to the parent project, and it leaves list_projects. Its tasks, receipts and ledger entries stay readable to the organisation: money history is never deleted. A service of the project that serves a domain refuses the deletion with `conflict:domain_attached`, naming the domain and the service; detach it (detach_domain) or move it first, as the domain's registration cannot be undone. A project with child projects of its own refuses with `conflict:state` until they are deleted. Deleting a deleted project replays the deletion's answer. There is no undo: torn-down services are relaunched from their bundles.
+	//
+	// Corresponds with DELETE /v1/projects/{id} (the `DeleteProject` operationId).
+	DeleteProject(ctx context.Context, id ResourceId, params *DeleteProjectParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetProject Read a project, its budget, policy and active holds.
 	//
 	// Corresponds with GET /v1/projects/{id} (the `GetProject` operationId).
@@ -1858,6 +1883,61 @@ func (c *Client) GetMessage(ctx context.Context, id ResourceId, reqEditors ...Re
 // Corresponds with GET /v1/projects (the `ListProjects` operationId).
 func (c *Client) ListProjects(ctx context.Context, params *ListProjectsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListProjectsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateProjectWithBody Create a child project whose budget is carved out of a parent project's remaining budget.
+//
+// The child inherits the parent's policy. Its budget limit is `budgetUsd`, taken from what the parent has left (limit − spent − held): the parent's limit goes down by as much, so no money is created, and a request for more than the parent has left answers `budget:insufficient`. The organisation's keys, the creating one included, reach the new project as they reach the parent. A parent in another organisation, or a deleted one, answers `not_found:resource`. Undo is delete_project, which gives the unspent budget back. Use a child project for work that should leave nothing behind, such as a conformance run.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+func (c *Client) CreateProjectWithBody(ctx context.Context, params *CreateProjectParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateProjectRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateProject Create a child project whose budget is carved out of a parent project's remaining budget.
+//
+// The child inherits the parent's policy. Its budget limit is `budgetUsd`, taken from what the parent has left (limit − spent − held): the parent's limit goes down by as much, so no money is created, and a request for more than the parent has left answers `budget:insufficient`. The organisation's keys, the creating one included, reach the new project as they reach the parent. A parent in another organisation, or a deleted one, answers `not_found:resource`. Undo is delete_project, which gives the unspent budget back. Use a child project for work that should leave nothing behind, such as a conformance run.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+func (c *Client) CreateProject(ctx context.Context, params *CreateProjectParams, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateProjectRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteProject Delete a child project; its unspent budget goes back to its parent.
+//
+// Only a child project (one create_project made) can be deleted; an organisation's own project answers `conflict:state`. Deleting tears down the project's services (each as a teardown task) and cancels its pending approvals, so nothing waits on a human. While teardowns run the answer is `state: deleting`, with the tasks to poll and this call to repeat; once every service is torn down the project is deleted: its unspent budget (limit − spent, after releasing its holds) goes back to the parent project, and it leaves list_projects. Its tasks, receipts and ledger entries stay readable to the organisation: money history is never deleted. A service of the project that serves a domain refuses the deletion with `conflict:domain_attached`, naming the domain and the service; detach it (detach_domain) or move it first, as the domain's registration cannot be undone. A project with child projects of its own refuses with `conflict:state` until they are deleted. Deleting a deleted project replays the deletion's answer. There is no undo: torn-down services are relaunched from their bundles.
+//
+// Corresponds with DELETE /v1/projects/{id} (the `DeleteProject` operationId).
+func (c *Client) DeleteProject(ctx context.Context, id ResourceId, params *DeleteProjectParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteProjectRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4394,6 +4474,110 @@ func NewListProjectsRequest(server string, params *ListProjectsParams) (*http.Re
 	return req, nil
 }
 
+// NewCreateProjectRequest calls the generic CreateProject builder with application/json body
+func NewCreateProjectRequest(server string, params *CreateProjectParams, body CreateProjectJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateProjectRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewCreateProjectRequestWithBody constructs an http.Request for the CreateProject method, with any body, and a specified content type
+func NewCreateProjectRequestWithBody(server string, params *CreateProjectParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewDeleteProjectRequest constructs an http.Request for the DeleteProject method
+func NewDeleteProjectRequest(server string, id ResourceId, params *DeleteProjectParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewGetProjectRequest constructs an http.Request for the GetProject method
 func NewGetProjectRequest(server string, id ResourceId) (*http.Request, error) {
 	var err error
@@ -6527,6 +6711,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/projects (the `ListProjects` operationId).
 	ListProjectsWithResponse(ctx context.Context, params *ListProjectsParams, reqEditors ...RequestEditorFn) (*ListProjectsResponse, error)
+
+	// CreateProjectWithBodyWithResponse Create a child project whose budget is carved out of a parent project's remaining budget.
+	//
+	// The child inherits the parent's policy. Its budget limit is `budgetUsd`, taken from what the parent has left (limit − spent − held): the parent's limit goes down by as much, so no money is created, and a request for more than the parent has left answers `budget:insufficient`. The organisation's keys, the creating one included, reach the new project as they reach the parent. A parent in another organisation, or a deleted one, answers `not_found:resource`. Undo is delete_project, which gives the unspent budget back. Use a child project for work that should leave nothing behind, such as a conformance run.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+	CreateProjectWithBodyWithResponse(ctx context.Context, params *CreateProjectParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateProjectResponse, error)
+
+	// CreateProjectWithResponse Create a child project whose budget is carved out of a parent project's remaining budget.
+	//
+	// The child inherits the parent's policy. Its budget limit is `budgetUsd`, taken from what the parent has left (limit − spent − held): the parent's limit goes down by as much, so no money is created, and a request for more than the parent has left answers `budget:insufficient`. The organisation's keys, the creating one included, reach the new project as they reach the parent. A parent in another organisation, or a deleted one, answers `not_found:resource`. Undo is delete_project, which gives the unspent budget back. Use a child project for work that should leave nothing behind, such as a conformance run.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+	CreateProjectWithResponse(ctx context.Context, params *CreateProjectParams, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateProjectResponse, error)
+
+	// DeleteProjectWithResponse Delete a child project; its unspent budget goes back to its parent.
+	//
+	// Only a child project (one create_project made) can be deleted; an organisation's own project answers `conflict:state`. Deleting tears down the project's services (each as a teardown task) and cancels its pending approvals, so nothing waits on a human. While teardowns run the answer is `state: deleting`, with the tasks to poll and this call to repeat; once every service is torn down the project is deleted: its unspent budget (limit − spent, after releasing its holds) goes back to the parent project, and it leaves list_projects. Its tasks, receipts and ledger entries stay readable to the organisation: money history is never deleted. A service of the project that serves a domain refuses the deletion with `conflict:domain_attached`, naming the domain and the service; detach it (detach_domain) or move it first, as the domain's registration cannot be undone. A project with child projects of its own refuses with `conflict:state` until they are deleted. Deleting a deleted project replays the deletion's answer. There is no undo: torn-down services are relaunched from their bundles.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/projects/{id} (the `DeleteProject` operationId).
+	DeleteProjectWithResponse(ctx context.Context, id ResourceId, params *DeleteProjectParams, reqEditors ...RequestEditorFn) (*DeleteProjectResponse, error)
 
 	// GetProjectWithResponse Read a project, its budget, policy and active holds.
 	//
@@ -9367,6 +9578,148 @@ func (r ListProjectsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListProjectsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateProjectResponse429Headers the declared response headers of an HTTP 429 response for CreateProject
+type CreateProjectResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type CreateProjectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ProjectCreationEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateProjectResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateProjectResponse) GetJSON201() *ProjectCreationEnvelope {
+	return r.JSON201
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r CreateProjectResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateProjectResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r CreateProjectResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateProjectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateProjectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateProjectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateProjectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteProjectResponse429Headers the declared response headers of an HTTP 429 response for DeleteProject
+type DeleteProjectResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+type DeleteProjectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProjectDeletionEnvelope
+	// JSON406 the response for an HTTP 406 `application/json` response
+	JSON406 *NotAcceptable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorResponse
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteProjectResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteProjectResponse) GetJSON200() *ProjectDeletionEnvelope {
+	return r.JSON200
+}
+
+// GetJSON406 returns the response for an HTTP 406 `application/json` response
+func (r DeleteProjectResponse) GetJSON406() *NotAcceptable {
+	return r.JSON406
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteProjectResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DeleteProjectResponse) GetJSONDefault() *ErrorResponse {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteProjectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteProjectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteProjectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteProjectResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12304,6 +12657,51 @@ func (c *ClientWithResponses) ListProjectsWithResponse(ctx context.Context, para
 		return nil, err
 	}
 	return ParseListProjectsResponse(rsp)
+}
+
+// CreateProjectWithBodyWithResponse Create a child project whose budget is carved out of a parent project's remaining budget.
+//
+// The child inherits the parent's policy. Its budget limit is `budgetUsd`, taken from what the parent has left (limit − spent − held): the parent's limit goes down by as much, so no money is created, and a request for more than the parent has left answers `budget:insufficient`. The organisation's keys, the creating one included, reach the new project as they reach the parent. A parent in another organisation, or a deleted one, answers `not_found:resource`. Undo is delete_project, which gives the unspent budget back. Use a child project for work that should leave nothing behind, such as a conformance run.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+func (c *ClientWithResponses) CreateProjectWithBodyWithResponse(ctx context.Context, params *CreateProjectParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateProjectResponse, error) {
+	rsp, err := c.CreateProjectWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateProjectResponse(rsp)
+}
+
+// CreateProjectWithResponse Create a child project whose budget is carved out of a parent project's remaining budget.
+//
+// The child inherits the parent's policy. Its budget limit is `budgetUsd`, taken from what the parent has left (limit − spent − held): the parent's limit goes down by as much, so no money is created, and a request for more than the parent has left answers `budget:insufficient`. The organisation's keys, the creating one included, reach the new project as they reach the parent. A parent in another organisation, or a deleted one, answers `not_found:resource`. Undo is delete_project, which gives the unspent budget back. Use a child project for work that should leave nothing behind, such as a conformance run.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+func (c *ClientWithResponses) CreateProjectWithResponse(ctx context.Context, params *CreateProjectParams, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateProjectResponse, error) {
+	rsp, err := c.CreateProject(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateProjectResponse(rsp)
+}
+
+// DeleteProjectWithResponse Delete a child project; its unspent budget goes back to its parent.
+//
+// Only a child project (one create_project made) can be deleted; an organisation's own project answers `conflict:state`. Deleting tears down the project's services (each as a teardown task) and cancels its pending approvals, so nothing waits on a human. While teardowns run the answer is `state: deleting`, with the tasks to poll and this call to repeat; once every service is torn down the project is deleted: its unspent budget (limit − spent, after releasing its holds) goes back to the parent project, and it leaves list_projects. Its tasks, receipts and ledger entries stay readable to the organisation: money history is never deleted. A service of the project that serves a domain refuses the deletion with `conflict:domain_attached`, naming the domain and the service; detach it (detach_domain) or move it first, as the domain's registration cannot be undone. A project with child projects of its own refuses with `conflict:state` until they are deleted. Deleting a deleted project replays the deletion's answer. There is no undo: torn-down services are relaunched from their bundles.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/projects/{id} (the `DeleteProject` operationId).
+func (c *ClientWithResponses) DeleteProjectWithResponse(ctx context.Context, id ResourceId, params *DeleteProjectParams, reqEditors ...RequestEditorFn) (*DeleteProjectResponse, error) {
+	rsp, err := c.DeleteProject(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteProjectResponse(rsp)
 }
 
 // GetProjectWithResponse Read a project, its budget, policy and active holds.
@@ -15345,6 +15743,154 @@ func ParseListProjectsResponse(rsp *http.Response) (*ListProjectsResponse, error
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ListProjectsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateProjectResponse parses an HTTP response from a CreateProjectWithResponse call
+func ParseCreateProjectResponse(rsp *http.Response) (*CreateProjectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateProjectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ProjectCreationEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateProjectResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteProjectResponse parses an HTTP response from a DeleteProjectWithResponse call
+func ParseDeleteProjectResponse(rsp *http.Response) (*DeleteProjectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteProjectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProjectDeletionEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 406:
+		var dest NotAcceptable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON406 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteProjectResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -16,6 +16,26 @@ func (o projectRoutes) ExportProject(ctx context.Context, req api.ExportProjectR
 	return api.ExportProject200JSONResponse{Data: *pkg, Actions: next, FormatVersion: FormatVersion}, nil
 }
 
+func (o projectRoutes) CreateProject(ctx context.Context, req api.CreateProjectRequestObject) (api.CreateProjectResponseObject, error) {
+	c, next, err := o.svc.Projects.CreateChild(ctx, auth.FromContext(ctx), models.ProjectCreateRequest(*req.Body))
+	if err != nil {
+		return nil, err
+	}
+	return api.CreateProject201JSONResponse{Data: *c, Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+func (o projectRoutes) DeleteProject(ctx context.Context, req api.DeleteProjectRequestObject) (api.DeleteProjectResponseObject, error) {
+	d, next, replayed, err := o.svc.Projects.Delete(ctx, auth.FromContext(ctx), req.Id)
+	if err != nil {
+		return nil, err
+	}
+	resp := api.DeleteProject200JSONResponse{Data: *d, Actions: next, FormatVersion: FormatVersion}
+	if replayed {
+		resp.Replayed = &replayed
+	}
+	return resp, nil
+}
+
 func (o projectRoutes) GetProject(ctx context.Context, req api.GetProjectRequestObject) (api.GetProjectResponseObject, error) {
 	p, next, err := o.svc.Projects.Get(ctx, auth.FromContext(ctx).OrgID, req.Id)
 	if err != nil {

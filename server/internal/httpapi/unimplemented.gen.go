@@ -28,6 +28,10 @@ func (Unimplemented) CreateEmailAddress(ctx context.Context, request api.CreateE
 	return nil, notImplemented("create_email_address")
 }
 
+func (Unimplemented) CreateProject(ctx context.Context, request api.CreateProjectRequestObject) (api.CreateProjectResponseObject, error) {
+	return nil, notImplemented("create_project")
+}
+
 func (Unimplemented) CreateQuote(ctx context.Context, request api.CreateQuoteRequestObject) (api.CreateQuoteResponseObject, error) {
 	return nil, notImplemented("create_quote")
 }
@@ -54,6 +58,10 @@ func (Unimplemented) DeleteEmailAddress(ctx context.Context, request api.DeleteE
 
 func (Unimplemented) DeleteMessage(ctx context.Context, request api.DeleteMessageRequestObject) (api.DeleteMessageResponseObject, error) {
 	return nil, notImplemented("delete_message")
+}
+
+func (Unimplemented) DeleteProject(ctx context.Context, request api.DeleteProjectRequestObject) (api.DeleteProjectResponseObject, error) {
+	return nil, notImplemented("delete_project")
 }
 
 func (Unimplemented) DetachDomain(ctx context.Context, request api.DetachDomainRequestObject) (api.DetachDomainResponseObject, error) {

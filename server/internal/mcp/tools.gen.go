@@ -45,6 +45,16 @@ var Tools = []Tool{
 		InputSchema:  "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"address\":{\"description\":\"An address on a domain whose mail is set up, such as agent@example.dev; with catchAll, the domain alone names it.\",\"format\":\"email\",\"maxLength\":254,\"type\":\"string\"},\"catchAll\":{\"description\":\"Also take mail for every address on the domain that has none of its own.\",\"type\":\"boolean\"},\"idempotencyKey\":{\"description\":\"Sent as the Idempotency-Key header: the same key and arguments replay the stored result.\",\"maxLength\":255,\"minLength\":1,\"pattern\":\"^[\\\\x21-\\\\x7E]+$\",\"type\":\"string\"}},\"required\":[\"address\"],\"type\":\"object\"}",
 	},
 	{
+		Name:        "create_project",
+		Title:       "Create a child project whose budget is carved out of a parent project's remaining budget.",
+		Description: "Create a child project whose budget is carved out of a parent project's remaining budget.\n\nThe child inherits the parent's policy. Its budget limit is `budgetUsd`, taken from what the parent has left (limit − spent − held): the parent's limit goes down by as much, so no money is created, and a request for more than the parent has left answers `budget:insufficient`. The organisation's keys, the creating one included, reach the new project as they reach the parent. A parent in another organisation, or a deleted one, answers `not_found:resource`. Undo is delete_project, which gives the unspent budget back. Use a child project for work that should leave nothing behind, such as a conformance run.",
+		Method:      "POST", Path: "/v1/projects", Authority: "agent", Anonymous: false,
+		ReadOnly: false, Destructive: false, Idempotent: false, DeclaresIdempotencyKey: true,
+		SuccessMedia: "application/json",
+		Arguments:    []Binding{{Name: "idempotencyKey", In: "header"}, {Name: "budgetUsd", In: "body"}, {Name: "name", In: "body"}, {Name: "parentProjectId", In: "body"}},
+		InputSchema:  "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"budgetUsd\":{\"description\":\"The child's budget limit, taken from the parent's remaining budget.\",\"format\":\"double\",\"maximum\":1000000,\"minimum\":0,\"type\":\"number\"},\"idempotencyKey\":{\"description\":\"Sent as the Idempotency-Key header: the same key and arguments replay the stored result.\",\"maxLength\":255,\"minLength\":1,\"pattern\":\"^[\\\\x21-\\\\x7E]+$\",\"type\":\"string\"},\"name\":{\"description\":\"The new project's name, such as conformance-20261127T021500Z.\",\"maxLength\":100,\"minLength\":1,\"type\":\"string\"},\"parentProjectId\":{\"description\":\"The project whose remaining budget the child's is carved from, and whose policy it inherits.\",\"type\":\"string\"}},\"required\":[\"budgetUsd\",\"name\",\"parentProjectId\"],\"type\":\"object\"}",
+	},
+	{
 		Name:        "create_quote",
 		Title:       "Quote a purchase; an ALLOW quote holds project budget for 15 minutes.",
 		Description: "Quote a purchase; an ALLOW quote holds project budget for 15 minutes.",
@@ -113,6 +123,16 @@ var Tools = []Tool{
 		SuccessMedia: "application/json",
 		Arguments:    []Binding{{Name: "id", In: "path"}},
 		InputSchema:  "{\"$defs\":{\"ResourceId\":{\"description\":\"An object id, such as `prj_…`, `tsk_…` or `svc_…`.\",\"maxLength\":64,\"minLength\":1,\"pattern\":\"^[A-Za-z0-9_-]+$\",\"type\":\"string\"}},\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"id\":{\"$ref\":\"#/$defs/ResourceId\"}},\"required\":[\"id\"],\"type\":\"object\"}",
+	},
+	{
+		Name:        "delete_project",
+		Title:       "Delete a child project; its unspent budget goes back to its parent.",
+		Description: "Delete a child project; its unspent budget goes back to its parent.\n\nOnly a child project (one create_project made) can be deleted; an organisation's own project answers `conflict:state`. Deleting tears down the project's services (each as a teardown task) and cancels its pending approvals, so nothing waits on a human. While teardowns run the answer is `state: deleting`, with the tasks to poll and this call to repeat; once every service is torn down the project is deleted: its unspent budget (limit − spent, after releasing its holds) goes back to the parent project, and it leaves list_projects. Its tasks, receipts and ledger entries stay readable to the organisation: money history is never deleted. A service of the project that serves a domain refuses the deletion with `conflict:domain_attached`, naming the domain and the service; detach it (detach_domain) or move it first, as the domain's registration cannot be undone. A project with child projects of its own refuses with `conflict:state` until they are deleted. Deleting a deleted project replays the deletion's answer. There is no undo: torn-down services are relaunched from their bundles.",
+		Method:      "DELETE", Path: "/v1/projects/{id}", Authority: "agent", Anonymous: false,
+		ReadOnly: false, Destructive: true, Idempotent: true, DeclaresIdempotencyKey: true,
+		SuccessMedia: "application/json",
+		Arguments:    []Binding{{Name: "id", In: "path"}, {Name: "idempotencyKey", In: "header"}},
+		InputSchema:  "{\"$defs\":{\"ResourceId\":{\"description\":\"An object id, such as `prj_…`, `tsk_…` or `svc_…`.\",\"maxLength\":64,\"minLength\":1,\"pattern\":\"^[A-Za-z0-9_-]+$\",\"type\":\"string\"}},\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"id\":{\"$ref\":\"#/$defs/ResourceId\"},\"idempotencyKey\":{\"description\":\"Sent as the Idempotency-Key header: the same key and arguments replay the stored result.\",\"maxLength\":255,\"minLength\":1,\"pattern\":\"^[\\\\x21-\\\\x7E]+$\",\"type\":\"string\"}},\"required\":[\"id\"],\"type\":\"object\"}",
 	},
 	{
 		Name:        "detach_domain",

@@ -163,7 +163,7 @@ func (s *Approvals) RequestBudgetRaise(ctx context.Context, p *auth.Principal, p
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
 		proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) || err == nil && proj.DeletedAt != nil {
 			return projectNotFound(projectID)
 		}
 		if err != nil {

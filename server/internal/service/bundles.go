@@ -250,7 +250,7 @@ func uploadSteps(projectID string, missing []string) []models.Action {
 
 func (s *Bundles) project(ctx context.Context, orgID, id string) (store.Project, error) {
 	proj, err := s.store.Projects().Get(ctx, orgID, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && proj.DeletedAt != nil {
 		return proj, projectNotFound(id)
 	}
 	if err != nil {

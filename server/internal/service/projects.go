@@ -186,6 +186,9 @@ func (s *Projects) projectView(ctx context.Context, p store.Project) (models.Pro
 		Id: p.ID, Name: p.Name, BudgetLimitUsd: usd(p.LimitMicro), SpentUsd: usd(p.SpentMicro),
 		ActiveHolds: []models.Hold{}, CreatedAt: p.CreatedAt,
 	}
+	if p.ParentID != "" {
+		view.ParentProjectId = ptr(p.ParentID)
+	}
 	for _, h := range holds {
 		held += h.AmountMicro
 		view.ActiveHolds = append(view.ActiveHolds, models.Hold{QuoteId: h.ID, AmountUsd: usd(h.AmountMicro), ExpiresAt: h.ExpiresAt})
@@ -204,7 +207,7 @@ func (s *Projects) projectView(ctx context.Context, p store.Project) (models.Pro
 // GetProject reads a project of the caller's organisation.
 func (s *Projects) Get(ctx context.Context, orgID, id string) (*models.Project, []models.Action, error) {
 	p, err := s.store.Projects().Get(ctx, orgID, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && p.DeletedAt != nil {
 		return nil, nil, projectNotFound(id)
 	}
 	if err != nil {

@@ -492,7 +492,7 @@ func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req models.Quote
 func (s *Quotes) createLocked(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID string, items []pricedItem) (*models.Quote, []models.Action, error) {
 	now := s.Now()
 	proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && proj.DeletedAt != nil {
 		return nil, nil, projectNotFound(projectID)
 	}
 	if err != nil {

@@ -70,3 +70,10 @@ func (db Gates) Pending(ctx context.Context, orgID string) ([]Gate, error) {
 func (db Gates) Lock(ctx context.Context, orgID, id string) (Gate, error) {
 	return scanGate(db.ex.QueryRowContext(ctx, db.q(`SELECT `+gateCols+` FROM gates WHERE id = ? AND org_id = ?`+db.forUpdate()), id, orgID))
 }
+
+// PendingInProject lists the undecided gates whose tasks belong to a
+// project of the organisation, oldest first.
+func (db Gates) PendingInProject(ctx context.Context, orgID, projectID string) ([]Gate, error) {
+	return collect(ctx, db.ex, scanGate, db.q(`SELECT g.id, g.org_id, g.task_id, g.kind, g.payload, g.state, COALESCE(g.decided_by, ''), g.decided_at, g.created_at FROM gates g JOIN tasks t ON t.id = g.task_id
+		WHERE g.org_id = ? AND t.org_id = g.org_id AND t.project_id = ? AND g.state = 'pending' ORDER BY g.created_at, g.id`), orgID, projectID)
+}

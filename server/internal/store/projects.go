@@ -18,26 +18,61 @@ type Project struct {
 	HeldMicro       money.MicroUSD
 	Policy          string
 	CreatedAt       time.Time
+	// ParentID is the project a child carved its budget from; empty for
+	// an organisation's own projects.
+	ParentID string
+	// DeletedAt is when a deleted project was deleted; Deletion is the
+	// deletion's answer (JSON, owned by the service layer).
+	DeletedAt *time.Time
+	Deletion  string
 }
 
-const projectCols = `id, org_id, name, budget_limit_micro, spent_micro, held_micro, policy, created_at`
+const projectCols = `id, org_id, name, budget_limit_micro, spent_micro, held_micro, policy, created_at, COALESCE(parent_id, ''), deleted_at, COALESCE(deletion, '')`
 
 func scanProject(row interface{ Scan(...any) error }) (Project, error) {
 	var p Project
 	var created int64
-	err := row.Scan(&p.ID, &p.OrgID, &p.Name, &p.LimitMicro, &p.SpentMicro, &p.HeldMicro, &p.Policy, &created)
+	var deleted sql.NullInt64
+	err := row.Scan(&p.ID, &p.OrgID, &p.Name, &p.LimitMicro, &p.SpentMicro, &p.HeldMicro, &p.Policy, &created, &p.ParentID, &deleted, &p.Deletion)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, ErrNotFound
 	}
 	p.CreatedAt = time.UnixMicro(created).UTC()
+	if deleted.Valid {
+		t := time.UnixMicro(deleted.Int64).UTC()
+		p.DeletedAt = &t
+	}
 	return p, err
 }
 
-// CreateProject inserts a project.
+// CreateProject inserts a project, a child of p.ParentID when set.
 func (db Projects) Create(ctx context.Context, p Project) error {
-	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO projects (`+projectCols+`) VALUES (?, ?, ?, ?, 0, 0, ?, ?)`),
-		p.ID, p.OrgID, p.Name, p.LimitMicro, p.Policy, p.CreatedAt.UnixMicro())
+	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO projects (id, org_id, name, budget_limit_micro, spent_micro, held_micro, policy, created_at, parent_id)
+		VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?)`),
+		p.ID, p.OrgID, p.Name, p.LimitMicro, p.Policy, p.CreatedAt.UnixMicro(), nullable(p.ParentID))
 	return err
+}
+
+// Children lists the projects carved from a project that are not
+// deleted, oldest first.
+func (db Projects) Children(ctx context.Context, orgID, parentID string) ([]Project, error) {
+	return collect(ctx, db.ex, scanProject, db.q(`SELECT `+projectCols+` FROM projects
+		WHERE org_id = ? AND parent_id = ? AND deleted_at IS NULL ORDER BY created_at, id`), orgID, parentID)
+}
+
+// MarkDeleted records a locked project's deletion and its answer;
+// ErrConflict when it was deleted already. The row stays, for the
+// receipts and ledger entries that name it.
+func (db Projects) MarkDeleted(ctx context.Context, projectID, deletion string, now time.Time) error {
+	res, err := db.ex.ExecContext(ctx, db.q(`UPDATE projects SET deleted_at = ?, deletion = ? WHERE id = ? AND deleted_at IS NULL`),
+		now.UnixMicro(), deletion, projectID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return ErrConflict
+	}
+	return nil
 }
 
 // LockProject reads a project of the organisation and locks it for the
@@ -51,16 +86,17 @@ func (db Projects) Get(ctx context.Context, orgID, id string) (Project, error) {
 	return scanProject(db.ex.QueryRowContext(ctx, db.q(`SELECT `+projectCols+` FROM projects WHERE id = ? AND org_id = ?`), id, orgID))
 }
 
-// ListProjects lists an organisation's projects, oldest first.
+// ListProjects lists an organisation's projects, oldest first; deleted
+// ones are left out.
 func (db Projects) List(ctx context.Context, orgID string) ([]Project, error) {
-	return collect(ctx, db.ex, scanProject, db.q(`SELECT `+projectCols+` FROM projects WHERE org_id = ? ORDER BY created_at, id`), orgID)
+	return collect(ctx, db.ex, scanProject, db.q(`SELECT `+projectCols+` FROM projects WHERE org_id = ? AND deleted_at IS NULL ORDER BY created_at, id`), orgID)
 }
 
 // Page lists a page of an organisation's projects, oldest first, after
-// f.After.
+// f.After; deleted ones are left out.
 func (db Projects) Page(ctx context.Context, orgID string, f Filter) ([]Project, error) {
 	return collect(ctx, db.ex, scanProject, db.q(`SELECT `+projectCols+` FROM projects
-		WHERE org_id = ? AND `+afterCondOldest("id")+` ORDER BY created_at, id LIMIT ?`), append(append([]any{orgID}, f.afterArgs()...), f.limit())...)
+		WHERE org_id = ? AND deleted_at IS NULL AND `+afterCondOldest("id")+` ORDER BY created_at, id LIMIT ?`), append(append([]any{orgID}, f.afterArgs()...), f.limit())...)
 }
 
 // MoveMoney changes a locked project's held and spent amounts by the given

@@ -15,6 +15,57 @@ func TestProjects(t *testing.T) { runCases(t, projectsCases) }
 
 // projectsCases are TestProjects's cases, each run on every engine.
 var projectsCases = []storeCase{
+	{"a child project is listed until it is deleted, and its row stays", func(t *testing.T, w world) {
+		projects := w.st.Projects()
+		child := store.Project{ID: "prj_child", OrgID: w.org, Name: "conformance-1", LimitMicro: 40, Policy: "{}", CreatedAt: t0.Add(time.Second), ParentID: w.proj}
+		must(t, projects.Create(ctx, child))
+		got, err := projects.Get(ctx, w.org, child.ID)
+		if err != nil || got.ParentID != w.proj || got.DeletedAt != nil {
+			t.Fatalf("child %+v, %v", got, err)
+		}
+		kids, err := projects.Children(ctx, w.org, w.proj)
+		if err != nil || len(kids) != 1 || kids[0].ID != child.ID {
+			t.Fatalf("children %+v, %v", kids, err)
+		}
+		o := w.other(t, "org_b")
+		if kids, _ := o.st.Projects().Children(ctx, o.org, w.proj); len(kids) != 0 {
+			t.Fatalf("another organisation sees the child: %+v", kids)
+		}
+		must(t, projects.MarkDeleted(ctx, child.ID, `{"state":"deleted"}`, t0.Add(time.Minute)))
+		wantErr(t, "deleted twice", projects.MarkDeleted(ctx, child.ID, `{}`, t0.Add(2*time.Minute)), store.ErrConflict)
+		list, err := projects.List(ctx, w.org)
+		if err != nil || len(list) != 1 || list[0].ID != w.proj {
+			t.Fatalf("list after deletion %+v, %v", list, err)
+		}
+		page, err := projects.Page(ctx, w.org, store.Filter{Limit: 10})
+		if err != nil || len(page) != 1 {
+			t.Fatalf("page after deletion %+v, %v", page, err)
+		}
+		if kids, _ := projects.Children(ctx, w.org, w.proj); len(kids) != 0 {
+			t.Fatalf("a deleted child is still a child: %+v", kids)
+		}
+		got, err = projects.Get(ctx, w.org, child.ID)
+		if err != nil || got.DeletedAt == nil || !got.DeletedAt.Equal(t0.Add(time.Minute)) || got.Deletion != `{"state":"deleted"}` {
+			t.Fatalf("deleted child %+v, %v", got, err)
+		}
+	}},
+	{"the pending gates of a project's tasks", func(t *testing.T, w world) {
+		w.task(t, "tsk_in", "input_required")
+		other := store.Task{ID: "tsk_elsewhere", OrgID: w.org, ProjectID: "", Kind: "email_setup", State: "input_required", Steps: "[]", CreatedAt: t0, UpdatedAt: t0}
+		must(t, w.st.Tasks().Insert(ctx, other))
+		gates := w.st.Gates()
+		must(t, gates.Insert(ctx, store.Gate{ID: "gat_in", OrgID: w.org, TaskID: "tsk_in", Kind: "budget_raise", Payload: "{}", CreatedAt: t0}))
+		must(t, gates.Insert(ctx, store.Gate{ID: "gat_done", OrgID: w.org, TaskID: "tsk_in", Kind: "budget_raise", Payload: "{}", CreatedAt: t0}))
+		must(t, gates.Decide(ctx, w.org, "gat_done", "denied", "h", t0))
+		must(t, gates.Insert(ctx, store.Gate{ID: "gat_elsewhere", OrgID: w.org, TaskID: "tsk_elsewhere", Kind: "email_setup", Payload: "{}", CreatedAt: t0}))
+		got, err := gates.PendingInProject(ctx, w.org, w.proj)
+		if err != nil || len(got) != 1 || got[0].ID != "gat_in" {
+			t.Fatalf("pending in project %+v, %v", got, err)
+		}
+		if got, _ := gates.PendingInProject(ctx, "org_other", w.proj); len(got) != 0 {
+			t.Fatalf("another organisation sees the gates: %+v", got)
+		}
+	}},
 	{"never overspend", func(t *testing.T, w world) {
 		projects := w.st.Projects()
 		must(t, projects.MoveMoney(ctx, w.proj, 60, 0))
