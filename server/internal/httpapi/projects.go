@@ -37,11 +37,11 @@ func (o projectRoutes) ListProjects(ctx context.Context, req api.ListProjectsReq
 }
 
 func (o projectRoutes) RequestBudgetRaise(ctx context.Context, req api.RequestBudgetRaiseRequestObject) (api.RequestBudgetRaiseResponseObject, error) {
-	t, next, err := o.svc.Approvals.RequestBudgetRaise(ctx, auth.FromContext(ctx), req.Id, models.BudgetRaiseRequest(*req.Body))
+	t, err := o.svc.Approvals.RequestBudgetRaise(ctx, auth.FromContext(ctx), req.Id, models.BudgetRaiseRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}
-	return api.RequestBudgetRaise202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.RequestBudgetRaise202JSONResponse{Data: *TaskHandle(t), Actions: TaskActions(t), FormatVersion: FormatVersion}, nil
 }
 
 func (o projectRoutes) ListLedgerEntries(ctx context.Context, req api.ListLedgerEntriesRequestObject) (api.ListLedgerEntriesResponseObject, error) {

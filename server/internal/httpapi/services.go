@@ -9,6 +9,7 @@ import (
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
+	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/service"
 )
@@ -35,21 +36,25 @@ func (o serviceRoutes) GetService(ctx context.Context, req api.GetServiceRequest
 }
 
 func (o serviceRoutes) LaunchService(ctx context.Context, req api.LaunchServiceRequestObject) (api.LaunchServiceResponseObject, error) {
-	t, next, err := o.svc.Launches.Launch(ctx, auth.FromContext(ctx), req.Id, models.LaunchRequest(*req.Body))
+	t, err := o.svc.Launches.Launch(ctx, auth.FromContext(ctx), req.Id, models.LaunchRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}
-	return api.LaunchService202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.LaunchService202JSONResponse{Data: *TaskHandle(t), Actions: TaskActions(t), FormatVersion: FormatVersion}, nil
 }
 
 func (o serviceRoutes) TeardownService(ctx context.Context, req api.TeardownServiceRequestObject) (api.TeardownServiceResponseObject, error) {
-	t, next, replayed, err := o.svc.Launches.Teardown(ctx, auth.FromContext(ctx), req.Id)
+	t, replayed, err := o.svc.Launches.Teardown(ctx, auth.FromContext(ctx), req.Id)
 	if err != nil {
 		return nil, err
 	}
-	resp := api.TeardownService202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}
+	resp := api.TeardownService202JSONResponse{Data: *TaskHandle(t), Actions: TaskActions(t), FormatVersion: FormatVersion}
 	if replayed {
-		resp.Replayed = &replayed
+		// A teardown asked again points at the one under way, or is done.
+		resp.Replayed, resp.Actions = &replayed, []models.Action{actions.Stop("done")}
+		if t.State.Active() {
+			resp.Actions = []models.Action{actions.Tool("get_task", "agent", map[string]any{"id": t.ID})}
+		}
 	}
 	return resp, nil
 }
@@ -151,17 +156,17 @@ func (o serviceRoutes) ListServiceEnv(ctx context.Context, req api.ListServiceEn
 }
 
 func (o serviceRoutes) SetServiceEnv(ctx context.Context, req api.SetServiceEnvRequestObject) (api.SetServiceEnvResponseObject, error) {
-	t, next, err := o.svc.Runs.SetEnv(ctx, auth.FromContext(ctx), req.Id, models.SetServiceEnvRequest(*req.Body))
+	t, err := o.svc.Runs.SetEnv(ctx, auth.FromContext(ctx), req.Id, models.SetServiceEnvRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}
-	return api.SetServiceEnv202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.SetServiceEnv202JSONResponse{Data: *TaskHandle(t), Actions: TaskActions(t), FormatVersion: FormatVersion}, nil
 }
 
 func (o serviceRoutes) RollbackService(ctx context.Context, req api.RollbackServiceRequestObject) (api.RollbackServiceResponseObject, error) {
-	t, next, err := o.svc.Runs.Rollback(ctx, auth.FromContext(ctx), req.Id, models.RollbackRequest(*req.Body))
+	t, err := o.svc.Runs.Rollback(ctx, auth.FromContext(ctx), req.Id, models.RollbackRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}
-	return api.RollbackService202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.RollbackService202JSONResponse{Data: *TaskHandle(t), Actions: TaskActions(t), FormatVersion: FormatVersion}, nil
 }

@@ -128,9 +128,9 @@ func attachableService(ctx context.Context, tx *store.Tx, orgID, serviceID, doma
 	if err != nil {
 		return svc, err
 	}
-	switch svc.State {
-	case "live", "crashed":
-	case "launching", "tearing_down":
+	switch ServiceState(svc.State) {
+	case ServiceLive, ServiceCrashed:
+	case ServiceLaunching, ServiceTearingDown:
 		return svc, apierr.Newf("conflict:state", "service %s is %s; wait for its task, then attach %s", svc.ID, svc.State, domain).
 			WithActions(actions.Retry("get_task", "agent", map[string]any{"id": svc.TaskID}, 2))
 	default:
@@ -181,7 +181,7 @@ func (s *Domains) Detach(ctx context.Context, p *auth.Principal, domain string) 
 		if err != nil {
 			return err
 		}
-		if svc.State == "launching" {
+		if ServiceState(svc.State) == ServiceLaunching {
 			return apierr.Newf("conflict:state", "service %s is launching with %s; wait for its task, then detach it", svc.ID, domain).
 				WithActions(actions.Retry("get_task", "agent", map[string]any{"id": svc.TaskID}, 2))
 		}

@@ -76,7 +76,7 @@ func TestConsumeRechecks(t *testing.T) {
 			q := h.quote(tn, domainItem(dom))
 			c.change(tn)
 			bnd := h.site(tn, map[string]string{"index.html": "x"})
-			_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.QuoteId})
+			_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.QuoteId})
 			wantCode(t, err, c.code)
 			if p, _ := h.st.Projects().Get(h.ctx, tn.org, tn.project); p.SpentMicro != 0 {
 				t.Fatalf("spent %d on a refused launch", p.SpentMicro)
@@ -91,11 +91,11 @@ func TestConsumeRechecks(t *testing.T) {
 	dom := freeDomain(t, "moved", "dev")
 	q := h.quote(tn, domainItem(dom))
 	bnd := h.site(tn, map[string]string{"index.html": "x"})
-	v, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.QuoteId})
+	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.QuoteId})
 	h.must(err)
 	prices["dev"] = registrar.USD(1, 0)
 	h.drain()
-	if got := h.task(tn.org, v.TaskId); got.State != "failed" || (*got.Result)["blockedBy"] != "plan:price_changed" || h.remaining(tn.org, tn.project) != 200_000_000 {
+	if got := h.task(tn.org, v.ID); got.State != "failed" || got.Result["blockedBy"] != "plan:price_changed" || h.remaining(tn.org, tn.project) != 200_000_000 {
 		t.Fatalf("launch %s %v", got.State, got.Result)
 	}
 }
@@ -126,7 +126,7 @@ func TestQuoteMismatch(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			q := h.quote(tn, c.items...)
 			c.req.BundleId, c.req.QuoteId = &bnd, &q.QuoteId
-			_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, c.req)
+			_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, c.req)
 			e := wantCode(t, err, "conflict:quote_mismatch")
 			if n := names(e.Actions); n[0] != c.first || n[len(n)-1] != "release_quote" {
 				t.Fatalf("actions %v", n)

@@ -25,7 +25,7 @@ func serviceActions(v store.Service) []models.Action {
 	if runsProcesses(v.Target) {
 		next = append(next, actions.Tool("get_service_logs", "agent", map[string]any{"id": v.ID}))
 	}
-	if v.State == "crashed" {
+	if ServiceState(v.State) == ServiceCrashed {
 		// Relaunch what crashed: its own bundle, which the server knows,
 		// so the hint needs nothing filled in.
 		relaunch := map[string]any{"id": v.ProjectID, "name": v.Name, "target": v.Target}
@@ -39,7 +39,7 @@ func serviceActions(v store.Service) []models.Action {
 			next = append(next, actions.Tool("rollback_service", "agent", map[string]any{"id": v.ID}))
 		}
 	}
-	if v.State == "live" || v.State == "failed" || v.State == "crashed" {
+	if ServiceState(v.State) == ServiceLive || ServiceState(v.State) == ServiceFailed || ServiceState(v.State) == ServiceCrashed {
 		next = append(next, actions.Tool("teardown_service", "agent", map[string]any{"id": v.ID}))
 	}
 	return next
@@ -97,10 +97,10 @@ func (pl *launchPayload) serves() bool { return pl.Domain != "" && pl.Approval !
 type runningTask struct {
 	s     *Launches
 	t     store.Task
-	steps []taskStep
+	steps []TaskStep
 }
 
-func (rt *runningTask) step(name string) *taskStep {
+func (rt *runningTask) step(name string) *TaskStep {
 	for i := range rt.steps {
 		if rt.steps[i].Name == name {
 			return &rt.steps[i]
@@ -130,7 +130,7 @@ func (rt *runningTask) boundary(ctx context.Context, name string) {
 // the call.
 func (rt *runningTask) do(ctx context.Context, payload any, name string, fn func() (string, error)) error {
 	st := rt.step(name)
-	if st == nil || st.State == "succeeded" || st.State == "skipped" || st.State == "denied" {
+	if st == nil || st.State == StepStateSucceeded || st.State == StepStateSkipped || st.State == StepStateDenied {
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -301,37 +301,37 @@ type newLaunch struct{ *Launches }
 // LaunchService creates the named service and its launch task. A quote, when
 // given, is consumed here under the project's lock, in the same transaction
 // that records the task: the charge happens exactly once, with the task.
-func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (*models.TaskHandle, []models.Action, error) {
+func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (*Task, error) {
 	bundle, err := newLaunch{s}.checkLaunchRequest(ctx, p, projectID, req)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	spec, err := s.launchSpec(ctx, projectID, req, bundle)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if existing, err := s.store.Services().ByName(ctx, p.OrgID, projectID, req.Name); err == nil {
 		// The name runs already: this launch is its next version.
 		return s.relaunch(ctx, p, existing, req, spec)
 	} else if !errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	if err := s.projects.checkServiceQuota(ctx, p.OrgID); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := processNeedsQuote(projectID, req, spec); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	domain, owned, err := newLaunch{s}.launchDomain(ctx, p, projectID, req)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	pl := launchPayload{ProjectID: projectID, BundleID: *req.BundleId, Domain: domain, Owned: owned, Years: 1, Actor: actorOf(p),
 		Gated: domain != "" && !owned && !p.HasScope("buy_domain"), Target: string(req.Target), Version: 1}
 	if req.Years != nil {
 		pl.Years = *req.Years
 	}
-	var view *models.TaskHandle
+	var view *Task
 	var task store.Task
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		var err error
@@ -342,13 +342,10 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 		s.quotes.releaseRefusedQuote(ctx, p, req.QuoteId)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	next := s.enqueue(ctx, task.ID, "launch")
-	if task.State == "input_required" {
-		next = s.approvals.gateActions(task)
-	}
-	return view, next, nil
+	s.enqueue(ctx, task.ID, "launch")
+	return view, nil
 }
 
 // checkLaunchRequest checks the name, the target and the bundle, and
@@ -506,36 +503,36 @@ func (s newLaunch) claimLaunchHosts(ctx context.Context, tx *store.Tx, p *auth.P
 }
 
 // launchStepList is a new service's launch steps.
-func launchStepList(pl *launchPayload, spec versionSpec, wait *awaitApproval, now time.Time) []taskStep {
-	steps := []taskStep{{Name: StepCharge, State: "succeeded", CompletedAt: ptr(now.UTC()), Detail: fmt.Sprintf("%.2f USD", usd(pl.ChargedMicro))}}
+func launchStepList(pl *launchPayload, spec versionSpec, wait *awaitApproval, now time.Time) []TaskStep {
+	steps := []TaskStep{{Name: StepCharge, State: "succeeded", CompletedAt: ptr(now.UTC()), Detail: fmt.Sprintf("%.2f USD", usd(pl.ChargedMicro))}}
 	if wait != nil {
-		steps[0] = taskStep{Name: StepCharge, State: "input_required", StartedAt: ptr(now.UTC()),
+		steps[0] = TaskStep{Name: StepCharge, State: "input_required", StartedAt: ptr(now.UTC()),
 			Detail: fmt.Sprintf("a human must approve quote %s (%.2f USD) before it is charged", wait.QuoteID, usd(wait.AmountMicro))}
 	}
-	register, dns := "pending", "pending"
+	register, dns := StepStatePending, StepStatePending
 	switch {
 	case pl.Domain == "":
-		register, dns = "skipped", "skipped"
+		register, dns = StepStateSkipped, StepStateSkipped
 	case pl.Owned:
-		register = "skipped"
+		register = StepStateSkipped
 	}
-	steps = append(steps, taskStep{Name: StepRegister, State: register}, taskStep{Name: StepDNS, State: dns})
+	steps = append(steps, TaskStep{Name: StepRegister, State: register}, TaskStep{Name: StepDNS, State: dns})
 	if pl.Owned {
 		steps[1].Detail = pl.Domain + " is already yours; nothing bought"
 	}
 	if pl.runs() {
-		database := "skipped"
+		database := StepStateSkipped
 		if slices.Contains(spec.Addons, "managed_postgres") {
-			database = "pending"
+			database = StepStatePending
 		}
-		steps = append(steps, taskStep{Name: StepDatabase, State: database}, taskStep{Name: StepStart, State: "pending"})
+		steps = append(steps, TaskStep{Name: StepDatabase, State: database}, TaskStep{Name: StepStart, State: "pending"})
 	}
-	return append(steps, taskStep{Name: StepDeploy, State: "pending"}, taskStep{Name: StepTLS, State: "pending"})
+	return append(steps, TaskStep{Name: StepDeploy, State: "pending"}, TaskStep{Name: StepTLS, State: "pending"})
 }
 
 // insertLaunch charges the launch and records its service, first
 // version, task and ledger entry, in the caller's transaction.
-func (s newLaunch) insertLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, req models.LaunchRequest, spec versionSpec, pl *launchPayload) (*models.TaskHandle, store.Task, error) {
+func (s newLaunch) insertLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, req models.LaunchRequest, spec versionSpec, pl *launchPayload) (*Task, store.Task, error) {
 	now := s.Now()
 	costs, remainingMicro, wait, err := s.chargeLaunch(ctx, tx, p, req, spec, pl)
 	if err != nil {
@@ -597,8 +594,8 @@ func (s *Launches) RunTask(ctx context.Context, taskID string) error {
 	if err != nil {
 		return err
 	}
-	switch t.State {
-	case "succeeded", "failed", "canceled", "input_required":
+	switch TaskState(t.State) {
+	case TaskSucceeded, TaskFailed, TaskCanceled, TaskInputRequired:
 		return nil
 	}
 	switch t.Kind {
@@ -879,14 +876,14 @@ func (s *Launches) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID,
 	if err != nil {
 		return err
 	}
-	switch t.State {
-	case "succeeded", "failed", "canceled":
+	switch TaskState(t.State) {
+	case TaskSucceeded, TaskFailed, TaskCanceled:
 		return nil
 	}
 	if err := json.Unmarshal([]byte(t.Payload), pl); err != nil {
 		return err
 	}
-	var steps []taskStep
+	var steps []TaskStep
 	if err := json.Unmarshal([]byte(t.Steps), &steps); err != nil {
 		return err
 	}
@@ -959,12 +956,12 @@ func refundLaunch(ctx context.Context, tx *store.Tx, t store.Task, pl *launchPay
 }
 
 // endSteps fails the step at work and skips those not reached.
-func endSteps(steps []taskStep, cause *apierr.Error, now time.Time) {
+func endSteps(steps []TaskStep, cause *apierr.Error, now time.Time) {
 	for i := range steps {
 		switch steps[i].State {
-		case "running", "input_required":
+		case StepStateRunning, StepStateInputRequired:
 			steps[i].State, steps[i].CompletedAt, steps[i].Detail = "failed", ptr(now.UTC()), cause.Message
-		case "pending":
+		case StepStatePending:
 			steps[i].State = "skipped"
 		}
 	}

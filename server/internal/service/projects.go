@@ -334,7 +334,7 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 // exportSites puts each live service's site files in the leave package.
 func (s *Projects) exportSites(ctx context.Context, orgID string, services []store.Service, contents map[string][]byte) error {
 	for _, svc := range services {
-		if svc.State != "live" || svc.BundleID == "" {
+		if ServiceState(svc.State) != ServiceLive || svc.BundleID == "" {
 			continue
 		}
 		b, err := s.store.Bundles().Get(ctx, orgID, svc.BundleID)

@@ -366,7 +366,7 @@ func (s *Runs) reconcile(ctx context.Context) {
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			continue
 		}
-		stop := errors.Is(err, store.ErrNotFound) || svc.State == "torn_down" || svc.State == "failed" || svc.State == "paused"
+		stop := errors.Is(err, store.ErrNotFound) || ServiceState(svc.State) == ServiceTornDown || ServiceState(svc.State) == ServiceFailed || ServiceState(svc.State) == ServicePaused
 		if !stop && rv.Version != svc.Version && svc.Runner != "" && svc.Runner != s.runtime.ID() {
 			stop = true // another replica serves this service now
 		}
@@ -396,7 +396,7 @@ func (s *Runs) Health(serviceID string, version int, h Health) {
 	case "crashed":
 		state = "crashed"
 	case "healthy":
-		if svc.State == "crashed" {
+		if ServiceState(svc.State) == ServiceCrashed {
 			state = "live"
 		}
 	}
@@ -595,7 +595,7 @@ func (s *Runs) Logs(ctx context.Context, orgID, id string, q LogQuery) (*models.
 // Ended reports whether a service will write no more lines.
 func (s *Runs) Ended(ctx context.Context, orgID, id string) bool {
 	svc, err := s.store.Services().Get(ctx, orgID, id)
-	return err != nil || svc.State == "torn_down" || svc.State == "failed"
+	return err != nil || ServiceState(svc.State) == ServiceTornDown || ServiceState(svc.State) == ServiceFailed
 }
 
 // ListEnv lists the serving version's variables; secrets by name only.
