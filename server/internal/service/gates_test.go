@@ -23,9 +23,9 @@ func TestDomainLaunch(t *testing.T) {
 	if left := h.remaining(a.org, a.project); left != 88_000_000 {
 		t.Fatalf("remaining %d, want 88 USD", left)
 	}
-	l, _, err := h.svc.Domains.List(h.ctx, a.org, store.Filter{})
+	l, err := h.svc.Domains.List(h.ctx, a.org, store.Filter{})
 	h.must(err)
-	if len(l.Domains) != 1 || !l.Domains[0].Zone || l.Domains[0].ServiceId == nil {
+	if len(l.Domains) != 1 || !l.Domains[0].Zone || l.Domains[0].ServiceID == "" {
 		t.Fatalf("domains %+v", l.Domains)
 	}
 	for _, c := range []struct {
@@ -39,9 +39,9 @@ func TestDomainLaunch(t *testing.T) {
 	if st, _ := h.svc.Domains.State(h.ctx, a.agent, freeDomain(t, "unheld", "dev")); st != DomainFree {
 		t.Fatalf("an unheld name is %s", st)
 	}
-	_, _, err = h.svc.Domains.Get(h.ctx, b.org, dom)
+	_, err = h.svc.Domains.Get(h.ctx, b.org, dom)
 	wantCode(t, err, "not_found:resource")
-	if _, _, err := h.svc.Domains.Get(h.ctx, a.org, dom+"."); err != nil {
+	if _, err := h.svc.Domains.Get(h.ctx, a.org, dom+"."); err != nil {
 		t.Fatal(err)
 	}
 	_, err = h.svc.Domains.TransferOutCode(h.ctx, b.human, dom)
