@@ -6,6 +6,7 @@ import (
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 func (o projectRoutes) ExportProject(ctx context.Context, req api.ExportProjectRequestObject) (api.ExportProjectResponseObject, error) {
@@ -17,10 +18,20 @@ func (o projectRoutes) ExportProject(ctx context.Context, req api.ExportProjectR
 }
 
 func (o projectRoutes) GetProject(ctx context.Context, req api.GetProjectRequestObject) (api.GetProjectResponseObject, error) {
-	p, next, err := o.svc.Projects.Get(ctx, auth.FromContext(ctx).OrgID, req.Id)
+	orgID := auth.FromContext(ctx).OrgID
+	p, next, err := o.svc.Projects.Get(ctx, orgID, req.Id)
 	if err != nil {
 		return nil, err
 	}
+	svcs, err := o.svc.Launches.ListServices(ctx, orgID, store.Filter{ProjectID: p.Id, Limit: 500})
+	if err != nil {
+		return nil, err
+	}
+	list := make([]models.ServiceInfo, 0, len(svcs.Services))
+	for _, v := range svcs.Services {
+		list = append(list, serviceInfo(v))
+	}
+	p.Services = &list
 	return api.GetProject200JSONResponse{Data: *p, Actions: next, FormatVersion: FormatVersion}, nil
 }
 

@@ -20,19 +20,27 @@ func (o serviceRoutes) ListServices(ctx context.Context, req api.ListServicesReq
 		return nil, err
 	}
 	f.ProjectID, f.State = deref(req.Params.ProjectId), deref(req.Params.State)
-	l, next, err := o.svc.Launches.ListServices(ctx, auth.FromContext(ctx).OrgID, f)
+	l, err := o.svc.Launches.ListServices(ctx, auth.FromContext(ctx).OrgID, f)
 	if err != nil {
 		return nil, err
 	}
-	return api.ListServices200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+	data := models.ServiceList{Services: make([]models.ServiceInfo, 0, len(l.Services)), NextCursor: l.NextCursor}
+	var first []models.Action
+	for _, v := range l.Services {
+		data.Services = append(data.Services, serviceInfo(v))
+	}
+	if len(l.Services) > 0 {
+		first = append(first, actions.Tool("get_service", "agent", map[string]any{"id": l.Services[0].ID}))
+	}
+	return api.ListServices200JSONResponse{Data: data, Actions: actions.Page("list_services", l.NextCursor, l.Args, first...), FormatVersion: FormatVersion}, nil
 }
 
 func (o serviceRoutes) GetService(ctx context.Context, req api.GetServiceRequestObject) (api.GetServiceResponseObject, error) {
-	v, next, err := o.svc.Launches.GetService(ctx, auth.FromContext(ctx).OrgID, req.Id)
+	v, err := o.svc.Launches.GetService(ctx, auth.FromContext(ctx).OrgID, req.Id)
 	if err != nil {
 		return nil, err
 	}
-	return api.GetService200JSONResponse{Data: *v, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.GetService200JSONResponse{Data: serviceInfo(*v), Actions: serviceActions(v), FormatVersion: FormatVersion}, nil
 }
 
 func (o serviceRoutes) LaunchService(ctx context.Context, req api.LaunchServiceRequestObject) (api.LaunchServiceResponseObject, error) {

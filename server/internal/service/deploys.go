@@ -381,7 +381,7 @@ func (s *Runs) releaseDatabase(ctx context.Context, serviceID string) (string, e
 	if err != nil {
 		return "", err
 	}
-	if d.State == "dropped" {
+	if DatabaseState(d.State) == DatabaseDropped {
 		return "database dropped; its dump is in the leave package", nil
 	}
 	if s.databases == nil {
@@ -525,31 +525,12 @@ func (s *Runs) Rollback(ctx context.Context, p *auth.Principal, id string, req m
 }
 
 // versionsView is a service's versions for reads: never a variable's value.
-func versionsView(vs []store.ServiceVersion) []models.ServiceVersion {
-	out := make([]models.ServiceVersion, 0, len(vs))
+func versionsView(vs []store.ServiceVersion) []Version {
+	out := make([]Version, 0, len(vs))
 	for _, v := range vs {
 		spec := parseVersionSpec(v.Spec)
-		mv := models.ServiceVersion{Number: v.Number, State: models.ServiceVersionState(v.State), CreatedAt: v.CreatedAt}
-		if v.BundleID != "" {
-			b := v.BundleID
-			mv.BundleId = &b
-		}
-		if spec.Run != "" {
-			r := spec.Run
-			mv.Run = &r
-		}
-		if names := spec.envNames(); len(names) > 0 {
-			mv.EnvNames = &names
-		}
-		if v.TaskID != "" {
-			t := v.TaskID
-			mv.TaskId = &t
-		}
-		if v.Detail != "" {
-			d := v.Detail
-			mv.Detail = &d
-		}
-		out = append(out, mv)
+		out = append(out, Version{Number: v.Number, State: VersionState(v.State), CreatedAt: v.CreatedAt, BundleID: v.BundleID,
+			Run: spec.Run, EnvNames: spec.envNames(), TaskID: v.TaskID, Detail: v.Detail})
 	}
 	return out
 }

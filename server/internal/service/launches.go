@@ -20,31 +20,6 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-func serviceActions(v store.Service) []models.Action {
-	next := []models.Action{actions.Tool("get_task", "agent", map[string]any{"id": v.TaskID})}
-	if runsProcesses(v.Target) {
-		next = append(next, actions.Tool("get_service_logs", "agent", map[string]any{"id": v.ID}))
-	}
-	if ServiceState(v.State) == ServiceCrashed {
-		// Relaunch what crashed: its own bundle, which the server knows,
-		// so the hint needs nothing filled in.
-		relaunch := map[string]any{"id": v.ProjectID, "name": v.Name, "target": v.Target}
-		if v.BundleID != "" {
-			relaunch["bundleId"] = v.BundleID
-			next = append(next, actions.Tool("launch_service", "agent", relaunch))
-		} else {
-			next = append(next, actions.ToolNeeding("launch_service", "agent", relaunch, "bundleId"))
-		}
-		if v.Version > 1 {
-			next = append(next, actions.Tool("rollback_service", "agent", map[string]any{"id": v.ID}))
-		}
-	}
-	if ServiceState(v.State) == ServiceLive || ServiceState(v.State) == ServiceFailed || ServiceState(v.State) == ServiceCrashed {
-		next = append(next, actions.Tool("teardown_service", "agent", map[string]any{"id": v.ID}))
-	}
-	return next
-}
-
 var serviceNameRE = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
 })
@@ -193,46 +168,63 @@ func (s *Launches) domainFree(ctx context.Context, p *auth.Principal, projectID,
 	return domainTaken(domain)
 }
 
-func (s *Launches) serviceView(v store.Service) models.ServiceInfo {
-	out := models.ServiceInfo{
-		Id: v.ID, ProjectId: v.ProjectID, Name: v.Name, Target: v.Target, State: models.ServiceInfoState(v.State),
-		PreviewUrl: s.hostURL("https", v.PreviewHost), TaskId: v.TaskID, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt,
+// ServiceView is a service as the domain shows it: where it serves, what
+// runs it and how it is.
+type ServiceView struct {
+	ID, ProjectID, Name, Target string
+	State                       ServiceState
+	PreviewURL                  string
+	// TaskID is the task that last acted on the service.
+	TaskID               string
+	CreatedAt, UpdatedAt time.Time
+	// Domain and DomainURL are empty for a service with no domain.
+	Domain, DomainURL string
+	BundleID          string
+	// Version is the serving version's number, 0 before the first.
+	Version int
+	// Health is a process's last health check; nil for edge services.
+	Health *Health
+	// Sandbox is the isolation a process runs in; nil for edge services.
+	Sandbox *Sandbox
+	// Versions and Addons are read for one service, not for lists.
+	Versions []Version
+	Addons   []string
+}
+
+// RunsProcesses says the service runs a process or a worker, not files on
+// the edge.
+func (v ServiceView) RunsProcesses() bool { return runsProcesses(v.Target) }
+
+// Version is one version of a service; it never carries a variable's value.
+type Version struct {
+	Number    int
+	State     VersionState
+	CreatedAt time.Time
+	BundleID  string
+	Run       string
+	EnvNames  []string
+	TaskID    string
+	Detail    string
+}
+
+func (s *Launches) serviceView(v store.Service) ServiceView {
+	out := ServiceView{
+		ID: v.ID, ProjectID: v.ProjectID, Name: v.Name, Target: v.Target, State: ServiceState(v.State),
+		PreviewURL: s.hostURL("https", v.PreviewHost), TaskID: v.TaskID, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt,
+		Domain: v.Domain, BundleID: v.BundleID, Version: v.Version,
 	}
 	if v.Domain != "" {
-		d, u := v.Domain, s.hostURL("https", v.Domain)
-		out.Domain, out.DomainUrl = &d, &u
-	}
-	if v.BundleID != "" {
-		b := v.BundleID
-		out.BundleId = &b
-	}
-	if v.Version > 0 {
-		n := v.Version
-		out.Version = &n
+		out.DomainURL = s.hostURL("https", v.Domain)
 	}
 	if v.Health != "" && runsProcesses(v.Target) {
 		var h Health
 		if json.Unmarshal([]byte(v.Health), &h) == nil {
-			mh := models.ServiceHealth{State: models.ServiceHealthState(h.State), Restarts: h.Restarts}
-			if h.Detail != "" {
-				d := h.Detail
-				mh.Detail = &d
-			}
-			if !h.At.IsZero() {
-				at := h.At.UTC()
-				mh.CheckedAt = &at
-			}
-			out.Health = &mh
+			out.Health = &h
 		}
 	}
 	if runsProcesses(v.Target) && s.runtime != nil {
 		if sb, err := s.runtime.Sandbox(); err == nil {
-			egress := models.ServiceSandboxEgressAllowed
-			if !sb.Egress {
-				egress = models.ServiceSandboxEgressDenied
-			}
-			out.Sandbox = &models.ServiceSandbox{Isolation: models.ServiceSandboxIsolation(sb.Isolation), MemoryBytes: int(sb.MemoryBytes),
-				CpuMillis: int(sb.CPUMillis), Processes: int(sb.Processes), DiskBytes: int(sb.DiskBytes), TmpBytes: int(sb.TmpBytes), Egress: egress}
+			out.Sandbox = &sb
 		}
 	}
 	return out
@@ -240,59 +232,63 @@ func (s *Launches) serviceView(v store.Service) models.ServiceInfo {
 
 // serviceDetail is serviceView with the versions and add-ons, for reads
 // of one service.
-func (s *Launches) serviceDetail(ctx context.Context, v store.Service) (models.ServiceInfo, error) {
+func (s *Launches) serviceDetail(ctx context.Context, v store.Service) (ServiceView, error) {
 	out := s.serviceView(v)
 	vs, err := s.store.ServiceVersions().List(ctx, v.ID, 20)
 	if err != nil {
 		return out, err
 	}
-	mv := versionsView(vs)
-	out.Versions = &mv
+	out.Versions = versionsView(vs)
 	for _, x := range vs {
 		if x.Number == v.Version || v.Version == 0 {
-			if a := parseVersionSpec(x.Spec).Addons; len(a) > 0 {
-				out.Addons = &a
-			}
+			out.Addons = parseVersionSpec(x.Spec).Addons
 			break
 		}
 	}
 	return out, nil
 }
 
+// ServicePage is one page of an organisation's services.
+type ServicePage struct {
+	Services []ServiceView
+	// NextCursor reads the next page; nil on the last.
+	NextCursor *string
+	// Args are the filter's arguments, for the link to the next page.
+	Args map[string]any
+}
+
 // ListServices lists the organisation's services.
-func (s *Launches) ListServices(ctx context.Context, orgID string, f store.Filter) (*models.ServiceList, []models.Action, error) {
+func (s *Launches) ListServices(ctx context.Context, orgID string, f store.Filter) (*ServicePage, error) {
 	vs, err := s.store.Services().List(ctx, orgID, f)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	out := &models.ServiceList{Services: []models.ServiceInfo{}}
+	out := &ServicePage{Services: []ServiceView{}, Args: f.Args()}
 	for _, v := range vs {
 		out.Services = append(out.Services, s.serviceView(v))
 	}
-	var first []models.Action
 	if len(vs) > 0 {
 		last := vs[len(vs)-1]
 		out.NextCursor = nextCursor(f, len(vs), last.CreatedAt, last.ID)
-		first = append(first, actions.Tool("get_service", "agent", map[string]any{"id": vs[0].ID}))
 	}
-	return out, pageActions("list_services", out.NextCursor, f.Args(), first...), nil
+	return out, nil
 }
 
 // GetService reads one service.
-func (s *Launches) GetService(ctx context.Context, orgID, id string) (*models.ServiceInfo, []models.Action, error) {
+func (s *Launches) GetService(ctx context.Context, orgID, id string) (*ServiceView, error) {
 	v, err := s.store.Services().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Newf("not_found:resource", "no service %s in your organisation", id).
+		return nil, apierr.Newf("not_found:resource", "no service %s in your organisation", id).
 			WithActions(actions.Tool("list_services", "agent", nil))
 	}
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	out, err := s.serviceDetail(ctx, v)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	return &out, serviceActions(v), nil
+	return &out, nil
 }
 
 // newLaunch are the steps of a request that launches a new service.

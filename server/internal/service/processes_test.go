@@ -40,9 +40,9 @@ func TestProcessLaunch(t *testing.T) {
 	if !ok || spec.Command != "python3 app.py" || spec.Env["TOKEN"] != "s3cret" || spec.HealthPath != "/healthz" || spec.Grace != time.Second {
 		t.Fatalf("runs %+v", spec)
 	}
-	svc, next, err := h.svc.Launches.GetService(h.ctx, a.org, id)
+	svc, err := h.svc.Launches.GetService(h.ctx, a.org, id)
 	h.must(err)
-	if svc.Sandbox == nil || svc.Health == nil || svc.Health.State != "healthy" || !hasAction(next, "get_service_logs") {
+	if svc.Sandbox == nil || svc.Health == nil || svc.Health.State != "healthy" || !svc.RunsProcesses() {
 		t.Fatalf("service %+v", svc)
 	}
 	env, _, err := h.svc.Runs.ListEnv(h.ctx, a.org, id)
@@ -126,8 +126,8 @@ func TestDeployAndRollback(t *testing.T) {
 	}{{ptr(2), "conflict:state"}, {ptr(99), "not_found:resource"}} {
 		wantCode(t, second2(h.svc.Runs.Rollback(h.ctx, tn.agent, id, models.RollbackRequest{Version: c.version})), c.code)
 	}
-	if svc, _, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); *svc.Version != 2 || len(*svc.Versions) != 3 {
-		t.Fatalf("serving %d of %d", *svc.Version, len(*svc.Versions))
+	if svc, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.Version != 2 || len(svc.Versions) != 3 {
+		t.Fatalf("serving %d of %d", svc.Version, len(svc.Versions))
 	}
 	h.books(tn.org, tn.project)
 }
@@ -155,8 +155,8 @@ func TestUnhealthyVersions(t *testing.T) {
 	if got := h.task(tn.org, v.ID); got.State != "failed" || got.Result["serving"] != float64(1) {
 		t.Fatalf("deploy %s %v", got.State, got.Result)
 	}
-	if svc, _, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.State != "live" || *svc.Version != 1 {
-		t.Fatalf("service %s v%d", svc.State, *svc.Version)
+	if svc, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.State != "live" || svc.Version != 1 {
+		t.Fatalf("service %s v%d", svc.State, svc.Version)
 	}
 	h.books(tn.org, tn.project)
 }
@@ -168,16 +168,16 @@ func TestHealthAndLogs(t *testing.T) {
 	tn := h.tenant(100, DefaultPolicy())
 	id := h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{}).ServiceID
 	h.svc.Runs.Health(id, 7, Health{State: "crashed"}) // not the serving version
-	if svc, _, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.State != "live" {
+	if svc, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.State != "live" {
 		t.Fatalf("state %s", svc.State)
 	}
 	h.svc.Runs.Health(id, 1, Health{State: "crashed", Restarts: 5, Detail: "exit 1", At: h.clock.Now()})
-	svc, next, _ := h.svc.Launches.GetService(h.ctx, tn.org, id)
-	if svc.State != "crashed" || svc.Health.Restarts != 5 || !hasAction(next, "launch_service") {
-		t.Fatalf("crashed %+v %v", svc, names(next))
+	svc, _ := h.svc.Launches.GetService(h.ctx, tn.org, id)
+	if svc.State != ServiceCrashed || svc.Health.Restarts != 5 || svc.BundleID == "" {
+		t.Fatalf("crashed %+v", svc)
 	}
 	h.svc.Runs.Health(id, 1, Health{State: "healthy"})
-	if svc, _, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.State != "live" {
+	if svc, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.State != "live" {
 		t.Fatalf("recovered %s", svc.State)
 	}
 	for i := range 3 {

@@ -323,16 +323,16 @@ func (s *Mail) RegistrantByToken(ctx context.Context, token string) (RegistrantP
 	if err != nil || s.Now().Sub(r.CreatedAt) > RegistrantTTL {
 		return RegistrantProposal{}, store.ErrNotFound
 	}
-	switch r.State {
-	case "superseded":
+	switch RegistrantState(r.State) {
+	case RegistrantSuperseded:
 		return RegistrantProposal{}, ErrRegistrantSuperseded
-	case "declined":
+	case RegistrantDeclined:
 		return RegistrantProposal{}, ErrRegistrantDeclined
 	}
 	var c models.RegistrantContactRequest
 	json.Unmarshal([]byte(r.Contact), &c)
 	prop := RegistrantProposal{Domain: r.Domain, Contact: c, State: r.State}
-	if r.State == "pending" {
+	if RegistrantState(r.State) == RegistrantPending {
 		// The address is judged again: what agents can read may have
 		// changed since the proposal (a domain bought, mail set up).
 		_, domain, err := registrantEmail(string(c.Email))
@@ -393,11 +393,11 @@ func (s *Mail) ConfirmRegistrant(ctx context.Context, token string) (RegistrantP
 		if rerr != nil {
 			return prop, rerr
 		}
-		switch again.State {
-		case "confirmed":
+		switch RegistrantState(again.State) {
+		case RegistrantConfirmed:
 			prop.State = "confirmed"
 			return prop, nil
-		case "declined":
+		case RegistrantDeclined:
 			return RegistrantProposal{}, ErrRegistrantDeclined
 		}
 		return RegistrantProposal{}, ErrRegistrantSuperseded
@@ -437,7 +437,7 @@ func (s *Approvals) decideRegistrant(ctx context.Context, tx *store.Tx, h Human,
 		return err
 	}
 	closed := apierr.Newf("conflict:state", "this proposal is %s; it can no longer be decided", r.State)
-	if r.State != "pending" {
+	if RegistrantState(r.State) != RegistrantPending {
 		return closed
 	}
 	actor := signedInActor(h)

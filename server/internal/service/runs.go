@@ -391,20 +391,20 @@ func (s *Runs) Health(serviceID string, version int, h Health) {
 		return
 	}
 	hj, _ := json.Marshal(h)
-	state := ""
-	switch h.State {
-	case "crashed":
-		state = "crashed"
-	case "healthy":
+	var state ServiceState
+	switch HealthState(h.State) {
+	case HealthCrashed:
+		state = ServiceCrashed
+	case HealthHealthy:
 		if ServiceState(svc.State) == ServiceCrashed {
-			state = "live"
+			state = ServiceLive
 		}
 	}
-	if err := s.store.ServiceRuns().SetHealth(ctx, serviceID, string(hj), state, s.Now()); err != nil {
+	if err := s.store.ServiceRuns().SetHealth(ctx, serviceID, string(hj), string(state), s.Now()); err != nil {
 		s.log.Warn("recording health", "service", serviceID, "err", err)
 		return
 	}
-	if state == "crashed" {
+	if state == ServiceCrashed {
 		s.store.Ledger().Append(ctx, store.LedgerRecord{OrgID: svc.OrgID, Actor: "system", Action: "service_crashed", ObjectType: "service", ObjectID: serviceID,
 			Details: map[string]any{"version": version, "restarts": h.Restarts}}, s.Now())
 		s.platform.InvalidateHosts(s.serviceHosts(ctx, svc)...)

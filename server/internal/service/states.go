@@ -126,3 +126,53 @@ const (
 	RenewalRenewed RenewalState = "renewed"
 	RenewalLapsed  RenewalState = "lapsed"
 )
+
+// SignupState is where an agent's signup is.
+type SignupState string
+
+const (
+	SignupPendingReview SignupState = "pending_review"
+	SignupPendingCard   SignupState = "pending_card"
+	SignupComplete      SignupState = "complete"
+	SignupClaimed       SignupState = "claimed"
+	SignupExpired       SignupState = "expired"
+)
+
+// BillingState is where a card setup is.
+type BillingState string
+
+const (
+	BillingPending  BillingState = "pending"
+	BillingDeclined BillingState = "declined"
+	BillingComplete BillingState = "complete"
+	BillingExpired  BillingState = "expired"
+)
+
+// RegistrantState is where a proposed registrant contact is.
+type RegistrantState string
+
+const (
+	RegistrantPending    RegistrantState = "pending"
+	RegistrantConfirmed  RegistrantState = "confirmed"
+	RegistrantDeclined   RegistrantState = "declined"
+	RegistrantSuperseded RegistrantState = "superseded"
+)
+
+// DatabaseState is where a service's managed database is.
+type DatabaseState string
+
+const (
+	DatabaseReady   DatabaseState = "ready"
+	DatabaseDropped DatabaseState = "dropped"
+)
+
+// HealthState is what a running version's health check last said.
+type HealthState string
+
+const (
+	HealthHealthy   HealthState = "healthy"
+	HealthStarting  HealthState = "starting"
+	HealthUnhealthy HealthState = "unhealthy"
+	HealthCrashed   HealthState = "crashed"
+	HealthStopped   HealthState = "stopped"
+)
