@@ -20,8 +20,8 @@ func (o domainRoutes) ListDomains(ctx context.Context, req api.ListDomainsReques
 	if err != nil {
 		return nil, err
 	}
-	data := models.DomainList{Domains: make([]models.DomainInfo, 0, len(l.Domains)), NextCursor: l.NextCursor}
-	for _, d := range l.Domains {
+	data := models.DomainList{Domains: make([]models.DomainInfo, 0, len(l.Items)), NextCursor: l.NextCursor}
+	for _, d := range l.Items {
 		data.Domains = append(data.Domains, domainInfo(d))
 	}
 	next := actions.Page("list_domains", l.NextCursor, l.Args, actions.Tool("search_domains", "agent", nil))

@@ -27,8 +27,8 @@ func (o projectRoutes) GetProject(ctx context.Context, req api.GetProjectRequest
 	if err != nil {
 		return nil, err
 	}
-	list := make([]models.ServiceInfo, 0, len(svcs.Services))
-	for _, v := range svcs.Services {
+	list := make([]models.ServiceInfo, 0, len(svcs.Items))
+	for _, v := range svcs.Items {
 		list = append(list, serviceInfo(v))
 	}
 	p.Services = &list

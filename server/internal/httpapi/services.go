@@ -24,13 +24,13 @@ func (o serviceRoutes) ListServices(ctx context.Context, req api.ListServicesReq
 	if err != nil {
 		return nil, err
 	}
-	data := models.ServiceList{Services: make([]models.ServiceInfo, 0, len(l.Services)), NextCursor: l.NextCursor}
+	data := models.ServiceList{Services: make([]models.ServiceInfo, 0, len(l.Items)), NextCursor: l.NextCursor}
 	var first []models.Action
-	for _, v := range l.Services {
+	for _, v := range l.Items {
 		data.Services = append(data.Services, serviceInfo(v))
 	}
-	if len(l.Services) > 0 {
-		first = append(first, actions.Tool("get_service", "agent", map[string]any{"id": l.Services[0].ID}))
+	if len(l.Items) > 0 {
+		first = append(first, actions.Tool("get_service", "agent", map[string]any{"id": l.Items[0].ID}))
 	}
 	return api.ListServices200JSONResponse{Data: data, Actions: actions.Page("list_services", l.NextCursor, l.Args, first...), FormatVersion: FormatVersion}, nil
 }

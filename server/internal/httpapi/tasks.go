@@ -21,13 +21,13 @@ func (o taskRoutes) ListTasks(ctx context.Context, req api.ListTasksRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	data := models.TaskList{Tasks: make([]models.TaskHandle, 0, len(l.Tasks)), NextCursor: l.NextCursor}
+	data := models.TaskList{Tasks: make([]models.TaskHandle, 0, len(l.Items)), NextCursor: l.NextCursor}
 	var first []models.Action
-	for i := range l.Tasks {
-		data.Tasks = append(data.Tasks, *TaskHandle(&l.Tasks[i]))
+	for i := range l.Items {
+		data.Tasks = append(data.Tasks, *TaskHandle(&l.Items[i]))
 	}
-	if len(l.Tasks) > 0 {
-		first = append(first, actions.Tool("get_task", "agent", map[string]any{"id": l.Tasks[0].ID}))
+	if len(l.Items) > 0 {
+		first = append(first, actions.Tool("get_task", "agent", map[string]any{"id": l.Items[0].ID}))
 	}
 	return api.ListTasks200JSONResponse{Data: data, Actions: actions.Page("list_tasks", l.NextCursor, l.Args, first...), FormatVersion: FormatVersion}, nil
 }

@@ -92,15 +92,6 @@ type Domain struct {
 	Zone bool
 }
 
-// DomainPage is one page of an organisation's domains.
-type DomainPage struct {
-	Domains []Domain
-	// NextCursor reads the next page; nil on the last.
-	NextCursor *string
-	// Args are the filter's arguments, for the link to the next page.
-	Args map[string]any
-}
-
 func (s *Domains) domainView(ctx context.Context, orgID string, p store.Purchase) (Domain, error) {
 	out := Domain{Name: p.Domain, RegisteredAt: p.CreatedAt, Years: p.Years, Paid: money.MicroUSD(p.AmountMicro)}
 	if v, err := s.store.Services().LiveForDomain(ctx, orgID, p.Domain); err == nil {
@@ -117,18 +108,18 @@ func (s *Domains) domainView(ctx context.Context, orgID string, p store.Purchase
 }
 
 // List lists the domains the organisation owns.
-func (s *Domains) List(ctx context.Context, orgID string, f store.Filter) (*DomainPage, error) {
+func (s *Domains) List(ctx context.Context, orgID string, f store.Filter) (*Page[Domain], error) {
 	ps, err := s.store.Domains().ListPurchases(ctx, orgID, f)
 	if err != nil {
 		return nil, apierr.Internal(err)
 	}
-	out := &DomainPage{Domains: []Domain{}, Args: f.Args()}
+	out := &Page[Domain]{Items: []Domain{}, Args: f.Args()}
 	for _, p := range ps {
 		v, err := s.domainView(ctx, orgID, p)
 		if err != nil {
 			return nil, apierr.Internal(err)
 		}
-		out.Domains = append(out.Domains, v)
+		out.Items = append(out.Items, v)
 	}
 	if len(ps) > 0 {
 		last := ps[len(ps)-1]

@@ -25,8 +25,8 @@ func TestDomainLaunch(t *testing.T) {
 	}
 	l, err := h.svc.Domains.List(h.ctx, a.org, store.Filter{})
 	h.must(err)
-	if len(l.Domains) != 1 || !l.Domains[0].Zone || l.Domains[0].ServiceID == "" {
-		t.Fatalf("domains %+v", l.Domains)
+	if len(l.Items) != 1 || !l.Items[0].Zone || l.Items[0].ServiceID == "" {
+		t.Fatalf("domains %+v", l.Items)
 	}
 	for _, c := range []struct {
 		tn   tenant

@@ -248,24 +248,15 @@ func (s *Launches) serviceDetail(ctx context.Context, v store.Service) (ServiceV
 	return out, nil
 }
 
-// ServicePage is one page of an organisation's services.
-type ServicePage struct {
-	Services []ServiceView
-	// NextCursor reads the next page; nil on the last.
-	NextCursor *string
-	// Args are the filter's arguments, for the link to the next page.
-	Args map[string]any
-}
-
 // ListServices lists the organisation's services.
-func (s *Launches) ListServices(ctx context.Context, orgID string, f store.Filter) (*ServicePage, error) {
+func (s *Launches) ListServices(ctx context.Context, orgID string, f store.Filter) (*Page[ServiceView], error) {
 	vs, err := s.store.Services().List(ctx, orgID, f)
 	if err != nil {
 		return nil, apierr.Internal(err)
 	}
-	out := &ServicePage{Services: []ServiceView{}, Args: f.Args()}
+	out := &Page[ServiceView]{Items: []ServiceView{}, Args: f.Args()}
 	for _, v := range vs {
-		out.Services = append(out.Services, s.serviceView(v))
+		out.Items = append(out.Items, s.serviceView(v))
 	}
 	if len(vs) > 0 {
 		last := vs[len(vs)-1]

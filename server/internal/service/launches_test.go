@@ -29,11 +29,11 @@ func TestEdgeLaunch(t *testing.T) {
 	}
 	l, err := h.svc.Launches.ListServices(h.ctx, a.org, store.Filter{})
 	h.must(err)
-	if len(l.Services) != 1 {
-		t.Fatalf("%d services", len(l.Services))
+	if len(l.Items) != 1 {
+		t.Fatalf("%d services", len(l.Items))
 	}
 	// Organisation B sees nothing of A's service, task or project.
-	if l, _ := h.svc.Launches.ListServices(h.ctx, b.org, store.Filter{}); len(l.Services) != 0 {
+	if l, _ := h.svc.Launches.ListServices(h.ctx, b.org, store.Filter{}); len(l.Items) != 0 {
 		t.Fatal("org B lists A's service")
 	}
 	_, err = h.svc.Launches.GetService(h.ctx, b.org, id)
@@ -144,8 +144,8 @@ func TestLaunchRefusals(t *testing.T) {
 	if h.remaining(tn.org, tn.project) != 100_000_000 {
 		t.Fatal("the refused launch's quote still holds budget")
 	}
-	if l, _ := h.svc.Launches.ListServices(h.ctx, tn.org, store.Filter{}); len(l.Services) != 0 {
-		t.Fatalf("a refused launch recorded %d services", len(l.Services))
+	if l, _ := h.svc.Launches.ListServices(h.ctx, tn.org, store.Filter{}); len(l.Items) != 0 {
+		t.Fatalf("a refused launch recorded %d services", len(l.Items))
 	}
 }
 

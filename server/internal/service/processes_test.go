@@ -238,8 +238,8 @@ func TestProcessTeardown(t *testing.T) {
 	if w := h.process(tn, "jobs", "worker", "worker", models.LaunchRequest{}); w.State != "succeeded" || h.platform.httpsChecks != checks {
 		t.Fatalf("worker %s, %d HTTPS checks", w.State, h.platform.httpsChecks-checks)
 	}
-	if l, _ := h.svc.Tasks.List(h.ctx, tn.org, store.Filter{}); len(l.Tasks) != 3 || l.Tasks[0].ServiceName == "" {
-		t.Fatalf("tasks %+v", l.Tasks)
+	if l, _ := h.svc.Tasks.List(h.ctx, tn.org, store.Filter{}); len(l.Items) != 3 || l.Items[0].ServiceName == "" {
+		t.Fatalf("tasks %+v", l.Items)
 	}
 }
 

@@ -149,22 +149,13 @@ func (s *Tasks) Get(ctx context.Context, orgID, id string) (*Task, error) {
 	return v, nil
 }
 
-// TaskPage is one page of an organisation's tasks, newest first.
-type TaskPage struct {
-	Tasks []Task
-	// NextCursor reads the next page; nil on the last.
-	NextCursor *string
-	// Args are the filter's arguments, for the link to the next page.
-	Args map[string]any
-}
-
 // List lists the organisation's tasks, newest first.
-func (s *Tasks) List(ctx context.Context, orgID string, f store.Filter) (*TaskPage, error) {
+func (s *Tasks) List(ctx context.Context, orgID string, f store.Filter) (*Page[Task], error) {
 	ts, err := s.store.Tasks().ListFiltered(ctx, orgID, f)
 	if err != nil {
 		return nil, apierr.Internal(err)
 	}
-	out := &TaskPage{Tasks: []Task{}, Args: f.Args()}
+	out := &Page[Task]{Items: []Task{}, Args: f.Args()}
 	names := map[string]string{}           // service id → name, read once a list
 	budgets := map[string]money.MicroUSD{} // project id → what remains, read once a list
 	for _, t := range ts {
@@ -190,7 +181,7 @@ func (s *Tasks) List(ctx context.Context, orgID string, f store.Filter) (*TaskPa
 			}
 			v.ServiceName = name
 		}
-		out.Tasks = append(out.Tasks, *v)
+		out.Items = append(out.Items, *v)
 	}
 	if len(ts) > 0 {
 		last := ts[len(ts)-1]
