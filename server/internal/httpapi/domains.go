@@ -125,17 +125,22 @@ func usdPtr(m *money.MicroUSD) *float64 {
 }
 
 func (o domainRoutes) AttachDomain(ctx context.Context, req api.AttachDomainRequestObject) (api.AttachDomainResponseObject, error) {
-	a, next, err := o.svc.Domains.Attach(ctx, auth.FromContext(ctx), string(req.Domain), req.Body.ServiceId)
+	a, err := o.svc.Domains.Attach(ctx, auth.FromContext(ctx), string(req.Domain), req.Body.ServiceId)
 	if err != nil {
 		return nil, err
 	}
-	return api.AttachDomain200JSONResponse{Data: *a, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.AttachDomain200JSONResponse{Data: *a, Actions: attachmentActions(a), FormatVersion: FormatVersion}, nil
 }
 
 func (o domainRoutes) DetachDomain(ctx context.Context, req api.DetachDomainRequestObject) (api.DetachDomainResponseObject, error) {
-	a, next, err := o.svc.Domains.Detach(ctx, auth.FromContext(ctx), string(req.Domain))
+	a, err := o.svc.Domains.Detach(ctx, auth.FromContext(ctx), string(req.Domain))
 	if err != nil {
 		return nil, err
 	}
-	return api.DetachDomain200JSONResponse{Data: *a, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.DetachDomain200JSONResponse{Data: *a, Actions: attachmentActions(a), FormatVersion: FormatVersion}, nil
+}
+
+// attachmentActions follow an attach or a detach: read the domain.
+func attachmentActions(a *models.DomainAttachment) []models.Action {
+	return []models.Action{actions.Tool("get_domain", "agent", map[string]any{"domain": a.Domain}), actions.Stop("done")}
 }
