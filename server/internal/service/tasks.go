@@ -204,15 +204,10 @@ var taskOperation = map[string]string{"launch": "launch_service", "deploy": "lau
 	"teardown": "teardown_service", "email_setup": "setup_email", "budget_raise": "request_budget_raise", "quote_approval": "create_quote",
 	"workflow": "apply_workflow", "registrant_contact": "set_registrant_contact"}
 
-// projectReader is a store or a transaction: what budgetLeft reads.
+// projectReader is a store or a transaction: what budgetLeftMicro reads.
 type projectReader interface{ Projects() store.Projects }
 
-// budgetLeft is what remains of a project's budget, 0 for no project.
-func budgetLeft(ctx context.Context, r projectReader, orgID, projectID string) (models.Usd, error) {
-	m, err := budgetLeftMicro(ctx, r, orgID, projectID)
-	return usd(m), err
-}
-
+// budgetLeftMicro is what remains of a project's budget, 0 for no project.
 func budgetLeftMicro(ctx context.Context, r projectReader, orgID, projectID string) (money.MicroUSD, error) {
 	if projectID == "" {
 		return 0, nil
