@@ -140,3 +140,31 @@ func Manual(step models.ManualActionStep, actor models.Actor) models.Action {
 func Stop(reason models.StopActionReason) models.Action {
 	return wrap(models.StopAction{Kind: models.Stop, Reason: reason})
 }
+
+// Page is what a page of a list leaves to do: first, then the next page
+// when there is one (the filters carried along), then stop.
+func Page(op string, next *string, filters map[string]any, first ...models.Action) []models.Action {
+	out := append([]models.Action{}, first...)
+	if next != nil {
+		args := map[string]any{"cursor": *next}
+		for k, v := range filters {
+			args[k] = v
+		}
+		out = append(out, Tool(op, "agent", args))
+	}
+	return append(out, Stop("done"))
+}
+
+// Gate is what to do while a human decides a task's gate: the human opens
+// the approval page, and the agent polls the task once they have.
+func Gate(taskID, approvalURL string) []models.Action {
+	poll := ToolAction("get_task", "agent", map[string]any{"id": taskID})
+	after := []string{"approve"}
+	poll.After = &after
+	wait := 5
+	poll.RetryAfterSeconds = &wait
+	u, _ := URL(approvalURL, "approve", "human").AsUrlAction()
+	id := "approve"
+	u.Id = &id
+	return []models.Action{wrap(u), wrap(poll)}
+}

@@ -3,8 +3,12 @@ package httpapi
 import (
 	"context"
 
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
+	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
+	"github.com/pierhq/pier/server/internal/service"
 )
 
 func (o domainRoutes) ListDomains(ctx context.Context, req api.ListDomainsRequestObject) (api.ListDomainsResponseObject, error) {
@@ -12,41 +16,131 @@ func (o domainRoutes) ListDomains(ctx context.Context, req api.ListDomainsReques
 	if err != nil {
 		return nil, err
 	}
-	l, next, err := o.svc.Domains.List(ctx, auth.FromContext(ctx).OrgID, f)
+	l, err := o.svc.Domains.List(ctx, auth.FromContext(ctx).OrgID, f)
 	if err != nil {
 		return nil, err
 	}
-	return api.ListDomains200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+	data := models.DomainList{Domains: make([]models.DomainInfo, 0, len(l.Items)), NextCursor: l.NextCursor}
+	for _, d := range l.Items {
+		data.Domains = append(data.Domains, domainInfo(d))
+	}
+	next := actions.Page("list_domains", l.NextCursor, l.Args, actions.Tool("search_domains", "agent", nil))
+	return api.ListDomains200JSONResponse{Data: data, Actions: next, FormatVersion: FormatVersion}, nil
 }
 
 func (o domainRoutes) GetDomain(ctx context.Context, req api.GetDomainRequestObject) (api.GetDomainResponseObject, error) {
-	v, next, err := o.svc.Domains.Get(ctx, auth.FromContext(ctx).OrgID, string(req.Domain))
+	d, err := o.svc.Domains.Get(ctx, auth.FromContext(ctx).OrgID, string(req.Domain))
 	if err != nil {
 		return nil, err
 	}
-	return api.GetDomain200JSONResponse{Data: *v, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.GetDomain200JSONResponse{Data: domainInfo(*d), Actions: []models.Action{actions.Stop("done")}, FormatVersion: FormatVersion}, nil
+}
+
+// domainInfo is the contract's view of a registered domain.
+func domainInfo(d service.Domain) models.DomainInfo {
+	name, paid := d.Name, d.Paid.USD()
+	return models.DomainInfo{Id: &name, Domain: d.Name, RegisteredAt: d.RegisteredAt, Years: d.Years, PaidUsd: &paid,
+		ServiceId: optional(d.ServiceID), Zone: d.Zone}
 }
 
 func (o domainRoutes) SearchDomains(ctx context.Context, req api.SearchDomainsRequestObject) (api.SearchDomainsResponseObject, error) {
-	res, next, err := o.svc.Domains.Search(ctx, req.Params)
+	p := req.Params
+	q := service.DomainSearch{Query: p.Q, Full: p.IncludeExotic != nil && *p.IncludeExotic, MaxFirstYear: micro(p.MaxFirstYearPriceUsd),
+		MaxRenewal: micro(p.MaxRenewalPriceUsd)}
+	if p.Limit != nil {
+		q.Limit = *p.Limit
+	}
+	if p.TldAllowlist != nil {
+		q.Allow = *p.TldAllowlist
+	}
+	if p.TldDenylist != nil {
+		q.Deny = *p.TldDenylist
+	}
+	res, err := o.svc.Domains.Search(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	return api.SearchDomains200JSONResponse{Data: *res, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.SearchDomains200JSONResponse{Data: domainSearchResult(res, p), Actions: searchNext(res), FormatVersion: FormatVersion}, nil
+}
+
+// domainSearchResult is the contract's view of a search, echoing the
+// ceilings as they were asked.
+func domainSearchResult(r *service.DomainSearchResult, p models.SearchDomainsParams) models.DomainSearchResult {
+	out := models.DomainSearchResult{Candidates: make([]models.DomainCandidate, 0, len(r.Candidates))}
+	for _, c := range r.Candidates {
+		period := c.RenewalPeriodYears
+		out.Candidates = append(out.Candidates, models.DomainCandidate{Domain: c.Domain, Tld: c.TLD, Available: c.Available, Premium: c.Premium,
+			FirstYearPriceUsd: usdPtr(c.FirstYear), RenewalPriceUsd: usdPtr(c.Renewal), RenewalPeriodYears: &period,
+			AnnualizedRenewalPriceUsd: usdPtr(c.AnnualRenewal)})
+	}
+	catalog := models.Common
+	if r.Full {
+		catalog = models.Full
+	}
+	out.AppliedFilters = models.AppliedDomainFilters{Query: r.Label, Catalog: catalog, IncludeExotic: r.Full, Tlds: r.TLDs,
+		TldAllowlist: r.Allow, TldDenylist: r.Deny, MaxFirstYearPriceUsd: p.MaxFirstYearPriceUsd, MaxRenewalPriceUsd: p.MaxRenewalPriceUsd, Limit: r.Limit}
+	if len(r.Ignored) > 0 {
+		out.AppliedFilters.IgnoredTlds = &r.Ignored
+	}
+	out.Excluded.LackingPrice = r.Excluded.LackingPrice
+	out.Excluded.OverFirstYearCeiling = r.Excluded.OverFirstYearCeiling
+	out.Excluded.OverRenewalCeiling = r.Excluded.OverRenewalCeiling
+	return out
+}
+
+// searchNext is what a search suggests: quoting the first available
+// priced candidate, searching the full catalog, or stopping.
+func searchNext(r *service.DomainSearchResult) []models.Action {
+	next := []models.Action{}
+	for _, c := range r.Candidates {
+		if c.Available && c.FirstYear != nil {
+			next = append(next, actions.Tool("create_quote", "agent", map[string]any{
+				"items": []any{map[string]any{"kind": "domain", "domain": c.Domain, "years": 1}},
+			}))
+			break
+		}
+	}
+	if !r.Full {
+		next = append(next, actions.Tool("search_domains", "agent", map[string]any{"q": r.Label, "includeExotic": true}))
+	}
+	return append(next, actions.Stop("done"))
+}
+
+// micro is a price in USD as micro-USD; nil stays nil.
+func micro(v *float64) *money.MicroUSD {
+	if v == nil {
+		return nil
+	}
+	m := money.FromUSD(*v)
+	return &m
+}
+
+// usdPtr is an amount as the contract's USD; nil stays nil.
+func usdPtr(m *money.MicroUSD) *float64 {
+	if m == nil {
+		return nil
+	}
+	v := m.USD()
+	return &v
 }
 
 func (o domainRoutes) AttachDomain(ctx context.Context, req api.AttachDomainRequestObject) (api.AttachDomainResponseObject, error) {
-	a, next, err := o.svc.Domains.Attach(ctx, auth.FromContext(ctx), string(req.Domain), req.Body.ServiceId)
+	a, err := o.svc.Domains.Attach(ctx, auth.FromContext(ctx), string(req.Domain), req.Body.ServiceId)
 	if err != nil {
 		return nil, err
 	}
-	return api.AttachDomain200JSONResponse{Data: *a, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.AttachDomain200JSONResponse{Data: *a, Actions: attachmentActions(a), FormatVersion: FormatVersion}, nil
 }
 
 func (o domainRoutes) DetachDomain(ctx context.Context, req api.DetachDomainRequestObject) (api.DetachDomainResponseObject, error) {
-	a, next, err := o.svc.Domains.Detach(ctx, auth.FromContext(ctx), string(req.Domain))
+	a, err := o.svc.Domains.Detach(ctx, auth.FromContext(ctx), string(req.Domain))
 	if err != nil {
 		return nil, err
 	}
-	return api.DetachDomain200JSONResponse{Data: *a, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.DetachDomain200JSONResponse{Data: *a, Actions: attachmentActions(a), FormatVersion: FormatVersion}, nil
+}
+
+// attachmentActions follow an attach or a detach: read the domain.
+func attachmentActions(a *models.DomainAttachment) []models.Action {
+	return []models.Action{actions.Tool("get_domain", "agent", map[string]any{"domain": a.Domain}), actions.Stop("done")}
 }

@@ -7,17 +7,18 @@ import (
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
+	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
 func (o mailRoutes) SetupEmail(ctx context.Context, req api.SetupEmailRequestObject) (api.SetupEmailResponseObject, error) {
-	t, next, err := o.svc.Mail.Setup(ctx, auth.FromContext(ctx), string(req.Domain), models.EmailSetupRequest(*req.Body))
+	t, err := o.svc.Mail.Setup(ctx, auth.FromContext(ctx), string(req.Domain), models.EmailSetupRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}
-	return api.SetupEmail202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.SetupEmail202JSONResponse{Data: *TaskHandle(t), Actions: TaskActions(t), FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) RemoveEmail(ctx context.Context, req api.RemoveEmailRequestObject) (api.RemoveEmailResponseObject, error) {
@@ -117,11 +118,16 @@ func (o mailRoutes) SendMessage(ctx context.Context, req api.SendMessageRequestO
 }
 
 func (o mailRoutes) SetRegistrantContact(ctx context.Context, req api.SetRegistrantContactRequestObject) (api.SetRegistrantContactResponseObject, error) {
-	t, next, err := o.svc.Mail.SetRegistrant(ctx, auth.FromContext(ctx), string(req.Domain), models.RegistrantContactRequest(*req.Body))
+	t, mailed, err := o.svc.Mail.SetRegistrant(ctx, auth.FromContext(ctx), string(req.Domain), models.RegistrantContactRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}
-	return api.SetRegistrantContact202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+	next := TaskActions(t)
+	if mailed && len(next) == 2 {
+		// The link mailed to the address confirms too, beside the page.
+		next = []models.Action{next[0], actions.Manual("confirm_email", "human"), next[1]}
+	}
+	return api.SetRegistrantContact202JSONResponse{Data: *TaskHandle(t), Actions: next, FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) GetRdapDomain(ctx context.Context, req api.GetRdapDomainRequestObject) (api.GetRdapDomainResponseObject, error) {

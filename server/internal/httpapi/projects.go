@@ -6,6 +6,7 @@ import (
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 func (o projectRoutes) ExportProject(ctx context.Context, req api.ExportProjectRequestObject) (api.ExportProjectResponseObject, error) {
@@ -37,10 +38,20 @@ func (o projectRoutes) DeleteProject(ctx context.Context, req api.DeleteProjectR
 }
 
 func (o projectRoutes) GetProject(ctx context.Context, req api.GetProjectRequestObject) (api.GetProjectResponseObject, error) {
-	p, next, err := o.svc.Projects.Get(ctx, auth.FromContext(ctx).OrgID, req.Id)
+	orgID := auth.FromContext(ctx).OrgID
+	p, next, err := o.svc.Projects.Get(ctx, orgID, req.Id)
 	if err != nil {
 		return nil, err
 	}
+	svcs, err := o.svc.Launches.ListServices(ctx, orgID, store.Filter{ProjectID: p.Id, Limit: 500})
+	if err != nil {
+		return nil, err
+	}
+	list := make([]models.ServiceInfo, 0, len(svcs.Items))
+	for _, v := range svcs.Items {
+		list = append(list, serviceInfo(v))
+	}
+	p.Services = &list
 	return api.GetProject200JSONResponse{Data: *p, Actions: next, FormatVersion: FormatVersion}, nil
 }
 
@@ -57,11 +68,11 @@ func (o projectRoutes) ListProjects(ctx context.Context, req api.ListProjectsReq
 }
 
 func (o projectRoutes) RequestBudgetRaise(ctx context.Context, req api.RequestBudgetRaiseRequestObject) (api.RequestBudgetRaiseResponseObject, error) {
-	t, next, err := o.svc.Approvals.RequestBudgetRaise(ctx, auth.FromContext(ctx), req.Id, models.BudgetRaiseRequest(*req.Body))
+	t, err := o.svc.Approvals.RequestBudgetRaise(ctx, auth.FromContext(ctx), req.Id, models.BudgetRaiseRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}
-	return api.RequestBudgetRaise202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.RequestBudgetRaise202JSONResponse{Data: *TaskHandle(t), Actions: TaskActions(t), FormatVersion: FormatVersion}, nil
 }
 
 func (o projectRoutes) ListLedgerEntries(ctx context.Context, req api.ListLedgerEntriesRequestObject) (api.ListLedgerEntriesResponseObject, error) {

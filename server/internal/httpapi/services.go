@@ -9,6 +9,7 @@ import (
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
+	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/service"
 )
@@ -19,37 +20,49 @@ func (o serviceRoutes) ListServices(ctx context.Context, req api.ListServicesReq
 		return nil, err
 	}
 	f.ProjectID, f.State = deref(req.Params.ProjectId), deref(req.Params.State)
-	l, next, err := o.svc.Launches.ListServices(ctx, auth.FromContext(ctx).OrgID, f)
+	l, err := o.svc.Launches.ListServices(ctx, auth.FromContext(ctx).OrgID, f)
 	if err != nil {
 		return nil, err
 	}
-	return api.ListServices200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+	data := models.ServiceList{Services: make([]models.ServiceInfo, 0, len(l.Items)), NextCursor: l.NextCursor}
+	var first []models.Action
+	for _, v := range l.Items {
+		data.Services = append(data.Services, serviceInfo(v))
+	}
+	if len(l.Items) > 0 {
+		first = append(first, actions.Tool("get_service", "agent", map[string]any{"id": l.Items[0].ID}))
+	}
+	return api.ListServices200JSONResponse{Data: data, Actions: actions.Page("list_services", l.NextCursor, l.Args, first...), FormatVersion: FormatVersion}, nil
 }
 
 func (o serviceRoutes) GetService(ctx context.Context, req api.GetServiceRequestObject) (api.GetServiceResponseObject, error) {
-	v, next, err := o.svc.Launches.GetService(ctx, auth.FromContext(ctx).OrgID, req.Id)
+	v, err := o.svc.Launches.GetService(ctx, auth.FromContext(ctx).OrgID, req.Id)
 	if err != nil {
 		return nil, err
 	}
-	return api.GetService200JSONResponse{Data: *v, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.GetService200JSONResponse{Data: serviceInfo(*v), Actions: serviceActions(v), FormatVersion: FormatVersion}, nil
 }
 
 func (o serviceRoutes) LaunchService(ctx context.Context, req api.LaunchServiceRequestObject) (api.LaunchServiceResponseObject, error) {
-	t, next, err := o.svc.Launches.Launch(ctx, auth.FromContext(ctx), req.Id, models.LaunchRequest(*req.Body))
+	t, err := o.svc.Launches.Launch(ctx, auth.FromContext(ctx), req.Id, models.LaunchRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}
-	return api.LaunchService202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.LaunchService202JSONResponse{Data: *TaskHandle(t), Actions: TaskActions(t), FormatVersion: FormatVersion}, nil
 }
 
 func (o serviceRoutes) TeardownService(ctx context.Context, req api.TeardownServiceRequestObject) (api.TeardownServiceResponseObject, error) {
-	t, next, replayed, err := o.svc.Launches.Teardown(ctx, auth.FromContext(ctx), req.Id)
+	t, replayed, err := o.svc.Launches.Teardown(ctx, auth.FromContext(ctx), req.Id)
 	if err != nil {
 		return nil, err
 	}
-	resp := api.TeardownService202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}
+	resp := api.TeardownService202JSONResponse{Data: *TaskHandle(t), Actions: TaskActions(t), FormatVersion: FormatVersion}
 	if replayed {
-		resp.Replayed = &replayed
+		// A teardown asked again points at the one under way, or is done.
+		resp.Replayed, resp.Actions = &replayed, []models.Action{actions.Stop("done")}
+		if t.State.Active() {
+			resp.Actions = []models.Action{actions.Tool("get_task", "agent", map[string]any{"id": t.ID})}
+		}
 	}
 	return resp, nil
 }
@@ -151,17 +164,17 @@ func (o serviceRoutes) ListServiceEnv(ctx context.Context, req api.ListServiceEn
 }
 
 func (o serviceRoutes) SetServiceEnv(ctx context.Context, req api.SetServiceEnvRequestObject) (api.SetServiceEnvResponseObject, error) {
-	t, next, err := o.svc.Runs.SetEnv(ctx, auth.FromContext(ctx), req.Id, models.SetServiceEnvRequest(*req.Body))
+	t, err := o.svc.Runs.SetEnv(ctx, auth.FromContext(ctx), req.Id, models.SetServiceEnvRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}
-	return api.SetServiceEnv202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.SetServiceEnv202JSONResponse{Data: *TaskHandle(t), Actions: TaskActions(t), FormatVersion: FormatVersion}, nil
 }
 
 func (o serviceRoutes) RollbackService(ctx context.Context, req api.RollbackServiceRequestObject) (api.RollbackServiceResponseObject, error) {
-	t, next, err := o.svc.Runs.Rollback(ctx, auth.FromContext(ctx), req.Id, models.RollbackRequest(*req.Body))
+	t, err := o.svc.Runs.Rollback(ctx, auth.FromContext(ctx), req.Id, models.RollbackRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}
-	return api.RollbackService202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.RollbackService202JSONResponse{Data: *TaskHandle(t), Actions: TaskActions(t), FormatVersion: FormatVersion}, nil
 }

@@ -9,13 +9,14 @@ import (
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/service"
 )
 
 // Workflows prepares and applies workflows (server/internal/workflow).
 type Workflows interface {
 	Prepare(ctx context.Context, p *auth.Principal, req models.WorkflowRequest) (*models.PreparedWorkflow, []models.Action, error)
 	Get(ctx context.Context, p *auth.Principal, id string) (*models.PreparedWorkflow, []models.Action, error)
-	Apply(ctx context.Context, p *auth.Principal, id string, req *models.ApplyWorkflowRequest) (*models.TaskHandle, []models.Action, bool, error)
+	Apply(ctx context.Context, p *auth.Principal, id string, req *models.ApplyWorkflowRequest) (*service.Task, bool, error)
 	JWKS(ctx context.Context) ([]byte, error)
 }
 
@@ -60,11 +61,11 @@ func (o workflowRoutes) ApplyWorkflow(ctx context.Context, req api.ApplyWorkflow
 		b := models.ApplyWorkflowRequest(*req.Body)
 		body = &b
 	}
-	t, next, replayed, err := wf.Apply(ctx, auth.FromContext(ctx), req.Id, body)
+	t, replayed, err := wf.Apply(ctx, auth.FromContext(ctx), req.Id, body)
 	if err != nil {
 		return nil, err
 	}
-	out := api.ApplyWorkflow202JSONResponse{Data: *t, Actions: next, FormatVersion: FormatVersion}
+	out := api.ApplyWorkflow202JSONResponse{Data: *TaskHandle(t), Actions: TaskActions(t), FormatVersion: FormatVersion}
 	if replayed {
 		out.Replayed = &replayed
 	}

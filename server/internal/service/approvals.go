@@ -118,7 +118,7 @@ func itemWords(it pricedItem) string {
 
 // openGate creates a task waiting in input_required on a new gate.
 func (s *Approvals) openGate(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, kind string, payload map[string]any, now time.Time) (store.Task, error) {
-	steps, _ := json.Marshal([]taskStep{{Name: "human_decision", State: "input_required", StartedAt: ptr(now.UTC())}})
+	steps, _ := json.Marshal([]TaskStep{{Name: "human_decision", State: "input_required", StartedAt: ptr(now.UTC())}})
 	if _, ok := payload["requestedBy"]; !ok {
 		payload["requestedBy"] = actorOf(p)
 	}
@@ -139,27 +139,17 @@ func (s *Approvals) openGate(ctx context.Context, tx *store.Tx, p *auth.Principa
 // gateActions are the next steps while a human decides: the URL the human
 // opens, and the poll the agent makes.
 func (s *Approvals) gateActions(t store.Task) []models.Action {
-	poll := actions.ToolAction("get_task", "agent", map[string]any{"id": t.ID})
-	after := []string{"approve"}
-	poll.After = &after
-	wait := 5
-	poll.RetryAfterSeconds = &wait
-	url := actions.URL(s.ApprovalURL(t.GateID), "approve", "human")
-	u, _ := url.AsUrlAction()
-	id := "approve"
-	u.Id = &id
-	return []models.Action{actions.Wrap(u), actions.Wrap(poll)}
+	return actions.Gate(t.ID, s.ApprovalURL(t.GateID))
 }
 
 // RequestBudgetRaise asks a human to add to a project's budget. The answer
 // is a task in input_required carrying the approval URL.
-func (s *Approvals) RequestBudgetRaise(ctx context.Context, p *auth.Principal, projectID string, req models.BudgetRaiseRequest) (*models.TaskHandle, []models.Action, error) {
+func (s *Approvals) RequestBudgetRaise(ctx context.Context, p *auth.Principal, projectID string, req models.BudgetRaiseRequest) (*Task, error) {
 	amount := money.FromUSD(req.AmountUsd)
 	if amount <= 0 {
-		return nil, nil, apierr.New("input:invalid", "amountUsd must be at least 0.01").WithDetails(models.FieldProblem{Field: "body.amountUsd", Problem: "too small"})
+		return nil, apierr.New("input:invalid", "amountUsd must be at least 0.01").WithDetails(models.FieldProblem{Field: "body.amountUsd", Problem: "too small"})
 	}
-	var view *models.TaskHandle
-	var next []models.Action
+	var view *Task
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
 		proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
@@ -180,13 +170,13 @@ func (s *Approvals) RequestBudgetRaise(ctx context.Context, p *auth.Principal, p
 		if err != nil {
 			return err
 		}
-		view, next = v, s.gateActions(t)
+		view = v
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return view, next, nil
+	return view, nil
 }
 
 // DecideGate records a human's decision on a gate of their organisation and
@@ -274,13 +264,13 @@ func (s *Approvals) closeGate(ctx context.Context, tx *store.Tx, h Human, g stor
 	if g.Kind == "quote_approval" {
 		// Launches waiting on this quote go on (approved and held) or
 		// end (denied, or the budget could not hold it).
-		resumed, err := s.resumeWaitingLaunches(ctx, tx, h, g, payload, t.State == "succeeded", result, now)
+		resumed, err := s.resumeWaitingLaunches(ctx, tx, h, g, payload, TaskState(t.State) == TaskSucceeded, result, now)
 		if err != nil {
 			return nil, err
 		}
 		requeueAll = resumed
 	}
-	steps, _ := json.Marshal([]taskStep{{Name: "human_decision", State: map[bool]string{true: "succeeded", false: "failed"}[approve], CompletedAt: ptr(now.UTC()), Detail: state}})
+	steps, _ := json.Marshal([]TaskStep{{Name: "human_decision", State: map[bool]StepState{true: StepStateSucceeded, false: StepStateFailed}[approve], CompletedAt: ptr(now.UTC()), Detail: state}})
 	rj, _ := json.Marshal(result)
 	t.Steps, t.Result, t.UpdatedAt = string(steps), string(rj), now.UTC()
 	if err := tx.Tasks().Update(ctx, t); err != nil {
@@ -299,7 +289,7 @@ func (s *Approvals) decideRegistration(ctx context.Context, tx *store.Tx, h Huma
 	if err := json.Unmarshal([]byte(t.Payload), &pl); err != nil {
 		return err
 	}
-	var steps []taskStep
+	var steps []TaskStep
 	if err := json.Unmarshal([]byte(t.Steps), &steps); err != nil {
 		return err
 	}
@@ -437,7 +427,7 @@ func (s *Approvals) resumeWaitingLaunches(ctx context.Context, tx *store.Tx, h H
 	var out []string
 	for _, lt := range waiting {
 		var pl launchPayload
-		if lt.State != "input_required" || json.Unmarshal([]byte(lt.Payload), &pl) != nil || !pl.AwaitQuote {
+		if TaskState(lt.State) != TaskInputRequired || json.Unmarshal([]byte(lt.Payload), &pl) != nil || !pl.AwaitQuote {
 			continue
 		}
 		if !held {
@@ -462,7 +452,7 @@ func (s *Approvals) resumeWaitingLaunches(ctx context.Context, tx *store.Tx, h H
 			}
 			continue
 		}
-		var steps []taskStep
+		var steps []TaskStep
 		if err := json.Unmarshal([]byte(lt.Steps), &steps); err != nil {
 			return nil, err
 		}
@@ -593,7 +583,7 @@ func (s *Approvals) gateView(ctx context.Context, g store.Gate) GateView {
 			// The launch took the price when it started: approving keeps it
 			// spent, denying gives it back.
 			v.IfApprovedMicro, v.IfDeniedMicro = v.RemainingMicro, v.RemainingMicro+v.AmountMicro
-			if g.State != "pending" {
+			if GateState(g.State) != GatePending {
 				v.IfApprovedMicro, v.IfDeniedMicro = v.RemainingMicro, v.RemainingMicro
 			}
 		default:

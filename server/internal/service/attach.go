@@ -86,10 +86,10 @@ func firstOf(a, b string) string {
 
 // Attach puts an owned domain on a live service of the organisation.
 // Attaching it where it is already is a no-op that answers the same.
-func (s *Domains) Attach(ctx context.Context, p *auth.Principal, domain, serviceID string) (*models.DomainAttachment, []models.Action, error) {
+func (s *Domains) Attach(ctx context.Context, p *auth.Principal, domain, serviceID string) (*models.DomainAttachment, error) {
 	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
 	if _, err := s.ownedDomain(ctx, p.OrgID, domain); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		svc, err := attachableService(ctx, tx, p.OrgID, serviceID, domain)
@@ -108,13 +108,13 @@ func (s *Domains) Attach(ctx context.Context, p *auth.Principal, domain, service
 		return err
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := s.serveDomain(ctx, p.OrgID, domain); err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	a := s.attachment(ctx, p, domain, serviceID, "", UndoCall("detach_domain", map[string]any{"domain": domain}))
-	return a, []models.Action{actions.Tool("get_domain", "agent", map[string]any{"domain": domain}), actions.Stop("done")}, nil
+	return a, nil
 }
 
 // attachableService is the service a domain may be attached to: the
@@ -128,9 +128,9 @@ func attachableService(ctx context.Context, tx *store.Tx, orgID, serviceID, doma
 	if err != nil {
 		return svc, err
 	}
-	switch svc.State {
-	case "live", "crashed":
-	case "launching", "tearing_down":
+	switch ServiceState(svc.State) {
+	case ServiceLive, ServiceCrashed:
+	case ServiceLaunching, ServiceTearingDown:
 		return svc, apierr.Newf("conflict:state", "service %s is %s; wait for its task, then attach %s", svc.ID, svc.State, domain).
 			WithActions(actions.Retry("get_task", "agent", map[string]any{"id": svc.TaskID}, 2))
 	default:
@@ -162,10 +162,10 @@ func (s *Domains) serveDomain(ctx context.Context, orgID, domain string) error {
 // Detach takes an owned domain off the service it serves. The service
 // keeps its preview host; the domain stays registered and its mail
 // records stay.
-func (s *Domains) Detach(ctx context.Context, p *auth.Principal, domain string) (*models.DomainAttachment, []models.Action, error) {
+func (s *Domains) Detach(ctx context.Context, p *auth.Principal, domain string) (*models.DomainAttachment, error) {
 	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
 	if _, err := s.ownedDomain(ctx, p.OrgID, domain); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var before string
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
@@ -181,7 +181,7 @@ func (s *Domains) Detach(ctx context.Context, p *auth.Principal, domain string) 
 		if err != nil {
 			return err
 		}
-		if svc.State == "launching" {
+		if ServiceState(svc.State) == ServiceLaunching {
 			return apierr.Newf("conflict:state", "service %s is launching with %s; wait for its task, then detach it", svc.ID, domain).
 				WithActions(actions.Retry("get_task", "agent", map[string]any{"id": svc.TaskID}, 2))
 		}
@@ -194,12 +194,12 @@ func (s *Domains) Detach(ctx context.Context, p *auth.Principal, domain string) 
 		return err
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if _, _, err := s.syncZone(ctx, p.OrgID, domain, false); err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	s.invalidate(domain)
 	a := s.attachment(ctx, p, domain, "", before, UndoCall("attach_domain", map[string]any{"domain": domain, "serviceId": before}))
-	return a, []models.Action{actions.Tool("get_domain", "agent", map[string]any{"domain": domain}), actions.Stop("done")}, nil
+	return a, nil
 }

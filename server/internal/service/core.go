@@ -25,14 +25,12 @@ func Undo(cmd *models.ToolAction) models.Undo {
 	return models.Undo{Command: cmd, Irreversible: false}
 }
 
-// enqueue hands a committed task to the durable runner and returns the
-// action that polls it. A lost enqueue is not lost work: the runner's
-// sweep finds the queued task after a restart.
-func (s *core) enqueue(ctx context.Context, taskID, what string) []models.Action {
+// enqueue hands a committed task to the durable runner. A lost enqueue is
+// not lost work: the runner's sweep finds the queued task after a restart.
+func (s *core) enqueue(ctx context.Context, taskID, what string) {
 	if err := s.platform.Enqueue(ctx, taskID); err != nil {
 		s.log.Warn("enqueue "+what, "task", taskID, "err", err)
 	}
-	return []models.Action{actions.Retry("get_task", "agent", map[string]any{"id": taskID}, 1)}
 }
 
 // UndoCall returns the reversal calling operation id with args.

@@ -48,16 +48,17 @@ func nextCursor(f store.Filter, n int, at time.Time, id string) *string {
 	return &c
 }
 
+// Page is one page of a list, newest first.
+type Page[T any] struct {
+	Items []T
+	// NextCursor reads the next page; nil on the last.
+	NextCursor *string
+	// Args are the list's filters, which the next page's call repeats.
+	Args map[string]any
+}
+
 // pageActions are a list's actions: those given, then the next page's
 // call (same filters, the cursor) when more may follow, then stop.
 func pageActions(op string, next *string, filters map[string]any, first ...models.Action) []models.Action {
-	out := append([]models.Action{}, first...)
-	if next != nil {
-		args := map[string]any{"cursor": *next}
-		for k, v := range filters {
-			args[k] = v
-		}
-		out = append(out, actions.Tool(op, "agent", args))
-	}
-	return append(out, actions.Stop("done"))
+	return actions.Page(op, next, filters, first...)
 }

@@ -94,22 +94,22 @@ func addonUnavailable() *apierr.Error {
 // relaunch makes the request the service's next version: it starts (for a
 // process, until healthy) beside the serving version, takes the traffic,
 // and the version before stops once drained. Its undo rolls back.
-func (s *Launches) relaunch(ctx context.Context, p *auth.Principal, svc store.Service, req models.LaunchRequest, spec versionSpec) (*models.TaskHandle, []models.Action, error) {
+func (s *Launches) relaunch(ctx context.Context, p *auth.Principal, svc store.Service, req models.LaunchRequest, spec versionSpec) (*Task, error) {
 	if svc.Target != string(req.Target) {
-		return nil, nil, apierr.Newf("conflict:state", "service %s runs on %s; a new version must too (tear it down to change its target)", svc.Name, svc.Target).
+		return nil, apierr.Newf("conflict:state", "service %s runs on %s; a new version must too (tear it down to change its target)", svc.Name, svc.Target).
 			WithActions(actions.Tool("teardown_service", "agent", map[string]any{"id": svc.ID}))
 	}
 	if req.QuoteId != nil {
-		return nil, nil, apierr.Newf("conflict:quote_mismatch", "%s already runs; a new version of it is not charged again, so launch it without the quote", svc.Name).
+		return nil, apierr.Newf("conflict:quote_mismatch", "%s already runs; a new version of it is not charged again, so launch it without the quote", svc.Name).
 			WithActions(actions.Tool("release_quote", "agent", map[string]any{"id": *req.QuoteId}))
 	}
 	if req.Domain != nil && !strings.EqualFold(*req.Domain, svc.Domain) {
 		d := strings.ToLower(*req.Domain)
-		return nil, nil, apierr.Newf("conflict:state", "%s already runs; a new version keeps its domain (%s): attach %s to it (attach_domain), then launch again", svc.Name, orNone(svc.Domain), d).
+		return nil, apierr.Newf("conflict:state", "%s already runs; a new version keeps its domain (%s): attach %s to it (attach_domain), then launch again", svc.Name, orNone(svc.Domain), d).
 			WithActions(actions.Tool("attach_domain", "agent", map[string]any{"domain": d, "serviceId": svc.ID}))
 	}
-	if svc.State == "launching" || svc.State == "tearing_down" {
-		return nil, nil, apierr.Newf("conflict:state", "service %s is %s; wait for its task, then launch again", svc.Name, svc.State).
+	if ServiceState(svc.State) == ServiceLaunching || ServiceState(svc.State) == ServiceTearingDown {
+		return nil, apierr.Newf("conflict:state", "service %s is %s; wait for its task, then launch again", svc.Name, svc.State).
 			WithActions(actions.Retry("get_task", "agent", map[string]any{"id": svc.TaskID}, 2))
 	}
 	prev, err := s.store.ServiceVersions().Get(ctx, svc.ID, svc.Version)
@@ -117,7 +117,7 @@ func (s *Launches) relaunch(ctx context.Context, p *auth.Principal, svc store.Se
 		spec.Addons = append(spec.Addons, "managed_postgres") // the database stays with the service
 	}
 	if err := (&Meter{s.core}).refuseGrowthWhenExhausted(ctx, svc, parseVersionSpec(prev.Spec), spec); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	return s.deploy(ctx, p, svc, "deploy", func(tx *store.Tx, number int) (store.ServiceVersion, error) {
 		sj, _ := json.Marshal(spec)
@@ -134,8 +134,8 @@ func orNone(s string) string {
 
 // deploy starts a task that puts a version live: a new one made by mk
 // (kind deploy) or an earlier one again (kind rollback, mk returns it).
-func (s *Launches) deploy(ctx context.Context, p *auth.Principal, svc0 store.Service, kind string, mk func(tx *store.Tx, next int) (store.ServiceVersion, error)) (*models.TaskHandle, []models.Action, error) {
-	var view *models.TaskHandle
+func (s *Launches) deploy(ctx context.Context, p *auth.Principal, svc0 store.Service, kind string, mk func(tx *store.Tx, next int) (store.ServiceVersion, error)) (*Task, error) {
+	var view *Task
 	var task store.Task
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
@@ -143,7 +143,7 @@ func (s *Launches) deploy(ctx context.Context, p *auth.Principal, svc0 store.Ser
 		if err != nil {
 			return err
 		}
-		if svc.State != "live" && svc.State != "crashed" {
+		if ServiceState(svc.State) != ServiceLive && ServiceState(svc.State) != ServiceCrashed {
 			return apierr.Newf("conflict:state", "service %s is %s; only a live or crashed service takes a new version", svc.Name, svc.State).
 				WithActions(actions.Tool("get_service", "agent", map[string]any{"id": svc.ID}))
 		}
@@ -164,13 +164,13 @@ func (s *Launches) deploy(ctx context.Context, p *auth.Principal, svc0 store.Ser
 		}
 		pl := launchPayload{ServiceID: svc.ID, ProjectID: svc.ProjectID, BundleID: v.BundleID, PreviewHost: svc.PreviewHost, Domain: svc.Domain,
 			Owned: svc.Domain != "", Actor: actorOf(p), Target: svc.Target, Version: v.Number, Previous: svc.Version}
-		steps := []taskStep{}
+		steps := []TaskStep{}
 		if pl.runs() {
-			steps = append(steps, taskStep{Name: StepStart, State: "pending"})
+			steps = append(steps, TaskStep{Name: StepStart, State: "pending"})
 		}
-		steps = append(steps, taskStep{Name: StepDeploy, State: "pending"})
+		steps = append(steps, TaskStep{Name: StepDeploy, State: "pending"})
 		if pl.runs() && pl.Previous > 0 {
-			steps = append(steps, taskStep{Name: StepDrain, State: "pending"})
+			steps = append(steps, TaskStep{Name: StepDrain, State: "pending"})
 		}
 		action := "launch_service"
 		if kind == "rollback" {
@@ -210,9 +210,10 @@ func (s *Launches) deploy(ctx context.Context, p *auth.Principal, svc0 store.Ser
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return view, s.enqueue(ctx, task.ID, kind), nil
+	s.enqueue(ctx, task.ID, kind)
+	return view, nil
 }
 
 // runDeploy carries a deploy or rollback task: start the version (a
@@ -270,9 +271,9 @@ func (s *Launches) failDeploy(ctx context.Context, rt *runningTask, pl *launchPa
 	now := s.Now().UTC()
 	for i := range rt.steps {
 		switch rt.steps[i].State {
-		case "running":
+		case StepStateRunning:
 			rt.steps[i].State, rt.steps[i].CompletedAt, rt.steps[i].Detail = "failed", &now, cause.Message
-		case "pending":
+		case StepStatePending:
 			rt.steps[i].State = "skipped"
 		}
 	}
@@ -380,7 +381,7 @@ func (s *Runs) releaseDatabase(ctx context.Context, serviceID string) (string, e
 	if err != nil {
 		return "", err
 	}
-	if d.State == "dropped" {
+	if DatabaseState(d.State) == DatabaseDropped {
 		return "database dropped; its dump is in the leave package", nil
 	}
 	if s.databases == nil {
@@ -426,13 +427,13 @@ func (s *Runs) stopAll(ctx context.Context, serviceID string) error {
 }
 
 // SetEnv rolls out a new version with the variables changed.
-func (s *Runs) SetEnv(ctx context.Context, p *auth.Principal, id string, req models.SetServiceEnvRequest) (*models.TaskHandle, []models.Action, error) {
+func (s *Runs) SetEnv(ctx context.Context, p *auth.Principal, id string, req models.SetServiceEnvRequest) (*Task, error) {
 	svc, cur, err := s.currentVersion(ctx, p.OrgID, id)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if !runsProcesses(svc.Target) {
-		return nil, nil, apierr.Newf("conflict:state", "service %s serves static files on %s and runs no process to give variables to", svc.Name, svc.Target)
+		return nil, apierr.Newf("conflict:state", "service %s serves static files on %s and runs no process to give variables to", svc.Name, svc.Target)
 	}
 	spec := parseVersionSpec(cur.Spec)
 	spec.Env, spec.Secrets = maps.Clone(spec.Env), maps.Clone(spec.Secrets)
@@ -444,7 +445,7 @@ func (s *Runs) SetEnv(ctx context.Context, p *auth.Principal, id string, req mod
 	}
 	if req.Set != nil {
 		if err := checkEnvNames("body.set", *req.Set); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for k, v := range *req.Set {
 			spec.Env[k] = v
@@ -453,7 +454,7 @@ func (s *Runs) SetEnv(ctx context.Context, p *auth.Principal, id string, req mod
 	}
 	if req.Secrets != nil {
 		if err := checkEnvNames("body.secrets", *req.Secrets); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for k, v := range *req.Secrets {
 			spec.Secrets[k] = v
@@ -467,7 +468,7 @@ func (s *Runs) SetEnv(ctx context.Context, p *auth.Principal, id string, req mod
 		}
 	}
 	if len(spec.Env)+len(spec.Secrets) > 200 {
-		return nil, nil, apierr.New("input:invalid", "a service has at most 200 variables")
+		return nil, apierr.New("input:invalid", "a service has at most 200 variables")
 	}
 	return s.launches.deploy(ctx, p, svc, "deploy", func(tx *store.Tx, number int) (store.ServiceVersion, error) {
 		sj, _ := json.Marshal(spec)
@@ -477,17 +478,17 @@ func (s *Runs) SetEnv(ctx context.Context, p *auth.Principal, id string, req mod
 
 // Rollback serves an earlier version again: by default the newest one
 // before the serving version that was ever live.
-func (s *Runs) Rollback(ctx context.Context, p *auth.Principal, id string, req models.RollbackRequest) (*models.TaskHandle, []models.Action, error) {
+func (s *Runs) Rollback(ctx context.Context, p *auth.Principal, id string, req models.RollbackRequest) (*Task, error) {
 	svc, err := s.store.Services().Get(ctx, p.OrgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Newf("not_found:resource", "no service %s in your organisation", id).WithActions(actions.Tool("list_services", "agent", nil))
+		return nil, apierr.Newf("not_found:resource", "no service %s in your organisation", id).WithActions(actions.Tool("list_services", "agent", nil))
 	}
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	vs, err := s.store.ServiceVersions().List(ctx, svc.ID, 100)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	var target *store.ServiceVersion
 	for i := range vs {
@@ -498,25 +499,25 @@ func (s *Runs) Rollback(ctx context.Context, p *auth.Principal, id string, req m
 			}
 			continue
 		}
-		if v.Number < svc.Version && v.State == "superseded" {
+		if v.Number < svc.Version && VersionState(v.State) == VersionSuperseded {
 			target = v
 			break
 		}
 	}
 	if target == nil {
 		if req.Version != nil {
-			return nil, nil, apierr.Newf("not_found:resource", "service %s has no version %d", svc.Name, *req.Version).
+			return nil, apierr.Newf("not_found:resource", "service %s has no version %d", svc.Name, *req.Version).
 				WithActions(actions.Tool("get_service", "agent", map[string]any{"id": svc.ID}))
 		}
-		return nil, nil, apierr.Newf("conflict:state", "service %s has no earlier version that served to roll back to", svc.Name).
+		return nil, apierr.Newf("conflict:state", "service %s has no earlier version that served to roll back to", svc.Name).
 			WithActions(actions.Tool("get_service", "agent", map[string]any{"id": svc.ID}))
 	}
 	if target.Number == svc.Version {
-		return nil, nil, apierr.Newf("conflict:state", "version %d already serves", target.Number).
+		return nil, apierr.Newf("conflict:state", "version %d already serves", target.Number).
 			WithActions(actions.Tool("get_service", "agent", map[string]any{"id": svc.ID}))
 	}
-	if target.State == "failed" || target.State == "starting" {
-		return nil, nil, apierr.Newf("conflict:state", "version %d never served (%s); pick one that did", target.Number, target.State).
+	if VersionState(target.State) == VersionFailed || VersionState(target.State) == VersionStarting {
+		return nil, apierr.Newf("conflict:state", "version %d never served (%s); pick one that did", target.Number, target.State).
 			WithActions(actions.Tool("get_service", "agent", map[string]any{"id": svc.ID}))
 	}
 	tv := *target
@@ -524,31 +525,12 @@ func (s *Runs) Rollback(ctx context.Context, p *auth.Principal, id string, req m
 }
 
 // versionsView is a service's versions for reads: never a variable's value.
-func versionsView(vs []store.ServiceVersion) []models.ServiceVersion {
-	out := make([]models.ServiceVersion, 0, len(vs))
+func versionsView(vs []store.ServiceVersion) []Version {
+	out := make([]Version, 0, len(vs))
 	for _, v := range vs {
 		spec := parseVersionSpec(v.Spec)
-		mv := models.ServiceVersion{Number: v.Number, State: models.ServiceVersionState(v.State), CreatedAt: v.CreatedAt}
-		if v.BundleID != "" {
-			b := v.BundleID
-			mv.BundleId = &b
-		}
-		if spec.Run != "" {
-			r := spec.Run
-			mv.Run = &r
-		}
-		if names := spec.envNames(); len(names) > 0 {
-			mv.EnvNames = &names
-		}
-		if v.TaskID != "" {
-			t := v.TaskID
-			mv.TaskId = &t
-		}
-		if v.Detail != "" {
-			d := v.Detail
-			mv.Detail = &d
-		}
-		out = append(out, mv)
+		out = append(out, Version{Number: v.Number, State: VersionState(v.State), CreatedAt: v.CreatedAt, BundleID: v.BundleID,
+			Run: spec.Run, EnvNames: spec.envNames(), TaskID: v.TaskID, Detail: v.Detail})
 	}
 	return out
 }

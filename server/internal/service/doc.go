@@ -1,4 +1,7 @@
 // Package service is Pier's domain layer: one method per operation, shared by
-// the REST and MCP adapters. It returns the contract's models and *apierr.Error
-// failures, and knows nothing of HTTP, MCP or HTML.
+// the REST and MCP adapters. Its tasks, domains, services and versions are its
+// own types, with typed states (states.go), which the adapters map to the
+// contract and derive next steps from; the nouns not yet moved still return
+// the contract's models (imports_test.go lists them). Failures are
+// *apierr.Error. It knows nothing of HTTP, MCP or HTML.
 package service

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
@@ -79,12 +80,22 @@ func (s *Domains) TransferOutCode(ctx context.Context, h Human, domain string) (
 	return p.AuthCode, nil
 }
 
-func (s *Domains) domainView(ctx context.Context, orgID string, p store.Purchase) (models.DomainInfo, error) {
-	paid := money.MicroUSD(p.AmountMicro).USD()
-	out := models.DomainInfo{Id: &p.Domain, Domain: p.Domain, RegisteredAt: p.CreatedAt, Years: p.Years, PaidUsd: &paid}
+// Domain is a domain the organisation registered.
+type Domain struct {
+	Name         string
+	RegisteredAt time.Time
+	Years        int
+	Paid         money.MicroUSD
+	// ServiceID is the live service the domain serves, if any.
+	ServiceID string
+	// Zone says the domain's zone is served here.
+	Zone bool
+}
+
+func (s *Domains) domainView(ctx context.Context, orgID string, p store.Purchase) (Domain, error) {
+	out := Domain{Name: p.Domain, RegisteredAt: p.CreatedAt, Years: p.Years, Paid: money.MicroUSD(p.AmountMicro)}
 	if v, err := s.store.Services().LiveForDomain(ctx, orgID, p.Domain); err == nil {
-		id := v.ID
-		out.ServiceId = &id
+		out.ServiceID = v.ID
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return out, err
 	}
@@ -96,81 +107,102 @@ func (s *Domains) domainView(ctx context.Context, orgID string, p store.Purchase
 	return out, nil
 }
 
-// ListDomains lists the domains the organisation owns.
-func (s *Domains) List(ctx context.Context, orgID string, f store.Filter) (*models.DomainList, []models.Action, error) {
+// List lists the domains the organisation owns.
+func (s *Domains) List(ctx context.Context, orgID string, f store.Filter) (*Page[Domain], error) {
 	ps, err := s.store.Domains().ListPurchases(ctx, orgID, f)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	out := &models.DomainList{Domains: []models.DomainInfo{}}
+	out := &Page[Domain]{Items: []Domain{}, Args: f.Args()}
 	for _, p := range ps {
 		v, err := s.domainView(ctx, orgID, p)
 		if err != nil {
-			return nil, nil, apierr.Internal(err)
+			return nil, apierr.Internal(err)
 		}
-		out.Domains = append(out.Domains, v)
+		out.Items = append(out.Items, v)
 	}
 	if len(ps) > 0 {
 		last := ps[len(ps)-1]
 		out.NextCursor = nextCursor(f, len(ps), last.CreatedAt, last.Domain)
 	}
-	return out, pageActions("list_domains", out.NextCursor, f.Args(), actions.Tool("search_domains", "agent", nil)), nil
+	return out, nil
 }
 
-// GetDomain reads one domain the organisation owns.
-func (s *Domains) Get(ctx context.Context, orgID, domain string) (*models.DomainInfo, []models.Action, error) {
+// Get reads one domain the organisation owns.
+func (s *Domains) Get(ctx context.Context, orgID, domain string) (*Domain, error) {
 	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
 	p, err := s.ownedDomain(ctx, orgID, domain)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	v, err := s.domainView(ctx, orgID, p)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	return &v, []models.Action{actions.Stop("done")}, nil
+	return &v, nil
 }
 
-// SearchDomains searches the sandbox registrar's catalog (SPEC §2.5).
-func (s *Domains) Search(ctx context.Context, p models.SearchDomainsParams) (*models.DomainSearchResult, []models.Action, error) {
-	q := strings.ToLower(strings.TrimSpace(p.Q))
-	label, wantTLD, _ := strings.Cut(q, ".")
+// DomainSearch is what a search for a name asks.
+type DomainSearch struct {
+	// Query is a label (acme) or a name (acme.dev), whose TLD comes first.
+	Query string
+	// Full searches the full catalog, exotic TLDs included.
+	Full bool
+	// Limit is the most candidates to answer; 0 is 25.
+	Limit int
+	// Allow, when not empty, is the TLDs to search, in order; Deny the
+	// TLDs never to.
+	Allow, Deny []string
+	// MaxFirstYear and MaxRenewal are price ceilings; nil is none.
+	MaxFirstYear, MaxRenewal *money.MicroUSD
+}
+
+// DomainCandidate is one name a search checked.
+type DomainCandidate struct {
+	Domain, TLD        string
+	Available, Premium bool
+	// Prices are nil where the registry gives none.
+	FirstYear, Renewal, AnnualRenewal *money.MicroUSD
+	RenewalPeriodYears                int
+}
+
+// DomainSearchResult is a search's candidates and the filters it applied.
+type DomainSearchResult struct {
+	Label      string
+	Full       bool
+	Limit      int
+	Candidates []DomainCandidate
+	// TLDs is the TLDs checked, in order; Allow and Deny the lists as
+	// applied; Ignored the allowed TLDs outside the catalog searched.
+	TLDs, Allow, Deny, Ignored []string
+	Excluded                   DomainsExcluded
+}
+
+// DomainsExcluded counts the candidates a price ceiling left out, by why.
+type DomainsExcluded struct {
+	LackingPrice, OverFirstYearCeiling, OverRenewalCeiling int
+}
+
+// Search searches the sandbox registrar's catalog (SPEC §2.5).
+func (s *Domains) Search(ctx context.Context, q DomainSearch) (*DomainSearchResult, error) {
+	label, wantTLD, _ := strings.Cut(strings.ToLower(strings.TrimSpace(q.Query)), ".")
 	if !labelRE().MatchString(label) || strings.Contains(wantTLD, ".") {
-		return nil, nil, apierr.New("input:invalid",
+		return nil, apierr.New("input:invalid",
 			"q must be a label such as acme, or a name such as acme.dev: letters, digits and inner hyphens, at most 63 characters",
 			actions.Manual("fix_input", "agent")).
 			WithDetails(models.FieldProblem{Field: "query.q", Problem: "not a domain label"})
 	}
-	full := p.IncludeExotic != nil && *p.IncludeExotic
-	limit := 25
-	if p.Limit != nil {
-		limit = *p.Limit
+	if q.Limit == 0 {
+		q.Limit = 25
 	}
-	sel := selectTLDs(s.prices.Catalog(full), p, wantTLD)
-	res := &models.DomainSearchResult{Candidates: []models.DomainCandidate{}}
-	addCandidates(res, label, sel.tlds, limit, p)
+	sel := selectTLDs(s.prices.Catalog(q.Full), q, wantTLD)
+	res := &DomainSearchResult{Label: label, Full: q.Full, Limit: q.Limit, Candidates: []DomainCandidate{},
+		TLDs: sel.effective, Allow: sel.allowList, Deny: sel.denyList, Ignored: sel.ignored}
+	addCandidates(res, label, sel.tlds, q)
 	if err := s.markTaken(ctx, res.Candidates); err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	catalogName := models.Common
-	if full {
-		catalogName = models.Full
-	}
-	res.AppliedFilters = models.AppliedDomainFilters{
-		Query:                label,
-		Catalog:              catalogName,
-		IncludeExotic:        full,
-		Tlds:                 sel.effective,
-		TldAllowlist:         sel.allowList,
-		TldDenylist:          sel.denyList,
-		MaxFirstYearPriceUsd: p.MaxFirstYearPriceUsd,
-		MaxRenewalPriceUsd:   p.MaxRenewalPriceUsd,
-		Limit:                limit,
-	}
-	if len(sel.ignored) > 0 {
-		res.AppliedFilters.IgnoredTlds = &sel.ignored
-	}
-	return res, searchNext(res.Candidates, label, full), nil
+	return res, nil
 }
 
 // tldSelection is the TLDs a search checks, in order, and the lists it
@@ -185,24 +217,22 @@ type tldSelection struct {
 // selectTLDs applies the allow and deny lists to the catalog. The
 // effective order: the allow list's order when given (filtered to the
 // selected catalog), else the catalog's; a TLD named in q first.
-func selectTLDs(cat []registrar.TLD, p models.SearchDomainsParams, wantTLD string) tldSelection {
+func selectTLDs(cat []registrar.TLD, q DomainSearch, wantTLD string) tldSelection {
 	sel := tldSelection{effective: []string{}, allowList: []string{}, denyList: []string{}, ignored: []string{}}
 	inCatalog := map[string]registrar.TLD{}
 	for _, t := range cat {
 		inCatalog[t.Name] = t
 	}
 	deny := map[string]bool{}
-	if p.TldDenylist != nil {
-		for _, t := range *p.TldDenylist {
-			t = strings.TrimPrefix(strings.ToLower(t), ".")
-			deny[t] = true
-			sel.denyList = append(sel.denyList, t)
-		}
+	for _, t := range q.Deny {
+		t = strings.TrimPrefix(strings.ToLower(t), ".")
+		deny[t] = true
+		sel.denyList = append(sel.denyList, t)
 	}
 	var order []registrar.TLD
-	if p.TldAllowlist != nil && len(*p.TldAllowlist) > 0 {
+	if len(q.Allow) > 0 {
 		seen := map[string]bool{}
-		for _, t := range *p.TldAllowlist {
+		for _, t := range q.Allow {
 			t = strings.TrimPrefix(strings.ToLower(t), ".")
 			if seen[t] {
 				continue
@@ -236,44 +266,28 @@ func selectTLDs(cat []registrar.TLD, p models.SearchDomainsParams, wantTLD strin
 	return sel
 }
 
-// addCandidates checks label under each TLD until limit candidates are
-// found, counting those a price ceiling excludes.
-func addCandidates(res *models.DomainSearchResult, label string, tlds []registrar.TLD, limit int, p models.SearchDomainsParams) {
-	var maxFirst, maxRenew *money.MicroUSD
-	if p.MaxFirstYearPriceUsd != nil {
-		v := money.FromUSD(*p.MaxFirstYearPriceUsd)
-		maxFirst = &v
-	}
-	if p.MaxRenewalPriceUsd != nil {
-		v := money.FromUSD(*p.MaxRenewalPriceUsd)
-		maxRenew = &v
-	}
+// addCandidates checks label under each TLD until the search's limit of
+// candidates is found, counting those a price ceiling excludes.
+func addCandidates(res *DomainSearchResult, label string, tlds []registrar.TLD, q DomainSearch) {
 	for _, t := range tlds {
-		if len(res.Candidates) >= limit {
+		if len(res.Candidates) >= q.Limit {
 			break
 		}
 		quote := registrar.Check(label, t)
 		annual := t.AnnualizedRenewal()
-		if ceilingExcludes(res, quote.FirstYear, maxFirst, annual, maxRenew) {
+		if ceilingExcludes(res, quote.FirstYear, q.MaxFirstYear, annual, q.MaxRenewal) {
 			continue
 		}
-		period := t.RenewalPeriodYears
-		res.Candidates = append(res.Candidates, models.DomainCandidate{
-			Domain:                    quote.Domain,
-			Tld:                       t.Name,
-			Available:                 quote.Available,
-			Premium:                   quote.Premium,
-			FirstYearPriceUsd:         usdPtr(quote.FirstYear),
-			RenewalPriceUsd:           usdPtr(quote.Renewal),
-			RenewalPeriodYears:        &period,
-			AnnualizedRenewalPriceUsd: usdPtr(annual),
+		res.Candidates = append(res.Candidates, DomainCandidate{
+			Domain: quote.Domain, TLD: t.Name, Available: quote.Available, Premium: quote.Premium,
+			FirstYear: quote.FirstYear, Renewal: quote.Renewal, AnnualRenewal: annual, RenewalPeriodYears: t.RenewalPeriodYears,
 		})
 	}
 }
 
 // ceilingExcludes says whether a price ceiling excludes a candidate, and
 // counts why: a price it lacks, or one over the ceiling.
-func ceilingExcludes(res *models.DomainSearchResult, firstYear, maxFirst, annual, maxRenew *money.MicroUSD) bool {
+func ceilingExcludes(res *DomainSearchResult, firstYear, maxFirst, annual, maxRenew *money.MicroUSD) bool {
 	ex := &res.Excluded
 	if maxFirst != nil {
 		if firstYear == nil {
@@ -301,7 +315,7 @@ func ceilingExcludes(res *models.DomainSearchResult, firstYear, maxFirst, annual
 // markTaken marks unavailable the candidates sold here or being bought by
 // a launch in flight, whoever holds them: the catalog's answer is the
 // registry's.
-func (s *Domains) markTaken(ctx context.Context, candidates []models.DomainCandidate) error {
+func (s *Domains) markTaken(ctx context.Context, candidates []DomainCandidate) error {
 	names := make([]string, 0, len(candidates))
 	for _, c := range candidates {
 		names = append(names, c.Domain)
@@ -316,22 +330,4 @@ func (s *Domains) markTaken(ctx context.Context, candidates []models.DomainCandi
 		}
 	}
 	return nil
-}
-
-// searchNext is what a search suggests: quoting the first available
-// priced candidate, searching the full catalog, or stopping.
-func searchNext(candidates []models.DomainCandidate, label string, full bool) []models.Action {
-	next := []models.Action{}
-	for _, c := range candidates {
-		if c.Available && c.FirstYearPriceUsd != nil {
-			next = append(next, actions.Tool("create_quote", "agent", map[string]any{
-				"items": []any{map[string]any{"kind": "domain", "domain": c.Domain, "years": 1}},
-			}))
-			break
-		}
-	}
-	if !full {
-		next = append(next, actions.Tool("search_domains", "agent", map[string]any{"q": label, "includeExotic": true}))
-	}
-	return append(next, actions.Stop("done"))
 }

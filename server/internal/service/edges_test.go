@@ -15,7 +15,7 @@ func TestConsumeRefusals(t *testing.T) {
 	tn := h.tenant(20, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(10.0) }))
 	bnd := h.site(tn, map[string]string{"index.html": "x"})
 	launch := func(q string) error {
-		_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, QuoteId: &q})
+		_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, QuoteId: &q})
 		return err
 	}
 	expiring := h.quote(tn, serviceItem("static_site", "edge", "site"))
@@ -51,12 +51,12 @@ func TestApprovalTheBudgetCannotHold(t *testing.T) {
 		t.Fatalf("decision %s", q.Decision)
 	}
 	bnd := h.site(tn, map[string]string{"Procfile": "web: app"})
-	_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId})
+	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId})
 	wantCode(t, err, "conflict:quote_mismatch") // mail is never a launch's
 	long := serviceItem("dynamic_service", "process", "api")
 	long.Months = ptr(2)
 	q = h.quote(tn, long)
-	v, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId})
+	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId})
 	h.must(err)
 	if v.State != "input_required" {
 		t.Fatalf("launch %s", v.State)
@@ -70,8 +70,8 @@ func TestApprovalTheBudgetCannotHold(t *testing.T) {
 		}
 	}
 	h.drain()
-	got := h.task(tn.org, v.TaskId)
-	if got.State != "failed" || (*got.Result)["blockedBy"] != "budget:insufficient" {
+	got := h.task(tn.org, v.ID)
+	if got.State != "failed" || got.Result["blockedBy"] != "budget:insufficient" {
 		t.Fatalf("launch %s %v", got.State, got.Result)
 	}
 	h.books(tn.org, tn.project)
@@ -117,7 +117,7 @@ func TestMailRouting(t *testing.T) {
 func TestLogFilters(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(100, DefaultPolicy())
-	id := *h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{}).ServiceId
+	id := h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{}).ServiceID
 	h.svc.Runs.Log(id, 1, "stdout", "one", epoch)
 	h.svc.Runs.Log(id, 2, "stdout", "two", epoch.Add(time.Hour))
 	h.svc.Runs.FlushNow(h.ctx)

@@ -17,31 +17,31 @@ func TestDomainLaunch(t *testing.T) {
 	a, b := h.tenant(100, DefaultPolicy(), buyer...), h.tenant(100, DefaultPolicy(), buyer...)
 	dom := freeDomain(t, "bought", "dev")
 	task := h.buy(a, "site", dom)
-	if task.State != "succeeded" || task.DomainUrl == nil || !*task.HttpsReady.Domain {
+	if task.State != "succeeded" || task.DomainURL == "" || !task.HTTPS.Domain {
 		t.Fatalf("launch %+v", task)
 	}
 	if left := h.remaining(a.org, a.project); left != 88_000_000 {
 		t.Fatalf("remaining %d, want 88 USD", left)
 	}
-	l, _, err := h.svc.Domains.List(h.ctx, a.org, store.Filter{})
+	l, err := h.svc.Domains.List(h.ctx, a.org, store.Filter{})
 	h.must(err)
-	if len(l.Domains) != 1 || !l.Domains[0].Zone || l.Domains[0].ServiceId == nil {
-		t.Fatalf("domains %+v", l.Domains)
+	if len(l.Items) != 1 || !l.Items[0].Zone || l.Items[0].ServiceID == "" {
+		t.Fatalf("domains %+v", l.Items)
 	}
 	for _, c := range []struct {
 		tn   tenant
-		want string
-	}{{a, "owned"}, {b, "taken"}} {
+		want DomainState
+	}{{a, DomainOwned}, {b, DomainTaken}} {
 		if st, _ := h.svc.Domains.State(h.ctx, c.tn.agent, dom); st != c.want {
 			t.Fatalf("state %s, want %s", st, c.want)
 		}
 	}
-	if st, _ := h.svc.Domains.State(h.ctx, a.agent, freeDomain(t, "unheld", "dev")); st != "free" {
+	if st, _ := h.svc.Domains.State(h.ctx, a.agent, freeDomain(t, "unheld", "dev")); st != DomainFree {
 		t.Fatalf("an unheld name is %s", st)
 	}
-	_, _, err = h.svc.Domains.Get(h.ctx, b.org, dom)
+	_, err = h.svc.Domains.Get(h.ctx, b.org, dom)
 	wantCode(t, err, "not_found:resource")
-	if _, _, err := h.svc.Domains.Get(h.ctx, a.org, dom+"."); err != nil {
+	if _, err := h.svc.Domains.Get(h.ctx, a.org, dom+"."); err != nil {
 		t.Fatal(err)
 	}
 	_, err = h.svc.Domains.TransferOutCode(h.ctx, b.human, dom)
@@ -59,13 +59,13 @@ func TestDomainLaunch(t *testing.T) {
 	if e := wantCode(t, err, "plan:domain_unavailable"); !hasAction(e.Actions, "attach_domain") {
 		t.Fatalf("owner's actions %v", names(e.Actions))
 	}
-	td, _, _, err := h.svc.Launches.Teardown(h.ctx, a.agent, *task.ServiceId)
+	td, _, err := h.svc.Launches.Teardown(h.ctx, a.agent, task.ServiceID)
 	h.must(err)
 	if td.Receipt.Costs[0].Item != "irreversible:domain_registration:"+dom {
 		t.Fatalf("teardown receipt %+v", td.Receipt)
 	}
 	h.drain()
-	if r := *h.task(a.org, td.TaskId).Result; r["notReversed"] == nil {
+	if r := h.task(a.org, td.ID).Result; r["notReversed"] == nil {
 		t.Fatalf("teardown result %v", r)
 	}
 	if _, err := h.st.Domains().Zone(h.ctx, dom); err == nil {
@@ -86,13 +86,13 @@ func TestQuoteConsumedOnce(t *testing.T) {
 	tn := h.tenant(100, DefaultPolicy())
 	q := h.quote(tn, serviceItem("static_site", "edge", ""))
 	bnd := h.site(tn, map[string]string{"index.html": "x"})
-	_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "one", Target: "edge", BundleId: &bnd, QuoteId: &q.QuoteId})
+	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "one", Target: "edge", BundleId: &bnd, QuoteId: &q.QuoteId})
 	h.must(err)
-	_, _, err = h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "two", Target: "edge", BundleId: &bnd, QuoteId: &q.QuoteId})
+	_, err = h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "two", Target: "edge", BundleId: &bnd, QuoteId: &q.QuoteId})
 	wantCode(t, err, "conflict:state")
-	_, _, err = h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "one", Target: "edge", BundleId: &bnd, QuoteId: &q.QuoteId})
+	_, err = h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "one", Target: "edge", BundleId: &bnd, QuoteId: &q.QuoteId})
 	wantCode(t, err, "conflict:quote_mismatch")
-	_, _, err = h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "three", Target: "edge", BundleId: &bnd, QuoteId: ptr("quo_nope")})
+	_, err = h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "three", Target: "edge", BundleId: &bnd, QuoteId: ptr("quo_nope")})
 	wantCode(t, err, "not_found:resource")
 	h.books(tn.org, tn.project)
 }
@@ -110,7 +110,7 @@ func TestRegistrationGate(t *testing.T) {
 			t.Fatalf("gated steps %v", *q.GatedSteps)
 		}
 		task := h.edge(tn, "site", models.LaunchRequest{Domain: &dom, QuoteId: &q.QuoteId})
-		if task.State != "input_required" || task.ApprovalUrl == nil {
+		if task.State != "input_required" || task.ApprovalURL == "" {
 			t.Fatalf("launch %+v", task)
 		}
 		pending, _ := h.svc.Approvals.Pending(h.ctx, tn.org)
@@ -125,8 +125,8 @@ func TestRegistrationGate(t *testing.T) {
 		h.must(h.svc.Approvals.Decide(h.ctx, tn.human, pending[0].ID, approve))
 		wantCode(t, h.svc.Approvals.Decide(h.ctx, tn.human, pending[0].ID, approve), "conflict:state")
 		h.drain()
-		got := h.task(tn.org, task.TaskId)
-		if got.State != "succeeded" || *got.HttpsReady.Domain != approve {
+		got := h.task(tn.org, task.ID)
+		if got.State != "succeeded" || got.HTTPS.Domain != approve {
 			t.Fatalf("approve=%v: %+v", approve, got)
 		}
 		want := int64(88_000_000)
@@ -156,10 +156,10 @@ func TestQuoteApprovalGate(t *testing.T) {
 		}
 		q = h.quote(tn, serviceItem("dynamic_service", "process", "api"))
 		bnd := h.site(tn, map[string]string{"Procfile": "web: python3 app.py\n"})
-		v, next, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId})
+		v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId})
 		h.must(err)
-		if v.State != "input_required" || !hasAction(next, "url:approve") {
-			t.Fatalf("launch %+v %v", v, names(next))
+		if v.State != TaskInputRequired || v.GateID == "" || v.ApprovalURL == "" {
+			t.Fatalf("launch %+v", v)
 		}
 		gates, _ := h.svc.Approvals.Pending(h.ctx, tn.org)
 		var gv GateView
@@ -173,7 +173,7 @@ func TestQuoteApprovalGate(t *testing.T) {
 		}
 		h.must(h.svc.Approvals.Decide(h.ctx, tn.human, gv.ID, approve))
 		h.drain()
-		got := h.task(tn.org, v.TaskId)
+		got := h.task(tn.org, v.ID)
 		charged := 100_000_000 - h.remaining(tn.org, tn.project)
 		if approve && (got.State != "succeeded" || charged == 0) || !approve && (got.State != "failed" || charged != 0) {
 			t.Fatalf("approve=%v: task %s, charged %d", approve, got.State, charged)
@@ -187,14 +187,14 @@ func TestQuoteApprovalGate(t *testing.T) {
 func TestBudgetRaise(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.tenant(10, DefaultPolicy()), h.tenant(10, DefaultPolicy())
-	_, _, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, a.agent, a.project, models.BudgetRaiseRequest{AmountUsd: 0})
+	_, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, a.agent, a.project, models.BudgetRaiseRequest{AmountUsd: 0})
 	wantCode(t, err, "input:invalid")
-	_, _, err = h.svc.Approvals.RequestBudgetRaise(h.ctx, b.agent, a.project, models.BudgetRaiseRequest{AmountUsd: 5})
+	_, err = h.svc.Approvals.RequestBudgetRaise(h.ctx, b.agent, a.project, models.BudgetRaiseRequest{AmountUsd: 5})
 	wantCode(t, err, "not_found:resource")
 	for _, approve := range []bool{true, false} {
-		v, next, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, a.agent, a.project, models.BudgetRaiseRequest{AmountUsd: 5, Reason: "more"})
+		v, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, a.agent, a.project, models.BudgetRaiseRequest{AmountUsd: 5, Reason: "more"})
 		h.must(err)
-		if v.State != "input_required" || v.ApprovalUrl == nil || names(next)[0] != "url:approve" {
+		if v.State != TaskInputRequired || v.ApprovalURL == "" || v.GateID == "" {
 			t.Fatalf("raise %+v", v)
 		}
 		gates, _ := h.svc.Approvals.Pending(h.ctx, a.org)
@@ -207,7 +207,7 @@ func TestBudgetRaise(t *testing.T) {
 			t.Fatalf("gate view %+v", gv)
 		}
 		h.must(h.svc.Approvals.Decide(h.ctx, a.human, gid, approve))
-		task := h.task(a.org, v.TaskId)
+		task := h.task(a.org, v.ID)
 		if (task.State == "succeeded") != approve {
 			t.Fatalf("approve=%v: task %s", approve, task.State)
 		}

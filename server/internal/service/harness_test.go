@@ -346,9 +346,9 @@ func (h *harness) drain() {
 }
 
 // task reads a task of the org.
-func (h *harness) task(org, id string) *models.TaskHandle {
+func (h *harness) task(org, id string) *Task {
 	h.t.Helper()
-	v, _, err := h.svc.Tasks.Get(h.ctx, org, id)
+	v, err := h.svc.Tasks.Get(h.ctx, org, id)
 	h.must(err)
 	return v
 }
@@ -497,23 +497,23 @@ func emailItem(d string) models.QuoteItem {
 }
 
 // edge launches a static site and runs its task.
-func (h *harness) edge(tn tenant, name string, req models.LaunchRequest) *models.TaskHandle {
+func (h *harness) edge(tn tenant, name string, req models.LaunchRequest) *Task {
 	h.t.Helper()
 	if req.BundleId == nil {
 		req.BundleId = ptr(h.site(tn, map[string]string{"index.html": "<h1>" + name + "</h1>"}))
 	}
 	req.Name, req.Target = name, "edge"
-	v, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, req)
+	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, req)
 	h.must(err)
 	h.drain()
-	return h.task(tn.org, v.TaskId)
+	return h.task(tn.org, v.ID)
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 // buy launches an edge site on a new domain for a tenant whose key holds
 // buy_domain, and returns the launch task.
-func (h *harness) buy(tn tenant, name, domain string) *models.TaskHandle {
+func (h *harness) buy(tn tenant, name, domain string) *Task {
 	h.t.Helper()
 	q := h.quote(tn, domainItem(domain))
 	if q.Decision != models.ALLOW {
@@ -529,10 +529,10 @@ func (h *harness) mailDomain(tn tenant, seed string) string {
 	dom := freeDomain(h.t, seed, "dev")
 	h.buy(tn, seed, dom)
 	q := h.quote(tn, emailItem(dom))
-	v, _, err := h.svc.Mail.Setup(h.ctx, tn.agent, dom, models.EmailSetupRequest{QuoteId: q.QuoteId})
+	v, err := h.svc.Mail.Setup(h.ctx, tn.agent, dom, models.EmailSetupRequest{QuoteId: q.QuoteId})
 	h.must(err)
 	h.drain()
-	if got := h.task(tn.org, v.TaskId); got.State != "succeeded" {
+	if got := h.task(tn.org, v.ID); got.State != "succeeded" {
 		h.t.Fatalf("mail setup %s: %+v", got.State, got.Steps)
 	}
 	return dom

@@ -58,7 +58,7 @@ func TestOnlySessionsMakeHumans(t *testing.T) {
 func TestGateDecidedByAPerson(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.tenant(10, DefaultPolicy()), h.tenant(10, DefaultPolicy())
-	v, _, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, a.agent, a.project, models.BudgetRaiseRequest{AmountUsd: 3, Reason: "traffic"})
+	v, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, a.agent, a.project, models.BudgetRaiseRequest{AmountUsd: 3, Reason: "traffic"})
 	h.must(err)
 	gates, _ := h.svc.Approvals.Pending(h.ctx, a.org)
 	// The other organisation's person finds no such gate.
@@ -73,7 +73,7 @@ func TestGateDecidedByAPerson(t *testing.T) {
 	if last.Action != "decide_gate" || last.Actor != "human:"+a.human.UserID {
 		t.Fatalf("ledger %+v", last)
 	}
-	if got := h.task(a.org, v.TaskId); (*got.Result)["budgetLimitUsd"] != float64(13) {
+	if got := h.task(a.org, v.ID); got.Result["budgetLimitUsd"] != float64(13) {
 		t.Fatalf("result %v", got.Result)
 	}
 }

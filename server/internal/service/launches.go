@@ -20,31 +20,6 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-func serviceActions(v store.Service) []models.Action {
-	next := []models.Action{actions.Tool("get_task", "agent", map[string]any{"id": v.TaskID})}
-	if runsProcesses(v.Target) {
-		next = append(next, actions.Tool("get_service_logs", "agent", map[string]any{"id": v.ID}))
-	}
-	if v.State == "crashed" {
-		// Relaunch what crashed: its own bundle, which the server knows,
-		// so the hint needs nothing filled in.
-		relaunch := map[string]any{"id": v.ProjectID, "name": v.Name, "target": v.Target}
-		if v.BundleID != "" {
-			relaunch["bundleId"] = v.BundleID
-			next = append(next, actions.Tool("launch_service", "agent", relaunch))
-		} else {
-			next = append(next, actions.ToolNeeding("launch_service", "agent", relaunch, "bundleId"))
-		}
-		if v.Version > 1 {
-			next = append(next, actions.Tool("rollback_service", "agent", map[string]any{"id": v.ID}))
-		}
-	}
-	if v.State == "live" || v.State == "failed" || v.State == "crashed" {
-		next = append(next, actions.Tool("teardown_service", "agent", map[string]any{"id": v.ID}))
-	}
-	return next
-}
-
 var serviceNameRE = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
 })
@@ -97,10 +72,10 @@ func (pl *launchPayload) serves() bool { return pl.Domain != "" && pl.Approval !
 type runningTask struct {
 	s     *Launches
 	t     store.Task
-	steps []taskStep
+	steps []TaskStep
 }
 
-func (rt *runningTask) step(name string) *taskStep {
+func (rt *runningTask) step(name string) *TaskStep {
 	for i := range rt.steps {
 		if rt.steps[i].Name == name {
 			return &rt.steps[i]
@@ -130,7 +105,7 @@ func (rt *runningTask) boundary(ctx context.Context, name string) {
 // the call.
 func (rt *runningTask) do(ctx context.Context, payload any, name string, fn func() (string, error)) error {
 	st := rt.step(name)
-	if st == nil || st.State == "succeeded" || st.State == "skipped" || st.State == "denied" {
+	if st == nil || st.State == StepStateSucceeded || st.State == StepStateSkipped || st.State == StepStateDenied {
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -193,46 +168,63 @@ func (s *Launches) domainFree(ctx context.Context, p *auth.Principal, projectID,
 	return domainTaken(domain)
 }
 
-func (s *Launches) serviceView(v store.Service) models.ServiceInfo {
-	out := models.ServiceInfo{
-		Id: v.ID, ProjectId: v.ProjectID, Name: v.Name, Target: v.Target, State: models.ServiceInfoState(v.State),
-		PreviewUrl: s.hostURL("https", v.PreviewHost), TaskId: v.TaskID, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt,
+// ServiceView is a service as the domain shows it: where it serves, what
+// runs it and how it is.
+type ServiceView struct {
+	ID, ProjectID, Name, Target string
+	State                       ServiceState
+	PreviewURL                  string
+	// TaskID is the task that last acted on the service.
+	TaskID               string
+	CreatedAt, UpdatedAt time.Time
+	// Domain and DomainURL are empty for a service with no domain.
+	Domain, DomainURL string
+	BundleID          string
+	// Version is the serving version's number, 0 before the first.
+	Version int
+	// Health is a process's last health check; nil for edge services.
+	Health *Health
+	// Sandbox is the isolation a process runs in; nil for edge services.
+	Sandbox *Sandbox
+	// Versions and Addons are read for one service, not for lists.
+	Versions []Version
+	Addons   []string
+}
+
+// RunsProcesses says the service runs a process or a worker, not files on
+// the edge.
+func (v ServiceView) RunsProcesses() bool { return runsProcesses(v.Target) }
+
+// Version is one version of a service; it never carries a variable's value.
+type Version struct {
+	Number    int
+	State     VersionState
+	CreatedAt time.Time
+	BundleID  string
+	Run       string
+	EnvNames  []string
+	TaskID    string
+	Detail    string
+}
+
+func (s *Launches) serviceView(v store.Service) ServiceView {
+	out := ServiceView{
+		ID: v.ID, ProjectID: v.ProjectID, Name: v.Name, Target: v.Target, State: ServiceState(v.State),
+		PreviewURL: s.hostURL("https", v.PreviewHost), TaskID: v.TaskID, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt,
+		Domain: v.Domain, BundleID: v.BundleID, Version: v.Version,
 	}
 	if v.Domain != "" {
-		d, u := v.Domain, s.hostURL("https", v.Domain)
-		out.Domain, out.DomainUrl = &d, &u
-	}
-	if v.BundleID != "" {
-		b := v.BundleID
-		out.BundleId = &b
-	}
-	if v.Version > 0 {
-		n := v.Version
-		out.Version = &n
+		out.DomainURL = s.hostURL("https", v.Domain)
 	}
 	if v.Health != "" && runsProcesses(v.Target) {
 		var h Health
 		if json.Unmarshal([]byte(v.Health), &h) == nil {
-			mh := models.ServiceHealth{State: models.ServiceHealthState(h.State), Restarts: h.Restarts}
-			if h.Detail != "" {
-				d := h.Detail
-				mh.Detail = &d
-			}
-			if !h.At.IsZero() {
-				at := h.At.UTC()
-				mh.CheckedAt = &at
-			}
-			out.Health = &mh
+			out.Health = &h
 		}
 	}
 	if runsProcesses(v.Target) && s.runtime != nil {
 		if sb, err := s.runtime.Sandbox(); err == nil {
-			egress := models.ServiceSandboxEgressAllowed
-			if !sb.Egress {
-				egress = models.ServiceSandboxEgressDenied
-			}
-			out.Sandbox = &models.ServiceSandbox{Isolation: models.ServiceSandboxIsolation(sb.Isolation), MemoryBytes: int(sb.MemoryBytes),
-				CpuMillis: int(sb.CPUMillis), Processes: int(sb.Processes), DiskBytes: int(sb.DiskBytes), TmpBytes: int(sb.TmpBytes), Egress: egress}
+			out.Sandbox = &sb
 		}
 	}
 	return out
@@ -240,19 +232,16 @@ func (s *Launches) serviceView(v store.Service) models.ServiceInfo {
 
 // serviceDetail is serviceView with the versions and add-ons, for reads
 // of one service.
-func (s *Launches) serviceDetail(ctx context.Context, v store.Service) (models.ServiceInfo, error) {
+func (s *Launches) serviceDetail(ctx context.Context, v store.Service) (ServiceView, error) {
 	out := s.serviceView(v)
 	vs, err := s.store.ServiceVersions().List(ctx, v.ID, 20)
 	if err != nil {
 		return out, err
 	}
-	mv := versionsView(vs)
-	out.Versions = &mv
+	out.Versions = versionsView(vs)
 	for _, x := range vs {
 		if x.Number == v.Version || v.Version == 0 {
-			if a := parseVersionSpec(x.Spec).Addons; len(a) > 0 {
-				out.Addons = &a
-			}
+			out.Addons = parseVersionSpec(x.Spec).Addons
 			break
 		}
 	}
@@ -260,39 +249,37 @@ func (s *Launches) serviceDetail(ctx context.Context, v store.Service) (models.S
 }
 
 // ListServices lists the organisation's services.
-func (s *Launches) ListServices(ctx context.Context, orgID string, f store.Filter) (*models.ServiceList, []models.Action, error) {
+func (s *Launches) ListServices(ctx context.Context, orgID string, f store.Filter) (*Page[ServiceView], error) {
 	vs, err := s.store.Services().List(ctx, orgID, f)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	out := &models.ServiceList{Services: []models.ServiceInfo{}}
+	out := &Page[ServiceView]{Items: []ServiceView{}, Args: f.Args()}
 	for _, v := range vs {
-		out.Services = append(out.Services, s.serviceView(v))
+		out.Items = append(out.Items, s.serviceView(v))
 	}
-	var first []models.Action
 	if len(vs) > 0 {
 		last := vs[len(vs)-1]
 		out.NextCursor = nextCursor(f, len(vs), last.CreatedAt, last.ID)
-		first = append(first, actions.Tool("get_service", "agent", map[string]any{"id": vs[0].ID}))
 	}
-	return out, pageActions("list_services", out.NextCursor, f.Args(), first...), nil
+	return out, nil
 }
 
 // GetService reads one service.
-func (s *Launches) GetService(ctx context.Context, orgID, id string) (*models.ServiceInfo, []models.Action, error) {
+func (s *Launches) GetService(ctx context.Context, orgID, id string) (*ServiceView, error) {
 	v, err := s.store.Services().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Newf("not_found:resource", "no service %s in your organisation", id).
+		return nil, apierr.Newf("not_found:resource", "no service %s in your organisation", id).
 			WithActions(actions.Tool("list_services", "agent", nil))
 	}
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	out, err := s.serviceDetail(ctx, v)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	return &out, serviceActions(v), nil
+	return &out, nil
 }
 
 // newLaunch are the steps of a request that launches a new service.
@@ -301,37 +288,37 @@ type newLaunch struct{ *Launches }
 // LaunchService creates the named service and its launch task. A quote, when
 // given, is consumed here under the project's lock, in the same transaction
 // that records the task: the charge happens exactly once, with the task.
-func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (*models.TaskHandle, []models.Action, error) {
+func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (*Task, error) {
 	bundle, err := newLaunch{s}.checkLaunchRequest(ctx, p, projectID, req)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	spec, err := s.launchSpec(ctx, projectID, req, bundle)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if existing, err := s.store.Services().ByName(ctx, p.OrgID, projectID, req.Name); err == nil {
 		// The name runs already: this launch is its next version.
 		return s.relaunch(ctx, p, existing, req, spec)
 	} else if !errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	if err := s.projects.checkServiceQuota(ctx, p.OrgID); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := processNeedsQuote(projectID, req, spec); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	domain, owned, err := newLaunch{s}.launchDomain(ctx, p, projectID, req)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	pl := launchPayload{ProjectID: projectID, BundleID: *req.BundleId, Domain: domain, Owned: owned, Years: 1, Actor: actorOf(p),
 		Gated: domain != "" && !owned && !p.HasScope("buy_domain"), Target: string(req.Target), Version: 1}
 	if req.Years != nil {
 		pl.Years = *req.Years
 	}
-	var view *models.TaskHandle
+	var view *Task
 	var task store.Task
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		var err error
@@ -342,13 +329,10 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 		s.quotes.releaseRefusedQuote(ctx, p, req.QuoteId)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	next := s.enqueue(ctx, task.ID, "launch")
-	if task.State == "input_required" {
-		next = s.approvals.gateActions(task)
-	}
-	return view, next, nil
+	s.enqueue(ctx, task.ID, "launch")
+	return view, nil
 }
 
 // checkLaunchRequest checks the name, the target and the bundle, and
@@ -506,36 +490,36 @@ func (s newLaunch) claimLaunchHosts(ctx context.Context, tx *store.Tx, p *auth.P
 }
 
 // launchStepList is a new service's launch steps.
-func launchStepList(pl *launchPayload, spec versionSpec, wait *awaitApproval, now time.Time) []taskStep {
-	steps := []taskStep{{Name: StepCharge, State: "succeeded", CompletedAt: ptr(now.UTC()), Detail: fmt.Sprintf("%.2f USD", usd(pl.ChargedMicro))}}
+func launchStepList(pl *launchPayload, spec versionSpec, wait *awaitApproval, now time.Time) []TaskStep {
+	steps := []TaskStep{{Name: StepCharge, State: "succeeded", CompletedAt: ptr(now.UTC()), Detail: fmt.Sprintf("%.2f USD", usd(pl.ChargedMicro))}}
 	if wait != nil {
-		steps[0] = taskStep{Name: StepCharge, State: "input_required", StartedAt: ptr(now.UTC()),
+		steps[0] = TaskStep{Name: StepCharge, State: "input_required", StartedAt: ptr(now.UTC()),
 			Detail: fmt.Sprintf("a human must approve quote %s (%.2f USD) before it is charged", wait.QuoteID, usd(wait.AmountMicro))}
 	}
-	register, dns := "pending", "pending"
+	register, dns := StepStatePending, StepStatePending
 	switch {
 	case pl.Domain == "":
-		register, dns = "skipped", "skipped"
+		register, dns = StepStateSkipped, StepStateSkipped
 	case pl.Owned:
-		register = "skipped"
+		register = StepStateSkipped
 	}
-	steps = append(steps, taskStep{Name: StepRegister, State: register}, taskStep{Name: StepDNS, State: dns})
+	steps = append(steps, TaskStep{Name: StepRegister, State: register}, TaskStep{Name: StepDNS, State: dns})
 	if pl.Owned {
 		steps[1].Detail = pl.Domain + " is already yours; nothing bought"
 	}
 	if pl.runs() {
-		database := "skipped"
+		database := StepStateSkipped
 		if slices.Contains(spec.Addons, "managed_postgres") {
-			database = "pending"
+			database = StepStatePending
 		}
-		steps = append(steps, taskStep{Name: StepDatabase, State: database}, taskStep{Name: StepStart, State: "pending"})
+		steps = append(steps, TaskStep{Name: StepDatabase, State: database}, TaskStep{Name: StepStart, State: "pending"})
 	}
-	return append(steps, taskStep{Name: StepDeploy, State: "pending"}, taskStep{Name: StepTLS, State: "pending"})
+	return append(steps, TaskStep{Name: StepDeploy, State: "pending"}, TaskStep{Name: StepTLS, State: "pending"})
 }
 
 // insertLaunch charges the launch and records its service, first
 // version, task and ledger entry, in the caller's transaction.
-func (s newLaunch) insertLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, req models.LaunchRequest, spec versionSpec, pl *launchPayload) (*models.TaskHandle, store.Task, error) {
+func (s newLaunch) insertLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, req models.LaunchRequest, spec versionSpec, pl *launchPayload) (*Task, store.Task, error) {
 	now := s.Now()
 	costs, remainingMicro, wait, err := s.chargeLaunch(ctx, tx, p, req, spec, pl)
 	if err != nil {
@@ -597,8 +581,8 @@ func (s *Launches) RunTask(ctx context.Context, taskID string) error {
 	if err != nil {
 		return err
 	}
-	switch t.State {
-	case "succeeded", "failed", "canceled", "input_required":
+	switch TaskState(t.State) {
+	case TaskSucceeded, TaskFailed, TaskCanceled, TaskInputRequired:
 		return nil
 	}
 	switch t.Kind {
@@ -879,14 +863,14 @@ func (s *Launches) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID,
 	if err != nil {
 		return err
 	}
-	switch t.State {
-	case "succeeded", "failed", "canceled":
+	switch TaskState(t.State) {
+	case TaskSucceeded, TaskFailed, TaskCanceled:
 		return nil
 	}
 	if err := json.Unmarshal([]byte(t.Payload), pl); err != nil {
 		return err
 	}
-	var steps []taskStep
+	var steps []TaskStep
 	if err := json.Unmarshal([]byte(t.Steps), &steps); err != nil {
 		return err
 	}
@@ -959,12 +943,12 @@ func refundLaunch(ctx context.Context, tx *store.Tx, t store.Task, pl *launchPay
 }
 
 // endSteps fails the step at work and skips those not reached.
-func endSteps(steps []taskStep, cause *apierr.Error, now time.Time) {
+func endSteps(steps []TaskStep, cause *apierr.Error, now time.Time) {
 	for i := range steps {
 		switch steps[i].State {
-		case "running", "input_required":
+		case StepStateRunning, StepStateInputRequired:
 			steps[i].State, steps[i].CompletedAt, steps[i].Detail = "failed", ptr(now.UTC()), cause.Message
-		case "pending":
+		case StepStatePending:
 			steps[i].State = "skipped"
 		}
 	}

@@ -15,39 +15,39 @@ func TestEdgeLaunch(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.tenant(10, DefaultPolicy()), h.tenant(10, DefaultPolicy())
 	task := h.edge(a, "site", models.LaunchRequest{})
-	if task.State != "succeeded" || task.ServiceId == nil || !*task.HttpsReady.Preview || *task.HttpsReady.Domain {
+	if task.State != "succeeded" || task.ServiceID == "" || !task.HTTPS.Preview || task.HTTPS.Domain {
 		t.Fatalf("task %+v", task)
 	}
-	id := *task.ServiceId
-	svc, next, err := h.svc.Launches.GetService(h.ctx, a.org, id)
+	id := task.ServiceID
+	svc, err := h.svc.Launches.GetService(h.ctx, a.org, id)
 	h.must(err)
-	if svc.State != "live" || svc.PreviewUrl != "https://site--"+hostLabel(a.project)+".preview.test:8443/" || !hasAction(next, "teardown_service") {
-		t.Fatalf("service %+v %v", svc, names(next))
+	if svc.State != ServiceLive || svc.PreviewURL != "https://site--"+hostLabel(a.project)+".preview.test:8443/" {
+		t.Fatalf("service %+v", svc)
 	}
-	if len(*svc.Versions) != 1 || !slices.Contains(h.platform.certs, "site--"+hostLabel(a.project)+".preview.test") {
-		t.Fatalf("versions %+v certs %v", *svc.Versions, h.platform.certs)
+	if len(svc.Versions) != 1 || !slices.Contains(h.platform.certs, "site--"+hostLabel(a.project)+".preview.test") {
+		t.Fatalf("versions %+v certs %v", svc.Versions, h.platform.certs)
 	}
-	l, _, err := h.svc.Launches.ListServices(h.ctx, a.org, store.Filter{})
+	l, err := h.svc.Launches.ListServices(h.ctx, a.org, store.Filter{})
 	h.must(err)
-	if len(l.Services) != 1 {
-		t.Fatalf("%d services", len(l.Services))
+	if len(l.Items) != 1 {
+		t.Fatalf("%d services", len(l.Items))
 	}
 	// Organisation B sees nothing of A's service, task or project.
-	if l, _, _ := h.svc.Launches.ListServices(h.ctx, b.org, store.Filter{}); len(l.Services) != 0 {
+	if l, _ := h.svc.Launches.ListServices(h.ctx, b.org, store.Filter{}); len(l.Items) != 0 {
 		t.Fatal("org B lists A's service")
 	}
-	_, _, err = h.svc.Launches.GetService(h.ctx, b.org, id)
+	_, err = h.svc.Launches.GetService(h.ctx, b.org, id)
 	wantCode(t, err, "not_found:resource")
-	_, _, err = h.svc.Tasks.Get(h.ctx, b.org, task.TaskId)
+	_, err = h.svc.Tasks.Get(h.ctx, b.org, task.ID)
 	wantCode(t, err, "not_found:resource")
-	_, _, _, err = h.svc.Launches.Teardown(h.ctx, b.agent, id)
+	_, _, err = h.svc.Launches.Teardown(h.ctx, b.agent, id)
 	wantCode(t, err, "not_found:resource")
 	_, err = h.svc.Launches.ServiceVersion(h.ctx, b.agent, id)
 	wantCode(t, err, "not_found:resource")
 	if v, err := h.svc.Launches.ServiceVersion(h.ctx, a.agent, id); err != nil || !contains(v, "live@") {
 		t.Fatalf("service version %q %v", v, err)
 	}
-	_, _, err = h.svc.Launches.Launch(h.ctx, b.agent, a.project, models.LaunchRequest{Name: "x", Target: "edge", BundleId: svc.BundleId})
+	_, err = h.svc.Launches.Launch(h.ctx, b.agent, a.project, models.LaunchRequest{Name: "x", Target: "edge", BundleId: &svc.BundleID})
 	wantCode(t, err, "not_found:resource")
 	h.books(a.org, a.project)
 }
@@ -67,31 +67,31 @@ func hostLabel(projectID string) string {
 func TestTeardownReplays(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(10, DefaultPolicy())
-	id := *h.edge(tn, "site", models.LaunchRequest{}).ServiceId
-	v, next, replayed, err := h.svc.Launches.Teardown(h.ctx, tn.agent, id)
+	id := h.edge(tn, "site", models.LaunchRequest{}).ServiceID
+	v, replayed, err := h.svc.Launches.Teardown(h.ctx, tn.agent, id)
 	h.must(err)
-	if replayed || v.Kind != "teardown" || !hasAction(next, "get_task") {
-		t.Fatalf("teardown %+v %v", v, names(next))
+	if replayed || v.Kind != TaskKindTeardown || !v.State.Active() {
+		t.Fatalf("teardown %+v", v)
 	}
-	again, next, replayed, err := h.svc.Launches.Teardown(h.ctx, tn.agent, id)
+	again, replayed, err := h.svc.Launches.Teardown(h.ctx, tn.agent, id)
 	h.must(err)
-	if !replayed || again.TaskId != v.TaskId || !hasAction(next, "get_task") {
+	if !replayed || again.ID != v.ID || !again.State.Active() {
 		t.Fatalf("replay %+v replayed=%v", again, replayed)
 	}
 	h.drain()
-	if got := h.task(tn.org, v.TaskId); got.State != "succeeded" {
+	if got := h.task(tn.org, v.ID); got.State != "succeeded" {
 		t.Fatalf("teardown task %s", got.State)
 	}
-	_, next, replayed, err = h.svc.Launches.Teardown(h.ctx, tn.agent, id)
-	if err != nil || !replayed || !hasAction(next, "stop:done") {
-		t.Fatalf("replay after the end: %v %v %v", replayed, names(next), err)
+	again, replayed, err = h.svc.Launches.Teardown(h.ctx, tn.agent, id)
+	if err != nil || !replayed || again.State != TaskSucceeded {
+		t.Fatalf("replay after the end: %v %+v %v", replayed, again, err)
 	}
-	svc, _, _ := h.svc.Launches.GetService(h.ctx, tn.org, id)
+	svc, _ := h.svc.Launches.GetService(h.ctx, tn.org, id)
 	if svc.State != "torn_down" {
 		t.Fatalf("state %s", svc.State)
 	}
 	// The name is free again.
-	if got := h.edge(tn, "site", models.LaunchRequest{}); got.State != "succeeded" || *got.ServiceId == id {
+	if got := h.edge(tn, "site", models.LaunchRequest{}); got.State != "succeeded" || got.ServiceID == id {
 		t.Fatalf("relaunch under the same name: %+v", got)
 	}
 }
@@ -130,7 +130,7 @@ func TestLaunchRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, c.req)
+			_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, c.req)
 			e := wantCode(t, err, c.code)
 			if c.next != "" && !hasAction(e.Actions, c.next) {
 				t.Fatalf("actions %v, want %s", names(e.Actions), c.next)
@@ -139,13 +139,13 @@ func TestLaunchRefusals(t *testing.T) {
 	}
 	// A taken domain (someone holds it now) also gives back the hold of the quote sent with it.
 	q := h.quote(tn, serviceItem("dynamic_service", "process", "a"))
-	_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "a", Target: "edge", BundleId: &bnd, Domain: &taken, QuoteId: &q.QuoteId})
+	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "a", Target: "edge", BundleId: &bnd, Domain: &taken, QuoteId: &q.QuoteId})
 	wantCode(t, err, "plan:domain_unavailable")
 	if h.remaining(tn.org, tn.project) != 100_000_000 {
 		t.Fatal("the refused launch's quote still holds budget")
 	}
-	if l, _, _ := h.svc.Launches.ListServices(h.ctx, tn.org, store.Filter{}); len(l.Services) != 0 {
-		t.Fatalf("a refused launch recorded %d services", len(l.Services))
+	if l, _ := h.svc.Launches.ListServices(h.ctx, tn.org, store.Filter{}); len(l.Items) != 0 {
+		t.Fatalf("a refused launch recorded %d services", len(l.Items))
 	}
 }
 
@@ -155,14 +155,14 @@ func TestLaunchNeedsARuntime(t *testing.T) {
 	h := newHarness(t, withoutRuntime)
 	tn := h.tenant(100, DefaultPolicy())
 	bnd := h.site(tn, map[string]string{"app.py": "print(1)"})
-	_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "a", Target: "process", BundleId: &bnd, Run: &run})
+	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "a", Target: "process", BundleId: &bnd, Run: &run})
 	wantCode(t, err, "plan:not_implemented")
 
 	h2 := newHarness(t)
 	h2.runtime.sandboxErr = errors.New("runc missing")
 	tn2 := h2.tenant(100, DefaultPolicy())
 	bnd2 := h2.site(tn2, map[string]string{"app.py": "print(1)"})
-	_, _, err = h2.svc.Launches.Launch(h2.ctx, tn2.agent, tn2.project, models.LaunchRequest{Name: "a", Target: "worker", BundleId: &bnd2, Run: &run})
+	_, err = h2.svc.Launches.Launch(h2.ctx, tn2.agent, tn2.project, models.LaunchRequest{Name: "a", Target: "worker", BundleId: &bnd2, Run: &run})
 	e := wantCode(t, err, "plan:sandbox_unavailable")
 	if !hasAction(e.Actions, "manual:configure_sandbox") {
 		t.Fatalf("actions %v", names(e.Actions))
@@ -175,6 +175,6 @@ func TestServiceQuota(t *testing.T) {
 	tn := h.tenant(10, DefaultPolicy())
 	h.edge(tn, "one", models.LaunchRequest{})
 	bnd := h.site(tn, map[string]string{"index.html": "two"})
-	_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "two", Target: "edge", BundleId: &bnd})
+	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "two", Target: "edge", BundleId: &bnd})
 	wantCode(t, err, "quota:services")
 }

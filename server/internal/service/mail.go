@@ -154,32 +154,32 @@ type mailPayload struct {
 
 // Setup starts the task that sets up mail for an owned domain, paid by a
 // quote for the mail add-on.
-func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req models.EmailSetupRequest) (*models.TaskHandle, []models.Action, error) {
+func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req models.EmailSetupRequest) (*Task, error) {
 	domain = strings.ToLower(domain)
 	state, err := s.domains.State(ctx, p, domain)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if state != "owned" {
-		return nil, nil, apierr.Newf("conflict:state", "%s is not a domain your organisation owns; mail is set up on owned domains", domain).
+	if state != DomainOwned {
+		return nil, apierr.Newf("conflict:state", "%s is not a domain your organisation owns; mail is set up on owned domains", domain).
 			WithActions(actions.Tool("list_domains", "agent", nil))
 	}
-	if view, next, ok := s.setupUnderWay(ctx, p, domain); ok {
-		return view, next, nil
+	if view, ok := s.setupUnderWay(ctx, p, domain); ok {
+		return view, nil
 	}
 	q, err := s.store.Quotes().Get(ctx, p.OrgID, req.QuoteId)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Newf("not_found:resource", "no quote %s in your organisation", req.QuoteId)
+		return nil, apierr.Newf("not_found:resource", "no quote %s in your organisation", req.QuoteId)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := mailOnlyQuote(q, domain); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	privateKey, publicKey, err := newDKIMKey()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	now := s.Now().UTC()
 	task := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: q.ProjectID, Kind: "email_setup", State: "queued", CreatedAt: now, UpdatedAt: now}
@@ -188,14 +188,14 @@ func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req 
 			PrivateKey: privateKey, PublicKey: publicKey, TaskID: task.ID, CreatedAt: now, UpdatedAt: now})
 	})
 	if errors.Is(err, errMailClaimed) {
-		if view, next, ok := s.setupUnderWay(ctx, p, domain); ok {
-			return view, next, nil
+		if view, ok := s.setupUnderWay(ctx, p, domain); ok {
+			return view, nil
 		}
-		return nil, nil, apierr.Newf("conflict:state", "mail for %s is being set up by another request; look again", domain).
+		return nil, apierr.Newf("conflict:state", "mail for %s is being set up by another request; look again", domain).
 			WithActions(actions.Retry("setup_email", "agent", map[string]any{"domain": domain, "quoteId": req.QuoteId}, 1))
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	s.enqueue(ctx, task.ID, "email setup")
 	return s.tasks.Get(ctx, p.OrgID, task.ID)
@@ -231,7 +231,7 @@ func mailOnlyQuote(q store.Quote, domain string) error {
 // answer its task. The task goes in with the charge's receipt and undo.
 func (s *Mail) claimAndCharge(ctx context.Context, tx *store.Tx, p *auth.Principal, q store.Quote, task *store.Task, md store.MailDomain) error {
 	domain, now := md.Domain, md.CreatedAt
-	steps := []taskStep{{Name: StepDKIMKey, State: "pending"}, {Name: StepMailRecord, State: "pending"}, {Name: StepMailVerify, State: "pending"}}
+	steps := []TaskStep{{Name: StepDKIMKey, State: "pending"}, {Name: StepMailRecord, State: "pending"}, {Name: StepMailVerify, State: "pending"}}
 	won, err := tx.Mail().ClaimDomain(ctx, md)
 	if err != nil {
 		return err
@@ -262,16 +262,16 @@ var errMailClaimed = errors.New("mail for the domain is set up or being set up")
 
 // setupUnderWay answers the task of the organisation's mail set-up on
 // domain when there is one that has not failed: set_up or being set up.
-func (s *Mail) setupUnderWay(ctx context.Context, p *auth.Principal, domain string) (*models.TaskHandle, []models.Action, bool) {
+func (s *Mail) setupUnderWay(ctx context.Context, p *auth.Principal, domain string) (*Task, bool) {
 	d, err := s.store.Mail().Domain(ctx, domain)
-	if err != nil || d.State == "removed" || d.OrgID != p.OrgID {
-		return nil, nil, false
+	if err != nil || MailState(d.State) == MailRemoved || d.OrgID != p.OrgID {
+		return nil, false
 	}
-	view, next, err := s.tasks.Get(ctx, p.OrgID, d.TaskID)
-	if err != nil || view.State == models.TaskHandleStateFailed || view.State == models.TaskHandleStateCanceled {
-		return nil, nil, false
+	view, err := s.tasks.Get(ctx, p.OrgID, d.TaskID)
+	if err != nil || view.State == TaskFailed || view.State == TaskCanceled {
+		return nil, false
 	}
-	return view, next, true
+	return view, true
 }
 
 // newDKIMKey makes a domain's signing key: the private key as PKCS #8
@@ -309,7 +309,7 @@ func (s *Mail) runSetup(ctx context.Context, t store.Task) error {
 		if err != nil {
 			return "", err
 		}
-		if d.TaskID != t.ID || d.State == "removed" {
+		if d.TaskID != t.ID || MailState(d.State) == MailRemoved {
 			if err := s.store.Mail().SetDomainState(ctx, pl.Domain, "setting_up", t.ID, now); err != nil {
 				return "", err
 			}

@@ -32,14 +32,14 @@ func (s *Mail) CreateAddress(ctx context.Context, p *auth.Principal, req models.
 		return nil, nil, apierr.Newf("input:invalid", "%v", err).WithDetails(models.FieldProblem{Field: "body.address", Problem: "not an address"})
 	}
 	d, err := s.store.Mail().Domain(ctx, domain)
-	if errors.Is(err, store.ErrNotFound) || err == nil && (d.OrgID != p.OrgID || d.State == "removed") {
+	if errors.Is(err, store.ErrNotFound) || err == nil && (d.OrgID != p.OrgID || MailState(d.State) == MailRemoved) {
 		return nil, nil, apierr.Newf("mail:not_set_up", "%s has no mail set up in your organisation", domain).
 			WithActions(s.quoteMailAction(ctx, p.OrgID, domain))
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	if d.State != "ready" {
+	if MailState(d.State) != MailReady {
 		// Being set up: addresses come once Pier's DNS answers its records.
 		return nil, nil, apierr.Newf("mail:not_set_up", "mail for %s is still being set up; create the address once its setup task has succeeded", domain).
 			WithActions(actions.Retry("get_task", "agent", map[string]any{"id": d.TaskID}, 2))
@@ -319,7 +319,7 @@ func (s *Mail) Accepts(ctx context.Context, rcpt string) (bool, error) {
 		return false, nil
 	}
 	d, err := s.store.Mail().Domain(ctx, domain)
-	if errors.Is(err, store.ErrNotFound) || err == nil && d.State != "ready" {
+	if errors.Is(err, store.ErrNotFound) || err == nil && MailState(d.State) != MailReady {
 		return false, nil
 	}
 	if err != nil {

@@ -82,7 +82,7 @@ func (s *Mail) Send(ctx context.Context, p *auth.Principal, req models.SendMessa
 		return nil, nil, apierr.Newf("mail:not_set_up", "%s is not one of your addresses; create it first", req.From).
 			WithActions(actions.Tool("create_email_address", "agent", map[string]any{"address": string(req.From)}))
 	}
-	if d, err := s.store.Mail().Domain(ctx, domain); err != nil || d.OrgID != p.OrgID || d.State != "ready" {
+	if d, err := s.store.Mail().Domain(ctx, domain); err != nil || d.OrgID != p.OrgID || MailState(d.State) != MailReady {
 		return nil, nil, apierr.Newf("mail:not_set_up", "%s has no mail set up in your organisation", domain)
 	}
 	var to []string
@@ -125,7 +125,7 @@ func hostOnly(u string) string {
 // domain's mail is set up; unsigned when it is not.
 func (s *core) systemMessage(ctx context.Context, from, to, subject, text string) ([]byte, error) {
 	if _, domain, err := normAddress(from); err == nil {
-		if d, err := s.store.Mail().Domain(ctx, domain); err == nil && d.State == "ready" {
+		if d, err := s.store.Mail().Domain(ctx, domain); err == nil && MailState(d.State) == MailReady {
 			msg, _, err := s.compose(ctx, from, []string{to}, subject, text)
 			return msg, err
 		} else if err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -33,16 +33,16 @@ func TestMailSetup(t *testing.T) {
 		{"quote with more", a, mixed.QuoteId, "conflict:quote_mismatch"},
 	}
 	for _, c := range cases {
-		_, _, err := h.svc.Mail.Setup(h.ctx, c.p.agent, dom, models.EmailSetupRequest{QuoteId: c.quote})
+		_, err := h.svc.Mail.Setup(h.ctx, c.p.agent, dom, models.EmailSetupRequest{QuoteId: c.quote})
 		wantCode(t, err, c.code)
 	}
 	before := h.remaining(a.org, a.project)
-	v, _, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, models.EmailSetupRequest{QuoteId: q.QuoteId})
+	v, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, models.EmailSetupRequest{QuoteId: q.QuoteId})
 	h.must(err)
-	again, _, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, models.EmailSetupRequest{QuoteId: other.QuoteId})
+	again, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, models.EmailSetupRequest{QuoteId: other.QuoteId})
 	h.must(err)
-	if again.TaskId != v.TaskId || h.remaining(a.org, a.project) != before {
-		t.Fatalf("a second setup made task %s (first %s) or charged", again.TaskId, v.TaskId)
+	if again.ID != v.ID || h.remaining(a.org, a.project) != before {
+		t.Fatalf("a second setup made task %s (first %s) or charged", again.ID, v.ID)
 	}
 	// DNS not answering yet is transient: the runner retries.
 	h.platform.dnsErr = errors.New("NXDOMAIN")
@@ -50,10 +50,10 @@ func TestMailSetup(t *testing.T) {
 		t.Fatal("setup succeeded before DNS answered")
 	}
 	h.platform.dnsErr = nil
-	h.must(h.svc.Launches.RunTask(h.ctx, v.TaskId))
-	got, next, _ := h.svc.Tasks.Get(h.ctx, a.org, v.TaskId)
-	if got.State != "succeeded" || !hasAction(next, "create_email_address") {
-		t.Fatalf("setup %+v %v", got, names(next))
+	h.must(h.svc.Launches.RunTask(h.ctx, v.ID))
+	got, _ := h.svc.Tasks.Get(h.ctx, a.org, v.ID)
+	if got.State != TaskSucceeded || got.Kind != TaskKindEmailSetup || got.Domain != dom {
+		t.Fatalf("setup %+v", got)
 	}
 	z, err := h.st.Domains().Zone(h.ctx, dom)
 	h.must(err)

@@ -199,7 +199,7 @@ func (s *Meter) followServices(ctx context.Context, tx *store.Tx, proj store.Pro
 				// domain) is prepaid usage.
 				credit = max(0, pl.ChargedMicro-pl.DomainMicro-pl.RefundedMicro)
 			}
-			if t.State == "succeeded" {
+			if TaskState(t.State) == TaskSucceeded {
 				started = t.UpdatedAt
 			}
 		} else if !errors.Is(err, store.ErrNotFound) {
@@ -234,8 +234,8 @@ func (s *Meter) followServices(ctx context.Context, tx *store.Tx, proj store.Pro
 		if err != nil {
 			return err
 		}
-		switch sv.State {
-		case "torn_down", "failed":
+		switch ServiceState(sv.State) {
+		case ServiceTornDown, ServiceFailed:
 			if err := tx.Meters().Stop(ctx, m.ServiceID, sv.UpdatedAt); err != nil {
 				return err
 			}
@@ -243,7 +243,7 @@ func (s *Meter) followServices(ctx context.Context, tx *store.Tx, proj store.Pro
 				Details: map[string]any{"projectId": proj.ID, "stoppedAt": sv.UpdatedAt.Format(time.RFC3339)}}, now); err != nil {
 				return err
 			}
-		case "live":
+		case ServiceLive:
 			monthly, lines, err := s.servicePrice(ctx, tx, sv)
 			if err != nil {
 				return err
@@ -575,7 +575,7 @@ func (s *Meter) pauseOrResume(ctx context.Context, tx *store.Tx, proj store.Proj
 			continue
 		}
 		switch {
-		case pause && (sv.State == "live" || sv.State == "crashed"):
+		case pause && (ServiceState(sv.State) == ServiceLive || ServiceState(sv.State) == ServiceCrashed):
 			if err := tx.Services().SetState(ctx, sv.ID, "paused", now); err != nil {
 				return err
 			}
@@ -589,7 +589,7 @@ func (s *Meter) pauseOrResume(ctx context.Context, tx *store.Tx, proj store.Proj
 				return err
 			}
 			*changed = append(*changed, serviceHostNames(sv)...)
-		case !pause && sv.State == "paused":
+		case !pause && ServiceState(sv.State) == ServicePaused:
 			if err := tx.Services().SetState(ctx, sv.ID, "live", now); err != nil {
 				return err
 			}
@@ -662,7 +662,7 @@ func (s *Meter) SetBudgetPolicy(ctx context.Context, h Human, projectID string, 
 func (s *Meter) refuseGrowthWhenExhausted(ctx context.Context, svc store.Service, prev, next versionSpec) error {
 	before, _ := meteredPrice(svc.Target, prev.Addons)
 	after, _ := meteredPrice(svc.Target, next.Addons)
-	if svc.State != "paused" && after <= before {
+	if ServiceState(svc.State) != ServicePaused && after <= before {
 		return nil
 	}
 	proj, err := s.store.Projects().Get(ctx, svc.OrgID, svc.ProjectID)

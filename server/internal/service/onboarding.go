@@ -197,17 +197,17 @@ func (s *Onboarding) PollSignup(ctx context.Context, req models.SignupPollReques
 	if su.OrgID != "" {
 		res.OrganizationId, res.ProjectId = ptr(su.OrgID), ptr(su.ProjectID)
 	}
-	switch su.State {
-	case "pending_review":
+	switch SignupState(su.State) {
+	case SignupPendingReview:
 		if !now.Before(su.ExpiresAt) {
 			res.State = "expired"
 			return res, []models.Action{actions.Tool("create_signup", "agent", nil)}, nil
 		}
 		return res, []models.Action{actions.Manual("wait_for_human", "human"), actions.Wrap(poll)}, nil
-	case "pending_card":
+	case SignupPendingCard:
 		card := actions.URL(s.BillingURL(su.SetupID), models.CardSetup, "human")
 		return res, []models.Action{card, actions.Wrap(poll)}, nil
-	case "claimed":
+	case SignupClaimed:
 		return res, []models.Action{actions.Tool("list_projects", "agent", nil), actions.Manual("create_key", "human")}, nil
 	}
 	// complete: exactly one poll wins the compare-and-set and sees the key.
@@ -217,7 +217,7 @@ func (s *Onboarding) PollSignup(ctx context.Context, req models.SignupPollReques
 		if err != nil {
 			return err
 		}
-		if cur.State != "complete" {
+		if SignupState(cur.State) != SignupComplete {
 			return store.ErrConflict
 		}
 		keySecret, k, err := s.accounts.createKey(ctx, tx, su.OrgID, "signup", SignupScopes, "system")
@@ -253,7 +253,7 @@ func (s *Onboarding) SignupForReview(ctx context.Context, reviewToken string) (S
 		return SignupReview{}, apierr.Internal(err)
 	}
 	return SignupReview{ID: su.ID, Email: su.Email, OrgName: su.OrgName, State: su.State, OrgID: su.OrgID, SetupID: su.SetupID,
-		Expired: su.State == "pending_review" && !s.Now().Before(su.ExpiresAt), CreatedAt: su.CreatedAt, ExpiresAt: su.ExpiresAt}, nil
+		Expired: SignupState(su.State) == SignupPendingReview && !s.Now().Before(su.ExpiresAt), CreatedAt: su.CreatedAt, ExpiresAt: su.ExpiresAt}, nil
 }
 
 // ApproveSignup carries out a human's approval: the organisation, its first
@@ -310,7 +310,7 @@ func (s *Onboarding) approveLocked(ctx context.Context, tx *store.Tx, su store.S
 	if err != nil {
 		return Approved{}, err
 	}
-	if cur.State != "pending_review" {
+	if SignupState(cur.State) != SignupPendingReview {
 		return Approved{}, apierr.New("conflict:state", "This signup was already reviewed.")
 	}
 	if !now.Before(cur.ExpiresAt) {
@@ -485,15 +485,15 @@ func (s *Onboarding) PollBilling(ctx context.Context, p *auth.Principal, req mod
 		return nil, nil, apierr.New("not_found:resource", "no card flow in your organisation matches this id and secret",
 			actions.Tool("create_billing_setup_link", "agent", nil))
 	}
-	state := b.State
-	if state != "complete" && !s.Now().Before(b.ExpiresAt) {
-		state = "expired"
+	state := BillingState(b.State)
+	if state != BillingComplete && !s.Now().Before(b.ExpiresAt) {
+		state = BillingExpired
 	}
 	res := &models.BillingPollResult{State: models.BillingPollResultState(state)}
 	switch state {
-	case "complete":
+	case BillingComplete:
 		return res, []models.Action{actions.Stop("done")}, nil
-	case "expired":
+	case BillingExpired:
 		return res, []models.Action{actions.Tool("create_billing_setup_link", "agent", nil)}, nil
 	}
 	card := actions.URL(s.BillingURL(b.ID), models.CardSetup, "human")
@@ -510,7 +510,7 @@ func (s *Onboarding) CardSetupFor(ctx context.Context, h Human, id string) (Card
 		return CardSetup{}, apierr.Internal(err)
 	}
 	cs := CardSetup{ID: b.ID, Reason: b.Reason, State: b.State, DeclineCode: b.DeclineCode, ForSignup: b.SignupID != "", ExpiresAt: b.ExpiresAt,
-		Expired: b.State != "complete" && !s.Now().Before(b.ExpiresAt)}
+		Expired: BillingState(b.State) != BillingComplete && !s.Now().Before(b.ExpiresAt)}
 	if pm, err := s.store.Onboarding().ActivePaymentMethod(ctx, h.OrgID); err == nil {
 		cs.Card = &pm
 	}
@@ -534,7 +534,7 @@ func (s *Onboarding) SubmitCard(ctx context.Context, h Human, id string, card pa
 		if err != nil {
 			return err
 		}
-		if b.State == "complete" {
+		if BillingState(b.State) == BillingComplete {
 			return apierr.New("conflict:state", "This card setup is already complete.")
 		}
 		if !now.Before(b.ExpiresAt) {

@@ -119,15 +119,15 @@ func (s *Launches) ServiceVersion(ctx context.Context, p *auth.Principal, id str
 
 // DomainState says who holds a name now, from the caller's side: "owned"
 // (the organisation bought it), "free", or "taken".
-func (s *Domains) State(ctx context.Context, p *auth.Principal, domain string) (string, error) {
+func (s *Domains) State(ctx context.Context, p *auth.Principal, domain string) (DomainState, error) {
 	org, sold, err := s.store.Domains().Holder(ctx, strings.ToLower(domain))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return "free", nil
+		return DomainFree, nil
 	case err != nil:
 		return "", err
 	case sold && org == p.OrgID:
-		return "owned", nil
+		return DomainOwned, nil
 	}
-	return "taken", nil
+	return DomainTaken, nil
 }

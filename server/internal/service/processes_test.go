@@ -1,6 +1,7 @@
 package service
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -10,17 +11,17 @@ import (
 
 // process launches a process (or worker) service paid by a quote and runs
 // its task; it returns the task.
-func (h *harness) process(tn tenant, name, target, workload string, req models.LaunchRequest) *models.TaskHandle {
+func (h *harness) process(tn tenant, name, target, workload string, req models.LaunchRequest) *Task {
 	h.t.Helper()
 	q := h.quote(tn, serviceItem(workload, target, name))
 	if req.BundleId == nil {
 		req.BundleId = ptr(h.site(tn, map[string]string{"Procfile": "web: python3 app.py\nworker: python3 worker.py\n", "app.py": "print(1)"}))
 	}
 	req.Name, req.Target, req.QuoteId = name, models.TargetName(target), &q.QuoteId
-	v, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, req)
+	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, req)
 	h.must(err)
 	h.drain()
-	return h.task(tn.org, v.TaskId)
+	return h.task(tn.org, v.ID)
 }
 
 // A process launch starts its version from the Procfile until healthy,
@@ -34,14 +35,14 @@ func TestProcessLaunch(t *testing.T) {
 	if task.State != "succeeded" {
 		t.Fatalf("launch %+v", task.Steps)
 	}
-	id := *task.ServiceId
+	id := task.ServiceID
 	spec, ok := h.runtime.spec(id, 1)
 	if !ok || spec.Command != "python3 app.py" || spec.Env["TOKEN"] != "s3cret" || spec.HealthPath != "/healthz" || spec.Grace != time.Second {
 		t.Fatalf("runs %+v", spec)
 	}
-	svc, next, err := h.svc.Launches.GetService(h.ctx, a.org, id)
+	svc, err := h.svc.Launches.GetService(h.ctx, a.org, id)
 	h.must(err)
-	if svc.Sandbox == nil || svc.Health == nil || svc.Health.State != "healthy" || !hasAction(next, "get_service_logs") {
+	if svc.Sandbox == nil || svc.Health == nil || svc.Health.State != "healthy" || !svc.RunsProcesses() {
 		t.Fatalf("service %+v", svc)
 	}
 	env, _, err := h.svc.Runs.ListEnv(h.ctx, a.org, id)
@@ -51,8 +52,8 @@ func TestProcessLaunch(t *testing.T) {
 	}
 	for _, err := range []error{
 		second(h.svc.Runs.ListEnv(h.ctx, b.org, id)),
-		second(h.svc.Runs.SetEnv(h.ctx, b.agent, id, models.SetServiceEnvRequest{})),
-		second(h.svc.Runs.Rollback(h.ctx, b.agent, id, models.RollbackRequest{})),
+		second2(h.svc.Runs.SetEnv(h.ctx, b.agent, id, models.SetServiceEnvRequest{})),
+		second2(h.svc.Runs.Rollback(h.ctx, b.agent, id, models.RollbackRequest{})),
 		second(h.svc.Runs.Logs(h.ctx, b.org, id, LogQuery{})),
 	} {
 		wantCode(t, err, "not_found:resource")
@@ -71,14 +72,14 @@ func second[A, B any](_ A, _ B, err error) error { return err }
 func TestDeployAndRollback(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(100, DefaultPolicy())
-	id := *h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{Env: &map[string]string{"A": "1", "B": "2"}}).ServiceId
-	v2, _, err := h.svc.Runs.SetEnv(h.ctx, tn.agent, id, models.SetServiceEnvRequest{Set: &map[string]string{"C": "3"}, Unset: &[]string{"A"}, Secrets: &map[string]string{"B": "hidden"}})
+	id := h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{Env: &map[string]string{"A": "1", "B": "2"}}).ServiceID
+	v2, err := h.svc.Runs.SetEnv(h.ctx, tn.agent, id, models.SetServiceEnvRequest{Set: &map[string]string{"C": "3"}, Unset: &[]string{"A"}, Secrets: &map[string]string{"B": "hidden"}})
 	h.must(err)
 	if v2.Undo.Command == nil || v2.Undo.Command.Tool != "rollback_service" {
 		t.Fatalf("deploy undo %+v", v2.Undo)
 	}
 	h.drain()
-	if got := h.task(tn.org, v2.TaskId); got.State != "succeeded" {
+	if got := h.task(tn.org, v2.ID); got.State != "succeeded" {
 		t.Fatalf("deploy %+v", got.Steps)
 	}
 	if _, running := h.runtime.spec(id, 1); running {
@@ -92,14 +93,14 @@ func TestDeployAndRollback(t *testing.T) {
 		req  models.SetServiceEnvRequest
 		code models.BlockedBy
 	}{{models.SetServiceEnvRequest{Set: &map[string]string{"PATH": "/"}}, "input:invalid"}, {models.SetServiceEnvRequest{Secrets: &map[string]string{"a-b": "x"}}, "input:invalid"}} {
-		wantCode(t, second(h.svc.Runs.SetEnv(h.ctx, tn.agent, id, c.req)), c.code)
+		wantCode(t, second2(h.svc.Runs.SetEnv(h.ctx, tn.agent, id, c.req)), c.code)
 	}
 	// Relaunching the name is the next version; it cannot change what the service is.
 	bnd := h.site(tn, map[string]string{"Procfile": "web: python3 v3.py\nworker: python3 w.py\n"})
-	v3, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd})
+	v3, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd})
 	h.must(err)
 	h.drain()
-	if got := h.task(tn.org, v3.TaskId); got.State != "succeeded" || got.Kind != "deploy" {
+	if got := h.task(tn.org, v3.ID); got.State != "succeeded" || got.Kind != "deploy" {
 		t.Fatalf("relaunch %s %s", got.Kind, got.State)
 	}
 	q := h.quote(tn, serviceItem("dynamic_service", "process", "api"))
@@ -111,22 +112,22 @@ func TestDeployAndRollback(t *testing.T) {
 		{models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId}, "conflict:quote_mismatch"},
 		{models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, Domain: ptr("other.dev")}, "conflict:state"},
 	} {
-		wantCode(t, second(h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, c.req)), c.code)
+		wantCode(t, second2(h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, c.req)), c.code)
 	}
-	rb, _, err := h.svc.Runs.Rollback(h.ctx, tn.agent, id, models.RollbackRequest{})
+	rb, err := h.svc.Runs.Rollback(h.ctx, tn.agent, id, models.RollbackRequest{})
 	h.must(err)
 	h.drain()
-	if got := h.task(tn.org, rb.TaskId); got.State != "succeeded" || (*got.Result)["version"] != float64(2) {
+	if got := h.task(tn.org, rb.ID); got.State != "succeeded" || got.Result["version"] != float64(2) {
 		t.Fatalf("rollback %+v", got.Result)
 	}
 	for _, c := range []struct {
 		version *int
 		code    models.BlockedBy
 	}{{ptr(2), "conflict:state"}, {ptr(99), "not_found:resource"}} {
-		wantCode(t, second(h.svc.Runs.Rollback(h.ctx, tn.agent, id, models.RollbackRequest{Version: c.version})), c.code)
+		wantCode(t, second2(h.svc.Runs.Rollback(h.ctx, tn.agent, id, models.RollbackRequest{Version: c.version})), c.code)
 	}
-	if svc, _, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); *svc.Version != 2 || len(*svc.Versions) != 3 {
-		t.Fatalf("serving %d of %d", *svc.Version, len(*svc.Versions))
+	if svc, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.Version != 2 || len(svc.Versions) != 3 {
+		t.Fatalf("serving %d of %d", svc.Version, len(svc.Versions))
 	}
 	h.books(tn.org, tn.project)
 }
@@ -138,24 +139,24 @@ func TestUnhealthyVersions(t *testing.T) {
 	tn := h.tenant(100, DefaultPolicy())
 	h.runtime.startErr = &StartError{Reason: "exited 1", Tail: []string{"Traceback", "boom"}}
 	task := h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{})
-	if task.State != "failed" || (*task.Result)["blockedBy"] != "service:unhealthy" || h.remaining(tn.org, tn.project) != 100_000_000 {
+	if task.State != "failed" || task.Result["blockedBy"] != "service:unhealthy" || h.remaining(tn.org, tn.project) != 100_000_000 {
 		t.Fatalf("launch %s %v, remaining %d", task.State, task.Result, h.remaining(tn.org, tn.project))
 	}
-	_, next, _ := h.svc.Tasks.Get(h.ctx, tn.org, task.TaskId)
-	if !hasAction(next, "get_service_logs") || !hasAction(next, "stop:terminal_error") {
-		t.Fatalf("failed task actions %v", names(next))
+	got, _ := h.svc.Tasks.Get(h.ctx, tn.org, task.ID)
+	if !strings.Contains(string(got.Remedies), "get_service_logs") {
+		t.Fatalf("failed task remedies %s", got.Remedies)
 	}
 	h.runtime.startErr = nil
-	id := *h.process(tn, "web", "process", "dynamic_service", models.LaunchRequest{}).ServiceId
+	id := h.process(tn, "web", "process", "dynamic_service", models.LaunchRequest{}).ServiceID
 	h.runtime.startErr = &StartError{Reason: "port never opened"}
-	v, _, err := h.svc.Runs.SetEnv(h.ctx, tn.agent, id, models.SetServiceEnvRequest{Set: &map[string]string{"X": "1"}})
+	v, err := h.svc.Runs.SetEnv(h.ctx, tn.agent, id, models.SetServiceEnvRequest{Set: &map[string]string{"X": "1"}})
 	h.must(err)
 	h.drain()
-	if got := h.task(tn.org, v.TaskId); got.State != "failed" || (*got.Result)["serving"] != float64(1) {
+	if got := h.task(tn.org, v.ID); got.State != "failed" || got.Result["serving"] != float64(1) {
 		t.Fatalf("deploy %s %v", got.State, got.Result)
 	}
-	if svc, _, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.State != "live" || *svc.Version != 1 {
-		t.Fatalf("service %s v%d", svc.State, *svc.Version)
+	if svc, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.State != "live" || svc.Version != 1 {
+		t.Fatalf("service %s v%d", svc.State, svc.Version)
 	}
 	h.books(tn.org, tn.project)
 }
@@ -165,18 +166,18 @@ func TestUnhealthyVersions(t *testing.T) {
 func TestHealthAndLogs(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(100, DefaultPolicy())
-	id := *h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{}).ServiceId
+	id := h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{}).ServiceID
 	h.svc.Runs.Health(id, 7, Health{State: "crashed"}) // not the serving version
-	if svc, _, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.State != "live" {
+	if svc, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.State != "live" {
 		t.Fatalf("state %s", svc.State)
 	}
 	h.svc.Runs.Health(id, 1, Health{State: "crashed", Restarts: 5, Detail: "exit 1", At: h.clock.Now()})
-	svc, next, _ := h.svc.Launches.GetService(h.ctx, tn.org, id)
-	if svc.State != "crashed" || svc.Health.Restarts != 5 || !hasAction(next, "launch_service") {
-		t.Fatalf("crashed %+v %v", svc, names(next))
+	svc, _ := h.svc.Launches.GetService(h.ctx, tn.org, id)
+	if svc.State != ServiceCrashed || svc.Health.Restarts != 5 || svc.BundleID == "" {
+		t.Fatalf("crashed %+v", svc)
 	}
 	h.svc.Runs.Health(id, 1, Health{State: "healthy"})
-	if svc, _, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.State != "live" {
+	if svc, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.State != "live" {
 		t.Fatalf("recovered %s", svc.State)
 	}
 	for i := range 3 {
@@ -212,7 +213,7 @@ func TestProcessTeardown(t *testing.T) {
 	if task.State != "succeeded" {
 		t.Fatalf("launch %+v", task.Steps)
 	}
-	id := *task.ServiceId
+	id := task.ServiceID
 	spec, _ := h.runtime.spec(id, 1)
 	if spec.Env["DATABASE_URL"] == "" || len(spec.HostServices) != 1 || spec.HostServices[0].Value("10.0.0.1:5432") == "" {
 		t.Fatalf("spec %+v", spec)
@@ -222,10 +223,10 @@ func TestProcessTeardown(t *testing.T) {
 	if !hasFile(exp, "databases/db-"+id+".sql") {
 		t.Fatalf("export %+v", exp.Files)
 	}
-	td, _, _, err := h.svc.Launches.Teardown(h.ctx, tn.agent, id)
+	td, _, err := h.svc.Launches.Teardown(h.ctx, tn.agent, id)
 	h.must(err)
 	h.drain()
-	if got := h.task(tn.org, td.TaskId); got.State != "succeeded" || len(h.runtime.Running()) != 0 || len(h.dbs.dbs) != 0 {
+	if got := h.task(tn.org, td.ID); got.State != "succeeded" || len(h.runtime.Running()) != 0 || len(h.dbs.dbs) != 0 {
 		t.Fatalf("teardown %+v running %v dbs %v", got.Steps, h.runtime.Running(), h.dbs.dbs)
 	}
 	exp, _, _ = h.svc.Projects.Export(h.ctx, tn.agent, tn.project)
@@ -237,8 +238,8 @@ func TestProcessTeardown(t *testing.T) {
 	if w := h.process(tn, "jobs", "worker", "worker", models.LaunchRequest{}); w.State != "succeeded" || h.platform.httpsChecks != checks {
 		t.Fatalf("worker %s, %d HTTPS checks", w.State, h.platform.httpsChecks-checks)
 	}
-	if l, _, _ := h.svc.Tasks.List(h.ctx, tn.org, store.Filter{}); len(l.Tasks) != 3 || l.Tasks[0].ServiceName == nil {
-		t.Fatalf("tasks %+v", l.Tasks)
+	if l, _ := h.svc.Tasks.List(h.ctx, tn.org, store.Filter{}); len(l.Items) != 3 || l.Items[0].ServiceName == "" {
+		t.Fatalf("tasks %+v", l.Items)
 	}
 }
 

@@ -222,15 +222,6 @@ func (s *Projects) Get(ctx context.Context, orgID, id string) (*models.Project, 
 		return nil, nil, apierr.Internal(err)
 	}
 	v.KeyCaps = &caps
-	svcs, err := s.store.Services().List(ctx, orgID, store.Filter{ProjectID: p.ID, Limit: 500})
-	if err != nil {
-		return nil, nil, apierr.Internal(err)
-	}
-	list := []models.ServiceInfo{}
-	for _, sv := range svcs {
-		list = append(list, s.launches.serviceView(sv))
-	}
-	v.Services = &list
 	return &v, []models.Action{
 		actions.Tool("create_quote", "agent", map[string]any{"projectId": p.ID}),
 		actions.Tool("list_services", "agent", map[string]any{"projectId": p.ID}),
@@ -337,7 +328,7 @@ func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID stri
 // exportSites puts each live service's site files in the leave package.
 func (s *Projects) exportSites(ctx context.Context, orgID string, services []store.Service, contents map[string][]byte) error {
 	for _, svc := range services {
-		if svc.State != "live" || svc.BundleID == "" {
+		if ServiceState(svc.State) != ServiceLive || svc.BundleID == "" {
 			continue
 		}
 		b, err := s.store.Bundles().Get(ctx, orgID, svc.BundleID)
@@ -377,7 +368,7 @@ func (s *Projects) exportDatabases(ctx context.Context, services []store.Service
 			if dump, err = s.store.Bundles().Blob(ctx, d.DumpSHA); err != nil {
 				return apierr.Internal(err)
 			}
-		case d.State == "ready" && s.databases != nil:
+		case DatabaseState(d.State) == DatabaseReady && s.databases != nil:
 			if dump, err = s.databases.Dump(ctx, d.Name); err != nil {
 				return apierr.New("internal:unavailable", "could not dump the database of "+svc.Name+": "+err.Error())
 			}

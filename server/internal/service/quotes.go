@@ -96,7 +96,7 @@ func matchQuote(projectID string, c Consumed, req models.LaunchRequest, domain s
 // quoteView reads a held quote whose hold has lapsed at now as expired,
 // whether or not a write has marked it so yet.
 func quoteView(q store.Quote, now time.Time) (models.QuoteInfo, error) {
-	if q.State == "held" && !q.ExpiresAt.After(now) {
+	if QuoteState(q.State) == QuoteHeld && !q.ExpiresAt.After(now) {
 		q.State = "expired"
 	}
 	var items []pricedItem
@@ -105,7 +105,7 @@ func quoteView(q store.Quote, now time.Time) (models.QuoteInfo, error) {
 	}
 	out := models.QuoteInfo{Id: &q.ID, QuoteId: q.ID, ProjectId: q.ProjectID, Decision: models.QuoteDecision(q.Decision), State: models.QuoteState(q.State),
 		AmountUsd: money.MicroUSD(q.AmountMicro).USD(), CreatedAt: q.CreatedAt, Items: []models.QuoteItem{}}
-	if q.State == "held" {
+	if QuoteState(q.State) == QuoteHeld {
 		e := q.ExpiresAt
 		out.HoldExpiresAt = &e
 	}
@@ -528,7 +528,7 @@ func (s *Quotes) createLocked(ctx context.Context, tx *store.Tx, p *auth.Princip
 		return nil, nil, err
 	}
 	if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "create_quote", ObjectType: "quote", ObjectID: q.ID,
-		Details: map[string]any{"projectId": proj.ID, "decision": q.Decision, "amountMicroUsd": amount, "held": q.State == "held", "reasons": reasons}}, now); err != nil {
+		Details: map[string]any{"projectId": proj.ID, "decision": q.Decision, "amountMicroUsd": amount, "held": QuoteState(q.State) == QuoteHeld, "reasons": reasons}}, now); err != nil {
 		return nil, nil, err
 	}
 	out := s.quoteView(q, proj, items, reasons)
@@ -581,7 +581,7 @@ func (s *Quotes) decide(ctx context.Context, tx *store.Tx, p *auth.Principal, pr
 // when it holds budget, the undo that releases it.
 func (s *Quotes) quoteView(q store.Quote, proj store.Project, items []pricedItem, reasons []models.BlockedBy) *models.Quote {
 	var undo *models.ToolAction
-	if q.State == "held" {
+	if QuoteState(q.State) == QuoteHeld {
 		undo = UndoCall("release_quote", map[string]any{"id": q.ID})
 	}
 	m := s.Mutation("create_quote", nil, []models.ResourceRef{{Type: "quote", Id: q.ID}}, undo, remaining(proj))
@@ -594,7 +594,7 @@ func (s *Quotes) quoteView(q store.Quote, proj store.Project, items []pricedItem
 		AmountUsd: usd(q.AmountMicro), Reasons: reasons, Lines: &lines,
 		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd,
 	}
-	if q.State == "held" {
+	if QuoteState(q.State) == QuoteHeld {
 		t := q.ExpiresAt
 		out.HoldExpiresAt = &t
 	}
@@ -623,7 +623,7 @@ func (s *Quotes) Release(ctx context.Context, p *auth.Principal, id string) (*mo
 		if q, err = tx.Quotes().Lock(ctx, p.OrgID, id); err != nil {
 			return err
 		}
-		if q.State != "held" {
+		if QuoteState(q.State) != QuoteHeld {
 			return apierr.Newf("conflict:state", "quote %s is %s, not held", id, q.State).WithActions(actions.Stop("done"))
 		}
 		if err := tx.Quotes().Settle(ctx, q.ID, "released", now); err != nil {
@@ -709,20 +709,20 @@ func (s *Quotes) Consume(ctx context.Context, tx *store.Tx, p *auth.Principal, p
 // human, whose approval then carries the launch on). It is nil for a held
 // quote.
 func unheldQuote(ctx context.Context, tx *store.Tx, p *auth.Principal, q store.Quote, requote models.Action) error {
-	switch q.State {
-	case "expired":
+	switch QuoteState(q.State) {
+	case QuoteExpired:
 		return apierr.New("budget:hold_expired", "the quote's 15-minute hold expired; quote again", requote)
-	case "consumed", "released":
+	case QuoteConsumed, QuoteReleased:
 		return apierr.Newf("conflict:state", "quote %s is already %s", q.ID, q.State).WithActions(requote)
-	case "not_held":
+	case QuoteNotHeld:
 		if q.Decision == "REQUIRES_APPROVAL" {
 			g, err := tx.Quotes().Gate(ctx, p.OrgID, q.ID)
-			if err == nil && g.State == "pending" {
+			if err == nil && GateState(g.State) == GatePending {
 				// The launch waits on the same gate; the human's approval
 				// consumes the quote and carries the launch on.
 				return &awaitApproval{GateID: g.ID, QuoteID: q.ID, AmountMicro: q.AmountMicro}
 			}
-			if err == nil && g.State == "denied" {
+			if err == nil && GateState(g.State) == GateDenied {
 				return apierr.Newf("approval:denied", "a human denied quote %s", q.ID).WithActions(requote, actions.Stop("denied"))
 			}
 		}

@@ -18,7 +18,7 @@ func TestLaunchGivenUp(t *testing.T) {
 	q := h.quote(tn, domainItem(dom), serviceItem("static_site", "edge", "site"))
 	bnd := h.site(tn, map[string]string{"index.html": "x"})
 	h.platform.httpsErr = errors.New("connection refused")
-	v, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.QuoteId})
+	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.QuoteId})
 	h.must(err)
 	id := h.platform.take()[0]
 	for range 2 {
@@ -28,9 +28,9 @@ func TestLaunchGivenUp(t *testing.T) {
 	}
 	h.svc.Launches.FailTask(h.ctx, id, errors.New("connection refused"))
 	h.svc.Launches.FailTask(h.ctx, id, errors.New("again")) // a second give-up refunds nothing twice
-	got, next, _ := h.svc.Tasks.Get(h.ctx, tn.org, v.TaskId)
-	r := *got.Result
-	if got.State != "failed" || r["blockedBy"] != "provider:failed" || r["notReversed"] == nil || !hasAction(next, "stop:terminal_error") {
+	got, _ := h.svc.Tasks.Get(h.ctx, tn.org, v.ID)
+	r := got.Result
+	if got.State != TaskFailed || r["blockedBy"] != "provider:failed" || r["notReversed"] == nil {
 		t.Fatalf("given up %+v", r)
 	}
 	if left := h.remaining(tn.org, tn.project); left != 88_000_000 {
@@ -40,14 +40,14 @@ func TestLaunchGivenUp(t *testing.T) {
 		t.Fatalf("domain %s", st)
 	}
 	// A failed service is retired by its teardown; it stays failed.
-	td, _, replayed, err := h.svc.Launches.Teardown(h.ctx, tn.agent, *v.ServiceId)
+	td, replayed, err := h.svc.Launches.Teardown(h.ctx, tn.agent, v.ServiceID)
 	h.must(err)
 	h.drain()
-	if replayed || h.task(tn.org, td.TaskId).State != "succeeded" {
+	if replayed || h.task(tn.org, td.ID).State != "succeeded" {
 		t.Fatalf("teardown of a failed service %+v", td)
 	}
 	// Tasks that are not launches fail as they are.
-	h.svc.Launches.FailTask(h.ctx, td.TaskId, errors.New("late"))
+	h.svc.Launches.FailTask(h.ctx, td.ID, errors.New("late"))
 	h.svc.Launches.FailTask(h.ctx, "tsk_nope", errors.New("x"))
 	if err := h.svc.Launches.RunTask(h.ctx, "tsk_nope"); err == nil {
 		t.Fatal("ran a task that does not exist")
@@ -63,7 +63,7 @@ func TestLaunchRefusesLostContent(t *testing.T) {
 	if _, err := h.st.DB().ExecContext(h.ctx, `DELETE FROM blobs WHERE sha256 = ?`, shaOf("gone soon")); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd})
+	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd})
 	if e := wantCode(t, err, "conflict:blobs_missing"); !hasAction(e.Actions, "upload_blob") {
 		t.Fatalf("actions %v", names(e.Actions))
 	}
@@ -84,13 +84,13 @@ func TestTeardownWhileWaiting(t *testing.T) {
 	if task.State != "input_required" {
 		t.Fatalf("launch %s", task.State)
 	}
-	td, _, _, err := h.svc.Launches.Teardown(h.ctx, tn.agent, *task.ServiceId)
+	td, _, err := h.svc.Launches.Teardown(h.ctx, tn.agent, task.ServiceID)
 	h.must(err)
 	h.drain()
-	if got := h.task(tn.org, task.TaskId); got.State != "canceled" {
+	if got := h.task(tn.org, task.ID); got.State != "canceled" {
 		t.Fatalf("launch %s", got.State)
 	}
-	if got := h.task(tn.org, td.TaskId); got.State != "succeeded" {
+	if got := h.task(tn.org, td.ID); got.State != "succeeded" {
 		t.Fatalf("teardown %s", got.State)
 	}
 	if gates, _ := h.svc.Approvals.Pending(h.ctx, tn.org); len(gates) != 0 || h.remaining(tn.org, tn.project) != 100_000_000 {
@@ -98,10 +98,10 @@ func TestTeardownWhileWaiting(t *testing.T) {
 	}
 	// A launch at work cannot be torn down until it finishes.
 	bnd := h.site(tn, map[string]string{"index.html": "busy"})
-	v, _, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "busy", Target: "edge", BundleId: &bnd})
+	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "busy", Target: "edge", BundleId: &bnd})
 	h.must(err)
-	wantCode(t, second4(h.svc.Launches.Teardown(h.ctx, tn.agent, *v.ServiceId)), "conflict:state")
-	wantCode(t, second(h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "busy", Target: "edge", BundleId: &bnd})), "conflict:state")
+	wantCode(t, second3(h.svc.Launches.Teardown(h.ctx, tn.agent, v.ServiceID)), "conflict:state")
+	wantCode(t, second2(h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "busy", Target: "edge", BundleId: &bnd})), "conflict:state")
 	h.drain()
 }
 
@@ -110,7 +110,7 @@ func TestTeardownWhileWaiting(t *testing.T) {
 func TestSuperviseAdoptsAndReconciles(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(100, DefaultPolicy())
-	id := *h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{}).ServiceId
+	id := h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{}).ServiceID
 	h.runtime.Stop(h.ctx, id, 1) // the server restarted: nothing runs
 	h.runtime.running[RunningVersion{"svc_gone", 1}] = RunSpec{ServiceID: "svc_gone", Version: 1}
 	ctx, cancel := context.WithCancel(h.ctx)

@@ -120,25 +120,25 @@ func (s *core) agentReadable(ctx context.Context, domain string) (string, error)
 // on a gate that a signed-in person of the organisation decides; when no
 // agent key can read mail to the proposed address, a link also goes there,
 // for the person to confirm from it.
-func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain string, c models.RegistrantContactRequest) (*models.TaskHandle, []models.Action, error) {
+func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain string, c models.RegistrantContactRequest) (*Task, bool, error) {
 	domain = strings.ToLower(domain)
 	email, emailDomain, err := registrantEmail(string(c.Email))
 	if err != nil {
-		return nil, nil, apierr.Newf("input:invalid", "email %q: %v", string(c.Email), err).
+		return nil, false, apierr.Newf("input:invalid", "email %q: %v", string(c.Email), err).
 			WithDetails(models.FieldProblem{Field: "body.email", Problem: err.Error()})
 	}
 	state, err := s.domains.State(ctx, p, domain)
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
-	if state != "owned" {
-		return nil, nil, apierr.Newf("conflict:state", "%s is not a domain your organisation owns", domain).
+	if state != DomainOwned {
+		return nil, false, apierr.Newf("conflict:state", "%s is not a domain your organisation owns", domain).
 			WithActions(actions.Tool("list_domains", "agent", nil))
 	}
 	c.Email = openapi_types.Email(email)
 	noLinkWhy, err := s.agentReadable(ctx, emailDomain)
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
 	secret := make([]byte, 24)
 	rand.Read(secret)
@@ -150,14 +150,14 @@ func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain stri
 		body := fmt.Sprintf("Someone proposed you as the registrant of %s:\n\n  %s\n  %s\n\nIf this is you and the details are right, confirm here:\n\n  %s\n\nIf not, ignore this message; nothing changes.\n",
 			domain, c.Name, email, link)
 		if msg, err = s.systemMessage(ctx, from, email, "Confirm you are the registrant of "+domain, body); err != nil {
-			return nil, nil, err
+			return nil, false, err
 		}
 	}
 	rp := newRegistrantProposal(p, domain, email, noLinkWhy, c, token, s.Now().UTC())
 	task := rp.task
 	err = s.store.InTx(ctx, func(tx *store.Tx) error { return rp.record(ctx, tx, p) })
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
 	// The link goes out only once the proposal it names is stored, so it
 	// works as soon as it arrives. A link that could not be sent ends the
@@ -165,20 +165,16 @@ func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain stri
 	if msg != nil {
 		if err := s.deliverAnywhere(ctx, from, email, msg); err != nil {
 			if ferr := s.failUnsentRegistrant(ctx, task, domain, email, err); ferr != nil {
-				return nil, nil, errors.Join(err, ferr)
+				return nil, false, errors.Join(err, ferr)
 			}
-			return nil, nil, err
+			return nil, false, err
 		}
 	}
-	view, _, err := s.tasks.Get(ctx, p.OrgID, task.ID)
+	view, err := s.tasks.Get(ctx, p.OrgID, task.ID)
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
-	next := s.approvals.gateActions(task)
-	if msg != nil {
-		next = []models.Action{next[0], actions.Manual("confirm_email", "human"), next[1]}
-	}
-	return view, next, nil
+	return view, msg != nil, nil
 }
 
 // registrantProposal is a proposed registrant as stored: its task, which
@@ -198,7 +194,7 @@ func newRegistrantProposal(p *auth.Principal, domain, email, noLinkWhy string, c
 	if noLinkWhy != "" {
 		detail = "no link was mailed, since agent keys could read mail to " + email + " (" + noLinkWhy + "): a signed-in person of the organisation confirms at the approval URL"
 	}
-	steps := []taskStep{{Name: "confirm_registrant", State: "input_required", StartedAt: &now, Detail: detail}, {Name: "record_registrant", State: "pending"}}
+	steps := []TaskStep{{Name: "confirm_registrant", State: "input_required", StartedAt: &now, Detail: detail}, {Name: "record_registrant", State: "pending"}}
 	sj, _ := json.Marshal(steps)
 	pj, _ := json.Marshal(registrantPayload{Domain: domain, Contact: c})
 	task.Steps, task.Payload = string(sj), string(pj)
@@ -256,7 +252,7 @@ func (s *Mail) failUnsentRegistrant(ctx context.Context, task store.Task, domain
 		if err := tx.Gates().Decide(ctx, task.OrgID, task.GateID, "denied", "system:unsent", now); err != nil && !errors.Is(err, store.ErrConflict) {
 			return err
 		}
-		steps := []taskStep{{Name: "confirm_registrant", State: "failed", CompletedAt: &now, Detail: "the link could not be sent to " + email}, {Name: "record_registrant", State: "skipped"}}
+		steps := []TaskStep{{Name: "confirm_registrant", State: "failed", CompletedAt: &now, Detail: "the link could not be sent to " + email}, {Name: "record_registrant", State: "skipped"}}
 		sj, _ := json.Marshal(steps)
 		rj, _ := json.Marshal(map[string]any{"error": cause.Error()})
 		t.State, t.Steps, t.Result, t.GateID, t.UpdatedAt = "failed", string(sj), string(rj), "", now
@@ -274,8 +270,8 @@ func supersedeRegistrantTask(ctx context.Context, tx *store.Tx, r store.Registra
 	if err != nil {
 		return err
 	}
-	switch t.State {
-	case "succeeded", "failed", "canceled":
+	switch TaskState(t.State) {
+	case TaskSucceeded, TaskFailed, TaskCanceled:
 		return nil
 	}
 	if t.GateID != "" {
@@ -284,10 +280,10 @@ func supersedeRegistrantTask(ctx context.Context, tx *store.Tx, r store.Registra
 		}
 	}
 	msg := "a newer proposal for " + r.Domain + " (task " + newer + ") replaced this one; its confirmation link and approval no longer work"
-	var steps []taskStep
+	var steps []TaskStep
 	json.Unmarshal([]byte(t.Steps), &steps)
 	for i := range steps {
-		if steps[i].State != "succeeded" {
+		if steps[i].State != StepStateSucceeded {
 			steps[i].State, steps[i].Detail = "skipped", msg
 		}
 	}
@@ -327,16 +323,16 @@ func (s *Mail) RegistrantByToken(ctx context.Context, token string) (RegistrantP
 	if err != nil || s.Now().Sub(r.CreatedAt) > RegistrantTTL {
 		return RegistrantProposal{}, store.ErrNotFound
 	}
-	switch r.State {
-	case "superseded":
+	switch RegistrantState(r.State) {
+	case RegistrantSuperseded:
 		return RegistrantProposal{}, ErrRegistrantSuperseded
-	case "declined":
+	case RegistrantDeclined:
 		return RegistrantProposal{}, ErrRegistrantDeclined
 	}
 	var c models.RegistrantContactRequest
 	json.Unmarshal([]byte(r.Contact), &c)
 	prop := RegistrantProposal{Domain: r.Domain, Contact: c, State: r.State}
-	if r.State == "pending" {
+	if RegistrantState(r.State) == RegistrantPending {
 		// The address is judged again: what agents can read may have
 		// changed since the proposal (a domain bought, mail set up).
 		_, domain, err := registrantEmail(string(c.Email))
@@ -397,11 +393,11 @@ func (s *Mail) ConfirmRegistrant(ctx context.Context, token string) (RegistrantP
 		if rerr != nil {
 			return prop, rerr
 		}
-		switch again.State {
-		case "confirmed":
+		switch RegistrantState(again.State) {
+		case RegistrantConfirmed:
 			prop.State = "confirmed"
 			return prop, nil
-		case "declined":
+		case RegistrantDeclined:
 			return RegistrantProposal{}, ErrRegistrantDeclined
 		}
 		return RegistrantProposal{}, ErrRegistrantSuperseded
@@ -413,7 +409,7 @@ func (s *Mail) ConfirmRegistrant(ctx context.Context, token string) (RegistrantP
 // recordRegistrant ends a confirmed proposal's task: the sandbox registrar
 // records the contact.
 func (s *core) recordRegistrant(ctx context.Context, tx *store.Tx, t store.Task, prop RegistrantProposal, how string, now time.Time) error {
-	var steps []taskStep
+	var steps []TaskStep
 	json.Unmarshal([]byte(t.Steps), &steps)
 	for i := range steps {
 		steps[i].State, steps[i].CompletedAt = "succeeded", &now
@@ -441,7 +437,7 @@ func (s *Approvals) decideRegistrant(ctx context.Context, tx *store.Tx, h Human,
 		return err
 	}
 	closed := apierr.Newf("conflict:state", "this proposal is %s; it can no longer be decided", r.State)
-	if r.State != "pending" {
+	if RegistrantState(r.State) != RegistrantPending {
 		return closed
 	}
 	actor := signedInActor(h)
@@ -464,7 +460,7 @@ func (s *Approvals) decideRegistrant(ctx context.Context, tx *store.Tx, h Human,
 			return err
 		}
 		msg := "a person of the organisation declined " + pl.Contact.Name + " as registrant of " + r.Domain + "; nothing was recorded"
-		steps := []taskStep{{Name: "confirm_registrant", State: "denied", CompletedAt: &now, Detail: msg}, {Name: "record_registrant", State: "skipped"}}
+		steps := []TaskStep{{Name: "confirm_registrant", State: "denied", CompletedAt: &now, Detail: msg}, {Name: "record_registrant", State: "skipped"}}
 		sj, _ := json.Marshal(steps)
 		res, _ := json.Marshal(map[string]any{"decision": decision, "error": msg, "blockedBy": "approval:denied", "retryable": false, "domain": r.Domain})
 		t.Steps, t.State, t.Result, t.GateID, t.UpdatedAt = string(sj), "failed", string(res), "", now

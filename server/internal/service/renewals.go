@@ -40,7 +40,7 @@ type domainTerm struct {
 func termOf(pu store.Purchase, renewals []store.DomainRenewal) domainTerm {
 	t := domainTerm{expires: domainExpiry(pu), next: 1}
 	for _, r := range renewals {
-		if r.State == "lapsed" {
+		if RenewalState(r.State) == RenewalLapsed {
 			t.lapsed = true
 			return t
 		}

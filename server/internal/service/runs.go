@@ -366,7 +366,7 @@ func (s *Runs) reconcile(ctx context.Context) {
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			continue
 		}
-		stop := errors.Is(err, store.ErrNotFound) || svc.State == "torn_down" || svc.State == "failed" || svc.State == "paused"
+		stop := errors.Is(err, store.ErrNotFound) || ServiceState(svc.State) == ServiceTornDown || ServiceState(svc.State) == ServiceFailed || ServiceState(svc.State) == ServicePaused
 		if !stop && rv.Version != svc.Version && svc.Runner != "" && svc.Runner != s.runtime.ID() {
 			stop = true // another replica serves this service now
 		}
@@ -391,20 +391,20 @@ func (s *Runs) Health(serviceID string, version int, h Health) {
 		return
 	}
 	hj, _ := json.Marshal(h)
-	state := ""
-	switch h.State {
-	case "crashed":
-		state = "crashed"
-	case "healthy":
-		if svc.State == "crashed" {
-			state = "live"
+	var state ServiceState
+	switch HealthState(h.State) {
+	case HealthCrashed:
+		state = ServiceCrashed
+	case HealthHealthy:
+		if ServiceState(svc.State) == ServiceCrashed {
+			state = ServiceLive
 		}
 	}
-	if err := s.store.ServiceRuns().SetHealth(ctx, serviceID, string(hj), state, s.Now()); err != nil {
+	if err := s.store.ServiceRuns().SetHealth(ctx, serviceID, string(hj), string(state), s.Now()); err != nil {
 		s.log.Warn("recording health", "service", serviceID, "err", err)
 		return
 	}
-	if state == "crashed" {
+	if state == ServiceCrashed {
 		s.store.Ledger().Append(ctx, store.LedgerRecord{OrgID: svc.OrgID, Actor: "system", Action: "service_crashed", ObjectType: "service", ObjectID: serviceID,
 			Details: map[string]any{"version": version, "restarts": h.Restarts}}, s.Now())
 		s.platform.InvalidateHosts(s.serviceHosts(ctx, svc)...)
@@ -595,7 +595,7 @@ func (s *Runs) Logs(ctx context.Context, orgID, id string, q LogQuery) (*models.
 // Ended reports whether a service will write no more lines.
 func (s *Runs) Ended(ctx context.Context, orgID, id string) bool {
 	svc, err := s.store.Services().Get(ctx, orgID, id)
-	return err != nil || svc.State == "torn_down" || svc.State == "failed"
+	return err != nil || ServiceState(svc.State) == ServiceTornDown || ServiceState(svc.State) == ServiceFailed
 }
 
 // ListEnv lists the serving version's variables; secrets by name only.

@@ -214,12 +214,4 @@ func New(cfg Config) *Service {
 // only place money meets a float.
 func usd(m money.MicroUSD) float64 { return m.USD() }
 
-func usdPtr(m *money.MicroUSD) *float64 {
-	if m == nil {
-		return nil
-	}
-	v := m.USD()
-	return &v
-}
-
 func bytesReader(s string) *strings.Reader { return strings.NewReader(s) }

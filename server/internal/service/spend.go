@@ -86,7 +86,7 @@ func aggregateSpend(now time.Time, quotes []store.Quote, charges []store.MeterCh
 		return t.UTC().Day() - 1, true
 	}
 	for _, q := range quotes {
-		if q.State != "consumed" || q.SettledAt == nil {
+		if QuoteState(q.State) != QuoteConsumed || q.SettledAt == nil {
 			continue
 		}
 		day, ok := in(*q.SettledAt)
@@ -108,7 +108,7 @@ func aggregateSpend(now time.Time, quotes []store.Quote, charges []store.MeterCh
 		}
 	}
 	for _, r := range renewals {
-		if day, ok := in(r.CreatedAt); ok && r.State == "renewed" {
+		if day, ok := in(r.CreatedAt); ok && RenewalState(r.State) == RenewalRenewed {
 			add(proj, r.ProjectID, r.ProjectID, day, r.AmountMicro)
 			sp.Total += r.AmountMicro
 		}

@@ -8,15 +8,15 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/models"
-	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-type taskStep struct {
+// TaskStep is one step of a task, as the task keeps it.
+type TaskStep struct {
 	Name        string     `json:"name"`
-	State       string     `json:"state"`
+	State       StepState  `json:"state"`
 	StartedAt   *time.Time `json:"startedAt,omitempty"`
 	CompletedAt *time.Time `json:"completedAt,omitempty"`
 	Detail      string     `json:"detail,omitempty"`
@@ -27,20 +27,52 @@ type Human struct {
 	OrgID, UserID string
 }
 
-func (s *Tasks) taskView(t store.Task) (*models.TaskHandle, error) {
-	var steps []models.TaskStep
-	if err := json.Unmarshal([]byte(t.Steps), &steps); err != nil {
+// Task is durable work a mutation started: a launch, a deploy, a teardown,
+// a mail set-up, a human's decision. The doors show it as the contract's
+// task handle and derive the next steps from its kind and state.
+type Task struct {
+	ID        string
+	Kind      TaskKind
+	State     TaskState
+	Steps     []TaskStep
+	CreatedAt time.Time
+	// PollURL is where the task is read again.
+	PollURL string
+	// GateID and ApprovalURL name the human gate the task waits on, when
+	// it waits on one.
+	GateID, ApprovalURL string
+	// ServiceID is the service a launch, deploy, rollback or teardown
+	// works on; ServiceName is filled in by lists.
+	ServiceID, ServiceName string
+	// Domain is the domain a launch attaches or a mail set-up covers.
+	Domain     string
+	PreviewURL string
+	// DomainURL is set once a launch serves its domain.
+	DomainURL string
+	// HTTPS says what a launch serves over HTTPS; nil for other kinds.
+	HTTPS *HTTPSReady
+	// Result is what the task ended with, nil until it has one.
+	Result map[string]any
+	// Remedies are the next steps a failed task named, as it kept them.
+	Remedies json.RawMessage
+	Receipt  models.Receipt
+	Undo     models.Undo
+	// BudgetRemaining is what is left of the task's project's budget.
+	BudgetRemaining money.MicroUSD
+}
+
+// HTTPSReady says which of a launch's addresses serve over HTTPS.
+type HTTPSReady struct{ Domain, Preview bool }
+
+// taskView is the domain's view of a stored task.
+func (s *Tasks) taskView(t store.Task) (*Task, error) {
+	v := &Task{ID: t.ID, Kind: TaskKind(t.Kind), State: TaskState(t.State), CreatedAt: t.CreatedAt, GateID: t.GateID,
+		PollURL: s.baseURL() + "/v1/tasks/" + t.ID, Receipt: taskReceipt(t), Undo: Undo(nil)}
+	if err := json.Unmarshal([]byte(t.Steps), &v.Steps); err != nil {
 		return nil, err
 	}
-	id, created := t.ID, t.CreatedAt
-	v := &models.TaskHandle{
-		Id: &id, CreatedAt: &created, TaskId: t.ID, Kind: models.TaskHandleKind(t.Kind), State: models.TaskHandleState(t.State), Steps: steps,
-		PollUrl: s.baseURL() + "/v1/tasks/" + t.ID,
-		Receipt: taskReceipt(t), Undo: Undo(nil),
-	}
-	if t.State == "input_required" && t.GateID != "" {
-		v.ApprovalUrl = ptr(s.ApprovalURL(t.GateID))
-		v.PollAfterSeconds = ptr(5)
+	if v.State == TaskInputRequired && t.GateID != "" {
+		v.ApprovalURL = s.ApprovalURL(t.GateID)
 	}
 	if t.Payload != "" {
 		var pl struct {
@@ -52,11 +84,9 @@ func (s *Tasks) taskView(t store.Task) (*models.TaskHandle, error) {
 			Undo        *models.Undo    `json:"undo"`
 		}
 		if err := json.Unmarshal([]byte(t.Payload), &pl); err == nil {
-			if pl.ServiceID != "" {
-				v.ServiceId = ptr(pl.ServiceID)
-			}
+			v.ServiceID, v.Domain = pl.ServiceID, pl.Domain
 			if pl.PreviewHost != "" {
-				v.PreviewUrl = ptr(s.hostURL("https", pl.PreviewHost))
+				v.PreviewURL = s.hostURL("https", pl.PreviewHost)
 			}
 			if pl.Receipt != nil {
 				v.Receipt = *pl.Receipt
@@ -64,146 +94,100 @@ func (s *Tasks) taskView(t store.Task) (*models.TaskHandle, error) {
 			if pl.Undo != nil {
 				v.Undo = *pl.Undo
 			}
-			ready := t.Kind == "launch" && t.State == "succeeded"
+			ready := v.Kind == TaskKindLaunch && v.State == TaskSucceeded
 			domainReady := ready && pl.Domain != "" && pl.Approval != "denied"
-			if t.Kind == "launch" {
-				v.HttpsReady = &struct {
-					Domain  *bool `json:"domain,omitempty"`
-					Preview *bool `json:"preview,omitempty"`
-				}{Domain: ptr(domainReady), Preview: ptr(ready)}
+			if v.Kind == TaskKindLaunch {
+				v.HTTPS = &HTTPSReady{Domain: domainReady, Preview: ready}
 			}
 			if domainReady {
-				v.DomainUrl = ptr(s.hostURL("https", pl.Domain))
+				v.DomainURL = s.hostURL("https", pl.Domain)
 			}
 		}
 	}
 	if t.Result != "" {
-		var r map[string]any
-		if err := json.Unmarshal([]byte(t.Result), &r); err != nil {
+		if err := json.Unmarshal([]byte(t.Result), &v.Result); err != nil {
 			return nil, err
 		}
-		v.Result = &r
+		if v.State != TaskSucceeded {
+			var r struct {
+				Actions json.RawMessage `json:"actions"`
+			}
+			json.Unmarshal([]byte(t.Result), &r)
+			v.Remedies = r.Actions
+		}
 	}
 	return v, nil
 }
 
 // startedView is the task a mutation just started, carrying that
 // mutation's receipt, undo and remaining budget.
-func (s *Tasks) startedView(t store.Task, m models.MutationResult) (*models.TaskHandle, error) {
+func (s *Tasks) startedView(t store.Task, m models.MutationResult) (*Task, error) {
 	v, err := s.taskView(t)
 	if err != nil {
 		return nil, err
 	}
-	v.Receipt, v.Undo, v.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
+	v.Receipt, v.Undo, v.BudgetRemaining = m.Receipt, m.Undo, money.FromUSD(m.BudgetRemainingUsd)
 	return v, nil
 }
 
-// GetTask reads a task of the caller's organisation.
-func (s *Tasks) Get(ctx context.Context, orgID, id string) (*models.TaskHandle, []models.Action, error) {
+// Get reads a task of the caller's organisation.
+func (s *Tasks) Get(ctx context.Context, orgID, id string) (*Task, error) {
 	t, err := s.store.Tasks().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Newf("not_found:resource", "no task %s in your organisation", id)
+		return nil, apierr.Newf("not_found:resource", "no task %s in your organisation", id)
 	}
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	v, err := s.taskView(t)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	if v.BudgetRemainingUsd, err = budgetLeft(ctx, s.store, t.OrgID, t.ProjectID); err != nil {
-		return nil, nil, apierr.Internal(err)
+	if v.BudgetRemaining, err = budgetLeftMicro(ctx, s.store, t.OrgID, t.ProjectID); err != nil {
+		return nil, apierr.Internal(err)
 	}
-	var next []models.Action
-	switch t.State {
-	case "input_required":
-		if t.GateID != "" {
-			next = s.approvals.gateActions(t)
-		} else {
-			// No approval page: a registrant proposed before registrant
-			// proposals had gates, confirmed from a mailed link.
-			next = []models.Action{actions.Manual("confirm_email", "human"), actions.Retry("get_task", "agent", map[string]any{"id": t.ID}, 5)}
-		}
-	case "queued", "running":
-		next = []models.Action{actions.Retry("get_task", "agent", map[string]any{"id": t.ID}, 1)}
-	case "succeeded":
-		next = append(succeededActions(t, v), actions.Stop("done"))
-	default:
-		// A failed task names its way forward when it has one.
-		var r struct {
-			Actions []models.Action `json:"actions"`
-		}
-		json.Unmarshal([]byte(t.Result), &r)
-		next = append(r.Actions, actions.Stop("terminal_error"))
-	}
-	return v, next, nil
+	return v, nil
 }
 
-// ListTasks lists the organisation's tasks, newest first.
-func (s *Tasks) List(ctx context.Context, orgID string, f store.Filter) (*models.TaskList, []models.Action, error) {
+// List lists the organisation's tasks, newest first.
+func (s *Tasks) List(ctx context.Context, orgID string, f store.Filter) (*Page[Task], error) {
 	ts, err := s.store.Tasks().ListFiltered(ctx, orgID, f)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	out := &models.TaskList{Tasks: []models.TaskHandle{}}
-	names := map[string]string{}       // service id → name, read once a list
-	budgets := map[string]models.Usd{} // project id → what remains, read once a list
+	out := &Page[Task]{Items: []Task{}, Args: f.Args()}
+	names := map[string]string{}           // service id → name, read once a list
+	budgets := map[string]money.MicroUSD{} // project id → what remains, read once a list
 	for _, t := range ts {
 		v, err := s.taskView(t)
 		if err != nil {
-			return nil, nil, apierr.Internal(err)
+			return nil, apierr.Internal(err)
 		}
 		left, ok := budgets[t.ProjectID]
 		if !ok {
-			if left, err = budgetLeft(ctx, s.store, t.OrgID, t.ProjectID); err != nil {
-				return nil, nil, apierr.Internal(err)
+			if left, err = budgetLeftMicro(ctx, s.store, t.OrgID, t.ProjectID); err != nil {
+				return nil, apierr.Internal(err)
 			}
 			budgets[t.ProjectID] = left
 		}
-		v.BudgetRemainingUsd = left
-		if v.ServiceId != nil {
-			name, ok := names[*v.ServiceId]
+		v.BudgetRemaining = left
+		if v.ServiceID != "" {
+			name, ok := names[v.ServiceID]
 			if !ok {
-				if svc, err := s.store.Services().Get(ctx, orgID, *v.ServiceId); err == nil {
+				if svc, err := s.store.Services().Get(ctx, orgID, v.ServiceID); err == nil {
 					name = svc.Name
 				}
-				names[*v.ServiceId] = name
+				names[v.ServiceID] = name
 			}
-			if name != "" {
-				v.ServiceName = &name
-			}
+			v.ServiceName = name
 		}
-		out.Tasks = append(out.Tasks, *v)
+		out.Items = append(out.Items, *v)
 	}
-	var first []models.Action
 	if len(ts) > 0 {
 		last := ts[len(ts)-1]
 		out.NextCursor = nextCursor(f, len(ts), last.CreatedAt, last.ID)
-		first = append(first, actions.Tool("get_task", "agent", map[string]any{"id": ts[0].ID}))
 	}
-	return out, pageActions("list_tasks", out.NextCursor, f.Args(), first...), nil
-}
-
-// succeededActions are what a finished task leaves to do: the service a
-// launch, deploy or rollback made, to read (and tear down); the addresses
-// a mail setup makes possible.
-func succeededActions(t store.Task, v *models.TaskHandle) []models.Action {
-	switch t.Kind {
-	case "launch", "deploy", "rollback":
-		if v.ServiceId == nil {
-			return nil
-		}
-		return []models.Action{actions.Tool("get_service", "agent", map[string]any{"id": *v.ServiceId})}
-	case "email_setup":
-		var pl struct {
-			Domain string `json:"domain"`
-		}
-		if json.Unmarshal([]byte(t.Payload), &pl) != nil || pl.Domain == "" {
-			return nil
-		}
-		return []models.Action{actions.ToolNeeding("create_email_address", "agent", nil, "address"), actions.Tool("list_email_addresses", "agent", nil)}
-	}
-	return nil
+	return out, nil
 }
 
 // taskReceipt is the receipt a task shows when the mutation that started
@@ -220,15 +204,10 @@ var taskOperation = map[string]string{"launch": "launch_service", "deploy": "lau
 	"teardown": "teardown_service", "email_setup": "setup_email", "budget_raise": "request_budget_raise", "quote_approval": "create_quote",
 	"workflow": "apply_workflow", "registrant_contact": "set_registrant_contact"}
 
-// projectReader is a store or a transaction: what budgetLeft reads.
+// projectReader is a store or a transaction: what budgetLeftMicro reads.
 type projectReader interface{ Projects() store.Projects }
 
-// budgetLeft is what remains of a project's budget, 0 for no project.
-func budgetLeft(ctx context.Context, r projectReader, orgID, projectID string) (models.Usd, error) {
-	m, err := budgetLeftMicro(ctx, r, orgID, projectID)
-	return usd(m), err
-}
-
+// budgetLeftMicro is what remains of a project's budget, 0 for no project.
 func budgetLeftMicro(ctx context.Context, r projectReader, orgID, projectID string) (money.MicroUSD, error) {
 	if projectID == "" {
 		return 0, nil

@@ -38,8 +38,8 @@ type teardowns struct{ *Launches }
 // A service already torn down (or tearing down) answers its teardown task
 // again, replayed, so a script that tears down twice sees success. A
 // failed service is torn down too, which retires it.
-func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID string) (*models.TaskHandle, []models.Action, bool, error) {
-	var view *models.TaskHandle
+func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID string) (*Task, bool, error) {
+	var view *Task
 	var task store.Task
 	replayed := false
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
@@ -62,22 +62,18 @@ func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID st
 		return err
 	})
 	if err != nil {
-		return nil, nil, false, err
+		return nil, false, err
 	}
-	if replayed {
-		next := []models.Action{actions.Tool("get_task", "agent", map[string]any{"id": task.ID})}
-		if task.State != "queued" && task.State != "running" {
-			next = []models.Action{actions.Stop("done")}
-		}
-		return view, next, true, nil
+	if !replayed {
+		s.enqueue(ctx, task.ID, "teardown")
 	}
-	return view, s.enqueue(ctx, task.ID, "teardown"), false, nil
+	return view, replayed, nil
 }
 
 // teardownUnderWay is the teardown task of a service already torn down,
 // tearing down or failed after a teardown.
-func (s teardowns) teardownUnderWay(ctx context.Context, tx *store.Tx, p *auth.Principal, svc store.Service) (*models.TaskHandle, bool) {
-	if svc.State != "torn_down" && svc.State != "tearing_down" && svc.State != "failed" {
+func (s teardowns) teardownUnderWay(ctx context.Context, tx *store.Tx, p *auth.Principal, svc store.Service) (*Task, bool) {
+	if !ServiceState(svc.State).Gone() {
 		return nil, false
 	}
 	prev, err := tx.Tasks().Lock(ctx, p.OrgID, svc.TaskID)
@@ -88,7 +84,7 @@ func (s teardowns) teardownUnderWay(ctx context.Context, tx *store.Tx, p *auth.P
 	if err != nil {
 		return nil, false
 	}
-	if v.BudgetRemainingUsd, err = budgetLeft(ctx, tx, p.OrgID, prev.ProjectID); err != nil {
+	if v.BudgetRemaining, err = budgetLeftMicro(ctx, tx, p.OrgID, prev.ProjectID); err != nil {
 		return nil, false
 	}
 	return v, true
@@ -98,11 +94,11 @@ func (s teardowns) teardownUnderWay(ctx context.Context, tx *store.Tx, p *auth.P
 // while tearing down; it clears svc.Domain when the service never served
 // its domain.
 func (s teardowns) teardownFrom(ctx context.Context, tx *store.Tx, p *auth.Principal, svc *store.Service) (string, error) {
-	switch svc.State {
-	case "torn_down", "tearing_down":
+	switch ServiceState(svc.State) {
+	case ServiceTornDown, ServiceTearingDown:
 		return "", apierr.Newf("conflict:state", "service %s is already %s", svc.ID, svc.State).
 			WithActions(actions.Tool("get_task", "agent", map[string]any{"id": svc.TaskID}))
-	case "failed":
+	case ServiceFailed:
 		// A failed service stays failed until its teardown retires it:
 		// tearing_down would claim its name again, which a relaunch may
 		// hold. It holds no name, host or budget; tearing it down stops
@@ -110,7 +106,7 @@ func (s teardowns) teardownFrom(ctx context.Context, tx *store.Tx, p *auth.Princ
 		// domain, if any, was never served, so its zone is left.
 		svc.Domain = ""
 		return "failed", nil
-	case "launching":
+	case ServiceLaunching:
 		return "tearing_down", s.cancelWaitingLaunch(ctx, tx, p, svc)
 	}
 	return "tearing_down", nil
@@ -124,7 +120,7 @@ func (s teardowns) cancelWaitingLaunch(ctx context.Context, tx *store.Tx, p *aut
 	if err != nil {
 		return err
 	}
-	if lt.State != "input_required" {
+	if TaskState(lt.State) != TaskInputRequired {
 		return apierr.Newf("conflict:state", "service %s is still launching; wait for its task, then tear it down", svc.ID).
 			WithActions(actions.Retry("get_task", "agent", map[string]any{"id": svc.TaskID}, 2))
 	}
@@ -145,25 +141,25 @@ func (s teardowns) cancelWaitingLaunch(ctx context.Context, tx *store.Tx, p *aut
 }
 
 // teardownSteps are the steps of a service's teardown.
-func teardownSteps(ctx context.Context, tx *store.Tx, svc store.Service) []taskStep {
-	zone := "skipped"
+func teardownSteps(ctx context.Context, tx *store.Tx, svc store.Service) []TaskStep {
+	zone := StepStateSkipped
 	if svc.Domain != "" {
-		zone = "pending"
+		zone = StepStatePending
 	}
-	steps := []taskStep{{Name: StepUndeploy, State: "pending"}}
+	steps := []TaskStep{{Name: StepUndeploy, State: "pending"}}
 	if runsProcesses(svc.Target) {
-		database := "skipped"
+		database := StepStateSkipped
 		if _, err := tx.Services().Database(ctx, svc.ID); err == nil {
-			database = "pending"
+			database = StepStatePending
 		}
-		steps = append(steps, taskStep{Name: StepStop, State: "pending"}, taskStep{Name: StepDropDatabase, State: database})
+		steps = append(steps, TaskStep{Name: StepStop, State: "pending"}, TaskStep{Name: StepDropDatabase, State: database})
 	}
-	return append(steps, taskStep{Name: StepRemoveZone, State: zone})
+	return append(steps, TaskStep{Name: StepRemoveZone, State: zone})
 }
 
 // insertTeardown records the teardown task with its receipt: the domain
 // registration is not reversed, and the zone's mail records are kept.
-func (s teardowns) insertTeardown(ctx context.Context, tx *store.Tx, p *auth.Principal, svc store.Service, tearing string) (*models.TaskHandle, store.Task, error) {
+func (s teardowns) insertTeardown(ctx context.Context, tx *store.Tx, p *auth.Principal, svc store.Service, tearing string) (*Task, store.Task, error) {
 	now := s.Now()
 	proj, err := tx.Projects().Lock(ctx, p.OrgID, svc.ProjectID)
 	if err != nil {

@@ -35,7 +35,7 @@ func (s *core) zoneRecords(ctx context.Context, orgID, domain string, web bool) 
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
 		return nil, err
-	case d.OrgID == orgID && d.State != "removed" && d.PublicKey != "":
+	case d.OrgID == orgID && MailState(d.State) != MailRemoved && d.PublicKey != "":
 		recs = append(recs, mailRecords(domain, s.zone, d.PublicKey)...)
 	}
 	return recs, nil
@@ -75,5 +75,5 @@ func (s *core) mailSetUp(ctx context.Context, orgID, domain string) (bool, error
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
-	return err == nil && d.OrgID == orgID && d.State != "removed", err
+	return err == nil && d.OrgID == orgID && MailState(d.State) != MailRemoved, err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/money"
+	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -43,11 +44,11 @@ type stepReport struct {
 }
 
 type taskStep struct {
-	Name        string     `json:"name"`
-	State       string     `json:"state"`
-	StartedAt   *time.Time `json:"startedAt,omitempty"`
-	CompletedAt *time.Time `json:"completedAt,omitempty"`
-	Detail      string     `json:"detail,omitempty"`
+	Name        string            `json:"name"`
+	State       service.StepState `json:"state"`
+	StartedAt   *time.Time        `json:"startedAt,omitempty"`
+	CompletedAt *time.Time        `json:"completedAt,omitempty"`
+	Detail      string            `json:"detail,omitempty"`
 }
 
 // prepareAgain is the action every refusal of a stale plan carries.
@@ -61,25 +62,25 @@ func prepareAgain(w store.Workflow, plan workflowplan.Plan) models.Action {
 
 // Apply rechecks a prepared workflow and starts the task that runs it,
 // once: a later apply, or a concurrent one, answers the same task.
-func (e *Engine) Apply(ctx context.Context, p *auth.Principal, id string, req *models.ApplyWorkflowRequest) (*models.TaskHandle, []models.Action, bool, error) {
+func (e *Engine) Apply(ctx context.Context, p *auth.Principal, id string, req *models.ApplyWorkflowRequest) (*service.Task, bool, error) {
 	w, err := e.cfg.Store.Workflows().Get(ctx, p.OrgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, false, apierr.Newf("not_found:resource", "no workflow %s in your organisation", id)
+		return nil, false, apierr.Newf("not_found:resource", "no workflow %s in your organisation", id)
 	}
 	if err != nil {
-		return nil, nil, false, err
+		return nil, false, err
 	}
 	if req != nil && req.SignedPlan != nil {
 		jwks, err := e.JWKS(ctx)
 		if err != nil {
-			return nil, nil, false, err
+			return nil, false, err
 		}
 		payload, digest, _, err := workflowplan.Verify(*req.SignedPlan, jwks)
 		if err != nil {
-			return nil, nil, false, apierr.Newf("plan:signature_invalid", "%v", err)
+			return nil, false, apierr.Newf("plan:signature_invalid", "%v", err)
 		}
 		if digest != w.Digest || string(payload) != w.Plan {
-			return nil, nil, false, apierr.Newf("plan:signature_invalid", "the signed plan (digest %s) is not workflow %s's plan (digest %s)", digest, w.ID, w.Digest)
+			return nil, false, apierr.Newf("plan:signature_invalid", "the signed plan (digest %s) is not workflow %s's plan (digest %s)", digest, w.ID, w.Digest)
 		}
 	}
 	if w.TaskID != "" {
@@ -87,7 +88,7 @@ func (e *Engine) Apply(ctx context.Context, p *auth.Principal, id string, req *m
 	}
 	plan, err := decodePlan(w)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, false, err
 	}
 	if err := e.recheck(ctx, p, w, plan); err != nil {
 		// A concurrent apply may have won and already changed what the
@@ -95,7 +96,7 @@ func (e *Engine) Apply(ctx context.Context, p *auth.Principal, id string, req *m
 		if again, gerr := e.cfg.Store.Workflows().Get(ctx, p.OrgID, w.ID); gerr == nil && again.TaskID != "" {
 			return e.replay(ctx, p, again)
 		}
-		return nil, nil, false, err
+		return nil, false, err
 	}
 	now := e.cfg.Now().UTC()
 	task := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, ProjectID: w.ProjectID, Kind: "workflow", State: "queued", CreatedAt: now, UpdatedAt: now}
@@ -128,7 +129,7 @@ func (e *Engine) Apply(ctx context.Context, p *auth.Principal, id string, req *m
 		return err
 	})
 	if err != nil {
-		return nil, nil, false, err
+		return nil, false, err
 	}
 	if !won {
 		return e.replay(ctx, p, w)
@@ -137,13 +138,13 @@ func (e *Engine) Apply(ctx context.Context, p *auth.Principal, id string, req *m
 		// The task is committed; the runner's start-up sweep finds it.
 		e.cfg.Log.Warn("enqueue workflow", "task", task.ID, "err", err)
 	}
-	view, next, err := e.cfg.Service.Tasks.Get(ctx, p.OrgID, task.ID)
-	return view, next, false, err
+	view, err := e.cfg.Service.Tasks.Get(ctx, p.OrgID, task.ID)
+	return view, false, err
 }
 
-func (e *Engine) replay(ctx context.Context, p *auth.Principal, w store.Workflow) (*models.TaskHandle, []models.Action, bool, error) {
-	view, next, err := e.cfg.Service.Tasks.Get(ctx, p.OrgID, w.TaskID)
-	return view, next, true, err
+func (e *Engine) replay(ctx context.Context, p *auth.Principal, w store.Workflow) (*service.Task, bool, error) {
+	view, err := e.cfg.Service.Tasks.Get(ctx, p.OrgID, w.TaskID)
+	return view, true, err
 }
 
 // recheck reads everything again and refuses what changed.

@@ -319,7 +319,7 @@ func (r *stepReader) judgeQuote(ctx context.Context, field string, st *workflowp
 		if err != nil {
 			return err
 		}
-		r.version("domain", d, state)
+		r.version("domain", d, string(state))
 	}
 	return nil
 }
@@ -345,7 +345,7 @@ func (r *stepReader) judgeLaunch(ctx context.Context, field string, st *workflow
 	if err != nil {
 		return err
 	}
-	if state != "owned" {
+	if state != service.DomainOwned {
 		st.Irreversible = true
 		if !r.p.HasScope("buy_domain") {
 			st.NeedsApproval, st.Approval = true, "registering "+strings.ToLower(d)+" buys it: the key lacks buy_domain, so a human approves the purchase"
@@ -374,15 +374,15 @@ func (r *stepReader) judgeDomainStep(ctx context.Context, field string, st *work
 
 // domainState records the state of a domain a step names, refusing one
 // registered to someone else.
-func (r *stepReader) domainState(ctx context.Context, st *workflowplan.Step, d string) (string, error) {
+func (r *stepReader) domainState(ctx context.Context, st *workflowplan.Step, d string) (service.DomainState, error) {
 	state, err := r.svc.Domains.State(ctx, r.p, d)
 	if err != nil {
 		return "", err
 	}
-	if state == "taken" {
+	if state == service.DomainTaken {
 		return "", apierr.Newf("plan:domain_unavailable", "step %s: %s is registered to someone else", st.ID, d)
 	}
-	r.version("domain", d, state)
+	r.version("domain", d, string(state))
 	return state, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/pierhq/pier/internal/lib/workflowplan"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/httpapi"
+	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 	"github.com/pierhq/pier/server/internal/tasks"
 )
@@ -36,8 +37,7 @@ type run struct {
 // Run works a workflow task: its steps in order, each once. It returns
 // tasks.Wait while a step waits on a launch, a teardown or a human.
 func (e *Engine) Run(ctx context.Context, t store.Task) error {
-	switch t.State {
-	case "succeeded", "failed", "canceled":
+	if service.TaskState(t.State).Ended() {
 		return nil
 	}
 	w, err := e.cfg.Store.Workflows().ByTask(ctx, t.ID)
@@ -65,7 +65,7 @@ func (e *Engine) Run(ctx context.Context, t store.Task) error {
 	ctx = httpapi.WithPrincipal(ctx, r.p)
 	for i, s := range plan.Steps {
 		st := &r.steps[i]
-		if st.State == "succeeded" {
+		if st.State == service.StepStateSucceeded {
 			continue
 		}
 		now := e.cfg.Now().UTC()
@@ -249,31 +249,31 @@ func (r *run) waitChild(ctx context.Context, s workflowplan.Step, child string) 
 		if err != nil {
 			return nil, err
 		}
-		switch t.State {
-		case "succeeded":
-			view, _, err := r.e.cfg.Service.Tasks.Get(ctx, r.p.OrgID, child)
+		switch service.TaskState(t.State) {
+		case service.TaskSucceeded:
+			view, err := r.e.cfg.Service.Tasks.Get(ctx, r.p.OrgID, child)
 			if err != nil {
 				return nil, err
 			}
 			out := map[string]any{"taskId": child}
 			if s.Tool == "launch_service" {
-				if view.ServiceId != nil {
-					out["serviceId"] = *view.ServiceId
+				if view.ServiceID != "" {
+					out["serviceId"] = view.ServiceID
 				}
-				if view.PreviewUrl != nil {
-					out["previewUrl"] = *view.PreviewUrl
+				if view.PreviewURL != "" {
+					out["previewUrl"] = view.PreviewURL
 				}
 			}
 			return out, nil
-		case "failed", "canceled":
+		case service.TaskFailed, service.TaskCanceled:
 			var res struct {
 				Error string `json:"error"`
 			}
 			json.Unmarshal([]byte(t.Result), &res)
 			return nil, &permanent{fmt.Sprintf("step %s: task %s %s: %s", s.ID, child, t.State, res.Error)}
-		case "input_required":
+		case service.TaskInputRequired:
 			i := r.index(s.ID)
-			r.steps[i].State, r.steps[i].Detail = "input_required", "task "+child+" waits for a human"
+			r.steps[i].State, r.steps[i].Detail = service.StepStateInputRequired, "task "+child+" waits for a human"
 			r.t.State, r.t.GateID = "input_required", t.GateID
 			return nil, tasks.Wait(2 * time.Second)
 		}
@@ -322,11 +322,11 @@ func (r *run) fail(ctx context.Context, i int, msg string) error {
 	}
 	report := make([]stepReport, len(r.plan.Steps))
 	for j, s := range r.plan.Steps {
-		report[j] = stepReport{ID: s.ID, Tool: s.Tool, State: r.steps[j].State}
+		report[j] = stepReport{ID: s.ID, Tool: s.Tool, State: string(r.steps[j].State)}
 		if j == i {
 			report[j].Detail = msg
 		}
-		if r.steps[j].State == "pending" || r.steps[j].State == "running" || r.steps[j].State == "input_required" {
+		if r.steps[j].State == service.StepStatePending || r.steps[j].State == service.StepStateRunning || r.steps[j].State == service.StepStateInputRequired {
 			if j != i {
 				detail := "not run: the workflow stopped when step " + failed + " failed"
 				if dependant[s.ID] {
@@ -338,7 +338,7 @@ func (r *run) fail(ctx context.Context, i int, msg string) error {
 		}
 	}
 	for j := len(r.plan.Steps) - 1; j >= 0; j-- {
-		if r.steps[j].State != "succeeded" {
+		if r.steps[j].State != service.StepStateSucceeded {
 			continue
 		}
 		report[j].State, report[j].Detail = r.undo(ctx, r.plan.Steps[j])
@@ -402,7 +402,7 @@ func (e *Engine) Fail(ctx context.Context, t store.Task, cause error) error {
 	r.p = principalOf(w, r.pl)
 	i := 0
 	for j := range r.steps {
-		if r.steps[j].State != "succeeded" {
+		if r.steps[j].State != service.StepStateSucceeded {
 			i = j
 			break
 		}
