@@ -157,7 +157,7 @@ func (d deletion) deletable(ctx context.Context, p *auth.Principal, id string) (
 		return proj, err
 	}
 	for _, svc := range svcs {
-		if svc.Domain != "" && (svc.State == "live" || svc.State == "crashed") {
+		if st := ServiceState(svc.State); svc.Domain != "" && (st == ServiceLive || st == ServiceCrashed) {
 			return proj, apierr.Newf("conflict:domain_attached", "%s is attached to service %s (%s) of project %s, and its registration cannot be undone; detach it (detach_domain) or attach it to a service of another project, then delete the project again", svc.Domain, svc.ID, svc.Name, id).
 				WithActions(actions.Tool("detach_domain", "agent", map[string]any{"domain": svc.Domain}), actions.Tool("delete_project", "agent", map[string]any{"id": id}))
 		}
@@ -184,20 +184,20 @@ func (d deletion) tearDown(ctx context.Context, p *auth.Principal, id string) (t
 	}
 	tasks, pending = []string{}, []string{}
 	for _, svc := range svcs {
-		switch svc.State {
-		case "torn_down":
+		switch ServiceState(svc.State) {
+		case ServiceTornDown:
 			tasks = append(tasks, svc.TaskID) // its teardown task
 			continue
-		case "failed":
+		case ServiceFailed:
 			continue
 		}
-		t, _, _, err := d.launches.Teardown(ctx, p, svc.ID)
+		t, _, err := d.launches.Teardown(ctx, p, svc.ID)
 		if err != nil {
 			return nil, nil, err
 		}
-		tasks = append(tasks, t.TaskId)
-		if t.State == models.TaskHandleStateQueued || t.State == models.TaskHandleStateRunning {
-			pending = append(pending, t.TaskId)
+		tasks = append(tasks, t.ID)
+		if t.State.Active() {
+			pending = append(pending, t.ID)
 		}
 	}
 	return tasks, pending, nil
@@ -241,9 +241,9 @@ func (d deletion) cancelGate(ctx context.Context, tx *store.Tx, p *auth.Principa
 	if err != nil {
 		return err
 	}
-	steps, _ := json.Marshal([]taskStep{{Name: "human_decision", State: "failed", CompletedAt: ptr(now.UTC()), Detail: "canceled: the project was deleted"}})
+	steps, _ := json.Marshal([]TaskStep{{Name: "human_decision", State: StepStateFailed, CompletedAt: ptr(now.UTC()), Detail: "canceled: the project was deleted"}})
 	result, _ := json.Marshal(map[string]any{"decision": "canceled", "blockedBy": "conflict:state", "message": "the project was deleted before a human decided"})
-	t.State, t.Steps, t.Result, t.UpdatedAt = "canceled", string(steps), string(result), now.UTC()
+	t.State, t.Steps, t.Result, t.UpdatedAt = string(TaskCanceled), string(steps), string(result), now.UTC()
 	if err := tx.Tasks().Update(ctx, t); err != nil {
 		return err
 	}
@@ -327,7 +327,7 @@ func (d deletion) nothingRuns(ctx context.Context, tx *store.Tx, proj store.Proj
 		return err
 	}
 	for _, svc := range svcs {
-		if svc.State != "torn_down" && svc.State != "failed" {
+		if st := ServiceState(svc.State); st != ServiceTornDown && st != ServiceFailed {
 			return apierr.Newf("conflict:state", "service %s (%s) of project %s is %s; delete the project again to tear it down too", svc.ID, svc.Name, proj.ID, svc.State).
 				WithActions(actions.Tool("delete_project", "agent", map[string]any{"id": proj.ID}))
 		}

@@ -45,15 +45,15 @@ func TestChildProjectCarvesAndGivesBack(t *testing.T) {
 	if q := h.quote(ct, serviceItem("dynamic_service", "process", "held")); q.Decision != models.ALLOW {
 		t.Fatalf("quote in the child: %s %v", q.Decision, q.Reasons)
 	}
-	raise, _, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, ct.agent, ct.project, models.BudgetRaiseRequest{AmountUsd: 1, Reason: "probe"})
+	raise, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, ct.agent, ct.project, models.BudgetRaiseRequest{AmountUsd: 1, Reason: "probe"})
 	h.must(err)
 
 	d, next, replayed, err := h.svc.Projects.Delete(h.ctx, ct.agent, ct.project)
 	h.must(err)
-	if replayed || d.State != models.Deleting || len(d.TeardownTaskIds) != 1 || len(d.CanceledTaskIds) != 1 || d.CanceledTaskIds[0] != raise.TaskId || !hasAction(next, "delete_project") {
+	if replayed || d.State != models.Deleting || len(d.TeardownTaskIds) != 1 || len(d.CanceledTaskIds) != 1 || d.CanceledTaskIds[0] != raise.ID || !hasAction(next, "delete_project") {
 		t.Fatalf("first delete %+v, next %v", d, names(next))
 	}
-	if got := h.task(ct.org, raise.TaskId); got.State != "canceled" {
+	if got := h.task(ct.org, raise.ID); got.State != "canceled" {
 		t.Fatalf("the budget raise is %s, want canceled", got.State)
 	}
 	if pending, _ := h.st.Gates().PendingInProject(h.ctx, ct.org, ct.project); len(pending) != 0 {
@@ -147,7 +147,7 @@ func TestDeleteProjectRefuses(t *testing.T) {
 	if e := wantCode(t, err, "conflict:domain_attached"); !contains(e.Message, dom) || !hasAction(e.Actions, "detach_domain") {
 		t.Fatalf("refusal %s, actions %v", e.Message, names(e.Actions))
 	}
-	_, _, err = h.svc.Domains.Detach(h.ctx, tn.agent, dom)
+	_, err = h.svc.Domains.Detach(h.ctx, tn.agent, dom)
 	h.must(err)
 	d, _, _, err := h.svc.Projects.Delete(h.ctx, tn.agent, ct.project)
 	if err != nil || d.State != models.Deleting {

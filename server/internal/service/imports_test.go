@@ -18,7 +18,7 @@ import (
 var speaksWire = []string{
 	"approvals.go", "attach.go", "bundles.go", "core.go", "cursor.go", "deploys.go", "domains.go",
 	"keycaps.go", "launches.go", "mail.go", "mail_boxes.go", "mail_mutations.go", "mail_send.go",
-	"metering.go", "onboarding.go", "preview.go", "projects.go", "quotes.go", "registrant.go",
+	"metering.go", "onboarding.go", "preview.go", "children.go", "projects.go", "quotes.go", "registrant.go",
 	"renewals.go", "runs.go", "spend.go", "tasks.go", "teardown.go",
 }
 
