@@ -3,6 +3,8 @@ package cli
 import (
 	"strings"
 	"testing"
+
+	"github.com/pierhq/pier/cli/cmdutil"
 )
 
 // TestHelpExitCodes: the exit-code table ships inside the binary, so help
@@ -10,10 +12,10 @@ import (
 func TestHelpExitCodes(t *testing.T) {
 	for _, args := range [][]string{{"help", "exit-codes"}, {"exit-codes"}, {"exit-codes", "--help"}} {
 		_, code, ts := runCaptured(t, "", args...)
-		if code != ExitOK {
-			t.Fatalf("pier %s: exit %d, stderr %s", strings.Join(args, " "), code, ts.err)
+		if code != cmdutil.ExitOK {
+			t.Fatalf("pier %s: exit %d, stderr %s", strings.Join(args, " "), code, ts.Err)
 		}
-		out := ts.out.String()
+		out := ts.Out.String()
 		for _, want := range []string{"| 5    | Input required", "| 9    | Server or network", "`budget:*`"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("pier %s lacks %q:\n%s", strings.Join(args, " "), want, out)
@@ -24,7 +26,7 @@ func TestHelpExitCodes(t *testing.T) {
 		}
 	}
 	_, _, ts := runCaptured(t, "", "--help")
-	if help := ts.out.String(); strings.Contains(help, "EXIT_CODES.md") || !strings.Contains(help, "pier help exit-codes") {
+	if help := ts.Out.String(); strings.Contains(help, "EXIT_CODES.md") || !strings.Contains(help, "pier help exit-codes") {
 		t.Errorf("pier --help should point at pier help exit-codes:\n%s", help)
 	}
 }
