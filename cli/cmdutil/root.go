@@ -32,6 +32,27 @@ func GroupIDFor(path string) string {
 	return GroupOperations
 }
 
+// Subcommand is root's subcommand named name, such as a generated group
+// ("bundles", "email") that a package adds its hand-written commands to,
+// or nil when root has none.
+func Subcommand(root *cobra.Command, name string) *cobra.Command {
+	for _, c := range root.Commands() {
+		if c.Name() == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// AddOperations adds hand-written commands to root, listed with the
+// generated ones under "Operations:".
+func AddOperations(root *cobra.Command, cmds ...*cobra.Command) {
+	for _, c := range cmds {
+		c.GroupID = GroupOperations
+	}
+	root.AddCommand(cmds...)
+}
+
 // NewRootCommand returns the bare root command: the global flags bound to
 // f.Config, the operations group and the mapping of flag errors to
 // usage errors. It has no commands; package cli adds them.

@@ -89,23 +89,40 @@ func holderKeygen(o *HolderKeygenOptions) error {
 		fmt.Sprintf("wrote %s\nholder key thumbprint %s", o.Key, k.Thumbprint()))
 }
 
-// HolderMandateOptions are `pier holder mandate`'s.
-type HolderMandateOptions struct {
+// HolderCall is what a signed holder request takes, a mandate or a gate
+// decision: the key that signs it, the session it is for, and whether to
+// keep it back (--no-post) and print JSON.
+type HolderCall struct {
 	IO      *cmdutil.IOStreams
 	Factory *cmdutil.Factory
 	Key     string
 	Session string
+	NoPost  bool
+	JSON    bool
+}
+
+// printUnposted prints a signed request that --no-post keeps back. The JWS
+// is what goes on, so it is stdout (out with --json); a person reads it
+// decoded on stderr.
+func (o *HolderCall) printUnposted(jws string, out map[string]any) error {
+	if !o.JSON {
+		cmdutil.WriteRaw(o.IO.ErrOut, []byte(decodedCompact(jws)))
+	}
+	return holderOutput(o.IO, o.JSON, out, jws)
+}
+
+// HolderMandateOptions are `pier holder mandate`'s.
+type HolderMandateOptions struct {
+	HolderCall
 	// Registration is the session's registration secret, handed over by
 	// whoever created the session.
 	Registration string
 	IssuerKID    string
-	NoPost       bool
-	JSON         bool
 }
 
 // NewCmdHolderMandate is `pier holder mandate`.
 func NewCmdHolderMandate(f *cmdutil.Factory, runF func(*HolderMandateOptions) error) *cobra.Command {
-	opts := &HolderMandateOptions{IO: f.IO, Factory: f}
+	opts := &HolderMandateOptions{HolderCall: HolderCall{IO: f.IO, Factory: f}}
 	cmd := &cobra.Command{
 		Use:   "mandate --session ID --registration-secret SECRET --key FILE",
 		Short: "Sign the 100 USD fake-money mandate for a session and register it",
@@ -174,12 +191,7 @@ func holderMandate(ctx context.Context, o *HolderMandateOptions) error {
 	}
 	out := map[string]any{"mandate": jws, "thumbprint": k.Thumbprint(), "issuerKid": kid}
 	if o.NoPost {
-		// The JWS is what goes on, so it is stdout; a person reads it
-		// decoded on stderr.
-		if !o.JSON {
-			cmdutil.WriteRaw(o.IO.ErrOut, []byte(decodedCompact(jws)))
-		}
-		return holderOutput(o.IO, o.JSON, out, jws)
+		return o.printUnposted(jws, out)
 	}
 	resp, err := c.RegisterMandate(ctx, base, o.Session, o.Registration, jws)
 	if err != nil {
@@ -191,20 +203,15 @@ func holderMandate(ctx context.Context, o *HolderMandateOptions) error {
 
 // HolderDecideOptions are `pier holder decide`'s.
 type HolderDecideOptions struct {
-	IO       *cmdutil.IOStreams
-	Factory  *cmdutil.Factory
-	Key      string
-	Session  string
+	HolderCall
 	Gate     string
 	GateFile string
 	Deny     bool
-	NoPost   bool
-	JSON     bool
 }
 
 // NewCmdHolderDecide is `pier holder decide`.
 func NewCmdHolderDecide(f *cmdutil.Factory, runF func(*HolderDecideOptions) error) *cobra.Command {
-	opts := &HolderDecideOptions{IO: f.IO, Factory: f}
+	opts := &HolderDecideOptions{HolderCall: HolderCall{IO: f.IO, Factory: f}}
 	cmd := &cobra.Command{
 		Use:   "decide --key FILE (--gate JSON | --gate-file FILE)",
 		Short: "Sign a gate decision and post it",
@@ -282,10 +289,7 @@ func holderDecide(ctx context.Context, path string, o *HolderDecideOptions) erro
 	}
 	out := map[string]any{"decision": jws, "gateId": gate.ID, "outcome": outcome, "thumbprint": k.Thumbprint()}
 	if o.NoPost {
-		if !o.JSON {
-			cmdutil.WriteRaw(o.IO.ErrOut, []byte(decodedCompact(jws)))
-		}
-		return holderOutput(o.IO, o.JSON, out, jws)
+		return o.printUnposted(jws, out)
 	}
 	ctx, cancel := o.Factory.Context(ctx)
 	defer cancel()

@@ -43,14 +43,14 @@ func TestHolderMandateOptions(t *testing.T) {
 		want HolderMandateOptions
 	}{
 		{[]string{"--session", "sbs_1", "--key", "holder.jwk", "--registration-secret", "sbr_1"}, nil,
-			HolderMandateOptions{Session: "sbs_1", Key: "holder.jwk", Registration: "sbr_1"}},
+			HolderMandateOptions{HolderCall: HolderCall{Session: "sbs_1", Key: "holder.jwk"}, Registration: "sbr_1"}},
 		{[]string{"--session", "sbs_1", "--key", "holder.jwk", "--issuer-kid", "kid_1", "--json"}, map[string]string{"PIER_SANDBOX_REGISTRATION_SECRET": " sbr_env\n"},
-			HolderMandateOptions{Session: "sbs_1", Key: "holder.jwk", Registration: "sbr_env", IssuerKID: "kid_1", JSON: true}},
+			HolderMandateOptions{HolderCall: HolderCall{Session: "sbs_1", Key: "holder.jwk", JSON: true}, Registration: "sbr_env", IssuerKID: "kid_1"}},
 		{[]string{"--session", "sbs_1", "--key", "holder.jwk", "--registration-secret", "sbr_flag"}, map[string]string{"PIER_SANDBOX_REGISTRATION_SECRET": "sbr_env"},
-			HolderMandateOptions{Session: "sbs_1", Key: "holder.jwk", Registration: "sbr_flag"}},
+			HolderMandateOptions{HolderCall: HolderCall{Session: "sbs_1", Key: "holder.jwk"}, Registration: "sbr_flag"}},
 		// Printing a mandate without registering it needs no secret.
 		{[]string{"--session", "sbs_1", "--key", "holder.jwk", "--no-post"}, nil,
-			HolderMandateOptions{Session: "sbs_1", Key: "holder.jwk", NoPost: true}},
+			HolderMandateOptions{HolderCall: HolderCall{Session: "sbs_1", Key: "holder.jwk", NoPost: true}}},
 	} {
 		f, ts := clitest.NewFactory(c.env)
 		var got *HolderMandateOptions
@@ -83,9 +83,9 @@ func TestHolderDecideOptions(t *testing.T) {
 		args []string
 		want HolderDecideOptions
 	}{
-		{[]string{"--key", "holder.jwk", "--gate-file", "attempt.json"}, HolderDecideOptions{Key: "holder.jwk", GateFile: "attempt.json"}},
-		{[]string{"--key", "holder.jwk", "--gate-file", "-", "--deny", "--no-post", "--json"}, HolderDecideOptions{Key: "holder.jwk", GateFile: "-", Deny: true, NoPost: true, JSON: true}},
-		{[]string{"--key", "holder.jwk", "--session", "sbs_1", "--gate", `{"id":"sbg_1"}`}, HolderDecideOptions{Key: "holder.jwk", Session: "sbs_1", Gate: `{"id":"sbg_1"}`}},
+		{[]string{"--key", "holder.jwk", "--gate-file", "attempt.json"}, HolderDecideOptions{HolderCall: HolderCall{Key: "holder.jwk"}, GateFile: "attempt.json"}},
+		{[]string{"--key", "holder.jwk", "--gate-file", "-", "--deny", "--no-post", "--json"}, HolderDecideOptions{HolderCall: HolderCall{Key: "holder.jwk", NoPost: true, JSON: true}, GateFile: "-", Deny: true}},
+		{[]string{"--key", "holder.jwk", "--session", "sbs_1", "--gate", `{"id":"sbg_1"}`}, HolderDecideOptions{HolderCall: HolderCall{Key: "holder.jwk", Session: "sbs_1"}, Gate: `{"id":"sbg_1"}`}},
 	} {
 		f, ts := clitest.NewFactory(nil)
 		var got *HolderDecideOptions

@@ -23,8 +23,9 @@ import (
 // ExportOptions are `pier export`'s.
 type ExportOptions struct {
 	Factory *cmdutil.Factory
-	Project string
-	Out     string
+	// Project is the project whose leave package is written into the
+	// directory Out.
+	Project, Out string
 	// Force writes into a directory that holds files, replacing them, so
 	// the directory holds the package and nothing else.
 	Force bool

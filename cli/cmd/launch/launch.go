@@ -19,21 +19,6 @@ import (
 	"github.com/pierhq/pier/sdk"
 )
 
-// AddCommands adds the hand-written commands that chain operations:
-// `pier bundles upload`, `pier launch` and `pier export`.
-func AddCommands(root *cobra.Command, f *cmdutil.Factory) {
-	for _, c := range root.Commands() {
-		if c.Name() == "bundles" {
-			c.AddCommand(NewCmdBundlesUpload(f, nil))
-		}
-	}
-	launch := NewCmdLaunch(f, nil)
-	launch.GroupID = cmdutil.GroupOperations
-	export := NewCmdExport(f, nil)
-	export.GroupID = cmdutil.GroupOperations
-	root.AddCommand(launch, export)
-}
-
 // LaunchOptions are `pier launch`'s.
 type LaunchOptions struct {
 	Factory                    *cmdutil.Factory

@@ -209,10 +209,7 @@ func ledgerExportRun(ctx context.Context, opts *LedgerExportOptions) error {
 // AddCommands puts verify and export beside the generated
 // `pier ledger list`.
 func AddCommands(root *cobra.Command, f *cmdutil.Factory) {
-	for _, c := range root.Commands() {
-		if c.Name() == "ledger" {
-			c.AddCommand(NewCmdLedgerVerify(f, nil), NewCmdLedgerExport(f, nil))
-			return
-		}
+	if group := cmdutil.Subcommand(root, "ledger"); group != nil {
+		group.AddCommand(NewCmdLedgerVerify(f, nil), NewCmdLedgerExport(f, nil))
 	}
 }

@@ -16,11 +16,9 @@ import (
 // AddCommands makes `pier mail` the email group's other name and gives
 // it `wait`.
 func AddCommands(root *cobra.Command, f *cmdutil.Factory) {
-	for _, c := range root.Commands() {
-		if c.Name() == "email" {
-			c.Aliases = append(c.Aliases, "mail")
-			c.AddCommand(NewCmdMailWait(f, nil))
-		}
+	if email := cmdutil.Subcommand(root, "email"); email != nil {
+		email.Aliases = append(email.Aliases, "mail")
+		email.AddCommand(NewCmdMailWait(f, nil))
 	}
 }
 

@@ -23,11 +23,7 @@ import (
 // AddCommands adds the hand-written commands for running services:
 // `pier logs` and `pier rollback`.
 func AddCommands(root *cobra.Command, f *cmdutil.Factory) {
-	logs := NewCmdLogs(f, nil)
-	logs.GroupID = cmdutil.GroupOperations
-	rollback := NewCmdRollback(f, nil)
-	rollback.GroupID = cmdutil.GroupOperations
-	root.AddCommand(logs, rollback)
+	cmdutil.AddOperations(root, NewCmdLogs(f, nil), NewCmdRollback(f, nil))
 }
 
 // LogsOptions are `pier logs`'s.

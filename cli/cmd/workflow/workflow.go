@@ -24,18 +24,15 @@ import (
 // name and gives it the hand-written commands: prepare from a file and an
 // offline verify.
 func AddCommands(root *cobra.Command, f *cmdutil.Factory) {
-	for _, c := range root.Commands() {
-		if c.Name() != "workflows" {
-			continue
-		}
-		c.Aliases = append(c.Aliases, "workflow")
-		for _, sub := range c.Commands() {
-			if sub.Name() == "prepare" {
-				c.RemoveCommand(sub)
-			}
-		}
-		c.AddCommand(NewCmdWorkflowPrepare(f, nil), NewCmdWorkflowVerify(f, nil))
+	workflows := cmdutil.Subcommand(root, "workflows")
+	if workflows == nil {
+		return
 	}
+	workflows.Aliases = append(workflows.Aliases, "workflow")
+	if prepare := cmdutil.Subcommand(workflows, "prepare"); prepare != nil {
+		workflows.RemoveCommand(prepare)
+	}
+	workflows.AddCommand(NewCmdWorkflowPrepare(f, nil), NewCmdWorkflowVerify(f, nil))
 }
 
 // WorkflowPrepareOptions are `pier workflow prepare`'s.
