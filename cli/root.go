@@ -114,5 +114,6 @@ func run(f *cmdutil.Factory, args []string, extra ...*cobra.Command) int {
 }
 
 // ServerCommands are the server's commands as stubs that hand over to
-// pier-server; cmd/pier adds them to its root.
+// pier-server (see cmdutil.ServerCommands); cmd/pier adds them to its
+// root.
 func ServerCommands() []*cobra.Command { return cmdutil.ServerCommands() }

@@ -61,6 +61,7 @@ type UsageError struct {
 func (e *UsageError) Error() string { return e.Err.Error() }
 func (e *UsageError) Unwrap() error { return e.Err }
 
+// UsageErrorf is a usage error of the command at path cmd.
 func UsageErrorf(cmd string, format string, a ...any) *UsageError {
 	return &UsageError{Err: fmt.Errorf(format, a...), Command: cmd}
 }

@@ -49,6 +49,8 @@ func (s *IOStreams) CanPrompt() bool {
 	return IsTerminal(s.StdinIsTerminal) && IsTerminal(s.StderrIsTerminal)
 }
 
+// IsTerminal reports whether a stream's terminal test (such as
+// IOStreams.StderrIsTerminal) says it is one; nil means it is not.
 func IsTerminal(f func() bool) bool { return f != nil && f() }
 
 // Config is the resolved global configuration. The root command's
@@ -101,6 +103,7 @@ func NewFactory(io *IOStreams) *Factory {
 	return &Factory{IO: io}
 }
 
+// Env reads the environment variable k through Getenv.
 func (f *Factory) Env(k string) string {
 	if f.Getenv != nil {
 		return f.Getenv(k)
@@ -163,7 +166,7 @@ func (f *Factory) client(withKey bool) (*sdk.Client, error) {
 	return c, nil
 }
 
-// context applies --timeout to a command's calls.
+// Context applies --timeout to a command's calls.
 func (f *Factory) Context(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx == nil {
 		ctx = context.Background()

@@ -23,7 +23,7 @@ import (
 )
 
 // OperationSpec describes one contract operation as a command. The
-// generated commands.gen.go holds one per operation.
+// generated cli/cmd/operations/commands.gen.go holds one per operation.
 type OperationSpec struct {
 	ID     string // operationId, also the MCP tool name
 	Method string

@@ -159,6 +159,7 @@ func withoutKey(obj *node, key string) *node {
 	return out
 }
 
+// WriteRaw writes b as it is, ending it with a newline when it lacks one.
 func WriteRaw(w io.Writer, b []byte) error {
 	if _, err := w.Write(b); err != nil {
 		return err
@@ -507,6 +508,8 @@ func pathParams(template, path string) map[string]string {
 
 const specAnnotation = "operation"
 
+// FindOperationCommand is the command below c that carries operation id
+// in its OperationAnnotation, or nil.
 func FindOperationCommand(c *cobra.Command, id string) *cobra.Command {
 	if c.Annotations[specAnnotation] == id {
 		return c

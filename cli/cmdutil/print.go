@@ -12,6 +12,7 @@ func PrintJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// Deref is *s, or "-" when s is nil, for a value a summary prints.
 func Deref(s *string) string {
 	if s == nil {
 		return "-"

@@ -4,7 +4,7 @@ import (
 	"fmt"
 )
 
-// progress shows the current step on stderr: a spinner on a terminal, a
+// Progress shows the current step on stderr: a spinner on a terminal, a
 // line per change otherwise. Nothing goes to stdout.
 type Progress struct {
 	f      *Factory
@@ -16,10 +16,13 @@ type Progress struct {
 
 var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
+// NewProgress returns the progress of a command over f's stderr.
 func NewProgress(f *Factory) *Progress {
 	return &Progress{f: f, tty: f.IO.StderrIsTerminal != nil && f.IO.StderrIsTerminal()}
 }
 
+// Step shows s as the current step: redrawn on a terminal, a line when it
+// changes otherwise, nothing off a terminal with --json.
 func (p *Progress) Step(s string) {
 	if p.f.Config.JSON && !p.tty {
 		return
@@ -36,7 +39,7 @@ func (p *Progress) Step(s string) {
 	p.last = s
 }
 
-// line prints a line of its own on stderr, such as a log line, above the
+// Line prints a line of its own on stderr, such as a log line, above the
 // spinner on a terminal.
 func (p *Progress) Line(s string) {
 	if p.f.Config.JSON && !p.tty {
@@ -49,6 +52,7 @@ func (p *Progress) Line(s string) {
 	fmt.Fprintln(p.f.IO.ErrOut, s)
 }
 
+// Done clears the spinner's line on a terminal.
 func (p *Progress) Done() {
 	if p.tty && p.active {
 		fmt.Fprint(p.f.IO.ErrOut, "\r\033[K")

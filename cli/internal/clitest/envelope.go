@@ -32,11 +32,14 @@ func Validated(h http.Handler, report func([]string)) http.Handler {
 	})
 }
 
+// ErrorEnvelope is an error envelope in the contract's shape; extra is
+// inserted before its actions (such as a details member and its comma).
 func ErrorEnvelope(blockedBy, message string, retryable bool, extra string) string {
 	return fmt.Sprintf(`{"blockedBy":%q,"code":%q,"message":%q,"retryable":%t,%s"actions":[{"kind":"stop","reason":"not_implemented"},{"kind":"url","actor":"human","purpose":"documentation","url":"https://pier.example/docs"}],"formatVersion":"1"}`,
 		blockedBy, blockedBy, message, retryable, extra)
 }
 
+// WriteEnvelope answers with body as JSON.
 func WriteEnvelope(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -49,6 +49,8 @@ type FakeServices struct {
 	Srv *httptest.Server
 }
 
+// NewFakeServices serves fs's answers on a test server, closed when the
+// test ends.
 func NewFakeServices(t *testing.T, fs *FakeServices) *FakeServices {
 	t.Helper()
 	fs.t, fs.TaskPolls = t, map[string]int{}
@@ -269,6 +271,8 @@ func (fs *FakeServices) newVersion() int {
 	return 1
 }
 
+// Service is svc_1 as get_service answers it, in state, serving the
+// version serving.
 func (fs *FakeServices) Service(state string, serving int) string {
 	versions := `{"number":1,"state":"starting","taskId":"tsk_2","createdAt":"2026-11-25T07:16:17Z"}`
 	if fs.Existing {
@@ -311,6 +315,7 @@ func (fs *FakeServices) task(id, state string) string {
 		actions, id, kind, taskState, steps["start"], steps["deploy"], fs.Srv.URL, id, FakeMutation(id), result)
 }
 
+// ReadBody is r's JSON body as a map, nil when it has none.
 func ReadBody(t *testing.T, r *http.Request) map[string]any {
 	t.Helper()
 	var m map[string]any
@@ -323,10 +328,12 @@ func ReadBody(t *testing.T, r *http.Request) map[string]any {
 	return m
 }
 
+// Factory is a test factory pointed at the fake with an API key.
 func (fs *FakeServices) Factory() (*cmdutil.Factory, *Streams) {
 	return NewFactory(map[string]string{"PIER_BASE_URL": fs.Srv.URL, "PIER_API_KEY": "pk_test"})
 }
 
+// JSONText is v as compact JSON, for comparing what the CLI sent.
 func JSONText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
