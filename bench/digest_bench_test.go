@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/cli"
+	"github.com/pierhq/pier/cli/cmdutil"
 	"github.com/pierhq/pier/sdk"
 )
 
@@ -160,7 +161,7 @@ type pierCLI struct {
 func (p *pierCLI) run(args ...string) (string, string) {
 	p.b.Helper()
 	var out, errOut bytes.Buffer
-	f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	f := cmdutil.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	f.Getenv = func(k string) string { return p.env[k] }
 	if code := cli.Run(f, args); code != 0 {
 		p.b.Fatalf("pier %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errOut.String())

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/pierhq/pier/internal/testkit/contracttest"
+	"github.com/pierhq/pier/cli/internal/clitest"
 )
 
 func TestMain(m *testing.M) {
@@ -45,7 +44,7 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
-			srv := httptest.NewServer(validated(fakeAPI(), func(p []string) {
+			srv := httptest.NewServer(clitest.Validated(fakeAPI(), func(p []string) {
 				mu.Lock()
 				drift = append(drift, p...)
 				mu.Unlock()
@@ -59,35 +58,13 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-// validated serves h and checks every answer against the contract,
-// reporting problems.
-func validated(h http.Handler, report func([]string)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
-		check := r.Clone(r.Context())
-		check.Body = io.NopCloser(bytes.NewReader(body))
-		resp := rec.Result()
-		if p := contracttest.Problems(check, &contracttest.Response{Response: resp, Body: rec.Body.Bytes()}); len(p) > 0 {
-			report(p)
-		}
-		for k, v := range rec.Header() {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rec.Code)
-		w.Write(rec.Body.Bytes())
-	})
-}
-
 // fakeAPI serves a few canned envelopes in the contract's shapes.
 func fakeAPI() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/domains/search", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query().Get("q")
 		if q == "" {
-			writeEnvelope(w, 400, errorEnvelope("input:invalid", "q is required", false,
+			clitest.WriteEnvelope(w, 400, clitest.ErrorEnvelope("input:invalid", "q is required", false,
 				`"details":[{"field":"query.q","problem":"required"}],`))
 			return
 		}
@@ -105,7 +82,7 @@ func fakeAPI() http.Handler {
 				q+"."+tld, tld, i == 0, price))
 		}
 		tl, _ := json.Marshal(tlds)
-		writeEnvelope(w, 200, fmt.Sprintf(`{"data":{"candidates":[%s],"excluded":{"lackingPrice":0,"overFirstYearCeiling":0,"overRenewalCeiling":0},"appliedFilters":{"query":%q,"catalog":"common","includeExotic":false,"tlds":%s,"tldAllowlist":[],"tldDenylist":[],"limit":20}},"actions":[{"kind":"tool","actor":"agent","tool":"create_quote","http":{"method":"POST","path":"/v1/quotes"},"missingArguments":["items","projectId"]}],"formatVersion":"1"}`,
+		clitest.WriteEnvelope(w, 200, fmt.Sprintf(`{"data":{"candidates":[%s],"excluded":{"lackingPrice":0,"overFirstYearCeiling":0,"overRenewalCeiling":0},"appliedFilters":{"query":%q,"catalog":"common","includeExotic":false,"tlds":%s,"tldAllowlist":[],"tldDenylist":[],"limit":20}},"actions":[{"kind":"tool","actor":"agent","tool":"create_quote","http":{"method":"POST","path":"/v1/quotes"},"missingArguments":["items","projectId"]}],"formatVersion":"1"}`,
 			strings.Join(cands, ","), q, tl))
 	})
 	mux.HandleFunc("POST /v1/estimate", func(w http.ResponseWriter, r *http.Request) {
@@ -114,34 +91,23 @@ func fakeAPI() http.Handler {
 		}
 		b, _ := io.ReadAll(r.Body)
 		if err := json.Unmarshal(b, &in); err != nil || in.Workload == "" {
-			writeEnvelope(w, 400, errorEnvelope("input:invalid", "workload is required", false, ""))
+			clitest.WriteEnvelope(w, 400, clitest.ErrorEnvelope("input:invalid", "workload is required", false, ""))
 			return
 		}
-		writeEnvelope(w, 200, fmt.Sprintf(`{"data":{"workload":%q,"selectedTarget":"edge","monthlyUsd":0,"selectionReason":"cheapest_capable","considered":[{"target":"edge","kind":"compute","capable":true,"capabilities":["static"],"monthlyUsd":0,"reason":"cheapest_capable"},{"target":"process","kind":"compute","capable":true,"capabilities":["static","dynamic"],"monthlyUsd":7.5,"reason":"capable_not_cheapest"},{"target":"worker","kind":"compute","capable":false,"capabilities":[],"monthlyUsd":null,"reason":"missing_capability"}],"addons":[],"assumptions":[],"evidence":[],"catalogVersion":"2025-01"},"actions":[{"kind":"tool","actor":"agent","tool":"search_domains","http":{"method":"GET","path":"/v1/domains/search"},"arguments":{"q":"acme"}}],"formatVersion":"1"}`, in.Workload))
+		clitest.WriteEnvelope(w, 200, fmt.Sprintf(`{"data":{"workload":%q,"selectedTarget":"edge","monthlyUsd":0,"selectionReason":"cheapest_capable","considered":[{"target":"edge","kind":"compute","capable":true,"capabilities":["static"],"monthlyUsd":0,"reason":"cheapest_capable"},{"target":"process","kind":"compute","capable":true,"capabilities":["static","dynamic"],"monthlyUsd":7.5,"reason":"capable_not_cheapest"},{"target":"worker","kind":"compute","capable":false,"capabilities":[],"monthlyUsd":null,"reason":"missing_capability"}],"addons":[],"assumptions":[],"evidence":[],"catalogVersion":"2025-01"},"actions":[{"kind":"tool","actor":"agent","tool":"search_domains","http":{"method":"GET","path":"/v1/domains/search"},"arguments":{"q":"acme"}}],"formatVersion":"1"}`, in.Workload))
 	})
 	mux.HandleFunc("POST /v1/quotes", func(w http.ResponseWriter, r *http.Request) {
-		writeEnvelope(w, 501, errorEnvelope("plan:not_implemented", "create_quote is not implemented yet", false, ""))
+		clitest.WriteEnvelope(w, 501, clitest.ErrorEnvelope("plan:not_implemented", "create_quote is not implemented yet", false, ""))
 	})
 	mux.HandleFunc("GET /v1/tasks/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" {
-			writeEnvelope(w, 401, errorEnvelope("auth:missing_credentials", "an API key is required", false, ""))
+			clitest.WriteEnvelope(w, 401, clitest.ErrorEnvelope("auth:missing_credentials", "an API key is required", false, ""))
 			return
 		}
-		writeEnvelope(w, 404, errorEnvelope("not_found:resource", "no task "+r.PathValue("id"), false, ""))
+		clitest.WriteEnvelope(w, 404, clitest.ErrorEnvelope("not_found:resource", "no task "+r.PathValue("id"), false, ""))
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeEnvelope(w, 404, errorEnvelope("not_found:route", "no route "+r.URL.Path, false, ""))
+		clitest.WriteEnvelope(w, 404, clitest.ErrorEnvelope("not_found:route", "no route "+r.URL.Path, false, ""))
 	})
 	return mux
-}
-
-func errorEnvelope(blockedBy, message string, retryable bool, extra string) string {
-	return fmt.Sprintf(`{"blockedBy":%q,"code":%q,"message":%q,"retryable":%t,%s"actions":[{"kind":"stop","reason":"not_implemented"},{"kind":"url","actor":"human","purpose":"documentation","url":"https://pier.example/docs"}],"formatVersion":"1"}`,
-		blockedBy, blockedBy, message, retryable, extra)
-}
-
-func writeEnvelope(w http.ResponseWriter, status int, body string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	io.WriteString(w, body)
 }

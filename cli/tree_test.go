@@ -11,6 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/pierhq/pier/cli/cmdutil"
+	"github.com/pierhq/pier/cli/internal/clitest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -18,7 +21,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // TestCommandTree pins every command path with its arguments and flags, so
 // a change to the contract or the CLI shows up as a diff.
 func TestCommandTree(t *testing.T) {
-	f, _ := newTestFactory(nil)
+	f, _ := clitest.NewFactory(nil)
 	root := NewRootCmd(f)
 	var blocks []string
 	var walk func(c *cobra.Command)
@@ -53,7 +56,7 @@ func describeCommand(c *cobra.Command) string {
 	if _, args, ok := strings.Cut(c.Use, " "); ok && c.HasParent() {
 		b.WriteString(" " + args)
 	}
-	if id := c.Annotations[specAnnotation]; id != "" {
+	if id := c.Annotations[cmdutil.OperationAnnotation]; id != "" {
 		fmt.Fprintf(&b, "  [%s]", id)
 	}
 	b.WriteString("\n")
@@ -63,11 +66,11 @@ func describeCommand(c *cobra.Command) string {
 			return
 		}
 		s := fmt.Sprintf("    --%s %s", fl.Name, fl.Value.Type())
-		if _, ok := fl.Annotations[requiredAnnotation]; ok {
+		if _, ok := fl.Annotations[cmdutil.RequiredAnnotation]; ok {
 			s += " (required)"
 		}
-		if tv, ok := fl.Value.(*textValue); ok && len(tv.enum) > 0 {
-			s += " {" + strings.Join(tv.enum, "|") + "}"
+		if enum := cmdutil.FlagEnum(fl); len(enum) > 0 {
+			s += " {" + strings.Join(enum, "|") + "}"
 		}
 		if fl.Hidden {
 			s += " (hidden)"

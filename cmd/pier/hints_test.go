@@ -13,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pierhq/pier/cli"
+	"github.com/pierhq/pier/cli/cmdutil"
 	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/server"
 )
@@ -125,7 +126,7 @@ func newHintRun(t *testing.T) *hintRun {
 
 func (h *hintRun) run(args ...string) (int, string) {
 	var out, errOut bytes.Buffer
-	f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	f := cmdutil.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	f.Getenv = func(k string) string { return h.env[k] }
 	code := cli.Run(f, args, server.NewCommands()...)
 	return code, out.String() + errOut.String()

@@ -12,13 +12,14 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/spf13/cobra"
 
 	"github.com/pierhq/pier/cli"
+	"github.com/pierhq/pier/cli/cmdutil"
 	"github.com/pierhq/pier/internal/testkit/testpg"
 	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/openapi"
 	"github.com/pierhq/pier/server"
-	"github.com/spf13/cobra"
 )
 
 func TestMain(m *testing.M) {
@@ -227,11 +228,11 @@ func TestEverySpecOperationEverywhere(t *testing.T) {
 	if err := json.Unmarshal(openapi.JSON, &doc); err != nil {
 		t.Fatal(err)
 	}
-	root := cli.NewRootCmd(cli.NewFactory(cli.SystemIOStreams()))
+	root := cli.NewRootCmd(cmdutil.NewFactory(cmdutil.SystemIOStreams()))
 	commands := map[string]bool{}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
-		if id, ok := c.Annotations[cli.OperationAnnotation]; ok {
+		if id, ok := c.Annotations[cmdutil.OperationAnnotation]; ok {
 			commands[id] = true
 		}
 		for _, sub := range c.Commands() {

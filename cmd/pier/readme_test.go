@@ -7,9 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pierhq/pier/cli"
-	"github.com/pierhq/pier/server"
 	"github.com/spf13/pflag"
+
+	"github.com/pierhq/pier/cli"
+	"github.com/pierhq/pier/cli/cmdutil"
+	"github.com/pierhq/pier/server"
 )
 
 // TestREADMECommandsParse reads every pier command in README.md's sh
@@ -23,7 +25,7 @@ func TestREADMECommandsParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := cli.NewRootCmd(cli.NewFactory(cli.SystemIOStreams()))
+	root := cli.NewRootCmd(cmdutil.NewFactory(cmdutil.SystemIOStreams()))
 	for _, c := range server.NewCommands() {
 		if existing, _, err := root.Find([]string{c.Name()}); err == nil && existing != root {
 			for _, sub := range c.Commands() {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/cli"
+	"github.com/pierhq/pier/cli/cmdutil"
 	"github.com/pierhq/pier/server"
 )
 
@@ -39,7 +40,7 @@ func TestClientLinksNoServer(t *testing.T) {
 func TestServerCommandsMatchServer(t *testing.T) {
 	help := func(args []string, client bool) string {
 		var out, errOut bytes.Buffer
-		f := cli.NewFactory(&cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+		f := cmdutil.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 		f.Getenv = func(string) string { return "" }
 		cmds := server.NewCommands()
 		if client {

@@ -75,9 +75,9 @@ func flagKind(s map[string]any) string {
 func genCLI(ops []*operation) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(header)
-	b.WriteString("package cli\n\nimport \"github.com/spf13/cobra\"\n\n")
-	b.WriteString("// addOperationCommands adds one command per contract operation.\n")
-	b.WriteString("func addOperationCommands(root *cobra.Command, f *Factory, runF func(*OperationOptions) error) {\n")
+	b.WriteString("package operations\n\nimport (\n\t\"github.com/spf13/cobra\"\n\n\t\"github.com/pierhq/pier/cli/cmdutil\"\n)\n\n")
+	b.WriteString("// AddCommands adds one command per contract operation.\n")
+	b.WriteString("func AddCommands(root *cobra.Command, f *cmdutil.Factory, runF func(*cmdutil.OperationOptions) error) {\n")
 	b.WriteString("\tgroups := map[string]*cobra.Command{}\n")
 
 	seenCmd := map[string]string{}
@@ -130,7 +130,7 @@ func genCLI(ops []*operation) ([]byte, error) {
 		if len(words) > 1 {
 			parent = fmt.Sprintf("groups[%q]", strings.Join(words[:len(words)-1], " "))
 		}
-		fmt.Fprintf(&b, "\tgroups[%q] = &cobra.Command{Use: %q, Short: %q, GroupID: groupIDFor(%q)}\n", g, last, short, g)
+		fmt.Fprintf(&b, "\tgroups[%q] = &cobra.Command{Use: %q, Short: %q, GroupID: cmdutil.GroupIDFor(%q)}\n", g, last, short, g)
 		fmt.Fprintf(&b, "\t%s.AddCommand(groups[%q])\n", parent, g)
 	}
 	for _, l := range leaves {
@@ -138,7 +138,7 @@ func genCLI(ops []*operation) ([]byte, error) {
 		if l.group != "" {
 			parent = fmt.Sprintf("groups[%q]", l.group)
 		}
-		fmt.Fprintf(&b, "\t%s.AddCommand(NewCmdOperation(f, %s, runF))\n", parent, l.code)
+		fmt.Fprintf(&b, "\t%s.AddCommand(cmdutil.NewCmdOperation(f, %s, runF))\n", parent, l.code)
 	}
 	b.WriteString("}\n")
 	return gofmt(b.Bytes())
@@ -151,7 +151,7 @@ func cliSpec(op *operation, words []string) (string, error) {
 	}
 	use, example := cliUsage(words, args, flags)
 	var b strings.Builder
-	fmt.Fprintf(&b, "&OperationSpec{\n")
+	fmt.Fprintf(&b, "&cmdutil.OperationSpec{\n")
 	fmt.Fprintf(&b, "ID: %q, Method: %q, Path: %q,\n", op.ID, op.Method, op.Path)
 	fmt.Fprintf(&b, "Use: %q, Short: %q,\n", use, op.Summary)
 	if op.Description != "" {
@@ -160,14 +160,14 @@ func cliSpec(op *operation, words []string) (string, error) {
 	fmt.Fprintf(&b, "Example: %q,\n", "  "+example+"\n  "+example+" --json")
 	fmt.Fprintf(&b, "Anonymous: %t, Idempotent: %t, HasBody: %t, BodyRequired: %t,\n", op.Anonymous, op.Idempotent, op.Body != nil, op.BodyRequired)
 	if len(args) > 0 {
-		b.WriteString("Args: []ArgSpec{")
+		b.WriteString("Args: []cmdutil.ArgSpec{")
 		for _, a := range args {
 			fmt.Fprintf(&b, "{Name: %q, In: %q}, ", a, argIn[a])
 		}
 		b.WriteString("},\n")
 	}
 	if len(flags) > 0 {
-		b.WriteString("Flags: []FlagSpec{\n")
+		b.WriteString("Flags: []cmdutil.FlagSpec{\n")
 		for _, f := range flags {
 			fmt.Fprintf(&b, "{Flag: %q, Field: %q, In: %q, Kind: %q, Required: %t, Usage: %q", f.Flag, f.Field, f.In, f.Kind, f.Required, f.Usage)
 			if len(f.Enum) > 0 {
@@ -178,7 +178,7 @@ func cliSpec(op *operation, words []string) (string, error) {
 		b.WriteString("},\n")
 	}
 	if t := op.CLI.Table; t != nil {
-		fmt.Fprintf(&b, "Table: &TableSpec{Path: %q, Columns: %#v},\n", t.Path, t.Columns)
+		fmt.Fprintf(&b, "Table: &cmdutil.TableSpec{Path: %q, Columns: %#v},\n", t.Path, t.Columns)
 	}
 	b.WriteString("}")
 	return b.String(), nil

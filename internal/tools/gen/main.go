@@ -61,7 +61,7 @@ func run(root string) error {
 		{"models/blockedby.gen.go", func() ([]byte, error) { return genBlockedBy(blocked) }},
 		{"server/internal/operation/operations.gen.go", func() ([]byte, error) { return genServerOperations(ops) }},
 		{"sdk/methods.gen.go", func() ([]byte, error) { return genSDKMethods(ops) }},
-		{"cli/commands.gen.go", func() ([]byte, error) { return genCLI(ops) }},
+		{"cli/cmd/operations/commands.gen.go", func() ([]byte, error) { return genCLI(ops) }},
 		{"server/internal/mcp/tools.gen.go", func() ([]byte, error) { return genMCPTools(spec, ops) }},
 		{"server/internal/httpapi/unimplemented.gen.go", func() ([]byte, error) { return genUnimplemented(ops) }},
 	}

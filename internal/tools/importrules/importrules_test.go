@@ -1,7 +1,8 @@
 // Package importrules holds the architecture's import rules as a test: every
 // server package is placed as domain, adapter or shared library, the
 // domain is free of its adapters, the shared libraries of both, the client packages are free of the
-// server, the server is free of the public SDK (it uses the models), no server
+// server, the CLI's packages import down (cli, then the command packages,
+// then cmdutil), the server is free of the public SDK (it uses the models), no server
 // file reads the environment but the command's configuration
 // (server/config.go), and no hand-written type in the server has more than
 // 25 methods, and no hand-written function runs over 80 lines (funclength_test.go).
@@ -88,14 +89,15 @@ var (
 
 // TestInternalLayersPointDown fails when an arrow runs back up: a library
 // importing anything of the module but another library, any code but a
-// test importing a harness, or anything importing a tool.
+// test or another harness (the CLI's, cli/internal/clitest) importing a
+// harness, or anything importing a tool.
 func TestInternalLayersPointDown(t *testing.T) {
 	for _, p := range load(t) {
 		for imp := range p.Imports {
 			switch {
 			case under(p.PkgPath, libs) && under(imp, mod) && !under(imp, libs):
 				t.Errorf("%s (a library) imports %s; libraries import only the standard library, dependencies and other libraries", p.PkgPath, imp)
-			case under(imp, testkit) && !under(p.PkgPath, testkit):
+			case under(imp, testkit) && !under(p.PkgPath, testkit, cliTestkit):
 				t.Errorf("%s imports %s (a test harness) outside its tests", p.PkgPath, imp)
 			case under(imp, tools):
 				t.Errorf("%s imports %s (a tool)", p.PkgPath, imp)
@@ -106,6 +108,49 @@ func TestInternalLayersPointDown(t *testing.T) {
 		}
 	}
 }
+
+// The CLI is laid out as gh's: cli assembles the tree from the command
+// packages under cli/cmd, one a noun, which share cli/cmdutil; the
+// helpers the tests share are in cli/internal/clitest.
+var (
+	cliRoot    = mod + "/cli"
+	cliCmds    = mod + "/cli/cmd"
+	cliUtil    = mod + "/cli/cmdutil"
+	cliTestkit = mod + "/cli/internal/clitest"
+)
+
+// TestCLILayersPointDown fails when an arrow of the CLI runs up or
+// sideways: cmdutil importing a command package or cli, a command package
+// importing another one or cli, or code other than tests importing
+// clitest.
+func TestCLILayersPointDown(t *testing.T) {
+	placed := 0
+	for _, p := range load(t) {
+		if under(p.PkgPath, cliRoot) {
+			placed++
+			if p.PkgPath != cliRoot && !under(p.PkgPath, cliCmds, cliUtil, cliTestkit) {
+				t.Errorf("%s: a CLI package belongs in cli, under cli/cmd, in cli/cmdutil or in cli/internal/clitest", p.PkgPath)
+			}
+		}
+		for imp := range p.Imports {
+			switch {
+			case under(imp, cliTestkit) && !under(p.PkgPath, cliTestkit):
+				t.Errorf("%s imports %s (the CLI's test helpers) outside its tests", p.PkgPath, imp)
+			case under(p.PkgPath, cliUtil) && under(imp, cliRoot):
+				t.Errorf("%s (the commands' shared code) imports %s; command packages import cmdutil, never the reverse", p.PkgPath, imp)
+			case under(p.PkgPath, cliCmds) && under(imp, cliRoot) && !under(imp, cliUtil) && !samePackageTree(p.PkgPath, imp):
+				t.Errorf("%s (a command package) imports %s; a command package imports cmdutil only, and cli assembles them", p.PkgPath, imp)
+			}
+		}
+	}
+	if placed < 5 {
+		t.Fatalf("found %d CLI packages; the packages did not load", placed)
+	}
+}
+
+// samePackageTree reports whether imp is below the command package p, as a
+// verb's own package below its noun would be.
+func samePackageTree(p, imp string) bool { return strings.HasPrefix(imp, p+"/") }
 
 // TestEveryServerPackageIsPlaced fails when a package under server/internal
 // is on none of the lists: a new adapter must be named as one before the

@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pierhq/pier/cli"
+	"github.com/pierhq/pier/cli/cmd/capabilities"
+	"github.com/pierhq/pier/cli/cmdutil"
 	"github.com/pierhq/pier/sdk"
 )
 
@@ -29,9 +31,9 @@ func (c calledBy) cell(id string) string {
 // operation's id; a hand-written one is traced from the function that
 // builds its run function to the SDK methods it calls.
 func commands(g *graph) calledBy {
-	root := cli.NewRootCmd(&cli.Factory{IO: &cli.IOStreams{}})
+	root := cli.NewRootCmd(&cmdutil.Factory{IO: &cmdutil.IOStreams{}})
 	out := calledBy{}
-	for _, c := range cli.Capabilities(root) {
+	for _, c := range capabilities.Capabilities(root) {
 		if c.Command != "" {
 			out[c.Operation] = []string{"`" + c.Command + "`"}
 		}
@@ -75,7 +77,7 @@ func walkCommands(c *cobra.Command, fn func(*cobra.Command)) {
 }
 
 // builderOf names the top-level function or method whose body holds run:
-// "github.com/pierhq/pier/cli.NewCmdLaunch" for a closure in NewCmdLaunch.
+// "github.com/pierhq/pier/cli/cmd/launch.NewCmdLaunch" for a closure in NewCmdLaunch.
 func builderOf(run func(*cobra.Command, []string) error) string {
 	name := runtime.FuncForPC(reflect.ValueOf(run).Pointer()).Name()
 	name = strings.TrimSuffix(name, "-fm")

@@ -1,0 +1,61 @@
+package help
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pierhq/pier/cli/cmdutil"
+)
+
+// GroupHelp holds the help topics: commands that only print a page.
+const GroupHelp = "help"
+
+// helpTopics are pages `pier help TOPIC` prints, shipped inside the binary
+// so that help never points at a file that was not installed with it.
+var helpTopics = []struct {
+	name, short, long string
+}{
+	{"exit-codes", "What each exit code of pier means", exitCodesText()},
+}
+
+// exitCodesText is EXIT_CODES.md as terminal text: the heading and the
+// link to the source dropped, the table kept.
+func exitCodesText() string {
+	var b strings.Builder
+	for _, line := range strings.Split(cmdutil.ExitCodesDoc, "\n") {
+		switch {
+		case strings.HasPrefix(line, "# "):
+			continue
+		case strings.Contains(line, "](exitcodes.go)"):
+			line = strings.ReplaceAll(line, "[`exitcodes.go`](exitcodes.go)", "`cli/cmdutil/exitcodes.go`")
+		}
+		b.WriteString(line + "\n")
+	}
+	return strings.TrimSpace(b.String()) + "\n"
+}
+
+// AddTopics adds each topic as a command that prints its page, under
+// "Help topics:" in pier --help, like gh's help topics.
+func AddTopics(root *cobra.Command) {
+	root.AddGroup(&cobra.Group{ID: GroupHelp, Title: "Help topics:"})
+	for _, t := range helpTopics {
+		cmd := &cobra.Command{
+			Use:     t.name,
+			Short:   t.short,
+			Long:    t.long,
+			GroupID: GroupHelp,
+			Args:    cobra.NoArgs,
+			Example: fmt.Sprintf("  pier help %s\n  pier %s", t.name, t.name),
+			RunE: func(c *cobra.Command, _ []string) error {
+				_, err := fmt.Fprint(c.OutOrStdout(), c.Long)
+				return err
+			},
+		}
+		cmd.SetHelpFunc(func(c *cobra.Command, _ []string) {
+			fmt.Fprint(c.OutOrStdout(), c.Long)
+		})
+		root.AddCommand(cmd)
+	}
+}

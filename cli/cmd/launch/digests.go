@@ -1,0 +1,230 @@
+package launch
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pierhq/pier/cli/cmdutil"
+	"github.com/pierhq/pier/sdk"
+)
+
+// digestCache is what the last digest upload of a directory to one
+// project on one server left behind: each file's SHA-256 by its path, size
+// and modification time, so that the next upload hashes only the files
+// that changed; and, since it is written only once the server made the
+// bundle, the contents the project's organisation then had, so that the
+// next upload sends the new ones without asking first. Were any of them
+// lost since, the server refuses the bundle naming them, and the upload
+// asks (find_missing_blobs) as if there were no cache.
+//
+// It also names the bundle made then (Bundle), whose manifest is exactly
+// Files: the next upload sends the server only what differs from it, and
+// the server makes the new bundle from that one (upload_assets with
+// baseBundleId).
+//
+// On disk it is a line "pier-digests 2 WRITTEN INTERRUPTED BUNDLE" (BUNDLE
+// "-" when there is none; version 1 had no BUNDLE), then one
+// record per file, "SHA256 SIZE MODTIME PATH" ended by a NUL (which no
+// path holds): for 20,000 files it reads in about half the time JSON
+// took (21 ms against 42 here).
+type digestCache struct {
+	// Written is when the cache was written, in Unix nanoseconds. A file
+	// modified less than racyWindow before it may have changed again
+	// within the file system's timestamp granularity: it is hashed again.
+	Written int64
+	Files   map[string]cachedFile
+	// Interrupted is set by an upload that failed before making its
+	// bundle: some of what it sent may have arrived unacknowledged, so the
+	// next run asks the server, sending only what is still missing.
+	Interrupted bool
+	// Bundle is the bundle the files made, "" when unknown.
+	Bundle string
+}
+
+type cachedFile struct {
+	Size, ModTime int64
+	SHA256        string
+}
+
+const digestCacheHeader = "pier-digests"
+
+const racyWindow = 2 * time.Second
+
+// digestCachePath names the cache of dir's uploads to project on baseURL:
+// under $PIER_CACHE_DIR, else the user's cache directory; "" when there is
+// none or PIER_CACHE_DIR is "off".
+func digestCachePath(f *cmdutil.Factory, baseURL, project, dir string) string {
+	root := f.Env("PIER_CACHE_DIR")
+	if root == "off" {
+		return ""
+	}
+	if root == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return ""
+		}
+		root = filepath.Join(base, "pier")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(baseURL + "\x00" + project + "\x00" + abs))
+	return filepath.Join(root, "digests", hex.EncodeToString(sum[:16]))
+}
+
+// loadDigestCache reads a cache; a missing or unreadable one is empty.
+func loadDigestCache(path string) *digestCache {
+	empty := &digestCache{Files: map[string]cachedFile{}}
+	if path == "" {
+		return empty
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return empty
+	}
+	head, body, _ := bytes.Cut(data, []byte("\n"))
+	var c digestCache
+	var version, interrupted int
+	fields := strings.Fields(string(head))
+	if len(fields) < 4 || fields[0] != digestCacheHeader {
+		return empty
+	}
+	var err1, err2, err3 error
+	version, err1 = strconv.Atoi(fields[1])
+	c.Written, err2 = strconv.ParseInt(fields[2], 10, 64)
+	interrupted, err3 = strconv.Atoi(fields[3])
+	switch {
+	case err1 != nil || err2 != nil || err3 != nil:
+		return empty
+	case version == 1 && len(fields) == 4:
+	case version == 2 && len(fields) == 5:
+		if fields[4] != "-" {
+			c.Bundle = fields[4]
+		}
+	default:
+		return empty
+	}
+	c.Interrupted = interrupted == 1
+	c.Files = make(map[string]cachedFile, bytes.Count(body, []byte{0}))
+	for len(body) > 0 {
+		rec, rest, ok := bytes.Cut(body, []byte{0})
+		body = rest
+		fields := bytes.SplitN(rec, []byte(" "), 4)
+		if !ok || len(fields) != 4 || len(fields[0]) != 64 {
+			return empty
+		}
+		size, err1 := strconv.ParseInt(string(fields[1]), 10, 64)
+		mod, err2 := strconv.ParseInt(string(fields[2]), 10, 64)
+		if err1 != nil || err2 != nil {
+			return empty
+		}
+		c.Files[string(fields[3])] = cachedFile{Size: size, ModTime: mod, SHA256: string(fields[0])}
+	}
+	return &c
+}
+
+// lookup returns a file's hash when the cache knows it for this size and
+// modification time, and the modification time is not racy.
+func (c *digestCache) lookup(rel string, size int64, mod time.Time) (string, bool) {
+	e, ok := c.Files[rel]
+	if !ok || e.Size != size || e.ModTime != mod.UnixNano() || mod.UnixNano() > c.Written-int64(racyWindow) {
+		return "", false
+	}
+	return e.SHA256, true
+}
+
+// had reports the contents the organisation had when the cache was
+// written; none after an interruption.
+func (c *digestCache) had() map[string]bool {
+	if c.Interrupted {
+		return nil
+	}
+	out := make(map[string]bool, len(c.Files))
+	for _, e := range c.Files {
+		out[e.SHA256] = true
+	}
+	return out
+}
+
+// changesSince returns how files differ from the cache's: the files added
+// or changed, and the paths removed.
+func (c *digestCache) changesSince(files []siteFile) ([]sdk.ManifestFile, []string) {
+	changes := []sdk.ManifestFile{}
+	removed := []string{}
+	seen := make(map[string]bool, len(files))
+	for _, sf := range files {
+		seen[sf.entry.Path] = true
+		if e, ok := c.Files[sf.entry.Path]; !ok || e.SHA256 != sf.entry.Sha256 || e.Size != int64(sf.entry.Size) {
+			changes = append(changes, sf.entry)
+		}
+	}
+	for p := range c.Files {
+		if !seen[p] {
+			removed = append(removed, p)
+		}
+	}
+	sort.Strings(removed)
+	return changes, removed
+}
+
+// remember makes the cache what a bundle of files leaves behind.
+func (c *digestCache) remember(files []siteFile, bundle string) {
+	c.Written, c.Interrupted, c.Bundle = time.Now().UnixNano(), false, bundle
+	c.Files = make(map[string]cachedFile, len(files))
+	for _, sf := range files {
+		c.Files[sf.entry.Path] = cachedFile{Size: int64(sf.entry.Size), ModTime: sf.modTime.UnixNano(), SHA256: sf.entry.Sha256}
+	}
+}
+
+// save writes the cache atomically; failing to is not the upload's
+// failure.
+func (c *digestCache) save(path string) {
+	if path == "" {
+		return
+	}
+	interrupted := 0
+	if c.Interrupted {
+		interrupted = 1
+	}
+	bundle := c.Bundle
+	if bundle == "" {
+		bundle = "-"
+	}
+	data := fmt.Appendf(nil, "%s 2 %d %d %s\n", digestCacheHeader, c.Written, interrupted, bundle)
+	for p, e := range c.Files {
+		data = append(data, e.SHA256...)
+		data = append(data, ' ')
+		data = strconv.AppendInt(data, e.Size, 10)
+		data = append(data, ' ')
+		data = strconv.AppendInt(data, e.ModTime, 10)
+		data = append(data, ' ')
+		data = append(data, p...)
+		data = append(data, 0)
+	}
+	if os.MkdirAll(filepath.Dir(path), 0o700) != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".digests-*")
+	if err != nil {
+		return
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+}

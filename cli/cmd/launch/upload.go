@@ -1,0 +1,405 @@
+package launch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pierhq/pier/cli/cmdutil"
+	"github.com/pierhq/pier/sdk"
+)
+
+// uploadParallelism is how many requests a digest upload makes at once.
+const uploadParallelism = 4
+
+// siteFile is one file of a directory to upload: where it is on disk and
+// its manifest entry.
+type siteFile struct {
+	abs     string
+	modTime time.Time
+	entry   sdk.ManifestFile
+}
+
+// readSite walks a directory into manifest entries, hashing every file as
+// it streams by, so no file is held in memory; a file the cache knows by
+// its size and modification time is not read at all. Hidden files and
+// folders are left out, except .well-known.
+func readSite(dir string, cache *digestCache) ([]siteFile, error) {
+	var files []siteFile
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if rel != "." && strings.HasPrefix(name, ".") && name != ".well-known" {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !d.Type().IsRegular() {
+			return nil
+		}
+		files = append(files, siteFile{abs: path, entry: sdk.ManifestFile{Path: filepath.ToSlash(rel)}})
+		return nil
+	})
+	if err == nil && len(files) == 0 {
+		err = fmt.Errorf("%s holds no files to upload", dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Stat and hash on every core: reading thousands of small files is
+	// mostly waiting on the file system.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, len(files))
+	for range max(2, min(runtime.NumCPU(), 8)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(files) {
+					return
+				}
+				sf := &files[i]
+				info, err := os.Lstat(sf.abs)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				// The time is read before the content: a change made while
+				// hashing leaves a time the next run does not match.
+				sf.modTime = info.ModTime()
+				if sha, ok := cache.lookup(sf.entry.Path, info.Size(), sf.modTime); ok {
+					sf.entry.Sha256, sf.entry.Size = sha, int(info.Size())
+					continue
+				}
+				sum, size, err := hashFile(sf.abs)
+				sf.entry.Sha256, sf.entry.Size, errs[i] = sum, int(size), err
+			}
+		}()
+	}
+	wg.Wait()
+	return files, errors.Join(errs...)
+}
+
+func hashFile(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// uploadStats says what a digest upload sent.
+type uploadStats struct {
+	files, uploaded int
+	uploadedBytes   int64
+}
+
+// uploadDir uploads a directory as a bundle by digest: it hashes the files
+// locally, asks the server which contents it lacks for the organisation,
+// streams only those (uploadParallelism at a time), then creates the
+// bundle from the manifest. A run after an interruption sends only what
+// is still missing. After an upload of the same directory to the same
+// project, the digest cache stands in for hashing the unchanged files and
+// for asking: the contents not in the last bundle are sent, and the
+// bundle is created at once.
+func uploadDir(ctx context.Context, f *cmdutil.Factory, p *cmdutil.Progress, dir, project string) (*sdk.BundleEnvelope, uploadStats, error) {
+	var st uploadStats
+	cachePath := digestCachePath(f, f.BaseURL(), project, dir)
+	cache := loadDigestCache(cachePath)
+	files, err := readSite(dir, cache)
+	if err != nil {
+		return nil, st, cmdutil.UsageErrorf("pier bundles upload", "%v", err)
+	}
+	st.files = len(files)
+	c, err := f.Client()
+	if err != nil {
+		return nil, st, err
+	}
+	manifest := make([]sdk.ManifestFile, len(files))
+	bySHA := make(map[string]siteFile, len(files))
+	for i, sf := range files {
+		manifest[i] = sf.entry
+		if _, ok := bySHA[sf.entry.Sha256]; !ok {
+			bySHA[sf.entry.Sha256] = sf
+		}
+	}
+	// Content can go missing between the check and the bundle (an
+	// object store losing it): the refusal names it, and a second round
+	// sends it.
+	had := cache.had()
+	base := cache.Bundle
+	for round := 0; ; round++ {
+		todo, todoBytes, err := missingFiles(ctx, c, project, dir, files, bySHA, manifest, round == 0 && len(had) > 0, had)
+		if err != nil {
+			return nil, st, err
+		}
+		n, bytes, err := uploadFiles(ctx, c, p, todo, todoBytes)
+		st.uploaded += n
+		st.uploadedBytes += bytes
+		if err != nil {
+			cache.Interrupted = true
+			cache.save(cachePath)
+			return nil, st, err
+		}
+		b, err := createBundle(ctx, c, project, &base, cache, files, manifest)
+		var e *sdk.Error
+		if round < 2 && errors.As(err, &e) && e.BlockedBy == "conflict:blobs_missing" {
+			continue
+		}
+		if err == nil {
+			cache.remember(files, b.Data.BundleId)
+			cache.save(cachePath)
+		}
+		return b, st, err
+	}
+}
+
+// missingFiles are the files whose contents to send: those not in the last
+// bundle, when the cache stands in for asking, else those the server says
+// it lacks. It returns them and the bytes they hold.
+func missingFiles(ctx context.Context, c *sdk.Client, project, dir string, files []siteFile, bySHA map[string]siteFile, manifest []sdk.ManifestFile, fromCache bool, had map[string]bool) ([]siteFile, int64, error) {
+	var todo []siteFile
+	var todoBytes int64
+	if fromCache {
+		// What the last bundle held is taken as still there.
+		for _, sf := range files {
+			if sha := sf.entry.Sha256; !had[sha] && bySHA[sha].abs == sf.abs {
+				todo = append(todo, sf)
+				todoBytes += int64(sf.entry.Size)
+			}
+		}
+	} else {
+		m, err := c.FindMissingBlobs(ctx, sdk.FindMissingBlobsJSONRequestBody{ProjectId: project, Manifest: manifest})
+		if err != nil {
+			return nil, 0, err
+		}
+		todo = make([]siteFile, 0, len(m.Data.Missing))
+		for _, sha := range m.Data.Missing {
+			sf, ok := bySHA[sha]
+			if !ok {
+				return nil, 0, fmt.Errorf("the server asked for content %s, which no file in %s has", sha, dir)
+			}
+			todo = append(todo, sf)
+		}
+		todoBytes = int64(m.Data.MissingBytes)
+	}
+	return todo, todoBytes, nil
+}
+
+// createBundle creates the bundle: from the last bundle and what changed
+// since, when there is one the server still holds, else from the whole
+// manifest. A last bundle gone clears base.
+func createBundle(ctx context.Context, c *sdk.Client, project string, base *string, cache *digestCache, files []siteFile, manifest []sdk.ManifestFile) (*sdk.BundleEnvelope, error) {
+	var b *sdk.BundleEnvelope
+	var err error
+	if *base != "" {
+		// What differs from the last bundle, which the server
+		// holds: a one-file change sends one entry, not the site.
+		changes, removed := cache.changesSince(files)
+		b, err = c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, BaseBundleId: base, Changes: &changes, Removed: &removed})
+		var e *sdk.Error
+		if errors.As(err, &e) && e.BlockedBy == "not_found:resource" {
+			// The last bundle is gone (another server, a restore):
+			// the whole manifest, as if there were no cache.
+			*base = ""
+		}
+	}
+	if *base == "" {
+		b, err = c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
+	}
+	return b, err
+}
+
+// Small files go several to a request (upload_blobs), a batch at most
+// batchFiles files and batchBytes bytes, so that a site of thousands of
+// small files is not thousands of requests; a file over batchFileBytes
+// goes alone (upload_blob).
+const (
+	batchFiles     = 500
+	batchBytes     = 4 << 20
+	batchFileBytes = 256 << 10
+)
+
+// uploadBatches groups files into what each request sends: the small
+// ones in batches, spread over at least uploadParallelism requests when
+// there are enough of them, and each large one alone.
+func uploadBatches(files []siteFile) [][]siteFile {
+	var small []siteFile
+	var out [][]siteFile
+	for _, sf := range files {
+		if sf.entry.Size > batchFileBytes {
+			out = append(out, []siteFile{sf})
+		} else {
+			small = append(small, sf)
+		}
+	}
+	per := min(batchFiles, max(1, (len(small)+uploadParallelism-1)/uploadParallelism))
+	var cur []siteFile
+	var curBytes int64
+	for _, sf := range small {
+		if len(cur) > 0 && (len(cur) >= per || curBytes+int64(sf.entry.Size) > batchBytes) {
+			out = append(out, cur)
+			cur, curBytes = nil, 0
+		}
+		cur = append(cur, sf)
+		curBytes += int64(sf.entry.Size)
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// uploadFiles sends files, small ones in batches (upload_blobs) and large
+// ones alone (upload_blob), uploadParallelism requests at a time, and
+// stops at the first failure. It reports what it sent.
+func uploadFiles(ctx context.Context, c *sdk.Client, p *cmdutil.Progress, files []siteFile, total int64) (int, int64, error) {
+	if len(files) == 0 {
+		return 0, 0, nil
+	}
+	if p != nil && !p.TTY() {
+		p.Step(fmt.Sprintf("uploading %s (%s)", plural(len(files), "file"), humanBytes(total)))
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	batches := uploadBatches(files)
+	work := make(chan []siteFile)
+	type result struct {
+		files int
+		size  int64
+		err   error
+	}
+	results := make(chan result)
+	var wg sync.WaitGroup
+	for range min(uploadParallelism, len(batches)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for batch := range work {
+				var size int64
+				for _, sf := range batch {
+					size += int64(sf.entry.Size)
+				}
+				var err error
+				if len(batch) == 1 {
+					err = uploadFile(ctx, c, batch[0])
+				} else {
+					err = uploadBatch(ctx, c, batch)
+				}
+				results <- result{len(batch), size, err}
+			}
+		}()
+	}
+	go func() {
+		defer close(work)
+		for _, b := range batches {
+			select {
+			case work <- b:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(results) }()
+
+	var done int
+	var sent int64
+	var first error
+	last := time.Time{}
+	for r := range results {
+		if r.err != nil {
+			if first == nil {
+				first = r.err
+				cancel(r.err)
+			}
+			continue
+		}
+		done += r.files
+		sent += r.size
+		if p != nil && p.TTY() && (time.Since(last) > 100*time.Millisecond || done == len(files)) {
+			last = time.Now()
+			p.Step(fmt.Sprintf("uploading %d/%d files, %s of %s", done, len(files), humanBytes(sent), humanBytes(total)))
+		}
+	}
+	return done, sent, first
+}
+
+// uploadBatch streams several files in one request. A file that changed
+// since it was hashed fails the batch (its SHA-256 or its length no
+// longer matches); the files before it are kept by the server.
+func uploadBatch(ctx context.Context, c *sdk.Client, batch []siteFile) error {
+	contents := make([]sdk.BlobSource, len(batch))
+	for i, sf := range batch {
+		contents[i] = sdk.BlobSource{SHA256: sf.entry.Sha256, Size: int64(sf.entry.Size), Open: func() (io.ReadCloser, error) { return os.Open(sf.abs) }}
+	}
+	_, err := c.PutBlobs(ctx, contents)
+	var e *sdk.Error
+	if errors.As(err, &e) && e.BlockedBy == "input:invalid" {
+		return fmt.Errorf("a file of %s changed while it was uploaded; run the command again: %w", filepath.Dir(batch[0].abs), err)
+	}
+	if err != nil && ctx.Err() == nil && !errors.As(err, &e) {
+		return fmt.Errorf("uploading %s and %s: %w", batch[0].abs, plural(len(batch)-1, "other file"), err)
+	}
+	return err
+}
+
+// uploadFile streams one file. A file that changed since it was hashed is
+// refused by the server (its SHA-256 no longer matches) or by the
+// transport (its length no longer matches): either way, run again.
+func uploadFile(ctx context.Context, c *sdk.Client, sf siteFile) error {
+	_, err := c.PutBlob(ctx, sf.entry.Sha256, int64(sf.entry.Size), func() (io.ReadCloser, error) { return os.Open(sf.abs) })
+	var e *sdk.Error
+	if errors.As(err, &e) && e.BlockedBy == "input:invalid" {
+		return fmt.Errorf("%s changed while it was uploaded; run the command again: %w", sf.abs, err)
+	}
+	if err != nil && ctx.Err() == nil && !errors.As(err, &e) {
+		return fmt.Errorf("uploading %s: %w", sf.abs, err)
+	}
+	return err
+}
+
+// humanBytes writes a size the way people read it.
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

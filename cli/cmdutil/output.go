@@ -1,0 +1,855 @@
+package cmdutil
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/lipgloss/table"
+	"github.com/muesli/termenv"
+	"github.com/pierhq/pier/sdk"
+	"github.com/spf13/cobra"
+)
+
+// Styles are the few styles human output uses, bound to one stream's
+// renderer so that colour follows that stream.
+type Styles struct {
+	Key, Faint, Bold, Err, Header lipgloss.Style
+	r                             *lipgloss.Renderer
+}
+
+// NewStyles returns styles for w. Colour follows the stream's terminal
+// test (tty), not the writer's type, and the environment as the Factory
+// reads it: NO_COLOR, CLICOLOR=0 and TERM=dumb turn it off, TERM and
+// COLORTERM pick the palette, and CLICOLOR_FORCE turns it on off a
+// terminal too.
+func NewStyles(f *Factory, w io.Writer, tty func() bool) Styles {
+	r := lipgloss.NewRenderer(w)
+	r.SetColorProfile(colorProfile(f, tty))
+	return Styles{
+		r:      r,
+		Key:    r.NewStyle().Foreground(lipgloss.Color("6")),
+		Faint:  r.NewStyle().Faint(true),
+		Bold:   r.NewStyle().Bold(true),
+		Err:    r.NewStyle().Foreground(lipgloss.Color("1")).Bold(true),
+		Header: r.NewStyle().Bold(true),
+	}
+}
+
+// colorProfile decides a stream's palette. The output termenv probes is
+// io.Discard so that only tty, never the writer itself, says whether the
+// stream is a terminal.
+func colorProfile(f *Factory, tty func() bool) termenv.Profile {
+	o := termenv.NewOutput(io.Discard, termenv.WithTTY(IsTerminal(tty)), termenv.WithEnvironment(factoryEnviron{f}))
+	return o.EnvColorProfile()
+}
+
+// factoryEnviron is the Factory's environment as termenv reads it.
+type factoryEnviron struct{ f *Factory }
+
+func (e factoryEnviron) Getenv(k string) string { return e.f.Env(k) }
+
+func (e factoryEnviron) Environ() []string {
+	var env []string
+	for _, k := range []string{"TERM", "COLORTERM", "TERM_PROGRAM", "NO_COLOR", "CLICOLOR", "CLICOLOR_FORCE"} {
+		if v := e.f.Env(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// renderResponse writes a successful answer: as received with --json,
+// otherwise as a summary of data and the next actions.
+func renderResponse(o *OperationOptions, resp *sdk.Response) error {
+	out := o.IO.Out
+	if o.JSON {
+		return WriteRaw(out, resp.Body)
+	}
+	env, ok := decodeOrdered(resp.Body)
+	if !ok || env.kind != kindObject || env.get("data") == nil {
+		// Not an envelope, such as a published artifact or a script.
+		return WriteRaw(out, resp.Body)
+	}
+	st := NewStyles(o.Factory, out, o.IO.StdoutIsTerminal)
+	var b strings.Builder
+	data := env.get("data")
+	if text, ok := decodedJWS(resp.Body); ok {
+		// A signed artifact (a sandbox proof): its header and payload
+		// decoded, and every JWS inside them, so a person can read it.
+		b.WriteString(text)
+		writeActions(&b, st, o.Factory, o.root, env.get("actions"))
+		_, err := io.WriteString(out, b.String())
+		return err
+	}
+	skip := ""
+	if o.Spec.Table != nil {
+		if arr := data.get(o.Spec.Table.Path); arr != nil && arr.kind == kindArray {
+			skip = o.Spec.Table.Path
+		}
+	}
+	if skip != "" {
+		b.WriteString(renderTable(st, data.get(skip), o.Spec.Table.Columns))
+		b.WriteString("\n")
+		if data.kind == kindObject && len(data.keys) > 1 {
+			b.WriteString("\n")
+		}
+	}
+	if data.kind == kindObject {
+		// The undo is a tool action: shown as the pier command that
+		// makes it, as every next step is.
+		undo := data.get("undo")
+		if cmd := undoCommand(o.Factory, o.root, undo); cmd != "" {
+			data = withoutKey(data, "undo")
+		} else {
+			undo = nil
+		}
+		writeFields(&b, st, data, 0, skip)
+		if undo != nil {
+			fmt.Fprintf(&b, "%s %s\n", st.Key.Render("undo:"), undoCommand(o.Factory, o.root, undo))
+		}
+	} else {
+		writeValue(&b, st, "", data, 0)
+	}
+	if env.get("replayed") != nil && env.get("replayed").text == "true" {
+		b.WriteString(st.Faint.Render("(a stored replay of an earlier answer)") + "\n")
+	}
+	writeActions(&b, st, o.Factory, o.root, env.get("actions"))
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+// undoCommand is an undo's reversal as the command that makes it, or ""
+// when it has none (irreversible) or none renders.
+func undoCommand(f *Factory, root *cobra.Command, undo *node) string {
+	cmd := undo.get("command")
+	if cmd == nil || cmd.kind != kindObject {
+		return ""
+	}
+	raw, err := json.Marshal(cmd)
+	if err != nil {
+		return ""
+	}
+	var t sdk.ToolAction
+	if json.Unmarshal(raw, &t) != nil || t.Tool == "" {
+		return ""
+	}
+	return commandHint(f, root, t)
+}
+
+// withoutKey is obj without one of its members.
+func withoutKey(obj *node, key string) *node {
+	out := &node{kind: obj.kind}
+	for i, k := range obj.keys {
+		if k != key {
+			out.keys = append(out.keys, k)
+			out.vals = append(out.vals, obj.vals[i])
+		}
+	}
+	return out
+}
+
+// WriteRaw writes b as it is, ending it with a newline when it lacks one.
+func WriteRaw(w io.Writer, b []byte) error {
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		_, err := io.WriteString(w, "\n")
+		return err
+	}
+	return nil
+}
+
+// PrintError reports err: in human mode on stderr, with the details and
+// next actions of an API error; with --json an API error's envelope also
+// goes to stdout, as received.
+func PrintError(f *Factory, root *cobra.Command, err error) {
+	if err == nil {
+		return
+	}
+	st := NewStyles(f, f.IO.ErrOut, f.IO.StderrIsTerminal)
+	var apiErr *sdk.Error
+	var usage *UsageError
+	var failed *sdk.TaskFailedError
+	var b strings.Builder
+	switch {
+	case errors.As(err, &apiErr):
+		if f.Config.JSON {
+			body := apiErr.Body
+			if !json.Valid(body) {
+				body, _ = json.Marshal(map[string]any{
+					"blockedBy": apiErr.BlockedBy, "message": apiErr.Message,
+					"retryable": apiErr.Retryable, "actions": []any{},
+				})
+			}
+			WriteRaw(f.IO.Out, body)
+		}
+		msg := apiErr.Message
+		if apiErr.BlockedBy == "auth:missing_credentials" && f.APIKey() == "" {
+			// The server speaks to HTTP callers; a CLI user sets a variable.
+			msg = "this command needs an API key, and none is set: export PIER_API_KEY=agk_… or pass --api-key agk_…\n" +
+				"  Get a key: on the server's machine, pier admin create-key (it prints one); or sign up with pier signup create, and a human's review returns one.\n" +
+				"  Check it with: pier whoami"
+		}
+		fmt.Fprintf(&b, "%s %s: %s\n", st.Err.Render("error:"), apiErr.BlockedBy, msg)
+		for _, d := range apiErr.Details {
+			fmt.Fprintf(&b, "  %s: %s\n", st.Key.Render(d.Field), d.Problem)
+		}
+		if apiErr.Retryable {
+			msg := "  retryable"
+			if apiErr.RetryAfterSeconds > 0 {
+				msg += fmt.Sprintf(", after %ds", apiErr.RetryAfterSeconds)
+			}
+			b.WriteString(st.Faint.Render(msg) + "\n")
+		}
+		if !f.Config.JSON {
+			if env, ok := decodeOrdered(apiErr.Body); ok && env.kind == kindObject {
+				writeActions(&b, st, f, root, env.get("actions"))
+			}
+		}
+	case errors.As(err, &failed) && failedCause(failed) != "":
+		// A failed task's result says why: its blockedBy, its message (for
+		// a process, the last lines it wrote) and what to do next.
+		res := *failed.Task.Result
+		msg, _ := res["message"].(string)
+		first, rest, _ := strings.Cut(strings.TrimRight(msg, "\n"), "\n")
+		fmt.Fprintf(&b, "%s task %s %s: %s: %s\n", st.Err.Render("error:"), failed.Task.TaskId, failed.Task.State, failedCause(failed), first)
+		if rest != "" {
+			for _, l := range strings.Split(rest, "\n") {
+				b.WriteString("  " + l + "\n")
+			}
+		}
+		if acts, ok := res["actions"]; ok && !f.Config.JSON {
+			if raw, err := json.Marshal(acts); err == nil {
+				if n, ok := decodeOrdered(raw); ok {
+					writeActions(&b, st, f, root, n)
+				}
+			}
+		}
+	case errors.As(err, &usage):
+		fmt.Fprintf(&b, "%s %s\n", st.Err.Render("error:"), usage.Err)
+		if usage.Command != "" {
+			b.WriteString(st.Faint.Render(fmt.Sprintf("Run '%s --help' for usage.", usage.Command)) + "\n")
+		}
+	case isNetworkError(err):
+		fmt.Fprintf(&b, "%s %s\n", st.Err.Render("error:"), err)
+		b.WriteString(st.Faint.Render(fmt.Sprintf("Is Pier running at %s? Set --base-url or PIER_BASE_URL.", f.BaseURL())) + "\n")
+	default:
+		fmt.Fprintf(&b, "%s %s\n", st.Err.Render("error:"), err)
+	}
+	io.WriteString(f.IO.ErrOut, b.String())
+}
+
+// failedCause is the blockedBy a failed task's result names, or "".
+func failedCause(e *sdk.TaskFailedError) string {
+	if e.Task == nil || e.Task.Result == nil {
+		return ""
+	}
+	code, _ := (*e.Task.Result)["blockedBy"].(string)
+	return code
+}
+
+// writeActions prints the typed next steps as "Next:" lines.
+func writeActions(b *strings.Builder, st Styles, f *Factory, root *cobra.Command, actions *node) {
+	if actions == nil || actions.kind != kindArray || len(actions.items) == 0 {
+		return
+	}
+	b.WriteString(st.Bold.Render("Next:") + "\n")
+	for _, item := range actions.items {
+		raw, _ := json.Marshal(item)
+		var a sdk.Action
+		if a.UnmarshalJSON(raw) != nil {
+			continue
+		}
+		fmt.Fprintf(b, "  %s %s\n", st.Faint.Render("→"), describeAction(f, root, a))
+	}
+}
+
+// describeAction renders one action on one line.
+func describeAction(f *Factory, root *cobra.Command, a sdk.Action) string {
+	kind, _ := a.Discriminator()
+	switch kind {
+	case "tool":
+		t, err := a.AsToolAction()
+		if err != nil {
+			break
+		}
+		call := fmt.Sprintf("%s %s", t.Http.Method, t.Http.Path)
+		s := ""
+		if hint := commandHint(f, root, t); hint != "" {
+			s = fmt.Sprintf("%s  (%s, %s)", hint, t.Tool, call)
+		} else {
+			s = fmt.Sprintf("%s  (%s)", t.Tool, call)
+		}
+		if t.RetryAfterSeconds != nil {
+			s += fmt.Sprintf(" after %ds", *t.RetryAfterSeconds)
+		}
+		return actorPrefix(string(t.Actor)) + s
+	case "url":
+		u, err := a.AsUrlAction()
+		if err != nil {
+			break
+		}
+		return actorPrefix(string(u.Actor)) + fmt.Sprintf("open %s  (%s)", u.Url, u.Purpose)
+	case "manual":
+		m, err := a.AsManualAction()
+		if err != nil {
+			break
+		}
+		return actorPrefix(string(m.Actor)) + string(m.Step)
+	case "stop":
+		s, err := a.AsStopAction()
+		if err != nil {
+			break
+		}
+		return "stop: " + string(s.Reason)
+	case "request":
+		r, err := a.AsRequestAction()
+		if err != nil {
+			break
+		}
+		if cmd := sandboxCommand(r); cmd != "" {
+			return actorPrefix(string(r.Actor)) + fmt.Sprintf("%s  (%s %s)", cmd, r.Method, r.Url)
+		}
+		return actorPrefix(string(r.Actor)) + fmt.Sprintf("%s %s", r.Method, r.Url)
+	}
+	raw, _ := a.MarshalJSON()
+	return string(raw)
+}
+
+// sandboxCommand is the pier command that makes a sandbox request action's
+// call, by the step it names, with the ids its URL carries; values the
+// reader supplies are placeholders.
+func sandboxCommand(r sdk.RequestAction) string {
+	if r.Id == nil {
+		return ""
+	}
+	u, err := url.Parse(r.Url)
+	if err != nil {
+		return ""
+	}
+	seg := strings.Split(strings.Trim(u.Path, "/"), "/")
+	at := func(i int) string {
+		if i < len(seg) {
+			return seg[i]
+		}
+		return Placeholder("id")
+	}
+	// /v1/sandbox/sessions/{id}/... and /v1/sandbox/proofs/{id}
+	switch *r.Id {
+	case "create_session":
+		return "pier sandbox sessions create"
+	case "fetch_issuer_key":
+		return "pier reference issuer-jwks"
+	case "register_mandate":
+		return "pier holder mandate --session " + at(3) + " --registration-secret " + Placeholder("registrationSecret") + " --key " + Placeholder("keyFile")
+	case "attempt":
+		return "pier sandbox attempts create " + at(3) + " --scenario " + Placeholder("scenario") + " --api-key " + Placeholder("capability")
+	case "decide_gate":
+		return "pier holder decide --session " + at(3) + " --key " + Placeholder("keyFile") + " --gate-file " + Placeholder("attemptJson")
+	case "read_proof":
+		return "pier sandbox proofs get " + at(3)
+	case "read_session":
+		return "pier sandbox sessions get " + at(3)
+	}
+	return ""
+}
+
+func actorPrefix(actor string) string {
+	if actor == "" || actor == "agent" {
+		return ""
+	}
+	return actor + ": "
+}
+
+// commandHint finds the command of a tool action's operation and writes
+// the call as a pier command line.
+func commandHint(f *Factory, root *cobra.Command, t sdk.ToolAction) string {
+	if root == nil {
+		return ""
+	}
+	cmd := FindOperationCommand(root, t.Tool)
+	if cmd == nil {
+		return ""
+	}
+	spec := f.specFor(cmd)
+	if spec == nil {
+		return cmd.CommandPath()
+	}
+	args := map[string]any{}
+	if t.Arguments != nil {
+		for k, v := range *t.Arguments {
+			args[k] = v
+		}
+	}
+	for k, v := range pathParams(spec.Path, t.Http.Path) {
+		if _, ok := args[k]; !ok && !strings.HasPrefix(v, "{") {
+			args[k] = v
+		}
+	}
+	missing := map[string]bool{}
+	if t.MissingArguments != nil {
+		for _, m := range *t.MissingArguments {
+			missing[m] = true
+		}
+	}
+	// A hint runs as printed once its placeholders, written <LIKE-THIS>,
+	// are filled in: every argument the action carries is spelt as the
+	// command takes it, and every one it lacks but needs is a placeholder.
+	parts := []string{cmd.CommandPath()}
+	for _, a := range spec.Args {
+		v, ok := args[a.Name]
+		if !ok {
+			parts = append(parts, Placeholder(a.Name))
+			continue
+		}
+		parts = append(parts, shellWord(argText(v)))
+		delete(args, a.Name)
+	}
+	for _, fs := range spec.Flags {
+		v, ok := args[fs.Field]
+		switch {
+		case !ok && (missing[fs.Field] || fs.Required):
+			parts = append(parts, "--"+fs.Flag, Placeholder(fs.Field))
+		case !ok:
+		case fs.Kind == "bool":
+			// A boolean flag takes no separate value: --flag or --flag=false.
+			if b, _ := v.(bool); b {
+				parts = append(parts, "--"+fs.Flag)
+			} else {
+				parts = append(parts, "--"+fs.Flag+"=false")
+			}
+		case fs.Kind == "strings":
+			parts = append(parts, "--"+fs.Flag, shellWord(listText(v)))
+		case fs.Kind == "vars":
+			// One NAME=VALUE a variable, in name order.
+			m, _ := v.(map[string]any)
+			names := make([]string, 0, len(m))
+			for k := range m {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			for _, k := range names {
+				parts = append(parts, "--"+fs.Flag, shellWord(k+"="+argText(m[k])))
+			}
+		default:
+			parts = append(parts, "--"+fs.Flag, shellWord(argText(v)))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// Placeholder is how a hint marks a value the reader must supply: the
+// argument's name in capitals between angle brackets, such as <PROJECT-ID>.
+func Placeholder(name string) string { return "<" + strings.ToUpper(kebab(name)) + ">" }
+
+// listText renders a list argument as the comma-separated value a
+// strings flag takes.
+func listText(v any) string {
+	l, ok := v.([]any)
+	if !ok {
+		return argText(v)
+	}
+	parts := make([]string, len(l))
+	for i, e := range l {
+		parts[i] = argText(e)
+	}
+	return strings.Join(parts, ",")
+}
+
+func argText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func shellWord(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@=,+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// pathParams matches a concrete path against a template.
+func pathParams(template, path string) map[string]string {
+	t := strings.Split(strings.Trim(template, "/"), "/")
+	p := strings.Split(strings.Trim(path, "/"), "/")
+	out := map[string]string{}
+	if len(t) != len(p) {
+		return out
+	}
+	for i := range t {
+		if strings.HasPrefix(t[i], "{") && strings.HasSuffix(t[i], "}") {
+			out[t[i][1:len(t[i])-1]] = p[i]
+		}
+	}
+	return out
+}
+
+const specAnnotation = "operation"
+
+// FindOperationCommand is the command below c that carries operation id
+// in its OperationAnnotation, or nil.
+func FindOperationCommand(c *cobra.Command, id string) *cobra.Command {
+	if c.Annotations[specAnnotation] == id {
+		return c
+	}
+	for _, sub := range c.Commands() {
+		if found := FindOperationCommand(sub, id); found != nil {
+			return found
+		}
+	}
+	return nil
+}
+
+// --- human rendering of JSON -------------------------------------------
+
+const nullText = "—"
+
+func renderTable(st Styles, arr *node, columns []string) string {
+	headers := make([]string, len(columns))
+	for i, c := range columns {
+		headers[i] = strings.ToUpper(strings.ReplaceAll(kebab(c), "-", " "))
+	}
+	rows := make([][]string, 0, len(arr.items))
+	for _, item := range arr.items {
+		row := make([]string, len(columns))
+		for i, c := range columns {
+			row[i] = cellText(c, item.get(c))
+		}
+		rows = append(rows, row)
+	}
+	t := table.New().
+		Border(lipgloss.NormalBorder()).
+		BorderTop(false).BorderBottom(false).BorderLeft(false).BorderRight(false).
+		BorderColumn(false).BorderHeader(true).
+		BorderStyle(st.Faint).
+		Headers(headers...).
+		Rows(rows...).
+		StyleFunc(func(row, col int) lipgloss.Style {
+			s := st.r.NewStyle().PaddingRight(2)
+			if row == table.HeaderRow {
+				return s.Inherit(st.Header)
+			}
+			return s
+		})
+	lines := strings.Split(t.String(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cellText formats a scalar: null as "—", booleans as yes/no, amounts in
+// fields ending in Usd as $0.00, other numbers as sent.
+func cellText(key string, n *node) string {
+	if n == nil {
+		return nullText
+	}
+	switch n.kind {
+	case kindNull:
+		return nullText
+	case kindBool:
+		if n.text == "true" {
+			return "yes"
+		}
+		return "no"
+	case kindNumber:
+		if strings.HasSuffix(key, "Usd") {
+			if v, err := strconv.ParseFloat(n.text, 64); err == nil {
+				return fmt.Sprintf("$%.2f", v)
+			}
+		}
+		return n.text
+	case kindString:
+		return n.text
+	case kindArray:
+		if allScalar(n.items) {
+			parts := make([]string, len(n.items))
+			for i, e := range n.items {
+				parts[i] = cellText(key, e)
+			}
+			return strings.Join(parts, ", ")
+		}
+	}
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+func allScalar(items []*node) bool {
+	for _, e := range items {
+		if e.kind == kindObject || e.kind == kindArray {
+			return false
+		}
+	}
+	return true
+}
+
+func writeFields(b *strings.Builder, st Styles, obj *node, indent int, skip string) {
+	for i, k := range obj.keys {
+		if k == skip && indent == 0 {
+			continue
+		}
+		writeValue(b, st, k, obj.vals[i], indent)
+	}
+}
+
+func writeValue(b *strings.Builder, st Styles, key string, v *node, indent int) {
+	pad := strings.Repeat("  ", indent)
+	label := ""
+	if key != "" {
+		label = st.Key.Render(key) + ": "
+	}
+	switch {
+	case v.kind == kindObject:
+		if len(v.keys) == 0 {
+			fmt.Fprintf(b, "%s%s%s\n", pad, label, st.Faint.Render("{}"))
+			return
+		}
+		if key != "" {
+			fmt.Fprintf(b, "%s%s\n", pad, st.Key.Render(key)+":")
+			writeFields(b, st, v, indent+1, "")
+		} else {
+			writeFields(b, st, v, indent, "")
+		}
+	case v.kind == kindArray && !allScalar(v.items):
+		fmt.Fprintf(b, "%s%s\n", pad, st.Key.Render(key)+":")
+		for _, e := range v.items {
+			var sub strings.Builder
+			writeValue(&sub, st, "", e, 0)
+			lines := strings.Split(strings.TrimRight(sub.String(), "\n"), "\n")
+			for j, l := range lines {
+				lead := "  "
+				if j == 0 {
+					lead = "- "
+				}
+				fmt.Fprintf(b, "%s  %s%s\n", pad, lead, l)
+			}
+		}
+	case v.kind == kindArray && len(v.items) == 0:
+		fmt.Fprintf(b, "%s%s%s\n", pad, label, st.Faint.Render("none"))
+	default:
+		fmt.Fprintf(b, "%s%s%s\n", pad, label, cellText(key, v))
+	}
+}
+
+// --- ordered JSON --------------------------------------------------------
+
+type nodeKind int
+
+const (
+	kindNull nodeKind = iota
+	kindBool
+	kindNumber
+	kindString
+	kindArray
+	kindObject
+)
+
+// node is decoded JSON that keeps object key order and number text.
+type node struct {
+	kind  nodeKind
+	text  string // bool, number or string value
+	keys  []string
+	vals  []*node
+	items []*node
+}
+
+func (n *node) get(key string) *node {
+	if n == nil || n.kind != kindObject {
+		return nil
+	}
+	for i, k := range n.keys {
+		if k == key {
+			return n.vals[i]
+		}
+	}
+	return nil
+}
+
+func (n *node) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	switch n.kind {
+	case kindNull:
+		b.WriteString("null")
+	case kindBool, kindNumber:
+		b.WriteString(n.text)
+	case kindString:
+		s, _ := json.Marshal(n.text)
+		b.Write(s)
+	case kindArray:
+		b.WriteByte('[')
+		for i, e := range n.items {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			s, _ := e.MarshalJSON()
+			b.Write(s)
+		}
+		b.WriteByte(']')
+	case kindObject:
+		b.WriteByte('{')
+		for i, k := range n.keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			ks, _ := json.Marshal(k)
+			b.Write(ks)
+			b.WriteByte(':')
+			s, _ := n.vals[i].MarshalJSON()
+			b.Write(s)
+		}
+		b.WriteByte('}')
+	}
+	return b.Bytes(), nil
+}
+
+func decodeOrdered(b []byte) (*node, bool) {
+	if !json.Valid(b) {
+		return nil, false
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	n, err := decodeNode(d)
+	return n, err == nil
+}
+
+func decodeNode(d *json.Decoder) (*node, error) {
+	tok, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case nil:
+		return &node{kind: kindNull}, nil
+	case bool:
+		return &node{kind: kindBool, text: strconv.FormatBool(t)}, nil
+	case json.Number:
+		return &node{kind: kindNumber, text: t.String()}, nil
+	case string:
+		return &node{kind: kindString, text: t}, nil
+	case json.Delim:
+		switch t {
+		case '[':
+			n := &node{kind: kindArray}
+			for d.More() {
+				e, err := decodeNode(d)
+				if err != nil {
+					return nil, err
+				}
+				n.items = append(n.items, e)
+			}
+			_, err := d.Token()
+			return n, err
+		case '{':
+			n := &node{kind: kindObject}
+			for d.More() {
+				kt, err := d.Token()
+				if err != nil {
+					return nil, err
+				}
+				v, err := decodeNode(d)
+				if err != nil {
+					return nil, err
+				}
+				n.keys = append(n.keys, kt.(string))
+				n.vals = append(n.vals, v)
+			}
+			_, err := d.Token()
+			return n, err
+		}
+	}
+	return nil, fmt.Errorf("unexpected token %v", tok)
+}
+
+var compactJWS = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]{16,}$`)
+})
+
+// decodedJWS renders an envelope whose data is a flattened JWS with its
+// protected header and payload decoded, and every compact JWS found in
+// them decoded in turn, as indented JSON.
+func decodedJWS(body []byte) (string, bool) {
+	var env struct {
+		Data struct {
+			Protected, Payload, Signature string
+		} `json:"data"`
+	}
+	if json.Unmarshal(body, &env) != nil || env.Data.Protected == "" || env.Data.Signature == "" {
+		return "", false
+	}
+	header, ok1 := b64JSON(env.Data.Protected)
+	payload, ok2 := b64JSON(env.Data.Payload)
+	if !ok1 || !ok2 {
+		return "", false
+	}
+	view := map[string]any{"protected (decoded)": header, "payload (decoded)": ExpandJWS(payload), "signature": env.Data.Signature}
+	b, err := json.MarshalIndent(view, "", "  ")
+	if err != nil {
+		return "", false
+	}
+	return string(b) + "\n", true
+}
+
+func b64JSON(s string) (any, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, false
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+// ExpandJWS replaces every compact JWS string in v with its decoded header
+// and payload (the signature kept as it is).
+func ExpandJWS(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = ExpandJWS(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = ExpandJWS(e)
+		}
+		return out
+	case string:
+		if !compactJWS().MatchString(x) {
+			return x
+		}
+		parts := strings.Split(x, ".")
+		h, ok1 := b64JSON(parts[0])
+		p, ok2 := b64JSON(parts[1])
+		if !ok1 || !ok2 {
+			return x
+		}
+		return map[string]any{"jws": map[string]any{"header": h, "payload": ExpandJWS(p), "signature": parts[2]}}
+	}
+	return v
+}

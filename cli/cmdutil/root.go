@@ -1,0 +1,197 @@
+package cmdutil
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/pierhq/pier/sdk"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// Command group ids on the root command. Commands passed to Execute
+// are listed under GroupServer ("Running Pier") unless they name a group.
+const (
+	GroupOperations = "ops"
+	GroupServer     = "server"
+)
+
+// GroupTrust holds the holder's and the auditor's commands.
+const GroupTrust = "trust"
+
+// GroupIDFor places the generated top-level groups under "Operations";
+// nested groups carry no group id.
+func GroupIDFor(path string) string {
+	if strings.Contains(path, " ") {
+		return ""
+	}
+	return GroupOperations
+}
+
+// Subcommand is root's subcommand named name, such as a generated group
+// ("bundles", "email") that a package adds its hand-written commands to,
+// or nil when root has none.
+func Subcommand(root *cobra.Command, name string) *cobra.Command {
+	for _, c := range root.Commands() {
+		if c.Name() == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// AddOperations adds hand-written commands to root, listed with the
+// generated ones under "Operations:".
+func AddOperations(root *cobra.Command, cmds ...*cobra.Command) {
+	for _, c := range cmds {
+		c.GroupID = GroupOperations
+	}
+	root.AddCommand(cmds...)
+}
+
+// NewRootCommand returns the bare root command: the global flags bound to
+// f.Config, the operations group and the mapping of flag errors to
+// usage errors. It has no commands; package cli adds them.
+func NewRootCommand(f *Factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "pier <command> <subcommand> [flags]",
+		Short:         "Pier: hosting and launches operated by agents",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       sdk.Version,
+		CompletionOptions: cobra.CompletionOptions{
+			HiddenDefaultCmd: false,
+		},
+	}
+	root.SetIn(f.IO.In)
+	root.SetOut(f.IO.Out)
+	root.SetErr(f.IO.ErrOut)
+	root.SetVersionTemplate("pier version {{.Version}}\n")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &UsageError{Err: err, Command: c.CommandPath()}
+	})
+
+	pf := root.PersistentFlags()
+	pf.StringVar(&f.Config.BaseURL, "base-url", "", "API address (env PIER_BASE_URL; default "+DefaultBaseURL+")")
+	pf.StringVar(&f.Config.APIKey, "api-key", "", "API key (env PIER_API_KEY)")
+	pf.BoolVar(&f.Config.JSON, "json", false, "Print the response envelope as received, for scripts")
+	pf.BoolVar(&f.Config.Yes, "yes", false, "Confirm without asking; the CLI never asks when stdin is not a terminal")
+	pf.BoolVar(&f.Config.NoWait, "no-wait", false, "Return a task handle at once instead of waiting for the task")
+	// Waiting is the default for every command whose answer is a task;
+	// --wait is kept so that scripts written with it still run.
+	var wait bool
+	pf.BoolVar(&wait, "wait", true, "Wait for the task (the default)")
+	pf.MarkHidden("wait")
+	pf.MarkDeprecated("wait", "waiting is the default; --no-wait returns the task handle at once")
+	pf.DurationVar(&f.Config.Timeout, "timeout", 2*time.Minute, "Limit on the command's API calls, such as 30s; 0 for none")
+
+	root.AddGroup(&cobra.Group{ID: GroupOperations, Title: "Operations:"})
+	root.SetHelpCommandGroupID("")
+	root.SetCompletionCommandGroupID("")
+	return root
+}
+
+// FinishTree gives top-level operations the operations group, and makes
+// group commands fail on an unknown subcommand instead of printing help
+// and succeeding.
+func FinishTree(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.GroupID == "" && c.Annotations[specAnnotation] != "" {
+			c.GroupID = GroupOperations
+		}
+	}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		projectAlias(c)
+		if c == root || c.Runnable() || !c.HasSubCommands() {
+			return
+		}
+		c.Args = cobra.ArbitraryArgs
+		c.DisableFlagsInUseLine = true
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return UsageErrorf(cmd.CommandPath(), "unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			return cmd.Help()
+		}
+	}
+	walk(root)
+}
+
+// projectAlias makes --project-id, the spelling older scripts and the
+// contract's field use, another name for a command's --project. It is a
+// flag-name normalisation, so it is in no help text and sets the same
+// value.
+func projectAlias(c *cobra.Command) {
+	if c.LocalFlags().Lookup("project") == nil {
+		return
+	}
+	c.Flags().SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "project-id" {
+			name = "project"
+		}
+		return pflag.NormalizedName(name)
+	})
+}
+
+// Execute runs args on root and maps the outcome to an exit code; errors
+// are printed here and nowhere else.
+func Execute(f *Factory, root *cobra.Command, args []string, extra ...*cobra.Command) int {
+	addExtra(root, extra)
+	completeInServer(root, args)
+	helpInServer(root, args)
+	root.SetArgs(args)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	if isCobraUsage(err) {
+		var usage *UsageError
+		if !errors.As(err, &usage) {
+			path := root.CommandPath()
+			if cmd != nil {
+				path = cmd.CommandPath()
+			}
+			err = &UsageError{Err: err, Command: path}
+		}
+	}
+	PrintError(f, root, err)
+	return ExitCode(err)
+}
+
+// addExtra adds the commands passed to Execute to root, under "Running Pier"
+// unless they name a group of root's.
+func addExtra(root *cobra.Command, extra []*cobra.Command) {
+	for _, c := range extra {
+		// A command named like an existing group (`pier sandbox
+		// publish-reference` beside the generated `pier sandbox …`) joins
+		// that group.
+		if existing, _, err := root.Find([]string{c.Name()}); err == nil && existing != root && existing.Name() == c.Name() {
+			for _, sub := range c.Commands() {
+				c.RemoveCommand(sub)
+				existing.AddCommand(sub)
+			}
+			continue
+		}
+		if c.GroupID == "" || c.GroupID == GroupServer {
+			if !root.ContainsGroup(GroupServer) {
+				root.AddGroup(&cobra.Group{ID: GroupServer, Title: "Running Pier:"})
+			}
+			c.GroupID = GroupServer
+		} else if !root.ContainsGroup(c.GroupID) {
+			c.GroupID = ""
+		}
+		root.AddCommand(c)
+	}
+}
