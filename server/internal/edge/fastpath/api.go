@@ -209,7 +209,7 @@ func (cs *conn) apiRead(n int) (handled, close bool, err error) {
 	q := APIRequest{Method: r.method, Path: path, Query: query, Accept: nilIfAbsent(r.accept, r.accepts),
 		ContentType: nilIfAbsent(r.ctype, r.ctypes), Authorization: r.auth, AuthorizationValue: nilIfAbsent(r.authz, r.authzs),
 		MCPProtocolVersion: nilIfAbsent(r.mcpv, r.mcpvs), Origin: r.origins > 0,
-		Body: all[n:], ClientIP: cs.clientFor(ip, r.xff), RemoteAddr: remote, Host: cs.host, TLS: cs.tls}
+		Body: all[n:], ClientIP: clientFor(cs.l.cfg.Trusted, cs.tcp, ip, r.xff), RemoteAddr: remote, Host: cs.host, TLS: cs.tls}
 	out, body, ok := cfg.APIRead(cs.out, &q)
 	if !ok {
 		return false, false, nil
@@ -264,14 +264,13 @@ func (cs *conn) peer() (remote, ip string) {
 	return cs.remote, cs.ip
 }
 
-// clientFor is the client of a request from peerIP that carried the
+// clientFor is the client of a request from peerIP on c that carried the
 // X-Forwarded-For values xff, as clientaddr resolves it: the peer unless
 // the peer is a trusted proxy.
-func (cs *conn) clientFor(peerIP string, xff []string) string {
-	t := cs.l.cfg.Trusted
+func clientFor(t *clientaddr.Trusted, c net.Conn, peerIP string, xff []string) string {
 	if len(xff) == 0 || t == nil {
 		return peerIP
 	}
-	a, _ := t.Resolve(clientaddr.PeerOfConn(cs.tcp), xff)
+	a, _ := t.Resolve(clientaddr.PeerOfConn(c), xff)
 	return a.String()
 }
