@@ -12,20 +12,12 @@ import (
 )
 
 func (o domainRoutes) ListDomains(ctx context.Context, req api.ListDomainsRequestObject) (api.ListDomainsResponseObject, error) {
-	f, err := page(req.Params.Cursor, req.Params.Limit)
+	l, err := listed(ctx, req.Params.Cursor, req.Params.Limit, nil, o.svc.Domains.List, domainInfo, nil, "list_domains", "")
 	if err != nil {
 		return nil, err
-	}
-	l, err := o.svc.Domains.List(ctx, auth.FromContext(ctx).OrgID, f)
-	if err != nil {
-		return nil, err
-	}
-	data := models.DomainList{Domains: make([]models.DomainInfo, 0, len(l.Items)), NextCursor: l.NextCursor}
-	for _, d := range l.Items {
-		data.Domains = append(data.Domains, domainInfo(d))
 	}
 	next := actions.Page("list_domains", l.NextCursor, l.Args, actions.Tool("search_domains", "agent", nil))
-	return api.ListDomains200JSONResponse{Data: data, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.ListDomains200JSONResponse{Data: models.DomainList{Domains: l.Items, NextCursor: l.NextCursor}, Actions: next, FormatVersion: FormatVersion}, nil
 }
 
 func (o domainRoutes) GetDomain(ctx context.Context, req api.GetDomainRequestObject) (api.GetDomainResponseObject, error) {

@@ -12,27 +12,17 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 func (o serviceRoutes) ListServices(ctx context.Context, req api.ListServicesRequestObject) (api.ListServicesResponseObject, error) {
-	f, err := page(req.Params.Cursor, req.Params.Limit)
+	filter := func(f *store.Filter) { f.ProjectID, f.State = deref(req.Params.ProjectId), deref(req.Params.State) }
+	l, err := listed(ctx, req.Params.Cursor, req.Params.Limit, filter, o.svc.Launches.ListServices, serviceInfo,
+		func(v service.ServiceView) string { return v.ID }, "list_services", "get_service")
 	if err != nil {
 		return nil, err
 	}
-	f.ProjectID, f.State = deref(req.Params.ProjectId), deref(req.Params.State)
-	l, err := o.svc.Launches.ListServices(ctx, auth.FromContext(ctx).OrgID, f)
-	if err != nil {
-		return nil, err
-	}
-	data := models.ServiceList{Services: make([]models.ServiceInfo, 0, len(l.Items)), NextCursor: l.NextCursor}
-	var first []models.Action
-	for _, v := range l.Items {
-		data.Services = append(data.Services, serviceInfo(v))
-	}
-	if len(l.Items) > 0 {
-		first = append(first, actions.Tool("get_service", "agent", map[string]any{"id": l.Items[0].ID}))
-	}
-	return api.ListServices200JSONResponse{Data: data, Actions: actions.Page("list_services", l.NextCursor, l.Args, first...), FormatVersion: FormatVersion}, nil
+	return api.ListServices200JSONResponse{Data: models.ServiceList{Services: l.Items, NextCursor: l.NextCursor}, Actions: l.Actions, FormatVersion: FormatVersion}, nil
 }
 
 func (o serviceRoutes) GetService(ctx context.Context, req api.GetServiceRequestObject) (api.GetServiceResponseObject, error) {

@@ -9,27 +9,16 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 func (o taskRoutes) ListTasks(ctx context.Context, req api.ListTasksRequestObject) (api.ListTasksResponseObject, error) {
-	f, err := page(req.Params.Cursor, req.Params.Limit)
+	l, err := listed(ctx, req.Params.Cursor, req.Params.Limit, func(f *store.Filter) { f.State = deref(req.Params.State) },
+		o.svc.Tasks.List, func(t service.Task) models.TaskHandle { return *TaskHandle(&t) }, func(t service.Task) string { return t.ID }, "list_tasks", "get_task")
 	if err != nil {
 		return nil, err
 	}
-	f.State = deref(req.Params.State)
-	l, err := o.svc.Tasks.List(ctx, auth.FromContext(ctx).OrgID, f)
-	if err != nil {
-		return nil, err
-	}
-	data := models.TaskList{Tasks: make([]models.TaskHandle, 0, len(l.Items)), NextCursor: l.NextCursor}
-	var first []models.Action
-	for i := range l.Items {
-		data.Tasks = append(data.Tasks, *TaskHandle(&l.Items[i]))
-	}
-	if len(l.Items) > 0 {
-		first = append(first, actions.Tool("get_task", "agent", map[string]any{"id": l.Items[0].ID}))
-	}
-	return api.ListTasks200JSONResponse{Data: data, Actions: actions.Page("list_tasks", l.NextCursor, l.Args, first...), FormatVersion: FormatVersion}, nil
+	return api.ListTasks200JSONResponse{Data: models.TaskList{Tasks: l.Items, NextCursor: l.NextCursor}, Actions: l.Actions, FormatVersion: FormatVersion}, nil
 }
 
 func (o taskRoutes) GetTask(ctx context.Context, req api.GetTaskRequestObject) (api.GetTaskResponseObject, error) {
