@@ -7,6 +7,7 @@
 #
 #   bash bench/dns.sh                    # 3 rounds of 10 s per server
 #   DURATION=5 REPEAT=5 CLIENTS=16 bash bench/dns.sh
+#   QUERIES=random bash bench/dns.sh     # random names under the zone (NXDOMAIN), no answer cached
 #   PIER_BIN=/tmp/pier-old bash bench/dns.sh   # another build of pier-server (or a pier from before the split)
 #   RESULTS=file RUNSTATS=file bash bench/dns.sh   # for bench/peers.sh
 #
@@ -31,6 +32,7 @@ DURATION=${DURATION:-10}
 REPEAT=${REPEAT:-3}
 CLIENTS=${CLIENTS:-8}
 OUTSTANDING=${OUTSTANDING:-200}
+QUERIES=${QUERIES:-zone} # zone: a resolver's questions; random: random names under the zone
 DNSPERF_FLAGS=${DNSPERF_FLAGS:--D}
 # shellcheck source=bench/runstat.sh
 . bench/runstat.sh
@@ -122,11 +124,18 @@ www.$domain A
 nope.$domain A
 $domain A
 EOF
+cp "$tmp/queries" "$tmp/check"
+if [ "$QUERIES" = random ]; then
+  # A "water torture" attack: a million names never asked before, random
+  # labels under the zone, each answered NXDOMAIN (the run asks fewer than
+  # that, so no name repeats and no answer comes from a cache).
+  awk -v d="$domain" 'BEGIN { srand(7); for (i = 0; i < 1000000; i++) printf "r%x%x.%s A\n", int(rand() * 2^31), i, d }' >"$tmp/queries"
+fi
 
 # Both answer the same before anything is timed.
 for port in $PIER_DNS_PORT $NSD_PORT; do
   for _ in $(seq 100); do
-    dnsperf -s 127.0.0.1 -p $port -d "$tmp/queries" -n 1 -t 1 2>/dev/null | grep -q 'Queries completed: *10 ' && break
+    dnsperf -s 127.0.0.1 -p $port -d "$tmp/check" -n 1 -t 1 2>/dev/null | grep -q 'Queries completed: *10 ' && break
     sleep 0.1
   done
 done
