@@ -65,26 +65,43 @@ func (g *graph) add(p *packages.Package) {
 }
 
 // callees lists, in order and once each, the functions fn calls: a call
-// through an interface stands for every loaded method implementing it.
+// through an interface stands for every loaded method implementing it,
+// and a method value passed to a call (a handler handing
+// o.svc.Tasks.List to a generic list reader) counts as called there.
 func (g *graph) callees(fn *types.Func) []*types.Func {
 	fd, info := g.decls[fn], g.infos[fn]
 	if fd == nil || fd.Body == nil {
 		return nil
 	}
 	var out []*types.Func
+	add := func(fs []*types.Func) {
+		for _, f := range fs {
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+	}
 	ast.Inspect(fd.Body, func(n ast.Node) bool {
 		c, ok := n.(*ast.CallExpr)
 		if !ok {
 			return true
 		}
-		for _, f := range g.resolve(info, c.Fun) {
-			if !slices.Contains(out, f) {
-				out = append(out, f)
+		for _, a := range c.Args {
+			if sel, ok := ast.Unparen(a).(*ast.SelectorExpr); ok && isMethod(info, sel.Sel) {
+				add(g.resolve(info, sel))
 			}
 		}
+		add(g.resolve(info, c.Fun))
 		return true
 	})
 	return out
+}
+
+// isMethod reports whether id names a method (a method value when it is
+// not called).
+func isMethod(info *types.Info, id *ast.Ident) bool {
+	fn, ok := info.Uses[id].(*types.Func)
+	return ok && fn.Signature().Recv() != nil
 }
 
 func (g *graph) resolve(info *types.Info, e ast.Expr) []*types.Func {
