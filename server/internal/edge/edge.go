@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -533,16 +534,30 @@ const notFoundPage = `<!doctype html>
 
 // NotFound writes Pier's 404 page for a host with no site.
 func NotFound(w http.ResponseWriter, host string) {
+	page := notFoundBody(host)
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(page)))
 	h["X-Content-Type-Options"] = nosniffH
 	w.WriteHeader(http.StatusNotFound)
+	w.Write(page)
+}
+
+// notFoundBody is NotFound's page for host.
+func notFoundBody(host string) []byte {
 	display := host
 	if !ValidHost(host) {
 		display = "this address"
 	}
-	w.Write([]byte(strings.Replace(notFoundPage, "%s", display, 1)))
+	return []byte(strings.Replace(notFoundPage, "%s", display, 1))
+}
+
+// notFoundHead is the head NotFound's answer gets from net/http (sorted,
+// without Date), for a page of n bytes.
+func notFoundHead(n int) []byte {
+	return []byte("HTTP/1.1 404 Not Found\r\nCache-Control: no-store\r\nContent-Length: " + strconv.Itoa(n) +
+		"\r\nContent-Type: text/html; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n")
 }
 
 // headerValue is a header value as net/http writes it: line breaks become
@@ -598,7 +613,13 @@ func (e *Edge) Prepared(ctx context.Context, host, urlPath, ifNoneMatch, acceptE
 // through its position), never writes or closes it, and keeps a
 // reference to it while the kernel reads it.
 func (e *Edge) PreparedFile(ctx context.Context, host, urlPath, ifNoneMatch, acceptEncoding string) (head, body []byte, file *os.File, ok bool) {
-	s, err := e.siteFor(ctx, hostOnly(host))
+	host = hostOnly(host)
+	if e.names != nil && ValidHost(host) && !e.names.Has(host) {
+		// No site has the host: NotFound's answer, from memory.
+		page := notFoundBody(host)
+		return notFoundHead(len(page)), page, nil, true
+	}
+	s, err := e.siteFor(ctx, host)
 	if err != nil || s == nil || s.runs {
 		return nil, nil, nil, false
 	}
