@@ -94,20 +94,12 @@ func (s *Server) buildLaunch() ([]string, error) {
 // read from the store.
 func nameIndexes(st *store.Store, log *slog.Logger) (hosts, zones *nameindex.Index) {
 	hosts = nameindex.New("hosts", func(ctx context.Context, since int64) ([]nameindex.Name, error) {
-		return asNames(st.Services().HostsSince(ctx, since))
+		return st.Services().HostsSince(ctx, since)
 	}, log)
 	zones = nameindex.New("zones", func(ctx context.Context, since int64) ([]nameindex.Name, error) {
-		return asNames(st.Domains().ZonesSince(ctx, since))
+		return st.Domains().ZonesSince(ctx, since)
 	}, log)
 	return hosts, zones
-}
-
-func asNames(ns []store.Named, err error) ([]nameindex.Name, error) {
-	out := make([]nameindex.Name, len(ns))
-	for i, n := range ns {
-		out[i] = nameindex.Name{Name: n.Name, Added: n.At}
-	}
-	return out, err
 }
 
 // loadNames reads both indexes before the edge and DNS serve, and keeps

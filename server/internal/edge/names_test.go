@@ -24,14 +24,7 @@ func (c *hostLookups) ServiceByHost(ctx context.Context, host string) (store.Ser
 }
 
 func hostIndex(st *store.Store) *nameindex.Index {
-	return nameindex.New("hosts", func(ctx context.Context, since int64) ([]nameindex.Name, error) {
-		ns, err := st.Services().HostsSince(ctx, since)
-		out := make([]nameindex.Name, len(ns))
-		for i, n := range ns {
-			out[i] = nameindex.Name{Name: n.Name, Added: n.At}
-		}
-		return out, err
-	}, slog.New(slog.DiscardHandler))
+	return nameindex.New("hosts", st.Services().HostsSince, slog.New(slog.DiscardHandler))
 }
 
 // TestUnknownHostsCostNoStoreWork: with the host index loaded, a flood of

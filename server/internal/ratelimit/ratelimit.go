@@ -26,6 +26,13 @@ type Shared interface {
 	Take(ctx context.Context, key string, now time.Time, interval, tolerance time.Duration) (allowed bool, tat time.Time, err error)
 }
 
+// gcra is p as the shared buckets keep it: what one request costs, and how
+// far ahead of now a bucket may run (the burst).
+func (p Policy) gcra() (interval, tolerance time.Duration) {
+	interval = time.Duration(float64(time.Second) / p.PerSecond)
+	return interval, interval * time.Duration(max(p.Burst-1, 0))
+}
+
 // Limiter holds the buckets.
 type Limiter struct {
 	// Shared, when set, decides instead of the local buckets, so that
@@ -218,8 +225,7 @@ func (l *Limiter) allowShared(key string, p Policy, now time.Time) (Decision, er
 	b.taking = make(chan struct{})
 	l.mu.Unlock()
 
-	interval := time.Duration(float64(time.Second) / p.PerSecond)
-	tolerance := interval * time.Duration(max(p.Burst-1, 0))
+	interval, tolerance := p.gcra()
 	got, tat, err := l.take(key, now, interval, tolerance, want)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -285,8 +291,7 @@ func (l *Limiter) take(key string, now time.Time, interval, tolerance time.Durat
 // sharedDecision is the answer for a shared bucket that runs to tat, with
 // left tokens of this replica's lease unspent.
 func (l *Limiter) sharedDecision(p Policy, now, tat time.Time, allowed bool, left int) Decision {
-	interval := time.Duration(float64(time.Second) / p.PerSecond)
-	tolerance := interval * time.Duration(max(p.Burst-1, 0))
+	interval, tolerance := p.gcra()
 	ahead := max(tat.Sub(now), 0)
 	d := Decision{Allowed: allowed, Limit: p.Burst, Policy: p, Reset: ahead}
 	d.Remaining = min(max(0, int((tolerance-ahead)/interval)+1)+left, p.Burst)

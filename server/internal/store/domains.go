@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/server/internal/money"
+	"github.com/pierhq/pier/server/internal/nameindex"
 )
 
 type rowQuerier interface {
@@ -238,6 +239,6 @@ func (db Domains) OrgPurchases(ctx context.Context, orgID string) ([]Purchase, e
 
 // ZonesSince lists the zones written at or after since (microseconds
 // since the epoch; 0 lists them all), with when.
-func (db Domains) ZonesSince(ctx context.Context, since int64) ([]Named, error) {
+func (db Domains) ZonesSince(ctx context.Context, since int64) ([]nameindex.Name, error) {
 	return collect(ctx, db.ex, scanNamed, db.q(`SELECT domain, updated_at FROM zones WHERE updated_at >= ?`), since)
 }

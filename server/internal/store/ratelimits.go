@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -56,23 +55,11 @@ func (db RateLimits) TakeUpTo(ctx context.Context, key string, now time.Time, in
 	kArgs := append(append(append(append([]any{}, roomArgs...), w), roomArgs...), w)
 	args := []any{key, n + first*iv, first}
 	args = append(append(append(append(args, n, n), kArgs...), iv), kArgs...)
-	var got int64
+	var got, at int64
 	err = db.ex.QueryRowContext(ctx, db.q(`INSERT INTO rate_limits (key, tat, taken) VALUES (?, ?, ?)
 		ON CONFLICT (key) DO UPDATE SET tat = `+base+` + `+k+` * `+p+`, taken = `+k+`
-		RETURNING tat, taken`), args...).Scan(&tat64{&tat}, &got)
-	return int(got), tat, err
-}
-
-// tat64 scans microseconds since the epoch into a time.
-type tat64 struct{ t *time.Time }
-
-func (s *tat64) Scan(v any) error {
-	n, ok := v.(int64)
-	if !ok {
-		return fmt.Errorf("store: a bucket's time is %T", v)
-	}
-	*s.t = time.UnixMicro(n)
-	return nil
+		RETURNING tat, taken`), args...).Scan(&at, &got)
+	return int(got), time.UnixMicro(at), err
 }
 
 // Purge drops buckets that have been full for an hour.

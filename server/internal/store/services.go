@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/nameindex"
 )
 
 // Service is a named running thing with its own preview host.
@@ -216,6 +218,6 @@ func (db Services) GetAnyOrg(ctx context.Context, id string) (Service, error) {
 
 // HostsSince lists the hosts services hold that were claimed at or after
 // since (microseconds since the epoch; 0 lists them all), with when.
-func (db Services) HostsSince(ctx context.Context, since int64) ([]Named, error) {
+func (db Services) HostsSince(ctx context.Context, since int64) ([]nameindex.Name, error) {
 	return collect(ctx, db.ex, scanNamed, db.q(`SELECT host, created_at FROM service_hosts WHERE created_at >= ?`), since)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/server/internal/nameindex"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -250,13 +251,13 @@ var servicesCases = []storeCase{
 			t.Fatalf("all hosts %v, %v", all, err)
 		}
 		recent, err := services.HostsSince(ctx, t0.Add(time.Minute).UnixMicro())
-		if err != nil || !slices.Equal(named(recent), []string{"new.example"}) || recent[0].At != t0.Add(time.Hour).UnixMicro() {
+		if err != nil || !slices.Equal(named(recent), []string{"new.example"}) || recent[0].Added != t0.Add(time.Hour).UnixMicro() {
 			t.Fatalf("hosts since %v, %v", recent, err)
 		}
 	}},
 }
 
-func named(ns []store.Named) []string {
+func named(ns []nameindex.Name) []string {
 	var out []string
 	for _, n := range ns {
 		out = append(out, n.Name)

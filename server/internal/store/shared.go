@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"time"
+
+	"github.com/pierhq/pier/server/internal/nameindex"
 )
 
 // Shared is a small key-value table for what replicas share outside the
@@ -34,15 +36,10 @@ func (db Shared) Delete(ctx context.Context, key string) error {
 	return err
 }
 
-// Named is a name with when it was written, in microseconds since the
-// epoch, as the name indexes read them.
-type Named struct {
-	Name string
-	At   int64
-}
-
-func scanNamed(row interface{ Scan(...any) error }) (Named, error) {
-	var n Named
-	err := row.Scan(&n.Name, &n.At)
+// scanNamed reads a name with when it was written (microseconds since the
+// epoch), as the name indexes take them.
+func scanNamed(row interface{ Scan(...any) error }) (nameindex.Name, error) {
+	var n nameindex.Name
+	err := row.Scan(&n.Name, &n.Added)
 	return n, err
 }
