@@ -111,6 +111,8 @@ type zoneVersion struct {
 	// negSOA is the SOA negative answers carry, with the lesser of its TTL
 	// and its minimum as TTL (RFC 2308, section 3); nil without a SOA.
 	negSOA *dns.SOA
+	// nx are the NXDOMAIN templates by EDNS and DO flags (negative.go).
+	nx [4]atomic.Pointer[nxTemplate]
 }
 
 func newZoneVersion(rrs []dns.RR, serial int64, records string) *zoneVersion {

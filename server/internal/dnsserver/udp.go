@@ -109,20 +109,25 @@ func (c *fastConn) answer(i int, pkt []byte, from netip.AddrPort) bool {
 	c.key = k
 	p := c.s.packedFor(k, limit, true, v6)
 	out := c.io.reply(i)
+	var n int
 	if p == nil || !p.patch || p.qend-4 != nameEnd || len(p.wire) > len(out) {
-		return false
+		// No answer kept: a name its zone marks absent is answered from
+		// the zone's NXDOMAIN template, any other by the server.
+		if n, ok = c.s.negative(out, pkt, k, nameEnd, limit); !ok {
+			return false
+		}
+	} else {
+		n = copy(out, p.wire)
+		copy(out[:2], pkt[:2])
+		out[2] = out[2]&^0x01 | pkt[2]&0x01 // RD
+		out[3] = out[3]&^0x10 | pkt[3]&0x10 // CD
+		copy(out[12:nameEnd], pkt[12:nameEnd])
 	}
-	v := c.s.limitIP(ip)
-	if v == drop {
+	switch c.s.limitIP(ip) {
+	case drop:
 		return true
-	}
-	n := copy(out, p.wire)
-	copy(out[:2], pkt[:2])
-	out[2] = out[2]&^0x01 | pkt[2]&0x01 // RD
-	out[3] = out[3]&^0x10 | pkt[3]&0x10 // CD
-	copy(out[12:nameEnd], pkt[12:nameEnd])
-	if v == slip {
-		n = len(slipAnswer(out[:n], p.qend))
+	case slip:
+		n = len(slipAnswer(out[:n], nameEnd+4))
 	}
 	c.io.queue(i, n)
 	return true

@@ -546,18 +546,37 @@ func NotFound(w http.ResponseWriter, host string) {
 
 // notFoundBody is NotFound's page for host.
 func notFoundBody(host string) []byte {
-	display := host
-	if !ValidHost(host) {
-		display = "this address"
-	}
-	return []byte(strings.Replace(notFoundPage, "%s", display, 1))
+	out, n := AppendNotFound(nil, host)
+	return out[n:]
 }
 
-// notFoundHead is the head NotFound's answer gets from net/http (sorted,
-// without Date), for a page of n bytes.
-func notFoundHead(n int) []byte {
-	return []byte("HTTP/1.1 404 Not Found\r\nCache-Control: no-store\r\nContent-Length: " + strconv.Itoa(n) +
-		"\r\nContent-Type: text/html; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n")
+// The page's text before and after the host.
+var notFoundBefore, notFoundAfter, _ = strings.Cut(notFoundPage, "%s")
+
+// AppendNotFound appends to dst the head NotFound's answer gets from
+// net/http (sorted, without Date and the final blank line), then its page
+// for host (a Host value), and returns the head's length: a host no site
+// has is answered with no allocation beyond dst's growth.
+func AppendNotFound(dst []byte, host string) ([]byte, int) {
+	display := hostOnly(host)
+	if !ValidHost(display) {
+		display = "this address"
+	}
+	start := len(dst)
+	dst = append(dst, "HTTP/1.1 404 Not Found\r\nCache-Control: no-store\r\nContent-Length: "...)
+	dst = strconv.AppendInt(dst, int64(len(notFoundBefore)+len(display)+len(notFoundAfter)), 10)
+	dst = append(dst, "\r\nContent-Type: text/html; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n"...)
+	headLen := len(dst) - start
+	dst = append(dst, notFoundBefore...)
+	dst = append(dst, display...)
+	return append(dst, notFoundAfter...), headLen
+}
+
+// Unknown reports whether the in-memory index of names says no site has
+// host (a Host value): its answer is AppendNotFound's.
+func (e *Edge) Unknown(host string) bool {
+	host = hostOnly(host)
+	return e.names != nil && ValidHost(host) && !e.names.Has(host)
 }
 
 // headerValue is a header value as net/http writes it: line breaks become
@@ -613,12 +632,12 @@ func (e *Edge) Prepared(ctx context.Context, host, urlPath, ifNoneMatch, acceptE
 // through its position), never writes or closes it, and keeps a
 // reference to it while the kernel reads it.
 func (e *Edge) PreparedFile(ctx context.Context, host, urlPath, ifNoneMatch, acceptEncoding string) (head, body []byte, file *os.File, ok bool) {
-	host = hostOnly(host)
-	if e.names != nil && ValidHost(host) && !e.names.Has(host) {
+	if e.Unknown(host) {
 		// No site has the host: NotFound's answer, from memory.
-		page := notFoundBody(host)
-		return notFoundHead(len(page)), page, nil, true
+		out, n := AppendNotFound(nil, host)
+		return out[:n:n], out[n:], nil, true
 	}
+	host = hostOnly(host)
 	s, err := e.siteFor(ctx, host)
 	if err != nil || s == nil || s.runs {
 		return nil, nil, nil, false

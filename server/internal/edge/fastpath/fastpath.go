@@ -288,6 +288,8 @@ type conn struct {
 	// nothing.
 	host, path string
 	api        bool
+	// page is the scratch a 404 for an unknown host is made in.
+	page []byte
 	// served is set once a request was answered.
 	served bool
 	// fwd is the forwarder's state, once a request was forwarded.
@@ -681,8 +683,16 @@ func (cs *conn) answer(r *request) (bool, error) {
 	if len(r.ae) > 0 {
 		ae = string(r.ae)
 	}
-	head, body, file, ok := cfg.Edge.PreparedFile(context.Background(), cs.host, cs.path, inm, ae)
-	if !ok {
+	var head, body []byte
+	var file *os.File
+	var ok bool
+	if cfg.Edge.Unknown(cs.host) {
+		// No site has the host: its 404 page, made in the connection's
+		// scratch.
+		var n int
+		cs.page, n = edge.AppendNotFound(cs.page[:0], cs.host)
+		head, body = cs.page[:n], cs.page[n:]
+	} else if head, body, file, ok = cfg.Edge.PreparedFile(context.Background(), cs.host, cs.path, inm, ae); !ok {
 		return false, nil
 	}
 	if r.head {
