@@ -29,12 +29,15 @@ func (w *keptWriter) WriteMsg(m *dns.Msg) error {
 	w.out = b
 	return err
 }
-func (w *keptWriter) Write(b []byte) (int, error) { w.out = append([]byte(nil), b...); return len(b), nil }
-func (w *keptWriter) Close() error                { return nil }
-func (w *keptWriter) TsigStatus() error           { return nil }
-func (w *keptWriter) TsigTimersOnly(bool)         {}
-func (w *keptWriter) Hijack()                     {}
-func (w *keptWriter) Network() string             { return "udp" }
+func (w *keptWriter) Write(b []byte) (int, error) {
+	w.out = append([]byte(nil), b...)
+	return len(b), nil
+}
+func (w *keptWriter) Close() error        { return nil }
+func (w *keptWriter) TsigStatus() error   { return nil }
+func (w *keptWriter) TsigTimersOnly(bool) {}
+func (w *keptWriter) Hijack()             {}
+func (w *keptWriter) Network() string     { return "udp" }
 
 // negativeServer serves acme.dev (name servers in the zone) and shop.dev
 // (name servers under another .dev zone), with no response rate limits.
