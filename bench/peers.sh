@@ -14,7 +14,9 @@
 #   part      script              comparisons
 #   edge      bench/edge.sh       HTTP/1.1 1 KiB, 64 KiB and 1 MiB, plain and TLS, vs nginx
 #                                 (wrk), by throughput and by server CPU per request;
-#                                 HTTP/2 vs nginx (h2load -c64 -m10); HTTP/3 vs Pier's
+#                                 HTTP/2 vs nginx (h2load -c64 -m10), both by CPU too;
+#                                 nginx pinned to TLS 1.3 with Pier's cipher (checked);
+#                                 the order alternates every round; HTTP/3 vs Pier's
 #                                 own HTTP/2 (bench/httpload); p99 at 1 KiB vs nginx
 #                                 at the same paced load (P99_RATE, default 10000 req/s)
 #   dns       bench/dns.sh        DNS vs NSD (dnsperf)
