@@ -49,26 +49,45 @@ wrk.body   = '$ESTIMATE'
 wrk.headers["Content-Type"] = "application/json"
 LUA
 
-rps() { # label url [script]
-  local args=(-t1 -c"$CONNS" -d"$DURATION" --latency)
-  [ -n "${3:-}" ] && args+=(-s "$3")
-  runstat_begin "${pids[@]}"
-  taskset -c 1 wrk "${args[@]}" "$2" | tee -a "$tmp/wrk.log" | awk '/Requests\/sec/ {print $2}'
+rps() { # label url pid [script] → "req/s server-CPU-µs-per-request"
+  local args=(-t1 -c"$CONNS" -d"$DURATION" --latency) out
+  [ -n "${4:-}" ] && args+=(-s "$4")
+  runstat_begin "$3"
+  out=$(taskset -c 1 wrk "${args[@]}" "$2" | tee -a "$tmp/wrk.log")
   runstat_end "$1"
+  awk -v cpu="$RS_SERVER" '/requests in/ {n = $1} /Requests\/sec/ {r = $2} END {printf "%s %.2f\n", r, (n > 0 ? cpu * 1e6 / n : 0)}' <<<"$out"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
-echo "wrk -t1 -c$CONNS -d$DURATION, $REPEAT rounds (medians; a ratio is the median of the rounds'); servers on CPU 0, wrk on CPU 1"
-pss=() bss=() rs=() pes=() bes=() re=()
-for _ in $(seq "$REPEAT"); do
-  ps=$(rps "pier search" "http://$PIER$SEARCH"); bs=$(rps "bare search" "http://127.0.0.1:18081$SEARCH")
-  pe=$(rps "pier estimate" "http://$PIER/v1/estimate" "$tmp/post.lua"); be=$(rps "bare estimate" "http://127.0.0.1:18082/v1/estimate" "$tmp/post.lua")
-  pss+=("$ps") bss+=("$bs") rs+=("$(echo "$ps / $bs" | bc -l)") pes+=("$pe") bes+=("$be") re+=("$(echo "$pe / $be" | bc -l)")
+# round OP URL BARE_URL BARE_PID [script]: one round of an operation, Pier
+# first in odd rounds and the bare server first in even ones; appends to
+# the OP's arrays through the globals p b pc bc.
+pier_pid=${pids[0]}
+round() {
+  if [ $(($1 % 2)) = 1 ]; then
+    read -r p pc < <(rps "pier $2" "$3" "$pier_pid" "${6:-}")
+    read -r b bc < <(rps "bare $2" "$4" "$5" "${6:-}")
+  else
+    read -r b bc < <(rps "bare $2" "$4" "$5" "${6:-}")
+    read -r p pc < <(rps "pier $2" "$3" "$pier_pid" "${6:-}")
+  fi
+}
+
+echo "wrk -t1 -c$CONNS -d$DURATION, $REPEAT rounds, order alternating (medians; a ratio is the median of the rounds'); servers on CPU 0, wrk on CPU 1"
+pss=() bss=() rs=() pes=() bes=() re=() psc=() bsc=() pec=() bec=()
+for i in $(seq "$REPEAT"); do
+  round "$i" search "http://$PIER$SEARCH" "http://127.0.0.1:18081$SEARCH" "${pids[1]}"
+  pss+=("$p") bss+=("$b") rs+=("$(echo "$p / $b" | bc -l)") psc+=("$pc") bsc+=("$bc")
+  round "$i" estimate "http://$PIER/v1/estimate" "http://127.0.0.1:18082/v1/estimate" "${pids[2]}" "$tmp/post.lua"
+  pes+=("$p") bes+=("$b") re+=("$(echo "$p / $b" | bc -l)") pec+=("$pc") bec+=("$bc")
 done
 ps=$(median "${pss[@]}") bs=$(median "${bss[@]}") pe=$(median "${pes[@]}") be=$(median "${bes[@]}")
-printf '%-16s %12s %12s %8s\n' operation pier_rps bare_rps ratio
-printf '%-16s %12.0f %12.0f %8.2f\n' search_domains "$ps" "$bs" "$(median "${rs[@]}")"
-printf '%-16s %12.0f %12.0f %8.2f\n' estimate "$pe" "$be" "$(median "${re[@]}")"
+psc=$(median "${psc[@]}") bsc=$(median "${bsc[@]}") pec=$(median "${pec[@]}") bec=$(median "${bec[@]}")
+printf '%-16s %12s %12s %8s %12s %12s\n' operation pier_rps bare_rps ratio "pier µs/req" "bare µs/req"
+printf '%-16s %12.0f %12.0f %8.2f %12.2f %12.2f\n' search_domains "$ps" "$bs" "$(median "${rs[@]}")" "$psc" "$bsc"
+printf '%-16s %12.0f %12.0f %8.2f %12.2f %12.2f\n' estimate "$pe" "$be" "$(median "${re[@]}")" "$pec" "$bec"
 result "search_domains vs bare net/http (wrk -c$CONNS)" "$ps" "$bs" "$(median "${rs[@]}")" "req/s"
+result "search_domains vs bare net/http, server CPU per request" "$psc" "$bsc" "$(echo "$bsc / $psc" | bc -l)" "µs/req"
 result "estimate vs bare net/http (wrk -c$CONNS)" "$pe" "$be" "$(median "${re[@]}")" "req/s"
+result "estimate vs bare net/http, server CPU per request" "$pec" "$bec" "$(echo "$bec / $pec" | bc -l)" "µs/req"
 grep -E "Non-2xx|Socket errors" "$tmp/wrk.log" && { echo "errors during the run"; exit 1; } || true
