@@ -110,7 +110,23 @@ func Main(extra ...*cobra.Command) int {
 }
 
 func run(f *cmdutil.Factory, args []string, extra ...*cobra.Command) int {
+	if versionOnly(args) {
+		// Building the command tree (a few hundred commands and their
+		// flags) is most of a start's own work, and `pier --version`
+		// needs none of it: answered with cobra's bytes before it is built
+		// (bench/README.md, "CLI start").
+		if _, err := fmt.Fprintf(f.IO.Out, "pier version %s\n", sdk.Version); err != nil {
+			return 1
+		}
+		return 0
+	}
 	return cmdutil.Execute(f, NewRootCmd(f), args, extra...)
+}
+
+// versionOnly: args ask for the version and nothing else, as cobra's
+// --version flag (or its -v shorthand) does.
+func versionOnly(args []string) bool {
+	return len(args) == 1 && (args[0] == "--version" || args[0] == "-v")
 }
 
 // ServerCommands are the server's commands as stubs that hand over to

@@ -129,3 +129,21 @@ func TestProjectFlagEverywhere(t *testing.T) {
 		t.Errorf("quotes create --help:\n%s", help)
 	}
 }
+
+// TestVersionBeforeTheTree: `pier --version` and `pier -v`, answered
+// before the command tree is built, print what cobra prints for them.
+func TestVersionBeforeTheTree(t *testing.T) {
+	for _, flag := range []string{"--version", "-v"} {
+		fast, fs := clitest.NewFactory(nil)
+		if code := run(fast, []string{flag}); code != 0 {
+			t.Fatalf("%s: exit %d", flag, code)
+		}
+		slow, ss := clitest.NewFactory(nil)
+		if code := cmdutil.Execute(slow, NewRootCmd(slow), []string{flag}); code != 0 {
+			t.Fatalf("%s through cobra: exit %d: %s", flag, code, ss.Err)
+		}
+		if fs.Out.String() != ss.Out.String() || fs.Out.String() == "" {
+			t.Errorf("%s: %q before the tree, %q through cobra", flag, fs.Out, ss.Out)
+		}
+	}
+}
