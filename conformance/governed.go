@@ -110,6 +110,21 @@ func (r *runner) waitTask(ctx context.Context, p *probeRun, taskID string, until
 	}
 }
 
+// runTask starts a task with a POST that must answer 202 (op names the
+// operation in errors) and waits until it reaches one of the states.
+func (r *runner) runTask(ctx context.Context, p *probeRun, op, path, key string, body []byte, until ...string) (map[string]any, error) {
+	x, err := r.do(ctx, p, "POST", path, r.authed(newKey(key)), body)
+	if err != nil {
+		return nil, err
+	}
+	if err := success(x, 202); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	data, _ := x.json()["data"].(map[string]any)
+	taskID, _ := data["taskId"].(string)
+	return r.waitTask(ctx, p, taskID, until...)
+}
+
 func probeLaunchTeardown(ctx context.Context, r *runner, p *probeRun) error {
 	if err := r.needProject(ctx, p); err != nil {
 		return err
@@ -129,16 +144,7 @@ func probeLaunchTeardown(ctx context.Context, r *runner, p *probeRun) error {
 	bundle, _ := x.json()["data"].(map[string]any)["bundleId"].(string)
 	name := "conf-" + newKey("s")[2:12]
 	body, _ = json.Marshal(map[string]any{"name": name, "target": "edge", "bundleId": bundle})
-	x, err = r.do(ctx, p, "POST", "/v1/projects/"+r.project+"/launch", r.authed(newKey("launch")), body)
-	if err != nil {
-		return err
-	}
-	if err := success(x, 202); err != nil {
-		return fmt.Errorf("launch_service: %w", err)
-	}
-	data, _ := x.json()["data"].(map[string]any)
-	taskID, _ := data["taskId"].(string)
-	done, err := r.waitTask(ctx, p, taskID, "succeeded")
+	done, err := r.runTask(ctx, p, "launch_service", "/v1/projects/"+r.project+"/launch", "launch", body, "succeeded")
 	if err != nil {
 		return err
 	}
@@ -152,17 +158,8 @@ func probeLaunchTeardown(ctx context.Context, r *runner, p *probeRun) error {
 	if done["receipt"] == nil {
 		return fmt.Errorf("the finished launch yields no receipt")
 	}
-	x, err = r.do(ctx, p, "POST", "/v1/services/"+serviceID+"/teardown", r.authed(newKey("teardown")), nil)
-	if err != nil {
-		return err
-	}
-	if err := success(x, 202); err != nil {
-		return fmt.Errorf("teardown_service: %w", err)
-	}
 	r.left("service %s (%s), being torn down", serviceID, name)
-	data, _ = x.json()["data"].(map[string]any)
-	taskID, _ = data["taskId"].(string)
-	_, err = r.waitTask(ctx, p, taskID, "succeeded")
+	_, err = r.runTask(ctx, p, "teardown_service", "/v1/services/"+serviceID+"/teardown", "teardown", nil, "succeeded")
 	return err
 }
 
@@ -171,19 +168,11 @@ func probeGate(ctx context.Context, r *runner, p *probeRun) error {
 		return err
 	}
 	body, _ := json.Marshal(map[string]any{"amountUsd": 1, "reason": "conformance probe: a raise a human must decide"})
-	x, err := r.do(ctx, p, "POST", "/v1/projects/"+r.project+"/budget-raises", r.authed(newKey("raise")), body)
+	task, err := r.runTask(ctx, p, "request_budget_raise", "/v1/projects/"+r.project+"/budget-raises", "raise", body, "input_required")
 	if err != nil {
 		return err
 	}
-	if err := success(x, 202); err != nil {
-		return fmt.Errorf("request_budget_raise: %w", err)
-	}
-	data, _ := x.json()["data"].(map[string]any)
-	taskID, _ := data["taskId"].(string)
-	task, err := r.waitTask(ctx, p, taskID, "input_required")
-	if err != nil {
-		return err
-	}
+	taskID, _ := task["taskId"].(string)
 	u, _ := task["approvalUrl"].(string)
 	if u == "" {
 		return fmt.Errorf("an input_required task surfaces no approval URL")
