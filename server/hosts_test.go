@@ -461,6 +461,8 @@ func (c *hostsCluster) serviceMovesWhenItsHostDies() {
 	victim := c.runner
 	c.replicas[victim].kill(t)
 	killed := time.Now()
+	left, _ := exec.Command("runc", "--root", filepath.Join(c.n.apps[victim], ".runc"), "list").Output()
+	t.Logf("what the killed replica left running:\n%s", left)
 	endContainers(c.n.apps[victim])
 	var live []int
 	for i := range replicaHosts {
