@@ -263,7 +263,8 @@ func (n *hostsNet) startCluster(began time.Time) *hostsCluster {
 
 // stopReplicas stops the replicas still running as an operator would
 // (SIGTERM: each stops the versions it runs), then ends what a killed
-// replica's host left running: its runc containers and their mounts.
+// replica's host left: its runc containers, their mounts and their
+// slots' network namespaces.
 func (n *hostsNet) stopReplicas(replicas []*process) func() {
 	return func() {
 		began := time.Now()
@@ -295,6 +296,29 @@ func (n *hostsNet) stopReplicas(replicas []*process) func() {
 			}
 			os.RemoveAll(apps)
 		}
+		for _, p := range replicas {
+			freeSlotsOf(p.cmd.Process.Pid)
+		}
+	}
+}
+
+// freeSlotsOf removes the network namespaces of the host-wide sandbox
+// slots a dead replica (process pid) still names, holding each slot's
+// lock meanwhile, as the next supervisor to take the slot would.
+func freeSlotsOf(pid int) {
+	files, _ := filepath.Glob("/run/pier-sandbox/slot-*")
+	for _, path := range files {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			if b, _ := io.ReadAll(f); strings.HasSuffix(strings.TrimSpace(string(b)), fmt.Sprintf(" pid %d", pid)) {
+				exec.Command("ip", "netns", "del", "pier-s"+strings.TrimPrefix(filepath.Base(path), "slot-")).Run()
+				f.Truncate(0)
+			}
+		}
+		f.Close()
 	}
 }
 

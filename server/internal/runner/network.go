@@ -39,7 +39,8 @@ const (
 //     sandbox from outside but a new TCP connection to its app port
 //     (AppPort) from an address in @peers (the other replicas, whose edges
 //     proxy to this host's versions), and the sandbox's answers on those
-//     connections; a sandbox reaches no loopback, private,
+//     connections (from its own address: one routed through another
+//     interface is dropped); a sandbox reaches no loopback, private,
 //     shared, link-local (metadata), multicast or reserved address; what
 //     is left, the public network, is allowed unless its address is in
 //     @no_egress (its project's policy), and is masqueraded.
@@ -63,6 +64,7 @@ table inet %[1]s {
 		oifname "pvh*" ct state established,related accept
 		oifname "pvh*" ip saddr @peers tcp dport %[4]d ct state new accept
 		oifname "pvh*" drop
+		iifname "pvh*" fib saddr . iif oif missing drop
 		iifname "pvh*" ct direction reply ct state established accept
 		iifname "pvh*" ip saddr != %[3]s drop
 		iifname "pvh*" ip saddr @no_egress drop
