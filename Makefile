@@ -67,8 +67,8 @@ cover: ## Print the service and store packages' coverage; fail below STORE_COVER
 		END { if (store > 0 && !seen_store) { print "no coverage reported for the store"; bad = 1 } \
 			if (service > 0 && !seen_service) { print "no coverage reported for the service"; bad = 1 } exit bad }'
 
-test-scale: ## Run the scale-out acceptance test alone: PostgreSQL, three server processes and nginx (both required)
-	PIER_TEST_POSTGRES=require PIER_TEST_NGINX=require $(GO) test -count=1 -timeout 5m -run '^TestScaleOutAsAnOperatorRunsIt$$' -v ./server
+test-scale: ## Run the scale-out acceptance tests alone: PostgreSQL, three server processes and nginx (both required), then the same on hosts of their own (network namespaces: root, runc, nft)
+	PIER_TEST_POSTGRES=require PIER_TEST_NGINX=require $(GO) test -count=1 -timeout 8m -run '^(TestScaleOutAsAnOperatorRunsIt|TestReplicasOnSeparateHosts)$$' -v ./server
 
 test-short: ## Run the tests without PostgreSQL
 	PIER_TEST_POSTGRES=skip $(GO) test -count=1 ./... $(THIRD_PARTY)

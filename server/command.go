@@ -44,6 +44,7 @@ type serverOptions struct {
 	limits, secondaries, prices []string
 	mailRelays                  []string
 	sandboxNetwork              string
+	sandboxPeers                []string
 	edgeFastPath                bool
 }
 
@@ -141,6 +142,16 @@ func (o *serverOptions) settle(log *slog.Logger) error {
 		return fmt.Errorf("--sandbox-network %q: want an IPv4 prefix of /30 or larger, such as 10.209.0.0/16", o.sandboxNetwork)
 	}
 	cfg.SandboxNetwork = sn.Masked()
+	for _, v := range o.sandboxPeers {
+		p, err := netip.ParsePrefix(v)
+		if a, aerr := netip.ParseAddr(v); aerr == nil {
+			p, err = a.Prefix(a.BitLen())
+		}
+		if err != nil || !p.Addr().Is4() {
+			return fmt.Errorf("--sandbox-peers %q: want IPv4 addresses or prefixes of the other replicas' hosts, such as 10.0.0.0/24", v)
+		}
+		cfg.SandboxPeers = append(cfg.SandboxPeers, p.Masked())
+	}
 	cfg.DisableEdgeFastPath = !o.edgeFastPath
 	return nil
 }
@@ -207,6 +218,7 @@ func bindServiceFlags(f *pflag.FlagSet, o *serverOptions) {
 	f.IntVar(&o.cfg.SMTPSessions.PerNetwork, "smtp-network-sessions", 10, "SMTP sessions open at once from one source network, a /24 or /64")
 	f.StringSliceVar(&o.mailRelays, "mail-relays", envList("PIER_MAIL_RELAYS"), "the relays that send outbound mail, named in hosted domains' SPF: addresses, prefixes, host names or ip4:/ip6:/a:/include: mechanisms; none publishes v=spf1 -all (PIER_MAIL_RELAYS)")
 	f.StringVar(&o.sandboxNetwork, "sandbox-network", env("PIER_SANDBOX_NETWORK", DefaultSandboxNetwork.String()), "the prefix tenant sandboxes take their addresses from; mail from it never passes SPF (PIER_SANDBOX_NETWORK)")
+	f.StringSliceVar(&o.sandboxPeers, "sandbox-peers", envList("PIER_SANDBOX_PEERS"), "addresses or CIDR prefixes of the other replicas' hosts, allowed through the firewall to this host's sandboxes' app port so their edges reach the services it runs; each must route --sandbox-network to this host (PIER_SANDBOX_PEERS)")
 	f.Int64Var(&o.cfg.InboxBytes, "inbox-bytes", 50<<20, "bound on each inbox's stored messages, in bytes")
 	f.StringVar(&o.cfg.AppsDir, "apps-dir", env("PIER_APPS_DIR", ""), "where running services' versions get their working directories; default: a directory in the temporary directory (PIER_APPS_DIR)")
 	f.BoolVar(&o.cfg.UnsandboxedServices, "unsandboxed-services", env("PIER_UNSANDBOXED_SERVICES", "") == "true", "LOCAL DEVELOPMENT ONLY: where no sandbox can be set up (runc, root, cgroups, nftables), run process and worker services as bare processes that share the host, instead of refusing them (PIER_UNSANDBOXED_SERVICES=true)")

@@ -105,6 +105,12 @@ type Config struct {
 	// addresses from (default 10.209.0.0/16). Mail from it never passes
 	// SPF.
 	SandboxNetwork netip.Prefix
+	// SandboxPeers are the prefixes of the other replicas' hosts, allowed
+	// through this host's firewall to its sandboxes' app port: their edges
+	// reach the versions this host runs at their sandbox addresses, which
+	// they must route to this host (docs/scale.md). Nothing else reaches
+	// into a sandbox.
+	SandboxPeers []netip.Prefix
 	// InboxBytes bounds each inbox; zero takes the domain's default.
 	InboxBytes int64
 	// AppsDir holds running services' working directories (written again

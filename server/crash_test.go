@@ -62,8 +62,21 @@ func startProcess(t *testing.T, bin, dataDir string, env ...string) *process {
 // startProcessArgs is startProcess with more flags for pier server.
 func startProcessArgs(t *testing.T, bin, dataDir string, args []string, env ...string) *process {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"server", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
-		"--https-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0", "--smtp-addr", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
+	return startCommand(t, exec.Command(bin, serverArgs(dataDir, args)...), env...)
+}
+
+// serverArgs are the arguments of `pier server` on dataDir with loopback
+// listeners on free ports, followed by args (a flag given again there
+// wins).
+func serverArgs(dataDir string, args []string) []string {
+	return append([]string{"server", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
+		"--https-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0", "--smtp-addr", "127.0.0.1:0", "--log-level", "warn"}, args...)
+}
+
+// startCommand starts cmd, a `pier server` (perhaps behind a command that
+// runs it elsewhere, such as nsenter), and waits until it serves.
+func startCommand(t *testing.T, cmd *exec.Cmd, env ...string) *process {
+	t.Helper()
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

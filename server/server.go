@@ -225,7 +225,7 @@ func newSupervisor(s *Server) (*runner.Supervisor, error) {
 	sv := s.cfg.Supervision
 	sup, err := runner.New(runner.Config{Dir: appsDir, Events: runEvents{s}, Now: s.cfg.Now,
 		RestartBase: sv.RestartBase, RestartMax: sv.RestartMax, CrashRestarts: sv.CrashRestarts, CrashWindow: sv.CrashWindow, StopGrace: sv.StopGrace,
-		Limits: s.cfg.ServiceLimits, Network: s.cfg.SandboxNetwork, AllowUnsandboxed: s.cfg.UnsandboxedServices})
+		Limits: s.cfg.ServiceLimits, Network: s.cfg.SandboxNetwork, Peers: s.cfg.SandboxPeers, AllowUnsandboxed: s.cfg.UnsandboxedServices})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -28,6 +29,21 @@ func Nginx(t testing.TB, replicas ...*Server) string {
 // (host:port), such as replicas running as processes of their own.
 func NginxAddrs(t testing.TB, addrs ...string) string {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return NginxIn(t, "", addr, addrs...)
+}
+
+// NginxIn is nginx listening on listen (host:port) in the bound network
+// namespace netns (a path such as /run/netns/NAME; empty for this
+// process's own), entered with nsenter, as on a machine of its own in
+// front of replicas at addrs.
+func NginxIn(t testing.TB, netns, listen string, addrs ...string) string {
+	t.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		bin = "/usr/sbin/nginx"
@@ -40,12 +56,7 @@ func NginxAddrs(t testing.TB, addrs ...string) string {
 	}
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := listen
 	var upstream strings.Builder
 	for _, a := range addrs {
 		fmt.Fprintf(&upstream, "    server %s;\n", a)
@@ -80,11 +91,26 @@ http {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
+	if netns != "" {
+		cmd = exec.Command("nsenter", "--net="+netns, bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
+	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		// SIGTERM: the master ends its workers, which a SIGKILL of the
+		// master would leave running.
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
 	for range 100 {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()

@@ -15,11 +15,27 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-// sandboxNetworks are the sandbox networks of this process's supervisors.
-var sandboxNetworks sync.Map // netip.Prefix → struct{}
+// ownNamespaces are the versions this process's supervisors run in
+// sandboxes: each one's address → its bound network namespace. Only these
+// are dialed from inside: a version another replica runs, even one on the
+// same machine whose namespace is visible under /run/netns, is reached
+// over TCP at its address, as from another machine.
+var ownNamespaces sync.Map // netip.Addr → string
+
+// own records slot s's version as this process's, once its network is up.
+func own(sb *sandbox, s slot) {
+	_, guest := sb.addrs(s)
+	ownNamespaces.Store(guest, "/run/netns/"+netnsName(s))
+}
+
+// disown forgets slot s's version before its network goes.
+func disown(sb *sandbox, s slot) {
+	_, guest := sb.addrs(s)
+	ownNamespaces.CompareAndDelete(guest, "/run/netns/"+netnsName(s))
+}
 
 // DialVersion dials addr (host:port) for the edge. An address of a
-// version sandboxed on this host is dialed from inside its network
+// version this process runs in a sandbox is dialed from inside its network
 // namespace, at its loopback port: the connection is made on a thread that
 // entered the namespace for that moment, so the proxied request reaches
 // the app over the namespace's own loopback, as a request from inside
@@ -39,30 +55,16 @@ func DialVersion(ctx context.Context, network, addr string) (net.Conn, error) {
 }
 
 // namespaceOf is the bound network namespace of the version whose sandbox
-// address is a, if a is one on this host.
+// address is a, if this process runs it.
 func namespaceOf(a netip.Addr) (string, bool) {
-	if !a.Is4() {
+	ns, ok := ownNamespaces.Load(a)
+	if !ok {
 		return "", false
 	}
-	var found string
-	sandboxNetworks.Range(func(k, _ any) bool {
-		p := k.(netip.Prefix)
-		if !p.Contains(a) {
-			return true
-		}
-		off := ipv4Uint(a) - ipv4Uint(p.Masked().Addr())
-		if off%4 == 2 {
-			found = "/run/netns/" + netnsName(slot{n: int(off / 4)})
-		}
-		return false
-	})
-	if found == "" {
+	if _, err := os.Stat(ns.(string)); err != nil {
 		return "", false
 	}
-	if _, err := os.Stat(found); err != nil {
-		return "", false
-	}
-	return found, true
+	return ns.(string), true
 }
 
 var errEnter = errors.New("runner: entering the version's namespace")

@@ -23,7 +23,7 @@ import (
 // carries the ruleset's version: a table of another version is replaced.
 const (
 	firewallTable   = "pier_sandbox"
-	firewallVersion = "pier sandbox rules v2"
+	firewallVersion = "pier sandbox rules v3"
 )
 
 // firewallRules confine every interface named pvh*, the host's ends of the
@@ -35,8 +35,12 @@ const (
 //     offers that sandbox alone, such as its database);
 //   - output: nothing the host sends to the sandbox network leaves by
 //     another interface (a stopped version's address is unreachable);
-//   - forward: a sandbox reaches no other sandbox, nothing reaches into a
-//     sandbox from outside, and a sandbox reaches no loopback, private,
+//   - forward: a sandbox reaches no other sandbox; nothing reaches into a
+//     sandbox from outside but a new TCP connection to its app port
+//     (AppPort) from an address in @peers (the other replicas, whose edges
+//     proxy to this host's versions), and the sandbox's answers on those
+//     connections (from its own address: one routed through another
+//     interface is dropped); a sandbox reaches no loopback, private,
 //     shared, link-local (metadata), multicast or reserved address; what
 //     is left, the public network, is allowed unless its address is in
 //     @no_egress (its project's policy), and is masqueraded.
@@ -47,6 +51,7 @@ table inet %[1]s {
 	comment "%[2]s"
 	set no_egress { type ipv4_addr; }
 	set host_ports { type ifname . ipv4_addr . inet_service; }
+	set peers { type ipv4_addr; flags interval; }
 	chain input {
 		type filter hook input priority filter - 5; policy accept;
 		iifname "pvh*" ct state established,related accept
@@ -57,7 +62,10 @@ table inet %[1]s {
 		type filter hook forward priority filter - 5; policy accept;
 		iifname "pvh*" oifname "pvh*" drop
 		oifname "pvh*" ct state established,related accept
+		oifname "pvh*" ip saddr @peers tcp dport %[4]d ct state new accept
 		oifname "pvh*" drop
+		iifname "pvh*" fib saddr . iif oif missing drop
+		iifname "pvh*" ct direction reply ct state established accept
 		iifname "pvh*" ip saddr != %[3]s drop
 		iifname "pvh*" ip saddr @no_egress drop
 		iifname "pvh*" ip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/3 } drop
@@ -73,13 +81,28 @@ table inet %[1]s {
 		ip saddr %[3]s oifname != "pvh*" masquerade
 	}
 }
-`, firewallTable, firewallVersion, network.Masked())
+`, firewallTable, firewallVersion, network.Masked(), AppPort)
+}
+
+// peersScript sets the firewall's @peers to exactly peers.
+func peersScript(peers []netip.Prefix) string {
+	s := fmt.Sprintf("flush set inet %s peers\n", firewallTable)
+	if len(peers) > 0 {
+		elems := make([]string, len(peers))
+		for i, p := range peers {
+			elems[i] = p.Masked().String()
+		}
+		s += fmt.Sprintf("add element inet %s peers { %s }\n", firewallTable, strings.Join(elems, ", "))
+	}
+	return s
 }
 
 // setupFirewall installs the rules unless this version of them is there,
-// under a lock so Pier processes starting together install them once. It
+// under a lock so Pier processes starting together install them once, and
+// sets the peers allowed to reach sandboxes' app port (a setting of the
+// host's network namespace: the last Pier to start there sets it). It
 // reports whether sandboxes can reach the public network (forwarding on).
-func setupFirewall(lockDir string, network netip.Prefix) (egress bool, err error) {
+func setupFirewall(lockDir string, network netip.Prefix, peers []netip.Prefix) (egress bool, err error) {
 	lock, err := os.OpenFile(filepath.Join(lockDir, "firewall.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return false, err
@@ -90,11 +113,12 @@ func setupFirewall(lockDir string, network netip.Prefix) (egress bool, err error
 	}
 	cur, _ := exec.Command("nft", "list", "table", "inet", firewallTable).Output()
 	if !bytes.Contains(cur, []byte(firewallVersion)) || !bytes.Contains(cur, []byte(network.Masked().String())) {
-		cmd := exec.Command("nft", "-f", "-")
-		cmd.Stdin = strings.NewReader(firewallRules(network))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return false, fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+		if err := nftScript(firewallRules(network)); err != nil {
+			return false, err
 		}
+	}
+	if err := nftScript(peersScript(peers)); err != nil {
+		return false, fmt.Errorf("the sandbox peers: %w", err)
 	}
 	// Nothing for the sandbox network leaves the host by another route
 	// once a version's pair is gone.
@@ -109,6 +133,16 @@ func setupFirewall(lockDir string, network netip.Prefix) (egress bool, err error
 		return false, nil
 	}
 	return true, nil
+}
+
+// nftScript runs an nft script.
+func nftScript(script string) error {
+	cmd := exec.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // nftElement adds (or deletes) an element of one of the firewall's sets.

@@ -149,6 +149,11 @@ type Config struct {
 	// SlotDir holds the host's slot table, shared by every Pier process
 	// on the host (default /run/pier-sandbox).
 	SlotDir string
+	// Peers are the prefixes (other replicas' hosts) allowed to connect
+	// to a sandbox's app port, so that their edges reach the versions
+	// this host runs at their sandbox addresses. Nothing else reaches into
+	// a sandbox.
+	Peers []netip.Prefix
 }
 
 // Errors Start answers with.
@@ -362,6 +367,7 @@ func (p *proc) cleanup() {
 			_, guest := s.sb.addrs(p.slot)
 			nftElement(false, "no_egress", guest.String())
 		}
+		disown(s.sb, p.slot)
 		netDown(p.slot)
 		unmountAppDir(p.dir)
 		os.RemoveAll(p.bundleDir())
@@ -537,6 +543,7 @@ func (p *proc) takeSlot(sb *sandbox) error {
 	if err := sb.netUp(sl); err != nil {
 		return err
 	}
+	own(sb, sl)
 	if p.spec.NoEgress {
 		_, guest := sb.addrs(sl)
 		if err := nftElement(true, "no_egress", guest.String()); err != nil {

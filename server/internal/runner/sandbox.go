@@ -138,7 +138,7 @@ func probeSandbox(cfg Config) (*sandbox, error) {
 		return nil, &SandboxError{Missing: []string{"the slot table at " + cfg.SlotDir + ": " + err.Error()}}
 	}
 	sb.slots = slots
-	egress, err := setupFirewall(cfg.SlotDir, cfg.Network)
+	egress, err := setupFirewall(cfg.SlotDir, cfg.Network, cfg.Peers)
 	if err != nil {
 		return nil, &SandboxError{Missing: []string{"the sandbox firewall (nftables): " + err.Error()}}
 	}
@@ -148,7 +148,6 @@ func probeSandbox(cfg Config) (*sandbox, error) {
 		sb.detail += "; no outbound network (forwarding or NAT unavailable)"
 	}
 	sb.cleanLeftovers(cfg.Dir)
-	sandboxNetworks.Store(cfg.Network.Masked(), struct{}{})
 	return sb, nil
 }
 
