@@ -40,9 +40,11 @@ func TestNounGraph(t *testing.T) {
 	if c := findCycle(got); c != nil {
 		t.Errorf("the nouns have a cycle: %s", strings.Join(c, " → "))
 	}
+	pkg.checkWiring(t, got)
 }
 
 type nounPkg struct {
+	newBody *ast.BlockStmt                 // service.New's
 	types   map[string]ast.Expr            // the package's named types
 	methods map[string]map[string]string   // type → method → signature
 	nouns   map[string]*ast.StructType     // structs with a store field
@@ -93,6 +95,9 @@ func (p *nounPkg) collect(f *ast.File) {
 				}
 			}
 		case *ast.FuncDecl:
+			if d.Recv == nil && d.Name.Name == "New" {
+				p.newBody = d.Body
+			}
 			if d.Recv == nil || len(d.Recv.List) == 0 {
 				continue
 			}
@@ -108,6 +113,66 @@ func (p *nounPkg) collect(f *ast.File) {
 			}
 		}
 	}
+}
+
+// checkWiring holds New to the graph: a noun built there is given, field
+// by field, only nouns the graph says it holds. An interface a noun's
+// method set satisfies only by promotion (a noun that embeds the one
+// declaring it) would otherwise hide a holding.
+func (p *nounPkg) checkWiring(t *testing.T, graph map[string][]string) {
+	if p.newBody == nil {
+		t.Fatal("no func New in the service package")
+	}
+	built := map[string]string{} // variable → the noun it holds
+	ast.Inspect(p.newBody, func(n ast.Node) bool {
+		as, ok := n.(*ast.AssignStmt)
+		if !ok || len(as.Lhs) != len(as.Rhs) {
+			return true
+		}
+		for i, rhs := range as.Rhs {
+			noun, lit := p.nounLiteral(rhs)
+			if lit == nil {
+				continue
+			}
+			if id, ok := as.Lhs[i].(*ast.Ident); ok {
+				built[id.Name] = noun
+			}
+			for _, el := range lit.Elts {
+				kv, ok := el.(*ast.KeyValueExpr)
+				if !ok {
+					continue
+				}
+				v, ok := kv.Value.(*ast.Ident)
+				if !ok {
+					continue
+				}
+				if held, isNoun := built[v.Name]; isNoun && !slices.Contains(graph[noun], held) {
+					t.Errorf("New gives %s.%s the %s %s, which the graph does not say %s holds", noun, kv.Key, held, v.Name, noun)
+				}
+			}
+		}
+		return true
+	})
+	if len(built) < len(p.nouns) {
+		t.Errorf("New builds %d nouns as variables (%v); the package has %d", len(built), built, len(p.nouns))
+	}
+}
+
+// nounLiteral is e as &Noun{…}, or nil.
+func (p *nounPkg) nounLiteral(e ast.Expr) (string, *ast.CompositeLit) {
+	u, ok := e.(*ast.UnaryExpr)
+	if !ok || u.Op != token.AND {
+		return "", nil
+	}
+	lit, ok := u.X.(*ast.CompositeLit)
+	if !ok {
+		return "", nil
+	}
+	id, ok := lit.Type.(*ast.Ident)
+	if !ok || p.nouns[id.Name] == nil {
+		return "", nil
+	}
+	return id.Name, lit
 }
 
 func hasField(st *ast.StructType, name string) bool {
