@@ -45,6 +45,7 @@ func TestNounGraph(t *testing.T) {
 
 type nounPkg struct {
 	newBody *ast.BlockStmt                 // service.New's
+	funcs   []*ast.FuncDecl                // the methods
 	types   map[string]ast.Expr            // the package's named types
 	methods map[string]map[string]string   // type → method → signature
 	nouns   map[string]*ast.StructType     // structs with a store field
@@ -101,6 +102,7 @@ func (p *nounPkg) collect(f *ast.File) {
 			if d.Recv == nil || len(d.Recv.List) == 0 {
 				continue
 			}
+			p.funcs = append(p.funcs, d)
 			recv := d.Recv.List[0].Type
 			if s, ok := recv.(*ast.StarExpr); ok {
 				recv = s.X
@@ -173,6 +175,75 @@ func (p *nounPkg) nounLiteral(e ast.Expr) (string, *ast.CompositeLit) {
 		return "", nil
 	}
 	return id.Name, lit
+}
+
+// TestNounsUseWhatTheyHold fails when a noun holds something none of its
+// methods (or those of the types that wrap it, such as deletion) use: a
+// named field never selected, or an embedded part none of whose fields
+// and methods is.
+func TestNounsUseWhatTheyHold(t *testing.T) {
+	p := parseNouns(t)
+	for _, n := range sortedKeys(p.nouns) {
+		used := p.selected(n)
+		for _, fl := range p.nouns[n].Fields.List {
+			for _, name := range fl.Names {
+				if !used[name.Name] {
+					t.Errorf("%s holds %s and never uses it", n, name.Name)
+				}
+			}
+			if len(fl.Names) > 0 {
+				continue
+			}
+			part := strings.TrimPrefix(types.ExprString(fl.Type), "*")
+			if !slices.ContainsFunc(p.members(part), func(m string) bool { return used[m] }) {
+				t.Errorf("%s embeds %s and uses none of it", n, part)
+			}
+		}
+	}
+}
+
+// selected is every name selected on the receiver of a method of noun n,
+// or of a type holding n.
+func (p *nounPkg) selected(n string) map[string]bool {
+	used := map[string]bool{}
+	for _, fd := range p.funcs {
+		recv := strings.TrimPrefix(types.ExprString(fd.Recv.List[0].Type), "*")
+		if len(fd.Recv.List[0].Names) == 0 || fd.Body == nil || recv != n && !p.wraps(recv, n) {
+			continue
+		}
+		name := fd.Recv.List[0].Names[0].Name
+		ast.Inspect(fd.Body, func(x ast.Node) bool {
+			if se, ok := x.(*ast.SelectorExpr); ok && strings.HasPrefix(types.ExprString(se.X)+".", name+".") {
+				used[se.Sel.Name] = true
+			}
+			return true
+		})
+	}
+	return used
+}
+
+// wraps reports whether the struct w has a field that is noun n.
+func (p *nounPkg) wraps(w, n string) bool {
+	st, ok := p.types[w].(*ast.StructType)
+	return ok && slices.ContainsFunc(st.Fields.List, func(f *ast.Field) bool {
+		return strings.TrimPrefix(types.ExprString(f.Type), "*") == n
+	})
+}
+
+// members are a named type's fields and declared methods.
+func (p *nounPkg) members(name string) []string {
+	var out []string
+	if st, ok := p.types[name].(*ast.StructType); ok {
+		for _, fl := range st.Fields.List {
+			for _, n := range fl.Names {
+				out = append(out, n.Name)
+			}
+		}
+	}
+	for m := range p.methods[name] {
+		out = append(out, m)
+	}
+	return out
 }
 
 func hasField(st *ast.StructType, name string) bool {
