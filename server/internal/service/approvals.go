@@ -116,6 +116,18 @@ func itemWords(it pricedItem) string {
 	return fmt.Sprintf("%s on %s (%s) for %d month(s): %s", name, it.Target, it.Workload, max(it.Months, 1), it.AmountMicro)
 }
 
+// approvalProjects is what Approvals asks of projects: the dashboard's
+// list, and holds run out before a decision moves money.
+type approvalProjects interface {
+	List(ctx context.Context, orgID string, f store.Filter) (*models.ProjectList, []models.Action, error)
+	expireHolds(ctx context.Context, tx *store.Tx, p *store.Project, now time.Time) error
+}
+
+// approvalTasks answers a budget raise's task.
+type approvalTasks interface {
+	startedView(t store.Task, m models.MutationResult) (*Task, error)
+}
+
 // openGate creates a task waiting in input_required on a new gate.
 func (s *Approvals) openGate(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, kind string, payload map[string]any, now time.Time) (store.Task, error) {
 	steps, _ := json.Marshal([]TaskStep{{Name: "human_decision", State: "input_required", StartedAt: ptr(now.UTC())}})
@@ -264,11 +276,13 @@ func (s *Approvals) closeGate(ctx context.Context, tx *store.Tx, h Human, g stor
 	if g.Kind == "quote_approval" {
 		// Launches waiting on this quote go on (approved and held) or
 		// end (denied, or the budget could not hold it).
-		resumed, err := s.resumeWaitingLaunches(ctx, tx, h, g, payload, TaskState(t.State) == TaskSucceeded, result, now)
-		if err != nil {
-			return nil, err
+		for _, handle := range s.onDecision {
+			resumed, err := handle(ctx, tx, h, g, payload, TaskState(t.State) == TaskSucceeded, result, now)
+			if err != nil {
+				return nil, err
+			}
+			requeueAll = append(requeueAll, resumed...)
 		}
-		requeueAll = resumed
 	}
 	steps, _ := json.Marshal([]TaskStep{{Name: "human_decision", State: map[bool]StepState{true: StepStateSucceeded, false: StepStateFailed}[approve], CompletedAt: ptr(now.UTC()), Detail: state}})
 	rj, _ := json.Marshal(result)
@@ -419,7 +433,8 @@ func (s *Approvals) Pending(ctx context.Context, orgID string) ([]store.Gate, er
 // resumeWaitingLaunches carries on the launches that wait on a quote's
 // approval gate: once the human approved and the quote is held, each
 // consumes it and is queued; otherwise each ends failed, charged nothing.
-func (s *Approvals) resumeWaitingLaunches(ctx context.Context, tx *store.Tx, h Human, g store.Gate, payload map[string]any, held bool, result map[string]any, now time.Time) ([]string, error) {
+// It is Launches' DecisionHandler, subscribed to Approvals in New.
+func (s *Launches) resumeWaitingLaunches(ctx context.Context, tx *store.Tx, h Human, g store.Gate, payload map[string]any, held bool, result map[string]any, now time.Time) ([]string, error) {
 	waiting, err := tx.Tasks().OnGate(ctx, g.ID)
 	if err != nil {
 		return nil, err
@@ -436,7 +451,7 @@ func (s *Approvals) resumeWaitingLaunches(ctx context.Context, tx *store.Tx, h H
 				msg, _ := result["message"].(string)
 				cause = apierr.New(models.BlockedBy(code), msg)
 			}
-			if err := s.launches.endLaunchTx(ctx, tx, lt.OrgID, lt.ID, "failed", cause, &launchPayload{}); err != nil {
+			if err := s.endLaunchTx(ctx, tx, lt.OrgID, lt.ID, "failed", cause, &launchPayload{}); err != nil {
 				return nil, err
 			}
 			continue
@@ -447,7 +462,7 @@ func (s *Approvals) resumeWaitingLaunches(ctx context.Context, tx *store.Tx, h H
 			if !errors.As(err, &e) {
 				return nil, err
 			}
-			if err := s.launches.endLaunchTx(ctx, tx, lt.OrgID, lt.ID, "failed", e, &launchPayload{}); err != nil {
+			if err := s.endLaunchTx(ctx, tx, lt.OrgID, lt.ID, "failed", e, &launchPayload{}); err != nil {
 				return nil, err
 			}
 			continue

@@ -1,6 +1,15 @@
 package service
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/store"
+)
 
 // What an approval page says of each kind of quote line.
 func TestItemWords(t *testing.T) {
@@ -15,5 +24,45 @@ func TestItemWords(t *testing.T) {
 		if got := itemWords(c.it); got != c.want {
 			t.Errorf("itemWords(%+v) = %q, want %q", c.it, got, c.want)
 		}
+	}
+}
+
+// Approvals publishes a decided quote gate to its subscribers, inside the
+// decision's transaction: the tasks they answer are queued once it
+// commits, and a subscriber's error undoes the decision.
+func TestDecisionHandlers(t *testing.T) {
+	h := newHarness(t)
+	if n := len(h.svc.Approvals.onDecision); n != 1 {
+		t.Fatalf("New subscribed %d handlers to gate decisions, want Launches' alone", n)
+	}
+	tn := h.tenant(100, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(1.0) }))
+	h.quote(tn, serviceItem("dynamic_service", "process", "api"))
+	gates, err := h.svc.Approvals.Pending(h.ctx, tn.org)
+	h.must(err)
+	if len(gates) != 1 || gates[0].Kind != "quote_approval" {
+		t.Fatalf("pending gates %+v, want one quote_approval", gates)
+	}
+	refused := errors.New("the subscriber refuses")
+	var held []bool
+	h.svc.Approvals.onDecision = []DecisionHandler{func(_ context.Context, _ *store.Tx, _ Human, g store.Gate, _ map[string]any, ok bool, _ map[string]any, _ time.Time) ([]string, error) {
+		held = append(held, ok)
+		if len(held) == 1 {
+			return nil, refused
+		}
+		return []string{"tsk_waiting"}, nil
+	}}
+	if err := h.svc.Approvals.Decide(h.ctx, tn.human, gates[0].ID, true); !errors.Is(err, refused) {
+		t.Fatalf("decision with a refusing subscriber: %v", err)
+	}
+	if still, _ := h.svc.Approvals.Pending(h.ctx, tn.org); len(still) != 1 {
+		t.Fatalf("the refused decision was kept: pending %+v", still)
+	}
+	h.platform.take()
+	h.must(h.svc.Approvals.Decide(h.ctx, tn.human, gates[0].ID, true))
+	if !slices.Equal(held, []bool{true, true}) {
+		t.Errorf("subscriber saw held=%v, want [true true]", held)
+	}
+	if q := h.platform.take(); !slices.Contains(q, "tsk_waiting") {
+		t.Errorf("queued %v, want the subscriber's tsk_waiting", q)
 	}
 }

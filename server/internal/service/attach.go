@@ -38,7 +38,7 @@ func (s *Domains) ownedDomain(ctx context.Context, orgID, domain string) (store.
 // domainHeldBy is the refusal for a domain another of the organisation's
 // services holds: it names that service, and its actions detach the
 // domain and then do what was asked (then).
-func (s *core) domainHeldBy(ctx context.Context, tx *store.Tx, orgID, domain string, then models.Action) error {
+func (s edge) domainHeldBy(ctx context.Context, tx *store.Tx, orgID, domain string, then models.Action) error {
 	id, _, err := tx.Services().HostOwner(ctx, domain)
 	if err != nil {
 		return err

@@ -119,7 +119,7 @@ func (s *Projects) Delete(ctx context.Context, p *auth.Principal, id string) (*m
 	}
 	// Usage metered up to the teardowns is charged before the rest goes
 	// back to the parent.
-	if err := (&Meter{d.core}).SettleProject(ctx, p.OrgID, id); err != nil {
+	if err := d.meter.SettleProject(ctx, p.OrgID, id); err != nil {
 		return nil, nil, false, apierr.Internal(err)
 	}
 	out, replayed, err := d.finish(ctx, p, id, tasks, canceled)

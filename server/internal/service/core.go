@@ -2,7 +2,9 @@ package service
 
 import (
 	"context"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
@@ -25,9 +27,28 @@ func Undo(cmd *models.ToolAction) models.Undo {
 	return models.Undo{Command: cmd, Irreversible: false}
 }
 
+// timing is the service's clock, for the nouns that stamp what they do.
+type timing struct{ clock func() time.Time }
+
+// Now is the service's clock.
+func (s timing) Now() time.Time { return s.clock() }
+
+// links makes the public URLs of pages and answers.
+type links struct{ baseURLFunc func() string }
+
+// edge is what the nouns that serve hosts or queue tasks drive: the
+// platform, and the log for what it refused.
+type edge struct {
+	platform Platform
+	log      *slog.Logger
+}
+
+// limits are the operator's quotas.
+type limits struct{ quotaLimits Quotas }
+
 // enqueue hands a committed task to the durable runner. A lost enqueue is
 // not lost work: the runner's sweep finds the queued task after a restart.
-func (s *core) enqueue(ctx context.Context, taskID, what string) {
+func (s edge) enqueue(ctx context.Context, taskID, what string) {
 	if err := s.platform.Enqueue(ctx, taskID); err != nil {
 		s.log.Warn("enqueue "+what, "task", taskID, "err", err)
 	}
@@ -42,11 +63,11 @@ func UndoCall(id string, args map[string]any) *models.ToolAction {
 // ApprovalURL is where a human decides a gate. It carries the gate id and
 // no authority: the page acts only for a signed-in human of the same
 // organisation.
-func (s *core) ApprovalURL(gateID string) string {
+func (s links) ApprovalURL(gateID string) string {
 	return s.baseURL() + "/approvals/" + gateID
 }
 
-func (s *core) baseURL() string {
+func (s links) baseURL() string {
 	if s.baseURLFunc != nil {
 		return s.baseURLFunc()
 	}
@@ -54,9 +75,9 @@ func (s *core) baseURL() string {
 }
 
 // ReviewURL is the page a signup's human opens.
-func (s *core) ReviewURL(token string) string { return s.baseURL() + "/signup/" + token }
+func (s links) ReviewURL(token string) string { return s.baseURL() + "/signup/" + token }
 
-func (s *core) quotas() Quotas {
+func (s limits) quotas() Quotas {
 	q := s.quotaLimits
 	d := DefaultQuotas
 	if q.Services <= 0 {
@@ -74,7 +95,7 @@ func (s *core) quotas() Quotas {
 // Mutation builds the part every successful public mutation carries: the
 // receipt of what was done and what it cost, how to undo it, and the
 // project budget that remains. undo is nil for an irreversible action.
-func (s *core) Mutation(op string, costs []Cost, created []models.ResourceRef, undo *models.ToolAction, budgetRemaining money.MicroUSD) models.MutationResult {
+func (s timing) Mutation(op string, costs []Cost, created []models.ResourceRef, undo *models.ToolAction, budgetRemaining money.MicroUSD) models.MutationResult {
 	lines := make([]models.CostLine, 0, len(costs))
 	var total money.MicroUSD
 	for _, c := range costs {
@@ -98,13 +119,16 @@ func (s *core) Mutation(op string, costs []Cost, created []models.ResourceRef, u
 	}
 }
 
+// previews names preview hosts under the preview domain.
+type previews struct{ previewDomain string }
+
 // PreviewHost is <service>--<project>.<preview domain>; underscores in ids
 // become hyphens so the label is a valid host name.
-func (s *core) PreviewHost(service, projectID string) string {
+func (s previews) PreviewHost(service, projectID string) string {
 	return service + "--" + strings.ReplaceAll(strings.ToLower(projectID), "_", "-") + "." + s.previewDomain
 }
 
-func (s *core) hostURL(scheme, host string) string {
+func (s edge) hostURL(scheme, host string) string {
 	httpPort, port := s.platform.Ports()
 	if scheme == "http" {
 		port = httpPort
@@ -115,7 +139,7 @@ func (s *core) hostURL(scheme, host string) string {
 	return scheme + "://" + host + ":" + port + "/"
 }
 
-func (s *core) invalidate(hosts ...string) {
+func (s edge) invalidate(hosts ...string) {
 	var all []string
 	for _, h := range hosts {
 		if h != "" {
@@ -126,8 +150,8 @@ func (s *core) invalidate(hosts ...string) {
 }
 
 // SignInURL is the one-time link for a sign-in token.
-func (s *core) SignInURL(token string) string { return s.baseURL() + "/signin/" + token }
+func (s links) SignInURL(token string) string { return s.baseURL() + "/signin/" + token }
 
 // BillingURL is the card page of a flow. Like an approval URL it carries
 // an id and no authority.
-func (s *core) BillingURL(id string) string { return s.baseURL() + "/billing/" + id }
+func (s links) BillingURL(id string) string { return s.baseURL() + "/billing/" + id }

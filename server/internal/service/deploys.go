@@ -116,7 +116,7 @@ func (s *Launches) relaunch(ctx context.Context, p *auth.Principal, svc store.Se
 	if err == nil && slices.Contains(parseVersionSpec(prev.Spec).Addons, "managed_postgres") && !slices.Contains(spec.Addons, "managed_postgres") {
 		spec.Addons = append(spec.Addons, "managed_postgres") // the database stays with the service
 	}
-	if err := (&Meter{s.core}).refuseGrowthWhenExhausted(ctx, svc, parseVersionSpec(prev.Spec), spec); err != nil {
+	if err := s.meter.refuseGrowthWhenExhausted(ctx, svc, parseVersionSpec(prev.Spec), spec); err != nil {
 		return nil, err
 	}
 	return s.deploy(ctx, p, svc, "deploy", func(tx *store.Tx, number int) (store.ServiceVersion, error) {
@@ -132,9 +132,14 @@ func orNone(s string) string {
 	return s
 }
 
+// deployTasks answers the deploy's task.
+type deployTasks interface {
+	startedView(t store.Task, m models.MutationResult) (*Task, error)
+}
+
 // deploy starts a task that puts a version live: a new one made by mk
 // (kind deploy) or an earlier one again (kind rollback, mk returns it).
-func (s *Launches) deploy(ctx context.Context, p *auth.Principal, svc0 store.Service, kind string, mk func(tx *store.Tx, next int) (store.ServiceVersion, error)) (*Task, error) {
+func (s *deployer) deploy(ctx context.Context, p *auth.Principal, svc0 store.Service, kind string, mk func(tx *store.Tx, next int) (store.ServiceVersion, error)) (*Task, error) {
 	var view *Task
 	var task store.Task
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
@@ -470,7 +475,7 @@ func (s *Runs) SetEnv(ctx context.Context, p *auth.Principal, id string, req mod
 	if len(spec.Env)+len(spec.Secrets) > 200 {
 		return nil, apierr.New("input:invalid", "a service has at most 200 variables")
 	}
-	return s.launches.deploy(ctx, p, svc, "deploy", func(tx *store.Tx, number int) (store.ServiceVersion, error) {
+	return s.deploy(ctx, p, svc, "deploy", func(tx *store.Tx, number int) (store.ServiceVersion, error) {
 		sj, _ := json.Marshal(spec)
 		return store.ServiceVersion{ServiceID: svc.ID, OrgID: svc.OrgID, Number: number, BundleID: cur.BundleID, Spec: string(sj), State: "starting"}, nil
 	})
@@ -521,7 +526,7 @@ func (s *Runs) Rollback(ctx context.Context, p *auth.Principal, id string, req m
 			WithActions(actions.Tool("get_service", "agent", map[string]any{"id": svc.ID}))
 	}
 	tv := *target
-	return s.launches.deploy(ctx, p, svc, "rollback", func(*store.Tx, int) (store.ServiceVersion, error) { return tv, nil })
+	return s.deploy(ctx, p, svc, "rollback", func(*store.Tx, int) (store.ServiceVersion, error) { return tv, nil })
 }
 
 // versionsView is a service's versions for reads: never a variable's value.

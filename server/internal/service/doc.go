@@ -3,5 +3,8 @@
 // own types, with typed states (states.go), which the adapters map to the
 // contract and derive next steps from; the nouns not yet moved still return
 // the contract's models (imports_test.go lists them). Failures are
-// *apierr.Error. It knows nothing of HTTP, MCP or HTML.
+// *apierr.Error. It knows nothing of HTTP, MCP or HTML. Each noun holds only
+// what it calls, its neighbours behind interfaces it declares (nouns.go);
+// New wires them, and nouns_test.go holds their graph, which has no cycle,
+// to the one docs/architecture.md draws.
 package service

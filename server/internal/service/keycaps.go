@@ -131,7 +131,7 @@ func (s *Accounts) KeySpends(ctx context.Context, orgID string) (map[string]KeyS
 	return keySpends(ctx, s.store, orgID, s.Now())
 }
 
-func keySpends(ctx context.Context, st *store.Store, orgID string, now time.Time) (map[string]KeySpend, error) {
+func keySpends(ctx context.Context, st keysStore, orgID string, now time.Time) (map[string]KeySpend, error) {
 	keys, err := st.Keys().List(ctx, orgID)
 	if err != nil {
 		return nil, err
@@ -153,7 +153,7 @@ func keySpends(ctx context.Context, st *store.Store, orgID string, now time.Time
 
 // keyCapViews are the organisation's key caps as get_project shows them,
 // by key id.
-func keyCapViews(ctx context.Context, st *store.Store, orgID string, now time.Time) ([]models.KeyCapView, error) {
+func keyCapViews(ctx context.Context, st keysStore, orgID string, now time.Time) ([]models.KeyCapView, error) {
 	spends, err := keySpends(ctx, st, orgID, now)
 	if err != nil {
 		return nil, err

@@ -70,7 +70,7 @@ func (pl *launchPayload) buys() bool { return pl.Domain != "" && !pl.Owned }
 func (pl *launchPayload) serves() bool { return pl.Domain != "" && pl.Approval != "denied" }
 
 type runningTask struct {
-	s     *Launches
+	s     *stepRunner
 	t     store.Task
 	steps []TaskStep
 }
@@ -152,7 +152,7 @@ func gaveUp(cause error) *apierr.Error {
 // domainFree refuses a domain the store says is held: bought by anyone
 // (the caller's own organisation included: it needs no second purchase), or
 // claimed by a launch in flight.
-func (s *Launches) domainFree(ctx context.Context, p *auth.Principal, projectID, domain string) error {
+func (s *Domains) domainFree(ctx context.Context, p *auth.Principal, projectID, domain string) error {
 	org, sold, err := s.store.Domains().Holder(ctx, domain)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
@@ -598,7 +598,7 @@ func (s *Launches) RunTask(ctx context.Context, taskID string) error {
 	return fmt.Errorf("task %s: kind %q has no runner", t.ID, t.Kind)
 }
 
-func (s *Launches) loadRunning(t store.Task, payload any) (*runningTask, error) {
+func (s *stepRunner) loadRunning(t store.Task, payload any) (*runningTask, error) {
 	rt := &runningTask{s: s, t: t}
 	if err := json.Unmarshal([]byte(t.Steps), &rt.steps); err != nil {
 		return nil, err
@@ -1001,7 +1001,7 @@ const (
 // earlier launch, names nothing lost, and its manifest is not read again.
 // Otherwise every content is looked up, in one query, and the bundle
 // marked checked at the count read before.
-func checkStored(ctx context.Context, st *store.Store, p *auth.Principal, projectID string, bundle store.Bundle) error {
+func checkStored(ctx context.Context, st bundlesStore, p *auth.Principal, projectID string, bundle store.Bundle) error {
 	losses, err := st.Bundles().Losses(ctx)
 	if err != nil {
 		return apierr.Internal(err)

@@ -25,12 +25,6 @@ import (
 	"github.com/pierhq/pier/server/internal/zone"
 )
 
-// Mail sets up mail on owned domains, keeps addresses and inboxes, takes
-// delivered messages and answers for them.
-type Mail struct {
-	*core
-}
-
 // MailRelay sends outbound mail through a smarthost.
 type MailRelay interface {
 	Send(ctx context.Context, from string, to []string, msg []byte) error
@@ -291,7 +285,7 @@ func newDKIMKey() (private, public string, err error) {
 // runSetup works an email setup task.
 func (s *Mail) runSetup(ctx context.Context, t store.Task) error {
 	var pl mailPayload
-	rt, err := s.launches.loadRunning(t, &pl)
+	rt, err := s.loadRunning(t, &pl)
 	if err != nil {
 		return err
 	}
@@ -357,7 +351,7 @@ func (s *Mail) runSetup(ctx context.Context, t store.Task) error {
 
 // writeMailRecords puts the mail records into the domain's zone, making
 // the zone when the domain has none.
-func (s *core) writeMailRecords(ctx context.Context, orgID, domain, dkimPublic string) (int, error) {
+func (s *Zones) writeMailRecords(ctx context.Context, orgID, domain, dkimPublic string) (int, error) {
 	// A zone made for mail alone points no web name at the edge: those
 	// come with a service (syncZone).
 	recs, serial := slices.DeleteFunc(zone.BuildZone(domain, s.zone), isWebRecord), s.Now().Unix()

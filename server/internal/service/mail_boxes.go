@@ -57,7 +57,7 @@ func (s *Mail) CreateAddress(ctx context.Context, p *auth.Principal, req models.
 	} else if err != nil {
 		return nil, nil, err
 	}
-	v, err := addressChange(ctx, s.core, "create_email_address", a, UndoCall("delete_email_address", map[string]any{"id": a.ID}))
+	v, err := addressChange(ctx, s, "create_email_address", a, UndoCall("delete_email_address", map[string]any{"id": a.ID}))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,7 +119,7 @@ func (s *Mail) DeleteAddress(ctx context.Context, p *auth.Principal, id string) 
 		return nil, nil, err
 	}
 	// Creating the address again takes mail again, into the same inbox.
-	v, err := addressChange(ctx, s.core, "delete_email_address", a, UndoCall("create_email_address",
+	v, err := addressChange(ctx, s, "delete_email_address", a, UndoCall("create_email_address",
 		map[string]any{"address": a.Address, "catchAll": a.CatchAll}))
 	if err != nil {
 		return nil, nil, err
@@ -313,7 +313,7 @@ func (s *Mail) WaitForMessage(ctx context.Context, orgID, inboxID string, req mo
 // Accepts says whether mail for rcpt has somewhere to go: an address of
 // its own or its domain's catch-all, on a domain whose mail is set up and
 // ready (not still being set up, nor removed).
-func (s *Mail) Accepts(ctx context.Context, rcpt string) (bool, error) {
+func (s *outbox) Accepts(ctx context.Context, rcpt string) (bool, error) {
 	local, domain, err := normAddress(rcpt)
 	if err != nil {
 		return false, nil
@@ -335,7 +335,7 @@ func (s *Mail) Accepts(ctx context.Context, rcpt string) (bool, error) {
 // Fits says whether a message of size bytes fits in the inbox rcpt routes
 // to, so the SMTP listener can refuse it before parsing it. Deliver still
 // decides, atomically, when messages race for the last room.
-func (s *Mail) Fits(ctx context.Context, rcpt string, size int64) (bool, error) {
+func (s *outbox) Fits(ctx context.Context, rcpt string, size int64) (bool, error) {
 	local, domain, err := normAddress(rcpt)
 	if err != nil {
 		return false, nil
@@ -381,7 +381,7 @@ var ErrInboxFull = errors.New("the inbox is full")
 
 // Deliver stores a message in the inbox rcpt routes to. Attachments and
 // the raw message are kept as blobs, by content.
-func (s *Mail) Deliver(ctx context.Context, d Delivery) (string, error) {
+func (s *outbox) Deliver(ctx context.Context, d Delivery) (string, error) {
 	local, domain, err := normAddress(d.Rcpt)
 	if err != nil {
 		return "", err

@@ -13,7 +13,7 @@ import (
 // mailBudget is what remains of the budget of the project that set up
 // mail for the domain of address (an address or a bare domain): mail is
 // paid from the project whose quote set it up. 0 when none is found.
-func mailBudget(ctx context.Context, st *store.Store, orgID, address string) (money.MicroUSD, error) {
+func mailBudget(ctx context.Context, st mailBudgetStore, orgID, address string) (money.MicroUSD, error) {
 	domain := address[strings.LastIndex(address, "@")+1:]
 	d, err := st.Mail().Domain(ctx, domain)
 	if errors.Is(err, store.ErrNotFound) || err == nil && (d.OrgID != orgID || d.TaskID == "") {
@@ -34,7 +34,7 @@ func mailBudget(ctx context.Context, st *store.Store, orgID, address string) (mo
 
 // addressChange is an address as created or deleted, with the mutation's
 // receipt, how to undo it and the budget that remains.
-func addressChange(ctx context.Context, s *core, op string, a store.EmailAddress, undo *models.ToolAction) (*models.EmailAddressChange, error) {
+func addressChange(ctx context.Context, s *Mail, op string, a store.EmailAddress, undo *models.ToolAction) (*models.EmailAddressChange, error) {
 	left, err := mailBudget(ctx, s.store, a.OrgID, a.Domain)
 	if err != nil {
 		return nil, err

@@ -24,7 +24,7 @@ import (
 )
 
 // putBlob keeps data by its SHA-256 and answers the hash.
-func (s *core) putBlob(ctx context.Context, data []byte, now time.Time) (string, error) {
+func (s *outbox) putBlob(ctx context.Context, data []byte, now time.Time) (string, error) {
 	sum := sha256.Sum256(data)
 	h := hex.EncodeToString(sum[:])
 	return h, s.store.Bundles().PutBlob(ctx, h, data, now)
@@ -32,7 +32,7 @@ func (s *core) putBlob(ctx context.Context, data []byte, now time.Time) (string,
 
 // compose writes a plain-text message and signs it with the sending
 // domain's DKIM key.
-func (s *core) compose(ctx context.Context, from string, to []string, subject, text string) ([]byte, string, error) {
+func (s *outbox) compose(ctx context.Context, from string, to []string, subject, text string) ([]byte, string, error) {
 	_, domain, err := normAddress(from)
 	if err != nil {
 		return nil, "", err
@@ -123,7 +123,7 @@ func hostOnly(u string) string {
 // systemMessage writes a message Pier sends on its own account, signed
 // with the sending domain's DKIM key, as send_message's are, when that
 // domain's mail is set up; unsigned when it is not.
-func (s *core) systemMessage(ctx context.Context, from, to, subject, text string) ([]byte, error) {
+func (s *outbox) systemMessage(ctx context.Context, from, to, subject, text string) ([]byte, error) {
 	if _, domain, err := normAddress(from); err == nil {
 		if d, err := s.store.Mail().Domain(ctx, domain); err == nil && MailState(d.State) == MailReady {
 			msg, _, err := s.compose(ctx, from, []string{to}, subject, text)
@@ -137,7 +137,7 @@ func (s *core) systemMessage(ctx context.Context, from, to, subject, text string
 }
 
 // plainMessage writes an unsigned system message.
-func (s *core) plainMessage(from, to, subject, text string) ([]byte, string, error) {
+func (s *outbox) plainMessage(from, to, subject, text string) ([]byte, string, error) {
 	id := auth.ID("mid")
 	var msg bytes.Buffer
 	fmt.Fprintf(&msg, "From: %s\r\nTo: %s\r\nSubject: %s\r\nDate: %s\r\nMessage-ID: <%s@pier>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n",
@@ -148,11 +148,11 @@ func (s *core) plainMessage(from, to, subject, text string) ([]byte, string, err
 
 // deliverAnywhere delivers to an address Pier hosts directly, and to any
 // other through the relay.
-func (s *core) deliverAnywhere(ctx context.Context, from, to string, msg []byte) error {
-	if ok, err := s.mail.Accepts(ctx, to); err != nil {
+func (s *outbox) deliverAnywhere(ctx context.Context, from, to string, msg []byte) error {
+	if ok, err := s.Accepts(ctx, to); err != nil {
 		return err
 	} else if ok {
-		_, err := s.mail.Deliver(ctx, Delivery{MailFrom: from, Rcpt: to, FromHeader: from, Subject: subjectOf(msg), Text: bodyOf(msg),
+		_, err := s.Deliver(ctx, Delivery{MailFrom: from, Rcpt: to, FromHeader: from, Subject: subjectOf(msg), Text: bodyOf(msg),
 			Headers: map[string][]string{}, Auth: models.AuthResults{Dkim: "none", Spf: "none", Dmarc: "none"}, Raw: msg})
 		return err
 	}

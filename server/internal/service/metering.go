@@ -22,12 +22,8 @@ import (
 // once when the service stopped within it. The (service, period) key in
 // meter_charges is what makes a charge happen once, whoever runs the pass.
 
-// Meter meters running services against their projects' budgets, rolls
-// monthly budgets over, and sends the budget's notices.
-type Meter struct{ *core }
-
 // Metering is the service's meter.
-func (s *Service) Metering() *Meter { return &Meter{s.core} }
+func (s *Service) Metering() *Meter { return s.meter }
 
 // BudgetThresholds are the shares of a period's budget at which the human
 // hears, once each per period.
@@ -113,7 +109,7 @@ func (s *Meter) MeterPass(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("project %s: %w", r.ID, err))
 		}
 	}
-	errs = append(errs, s.mailNotices(ctx), (&Renewals{s.core}).renewDomains(ctx))
+	errs = append(errs, s.mailNotices(ctx), s.renewals.renewDomains(ctx))
 	return errors.Join(errs...)
 }
 

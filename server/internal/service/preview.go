@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
@@ -26,6 +27,12 @@ type QuotePreview struct {
 	Reasons  []models.BlockedBy
 	// Domains are the names the quote would buy.
 	Domains []string
+}
+
+// quoteGates opens the gate a quote that needs a human waits on.
+type quoteGates interface {
+	openGate(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, kind string, payload map[string]any, now time.Time) (store.Task, error)
+	gateActions(t store.Task) []models.Action
 }
 
 // Preview prices items for the project as Create would, and decides them
@@ -80,7 +87,7 @@ type ProjectState struct {
 }
 
 // ProjectState reads a project of the caller's organisation.
-func (s *Projects) State(ctx context.Context, p *auth.Principal, projectID string) (ProjectState, error) {
+func (s *projectBooks) State(ctx context.Context, p *auth.Principal, projectID string) (ProjectState, error) {
 	proj, err := s.store.Projects().Get(ctx, p.OrgID, projectID)
 	if errors.Is(err, store.ErrNotFound) {
 		return ProjectState{}, projectNotFound(projectID)

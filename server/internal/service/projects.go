@@ -100,7 +100,7 @@ func remaining(p store.Project) money.MicroUSD { return p.LimitMicro - p.SpentMi
 
 // checkServiceQuota refuses a launch that would pass the organisation's
 // live-service quota.
-func (s *Projects) checkServiceQuota(ctx context.Context, orgID string) error {
+func (s *projectBooks) checkServiceQuota(ctx context.Context, orgID string) error {
 	u, err := s.store.Accounts().Usage(ctx, orgID)
 	if err != nil {
 		return apierr.Internal(err)
@@ -114,7 +114,7 @@ func (s *Projects) checkServiceQuota(ctx context.Context, orgID string) error {
 
 // checkBundleQuota refuses an upload that would pass the organisation's
 // bundle or storage quota.
-func (s *Projects) checkBundleQuota(ctx context.Context, orgID string, addBytes int64) error {
+func (s *projectBooks) checkBundleQuota(ctx context.Context, orgID string, addBytes int64) error {
 	u, err := s.store.Accounts().Usage(ctx, orgID)
 	if err != nil {
 		return apierr.Internal(err)
@@ -150,9 +150,14 @@ func (s *Projects) Create(ctx context.Context, np NewProject) (store.Project, er
 	return p, err
 }
 
+// bookMeter reads a project's budget period for its view.
+type bookMeter interface {
+	periodView(ctx context.Context, p store.Project, pol models.ProjectPolicy, held money.MicroUSD) (*models.BudgetPeriodView, error)
+}
+
 // expireHolds releases a locked project's holds whose time ran out, with a
 // ledger entry each, so that every read and write sees current books.
-func (s *Projects) expireHolds(ctx context.Context, tx *store.Tx, p *store.Project, now time.Time) error {
+func (s *projectBooks) expireHolds(ctx context.Context, tx *store.Tx, p *store.Project, now time.Time) error {
 	expired, err := tx.Quotes().ExpiredHolds(ctx, p.ID, now)
 	if err != nil {
 		return err
@@ -174,7 +179,7 @@ func (s *Projects) expireHolds(ctx context.Context, tx *store.Tx, p *store.Proje
 }
 
 // projectView renders a project with its active holds.
-func (s *Projects) projectView(ctx context.Context, p store.Project) (models.Project, error) {
+func (s *projectBooks) projectView(ctx context.Context, p store.Project) (models.Project, error) {
 	now := s.Now()
 	holds, err := s.store.Quotes().ActiveHolds(ctx, p.ID, now)
 	if err != nil {
@@ -198,7 +203,7 @@ func (s *Projects) projectView(ctx context.Context, p store.Project) (models.Pro
 	if view.Policy, err = decodePolicy(p.Policy); err != nil {
 		return view, err
 	}
-	if view.Period, err = (&Meter{s.core}).periodView(ctx, p, view.Policy, held); err != nil {
+	if view.Period, err = s.meter.periodView(ctx, p, view.Policy, held); err != nil {
 		return view, err
 	}
 	return view, nil
@@ -230,7 +235,7 @@ func (s *Projects) Get(ctx context.Context, orgID, id string) (*models.Project, 
 }
 
 // ListProjects lists the caller's organisation's projects.
-func (s *Projects) List(ctx context.Context, orgID string, f store.Filter) (*models.ProjectList, []models.Action, error) {
+func (s *projectBooks) List(ctx context.Context, orgID string, f store.Filter) (*models.ProjectList, []models.Action, error) {
 	ps, err := s.store.Projects().Page(ctx, orgID, f)
 	if err != nil {
 		return nil, nil, apierr.Internal(err)

@@ -88,7 +88,7 @@ func registrantEmail(raw string) (addr, domain string, err error) {
 // write its DNS, so they can point its mail anywhere; and Pier's own host
 // names and preview hosts are Pier's. Each holds for the domain's
 // subdomains too.
-func (s *core) agentReadable(ctx context.Context, domain string) (string, error) {
+func (s *Mail) agentReadable(ctx context.Context, domain string) (string, error) {
 	for _, own := range []string{strings.TrimPrefix(hostOnly(s.baseURL()), "www."), s.previewDomain} {
 		own = strings.ToLower(strings.TrimSuffix(own, "."))
 		if own != "" && (domain == own || strings.HasSuffix(domain, "."+own)) {
@@ -408,7 +408,7 @@ func (s *Mail) ConfirmRegistrant(ctx context.Context, token string) (RegistrantP
 
 // recordRegistrant ends a confirmed proposal's task: the sandbox registrar
 // records the contact.
-func (s *core) recordRegistrant(ctx context.Context, tx *store.Tx, t store.Task, prop RegistrantProposal, how string, now time.Time) error {
+func (s links) recordRegistrant(ctx context.Context, tx *store.Tx, t store.Task, prop RegistrantProposal, how string, now time.Time) error {
 	var steps []TaskStep
 	json.Unmarshal([]byte(t.Steps), &steps)
 	for i := range steps {

@@ -15,12 +15,8 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-// Renewals renews domains before they expire, within budget and the
-// purchase's approval rule.
-type Renewals struct{ *core }
-
 // DomainRenewals is the service's renewals.
-func (s *Service) DomainRenewals() *Renewals { return &Renewals{s.core} }
+func (s *Service) DomainRenewals() *Renewals { return s.renewals }
 
 // RenewalNoticeDays are how many days ahead of an expiry no renewal covers
 // the human hears, once each per term.
@@ -282,7 +278,7 @@ func (s *Renewals) RenewDomain(ctx context.Context, h Human, domain string) erro
 }
 
 // currentExpiry is when a registration runs out, its renewals counted.
-func currentExpiry(ctx context.Context, st *store.Store, pu store.Purchase) (time.Time, error) {
+func currentExpiry(ctx context.Context, st domainRenewalsStore, pu store.Purchase) (time.Time, error) {
 	renewals, err := st.DomainRenewals().Renewals(ctx, pu.Domain)
 	return termOf(pu, renewals).expires, err
 }

@@ -21,10 +21,6 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-// Runs supervises running services: their versions, logs, variables,
-// health and rollback. The processes themselves run on a Runtime.
-type Runs struct{ *core }
-
 // RunSpec is one version of a process or worker service to run.
 type RunSpec struct {
 	ServiceID, OrgID, BundleID string
@@ -415,7 +411,7 @@ func (s *Runs) Health(serviceID string, version int, h Health) {
 // written in batches, numbered per service as they are written; followers
 // are woken on each batch. Capturing a line does no I/O.
 type logWriter struct {
-	st   *store.Store
+	st   serviceLogsStore
 	keep int64
 
 	mu      sync.Mutex
@@ -432,7 +428,7 @@ type logWriter struct {
 // are dropped.
 const maxPending = 20_000
 
-func newLogWriter(st *store.Store, keep int64) *logWriter {
+func newLogWriter(st serviceLogsStore, keep int64) *logWriter {
 	if keep <= 0 {
 		keep = 5000
 	}

@@ -12,10 +12,12 @@ import (
 	"github.com/pierhq/pier/server/internal/zone"
 )
 
-// Service is the domain layer, one type per noun. Each noun shares core:
-// the store, the clock, the providers launches drive, and the other nouns.
+// Service is the domain layer, one type per noun. Each noun holds only
+// what it calls (nouns.go); New wires them.
 type Service struct {
-	*core
+	timing
+	links
+	previews
 
 	Accounts   *Accounts
 	Approvals  *Approvals
@@ -28,81 +30,15 @@ type Service struct {
 	Quotes     *Quotes
 	Runs       *Runs
 	Tasks      *Tasks
+
+	meter    *Meter
+	renewals *Renewals
 }
-
-// core is what every noun needs.
-type core struct {
-	store *store.Store
-	clock func() time.Time
-	log   *slog.Logger
-
-	baseURLFunc   func() string
-	platform      Platform
-	zone          zone.ZoneConfig
-	previewDomain string
-	pause         StepPause
-	quotaLimits   Quotas
-	prices        registrar.PriceList
-
-	accounts   *Accounts
-	approvals  *Approvals
-	bundles    *Bundles
-	domains    *Domains
-	launches   *Launches
-	mail       *Mail
-	onboarding *Onboarding
-
-	relay       MailRelay
-	inboxBytes  int64
-	mailWaiters waiters
-	projects    *Projects
-	quotes      *Quotes
-	tasks       *Tasks
-
-	runs      *Runs
-	runtime   Runtime
-	databases Databases
-	logs      *logWriter
-	drain     time.Duration
-}
-
-// Accounts signs humans in and manages agent keys.
-type Accounts struct{ *core }
-
-// Approvals opens human gates, decides them and carries out the decision.
-type Approvals struct{ *core }
-
-// Bundles takes uploads.
-type Bundles struct{ *core }
-
-// Domains searches, lists and transfers out domains.
-type Domains struct{ *core }
-
-// Launches launches and tears down services and runs their tasks.
-type Launches struct{ *core }
-
-// Onboarding runs signup and billing setup.
-type Onboarding struct {
-	*core
-	recent recentSignups
-}
-
-// Projects manages projects, their budgets, quotas and exports.
-type Projects struct{ *core }
-
-// Quotes prices, holds, releases and consumes quotes.
-type Quotes struct{ *core }
-
-// Tasks reads tasks.
-type Tasks struct{ *core }
 
 // StepPause names launch steps at which the task runner stops and waits to
 // be killed: After a step is saved, or Inside it, after its provider acted
 // and before it is saved, the worst moment to die. Empty names never match.
 type StepPause struct{ After, Inside string }
-
-// Now is the service's clock.
-func (c *core) Now() time.Time { return c.clock() }
 
 // Config is what the domain layer is given at construction.
 type Config struct {
@@ -180,7 +116,7 @@ func (noPlatform) VerifyHTTPS(context.Context, string) error               { ret
 func (noPlatform) Ports() (string, string)                                 { return "", "" }
 func (noPlatform) VerifyDNS(context.Context, string, string, string) error { return nil }
 
-// New returns a Service.
+// New returns a Service: each noun given what it calls.
 func New(cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -191,22 +127,44 @@ func New(cfg Config) *Service {
 	if cfg.Platform == nil {
 		cfg.Platform = noPlatform{}
 	}
-	c := &core{store: cfg.Store, clock: cfg.Now, log: cfg.Log, baseURLFunc: cfg.BaseURL, platform: cfg.Platform,
-		zone: cfg.Zone, previewDomain: cfg.PreviewDomain, pause: cfg.Pause, quotaLimits: cfg.Quotas, prices: cfg.Prices,
-		relay: cfg.Relay, inboxBytes: cfg.InboxBytes, runtime: cfg.Runtime, databases: cfg.Databases,
-		logs: newLogWriter(cfg.Store, cfg.LogLines), drain: cfg.Drain}
-	if c.drain <= 0 {
-		c.drain = 3 * time.Second
+	if cfg.Drain <= 0 {
+		cfg.Drain = 3 * time.Second
 	}
-	c.runs = &Runs{c}
-	c.accounts, c.approvals, c.bundles = &Accounts{c}, &Approvals{c}, &Bundles{c}
-	c.domains, c.launches, c.onboarding = &Domains{c}, &Launches{c}, &Onboarding{core: c}
-	c.projects, c.quotes, c.tasks = &Projects{c}, &Quotes{c}, &Tasks{c}
-	c.mail = &Mail{c}
-	return &Service{core: c,
-		Accounts: c.accounts, Approvals: c.approvals, Bundles: c.bundles,
-		Domains: c.domains, Launches: c.launches, Mail: c.mail, Onboarding: c.onboarding,
-		Projects: c.projects, Quotes: c.quotes, Runs: c.runs, Tasks: c.tasks,
+	st, clock, url := cfg.Store, timing{cfg.Now}, links{cfg.BaseURL}
+	ed, pv := edge{platform: cfg.Platform, log: cfg.Log}, previews{cfg.PreviewDomain}
+
+	tasks := &Tasks{store: st, links: url, edge: ed}
+	accounts := &Accounts{store: st, timing: clock, links: url}
+	onboarding := &Onboarding{store: st, timing: clock, links: url, accounts: accounts}
+	zones := &Zones{store: st, timing: clock, edge: ed, zone: cfg.Zone}
+	out := &outbox{store: st, timing: clock, relay: cfg.Relay, inboxBytes: cfg.InboxBytes}
+	steps := &stepRunner{store: st, timing: clock, edge: ed, pause: cfg.Pause}
+	deploys := &deployer{store: st, timing: clock, edge: ed, tasks: tasks}
+	renewals := &Renewals{store: st, timing: clock, links: url, edge: ed, outbox: out, prices: cfg.Prices}
+	meter := &Meter{store: st, timing: clock, links: url, edge: ed, outbox: out, pause: cfg.Pause, renewals: renewals}
+	books := &projectBooks{store: st, timing: clock, limits: limits{cfg.Quotas}, meter: meter}
+	domains := &Domains{store: st, timing: clock, edge: ed, Zones: zones, prices: cfg.Prices, projects: books}
+	approvals := &Approvals{store: st, timing: clock, links: url, edge: ed, prices: cfg.Prices,
+		accounts: accounts, onboarding: onboarding, projects: books, tasks: tasks}
+	quotes := &Quotes{store: st, timing: clock, links: url, log: cfg.Log, prices: cfg.Prices, databases: cfg.Databases,
+		approvals: approvals, launches: domains, projects: books}
+	runs := &Runs{store: st, timing: clock, edge: ed, deployer: deploys, runtime: cfg.Runtime, databases: cfg.Databases,
+		logs: newLogWriter(st, cfg.LogLines)}
+	mail := &Mail{store: st, timing: clock, links: url, edge: ed, previews: pv, outbox: out, Zones: zones, stepRunner: steps,
+		domains: domains, projects: books, quotes: quotes, tasks: tasks}
+	launches := &Launches{store: st, timing: clock, edge: ed, previews: pv, Zones: zones, stepRunner: steps, deployer: deploys,
+		prices: cfg.Prices, runtime: cfg.Runtime, databases: cfg.Databases, drain: cfg.Drain,
+		mail: mail, meter: meter, projects: books, quotes: quotes, runs: runs, tasks: tasks}
+	projects := &Projects{store: st, timing: clock, links: url, projectBooks: books, Zones: zones, databases: cfg.Databases,
+		launches: launches, meter: meter}
+	bundles := &Bundles{store: st, timing: clock, projects: books}
+	// A decided quote gate resumes the launches that wait on it.
+	approvals.onDecision = append(approvals.onDecision, launches.resumeWaitingLaunches)
+	return &Service{timing: clock, links: url, previews: pv,
+		Accounts: accounts, Approvals: approvals, Bundles: bundles,
+		Domains: domains, Launches: launches, Mail: mail, Onboarding: onboarding,
+		Projects: projects, Quotes: quotes, Runs: runs, Tasks: tasks,
+		meter: meter, renewals: renewals,
 	}
 }
 

@@ -31,6 +31,12 @@ type teardownPayload struct {
 // teardowns are the steps of a teardown request and task.
 type teardowns struct{ *Launches }
 
+// launchTasks answers the tasks of launches and teardowns.
+type launchTasks interface {
+	startedView(t store.Task, m models.MutationResult) (*Task, error)
+	taskView(t store.Task) (*Task, error)
+}
+
 // TeardownService stops serving a service as a durable task. What cannot be
 // reversed is named in the receipt: a registered domain stays registered.
 // What is kept on purpose is named too: the zone's mail records belong to

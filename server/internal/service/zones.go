@@ -25,7 +25,7 @@ func isWebRecord(r zone.Record) bool {
 // zoneRecords is the zone a domain should have: SOA, NS with glue and
 // CAA; the web records when a service serves it (web); and the mail
 // records when the organisation set mail up on it and has not removed it.
-func (s *core) zoneRecords(ctx context.Context, orgID, domain string, web bool) ([]zone.Record, error) {
+func (s *Zones) zoneRecords(ctx context.Context, orgID, domain string, web bool) ([]zone.Record, error) {
 	recs := zone.BuildZone(domain, s.zone)
 	if !web {
 		recs = slices.DeleteFunc(recs, isWebRecord)
@@ -45,7 +45,7 @@ func (s *core) zoneRecords(ctx context.Context, orgID, domain string, web bool) 
 // above the one before, and has DNS answer it. A zone left with neither
 // web nor mail records is removed. It reports whether mail records stayed
 // and how many records the zone has.
-func (s *core) syncZone(ctx context.Context, orgID, domain string, web bool) (mailKept bool, n int, err error) {
+func (s *Zones) syncZone(ctx context.Context, orgID, domain string, web bool) (mailKept bool, n int, err error) {
 	recs, err := s.zoneRecords(ctx, orgID, domain, web)
 	if err != nil {
 		return false, 0, err
@@ -67,7 +67,7 @@ func (s *core) syncZone(ctx context.Context, orgID, domain string, web bool) (ma
 
 // mailSetUp reports whether the organisation's email setup owns mail
 // records in domain's zone.
-func (s *core) mailSetUp(ctx context.Context, orgID, domain string) (bool, error) {
+func (s *Zones) mailSetUp(ctx context.Context, orgID, domain string) (bool, error) {
 	if domain == "" {
 		return false, nil
 	}
