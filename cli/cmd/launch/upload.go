@@ -26,9 +26,9 @@ const uploadParallelism = 4
 // siteFile is one file of a directory to upload: where it is on disk and
 // its manifest entry.
 type siteFile struct {
-	abs     string
-	modTime time.Time
-	entry   sdk.ManifestFile
+	abs   string
+	stat  fileStat
+	entry sdk.ManifestFile
 }
 
 // readSite walks a directory into manifest entries, hashing every file as
@@ -84,10 +84,11 @@ func readSite(dir string, cache *digestCache) ([]siteFile, error) {
 					errs[i] = err
 					continue
 				}
-				// The time is read before the content: a change made while
-				// hashing leaves a time the next run does not match.
-				sf.modTime = info.ModTime()
-				if sha, ok := cache.lookup(sf.entry.Path, info.Size(), sf.modTime); ok {
+				// The times are read before the content: a change made
+				// while hashing leaves times the next run does not match.
+				sf.stat = fileStat{size: info.Size(), mod: info.ModTime()}
+				sf.stat.ino, sf.stat.ctime = fileIdentity(info)
+				if sha, ok := cache.lookup(sf.entry.Path, sf.stat); ok {
 					sf.entry.Sha256, sf.entry.Size = sha, int(info.Size())
 					continue
 				}
