@@ -164,17 +164,43 @@ type fileStat struct {
 	ino, ctime int64
 }
 
-// had reports the contents the organisation had when the cache was
-// written; none after an interruption.
-func (c *digestCache) had() map[string]bool {
-	if c.Interrupted {
-		return nil
+// usable reports whether the cache can stand in for asking which contents
+// the organisation has: not after an interruption, nor when empty.
+func (c *digestCache) usable() bool { return !c.Interrupted && len(c.Files) > 0 }
+
+// unsent returns the files whose content the last bundle did not hold,
+// one file per content, and the bytes they hold. A file at a path whose
+// content is as cached was held; only the others are looked for among
+// every cached content.
+func (c *digestCache) unsent(files []siteFile) ([]siteFile, int64) {
+	var changed []siteFile
+	for _, sf := range files {
+		if e, ok := c.Files[sf.entry.Path]; !ok || e.SHA256 != sf.entry.Sha256 {
+			changed = append(changed, sf)
+		}
 	}
-	out := make(map[string]bool, len(c.Files))
+	if len(changed) == 0 {
+		return nil, 0
+	}
+	held := make(map[string]bool, len(changed))
+	for _, sf := range changed {
+		held[sf.entry.Sha256] = false
+	}
 	for _, e := range c.Files {
-		out[e.SHA256] = true
+		if _, ok := held[e.SHA256]; ok {
+			held[e.SHA256] = true
+		}
 	}
-	return out
+	var todo []siteFile
+	var bytes int64
+	for _, sf := range changed {
+		if !held[sf.entry.Sha256] {
+			held[sf.entry.Sha256] = true // one file per content
+			todo = append(todo, sf)
+			bytes += int64(sf.entry.Size)
+		}
+	}
+	return todo, bytes
 }
 
 // changesSince returns how files differ from the cache's: the files added
@@ -182,12 +208,23 @@ func (c *digestCache) had() map[string]bool {
 func (c *digestCache) changesSince(files []siteFile) ([]sdk.ManifestFile, []string) {
 	changes := []sdk.ManifestFile{}
 	removed := []string{}
+	kept := 0
+	for _, sf := range files {
+		e, ok := c.Files[sf.entry.Path]
+		if ok {
+			kept++
+		}
+		if !ok || e.SHA256 != sf.entry.Sha256 || e.Size != int64(sf.entry.Size) {
+			changes = append(changes, sf.entry)
+		}
+	}
+	if kept == len(c.Files) {
+		// Every cached path is still there: nothing was removed.
+		return changes, removed
+	}
 	seen := make(map[string]bool, len(files))
 	for _, sf := range files {
 		seen[sf.entry.Path] = true
-		if e, ok := c.Files[sf.entry.Path]; !ok || e.SHA256 != sf.entry.Sha256 || e.Size != int64(sf.entry.Size) {
-			changes = append(changes, sf.entry)
-		}
 	}
 	for p := range c.Files {
 		if !seen[p] {
@@ -201,9 +238,19 @@ func (c *digestCache) changesSince(files []siteFile) ([]sdk.ManifestFile, []stri
 // remember makes the cache what a bundle of files leaves behind.
 func (c *digestCache) remember(files []siteFile, bundle string) {
 	c.Written, c.Interrupted, c.Bundle = time.Now().UnixNano(), false, bundle
-	c.Files = make(map[string]cachedFile, len(files))
+	if c.Files == nil {
+		c.Files = make(map[string]cachedFile, len(files))
+	}
 	for _, sf := range files {
 		c.Files[sf.entry.Path] = cachedFile{Size: int64(sf.entry.Size), ModTime: sf.stat.mod.UnixNano(), Inode: sf.stat.ino, ChangeTime: sf.stat.ctime, SHA256: sf.entry.Sha256}
+	}
+	if len(c.Files) != len(files) {
+		// Paths were removed: keep only the files'.
+		keep := make(map[string]cachedFile, len(files))
+		for _, sf := range files {
+			keep[sf.entry.Path] = c.Files[sf.entry.Path]
+		}
+		c.Files = keep
 	}
 }
 
