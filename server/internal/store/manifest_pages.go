@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -34,9 +35,12 @@ func (db Bundles) PutPages(ctx context.Context, pages []Page, now time.Time) err
 	if len(pages) == 0 {
 		return nil
 	}
+	// In hash order: writers sharing pages take their rows' locks in the
+	// same order, and PostgreSQL has no deadlock to break between them.
+	sorted := slices.SortedFunc(slices.Values(pages), func(a, b Page) int { return strings.Compare(a.SHA256, b.SHA256) })
 	return db.atomically(ctx, func(tx *Tx) error {
 		q := tx.Bundles().q(`INSERT INTO manifest_pages (sha256, entries, created_at) VALUES (?, ?, ?) ON CONFLICT (sha256) DO NOTHING`)
-		for _, p := range pages {
+		for _, p := range sorted {
 			if _, err := tx.Bundles().ex.ExecContext(ctx, q, p.SHA256, string(p.Entries), now.UnixMicro()); err != nil {
 				return err
 			}
