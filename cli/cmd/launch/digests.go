@@ -146,15 +146,17 @@ func loadDigestCache(path string) *digestCache {
 // lookup returns a file's hash when the cache knows it for this size,
 // modification time, inode and change time, and the modification time is
 // not racy.
-func (c *digestCache) lookup(rel string, st fileStat) (string, bool) {
+// exact says the record is the file's to the last field (an older record
+// has no inode or change time).
+func (c *digestCache) lookup(rel string, st fileStat) (sha string, ok, exact bool) {
 	e, ok := c.Files[rel]
 	switch {
 	case !ok || e.Size != st.size || e.ModTime != st.mod.UnixNano() || st.mod.UnixNano() > c.Written-int64(racyWindow):
-		return "", false
+		return "", false, false
 	case e.Inode != 0 && e.Inode != st.ino, e.ChangeTime != 0 && e.ChangeTime != st.ctime:
-		return "", false
+		return "", false, false
 	}
-	return e.SHA256, true
+	return e.SHA256, true, e.Inode == st.ino && e.ChangeTime == st.ctime
 }
 
 // fileStat is what lstat told of a file, as the cache compares it.
@@ -175,6 +177,9 @@ func (c *digestCache) usable() bool { return !c.Interrupted && len(c.Files) > 0 
 func (c *digestCache) unsent(files []siteFile) ([]siteFile, int64) {
 	var changed []siteFile
 	for _, sf := range files {
+		if sf.cached {
+			continue
+		}
 		if e, ok := c.Files[sf.entry.Path]; !ok || e.SHA256 != sf.entry.Sha256 {
 			changed = append(changed, sf)
 		}
@@ -210,6 +215,10 @@ func (c *digestCache) changesSince(files []siteFile) ([]sdk.ManifestFile, []stri
 	removed := []string{}
 	kept := 0
 	for _, sf := range files {
+		if sf.cached {
+			kept++
+			continue
+		}
 		e, ok := c.Files[sf.entry.Path]
 		if ok {
 			kept++
@@ -242,7 +251,9 @@ func (c *digestCache) remember(files []siteFile, bundle string) {
 		c.Files = make(map[string]cachedFile, len(files))
 	}
 	for _, sf := range files {
-		c.Files[sf.entry.Path] = cachedFile{Size: int64(sf.entry.Size), ModTime: sf.stat.mod.UnixNano(), Inode: sf.stat.ino, ChangeTime: sf.stat.ctime, SHA256: sf.entry.Sha256}
+		if !sf.cached { // a cached file's record is this one already
+			c.Files[sf.entry.Path] = cachedFile{Size: int64(sf.entry.Size), ModTime: sf.stat.mod.UnixNano(), Inode: sf.stat.ino, ChangeTime: sf.stat.ctime, SHA256: sf.entry.Sha256}
+		}
 	}
 	if len(c.Files) != len(files) {
 		// Paths were removed: keep only the files'.

@@ -25,8 +25,8 @@ func TestDigestCacheVersions(t *testing.T) {
 	if c.Bundle != "bnd_1" || c.Files["p/a.html"] != (cachedFile{Size: 3, ModTime: 1000, SHA256: sha}) {
 		t.Fatalf("version 2: %+v", c)
 	}
-	if got, ok := c.lookup("p/a.html", fileStat{size: 3, mod: time.Unix(0, 1000), ino: 7, ctime: 9}); !ok || got != sha {
-		t.Fatal("a version 2 record is not trusted on size and time")
+	if got, ok, exact := c.lookup("p/a.html", fileStat{size: 3, mod: time.Unix(0, 1000), ino: 7, ctime: 9}); !ok || exact || got != sha {
+		t.Fatal("a version 2 record is not trusted on size and time, or not written again")
 	}
 	c.Files["p/a.html"] = cachedFile{Size: 3, ModTime: 1000, Inode: 7, ChangeTime: 9, SHA256: sha}
 	v3 := filepath.Join(dir, "v3")
@@ -39,9 +39,12 @@ func TestDigestCacheVersions(t *testing.T) {
 		{size: 3, mod: time.Unix(0, 1000), ino: 8, ctime: 9},  // another file at the path
 		{size: 3, mod: time.Unix(0, 1000), ino: 7, ctime: 10}, // changed, its time set back
 	} {
-		if _, ok := back.lookup("p/a.html", st); ok {
+		if _, ok, _ := back.lookup("p/a.html", st); ok {
 			t.Fatalf("%+v trusted", st)
 		}
+	}
+	if _, ok, exact := back.lookup("p/a.html", fileStat{size: 3, mod: time.Unix(0, 1000), ino: 7, ctime: 9}); !ok || !exact {
+		t.Fatal("the same record is not trusted")
 	}
 }
 

@@ -30,6 +30,9 @@ type siteFile struct {
 	abs   string
 	stat  fileStat
 	entry sdk.ManifestFile
+	// cached: the digest cache holds this very record (path, size, times,
+	// hash), so what changed since it was written need not look it up.
+	cached bool
 }
 
 // readSite walks a directory into manifest entries, hashing every file as
@@ -90,8 +93,8 @@ func readSite(dir string, cache *digestCache) ([]siteFile, error) {
 					continue
 				}
 				sf.stat = stat
-				if sha, ok := cache.lookup(sf.entry.Path, stat); ok {
-					sf.entry.Sha256, sf.entry.Size = sha, int(stat.size)
+				if sha, ok, exact := cache.lookup(sf.entry.Path, stat); ok {
+					sf.entry.Sha256, sf.entry.Size, sf.cached = sha, int(stat.size), exact
 					continue
 				}
 				sum, size, err := hashFile(sf.abs)
