@@ -35,6 +35,9 @@
 #                                 against the goals (p50 25 ms, 5 MB per launch)
 #   digest    go test ./bench/    20,000-file digest deploy and a one-file relaunch
 #                                 (BenchmarkDigestDeploy), against the goals (5 s, 300 ms)
+#   deploys   bench/deploys.sh    1,000, 20,000 and 100,000 files with the CLI exec'd, to the
+#                                 first HTTPS 200 and a one-file change, against the goals
+#                                 (3 s, 15 s, 150 ms); not in the default PARTS (minutes)
 #
 # Rows whose peer is a goal rather than a program print the goal as the
 # peer and goal/pier as the ratio, so that at least 1.0 means met.
@@ -218,7 +221,8 @@ for p in $PARTS; do
     }
     part digest digest
     ;;
-  *) echo "peers.sh: unknown part $p (edge, dns, api, services, mcp, mcphttp, agent, cli, launch, digest)" >&2; exit 1 ;;
+  deploys) part deploys env ROUNDS="$REPEAT" bash bench/deploys.sh ;;
+  *) echo "peers.sh: unknown part $p (edge, dns, api, services, mcp, mcphttp, agent, cli, launch, digest, deploys)" >&2; exit 1 ;;
   esac
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -2142,7 +2142,7 @@ type Bundle struct {
 	NewBlobs *int    `json:"newBlobs,omitempty"`
 	Receipt  Receipt `json:"receipt"`
 
-	// Sha256 The SHA-256 of the bundle's manifest; the same files give the same bundle.
+	// Sha256 The SHA-256 of the bundle's manifest (of its list of pages, each named by its own SHA-256); the same files give the same bundle.
 	Sha256     string `json:"sha256"`
 	TotalBytes int    `json:"totalBytes"`
 

@@ -157,11 +157,11 @@ func TestBundleFromBaseFileCap(t *testing.T) {
 		t.Fatalf("base: %d %s", r.StatusCode, r.Body)
 	}
 	base := r.JSON()["data"].(map[string]any)["bundleId"].(string)
-	// Two files added to 19,999, their content never uploaded: too many
-	// files, not missing content.
+	// Two files added to one under the cap, their content never
+	// uploaded: too many files, not missing content.
 	over := map[string]any{"projectId": a.project, "baseBundleId": base, "changes": []any{entry("new/1.html", "one"), entry("new/2.html", "two")}}
 	r = ts.Client.Do("POST", "/v1/bundles", over, a.header())
-	if r.StatusCode != 400 || r.JSON()["blockedBy"] != "input:invalid" || !strings.Contains(r.JSON()["message"].(string), "would hold 20001") {
+	if r.StatusCode != 400 || r.JSON()["blockedBy"] != "input:invalid" || !strings.Contains(r.JSON()["message"].(string), fmt.Sprintf("would hold %d", service.MaxManifestFiles+1)) {
 		t.Fatalf("over the cap: %d %s", r.StatusCode, r.Body)
 	}
 	// One added and one removed stays within it.

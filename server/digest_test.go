@@ -306,7 +306,7 @@ func TestManifestRefusedBeforeContent(t *testing.T) {
 	manifest := func(n, size int) []any {
 		out := make([]any, n)
 		for i := range out {
-			out[i] = map[string]any{"path": fmt.Sprintf("f/%05d.html", i), "size": size, "sha256": sha(fmt.Sprint(i))}
+			out[i] = map[string]any{"path": fmt.Sprintf("f/%06d.html", i), "size": size, "sha256": sha(fmt.Sprint(i))}
 		}
 		return out
 	}
@@ -319,7 +319,7 @@ func TestManifestRefusedBeforeContent(t *testing.T) {
 			}
 		}
 	}
-	refused("20,001 files", manifest(20001, 1), "input:invalid")
+	refused("one file over the cap", manifest(service.MaxManifestFiles+1, 1), "input:invalid")
 	refused("a path with ..", []any{map[string]any{"path": "a/../b.html", "size": 1, "sha256": sha("x")}}, "input:invalid")
 	refused("a duplicate path", append(manifest(2, 1), manifest(1, 1)...), "input:invalid")
 	refused("a file over 25 MiB", []any{map[string]any{"path": "big.bin", "size": 26<<20 + 1, "sha256": sha("x")}}, "input:invalid")

@@ -280,7 +280,7 @@ type ClientInterface interface {
 
 	// UploadAssetsWithBody Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
-	// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// Three forms. With `manifest` (up to 200,000 files), the bundle is made of
 	// content already uploaded: every file's SHA-256 must be present for your
 	// organisation (find_missing_blobs says which are not; upload_blob and
 	// upload_blobs send them), otherwise the answer is 409
@@ -290,7 +290,7 @@ type ClientInterface interface {
 	// `changes` (files added, or replacing the file at the same path) and
 	// `removed` (paths dropped): only the changed files' content must be
 	// present for your organisation, and the whole of the result is held to
-	// the manifest's limits (20,000 files) before any content is looked up.
+	// the manifest's limits (200,000 files) before any content is looked up.
 	// A base that is not your organisation's bundle is `not_found:resource`.
 	// Send one form. The same files give the same bundle, whichever form
 	// carried them.
@@ -302,7 +302,7 @@ type ClientInterface interface {
 
 	// UploadAssets Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
-	// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// Three forms. With `manifest` (up to 200,000 files), the bundle is made of
 	// content already uploaded: every file's SHA-256 must be present for your
 	// organisation (find_missing_blobs says which are not; upload_blob and
 	// upload_blobs send them), otherwise the answer is 409
@@ -312,7 +312,7 @@ type ClientInterface interface {
 	// `changes` (files added, or replacing the file at the same path) and
 	// `removed` (paths dropped): only the changed files' content must be
 	// present for your organisation, and the whole of the result is held to
-	// the manifest's limits (20,000 files) before any content is looked up.
+	// the manifest's limits (200,000 files) before any content is looked up.
 	// A base that is not your organisation's bundle is `not_found:resource`.
 	// Send one form. The same files give the same bundle, whichever form
 	// carried them.
@@ -326,7 +326,7 @@ type ClientInterface interface {
 	//
 	// The first step of a digest upload. The manifest lists every file of the
 	// bundle to come, as (path, size, SHA-256), and is checked whole before any
-	// content is sent: safe paths, sizes, at most 20,000 files, and the
+	// content is sent: safe paths, sizes, at most 200,000 files, and the
 	// organisation's bundle and storage quotas. `missing` lists, once each and
 	// in manifest order, the hashes whose content your organisation has not
 	// uploaded (content another organisation uploaded does not count). Send
@@ -343,7 +343,7 @@ type ClientInterface interface {
 	//
 	// The first step of a digest upload. The manifest lists every file of the
 	// bundle to come, as (path, size, SHA-256), and is checked whole before any
-	// content is sent: safe paths, sizes, at most 20,000 files, and the
+	// content is sent: safe paths, sizes, at most 200,000 files, and the
 	// organisation's bundle and storage quotas. `missing` lists, once each and
 	// in manifest order, the hashes whose content your organisation has not
 	// uploaded (content another organisation uploaded does not count). Send
@@ -1288,7 +1288,7 @@ func (c *Client) ListBundles(ctx context.Context, params *ListBundlesParams, req
 
 // UploadAssetsWithBody Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
-// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
+// Three forms. With `manifest` (up to 200,000 files), the bundle is made of
 // content already uploaded: every file's SHA-256 must be present for your
 // organisation (find_missing_blobs says which are not; upload_blob and
 // upload_blobs send them), otherwise the answer is 409
@@ -1298,7 +1298,7 @@ func (c *Client) ListBundles(ctx context.Context, params *ListBundlesParams, req
 // `changes` (files added, or replacing the file at the same path) and
 // `removed` (paths dropped): only the changed files' content must be
 // present for your organisation, and the whole of the result is held to
-// the manifest's limits (20,000 files) before any content is looked up.
+// the manifest's limits (200,000 files) before any content is looked up.
 // A base that is not your organisation's bundle is `not_found:resource`.
 // Send one form. The same files give the same bundle, whichever form
 // carried them.
@@ -1320,7 +1320,7 @@ func (c *Client) UploadAssetsWithBody(ctx context.Context, params *UploadAssetsP
 
 // UploadAssets Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
-// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
+// Three forms. With `manifest` (up to 200,000 files), the bundle is made of
 // content already uploaded: every file's SHA-256 must be present for your
 // organisation (find_missing_blobs says which are not; upload_blob and
 // upload_blobs send them), otherwise the answer is 409
@@ -1330,7 +1330,7 @@ func (c *Client) UploadAssetsWithBody(ctx context.Context, params *UploadAssetsP
 // `changes` (files added, or replacing the file at the same path) and
 // `removed` (paths dropped): only the changed files' content must be
 // present for your organisation, and the whole of the result is held to
-// the manifest's limits (20,000 files) before any content is looked up.
+// the manifest's limits (200,000 files) before any content is looked up.
 // A base that is not your organisation's bundle is `not_found:resource`.
 // Send one form. The same files give the same bundle, whichever form
 // carried them.
@@ -1354,7 +1354,7 @@ func (c *Client) UploadAssets(ctx context.Context, params *UploadAssetsParams, b
 //
 // The first step of a digest upload. The manifest lists every file of the
 // bundle to come, as (path, size, SHA-256), and is checked whole before any
-// content is sent: safe paths, sizes, at most 20,000 files, and the
+// content is sent: safe paths, sizes, at most 200,000 files, and the
 // organisation's bundle and storage quotas. `missing` lists, once each and
 // in manifest order, the hashes whose content your organisation has not
 // uploaded (content another organisation uploaded does not count). Send
@@ -1381,7 +1381,7 @@ func (c *Client) FindMissingBlobsWithBody(ctx context.Context, contentType strin
 //
 // The first step of a digest upload. The manifest lists every file of the
 // bundle to come, as (path, size, SHA-256), and is checked whole before any
-// content is sent: safe paths, sizes, at most 20,000 files, and the
+// content is sent: safe paths, sizes, at most 200,000 files, and the
 // organisation's bundle and storage quotas. `missing` lists, once each and
 // in manifest order, the hashes whose content your organisation has not
 // uploaded (content another organisation uploaded does not count). Send
@@ -6399,7 +6399,7 @@ type ClientWithResponsesInterface interface {
 
 	// UploadAssetsWithBodyWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
-	// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// Three forms. With `manifest` (up to 200,000 files), the bundle is made of
 	// content already uploaded: every file's SHA-256 must be present for your
 	// organisation (find_missing_blobs says which are not; upload_blob and
 	// upload_blobs send them), otherwise the answer is 409
@@ -6409,7 +6409,7 @@ type ClientWithResponsesInterface interface {
 	// `changes` (files added, or replacing the file at the same path) and
 	// `removed` (paths dropped): only the changed files' content must be
 	// present for your organisation, and the whole of the result is held to
-	// the manifest's limits (20,000 files) before any content is looked up.
+	// the manifest's limits (200,000 files) before any content is looked up.
 	// A base that is not your organisation's bundle is `not_found:resource`.
 	// Send one form. The same files give the same bundle, whichever form
 	// carried them.
@@ -6421,7 +6421,7 @@ type ClientWithResponsesInterface interface {
 
 	// UploadAssetsWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 	//
-	// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
+	// Three forms. With `manifest` (up to 200,000 files), the bundle is made of
 	// content already uploaded: every file's SHA-256 must be present for your
 	// organisation (find_missing_blobs says which are not; upload_blob and
 	// upload_blobs send them), otherwise the answer is 409
@@ -6431,7 +6431,7 @@ type ClientWithResponsesInterface interface {
 	// `changes` (files added, or replacing the file at the same path) and
 	// `removed` (paths dropped): only the changed files' content must be
 	// present for your organisation, and the whole of the result is held to
-	// the manifest's limits (20,000 files) before any content is looked up.
+	// the manifest's limits (200,000 files) before any content is looked up.
 	// A base that is not your organisation's bundle is `not_found:resource`.
 	// Send one form. The same files give the same bundle, whichever form
 	// carried them.
@@ -6445,7 +6445,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// The first step of a digest upload. The manifest lists every file of the
 	// bundle to come, as (path, size, SHA-256), and is checked whole before any
-	// content is sent: safe paths, sizes, at most 20,000 files, and the
+	// content is sent: safe paths, sizes, at most 200,000 files, and the
 	// organisation's bundle and storage quotas. `missing` lists, once each and
 	// in manifest order, the hashes whose content your organisation has not
 	// uploaded (content another organisation uploaded does not count). Send
@@ -6462,7 +6462,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// The first step of a digest upload. The manifest lists every file of the
 	// bundle to come, as (path, size, SHA-256), and is checked whole before any
-	// content is sent: safe paths, sizes, at most 20,000 files, and the
+	// content is sent: safe paths, sizes, at most 200,000 files, and the
 	// organisation's bundle and storage quotas. `missing` lists, once each and
 	// in manifest order, the hashes whose content your organisation has not
 	// uploaded (content another organisation uploaded does not count). Send
@@ -12154,7 +12154,7 @@ func (c *ClientWithResponses) ListBundlesWithResponse(ctx context.Context, param
 
 // UploadAssetsWithBodyWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
-// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
+// Three forms. With `manifest` (up to 200,000 files), the bundle is made of
 // content already uploaded: every file's SHA-256 must be present for your
 // organisation (find_missing_blobs says which are not; upload_blob and
 // upload_blobs send them), otherwise the answer is 409
@@ -12164,7 +12164,7 @@ func (c *ClientWithResponses) ListBundlesWithResponse(ctx context.Context, param
 // `changes` (files added, or replacing the file at the same path) and
 // `removed` (paths dropped): only the changed files' content must be
 // present for your organisation, and the whole of the result is held to
-// the manifest's limits (20,000 files) before any content is looked up.
+// the manifest's limits (200,000 files) before any content is looked up.
 // A base that is not your organisation's bundle is `not_found:resource`.
 // Send one form. The same files give the same bundle, whichever form
 // carried them.
@@ -12182,7 +12182,7 @@ func (c *ClientWithResponses) UploadAssetsWithBodyWithResponse(ctx context.Conte
 
 // UploadAssetsWithResponse Upload HTML, CSS, JavaScript and assets as a bundle; launches nothing.
 //
-// Three forms. With `manifest` (up to 20,000 files), the bundle is made of
+// Three forms. With `manifest` (up to 200,000 files), the bundle is made of
 // content already uploaded: every file's SHA-256 must be present for your
 // organisation (find_missing_blobs says which are not; upload_blob and
 // upload_blobs send them), otherwise the answer is 409
@@ -12192,7 +12192,7 @@ func (c *ClientWithResponses) UploadAssetsWithBodyWithResponse(ctx context.Conte
 // `changes` (files added, or replacing the file at the same path) and
 // `removed` (paths dropped): only the changed files' content must be
 // present for your organisation, and the whole of the result is held to
-// the manifest's limits (20,000 files) before any content is looked up.
+// the manifest's limits (200,000 files) before any content is looked up.
 // A base that is not your organisation's bundle is `not_found:resource`.
 // Send one form. The same files give the same bundle, whichever form
 // carried them.
@@ -12212,7 +12212,7 @@ func (c *ClientWithResponses) UploadAssetsWithResponse(ctx context.Context, para
 //
 // The first step of a digest upload. The manifest lists every file of the
 // bundle to come, as (path, size, SHA-256), and is checked whole before any
-// content is sent: safe paths, sizes, at most 20,000 files, and the
+// content is sent: safe paths, sizes, at most 200,000 files, and the
 // organisation's bundle and storage quotas. `missing` lists, once each and
 // in manifest order, the hashes whose content your organisation has not
 // uploaded (content another organisation uploaded does not count). Send
@@ -12235,7 +12235,7 @@ func (c *ClientWithResponses) FindMissingBlobsWithBodyWithResponse(ctx context.C
 //
 // The first step of a digest upload. The manifest lists every file of the
 // bundle to come, as (path, size, SHA-256), and is checked whole before any
-// content is sent: safe paths, sizes, at most 20,000 files, and the
+// content is sent: safe paths, sizes, at most 200,000 files, and the
 // organisation's bundle and storage quotas. `missing` lists, once each and
 // in manifest order, the hashes whose content your organisation has not
 // uploaded (content another organisation uploaded does not count). Send

@@ -22,7 +22,7 @@ func NewCmdBundlesUpload(f *cmdutil.Factory, runF func(*UploadOptions) error) *c
 		Use:   "upload <dir>",
 		Short: "Upload a directory as a bundle; launches nothing",
 		Long: `Upload every file under a directory (hidden files left out, .well-known kept)
-as one content-addressed bundle of up to 20,000 files. Files are hashed
+as one content-addressed bundle of up to 200,000 files. Files are hashed
 locally and only the content the server lacks for your organisation is sent,
 four files at a time, each streamed as it is read: after a change to one file,
 one file is uploaded. An interrupted upload resumes where it stopped when run

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,9 +27,12 @@ const uploadParallelism = 4
 // siteFile is one file of a directory to upload: where it is on disk and
 // its manifest entry.
 type siteFile struct {
-	abs     string
-	modTime time.Time
-	entry   sdk.ManifestFile
+	abs   string
+	stat  fileStat
+	entry sdk.ManifestFile
+	// cached: the digest cache holds this very record (path, size, times,
+	// hash), so what changed since it was written need not look it up.
+	cached bool
 }
 
 // readSite walks a directory into manifest entries, hashing every file as
@@ -66,6 +70,8 @@ func readSite(dir string, cache *digestCache) ([]siteFile, error) {
 	}
 	// Stat and hash on every core: reading thousands of small files is
 	// mostly waiting on the file system.
+	st := openStatter(dir)
+	defer st.close()
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, len(files))
@@ -79,16 +85,16 @@ func readSite(dir string, cache *digestCache) ([]siteFile, error) {
 					return
 				}
 				sf := &files[i]
-				info, err := os.Lstat(sf.abs)
+				// The times are read before the content: a change made
+				// while hashing leaves times the next run does not match.
+				stat, err := st.stat(filepath.FromSlash(sf.entry.Path))
 				if err != nil {
 					errs[i] = err
 					continue
 				}
-				// The time is read before the content: a change made while
-				// hashing leaves a time the next run does not match.
-				sf.modTime = info.ModTime()
-				if sha, ok := cache.lookup(sf.entry.Path, info.Size(), sf.modTime); ok {
-					sf.entry.Sha256, sf.entry.Size = sha, int(info.Size())
+				sf.stat = stat
+				if sha, ok, exact := cache.lookup(sf.entry.Path, stat); ok {
+					sf.entry.Sha256, sf.entry.Size, sf.cached = sha, int(stat.size), exact
 					continue
 				}
 				sum, size, err := hashFile(sf.abs)
@@ -98,6 +104,17 @@ func readSite(dir string, cache *digestCache) ([]siteFile, error) {
 	}
 	wg.Wait()
 	return files, errors.Join(errs...)
+}
+
+// lstatPath is os.Lstat as the cache compares it.
+func lstatPath(path string) (fileStat, error) {
+	info, err := os.Lstat(path)
+	if err != nil {
+		return fileStat{}, err
+	}
+	st := fileStat{size: info.Size(), mod: info.ModTime()}
+	st.ino, st.ctime = fileIdentity(info)
+	return st, nil
 }
 
 func hashFile(path string) (string, int64, error) {
@@ -130,6 +147,10 @@ type uploadStats struct {
 // bundle is created at once.
 func uploadDir(ctx context.Context, f *cmdutil.Factory, p *cmdutil.Progress, dir, project string) (*sdk.BundleEnvelope, uploadStats, error) {
 	var st uploadStats
+	// An upload's garbage is a few short-lived allocations a file:
+	// collecting it a third as often saves about a tenth of the CLI's CPU
+	// on a relaunch of 20,000 files (50 MiB resident).
+	defer debug.SetGCPercent(debug.SetGCPercent(300))
 	cachePath := digestCachePath(f, f.BaseURL(), project, dir)
 	cache := loadDigestCache(cachePath)
 	files, err := readSite(dir, cache)
@@ -141,21 +162,13 @@ func uploadDir(ctx context.Context, f *cmdutil.Factory, p *cmdutil.Progress, dir
 	if err != nil {
 		return nil, st, err
 	}
-	manifest := make([]sdk.ManifestFile, len(files))
-	bySHA := make(map[string]siteFile, len(files))
-	for i, sf := range files {
-		manifest[i] = sf.entry
-		if _, ok := bySHA[sf.entry.Sha256]; !ok {
-			bySHA[sf.entry.Sha256] = sf
-		}
-	}
+	ix := &siteIndex{files: files}
 	// Content can go missing between the check and the bundle (an
 	// object store losing it): the refusal names it, and a second round
 	// sends it.
-	had := cache.had()
 	base := cache.Bundle
 	for round := 0; ; round++ {
-		todo, todoBytes, err := missingFiles(ctx, c, project, dir, files, bySHA, manifest, round == 0 && len(had) > 0, had)
+		todo, todoBytes, err := missingFiles(ctx, c, project, dir, ix, cache, round == 0 && cache.usable())
 		if err != nil {
 			return nil, st, err
 		}
@@ -167,7 +180,7 @@ func uploadDir(ctx context.Context, f *cmdutil.Factory, p *cmdutil.Progress, dir
 			cache.save(cachePath)
 			return nil, st, err
 		}
-		b, err := createBundle(ctx, c, project, &base, cache, files, manifest)
+		b, err := createBundle(ctx, c, project, &base, cache, ix)
 		var e *sdk.Error
 		if round < 2 && errors.As(err, &e) && e.BlockedBy == "conflict:blobs_missing" {
 			continue
@@ -180,48 +193,64 @@ func uploadDir(ctx context.Context, f *cmdutil.Factory, p *cmdutil.Progress, dir
 	}
 }
 
+// siteIndex is a site's files with what the whole-manifest path needs of
+// them, made only when it is taken: a relaunch from the cache needs
+// neither.
+type siteIndex struct {
+	files    []siteFile
+	once     sync.Once
+	manifest []sdk.ManifestFile
+	bySHA    map[string]siteFile // the first file of each content
+}
+
+func (ix *siteIndex) build() {
+	ix.once.Do(func() {
+		ix.manifest = make([]sdk.ManifestFile, len(ix.files))
+		ix.bySHA = make(map[string]siteFile, len(ix.files))
+		for i, sf := range ix.files {
+			ix.manifest[i] = sf.entry
+			if _, ok := ix.bySHA[sf.entry.Sha256]; !ok {
+				ix.bySHA[sf.entry.Sha256] = sf
+			}
+		}
+	})
+}
+
 // missingFiles are the files whose contents to send: those not in the last
 // bundle, when the cache stands in for asking, else those the server says
 // it lacks. It returns them and the bytes they hold.
-func missingFiles(ctx context.Context, c *sdk.Client, project, dir string, files []siteFile, bySHA map[string]siteFile, manifest []sdk.ManifestFile, fromCache bool, had map[string]bool) ([]siteFile, int64, error) {
-	var todo []siteFile
-	var todoBytes int64
+func missingFiles(ctx context.Context, c *sdk.Client, project, dir string, ix *siteIndex, cache *digestCache, fromCache bool) ([]siteFile, int64, error) {
 	if fromCache {
 		// What the last bundle held is taken as still there.
-		for _, sf := range files {
-			if sha := sf.entry.Sha256; !had[sha] && bySHA[sha].abs == sf.abs {
-				todo = append(todo, sf)
-				todoBytes += int64(sf.entry.Size)
-			}
-		}
-	} else {
-		m, err := c.FindMissingBlobs(ctx, sdk.FindMissingBlobsJSONRequestBody{ProjectId: project, Manifest: manifest})
-		if err != nil {
-			return nil, 0, err
-		}
-		todo = make([]siteFile, 0, len(m.Data.Missing))
-		for _, sha := range m.Data.Missing {
-			sf, ok := bySHA[sha]
-			if !ok {
-				return nil, 0, fmt.Errorf("the server asked for content %s, which no file in %s has", sha, dir)
-			}
-			todo = append(todo, sf)
-		}
-		todoBytes = int64(m.Data.MissingBytes)
+		todo, todoBytes := cache.unsent(ix.files)
+		return todo, todoBytes, nil
 	}
-	return todo, todoBytes, nil
+	ix.build()
+	m, err := c.FindMissingBlobs(ctx, sdk.FindMissingBlobsJSONRequestBody{ProjectId: project, Manifest: ix.manifest})
+	if err != nil {
+		return nil, 0, err
+	}
+	todo := make([]siteFile, 0, len(m.Data.Missing))
+	for _, sha := range m.Data.Missing {
+		sf, ok := ix.bySHA[sha]
+		if !ok {
+			return nil, 0, fmt.Errorf("the server asked for content %s, which no file in %s has", sha, dir)
+		}
+		todo = append(todo, sf)
+	}
+	return todo, int64(m.Data.MissingBytes), nil
 }
 
 // createBundle creates the bundle: from the last bundle and what changed
 // since, when there is one the server still holds, else from the whole
 // manifest. A last bundle gone clears base.
-func createBundle(ctx context.Context, c *sdk.Client, project string, base *string, cache *digestCache, files []siteFile, manifest []sdk.ManifestFile) (*sdk.BundleEnvelope, error) {
+func createBundle(ctx context.Context, c *sdk.Client, project string, base *string, cache *digestCache, ix *siteIndex) (*sdk.BundleEnvelope, error) {
 	var b *sdk.BundleEnvelope
 	var err error
 	if *base != "" {
 		// What differs from the last bundle, which the server
 		// holds: a one-file change sends one entry, not the site.
-		changes, removed := cache.changesSince(files)
+		changes, removed := cache.changesSince(ix.files)
 		b, err = c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, BaseBundleId: base, Changes: &changes, Removed: &removed})
 		var e *sdk.Error
 		if errors.As(err, &e) && e.BlockedBy == "not_found:resource" {
@@ -231,7 +260,8 @@ func createBundle(ctx context.Context, c *sdk.Client, project string, base *stri
 		}
 	}
 	if *base == "" {
-		b, err = c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &manifest})
+		ix.build()
+		b, err = c.UploadAssets(ctx, &sdk.UploadAssetsParams{}, sdk.UploadAssetsJSONRequestBody{ProjectId: project, Manifest: &ix.manifest})
 	}
 	return b, err
 }

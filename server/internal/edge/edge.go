@@ -130,6 +130,23 @@ type Sites interface {
 	PutBlobForms(ctx context.Context, sha string, f store.Forms) error
 }
 
+// pagedSites is what a Sites that keeps manifests in pages also offers: a
+// bundle's page list without its manifest, and pages by their SHA-256.
+// The edge then builds a new version of a site from the pages it already
+// holds, decoding only the pages the version changed.
+type pagedSites interface {
+	Root(ctx context.Context, orgID, id string) (store.Bundle, error)
+	Pages(ctx context.Context, shas []string) (map[string][]byte, error)
+}
+
+func (s storeSites) Root(ctx context.Context, orgID, id string) (store.Bundle, error) {
+	return s.st.Bundles().Root(ctx, orgID, id)
+}
+
+func (s storeSites) Pages(ctx context.Context, shas []string) (map[string][]byte, error) {
+	return s.st.Bundles().Pages(ctx, shas)
+}
+
 // FromStore reads sites from the store.
 func FromStore(st *store.Store) Sites { return storeSites{st} }
 
@@ -163,7 +180,10 @@ type Edge struct {
 	sites   *cache.Cache[string, *site]
 	missing *cache.Cache[string, time.Time]
 	blobs   *cache.Cache[string, *blob]
-	loads   singleflight.Group
+	// pages are manifest pages decoded into files, by the page's SHA-256:
+	// a page's files are the same in every site and version that holds it.
+	pages *cache.Cache[string, *pageFiles]
+	loads singleflight.Group
 	// names, when set, holds every host a live service may answer for:
 	// a host it does not hold is answered 404 with no store lookup.
 	names Names
@@ -220,6 +240,7 @@ func NewWithLimits(st Sites, log *slog.Logger, l Limits) *Edge {
 		sites:   cache.New(l.Sites, int64(l.Files), func(_ string, s *site) int64 { return int64(len(s.files)) + 1 }),
 		missing: cache.New[string, time.Time](l.UnknownHosts, 0, nil),
 		blobs:   cache.New(1<<20, l.HotCacheBytes, func(_ string, b *blob) int64 { return b.size() + 64 }),
+		pages:   cache.New(l.Sites, int64(l.Files), func(_ string, p *pageFiles) int64 { return int64(len(p.files)) + 1 }),
 	}
 }
 
@@ -347,27 +368,99 @@ func (e *Edge) build(ctx context.Context, svc store.Service) (*site, error) {
 		}
 		return s, nil
 	}
-	b, err := e.store.Bundle(ctx, svc.OrgID, svc.BundleID)
-	if err != nil {
-		return nil, err
-	}
-	var manifest []File
-	if err := json.Unmarshal([]byte(b.Manifest), &manifest); err != nil {
-		return nil, err
-	}
-	s := &site{serviceID: svc.ID, bundleID: svc.BundleID, updated: svc.UpdatedAt, checked: time.Now(), files: make(map[string]*file, len(manifest))}
-	for _, m := range manifest {
-		f := &file{sha: m.SHA256, ctype: m.ContentType}
-		if f.ctype == "" {
-			f.ctype = ContentType(m.Path)
+	var manifest string
+	if ps, ok := e.store.(pagedSites); ok {
+		b, err := ps.Root(ctx, svc.OrgID, svc.BundleID)
+		if err != nil {
+			return nil, err
 		}
-		f.ctypeH = []string{f.ctype}
-		if strings.HasSuffix(m.Path, ".html") {
-			f.cacheH = []string{"public, max-age=0, must-revalidate"}
+		if b.Pages != nil {
+			return e.buildFromPages(ctx, ps, svc, b.Pages)
+		}
+		manifest = b.Manifest // stored before pages: whole
+	} else {
+		b, err := e.store.Bundle(ctx, svc.OrgID, svc.BundleID)
+		if err != nil {
+			return nil, err
+		}
+		manifest = b.Manifest
+	}
+	var entries []File
+	if err := json.Unmarshal([]byte(manifest), &entries); err != nil {
+		return nil, err
+	}
+	s := &site{serviceID: svc.ID, bundleID: svc.BundleID, updated: svc.UpdatedAt, checked: time.Now(), files: make(map[string]*file, len(entries))}
+	for _, m := range entries {
+		s.files["/"+m.Path] = newFile(m)
+	}
+	s.notFound = s.files["/404.html"]
+	return s, nil
+}
+
+// newFile is a manifest entry as the edge serves it.
+func newFile(m File) *file {
+	f := &file{sha: m.SHA256, ctype: m.ContentType}
+	if f.ctype == "" {
+		f.ctype = ContentType(m.Path)
+	}
+	f.ctypeH = []string{f.ctype}
+	if strings.HasSuffix(m.Path, ".html") {
+		f.cacheH = []string{"public, max-age=0, must-revalidate"}
+	} else {
+		f.cacheH = []string{"public, max-age=3600"}
+	}
+	return f
+}
+
+// pageFiles are one manifest page's files, by their paths as the site's
+// map keys them ("/" and the path).
+type pageFiles struct {
+	paths []string
+	files []*file
+}
+
+// buildFromPages builds a static site from its bundle's pages: the pages
+// the edge holds already (an earlier version's, another site's) are used
+// as they are, and the others read in one query and decoded, so a new
+// version with one file changed decodes one page.
+func (e *Edge) buildFromPages(ctx context.Context, ps pagedSites, svc store.Service, refs []store.PageRef) (*site, error) {
+	got := make([]*pageFiles, len(refs))
+	var missing []string
+	n := 0
+	for i, r := range refs {
+		n += r.Files
+		if p, ok := e.pages.Get(r.SHA256); ok {
+			got[i] = p
 		} else {
-			f.cacheH = []string{"public, max-age=3600"}
+			missing = append(missing, r.SHA256)
 		}
-		s.files["/"+m.Path] = f
+	}
+	if len(missing) > 0 {
+		raw, err := ps.Pages(ctx, missing)
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range refs {
+			if got[i] != nil {
+				continue
+			}
+			var entries []File
+			if err := json.Unmarshal(raw[r.SHA256], &entries); err != nil {
+				return nil, err
+			}
+			p := &pageFiles{paths: make([]string, len(entries)), files: make([]*file, len(entries))}
+			for j, m := range entries {
+				p.paths[j], p.files[j] = "/"+m.Path, newFile(m)
+			}
+			e.pages.Put(r.SHA256, p)
+			got[i] = p
+		}
+	}
+	s := &site{serviceID: svc.ID, bundleID: svc.BundleID, updated: svc.UpdatedAt, checked: time.Now(), files: make(map[string]*file, n)}
+	for _, p := range got {
+		for j, path := range p.paths {
+			s.files[path] = p.files[j]
+		}
 	}
 	s.notFound = s.files["/404.html"]
 	return s, nil

@@ -32,7 +32,7 @@ func bundleSummary(b store.Bundle) models.BundleSummary {
 // bytes than one whose content travels inline in one body.
 const (
 	MaxBundleFiles   = 5000
-	MaxManifestFiles = 20000
+	MaxManifestFiles = 200000
 	MaxFileBytes     = 25 << 20
 	MaxBundleBytes   = 48 << 20
 	MaxManifestBytes = 512 << 20
@@ -106,12 +106,16 @@ func (s *Bundles) Get(ctx context.Context, orgID, id string) (*models.BundleInfo
 	if err := json.Unmarshal([]byte(b.Manifest), &manifest); err != nil {
 		return nil, nil, apierr.Internal(err)
 	}
+	target, err := s.launchTarget(ctx, store.Bundle{Manifest: b.Manifest})
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
+	}
 	sum := bundleSummary(b)
 	out := &models.BundleInfo{BundleId: sum.BundleId, Sha256: sum.Sha256, FileCount: sum.FileCount, TotalBytes: sum.TotalBytes, CreatedAt: sum.CreatedAt, Files: []models.BundleFile{}}
 	for _, f := range manifest {
 		out.Files = append(out.Files, models.BundleFile{ContentType: f.ContentType, Path: f.Path, Sha256: f.SHA256, Size: int(f.Size)})
 	}
-	return out, []models.Action{actions.Tool("launch_service", "agent", map[string]any{"bundleId": b.ID, "target": launchTarget(b)})}, nil
+	return out, []models.Action{actions.Tool("launch_service", "agent", map[string]any{"bundleId": b.ID, "target": target})}, nil
 }
 
 // manifestFiles checks a digest manifest whole, before any content
@@ -354,8 +358,7 @@ func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req models.Uplo
 	if err != nil {
 		return nil, nil, err
 	}
-	var manifest []site.File
-	var total int64
+	var refs []store.PageRef
 	var newBlobs *int
 	var baseID string
 	if err := oneForm(req); err != nil {
@@ -369,65 +372,95 @@ func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req models.Uplo
 	}
 	switch {
 	case req.BaseBundleId != nil:
-		files, sum, err := s.derive(ctx, p, req, losses)
-		if err != nil {
+		if refs, err = s.derive(ctx, p, req, losses); err != nil {
 			return nil, nil, err
 		}
-		manifest, total, baseID = files, sum, *req.BaseBundleId
+		baseID = *req.BaseBundleId
 	case req.Manifest != nil:
-		files, sum, shas, err := manifestFiles(*req.Manifest)
-		if err != nil {
+		if refs, err = s.fromManifest(ctx, p, req); err != nil {
 			return nil, nil, err
 		}
-		if err := s.projects.checkBundleQuota(ctx, p.OrgID, sum); err != nil {
-			return nil, nil, err
-		}
-		missing, _, err := s.missingFor(ctx, p.OrgID, "body.manifest", files, shas)
-		if err != nil {
-			return nil, nil, err
-		}
-		if len(missing) > 0 {
-			return nil, nil, blobsMissing(req.ProjectId, "body.manifest", missing,
-				fmt.Sprintf("%d of the manifest's %d distinct contents are not uploaded by your organisation; upload them with upload_blob, then send this again", len(missing), len(shas)))
-		}
-		manifest, total = files, sum
 	case req.Files != nil:
-		files, sum, n, err := s.storeInline(ctx, p, *req.Files)
+		files, _, n, err := s.storeInline(ctx, p, *req.Files)
 		if err != nil {
 			return nil, nil, err
 		}
-		manifest, total, newBlobs = files, sum, &n
-	}
-
-	now := s.Now()
-	mj, _ := json.Marshal(manifest)
-	sum := sha256.Sum256(mj)
-	b, created, err := s.store.Bundles().Put(ctx, store.Bundle{ID: auth.ID("bnd"), OrgID: p.OrgID, SHA256: hex.EncodeToString(sum[:]),
-		FileCount: len(manifest), TotalBytes: total, Manifest: string(mj), CreatedAt: now.UTC(), Checked: true, CheckedLosses: losses, BaseID: baseID})
-	if err != nil {
-		return nil, nil, apierr.Internal(err)
-	}
-	if created {
-		err = s.store.InTx(ctx, func(tx *store.Tx) error {
-			details := map[string]any{"sha256": b.SHA256, "files": b.FileCount, "bytes": b.TotalBytes}
-			if baseID != "" {
-				details["baseBundleId"] = baseID
-			}
-			_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "upload_assets", ObjectType: "bundle", ObjectID: b.ID,
-				Details: details}, now)
-			return err
-		})
-		if err != nil {
+		if refs, err = writePages(ctx, s.store.Bundles(), s.Now(), files); err != nil {
 			return nil, nil, apierr.Internal(err)
 		}
+		newBlobs = &n
+	}
+	b, created, err := s.putBundle(ctx, p, refs, losses, baseID)
+	if err != nil {
+		return nil, nil, err
+	}
+	target, err := s.launchTarget(ctx, b)
+	if err != nil {
+		return nil, nil, apierr.Internal(err)
 	}
 	m := s.Mutation("upload_assets", nil, []models.ResourceRef{{Type: "bundle", Id: b.ID}}, nil, remaining(proj))
 	out := &models.Bundle{BundleId: b.ID, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), Sha256: b.SHA256,
 		Deduplicated: ptr(!created), NewBlobs: newBlobs, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
 	next := []models.Action{
-		actions.Tool("launch_service", "agent", map[string]any{"id": proj.ID, "bundleId": b.ID, "target": launchTarget(b)}),
+		actions.Tool("launch_service", "agent", map[string]any{"id": proj.ID, "bundleId": b.ID, "target": target}),
 	}
 	return out, next, nil
+}
+
+// fromManifest checks a whole manifest, whose every content the
+// organisation must have uploaded, and stores it as pages.
+func (s *Bundles) fromManifest(ctx context.Context, p *auth.Principal, req models.UploadAssetsRequest) ([]store.PageRef, error) {
+	files, sum, shas, err := manifestFiles(*req.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.projects.checkBundleQuota(ctx, p.OrgID, sum); err != nil {
+		return nil, err
+	}
+	missing, _, err := s.missingFor(ctx, p.OrgID, "body.manifest", files, shas)
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 {
+		return nil, blobsMissing(req.ProjectId, "body.manifest", missing,
+			fmt.Sprintf("%d of the manifest's %d distinct contents are not uploaded by your organisation; upload them with upload_blob, then send this again", len(missing), len(shas)))
+	}
+	refs, err := writePages(ctx, s.store.Bundles(), s.Now(), files)
+	if err != nil {
+		return nil, apierr.Internal(err)
+	}
+	return refs, nil
+}
+
+// putBundle records a bundle of pages, or finds the organisation's bundle
+// of the same files, and writes the ledger record of a new one.
+func (s *Bundles) putBundle(ctx context.Context, p *auth.Principal, refs []store.PageRef, losses int64, baseID string) (store.Bundle, bool, error) {
+	now := s.Now()
+	nb := store.Bundle{ID: auth.ID("bnd"), OrgID: p.OrgID, SHA256: rootDigest(refs), Pages: refs, CreatedAt: now.UTC(), Checked: true, CheckedLosses: losses, BaseID: baseID}
+	for _, r := range refs {
+		nb.FileCount += r.Files
+		nb.TotalBytes += r.Bytes
+	}
+	b, created, err := s.store.Bundles().Put(ctx, nb)
+	if err != nil {
+		return b, false, apierr.Internal(err)
+	}
+	if !created {
+		return b, false, nil
+	}
+	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+		details := map[string]any{"sha256": b.SHA256, "files": b.FileCount, "bytes": b.TotalBytes}
+		if baseID != "" {
+			details["baseBundleId"] = baseID
+		}
+		_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "upload_assets", ObjectType: "bundle", ObjectID: b.ID,
+			Details: details}, now)
+		return err
+	})
+	if err != nil {
+		return b, true, apierr.Internal(err)
+	}
+	return b, true, nil
 }
 
 // oneForm refuses a request that sends more than one of the forms, none,
@@ -471,45 +504,70 @@ func oneForm(req models.UploadAssetsRequest) error {
 // content was lost since (losses is the count the base was checked at),
 // only the changes are looked up; otherwise every content of the result
 // is, as for a whole manifest.
-func (s *Bundles) derive(ctx context.Context, p *auth.Principal, req models.UploadAssetsRequest, losses int64) ([]site.File, int64, error) {
+func (s *Bundles) derive(ctx context.Context, p *auth.Principal, req models.UploadAssetsRequest, losses int64) ([]store.PageRef, error) {
 	cs, err := readChanges(req)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	// Another organisation's bundle is not found, as an unknown one.
-	base, err := s.store.Bundles().Get(ctx, p.OrgID, *req.BaseBundleId)
+	base, err := s.store.Bundles().Root(ctx, p.OrgID, *req.BaseBundleId)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, 0, apierr.Newf("not_found:resource", "no bundle %s in your organisation", *req.BaseBundleId).
+		return nil, apierr.Newf("not_found:resource", "no bundle %s in your organisation", *req.BaseBundleId).
 			WithActions(actions.Tool("list_bundles", "agent", nil)).
 			WithDetails(models.FieldProblem{Field: "body.baseBundleId", Problem: "no such bundle"})
 	}
 	if err != nil {
-		return nil, 0, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	var baseFiles []site.File
-	if err := json.Unmarshal([]byte(base.Manifest), &baseFiles); err != nil {
-		return nil, 0, apierr.Internal(err)
+	var refs []store.PageRef
+	if base.Pages != nil {
+		refs, err = s.derivePages(ctx, base, cs)
+	} else {
+		refs, err = s.deriveWhole(ctx, base, cs)
 	}
-	files, total, err := cs.apply(base.ID, baseFiles)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
+	}
+	var files int
+	var total int64
+	for _, r := range refs {
+		files += r.Files
+		total += r.Bytes
 	}
 	switch {
-	case len(files) > MaxManifestFiles:
-		return nil, 0, tooManyFiles("body.changes", len(files))
-	case len(files) == 0:
-		return nil, 0, apierr.New("input:invalid", "the bundle would hold no file").
+	case files > MaxManifestFiles:
+		return nil, tooManyFiles("body.changes", files)
+	case files == 0:
+		return nil, apierr.New("input:invalid", "the bundle would hold no file").
 			WithDetails(models.FieldProblem{Field: "body.removed", Problem: "removes every file"})
 	case total > MaxManifestBytes:
-		return nil, 0, tooManyBytes("body.changes", total)
+		return nil, tooManyBytes("body.changes", total)
 	}
 	if err := s.projects.checkBundleQuota(ctx, p.OrgID, total); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	if err := s.derivedContentStored(ctx, p.OrgID, req.ProjectId, base, losses, cs, files); err != nil {
-		return nil, 0, err
+	if err := s.derivedContentStored(ctx, p.OrgID, req.ProjectId, base, losses, cs, refs); err != nil {
+		return nil, err
 	}
-	return files, total, nil
+	return refs, nil
+}
+
+// deriveWhole derives from a base stored before pages, whose manifest is
+// one JSON document: it is decoded whole, once, and the result is paged.
+func (s *Bundles) deriveWhole(ctx context.Context, base store.Bundle, cs changeSet) ([]store.PageRef, error) {
+	var baseFiles []site.File
+	if err := json.Unmarshal([]byte(base.Manifest), &baseFiles); err != nil {
+		return nil, apierr.Internal(err)
+	}
+	files, _, err := cs.apply(base.ID, baseFiles)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := writePages(ctx, s.store.Bundles(), s.Now(), files)
+	if err != nil {
+		return nil, apierr.Internal(err)
+	}
+	return refs, nil
 }
 
 // changeSet is what a derived bundle changes in its base: the changed or
@@ -609,24 +667,20 @@ func (cs changeSet) apply(baseID string, baseFiles []site.File) ([]site.File, in
 
 // derivedContentStored checks the organisation uploaded the content a
 // derived bundle needs: the changes' only, when the base was checked and
-// no content was lost since; else every content of the result.
-func (s *Bundles) derivedContentStored(ctx context.Context, orgID, projectID string, base store.Bundle, losses int64, cs changeSet, files []site.File) error {
-	check, shas, field := cs.changed, cs.changedSHAs, "body.changes"
-	if !base.Checked || base.CheckedLosses != losses {
-		check, field = files, "body.baseBundleId"
-		seen := make(map[string]bool, len(files))
-		shas = shas[:0:0]
-		for _, f := range files {
-			if !seen[f.SHA256] {
-				seen[f.SHA256] = true
-				shas = append(shas, f.SHA256)
-			}
+// no content was lost since; else every content of the result, a group of
+// pages at a time.
+func (s *Bundles) derivedContentStored(ctx context.Context, orgID, projectID string, base store.Bundle, losses int64, cs changeSet, refs []store.PageRef) error {
+	var missing []string
+	var err error
+	field := "body.changes"
+	if base.Checked && base.CheckedLosses == losses {
+		if len(cs.changedSHAs) > 0 {
+			missing, _, err = s.missingFor(ctx, orgID, field, cs.changed, cs.changedSHAs)
 		}
+	} else {
+		field = "body.baseBundleId"
+		missing, err = s.pagesMissing(ctx, orgID, field, refs)
 	}
-	if len(shas) == 0 {
-		return nil
-	}
-	missing, _, err := s.missingFor(ctx, orgID, field, check, shas)
 	if err != nil {
 		return err
 	}
@@ -635,6 +689,16 @@ func (s *Bundles) derivedContentStored(ctx context.Context, orgID, projectID str
 			fmt.Sprintf("%d of the bundle's contents are not uploaded by your organisation; upload them with upload_blob, then send this again", len(missing)))
 	}
 	return nil
+}
+
+// notInBase refuses removed paths the base does not hold.
+func notInBase(baseID string, cs changeSet, paths []string) error {
+	sort.Slice(paths, func(i, j int) bool { return cs.drop[paths[i]] < cs.drop[paths[j]] })
+	var problems []models.FieldProblem
+	for _, r := range paths {
+		problems = append(problems, models.FieldProblem{Field: fmt.Sprintf("body.removed.%d", cs.drop[r]), Problem: "bundle " + baseID + " holds no " + r})
+	}
+	return apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
 }
 
 // blobsMissing is the refusal of a bundle whose content is not all there,
@@ -726,10 +790,18 @@ func (s *Bundles) storeInline(ctx context.Context, p *auth.Principal, in []model
 // launchTarget is the target a bundle's launch action suggests: a bundle
 // with a Procfile at its root is an app to run (process), anything else a
 // static site (edge), which would publish an app's source as files. It
-// looks for the entry in the stored manifest's JSON without decoding it.
-func launchTarget(b store.Bundle) string {
-	if strings.Contains(b.Manifest, `"path":"Procfile"`) {
-		return "process"
+// reads only the page that would hold the Procfile.
+func (s *Bundles) launchTarget(ctx context.Context, b store.Bundle) (string, error) {
+	if b.Pages == nil {
+		// Stored before pages: the entry is looked for in the JSON.
+		if strings.Contains(b.Manifest, `"path":"Procfile"`) {
+			return "process", nil
+		}
+		return "edge", nil
 	}
-	return "edge"
+	_, ok, err := bundleFile(ctx, s.store.Bundles(), b, "Procfile")
+	if ok {
+		return "process", err
+	}
+	return "edge", err
 }

@@ -360,7 +360,7 @@ func (s newLaunch) checkLaunchRequest(ctx context.Context, p *auth.Principal, pr
 			actions.Tool("upload_assets", "agent", map[string]any{"projectId": projectID})).
 			WithDetails(models.FieldProblem{Field: "body.bundleId", Problem: "missing"})
 	}
-	bundle, err := s.store.Bundles().Get(ctx, p.OrgID, *req.BundleId)
+	bundle, err := s.store.Bundles().Root(ctx, p.OrgID, *req.BundleId)
 	if errors.Is(err, store.ErrNotFound) {
 		return bundle, apierr.Newf("not_found:resource", "no bundle %s in your organisation", *req.BundleId)
 	} else if err != nil {

@@ -101,7 +101,7 @@ func (s *projectBooks) State(ctx context.Context, p *auth.Principal, projectID s
 
 // BundleVersion is a bundle's content digest, or not_found:resource.
 func (s *Bundles) Version(ctx context.Context, p *auth.Principal, id string) (string, error) {
-	b, err := s.store.Bundles().Get(ctx, p.OrgID, id)
+	b, err := s.store.Bundles().Root(ctx, p.OrgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", apierr.Newf("not_found:resource", "no bundle %s in your organisation", id)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
-	"github.com/pierhq/pier/server/internal/site"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -177,28 +176,23 @@ func runsProcesses(target string) bool { return target == "process" || target ==
 // procfileCommand reads the command for a target from a bundle's Procfile:
 // the web: line for a process, worker: for a worker.
 func (s *Runs) procfileCommand(ctx context.Context, b store.Bundle, target string) (string, error) {
-	var files []site.File
-	if err := json.Unmarshal([]byte(b.Manifest), &files); err != nil {
+	f, ok, err := bundleFile(ctx, s.store.Bundles(), b, "Procfile")
+	if err != nil || !ok {
 		return "", err
 	}
 	want := "web"
 	if target == "worker" {
 		want = "worker"
 	}
-	for _, f := range files {
-		if f.Path != "Procfile" {
-			continue
-		}
-		data, err := s.store.Bundles().Blob(ctx, f.SHA256)
-		if err != nil {
-			return "", err
-		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		for sc.Scan() {
-			name, cmd, ok := strings.Cut(sc.Text(), ":")
-			if ok && strings.TrimSpace(name) == want && strings.TrimSpace(cmd) != "" {
-				return strings.TrimSpace(cmd), nil
-			}
+	data, err := s.store.Bundles().Blob(ctx, f.SHA256)
+	if err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		name, cmd, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(name) == want && strings.TrimSpace(cmd) != "" {
+			return strings.TrimSpace(cmd), nil
 		}
 	}
 	return "", nil

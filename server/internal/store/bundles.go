@@ -19,12 +19,15 @@ func scanBundleSummary(row interface{ Scan(...any) error }) (Bundle, error) {
 	return b, err
 }
 
-// Bundle is an uploaded set of files; Manifest is JSON.
+// Bundle is an uploaded set of files. Manifest is its whole manifest as
+// JSON (Get fills it; Root leaves it "[]" for a paged bundle); Pages are
+// its manifest's pages in path order, nil for a bundle stored before them.
 type Bundle struct {
 	ID, OrgID, SHA256 string
 	FileCount         int
 	TotalBytes        int64
 	Manifest          string
+	Pages             []PageRef
 	CreatedAt         time.Time
 	// CheckedLosses is the blob loss count (Losses) at which every
 	// content the manifest names was last known stored, when Checked;
@@ -370,15 +373,29 @@ func (db Bundles) MissingBlobs(ctx context.Context, shas []string) ([]string, er
 // content is no longer stored (an object store that lost objects, a row
 // deleted by hand), sorted, in one query whatever the bundle's size.
 func (db Bundles) BundleMissingBlobs(ctx context.Context, orgID, bundleID string) ([]string, error) {
-	query := `SELECT DISTINCT json_extract(f.value, '$.sha256') AS sha FROM bundles bd, json_each(bd.manifest) AS f
-		WHERE bd.org_id = ? AND bd.id = ? AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = json_extract(f.value, '$.sha256'))
+	// A paged bundle's entries are in its pages; an older one's in its
+	// manifest column ("[]" for a paged one): both are read.
+	query := `SELECT sha FROM (
+		SELECT json_extract(f.value, '$.sha256') AS sha FROM bundles bd, json_each(bd.manifest) AS f
+		WHERE bd.org_id = ? AND bd.id = ?
+		UNION
+		SELECT json_extract(f.value, '$.sha256') AS sha FROM bundles bd, json_each(COALESCE(bd.pages, '[]')) AS r
+		JOIN manifest_pages p ON p.sha256 = json_extract(r.value, '$.sha256'), json_each(p.entries) AS f
+		WHERE bd.org_id = ? AND bd.id = ?) AS s
+		WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = s.sha)
 		ORDER BY sha`
 	if db.store.engine == Postgres {
-		query = `SELECT DISTINCT f.value->>'sha256' AS sha FROM bundles bd, jsonb_array_elements(CAST(bd.manifest AS jsonb)) AS f(value)
-		WHERE bd.org_id = ? AND bd.id = ? AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = f.value->>'sha256')
+		query = `SELECT sha FROM (
+		SELECT f.value->>'sha256' AS sha FROM bundles bd, jsonb_array_elements(CAST(bd.manifest AS jsonb)) AS f(value)
+		WHERE bd.org_id = ? AND bd.id = ?
+		UNION
+		SELECT f.value->>'sha256' AS sha FROM bundles bd CROSS JOIN jsonb_array_elements(CAST(COALESCE(bd.pages, '[]') AS jsonb)) AS r(value)
+		JOIN manifest_pages p ON p.sha256 = r.value->>'sha256' CROSS JOIN jsonb_array_elements(CAST(p.entries AS jsonb)) AS f(value)
+		WHERE bd.org_id = ? AND bd.id = ?) AS s
+		WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = s.sha)
 		ORDER BY sha`
 	}
-	rows, err := db.ex.QueryContext(ctx, db.q(query), orgID, bundleID)
+	rows, err := db.ex.QueryContext(ctx, db.q(query), orgID, bundleID, orgID, bundleID)
 	if err != nil {
 		return nil, err
 	}
@@ -430,8 +447,17 @@ func (db Bundles) Put(ctx context.Context, b Bundle) (Bundle, bool, error) {
 	if !b.Checked {
 		b.CheckedLosses = -1
 	}
-	res, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO bundles (id, org_id, sha256, file_count, total_bytes, manifest, created_at, checked_losses, base_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (org_id, sha256) DO NOTHING`), b.ID, b.OrgID, b.SHA256, b.FileCount, b.TotalBytes, b.Manifest, b.CreatedAt.UnixMicro(), b.CheckedLosses, base)
+	var pages any
+	manifest := b.Manifest
+	if b.Pages != nil {
+		j, err := json.Marshal(b.Pages)
+		if err != nil {
+			return b, false, err
+		}
+		pages, manifest = string(j), "[]"
+	}
+	res, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO bundles (id, org_id, sha256, file_count, total_bytes, manifest, created_at, checked_losses, base_id, pages) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (org_id, sha256) DO NOTHING`), b.ID, b.OrgID, b.SHA256, b.FileCount, b.TotalBytes, manifest, b.CreatedAt.UnixMicro(), b.CheckedLosses, base, pages)
 	if err != nil {
 		return b, false, err
 	}
@@ -448,19 +474,28 @@ func (db Bundles) Put(ctx context.Context, b Bundle) (Bundle, bool, error) {
 	return existing, false, err
 }
 
-// GetBundle reads a bundle of the organisation.
+// GetBundle reads a bundle of the organisation with its whole manifest,
+// joined from its pages when it has them.
 func (db Bundles) Get(ctx context.Context, orgID, id string) (Bundle, error) {
-	return db.by(ctx, `org_id = ? AND id = ?`, orgID, id)
+	b, err := db.by(ctx, `org_id = ? AND id = ?`, orgID, id)
+	if err == nil && b.Pages != nil {
+		b.Manifest, err = db.manifestOf(ctx, b.Pages)
+	}
+	return b, err
 }
 
 func (db Bundles) by(ctx context.Context, where string, args ...any) (Bundle, error) {
 	var b Bundle
 	var created int64
-	var base sql.NullString
-	err := db.ex.QueryRowContext(ctx, db.q(`SELECT id, org_id, sha256, file_count, total_bytes, manifest, created_at, checked_losses, base_id FROM bundles WHERE `+where), args...).
-		Scan(&b.ID, &b.OrgID, &b.SHA256, &b.FileCount, &b.TotalBytes, &b.Manifest, &created, &b.CheckedLosses, &base)
+	var base, pages sql.NullString
+	err := db.ex.QueryRowContext(ctx, db.q(`SELECT id, org_id, sha256, file_count, total_bytes, manifest, created_at, checked_losses, base_id, pages FROM bundles WHERE `+where), args...).
+		Scan(&b.ID, &b.OrgID, &b.SHA256, &b.FileCount, &b.TotalBytes, &b.Manifest, &created, &b.CheckedLosses, &base, &pages)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, ErrNotFound
+	}
+	if err == nil && pages.Valid {
+		b.Pages = []PageRef{}
+		err = json.Unmarshal([]byte(pages.String), &b.Pages)
 	}
 	b.CreatedAt = time.UnixMicro(created).UTC()
 	b.BaseID = base.String

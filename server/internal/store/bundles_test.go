@@ -73,6 +73,38 @@ func TestBundles(t *testing.T) { runCases(t, bundlesCases) }
 
 // bundlesCases are TestBundles's cases, each run on every engine.
 var bundlesCases = []storeCase{
+	{"manifest pages", func(t *testing.T, w world) {
+		bundles := w.st.Bundles()
+		p1 := store.Page{SHA256: "page_1", Entries: []byte(`[{"path":"a.html","sha256":"sha_a","size":1,"contentType":"text/html"}]`)}
+		p2 := store.Page{SHA256: "page_2", Entries: []byte(`[{"path":"b.html","sha256":"sha_b","size":2,"contentType":"text/html"},{"path":"c.html","sha256":"sha_a","size":1,"contentType":"text/html"}]`)}
+		for range 2 { // a page stored again is left as it is
+			must(t, bundles.PutPages(ctx, []store.Page{p1, p2}, t0))
+		}
+		pages, err := bundles.Pages(ctx, []string{"page_2", "page_1"})
+		if err != nil || string(pages["page_1"]) != string(p1.Entries) || string(pages["page_2"]) != string(p2.Entries) {
+			t.Fatalf("pages %q, %v", pages, err)
+		}
+		if _, err := bundles.Pages(ctx, []string{"page_none"}); err == nil {
+			t.Fatal("an unknown page was read")
+		}
+		refs := []store.PageRef{{SHA256: "page_1", First: "a.html", Files: 1, Bytes: 1}, {SHA256: "page_2", First: "b.html", Files: 2, Bytes: 3}}
+		if _, created, err := bundles.Put(ctx, store.Bundle{ID: "bnd_p", OrgID: w.org, SHA256: "sha_p", FileCount: 3, TotalBytes: 4, Pages: refs, CreatedAt: t0}); err != nil || !created {
+			t.Fatalf("put %v %v", created, err)
+		}
+		root, err := bundles.Root(ctx, w.org, "bnd_p")
+		if err != nil || !slices.Equal(root.Pages, refs) || root.Manifest != "[]" {
+			t.Fatalf("root %+v, %v", root, err)
+		}
+		got, err := bundles.Get(ctx, w.org, "bnd_p")
+		want := `[{"path":"a.html","sha256":"sha_a","size":1,"contentType":"text/html"},{"path":"b.html","sha256":"sha_b","size":2,"contentType":"text/html"},{"path":"c.html","sha256":"sha_a","size":1,"contentType":"text/html"}]`
+		if err != nil || got.Manifest != want {
+			t.Fatalf("get %q, %v", got.Manifest, err)
+		}
+		must(t, bundles.PutBlob(ctx, "sha_a", []byte("a"), t0))
+		if missing, err := bundles.BundleMissingBlobs(ctx, w.org, "bnd_p"); err != nil || !slices.Equal(missing, []string{"sha_b"}) {
+			t.Fatalf("missing %v, %v", missing, err)
+		}
+	}},
 	{"content addressed", func(t *testing.T, w world) {
 		bundles := w.st.Bundles()
 		for range 2 {

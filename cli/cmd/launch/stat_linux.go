@@ -1,0 +1,63 @@
+package launch
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fileIdentity is what tells a file's record apart beyond its size and
+// modification time, as git's index does: its inode (a file replaced by
+// another) and its change time, which every write, chmod and utimes moves
+// and no user call sets back.
+func fileIdentity(info fs.FileInfo) (ino, ctime int64) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0
+	}
+	return int64(st.Ino), st.Ctim.Sec*1e9 + st.Ctim.Nsec
+}
+
+// statter lstats the files of a site by their paths relative to its
+// directory, held open: the kernel walks each path from there, not from
+// the root, and nothing is allocated per file.
+type statter struct {
+	dir string
+	fd  int
+}
+
+func openStatter(dir string) *statter {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fd = -1
+	}
+	return &statter{dir: dir, fd: fd}
+}
+
+func (s *statter) stat(rel string) (fileStat, error) {
+	if s.fd < 0 {
+		return lstatPath(filepath.Join(s.dir, rel))
+	}
+	var st unix.Stat_t
+	for {
+		err := unix.Fstatat(s.fd, rel, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fileStat{}, &os.PathError{Op: "lstat", Path: filepath.Join(s.dir, rel), Err: err}
+		}
+		break
+	}
+	return fileStat{size: st.Size, mod: time.Unix(st.Mtim.Sec, st.Mtim.Nsec), ino: int64(st.Ino), ctime: st.Ctim.Sec*1e9 + st.Ctim.Nsec}, nil
+}
+
+func (s *statter) close() {
+	if s.fd >= 0 {
+		unix.Close(s.fd)
+	}
+}

@@ -1,0 +1,24 @@
+//go:build !linux
+
+package launch
+
+import (
+	"io/fs"
+	"path/filepath"
+)
+
+// fileIdentity is unknown here: the cache trusts size and modification
+// time alone.
+func fileIdentity(fs.FileInfo) (ino, ctime int64) { return 0, 0 }
+
+// statter lstats the files of a site by their paths relative to its
+// directory.
+type statter struct{ dir string }
+
+func openStatter(dir string) *statter { return &statter{dir: dir} }
+
+func (s *statter) stat(rel string) (fileStat, error) {
+	return lstatPath(filepath.Join(s.dir, rel))
+}
+
+func (s *statter) close() {}
