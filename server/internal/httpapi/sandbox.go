@@ -116,12 +116,21 @@ func (o sandboxRoutes) CreateSandboxSession(ctx context.Context, _ api.CreateSan
 	}, nil
 }
 
-func (o sandboxRoutes) GetSandboxSession(ctx context.Context, req api.GetSandboxSessionRequestObject) (api.GetSandboxSessionResponseObject, error) {
-	sb, err := o.sandbox("get_sandbox_session")
+// sandboxRead reads through the sandbox service, or refuses op when the
+// server has none.
+func sandboxRead[T any](o sandboxRoutes, op string, read func(*sandbox.Service) (T, []models.Action, error)) (T, []models.Action, error) {
+	sb, err := o.sandbox(op)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, nil, err
 	}
-	s, next, err := sb.Session(ctx, req.Id)
+	return read(sb)
+}
+
+func (o sandboxRoutes) GetSandboxSession(ctx context.Context, req api.GetSandboxSessionRequestObject) (api.GetSandboxSessionResponseObject, error) {
+	s, next, err := sandboxRead(o, "get_sandbox_session", func(sb *sandbox.Service) (models.SandboxSession, []models.Action, error) {
+		return sb.Session(ctx, req.Id)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -224,11 +233,9 @@ func (o sandboxRoutes) DecideSandboxGate(ctx context.Context, req api.DecideSand
 // minted, so that data is the very object /reference/sandbox/proof.json
 // serves.
 func (o sandboxRoutes) GetSandboxProof(ctx context.Context, req api.GetSandboxProofRequestObject) (api.GetSandboxProofResponseObject, error) {
-	sb, err := o.sandbox("get_sandbox_proof")
-	if err != nil {
-		return nil, err
-	}
-	proof, next, err := sb.Proof(ctx, req.ProofId)
+	proof, next, err := sandboxRead(o, "get_sandbox_proof", func(sb *sandbox.Service) ([]byte, []models.Action, error) {
+		return sb.Proof(ctx, req.ProofId)
+	})
 	if err != nil {
 		return nil, err
 	}
