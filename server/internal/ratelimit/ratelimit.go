@@ -39,6 +39,11 @@ type Limiter struct {
 	// replicas on one database together allow what one would. A failure
 	// of it falls back on the local bucket.
 	Shared Shared
+	// NoLease makes every shared decision one write to the shared bucket
+	// (Shared.Take), as before leases: the row-per-request design, kept
+	// so benchmarks can measure leases against it in the same run.
+	// Production leaves it off.
+	NoLease bool
 
 	mu       sync.Mutex
 	policies map[string]Policy
@@ -183,6 +188,9 @@ const (
 // allowShared decides from the caller's lease, taking a new batch from
 // the shared bucket (GCRA in the database) when it is spent.
 func (l *Limiter) allowShared(key string, p Policy, now time.Time) (Decision, error) {
+	if l.NoLease {
+		return l.allowRow(key, p, now)
+	}
 	l.mu.Lock()
 	if now.Sub(l.lastGC) > time.Minute {
 		l.gc(now)
@@ -246,6 +254,19 @@ func (l *Limiter) allowShared(key string, p Policy, now time.Time) (Decision, er
 	b.tokens, b.leaseEnd, b.blockedUntil = got-1, now.Add(leaseFor), time.Time{}
 	b.batch = min(want*2, maxBatch(p))
 	return l.sharedDecision(p, now, tat, true, b.tokens), nil
+}
+
+// allowRow is one GCRA statement per request on the shared bucket: the
+// row-per-request design (NoLease).
+func (l *Limiter) allowRow(key string, p Policy, now time.Time) (Decision, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	interval, tolerance := p.gcra()
+	allowed, tat, err := l.Shared.Take(ctx, key, now, interval, tolerance)
+	if err != nil {
+		return Decision{}, err
+	}
+	return l.sharedDecision(p, now, tat, allowed, 0), nil
 }
 
 // local decides from the bucket's lease or known refusal alone, when it

@@ -82,3 +82,37 @@ func leasedAcross(t *testing.T, st *store.Store) {
 		t.Fatalf("%d writes for %d requests; leases should cut them tenfold", w, requests)
 	}
 }
+
+// TestNoLeaseWritesEveryRequest: the row-per-request design (NoLease),
+// kept for benchmarks, writes the shared bucket once a request and holds
+// the limit.
+func TestNoLeaseWritesEveryRequest(t *testing.T) {
+	st, err := store.Open(context.Background(), t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const perSecond, burst, requests = 100, 100, 1000
+	policy := map[string]ratelimit.Policy{"search": {PerSecond: perSecond, Burst: burst}}
+	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	shared := &countedTakes{RateLimits: st.RateLimits()}
+	var replicas []*ratelimit.Limiter
+	for range 3 {
+		l := ratelimit.New(policy, func() time.Time { return now })
+		l.Shared, l.NoLease = shared, true
+		replicas = append(replicas, l)
+	}
+	allowed := 0
+	for i := range requests {
+		if d, _ := replicas[i%3].Allow("search", "203.0.113.9"); d.Allowed {
+			allowed++
+		}
+		now = now.Add(time.Millisecond) // a second in all
+	}
+	if limit := perSecond + burst; allowed > limit || allowed < limit-2 {
+		t.Errorf("allowed %d, want the limit %d", allowed, limit)
+	}
+	if w := shared.n.Load(); w != requests {
+		t.Errorf("%d writes for %d requests, want one each", w, requests)
+	}
+}
