@@ -28,6 +28,23 @@ func Nginx(t testing.TB, replicas ...*Server) string {
 // (host:port), such as replicas running as processes of their own.
 func NginxAddrs(t testing.TB, addrs ...string) string {
 	t.Helper()
+	return NginxWith(t, NginxOptions{}, addrs...)
+}
+
+// NginxOptions tune the nginx NginxWith runs, as an operator would for
+// throughput. The zero value is Nginx's: one worker, and a new upstream
+// connection for every request.
+type NginxOptions struct {
+	// Workers is worker_processes (0: 1).
+	Workers int
+	// Keepalive is how many idle connections each worker keeps to the
+	// replicas (nginx's upstream keepalive); 0 keeps none.
+	Keepalive int
+}
+
+// NginxWith is NginxAddrs with opts.
+func NginxWith(t testing.TB, opts NginxOptions, addrs ...string) string {
+	t.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		bin = "/usr/sbin/nginx"
@@ -50,11 +67,17 @@ func NginxAddrs(t testing.TB, addrs ...string) string {
 	for _, a := range addrs {
 		fmt.Fprintf(&upstream, "    server %s;\n", a)
 	}
+	// Without upstream keepalive nginx asks each replica to close.
+	connection := "close"
+	if opts.Keepalive > 0 {
+		fmt.Fprintf(&upstream, "    keepalive %d;\n", opts.Keepalive)
+		connection = ""
+	}
 	conf := fmt.Sprintf(`daemon off;
-worker_processes 1;
+worker_processes %[4]d;
 pid %[1]s/nginx.pid;
 error_log %[1]s/error.log warn;
-events { worker_connections 256; }
+events { worker_connections 1024; }
 http {
   access_log off;
   client_body_temp_path %[1]s/body;
@@ -71,11 +94,12 @@ http {
       proxy_http_version 1.1;
       proxy_set_header Host $http_host;
       proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+      proxy_set_header Connection "%[5]s";
       proxy_next_upstream error timeout;
     }
   }
 }
-`, dir, upstream.String(), addr)
+`, dir, upstream.String(), addr, max(opts.Workers, 1), connection)
 	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
