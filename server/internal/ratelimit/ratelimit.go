@@ -150,17 +150,24 @@ func (l *Limiter) Allow(class, caller string) (Decision, bool) {
 }
 
 // Would reports whether Allow would allow a request for caller in class
-// now, without taking a token. With Shared set it answers false: only
-// the database knows.
+// now, without taking a token. With Shared set it answers from the
+// caller's lease: true while this replica holds a token of it, false
+// otherwise (only the database knows), and always false with NoLease.
 func (l *Limiter) Would(class, caller string) bool {
 	p, ok := l.policies[class]
 	if !ok || class == "" {
 		return true
 	}
-	if l.Shared != nil {
-		return false
-	}
 	now := l.now()
+	if l.Shared != nil {
+		if l.NoLease {
+			return false
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		b, ok := l.buckets[class+" "+caller]
+		return ok && b.tokens > 0 && now.Before(b.leaseEnd)
+	}
 	l.mu.Lock()
 	b, ok := l.buckets[class+"\x00"+caller]
 	tokens := float64(p.Burst) // a new bucket starts full

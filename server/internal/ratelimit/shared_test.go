@@ -116,3 +116,35 @@ func TestNoLeaseWritesEveryRequest(t *testing.T) {
 		t.Errorf("%d writes for %d requests, want one each", w, requests)
 	}
 }
+
+// TestWouldFromTheLease: with shared buckets, Would answers true only
+// while this replica holds an unspent token of the caller's lease, and
+// never with NoLease.
+func TestWouldFromTheLease(t *testing.T) {
+	st, err := store.Open(context.Background(), t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	l := ratelimit.New(map[string]ratelimit.Policy{"search": {PerSecond: 100, Burst: 100}}, func() time.Time { return now })
+	l.Shared = st.RateLimits()
+	if l.Would("search", "a") {
+		t.Fatal("Would allows a caller this replica holds no lease for")
+	}
+	l.Allow("search", "a") // a batch of one, spent
+	l.Allow("search", "a") // a batch of two: one left
+	if !l.Would("search", "a") {
+		t.Fatal("Would refuses a caller with a token of its lease left")
+	}
+	now = now.Add(time.Second)
+	if l.Would("search", "a") {
+		t.Fatal("Would allows from a lease that has ended")
+	}
+	l.Allow("search", "a")
+	l.Allow("search", "a")
+	l.NoLease = true
+	if l.Would("search", "a") {
+		t.Fatal("Would allows without leases")
+	}
+}
