@@ -227,7 +227,8 @@ func TestAPIFastPathMatchesNetHTTP(t *testing.T) {
 }
 
 // Rate limits hold on the fast path: kept answers take from the caller's
-// bucket, and a refusal is net/http's.
+// bucket, and a refusal of a kept read is answered there as net/http
+// answers it.
 func TestAPIFastPathRateLimit(t *testing.T) {
 	p := startFastPair(t, map[string]ratelimit.Policy{"search": {PerSecond: 0.5, Burst: 4}})
 	get := apiReq("GET", "/v1/domains/search?q=acme")
@@ -236,13 +237,14 @@ func TestAPIFastPathRateLimit(t *testing.T) {
 	for _, c := range []fastCase{
 		{name: "miss", raw: get, heads: one},
 		{name: "hit", raw: get + get, heads: []bool{false, false}, fast: 2},
-		{name: "the last token, then limited", raw: get + get, heads: []bool{false, false}, fast: 1},
+		{name: "the last token, then limited", raw: get + get, heads: []bool{false, false}, fast: 2},
 		{name: "estimate limited too", raw: est, heads: one},
 		// The kept search is too old a second later, and not made again
 		// for a caller without a token.
 		{name: "stale and limited", raw: get, heads: one, before: func() { p.clock.Advance(1100 * time.Millisecond) }},
-		// Two tokens: the search is made again on the fast path.
-		{name: "refilled", raw: get + get + get, heads: []bool{false, false, false}, fast: 2, before: func() { p.clock.Advance(3 * time.Second) }},
+		// Two tokens: the search is made again on the fast path, and
+		// the third is refused there.
+		{name: "refilled", raw: get + get + get, heads: []bool{false, false, false}, fast: 3, before: func() { p.clock.Advance(3 * time.Second) }},
 	} {
 		t.Run(c.name, func(t *testing.T) { p.run(t, c, nil) })
 	}

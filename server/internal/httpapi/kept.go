@@ -3,14 +3,19 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/ratelimit"
 )
 
 // KeptRequest is a request the listener read itself (the edge's fast
@@ -31,6 +36,10 @@ type KeptRequest struct {
 	Body []byte
 	// ClientIP is the peer's address without its port.
 	ClientIP string
+	// Refusals: the caller sends on a 429 as well as a 200 (the
+	// listener's fast path). Without it a refused request is not
+	// answered (ok false), and the chain answers it.
+	Refusals bool
 }
 
 // mayKeep lists rt among the routes AnswerKept answers: pure or versioned
@@ -52,11 +61,12 @@ func (h *Handler) mayKeep(rt *route) {
 // AnswerKept answers q when the chain would answer it from a kept answer
 // (see servePure): the same checks pass, the answer is kept and still
 // good, and the rate limit allows it, which takes from the caller's
-// bucket as the chain would. It appends to dst the status line and the
+// bucket as the chain would; when the rate limit refuses it, it answers
+// the chain's 429 if q.Refusals. It appends to dst the status line and the
 // header lines the handler sets (without Date, and without the blank line
 // ending the head) and returns them with the body, which the caller must
 // not modify. ok is false, with nothing taken from any bucket, for every
-// other request (a miss, a refusal, anything the checks do not pass
+// other request (a miss, anything the checks do not pass
 // without a doubt): ServeHTTP answers those.
 func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok bool) {
 	var rt *route
@@ -106,9 +116,15 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 	}
 	d, limited := h.cfg.Limiter.Allow(op.RateLimit, caller)
 	if limited && !d.Allowed {
-		// Refused without taking a token: the chain asks again and
-		// answers the refusal.
-		return dst, nil, false
+		// Refused, which takes no token: answered here as the chain
+		// answers it, so that a refused caller's connection (a proxy's
+		// keep-alive one too) stays on the fast path; or left to the
+		// chain, which asks again.
+		if !q.Refusals {
+			return dst, nil, false
+		}
+		head, body := refusal(dst, op.ID, d)
+		return head, body, true
 	}
 	// Header lines in net/http's order: sorted by name.
 	dst = append(dst, "HTTP/1.1 200 OK\r\nContent-Length: "...)
@@ -122,6 +138,48 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 		dst = append(dst, "\r\n"...)
 	}
 	return dst, k.body, true
+}
+
+// rateLimited is the refusal of a request to operation op that d did not
+// allow.
+func rateLimited(op string, d ratelimit.Decision) *apierr.Error {
+	secs := max(int((d.RetryAfter.Milliseconds()+999)/1000), 1)
+	e := apierr.Newf("rate:limited", "rate limit for %s exhausted; retry in %d s", op, secs).
+		WithActions(actions.Retry(op, "agent", nil, secs))
+	e.RetryAfterSeconds = secs
+	return e
+}
+
+// refusals are the bodies of rateLimited's envelopes, by operation and
+// Retry-After (a few seconds each): a refused caller sends fast.
+var refusals sync.Map // string → []byte
+
+// refusal appends to dst the head of the 429 the chain answers for d
+// (WriteError's, less Date and the blank line) and returns it with the
+// body.
+func refusal(dst []byte, op string, d ratelimit.Decision) (head, body []byte) {
+	e := rateLimited(op, d)
+	key := op + " " + strconv.Itoa(e.RetryAfterSeconds)
+	if b, ok := refusals.Load(key); ok {
+		body = b.([]byte)
+	} else {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.Encode(ErrorEnvelope(e, op))
+		body = buf.Bytes()
+		refusals.Store(key, body)
+	}
+	// Header lines in net/http's order: sorted by name.
+	dst = append(dst, "HTTP/1.1 429 Too Many Requests\r\nContent-Length: "...)
+	dst = strconv.AppendInt(dst, int64(len(body)), 10)
+	dst = append(dst, "\r\nContent-Type: application/json\r\nRatelimit: "...)
+	dst = d.AppendLimit(dst)
+	dst = append(dst, "\r\nRatelimit-Policy: "...)
+	dst = d.AppendPolicy(dst)
+	dst = append(dst, "\r\nRetry-After: "...)
+	dst = strconv.AppendInt(dst, int64(e.RetryAfterSeconds), 10)
+	return append(dst, "\r\n"...), body
 }
 
 // plainAccept reports whether an Accept header is one that admits JSON
