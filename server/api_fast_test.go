@@ -238,10 +238,11 @@ func TestAPIFastPathRateLimit(t *testing.T) {
 		{name: "miss", raw: get, heads: one},
 		{name: "hit", raw: get + get, heads: []bool{false, false}, fast: 2},
 		{name: "the last token, then limited", raw: get + get, heads: []bool{false, false}, fast: 2},
-		{name: "estimate limited too", raw: est, heads: one},
+		// Not kept yet, but refused: no answer is needed.
+		{name: "estimate limited too", raw: est, heads: one, fast: 1},
 		// The kept search is too old a second later, and not made again
-		// for a caller without a token.
-		{name: "stale and limited", raw: get, heads: one, before: func() { p.clock.Advance(1100 * time.Millisecond) }},
+		// for a caller without a token: it is refused on the fast path.
+		{name: "stale and limited", raw: get, heads: one, fast: 1, before: func() { p.clock.Advance(1100 * time.Millisecond) }},
 		// Two tokens: the search is made again on the fast path, and
 		// the third is refused there.
 		{name: "refilled", raw: get + get + get, heads: []bool{false, false, false}, fast: 3, before: func() { p.clock.Advance(3 * time.Second) }},

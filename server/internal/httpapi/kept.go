@@ -103,6 +103,14 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 	}
 	key := pureKey(op.ID, q.Query, q.Body)
 	k, version, ok, stale := h.kept(rt, key)
+	if !ok && q.Refusals {
+		// No answer to give, but none is needed for a caller the
+		// limiter knows it refuses.
+		if d, refused := h.cfg.Limiter.Refused(op.RateLimit, caller); refused {
+			head, body := refusal(dst, op.ID, d)
+			return head, body, true
+		}
+	}
 	if !ok {
 		// A versioned answer goes stale every second and after every
 		// write: it is made again here, as the chain would make it, for a
@@ -143,11 +151,16 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 // rateLimited is the refusal of a request to operation op that d did not
 // allow.
 func rateLimited(op string, d ratelimit.Decision) *apierr.Error {
-	secs := max(int((d.RetryAfter.Milliseconds()+999)/1000), 1)
+	secs := retryAfter(d)
 	e := apierr.Newf("rate:limited", "rate limit for %s exhausted; retry in %d s", op, secs).
 		WithActions(actions.Retry(op, "agent", nil, secs))
 	e.RetryAfterSeconds = secs
 	return e
+}
+
+// retryAfter is d's Retry-After in whole seconds, at least one.
+func retryAfter(d ratelimit.Decision) int {
+	return max(int((d.RetryAfter.Milliseconds()+999)/1000), 1)
 }
 
 // refusals are the bodies of rateLimited's envelopes, by operation and
@@ -158,11 +171,12 @@ var refusals sync.Map // string → []byte
 // (WriteError's, less Date and the blank line) and returns it with the
 // body.
 func refusal(dst []byte, op string, d ratelimit.Decision) (head, body []byte) {
-	e := rateLimited(op, d)
-	key := op + " " + strconv.Itoa(e.RetryAfterSeconds)
+	secs := retryAfter(d)
+	key := op + " " + strconv.Itoa(secs)
 	if b, ok := refusals.Load(key); ok {
 		body = b.([]byte)
 	} else {
+		e := rateLimited(op, d)
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
@@ -178,7 +192,7 @@ func refusal(dst []byte, op string, d ratelimit.Decision) (head, body []byte) {
 	dst = append(dst, "\r\nRatelimit-Policy: "...)
 	dst = d.AppendPolicy(dst)
 	dst = append(dst, "\r\nRetry-After: "...)
-	dst = strconv.AppendInt(dst, int64(e.RetryAfterSeconds), 10)
+	dst = strconv.AppendInt(dst, int64(secs), 10)
 	return append(dst, "\r\n"...), body
 }
 

@@ -139,6 +139,11 @@ func (l *Limiter) Allow(class, caller string) (Decision, bool) {
 	tokens := b.lim.TokensAt(now)
 	l.mu.Unlock()
 
+	return localDecision(p, allowed, tokens), true
+}
+
+// localDecision is the answer of a local bucket under p left with tokens.
+func localDecision(p Policy, allowed bool, tokens float64) Decision {
 	d := Decision{Allowed: allowed, Limit: p.Burst, Remaining: max(0, int(tokens)), Policy: p}
 	missing := float64(p.Burst) - tokens
 	d.Reset = time.Duration(missing / p.PerSecond * float64(time.Second))
@@ -146,7 +151,7 @@ func (l *Limiter) Allow(class, caller string) (Decision, bool) {
 		need := 1 - tokens
 		d.RetryAfter = time.Duration(math.Ceil(need/p.PerSecond*1000)) * time.Millisecond
 	}
-	return d, true
+	return d
 }
 
 // Would reports whether Allow would allow a request for caller in class
@@ -176,6 +181,35 @@ func (l *Limiter) Would(class, caller string) bool {
 	}
 	l.mu.Unlock()
 	return tokens >= 1
+}
+
+// Refused answers the refusal Allow would give caller in class now, when
+// it knows it without taking a token or asking the database: the local
+// bucket is empty, or with shared buckets this replica learnt from a
+// refusal that the shared one has no token yet. ok is false otherwise.
+func (l *Limiter) Refused(class, caller string) (d Decision, ok bool) {
+	p, limited := l.policies[class]
+	if !limited || class == "" {
+		return Decision{}, false
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.Shared != nil {
+		b, ok := l.buckets[class+" "+caller]
+		if l.NoLease || !ok || b.tokens > 0 && now.Before(b.leaseEnd) || !now.Before(b.blockedUntil) {
+			return Decision{}, false
+		}
+		return l.sharedDecision(p, now, b.tat, false, 0), true
+	}
+	b, ok := l.buckets[class+"\x00"+caller]
+	if !ok {
+		return Decision{}, false
+	}
+	if tokens := b.lim.TokensAt(now); tokens < 1 {
+		return localDecision(p, false, tokens), true
+	}
+	return Decision{}, false
 }
 
 // Leases: a replica takes tokens from the shared bucket in batches and

@@ -148,3 +148,40 @@ func TestWouldFromTheLease(t *testing.T) {
 		t.Fatal("Would allows without leases")
 	}
 }
+
+// TestRefusedWithoutAsking: Refused knows a refusal without taking a
+// token or asking the database, locally and from a shared refusal.
+func TestRefusedWithoutAsking(t *testing.T) {
+	st, err := store.Open(context.Background(), t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	policy := map[string]ratelimit.Policy{"search": {PerSecond: 1, Burst: 2}}
+	local := ratelimit.New(policy, func() time.Time { return now })
+	shared := ratelimit.New(policy, func() time.Time { return now })
+	shared.Shared = st.RateLimits()
+	for _, l := range []*ratelimit.Limiter{local, shared} {
+		if _, ok := l.Refused("search", "a"); ok {
+			t.Fatal("Refused refuses a caller it has not seen")
+		}
+		var last ratelimit.Decision
+		for range 3 {
+			last, _ = l.Allow("search", "a")
+		}
+		d, ok := l.Refused("search", "a")
+		if last.Allowed || !ok || d.Allowed || d.RetryAfter != last.RetryAfter || d.Remaining != 0 {
+			t.Fatalf("after the burst: Allow %+v, Refused %+v %v", last, d, ok)
+		}
+		if _, ok := l.Refused("search", "b"); ok {
+			t.Fatal("Refused refuses another caller")
+		}
+	}
+	now = now.Add(2 * time.Second)
+	for _, l := range []*ratelimit.Limiter{local, shared} {
+		if _, ok := l.Refused("search", "a"); ok {
+			t.Fatal("Refused refuses a caller whose bucket has refilled")
+		}
+	}
+}
