@@ -115,8 +115,14 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 		// A versioned answer goes stale every second and after every
 		// write: it is made again here, as the chain would make it, for a
 		// caller the rate limit lets through (or the chain answers).
-		if !stale || !h.cfg.Limiter.Would(op.RateLimit, caller) {
+		if !stale {
 			return dst, nil, false
+		}
+		if !h.cfg.Limiter.Would(op.RateLimit, caller) {
+			if !q.Refusals {
+				return dst, nil, false
+			}
+			return h.remakeAsked(dst, rt, key, version, q, caller)
 		}
 		if k, ok = h.remake(rt, key, version, q, caller); !ok {
 			return dst, nil, false
@@ -134,6 +140,33 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 		head, body := refusal(dst, op.ID, d)
 		return head, body, true
 	}
+	head, body = keptAnswer(dst, k, d, limited)
+	return head, body, true
+}
+
+// remakeAsked answers a stale kept read for a caller the limiter cannot
+// tell without asking (shared buckets, no lease in hand): it asks, which
+// takes the token, answers a refusal, and makes the answer again for a
+// caller it allows. That answer was a 200 before, so making it again
+// fails only where the chain's would not be a 200 either; the chain then
+// answers, and takes a second token.
+func (h *Handler) remakeAsked(dst []byte, rt *route, key string, version uint64, q *KeptRequest, caller string) (head, body []byte, ok bool) {
+	d, limited := h.cfg.Limiter.Allow(rt.op.RateLimit, caller)
+	if limited && !d.Allowed {
+		head, body = refusal(dst, rt.op.ID, d)
+		return head, body, true
+	}
+	k, ok := h.remake(rt, key, version, q, caller)
+	if !ok {
+		return dst, nil, false
+	}
+	head, body = keptAnswer(dst, k, d, limited)
+	return head, body, true
+}
+
+// keptAnswer appends to dst the head of the 200 the chain answers with
+// k, under the rate limit's decision d when limited.
+func keptAnswer(dst []byte, k kept, d ratelimit.Decision, limited bool) (head, body []byte) {
 	// Header lines in net/http's order: sorted by name.
 	dst = append(dst, "HTTP/1.1 200 OK\r\nContent-Length: "...)
 	dst = strconv.AppendInt(dst, int64(len(k.body)), 10)
@@ -145,7 +178,7 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 		dst = d.AppendPolicy(dst)
 		dst = append(dst, "\r\n"...)
 	}
-	return dst, k.body, true
+	return dst, k.body
 }
 
 // rateLimited is the refusal of a request to operation op that d did not
