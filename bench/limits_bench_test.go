@@ -40,8 +40,10 @@ import (
 // and the most any caller was allowed over its limit for the run (burst
 // + rate × duration): at most 1.1 is the limit held within 10 %. The
 // load runs for PIER_BENCH_DURATION (default 5s) over PIER_BENCH_CONNS
-// connections (default 64) whatever b.N is; run it with -benchtime 1x and
-// a durable cluster:
+// connections (default 64) whatever b.N is, callers of its own each run
+// (-count up to 31); run it with -benchtime 1x on a durable cluster. It
+// also reports the CPU per answer of this process (the three replicas
+// and the load) and of PostgreSQL and nginx together:
 //
 //	PIER_TEST_PG_DURABLE=1 go test ./bench -run XXX -bench RateLimitedThroughNginx -benchtime 1x
 func BenchmarkRateLimitedThroughNginx(b *testing.B) {
@@ -61,9 +63,9 @@ func BenchmarkRateLimitedThroughNginx(b *testing.B) {
 	round := 0
 	for _, c := range cases {
 		for _, rowPerRequest := range []bool{false, true} {
-			round++
 			design := map[bool]string{false: "leased", true: "row-per-request"}[rowPerRequest]
 			b.Run(c.name+"/"+design, func(b *testing.B) {
+				round++ // callers of its own, under -count too
 				cfg := server.Config{DatabaseURL: db, TrustedProxies: []string{"127.0.0.1/32"},
 					RateLimits:             map[string]server.RateLimit{"search": c.policy},
 					RateLimitRowPerRequest: rowPerRequest}
@@ -78,7 +80,7 @@ func BenchmarkRateLimitedThroughNginx(b *testing.B) {
 				lb := testserver.NginxWith(b, testserver.NginxOptions{Workers: 2, Keepalive: 64}, addrs...)
 				// Warm up (connections, the kept answer) with callers of
 				// their own, so the measured callers start with full buckets.
-				limitedLoad(b, lb, 200+round, c.callers, conns, time.Second, func() time.Duration { return 0 })
+				limitedLoad(b, lb, 128+round, c.callers, conns, time.Second, func() time.Duration { return 0 })
 				b.ResetTimer()
 				r := limitedLoad(b, lb, round, c.callers, conns, dur, func() time.Duration { return treeCPU(pgRoot, os.Getpid()) })
 				b.StopTimer()
