@@ -64,6 +64,7 @@ type bucket struct {
 	blockedUntil time.Time
 	tat          time.Time
 	batch        int
+	taken        int // how many the last take brought
 	// taking is closed when the take under way ends (nil when none is).
 	taking chan struct{}
 }
@@ -265,10 +266,13 @@ func (l *Limiter) allowShared(key string, p Policy, now time.Time) (Decision, er
 		return d, nil
 	}
 	// A lease spent before it ended asks for twice as many next time; one
-	// that ended with tokens left (or none yet) asks for one, so a slow
-	// caller costs what it did before leases and loses nothing to them.
-	if b.tokens > 0 || b.leaseEnd.IsZero() {
+	// that ended with tokens left asks for what it spent (none yet: one),
+	// so a slow caller costs what it did before leases and loses nothing
+	// to them, and a steady one does not climb from one again.
+	if b.leaseEnd.IsZero() {
 		b.batch = 1
+	} else if b.tokens > 0 {
+		b.batch = max(1, b.taken-b.tokens)
 	}
 	want := b.batch
 	b.taking = make(chan struct{})
@@ -288,11 +292,11 @@ func (l *Limiter) allowShared(key string, p Policy, now time.Time) (Decision, er
 		// Nothing until the bucket has a token again; a caller still
 		// sending then is over its limit, so this replica waits for a
 		// batch's worth and takes them in one write.
-		b.tokens, b.batch, b.leaseEnd = 0, maxBatch(p), now
+		b.tokens, b.taken, b.batch, b.leaseEnd = 0, 0, maxBatch(p), now
 		b.blockedUntil = tat.Add(-tolerance + time.Duration(b.batch-1)*interval)
 		return l.sharedDecision(p, now, tat, false, 0), nil
 	}
-	b.tokens, b.leaseEnd, b.blockedUntil = got-1, now.Add(leaseFor), time.Time{}
+	b.tokens, b.taken, b.leaseEnd, b.blockedUntil = got-1, got, now.Add(leaseFor), time.Time{}
 	b.batch = min(want*2, maxBatch(p))
 	return l.sharedDecision(p, now, tat, true, b.tokens), nil
 }

@@ -185,3 +185,30 @@ func TestRefusedWithoutAsking(t *testing.T) {
 		}
 	}
 }
+
+// TestSteadyCallerUnderAGenerousLimit: a caller sending steadily, far
+// under its limit, is not brought back to leases of one each time a
+// lease ends unspent: the next asks for what the last one spent.
+func TestSteadyCallerUnderAGenerousLimit(t *testing.T) {
+	st, err := store.Open(context.Background(), t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	l := ratelimit.New(map[string]ratelimit.Policy{"search": {PerSecond: 1e6, Burst: 1 << 20}}, func() time.Time { return now })
+	shared := &countedTakes{RateLimits: st.RateLimits()}
+	l.Shared = shared
+	const requests = 2000 // 140 a second for about 14 s
+	for range requests {
+		if d, _ := l.Allow("search", "203.0.113.9"); !d.Allowed {
+			t.Fatal("refused under a generous limit")
+		}
+		now = now.Add(time.Second / 140)
+	}
+	w := shared.n.Load()
+	t.Logf("%d requests, %d database writes", requests, w)
+	if w > requests/25 {
+		t.Fatalf("%d writes for %d requests", w, requests)
+	}
+}
