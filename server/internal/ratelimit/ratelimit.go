@@ -220,8 +220,12 @@ func (l *Limiter) Refused(class, caller string) (d Decision, ok bool) {
 // so replicas together never allow more than the limit; a lease's unspent
 // tokens are lost when it ends, which bounds what they allow less.
 const (
-	// leaseFor bounds how long taken tokens stay spendable.
-	leaseFor = 250 * time.Millisecond
+	// leaseFor bounds how long taken tokens stay spendable. Each replica
+	// holds its own lease of a caller a balancer spreads over all of
+	// them, so a caller under its limit spends a lease at a third of its
+	// rate: at 250 ms, leases of a few tokens made one request in four or
+	// five a write (bench/README.md, rate-limited throughput).
+	leaseFor = time.Second
 	// leaseShare is the most of a policy's rate one take asks for, in
 	// seconds of its tokens (see maxBatch).
 	leaseShare = 0.25

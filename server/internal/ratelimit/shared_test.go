@@ -137,7 +137,7 @@ func TestWouldFromTheLease(t *testing.T) {
 	if !l.Would("search", "a") {
 		t.Fatal("Would refuses a caller with a token of its lease left")
 	}
-	now = now.Add(time.Second)
+	now = now.Add(2 * time.Second)
 	if l.Would("search", "a") {
 		t.Fatal("Would allows from a lease that has ended")
 	}
