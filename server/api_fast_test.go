@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/internal/testkit/rawhttp"
+	"github.com/pierhq/pier/internal/testkit/testpg"
 	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/ratelimit"
@@ -53,10 +54,17 @@ type fastPair struct {
 }
 
 func startFastPair(t *testing.T, limits map[string]ratelimit.Policy) *fastPair {
+	return startFastPairOn(t, limits, "", "")
+}
+
+// startFastPairOn is startFastPair on two databases (PostgreSQL, where
+// rate limits are shared buckets, when not empty): fastDB for the server
+// with the fast path, slowDB for the other.
+func startFastPairOn(t *testing.T, limits map[string]ratelimit.Policy, fastDB, slowDB string) *fastPair {
 	clock := testserver.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
-	cfg := server.Config{Now: clock.Now, RateLimits: limits}
+	cfg := server.Config{Now: clock.Now, RateLimits: limits, DatabaseURL: fastDB}
 	p := &fastPair{clock: clock, fast: start(t, cfg)}
-	cfg.DisableEdgeFastPath = true
+	cfg.DisableEdgeFastPath, cfg.DatabaseURL = true, slowDB
 	p.slow = start(t, cfg)
 	return p
 }
@@ -227,7 +235,8 @@ func TestAPIFastPathMatchesNetHTTP(t *testing.T) {
 }
 
 // Rate limits hold on the fast path: kept answers take from the caller's
-// bucket, and a refusal is net/http's.
+// bucket, and a refusal of a kept read is answered there as net/http
+// answers it.
 func TestAPIFastPathRateLimit(t *testing.T) {
 	p := startFastPair(t, map[string]ratelimit.Policy{"search": {PerSecond: 0.5, Burst: 4}})
 	get := apiReq("GET", "/v1/domains/search?q=acme")
@@ -236,19 +245,39 @@ func TestAPIFastPathRateLimit(t *testing.T) {
 	for _, c := range []fastCase{
 		{name: "miss", raw: get, heads: one},
 		{name: "hit", raw: get + get, heads: []bool{false, false}, fast: 2},
-		{name: "the last token, then limited", raw: get + get, heads: []bool{false, false}, fast: 1},
-		{name: "estimate limited too", raw: est, heads: one},
+		{name: "the last token, then limited", raw: get + get, heads: []bool{false, false}, fast: 2},
+		// Not kept yet, but refused: no answer is needed.
+		{name: "estimate limited too", raw: est, heads: one, fast: 1},
 		// The kept search is too old a second later, and not made again
-		// for a caller without a token.
-		{name: "stale and limited", raw: get, heads: one, before: func() { p.clock.Advance(1100 * time.Millisecond) }},
-		// Two tokens: the search is made again on the fast path.
-		{name: "refilled", raw: get + get + get, heads: []bool{false, false, false}, fast: 2, before: func() { p.clock.Advance(3 * time.Second) }},
+		// for a caller without a token: it is refused on the fast path.
+		{name: "stale and limited", raw: get, heads: one, fast: 1, before: func() { p.clock.Advance(1100 * time.Millisecond) }},
+		// Two tokens: the search is made again on the fast path, and
+		// the third is refused there.
+		{name: "refilled", raw: get + get + get, heads: []bool{false, false, false}, fast: 3, before: func() { p.clock.Advance(3 * time.Second) }},
 	} {
 		t.Run(c.name, func(t *testing.T) { p.run(t, c, nil) })
 	}
 	r := p.fast.Client.Do("GET", "/v1/domains/search?q=acme", nil, nil)
 	if r.StatusCode != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "2" {
 		t.Fatalf("after the bucket ran out: %d, Retry-After %q", r.StatusCode, r.Header.Get("Retry-After"))
+	}
+}
+
+// With shared buckets (PostgreSQL) too: a stale kept search for a caller
+// holding no lease is made again on the fast path once the database
+// allows it, and a refusal is answered there, as net/http answers both.
+func TestAPIFastPathSharedRateLimit(t *testing.T) {
+	p := startFastPairOn(t, map[string]ratelimit.Policy{"search": {PerSecond: 0.5, Burst: 4}}, testpg.NewDatabase(t), testpg.NewDatabase(t))
+	get := apiReq("GET", "/v1/domains/search?q=acme")
+	one := []bool{false}
+	for _, c := range []fastCase{
+		{name: "miss", raw: get, heads: one},
+		{name: "hit", raw: get, heads: one, fast: 1},
+		{name: "stale, no lease in hand", raw: get, heads: one, fast: 1, before: func() { p.clock.Advance(1100 * time.Millisecond) }},
+		{name: "the last token, then limited", raw: get + get, heads: []bool{false, false}, fast: 2},
+		{name: "stale and limited", raw: get, heads: one, fast: 1, before: func() { p.clock.Advance(1100 * time.Millisecond) }},
+	} {
+		t.Run(c.name, func(t *testing.T) { p.run(t, c, nil) })
 	}
 }
 

@@ -59,6 +59,11 @@ type Config struct {
 	MCPAllowedOrigins []string
 	// RateLimits overrides the default buckets per class.
 	RateLimits map[string]ratelimit.Policy
+	// RateLimitRowPerRequest makes replicas on PostgreSQL write the shared
+	// bucket once a request instead of leasing tokens in batches: the
+	// design before leases, for benchmarks that measure leases against
+	// it (bench/limits_bench_test.go). It has no flag; leave it off.
+	RateLimitRowPerRequest bool
 	// DisableEdgeFastPath serves the edge through net/http only, without
 	// the fast path for its plain GET and HEAD requests (internal/edge/fastpath).
 	DisableEdgeFastPath bool

@@ -372,7 +372,7 @@ func (s *Server) apiRead(dst []byte, q *fastpath.APIRequest) (head, body []byte,
 			RemoteAddr: q.RemoteAddr, Host: q.Host})
 	} else {
 		head, body, ok = s.api.AnswerKept(dst, &httpapi.KeptRequest{Method: q.Method, Path: q.Path, Query: q.Query,
-			Accept: q.Accept, ContentType: q.ContentType, Authorization: q.AuthorizationValue, Body: q.Body, ClientIP: q.ClientIP})
+			Accept: q.Accept, ContentType: q.ContentType, Authorization: q.AuthorizationValue, Body: q.Body, ClientIP: q.ClientIP, Refusals: true})
 	}
 	if !ok {
 		return head, body, false

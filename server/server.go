@@ -289,6 +289,7 @@ func newHandlers(s *Server, svc *service.Service, authz *oauth.Server) (*httpapi
 	if s.store.Engine() == store.Postgres {
 		// Replicas on one database share their buckets.
 		limiter.Shared = s.store.RateLimits()
+		limiter.NoLease = s.cfg.RateLimitRowPerRequest
 	}
 	api, err := httpapi.New(httpapi.Config{
 		Tokens:    authz,

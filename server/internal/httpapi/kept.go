@@ -3,14 +3,19 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
+	"github.com/pierhq/pier/server/internal/actions"
+	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/ratelimit"
 )
 
 // KeptRequest is a request the listener read itself (the edge's fast
@@ -31,6 +36,10 @@ type KeptRequest struct {
 	Body []byte
 	// ClientIP is the peer's address without its port.
 	ClientIP string
+	// Refusals: the caller sends on a 429 as well as a 200 (the
+	// listener's fast path). Without it a refused request is not
+	// answered (ok false), and the chain answers it.
+	Refusals bool
 }
 
 // mayKeep lists rt among the routes AnswerKept answers: pure or versioned
@@ -52,11 +61,12 @@ func (h *Handler) mayKeep(rt *route) {
 // AnswerKept answers q when the chain would answer it from a kept answer
 // (see servePure): the same checks pass, the answer is kept and still
 // good, and the rate limit allows it, which takes from the caller's
-// bucket as the chain would. It appends to dst the status line and the
+// bucket as the chain would; when the rate limit refuses it, it answers
+// the chain's 429 if q.Refusals. It appends to dst the status line and the
 // header lines the handler sets (without Date, and without the blank line
 // ending the head) and returns them with the body, which the caller must
 // not modify. ok is false, with nothing taken from any bucket, for every
-// other request (a miss, a refusal, anything the checks do not pass
+// other request (a miss, anything the checks do not pass
 // without a doubt): ServeHTTP answers those.
 func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok bool) {
 	var rt *route
@@ -93,12 +103,26 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 	}
 	key := pureKey(op.ID, q.Query, q.Body)
 	k, version, ok, stale := h.kept(rt, key)
+	if !ok && q.Refusals {
+		// No answer to give, but none is needed for a caller the
+		// limiter knows it refuses.
+		if d, refused := h.cfg.Limiter.Refused(op.RateLimit, caller); refused {
+			head, body := refusal(dst, op.ID, d)
+			return head, body, true
+		}
+	}
 	if !ok {
 		// A versioned answer goes stale every second and after every
 		// write: it is made again here, as the chain would make it, for a
 		// caller the rate limit lets through (or the chain answers).
-		if !stale || !h.cfg.Limiter.Would(op.RateLimit, caller) {
+		if !stale {
 			return dst, nil, false
+		}
+		if !h.cfg.Limiter.Would(op.RateLimit, caller) {
+			if !q.Refusals {
+				return dst, nil, false
+			}
+			return h.remakeAsked(dst, rt, key, version, q, caller)
 		}
 		if k, ok = h.remake(rt, key, version, q, caller); !ok {
 			return dst, nil, false
@@ -106,10 +130,43 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 	}
 	d, limited := h.cfg.Limiter.Allow(op.RateLimit, caller)
 	if limited && !d.Allowed {
-		// Refused without taking a token: the chain asks again and
-		// answers the refusal.
+		// Refused, which takes no token: answered here as the chain
+		// answers it, so that a refused caller's connection (a proxy's
+		// keep-alive one too) stays on the fast path; or left to the
+		// chain, which asks again.
+		if !q.Refusals {
+			return dst, nil, false
+		}
+		head, body := refusal(dst, op.ID, d)
+		return head, body, true
+	}
+	head, body = keptAnswer(dst, k, d, limited)
+	return head, body, true
+}
+
+// remakeAsked answers a stale kept read for a caller the limiter cannot
+// tell without asking (shared buckets, no lease in hand): it asks, which
+// takes the token, answers a refusal, and makes the answer again for a
+// caller it allows. That answer was a 200 before, so making it again
+// fails only where the chain's would not be a 200 either; the chain then
+// answers, and takes a second token.
+func (h *Handler) remakeAsked(dst []byte, rt *route, key string, version uint64, q *KeptRequest, caller string) (head, body []byte, ok bool) {
+	d, limited := h.cfg.Limiter.Allow(rt.op.RateLimit, caller)
+	if limited && !d.Allowed {
+		head, body = refusal(dst, rt.op.ID, d)
+		return head, body, true
+	}
+	k, ok := h.remake(rt, key, version, q, caller)
+	if !ok {
 		return dst, nil, false
 	}
+	head, body = keptAnswer(dst, k, d, limited)
+	return head, body, true
+}
+
+// keptAnswer appends to dst the head of the 200 the chain answers with
+// k, under the rate limit's decision d when limited.
+func keptAnswer(dst []byte, k kept, d ratelimit.Decision, limited bool) (head, body []byte) {
 	// Header lines in net/http's order: sorted by name.
 	dst = append(dst, "HTTP/1.1 200 OK\r\nContent-Length: "...)
 	dst = strconv.AppendInt(dst, int64(len(k.body)), 10)
@@ -121,7 +178,55 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 		dst = d.AppendPolicy(dst)
 		dst = append(dst, "\r\n"...)
 	}
-	return dst, k.body, true
+	return dst, k.body
+}
+
+// rateLimited is the refusal of a request to operation op that d did not
+// allow.
+func rateLimited(op string, d ratelimit.Decision) *apierr.Error {
+	secs := retryAfter(d)
+	e := apierr.Newf("rate:limited", "rate limit for %s exhausted; retry in %d s", op, secs).
+		WithActions(actions.Retry(op, "agent", nil, secs))
+	e.RetryAfterSeconds = secs
+	return e
+}
+
+// retryAfter is d's Retry-After in whole seconds, at least one.
+func retryAfter(d ratelimit.Decision) int {
+	return max(int((d.RetryAfter.Milliseconds()+999)/1000), 1)
+}
+
+// refusals are the bodies of rateLimited's envelopes, by operation and
+// Retry-After (a few seconds each): a refused caller sends fast.
+var refusals sync.Map // string → []byte
+
+// refusal appends to dst the head of the 429 the chain answers for d
+// (WriteError's, less Date and the blank line) and returns it with the
+// body.
+func refusal(dst []byte, op string, d ratelimit.Decision) (head, body []byte) {
+	secs := retryAfter(d)
+	key := op + " " + strconv.Itoa(secs)
+	if b, ok := refusals.Load(key); ok {
+		body = b.([]byte)
+	} else {
+		e := rateLimited(op, d)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.Encode(ErrorEnvelope(e, op))
+		body = buf.Bytes()
+		refusals.Store(key, body)
+	}
+	// Header lines in net/http's order: sorted by name.
+	dst = append(dst, "HTTP/1.1 429 Too Many Requests\r\nContent-Length: "...)
+	dst = strconv.AppendInt(dst, int64(len(body)), 10)
+	dst = append(dst, "\r\nContent-Type: application/json\r\nRatelimit: "...)
+	dst = d.AppendLimit(dst)
+	dst = append(dst, "\r\nRatelimit-Policy: "...)
+	dst = d.AppendPolicy(dst)
+	dst = append(dst, "\r\nRetry-After: "...)
+	dst = strconv.AppendInt(dst, int64(secs), 10)
+	return append(dst, "\r\n"...), body
 }
 
 // plainAccept reports whether an Accept header is one that admits JSON

@@ -67,14 +67,7 @@ func (h *Handler) chain(rt *route) http.Handler {
 			w.Header()["Ratelimit"] = []string{limit}
 			w.Header()["Ratelimit-Policy"] = []string{policy}
 			if !d.Allowed {
-				secs := int((d.RetryAfter.Milliseconds() + 999) / 1000)
-				if secs < 1 {
-					secs = 1
-				}
-				e := apierr.Newf("rate:limited", "rate limit for %s exhausted; retry in %d s", op.ID, secs).
-					WithActions(actions.Retry(op.ID, "agent", nil, secs))
-				e.RetryAfterSeconds = secs
-				WriteError(w, r, h.cfg.Log, e)
+				WriteError(w, r, h.cfg.Log, rateLimited(op.ID, d))
 				return
 			}
 		}

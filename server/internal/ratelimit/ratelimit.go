@@ -39,6 +39,11 @@ type Limiter struct {
 	// replicas on one database together allow what one would. A failure
 	// of it falls back on the local bucket.
 	Shared Shared
+	// NoLease makes every shared decision one write to the shared bucket
+	// (Shared.Take), as before leases: the row-per-request design, kept
+	// so benchmarks can measure leases against it in the same run.
+	// Production leaves it off.
+	NoLease bool
 
 	mu       sync.Mutex
 	policies map[string]Policy
@@ -59,6 +64,7 @@ type bucket struct {
 	blockedUntil time.Time
 	tat          time.Time
 	batch        int
+	taken        int // how many the last take brought
 	// taking is closed when the take under way ends (nil when none is).
 	taking chan struct{}
 }
@@ -134,6 +140,11 @@ func (l *Limiter) Allow(class, caller string) (Decision, bool) {
 	tokens := b.lim.TokensAt(now)
 	l.mu.Unlock()
 
+	return localDecision(p, allowed, tokens), true
+}
+
+// localDecision is the answer of a local bucket under p left with tokens.
+func localDecision(p Policy, allowed bool, tokens float64) Decision {
 	d := Decision{Allowed: allowed, Limit: p.Burst, Remaining: max(0, int(tokens)), Policy: p}
 	missing := float64(p.Burst) - tokens
 	d.Reset = time.Duration(missing / p.PerSecond * float64(time.Second))
@@ -141,21 +152,28 @@ func (l *Limiter) Allow(class, caller string) (Decision, bool) {
 		need := 1 - tokens
 		d.RetryAfter = time.Duration(math.Ceil(need/p.PerSecond*1000)) * time.Millisecond
 	}
-	return d, true
+	return d
 }
 
 // Would reports whether Allow would allow a request for caller in class
-// now, without taking a token. With Shared set it answers false: only
-// the database knows.
+// now, without taking a token. With Shared set it answers from the
+// caller's lease: true while this replica holds a token of it, false
+// otherwise (only the database knows), and always false with NoLease.
 func (l *Limiter) Would(class, caller string) bool {
 	p, ok := l.policies[class]
 	if !ok || class == "" {
 		return true
 	}
-	if l.Shared != nil {
-		return false
-	}
 	now := l.now()
+	if l.Shared != nil {
+		if l.NoLease {
+			return false
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		b, ok := l.buckets[class+" "+caller]
+		return ok && b.tokens > 0 && now.Before(b.leaseEnd)
+	}
 	l.mu.Lock()
 	b, ok := l.buckets[class+"\x00"+caller]
 	tokens := float64(p.Burst) // a new bucket starts full
@@ -166,6 +184,35 @@ func (l *Limiter) Would(class, caller string) bool {
 	return tokens >= 1
 }
 
+// Refused answers the refusal Allow would give caller in class now, when
+// it knows it without taking a token or asking the database: the local
+// bucket is empty, or with shared buckets this replica learnt from a
+// refusal that the shared one has no token yet. ok is false otherwise.
+func (l *Limiter) Refused(class, caller string) (d Decision, ok bool) {
+	p, limited := l.policies[class]
+	if !limited || class == "" {
+		return Decision{}, false
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.Shared != nil {
+		b, ok := l.buckets[class+" "+caller]
+		if l.NoLease || !ok || b.tokens > 0 && now.Before(b.leaseEnd) || !now.Before(b.blockedUntil) {
+			return Decision{}, false
+		}
+		return l.sharedDecision(p, now, b.tat, false, 0), true
+	}
+	b, ok := l.buckets[class+"\x00"+caller]
+	if !ok {
+		return Decision{}, false
+	}
+	if tokens := b.lim.TokensAt(now); tokens < 1 {
+		return localDecision(p, false, tokens), true
+	}
+	return Decision{}, false
+}
+
 // Leases: a replica takes tokens from the shared bucket in batches and
 // spends them locally, so that a busy caller costs one database write per
 // batch, not per request, and a refused one none until the shared bucket
@@ -173,8 +220,12 @@ func (l *Limiter) Would(class, caller string) bool {
 // so replicas together never allow more than the limit; a lease's unspent
 // tokens are lost when it ends, which bounds what they allow less.
 const (
-	// leaseFor bounds how long taken tokens stay spendable.
-	leaseFor = 250 * time.Millisecond
+	// leaseFor bounds how long taken tokens stay spendable. Each replica
+	// holds its own lease of a caller a balancer spreads over all of
+	// them, so a caller under its limit spends a lease at a third of its
+	// rate: at 250 ms, leases of a few tokens made one request in four or
+	// five a write (bench/README.md, rate-limited throughput).
+	leaseFor = time.Second
 	// leaseShare is the most of a policy's rate one take asks for, in
 	// seconds of its tokens (see maxBatch).
 	leaseShare = 0.25
@@ -183,6 +234,9 @@ const (
 // allowShared decides from the caller's lease, taking a new batch from
 // the shared bucket (GCRA in the database) when it is spent.
 func (l *Limiter) allowShared(key string, p Policy, now time.Time) (Decision, error) {
+	if l.NoLease {
+		return l.allowRow(key, p, now)
+	}
 	l.mu.Lock()
 	if now.Sub(l.lastGC) > time.Minute {
 		l.gc(now)
@@ -216,10 +270,13 @@ func (l *Limiter) allowShared(key string, p Policy, now time.Time) (Decision, er
 		return d, nil
 	}
 	// A lease spent before it ended asks for twice as many next time; one
-	// that ended with tokens left (or none yet) asks for one, so a slow
-	// caller costs what it did before leases and loses nothing to them.
-	if b.tokens > 0 || b.leaseEnd.IsZero() {
+	// that ended with tokens left asks for what it spent (none yet: one),
+	// so a slow caller costs what it did before leases and loses nothing
+	// to them, and a steady one does not climb from one again.
+	if b.leaseEnd.IsZero() {
 		b.batch = 1
+	} else if b.tokens > 0 {
+		b.batch = max(1, b.taken-b.tokens)
 	}
 	want := b.batch
 	b.taking = make(chan struct{})
@@ -239,13 +296,26 @@ func (l *Limiter) allowShared(key string, p Policy, now time.Time) (Decision, er
 		// Nothing until the bucket has a token again; a caller still
 		// sending then is over its limit, so this replica waits for a
 		// batch's worth and takes them in one write.
-		b.tokens, b.batch, b.leaseEnd = 0, maxBatch(p), now
+		b.tokens, b.taken, b.batch, b.leaseEnd = 0, 0, maxBatch(p), now
 		b.blockedUntil = tat.Add(-tolerance + time.Duration(b.batch-1)*interval)
 		return l.sharedDecision(p, now, tat, false, 0), nil
 	}
-	b.tokens, b.leaseEnd, b.blockedUntil = got-1, now.Add(leaseFor), time.Time{}
+	b.tokens, b.taken, b.leaseEnd, b.blockedUntil = got-1, got, now.Add(leaseFor), time.Time{}
 	b.batch = min(want*2, maxBatch(p))
 	return l.sharedDecision(p, now, tat, true, b.tokens), nil
+}
+
+// allowRow is one GCRA statement per request on the shared bucket: the
+// row-per-request design (NoLease).
+func (l *Limiter) allowRow(key string, p Policy, now time.Time) (Decision, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	interval, tolerance := p.gcra()
+	allowed, tat, err := l.Shared.Take(ctx, key, now, interval, tolerance)
+	if err != nil {
+		return Decision{}, err
+	}
+	return l.sharedDecision(p, now, tat, allowed, 0), nil
 }
 
 // local decides from the bucket's lease or known refusal alone, when it

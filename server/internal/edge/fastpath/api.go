@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,7 +14,8 @@ import (
 // API reads: a request for the API's host that is simple enough (see
 // parseAPI) is offered to Config.APIRead, which answers it when the API
 // would answer it from an answer it keeps (a pure or versioned read, a
-// rate limit that allows it); everything else goes to net/http, as
+// rate limit that allows it) or with the rate limit's refusal (429);
+// everything else goes to net/http, as
 // before. api_test.go in the server compares both.
 
 // maxAPIBody bounds a request body read here; with its head it must fit
@@ -210,6 +212,7 @@ func (cs *conn) apiRead(n int) (handled, close bool, err error) {
 		ContentType: nilIfAbsent(r.ctype, r.ctypes), Authorization: r.auth, AuthorizationValue: nilIfAbsent(r.authz, r.authzs),
 		MCPProtocolVersion: nilIfAbsent(r.mcpv, r.mcpvs), Origin: r.origins > 0,
 		Body: all[n:], ClientIP: clientFor(cs.l.cfg.Trusted, cs.tcp, ip, r.xff), RemoteAddr: remote, Host: cs.host, TLS: cs.tls}
+	at := len(cs.out)
 	out, body, ok := cfg.APIRead(cs.out, &q)
 	if !ok {
 		return false, false, nil
@@ -220,7 +223,8 @@ func (cs *conn) apiRead(n int) (handled, close bool, err error) {
 	}
 	cs.out = append(cs.out, "\r\n"...)
 	if debug {
-		lg.Log(context.Background(), slog.LevelDebug, "request", "method", r.method, "path", cs.path, "status", 200,
+		status, _ := strconv.Atoi(string(out[at+9 : at+12])) // "HTTP/1.1 200"
+		lg.Log(context.Background(), slog.LevelDebug, "request", "method", r.method, "path", cs.path, "status", status,
 			"dur", time.Since(start), "ua", strings.SplitN(string(r.ua), " ", 2)[0])
 	}
 	close = r.close
