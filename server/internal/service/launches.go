@@ -437,7 +437,7 @@ func (s newLaunch) chargeLaunch(ctx context.Context, tx *store.Tx, p *auth.Princ
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	if err := matchQuote(pl.ProjectID, c, req, pl.Domain, pl.Owned, spec.Addons); err != nil {
+	if err := matchQuote(pl.ProjectID, c, quotedBy(req), pl.Domain, pl.Owned, spec.Addons); err != nil {
 		return nil, 0, nil, err
 	}
 	for _, it := range c.Items {
@@ -809,13 +809,12 @@ func (s *Launches) recheckDomain(ctx context.Context, rt *runningTask, pl *launc
 	if err == nil && (sold || org != rt.t.OrgID) {
 		return apierr.Newf("plan:domain_unavailable", "%s was registered by someone else before this launch could buy it", pl.Domain)
 	}
-	years := max(pl.Years, 1)
-	current, err := priceItems(s.prices, []models.QuoteItem{{Kind: models.Domain, Domain: &pl.Domain, Years: &years}})
+	current, err := priceDomain(s.prices, strings.ToLower(pl.Domain), max(pl.Years, 1))
 	if err != nil {
 		return err
 	}
-	if pl.DomainMicro > 0 && current[0].AmountMicro != pl.DomainMicro {
-		return apierr.Newf("plan:price_changed", "%s now costs %s USD, not the %s USD quoted", pl.Domain, current[0].AmountMicro.Decimal(), pl.DomainMicro.Decimal())
+	if pl.DomainMicro > 0 && current.AmountMicro != pl.DomainMicro {
+		return apierr.Newf("plan:price_changed", "%s now costs %s USD, not the %s USD quoted", pl.Domain, current.AmountMicro.Decimal(), pl.DomainMicro.Decimal())
 	}
 	return nil
 }
@@ -1021,4 +1020,16 @@ func checkStored(ctx context.Context, st *store.Store, p *auth.Principal, projec
 		return apierr.Internal(err)
 	}
 	return nil
+}
+
+// quotedBy is what a launch asks that its quote must price.
+func quotedBy(req models.LaunchRequest) quotedLaunch {
+	asked := quotedLaunch{Target: string(req.Target), Name: req.Name}
+	if req.BundleId != nil {
+		asked.BundleID = *req.BundleId
+	}
+	if req.Years != nil {
+		asked.Years = *req.Years
+	}
+	return asked
 }

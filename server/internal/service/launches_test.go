@@ -139,7 +139,7 @@ func TestLaunchRefusals(t *testing.T) {
 	}
 	// A taken domain (someone holds it now) also gives back the hold of the quote sent with it.
 	q := h.quote(tn, serviceItem("dynamic_service", "process", "a"))
-	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "a", Target: "edge", BundleId: &bnd, Domain: &taken, QuoteId: &q.QuoteId})
+	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "a", Target: "edge", BundleId: &bnd, Domain: &taken, QuoteId: &q.ID})
 	wantCode(t, err, "plan:domain_unavailable")
 	if h.remaining(tn.org, tn.project) != 100_000_000 {
 		t.Fatal("the refused launch's quote still holds budget")

@@ -27,19 +27,19 @@ func TestMailSetup(t *testing.T) {
 		quote string
 		code  models.BlockedBy
 	}{
-		{"not owned", b, q.QuoteId, "conflict:state"},
+		{"not owned", b, q.ID, "conflict:state"},
 		{"unknown quote", a, "quo_nope", "not_found:resource"},
-		{"quote for other mail", a, other.QuoteId, "input:invalid"},
-		{"quote with more", a, mixed.QuoteId, "conflict:quote_mismatch"},
+		{"quote for other mail", a, other.ID, "input:invalid"},
+		{"quote with more", a, mixed.ID, "conflict:quote_mismatch"},
 	}
 	for _, c := range cases {
 		_, err := h.svc.Mail.Setup(h.ctx, c.p.agent, dom, models.EmailSetupRequest{QuoteId: c.quote})
 		wantCode(t, err, c.code)
 	}
 	before := h.remaining(a.org, a.project)
-	v, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, models.EmailSetupRequest{QuoteId: q.QuoteId})
+	v, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, models.EmailSetupRequest{QuoteId: q.ID})
 	h.must(err)
-	again, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, models.EmailSetupRequest{QuoteId: other.QuoteId})
+	again, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, models.EmailSetupRequest{QuoteId: other.ID})
 	h.must(err)
 	if again.ID != v.ID || h.remaining(a.org, a.project) != before {
 		t.Fatalf("a second setup made task %s (first %s) or charged", again.ID, v.ID)

@@ -17,7 +17,7 @@ func (h *harness) process(tn tenant, name, target, workload string, req models.L
 	if req.BundleId == nil {
 		req.BundleId = ptr(h.site(tn, map[string]string{"Procfile": "web: python3 app.py\nworker: python3 worker.py\n", "app.py": "print(1)"}))
 	}
-	req.Name, req.Target, req.QuoteId = name, models.TargetName(target), &q.QuoteId
+	req.Name, req.Target, req.QuoteId = name, models.TargetName(target), &q.ID
 	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, req)
 	h.must(err)
 	h.drain()
@@ -109,7 +109,7 @@ func TestDeployAndRollback(t *testing.T) {
 		code models.BlockedBy
 	}{
 		{models.LaunchRequest{Name: "api", Target: "worker", BundleId: &bnd}, "conflict:state"},
-		{models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId}, "conflict:quote_mismatch"},
+		{models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.ID}, "conflict:quote_mismatch"},
 		{models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, Domain: ptr("other.dev")}, "conflict:state"},
 	} {
 		wantCode(t, second2(h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, c.req)), c.code)

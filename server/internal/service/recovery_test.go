@@ -18,7 +18,7 @@ func TestLaunchGivenUp(t *testing.T) {
 	q := h.quote(tn, domainItem(dom), serviceItem("static_site", "edge", "site"))
 	bnd := h.site(tn, map[string]string{"index.html": "x"})
 	h.platform.httpsErr = errors.New("connection refused")
-	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.QuoteId})
+	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.ID})
 	h.must(err)
 	id := h.platform.take()[0]
 	for range 2 {
@@ -80,7 +80,7 @@ func TestTeardownWhileWaiting(t *testing.T) {
 	tn := h.tenant(100, DefaultPolicy())
 	dom := freeDomain(t, "waiting", "dev")
 	q := h.quote(tn, domainItem(dom))
-	task := h.edge(tn, "site", models.LaunchRequest{Domain: &dom, QuoteId: &q.QuoteId})
+	task := h.edge(tn, "site", models.LaunchRequest{Domain: &dom, QuoteId: &q.ID})
 	if task.State != "input_required" {
 		t.Fatalf("launch %s", task.State)
 	}
