@@ -470,7 +470,7 @@ func (s newLaunch) claimLaunchHosts(ctx context.Context, tx *store.Tx, p *auth.P
 		err := tx.Services().ClaimHost(ctx, h, svc.ID, p.OrgID, now)
 		if errors.Is(err, store.ErrConflict) && pl.Owned {
 			relaunch := map[string]any{"id": pl.ProjectID, "name": svc.Name, "target": svc.Target, "bundleId": pl.BundleID, "domain": pl.Domain}
-			return s.domainHeldBy(ctx, tx, p.OrgID, pl.Domain, actions.Tool("launch_service", "agent", relaunch))
+			return s.domainHeldBy(ctx, tx, p.OrgID, pl.Domain, "launch_service", relaunch)
 		}
 		if errors.Is(err, store.ErrConflict) {
 			return domainTaken(pl.Domain)
