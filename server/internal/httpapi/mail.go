@@ -10,11 +10,12 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
 func (o mailRoutes) SetupEmail(ctx context.Context, req api.SetupEmailRequestObject) (api.SetupEmailResponseObject, error) {
-	t, err := o.svc.Mail.Setup(ctx, auth.FromContext(ctx), string(req.Domain), models.EmailSetupRequest(*req.Body))
+	t, err := o.svc.Mail.Setup(ctx, auth.FromContext(ctx), string(req.Domain), req.Body.QuoteId)
 	if err != nil {
 		return nil, err
 	}
@@ -22,11 +23,14 @@ func (o mailRoutes) SetupEmail(ctx context.Context, req api.SetupEmailRequestObj
 }
 
 func (o mailRoutes) RemoveEmail(ctx context.Context, req api.RemoveEmailRequestObject) (api.RemoveEmailResponseObject, error) {
-	r, next, err := o.svc.Mail.Remove(ctx, auth.FromContext(ctx), string(req.Domain))
+	r, err := o.svc.Mail.Remove(ctx, auth.FromContext(ctx), string(req.Domain))
 	if err != nil {
 		return nil, err
 	}
-	return api.RemoveEmail200JSONResponse{Data: *r, Actions: next, FormatVersion: FormatVersion}, nil
+	m := o.svc.Mutation("remove_email", nil, nil, nil, r.BudgetRemaining)
+	removal := models.MailRemoval{Domain: r.Domain, State: string(service.MailRemoved), Receipt: m.Receipt, Undo: m.Undo,
+		BudgetRemainingUsd: m.BudgetRemainingUsd}
+	return api.RemoveEmail200JSONResponse{Data: removal, Actions: []models.Action{actions.Stop("done")}, FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) CreateEmailAddress(ctx context.Context, req api.CreateEmailAddressRequestObject) (api.CreateEmailAddressResponseObject, error) {

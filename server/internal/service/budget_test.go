@@ -77,7 +77,7 @@ func TestConsumeRechecks(t *testing.T) {
 			q := h.quote(tn, domainItem(dom))
 			c.change(tn)
 			bnd := h.site(tn, map[string]string{"index.html": "x"})
-			_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.ID})
+			_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "site", Target: "edge", BundleID: bnd, Domain: dom, QuoteID: q.ID})
 			wantCode(t, err, c.code)
 			if p, _ := h.st.Projects().Get(h.ctx, tn.org, tn.project); p.SpentMicro != 0 {
 				t.Fatalf("spent %d on a refused launch", p.SpentMicro)
@@ -92,7 +92,7 @@ func TestConsumeRechecks(t *testing.T) {
 	dom := freeDomain(t, "moved", "dev")
 	q := h.quote(tn, domainItem(dom))
 	bnd := h.site(tn, map[string]string{"index.html": "x"})
-	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.ID})
+	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "site", Target: "edge", BundleID: bnd, Domain: dom, QuoteID: q.ID})
 	h.must(err)
 	prices["dev"] = registrar.USD(1, 0)
 	h.drain()
@@ -108,25 +108,25 @@ func TestQuoteMismatch(t *testing.T) {
 	tn := h.tenant(500, DefaultPolicy(), buyer...)
 	dom := freeDomain(t, "match", "dev")
 	bnd := h.site(tn, map[string]string{"index.html": "x", "Procfile": "web: app"})
-	pg := []models.LaunchRequestAddons{models.LaunchRequestAddonsManagedPostgres}
+	pg := []string{"managed_postgres"}
 	cases := []struct {
 		name  string
 		items []QuoteItem
-		req   models.LaunchRequest
+		req   LaunchRequest
 		first string
 	}{
-		{"mail in a launch", []QuoteItem{emailItem(dom)}, models.LaunchRequest{Name: "a", Target: "edge"}, "launch_service"},
-		{"another domain", []QuoteItem{domainItem(dom)}, models.LaunchRequest{Name: "a", Target: "edge"}, "launch_service"},
-		{"another target", []QuoteItem{serviceItem("worker", "worker", "a")}, models.LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
-		{"another name", []QuoteItem{serviceItem("dynamic_service", "process", "b")}, models.LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
-		{"database unpriced", []QuoteItem{serviceItem("dynamic_service", "process", "a")}, models.LaunchRequest{Name: "a", Target: "process", Addons: &pg}, "create_quote"},
-		{"database not asked", []QuoteItem{serviceItem("database_backed_app", "process", "a")}, models.LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
-		{"domain not priced", []QuoteItem{serviceItem("static_site", "edge", "a")}, models.LaunchRequest{Name: "a", Target: "edge", Domain: &dom}, "create_quote"},
+		{"mail in a launch", []QuoteItem{emailItem(dom)}, LaunchRequest{Name: "a", Target: "edge"}, "launch_service"},
+		{"another domain", []QuoteItem{domainItem(dom)}, LaunchRequest{Name: "a", Target: "edge"}, "launch_service"},
+		{"another target", []QuoteItem{serviceItem("worker", "worker", "a")}, LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
+		{"another name", []QuoteItem{serviceItem("dynamic_service", "process", "b")}, LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
+		{"database unpriced", []QuoteItem{serviceItem("dynamic_service", "process", "a")}, LaunchRequest{Name: "a", Target: "process", Addons: pg}, "create_quote"},
+		{"database not asked", []QuoteItem{serviceItem("database_backed_app", "process", "a")}, LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
+		{"domain not priced", []QuoteItem{serviceItem("static_site", "edge", "a")}, LaunchRequest{Name: "a", Target: "edge", Domain: dom}, "create_quote"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			q := h.quote(tn, c.items...)
-			c.req.BundleId, c.req.QuoteId = &bnd, &q.ID
+			c.req.BundleID, c.req.QuoteID = bnd, q.ID
 			_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, c.req)
 			e := wantCode(t, err, "conflict:quote_mismatch")
 			if n := names(e.Actions); n[0] != c.first || n[len(n)-1] != "release_quote" {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -41,11 +42,11 @@ func TestChildProjectCarvesAndGivesBack(t *testing.T) {
 	}
 	// Work in the child: a live site, a held quote and a budget raise
 	// waiting for a human.
-	h.edge(ct, "probe", models.LaunchRequest{})
+	h.edge(ct, "probe", LaunchRequest{})
 	if q := h.quote(ct, serviceItem("dynamic_service", "process", "held")); q.Decision != QuoteAllow {
 		t.Fatalf("quote in the child: %s %v", q.Decision, q.Reasons)
 	}
-	raise, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, ct.agent, ct.project, models.BudgetRaiseRequest{AmountUsd: 1, Reason: "probe"})
+	raise, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, ct.agent, ct.project, money.FromUSD(1), "probe")
 	h.must(err)
 
 	d, next, replayed, err := h.svc.Projects.Delete(h.ctx, ct.agent, ct.project)

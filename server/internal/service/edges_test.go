@@ -15,7 +15,7 @@ func TestConsumeRefusals(t *testing.T) {
 	tn := h.tenant(20, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(10.0) }))
 	bnd := h.site(tn, map[string]string{"index.html": "x"})
 	launch := func(q string) error {
-		_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, QuoteId: &q})
+		_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "site", Target: "edge", BundleID: bnd, QuoteID: q})
 		return err
 	}
 	expiring := h.quote(tn, serviceItem("static_site", "edge", "site"))
@@ -51,12 +51,12 @@ func TestApprovalTheBudgetCannotHold(t *testing.T) {
 		t.Fatalf("decision %s", q.Decision)
 	}
 	bnd := h.site(tn, map[string]string{"Procfile": "web: app"})
-	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.ID})
+	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "api", Target: "process", BundleID: bnd, QuoteID: q.ID})
 	wantCode(t, err, "conflict:quote_mismatch") // mail is never a launch's
 	long := serviceItem("dynamic_service", "process", "api")
 	long.Months = 2
 	q = h.quote(tn, long)
-	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.ID})
+	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "api", Target: "process", BundleID: bnd, QuoteID: q.ID})
 	h.must(err)
 	if v.State != "input_required" {
 		t.Fatalf("launch %s", v.State)
@@ -117,7 +117,7 @@ func TestMailRouting(t *testing.T) {
 func TestLogFilters(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(100, DefaultPolicy())
-	id := h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{}).ServiceID
+	id := h.process(tn, "api", "process", "dynamic_service", LaunchRequest{}).ServiceID
 	h.svc.Runs.Log(id, 1, "stdout", "one", epoch)
 	h.svc.Runs.Log(id, 2, "stdout", "two", epoch.Add(time.Hour))
 	h.svc.Runs.FlushNow(h.ctx)
@@ -125,7 +125,7 @@ func TestLogFilters(t *testing.T) {
 		q    LogQuery
 		want string
 	}{{LogQuery{Version: 2}, "two"}, {LogQuery{Since: epoch.Add(time.Minute)}, "two"}, {LogQuery{Version: 1, Tail: 1}, "one"}} {
-		l, _, err := h.svc.Runs.Logs(h.ctx, tn.org, id, c.q)
+		l, err := h.svc.Runs.Logs(h.ctx, tn.org, id, c.q)
 		h.must(err)
 		if len(l.Lines) != 1 || l.Lines[0].Text != c.want {
 			t.Fatalf("%+v: %+v", c.q, l.Lines)

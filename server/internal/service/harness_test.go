@@ -492,10 +492,10 @@ func emailItem(d string) QuoteItem {
 }
 
 // edge launches a static site and runs its task.
-func (h *harness) edge(tn tenant, name string, req models.LaunchRequest) *Task {
+func (h *harness) edge(tn tenant, name string, req LaunchRequest) *Task {
 	h.t.Helper()
-	if req.BundleId == nil {
-		req.BundleId = ptr(h.site(tn, map[string]string{"index.html": "<h1>" + name + "</h1>"}))
+	if req.BundleID == "" {
+		req.BundleID = h.site(tn, map[string]string{"index.html": "<h1>" + name + "</h1>"})
 	}
 	req.Name, req.Target = name, "edge"
 	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, req)
@@ -514,7 +514,7 @@ func (h *harness) buy(tn tenant, name, domain string) *Task {
 	if q.Decision != QuoteAllow {
 		h.t.Fatalf("quote for %s: %s %v", domain, q.Decision, q.Reasons)
 	}
-	return h.edge(tn, name, models.LaunchRequest{Domain: &domain, QuoteId: &q.ID})
+	return h.edge(tn, name, LaunchRequest{Domain: domain, QuoteID: q.ID})
 }
 
 // mailDomain buys a domain for a tenant (whose key holds buy_domain) and
@@ -524,7 +524,7 @@ func (h *harness) mailDomain(tn tenant, seed string) string {
 	dom := freeDomain(h.t, seed, "dev")
 	h.buy(tn, seed, dom)
 	q := h.quote(tn, emailItem(dom))
-	v, err := h.svc.Mail.Setup(h.ctx, tn.agent, dom, models.EmailSetupRequest{QuoteId: q.ID})
+	v, err := h.svc.Mail.Setup(h.ctx, tn.agent, dom, q.ID)
 	h.must(err)
 	h.drain()
 	if got := h.task(tn.org, v.ID); got.State != "succeeded" {

@@ -33,13 +33,13 @@ func TestMailSetup(t *testing.T) {
 		{"quote with more", a, mixed.ID, "conflict:quote_mismatch"},
 	}
 	for _, c := range cases {
-		_, err := h.svc.Mail.Setup(h.ctx, c.p.agent, dom, models.EmailSetupRequest{QuoteId: c.quote})
+		_, err := h.svc.Mail.Setup(h.ctx, c.p.agent, dom, c.quote)
 		wantCode(t, err, c.code)
 	}
 	before := h.remaining(a.org, a.project)
-	v, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, models.EmailSetupRequest{QuoteId: q.ID})
+	v, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, q.ID)
 	h.must(err)
-	again, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, models.EmailSetupRequest{QuoteId: other.ID})
+	again, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, other.ID)
 	h.must(err)
 	if again.ID != v.ID || h.remaining(a.org, a.project) != before {
 		t.Fatalf("a second setup made task %s (first %s) or charged", again.ID, v.ID)
@@ -68,12 +68,12 @@ func TestMailSetup(t *testing.T) {
 		t.Fatalf("%d mail records in %+v", mx, recs)
 	}
 	// Removing it takes the records out; addresses are refused after.
-	_, _, err = h.svc.Mail.Remove(h.ctx, b.agent, dom)
+	_, err = h.svc.Mail.Remove(h.ctx, b.agent, dom)
 	wantCode(t, err, "mail:not_set_up")
-	rm, _, err := h.svc.Mail.Remove(h.ctx, a.agent, dom)
+	rm, err := h.svc.Mail.Remove(h.ctx, a.agent, dom)
 	h.must(err)
-	if rm.State != "removed" || !rm.Undo.Irreversible {
-		t.Fatalf("removal %+v", rm)
+	if d, _ := h.st.Mail().Domain(h.ctx, dom); rm.Domain != dom || MailState(d.State) != MailRemoved {
+		t.Fatalf("removal %+v, domain %+v", rm, d)
 	}
 	_, _, err = h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: "hi@" + openapi_types.Email(dom)})
 	wantCode(t, err, "mail:not_set_up")

@@ -567,3 +567,10 @@ type policyVerdict struct {
 func judge(pol models.ProjectPolicy, items []pricedItem) policyVerdict {
 	return policyVerdict{refused: policyReasons(pol, items), approval: needsApproval(pol, total(items))}
 }
+
+// egressDenied says a project's policy keeps its services off the
+// network (serviceEgress: denied).
+func egressDenied(policy string) bool {
+	pol, err := decodePolicy(policy)
+	return err == nil && pol.ServiceEgress != nil && *pol.ServiceEgress == models.ProjectPolicyServiceEgressDenied
+}

@@ -730,12 +730,12 @@ func quoteItems(items []pricedItem) []QuoteItem {
 // releaseRefusedQuote gives back the hold of a quote whose launch was
 // refused because the domain is taken: the launch bought nothing, so the
 // hold serves nothing. A quote that is not held is left alone.
-func (s *Quotes) releaseRefusedQuote(ctx context.Context, p *auth.Principal, quoteID *string) {
-	if quoteID == nil || *quoteID == "" {
+func (s *Quotes) releaseRefusedQuote(ctx context.Context, p *auth.Principal, quoteID string) {
+	if quoteID == "" {
 		return
 	}
-	if _, err := s.Release(ctx, p, *quoteID); err != nil {
-		s.log.Debug("release refused quote", "quote", *quoteID, "err", err)
+	if _, err := s.Release(ctx, p, quoteID); err != nil {
+		s.log.Debug("release refused quote", "quote", quoteID, "err", err)
 	}
 }
 
