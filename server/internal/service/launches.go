@@ -66,7 +66,7 @@ func (pl *launchPayload) runs() bool { return runsProcesses(pl.Target) }
 func (pl *launchPayload) buys() bool { return pl.Domain != "" && !pl.Owned }
 
 // serves reports whether the launch attaches its domain.
-func (pl *launchPayload) serves() bool { return pl.Domain != "" && pl.Approval != "denied" }
+func (pl *launchPayload) serves() bool { return pl.Domain != "" && GateState(pl.Approval) != GateDenied }
 
 type runningTask struct {
 	s     *Launches
@@ -677,7 +677,7 @@ func (s *Launches) runLaunch(ctx context.Context, t store.Task) error {
 	if pl.serves() {
 		result["domainUrl"] = s.hostURL("https", pl.Domain)
 	}
-	if pl.Approval == "denied" {
+	if GateState(pl.Approval) == GateDenied {
 		result["domain"] = "registration of " + pl.Domain + " denied by a human: not bought, not attached, its price refunded"
 	}
 	rj, _ := json.Marshal(result)
@@ -727,7 +727,7 @@ func (s *Launches) registerDomain(ctx context.Context, rt *runningTask, pl *laun
 		}
 		return "", errInputRequired
 	}
-	if pl.Approval == "denied" {
+	if GateState(pl.Approval) == GateDenied {
 		return "denied by a human; not bought", nil
 	}
 	if err := s.recheckDomain(ctx, rt, pl); err != nil {
@@ -931,7 +931,7 @@ func (s *Launches) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID,
 // what was kept.
 func refundLaunch(ctx context.Context, tx *store.Tx, t store.Task, pl *launchPayload, bought bool, state string, cause *apierr.Error, now time.Time) error {
 	refund := pl.ChargedMicro - pl.RefundedMicro
-	if bought && pl.Approval != "denied" {
+	if bought && GateState(pl.Approval) != GateDenied {
 		refund -= pl.DomainMicro
 	}
 	if refund > 0 {

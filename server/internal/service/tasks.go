@@ -94,7 +94,7 @@ func (s *Tasks) taskView(t store.Task) (*Task, error) {
 				v.Undo = *pl.Undo
 			}
 			ready := v.Kind == TaskKindLaunch && v.State == TaskSucceeded
-			domainReady := ready && pl.Domain != "" && pl.Approval != "denied"
+			domainReady := ready && pl.Domain != "" && GateState(pl.Approval) != GateDenied
 			if v.Kind == TaskKindLaunch {
 				v.HTTPS = &HTTPSReady{Domain: domainReady, Preview: ready}
 			}
