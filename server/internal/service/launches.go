@@ -66,7 +66,9 @@ func (pl *launchPayload) runs() bool { return runsProcesses(pl.Target) }
 func (pl *launchPayload) buys() bool { return pl.Domain != "" && !pl.Owned }
 
 // serves reports whether the launch attaches its domain.
-func (pl *launchPayload) serves() bool { return pl.Domain != "" && GateState(pl.Approval) != GateDenied }
+func (pl *launchPayload) serves() bool {
+	return pl.Domain != "" && GateState(pl.Approval) != GateDenied
+}
 
 type runningTask struct {
 	s     *Launches
