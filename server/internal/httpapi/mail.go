@@ -114,11 +114,20 @@ func (o mailRoutes) WaitForMessage(ctx context.Context, req api.WaitForMessageRe
 }
 
 func (o mailRoutes) SendMessage(ctx context.Context, req api.SendMessageRequestObject) (api.SendMessageResponseObject, error) {
-	m, next, err := o.svc.Mail.Send(ctx, auth.FromContext(ctx), models.SendMessageRequest(*req.Body))
+	b := req.Body
+	send := service.SendRequest{From: string(b.From), Subject: b.Subject, Text: b.Text, To: make([]string, 0, len(b.To))}
+	for _, t := range b.To {
+		send.To = append(send.To, string(t))
+	}
+	sent, err := o.svc.Mail.Send(ctx, auth.FromContext(ctx), send)
 	if err != nil {
 		return nil, err
 	}
-	return api.SendMessage202JSONResponse{Data: *m, Actions: next, FormatVersion: FormatVersion}, nil
+	// Sent mail cannot be called back: the undo is irreversible.
+	m := o.svc.Mutation("send_message", nil, []models.ResourceRef{{Type: "message", Id: sent.ID}}, nil, sent.BudgetRemaining)
+	out := models.SentMessage{MessageId: sent.ID, From: sent.From, To: sent.To, Relay: sent.Relay, DkimSelector: sent.DKIMSelector,
+		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
+	return api.SendMessage202JSONResponse{Data: out, Actions: []models.Action{actions.Stop("done")}, FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) SetRegistrantContact(ctx context.Context, req api.SetRegistrantContactRequestObject) (api.SetRegistrantContactResponseObject, error) {

@@ -181,27 +181,27 @@ func TestMailSend(t *testing.T) {
 	dom := h.mailDomain(a, "sender")
 	_, _, err := h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: "out@" + openapi_types.Email(dom)})
 	h.must(err)
-	req := models.SendMessageRequest{From: "out@" + openapi_types.Email(dom), To: []openapi_types.Email{"you@example.org"}, Subject: "Hi\r\nBcc: x", Text: "hello\nthere"}
-	sent, _, err := h.svc.Mail.Send(h.ctx, a.agent, req)
+	req := SendRequest{From: "out@" + dom, To: []string{"you@example.org"}, Subject: "Hi\r\nBcc: x", Text: "hello\nthere"}
+	sent, err := h.svc.Mail.Send(h.ctx, a.agent, req)
 	h.must(err)
 	if sent.Relay != "relay.test" || len(h.relay.msgs) != 1 || !contains(h.relay.msgs[0], "DKIM-Signature:") || contains(h.relay.msgs[0], "\r\nBcc:") {
 		t.Fatalf("sent %+v: %q", sent, h.relay.msgs)
 	}
 	for _, c := range []struct {
 		p    tenant
-		from openapi_types.Email
+		from string
 		code models.BlockedBy
-	}{{a, "bad", "input:invalid"}, {a, "nobody@" + openapi_types.Email(dom), "mail:not_set_up"}, {b, req.From, "mail:not_set_up"}} {
-		_, _, err := h.svc.Mail.Send(h.ctx, c.p.agent, models.SendMessageRequest{From: c.from, To: req.To, Subject: "x", Text: "y"})
+	}{{a, "bad", "input:invalid"}, {a, "nobody@" + dom, "mail:not_set_up"}, {b, req.From, "mail:not_set_up"}} {
+		_, err := h.svc.Mail.Send(h.ctx, c.p.agent, SendRequest{From: c.from, To: req.To, Subject: "x", Text: "y"})
 		wantCode(t, err, c.code)
 	}
 	h.relay.err = errors.New("550 no")
-	_, _, err = h.svc.Mail.Send(h.ctx, a.agent, req)
+	_, err = h.svc.Mail.Send(h.ctx, a.agent, req)
 	wantCode(t, err, "provider:failed")
 
 	h2 := newHarness(t, withoutRelay)
 	c := h2.tenant(10, DefaultPolicy())
-	_, _, err = h2.svc.Mail.Send(h2.ctx, c.agent, req)
+	_, err = h2.svc.Mail.Send(h2.ctx, c.agent, req)
 	wantCode(t, err, "mail:relay_unconfigured")
 }
 
