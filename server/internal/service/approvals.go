@@ -30,6 +30,15 @@ type Dashboard struct {
 	Spending    *Spending // this period's spend, per project, key and service
 }
 
+// projectNames are the dashboard's projects' names, by id.
+func (d *Dashboard) projectNames() map[string]string {
+	out := make(map[string]string, len(d.Projects))
+	for _, p := range d.Projects {
+		out[p.Id] = p.Name
+	}
+	return out
+}
+
 // GateView is a gate as the approval page shows it.
 type GateView struct {
 	ID, Kind, State, TaskID string
