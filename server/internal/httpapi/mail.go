@@ -131,7 +131,10 @@ func (o mailRoutes) SendMessage(ctx context.Context, req api.SendMessageRequestO
 }
 
 func (o mailRoutes) SetRegistrantContact(ctx context.Context, req api.SetRegistrantContactRequestObject) (api.SetRegistrantContactResponseObject, error) {
-	t, mailed, err := o.svc.Mail.SetRegistrant(ctx, auth.FromContext(ctx), string(req.Domain), models.RegistrantContactRequest(*req.Body))
+	b := req.Body
+	c := service.RegistrantContact{Name: b.Name, Email: string(b.Email), Country: b.Country, Organization: deref(b.Organization),
+		Street: deref(b.Street), City: deref(b.City), State: deref(b.State), PostalCode: deref(b.PostalCode)}
+	t, mailed, err := o.svc.Mail.SetRegistrant(ctx, auth.FromContext(ctx), string(req.Domain), c)
 	if err != nil {
 		return nil, err
 	}

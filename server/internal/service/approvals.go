@@ -75,7 +75,7 @@ type GateView struct {
 	// Registrant is the contact a registrant gate proposes; LinkMailed
 	// says a confirmation link also went to its address, and NoLinkWhy why
 	// none did.
-	Registrant *models.RegistrantContactRequest
+	Registrant *RegistrantContact
 	LinkMailed bool
 	NoLinkWhy  string
 }
@@ -549,9 +549,9 @@ func (s *Approvals) gateView(ctx context.Context, g store.Gate) GateView {
 		RequestedBy  string          `json:"requestedBy"`
 		Items        []pricedItem    `json:"items"`
 		// A registrant gate's proposal.
-		Contact    *models.RegistrantContactRequest `json:"contact"`
-		LinkMailed bool                             `json:"linkMailed"`
-		NoLinkWhy  string                           `json:"noLinkWhy"`
+		Contact    *RegistrantContact `json:"contact"`
+		LinkMailed bool               `json:"linkMailed"`
+		NoLinkWhy  string             `json:"noLinkWhy"`
 	}
 	if err := json.Unmarshal([]byte(g.Payload), &payload); err == nil {
 		v.Registrant, v.LinkMailed, v.NoLinkWhy = payload.Contact, payload.LinkMailed, payload.NoLinkWhy

@@ -18,7 +18,6 @@ import (
 var speaksWire = []string{
 	"approvals.go", "bundles.go", "core.go", "keycaps.go", "mail_boxes.go",
 	"mail_mutations.go", "mail_send.go", "metering.go", "onboarding.go", "children.go", "projects.go",
-	"registrant.go",
 }
 
 func TestOnlyListedFilesImportModels(t *testing.T) {

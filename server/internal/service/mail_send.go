@@ -229,7 +229,7 @@ func (s *Mail) RDAP(ctx context.Context, domain string) (map[string]any, error) 
 		"notices": []any{map[string]any{"title": "Sandbox registrar", "description": []string{"Pier's sandbox registrar; nothing here is registered on the internet."}}},
 	}
 	if r, err := s.store.Mail().CurrentRegistrant(ctx, pu.OrgID, domain); err == nil {
-		var c models.RegistrantContactRequest
+		var c RegistrantContact
 		json.Unmarshal([]byte(r.Contact), &c)
 		out["entities"] = []any{map[string]any{
 			"objectClassName": "entity",
