@@ -574,3 +574,29 @@ func egressDenied(policy string) bool {
 	pol, err := decodePolicy(policy)
 	return err == nil && pol.ServiceEgress != nil && *pol.ServiceEgress == models.ProjectPolicyServiceEgressDenied
 }
+
+// keyCapView is the caller's cap for whoami, nil when the key has none.
+func keyCapView(ks KeySpend) *models.KeySpendCap {
+	if ks.Key.CapMicro == nil {
+		return nil
+	}
+	return &models.KeySpendCap{CapUsd: usd(*ks.Key.CapMicro), Period: models.KeySpendCapPeriod(ks.Key.CapPeriod),
+		SpentUsd: usd(ks.SpentMicro), PeriodStart: ks.PeriodStart}
+}
+
+// keyCapViews are the organisation's key caps as get_project shows them,
+// by key id.
+func keyCapViews(ctx context.Context, st *store.Store, orgID string, now time.Time) ([]models.KeyCapView, error) {
+	spends, err := keySpends(ctx, st, orgID, now)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]models.KeyCapView, 0, len(spends))
+	for _, ks := range spends {
+		k := ks.Key
+		out = append(out, models.KeyCapView{KeyId: k.ID, KeyName: k.Name, CapUsd: usd(*k.CapMicro),
+			Period: models.KeyCapViewPeriod(k.CapPeriod), PeriodStart: ks.PeriodStart, SpentUsd: usd(ks.SpentMicro)})
+	}
+	slices.SortFunc(out, func(a, b models.KeyCapView) int { return strings.Compare(a.KeyId, b.KeyId) })
+	return out, nil
+}
