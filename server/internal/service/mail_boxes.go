@@ -366,8 +366,18 @@ type Delivery struct {
 	Headers     map[string][]string
 	Text, HTML  string
 	Attachments []Attachment
-	Auth        models.AuthResults
+	Auth        AuthResults
 	Raw         []byte
+}
+
+// AuthResults is what the checks of a received message said: DKIM (and
+// the domain whose signature passed), SPF and DMARC. It is kept with the
+// message in the contract's JSON shape.
+type AuthResults struct {
+	DKIM       string `json:"dkim"`
+	DKIMDomain string `json:"dkimDomain,omitempty"`
+	DMARC      string `json:"dmarc"`
+	SPF        string `json:"spf"`
 }
 
 // Attachment is one attached file.

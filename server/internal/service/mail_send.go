@@ -16,7 +16,6 @@ import (
 
 	"github.com/emersion/go-msgauth/dkim"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -167,7 +166,7 @@ func (s *core) deliverAnywhere(ctx context.Context, from, to string, msg []byte)
 		return err
 	} else if ok {
 		_, err := s.mail.Deliver(ctx, Delivery{MailFrom: from, Rcpt: to, FromHeader: from, Subject: subjectOf(msg), Text: bodyOf(msg),
-			Headers: map[string][]string{}, Auth: models.AuthResults{Dkim: "none", Spf: "none", Dmarc: "none"}, Raw: msg})
+			Headers: map[string][]string{}, Auth: AuthResults{DKIM: "none", SPF: "none", DMARC: "none"}, Raw: msg})
 		return err
 	}
 	if s.relay == nil {

@@ -115,7 +115,7 @@ func TestMailboxes(t *testing.T) {
 	}
 	id, err := h.svc.Mail.Deliver(h.ctx, Delivery{MailFrom: "x@y.org", Rcpt: "hi@" + dom, FromHeader: "X <x@y.org>", Subject: "Your code",
 		Text: "123456", HTML: "<b>123456</b>", Raw: []byte("raw message"), Attachments: []Attachment{{Filename: "a.txt", ContentType: "text/plain", Data: []byte("att")}},
-		Auth: models.AuthResults{Dkim: "pass", Spf: "pass", Dmarc: "pass"}})
+		Auth: AuthResults{DKIM: "pass", SPF: "pass", DMARC: "pass"}})
 	h.must(err)
 	_, err = h.svc.Mail.Deliver(h.ctx, Delivery{Rcpt: "hi@" + dom, Raw: make([]byte, 3000)})
 	if !errors.Is(err, ErrInboxFull) {
