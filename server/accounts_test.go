@@ -234,8 +234,8 @@ func TestNoOverspend(t *testing.T) {
 		names := availableDomains(201, "com", "race")
 		// One hold made before the race stays held, so that the books have
 		// both a held and a consumed side whatever the race's order.
-		if _, _, err := ts.Service().Quotes.Create(ctx, a.principal, sdk.QuoteRequest{ProjectId: a.project,
-			Items: []sdk.QuoteItem{{Kind: sdk.Domain, Domain: &names[200], Years: ptr(1)}}}); err != nil {
+		if _, err := ts.Service().Quotes.Create(ctx, a.principal, service.QuoteRequest{ProjectID: a.project,
+			Items: []service.QuoteItem{{Kind: service.ItemDomain, Domain: names[200], Years: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -285,17 +285,17 @@ func raceQuotesAndConsumes(t *testing.T, ts *testServer, a account, names []stri
 			defer wg.Done()
 			if i%2 == 0 {
 				defer quoters.Done()
-				q, _, err := ts.Service().Quotes.Create(ctx, a.principal, sdk.QuoteRequest{ProjectId: a.project,
-					Items: []sdk.QuoteItem{{Kind: sdk.Domain, Domain: &names[i], Years: ptr(1 + rand.IntN(3))}}})
+				q, err := ts.Service().Quotes.Create(ctx, a.principal, service.QuoteRequest{ProjectID: a.project,
+					Items: []service.QuoteItem{{Kind: service.ItemDomain, Domain: names[i], Years: 1 + rand.IntN(3)}}})
 				if err != nil {
 					fail(err)
 					return
 				}
 				// Some holds stay held; some are consumed twice, and the second must lose.
-				if q.Decision == sdk.ALLOW && i%6 != 0 {
-					held <- q.QuoteId
+				if q.Decision == service.QuoteAllow && i%6 != 0 {
+					held <- q.ID
 					if rand.IntN(2) == 0 {
-						held <- q.QuoteId
+						held <- q.ID
 					}
 				}
 				return

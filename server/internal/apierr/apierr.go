@@ -11,9 +11,13 @@ import (
 	"github.com/pierhq/pier/models"
 )
 
+// Code is a blockedBy cause: what a refusal, a quote's denial or a
+// failed step names as why.
+type Code = models.BlockedBy
+
 // Error is a failure with a blockedBy cause.
 type Error struct {
-	Code    models.BlockedBy
+	Code    Code
 	Message string
 	Actions []models.Action
 	Details []models.FieldProblem
@@ -68,6 +72,11 @@ func (e *Error) WithActions(a ...models.Action) *Error {
 func (e *Error) WithDetails(d ...models.FieldProblem) *Error {
 	e.Details = append(e.Details, d...)
 	return e
+}
+
+// WithField adds the problem with one field of the request and returns e.
+func (e *Error) WithField(field, problem string) *Error {
+	return e.WithDetails(models.FieldProblem{Field: field, Problem: problem})
 }
 
 // Internal wraps an unexpected error; its cause is logged but never shown.

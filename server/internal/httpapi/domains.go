@@ -121,7 +121,7 @@ func (o domainRoutes) AttachDomain(ctx context.Context, req api.AttachDomainRequ
 	if err != nil {
 		return nil, err
 	}
-	return api.AttachDomain200JSONResponse{Data: *a, Actions: attachmentActions(a), FormatVersion: FormatVersion}, nil
+	return api.AttachDomain200JSONResponse{Data: o.attachment(a), Actions: attachmentActions(a.Domain), FormatVersion: FormatVersion}, nil
 }
 
 func (o domainRoutes) DetachDomain(ctx context.Context, req api.DetachDomainRequestObject) (api.DetachDomainResponseObject, error) {
@@ -129,10 +129,28 @@ func (o domainRoutes) DetachDomain(ctx context.Context, req api.DetachDomainRequ
 	if err != nil {
 		return nil, err
 	}
-	return api.DetachDomain200JSONResponse{Data: *a, Actions: attachmentActions(a), FormatVersion: FormatVersion}, nil
+	return api.DetachDomain200JSONResponse{Data: o.attachment(a), Actions: attachmentActions(a.Domain), FormatVersion: FormatVersion}, nil
+}
+
+// attachment is the contract's view of an attach or a detach, with its
+// receipt (the hosts an attach serves) and its undo: detach after an
+// attach, attach to the service it served before after a detach.
+func (o domainRoutes) attachment(a *service.DomainAttachment) models.DomainAttachment {
+	out := models.DomainAttachment{Domain: a.Domain, State: models.Detached, ServiceId: optional(a.ServiceID),
+		PreviousServiceId: optional(a.PreviousServiceID), DomainUrl: optional(a.URL)}
+	action, created := "detach_domain", []models.ResourceRef{}
+	undo := service.UndoCall("attach_domain", map[string]any{"domain": a.Domain, "serviceId": a.PreviousServiceID})
+	if a.ServiceID != "" {
+		out.State, action = models.Attached, "attach_domain"
+		created = append(created, models.ResourceRef{Type: "host", Id: a.Domain, Url: out.DomainUrl}, models.ResourceRef{Type: "host", Id: "www." + a.Domain})
+		undo = service.UndoCall("detach_domain", map[string]any{"domain": a.Domain})
+	}
+	m := o.svc.Mutation(action, nil, created, undo, a.BudgetRemaining)
+	out.Receipt, out.Undo, out.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
+	return out
 }
 
 // attachmentActions follow an attach or a detach: read the domain.
-func attachmentActions(a *models.DomainAttachment) []models.Action {
-	return []models.Action{actions.Tool("get_domain", "agent", map[string]any{"domain": a.Domain}), actions.Stop("done")}
+func attachmentActions(domain string) []models.Action {
+	return []models.Action{actions.Tool("get_domain", "agent", map[string]any{"domain": domain}), actions.Stop("done")}
 }

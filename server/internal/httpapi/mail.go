@@ -10,11 +10,12 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
 func (o mailRoutes) SetupEmail(ctx context.Context, req api.SetupEmailRequestObject) (api.SetupEmailResponseObject, error) {
-	t, err := o.svc.Mail.Setup(ctx, auth.FromContext(ctx), string(req.Domain), models.EmailSetupRequest(*req.Body))
+	t, err := o.svc.Mail.Setup(ctx, auth.FromContext(ctx), string(req.Domain), req.Body.QuoteId)
 	if err != nil {
 		return nil, err
 	}
@@ -22,11 +23,14 @@ func (o mailRoutes) SetupEmail(ctx context.Context, req api.SetupEmailRequestObj
 }
 
 func (o mailRoutes) RemoveEmail(ctx context.Context, req api.RemoveEmailRequestObject) (api.RemoveEmailResponseObject, error) {
-	r, next, err := o.svc.Mail.Remove(ctx, auth.FromContext(ctx), string(req.Domain))
+	r, err := o.svc.Mail.Remove(ctx, auth.FromContext(ctx), string(req.Domain))
 	if err != nil {
 		return nil, err
 	}
-	return api.RemoveEmail200JSONResponse{Data: *r, Actions: next, FormatVersion: FormatVersion}, nil
+	m := o.svc.Mutation("remove_email", nil, nil, nil, r.BudgetRemaining)
+	removal := models.MailRemoval{Domain: r.Domain, State: string(service.MailRemoved), Receipt: m.Receipt, Undo: m.Undo,
+		BudgetRemainingUsd: m.BudgetRemainingUsd}
+	return api.RemoveEmail200JSONResponse{Data: removal, Actions: []models.Action{actions.Stop("done")}, FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) CreateEmailAddress(ctx context.Context, req api.CreateEmailAddressRequestObject) (api.CreateEmailAddressResponseObject, error) {
@@ -110,15 +114,27 @@ func (o mailRoutes) WaitForMessage(ctx context.Context, req api.WaitForMessageRe
 }
 
 func (o mailRoutes) SendMessage(ctx context.Context, req api.SendMessageRequestObject) (api.SendMessageResponseObject, error) {
-	m, next, err := o.svc.Mail.Send(ctx, auth.FromContext(ctx), models.SendMessageRequest(*req.Body))
+	b := req.Body
+	send := service.SendRequest{From: string(b.From), Subject: b.Subject, Text: b.Text, To: make([]string, 0, len(b.To))}
+	for _, t := range b.To {
+		send.To = append(send.To, string(t))
+	}
+	sent, err := o.svc.Mail.Send(ctx, auth.FromContext(ctx), send)
 	if err != nil {
 		return nil, err
 	}
-	return api.SendMessage202JSONResponse{Data: *m, Actions: next, FormatVersion: FormatVersion}, nil
+	// Sent mail cannot be called back: the undo is irreversible.
+	m := o.svc.Mutation("send_message", nil, []models.ResourceRef{{Type: "message", Id: sent.ID}}, nil, sent.BudgetRemaining)
+	out := models.SentMessage{MessageId: sent.ID, From: sent.From, To: sent.To, Relay: sent.Relay, DkimSelector: sent.DKIMSelector,
+		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
+	return api.SendMessage202JSONResponse{Data: out, Actions: []models.Action{actions.Stop("done")}, FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) SetRegistrantContact(ctx context.Context, req api.SetRegistrantContactRequestObject) (api.SetRegistrantContactResponseObject, error) {
-	t, mailed, err := o.svc.Mail.SetRegistrant(ctx, auth.FromContext(ctx), string(req.Domain), models.RegistrantContactRequest(*req.Body))
+	b := req.Body
+	c := service.RegistrantContact{Name: b.Name, Email: string(b.Email), Country: b.Country, Organization: deref(b.Organization),
+		Street: deref(b.Street), City: deref(b.City), State: deref(b.State), PostalCode: deref(b.PostalCode)}
+	t, mailed, err := o.svc.Mail.SetRegistrant(ctx, auth.FromContext(ctx), string(req.Domain), c)
 	if err != nil {
 		return nil, err
 	}

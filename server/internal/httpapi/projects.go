@@ -6,6 +6,7 @@ import (
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -68,7 +69,7 @@ func (o projectRoutes) ListProjects(ctx context.Context, req api.ListProjectsReq
 }
 
 func (o projectRoutes) RequestBudgetRaise(ctx context.Context, req api.RequestBudgetRaiseRequestObject) (api.RequestBudgetRaiseResponseObject, error) {
-	t, err := o.svc.Approvals.RequestBudgetRaise(ctx, auth.FromContext(ctx), req.Id, models.BudgetRaiseRequest(*req.Body))
+	t, err := o.svc.Approvals.RequestBudgetRaise(ctx, auth.FromContext(ctx), req.Id, money.FromUSD(req.Body.AmountUsd), req.Body.Reason)
 	if err != nil {
 		return nil, err
 	}

@@ -34,11 +34,35 @@ func (o serviceRoutes) GetService(ctx context.Context, req api.GetServiceRequest
 }
 
 func (o serviceRoutes) LaunchService(ctx context.Context, req api.LaunchServiceRequestObject) (api.LaunchServiceResponseObject, error) {
-	t, err := o.svc.Launches.Launch(ctx, auth.FromContext(ctx), req.Id, models.LaunchRequest(*req.Body))
+	t, err := o.svc.Launches.Launch(ctx, auth.FromContext(ctx), req.Id, launchRequest(*req.Body))
 	if err != nil {
 		return nil, err
 	}
 	return api.LaunchService202JSONResponse{Data: *TaskHandle(t), Actions: TaskActions(t), FormatVersion: FormatVersion}, nil
+}
+
+// launchRequest is the contract's launch request in the domain's terms:
+// what is absent stays nil where the domain tells absent from empty (a
+// process's command, variables, secrets, health check and add-ons).
+func launchRequest(b models.LaunchRequest) service.LaunchRequest {
+	out := service.LaunchRequest{Name: b.Name, Target: string(b.Target), BundleID: deref(b.BundleId), Domain: deref(b.Domain),
+		Years: orZero(b.Years), QuoteID: deref(b.QuoteId), Run: b.Run}
+	if b.Env != nil {
+		out.Env = *b.Env
+	}
+	if b.Secrets != nil {
+		out.Secrets = *b.Secrets
+	}
+	if hc := b.HealthCheck; hc != nil {
+		out.HealthCheck = &service.HealthCheck{Path: deref(hc.Path), TimeoutSeconds: orZero(hc.TimeoutSeconds), GraceSeconds: orZero(hc.GraceSeconds)}
+	}
+	if b.Addons != nil {
+		out.Addons = make([]string, 0, len(*b.Addons))
+		for _, a := range *b.Addons {
+			out.Addons = append(out.Addons, string(a))
+		}
+	}
+	return out
 }
 
 func (o serviceRoutes) TeardownService(ctx context.Context, req api.TeardownServiceRequestObject) (api.TeardownServiceResponseObject, error) {
@@ -65,7 +89,7 @@ func (o serviceRoutes) GetServiceLogs(ctx context.Context, req api.GetServiceLog
 	orgID := auth.FromContext(ctx).OrgID
 	if r := requestFrom(ctx); val(req.Params.Follow) && r != nil && wantsNDJSON(r.Header.Get("Accept")) {
 		// Read once now, so an unknown service is the usual typed error.
-		first, _, err := o.svc.Runs.Logs(ctx, orgID, req.Id, q)
+		first, err := o.svc.Runs.Logs(ctx, orgID, req.Id, q)
 		if err != nil {
 			return nil, err
 		}
@@ -74,11 +98,27 @@ func (o serviceRoutes) GetServiceLogs(ctx context.Context, req api.GetServiceLog
 	if w := val(req.Params.WaitSeconds); w > 0 {
 		q.Wait = time.Duration(w) * time.Second
 	}
-	l, next, err := o.svc.Runs.Logs(ctx, orgID, req.Id, q)
+	l, err := o.svc.Runs.Logs(ctx, orgID, req.Id, q)
 	if err != nil {
 		return nil, err
 	}
-	return api.GetServiceLogs200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+	next := []models.Action{actions.Tool("get_service_logs", "agent", map[string]any{"id": l.ServiceID, "after": l.NextAfter, "waitSeconds": 30}),
+		actions.Tool("get_service", "agent", map[string]any{"id": l.ServiceID})}
+	return api.GetServiceLogs200JSONResponse{Data: serviceLogs(l), Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+// serviceLogs is the contract's view of a page of a service's lines.
+func serviceLogs(l *service.ServiceLogs) models.ServiceLogs {
+	out := models.ServiceLogs{ServiceId: l.ServiceID, Lines: make([]models.LogLine, 0, len(l.Lines)), NextAfter: l.NextAfter}
+	for _, line := range l.Lines {
+		out.Lines = append(out.Lines, logLine(line))
+	}
+	return out
+}
+
+// logLine is one line as the contract writes it.
+func logLine(l service.LogLine) models.LogLine {
+	return models.LogLine{Seq: l.Seq, At: l.At, Stream: models.LogLineStream(l.Stream), Version: ptr(l.Version), Text: l.Text}
 }
 
 // wantsNDJSON: the Accept header names application/x-ndjson itself.
@@ -93,7 +133,7 @@ type logStream struct {
 	orgID string
 	id    string
 	q     service.LogQuery
-	first *models.ServiceLogs
+	first *service.ServiceLogs
 }
 
 func (s logStream) VisitGetServiceLogsResponse(w http.ResponseWriter) error {
@@ -104,10 +144,10 @@ func (s logStream) VisitGetServiceLogsResponse(w http.ResponseWriter) error {
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
 	deadline := time.Now().Add(time.Hour)
-	write := func(l *models.ServiceLogs) error {
+	write := func(l *service.ServiceLogs) error {
 		rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 		for _, line := range l.Lines {
-			if err := enc.Encode(line); err != nil {
+			if err := enc.Encode(logLine(line)); err != nil {
 				return err
 			}
 		}
@@ -122,7 +162,7 @@ func (s logStream) VisitGetServiceLogsResponse(w http.ResponseWriter) error {
 		if s.runs.Ended(s.ctx, s.orgID, s.id) {
 			q.Wait = 0 // what is left, then the end
 		}
-		l, _, err := s.runs.Logs(s.ctx, s.orgID, s.id, q)
+		l, err := s.runs.Logs(s.ctx, s.orgID, s.id, q)
 		if err != nil {
 			return nil
 		}
@@ -146,15 +186,35 @@ func (s logStream) VisitGetServiceLogsResponse(w http.ResponseWriter) error {
 }
 
 func (o serviceRoutes) ListServiceEnv(ctx context.Context, req api.ListServiceEnvRequestObject) (api.ListServiceEnvResponseObject, error) {
-	e, next, err := o.svc.Runs.ListEnv(ctx, auth.FromContext(ctx).OrgID, req.Id)
+	e, err := o.svc.Runs.ListEnv(ctx, auth.FromContext(ctx).OrgID, req.Id)
 	if err != nil {
 		return nil, err
 	}
-	return api.ListServiceEnv200JSONResponse{Data: *e, Actions: next, FormatVersion: FormatVersion}, nil
+	out := models.ServiceEnv{ServiceId: e.ServiceID, Variables: make([]models.EnvVar, 0, len(e.Variables))}
+	if e.Version > 0 {
+		out.Version = ptr(e.Version)
+	}
+	for _, v := range e.Variables {
+		ev := models.EnvVar{Name: v.Name, Secret: v.Secret}
+		if !v.Secret {
+			ev.Value = ptr(v.Value)
+		}
+		out.Variables = append(out.Variables, ev)
+	}
+	next := []models.Action{actions.Tool("set_service_env", "agent", map[string]any{"id": e.ServiceID, "set": map[string]any{}}), actions.Stop("done")}
+	return api.ListServiceEnv200JSONResponse{Data: out, Actions: next, FormatVersion: FormatVersion}, nil
 }
 
 func (o serviceRoutes) SetServiceEnv(ctx context.Context, req api.SetServiceEnvRequestObject) (api.SetServiceEnvResponseObject, error) {
-	t, err := o.svc.Runs.SetEnv(ctx, auth.FromContext(ctx), req.Id, models.SetServiceEnvRequest(*req.Body))
+	b := req.Body
+	change := service.EnvChange{Unset: orZero(b.Unset)}
+	if b.Set != nil {
+		change.Set = *b.Set
+	}
+	if b.Secrets != nil {
+		change.Secrets = *b.Secrets
+	}
+	t, err := o.svc.Runs.SetEnv(ctx, auth.FromContext(ctx), req.Id, change)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +222,7 @@ func (o serviceRoutes) SetServiceEnv(ctx context.Context, req api.SetServiceEnvR
 }
 
 func (o serviceRoutes) RollbackService(ctx context.Context, req api.RollbackServiceRequestObject) (api.RollbackServiceResponseObject, error) {
-	t, err := o.svc.Runs.Rollback(ctx, auth.FromContext(ctx), req.Id, models.RollbackRequest(*req.Body))
+	t, err := o.svc.Runs.Rollback(ctx, auth.FromContext(ctx), req.Id, req.Body.Version)
 	if err != nil {
 		return nil, err
 	}

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -104,8 +104,8 @@ func second4[A, B, C any](_ A, _ B, _ C, err error) error { return err }
 func TestDashboardAndLedger(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.tenant(10, DefaultPolicy()), h.tenant(10, DefaultPolicy())
-	h.edge(a, "site", models.LaunchRequest{})
-	h.svc.Approvals.RequestBudgetRaise(h.ctx, a.agent, a.project, models.BudgetRaiseRequest{AmountUsd: 1, Reason: "x"})
+	h.edge(a, "site", LaunchRequest{})
+	h.svc.Approvals.RequestBudgetRaise(h.ctx, a.agent, a.project, money.FromUSD(1), "x")
 	h.must(second2(h.svc.Onboarding.OpenCardSetup(h.ctx, a.human)))
 	d, err := h.svc.Approvals.DashboardFor(h.ctx, a.human)
 	h.must(err)

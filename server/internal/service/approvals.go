@@ -10,7 +10,6 @@ import (
 
 	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/models"
-	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/money"
@@ -29,6 +28,15 @@ type Dashboard struct {
 	Card        *store.PaymentMethod
 	CardExpired bool
 	Spending    *Spending // this period's spend, per project, key and service
+}
+
+// projectNames are the dashboard's projects' names, by id.
+func (d *Dashboard) projectNames() map[string]string {
+	out := make(map[string]string, len(d.Projects))
+	for _, p := range d.Projects {
+		out[p.Id] = p.Name
+	}
+	return out
 }
 
 // GateView is a gate as the approval page shows it.
@@ -67,25 +75,25 @@ type GateView struct {
 	// Registrant is the contact a registrant gate proposes; LinkMailed
 	// says a confirmation link also went to its address, and NoLinkWhy why
 	// none did.
-	Registrant *models.RegistrantContactRequest
+	Registrant *RegistrantContact
 	LinkMailed bool
 	NoLinkWhy  string
 }
 
 // gateTitle says what approving does, in words.
 func gateTitle(v GateView) string {
-	switch v.Kind {
-	case "domain_registration":
+	switch GateKind(v.Kind) {
+	case GateDomainRegistration:
 		years := "1 year"
 		if v.Years > 1 {
 			years = fmt.Sprintf("%d years", v.Years)
 		}
 		return fmt.Sprintf("Buy the domain %s for %s", v.Domain, years)
-	case "budget_raise":
+	case GateBudgetRaise:
 		return fmt.Sprintf("Raise the budget of %s by %s", orName(v.ProjectName, "the project"), v.AmountMicro)
-	case "quote_approval":
+	case GateQuoteApproval:
 		return fmt.Sprintf("Approve spending %s from %s's budget", v.AmountMicro, orName(v.ProjectName, "the project"))
-	case "registrant_contact":
+	case GateRegistrantContact:
 		if v.Registrant != nil {
 			return fmt.Sprintf("Confirm %s as the registrant of %s", v.Registrant.Name, v.Domain)
 		}
@@ -125,7 +133,7 @@ type approvalProjects interface {
 
 // approvalTasks answers a budget raise's task.
 type approvalTasks interface {
-	startedView(t store.Task, m models.MutationResult) (*Task, error)
+	startedView(t store.Task, m Mutated) (*Task, error)
 }
 
 // openGate creates a task waiting in input_required on a new gate.
@@ -148,18 +156,11 @@ func (s *Approvals) openGate(ctx context.Context, tx *store.Tx, p *auth.Principa
 	return t, err
 }
 
-// gateActions are the next steps while a human decides: the URL the human
-// opens, and the poll the agent makes.
-func (s *Approvals) gateActions(t store.Task) []models.Action {
-	return actions.Gate(t.ID, s.ApprovalURL(t.GateID))
-}
-
-// RequestBudgetRaise asks a human to add to a project's budget. The answer
-// is a task in input_required carrying the approval URL.
-func (s *Approvals) RequestBudgetRaise(ctx context.Context, p *auth.Principal, projectID string, req models.BudgetRaiseRequest) (*Task, error) {
-	amount := money.FromUSD(req.AmountUsd)
+// RequestBudgetRaise asks a human to add amount to a project's budget, for
+// reason. The answer is a task in input_required carrying the approval URL.
+func (s *Approvals) RequestBudgetRaise(ctx context.Context, p *auth.Principal, projectID string, amount money.MicroUSD, reason string) (*Task, error) {
 	if amount <= 0 {
-		return nil, apierr.New("input:invalid", "amountUsd must be at least 0.01").WithDetails(models.FieldProblem{Field: "body.amountUsd", Problem: "too small"})
+		return nil, apierr.New("input:invalid", "amountUsd must be at least 0.01").WithField("body.amountUsd", "too small")
 	}
 	var view *Task
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
@@ -172,12 +173,12 @@ func (s *Approvals) RequestBudgetRaise(ctx context.Context, p *auth.Principal, p
 			return err
 		}
 		t, err := s.openGate(ctx, tx, p, proj.ID, "budget_raise", map[string]any{
-			"projectId": proj.ID, "amountMicroUsd": amount, "reason": req.Reason, "currentLimitMicroUsd": proj.LimitMicro,
+			"projectId": proj.ID, "amountMicroUsd": amount, "reason": reason, "currentLimitMicroUsd": proj.LimitMicro,
 		}, now)
 		if err != nil {
 			return err
 		}
-		m := s.Mutation("request_budget_raise", nil, []models.ResourceRef{{Type: "task", Id: t.ID}}, nil, remaining(proj))
+		m := s.mutated("request_budget_raise", nil, []Resource{{Type: "task", ID: t.ID}}, nil, remaining(proj))
 		v, err := s.tasks.startedView(t, m)
 		if err != nil {
 			return err
@@ -225,11 +226,11 @@ func (s *Approvals) Decide(ctx context.Context, h Human, gateID string, approve 
 		if err := dec.Decode(&payload); err != nil {
 			return err
 		}
-		if g.Kind == "domain_registration" {
+		if GateKind(g.Kind) == GateDomainRegistration {
 			requeue = t.ID
 			return s.decideRegistration(ctx, tx, h, g, t, approve, now)
 		}
-		if g.Kind == "registrant_contact" {
+		if GateKind(g.Kind) == GateRegistrantContact {
 			return s.decideRegistrant(ctx, tx, h, g, t, approve, now)
 		}
 		resumed, err := s.closeGate(ctx, tx, h, g, t, payload, approve, now)
@@ -273,7 +274,7 @@ func (s *Approvals) closeGate(ctx context.Context, tx *store.Tx, h Human, g stor
 			result["message"] = e.Message
 		}
 	}
-	if g.Kind == "quote_approval" {
+	if GateKind(g.Kind) == GateQuoteApproval {
 		// Launches waiting on this quote go on (approved and held) or
 		// end (denied, or the budget could not hold it).
 		for _, handle := range s.onDecision {
@@ -336,11 +337,11 @@ func (s *Approvals) decideRegistration(ctx context.Context, tx *store.Tx, h Huma
 			var total money.MicroUSD
 			for i, c := range pl.Receipt.Costs {
 				if c.Item == "domain:"+pl.Domain {
-					pl.Receipt.Costs[i].AmountUsd = 0
+					pl.Receipt.Costs[i].Amount = 0
 				}
-				total += money.FromUSD(pl.Receipt.Costs[i].AmountUsd)
+				total += pl.Receipt.Costs[i].Amount
 			}
-			pl.Receipt.TotalUsd = usd(total)
+			pl.Receipt.Total = total
 		}
 		if pl.Undo != nil {
 			pl.Undo.Irreversible, pl.Undo.NotReversed = false, nil
@@ -391,15 +392,15 @@ func (s *Approvals) carryOut(ctx context.Context, tx *store.Tx, g store.Gate, pa
 	if err := s.projects.expireHolds(ctx, tx, &proj, now); err != nil {
 		return err
 	}
-	switch g.Kind {
-	case "budget_raise":
+	switch GateKind(g.Kind) {
+	case GateBudgetRaise:
 		limit := proj.LimitMicro + amount
 		if err := tx.Projects().SetBudgetLimit(ctx, proj.ID, limit); err != nil {
 			return err
 		}
 		result["budgetLimitUsd"] = usd(limit)
 		result["budgetRemainingUsd"] = usd(limit - proj.SpentMicro - proj.HeldMicro)
-	case "quote_approval":
+	case GateQuoteApproval:
 		quoteID, _ := payload["quoteId"].(string)
 		if amount > remaining(proj) {
 			return apierr.New("budget:insufficient", "the budget cannot cover the approved quote")
@@ -449,7 +450,7 @@ func (s *Launches) resumeWaitingLaunches(ctx context.Context, tx *store.Tx, h Hu
 			cause := apierr.Newf("approval:denied", "a human denied quote %s; the launch charged nothing", pl.QuoteID)
 			if code, ok := result["blockedBy"].(string); ok {
 				msg, _ := result["message"].(string)
-				cause = apierr.New(models.BlockedBy(code), msg)
+				cause = apierr.New(apierr.Code(code), msg)
 			}
 			if err := s.endLaunchTx(ctx, tx, lt.OrgID, lt.ID, "failed", cause, &launchPayload{}); err != nil {
 				return nil, err
@@ -563,9 +564,9 @@ func (s *Approvals) gateView(ctx context.Context, g store.Gate) GateView {
 		RequestedBy  string          `json:"requestedBy"`
 		Items        []pricedItem    `json:"items"`
 		// A registrant gate's proposal.
-		Contact    *models.RegistrantContactRequest `json:"contact"`
-		LinkMailed bool                             `json:"linkMailed"`
-		NoLinkWhy  string                           `json:"noLinkWhy"`
+		Contact    *RegistrantContact `json:"contact"`
+		LinkMailed bool               `json:"linkMailed"`
+		NoLinkWhy  string             `json:"noLinkWhy"`
 	}
 	if err := json.Unmarshal([]byte(g.Payload), &payload); err == nil {
 		v.Registrant, v.LinkMailed, v.NoLinkWhy = payload.Contact, payload.LinkMailed, payload.NoLinkWhy
@@ -575,7 +576,7 @@ func (s *Approvals) gateView(ctx context.Context, g store.Gate) GateView {
 		for _, it := range payload.Items {
 			v.Items = append(v.Items, itemWords(it))
 		}
-		if v.Domain != "" && v.Kind != "registrant_contact" {
+		if v.Domain != "" && GateKind(v.Kind) != GateRegistrantContact {
 			if label, tldName, ok := strings.Cut(v.Domain, "."); ok && label != "" {
 				if tld, ok := s.prices.Lookup(tldName); ok {
 					if r := tld.AnnualizedRenewal(); r != nil {
@@ -591,10 +592,10 @@ func (s *Approvals) gateView(ctx context.Context, g store.Gate) GateView {
 	if p, err := s.store.Projects().Get(ctx, g.OrgID, v.ProjectID); err == nil {
 		v.ProjectName = p.Name
 		v.RemainingMicro, v.HasBudget = p.LimitMicro-p.SpentMicro-p.HeldMicro, true
-		switch v.Kind {
-		case "budget_raise":
+		switch GateKind(v.Kind) {
+		case GateBudgetRaise:
 			v.IfApprovedMicro, v.IfDeniedMicro = v.RemainingMicro+v.AmountMicro, v.RemainingMicro
-		case "domain_registration":
+		case GateDomainRegistration:
 			// The launch took the price when it started: approving keeps it
 			// spent, denying gives it back.
 			v.IfApprovedMicro, v.IfDeniedMicro = v.RemainingMicro, v.RemainingMicro+v.AmountMicro

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -37,8 +36,8 @@ func (s *Domains) ownedDomain(ctx context.Context, orgID, domain string) (store.
 
 // domainHeldBy is the refusal for a domain another of the organisation's
 // services holds: it names that service, and its actions detach the
-// domain and then do what was asked (then).
-func (s edge) domainHeldBy(ctx context.Context, tx *store.Tx, orgID, domain string, then models.Action) error {
+// domain and then do what was asked (the tool then, with args).
+func (s edge) domainHeldBy(ctx context.Context, tx *store.Tx, orgID, domain, then string, args map[string]any) error {
 	id, _, err := tx.Services().HostOwner(ctx, domain)
 	if err != nil {
 		return err
@@ -48,32 +47,35 @@ func (s edge) domainHeldBy(ctx context.Context, tx *store.Tx, orgID, domain stri
 		name = fmt.Sprintf("%s (%s, %s)", id, holder.Name, holder.State)
 	}
 	return apierr.Newf("conflict:domain_attached", "%s is attached to service %s; detach it there (detach_domain), then attach it here", domain, name).
-		WithActions(actions.Tool("detach_domain", "agent", map[string]any{"domain": domain}), then)
+		WithActions(actions.Tool("detach_domain", "agent", map[string]any{"domain": domain}), actions.Tool(then, "agent", args))
+}
+
+// DomainAttachment is where a domain serves after attach_domain or
+// detach_domain. The doors add the mutation's receipt and its undo (detach
+// after an attach, attach to the previous service after a detach).
+type DomainAttachment struct {
+	Domain string
+	// ServiceID is the service the domain serves now; empty once detached.
+	ServiceID string
+	// PreviousServiceID is the service a detach took the domain from.
+	PreviousServiceID string
+	// URL is where the service answers on the domain, while attached.
+	URL string
+	// BudgetRemaining is what is left of the service's project's budget.
+	BudgetRemaining money.MicroUSD
 }
 
 // attachment is the answer of attach_domain and detach_domain.
-func (s *Domains) attachment(ctx context.Context, p *auth.Principal, domain, now, before string, undo *models.ToolAction) *models.DomainAttachment {
-	a := &models.DomainAttachment{Domain: domain, State: models.Detached}
-	created := []models.ResourceRef{}
+func (s *Domains) attachment(ctx context.Context, p *auth.Principal, domain, now, before string) *DomainAttachment {
+	a := &DomainAttachment{Domain: domain, ServiceID: now, PreviousServiceID: before}
 	if now != "" {
-		a.State, a.ServiceId, a.DomainUrl = models.Attached, ptr(now), ptr(s.hostURL("https", domain))
-		created = append(created, models.ResourceRef{Type: "host", Id: domain, Url: a.DomainUrl}, models.ResourceRef{Type: "host", Id: "www." + domain})
+		a.URL = s.hostURL("https", domain)
 	}
-	if before != "" {
-		a.PreviousServiceId = ptr(before)
-	}
-	var left money.MicroUSD
 	if svc, err := s.store.Services().Get(ctx, p.OrgID, firstOf(now, before)); err == nil {
 		if st, err := s.projects.State(ctx, p, svc.ProjectID); err == nil {
-			left = st.RemainingMicro
+			a.BudgetRemaining = st.RemainingMicro
 		}
 	}
-	action := "attach_domain"
-	if now == "" {
-		action = "detach_domain"
-	}
-	m := s.Mutation(action, nil, created, undo, left)
-	a.Receipt, a.Undo, a.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
 	return a
 }
 
@@ -86,7 +88,7 @@ func firstOf(a, b string) string {
 
 // Attach puts an owned domain on a live service of the organisation.
 // Attaching it where it is already is a no-op that answers the same.
-func (s *Domains) Attach(ctx context.Context, p *auth.Principal, domain, serviceID string) (*models.DomainAttachment, error) {
+func (s *Domains) Attach(ctx context.Context, p *auth.Principal, domain, serviceID string) (*DomainAttachment, error) {
 	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
 	if _, err := s.ownedDomain(ctx, p.OrgID, domain); err != nil {
 		return nil, err
@@ -98,7 +100,7 @@ func (s *Domains) Attach(ctx context.Context, p *auth.Principal, domain, service
 		}
 		err = tx.Services().AttachDomain(ctx, svc.ID, p.OrgID, domain, s.Now())
 		if errors.Is(err, store.ErrConflict) {
-			return s.domainHeldBy(ctx, tx, p.OrgID, domain, actions.Tool("attach_domain", "agent", map[string]any{"domain": domain, "serviceId": svc.ID}))
+			return s.domainHeldBy(ctx, tx, p.OrgID, domain, "attach_domain", map[string]any{"domain": domain, "serviceId": svc.ID})
 		}
 		if err != nil {
 			return err
@@ -113,8 +115,7 @@ func (s *Domains) Attach(ctx context.Context, p *auth.Principal, domain, service
 	if err := s.serveDomain(ctx, p.OrgID, domain); err != nil {
 		return nil, apierr.Internal(err)
 	}
-	a := s.attachment(ctx, p, domain, serviceID, "", UndoCall("detach_domain", map[string]any{"domain": domain}))
-	return a, nil
+	return s.attachment(ctx, p, domain, serviceID, ""), nil
 }
 
 // attachableService is the service a domain may be attached to: the
@@ -162,7 +163,7 @@ func (s *Domains) serveDomain(ctx context.Context, orgID, domain string) error {
 // Detach takes an owned domain off the service it serves. The service
 // keeps its preview host; the domain stays registered and its mail
 // records stay.
-func (s *Domains) Detach(ctx context.Context, p *auth.Principal, domain string) (*models.DomainAttachment, error) {
+func (s *Domains) Detach(ctx context.Context, p *auth.Principal, domain string) (*DomainAttachment, error) {
 	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
 	if _, err := s.ownedDomain(ctx, p.OrgID, domain); err != nil {
 		return nil, err
@@ -200,6 +201,5 @@ func (s *Domains) Detach(ctx context.Context, p *auth.Principal, domain string) 
 		return nil, apierr.Internal(err)
 	}
 	s.invalidate(domain)
-	a := s.attachment(ctx, p, domain, "", before, UndoCall("attach_domain", map[string]any{"domain": domain, "serviceId": before}))
-	return a, nil
+	return s.attachment(ctx, p, domain, "", before), nil
 }

@@ -17,24 +17,24 @@ func TestBudgetNeverOverspent(t *testing.T) {
 	tn := h.tenant(50, DefaultPolicy())
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	decisions := map[models.QuoteDecision]int{}
+	decisions := map[QuoteDecision]int{}
 	for range 20 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			q, _, err := h.svc.Quotes.Create(h.ctx, tn.agent, models.QuoteRequest{ProjectId: tn.project,
-				Items: []models.QuoteItem{serviceItem("dynamic_service", "process", "")}})
+			q, err := h.svc.Quotes.Create(h.ctx, tn.agent, QuoteRequest{ProjectID: tn.project,
+				Items: []QuoteItem{serviceItem("dynamic_service", "process", "")}})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				decisions["error:"+models.QuoteDecision(err.Error())]++
+				decisions["error:"+QuoteDecision(err.Error())]++
 				return
 			}
 			decisions[q.Decision]++
 		}()
 	}
 	wg.Wait()
-	if decisions[models.ALLOW] != 7 || decisions[models.DENY] != 13 {
+	if decisions[QuoteAllow] != 7 || decisions[QuoteDeny] != 13 {
 		t.Fatalf("decisions %v", decisions)
 	}
 	h.books(tn.org, tn.project)
@@ -77,7 +77,7 @@ func TestConsumeRechecks(t *testing.T) {
 			q := h.quote(tn, domainItem(dom))
 			c.change(tn)
 			bnd := h.site(tn, map[string]string{"index.html": "x"})
-			_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.QuoteId})
+			_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "site", Target: "edge", BundleID: bnd, Domain: dom, QuoteID: q.ID})
 			wantCode(t, err, c.code)
 			if p, _ := h.st.Projects().Get(h.ctx, tn.org, tn.project); p.SpentMicro != 0 {
 				t.Fatalf("spent %d on a refused launch", p.SpentMicro)
@@ -92,7 +92,7 @@ func TestConsumeRechecks(t *testing.T) {
 	dom := freeDomain(t, "moved", "dev")
 	q := h.quote(tn, domainItem(dom))
 	bnd := h.site(tn, map[string]string{"index.html": "x"})
-	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.QuoteId})
+	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "site", Target: "edge", BundleID: bnd, Domain: dom, QuoteID: q.ID})
 	h.must(err)
 	prices["dev"] = registrar.USD(1, 0)
 	h.drain()
@@ -108,37 +108,40 @@ func TestQuoteMismatch(t *testing.T) {
 	tn := h.tenant(500, DefaultPolicy(), buyer...)
 	dom := freeDomain(t, "match", "dev")
 	bnd := h.site(tn, map[string]string{"index.html": "x", "Procfile": "web: app"})
-	pg := []models.LaunchRequestAddons{models.LaunchRequestAddonsManagedPostgres}
+	pg := []string{"managed_postgres"}
 	cases := []struct {
 		name  string
-		items []models.QuoteItem
-		req   models.LaunchRequest
+		items []QuoteItem
+		req   LaunchRequest
 		first string
 	}{
-		{"mail in a launch", []models.QuoteItem{emailItem(dom)}, models.LaunchRequest{Name: "a", Target: "edge"}, "launch_service"},
-		{"another domain", []models.QuoteItem{domainItem(dom)}, models.LaunchRequest{Name: "a", Target: "edge"}, "launch_service"},
-		{"another target", []models.QuoteItem{serviceItem("worker", "worker", "a")}, models.LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
-		{"another name", []models.QuoteItem{serviceItem("dynamic_service", "process", "b")}, models.LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
-		{"database unpriced", []models.QuoteItem{serviceItem("dynamic_service", "process", "a")}, models.LaunchRequest{Name: "a", Target: "process", Addons: &pg}, "create_quote"},
-		{"database not asked", []models.QuoteItem{serviceItem("database_backed_app", "process", "a")}, models.LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
-		{"domain not priced", []models.QuoteItem{serviceItem("static_site", "edge", "a")}, models.LaunchRequest{Name: "a", Target: "edge", Domain: &dom}, "create_quote"},
+		{"mail in a launch", []QuoteItem{emailItem(dom)}, LaunchRequest{Name: "a", Target: "edge"}, "launch_service"},
+		{"another domain", []QuoteItem{domainItem(dom)}, LaunchRequest{Name: "a", Target: "edge"}, "launch_service"},
+		{"another target", []QuoteItem{serviceItem("worker", "worker", "a")}, LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
+		{"another name", []QuoteItem{serviceItem("dynamic_service", "process", "b")}, LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
+		{"database unpriced", []QuoteItem{serviceItem("dynamic_service", "process", "a")}, LaunchRequest{Name: "a", Target: "process", Addons: pg}, "create_quote"},
+		{"database not asked", []QuoteItem{serviceItem("database_backed_app", "process", "a")}, LaunchRequest{Name: "a", Target: "process"}, "create_quote"},
+		{"domain not priced", []QuoteItem{serviceItem("static_site", "edge", "a")}, LaunchRequest{Name: "a", Target: "edge", Domain: dom}, "create_quote"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			q := h.quote(tn, c.items...)
-			c.req.BundleId, c.req.QuoteId = &bnd, &q.QuoteId
+			c.req.BundleID, c.req.QuoteID = bnd, q.ID
 			_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, c.req)
 			e := wantCode(t, err, "conflict:quote_mismatch")
 			if n := names(e.Actions); n[0] != c.first || n[len(n)-1] != "release_quote" {
 				t.Fatalf("actions %v", n)
 			}
-			h.must(second3(h.svc.Quotes.Release(h.ctx, tn.agent, q.QuoteId)))
+			h.must(lastErr(h.svc.Quotes.Release(h.ctx, tn.agent, q.ID)))
 		})
 	}
 	h.books(tn.org, tn.project)
 }
 
 func second3[A, B any](_ A, _ B, err error) error { return err }
+
+// lastErr is the error of a two-valued call.
+func lastErr[A any](_ A, err error) error { return err }
 
 // Search answers the catalog with what is taken here marked so, filtered
 // by lists and ceilings.

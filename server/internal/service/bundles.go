@@ -90,7 +90,7 @@ func (s *Bundles) List(ctx context.Context, orgID string, f store.Filter) (*mode
 		last := bs[len(bs)-1]
 		out.NextCursor = nextCursor(f, len(bs), last.CreatedAt, last.ID)
 	}
-	return out, pageActions("list_bundles", out.NextCursor, f.Args()), nil
+	return out, actions.Page("list_bundles", out.NextCursor, f.Args()), nil
 }
 
 // GetBundle reads one bundle with its manifest.

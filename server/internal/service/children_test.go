@@ -5,6 +5,7 @@ import (
 
 	"github.com/pierhq/pier/ledger"
 	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -41,11 +42,11 @@ func TestChildProjectCarvesAndGivesBack(t *testing.T) {
 	}
 	// Work in the child: a live site, a held quote and a budget raise
 	// waiting for a human.
-	h.edge(ct, "probe", models.LaunchRequest{})
-	if q := h.quote(ct, serviceItem("dynamic_service", "process", "held")); q.Decision != models.ALLOW {
+	h.edge(ct, "probe", LaunchRequest{})
+	if q := h.quote(ct, serviceItem("dynamic_service", "process", "held")); q.Decision != QuoteAllow {
 		t.Fatalf("quote in the child: %s %v", q.Decision, q.Reasons)
 	}
-	raise, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, ct.agent, ct.project, models.BudgetRaiseRequest{AmountUsd: 1, Reason: "probe"})
+	raise, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, ct.agent, ct.project, money.FromUSD(1), "probe")
 	h.must(err)
 
 	d, next, replayed, err := h.svc.Projects.Delete(h.ctx, ct.agent, ct.project)
@@ -98,7 +99,7 @@ func (h *harness) wantGone(tn, ct tenant, d *models.ProjectDeletion) {
 	}
 	_, _, err = h.svc.Projects.Get(h.ctx, tn.org, ct.project)
 	wantCode(t, err, "not_found:resource")
-	_, _, err = h.svc.Quotes.Create(h.ctx, ct.agent, models.QuoteRequest{ProjectId: ct.project, Items: []models.QuoteItem{serviceItem("static_site", "edge", "late")}})
+	_, err = h.svc.Quotes.Create(h.ctx, ct.agent, QuoteRequest{ProjectID: ct.project, Items: []QuoteItem{serviceItem("static_site", "edge", "late")}})
 	wantCode(t, err, "not_found:resource")
 	if got := h.task(ct.org, d.TeardownTaskIds[0]); got.State != "succeeded" {
 		t.Fatalf("the teardown task reads %s", got.State)

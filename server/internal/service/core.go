@@ -122,6 +122,46 @@ func (s timing) Mutation(op string, costs []Cost, created []models.ResourceRef, 
 // previews names preview hosts under the preview domain.
 type previews struct{ previewDomain string }
 
+// Wire is the mutation as the contract answers it. The doors map a task's
+// mutation with it, and the nouns not yet in the domain's types still
+// answer the contract's mutation result through it.
+func (m Mutated) Wire() models.MutationResult {
+	return models.MutationResult{Receipt: m.Receipt.Wire(), Undo: m.Undo.Wire(), BudgetRemainingUsd: usd(m.BudgetRemaining)}
+}
+
+// Wire is the receipt as the contract writes it.
+func (r Receipt) Wire() models.Receipt {
+	out := models.Receipt{Id: r.ID, Action: r.Action, Costs: make([]models.CostLine, 0, len(r.Costs)), TotalUsd: usd(r.Total),
+		CreatedResources: make([]models.ResourceRef, 0, len(r.Created)), CreatedAt: r.At}
+	for _, c := range r.Costs {
+		out.Costs = append(out.Costs, models.CostLine{Item: c.Item, AmountUsd: usd(c.Amount)})
+	}
+	for _, c := range r.Created {
+		ref := models.ResourceRef{Type: c.Type, Id: c.ID}
+		if c.URL != "" {
+			ref.Url = ptr(c.URL)
+		}
+		out.CreatedResources = append(out.CreatedResources, ref)
+	}
+	if r.Kept != nil {
+		out.Kept = ptr(r.Kept)
+	}
+	return out
+}
+
+// Wire is the undo as the contract writes it: the call as a tool action,
+// or {command: null, irreversible: true}.
+func (u Undoing) Wire() models.Undo {
+	out := models.Undo{Irreversible: u.Irreversible}
+	if u.Call != nil {
+		out.Command = UndoCall(u.Call.Tool, u.Call.Args)
+	}
+	if u.NotReversed != nil {
+		out.NotReversed = ptr(u.NotReversed)
+	}
+	return out
+}
+
 // PreviewHost is <service>--<project>.<preview domain>; underscores in ids
 // become hyphens so the label is a valid host name.
 func (s previews) PreviewHost(service, projectID string) string {

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/models"
-	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -25,7 +23,7 @@ func ParseCursor(s string) (store.Cursor, error) {
 		return store.Cursor{}, nil
 	}
 	bad := apierr.New("input:invalid", "cursor is not one a list answered; send nextCursor as it came").
-		WithDetails(models.FieldProblem{Field: "query.cursor", Problem: "not a cursor"})
+		WithField("query.cursor", "not a cursor")
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return store.Cursor{}, bad
@@ -55,10 +53,4 @@ type Page[T any] struct {
 	NextCursor *string
 	// Args are the list's filters, which the next page's call repeats.
 	Args map[string]any
-}
-
-// pageActions are a list's actions: those given, then the next page's
-// call (same filters, the cursor) when more may follow, then stop.
-func pageActions(op string, next *string, filters map[string]any, first ...models.Action) []models.Action {
-	return actions.Page(op, next, filters, first...)
 }

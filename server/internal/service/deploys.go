@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -21,33 +20,33 @@ import (
 
 // launchSpec is the version a launch request describes: its command (from
 // run or the bundle's Procfile), variables, health check and add-ons.
-func (s *Launches) launchSpec(ctx context.Context, projectID string, req models.LaunchRequest, bundle store.Bundle) (versionSpec, error) {
+func (s *Launches) launchSpec(ctx context.Context, projectID string, req LaunchRequest, bundle store.Bundle) (versionSpec, error) {
 	var spec versionSpec
-	target := string(req.Target)
+	target := req.Target
 	if !runsProcesses(target) {
 		if req.Run != nil || req.Env != nil || req.Secrets != nil || req.HealthCheck != nil || req.Addons != nil {
 			return spec, apierr.New("input:invalid", "run, env, secrets, healthCheck and addons are for process and worker targets; an edge launch serves the bundle's files").
-				WithDetails(models.FieldProblem{Field: "body.target", Problem: "edge takes no command"})
+				WithField("body.target", "edge takes no command")
 		}
 		return spec, nil
 	}
 	if req.Env != nil {
-		if err := checkEnvNames("body.env", *req.Env); err != nil {
+		if err := checkEnvNames("body.env", req.Env); err != nil {
 			return spec, err
 		}
-		spec.Env = *req.Env
+		spec.Env = req.Env
 	}
 	if req.Secrets != nil {
-		if err := checkEnvNames("body.secrets", *req.Secrets); err != nil {
+		if err := checkEnvNames("body.secrets", req.Secrets); err != nil {
 			return spec, err
 		}
-		for k := range *req.Secrets {
+		for k := range req.Secrets {
 			if _, ok := spec.Env[k]; ok {
 				return spec, apierr.Newf("input:invalid", "%s is both a variable and a secret; name it once", k).
-					WithDetails(models.FieldProblem{Field: "body.secrets." + k, Problem: "also in env"})
+					WithField("body.secrets."+k, "also in env")
 			}
 		}
-		spec.Secrets = *req.Secrets
+		spec.Secrets = req.Secrets
 	}
 	if req.Run != nil {
 		spec.Run = strings.TrimSpace(*req.Run)
@@ -63,24 +62,22 @@ func (s *Launches) launchSpec(ctx context.Context, projectID string, req models.
 	}
 	spec.HealthPath, spec.HealthTimeout, spec.Grace = "/", 60, 3
 	if hc := req.HealthCheck; hc != nil {
-		if hc.Path != nil {
-			spec.HealthPath = *hc.Path
+		if hc.Path != "" {
+			spec.HealthPath = hc.Path
 		}
-		if hc.TimeoutSeconds != nil {
-			spec.HealthTimeout = *hc.TimeoutSeconds
+		if hc.TimeoutSeconds != 0 {
+			spec.HealthTimeout = hc.TimeoutSeconds
 		}
-		if hc.GraceSeconds != nil {
-			spec.Grace = *hc.GraceSeconds
+		if hc.GraceSeconds != 0 {
+			spec.Grace = hc.GraceSeconds
 		}
 	}
-	if req.Addons != nil {
-		for _, a := range *req.Addons {
-			if a == models.LaunchRequestAddonsManagedPostgres {
-				if s.databases == nil {
-					return spec, addonUnavailable()
-				}
-				spec.Addons = append(spec.Addons, string(a))
+	for _, a := range req.Addons {
+		if a == "managed_postgres" {
+			if s.databases == nil {
+				return spec, addonUnavailable()
 			}
+			spec.Addons = append(spec.Addons, a)
 		}
 	}
 	return spec, nil
@@ -88,23 +85,23 @@ func (s *Launches) launchSpec(ctx context.Context, projectID string, req models.
 
 func addonUnavailable() *apierr.Error {
 	return apierr.New("plan:addon_unavailable", "this deployment offers no managed PostgreSQL: the operator sets --postgres-admin-url (PIER_POSTGRES_ADMIN_URL) to a PostgreSQL URL with the right to create roles and databases").
-		WithActions(actions.Manual(models.ConfigurePostgres, "human"))
+		WithActions(actions.Manual("configure_postgres", "human"))
 }
 
 // relaunch makes the request the service's next version: it starts (for a
 // process, until healthy) beside the serving version, takes the traffic,
 // and the version before stops once drained. Its undo rolls back.
-func (s *Launches) relaunch(ctx context.Context, p *auth.Principal, svc store.Service, req models.LaunchRequest, spec versionSpec) (*Task, error) {
-	if svc.Target != string(req.Target) {
+func (s *Launches) relaunch(ctx context.Context, p *auth.Principal, svc store.Service, req LaunchRequest, spec versionSpec) (*Task, error) {
+	if svc.Target != req.Target {
 		return nil, apierr.Newf("conflict:state", "service %s runs on %s; a new version must too (tear it down to change its target)", svc.Name, svc.Target).
 			WithActions(actions.Tool("teardown_service", "agent", map[string]any{"id": svc.ID}))
 	}
-	if req.QuoteId != nil {
+	if req.QuoteID != "" {
 		return nil, apierr.Newf("conflict:quote_mismatch", "%s already runs; a new version of it is not charged again, so launch it without the quote", svc.Name).
-			WithActions(actions.Tool("release_quote", "agent", map[string]any{"id": *req.QuoteId}))
+			WithActions(actions.Tool("release_quote", "agent", map[string]any{"id": req.QuoteID}))
 	}
-	if req.Domain != nil && !strings.EqualFold(*req.Domain, svc.Domain) {
-		d := strings.ToLower(*req.Domain)
+	if req.Domain != "" && !strings.EqualFold(req.Domain, svc.Domain) {
+		d := strings.ToLower(req.Domain)
 		return nil, apierr.Newf("conflict:state", "%s already runs; a new version keeps its domain (%s): attach %s to it (attach_domain), then launch again", svc.Name, orNone(svc.Domain), d).
 			WithActions(actions.Tool("attach_domain", "agent", map[string]any{"domain": d, "serviceId": svc.ID}))
 	}
@@ -121,7 +118,7 @@ func (s *Launches) relaunch(ctx context.Context, p *auth.Principal, svc store.Se
 	}
 	return s.deploy(ctx, p, svc, "deploy", func(tx *store.Tx, number int) (store.ServiceVersion, error) {
 		sj, _ := json.Marshal(spec)
-		return store.ServiceVersion{ServiceID: svc.ID, OrgID: svc.OrgID, Number: number, BundleID: *req.BundleId, Spec: string(sj), State: "starting"}, nil
+		return store.ServiceVersion{ServiceID: svc.ID, OrgID: svc.OrgID, Number: number, BundleID: req.BundleID, Spec: string(sj), State: string(VersionStarting)}, nil
 	})
 }
 
@@ -134,7 +131,7 @@ func orNone(s string) string {
 
 // deployTasks answers the deploy's task.
 type deployTasks interface {
-	startedView(t store.Task, m models.MutationResult) (*Task, error)
+	startedView(t store.Task, m Mutated) (*Task, error)
 }
 
 // deploy starts a task that puts a version live: a new one made by mk
@@ -178,18 +175,18 @@ func (s *deployer) deploy(ctx context.Context, p *auth.Principal, svc0 store.Ser
 			steps = append(steps, TaskStep{Name: StepDrain, State: "pending"})
 		}
 		action := "launch_service"
-		if kind == "rollback" {
+		if TaskKind(kind) == TaskKindRollback {
 			action = "rollback_service"
 		}
-		var undo *models.ToolAction
+		var undo *Reversal
 		if svc.Version > 0 {
-			undo = UndoCall("rollback_service", map[string]any{"id": svc.ID, "version": svc.Version})
+			undo = reverse("rollback_service", map[string]any{"id": svc.ID, "version": svc.Version})
 		}
 		proj, err := tx.Projects().Lock(ctx, p.OrgID, svc.ProjectID)
 		if err != nil {
 			return err
 		}
-		m := s.Mutation(action, nil, []models.ResourceRef{{Type: "service", Id: svc.ID, Url: ptr(s.hostURL("https", svc.PreviewHost))}, {Type: "task", Id: task.ID}},
+		m := s.mutated(action, nil, []Resource{{Type: "service", ID: svc.ID, URL: s.hostURL("https", svc.PreviewHost)}, {Type: "task", ID: task.ID}},
 			undo, remaining(proj))
 		pl.Receipt, pl.Undo = &m.Receipt, &m.Undo
 		sj, _ := json.Marshal(steps)
@@ -270,8 +267,8 @@ func (s *Launches) failDeploy(ctx context.Context, rt *runningTask, pl *launchPa
 	if pl.runs() {
 		s.runtime.Stop(ctx, pl.ServiceID, pl.Version)
 	}
-	if rt.t.Kind == "deploy" {
-		s.store.ServiceVersions().SetState(ctx, pl.ServiceID, pl.Version, "failed", firstLine(cause.Message))
+	if TaskKind(rt.t.Kind) == TaskKindDeploy {
+		s.store.ServiceVersions().SetState(ctx, pl.ServiceID, pl.Version, string(VersionFailed), firstLine(cause.Message))
 	}
 	now := s.Now().UTC()
 	for i := range rt.steps {
@@ -431,8 +428,15 @@ func (s *Runs) stopAll(ctx context.Context, serviceID string) error {
 	return nil
 }
 
+// EnvChange is what set_service_env changes: variables to set, secrets
+// to set, and names to unset, whether variables or secrets.
+type EnvChange struct {
+	Set, Secrets map[string]string
+	Unset        []string
+}
+
 // SetEnv rolls out a new version with the variables changed.
-func (s *Runs) SetEnv(ctx context.Context, p *auth.Principal, id string, req models.SetServiceEnvRequest) (*Task, error) {
+func (s *Runs) SetEnv(ctx context.Context, p *auth.Principal, id string, req EnvChange) (*Task, error) {
 	svc, cur, err := s.currentVersion(ctx, p.OrgID, id)
 	if err != nil {
 		return nil, err
@@ -449,28 +453,26 @@ func (s *Runs) SetEnv(ctx context.Context, p *auth.Principal, id string, req mod
 		spec.Secrets = map[string]string{}
 	}
 	if req.Set != nil {
-		if err := checkEnvNames("body.set", *req.Set); err != nil {
+		if err := checkEnvNames("body.set", req.Set); err != nil {
 			return nil, err
 		}
-		for k, v := range *req.Set {
+		for k, v := range req.Set {
 			spec.Env[k] = v
 			delete(spec.Secrets, k)
 		}
 	}
 	if req.Secrets != nil {
-		if err := checkEnvNames("body.secrets", *req.Secrets); err != nil {
+		if err := checkEnvNames("body.secrets", req.Secrets); err != nil {
 			return nil, err
 		}
-		for k, v := range *req.Secrets {
+		for k, v := range req.Secrets {
 			spec.Secrets[k] = v
 			delete(spec.Env, k)
 		}
 	}
-	if req.Unset != nil {
-		for _, k := range *req.Unset {
-			delete(spec.Env, k)
-			delete(spec.Secrets, k)
-		}
+	for _, k := range req.Unset {
+		delete(spec.Env, k)
+		delete(spec.Secrets, k)
 	}
 	if len(spec.Env)+len(spec.Secrets) > 200 {
 		return nil, apierr.New("input:invalid", "a service has at most 200 variables")
@@ -482,8 +484,8 @@ func (s *Runs) SetEnv(ctx context.Context, p *auth.Principal, id string, req mod
 }
 
 // Rollback serves an earlier version again: by default the newest one
-// before the serving version that was ever live.
-func (s *Runs) Rollback(ctx context.Context, p *auth.Principal, id string, req models.RollbackRequest) (*Task, error) {
+// before the serving version that was ever live, or the version given.
+func (s *Runs) Rollback(ctx context.Context, p *auth.Principal, id string, version *int) (*Task, error) {
 	svc, err := s.store.Services().Get(ctx, p.OrgID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, apierr.Newf("not_found:resource", "no service %s in your organisation", id).WithActions(actions.Tool("list_services", "agent", nil))
@@ -498,8 +500,8 @@ func (s *Runs) Rollback(ctx context.Context, p *auth.Principal, id string, req m
 	var target *store.ServiceVersion
 	for i := range vs {
 		v := &vs[i]
-		if req.Version != nil {
-			if v.Number == *req.Version {
+		if version != nil {
+			if v.Number == *version {
 				target = v
 			}
 			continue
@@ -510,8 +512,8 @@ func (s *Runs) Rollback(ctx context.Context, p *auth.Principal, id string, req m
 		}
 	}
 	if target == nil {
-		if req.Version != nil {
-			return nil, apierr.Newf("not_found:resource", "service %s has no version %d", svc.Name, *req.Version).
+		if version != nil {
+			return nil, apierr.Newf("not_found:resource", "service %s has no version %d", svc.Name, *version).
 				WithActions(actions.Tool("get_service", "agent", map[string]any{"id": svc.ID}))
 		}
 		return nil, apierr.Newf("conflict:state", "service %s has no earlier version that served to roll back to", svc.Name).

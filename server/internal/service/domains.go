@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/money"
@@ -190,7 +189,7 @@ func (s *Domains) Search(ctx context.Context, q DomainSearch) (*DomainSearchResu
 		return nil, apierr.New("input:invalid",
 			"q must be a label such as acme, or a name such as acme.dev: letters, digits and inner hyphens, at most 63 characters",
 			actions.Manual("fix_input", "agent")).
-			WithDetails(models.FieldProblem{Field: "query.q", Problem: "not a domain label"})
+			WithField("query.q", "not a domain label")
 	}
 	if q.Limit == 0 {
 		q.Limit = 25

@@ -15,26 +15,26 @@ func TestConsumeRefusals(t *testing.T) {
 	tn := h.tenant(20, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(10.0) }))
 	bnd := h.site(tn, map[string]string{"index.html": "x"})
 	launch := func(q string) error {
-		_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, QuoteId: &q})
+		_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "site", Target: "edge", BundleID: bnd, QuoteID: q})
 		return err
 	}
 	expiring := h.quote(tn, serviceItem("static_site", "edge", "site"))
 	h.clock.Advance(HoldDuration)
-	if e := wantCode(t, launch(expiring.QuoteId), "budget:hold_expired"); !hasAction(e.Actions, "create_quote") {
+	if e := wantCode(t, launch(expiring.ID), "budget:hold_expired"); !hasAction(e.Actions, "create_quote") {
 		t.Fatalf("actions %v", names(e.Actions))
 	}
 	denied := h.quote(tn, domainItem(freeDomain(t, "pricey", "ai")), domainItem(freeDomain(t, "pricier", "io")))
-	if denied.Decision != models.DENY {
+	if denied.Decision != QuoteDeny {
 		t.Fatalf("decision %s", denied.Decision)
 	}
-	wantCode(t, launch(denied.QuoteId), "conflict:state")
+	wantCode(t, launch(denied.ID), "conflict:state")
 	other := h.tenant(20, DefaultPolicy())
 	foreign := h.quote(other, serviceItem("static_site", "edge", "site"))
-	wantCode(t, launch(foreign.QuoteId), "not_found:resource")
+	wantCode(t, launch(foreign.ID), "not_found:resource")
 	gated := h.quote(tn, domainItem(freeDomain(t, "gatedq", "app")))
 	gates, _ := h.svc.Approvals.Pending(h.ctx, tn.org)
 	h.must(h.svc.Approvals.Decide(h.ctx, tn.human, gates[0].ID, false))
-	wantCode(t, launch(gated.QuoteId), "approval:denied")
+	wantCode(t, launch(gated.ID), "approval:denied")
 	if p, _ := h.st.Projects().Get(h.ctx, tn.org, tn.project); p.SpentMicro != 0 || p.HeldMicro != 0 {
 		t.Fatalf("spent %d held %d", p.SpentMicro, p.HeldMicro)
 	}
@@ -47,16 +47,16 @@ func TestApprovalTheBudgetCannotHold(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(20, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(10.0) }))
 	q := h.quote(tn, serviceItem("dynamic_service", "process", "api"), emailItem("a.dev"), emailItem("b.dev"), emailItem("c.dev"))
-	if q.Decision != models.REQUIRESAPPROVAL {
+	if q.Decision != QuoteRequiresApproval {
 		t.Fatalf("decision %s", q.Decision)
 	}
 	bnd := h.site(tn, map[string]string{"Procfile": "web: app"})
-	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId})
+	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "api", Target: "process", BundleID: bnd, QuoteID: q.ID})
 	wantCode(t, err, "conflict:quote_mismatch") // mail is never a launch's
 	long := serviceItem("dynamic_service", "process", "api")
-	long.Months = ptr(2)
+	long.Months = 2
 	q = h.quote(tn, long)
-	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId})
+	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "api", Target: "process", BundleID: bnd, QuoteID: q.ID})
 	h.must(err)
 	if v.State != "input_required" {
 		t.Fatalf("launch %s", v.State)
@@ -65,7 +65,7 @@ func TestApprovalTheBudgetCannotHold(t *testing.T) {
 	h.must(h.st.Projects().MoveMoney(h.ctx, tn.project, 0, 15_000_000))
 	gates, _ := h.svc.Approvals.Pending(h.ctx, tn.org)
 	for _, g := range gates {
-		if gv, _ := h.svc.Approvals.GateFor(h.ctx, tn.human, g.ID); gv.QuoteID == q.QuoteId {
+		if gv, _ := h.svc.Approvals.GateFor(h.ctx, tn.human, g.ID); gv.QuoteID == q.ID {
 			h.must(h.svc.Approvals.Decide(h.ctx, tn.human, g.ID, true))
 		}
 	}
@@ -117,7 +117,7 @@ func TestMailRouting(t *testing.T) {
 func TestLogFilters(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(100, DefaultPolicy())
-	id := h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{}).ServiceID
+	id := h.process(tn, "api", "process", "dynamic_service", LaunchRequest{}).ServiceID
 	h.svc.Runs.Log(id, 1, "stdout", "one", epoch)
 	h.svc.Runs.Log(id, 2, "stdout", "two", epoch.Add(time.Hour))
 	h.svc.Runs.FlushNow(h.ctx)
@@ -125,7 +125,7 @@ func TestLogFilters(t *testing.T) {
 		q    LogQuery
 		want string
 	}{{LogQuery{Version: 2}, "two"}, {LogQuery{Since: epoch.Add(time.Minute)}, "two"}, {LogQuery{Version: 1, Tail: 1}, "one"}} {
-		l, _, err := h.svc.Runs.Logs(h.ctx, tn.org, id, c.q)
+		l, err := h.svc.Runs.Logs(h.ctx, tn.org, id, c.q)
 		h.must(err)
 		if len(l.Lines) != 1 || l.Lines[0].Text != c.want {
 			t.Fatalf("%+v: %+v", c.q, l.Lines)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -53,9 +54,9 @@ func TestDomainLaunch(t *testing.T) {
 		t.Fatalf("human's domains %+v", dv)
 	}
 	// Buying it again is refused: by B as taken, by A as already owned.
-	_, _, err = h.svc.Quotes.Create(h.ctx, b.agent, models.QuoteRequest{ProjectId: b.project, Items: []models.QuoteItem{domainItem(dom)}})
+	_, err = h.svc.Quotes.Create(h.ctx, b.agent, QuoteRequest{ProjectID: b.project, Items: []QuoteItem{domainItem(dom)}})
 	wantCode(t, err, "plan:domain_unavailable")
-	_, _, err = h.svc.Quotes.Create(h.ctx, a.agent, models.QuoteRequest{ProjectId: a.project, Items: []models.QuoteItem{domainItem(dom)}})
+	_, err = h.svc.Quotes.Create(h.ctx, a.agent, QuoteRequest{ProjectID: a.project, Items: []QuoteItem{domainItem(dom)}})
 	if e := wantCode(t, err, "plan:domain_unavailable"); !hasAction(e.Actions, "attach_domain") {
 		t.Fatalf("owner's actions %v", names(e.Actions))
 	}
@@ -72,7 +73,7 @@ func TestDomainLaunch(t *testing.T) {
 		t.Fatal("the zone outlived the teardown")
 	}
 	// The owner launches on it again without buying.
-	again := h.edge(a, "again", models.LaunchRequest{Domain: &dom})
+	again := h.edge(a, "again", LaunchRequest{Domain: dom})
 	if again.State != "succeeded" || h.remaining(a.org, a.project) != 88_000_000 {
 		t.Fatalf("owned relaunch %+v", again)
 	}
@@ -86,13 +87,13 @@ func TestQuoteConsumedOnce(t *testing.T) {
 	tn := h.tenant(100, DefaultPolicy())
 	q := h.quote(tn, serviceItem("static_site", "edge", ""))
 	bnd := h.site(tn, map[string]string{"index.html": "x"})
-	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "one", Target: "edge", BundleId: &bnd, QuoteId: &q.QuoteId})
+	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "one", Target: "edge", BundleID: bnd, QuoteID: q.ID})
 	h.must(err)
-	_, err = h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "two", Target: "edge", BundleId: &bnd, QuoteId: &q.QuoteId})
+	_, err = h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "two", Target: "edge", BundleID: bnd, QuoteID: q.ID})
 	wantCode(t, err, "conflict:state")
-	_, err = h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "one", Target: "edge", BundleId: &bnd, QuoteId: &q.QuoteId})
+	_, err = h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "one", Target: "edge", BundleID: bnd, QuoteID: q.ID})
 	wantCode(t, err, "conflict:quote_mismatch")
-	_, err = h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "three", Target: "edge", BundleId: &bnd, QuoteId: ptr("quo_nope")})
+	_, err = h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "three", Target: "edge", BundleID: bnd, QuoteID: "quo_nope"})
 	wantCode(t, err, "not_found:resource")
 	h.books(tn.org, tn.project)
 }
@@ -106,10 +107,10 @@ func TestRegistrationGate(t *testing.T) {
 		tn := h.tenant(100, DefaultPolicy())
 		dom := freeDomain(t, "gated", "dev")
 		q := h.quote(tn, domainItem(dom))
-		if len(*q.GatedSteps) != 1 {
-			t.Fatalf("gated steps %v", *q.GatedSteps)
+		if len(q.GatedSteps) != 1 {
+			t.Fatalf("gated steps %v", q.GatedSteps)
 		}
-		task := h.edge(tn, "site", models.LaunchRequest{Domain: &dom, QuoteId: &q.QuoteId})
+		task := h.edge(tn, "site", LaunchRequest{Domain: dom, QuoteID: q.ID})
 		if task.State != "input_required" || task.ApprovalURL == "" {
 			t.Fatalf("launch %+v", task)
 		}
@@ -151,12 +152,12 @@ func TestQuoteApprovalGate(t *testing.T) {
 		h := newHarness(t)
 		tn := h.tenant(100, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(1.0) }))
 		q := h.quote(tn, serviceItem("static_site", "edge", "site"), emailItem("x.dev"))
-		if q.Decision != models.REQUIRESAPPROVAL {
+		if q.Decision != QuoteRequiresApproval {
 			t.Fatalf("decision %s", q.Decision)
 		}
 		q = h.quote(tn, serviceItem("dynamic_service", "process", "api"))
 		bnd := h.site(tn, map[string]string{"Procfile": "web: python3 app.py\n"})
-		v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId})
+		v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "api", Target: "process", BundleID: bnd, QuoteID: q.ID})
 		h.must(err)
 		if v.State != TaskInputRequired || v.GateID == "" || v.ApprovalURL == "" {
 			t.Fatalf("launch %+v", v)
@@ -164,11 +165,11 @@ func TestQuoteApprovalGate(t *testing.T) {
 		gates, _ := h.svc.Approvals.Pending(h.ctx, tn.org)
 		var gv GateView
 		for _, g := range gates {
-			if gv, _ = h.svc.Approvals.GateFor(h.ctx, tn.human, g.ID); gv.QuoteID == q.QuoteId {
+			if gv, _ = h.svc.Approvals.GateFor(h.ctx, tn.human, g.ID); gv.QuoteID == q.ID {
 				break
 			}
 		}
-		if gv.QuoteID != q.QuoteId || len(gv.Items) != 1 || gv.RequestedBy != "the key “agent” ("+tn.agent.KeyID+")" {
+		if gv.QuoteID != q.ID || len(gv.Items) != 1 || gv.RequestedBy != "the key “agent” ("+tn.agent.KeyID+")" {
 			t.Fatalf("gate view %+v", gv)
 		}
 		h.must(h.svc.Approvals.Decide(h.ctx, tn.human, gv.ID, approve))
@@ -187,12 +188,12 @@ func TestQuoteApprovalGate(t *testing.T) {
 func TestBudgetRaise(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.tenant(10, DefaultPolicy()), h.tenant(10, DefaultPolicy())
-	_, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, a.agent, a.project, models.BudgetRaiseRequest{AmountUsd: 0})
+	_, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, a.agent, a.project, money.FromUSD(0), "")
 	wantCode(t, err, "input:invalid")
-	_, err = h.svc.Approvals.RequestBudgetRaise(h.ctx, b.agent, a.project, models.BudgetRaiseRequest{AmountUsd: 5})
+	_, err = h.svc.Approvals.RequestBudgetRaise(h.ctx, b.agent, a.project, money.FromUSD(5), "")
 	wantCode(t, err, "not_found:resource")
 	for _, approve := range []bool{true, false} {
-		v, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, a.agent, a.project, models.BudgetRaiseRequest{AmountUsd: 5, Reason: "more"})
+		v, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, a.agent, a.project, money.FromUSD(5), "more")
 		h.must(err)
 		if v.State != TaskInputRequired || v.ApprovalURL == "" || v.GateID == "" {
 			t.Fatalf("raise %+v", v)

@@ -472,35 +472,30 @@ func shaOf(s string) string {
 }
 
 // quote creates a quote and fails on error.
-func (h *harness) quote(tn tenant, items ...models.QuoteItem) *models.Quote {
+func (h *harness) quote(tn tenant, items ...QuoteItem) *Quote {
 	h.t.Helper()
-	q, _, err := h.svc.Quotes.Create(h.ctx, tn.agent, models.QuoteRequest{ProjectId: tn.project, Items: items})
+	q, err := h.svc.Quotes.Create(h.ctx, tn.agent, QuoteRequest{ProjectID: tn.project, Items: items})
 	h.must(err)
 	return q
 }
 
-func domainItem(d string) models.QuoteItem {
-	return models.QuoteItem{Kind: models.Domain, Domain: &d}
+func domainItem(d string) QuoteItem {
+	return QuoteItem{Kind: ItemDomain, Domain: d}
 }
 
-func serviceItem(workload, target, name string) models.QuoteItem {
-	w, tg := models.Workload(workload), models.TargetName(target)
-	it := models.QuoteItem{Kind: models.Service, Workload: &w, Target: &tg}
-	if name != "" {
-		it.Name = &name
-	}
-	return it
+func serviceItem(workload, target, name string) QuoteItem {
+	return QuoteItem{Kind: ItemService, Workload: workload, Target: target, Name: name}
 }
 
-func emailItem(d string) models.QuoteItem {
-	return models.QuoteItem{Kind: models.Email, Domain: &d}
+func emailItem(d string) QuoteItem {
+	return QuoteItem{Kind: ItemEmail, Domain: d}
 }
 
 // edge launches a static site and runs its task.
-func (h *harness) edge(tn tenant, name string, req models.LaunchRequest) *Task {
+func (h *harness) edge(tn tenant, name string, req LaunchRequest) *Task {
 	h.t.Helper()
-	if req.BundleId == nil {
-		req.BundleId = ptr(h.site(tn, map[string]string{"index.html": "<h1>" + name + "</h1>"}))
+	if req.BundleID == "" {
+		req.BundleID = h.site(tn, map[string]string{"index.html": "<h1>" + name + "</h1>"})
 	}
 	req.Name, req.Target = name, "edge"
 	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, req)
@@ -516,10 +511,10 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 func (h *harness) buy(tn tenant, name, domain string) *Task {
 	h.t.Helper()
 	q := h.quote(tn, domainItem(domain))
-	if q.Decision != models.ALLOW {
+	if q.Decision != QuoteAllow {
 		h.t.Fatalf("quote for %s: %s %v", domain, q.Decision, q.Reasons)
 	}
-	return h.edge(tn, name, models.LaunchRequest{Domain: &domain, QuoteId: &q.QuoteId})
+	return h.edge(tn, name, LaunchRequest{Domain: domain, QuoteID: q.ID})
 }
 
 // mailDomain buys a domain for a tenant (whose key holds buy_domain) and
@@ -529,7 +524,7 @@ func (h *harness) mailDomain(tn tenant, seed string) string {
 	dom := freeDomain(h.t, seed, "dev")
 	h.buy(tn, seed, dom)
 	q := h.quote(tn, emailItem(dom))
-	v, err := h.svc.Mail.Setup(h.ctx, tn.agent, dom, models.EmailSetupRequest{QuoteId: q.QuoteId})
+	v, err := h.svc.Mail.Setup(h.ctx, tn.agent, dom, q.ID)
 	h.must(err)
 	h.drain()
 	if got := h.task(tn.org, v.ID); got.State != "succeeded" {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/money"
 )
 
 // An agent cannot approve its own gate: deciding takes a Human, and the
@@ -58,7 +58,7 @@ func TestOnlySessionsMakeHumans(t *testing.T) {
 func TestGateDecidedByAPerson(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.tenant(10, DefaultPolicy()), h.tenant(10, DefaultPolicy())
-	v, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, a.agent, a.project, models.BudgetRaiseRequest{AmountUsd: 3, Reason: "traffic"})
+	v, err := h.svc.Approvals.RequestBudgetRaise(h.ctx, a.agent, a.project, money.FromUSD(3), "traffic")
 	h.must(err)
 	gates, _ := h.svc.Approvals.Pending(h.ctx, a.org)
 	// The other organisation's person finds no such gate.

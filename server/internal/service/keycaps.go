@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -112,17 +109,8 @@ func (s *Quotes) checkKeyCap(ctx context.Context, tx *store.Tx, p *auth.Principa
 	msg := fmt.Sprintf("key %s (%s) may commit %s per %s and has %s left; this needs %s. A person can raise the cap on the keys page",
 		k.ID, k.Name, k.CapMicro.String(), k.CapPeriod, left.String(), amount.String())
 	return apierr.New("budget:key_cap", msg).WithActions(
-		actions.URL(s.baseURL()+"/keys", models.ManageKeys, "human"),
+		actions.URL(s.baseURL()+"/keys", "manage_keys", "human"),
 		actions.Stop("denied"))
-}
-
-// keyCapView is the caller's cap for whoami, nil when the key has none.
-func keyCapView(ks KeySpend) *models.KeySpendCap {
-	if ks.Key.CapMicro == nil {
-		return nil
-	}
-	return &models.KeySpendCap{CapUsd: usd(*ks.Key.CapMicro), Period: models.KeySpendCapPeriod(ks.Key.CapPeriod),
-		SpentUsd: usd(ks.SpentMicro), PeriodStart: ks.PeriodStart}
 }
 
 // KeySpends gives, for each capped key of the organisation, what it has
@@ -148,22 +136,5 @@ func keySpends(ctx context.Context, st keysStore, orgID string, now time.Time) (
 		}
 		out[k.ID] = KeySpend{Key: k, PeriodStart: since, SpentMicro: spent}
 	}
-	return out, nil
-}
-
-// keyCapViews are the organisation's key caps as get_project shows them,
-// by key id.
-func keyCapViews(ctx context.Context, st keysStore, orgID string, now time.Time) ([]models.KeyCapView, error) {
-	spends, err := keySpends(ctx, st, orgID, now)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]models.KeyCapView, 0, len(spends))
-	for _, ks := range spends {
-		k := ks.Key
-		out = append(out, models.KeyCapView{KeyId: k.ID, KeyName: k.Name, CapUsd: usd(*k.CapMicro),
-			Period: models.KeyCapViewPeriod(k.CapPeriod), PeriodStart: ks.PeriodStart, SpentUsd: usd(ks.SpentMicro)})
-	}
-	slices.SortFunc(out, func(a, b models.KeyCapView) int { return strings.Compare(a.KeyId, b.KeyId) })
 	return out, nil
 }

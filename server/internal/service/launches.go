@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -48,9 +47,9 @@ type launchPayload struct {
 	QuoteID       string         `json:"quoteId,omitempty"`
 	Actor         string         `json:"actor"`
 	// PurchaseRef is recorded before the registrar is called.
-	PurchaseRef string          `json:"purchaseRef,omitempty"`
-	Receipt     *models.Receipt `json:"receipt,omitempty"`
-	Undo        *models.Undo    `json:"undo,omitempty"`
+	PurchaseRef string   `json:"purchaseRef,omitempty"`
+	Receipt     *Receipt `json:"receipt,omitempty"`
+	Undo        *Undoing `json:"undo,omitempty"`
 	// Target is what the service runs on; Version the version this task
 	// puts live, and Previous the one serving before it (0 for none).
 	Target   string `json:"target,omitempty"`
@@ -67,7 +66,9 @@ func (pl *launchPayload) runs() bool { return runsProcesses(pl.Target) }
 func (pl *launchPayload) buys() bool { return pl.Domain != "" && !pl.Owned }
 
 // serves reports whether the launch attaches its domain.
-func (pl *launchPayload) serves() bool { return pl.Domain != "" && pl.Approval != "denied" }
+func (pl *launchPayload) serves() bool {
+	return pl.Domain != "" && GateState(pl.Approval) != GateDenied
+}
 
 type runningTask struct {
 	s     *stepRunner
@@ -285,10 +286,37 @@ func (s *Launches) GetService(ctx context.Context, orgID, id string) (*ServiceVi
 // newLaunch are the steps of a request that launches a new service.
 type newLaunch struct{ *Launches }
 
+// LaunchRequest asks for a service to be launched, or, when the name runs
+// already, for its next version.
+type LaunchRequest struct {
+	Name, Target string
+	// BundleID is the content to serve or run.
+	BundleID string
+	// Domain is a domain to buy (with the quote) or to attach; empty for
+	// none. Years registers a bought one; zero means one.
+	Domain string
+	Years  int
+	// QuoteID prices the launch; empty for none.
+	QuoteID string
+	// Run, Env, Secrets, HealthCheck and Addons describe a process. An edge
+	// launch refuses any of them given, even empty, so nil means absent.
+	Run          *string
+	Env, Secrets map[string]string
+	HealthCheck  *HealthCheck
+	Addons       []string
+}
+
+// HealthCheck is how a process's health is read; zero fields take the
+// defaults (/, 60 seconds, 3 seconds' grace).
+type HealthCheck struct {
+	Path                         string
+	TimeoutSeconds, GraceSeconds int
+}
+
 // LaunchService creates the named service and its launch task. A quote, when
 // given, is consumed here under the project's lock, in the same transaction
 // that records the task: the charge happens exactly once, with the task.
-func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (*Task, error) {
+func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID string, req LaunchRequest) (*Task, error) {
 	bundle, err := newLaunch{s}.checkLaunchRequest(ctx, p, projectID, req)
 	if err != nil {
 		return nil, err
@@ -313,11 +341,8 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 	if err != nil {
 		return nil, err
 	}
-	pl := launchPayload{ProjectID: projectID, BundleID: *req.BundleId, Domain: domain, Owned: owned, Years: 1, Actor: actorOf(p),
-		Gated: domain != "" && !owned && !p.HasScope("buy_domain"), Target: string(req.Target), Version: 1}
-	if req.Years != nil {
-		pl.Years = *req.Years
-	}
+	pl := launchPayload{ProjectID: projectID, BundleID: req.BundleID, Domain: domain, Owned: owned, Years: max(req.Years, 1), Actor: actorOf(p),
+		Gated: domain != "" && !owned && !p.HasScope("buy_domain"), Target: req.Target, Version: 1}
 	var view *Task
 	var task store.Task
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
@@ -326,7 +351,7 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 		return err
 	})
 	if e := apierr.As(err); err != nil && e.Code == "plan:domain_unavailable" {
-		s.quotes.releaseRefusedQuote(ctx, p, req.QuoteId)
+		s.quotes.releaseRefusedQuote(ctx, p, req.QuoteID)
 	}
 	if err != nil {
 		return nil, err
@@ -337,9 +362,9 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 
 // checkLaunchRequest checks the name, the target and the bundle, and
 // reads the bundle, whose content must all be stored.
-func (s newLaunch) checkLaunchRequest(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (store.Bundle, error) {
+func (s newLaunch) checkLaunchRequest(ctx context.Context, p *auth.Principal, projectID string, req LaunchRequest) (store.Bundle, error) {
 	if !serviceNameRE().MatchString(req.Name) {
-		return store.Bundle{}, apierr.New("input:invalid", "name must be a lowercase label such as site").WithDetails(models.FieldProblem{Field: "body.name", Problem: "not a label"})
+		return store.Bundle{}, apierr.New("input:invalid", "name must be a lowercase label such as site").WithField("body.name", "not a label")
 	}
 	switch req.Target {
 	case "edge":
@@ -353,16 +378,16 @@ func (s newLaunch) checkLaunchRequest(ctx context.Context, p *auth.Principal, pr
 		}
 	default:
 		return store.Bundle{}, apierr.Newf("plan:unknown_target", "target %q is not launchable; use edge for static sites", req.Target).
-			WithDetails(models.FieldProblem{Field: "body.target", Problem: "unknown target"})
+			WithField("body.target", "unknown target")
 	}
-	if req.BundleId == nil || *req.BundleId == "" {
+	if req.BundleID == "" {
 		return store.Bundle{}, apierr.New("input:invalid", "an edge launch needs bundleId; upload the site first",
 			actions.Tool("upload_assets", "agent", map[string]any{"projectId": projectID})).
-			WithDetails(models.FieldProblem{Field: "body.bundleId", Problem: "missing"})
+			WithField("body.bundleId", "missing")
 	}
-	bundle, err := s.store.Bundles().Root(ctx, p.OrgID, *req.BundleId)
+	bundle, err := s.store.Bundles().Root(ctx, p.OrgID, req.BundleID)
 	if errors.Is(err, store.ErrNotFound) {
-		return bundle, apierr.Newf("not_found:resource", "no bundle %s in your organisation", *req.BundleId)
+		return bundle, apierr.Newf("not_found:resource", "no bundle %s in your organisation", req.BundleID)
 	} else if err != nil {
 		return bundle, apierr.Internal(err)
 	}
@@ -371,8 +396,8 @@ func (s newLaunch) checkLaunchRequest(ctx context.Context, p *auth.Principal, pr
 
 // processNeedsQuote refuses a first process or worker launch without a
 // quote: it runs for a price by the month.
-func processNeedsQuote(projectID string, req models.LaunchRequest, spec versionSpec) error {
-	if !runsProcesses(string(req.Target)) || req.QuoteId != nil {
+func processNeedsQuote(projectID string, req LaunchRequest, spec versionSpec) error {
+	if !runsProcesses(req.Target) || req.QuoteID != "" {
 		return nil
 	}
 	workload := "dynamic_service"
@@ -382,9 +407,9 @@ func processNeedsQuote(projectID string, req models.LaunchRequest, spec versionS
 	case slices.Contains(spec.Addons, "managed_postgres"):
 		workload = "database_backed_app"
 	}
-	items := []any{map[string]any{"kind": "service", "workload": workload, "target": string(req.Target), "name": req.Name, "months": 1}}
-	if req.Domain != nil {
-		items = append(items, map[string]any{"kind": "domain", "domain": *req.Domain, "years": 1})
+	items := []any{map[string]any{"kind": "service", "workload": workload, "target": req.Target, "name": req.Name, "months": 1}}
+	if req.Domain != "" {
+		items = append(items, map[string]any{"kind": "domain", "domain": req.Domain, "years": 1})
 	}
 	return apierr.Newf("budget:insufficient", "a %s launch runs for a price by the month: quote it first, then launch with the quote", req.Target).
 		WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": projectID, "items": items}))
@@ -393,22 +418,22 @@ func processNeedsQuote(projectID string, req models.LaunchRequest, spec versionS
 // launchDomain is the launch's domain and whether the organisation owns it
 // already (then the launch attaches it, no quote or purchase needed). A
 // domain someone else holds is refused; one to buy needs a quote.
-func (s newLaunch) launchDomain(ctx context.Context, p *auth.Principal, projectID string, req models.LaunchRequest) (string, bool, error) {
-	if req.Domain == nil {
+func (s newLaunch) launchDomain(ctx context.Context, p *auth.Principal, projectID string, req LaunchRequest) (string, bool, error) {
+	if req.Domain == "" {
 		return "", false, nil
 	}
-	domain := strings.ToLower(*req.Domain)
+	domain := strings.ToLower(req.Domain)
 	org, sold, err := s.store.Domains().Holder(ctx, domain)
 	switch {
 	case err == nil && sold && org == p.OrgID:
 		return domain, true, nil
 	case err == nil:
-		s.quotes.releaseRefusedQuote(ctx, p, req.QuoteId)
+		s.quotes.releaseRefusedQuote(ctx, p, req.QuoteID)
 		return "", false, domainTaken(domain)
 	case !errors.Is(err, store.ErrNotFound):
 		return "", false, apierr.Internal(err)
 	}
-	if req.QuoteId == nil {
+	if req.QuoteID == "" {
 		return "", false, apierr.New("budget:insufficient", "a launch that registers a domain needs a quote that holds its price",
 			actions.Tool("create_quote", "agent", map[string]any{"projectId": projectID,
 				"items": []any{map[string]any{"kind": "domain", "domain": domain, "years": 1}}}))
@@ -419,8 +444,8 @@ func (s newLaunch) launchDomain(ctx context.Context, p *auth.Principal, projectI
 // chargeLaunch consumes the launch's quote, if any, and says what it
 // costs and what budget remains; wait is the quote's gate when a human
 // must approve it first.
-func (s newLaunch) chargeLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, req models.LaunchRequest, spec versionSpec, pl *launchPayload) (costs []Cost, remainingMicro money.MicroUSD, wait *awaitApproval, err error) {
-	if req.QuoteId == nil {
+func (s newLaunch) chargeLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, req LaunchRequest, spec versionSpec, pl *launchPayload) (costs []Cost, remainingMicro money.MicroUSD, wait *awaitApproval, err error) {
+	if req.QuoteID == "" {
 		proj, err := tx.Projects().Lock(ctx, p.OrgID, pl.ProjectID)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, 0, nil, projectNotFound(pl.ProjectID)
@@ -430,19 +455,20 @@ func (s newLaunch) chargeLaunch(ctx context.Context, tx *store.Tx, p *auth.Princ
 		}
 		return nil, remaining(proj), nil, nil
 	}
-	c, err := s.quotes.Consume(ctx, tx, p, pl.ProjectID, *req.QuoteId)
+	c, err := s.quotes.Consume(ctx, tx, p, pl.ProjectID, req.QuoteID)
 	if errors.As(err, &wait) {
-		c, err = s.quotes.awaitedQuote(ctx, tx, p, pl.ProjectID, *req.QuoteId)
+		c, err = s.quotes.awaitedQuote(ctx, tx, p, pl.ProjectID, req.QuoteID)
 	}
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	if err := matchQuote(pl.ProjectID, c, req, pl.Domain, pl.Owned, spec.Addons); err != nil {
+	asked := quotedLaunch{Target: req.Target, Name: req.Name, BundleID: req.BundleID, Years: req.Years}
+	if err := matchQuote(pl.ProjectID, c, asked, pl.Domain, pl.Owned, spec.Addons); err != nil {
 		return nil, 0, nil, err
 	}
 	for _, it := range c.Items {
 		costs = append(costs, Cost{Item: it.label(), Amount: it.AmountMicro})
-		if it.Kind == "domain" && it.Domain == pl.Domain {
+		if it.Kind == ItemDomain && it.Domain == pl.Domain {
 			pl.DomainMicro, pl.Years = it.AmountMicro, it.Years
 		}
 	}
@@ -470,7 +496,7 @@ func (s newLaunch) claimLaunchHosts(ctx context.Context, tx *store.Tx, p *auth.P
 		err := tx.Services().ClaimHost(ctx, h, svc.ID, p.OrgID, now)
 		if errors.Is(err, store.ErrConflict) && pl.Owned {
 			relaunch := map[string]any{"id": pl.ProjectID, "name": svc.Name, "target": svc.Target, "bundleId": pl.BundleID, "domain": pl.Domain}
-			return s.domainHeldBy(ctx, tx, p.OrgID, pl.Domain, actions.Tool("launch_service", "agent", relaunch))
+			return s.domainHeldBy(ctx, tx, p.OrgID, pl.Domain, "launch_service", relaunch)
 		}
 		if errors.Is(err, store.ErrConflict) {
 			return domainTaken(pl.Domain)
@@ -519,13 +545,13 @@ func launchStepList(pl *launchPayload, spec versionSpec, wait *awaitApproval, no
 
 // insertLaunch charges the launch and records its service, first
 // version, task and ledger entry, in the caller's transaction.
-func (s newLaunch) insertLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, req models.LaunchRequest, spec versionSpec, pl *launchPayload) (*Task, store.Task, error) {
+func (s newLaunch) insertLaunch(ctx context.Context, tx *store.Tx, p *auth.Principal, req LaunchRequest, spec versionSpec, pl *launchPayload) (*Task, store.Task, error) {
 	now := s.Now()
 	costs, remainingMicro, wait, err := s.chargeLaunch(ctx, tx, p, req, spec, pl)
 	if err != nil {
 		return nil, store.Task{}, err
 	}
-	svc := store.Service{ID: auth.ID("svc"), OrgID: p.OrgID, ProjectID: pl.ProjectID, Name: req.Name, Target: string(req.Target),
+	svc := store.Service{ID: auth.ID("svc"), OrgID: p.OrgID, ProjectID: pl.ProjectID, Name: req.Name, Target: req.Target,
 		PreviewHost: s.PreviewHost(req.Name, pl.ProjectID), Domain: pl.Domain, BundleID: pl.BundleID, State: "launching",
 		CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
 	pl.ServiceID, pl.PreviewHost = svc.ID, svc.PreviewHost
@@ -547,13 +573,13 @@ func (s newLaunch) insertLaunch(ctx context.Context, tx *store.Tx, p *auth.Princ
 		Spec: string(sj), State: "starting", TaskID: task.ID, CreatedAt: now.UTC()}); err != nil {
 		return nil, task, err
 	}
-	m := s.Mutation("launch_service", costs, []models.ResourceRef{
-		{Type: "service", Id: svc.ID, Url: ptr(s.hostURL("https", svc.PreviewHost))}, {Type: "task", Id: task.ID},
-	}, UndoCall("teardown_service", map[string]any{"id": svc.ID}), remainingMicro)
+	m := s.mutated("launch_service", costs, []Resource{
+		{Type: "service", ID: svc.ID, URL: s.hostURL("https", svc.PreviewHost)}, {Type: "task", ID: task.ID},
+	}, reverse("teardown_service", map[string]any{"id": svc.ID}), remainingMicro)
 	if pl.buys() {
 		// Teardown stops serving; it cannot unbuy the domain.
 		m.Undo.Irreversible = true
-		m.Undo.NotReversed = &[]string{"domain_registration:" + pl.Domain}
+		m.Undo.NotReversed = []string{"domain_registration:" + pl.Domain}
 	}
 	pl.Receipt, pl.Undo = &m.Receipt, &m.Undo
 	stj, _ := json.Marshal(launchStepList(pl, spec, wait, now))
@@ -585,14 +611,14 @@ func (s *Launches) RunTask(ctx context.Context, taskID string) error {
 	case TaskSucceeded, TaskFailed, TaskCanceled, TaskInputRequired:
 		return nil
 	}
-	switch t.Kind {
-	case "launch":
+	switch TaskKind(t.Kind) {
+	case TaskKindLaunch:
 		return s.runLaunch(ctx, t)
-	case "deploy", "rollback":
+	case TaskKindDeploy, TaskKindRollback:
 		return s.runDeploy(ctx, t)
-	case "teardown":
+	case TaskKindTeardown:
 		return s.runTeardown(ctx, t)
-	case "email_setup":
+	case TaskKindEmailSetup:
 		return s.mail.runSetup(ctx, t)
 	}
 	return fmt.Errorf("task %s: kind %q has no runner", t.ID, t.Kind)
@@ -653,7 +679,7 @@ func (s *Launches) runLaunch(ctx context.Context, t store.Task) error {
 	if pl.serves() {
 		result["domainUrl"] = s.hostURL("https", pl.Domain)
 	}
-	if pl.Approval == "denied" {
+	if GateState(pl.Approval) == GateDenied {
 		result["domain"] = "registration of " + pl.Domain + " denied by a human: not bought, not attached, its price refunded"
 	}
 	rj, _ := json.Marshal(result)
@@ -703,7 +729,7 @@ func (s *Launches) registerDomain(ctx context.Context, rt *runningTask, pl *laun
 		}
 		return "", errInputRequired
 	}
-	if pl.Approval == "denied" {
+	if GateState(pl.Approval) == GateDenied {
 		return "denied by a human; not bought", nil
 	}
 	if err := s.recheckDomain(ctx, rt, pl); err != nil {
@@ -779,7 +805,7 @@ func (s *Launches) FailTask(ctx context.Context, taskID string, cause error) {
 		s.log.Error("failing task", "task", taskID, "err", err)
 		return
 	}
-	if t.Kind == "launch" {
+	if TaskKind(t.Kind) == TaskKindLaunch {
 		if err := s.failLaunch(ctx, taskID, gaveUp(cause)); err != nil {
 			s.log.Error("failing task", "task", taskID, "err", err)
 		}
@@ -809,13 +835,12 @@ func (s *Launches) recheckDomain(ctx context.Context, rt *runningTask, pl *launc
 	if err == nil && (sold || org != rt.t.OrgID) {
 		return apierr.Newf("plan:domain_unavailable", "%s was registered by someone else before this launch could buy it", pl.Domain)
 	}
-	years := max(pl.Years, 1)
-	current, err := priceItems(s.prices, []models.QuoteItem{{Kind: models.Domain, Domain: &pl.Domain, Years: &years}})
+	current, err := priceDomain(s.prices, strings.ToLower(pl.Domain), max(pl.Years, 1))
 	if err != nil {
 		return err
 	}
-	if pl.DomainMicro > 0 && current[0].AmountMicro != pl.DomainMicro {
-		return apierr.Newf("plan:price_changed", "%s now costs %s USD, not the %s USD quoted", pl.Domain, current[0].AmountMicro.Decimal(), pl.DomainMicro.Decimal())
+	if pl.DomainMicro > 0 && current.AmountMicro != pl.DomainMicro {
+		return apierr.Newf("plan:price_changed", "%s now costs %s USD, not the %s USD quoted", pl.Domain, current.AmountMicro.Decimal(), pl.DomainMicro.Decimal())
 	}
 	return nil
 }
@@ -908,7 +933,7 @@ func (s *Launches) endLaunchTx(ctx context.Context, tx *store.Tx, orgID, taskID,
 // what was kept.
 func refundLaunch(ctx context.Context, tx *store.Tx, t store.Task, pl *launchPayload, bought bool, state string, cause *apierr.Error, now time.Time) error {
 	refund := pl.ChargedMicro - pl.RefundedMicro
-	if bought && pl.Approval != "denied" {
+	if bought && GateState(pl.Approval) != GateDenied {
 		refund -= pl.DomainMicro
 	}
 	if refund > 0 {
@@ -929,12 +954,12 @@ func refundLaunch(ctx context.Context, tx *store.Tx, t store.Task, pl *launchPay
 		var kept money.MicroUSD
 		for i, c := range pl.Receipt.Costs {
 			if bought && c.Item == "domain:"+pl.Domain {
-				kept += money.FromUSD(c.AmountUsd)
+				kept += c.Amount
 				continue
 			}
-			pl.Receipt.Costs[i].AmountUsd = 0
+			pl.Receipt.Costs[i].Amount = 0
 		}
-		pl.Receipt.TotalUsd = usd(kept)
+		pl.Receipt.Total = kept
 	}
 	if !bought && pl.Undo != nil {
 		pl.Undo.Irreversible, pl.Undo.NotReversed = false, nil

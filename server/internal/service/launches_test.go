@@ -14,7 +14,7 @@ import (
 func TestEdgeLaunch(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.tenant(10, DefaultPolicy()), h.tenant(10, DefaultPolicy())
-	task := h.edge(a, "site", models.LaunchRequest{})
+	task := h.edge(a, "site", LaunchRequest{})
 	if task.State != "succeeded" || task.ServiceID == "" || !task.HTTPS.Preview || task.HTTPS.Domain {
 		t.Fatalf("task %+v", task)
 	}
@@ -47,7 +47,7 @@ func TestEdgeLaunch(t *testing.T) {
 	if v, err := h.svc.Launches.ServiceVersion(h.ctx, a.agent, id); err != nil || !contains(v, "live@") {
 		t.Fatalf("service version %q %v", v, err)
 	}
-	_, err = h.svc.Launches.Launch(h.ctx, b.agent, a.project, models.LaunchRequest{Name: "x", Target: "edge", BundleId: &svc.BundleID})
+	_, err = h.svc.Launches.Launch(h.ctx, b.agent, a.project, LaunchRequest{Name: "x", Target: "edge", BundleID: svc.BundleID})
 	wantCode(t, err, "not_found:resource")
 	h.books(a.org, a.project)
 }
@@ -67,7 +67,7 @@ func hostLabel(projectID string) string {
 func TestTeardownReplays(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(10, DefaultPolicy())
-	id := h.edge(tn, "site", models.LaunchRequest{}).ServiceID
+	id := h.edge(tn, "site", LaunchRequest{}).ServiceID
 	v, replayed, err := h.svc.Launches.Teardown(h.ctx, tn.agent, id)
 	h.must(err)
 	if replayed || v.Kind != TaskKindTeardown || !v.State.Active() {
@@ -91,7 +91,7 @@ func TestTeardownReplays(t *testing.T) {
 		t.Fatalf("state %s", svc.State)
 	}
 	// The name is free again.
-	if got := h.edge(tn, "site", models.LaunchRequest{}); got.State != "succeeded" || got.ServiceID == id {
+	if got := h.edge(tn, "site", LaunchRequest{}); got.State != "succeeded" || got.ServiceID == id {
 		t.Fatalf("relaunch under the same name: %+v", got)
 	}
 }
@@ -109,24 +109,24 @@ func TestLaunchRefusals(t *testing.T) {
 	run := "python3 app.py"
 	cases := []struct {
 		name string
-		req  models.LaunchRequest
+		req  LaunchRequest
 		code models.BlockedBy
 		next string
 	}{
-		{"bad name", models.LaunchRequest{Name: "Bad_Name", Target: "edge", BundleId: &bnd}, "input:invalid", ""},
-		{"unknown target", models.LaunchRequest{Name: "a", Target: "mainframe", BundleId: &bnd}, "plan:unknown_target", ""},
-		{"no bundle", models.LaunchRequest{Name: "a", Target: "edge"}, "input:invalid", "upload_assets"},
-		{"unknown bundle", models.LaunchRequest{Name: "a", Target: "edge", BundleId: ptr("bnd_nope")}, "not_found:resource", ""},
-		{"another org's bundle", models.LaunchRequest{Name: "a", Target: "edge", BundleId: &foreign}, "not_found:resource", ""},
-		{"edge with a command", models.LaunchRequest{Name: "a", Target: "edge", BundleId: &bnd, Run: &run}, "input:invalid", ""},
-		{"process unquoted", models.LaunchRequest{Name: "a", Target: "process", BundleId: &bnd, Run: &run}, "budget:insufficient", "create_quote"},
-		{"process without a command", models.LaunchRequest{Name: "a", Target: "process", BundleId: &bnd}, "plan:no_command", "upload_assets"},
-		{"domain unquoted", models.LaunchRequest{Name: "a", Target: "edge", BundleId: &bnd, Domain: &free}, "budget:insufficient", "create_quote"},
-		{"domain taken", models.LaunchRequest{Name: "a", Target: "edge", BundleId: &bnd, Domain: &taken}, "plan:domain_unavailable", ""},
-		{"reserved env", models.LaunchRequest{Name: "a", Target: "process", BundleId: &bnd, Run: &run, Env: &map[string]string{"PORT": "1"}}, "input:invalid", ""},
-		{"bad env", models.LaunchRequest{Name: "a", Target: "process", BundleId: &bnd, Run: &run, Env: &map[string]string{"1X": "1"}}, "input:invalid", ""},
-		{"env and secret", models.LaunchRequest{Name: "a", Target: "process", BundleId: &bnd, Run: &run,
-			Env: &map[string]string{"K": "1"}, Secrets: &map[string]string{"K": "2"}}, "input:invalid", ""},
+		{"bad name", LaunchRequest{Name: "Bad_Name", Target: "edge", BundleID: bnd}, "input:invalid", ""},
+		{"unknown target", LaunchRequest{Name: "a", Target: "mainframe", BundleID: bnd}, "plan:unknown_target", ""},
+		{"no bundle", LaunchRequest{Name: "a", Target: "edge"}, "input:invalid", "upload_assets"},
+		{"unknown bundle", LaunchRequest{Name: "a", Target: "edge", BundleID: "bnd_nope"}, "not_found:resource", ""},
+		{"another org's bundle", LaunchRequest{Name: "a", Target: "edge", BundleID: foreign}, "not_found:resource", ""},
+		{"edge with a command", LaunchRequest{Name: "a", Target: "edge", BundleID: bnd, Run: &run}, "input:invalid", ""},
+		{"process unquoted", LaunchRequest{Name: "a", Target: "process", BundleID: bnd, Run: &run}, "budget:insufficient", "create_quote"},
+		{"process without a command", LaunchRequest{Name: "a", Target: "process", BundleID: bnd}, "plan:no_command", "upload_assets"},
+		{"domain unquoted", LaunchRequest{Name: "a", Target: "edge", BundleID: bnd, Domain: free}, "budget:insufficient", "create_quote"},
+		{"domain taken", LaunchRequest{Name: "a", Target: "edge", BundleID: bnd, Domain: taken}, "plan:domain_unavailable", ""},
+		{"reserved env", LaunchRequest{Name: "a", Target: "process", BundleID: bnd, Run: &run, Env: map[string]string{"PORT": "1"}}, "input:invalid", ""},
+		{"bad env", LaunchRequest{Name: "a", Target: "process", BundleID: bnd, Run: &run, Env: map[string]string{"1X": "1"}}, "input:invalid", ""},
+		{"env and secret", LaunchRequest{Name: "a", Target: "process", BundleID: bnd, Run: &run,
+			Env: map[string]string{"K": "1"}, Secrets: map[string]string{"K": "2"}}, "input:invalid", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -139,7 +139,7 @@ func TestLaunchRefusals(t *testing.T) {
 	}
 	// A taken domain (someone holds it now) also gives back the hold of the quote sent with it.
 	q := h.quote(tn, serviceItem("dynamic_service", "process", "a"))
-	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "a", Target: "edge", BundleId: &bnd, Domain: &taken, QuoteId: &q.QuoteId})
+	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "a", Target: "edge", BundleID: bnd, Domain: taken, QuoteID: q.ID})
 	wantCode(t, err, "plan:domain_unavailable")
 	if h.remaining(tn.org, tn.project) != 100_000_000 {
 		t.Fatal("the refused launch's quote still holds budget")
@@ -155,14 +155,14 @@ func TestLaunchNeedsARuntime(t *testing.T) {
 	h := newHarness(t, withoutRuntime)
 	tn := h.tenant(100, DefaultPolicy())
 	bnd := h.site(tn, map[string]string{"app.py": "print(1)"})
-	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "a", Target: "process", BundleId: &bnd, Run: &run})
+	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "a", Target: "process", BundleID: bnd, Run: &run})
 	wantCode(t, err, "plan:not_implemented")
 
 	h2 := newHarness(t)
 	h2.runtime.sandboxErr = errors.New("runc missing")
 	tn2 := h2.tenant(100, DefaultPolicy())
 	bnd2 := h2.site(tn2, map[string]string{"app.py": "print(1)"})
-	_, err = h2.svc.Launches.Launch(h2.ctx, tn2.agent, tn2.project, models.LaunchRequest{Name: "a", Target: "worker", BundleId: &bnd2, Run: &run})
+	_, err = h2.svc.Launches.Launch(h2.ctx, tn2.agent, tn2.project, LaunchRequest{Name: "a", Target: "worker", BundleID: bnd2, Run: &run})
 	e := wantCode(t, err, "plan:sandbox_unavailable")
 	if !hasAction(e.Actions, "manual:configure_sandbox") {
 		t.Fatalf("actions %v", names(e.Actions))
@@ -173,8 +173,8 @@ func TestLaunchNeedsARuntime(t *testing.T) {
 func TestServiceQuota(t *testing.T) {
 	h := newHarness(t, withQuotas(Quotas{Services: 1}))
 	tn := h.tenant(10, DefaultPolicy())
-	h.edge(tn, "one", models.LaunchRequest{})
+	h.edge(tn, "one", LaunchRequest{})
 	bnd := h.site(tn, map[string]string{"index.html": "two"})
-	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "two", Target: "edge", BundleId: &bnd})
+	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "two", Target: "edge", BundleID: bnd})
 	wantCode(t, err, "quota:services")
 }

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -138,17 +137,17 @@ func isMailRecord(r zone.Record) bool {
 
 // mailPayload is what an email setup task carries.
 type mailPayload struct {
-	Domain       string          `json:"domain"`
-	ProjectID    string          `json:"projectId"`
-	QuoteID      string          `json:"quoteId"`
-	ChargedMicro money.MicroUSD  `json:"chargedMicroUsd"`
-	Receipt      *models.Receipt `json:"receipt,omitempty"`
-	Undo         *models.Undo    `json:"undo,omitempty"`
+	Domain       string         `json:"domain"`
+	ProjectID    string         `json:"projectId"`
+	QuoteID      string         `json:"quoteId"`
+	ChargedMicro money.MicroUSD `json:"chargedMicroUsd"`
+	Receipt      *Receipt       `json:"receipt,omitempty"`
+	Undo         *Undoing       `json:"undo,omitempty"`
 }
 
-// Setup starts the task that sets up mail for an owned domain, paid by a
-// quote for the mail add-on.
-func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req models.EmailSetupRequest) (*Task, error) {
+// Setup starts the task that sets up mail for an owned domain, paid by
+// quoteID, a quote for the mail add-on.
+func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain, quoteID string) (*Task, error) {
 	domain = strings.ToLower(domain)
 	state, err := s.domains.State(ctx, p, domain)
 	if err != nil {
@@ -161,9 +160,9 @@ func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req 
 	if view, ok := s.setupUnderWay(ctx, p, domain); ok {
 		return view, nil
 	}
-	q, err := s.store.Quotes().Get(ctx, p.OrgID, req.QuoteId)
+	q, err := s.store.Quotes().Get(ctx, p.OrgID, quoteID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apierr.Newf("not_found:resource", "no quote %s in your organisation", req.QuoteId)
+		return nil, apierr.Newf("not_found:resource", "no quote %s in your organisation", quoteID)
 	}
 	if err != nil {
 		return nil, err
@@ -186,7 +185,7 @@ func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req 
 			return view, nil
 		}
 		return nil, apierr.Newf("conflict:state", "mail for %s is being set up by another request; look again", domain).
-			WithActions(actions.Retry("setup_email", "agent", map[string]any{"domain": domain, "quoteId": req.QuoteId}, 1))
+			WithActions(actions.Retry("setup_email", "agent", map[string]any{"domain": domain, "quoteId": quoteID}, 1))
 	}
 	if err != nil {
 		return nil, err
@@ -201,14 +200,14 @@ func (s *Mail) Setup(ctx context.Context, p *auth.Principal, domain string, req 
 func mailOnlyQuote(q store.Quote, domain string) error {
 	var items []pricedItem
 	json.Unmarshal([]byte(q.Items), &items)
-	if !slices.ContainsFunc(items, func(it pricedItem) bool { return it.Kind == "email" && it.Domain == domain }) {
+	if !slices.ContainsFunc(items, func(it pricedItem) bool { return it.Kind == ItemEmail && it.Domain == domain }) {
 		return apierr.Newf("input:invalid", "quote %s does not price mail for %s; quote {\"kind\": \"email\", \"domain\": %q}", q.ID, domain, domain).
 			WithActions(actions.Tool("create_quote", "agent", map[string]any{"projectId": q.ProjectID,
 				"items": []any{map[string]any{"kind": "email", "domain": domain}}}))
 	}
 	var others []string
 	for _, it := range items {
-		if it.Kind != "email" || it.Domain != domain {
+		if it.Kind != ItemEmail || it.Domain != domain {
 			others = append(others, it.label())
 		}
 	}
@@ -237,8 +236,8 @@ func (s *Mail) claimAndCharge(ctx context.Context, tx *store.Tx, p *auth.Princip
 	if err != nil {
 		return err
 	}
-	m := s.Mutation("setup_email", []Cost{{Item: "email:" + domain, Amount: c.AmountMicro}},
-		[]models.ResourceRef{{Type: "mail_domain", Id: domain}}, UndoCall("remove_email", map[string]any{"domain": domain}), c.RemainingMicro)
+	m := s.mutated("setup_email", []Cost{{Item: "email:" + domain, Amount: c.AmountMicro}},
+		[]Resource{{Type: "mail_domain", ID: domain}}, reverse("remove_email", map[string]any{"domain": domain}), c.RemainingMicro)
 	pl := mailPayload{Domain: domain, ProjectID: q.ProjectID, QuoteID: q.ID, ChargedMicro: c.AmountMicro, Receipt: &m.Receipt, Undo: &m.Undo}
 	sj, _ := json.Marshal(steps)
 	pj, _ := json.Marshal(pl)
@@ -374,26 +373,33 @@ func (s *Zones) writeMailRecords(ctx context.Context, orgID, domain, dkimPublic 
 	return len(recs), nil
 }
 
+// MailRemoval is a domain whose mail records remove_email took out, and
+// what is left of the budget of the organisation's first project.
+type MailRemoval struct {
+	Domain          string
+	BudgetRemaining money.MicroUSD
+}
+
 // Remove takes a domain's mail records out of its zone: setup_email's
 // undo. Addresses and messages stay; mail to the domain is refused.
-func (s *Mail) Remove(ctx context.Context, p *auth.Principal, domain string) (*models.MailRemoval, []models.Action, error) {
+func (s *Mail) Remove(ctx context.Context, p *auth.Principal, domain string) (*MailRemoval, error) {
 	domain = strings.ToLower(domain)
 	d, err := s.store.Mail().Domain(ctx, domain)
 	if errors.Is(err, store.ErrNotFound) || err == nil && d.OrgID != p.OrgID {
-		return nil, nil, apierr.Newf("mail:not_set_up", "%s has no mail set up in your organisation", domain)
+		return nil, apierr.Newf("mail:not_set_up", "%s has no mail set up in your organisation", domain)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if _, err := s.writeMailRecords(ctx, p.OrgID, domain, ""); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	now := s.Now().UTC()
-	if err := s.store.Mail().SetDomainState(ctx, domain, "removed", d.TaskID, now); err != nil {
-		return nil, nil, err
+	if err := s.store.Mail().SetDomainState(ctx, domain, string(MailRemoved), d.TaskID, now); err != nil {
+		return nil, err
 	}
 	if _, err := s.store.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "remove_email", ObjectType: "domain", ObjectID: domain}, now); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	proj := ""
 	if ps, err := s.store.Projects().List(ctx, p.OrgID); err == nil && len(ps) > 0 {
@@ -405,9 +411,7 @@ func (s *Mail) Remove(ctx context.Context, p *auth.Principal, domain string) (*m
 			left = st.RemainingMicro
 		}
 	}
-	m := s.Mutation("remove_email", nil, nil, nil, left)
-	return &models.MailRemoval{Domain: domain, State: "removed", Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd},
-		[]models.Action{actions.Stop("done")}, nil
+	return &MailRemoval{Domain: domain, BudgetRemaining: left}, nil
 }
 
 // waiters wake wait_for_message the moment a message lands in an inbox.

@@ -93,7 +93,7 @@ func (s *Mail) Addresses(ctx context.Context, orgID string, f store.Filter) (*mo
 		last := l[len(l)-1]
 		out.NextCursor = nextCursor(f, len(l), last.CreatedAt, last.ID)
 	}
-	return out, pageActions("list_email_addresses", out.NextCursor, f.Args()), nil
+	return out, actions.Page("list_email_addresses", out.NextCursor, f.Args()), nil
 }
 
 // mailPage is a mail list's filter: the contract's page of 50 when the
@@ -144,7 +144,7 @@ func (s *Mail) Inboxes(ctx context.Context, orgID string, f store.Filter) (*mode
 		out.NextCursor = nextCursor(f, len(l), last.CreatedAt, last.ID)
 		first = append(first, actions.Tool("list_messages", "agent", map[string]any{"id": l[0].ID}))
 	}
-	return out, pageActions("list_inboxes", out.NextCursor, f.Args(), first...), nil
+	return out, actions.Page("list_inboxes", out.NextCursor, f.Args(), first...), nil
 }
 
 func summaryView(m store.Message) models.MessageSummary {
@@ -366,8 +366,18 @@ type Delivery struct {
 	Headers     map[string][]string
 	Text, HTML  string
 	Attachments []Attachment
-	Auth        models.AuthResults
+	Auth        AuthResults
 	Raw         []byte
+}
+
+// AuthResults is what the checks of a received message said: DKIM (and
+// the domain whose signature passed), SPF and DMARC. It is kept with the
+// message in the contract's JSON shape.
+type AuthResults struct {
+	DKIM       string `json:"dkim"`
+	DKIMDomain string `json:"dkimDomain,omitempty"`
+	DMARC      string `json:"dmarc"`
+	SPF        string `json:"spf"`
 }
 
 // Attachment is one attached file.

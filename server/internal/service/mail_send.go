@@ -16,10 +16,10 @@ import (
 
 	"github.com/emersion/go-msgauth/dkim"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -67,47 +67,60 @@ func headerSafe(v string) string {
 	return strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
 }
 
+// SendRequest is a message to send: from one of the organisation's
+// addresses, to any.
+type SendRequest struct {
+	From          string
+	To            []string
+	Subject, Text string
+}
+
+// SentMessage is a message the relay took, signed with DKIMSelector, and
+// what is left of the budget that pays the sender's mail. Sent mail cannot
+// be called back.
+type SentMessage struct {
+	ID, From        string
+	To              []string
+	Relay           string
+	DKIMSelector    string
+	BudgetRemaining money.MicroUSD
+}
+
 // Send signs a message with the sender's domain key and hands it to the
 // relay.
-func (s *Mail) Send(ctx context.Context, p *auth.Principal, req models.SendMessageRequest) (*models.SentMessage, []models.Action, error) {
+func (s *Mail) Send(ctx context.Context, p *auth.Principal, req SendRequest) (*SentMessage, error) {
 	if s.relay == nil {
-		return nil, nil, apierr.New("mail:relay_unconfigured", "sending needs a relay: the operator starts pier server with --smtp-relay smtp://HOST:PORT (PIER_SMTP_RELAY)").
+		return nil, apierr.New("mail:relay_unconfigured", "sending needs a relay: the operator starts pier server with --smtp-relay smtp://HOST:PORT (PIER_SMTP_RELAY)").
 			WithActions(actions.Manual("configure_smtp_relay", "human"))
 	}
-	local, domain, err := normAddress(string(req.From))
+	local, domain, err := normAddress(req.From)
 	if err != nil {
-		return nil, nil, apierr.Newf("input:invalid", "%v", err)
+		return nil, apierr.Newf("input:invalid", "%v", err)
 	}
 	if _, err := s.store.Mail().Route(ctx, local+"@"+domain, domain); err != nil {
-		return nil, nil, apierr.Newf("mail:not_set_up", "%s is not one of your addresses; create it first", req.From).
-			WithActions(actions.Tool("create_email_address", "agent", map[string]any{"address": string(req.From)}))
+		return nil, apierr.Newf("mail:not_set_up", "%s is not one of your addresses; create it first", req.From).
+			WithActions(actions.Tool("create_email_address", "agent", map[string]any{"address": req.From}))
 	}
 	if d, err := s.store.Mail().Domain(ctx, domain); err != nil || d.OrgID != p.OrgID || MailState(d.State) != MailReady {
-		return nil, nil, apierr.Newf("mail:not_set_up", "%s has no mail set up in your organisation", domain)
+		return nil, apierr.Newf("mail:not_set_up", "%s has no mail set up in your organisation", domain)
 	}
-	var to []string
-	for _, t := range req.To {
-		to = append(to, string(t))
-	}
-	msg, id, err := s.compose(ctx, string(req.From), to, req.Subject, req.Text)
+	to := req.To
+	msg, id, err := s.compose(ctx, req.From, to, req.Subject, req.Text)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if err := s.relay.Send(ctx, string(req.From), to, msg); err != nil {
-		return nil, nil, apierr.Newf("provider:failed", "the relay refused the message: %v", err)
+	if err := s.relay.Send(ctx, req.From, to, msg); err != nil {
+		return nil, apierr.Newf("provider:failed", "the relay refused the message: %v", err)
 	}
 	if _, err := s.store.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "send_message", ObjectType: "message", ObjectID: id,
-		Details: map[string]any{"from": string(req.From), "to": to}}, s.Now()); err != nil {
-		return nil, nil, err
+		Details: map[string]any{"from": req.From, "to": to}}, s.Now()); err != nil {
+		return nil, err
 	}
 	left, err := mailBudget(ctx, s.store, p.OrgID, domain)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	// Sent mail cannot be called back.
-	m := s.Mutation("send_message", nil, []models.ResourceRef{{Type: "message", Id: id}}, nil, left)
-	return &models.SentMessage{MessageId: id, From: string(req.From), To: to, Relay: s.relay.Name(), DkimSelector: DKIMSelector,
-		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}, []models.Action{actions.Stop("done")}, nil
+	return &SentMessage{ID: id, From: req.From, To: to, Relay: s.relay.Name(), DKIMSelector: DKIMSelector, BudgetRemaining: left}, nil
 }
 
 func hostOnly(u string) string {
@@ -153,7 +166,7 @@ func (s *outbox) deliverAnywhere(ctx context.Context, from, to string, msg []byt
 		return err
 	} else if ok {
 		_, err := s.Deliver(ctx, Delivery{MailFrom: from, Rcpt: to, FromHeader: from, Subject: subjectOf(msg), Text: bodyOf(msg),
-			Headers: map[string][]string{}, Auth: models.AuthResults{Dkim: "none", Spf: "none", Dmarc: "none"}, Raw: msg})
+			Headers: map[string][]string{}, Auth: AuthResults{DKIM: "none", SPF: "none", DMARC: "none"}, Raw: msg})
 		return err
 	}
 	if s.relay == nil {
@@ -215,7 +228,7 @@ func (s *Mail) RDAP(ctx context.Context, domain string) (map[string]any, error) 
 		"notices": []any{map[string]any{"title": "Sandbox registrar", "description": []string{"Pier's sandbox registrar; nothing here is registered on the internet."}}},
 	}
 	if r, err := s.store.Mail().CurrentRegistrant(ctx, pu.OrgID, domain); err == nil {
-		var c models.RegistrantContactRequest
+		var c RegistrantContact
 		json.Unmarshal([]byte(r.Contact), &c)
 		out["entities"] = []any{map[string]any{
 			"objectClassName": "entity",

@@ -27,19 +27,19 @@ func TestMailSetup(t *testing.T) {
 		quote string
 		code  models.BlockedBy
 	}{
-		{"not owned", b, q.QuoteId, "conflict:state"},
+		{"not owned", b, q.ID, "conflict:state"},
 		{"unknown quote", a, "quo_nope", "not_found:resource"},
-		{"quote for other mail", a, other.QuoteId, "input:invalid"},
-		{"quote with more", a, mixed.QuoteId, "conflict:quote_mismatch"},
+		{"quote for other mail", a, other.ID, "input:invalid"},
+		{"quote with more", a, mixed.ID, "conflict:quote_mismatch"},
 	}
 	for _, c := range cases {
-		_, err := h.svc.Mail.Setup(h.ctx, c.p.agent, dom, models.EmailSetupRequest{QuoteId: c.quote})
+		_, err := h.svc.Mail.Setup(h.ctx, c.p.agent, dom, c.quote)
 		wantCode(t, err, c.code)
 	}
 	before := h.remaining(a.org, a.project)
-	v, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, models.EmailSetupRequest{QuoteId: q.QuoteId})
+	v, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, q.ID)
 	h.must(err)
-	again, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, models.EmailSetupRequest{QuoteId: other.QuoteId})
+	again, err := h.svc.Mail.Setup(h.ctx, a.agent, dom, other.ID)
 	h.must(err)
 	if again.ID != v.ID || h.remaining(a.org, a.project) != before {
 		t.Fatalf("a second setup made task %s (first %s) or charged", again.ID, v.ID)
@@ -68,12 +68,12 @@ func TestMailSetup(t *testing.T) {
 		t.Fatalf("%d mail records in %+v", mx, recs)
 	}
 	// Removing it takes the records out; addresses are refused after.
-	_, _, err = h.svc.Mail.Remove(h.ctx, b.agent, dom)
+	_, err = h.svc.Mail.Remove(h.ctx, b.agent, dom)
 	wantCode(t, err, "mail:not_set_up")
-	rm, _, err := h.svc.Mail.Remove(h.ctx, a.agent, dom)
+	rm, err := h.svc.Mail.Remove(h.ctx, a.agent, dom)
 	h.must(err)
-	if rm.State != "removed" || !rm.Undo.Irreversible {
-		t.Fatalf("removal %+v", rm)
+	if d, _ := h.st.Mail().Domain(h.ctx, dom); rm.Domain != dom || MailState(d.State) != MailRemoved {
+		t.Fatalf("removal %+v, domain %+v", rm, d)
 	}
 	_, _, err = h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: "hi@" + openapi_types.Email(dom)})
 	wantCode(t, err, "mail:not_set_up")
@@ -115,7 +115,7 @@ func TestMailboxes(t *testing.T) {
 	}
 	id, err := h.svc.Mail.Deliver(h.ctx, Delivery{MailFrom: "x@y.org", Rcpt: "hi@" + dom, FromHeader: "X <x@y.org>", Subject: "Your code",
 		Text: "123456", HTML: "<b>123456</b>", Raw: []byte("raw message"), Attachments: []Attachment{{Filename: "a.txt", ContentType: "text/plain", Data: []byte("att")}},
-		Auth: models.AuthResults{Dkim: "pass", Spf: "pass", Dmarc: "pass"}})
+		Auth: AuthResults{DKIM: "pass", SPF: "pass", DMARC: "pass"}})
 	h.must(err)
 	_, err = h.svc.Mail.Deliver(h.ctx, Delivery{Rcpt: "hi@" + dom, Raw: make([]byte, 3000)})
 	if !errors.Is(err, ErrInboxFull) {
@@ -181,27 +181,27 @@ func TestMailSend(t *testing.T) {
 	dom := h.mailDomain(a, "sender")
 	_, _, err := h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: "out@" + openapi_types.Email(dom)})
 	h.must(err)
-	req := models.SendMessageRequest{From: "out@" + openapi_types.Email(dom), To: []openapi_types.Email{"you@example.org"}, Subject: "Hi\r\nBcc: x", Text: "hello\nthere"}
-	sent, _, err := h.svc.Mail.Send(h.ctx, a.agent, req)
+	req := SendRequest{From: "out@" + dom, To: []string{"you@example.org"}, Subject: "Hi\r\nBcc: x", Text: "hello\nthere"}
+	sent, err := h.svc.Mail.Send(h.ctx, a.agent, req)
 	h.must(err)
 	if sent.Relay != "relay.test" || len(h.relay.msgs) != 1 || !contains(h.relay.msgs[0], "DKIM-Signature:") || contains(h.relay.msgs[0], "\r\nBcc:") {
 		t.Fatalf("sent %+v: %q", sent, h.relay.msgs)
 	}
 	for _, c := range []struct {
 		p    tenant
-		from openapi_types.Email
+		from string
 		code models.BlockedBy
-	}{{a, "bad", "input:invalid"}, {a, "nobody@" + openapi_types.Email(dom), "mail:not_set_up"}, {b, req.From, "mail:not_set_up"}} {
-		_, _, err := h.svc.Mail.Send(h.ctx, c.p.agent, models.SendMessageRequest{From: c.from, To: req.To, Subject: "x", Text: "y"})
+	}{{a, "bad", "input:invalid"}, {a, "nobody@" + dom, "mail:not_set_up"}, {b, req.From, "mail:not_set_up"}} {
+		_, err := h.svc.Mail.Send(h.ctx, c.p.agent, SendRequest{From: c.from, To: req.To, Subject: "x", Text: "y"})
 		wantCode(t, err, c.code)
 	}
 	h.relay.err = errors.New("550 no")
-	_, _, err = h.svc.Mail.Send(h.ctx, a.agent, req)
+	_, err = h.svc.Mail.Send(h.ctx, a.agent, req)
 	wantCode(t, err, "provider:failed")
 
 	h2 := newHarness(t, withoutRelay)
 	c := h2.tenant(10, DefaultPolicy())
-	_, _, err = h2.svc.Mail.Send(h2.ctx, c.agent, req)
+	_, err = h2.svc.Mail.Send(h2.ctx, c.agent, req)
 	wantCode(t, err, "mail:relay_unconfigured")
 }
 

@@ -335,15 +335,14 @@ func (s *Meter) chargeMeters(ctx context.Context, tx *store.Tx, proj *store.Proj
 				}
 				proj.SpentMicro += c.AmountMicro
 			}
-			costs := []models.CostLine{{Item: "usage:" + period, AmountUsd: usd(usage)}}
+			costs := []Cost{{Item: "usage:" + period, Amount: usage}}
 			if c.CreditMicro > 0 {
-				costs = append(costs, models.CostLine{Item: "prepaid_by_launch", AmountUsd: -usd(c.CreditMicro)})
+				costs = append(costs, Cost{Item: "prepaid_by_launch", Amount: -c.CreditMicro})
 			}
 			if c.UnpaidMicro > 0 {
-				costs = append(costs, models.CostLine{Item: "over_budget_unpaid", AmountUsd: -usd(c.UnpaidMicro)})
+				costs = append(costs, Cost{Item: "over_budget_unpaid", Amount: -c.UnpaidMicro})
 			}
-			receipt := models.Receipt{Id: c.ReceiptID, Action: "meter_charge", Costs: costs, TotalUsd: usd(c.AmountMicro),
-				CreatedResources: []models.ResourceRef{}, CreatedAt: now}
+			receipt := Receipt{ID: c.ReceiptID, Action: "meter_charge", Costs: costs, Total: c.AmountMicro, At: now}
 			if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: proj.OrgID, Actor: "system", Action: "meter_charge", ObjectType: "service", ObjectID: m.ServiceID,
 				Details: map[string]any{"projectId": proj.ID, "period": period, "hours": hours, "usageMicroUsd": usage, "prepaidMicroUsd": c.CreditMicro,
 					"amountMicroUsd": c.AmountMicro, "unpaidMicroUsd": c.UnpaidMicro, "receipt": receipt}}, now); err != nil {

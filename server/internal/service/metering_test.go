@@ -341,9 +341,8 @@ func TestExhaustedBudgetRefusesNewSpending(t *testing.T) {
 	if len(notices) != 3 {
 		t.Fatalf("notices %+v, want 50, 80 and 100", notices)
 	}
-	workload, target, months := models.WorkloadDynamicService, models.TargetName("process"), 1
-	_, _, err = w.svc.Quotes.Create(context.Background(), &auth.Principal{Kind: "agent", OrgID: w.org, KeyID: "key_x", Scopes: []string{"quote"}},
-		models.QuoteRequest{ProjectId: w.proj, Items: []models.QuoteItem{{Kind: models.Service, Workload: &workload, Target: &target, Months: &months}}})
+	_, err = w.svc.Quotes.Create(context.Background(), &auth.Principal{Kind: "agent", OrgID: w.org, KeyID: "key_x", Scopes: []string{"quote"}},
+		QuoteRequest{ProjectID: w.proj, Items: []QuoteItem{{Kind: ItemService, Workload: "dynamic_service", Target: "process", Months: 1}}})
 	var e *apierr.Error
 	if !errors.As(err, &e) || e.Code != "budget:exhausted" || e.Retryable() || e.Status() != 402 {
 		t.Fatalf("quote on an exhausted budget: %v", err)

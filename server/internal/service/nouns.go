@@ -162,7 +162,7 @@ type Launches struct {
 	quotes interface {
 		Consume(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, quoteID string) (Consumed, error)
 		awaitedQuote(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, quoteID string) (Consumed, error)
-		releaseRefusedQuote(ctx context.Context, p *auth.Principal, quoteID *string)
+		releaseRefusedQuote(ctx context.Context, p *auth.Principal, quoteID string)
 	}
 	runs interface {
 		createDatabase(ctx context.Context, orgID, serviceID string) (string, error)

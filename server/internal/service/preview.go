@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/money"
@@ -21,10 +20,9 @@ import (
 // again before it applies.
 type QuotePreview struct {
 	AmountMicro money.MicroUSD
-	// Decision is ALLOW, REQUIRES_APPROVAL or DENY; Reasons say why not
-	// ALLOW.
-	Decision string
-	Reasons  []models.BlockedBy
+	// Decision is what Create would decide; Reasons say why not ALLOW.
+	Decision QuoteDecision
+	Reasons  []apierr.Code
 	// Domains are the names the quote would buy.
 	Domains []string
 }
@@ -32,12 +30,11 @@ type QuotePreview struct {
 // quoteGates opens the gate a quote that needs a human waits on.
 type quoteGates interface {
 	openGate(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID, kind string, payload map[string]any, now time.Time) (store.Task, error)
-	gateActions(t store.Task) []models.Action
 }
 
 // Preview prices items for the project as Create would, and decides them
 // against the policy and the budget, writing nothing.
-func (s *Quotes) Preview(ctx context.Context, p *auth.Principal, projectID string, items []models.QuoteItem) (QuotePreview, error) {
+func (s *Quotes) Preview(ctx context.Context, p *auth.Principal, projectID string, items []QuoteItem) (QuotePreview, error) {
 	priced, err := priceItems(s.prices, items)
 	if err != nil {
 		return QuotePreview{}, err
@@ -47,7 +44,7 @@ func (s *Quotes) Preview(ctx context.Context, p *auth.Principal, projectID strin
 	}
 	var out QuotePreview
 	for _, it := range priced {
-		if it.Kind == "domain" {
+		if it.Kind == ItemDomain {
 			if err := s.launches.domainFree(ctx, p, projectID, it.Domain); err != nil {
 				return QuotePreview{}, err
 			}
@@ -66,14 +63,15 @@ func (s *Quotes) Preview(ctx context.Context, p *auth.Principal, projectID strin
 		return QuotePreview{}, err
 	}
 	out.AmountMicro = total(priced)
-	out.Reasons = policyReasons(pol, priced)
+	verdict := judge(pol, priced)
+	out.Reasons = verdict.refused
 	switch {
 	case len(out.Reasons) > 0:
-		out.Decision = "DENY"
-	case needsApproval(pol, out.AmountMicro):
-		out.Decision, out.Reasons = "REQUIRES_APPROVAL", []models.BlockedBy{"policy:approval_required"}
+		out.Decision = QuoteDeny
+	case verdict.approval:
+		out.Decision, out.Reasons = QuoteRequiresApproval, []apierr.Code{"policy:approval_required"}
 	default:
-		out.Decision = "ALLOW"
+		out.Decision = QuoteAllow
 	}
 	return out, nil
 }

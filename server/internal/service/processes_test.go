@@ -11,13 +11,13 @@ import (
 
 // process launches a process (or worker) service paid by a quote and runs
 // its task; it returns the task.
-func (h *harness) process(tn tenant, name, target, workload string, req models.LaunchRequest) *Task {
+func (h *harness) process(tn tenant, name, target, workload string, req LaunchRequest) *Task {
 	h.t.Helper()
 	q := h.quote(tn, serviceItem(workload, target, name))
-	if req.BundleId == nil {
-		req.BundleId = ptr(h.site(tn, map[string]string{"Procfile": "web: python3 app.py\nworker: python3 worker.py\n", "app.py": "print(1)"}))
+	if req.BundleID == "" {
+		req.BundleID = h.site(tn, map[string]string{"Procfile": "web: python3 app.py\nworker: python3 worker.py\n", "app.py": "print(1)"})
 	}
-	req.Name, req.Target, req.QuoteId = name, models.TargetName(target), &q.QuoteId
+	req.Name, req.Target, req.QuoteID = name, target, q.ID
 	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, req)
 	h.must(err)
 	h.drain()
@@ -29,9 +29,9 @@ func (h *harness) process(tn tenant, name, target, workload string, req models.L
 func TestProcessLaunch(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.tenant(100, DefaultPolicy()), h.tenant(100, DefaultPolicy())
-	task := h.process(a, "api", "process", "dynamic_service", models.LaunchRequest{
-		Env: &map[string]string{"MODE": "prod"}, Secrets: &map[string]string{"TOKEN": "s3cret"},
-		HealthCheck: &models.HealthCheck{Path: ptr("/healthz"), TimeoutSeconds: ptr(5), GraceSeconds: ptr(1)}})
+	task := h.process(a, "api", "process", "dynamic_service", LaunchRequest{
+		Env: map[string]string{"MODE": "prod"}, Secrets: map[string]string{"TOKEN": "s3cret"},
+		HealthCheck: &HealthCheck{Path: "/healthz", TimeoutSeconds: 5, GraceSeconds: 1}})
 	if task.State != "succeeded" {
 		t.Fatalf("launch %+v", task.Steps)
 	}
@@ -45,16 +45,16 @@ func TestProcessLaunch(t *testing.T) {
 	if svc.Sandbox == nil || svc.Health == nil || svc.Health.State != "healthy" || !svc.RunsProcesses() {
 		t.Fatalf("service %+v", svc)
 	}
-	env, _, err := h.svc.Runs.ListEnv(h.ctx, a.org, id)
+	env, err := h.svc.Runs.ListEnv(h.ctx, a.org, id)
 	h.must(err)
-	if len(env.Variables) != 2 || env.Variables[0].Name != "MODE" || *env.Variables[0].Value != "prod" || env.Variables[1].Value != nil || !env.Variables[1].Secret {
+	if len(env.Variables) != 2 || env.Variables[0].Name != "MODE" || env.Variables[0].Value != "prod" || env.Variables[1].Value != "" || !env.Variables[1].Secret {
 		t.Fatalf("env %+v", env.Variables)
 	}
 	for _, err := range []error{
-		second(h.svc.Runs.ListEnv(h.ctx, b.org, id)),
-		second2(h.svc.Runs.SetEnv(h.ctx, b.agent, id, models.SetServiceEnvRequest{})),
-		second2(h.svc.Runs.Rollback(h.ctx, b.agent, id, models.RollbackRequest{})),
-		second(h.svc.Runs.Logs(h.ctx, b.org, id, LogQuery{})),
+		lastErr(h.svc.Runs.ListEnv(h.ctx, b.org, id)),
+		second2(h.svc.Runs.SetEnv(h.ctx, b.agent, id, EnvChange{})),
+		second2(h.svc.Runs.Rollback(h.ctx, b.agent, id, nil)),
+		lastErr(h.svc.Runs.Logs(h.ctx, b.org, id, LogQuery{})),
 	} {
 		wantCode(t, err, "not_found:resource")
 	}
@@ -72,10 +72,10 @@ func second[A, B any](_ A, _ B, err error) error { return err }
 func TestDeployAndRollback(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(100, DefaultPolicy())
-	id := h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{Env: &map[string]string{"A": "1", "B": "2"}}).ServiceID
-	v2, err := h.svc.Runs.SetEnv(h.ctx, tn.agent, id, models.SetServiceEnvRequest{Set: &map[string]string{"C": "3"}, Unset: &[]string{"A"}, Secrets: &map[string]string{"B": "hidden"}})
+	id := h.process(tn, "api", "process", "dynamic_service", LaunchRequest{Env: map[string]string{"A": "1", "B": "2"}}).ServiceID
+	v2, err := h.svc.Runs.SetEnv(h.ctx, tn.agent, id, EnvChange{Set: map[string]string{"C": "3"}, Unset: []string{"A"}, Secrets: map[string]string{"B": "hidden"}})
 	h.must(err)
-	if v2.Undo.Command == nil || v2.Undo.Command.Tool != "rollback_service" {
+	if v2.Undo.Call == nil || v2.Undo.Call.Tool != "rollback_service" {
 		t.Fatalf("deploy undo %+v", v2.Undo)
 	}
 	h.drain()
@@ -90,14 +90,14 @@ func TestDeployAndRollback(t *testing.T) {
 		t.Fatalf("version 2 env %v", spec.Env)
 	}
 	for _, c := range []struct {
-		req  models.SetServiceEnvRequest
+		req  EnvChange
 		code models.BlockedBy
-	}{{models.SetServiceEnvRequest{Set: &map[string]string{"PATH": "/"}}, "input:invalid"}, {models.SetServiceEnvRequest{Secrets: &map[string]string{"a-b": "x"}}, "input:invalid"}} {
+	}{{EnvChange{Set: map[string]string{"PATH": "/"}}, "input:invalid"}, {EnvChange{Secrets: map[string]string{"a-b": "x"}}, "input:invalid"}} {
 		wantCode(t, second2(h.svc.Runs.SetEnv(h.ctx, tn.agent, id, c.req)), c.code)
 	}
 	// Relaunching the name is the next version; it cannot change what the service is.
 	bnd := h.site(tn, map[string]string{"Procfile": "web: python3 v3.py\nworker: python3 w.py\n"})
-	v3, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd})
+	v3, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "api", Target: "process", BundleID: bnd})
 	h.must(err)
 	h.drain()
 	if got := h.task(tn.org, v3.ID); got.State != "succeeded" || got.Kind != "deploy" {
@@ -105,16 +105,16 @@ func TestDeployAndRollback(t *testing.T) {
 	}
 	q := h.quote(tn, serviceItem("dynamic_service", "process", "api"))
 	for _, c := range []struct {
-		req  models.LaunchRequest
+		req  LaunchRequest
 		code models.BlockedBy
 	}{
-		{models.LaunchRequest{Name: "api", Target: "worker", BundleId: &bnd}, "conflict:state"},
-		{models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, QuoteId: &q.QuoteId}, "conflict:quote_mismatch"},
-		{models.LaunchRequest{Name: "api", Target: "process", BundleId: &bnd, Domain: ptr("other.dev")}, "conflict:state"},
+		{LaunchRequest{Name: "api", Target: "worker", BundleID: bnd}, "conflict:state"},
+		{LaunchRequest{Name: "api", Target: "process", BundleID: bnd, QuoteID: q.ID}, "conflict:quote_mismatch"},
+		{LaunchRequest{Name: "api", Target: "process", BundleID: bnd, Domain: "other.dev"}, "conflict:state"},
 	} {
 		wantCode(t, second2(h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, c.req)), c.code)
 	}
-	rb, err := h.svc.Runs.Rollback(h.ctx, tn.agent, id, models.RollbackRequest{})
+	rb, err := h.svc.Runs.Rollback(h.ctx, tn.agent, id, nil)
 	h.must(err)
 	h.drain()
 	if got := h.task(tn.org, rb.ID); got.State != "succeeded" || got.Result["version"] != float64(2) {
@@ -124,7 +124,7 @@ func TestDeployAndRollback(t *testing.T) {
 		version *int
 		code    models.BlockedBy
 	}{{ptr(2), "conflict:state"}, {ptr(99), "not_found:resource"}} {
-		wantCode(t, second2(h.svc.Runs.Rollback(h.ctx, tn.agent, id, models.RollbackRequest{Version: c.version})), c.code)
+		wantCode(t, second2(h.svc.Runs.Rollback(h.ctx, tn.agent, id, c.version)), c.code)
 	}
 	if svc, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.Version != 2 || len(svc.Versions) != 3 {
 		t.Fatalf("serving %d of %d", svc.Version, len(svc.Versions))
@@ -138,7 +138,7 @@ func TestUnhealthyVersions(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(100, DefaultPolicy())
 	h.runtime.startErr = &StartError{Reason: "exited 1", Tail: []string{"Traceback", "boom"}}
-	task := h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{})
+	task := h.process(tn, "api", "process", "dynamic_service", LaunchRequest{})
 	if task.State != "failed" || task.Result["blockedBy"] != "service:unhealthy" || h.remaining(tn.org, tn.project) != 100_000_000 {
 		t.Fatalf("launch %s %v, remaining %d", task.State, task.Result, h.remaining(tn.org, tn.project))
 	}
@@ -147,9 +147,9 @@ func TestUnhealthyVersions(t *testing.T) {
 		t.Fatalf("failed task remedies %s", got.Remedies)
 	}
 	h.runtime.startErr = nil
-	id := h.process(tn, "web", "process", "dynamic_service", models.LaunchRequest{}).ServiceID
+	id := h.process(tn, "web", "process", "dynamic_service", LaunchRequest{}).ServiceID
 	h.runtime.startErr = &StartError{Reason: "port never opened"}
-	v, err := h.svc.Runs.SetEnv(h.ctx, tn.agent, id, models.SetServiceEnvRequest{Set: &map[string]string{"X": "1"}})
+	v, err := h.svc.Runs.SetEnv(h.ctx, tn.agent, id, EnvChange{Set: map[string]string{"X": "1"}})
 	h.must(err)
 	h.drain()
 	if got := h.task(tn.org, v.ID); got.State != "failed" || got.Result["serving"] != float64(1) {
@@ -166,7 +166,7 @@ func TestUnhealthyVersions(t *testing.T) {
 func TestHealthAndLogs(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(100, DefaultPolicy())
-	id := h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{}).ServiceID
+	id := h.process(tn, "api", "process", "dynamic_service", LaunchRequest{}).ServiceID
 	h.svc.Runs.Health(id, 7, Health{State: "crashed"}) // not the serving version
 	if svc, _ := h.svc.Launches.GetService(h.ctx, tn.org, id); svc.State != "live" {
 		t.Fatalf("state %s", svc.State)
@@ -184,12 +184,12 @@ func TestHealthAndLogs(t *testing.T) {
 		h.svc.Runs.Log(id, 1, "stdout", "line", h.clock.Now().Add(time.Duration(i)))
 	}
 	h.svc.Runs.FlushNow(h.ctx)
-	logs, next, err := h.svc.Runs.Logs(h.ctx, tn.org, id, LogQuery{Tail: 2})
+	logs, err := h.svc.Runs.Logs(h.ctx, tn.org, id, LogQuery{Tail: 2})
 	h.must(err)
-	if len(logs.Lines) != 2 || logs.NextAfter != 3 || !hasAction(next, "get_service_logs") {
+	if len(logs.Lines) != 2 || logs.NextAfter != 3 || logs.ServiceID != id {
 		t.Fatalf("logs %+v", logs)
 	}
-	after, _, _ := h.svc.Runs.Logs(h.ctx, tn.org, id, LogQuery{After: 3, Wait: time.Millisecond})
+	after, _ := h.svc.Runs.Logs(h.ctx, tn.org, id, LogQuery{After: 3, Wait: time.Millisecond})
 	if len(after.Lines) != 0 || after.NextAfter != 3 {
 		t.Fatalf("after the end %+v", after)
 	}
@@ -198,7 +198,7 @@ func TestHealthAndLogs(t *testing.T) {
 		h.svc.Runs.Log(id, 1, "stderr", "late", h.clock.Now())
 		h.svc.Runs.FlushNow(h.ctx)
 	}()
-	w, _, err := h.svc.Runs.Logs(h.ctx, tn.org, id, LogQuery{After: 3, Wait: time.Minute})
+	w, err := h.svc.Runs.Logs(h.ctx, tn.org, id, LogQuery{After: 3, Wait: time.Minute})
 	if err != nil || len(w.Lines) != 1 || w.Lines[0].Text != "late" || w.Lines[0].Stream != "stderr" {
 		t.Fatalf("waited %+v %v", w, err)
 	}
@@ -208,8 +208,8 @@ func TestHealthAndLogs(t *testing.T) {
 func TestProcessTeardown(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(100, DefaultPolicy())
-	pg := []models.LaunchRequestAddons{models.LaunchRequestAddonsManagedPostgres}
-	task := h.process(tn, "db", "process", "database_backed_app", models.LaunchRequest{Addons: &pg})
+	pg := []string{"managed_postgres"}
+	task := h.process(tn, "db", "process", "database_backed_app", LaunchRequest{Addons: pg})
 	if task.State != "succeeded" {
 		t.Fatalf("launch %+v", task.Steps)
 	}
@@ -235,7 +235,7 @@ func TestProcessTeardown(t *testing.T) {
 	}
 	// A worker answers no HTTP: its TLS step checks nothing.
 	checks := h.platform.httpsChecks
-	if w := h.process(tn, "jobs", "worker", "worker", models.LaunchRequest{}); w.State != "succeeded" || h.platform.httpsChecks != checks {
+	if w := h.process(tn, "jobs", "worker", "worker", LaunchRequest{}); w.State != "succeeded" || h.platform.httpsChecks != checks {
 		t.Fatalf("worker %s, %d HTTPS checks", w.State, h.platform.httpsChecks-checks)
 	}
 	if l, _ := h.svc.Tasks.List(h.ctx, tn.org, store.Filter{}); len(l.Items) != 3 || l.Items[0].ServiceName == "" {

@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/pierhq/pier/internal/lib/version"
@@ -254,7 +256,7 @@ func (s *projectBooks) List(ctx context.Context, orgID string, f store.Filter) (
 		out.NextCursor = nextCursor(f, len(ps), last.CreatedAt, last.ID)
 		first = append(first, actions.Tool("get_project", "agent", map[string]any{"id": ps[0].ID}))
 	}
-	return out, pageActions("list_projects", out.NextCursor, f.Args(), first...), nil
+	return out, actions.Page("list_projects", out.NextCursor, f.Args(), first...), nil
 }
 
 // LedgerEntries reads the organisation's chain.
@@ -527,4 +529,79 @@ func (s *Projects) Whoami(ctx context.Context, p *auth.Principal) (*models.Whoam
 		next = append(next, actions.Tool("get_project", "agent", map[string]any{"id": *out.Project}))
 	}
 	return out, append(next, actions.Stop("done")), nil
+}
+
+// policyReasons lists what the project's policy refuses about the items.
+func policyReasons(pol models.ProjectPolicy, items []pricedItem) []apierr.Code {
+	var out []apierr.Code
+	add := func(r apierr.Code) {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	for _, it := range items {
+		if it.Kind != ItemDomain {
+			continue
+		}
+		_, tld, _ := strings.Cut(it.Domain, ".")
+		if (len(pol.TldAllowlist) > 0 && !slices.Contains(pol.TldAllowlist, tld)) || slices.Contains(pol.TldDenylist, tld) {
+			add("policy:tld_denied")
+		}
+		if pol.MaxFirstYearPriceUsd != nil && it.FirstYearMicro > money.FromUSD(*pol.MaxFirstYearPriceUsd) {
+			add("policy:price_ceiling")
+		}
+		if pol.MaxRenewalPriceUsd != nil && (it.AnnualRenewalMicro == 0 || it.AnnualRenewalMicro > money.FromUSD(*pol.MaxRenewalPriceUsd)) {
+			add("policy:price_ceiling")
+		}
+	}
+	return out
+}
+
+func needsApproval(pol models.ProjectPolicy, amount money.MicroUSD) bool {
+	return pol.ApprovalRules.ApprovalAboveUsd != nil && amount > money.FromUSD(*pol.ApprovalRules.ApprovalAboveUsd)
+}
+
+// policyVerdict is what a project's policy says of priced items: the
+// codes it refuses them for, and whether a human must approve their total.
+type policyVerdict struct {
+	refused  []apierr.Code
+	approval bool
+}
+
+// judge holds priced items to a project's policy.
+func judge(pol models.ProjectPolicy, items []pricedItem) policyVerdict {
+	return policyVerdict{refused: policyReasons(pol, items), approval: needsApproval(pol, total(items))}
+}
+
+// egressDenied says a project's policy keeps its services off the
+// network (serviceEgress: denied).
+func egressDenied(policy string) bool {
+	pol, err := decodePolicy(policy)
+	return err == nil && pol.ServiceEgress != nil && *pol.ServiceEgress == models.ProjectPolicyServiceEgressDenied
+}
+
+// keyCapView is the caller's cap for whoami, nil when the key has none.
+func keyCapView(ks KeySpend) *models.KeySpendCap {
+	if ks.Key.CapMicro == nil {
+		return nil
+	}
+	return &models.KeySpendCap{CapUsd: usd(*ks.Key.CapMicro), Period: models.KeySpendCapPeriod(ks.Key.CapPeriod),
+		SpentUsd: usd(ks.SpentMicro), PeriodStart: ks.PeriodStart}
+}
+
+// keyCapViews are the organisation's key caps as get_project shows them,
+// by key id.
+func keyCapViews(ctx context.Context, st keysStore, orgID string, now time.Time) ([]models.KeyCapView, error) {
+	spends, err := keySpends(ctx, st, orgID, now)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]models.KeyCapView, 0, len(spends))
+	for _, ks := range spends {
+		k := ks.Key
+		out = append(out, models.KeyCapView{KeyId: k.ID, KeyName: k.Name, CapUsd: usd(*k.CapMicro),
+			Period: models.KeyCapViewPeriod(k.CapPeriod), PeriodStart: ks.PeriodStart, SpentUsd: usd(ks.SpentMicro)})
+	}
+	slices.SortFunc(out, func(a, b models.KeyCapView) int { return strings.Compare(a.KeyId, b.KeyId) })
+	return out, nil
 }

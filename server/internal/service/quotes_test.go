@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -19,34 +20,36 @@ func TestQuoteDecisions(t *testing.T) {
 		name     string
 		budget   int64
 		pol      models.ProjectPolicy
-		item     models.QuoteItem
-		decision models.QuoteDecision
-		reason   models.BlockedBy
-		next     string
+		item     QuoteItem
+		decision QuoteDecision
+		reason   apierr.Code
 		held     bool
 	}{
-		{"allow", 100, DefaultPolicy(), serviceItem("dynamic_service", "process", "api"), models.ALLOW, "", "launch_service", true},
-		{"over budget", 1, DefaultPolicy(), domainItem(dom), models.DENY, "budget:insufficient", "request_budget_raise", false},
-		{"tld denied", 100, policy(func(p *models.ProjectPolicy) { p.TldDenylist = []string{"dev"} }), domainItem(dom), models.DENY, "policy:tld_denied", "manual:change_policy", false},
-		{"not allowed", 100, policy(func(p *models.ProjectPolicy) { p.TldAllowlist = []string{"com"} }), domainItem(dom), models.DENY, "policy:tld_denied", "manual:change_policy", false},
-		{"first-year ceiling", 100, policy(func(p *models.ProjectPolicy) { p.MaxFirstYearPriceUsd = ptr(5.0) }), domainItem(dom), models.DENY, "policy:price_ceiling", "manual:change_policy", false},
-		{"renewal ceiling", 100, policy(func(p *models.ProjectPolicy) { p.MaxRenewalPriceUsd = ptr(5.0) }), domainItem(dom), models.DENY, "policy:price_ceiling", "manual:change_policy", false},
-		{"approval", 100, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(1.0) }), domainItem(dom), models.REQUIRESAPPROVAL, "policy:approval_required", "url:approve", false},
+		{"allow", 100, DefaultPolicy(), serviceItem("dynamic_service", "process", "api"), QuoteAllow, "", true},
+		{"over budget", 1, DefaultPolicy(), domainItem(dom), QuoteDeny, "budget:insufficient", false},
+		{"tld denied", 100, policy(func(p *models.ProjectPolicy) { p.TldDenylist = []string{"dev"} }), domainItem(dom), QuoteDeny, "policy:tld_denied", false},
+		{"not allowed", 100, policy(func(p *models.ProjectPolicy) { p.TldAllowlist = []string{"com"} }), domainItem(dom), QuoteDeny, "policy:tld_denied", false},
+		{"first-year ceiling", 100, policy(func(p *models.ProjectPolicy) { p.MaxFirstYearPriceUsd = ptr(5.0) }), domainItem(dom), QuoteDeny, "policy:price_ceiling", false},
+		{"renewal ceiling", 100, policy(func(p *models.ProjectPolicy) { p.MaxRenewalPriceUsd = ptr(5.0) }), domainItem(dom), QuoteDeny, "policy:price_ceiling", false},
+		{"approval", 100, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(1.0) }), domainItem(dom), QuoteRequiresApproval, "policy:approval_required", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tn := h.tenant(c.budget, c.pol)
-			q, next, err := h.svc.Quotes.Create(h.ctx, tn.agent, models.QuoteRequest{ProjectId: tn.project, Items: []models.QuoteItem{c.item}})
+			q, err := h.svc.Quotes.Create(h.ctx, tn.agent, QuoteRequest{ProjectID: tn.project, Items: []QuoteItem{c.item}})
 			h.must(err)
 			if q.Decision != c.decision || (c.reason == "") != (len(q.Reasons) == 0) || c.reason != "" && q.Reasons[0] != c.reason {
 				t.Fatalf("decision %s %v, want %s %s", q.Decision, q.Reasons, c.decision, c.reason)
 			}
-			if names(next)[0] != c.next {
-				t.Fatalf("next %v, want %s first", names(next), c.next)
+			if gated := q.GateTaskID != "" && q.ApprovalURL != ""; gated != (c.decision == QuoteRequiresApproval) {
+				t.Fatalf("gate %q %q for a %s quote", q.GateTaskID, q.ApprovalURL, q.Decision)
 			}
 			left := h.remaining(tn.org, tn.project)
-			if held := left < c.budget*1_000_000; held != c.held || c.held && q.Undo.Irreversible {
-				t.Fatalf("held %v (left %d), undo %+v", held, left, q.Undo)
+			if held := left < c.budget*1_000_000; held != c.held || held != (q.State == QuoteHeld) || held != (q.HoldExpiresAt != nil) {
+				t.Fatalf("held %v (left %d), quote %+v", held, left, q)
+			}
+			if int64(q.BudgetRemaining) != left || len(q.Lines) != 1 {
+				t.Fatalf("remaining %d, left %d, lines %v", q.BudgetRemaining, left, q.Lines)
 			}
 			h.books(tn.org, tn.project)
 		})
@@ -57,14 +60,14 @@ func TestQuoteDecisions(t *testing.T) {
 func TestQuoteRefusals(t *testing.T) {
 	h := newHarness(t, withoutDBs)
 	tn := h.tenant(100, DefaultPolicy())
-	badKind := models.QuoteItem{Kind: "bicycle"}
-	noWorkload := models.QuoteItem{Kind: models.Service}
+	badKind := QuoteItem{Kind: "bicycle"}
+	noWorkload := QuoteItem{Kind: ItemService}
 	cases := []struct {
 		name string
-		item models.QuoteItem
-		code models.BlockedBy
+		item QuoteItem
+		code apierr.Code
 	}{
-		{"domain without name", models.QuoteItem{Kind: models.Domain}, "input:invalid"},
+		{"domain without name", QuoteItem{Kind: ItemDomain}, "input:invalid"},
 		{"unsold tld", domainItem("acme.nope"), "plan:domain_unavailable"},
 		{"second-level", domainItem("acme.co.uk"), "plan:domain_unavailable"},
 		{"registered", domainItem(takenDomain(t, "dev")), "plan:domain_unavailable"},
@@ -73,19 +76,19 @@ func TestQuoteRefusals(t *testing.T) {
 		{"service without workload", noWorkload, "input:invalid"},
 		{"unknown workload", serviceItem("quantum", "", ""), "input:invalid"},
 		{"incapable target", serviceItem("dynamic_service", "edge", ""), "plan:target_incapable"},
-		{"email without domain", models.QuoteItem{Kind: models.Email}, "input:invalid"},
+		{"email without domain", QuoteItem{Kind: ItemEmail}, "input:invalid"},
 		{"unknown kind", badKind, "input:invalid"},
 		{"no postgres here", serviceItem("database_backed_app", "process", ""), "plan:addon_unavailable"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := h.svc.Quotes.Create(h.ctx, tn.agent, models.QuoteRequest{ProjectId: tn.project, Items: []models.QuoteItem{c.item}})
+			_, err := h.svc.Quotes.Create(h.ctx, tn.agent, QuoteRequest{ProjectID: tn.project, Items: []QuoteItem{c.item}})
 			wantCode(t, err, c.code)
-			_, err = h.svc.Quotes.Preview(h.ctx, tn.agent, tn.project, []models.QuoteItem{c.item})
+			_, err = h.svc.Quotes.Preview(h.ctx, tn.agent, tn.project, []QuoteItem{c.item})
 			wantCode(t, err, c.code)
 		})
 	}
-	_, _, err := h.svc.Quotes.Create(h.ctx, tn.agent, models.QuoteRequest{ProjectId: "prj_nope", Items: []models.QuoteItem{emailItem("a.dev")}})
+	_, err := h.svc.Quotes.Create(h.ctx, tn.agent, QuoteRequest{ProjectID: "prj_nope", Items: []QuoteItem{emailItem("a.dev")}})
 	wantCode(t, err, "not_found:resource")
 	h.books(tn.org, tn.project)
 }
@@ -100,24 +103,24 @@ func TestQuoteHoldLifecycle(t *testing.T) {
 		t.Fatal("nothing held")
 	}
 	// Org B can neither read nor release A's quote.
-	_, _, err := h.svc.Quotes.Get(h.ctx, b.org, q.QuoteId)
+	_, err := h.svc.Quotes.Get(h.ctx, b.org, q.ID)
 	wantCode(t, err, "not_found:resource")
-	_, _, err = h.svc.Quotes.Release(h.ctx, b.agent, q.QuoteId)
+	_, err = h.svc.Quotes.Release(h.ctx, b.agent, q.ID)
 	wantCode(t, err, "not_found:resource")
-	if l, _, _ := h.svc.Quotes.List(h.ctx, b.org, store.Filter{}); len(l.Quotes) != 0 {
-		t.Fatalf("org B lists %d quotes", len(l.Quotes))
+	if l, _ := h.svc.Quotes.List(h.ctx, b.org, store.Filter{}); len(l.Items) != 0 {
+		t.Fatalf("org B lists %d quotes", len(l.Items))
 	}
-	info, next, err := h.svc.Quotes.Get(h.ctx, a.org, q.QuoteId)
+	info, err := h.svc.Quotes.Get(h.ctx, a.org, q.ID)
 	h.must(err)
-	if info.State != "held" || info.HoldExpiresAt == nil || !hasAction(next, "release_quote") || len(info.Items) != 1 {
-		t.Fatalf("held quote %+v %v", info, names(next))
+	if info.State != QuoteHeld || info.HoldExpiresAt == nil || len(info.Items) != 1 || info.Items[0].Workload != "dynamic_service" {
+		t.Fatalf("held quote %+v", info)
 	}
-	r, _, err := h.svc.Quotes.Release(h.ctx, a.agent, q.QuoteId)
+	r, err := h.svc.Quotes.Release(h.ctx, a.agent, q.ID)
 	h.must(err)
-	if *r.State != "released" || r.BudgetRemainingUsd != 50 || h.remaining(a.org, a.project) != 50_000_000 {
+	if r.State != QuoteReleased || r.BudgetRemaining != 50_000_000 || h.remaining(a.org, a.project) != 50_000_000 {
 		t.Fatalf("release %+v", r)
 	}
-	_, _, err = h.svc.Quotes.Release(h.ctx, a.agent, q.QuoteId)
+	_, err = h.svc.Quotes.Release(h.ctx, a.agent, q.ID)
 	wantCode(t, err, "conflict:state")
 
 	// A second hold expires when its time is up, at the next write.
@@ -126,49 +129,37 @@ func TestQuoteHoldLifecycle(t *testing.T) {
 	if v, _, _ := h.svc.Projects.Get(h.ctx, a.org, a.project); v.RemainingUsd != 50 || len(v.ActiveHolds) != 0 {
 		t.Fatalf("an expired hold still counts: %+v", v)
 	}
-	_, _, err = h.svc.Quotes.Release(h.ctx, a.agent, q2.QuoteId)
+	_, err = h.svc.Quotes.Release(h.ctx, a.agent, q2.ID)
 	wantCode(t, err, "conflict:state")
 	h.quote(a, serviceItem("static_site", "edge", "")) // a write settles the books
-	if got, _, _ := h.svc.Quotes.Get(h.ctx, a.org, q2.QuoteId); got.State != "expired" {
+	if got, _ := h.svc.Quotes.Get(h.ctx, a.org, q2.ID); got.State != QuoteExpired || got.HoldExpiresAt != nil {
 		t.Fatalf("state %s, want expired", got.State)
 	}
-	l, next, err := h.svc.Quotes.List(h.ctx, a.org, store.Filter{Limit: 1})
+	l, err := h.svc.Quotes.List(h.ctx, a.org, store.Filter{Limit: 1})
 	h.must(err)
-	if len(l.Quotes) != 1 || l.NextCursor == nil || !hasAction(next, "list_quotes") {
-		t.Fatalf("page %+v %v", l, names(next))
+	if len(l.Items) != 1 || l.NextCursor == nil || l.Args["limit"] != 1 {
+		t.Fatalf("page %+v", l)
 	}
 	h.books(a.org, a.project)
 }
 
-// A held quote offers the call that consumes it: a launch, setup_email,
-// or separate quotes when no single call consumes it all.
-func TestQuoteNextActions(t *testing.T) {
+// A quote answers the items it priced, with their years and months, and
+// a key with buy_domain has no step gated.
+func TestQuoteItems(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(1000, DefaultPolicy(), "read", "quote", "launch", "buy_domain")
 	dom := freeDomain(t, "nexts", "dev")
-	cases := []struct {
-		name  string
-		items []models.QuoteItem
-		first string
-		count int
-	}{
-		{"edge domain", []models.QuoteItem{domainItem(dom)}, "launch_service", 2},
-		{"process", []models.QuoteItem{serviceItem("dynamic_service", "process", "api")}, "launch_service", 2},
-		{"mail", []models.QuoteItem{emailItem(dom)}, "setup_email", 2},
-		{"mixed", []models.QuoteItem{domainItem(dom), emailItem(dom), emailItem("other.dev")}, "create_quote", 4},
+	items := []QuoteItem{domainItem(dom), serviceItem("dynamic_service", "", "api"), emailItem(dom)}
+	q, err := h.svc.Quotes.Create(h.ctx, tn.agent, QuoteRequest{ProjectID: tn.project, Items: items})
+	h.must(err)
+	want := []QuoteItem{{Kind: ItemDomain, Domain: dom, Years: 1}, {Kind: ItemService, Workload: "dynamic_service", Target: "process", Months: 1, Name: "api"},
+		{Kind: ItemEmail, Domain: dom, Months: 1}}
+	if !slices.Equal(q.Items, want) || q.GatedSteps == nil || len(q.GatedSteps) != 0 {
+		t.Fatalf("items %+v, gated %v", q.Items, q.GatedSteps)
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			q, next, err := h.svc.Quotes.Create(h.ctx, tn.agent, models.QuoteRequest{ProjectId: tn.project, Items: c.items})
-			h.must(err)
-			if n := names(next); n[0] != c.first || len(n) != c.count || n[len(n)-1] != "release_quote" {
-				t.Fatalf("next %v", n)
-			}
-			if len(*q.GatedSteps) != 0 {
-				t.Fatalf("buy_domain key gated on %v", *q.GatedSteps)
-			}
-			h.svc.Quotes.Release(h.ctx, tn.agent, q.QuoteId)
-		})
+	args := QuoteArgs(tn.project, q.Items)
+	if l := args["items"].([]any); len(l) != 3 || l[0].(map[string]any)["kind"] != "domain" || l[1].(map[string]any)["name"] != "api" {
+		t.Fatalf("args %v", args)
 	}
 }
 
@@ -176,37 +167,36 @@ func TestQuoteNextActions(t *testing.T) {
 // and says why; unknown and incapable targets are typed refusals.
 func TestEstimate(t *testing.T) {
 	h := newHarness(t)
-	tg := func(s string) *models.TargetName { v := models.TargetName(s); return &v }
 	cases := []struct {
 		workload string
-		target   *models.TargetName
+		target   string
 		selected string
-		code     models.BlockedBy
+		code     apierr.Code
 	}{
-		{"static_site", nil, "edge", ""},
-		{"dynamic_service", nil, "process", ""},
-		{"worker", nil, "worker", ""},
-		{"database_backed_app", nil, "process", ""},
-		{"mail_enabled_app", nil, "process", ""},
-		{"worker", tg("process"), "process", ""},
-		{"static_site", tg("moon"), "", "plan:unknown_target"},
-		{"static_site", tg("mail"), "", "plan:target_incapable"},
-		{"dynamic_service", tg("edge"), "", "plan:target_incapable"},
-		{"teleport", nil, "", "input:invalid"},
+		{"static_site", "", "edge", ""},
+		{"dynamic_service", "", "process", ""},
+		{"worker", "", "worker", ""},
+		{"database_backed_app", "", "process", ""},
+		{"mail_enabled_app", "", "process", ""},
+		{"worker", "process", "process", ""},
+		{"static_site", "moon", "", "plan:unknown_target"},
+		{"static_site", "mail", "", "plan:target_incapable"},
+		{"dynamic_service", "edge", "", "plan:target_incapable"},
+		{"teleport", "", "", "input:invalid"},
 	}
 	for _, c := range cases {
-		req := models.EstimateRequest{Workload: models.Workload(c.workload), Target: c.target, MonthlyRequests: ptr(1_000_000), MonthlyEgressGb: ptr(2.5)}
-		res, next, err := h.svc.Quotes.Estimate(h.ctx, req)
+		req := EstimateRequest{Workload: c.workload, Target: c.target, MonthlyRequests: ptr(1_000_000), MonthlyEgressGB: ptr(2.5)}
+		res, err := h.svc.Quotes.Estimate(h.ctx, req)
 		if c.code != "" {
 			wantCode(t, err, c.code)
 			continue
 		}
 		h.must(err)
-		if res.SelectedTarget != c.selected || len(res.Considered) != 3 || !hasAction(next, "create_quote") {
-			t.Fatalf("%s on %v: %+v", c.workload, c.target, res)
+		if res.Selected != c.selected || len(res.Considered) != 3 || res.Assumptions[0].Source != FromRequest {
+			t.Fatalf("%s on %q: %+v", c.workload, c.target, res)
 		}
-		if c.target != nil && res.SelectionReason != models.EstimateResultSelectionReasonExplicitTarget {
-			t.Fatalf("reason %s", res.SelectionReason)
+		if want := map[bool]TargetReason{true: TargetExplicit, false: TargetCheapestCapable}[c.target != ""]; res.SelectionReason != want || res.Evidence[0].Target != c.selected {
+			t.Fatalf("reason %s, evidence %+v", res.SelectionReason, res.Evidence)
 		}
 	}
 }
@@ -217,15 +207,15 @@ func TestQuotePreview(t *testing.T) {
 	dom := freeDomain(t, "peek", "dev")
 	cases := []struct {
 		pol      models.ProjectPolicy
-		decision string
+		decision QuoteDecision
 	}{
-		{DefaultPolicy(), "ALLOW"},
-		{policy(func(p *models.ProjectPolicy) { p.TldDenylist = []string{"dev"} }), "DENY"},
-		{policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(1.0) }), "REQUIRES_APPROVAL"},
+		{DefaultPolicy(), QuoteAllow},
+		{policy(func(p *models.ProjectPolicy) { p.TldDenylist = []string{"dev"} }), QuoteDeny},
+		{policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(1.0) }), QuoteRequiresApproval},
 	}
 	for _, c := range cases {
 		tn := h.tenant(100, c.pol)
-		pv, err := h.svc.Quotes.Preview(h.ctx, tn.agent, tn.project, []models.QuoteItem{domainItem(dom)})
+		pv, err := h.svc.Quotes.Preview(h.ctx, tn.agent, tn.project, []QuoteItem{domainItem(dom)})
 		h.must(err)
 		if pv.Decision != c.decision || pv.AmountMicro != 12_000_000 || !slices.Equal(pv.Domains, []string{dom}) {
 			t.Fatalf("preview %+v, want %s", pv, c.decision)
@@ -235,7 +225,7 @@ func TestQuotePreview(t *testing.T) {
 		}
 	}
 	tn := h.tenant(100, DefaultPolicy())
-	_, err := h.svc.Quotes.Preview(h.ctx, tn.agent, "prj_missing", []models.QuoteItem{domainItem(dom)})
+	_, err := h.svc.Quotes.Preview(h.ctx, tn.agent, "prj_missing", []QuoteItem{domainItem(dom)})
 	wantCode(t, err, "not_found:resource")
 }
 
@@ -244,8 +234,8 @@ func TestQuoteUsesOperatorPrices(t *testing.T) {
 	h := newHarness(t, withPrices(registrar.PriceList{"dev": registrar.USD(3, 0)}))
 	tn := h.tenant(100, DefaultPolicy())
 	q := h.quote(tn, domainItem(freeDomain(t, "cheap", "dev")))
-	if q.AmountUsd != 3 {
-		t.Fatalf("amount %v, want 3", q.AmountUsd)
+	if q.Amount != 3_000_000 {
+		t.Fatalf("amount %v, want 3 USD", q.Amount)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -18,7 +17,7 @@ func TestLaunchGivenUp(t *testing.T) {
 	q := h.quote(tn, domainItem(dom), serviceItem("static_site", "edge", "site"))
 	bnd := h.site(tn, map[string]string{"index.html": "x"})
 	h.platform.httpsErr = errors.New("connection refused")
-	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd, Domain: &dom, QuoteId: &q.QuoteId})
+	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "site", Target: "edge", BundleID: bnd, Domain: dom, QuoteID: q.ID})
 	h.must(err)
 	id := h.platform.take()[0]
 	for range 2 {
@@ -63,12 +62,12 @@ func TestLaunchRefusesLostContent(t *testing.T) {
 	if _, err := h.st.DB().ExecContext(h.ctx, `DELETE FROM blobs WHERE sha256 = ?`, shaOf("gone soon")); err != nil {
 		t.Fatal(err)
 	}
-	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "site", Target: "edge", BundleId: &bnd})
+	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "site", Target: "edge", BundleID: bnd})
 	if e := wantCode(t, err, "conflict:blobs_missing"); !hasAction(e.Actions, "upload_blob") {
 		t.Fatalf("actions %v", names(e.Actions))
 	}
 	h.must(second(h.svc.Bundles.UploadBlob(h.ctx, tn.agent, shaOf("gone soon"), []byte("gone soon"))))
-	if task := h.edge(tn, "site", models.LaunchRequest{BundleId: &bnd}); task.State != "succeeded" {
+	if task := h.edge(tn, "site", LaunchRequest{BundleID: bnd}); task.State != "succeeded" {
 		t.Fatalf("after re-upload: %s", task.State)
 	}
 }
@@ -80,7 +79,7 @@ func TestTeardownWhileWaiting(t *testing.T) {
 	tn := h.tenant(100, DefaultPolicy())
 	dom := freeDomain(t, "waiting", "dev")
 	q := h.quote(tn, domainItem(dom))
-	task := h.edge(tn, "site", models.LaunchRequest{Domain: &dom, QuoteId: &q.QuoteId})
+	task := h.edge(tn, "site", LaunchRequest{Domain: dom, QuoteID: q.ID})
 	if task.State != "input_required" {
 		t.Fatalf("launch %s", task.State)
 	}
@@ -98,10 +97,10 @@ func TestTeardownWhileWaiting(t *testing.T) {
 	}
 	// A launch at work cannot be torn down until it finishes.
 	bnd := h.site(tn, map[string]string{"index.html": "busy"})
-	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "busy", Target: "edge", BundleId: &bnd})
+	v, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "busy", Target: "edge", BundleID: bnd})
 	h.must(err)
 	wantCode(t, second3(h.svc.Launches.Teardown(h.ctx, tn.agent, v.ServiceID)), "conflict:state")
-	wantCode(t, second2(h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, models.LaunchRequest{Name: "busy", Target: "edge", BundleId: &bnd})), "conflict:state")
+	wantCode(t, second2(h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "busy", Target: "edge", BundleID: bnd})), "conflict:state")
 	h.drain()
 }
 
@@ -110,7 +109,7 @@ func TestTeardownWhileWaiting(t *testing.T) {
 func TestSuperviseAdoptsAndReconciles(t *testing.T) {
 	h := newHarness(t)
 	tn := h.tenant(100, DefaultPolicy())
-	id := h.process(tn, "api", "process", "dynamic_service", models.LaunchRequest{}).ServiceID
+	id := h.process(tn, "api", "process", "dynamic_service", LaunchRequest{}).ServiceID
 	h.runtime.Stop(h.ctx, id, 1) // the server restarted: nothing runs
 	h.runtime.running[RunningVersion{"svc_gone", 1}] = RunSpec{ServiceID: "svc_gone", Version: 1}
 	ctx, cancel := context.WithCancel(h.ctx)

@@ -12,10 +12,8 @@ import (
 	"strings"
 	"time"
 
-	openapi_types "github.com/oapi-codegen/runtime/types"
 	"golang.org/x/net/idna"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -28,20 +26,33 @@ import (
 // can read mail to that address. Otherwise an agent could propose its own
 // inbox, read the link and press the button itself.
 
+// RegistrantContact is the person a domain is registered to, kept as the
+// contract writes it (the optional parts empty when not given).
+type RegistrantContact struct {
+	Name         string `json:"name"`
+	Email        string `json:"email"`
+	Country      string `json:"country"`
+	Organization string `json:"organization,omitempty"`
+	Street       string `json:"street,omitempty"`
+	City         string `json:"city,omitempty"`
+	State        string `json:"state,omitempty"`
+	PostalCode   string `json:"postalCode,omitempty"`
+}
+
 // registrantPayload is what a registrant contact task carries.
 type registrantPayload struct {
-	Domain  string                          `json:"domain"`
-	Contact models.RegistrantContactRequest `json:"contact"`
+	Domain  string            `json:"domain"`
+	Contact RegistrantContact `json:"contact"`
 }
 
 // registrantGatePayload is what a registrant gate carries, for the approval
 // page: the proposal, and why no link was mailed when none was.
 type registrantGatePayload struct {
-	Domain      string                          `json:"domain"`
-	Contact     models.RegistrantContactRequest `json:"contact"`
-	RequestedBy string                          `json:"requestedBy"`
-	LinkMailed  bool                            `json:"linkMailed"`
-	NoLinkWhy   string                          `json:"noLinkWhy,omitempty"`
+	Domain      string            `json:"domain"`
+	Contact     RegistrantContact `json:"contact"`
+	RequestedBy string            `json:"requestedBy"`
+	LinkMailed  bool              `json:"linkMailed"`
+	NoLinkWhy   string            `json:"noLinkWhy,omitempty"`
 }
 
 // RegistrantTTL bounds how long a confirmation link works.
@@ -120,12 +131,12 @@ func (s *Mail) agentReadable(ctx context.Context, domain string) (string, error)
 // on a gate that a signed-in person of the organisation decides; when no
 // agent key can read mail to the proposed address, a link also goes there,
 // for the person to confirm from it.
-func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain string, c models.RegistrantContactRequest) (*Task, bool, error) {
+func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain string, c RegistrantContact) (*Task, bool, error) {
 	domain = strings.ToLower(domain)
-	email, emailDomain, err := registrantEmail(string(c.Email))
+	email, emailDomain, err := registrantEmail(c.Email)
 	if err != nil {
-		return nil, false, apierr.Newf("input:invalid", "email %q: %v", string(c.Email), err).
-			WithDetails(models.FieldProblem{Field: "body.email", Problem: err.Error()})
+		return nil, false, apierr.Newf("input:invalid", "email %q: %v", c.Email, err).
+			WithField("body.email", err.Error())
 	}
 	state, err := s.domains.State(ctx, p, domain)
 	if err != nil {
@@ -135,7 +146,7 @@ func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain stri
 		return nil, false, apierr.Newf("conflict:state", "%s is not a domain your organisation owns", domain).
 			WithActions(actions.Tool("list_domains", "agent", nil))
 	}
-	c.Email = openapi_types.Email(email)
+	c.Email = email
 	noLinkWhy, err := s.agentReadable(ctx, emailDomain)
 	if err != nil {
 		return nil, false, err
@@ -181,13 +192,13 @@ func (s *Mail) SetRegistrant(ctx context.Context, p *auth.Principal, domain stri
 // waits on a gate, and the hash of the token its link carries.
 type registrantProposal struct {
 	domain, email, noLinkWhy string
-	contact                  models.RegistrantContactRequest
+	contact                  RegistrantContact
 	tokenHash                string
 	task                     store.Task
 	now                      time.Time
 }
 
-func newRegistrantProposal(p *auth.Principal, domain, email, noLinkWhy string, c models.RegistrantContactRequest, token string, now time.Time) registrantProposal {
+func newRegistrantProposal(p *auth.Principal, domain, email, noLinkWhy string, c RegistrantContact, token string, now time.Time) registrantProposal {
 	sum := sha256.Sum256([]byte(token))
 	task := store.Task{ID: auth.ID("tsk"), OrgID: p.OrgID, Kind: "registrant_contact", State: "input_required", GateID: auth.ID("gat"), CreatedAt: now, UpdatedAt: now}
 	detail := "a signed-in person of the organisation confirms at the approval URL, or the person confirms from the link that went to " + email
@@ -299,7 +310,7 @@ func supersedeRegistrantTask(ctx context.Context, tx *store.Tx, r store.Registra
 // RegistrantProposal is what the confirmation page shows.
 type RegistrantProposal struct {
 	Domain  string
-	Contact models.RegistrantContactRequest
+	Contact RegistrantContact
 	State   string
 }
 
@@ -329,13 +340,13 @@ func (s *Mail) RegistrantByToken(ctx context.Context, token string) (RegistrantP
 	case RegistrantDeclined:
 		return RegistrantProposal{}, ErrRegistrantDeclined
 	}
-	var c models.RegistrantContactRequest
+	var c RegistrantContact
 	json.Unmarshal([]byte(r.Contact), &c)
 	prop := RegistrantProposal{Domain: r.Domain, Contact: c, State: r.State}
 	if RegistrantState(r.State) == RegistrantPending {
 		// The address is judged again: what agents can read may have
 		// changed since the proposal (a domain bought, mail set up).
-		_, domain, err := registrantEmail(string(c.Email))
+		_, domain, err := registrantEmail(c.Email)
 		if err != nil {
 			return RegistrantProposal{}, ErrRegistrantNeedsSession
 		}
@@ -365,7 +376,7 @@ func (s *Mail) ConfirmRegistrant(ctx context.Context, token string) (RegistrantP
 		return prop, err
 	}
 	now := s.Now().UTC()
-	actor := "registrant:" + string(prop.Contact.Email)
+	actor := "registrant:" + prop.Contact.Email
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {
 		if err := tx.Mail().ConfirmRegistrant(ctx, hash, now); err != nil {
 			return err
@@ -379,7 +390,7 @@ func (s *Mail) ConfirmRegistrant(ctx context.Context, token string) (RegistrantP
 				return err
 			}
 		}
-		if err := s.recordRegistrant(ctx, tx, t, prop, "confirmed by the person at "+string(prop.Contact.Email)+", from the mailed link", now); err != nil {
+		if err := s.recordRegistrant(ctx, tx, t, prop, "confirmed by the person at "+prop.Contact.Email+", from the mailed link", now); err != nil {
 			return err
 		}
 		_, err = tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: r.OrgID, Actor: actor, Action: "confirm_registrant", ObjectType: "domain", ObjectID: r.Domain,

@@ -5,8 +5,6 @@ import (
 	"regexp"
 	"testing"
 
-	openapi_types "github.com/oapi-codegen/runtime/types"
-
 	"github.com/pierhq/pier/models"
 )
 
@@ -27,8 +25,8 @@ func (h *harness) lastToken() string {
 	return m[1]
 }
 
-func contact(email string) models.RegistrantContactRequest {
-	return models.RegistrantContactRequest{Name: "Ada Lovelace", Email: openapi_types.Email(email), Country: "GB"}
+func contact(email string) RegistrantContact {
+	return RegistrantContact{Name: "Ada Lovelace", Email: email, Country: "GB"}
 }
 
 // A registrant at an address no agent key can read is confirmed from the

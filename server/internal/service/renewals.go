@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/money"
@@ -82,9 +81,13 @@ func (s *Renewals) renewalPrice(domain string) *money.MicroUSD {
 	return &v
 }
 
-// renewalRefusal says why a renewal cannot be charged now, nil when it can.
-func renewalRefusal(proj store.Project, pol models.ProjectPolicy, price *money.MicroUSD, baseURL string) *apierr.Error {
+// renewalRefusal says why a renewal cannot be charged now to the
+// project, under its policy, nil when it can.
+func renewalRefusal(proj store.Project, price *money.MicroUSD, baseURL string) *apierr.Error {
+	pol, err := decodePolicy(proj.Policy)
 	switch {
+	case err != nil:
+		return apierr.Internal(err)
 	case price == nil:
 		return apierr.New("price:unavailable", "the registrar publishes no renewal price for this domain")
 	case pol.MaxRenewalPriceUsd != nil && *price > money.FromUSD(*pol.MaxRenewalPriceUsd):
@@ -107,8 +110,7 @@ func (s *Renewals) renew(ctx context.Context, tx *store.Tx, proj store.Project, 
 	if err := tx.Projects().MoveMoney(ctx, proj.ID, 0, price); err != nil {
 		return err
 	}
-	receipt := models.Receipt{Id: auth.ID("rcp"), Action: "renew_domain", Costs: []models.CostLine{{Item: "domain_renewal:" + domain, AmountUsd: usd(price)}},
-		TotalUsd: usd(price), CreatedResources: []models.ResourceRef{}, CreatedAt: now}
+	receipt := Receipt{ID: auth.ID("rcp"), Action: "renew_domain", Costs: []Cost{{Item: "domain_renewal:" + domain, Amount: price}}, Total: price, At: now}
 	_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: proj.OrgID, Actor: by, Action: "domain_renewed", ObjectType: "domain", ObjectID: domain,
 		Details: map[string]any{"projectId": proj.ID, "term": term, "amountMicroUsd": price, "receipt": receipt}}, now)
 	return err
@@ -166,12 +168,8 @@ func (s *Renewals) renewOne(ctx context.Context, pu store.Purchase) error {
 				Details: map[string]any{"projectId": proj.ID, "expiredAt": term.expires.Format(time.RFC3339)}}, now)
 			return err
 		}
-		pol, err := decodePolicy(proj.Policy)
-		if err != nil {
-			return err
-		}
 		price := s.renewalPrice(pu.Domain)
-		if !gated && renewalRefusal(proj, pol, price, s.baseURL()) == nil {
+		if !gated && renewalRefusal(proj, price, s.baseURL()) == nil {
 			return s.renew(ctx, tx, proj, pu.Domain, term.next, *price, "system:buy_domain", now)
 		}
 		for _, d := range RenewalNoticeDays {
@@ -265,12 +263,8 @@ func (s *Renewals) RenewDomain(ctx context.Context, h Human, domain string) erro
 		if now.Before(term.expires.Add(-renewalWindow)) {
 			return apierr.Newf("conflict:state", "%s runs until %s; renew it in its last 30 days", pu.Domain, term.expires.Format("2006-01-02"))
 		}
-		pol, err := decodePolicy(proj.Policy)
-		if err != nil {
-			return err
-		}
 		price := s.renewalPrice(pu.Domain)
-		if e := renewalRefusal(proj, pol, price, s.baseURL()); e != nil {
+		if e := renewalRefusal(proj, price, s.baseURL()); e != nil {
 			return e
 		}
 		return s.renew(ctx, tx, proj, pu.Domain, term.next, *price, "human:"+h.UserID, now)

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/store"
@@ -89,7 +88,7 @@ type Sandbox struct {
 // server that cannot sandbox it.
 func sandboxUnavailable(err error) *apierr.Error {
 	return apierr.New("plan:sandbox_unavailable", err.Error()+"; process and worker services need a sandbox: the operator installs what is missing (or, for local development only, starts pier server with --unsandboxed-services); static sites launch on edge").
-		WithActions(actions.Manual(models.ConfigureSandbox, "human"), actions.Tool("estimate", "agent", map[string]any{"workload": "static_site"}))
+		WithActions(actions.Manual("configure_sandbox", "human"), actions.Tool("estimate", "agent", map[string]any{"workload": "static_site"}))
 }
 
 // RunningVersion is a version a Runtime runs.
@@ -160,11 +159,11 @@ func checkEnvNames(field string, m map[string]string) error {
 	for k := range m {
 		if !envNameRE().MatchString(k) {
 			return apierr.Newf("input:invalid", "variable name %q must be letters, digits and underscores, not starting with a digit", k).
-				WithDetails(models.FieldProblem{Field: field + "." + k, Problem: "not a variable name"})
+				WithField(field+"."+k, "not a variable name")
 		}
 		if reservedEnv[k] {
 			return apierr.Newf("input:invalid", "%s is set by Pier and cannot be configured", k).
-				WithDetails(models.FieldProblem{Field: field + "." + k, Problem: "reserved"})
+				WithField(field+"."+k, "reserved")
 		}
 	}
 	return nil
@@ -205,7 +204,7 @@ func noCommand(target string, projectID string) *apierr.Error {
 	}
 	return apierr.Newf("plan:no_command", "a %s launch needs a command: add a Procfile with a line such as %q to the bundle, or pass run", target, line).
 		WithActions(actions.Tool("upload_assets", "agent", map[string]any{"projectId": projectID})).
-		WithDetails(models.FieldProblem{Field: "body.run", Problem: "missing, and the bundle has no Procfile line for " + target})
+		WithField("body.run", "missing, and the bundle has no Procfile line for "+target)
 }
 
 // runSpec is what the runtime needs to run version v of svc.
@@ -234,9 +233,7 @@ func (s *Runs) runSpec(ctx context.Context, svc store.Service, v store.ServiceVe
 	}
 	noEgress := false
 	if proj, err := s.store.Projects().Get(ctx, svc.OrgID, svc.ProjectID); err == nil {
-		if pol, err := decodePolicy(proj.Policy); err == nil && pol.ServiceEgress != nil && *pol.ServiceEgress == models.ProjectPolicyServiceEgressDenied {
-			noEgress = true
-		}
+		noEgress = egressDenied(proj.Policy)
 	}
 	rs := RunSpec{ServiceID: svc.ID, OrgID: svc.OrgID, BundleID: v.BundleID, Version: v.Number, Worker: svc.Target == "worker",
 		Command: spec.Run, Env: env, HealthPath: spec.HealthPath,
@@ -530,14 +527,32 @@ type LogQuery struct {
 	Wait    time.Duration
 }
 
+// LogLine is one line a service wrote, on stdout or stderr, from one of
+// its versions.
+type LogLine struct {
+	Seq     int64
+	At      time.Time
+	Stream  string
+	Version int
+	Text    string
+}
+
+// ServiceLogs are lines of a service and where the next read starts
+// (after the last line read, or the newest line when none was).
+type ServiceLogs struct {
+	ServiceID string
+	Lines     []LogLine
+	NextAfter int64
+}
+
 // Logs reads a service's lines; with Wait, an empty answer waits for lines.
-func (s *Runs) Logs(ctx context.Context, orgID, id string, q LogQuery) (*models.ServiceLogs, []models.Action, error) {
+func (s *Runs) Logs(ctx context.Context, orgID, id string, q LogQuery) (*ServiceLogs, error) {
 	svc, err := s.store.Services().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, notInOrg("service", id, "list_services")
+		return nil, notInOrg("service", id, "list_services")
 	}
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	if q.Tail <= 0 {
 		q.Tail = 200
@@ -550,7 +565,7 @@ func (s *Runs) Logs(ctx context.Context, orgID, id string, q LogQuery) (*models.
 		woken := s.logsWritten(svc.ID)
 		lines, err = s.store.ServiceLogs().Read(ctx, svc.ID, sq)
 		if err != nil {
-			return nil, nil, apierr.Internal(err)
+			return nil, apierr.Internal(err)
 		}
 		left := time.Until(deadline)
 		if len(lines) > 0 || left <= 0 {
@@ -559,7 +574,7 @@ func (s *Runs) Logs(ctx context.Context, orgID, id string, q LogQuery) (*models.
 		// Lines written by another replica are seen within a second.
 		select {
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, ctx.Err()
 		case <-woken:
 		case <-time.After(min(left, time.Second)):
 		}
@@ -568,18 +583,15 @@ func (s *Runs) Logs(ctx context.Context, orgID, id string, q LogQuery) (*models.
 			sq = store.LogQuery{After: max(q.After, before), Version: q.Version, Limit: q.Tail}
 		}
 	}
-	out := &models.ServiceLogs{ServiceId: svc.ID, Lines: []models.LogLine{}, NextAfter: q.After}
+	out := &ServiceLogs{ServiceID: svc.ID, Lines: []LogLine{}, NextAfter: q.After}
 	for _, l := range lines {
-		v := l.Version
-		out.Lines = append(out.Lines, models.LogLine{Seq: l.Seq, At: l.At, Stream: models.LogLineStream(l.Stream), Version: &v, Text: l.Text})
+		out.Lines = append(out.Lines, LogLine{Seq: l.Seq, At: l.At, Stream: l.Stream, Version: l.Version, Text: l.Text})
 		out.NextAfter = l.Seq
 	}
 	if len(lines) == 0 && out.NextAfter == 0 {
 		out.NextAfter, _ = s.store.ServiceLogs().LastSeq(ctx, svc.ID)
 	}
-	next := []models.Action{actions.Tool("get_service_logs", "agent", map[string]any{"id": svc.ID, "after": out.NextAfter, "waitSeconds": 30}),
-		actions.Tool("get_service", "agent", map[string]any{"id": svc.ID})}
-	return out, next, nil
+	return out, nil
 }
 
 // Ended reports whether a service will write no more lines.
@@ -588,28 +600,37 @@ func (s *Runs) Ended(ctx context.Context, orgID, id string) bool {
 	return err != nil || ServiceState(svc.State) == ServiceTornDown || ServiceState(svc.State) == ServiceFailed
 }
 
+// EnvVar is one of a service's variables; a secret shows its name only.
+type EnvVar struct {
+	Name, Value string
+	Secret      bool
+}
+
+// ServiceEnv is the serving version's variables (Version 0 before any).
+type ServiceEnv struct {
+	ServiceID string
+	Version   int
+	Variables []EnvVar
+}
+
 // ListEnv lists the serving version's variables; secrets by name only.
-func (s *Runs) ListEnv(ctx context.Context, orgID, id string) (*models.ServiceEnv, []models.Action, error) {
+func (s *Runs) ListEnv(ctx context.Context, orgID, id string) (*ServiceEnv, error) {
 	svc, v, err := s.currentVersion(ctx, orgID, id)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	spec := parseVersionSpec(v.Spec)
-	out := &models.ServiceEnv{ServiceId: svc.ID, Variables: []models.EnvVar{}}
-	if v.Number > 0 {
-		n := v.Number
-		out.Version = &n
-	}
+	out := &ServiceEnv{ServiceID: svc.ID, Version: v.Number, Variables: []EnvVar{}}
 	for _, name := range spec.envNames() {
-		ev := models.EnvVar{Name: name}
+		ev := EnvVar{Name: name}
 		if val, ok := spec.Env[name]; ok {
-			ev.Value = &val
+			ev.Value = val
 		} else {
 			ev.Secret = true
 		}
 		out.Variables = append(out.Variables, ev)
 	}
-	return out, []models.Action{actions.Tool("set_service_env", "agent", map[string]any{"id": svc.ID, "set": map[string]any{}}), actions.Stop("done")}, nil
+	return out, nil
 }
 
 // currentVersion is the service and its serving version (or, before any

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -54,7 +53,7 @@ const noKey = "no key"
 // aggregateSpend sums quotes spent and meter charges into the period that
 // now falls in, day by day. Every project gets a series; a key only if it
 // spent.
-func aggregateSpend(now time.Time, quotes []store.Quote, charges []store.MeterCharge, renewals []store.DomainRenewal, projects []models.Project, keys []store.APIKey) Spending {
+func aggregateSpend(now time.Time, quotes []store.Quote, charges []store.MeterCharge, renewals []store.DomainRenewal, projects map[string]string, keys []store.APIKey) Spending {
 	from := monthStart(now)
 	to := from.AddDate(0, 1, 0)
 	days := int(to.Sub(from) / (24 * time.Hour))
@@ -66,8 +65,8 @@ func aggregateSpend(now time.Time, quotes []store.Quote, charges []store.MeterCh
 		sp.KeyNames[k.ID] = k.Name
 	}
 	proj := map[string]*SpendSeries{}
-	for _, p := range projects {
-		proj[p.Id] = &SpendSeries{ID: p.Id, Name: p.Name, ByDay: make([]money.MicroUSD, days)}
+	for id, name := range projects {
+		proj[id] = &SpendSeries{ID: id, Name: name, ByDay: make([]money.MicroUSD, days)}
 	}
 	key := map[string]*SpendSeries{}
 	add := func(m map[string]*SpendSeries, id, name string, day int, v money.MicroUSD) {
@@ -175,11 +174,12 @@ func (s *Approvals) spendingFor(ctx context.Context, orgID string, d *Dashboard)
 	if err != nil {
 		return nil, err
 	}
-	sp := aggregateSpend(now, quotes, charges, renewals, d.Projects, d.Keys)
+	names := d.projectNames()
+	sp := aggregateSpend(now, quotes, charges, renewals, names, d.Keys)
 	if sp.TaskKeys, err = s.tasksQuotes(ctx, orgID, d.Tasks, sp.KeyNames); err != nil {
 		return nil, err
 	}
-	if sp.Services, err = s.serviceCosts(ctx, orgID, d.Projects, now); err != nil {
+	if sp.Services, err = s.serviceCosts(ctx, orgID, names, now); err != nil {
 		return nil, err
 	}
 	return &sp, nil
@@ -209,11 +209,7 @@ func (s *Approvals) tasksQuotes(ctx context.Context, orgID string, tasks []store
 
 // serviceCosts lists the organisation's services with what each used in
 // the period so far: its meter's hours at its price, charged or not.
-func (s *Approvals) serviceCosts(ctx context.Context, orgID string, projects []models.Project, now time.Time) ([]ServiceCost, error) {
-	names := map[string]string{}
-	for _, p := range projects {
-		names[p.Id] = p.Name
-	}
+func (s *Approvals) serviceCosts(ctx context.Context, orgID string, names map[string]string, now time.Time) ([]ServiceCost, error) {
 	svcs, err := s.store.Services().List(ctx, orgID, store.Filter{Limit: 500})
 	if err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -30,7 +29,7 @@ func TestAggregateSpend(t *testing.T) {
 		{ProjectID: "p2", State: "renewed", AmountMicro: 1_000_000, CreatedAt: *at(3)},
 		{ProjectID: "p2", State: "lapsed", AmountMicro: 2_000_000, CreatedAt: *at(3)},
 	}
-	projects := []models.Project{{Id: "p1", Name: "shop"}, {Id: "p2", Name: "blog"}, {Id: "p3", Name: "idle"}}
+	projects := map[string]string{"p1": "shop", "p2": "blog", "p3": "idle"}
 	keys := []store.APIKey{{ID: "k1", Name: "deployer"}, {ID: "k2", Name: "ci"}}
 	sp := aggregateSpend(now, quotes, charges, renewals, projects, keys)
 

@@ -119,6 +119,16 @@ const (
 	GateDenied   GateState = "denied"
 )
 
+// GateKind is what a human gate decides.
+type GateKind string
+
+const (
+	GateDomainRegistration GateKind = "domain_registration"
+	GateBudgetRaise        GateKind = "budget_raise"
+	GateQuoteApproval      GateKind = "quote_approval"
+	GateRegistrantContact  GateKind = "registrant_contact"
+)
+
 // RenewalState is what a domain's renewal came to.
 type RenewalState string
 

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
@@ -55,8 +54,8 @@ type Task struct {
 	Result map[string]any
 	// Remedies are the next steps a failed task named, as it kept them.
 	Remedies json.RawMessage
-	Receipt  models.Receipt
-	Undo     models.Undo
+	Receipt  Receipt
+	Undo     Undoing
 	// BudgetRemaining is what is left of the task's project's budget.
 	BudgetRemaining money.MicroUSD
 }
@@ -67,7 +66,7 @@ type HTTPSReady struct{ Domain, Preview bool }
 // taskView is the domain's view of a stored task.
 func (s *Tasks) taskView(t store.Task) (*Task, error) {
 	v := &Task{ID: t.ID, Kind: TaskKind(t.Kind), State: TaskState(t.State), CreatedAt: t.CreatedAt, GateID: t.GateID,
-		PollURL: s.baseURL() + "/v1/tasks/" + t.ID, Receipt: taskReceipt(t), Undo: Undo(nil)}
+		PollURL: s.baseURL() + "/v1/tasks/" + t.ID, Receipt: taskReceipt(t), Undo: undoneBy(nil)}
 	if err := json.Unmarshal([]byte(t.Steps), &v.Steps); err != nil {
 		return nil, err
 	}
@@ -76,12 +75,12 @@ func (s *Tasks) taskView(t store.Task) (*Task, error) {
 	}
 	if t.Payload != "" {
 		var pl struct {
-			ServiceID   string          `json:"serviceId"`
-			PreviewHost string          `json:"previewHost"`
-			Domain      string          `json:"domain"`
-			Approval    string          `json:"approval"`
-			Receipt     *models.Receipt `json:"receipt"`
-			Undo        *models.Undo    `json:"undo"`
+			ServiceID   string   `json:"serviceId"`
+			PreviewHost string   `json:"previewHost"`
+			Domain      string   `json:"domain"`
+			Approval    string   `json:"approval"`
+			Receipt     *Receipt `json:"receipt"`
+			Undo        *Undoing `json:"undo"`
 		}
 		if err := json.Unmarshal([]byte(t.Payload), &pl); err == nil {
 			v.ServiceID, v.Domain = pl.ServiceID, pl.Domain
@@ -95,7 +94,7 @@ func (s *Tasks) taskView(t store.Task) (*Task, error) {
 				v.Undo = *pl.Undo
 			}
 			ready := v.Kind == TaskKindLaunch && v.State == TaskSucceeded
-			domainReady := ready && pl.Domain != "" && pl.Approval != "denied"
+			domainReady := ready && pl.Domain != "" && GateState(pl.Approval) != GateDenied
 			if v.Kind == TaskKindLaunch {
 				v.HTTPS = &HTTPSReady{Domain: domainReady, Preview: ready}
 			}
@@ -121,12 +120,12 @@ func (s *Tasks) taskView(t store.Task) (*Task, error) {
 
 // startedView is the task a mutation just started, carrying that
 // mutation's receipt, undo and remaining budget.
-func (s *Tasks) startedView(t store.Task, m models.MutationResult) (*Task, error) {
+func (s *Tasks) startedView(t store.Task, m Mutated) (*Task, error) {
 	v, err := s.taskView(t)
 	if err != nil {
 		return nil, err
 	}
-	v.Receipt, v.Undo, v.BudgetRemaining = m.Receipt, m.Undo, money.FromUSD(m.BudgetRemainingUsd)
+	v.Receipt, v.Undo, v.BudgetRemaining = m.Receipt, m.Undo, m.BudgetRemaining
 	return v, nil
 }
 
@@ -194,9 +193,9 @@ func (s *Tasks) List(ctx context.Context, orgID string, f store.Filter) (*Page[T
 // it kept none in its payload: what was carried out, at no cost, and the
 // task it created. Its id is derived from the task's, so every read shows
 // the same receipt.
-func taskReceipt(t store.Task) models.Receipt {
-	return models.Receipt{Id: "rcp_" + strings.TrimPrefix(t.ID, "tsk_"), Action: taskOperation[t.Kind], Costs: []models.CostLine{},
-		CreatedResources: []models.ResourceRef{{Type: "task", Id: t.ID}}, CreatedAt: t.CreatedAt.UTC()}
+func taskReceipt(t store.Task) Receipt {
+	return Receipt{ID: "rcp_" + strings.TrimPrefix(t.ID, "tsk_"), Action: taskOperation[t.Kind],
+		Created: []Resource{{Type: "task", ID: t.ID}}, At: t.CreatedAt.UTC()}
 }
 
 // taskOperation is the operation that starts a task of each kind.

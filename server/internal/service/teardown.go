@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -23,9 +22,9 @@ type teardownPayload struct {
 	Target       string `json:"target,omitempty"`
 	// MailKept: the domain's zone has mail records of its email setup,
 	// which the teardown keeps.
-	MailKept bool            `json:"mailKept,omitempty"`
-	Receipt  *models.Receipt `json:"receipt,omitempty"`
-	Undo     *models.Undo    `json:"undo,omitempty"`
+	MailKept bool     `json:"mailKept,omitempty"`
+	Receipt  *Receipt `json:"receipt,omitempty"`
+	Undo     *Undoing `json:"undo,omitempty"`
 }
 
 // teardowns are the steps of a teardown request and task.
@@ -33,7 +32,7 @@ type teardowns struct{ *Launches }
 
 // launchTasks answers the tasks of launches and teardowns.
 type launchTasks interface {
-	startedView(t store.Task, m models.MutationResult) (*Task, error)
+	startedView(t store.Task, m Mutated) (*Task, error)
 	taskView(t store.Task) (*Task, error)
 }
 
@@ -83,7 +82,7 @@ func (s teardowns) teardownUnderWay(ctx context.Context, tx *store.Tx, p *auth.P
 		return nil, false
 	}
 	prev, err := tx.Tasks().Lock(ctx, p.OrgID, svc.TaskID)
-	if err != nil || prev.Kind != "teardown" {
+	if err != nil || TaskKind(prev.Kind) != TaskKindTeardown {
 		return nil, false
 	}
 	v, err := s.tasks.taskView(prev)
@@ -181,9 +180,9 @@ func (s teardowns) insertTeardown(ctx context.Context, tx *store.Tx, p *auth.Pri
 	if svc.Domain != "" {
 		costs = append(costs, Cost{Item: "irreversible:domain_registration:" + svc.Domain, Amount: 0})
 	}
-	m := s.Mutation("teardown_service", costs, []models.ResourceRef{{Type: "task", Id: task.ID}}, nil, remaining(proj))
+	m := s.mutated("teardown_service", costs, []Resource{{Type: "task", ID: task.ID}}, nil, remaining(proj))
 	if mailKept {
-		m.Receipt.Kept = &[]string{"mail_records:" + svc.Domain}
+		m.Receipt.Kept = []string{"mail_records:" + svc.Domain}
 	}
 	pl.Receipt, pl.Undo = &m.Receipt, &m.Undo
 	sj, _ := json.Marshal(teardownSteps(ctx, tx, svc))

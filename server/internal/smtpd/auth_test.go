@@ -40,13 +40,13 @@ func TestSMTPInsiderNeverPassesSPF(t *testing.T) {
 		{"192.0.2.1", "pass", "pass"},
 	} {
 		res := s.authenticate("ceo@victim.test", "victim.test", netip.MustParseAddr(tc.peer), "ceo@victim.test", raw)
-		if res.Spf != tc.spf || res.Dmarc != tc.dmrc {
-			t.Errorf("from %s: spf=%s dmarc=%s, want spf=%s dmarc=%s", tc.peer, res.Spf, res.Dmarc, tc.spf, tc.dmrc)
+		if res.SPF != tc.spf || res.DMARC != tc.dmrc {
+			t.Errorf("from %s: spf=%s dmarc=%s, want spf=%s dmarc=%s", tc.peer, res.SPF, res.DMARC, tc.spf, tc.dmrc)
 		}
 	}
 	for _, a := range s.host {
-		if res := s.authenticate("ceo@victim.test", "victim.test", a, "ceo@victim.test", raw); res.Spf == "pass" || res.Dmarc == "pass" {
-			t.Errorf("from the host's own %s: spf=%s dmarc=%s", a, res.Spf, res.Dmarc)
+		if res := s.authenticate("ceo@victim.test", "victim.test", a, "ceo@victim.test", raw); res.SPF == "pass" || res.DMARC == "pass" {
+			t.Errorf("from the host's own %s: spf=%s dmarc=%s", a, res.SPF, res.DMARC)
 		}
 	}
 }

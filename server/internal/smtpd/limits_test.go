@@ -58,7 +58,7 @@ func (b *boxes) Deliver(_ context.Context, d service.Delivery) (string, error) {
 	}
 	b.delivered.Add(1)
 	b.mu.Lock()
-	b.auth = append(b.auth, d.Auth.Spf+"/"+d.Auth.Dmarc)
+	b.auth = append(b.auth, d.Auth.SPF+"/"+d.Auth.DMARC)
 	b.mu.Unlock()
 	return "msg", nil
 }

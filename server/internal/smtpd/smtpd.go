@@ -37,7 +37,6 @@ import (
 	"github.com/emersion/go-smtp"
 	"golang.org/x/time/rate"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/cache"
 	"github.com/pierhq/pier/server/internal/service"
 )
@@ -445,11 +444,11 @@ func (s *Server) parse(mailFrom, helo string, peer netip.Addr, raw []byte) (serv
 
 // authenticate verifies DKIM, checks SPF for the envelope sender, and
 // evaluates DMARC for the From domain from the two (RFC 7489 §4.2).
-func (s *Server) authenticate(mailFrom, helo string, peer netip.Addr, fromHeader string, raw []byte) models.AuthResults {
+func (s *Server) authenticate(mailFrom, helo string, peer netip.Addr, fromHeader string, raw []byte) service.AuthResults {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	lookupTXT := func(name string) ([]string, error) { return s.cfg.Resolver.LookupTXT(ctx, name) }
-	res := models.AuthResults{Dkim: "none", Spf: "none", Dmarc: "none"}
+	res := service.AuthResults{DKIM: "none", SPF: "none", DMARC: "none"}
 	fromDomain := domainOf(fromHeader)
 
 	var dkimPass []string
@@ -457,18 +456,18 @@ func (s *Server) authenticate(mailFrom, helo string, peer netip.Addr, fromHeader
 		for _, v := range vs {
 			switch {
 			case v.Err == nil:
-				res.Dkim = "pass"
+				res.DKIM = "pass"
 				dkimPass = append(dkimPass, strings.ToLower(v.Domain))
 				dom := strings.ToLower(v.Domain)
-				res.DkimDomain = &dom
-			case res.Dkim != "pass" && dkim.IsTempFail(v.Err):
-				res.Dkim = "temperror"
-			case res.Dkim != "pass" && dkim.IsPermFail(v.Err):
-				res.Dkim = "fail"
+				res.DKIMDomain = dom
+			case res.DKIM != "pass" && dkim.IsTempFail(v.Err):
+				res.DKIM = "temperror"
+			case res.DKIM != "pass" && dkim.IsPermFail(v.Err):
+				res.DKIM = "fail"
 			}
 		}
 	} else {
-		res.Dkim = "permerror"
+		res.DKIM = "permerror"
 	}
 
 	sender := mailFrom
@@ -477,22 +476,22 @@ func (s *Server) authenticate(mailFrom, helo string, peer netip.Addr, fromHeader
 	}
 	spfDomain := domainOf(sender)
 	if r, _ := spf.CheckHostWithSender(net.IP(peer.AsSlice()), helo, sender, spf.WithResolver(s.cfg.Resolver), spf.WithContext(ctx)); r != "" {
-		res.Spf = strings.ToLower(string(r))
+		res.SPF = strings.ToLower(string(r))
 	}
-	if res.Spf == "pass" && s.insider(peer) {
+	if res.SPF == "pass" && s.insider(peer) {
 		// Every tenant's code sends from here: that a domain's SPF allows
 		// this address says nothing about which tenant wrote the message.
 		// "policy" is RFC 8601's word for a pass that local policy refuses;
 		// DMARC then rests on DKIM alone.
-		res.Spf = "policy"
+		res.SPF = "policy"
 	}
 
 	rec, err := dmarc.LookupWithOptions(fromDomain, &dmarc.LookupOptions{LookupTXT: lookupTXT})
 	switch {
 	case err != nil && dmarc.IsTempFail(err):
-		res.Dmarc = "temperror"
+		res.DMARC = "temperror"
 	case err != nil:
-		res.Dmarc = "none"
+		res.DMARC = "none"
 	default:
 		aligned := func(d string, mode dmarc.AlignmentMode) bool {
 			if mode == dmarc.AlignmentStrict {
@@ -500,14 +499,14 @@ func (s *Server) authenticate(mailFrom, helo string, peer netip.Addr, fromHeader
 			}
 			return d == fromDomain || strings.HasSuffix(d, "."+fromDomain) || strings.HasSuffix(fromDomain, "."+d)
 		}
-		res.Dmarc = "fail"
+		res.DMARC = "fail"
 		for _, d := range dkimPass {
 			if aligned(d, rec.DKIMAlignment) {
-				res.Dmarc = "pass"
+				res.DMARC = "pass"
 			}
 		}
-		if res.Spf == "pass" && aligned(spfDomain, rec.SPFAlignment) {
-			res.Dmarc = "pass"
+		if res.SPF == "pass" && aligned(spfDomain, rec.SPFAlignment) {
+			res.DMARC = "pass"
 		}
 	}
 	return res

@@ -24,6 +24,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/httpapi"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/operation"
 	"github.com/pierhq/pier/server/internal/service"
@@ -303,15 +304,15 @@ func (r *stepReader) judgeQuote(ctx context.Context, field string, st *workflowp
 	if err := json.Unmarshal(b, &req); err != nil {
 		return invalid(field+".arguments", "%v", err)
 	}
-	pv, err := r.svc.Quotes.Preview(ctx, r.p, r.projectID, req.Items)
+	pv, err := r.svc.Quotes.Preview(ctx, r.p, r.projectID, httpapi.QuoteItems(req.Items))
 	if err != nil {
 		return err
 	}
-	if pv.Decision == "DENY" {
+	if pv.Decision == service.QuoteDeny {
 		return apierr.Newf(pv.Reasons[0], "step %s: the quote would be denied (%s)", st.ID, joinCodes(pv.Reasons))
 	}
 	st.PriceMicro = int64(pv.AmountMicro)
-	if pv.Decision == "REQUIRES_APPROVAL" {
+	if pv.Decision == service.QuoteRequiresApproval {
 		st.NeedsApproval, st.Approval = true, "the quote is above the project's approval threshold; a human approves it"
 	}
 	for _, d := range pv.Domains {
