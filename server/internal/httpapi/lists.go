@@ -51,3 +51,9 @@ func listed[T, W any](ctx context.Context, cursor *string, limit *int, filter fu
 	out.Actions = actions.Page(op, l.NextCursor, l.Args, first...)
 	return out, nil
 }
+
+// byProjectAndState narrows a list to a project and a state, each when
+// given.
+func byProjectAndState[S ~string](projectID *string, state *S) func(*store.Filter) {
+	return func(f *store.Filter) { f.ProjectID, f.State = deref(projectID), string(deref(state)) }
+}

@@ -9,12 +9,10 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/service"
-	"github.com/pierhq/pier/server/internal/store"
 )
 
 func (o quoteRoutes) ListQuotes(ctx context.Context, req api.ListQuotesRequestObject) (api.ListQuotesResponseObject, error) {
-	filter := func(f *store.Filter) { f.ProjectID, f.State = deref(req.Params.ProjectId), deref(req.Params.State) }
-	l, err := listed(ctx, req.Params.Cursor, req.Params.Limit, filter, o.svc.Quotes.List, quoteInfo, nil, "list_quotes", "")
+	l, err := listed(ctx, req.Params.Cursor, req.Params.Limit, byProjectAndState(req.Params.ProjectId, req.Params.State), o.svc.Quotes.List, quoteInfo, nil, "list_quotes", "")
 	if err != nil {
 		return nil, err
 	}

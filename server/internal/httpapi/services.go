@@ -12,12 +12,10 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/service"
-	"github.com/pierhq/pier/server/internal/store"
 )
 
 func (o serviceRoutes) ListServices(ctx context.Context, req api.ListServicesRequestObject) (api.ListServicesResponseObject, error) {
-	filter := func(f *store.Filter) { f.ProjectID, f.State = deref(req.Params.ProjectId), deref(req.Params.State) }
-	l, err := listed(ctx, req.Params.Cursor, req.Params.Limit, filter, o.svc.Launches.ListServices, serviceInfo,
+	l, err := listed(ctx, req.Params.Cursor, req.Params.Limit, byProjectAndState(req.Params.ProjectId, req.Params.State), o.svc.Launches.ListServices, serviceInfo,
 		func(v service.ServiceView) string { return v.ID }, "list_services", "get_service")
 	if err != nil {
 		return nil, err
