@@ -337,8 +337,6 @@ func ledgerRecordsEverySpend(t *testing.T, ts *testServer, a account, spent mone
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func TestBudgetRaiseAndApprovals(t *testing.T) {
 	engines(t, func(t *testing.T, db string) {
 		ts := start(t, server.Config{DatabaseURL: db})
