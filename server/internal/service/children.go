@@ -346,15 +346,7 @@ func (d deletion) releaseHolds(ctx context.Context, tx *store.Tx, proj *store.Pr
 		return err
 	}
 	for _, q := range holds {
-		if err := tx.Quotes().Settle(ctx, q.ID, "released", now); err != nil {
-			return err
-		}
-		if err := tx.Projects().MoveMoney(ctx, proj.ID, -q.AmountMicro, 0); err != nil {
-			return err
-		}
-		proj.HeldMicro -= q.AmountMicro
-		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: proj.OrgID, Actor: "system", Action: "release_quote", ObjectType: "quote", ObjectID: q.ID,
-			Details: map[string]any{"projectId": proj.ID, "amountMicroUsd": q.AmountMicro, "reason": "delete_project"}}, now); err != nil {
+		if err := settleHold(ctx, tx, proj, q, "released", "release_quote", now, map[string]any{"reason": "delete_project"}); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -165,19 +166,28 @@ func (s *projectBooks) expireHolds(ctx context.Context, tx *store.Tx, p *store.P
 		return err
 	}
 	for _, q := range expired {
-		if err := tx.Quotes().Settle(ctx, q.ID, "expired", now); err != nil {
-			return err
-		}
-		if err := tx.Projects().MoveMoney(ctx, p.ID, -q.AmountMicro, 0); err != nil {
-			return err
-		}
-		p.HeldMicro -= q.AmountMicro
-		if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: "system", Action: "hold_expired", ObjectType: "quote", ObjectID: q.ID,
-			Details: map[string]any{"projectId": p.ID, "amountMicroUsd": q.AmountMicro}}, now); err != nil {
+		if err := settleHold(ctx, tx, p, q, "expired", "hold_expired", now, nil); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// settleHold ends quote q's hold in state, gives its money back to the
+// project and records action in the ledger, with extra details beside the
+// project and the amount.
+func settleHold(ctx context.Context, tx *store.Tx, p *store.Project, q store.Quote, state, action string, now time.Time, extra map[string]any) error {
+	if err := tx.Quotes().Settle(ctx, q.ID, state, now); err != nil {
+		return err
+	}
+	if err := tx.Projects().MoveMoney(ctx, p.ID, -q.AmountMicro, 0); err != nil {
+		return err
+	}
+	p.HeldMicro -= q.AmountMicro
+	details := map[string]any{"projectId": p.ID, "amountMicroUsd": q.AmountMicro}
+	maps.Copy(details, extra)
+	_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: "system", Action: action, ObjectType: "quote", ObjectID: q.ID, Details: details}, now)
+	return err
 }
 
 // projectView renders a project with its active holds.
