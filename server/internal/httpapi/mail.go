@@ -42,15 +42,11 @@ func (o mailRoutes) CreateEmailAddress(ctx context.Context, req api.CreateEmailA
 }
 
 func (o mailRoutes) ListEmailAddresses(ctx context.Context, req api.ListEmailAddressesRequestObject) (api.ListEmailAddressesResponseObject, error) {
-	f, err := page(req.Params.Cursor, req.Params.Limit)
+	l, next, err := orgList(ctx, req.Params.Cursor, req.Params.Limit, o.svc.Mail.Addresses)
 	if err != nil {
 		return nil, err
 	}
-	l, next, err := o.svc.Mail.Addresses(ctx, auth.FromContext(ctx).OrgID, f)
-	if err != nil {
-		return nil, err
-	}
-	return api.ListEmailAddresses200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.ListEmailAddresses200JSONResponse{Data: l, Actions: next, FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) DeleteEmailAddress(ctx context.Context, req api.DeleteEmailAddressRequestObject) (api.DeleteEmailAddressResponseObject, error) {
@@ -62,15 +58,11 @@ func (o mailRoutes) DeleteEmailAddress(ctx context.Context, req api.DeleteEmailA
 }
 
 func (o mailRoutes) ListInboxes(ctx context.Context, req api.ListInboxesRequestObject) (api.ListInboxesResponseObject, error) {
-	f, err := page(req.Params.Cursor, req.Params.Limit)
+	l, next, err := orgList(ctx, req.Params.Cursor, req.Params.Limit, o.svc.Mail.Inboxes)
 	if err != nil {
 		return nil, err
 	}
-	l, next, err := o.svc.Mail.Inboxes(ctx, auth.FromContext(ctx).OrgID, f)
-	if err != nil {
-		return nil, err
-	}
-	return api.ListInboxes200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.ListInboxes200JSONResponse{Data: l, Actions: next, FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) ListMessages(ctx context.Context, req api.ListMessagesRequestObject) (api.ListMessagesResponseObject, error) {

@@ -57,15 +57,11 @@ func (o projectRoutes) GetProject(ctx context.Context, req api.GetProjectRequest
 }
 
 func (o projectRoutes) ListProjects(ctx context.Context, req api.ListProjectsRequestObject) (api.ListProjectsResponseObject, error) {
-	f, err := page(req.Params.Cursor, req.Params.Limit)
+	l, next, err := orgList(ctx, req.Params.Cursor, req.Params.Limit, o.svc.Projects.List)
 	if err != nil {
 		return nil, err
 	}
-	l, next, err := o.svc.Projects.List(ctx, auth.FromContext(ctx).OrgID, f)
-	if err != nil {
-		return nil, err
-	}
-	return api.ListProjects200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.ListProjects200JSONResponse{Data: l, Actions: next, FormatVersion: FormatVersion}, nil
 }
 
 func (o projectRoutes) RequestBudgetRaise(ctx context.Context, req api.RequestBudgetRaiseRequestObject) (api.RequestBudgetRaiseResponseObject, error) {
