@@ -168,3 +168,30 @@ func Gate(taskID, approvalURL string) []models.Action {
 	u.Id = &id
 	return []models.Action{wrap(u), wrap(poll)}
 }
+
+// Names renders actions as a reader scans them: a tool by its name, a URL
+// as url:<purpose>, a manual step as manual:<step> and a stop as
+// stop:<reason> (any other kind by its kind).
+func Names(acts []models.Action) []string {
+	var out []string
+	for _, a := range acts {
+		kind, _ := a.Discriminator()
+		switch kind {
+		case "tool":
+			ta, _ := a.AsToolAction()
+			out = append(out, ta.Tool)
+		case "url":
+			u, _ := a.AsUrlAction()
+			out = append(out, "url:"+string(u.Purpose))
+		case "manual":
+			m, _ := a.AsManualAction()
+			out = append(out, "manual:"+string(m.Step))
+		case "stop":
+			st, _ := a.AsStopAction()
+			out = append(out, "stop:"+string(st.Reason))
+		default:
+			out = append(out, kind)
+		}
+	}
+	return out
+}

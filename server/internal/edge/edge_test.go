@@ -48,28 +48,37 @@ func sites(t testing.TB, databaseURL string, files map[string][]byte, hosts ...s
 	}
 	mj, _ := json.Marshal(manifest)
 	for i, host := range hosts {
-		org, prj, bnd, svc := fmt.Sprintf("org_%d", i), fmt.Sprintf("prj_%d", i), fmt.Sprintf("bnd_%d", i), fmt.Sprintf("svc_%d", i)
-		if _, err := st.Accounts().CreateOrganization(ctx, org, "org", now); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := st.Bundles().Put(ctx, store.Bundle{ID: bnd, OrgID: org, SHA256: "x", FileCount: len(manifest), Manifest: string(mj), CreatedAt: now}); err != nil {
-			t.Fatal(err)
-		}
-		err = st.InTx(ctx, func(tx *store.Tx) error {
-			if err := tx.Projects().Create(ctx, store.Project{ID: prj, OrgID: org, Name: "p", Policy: "{}", CreatedAt: now}); err != nil {
-				return err
-			}
-			if err := tx.Services().Insert(ctx, store.Service{ID: svc, OrgID: org, ProjectID: prj, Name: "site", Target: "edge",
-				PreviewHost: host, BundleID: bnd, State: "live", TaskID: "tsk_" + svc, CreatedAt: now, UpdatedAt: now}); err != nil {
-				return err
-			}
-			return tx.Services().ClaimHost(ctx, host, svc, org, now)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		liveSite(t, st, i, host, store.Bundle{SHA256: "x", FileCount: len(manifest), Manifest: string(mj), CreatedAt: now})
 	}
 	return st
+}
+
+// liveSite makes organisation, project, bundle (b, given ids of number i)
+// and live edge service number i, serving at host.
+func liveSite(t testing.TB, st *store.Store, i int, host string, b store.Bundle) {
+	t.Helper()
+	ctx, now := context.Background(), b.CreatedAt
+	org, prj, bnd, svc := fmt.Sprintf("org_%d", i), fmt.Sprintf("prj_%d", i), fmt.Sprintf("bnd_%d", i), fmt.Sprintf("svc_%d", i)
+	if _, err := st.Accounts().CreateOrganization(ctx, org, "org", now); err != nil {
+		t.Fatal(err)
+	}
+	b.ID, b.OrgID = bnd, org
+	if _, _, err := st.Bundles().Put(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	err := st.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.Projects().Create(ctx, store.Project{ID: prj, OrgID: org, Name: "p", Policy: "{}", CreatedAt: now}); err != nil {
+			return err
+		}
+		if err := tx.Services().Insert(ctx, store.Service{ID: svc, OrgID: org, ProjectID: prj, Name: "site", Target: "edge",
+			PreviewHost: host, BundleID: bnd, State: "live", TaskID: "tsk_" + svc, CreatedAt: now, UpdatedAt: now}); err != nil {
+			return err
+		}
+		return tx.Services().ClaimHost(ctx, host, svc, org, now)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func fetch(t *testing.T, e *Edge, host, path string, want []byte) {

@@ -53,26 +53,7 @@ func TestSitesAreBuiltFromPagesTheyShare(t *testing.T) {
 	}
 	pa, pb, pb2 := page("a.html", "a"), page("b.html", "b"), page("b.html", "b2")
 	for i, refs := range [][]store.PageRef{{pa, pb}, {pa, pb2}} {
-		org, prj, bnd, svc, host := fmt.Sprintf("org_%d", i), fmt.Sprintf("prj_%d", i), fmt.Sprintf("bnd_%d", i), fmt.Sprintf("svc_%d", i), fmt.Sprintf("h%d--p.localhost", i)
-		if _, err := st.Accounts().CreateOrganization(ctx, org, "org", now); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := st.Bundles().Put(ctx, store.Bundle{ID: bnd, OrgID: org, SHA256: bnd, FileCount: 2, Pages: refs, CreatedAt: now}); err != nil {
-			t.Fatal(err)
-		}
-		err = st.InTx(ctx, func(tx *store.Tx) error {
-			if err := tx.Projects().Create(ctx, store.Project{ID: prj, OrgID: org, Name: "p", Policy: "{}", CreatedAt: now}); err != nil {
-				return err
-			}
-			if err := tx.Services().Insert(ctx, store.Service{ID: svc, OrgID: org, ProjectID: prj, Name: "site", Target: "edge",
-				PreviewHost: host, BundleID: bnd, State: "live", TaskID: "tsk_" + svc, CreatedAt: now, UpdatedAt: now}); err != nil {
-				return err
-			}
-			return tx.Services().ClaimHost(ctx, host, svc, org, now)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		liveSite(t, st, i, fmt.Sprintf("h%d--p.localhost", i), store.Bundle{SHA256: fmt.Sprintf("bnd_%d", i), FileCount: 2, Pages: refs, CreatedAt: now})
 	}
 	sites := &countingPages{storeSites: storeSites{st}}
 	e := NewWithLimits(sites, slog.New(slog.DiscardHandler), Limits{HotCacheBytes: 1 << 20})

@@ -5,33 +5,13 @@ import (
 	"testing"
 
 	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/service"
 )
 
-// actionNames names actions as a reader scans them: a tool by its name, a
-// URL by its purpose, a manual step and a stop by theirs.
-func actionNames(acts []models.Action) []string {
-	var out []string
-	for _, a := range acts {
-		kind, _ := a.Discriminator()
-		switch kind {
-		case "tool":
-			ta, _ := a.AsToolAction()
-			out = append(out, ta.Tool)
-		case "url":
-			u, _ := a.AsUrlAction()
-			out = append(out, "url:"+string(u.Purpose))
-		case "manual":
-			m, _ := a.AsManualAction()
-			out = append(out, "manual:"+string(m.Step))
-		case "stop":
-			s, _ := a.AsStopAction()
-			out = append(out, "stop:"+string(s.Reason))
-		}
-	}
-	return out
-}
+// actionNames names actions as a reader scans them (actions.Names).
+func actionNames(acts []models.Action) []string { return actions.Names(acts) }
 
 // A new quote's next steps come from its decision: the call that consumes
 // a held one, the gate of one waiting for a human, a budget raise or a

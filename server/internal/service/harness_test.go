@@ -18,6 +18,7 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 
 	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/money"
@@ -385,31 +386,8 @@ func wantCode(t *testing.T, err error, code models.BlockedBy) *apierr.Error {
 	return e
 }
 
-// names renders actions as short strings: the tool, url:<purpose>,
-// manual:<step> or stop:<reason>.
-func names(acts []models.Action) []string {
-	var out []string
-	for _, a := range acts {
-		kind, _ := a.Discriminator()
-		switch kind {
-		case "tool":
-			ta, _ := a.AsToolAction()
-			out = append(out, ta.Tool)
-		case "url":
-			u, _ := a.AsUrlAction()
-			out = append(out, "url:"+string(u.Purpose))
-		case "manual":
-			m, _ := a.AsManualAction()
-			out = append(out, "manual:"+string(m.Step))
-		case "stop":
-			s, _ := a.AsStopAction()
-			out = append(out, "stop:"+string(s.Reason))
-		default:
-			out = append(out, kind)
-		}
-	}
-	return out
-}
+// names renders actions as short strings (actions.Names).
+func names(acts []models.Action) []string { return actions.Names(acts) }
 
 // hasAction reports whether acts name want (as names renders it).
 func hasAction(acts []models.Action, want string) bool {
