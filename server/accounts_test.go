@@ -28,7 +28,7 @@ type account struct {
 	principal                *auth.Principal
 }
 
-func newAccount(t *testing.T, ts *testServer, limitMicro money.MicroUSD, pol sdk.ProjectPolicy, scopes ...string) account {
+func newAccount(t *testing.T, ts *testServer, limitMicro money.MicroUSD, pol service.ProjectPolicy, scopes ...string) account {
 	t.Helper()
 	ctx := context.Background()
 	st, svc := ts.Store(), ts.Service()
@@ -135,9 +135,9 @@ func TestQuoteDecisions(t *testing.T) {
 	ts := start(t, server.Config{})
 	c := ts.Client
 	pol := service.DefaultPolicy()
-	pol.TldDenylist = []string{"io"}
-	ceiling := 20.0
-	pol.MaxFirstYearPriceUsd = &ceiling
+	pol.TLDDenylist = []string{"io"}
+	ceiling := money.FromUSD(20)
+	pol.MaxFirstYearPrice = &ceiling
 	a := newAccount(t, ts, 50_000_000, pol, "quote", "read", "buy_domain")
 
 	deny := func(body map[string]any, want ...string) {
@@ -406,8 +406,8 @@ func TestBudgetRaiseAndApprovals(t *testing.T) {
 func TestQuoteApprovalRule(t *testing.T) {
 	ts := start(t, server.Config{})
 	pol := service.DefaultPolicy()
-	above := 10.0
-	pol.ApprovalRules.ApprovalAboveUsd = &above
+	above := money.FromUSD(10)
+	pol.ApprovalRules.ApprovalAbove = &above
 	a := newAccount(t, ts, 100_000_000, pol, "quote", "read")
 	r := ts.Client.Do("POST", "/v1/quotes", domainQuote(a.project, availableDomains(1, "dev", "appr")[0], 1), a.header())
 	env := r.JSON()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
@@ -63,19 +62,16 @@ signup and dashboard pages instead.`,
 			}
 			pol := service.DefaultPolicy()
 			if noEgress {
-				denied := models.ProjectPolicyServiceEgressDenied
-				pol.ServiceEgress = &denied
+				pol.Egress = service.EgressDenied
 			}
-			bp := models.ProjectPolicyBudgetPeriod(period)
-			if !bp.Valid() {
+			pol.BudgetPeriod = service.BudgetPeriod(period)
+			if !pol.BudgetPeriod.Valid() {
 				return fmt.Errorf("--budget-period must be monthly or lifetime")
 			}
-			pol.BudgetPeriod = &bp
-			oe := models.ProjectPolicyOnBudgetExhausted(onExhausted)
-			if !oe.Valid() {
+			pol.OnExhausted = service.OnExhausted(onExhausted)
+			if !pol.OnExhausted.Valid() {
 				return fmt.Errorf("--on-budget-exhausted must be stop_spending or pause_services")
 			}
-			pol.OnBudgetExhausted = &oe
 			p, err := service.New(service.Config{Store: st}).Projects.Create(ctx, service.NewProject{
 				OrgID: o.ID, Name: name, LimitMicro: money.FromUSD(budget), Policy: pol, CreatedBy: "operator:local",
 			})

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"
 )
@@ -70,7 +69,7 @@ func TestUnauthenticatedUploadRefusedBeforeRead(t *testing.T) {
 // JSON route's limit is small and the bundle route's large.
 func TestBodyLimitsPerRoute(t *testing.T) {
 	ts := start(t, server.Config{})
-	a := newAccount(t, ts, 100_000_000, sdk.ProjectPolicy{}, "launch", "read", "quote")
+	a := newAccount(t, ts, 100_000_000, service.ProjectPolicy{}, "launch", "read", "quote")
 	post := func(path string, body io.Reader, length int64, chunked bool) (int, map[string]any) {
 		t.Helper()
 		req, _ := http.NewRequest("POST", "http://"+ts.Addr()+path, body)
@@ -175,8 +174,8 @@ func TestMCPBatchCaps(t *testing.T) {
 func TestQuotasPerOrganisation(t *testing.T) {
 	engines(t, func(t *testing.T, db string) {
 		ts := start(t, server.Config{DatabaseURL: db, Quotas: service.Quotas{Services: 2, Bundles: 3, StorageBytes: 1 << 20}})
-		a := newAccount(t, ts, 100_000_000, sdk.ProjectPolicy{}, "launch", "read")
-		other := newAccount(t, ts, 100_000_000, sdk.ProjectPolicy{}, "launch", "read")
+		a := newAccount(t, ts, 100_000_000, service.ProjectPolicy{}, "launch", "read")
+		other := newAccount(t, ts, 100_000_000, service.ProjectPolicy{}, "launch", "read")
 		bundle := upload(t, ts, a, siteSaying("one"))
 		var svcIDs []string
 		for i := range 2 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pierhq/pier/server/internal/service"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/pierhq/pier/conformance"
 	"github.com/pierhq/pier/holder"
-	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server"
 )
 
@@ -30,7 +30,7 @@ func TestConformanceAgainstPier(t *testing.T) {
 		// launch, in a project whose budget covers the quoted service and
 		// whose policy lets it through, so that the quote decides ALLOW
 		// and holds budget (governed.quote-hold skips otherwise).
-		a := newAccount(t, ts, 50_000_000, sdk.ProjectPolicy{}, "read", "quote", "launch")
+		a := newAccount(t, ts, 50_000_000, service.ProjectPolicy{}, "read", "quote", "launch")
 		base := "http://" + ts.Addr()
 		key, _ := holder.GenerateKey()
 		dir := t.TempDir()
@@ -226,7 +226,7 @@ func TestConformanceCatchesFaults(t *testing.T) {
 // command that removes it, and that command removes it.
 func TestConformanceThrowawayCleanup(t *testing.T) {
 	ts := start(t, server.Config{})
-	a := newAccount(t, ts, 50_000_000, sdk.ProjectPolicy{}, "read", "quote", "launch")
+	a := newAccount(t, ts, 50_000_000, service.ProjectPolicy{}, "read", "quote", "launch")
 	target := ts.Handler()
 	refuseDelete := false
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,13 +1,13 @@
 package server_test
 
 import (
+	"github.com/pierhq/pier/server/internal/service"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
-	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server"
 )
 
@@ -15,7 +15,7 @@ import (
 // controls in a path, a query, or a name in a body, with input:invalid_text.
 func TestTextThatReadsAsSomethingElseIsRefused(t *testing.T) {
 	ts := start(t, server.Config{})
-	a := newAccount(t, ts, 100_000_000, sdk.ProjectPolicy{}, "launch", "read", "quote")
+	a := newAccount(t, ts, 100_000_000, service.ProjectPolicy{}, "launch", "read", "quote")
 	for name, r := range map[string]func() (int, string){
 		"bidi in a bundle path": func() (int, string) {
 			res := ts.Client.Do("POST", "/v1/bundles", uploadBody(a.project, map[string]string{"index\u202e.html": "x"}), a.header())
@@ -65,7 +65,7 @@ func raw(t *testing.T, ts *testServer, method, path, body string, h http.Header)
 // (local mode) neither.
 func TestHTTPSHeadersAndCookies(t *testing.T) {
 	ts := start(t, server.Config{})
-	a := newAccount(t, ts, 1_000_000, sdk.ProjectPolicy{}, "read")
+	a := newAccount(t, ts, 1_000_000, service.ProjectPolicy{}, "read")
 	c := httpsClient(ts)
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	for _, path := range []string{"/healthz", "/v1/projects", "/dashboard"} {

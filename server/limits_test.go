@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/internal/testkit/memtest"
-	"github.com/pierhq/pier/sdk"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/service"
 )
@@ -88,8 +87,8 @@ func TestOneCopyOfASiteLaunchedAHundredTimes(t *testing.T) {
 			return n, size
 		}
 		accounts := []account{
-			newAccount(t, ts, 100_000_000, sdk.ProjectPolicy{}, "launch", "read"),
-			newAccount(t, ts, 100_000_000, sdk.ProjectPolicy{}, "launch", "read"),
+			newAccount(t, ts, 100_000_000, service.ProjectPolicy{}, "launch", "read"),
+			newAccount(t, ts, 100_000_000, service.ProjectPolicy{}, "launch", "read"),
 		}
 		big := make([]byte, 10<<20)
 		rand.Read(big) // incompressible: no gzip variant

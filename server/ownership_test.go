@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/base64"
+	"github.com/pierhq/pier/server/internal/money"
 	"io"
 	"net/http"
 	"slices"
@@ -625,8 +626,8 @@ func TestApprovalsFinish(t *testing.T) {
 	engines(t, func(t *testing.T, db string) {
 		ts := start(t, server.Config{DatabaseURL: db})
 		pol := service.DefaultPolicy()
-		five := 5.0
-		pol.ApprovalRules.ApprovalAboveUsd = &five
+		five := money.FromUSD(5)
+		pol.ApprovalRules.ApprovalAbove = &five
 		a := newAccount(t, ts, 100_000_000, pol, "launch", "read", "quote", "buy_domain")
 		c := ts.Client
 		bundle := upload(t, ts, a, siteFiles)

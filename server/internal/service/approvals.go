@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/ledger"
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/money"
@@ -20,7 +19,7 @@ import (
 // Dashboard is the organisation at a glance.
 type Dashboard struct {
 	Org         store.Organization
-	Projects    []models.Project
+	Projects    []Project
 	Tasks       []store.Task
 	Pending     []GateView
 	Keys        []store.APIKey
@@ -34,7 +33,7 @@ type Dashboard struct {
 func (d *Dashboard) projectNames() map[string]string {
 	out := make(map[string]string, len(d.Projects))
 	for _, p := range d.Projects {
-		out[p.Id] = p.Name
+		out[p.ID] = p.Name
 	}
 	return out
 }
@@ -127,7 +126,7 @@ func itemWords(it pricedItem) string {
 // approvalProjects is what Approvals asks of projects: the dashboard's
 // list, and holds run out before a decision moves money.
 type approvalProjects interface {
-	List(ctx context.Context, orgID string, f store.Filter) (*models.ProjectList, []models.Action, error)
+	List(ctx context.Context, orgID string, f store.Filter) (*Page[Project], error)
 	expireHolds(ctx context.Context, tx *store.Tx, p *store.Project, now time.Time) error
 }
 
@@ -501,11 +500,11 @@ func (s *Approvals) DashboardFor(ctx context.Context, h Human) (*Dashboard, erro
 	if d.Org, err = s.store.Accounts().Organization(ctx, h.OrgID); err != nil {
 		return nil, err
 	}
-	pl, _, err := s.projects.List(ctx, h.OrgID, store.Filter{Limit: 500})
+	pl, err := s.projects.List(ctx, h.OrgID, store.Filter{Limit: 500})
 	if err != nil {
 		return nil, err
 	}
-	d.Projects = pl.Projects
+	d.Projects = pl.Items
 	if d.Tasks, err = s.store.Tasks().List(ctx, h.OrgID, 20); err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -35,7 +35,7 @@ func TestDecisionHandlers(t *testing.T) {
 	if n := len(h.svc.Approvals.onDecision); n != 1 {
 		t.Fatalf("New subscribed %d handlers to gate decisions, want Launches' alone", n)
 	}
-	tn := h.tenant(100, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(1.0) }))
+	tn := h.tenant(100, policy(func(p *ProjectPolicy) { p.ApprovalRules.ApprovalAbove = ptr(money.FromUSD(1.0)) }))
 	h.quote(tn, serviceItem("dynamic_service", "process", "api"))
 	gates, err := h.svc.Approvals.Pending(h.ctx, tn.org)
 	h.must(err)

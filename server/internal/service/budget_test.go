@@ -44,7 +44,7 @@ func TestBudgetNeverOverspent(t *testing.T) {
 }
 
 // setPolicy changes a project's policy as a person would.
-func (h *harness) setPolicy(tn tenant, pol models.ProjectPolicy) {
+func (h *harness) setPolicy(tn tenant, pol ProjectPolicy) {
 	h.t.Helper()
 	b, _ := json.Marshal(pol)
 	_, err := h.st.DB().ExecContext(h.ctx, `UPDATE projects SET policy = ? WHERE id = ?`, string(b), tn.project)
@@ -62,10 +62,10 @@ func TestConsumeRechecks(t *testing.T) {
 		code   models.BlockedBy
 	}{
 		{"policy now denies", func(tn tenant) {
-			h.setPolicy(tn, policy(func(p *models.ProjectPolicy) { p.TldDenylist = []string{"dev"} }))
+			h.setPolicy(tn, policy(func(p *ProjectPolicy) { p.TLDDenylist = []string{"dev"} }))
 		}, "policy:tld_denied"},
 		{"approval now required", func(tn tenant) {
-			h.setPolicy(tn, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(1.0) }))
+			h.setPolicy(tn, policy(func(p *ProjectPolicy) { p.ApprovalRules.ApprovalAbove = ptr(money.FromUSD(1.0)) }))
 		}, "policy:approval_required"},
 		{"price moved", func(tenant) { prices["dev"] = registrar.USD(99, 0) }, "plan:price_changed"},
 	}

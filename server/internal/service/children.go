@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -30,24 +29,24 @@ import (
 // to a launch, which the service's teardown cancels with its refund.
 var deletableGates = map[string]bool{"budget_raise": true, "quote_approval": true}
 
-// CreateChild creates a child project of req.ParentProjectId with
-// req.BudgetUsd carved out of the parent's remaining budget.
-func (s *Projects) CreateChild(ctx context.Context, p *auth.Principal, req models.ProjectCreateRequest) (*models.ProjectCreation, []models.Action, error) {
+// CreateChild creates a child project of req.ParentID with req.Budget
+// carved out of the parent's remaining budget.
+func (s *Projects) CreateChild(ctx context.Context, p *auth.Principal, req NewChild) (*ProjectCreation, error) {
 	name := strings.TrimSpace(req.Name)
 	if name == "" {
-		return nil, nil, apierr.New("input:invalid", "name must not be empty").WithDetails(models.FieldProblem{Field: "body.name", Problem: "empty"})
+		return nil, apierr.New("input:invalid", "name must not be empty").WithField("body.name", "empty")
 	}
-	amount := money.FromUSD(req.BudgetUsd)
+	amount := req.Budget
 	if amount < 0 {
-		return nil, nil, apierr.New("input:invalid", "budgetUsd must not be negative").WithDetails(models.FieldProblem{Field: "body.budgetUsd", Problem: "negative"})
+		return nil, apierr.New("input:invalid", "budgetUsd must not be negative").WithField("body.budgetUsd", "negative")
 	}
-	child := store.Project{ID: auth.ID("prj"), OrgID: p.OrgID, Name: name, LimitMicro: amount, ParentID: req.ParentProjectId, CreatedAt: s.Now().UTC()}
+	child := store.Project{ID: auth.ID("prj"), OrgID: p.OrgID, Name: name, LimitMicro: amount, ParentID: req.ParentID, CreatedAt: s.Now().UTC()}
 	var parentLeft money.MicroUSD
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		now := s.Now()
-		parent, err := tx.Projects().Lock(ctx, p.OrgID, req.ParentProjectId)
+		parent, err := tx.Projects().Lock(ctx, p.OrgID, req.ParentID)
 		if errors.Is(err, store.ErrNotFound) || err == nil && parent.DeletedAt != nil {
-			return projectNotFound(req.ParentProjectId)
+			return projectNotFound(req.ParentID)
 		}
 		if err != nil {
 			return err
@@ -73,19 +72,86 @@ func (s *Projects) CreateChild(ctx context.Context, p *auth.Principal, req model
 		return err
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	view, err := s.projectView(ctx, child)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	m := s.Mutation("create_project", nil, []models.ResourceRef{{Type: "project", Id: child.ID}}, UndoCall("delete_project", map[string]any{"id": child.ID}), amount)
-	out := &models.ProjectCreation{Project: view, ParentProjectId: child.ParentID, ParentRemainingUsd: usd(parentLeft),
-		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
-	return out, []models.Action{
-		actions.Tool("get_project", "agent", map[string]any{"id": child.ID}),
-		actions.Tool("delete_project", "agent", map[string]any{"id": child.ID}),
-	}, nil
+	m := s.mutated("create_project", nil, []Resource{{Type: "project", ID: child.ID}}, reverse("delete_project", map[string]any{"id": child.ID}), amount)
+	return &ProjectCreation{Project: view, ParentRemaining: parentLeft, Mutated: m}, nil
+}
+
+// NewChild is a child project an agent asks for: its name, the project
+// whose remaining budget its own is carved from, and how much.
+type NewChild struct {
+	Name, ParentID string
+	Budget         money.MicroUSD
+}
+
+// ProjectCreation is a child project just made, with what its parent has
+// left.
+type ProjectCreation struct {
+	Project         Project
+	ParentRemaining money.MicroUSD
+	Mutated         Mutated
+}
+
+// DeletionState is how far a project's deletion went.
+type DeletionState string
+
+const (
+	// ProjectDeleting: services are still being torn down.
+	ProjectDeleting DeletionState = "deleting"
+	// ProjectDeleted: done; the unspent budget went back to the parent.
+	ProjectDeleted DeletionState = "deleted"
+)
+
+// ProjectDeletion is a project's deletion: its teardown tasks, the tasks
+// whose approvals it canceled and, once deleted, what went back to the
+// parent. Pending are the teardown tasks still running, while deleting.
+type ProjectDeletion struct {
+	ProjectID, Name, ParentID string
+	State                     DeletionState
+	TeardownTasks             []string
+	CanceledTasks             []string
+	Pending                   []string
+	Returned                  money.MicroUSD
+	DeletedAt                 *time.Time
+	Mutated                   Mutated
+}
+
+// deletionJSON is the shape a deleted project keeps its deletion in, for
+// replays: the contract's, with amounts in USD.
+type deletionJSON struct {
+	BudgetRemainingUsd float64       `json:"budgetRemainingUsd"`
+	CanceledTaskIds    []string      `json:"canceledTaskIds"`
+	DeletedAt          *time.Time    `json:"deletedAt,omitempty"`
+	Name               string        `json:"name"`
+	ParentProjectId    string        `json:"parentProjectId"`
+	ProjectId          string        `json:"projectId"`
+	Receipt            Receipt       `json:"receipt"`
+	ReturnedUsd        float64       `json:"returnedUsd"`
+	State              DeletionState `json:"state"`
+	TeardownTaskIds    []string      `json:"teardownTaskIds"`
+	Undo               Undoing       `json:"undo"`
+}
+
+func (d ProjectDeletion) MarshalJSON() ([]byte, error) {
+	return json.Marshal(deletionJSON{BudgetRemainingUsd: d.Mutated.BudgetRemaining.USD(), CanceledTaskIds: d.CanceledTasks, DeletedAt: d.DeletedAt,
+		Name: d.Name, ParentProjectId: d.ParentID, ProjectId: d.ProjectID, Receipt: d.Mutated.Receipt, ReturnedUsd: d.Returned.USD(),
+		State: d.State, TeardownTaskIds: d.TeardownTasks, Undo: d.Mutated.Undo})
+}
+
+func (d *ProjectDeletion) UnmarshalJSON(b []byte) error {
+	var in deletionJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*d = ProjectDeletion{ProjectID: in.ProjectId, Name: in.Name, ParentID: in.ParentProjectId, State: in.State,
+		TeardownTasks: in.TeardownTaskIds, CanceledTasks: in.CanceledTaskIds, Returned: money.FromUSD(in.ReturnedUsd), DeletedAt: in.DeletedAt,
+		Mutated: Mutated{Receipt: in.Receipt, Undo: in.Undo, BudgetRemaining: money.FromUSD(in.BudgetRemainingUsd)}}
+	return nil
 }
 
 // deletion is the steps of delete_project.
@@ -95,38 +161,34 @@ type deletion struct{ *Projects }
 // its pending approvals and, once nothing runs, gives its unspent budget
 // back to the parent. A deleted project answers its deletion again,
 // replayed.
-func (s *Projects) Delete(ctx context.Context, p *auth.Principal, id string) (*models.ProjectDeletion, []models.Action, bool, error) {
+func (s *Projects) Delete(ctx context.Context, p *auth.Principal, id string) (*ProjectDeletion, bool, error) {
 	d := deletion{s}
 	proj, err := d.deletable(ctx, p, id)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, false, err
 	}
 	if proj.DeletedAt != nil {
-		out, next, err := d.replay(proj)
-		return out, next, true, err
+		out, err := d.replay(proj)
+		return out, true, err
 	}
 	tasks, pending, err := d.tearDown(ctx, p, id)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, false, err
 	}
 	canceled, err := d.cancelGates(ctx, p, id)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, false, err
 	}
 	if len(pending) > 0 {
-		out, next, err := d.underWay(ctx, p, proj, tasks, pending, canceled)
-		return out, next, false, err
+		out, err := d.underWay(ctx, p, proj, tasks, pending, canceled)
+		return out, false, err
 	}
 	// Usage metered up to the teardowns is charged before the rest goes
 	// back to the parent.
 	if err := d.meter.SettleProject(ctx, p.OrgID, id); err != nil {
-		return nil, nil, false, apierr.Internal(err)
+		return nil, false, apierr.Internal(err)
 	}
-	out, replayed, err := d.finish(ctx, p, id, tasks, canceled)
-	if err != nil {
-		return nil, nil, false, err
-	}
-	return out, []models.Action{actions.Tool("get_project", "agent", map[string]any{"id": out.ParentProjectId}), actions.Stop("done")}, replayed, nil
+	return d.finish(ctx, p, id, tasks, canceled)
 }
 
 // deletable reads the project and refuses one that cannot be deleted:
@@ -166,12 +228,12 @@ func (d deletion) deletable(ctx context.Context, p *auth.Principal, id string) (
 }
 
 // replay is a deleted project's deletion, as it was answered.
-func (d deletion) replay(proj store.Project) (*models.ProjectDeletion, []models.Action, error) {
-	var out models.ProjectDeletion
+func (d deletion) replay(proj store.Project) (*ProjectDeletion, error) {
+	var out ProjectDeletion
 	if err := json.Unmarshal([]byte(proj.Deletion), &out); err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	return &out, []models.Action{actions.Tool("get_project", "agent", map[string]any{"id": proj.ParentID}), actions.Stop("done")}, nil
+	return &out, nil
 }
 
 // tearDown starts (or finds) the teardown of every service of the
@@ -217,7 +279,7 @@ func (d deletion) cancelGates(ctx context.Context, p *auth.Principal, id string)
 		for _, g := range gates {
 			if !deletableGates[g.Kind] {
 				return apierr.Newf("conflict:state", "project %s has a %s approval (task %s) waiting for a human; it must be decided before the project can be deleted", id, g.Kind, g.TaskID).
-					WithActions(actions.URL(d.ApprovalURL(g.ID), models.Approve, "human"), actions.Retry("get_task", "agent", map[string]any{"id": g.TaskID}, 5))
+					WithActions(actions.URL(d.ApprovalURL(g.ID), "approve", "human"), actions.Retry("get_task", "agent", map[string]any{"id": g.TaskID}, 5))
 			}
 			if err := d.cancelGate(ctx, tx, p, g, now); err != nil {
 				return err
@@ -254,26 +316,20 @@ func (d deletion) cancelGate(ctx context.Context, tx *store.Tx, p *auth.Principa
 
 // underWay is the answer while teardowns run: poll them, then delete
 // again.
-func (d deletion) underWay(ctx context.Context, p *auth.Principal, proj store.Project, tasks, pending, canceled []string) (*models.ProjectDeletion, []models.Action, error) {
+func (d deletion) underWay(ctx context.Context, p *auth.Principal, proj store.Project, tasks, pending, canceled []string) (*ProjectDeletion, error) {
 	left, err := budgetLeftMicro(ctx, d.store, p.OrgID, proj.ID)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	m := d.Mutation("delete_project", nil, nil, nil, left)
-	out := &models.ProjectDeletion{ProjectId: proj.ID, Name: proj.Name, ParentProjectId: proj.ParentID, State: models.Deleting,
-		TeardownTaskIds: tasks, CanceledTaskIds: canceled, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
-	var next []models.Action
-	for _, t := range pending {
-		next = append(next, actions.Retry("get_task", "agent", map[string]any{"id": t}, 2))
-	}
-	return out, append(next, actions.Retry("delete_project", "agent", map[string]any{"id": proj.ID}, 2)), nil
+	return &ProjectDeletion{ProjectID: proj.ID, Name: proj.Name, ParentID: proj.ParentID, State: ProjectDeleting,
+		TeardownTasks: tasks, CanceledTasks: canceled, Pending: pending, Mutated: d.mutated("delete_project", nil, nil, nil, left)}, nil
 }
 
 // finish releases the project's holds, gives what it did not spend back
 // to its parent and marks it deleted, with its answer for replays. A
 // concurrent deletion that finished first is replayed.
-func (d deletion) finish(ctx context.Context, p *auth.Principal, id string, tasks, canceled []string) (*models.ProjectDeletion, bool, error) {
-	var out *models.ProjectDeletion
+func (d deletion) finish(ctx context.Context, p *auth.Principal, id string, tasks, canceled []string) (*ProjectDeletion, bool, error) {
+	var out *ProjectDeletion
 	replayed := false
 	err := d.store.InTx(ctx, func(tx *store.Tx) error {
 		now := d.Now()
@@ -282,7 +338,7 @@ func (d deletion) finish(ctx context.Context, p *auth.Principal, id string, task
 			return err
 		}
 		if proj.DeletedAt != nil {
-			out, _, err = d.replay(proj)
+			out, err = d.replay(proj)
 			replayed = true
 			return err
 		}
@@ -303,11 +359,10 @@ func (d deletion) finish(ctx context.Context, p *auth.Principal, id string, task
 		if err := tx.Projects().SetBudgetLimit(ctx, parent.ID, parent.LimitMicro+returned); err != nil {
 			return err
 		}
-		m := d.Mutation("delete_project", nil, nil, nil, remaining(parent)+returned)
-		m.Receipt.Kept = &[]string{"receipts_and_ledger:" + id}
-		out = &models.ProjectDeletion{ProjectId: id, Name: proj.Name, ParentProjectId: parent.ID, State: models.Deleted,
-			TeardownTaskIds: tasks, CanceledTaskIds: canceled, ReturnedUsd: usd(returned), DeletedAt: ptr(now.UTC()),
-			Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
+		m := d.mutated("delete_project", nil, nil, nil, remaining(parent)+returned)
+		m.Receipt.Kept = []string{"receipts_and_ledger:" + id}
+		out = &ProjectDeletion{ProjectID: id, Name: proj.Name, ParentID: parent.ID, State: ProjectDeleted,
+			TeardownTasks: tasks, CanceledTasks: canceled, Returned: returned, DeletedAt: ptr(now.UTC()), Mutated: m}
 		body, _ := json.Marshal(out)
 		if err := tx.Projects().MarkDeleted(ctx, id, string(body), now); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/money"
 )
 
 // A quote's hold is spent only once and only while it holds: an expired
@@ -12,7 +13,7 @@ import (
 // denied are each refused, typed, charging nothing.
 func TestConsumeRefusals(t *testing.T) {
 	h := newHarness(t)
-	tn := h.tenant(20, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(10.0) }))
+	tn := h.tenant(20, policy(func(p *ProjectPolicy) { p.ApprovalRules.ApprovalAbove = ptr(money.FromUSD(10.0)) }))
 	bnd := h.site(tn, map[string]string{"index.html": "x"})
 	launch := func(q string) error {
 		_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "site", Target: "edge", BundleID: bnd, QuoteID: q})
@@ -45,7 +46,7 @@ func TestConsumeRefusals(t *testing.T) {
 // waited on it ends charged nothing.
 func TestApprovalTheBudgetCannotHold(t *testing.T) {
 	h := newHarness(t)
-	tn := h.tenant(20, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(10.0) }))
+	tn := h.tenant(20, policy(func(p *ProjectPolicy) { p.ApprovalRules.ApprovalAbove = ptr(money.FromUSD(10.0)) }))
 	q := h.quote(tn, serviceItem("dynamic_service", "process", "api"), emailItem("a.dev"), emailItem("b.dev"), emailItem("c.dev"))
 	if q.Decision != QuoteRequiresApproval {
 		t.Fatalf("decision %s", q.Decision)

@@ -3,7 +3,6 @@ package service
 import (
 	"testing"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -150,7 +149,7 @@ func TestRegistrationGate(t *testing.T) {
 func TestQuoteApprovalGate(t *testing.T) {
 	for _, approve := range []bool{true, false} {
 		h := newHarness(t)
-		tn := h.tenant(100, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(1.0) }))
+		tn := h.tenant(100, policy(func(p *ProjectPolicy) { p.ApprovalRules.ApprovalAbove = ptr(money.FromUSD(1.0)) }))
 		q := h.quote(tn, serviceItem("static_site", "edge", "site"), emailItem("x.dev"))
 		if q.Decision != QuoteRequiresApproval {
 			t.Fatalf("decision %s", q.Decision)

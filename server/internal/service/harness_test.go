@@ -293,7 +293,7 @@ type tenant struct {
 // tenant makes an organisation with a project of the given budget (USD)
 // and policy, a person, and an agent key with scopes (read, quote, launch
 // when none are given).
-func (h *harness) tenant(budgetUSD int64, pol models.ProjectPolicy, scopes ...string) tenant {
+func (h *harness) tenant(budgetUSD int64, pol ProjectPolicy, scopes ...string) tenant {
 	h.t.Helper()
 	if len(scopes) == 0 {
 		scopes = SignupScopes
@@ -316,7 +316,7 @@ func (h *harness) tenant(budgetUSD int64, pol models.ProjectPolicy, scopes ...st
 }
 
 // policy is DefaultPolicy changed by fn.
-func policy(fn func(*models.ProjectPolicy)) models.ProjectPolicy {
+func policy(fn func(*ProjectPolicy)) ProjectPolicy {
 	p := DefaultPolicy()
 	if fn != nil {
 		fn(&p)

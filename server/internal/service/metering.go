@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -46,9 +45,7 @@ func periodStart(p string) (time.Time, error) { return time.Parse("2006-01", p) 
 
 // budgetMonthly reports whether the policy spends its limit per month (the
 // default) rather than once.
-func budgetMonthly(pol models.ProjectPolicy) bool {
-	return pol.BudgetPeriod == nil || *pol.BudgetPeriod != models.ProjectPolicyBudgetPeriodLifetime
-}
+func budgetMonthly(pol ProjectPolicy) bool { return pol.BudgetPeriod != BudgetLifetime }
 
 // meteredPrice is what a service on target with addons costs a month, line
 // by line: the catalog's prices at the estimate's default usage, as a
@@ -475,7 +472,7 @@ func (s *Meter) mailNotice(ctx context.Context, n store.BudgetNotice) error {
 
 // budgetExhausted is the refusal of new spending once the period's budget
 // is all spent.
-func budgetExhausted(proj store.Project, pol models.ProjectPolicy, baseURL string) *apierr.Error {
+func budgetExhausted(proj store.Project, pol ProjectPolicy, baseURL string) *apierr.Error {
 	when := "for this month; it starts again next month"
 	if !budgetMonthly(pol) {
 		when = "for its lifetime"
@@ -483,7 +480,7 @@ func budgetExhausted(proj store.Project, pol models.ProjectPolicy, baseURL strin
 	return apierr.Newf("budget:exhausted", "project %s has spent its whole budget (%.2f USD) %s; nothing new is spent until a human raises it", proj.ID, usd(proj.LimitMicro), when).
 		WithActions(
 			actions.Tool("request_budget_raise", "agent", map[string]any{"id": proj.ID, "amountUsd": usd(max(proj.LimitMicro/2, 1_000_000)), "reason": "the budget is exhausted"}),
-			actions.URL(baseURL+"/dashboard", models.Approve, "human"),
+			actions.URL(baseURL+"/dashboard", "approve", "human"),
 		)
 }
 
@@ -492,65 +489,91 @@ func exhausted(proj store.Project) bool {
 	return proj.LimitMicro > 0 && proj.SpentMicro >= proj.LimitMicro
 }
 
+// PeriodView is a budget's current period: a calendar month, or the
+// project's life. Accrued is what running services used and is not yet
+// charged; Forecast is spent and held plus what they will have used by
+// the period's end (for a lifetime budget, the current month's end).
+type PeriodView struct {
+	Kind BudgetPeriod
+	// Period is "2026-11" for a month, or "lifetime".
+	Period     string
+	Start      time.Time
+	End        *time.Time // nil for a lifetime budget
+	Spent      money.MicroUSD
+	Held       money.MicroUSD
+	Accrued    money.MicroUSD
+	Forecast   money.MicroUSD
+	Thresholds []ThresholdNotice
+}
+
+// ThresholdNotice is a budget threshold (a percent of the limit) the
+// period's spending crossed, and when it was noticed.
+type ThresholdNotice struct {
+	At      time.Time
+	Percent int
+}
+
 // periodView is the budget's current period for a project's view.
-func (s *Meter) periodView(ctx context.Context, p store.Project, pol models.ProjectPolicy, held money.MicroUSD) (*models.BudgetPeriodView, error) {
+func (s *Meter) periodView(ctx context.Context, p store.Project, pol ProjectPolicy, held money.MicroUSD) (PeriodView, error) {
 	now := s.Now().UTC()
 	start, end := monthStart(now), monthStart(now).AddDate(0, 1, 0)
-	v := &models.BudgetPeriodView{Kind: models.BudgetPeriodViewKindMonthly, Period: periodOf(now), Start: start, End: &end,
-		SpentUsd: usd(p.SpentMicro), HeldUsd: usd(held)}
+	v := PeriodView{Kind: BudgetMonthly, Period: periodOf(now), Start: start, End: &end, Spent: p.SpentMicro, Held: held}
 	if !budgetMonthly(pol) {
-		v.Kind, v.Period, v.Start, v.End = models.BudgetPeriodViewKindLifetime, lifetimePeriod, p.CreatedAt, nil
+		v.Kind, v.Period, v.Start, v.End = BudgetLifetime, lifetimePeriod, p.CreatedAt, nil
 	}
 	meters, err := s.store.Meters().InProject(ctx, p.ID)
 	if err != nil {
-		return nil, err
+		return v, err
 	}
 	var accrued, forecast money.MicroUSD
 	for _, m := range meters {
-		segs, err := s.store.Meters().Segments(ctx, m.ServiceID)
+		a, f, err := s.unchargedUsage(ctx, m, start, now)
 		if err != nil {
-			return nil, err
+			return v, err
 		}
-		// What is not yet charged: every uncharged period up to now, and
-		// for the forecast, the rest of this month while it runs.
-		credit := m.CreditMicro
-		for q := monthStart(m.StartedAt); !q.After(start); q = q.AddDate(0, 1, 0) {
-			if done, err := s.store.Meters().Charged(ctx, m.ServiceID, periodOf(q)); err != nil {
-				return nil, err
-			} else if done {
-				continue
-			}
-			stop := now
-			if m.StoppedAt != nil {
-				stop = *m.StoppedAt
-			}
-			_, used := usageIn(segs, q, q.AddDate(0, 1, 0), stop)
-			_, whole := usageIn(segs, q, q.AddDate(0, 1, 0), q.AddDate(0, 1, 0))
-			if m.StoppedAt != nil {
-				whole = used
-			}
-			accrued += max(0, used-credit)
-			forecast += max(0, whole-credit)
-			credit = max(0, credit-whole)
-		}
+		accrued, forecast = accrued+a, forecast+f
 	}
-	v.AccruedUsd = usd(accrued)
-	v.ForecastUsd = usd(p.SpentMicro + held + forecast)
+	v.Accrued, v.Forecast = accrued, p.SpentMicro+held+forecast
 	notices, err := s.store.Meters().Notices(ctx, p.ID, v.Period)
 	if err != nil {
-		return nil, err
+		return v, err
 	}
-	v.Notices = []struct {
-		At      time.Time `json:"at"`
-		Percent int       `json:"percent"`
-	}{}
+	v.Thresholds = []ThresholdNotice{}
 	for _, n := range notices {
-		v.Notices = append(v.Notices, struct {
-			At      time.Time `json:"at"`
-			Percent int       `json:"percent"`
-		}{At: n.CreatedAt, Percent: n.Percent})
+		v.Thresholds = append(v.Thresholds, ThresholdNotice{At: n.CreatedAt, Percent: n.Percent})
 	}
 	return v, nil
+}
+
+// unchargedUsage is what a meter used and is not yet charged: every
+// uncharged period up to now (accrued), and for the forecast, the rest of
+// this month while it runs.
+func (s *Meter) unchargedUsage(ctx context.Context, m store.Meter, start, now time.Time) (accrued, forecast money.MicroUSD, err error) {
+	segs, err := s.store.Meters().Segments(ctx, m.ServiceID)
+	if err != nil {
+		return 0, 0, err
+	}
+	credit := m.CreditMicro
+	for q := monthStart(m.StartedAt); !q.After(start); q = q.AddDate(0, 1, 0) {
+		if done, err := s.store.Meters().Charged(ctx, m.ServiceID, periodOf(q)); err != nil {
+			return 0, 0, err
+		} else if done {
+			continue
+		}
+		stop := now
+		if m.StoppedAt != nil {
+			stop = *m.StoppedAt
+		}
+		_, used := usageIn(segs, q, q.AddDate(0, 1, 0), stop)
+		_, whole := usageIn(segs, q, q.AddDate(0, 1, 0), q.AddDate(0, 1, 0))
+		if m.StoppedAt != nil {
+			whole = used
+		}
+		accrued += max(0, used-credit)
+		forecast += max(0, whole-credit)
+		credit = max(0, credit-whole)
+	}
+	return accrued, forecast, nil
 }
 
 // pauseOrResume applies the policy's pause_services: while the period's
@@ -559,8 +582,8 @@ func (s *Meter) periodView(ctx context.Context, p store.Project, pol models.Proj
 // them, and their meters run at no price); once the budget has room again
 // (a raise, or a new month) they are live again and the supervisor starts
 // them.
-func (s *Meter) pauseOrResume(ctx context.Context, tx *store.Tx, proj store.Project, pol models.ProjectPolicy, now time.Time, changed *[]string) error {
-	pause := exhausted(proj) && pol.OnBudgetExhausted != nil && *pol.OnBudgetExhausted == models.PauseServices
+func (s *Meter) pauseOrResume(ctx context.Context, tx *store.Tx, proj store.Project, pol ProjectPolicy, now time.Time, changed *[]string) error {
+	pause := exhausted(proj) && pol.OnExhausted == PauseServices
 	svcs, err := tx.Services().InProject(ctx, proj.OrgID, proj.ID)
 	if err != nil {
 		return err
@@ -620,7 +643,7 @@ func serviceHostNames(sv store.Service) []string {
 // what happens when it is exhausted. It takes effect at the next pass: a
 // project made monthly starts its period count from the month it was
 // created, so months already past close at once.
-func (s *Meter) SetBudgetPolicy(ctx context.Context, h Human, projectID string, period models.ProjectPolicyBudgetPeriod, onExhausted models.ProjectPolicyOnBudgetExhausted) error {
+func (s *Meter) SetBudgetPolicy(ctx context.Context, h Human, projectID string, period BudgetPeriod, onExhausted OnExhausted) error {
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		proj, err := tx.Projects().Lock(ctx, h.OrgID, projectID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -633,7 +656,7 @@ func (s *Meter) SetBudgetPolicy(ctx context.Context, h Human, projectID string, 
 		if err != nil {
 			return err
 		}
-		pol.BudgetPeriod, pol.OnBudgetExhausted = &period, &onExhausted
+		pol.BudgetPeriod, pol.OnExhausted = period, onExhausted
 		pj, err := json.Marshal(pol)
 		if err != nil {
 			return err

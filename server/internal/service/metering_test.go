@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/pierhq/pier/internal/testkit/testpg"
 	"github.com/pierhq/pier/ledger"
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/money"
@@ -71,7 +69,7 @@ func usdMicro(dollars float64) money.MicroUSD { return money.MicroUSD(dollars * 
 
 // newMeterWorld is an organisation with a human and one project whose
 // budget is limit, on SQLite (databaseURL empty) or PostgreSQL.
-func newMeterWorld(t *testing.T, databaseURL string, start time.Time, limit money.MicroUSD, period models.ProjectPolicyBudgetPeriod) *meterWorld {
+func newMeterWorld(t *testing.T, databaseURL string, start time.Time, limit money.MicroUSD, period BudgetPeriod) *meterWorld {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, t.TempDir(), databaseURL)
@@ -88,7 +86,7 @@ func newMeterWorld(t *testing.T, databaseURL string, start time.Time, limit mone
 		t.Fatal(err)
 	}
 	pol := DefaultPolicy()
-	pol.BudgetPeriod = &period
+	pol.BudgetPeriod = period
 	p, err := w.svc.Projects.Create(ctx, NewProject{OrgID: w.org, Name: "shop", LimitMicro: limit, Policy: pol, CreatedBy: "human:hum_meter"})
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +212,7 @@ func perHours(monthly money.MicroUSD, hours, monthHours int64) money.MicroUSD {
 // charges January's hours at once. Each (service, month) is charged once,
 // however many passes run.
 func TestMeterProratesLaunchTeardownAndPeriods(t *testing.T) {
-	w := newMeterWorld(t, "", day(2026, 11, 16, 0), usdMicro(100), models.ProjectPolicyBudgetPeriodLifetime)
+	w := newMeterWorld(t, "", day(2026, 11, 16, 0), usdMicro(100), BudgetLifetime)
 	svc := w.launched("app", day(2026, 11, 16, 0), usdMicro(7))
 
 	w.pass(day(2026, 11, 20, 0))
@@ -255,7 +253,7 @@ func TestMeterProratesLaunchTeardownAndPeriods(t *testing.T) {
 // A service that gains the managed PostgreSQL add-on mid-month pays each
 // price for the hours it ran at it.
 func TestMeterResizeProrates(t *testing.T) {
-	w := newMeterWorld(t, "", day(2026, 12, 1, 0), usdMicro(100), models.ProjectPolicyBudgetPeriodLifetime)
+	w := newMeterWorld(t, "", day(2026, 12, 1, 0), usdMicro(100), BudgetLifetime)
 	svc := w.launched("app", day(2026, 12, 1, 0), 0)
 	w.pass(day(2026, 12, 1, 0).Add(time.Minute))
 	w.clock.Set(day(2026, 12, 11, 0))
@@ -276,7 +274,7 @@ func TestMeterResizeProrates(t *testing.T) {
 // spent (the meter's charge for it included), spending returns to zero,
 // and the notices of the new month are the new month's.
 func TestMonthlyBudgetRollsOverAndNoticesOncePerPeriod(t *testing.T) {
-	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(10), models.ProjectPolicyBudgetPeriodMonthly)
+	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(10), BudgetMonthly)
 	svc := w.launched("app", day(2026, 11, 1, 0), usdMicro(7))
 	for range 2 {
 		w.pass(day(2026, 11, 2, 0))
@@ -319,14 +317,14 @@ func TestMonthlyBudgetRollsOverAndNoticesOncePerPeriod(t *testing.T) {
 // never over the limit. The project's view shows the period, what is
 // accrued and the forecast.
 func TestExhaustedBudgetRefusesNewSpending(t *testing.T) {
-	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(10), models.ProjectPolicyBudgetPeriodLifetime)
+	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(10), BudgetLifetime)
 	svc := w.launched("app", day(2026, 11, 1, 0), 0, "managed_postgres") // 22 USD a month
 	w.pass(day(2026, 11, 16, 0))
-	v, _, err := w.svc.Projects.Get(context.Background(), w.org, w.proj)
+	v, err := w.svc.Projects.Get(context.Background(), w.org, w.proj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Period == nil || v.Period.Kind != "lifetime" || v.Period.AccruedUsd != 11 || v.Period.ForecastUsd != 22 {
+	if v.Period.Kind != BudgetLifetime || v.Period.Accrued != usdMicro(11) || v.Period.Forecast != usdMicro(22) {
 		t.Fatalf("period view %+v, want 11 accrued and 22 forecast", v.Period)
 	}
 	w.pass(day(2026, 12, 1, 0))
@@ -358,7 +356,7 @@ func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
 // over: every (service, month) is charged once and the money moves once.
 func TestMeterPassRacesAcrossReplicas(t *testing.T) {
 	db := testpg.NewDatabase(t)
-	w := newMeterWorld(t, db, day(2026, 10, 10, 0), usdMicro(1000), models.ProjectPolicyBudgetPeriodLifetime)
+	w := newMeterWorld(t, db, day(2026, 10, 10, 0), usdMicro(1000), BudgetLifetime)
 	var ids []string
 	for _, n := range []string{"a", "b", "c"} {
 		ids = append(ids, w.launched(n, day(2026, 10, 10, 0), 0))
@@ -413,11 +411,9 @@ func TestMeterPassRacesAcrossReplicas(t *testing.T) {
 // their price.
 func TestExhaustedBudgetPausesServicesWhenThePolicySays(t *testing.T) {
 	ctx := context.Background()
-	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(7), models.ProjectPolicyBudgetPeriodLifetime)
-	pause := models.PauseServices
+	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(7), BudgetLifetime)
 	pol := DefaultPolicy()
-	lifetime := models.ProjectPolicyBudgetPeriodLifetime
-	pol.BudgetPeriod, pol.OnBudgetExhausted = &lifetime, &pause
+	pol.BudgetPeriod, pol.OnExhausted = BudgetLifetime, PauseServices
 	pj, _ := json.Marshal(pol)
 	if _, err := w.st.DB().ExecContext(ctx, `UPDATE projects SET policy = ? WHERE id = ?`, string(pj), w.proj); err != nil {
 		t.Fatal(err)
@@ -453,7 +449,7 @@ func TestExhaustedBudgetPausesServicesWhenThePolicySays(t *testing.T) {
 // the same is not.
 func TestExhaustedBudgetRefusesCostlierVersions(t *testing.T) {
 	ctx := context.Background()
-	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(7), models.ProjectPolicyBudgetPeriodLifetime)
+	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(7), BudgetLifetime)
 	svc := w.launched("app", day(2026, 11, 1, 0), usdMicro(7))
 	sv, _ := w.st.Services().Get(ctx, w.org, svc)
 	same, more := versionSpec{Run: "app"}, versionSpec{Run: "app", Addons: []string{"managed_postgres"}}
@@ -474,7 +470,7 @@ func TestExhaustedBudgetRefusesCostlierVersions(t *testing.T) {
 // out, so a human moving a domain elsewhere knows how long it has.
 func TestDomainExpiryShownForTransferAndLeaving(t *testing.T) {
 	ctx := context.Background()
-	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(100), models.ProjectPolicyBudgetPeriodMonthly)
+	w := newMeterWorld(t, "", day(2026, 11, 1, 0), usdMicro(100), BudgetMonthly)
 	if _, err := w.st.Domains().RecordPurchase(ctx, store.Purchase{Ref: "ref_1", Domain: "acme.dev", OrgID: w.org, Years: 2, AmountMicro: 1, AuthCode: "x", CreatedAt: day(2026, 11, 5, 0)}); err != nil {
 		t.Fatal(err)
 	}
@@ -482,15 +478,14 @@ func TestDomainExpiryShownForTransferAndLeaving(t *testing.T) {
 	if err != nil || len(views) != 1 || views[0].Expires != "2028-11-05" {
 		t.Fatalf("domains %+v, %v", views, err)
 	}
-	pkg, _, err := w.svc.Projects.Export(ctx, &auth.Principal{Kind: "agent", OrgID: w.org, KeyID: "key_x"}, w.proj)
+	pkg, err := w.svc.Projects.Export(ctx, &auth.Principal{Kind: "agent", OrgID: w.org, KeyID: "key_x"}, w.proj)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var man leaveManifest
 	for _, f := range pkg.Files {
-		if f.Path == LeaveManifestPath && f.ContentBase64 != nil {
-			b, _ := base64.StdEncoding.DecodeString(*f.ContentBase64)
-			if err := json.Unmarshal(b, &man); err != nil {
+		if f.Path == LeaveManifestPath {
+			if err := json.Unmarshal(f.Content, &man); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -531,7 +526,7 @@ func (w *meterWorld) renewals(domain string) []store.DomainRenewal {
 // the domains page is charged like the automatic one.
 func TestDomainRenewals(t *testing.T) {
 	ctx := context.Background()
-	w := newMeterWorld(t, "", day(2026, 1, 10, 0), usdMicro(500), models.ProjectPolicyBudgetPeriodLifetime)
+	w := newMeterWorld(t, "", day(2026, 1, 10, 0), usdMicro(500), BudgetLifetime)
 	w.bought("auto.dev", day(2026, 1, 10, 0), false)
 	w.bought("gated.dev", day(2026, 1, 10, 0), true)
 	w.bought("human.dev", day(2026, 1, 10, 0), true)
@@ -593,7 +588,7 @@ func TestDomainRenewals(t *testing.T) {
 // A renewal that does not fit the budget is not made, even for a key with
 // buy_domain: the human hears, and the domain lapses without one.
 func TestDomainRenewalMustFitTheBudget(t *testing.T) {
-	w := newMeterWorld(t, "", day(2026, 1, 10, 0), 1, models.ProjectPolicyBudgetPeriodLifetime)
+	w := newMeterWorld(t, "", day(2026, 1, 10, 0), 1, BudgetLifetime)
 	w.bought("tight.dev", day(2026, 1, 10, 0), false)
 	w.pass(day(2026, 12, 20, 0))
 	w.pass(day(2027, 1, 11, 0))

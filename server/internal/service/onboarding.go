@@ -371,7 +371,7 @@ func createSignupOrganization(ctx context.Context, tx *store.Tx, su store.Signup
 func createFirstProject(ctx context.Context, tx *store.Tx, orgID, actor string, d ReviewDecision, now time.Time) (store.Project, error) {
 	pol := DefaultPolicy()
 	if d.ApprovalAboveMicro != nil {
-		pol.ApprovalRules.ApprovalAboveUsd = ptr(usd(*d.ApprovalAboveMicro))
+		pol.ApprovalRules.ApprovalAbove = ptr(*d.ApprovalAboveMicro)
 	}
 	polJSON, _ := json.Marshal(pol)
 	p := store.Project{ID: auth.ID("prj"), OrgID: orgID, Name: d.ProjectName, LimitMicro: d.BudgetMicro, Policy: string(polJSON), CreatedAt: now.UTC()}

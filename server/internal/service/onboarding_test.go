@@ -130,9 +130,9 @@ func TestSignupReviewRefusals(t *testing.T) {
 	d.ApprovalAboveMicro, d.HumanName = ptr(money.MicroUSD(5_000_000)), ""
 	ap, err := h.svc.Onboarding.ApproveSignup(h.ctx, reviewToken(su2.ReviewUrl), d)
 	h.must(err)
-	pl, _, _ := h.svc.Projects.List(h.ctx, ap.Session.OrgID, store.Filter{})
-	if pl.Projects[0].Policy.ApprovalRules.ApprovalAboveUsd == nil || ap.Session.Name != "Owner" {
-		t.Fatalf("project %+v, human %q", pl.Projects[0].Policy, ap.Session.Name)
+	pl, _ := h.svc.Projects.List(h.ctx, ap.Session.OrgID, store.Filter{})
+	if a := pl.Items[0].Policy.ApprovalRules.ApprovalAbove; a == nil || *a != 5_000_000 || ap.Session.Name != "Owner" {
+		t.Fatalf("project %+v, human %q", pl.Items[0].Policy, ap.Session.Name)
 	}
 }
 

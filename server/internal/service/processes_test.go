@@ -218,7 +218,7 @@ func TestProcessTeardown(t *testing.T) {
 	if spec.Env["DATABASE_URL"] == "" || len(spec.HostServices) != 1 || spec.HostServices[0].Value("10.0.0.1:5432") == "" {
 		t.Fatalf("spec %+v", spec)
 	}
-	exp, _, err := h.svc.Projects.Export(h.ctx, tn.agent, tn.project)
+	exp, err := h.svc.Projects.Export(h.ctx, tn.agent, tn.project)
 	h.must(err)
 	if !hasFile(exp, "databases/db-"+id+".sql") {
 		t.Fatalf("export %+v", exp.Files)
@@ -229,7 +229,7 @@ func TestProcessTeardown(t *testing.T) {
 	if got := h.task(tn.org, td.ID); got.State != "succeeded" || len(h.runtime.Running()) != 0 || len(h.dbs.dbs) != 0 {
 		t.Fatalf("teardown %+v running %v dbs %v", got.Steps, h.runtime.Running(), h.dbs.dbs)
 	}
-	exp, _, _ = h.svc.Projects.Export(h.ctx, tn.agent, tn.project)
+	exp, _ = h.svc.Projects.Export(h.ctx, tn.agent, tn.project)
 	if !hasFile(exp, "databases/db-"+id+".sql") {
 		t.Fatal("the dump left the leave package with the database")
 	}
@@ -243,7 +243,7 @@ func TestProcessTeardown(t *testing.T) {
 	}
 }
 
-func hasFile(p *models.LeavePackage, path string) bool {
+func hasFile(p *LeavePackage, path string) bool {
 	for _, f := range p.Files {
 		if f.Path == path {
 			return true

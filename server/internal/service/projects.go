@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/pierhq/pier/internal/lib/version"
 	"github.com/pierhq/pier/ledger"
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -44,14 +42,21 @@ const LeaveManifestPath = "manifest.json"
 
 // leaveManifest lists every other file of the package with its hash.
 type leaveManifest struct {
-	Format    string               `json:"format"`
-	ProjectID string               `json:"projectId"`
-	CreatedAt string               `json:"createdAt"`
-	Files     []models.PackageFile `json:"files"`
-	Domains   []string             `json:"domains"`
+	Format    string         `json:"format"`
+	ProjectID string         `json:"projectId"`
+	CreatedAt string         `json:"createdAt"`
+	Files     []manifestFile `json:"files"`
+	Domains   []string       `json:"domains"`
 	// DomainExpiry is when each domain's registration runs out, for the
 	// registrar it moves to.
 	DomainExpiry map[string]string `json:"domainExpiry,omitempty"`
+}
+
+// manifestFile is a file of the leave package as its manifest lists it.
+type manifestFile struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	Size   int    `json:"size"`
 }
 
 // HoldDuration is how long an ALLOW quote reserves budget (SPEC §3).
@@ -59,22 +64,22 @@ const HoldDuration = 15 * time.Minute
 
 // DefaultPolicy lets every TLD through, sets no price ceilings, and sends
 // every domain purchase to a human unless the key holds buy_domain.
-func DefaultPolicy() models.ProjectPolicy {
-	return models.ProjectPolicy{
-		TldAllowlist:  []string{},
-		TldDenylist:   []string{},
-		ApprovalRules: models.ApprovalRules{DomainPurchases: models.HumanGate},
+func DefaultPolicy() ProjectPolicy {
+	return ProjectPolicy{
+		TLDAllowlist:  []string{},
+		TLDDenylist:   []string{},
+		ApprovalRules: ApprovalRules{DomainPurchases: HumanGate},
 	}
 }
 
-func decodePolicy(s string) (models.ProjectPolicy, error) {
-	var p models.ProjectPolicy
+func decodePolicy(s string) (ProjectPolicy, error) {
+	var p ProjectPolicy
 	err := json.Unmarshal([]byte(s), &p)
-	if p.TldAllowlist == nil {
-		p.TldAllowlist = []string{}
+	if p.TLDAllowlist == nil {
+		p.TLDAllowlist = []string{}
 	}
-	if p.TldDenylist == nil {
-		p.TldDenylist = []string{}
+	if p.TLDDenylist == nil {
+		p.TLDDenylist = []string{}
 	}
 	return p, err
 }
@@ -84,7 +89,7 @@ type NewProject struct {
 	OrgID      string
 	Name       string
 	LimitMicro money.MicroUSD
-	Policy     models.ProjectPolicy
+	Policy     ProjectPolicy
 	CreatedBy  string // ledger actor, such as "human:usr_…"
 }
 
@@ -110,7 +115,7 @@ func (s *projectBooks) checkServiceQuota(ctx context.Context, orgID string) erro
 	}
 	if q := s.quotas(); u.Services >= q.Services {
 		return apierr.Newf("quota:services", "your organisation has %d live services, its quota; tear one down before launching another", u.Services).
-			WithActions(actions.Tool("teardown_service", "agent", nil), actions.Manual(models.ContactOperator, "human"))
+			WithActions(actions.Tool("teardown_service", "agent", nil), actions.Manual("contact_operator", "human"))
 	}
 	return nil
 }
@@ -125,12 +130,12 @@ func (s *projectBooks) checkBundleQuota(ctx context.Context, orgID string, addBy
 	q := s.quotas()
 	if u.Bundles >= q.Bundles {
 		return apierr.Newf("quota:bundles", "your organisation stores %d bundles, its quota; ask the operator to raise it", u.Bundles).
-			WithActions(actions.Manual(models.ContactOperator, "human"))
+			WithActions(actions.Manual("contact_operator", "human"))
 	}
 	if u.BundleBytes+addBytes > q.StorageBytes {
 		return apierr.Newf("quota:storage", "this bundle would bring your organisation's bundles to %d bytes; the quota is %d", u.BundleBytes+addBytes, q.StorageBytes).
-			WithActions(actions.Manual(models.ContactOperator, "human")).
-			WithDetails(models.FieldProblem{Field: "body.files", Problem: fmt.Sprintf("%d bytes over the storage quota", u.BundleBytes+addBytes-q.StorageBytes)})
+			WithActions(actions.Manual("contact_operator", "human")).
+			WithField("body.files", fmt.Sprintf("%d bytes over the storage quota", u.BundleBytes+addBytes-q.StorageBytes))
 	}
 	return nil
 }
@@ -155,7 +160,7 @@ func (s *Projects) Create(ctx context.Context, np NewProject) (store.Project, er
 
 // bookMeter reads a project's budget period for its view.
 type bookMeter interface {
-	periodView(ctx context.Context, p store.Project, pol models.ProjectPolicy, held money.MicroUSD) (*models.BudgetPeriodView, error)
+	periodView(ctx context.Context, p store.Project, pol ProjectPolicy, held money.MicroUSD) (PeriodView, error)
 }
 
 // expireHolds releases a locked project's holds whose time ran out, with a
@@ -190,156 +195,182 @@ func settleHold(ctx context.Context, tx *store.Tx, p *store.Project, q store.Quo
 	return err
 }
 
+// Hold is budget a quote reserves until it expires.
+type Hold struct {
+	QuoteID   string
+	Amount    money.MicroUSD
+	ExpiresAt time.Time
+}
+
+// Project is a project as it reads: its budget's books with the holds on
+// it, its policy and its budget's current period.
+type Project struct {
+	ID, Name string
+	// ParentID is the project a child's budget was carved from; "" for
+	// the organisation's own projects.
+	ParentID                      string
+	Limit, Spent, Held, Remaining money.MicroUSD
+	Holds                         []Hold
+	Policy                        ProjectPolicy
+	Period                        PeriodView
+	// KeyCaps are the organisation's capped keys with what each committed
+	// in its period, by key id: on a single project's read only (nil
+	// elsewhere, empty when no key is capped).
+	KeyCaps   []KeySpend
+	CreatedAt time.Time
+}
+
 // projectView renders a project with its active holds.
-func (s *projectBooks) projectView(ctx context.Context, p store.Project) (models.Project, error) {
+func (s *projectBooks) projectView(ctx context.Context, p store.Project) (Project, error) {
 	now := s.Now()
 	holds, err := s.store.Quotes().ActiveHolds(ctx, p.ID, now)
 	if err != nil {
-		return models.Project{}, err
+		return Project{}, err
 	}
 	// Holds past their time count as released even before a write expires them.
-	var held money.MicroUSD
-	view := models.Project{
-		Id: p.ID, Name: p.Name, BudgetLimitUsd: usd(p.LimitMicro), SpentUsd: usd(p.SpentMicro),
-		ActiveHolds: []models.Hold{}, CreatedAt: p.CreatedAt,
-	}
-	if p.ParentID != "" {
-		view.ParentProjectId = ptr(p.ParentID)
-	}
+	view := Project{ID: p.ID, Name: p.Name, ParentID: p.ParentID, Limit: p.LimitMicro, Spent: p.SpentMicro, Holds: []Hold{}, CreatedAt: p.CreatedAt}
 	for _, h := range holds {
-		held += h.AmountMicro
-		view.ActiveHolds = append(view.ActiveHolds, models.Hold{QuoteId: h.ID, AmountUsd: usd(h.AmountMicro), ExpiresAt: h.ExpiresAt})
+		view.Held += h.AmountMicro
+		view.Holds = append(view.Holds, Hold{QuoteID: h.ID, Amount: h.AmountMicro, ExpiresAt: h.ExpiresAt})
 	}
-	view.HeldUsd = usd(held)
-	view.RemainingUsd = usd(p.LimitMicro - p.SpentMicro - held)
+	view.Remaining = p.LimitMicro - p.SpentMicro - view.Held
 	if view.Policy, err = decodePolicy(p.Policy); err != nil {
 		return view, err
 	}
-	if view.Period, err = s.meter.periodView(ctx, p, view.Policy, held); err != nil {
+	if view.Period, err = s.meter.periodView(ctx, p, view.Policy, view.Held); err != nil {
 		return view, err
 	}
 	return view, nil
 }
 
-// GetProject reads a project of the caller's organisation.
-func (s *Projects) Get(ctx context.Context, orgID, id string) (*models.Project, []models.Action, error) {
+// Get reads a project of the caller's organisation, with its
+// organisation's key caps.
+func (s *Projects) Get(ctx context.Context, orgID, id string) (*Project, error) {
 	p, err := s.store.Projects().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) || err == nil && p.DeletedAt != nil {
-		return nil, nil, projectNotFound(id)
+		return nil, projectNotFound(id)
 	}
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	v, err := s.projectView(ctx, p)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	caps, err := keyCapViews(ctx, s.store, orgID, s.Now())
-	if err != nil {
-		return nil, nil, apierr.Internal(err)
+	if v.KeyCaps, err = keyCapViews(ctx, s.store, orgID, s.Now()); err != nil {
+		return nil, apierr.Internal(err)
 	}
-	v.KeyCaps = &caps
-	return &v, []models.Action{
-		actions.Tool("create_quote", "agent", map[string]any{"projectId": p.ID}),
-		actions.Tool("list_services", "agent", map[string]any{"projectId": p.ID}),
-		actions.Stop("done"),
-	}, nil
+	return &v, nil
 }
 
-// ListProjects lists the caller's organisation's projects.
-func (s *projectBooks) List(ctx context.Context, orgID string, f store.Filter) (*models.ProjectList, []models.Action, error) {
+// List lists the caller's organisation's projects.
+func (s *projectBooks) List(ctx context.Context, orgID string, f store.Filter) (*Page[Project], error) {
 	ps, err := s.store.Projects().Page(ctx, orgID, f)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	out := &models.ProjectList{Projects: []models.Project{}}
+	out := &Page[Project]{Items: []Project{}, Args: f.Args()}
 	for _, p := range ps {
 		v, err := s.projectView(ctx, p)
 		if err != nil {
-			return nil, nil, apierr.Internal(err)
+			return nil, apierr.Internal(err)
 		}
-		out.Projects = append(out.Projects, v)
+		out.Items = append(out.Items, v)
 	}
-	var first []models.Action
 	if len(ps) > 0 {
 		last := ps[len(ps)-1]
 		out.NextCursor = nextCursor(f, len(ps), last.CreatedAt, last.ID)
-		first = append(first, actions.Tool("get_project", "agent", map[string]any{"id": ps[0].ID}))
 	}
-	return out, actions.Page("list_projects", out.NextCursor, f.Args(), first...), nil
+	return out, nil
 }
 
-// LedgerEntries reads the organisation's chain.
-func (s *Projects) LedgerEntries(ctx context.Context, orgID string, after int64, limit int) (*models.LedgerPage, []models.Action, error) {
+// LedgerPage is a page of the organisation's chain, oldest first, and the
+// hash of its newest entry (the genesis hash before any).
+type LedgerPage struct {
+	Entries  []ledger.Entry
+	HeadHash string
+}
+
+// LedgerEntries reads the organisation's chain after seq after, limit
+// entries at most.
+func (s *Projects) LedgerEntries(ctx context.Context, orgID string, after int64, limit int) (*LedgerPage, error) {
 	entries, err := s.store.Ledger().Entries(ctx, orgID, after, limit)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	page := &models.LedgerPage{Entries: []models.LedgerEntry{}, HeadHash: ledger.Genesis}
-	for _, e := range entries {
-		page.Entries = append(page.Entries, models.LedgerEntry{
-			Seq: int(e.Seq), At: e.At, OrgId: e.OrgID, Actor: e.Actor, Action: e.Action, ObjectType: e.ObjectType,
-			ObjectId: e.ObjectID, Details: e.Details, PrevHash: e.PrevHash, Hash: e.Hash,
-		})
-		page.HeadHash = e.Hash
+	page := &LedgerPage{Entries: entries, HeadHash: ledger.Genesis}
+	if len(entries) > 0 {
+		page.HeadHash = entries[len(entries)-1].Hash
 	}
-	next := []models.Action{actions.Stop("done")}
-	if len(entries) == limit && limit > 0 {
-		next = []models.Action{actions.Tool("list_ledger_entries", "agent", map[string]any{"after": entries[len(entries)-1].Seq, "limit": limit})}
-	}
-	return page, next, nil
+	return page, nil
+}
+
+// PackageFile is one file of the leave package, with its content.
+type PackageFile struct {
+	Path, SHA256 string
+	Size         int
+	Content      []byte
+}
+
+// LeavePackage is a project's leave package: its files, the manifest
+// first, and the manifest's hash. TransferURL is where a human takes the
+// organisation's domains to another registrar ("" when it owns none).
+type LeavePackage struct {
+	ProjectID      string
+	ManifestSHA256 string
+	Files          []PackageFile
+	TransferURL    string
+	Mutated        Mutated
 }
 
 // ExportProject builds the leave package: each service's site files, the
 // zone of every domain the organisation owns as an RFC 1035 master file, the
 // organisation's audit ledger, and a manifest of SHA-256 hashes. Auth codes
 // for transfer-out are not in it: only a signed-in human sees those.
-func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID string) (*models.LeavePackage, []models.Action, error) {
+func (s *Projects) Export(ctx context.Context, p *auth.Principal, projectID string) (*LeavePackage, error) {
 	proj, err := s.store.Projects().Get(ctx, p.OrgID, projectID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, projectNotFound(projectID)
+		return nil, projectNotFound(projectID)
 	}
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	services, err := s.store.Services().InProject(ctx, p.OrgID, projectID)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	contents := map[string][]byte{}
 	if err := s.exportSites(ctx, p.OrgID, services, contents); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := s.exportDatabases(ctx, services, contents); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	domains, err := s.exportDomains(ctx, p.OrgID, contents)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	entries, err := s.store.Ledger().Entries(ctx, p.OrgID, 0, 1<<30)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	var lb bytes.Buffer
 	if err := ledger.WriteJSONL(&lb, entries); err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	contents["ledger.jsonl"] = lb.Bytes()
 
 	expiry, err := s.domainExpiry(ctx, p.OrgID)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	files, msum := s.packageFiles(projectID, domains, expiry, contents)
-	m := s.Mutation("export_project", nil, []models.ResourceRef{{Type: "leave_package", Id: hex.EncodeToString(msum[:8])}}, nil, remaining(proj))
-	out := &models.LeavePackage{ProjectId: projectID, ManifestSha256: hex.EncodeToString(msum[:]), Files: files,
-		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
-	next := []models.Action{actions.Stop("done")}
+	m := s.mutated("export_project", nil, []Resource{{Type: "leave_package", ID: hex.EncodeToString(msum[:8])}}, nil, remaining(proj))
+	out := &LeavePackage{ProjectID: projectID, ManifestSHA256: hex.EncodeToString(msum[:]), Files: files, Mutated: m}
 	if len(domains) > 0 {
-		next = append([]models.Action{actions.URL(s.baseURL()+"/domains", "transfer_out", "human")}, next...)
+		out.TransferURL = s.baseURL() + "/domains"
 	}
-	return out, next, nil
+	return out, nil
 }
 
 // exportSites puts each live service's site files in the leave package.
@@ -465,7 +496,7 @@ func (s *Projects) domainExpiry(ctx context.Context, orgID string) (map[string]s
 
 // packageFiles lists the leave package's files, the manifest of SHA-256
 // hashes first, and returns the manifest's hash.
-func (s *Projects) packageFiles(projectID string, domains []string, expiry map[string]string, contents map[string][]byte) ([]models.PackageFile, [32]byte) {
+func (s *Projects) packageFiles(projectID string, domains []string, expiry map[string]string, contents map[string][]byte) ([]PackageFile, [32]byte) {
 	paths := make([]string, 0, len(contents))
 	for p := range contents {
 		paths = append(paths, p)
@@ -475,74 +506,106 @@ func (s *Projects) packageFiles(projectID string, domains []string, expiry map[s
 	if man.Domains == nil {
 		man.Domains = []string{}
 	}
-	var files []models.PackageFile
+	var files []PackageFile
 	for _, path := range paths {
 		sum := sha256.Sum256(contents[path])
-		entry := models.PackageFile{Path: path, Sha256: hex.EncodeToString(sum[:]), Size: len(contents[path])}
+		entry := manifestFile{Path: path, SHA256: hex.EncodeToString(sum[:]), Size: len(contents[path])}
 		man.Files = append(man.Files, entry)
-		entry.ContentBase64 = ptr(base64.StdEncoding.EncodeToString(contents[path]))
-		files = append(files, entry)
+		files = append(files, PackageFile{Path: entry.Path, SHA256: entry.SHA256, Size: entry.Size, Content: contents[path]})
 	}
 	mj, _ := json.MarshalIndent(man, "", "  ")
 	msum := sha256.Sum256(mj)
-	return append([]models.PackageFile{{Path: LeaveManifestPath, Sha256: hex.EncodeToString(msum[:]), Size: len(mj),
-		ContentBase64: ptr(base64.StdEncoding.EncodeToString(mj))}}, files...), msum
+	return append([]PackageFile{{Path: LeaveManifestPath, SHA256: hex.EncodeToString(msum[:]), Size: len(mj), Content: mj}}, files...), msum
 }
 
-// Whoami says who the caller is: its key (or OAuth grant), organisation,
-// projects, scopes and the organisation's caps, and which server answered.
-func (s *Projects) Whoami(ctx context.Context, p *auth.Principal) (*models.Whoami, []models.Action, error) {
-	out := &models.Whoami{Scopes: append([]string{}, p.Scopes...), Projects: []models.WhoamiProject{}}
-	out.Key.Id, out.Key.Kind, out.Key.Name = p.KeyID, models.WhoamiKeyKind("api_key"), ""
+// KeyKind is what kind of credential a caller holds.
+type KeyKind string
+
+const (
+	APIKey     KeyKind = "api_key"
+	OAuthGrant KeyKind = "oauth_grant"
+)
+
+// ProjectBudget is a project's name and budget, as whoami lists them.
+type ProjectBudget struct {
+	ID, Name         string
+	Limit, Remaining money.MicroUSD
+}
+
+// Whoami is who the caller is: its key (or OAuth grant) and the key's
+// cap, its organisation, projects, scopes and quotas, and which server
+// answered.
+type Whoami struct {
+	KeyID   string
+	KeyKind KeyKind
+	KeyName string
+	// SpendCap is the key's cap and spend; nil when it has none.
+	SpendCap       *KeySpend
+	OrgID, OrgName string
+	Projects       []ProjectBudget
+	// Project is the project commands use without one named: set when
+	// the organisation has exactly one.
+	Project          string
+	Scopes           []string
+	Quotas           Quotas
+	BaseURL, Version string
+}
+
+// Whoami says who the caller is.
+func (s *Projects) Whoami(ctx context.Context, p *auth.Principal) (*Whoami, error) {
+	out := &Whoami{Scopes: append([]string{}, p.Scopes...), Projects: []ProjectBudget{}, KeyID: p.KeyID, KeyKind: APIKey}
 	if p.KeyID == "" {
-		out.Key.Id, out.Key.Kind, out.Key.Name = p.GrantID, models.WhoamiKeyKind("oauth_grant"), "OAuth grant"
-	} else {
-		keys, err := s.store.Keys().List(ctx, p.OrgID)
-		if err != nil {
-			return nil, nil, apierr.Internal(err)
-		}
-		for _, k := range keys {
-			if k.ID == p.KeyID {
-				out.Key.Name = k.Name
-			}
-		}
-		ks, _, err := keySpend(ctx, s.store.Keys(), p, s.Now())
-		if err != nil {
-			return nil, nil, apierr.Internal(err)
-		}
-		out.Key.SpendCap = keyCapView(ks)
+		out.KeyID, out.KeyKind, out.KeyName = p.GrantID, OAuthGrant, "OAuth grant"
+	} else if err := s.whoamiKey(ctx, p, out); err != nil {
+		return nil, apierr.Internal(err)
 	}
 	org, err := s.store.Accounts().Organization(ctx, p.OrgID)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	out.Organization.Id, out.Organization.Name = org.ID, org.Name
+	out.OrgID, out.OrgName = org.ID, org.Name
 	ps, err := s.store.Projects().List(ctx, p.OrgID)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	for _, pr := range ps {
 		v, err := s.projectView(ctx, pr)
 		if err != nil {
-			return nil, nil, apierr.Internal(err)
+			return nil, apierr.Internal(err)
 		}
-		out.Projects = append(out.Projects, models.WhoamiProject{BudgetLimitUsd: v.BudgetLimitUsd, Id: v.Id, Name: v.Name, RemainingUsd: v.RemainingUsd})
+		out.Projects = append(out.Projects, ProjectBudget{ID: v.ID, Name: v.Name, Limit: v.Limit, Remaining: v.Remaining})
 	}
 	if len(ps) == 1 {
-		out.Project = &ps[0].ID
+		out.Project = ps[0].ID
 	}
-	q := s.quotas()
-	out.Caps.Services, out.Caps.Bundles, out.Caps.StorageBytes = q.Services, q.Bundles, q.StorageBytes
-	out.Server.BaseUrl, out.Server.Version = s.baseURL(), version.Version
-	next := []models.Action{actions.Tool("list_projects", "agent", nil)}
-	if out.Project != nil {
-		next = append(next, actions.Tool("get_project", "agent", map[string]any{"id": *out.Project}))
+	out.Quotas, out.BaseURL, out.Version = s.quotas(), s.baseURL(), version.Version
+	return out, nil
+}
+
+// whoamiKey fills in the caller's key: its name, and its cap when it has
+// one.
+func (s *Projects) whoamiKey(ctx context.Context, p *auth.Principal, out *Whoami) error {
+	keys, err := s.store.Keys().List(ctx, p.OrgID)
+	if err != nil {
+		return err
 	}
-	return out, append(next, actions.Stop("done")), nil
+	for _, k := range keys {
+		if k.ID == p.KeyID {
+			out.KeyName = k.Name
+		}
+	}
+	ks, _, err := keySpend(ctx, s.store.Keys(), p, s.Now())
+	if err != nil {
+		return err
+	}
+	if ks.Key.CapMicro != nil {
+		out.SpendCap = &ks
+	}
+	return nil
 }
 
 // policyReasons lists what the project's policy refuses about the items.
-func policyReasons(pol models.ProjectPolicy, items []pricedItem) []apierr.Code {
+func policyReasons(pol ProjectPolicy, items []pricedItem) []apierr.Code {
 	var out []apierr.Code
 	add := func(r apierr.Code) {
 		if !slices.Contains(out, r) {
@@ -554,21 +617,21 @@ func policyReasons(pol models.ProjectPolicy, items []pricedItem) []apierr.Code {
 			continue
 		}
 		_, tld, _ := strings.Cut(it.Domain, ".")
-		if (len(pol.TldAllowlist) > 0 && !slices.Contains(pol.TldAllowlist, tld)) || slices.Contains(pol.TldDenylist, tld) {
+		if (len(pol.TLDAllowlist) > 0 && !slices.Contains(pol.TLDAllowlist, tld)) || slices.Contains(pol.TLDDenylist, tld) {
 			add("policy:tld_denied")
 		}
-		if pol.MaxFirstYearPriceUsd != nil && it.FirstYearMicro > money.FromUSD(*pol.MaxFirstYearPriceUsd) {
+		if pol.MaxFirstYearPrice != nil && it.FirstYearMicro > *pol.MaxFirstYearPrice {
 			add("policy:price_ceiling")
 		}
-		if pol.MaxRenewalPriceUsd != nil && (it.AnnualRenewalMicro == 0 || it.AnnualRenewalMicro > money.FromUSD(*pol.MaxRenewalPriceUsd)) {
+		if pol.MaxRenewalPrice != nil && (it.AnnualRenewalMicro == 0 || it.AnnualRenewalMicro > *pol.MaxRenewalPrice) {
 			add("policy:price_ceiling")
 		}
 	}
 	return out
 }
 
-func needsApproval(pol models.ProjectPolicy, amount money.MicroUSD) bool {
-	return pol.ApprovalRules.ApprovalAboveUsd != nil && amount > money.FromUSD(*pol.ApprovalRules.ApprovalAboveUsd)
+func needsApproval(pol ProjectPolicy, amount money.MicroUSD) bool {
+	return pol.ApprovalRules.ApprovalAbove != nil && amount > *pol.ApprovalRules.ApprovalAbove
 }
 
 // policyVerdict is what a project's policy says of priced items: the
@@ -579,7 +642,7 @@ type policyVerdict struct {
 }
 
 // judge holds priced items to a project's policy.
-func judge(pol models.ProjectPolicy, items []pricedItem) policyVerdict {
+func judge(pol ProjectPolicy, items []pricedItem) policyVerdict {
 	return policyVerdict{refused: policyReasons(pol, items), approval: needsApproval(pol, total(items))}
 }
 
@@ -587,31 +650,20 @@ func judge(pol models.ProjectPolicy, items []pricedItem) policyVerdict {
 // network (serviceEgress: denied).
 func egressDenied(policy string) bool {
 	pol, err := decodePolicy(policy)
-	return err == nil && pol.ServiceEgress != nil && *pol.ServiceEgress == models.ProjectPolicyServiceEgressDenied
+	return err == nil && pol.Egress == EgressDenied
 }
 
-// keyCapView is the caller's cap for whoami, nil when the key has none.
-func keyCapView(ks KeySpend) *models.KeySpendCap {
-	if ks.Key.CapMicro == nil {
-		return nil
-	}
-	return &models.KeySpendCap{CapUsd: usd(*ks.Key.CapMicro), Period: models.KeySpendCapPeriod(ks.Key.CapPeriod),
-		SpentUsd: usd(ks.SpentMicro), PeriodStart: ks.PeriodStart}
-}
-
-// keyCapViews are the organisation's key caps as get_project shows them,
-// by key id.
-func keyCapViews(ctx context.Context, st keysStore, orgID string, now time.Time) ([]models.KeyCapView, error) {
+// keyCapViews are the organisation's capped keys with their spend, by
+// key id, as get_project shows them.
+func keyCapViews(ctx context.Context, st keysStore, orgID string, now time.Time) ([]KeySpend, error) {
 	spends, err := keySpends(ctx, st, orgID, now)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]models.KeyCapView, 0, len(spends))
+	out := make([]KeySpend, 0, len(spends))
 	for _, ks := range spends {
-		k := ks.Key
-		out = append(out, models.KeyCapView{KeyId: k.ID, KeyName: k.Name, CapUsd: usd(*k.CapMicro),
-			Period: models.KeyCapViewPeriod(k.CapPeriod), PeriodStart: ks.PeriodStart, SpentUsd: usd(ks.SpentMicro)})
+		out = append(out, ks)
 	}
-	slices.SortFunc(out, func(a, b models.KeyCapView) int { return strings.Compare(a.KeyId, b.KeyId) })
+	slices.SortFunc(out, func(a, b KeySpend) int { return strings.Compare(a.Key.ID, b.Key.ID) })
 	return out, nil
 }

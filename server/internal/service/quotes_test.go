@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/registrar"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -19,7 +19,7 @@ func TestQuoteDecisions(t *testing.T) {
 	cases := []struct {
 		name     string
 		budget   int64
-		pol      models.ProjectPolicy
+		pol      ProjectPolicy
 		item     QuoteItem
 		decision QuoteDecision
 		reason   apierr.Code
@@ -27,11 +27,11 @@ func TestQuoteDecisions(t *testing.T) {
 	}{
 		{"allow", 100, DefaultPolicy(), serviceItem("dynamic_service", "process", "api"), QuoteAllow, "", true},
 		{"over budget", 1, DefaultPolicy(), domainItem(dom), QuoteDeny, "budget:insufficient", false},
-		{"tld denied", 100, policy(func(p *models.ProjectPolicy) { p.TldDenylist = []string{"dev"} }), domainItem(dom), QuoteDeny, "policy:tld_denied", false},
-		{"not allowed", 100, policy(func(p *models.ProjectPolicy) { p.TldAllowlist = []string{"com"} }), domainItem(dom), QuoteDeny, "policy:tld_denied", false},
-		{"first-year ceiling", 100, policy(func(p *models.ProjectPolicy) { p.MaxFirstYearPriceUsd = ptr(5.0) }), domainItem(dom), QuoteDeny, "policy:price_ceiling", false},
-		{"renewal ceiling", 100, policy(func(p *models.ProjectPolicy) { p.MaxRenewalPriceUsd = ptr(5.0) }), domainItem(dom), QuoteDeny, "policy:price_ceiling", false},
-		{"approval", 100, policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(1.0) }), domainItem(dom), QuoteRequiresApproval, "policy:approval_required", false},
+		{"tld denied", 100, policy(func(p *ProjectPolicy) { p.TLDDenylist = []string{"dev"} }), domainItem(dom), QuoteDeny, "policy:tld_denied", false},
+		{"not allowed", 100, policy(func(p *ProjectPolicy) { p.TLDAllowlist = []string{"com"} }), domainItem(dom), QuoteDeny, "policy:tld_denied", false},
+		{"first-year ceiling", 100, policy(func(p *ProjectPolicy) { p.MaxFirstYearPrice = ptr(money.FromUSD(5.0)) }), domainItem(dom), QuoteDeny, "policy:price_ceiling", false},
+		{"renewal ceiling", 100, policy(func(p *ProjectPolicy) { p.MaxRenewalPrice = ptr(money.FromUSD(5.0)) }), domainItem(dom), QuoteDeny, "policy:price_ceiling", false},
+		{"approval", 100, policy(func(p *ProjectPolicy) { p.ApprovalRules.ApprovalAbove = ptr(money.FromUSD(1.0)) }), domainItem(dom), QuoteRequiresApproval, "policy:approval_required", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -126,7 +126,7 @@ func TestQuoteHoldLifecycle(t *testing.T) {
 	// A second hold expires when its time is up, at the next write.
 	q2 := h.quote(a, serviceItem("worker", "worker", "jobs"))
 	h.clock.Advance(HoldDuration + time.Second)
-	if v, _, _ := h.svc.Projects.Get(h.ctx, a.org, a.project); v.RemainingUsd != 50 || len(v.ActiveHolds) != 0 {
+	if v, _ := h.svc.Projects.Get(h.ctx, a.org, a.project); v.Remaining != 50_000_000 || len(v.Holds) != 0 {
 		t.Fatalf("an expired hold still counts: %+v", v)
 	}
 	_, err = h.svc.Quotes.Release(h.ctx, a.agent, q2.ID)
@@ -206,12 +206,12 @@ func TestQuotePreview(t *testing.T) {
 	h := newHarness(t)
 	dom := freeDomain(t, "peek", "dev")
 	cases := []struct {
-		pol      models.ProjectPolicy
+		pol      ProjectPolicy
 		decision QuoteDecision
 	}{
 		{DefaultPolicy(), QuoteAllow},
-		{policy(func(p *models.ProjectPolicy) { p.TldDenylist = []string{"dev"} }), QuoteDeny},
-		{policy(func(p *models.ProjectPolicy) { p.ApprovalRules.ApprovalAboveUsd = ptr(1.0) }), QuoteRequiresApproval},
+		{policy(func(p *ProjectPolicy) { p.TLDDenylist = []string{"dev"} }), QuoteDeny},
+		{policy(func(p *ProjectPolicy) { p.ApprovalRules.ApprovalAbove = ptr(money.FromUSD(1.0)) }), QuoteRequiresApproval},
 	}
 	for _, c := range cases {
 		tn := h.tenant(100, c.pol)

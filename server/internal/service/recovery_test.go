@@ -154,19 +154,19 @@ func TestExport(t *testing.T) {
 	h.must(err)
 	gates, _ := h.svc.Approvals.Pending(h.ctx, a.org)
 	h.must(h.svc.Approvals.Decide(h.ctx, a.human, gates[0].ID, true))
-	exp, next, err := h.svc.Projects.Export(h.ctx, a.agent, a.project)
+	exp, err := h.svc.Projects.Export(h.ctx, a.agent, a.project)
 	h.must(err)
 	for _, p := range []string{LeaveManifestPath, "sites/site/index.html", "zones/" + dom + ".zone", "registrants/" + dom + ".json", "ledger.jsonl"} {
 		if !hasFile(exp, p) {
 			t.Fatalf("no %s in %+v", p, exp.Files)
 		}
 	}
-	if !hasAction(next, "url:transfer_out") || exp.ManifestSha256 != exp.Files[0].Sha256 {
-		t.Fatalf("export %v %s", names(next), exp.ManifestSha256)
+	if exp.TransferURL == "" || exp.ManifestSHA256 != exp.Files[0].SHA256 {
+		t.Fatalf("export %q %s", exp.TransferURL, exp.ManifestSHA256)
 	}
 	b := h.tenant(10, DefaultPolicy())
-	wantCode(t, second(h.svc.Projects.Export(h.ctx, b.agent, a.project)), "not_found:resource")
-	if pl, _, _ := h.svc.Projects.List(h.ctx, b.org, store.Filter{}); len(pl.Projects) != 1 || pl.Projects[0].Id == a.project {
+	wantCode(t, second2(h.svc.Projects.Export(h.ctx, b.agent, a.project)), "not_found:resource")
+	if pl, _ := h.svc.Projects.List(h.ctx, b.org, store.Filter{}); len(pl.Items) != 1 || pl.Items[0].ID == a.project {
 		t.Fatal("org B lists A's project")
 	}
 	if _, err := h.st.Services().ByName(h.ctx, b.org, a.project, "site"); !errors.Is(err, store.ErrNotFound) {

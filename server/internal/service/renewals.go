@@ -90,7 +90,7 @@ func renewalRefusal(proj store.Project, price *money.MicroUSD, baseURL string) *
 		return apierr.Internal(err)
 	case price == nil:
 		return apierr.New("price:unavailable", "the registrar publishes no renewal price for this domain")
-	case pol.MaxRenewalPriceUsd != nil && *price > money.FromUSD(*pol.MaxRenewalPriceUsd):
+	case pol.MaxRenewalPrice != nil && *price > *pol.MaxRenewalPrice:
 		return apierr.Newf("policy:price_ceiling", "the renewal costs %s USD, above the project's renewal ceiling", price.Decimal())
 	case exhausted(proj):
 		return budgetExhausted(proj, pol, baseURL)

@@ -3,24 +3,20 @@ package web
 import (
 	"net/http"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
+	"github.com/pierhq/pier/server/internal/service"
 )
 
 func init() {
-	funcs["lifetimeBudget"] = func(p models.ProjectPolicy) bool {
-		return p.BudgetPeriod != nil && *p.BudgetPeriod == models.ProjectPolicyBudgetPeriodLifetime
-	}
-	funcs["pausesServices"] = func(p models.ProjectPolicy) bool {
-		return p.OnBudgetExhausted != nil && *p.OnBudgetExhausted == models.PauseServices
-	}
+	funcs["lifetimeBudget"] = func(p service.ProjectPolicy) bool { return p.BudgetPeriod == service.BudgetLifetime }
+	funcs["pausesServices"] = func(p service.ProjectPolicy) bool { return p.OnExhausted == service.PauseServices }
 }
 
 // budgetPolicy sets whether a project's budget is monthly or lifetime and
 // what happens when it is exhausted: a human's choice, made here.
 func (p approvalPages) budgetPolicy(w http.ResponseWriter, r *http.Request, s signedIn) {
-	period := models.ProjectPolicyBudgetPeriod(r.PostForm.Get("budgetPeriod"))
-	onExhausted := models.ProjectPolicyOnBudgetExhausted(r.PostForm.Get("onBudgetExhausted"))
+	period := service.BudgetPeriod(r.PostForm.Get("budgetPeriod"))
+	onExhausted := service.OnExhausted(r.PostForm.Get("onBudgetExhausted"))
 	if !period.Valid() || !onExhausted.Valid() {
 		p.fail(w, r, &s, apierr.New("input:invalid", "Choose a budget period and what happens at 100 %."))
 		return
