@@ -1,0 +1,34 @@
+package service
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// A policy keeps the contract's JSON: what it reads it writes back the
+// same, byte for byte, and what was never set stays absent.
+func TestPolicyKeepsItsJSON(t *testing.T) {
+	for _, kept := range []string{
+		`{"approvalRules":{"approvalAboveUsd":null,"domainPurchases":"human_gate"},"tldAllowlist":[],"tldDenylist":[]}`,
+		`{"approvalRules":{"approvalAboveUsd":null,"domainPurchases":""},"tldAllowlist":null,"tldDenylist":null}`,
+		`{"approvalRules":{"approvalAboveUsd":12.5,"domainPurchases":"scope"},"budgetPeriod":"lifetime","maxFirstYearPriceUsd":20,` +
+			`"maxRenewalPriceUsd":0.75,"onBudgetExhausted":"pause_services","serviceEgress":"denied","tldAllowlist":["dev","com"],"tldDenylist":["io"]}`,
+	} {
+		var p ProjectPolicy
+		if err := json.Unmarshal([]byte(kept), &p); err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(p)
+		if err != nil || string(b) != kept {
+			t.Errorf("read %s, wrote %s (%v)", kept, b, err)
+		}
+	}
+	p, err := decodePolicy(`{"approvalRules":{"approvalAboveUsd":12.5,"domainPurchases":"scope"},"budgetPeriod":"lifetime","maxRenewalPriceUsd":0.75,"onBudgetExhausted":"pause_services","serviceEgress":"denied"}`)
+	if err != nil || *p.ApprovalRules.ApprovalAbove != 12_500_000 || *p.MaxRenewalPrice != 750_000 || p.MaxFirstYearPrice != nil ||
+		budgetMonthly(p) || p.OnExhausted != PauseServices || p.Egress != EgressDenied || p.TLDAllowlist == nil || p.TLDDenylist == nil {
+		t.Fatalf("decoded %+v, %v", p, err)
+	}
+	if d := DefaultPolicy(); !budgetMonthly(d) || d.ApprovalRules.DomainPurchases != HumanGate || egressDenied(`{}`) {
+		t.Fatalf("default %+v", d)
+	}
+}
