@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/api"
@@ -34,35 +35,42 @@ func (o mailRoutes) RemoveEmail(ctx context.Context, req api.RemoveEmailRequestO
 }
 
 func (o mailRoutes) CreateEmailAddress(ctx context.Context, req api.CreateEmailAddressRequestObject) (api.CreateEmailAddressResponseObject, error) {
-	a, next, err := o.svc.Mail.CreateAddress(ctx, auth.FromContext(ctx), models.EmailAddressRequest(*req.Body))
+	a, err := o.svc.Mail.CreateAddress(ctx, auth.FromContext(ctx), string(req.Body.Address), val(req.Body.CatchAll))
 	if err != nil {
 		return nil, err
 	}
-	return api.CreateEmailAddress201JSONResponse{Data: *a, Actions: next, FormatVersion: FormatVersion}, nil
+	next := []models.Action{
+		actions.Tool("wait_for_message", "agent", map[string]any{"id": a.InboxID}),
+		actions.Tool("delete_email_address", "agent", map[string]any{"id": a.ID}),
+	}
+	return api.CreateEmailAddress201JSONResponse{Data: addressChange(a), Actions: next, FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) ListEmailAddresses(ctx context.Context, req api.ListEmailAddressesRequestObject) (api.ListEmailAddressesResponseObject, error) {
-	l, next, err := orgList(ctx, req.Params.Cursor, req.Params.Limit, o.svc.Mail.Addresses)
+	l, err := listed(ctx, req.Params.Cursor, req.Params.Limit, nil, o.svc.Mail.Addresses, emailAddress, nil, "list_email_addresses", "")
 	if err != nil {
 		return nil, err
 	}
-	return api.ListEmailAddresses200JSONResponse{Data: l, Actions: next, FormatVersion: FormatVersion}, nil
+	out := models.EmailAddressList{Addresses: l.Items, NextCursor: l.NextCursor}
+	return api.ListEmailAddresses200JSONResponse{Data: out, Actions: l.Actions, FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) DeleteEmailAddress(ctx context.Context, req api.DeleteEmailAddressRequestObject) (api.DeleteEmailAddressResponseObject, error) {
-	a, next, err := o.svc.Mail.DeleteAddress(ctx, auth.FromContext(ctx), req.Id)
+	a, err := o.svc.Mail.DeleteAddress(ctx, auth.FromContext(ctx), req.Id)
 	if err != nil {
 		return nil, err
 	}
-	return api.DeleteEmailAddress200JSONResponse{Data: *a, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.DeleteEmailAddress200JSONResponse{Data: addressChange(a), Actions: []models.Action{actions.Stop("done")}, FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) ListInboxes(ctx context.Context, req api.ListInboxesRequestObject) (api.ListInboxesResponseObject, error) {
-	l, next, err := orgList(ctx, req.Params.Cursor, req.Params.Limit, o.svc.Mail.Inboxes)
+	l, err := listed(ctx, req.Params.Cursor, req.Params.Limit, nil, o.svc.Mail.Inboxes, inboxInfo,
+		func(i service.Inbox) string { return i.ID }, "list_inboxes", "list_messages")
 	if err != nil {
 		return nil, err
 	}
-	return api.ListInboxes200JSONResponse{Data: l, Actions: next, FormatVersion: FormatVersion}, nil
+	out := models.InboxList{Inboxes: l.Items, NextCursor: l.NextCursor}
+	return api.ListInboxes200JSONResponse{Data: out, Actions: l.Actions, FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) ListMessages(ctx context.Context, req api.ListMessagesRequestObject) (api.ListMessagesResponseObject, error) {
@@ -70,39 +78,100 @@ func (o mailRoutes) ListMessages(ctx context.Context, req api.ListMessagesReques
 	if req.Params.Since != nil {
 		f.Since = *req.Params.Since
 	}
-	l, next, err := o.svc.Mail.Messages(ctx, auth.FromContext(ctx).OrgID, req.Id, f)
+	l, err := o.svc.Mail.Messages(ctx, auth.FromContext(ctx).OrgID, req.Id, f)
 	if err != nil {
 		return nil, err
 	}
-	return api.ListMessages200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+	out := models.MessageList{Messages: make([]models.MessageSummary, 0, len(l.Messages)), NextBefore: l.NextBefore}
+	for _, m := range l.Messages {
+		out.Messages = append(out.Messages, messageSummary(m))
+	}
+	next := []models.Action{}
+	if l.NextBefore != nil {
+		args := map[string]any{"before": *l.NextBefore}
+		for k, v := range l.Args {
+			args[k] = v
+		}
+		next = append(next, actions.Tool("list_messages", "agent", args))
+	}
+	return api.ListMessages200JSONResponse{Data: out, Actions: append(next, actions.Stop("done")), FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) GetMessage(ctx context.Context, req api.GetMessageRequestObject) (api.GetMessageResponseObject, error) {
-	m, next, err := o.svc.Mail.Message(ctx, auth.FromContext(ctx).OrgID, req.Id)
+	m, err := o.svc.Mail.Message(ctx, auth.FromContext(ctx).OrgID, req.Id)
 	if err != nil {
 		return nil, err
 	}
-	return api.GetMessage200JSONResponse{Data: *m, Actions: next, FormatVersion: FormatVersion}, nil
+	next := []models.Action{actions.Tool("delete_message", "agent", map[string]any{"id": m.ID})}
+	return api.GetMessage200JSONResponse{Data: message(m), Actions: next, FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) DeleteMessage(ctx context.Context, req api.DeleteMessageRequestObject) (api.DeleteMessageResponseObject, error) {
-	m, next, err := o.svc.Mail.DeleteMessage(ctx, auth.FromContext(ctx).OrgID, req.Id)
+	d, err := o.svc.Mail.DeleteMessage(ctx, auth.FromContext(ctx).OrgID, req.Id)
 	if err != nil {
 		return nil, err
 	}
-	return api.DeleteMessage200JSONResponse{Data: *m, Actions: next, FormatVersion: FormatVersion}, nil
+	m := d.Mutated.Wire()
+	out := models.MessageDeletion{Id: d.ID, InboxId: d.InboxID, Deleted: true, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
+	return api.DeleteMessage200JSONResponse{Data: out, Actions: []models.Action{actions.Stop("done")}, FormatVersion: FormatVersion}, nil
 }
 
 func (o mailRoutes) WaitForMessage(ctx context.Context, req api.WaitForMessageRequestObject) (api.WaitForMessageResponseObject, error) {
-	var body models.WaitForMessageRequest
-	if req.Body != nil {
-		body = models.WaitForMessageRequest(*req.Body)
+	var w service.MessageWait
+	if b := req.Body; b != nil {
+		w = service.MessageWait{From: deref(b.From), Subject: deref(b.Subject), Since: val(b.Since)}
+		if b.TimeoutSeconds != nil {
+			w.Timeout = ptr(time.Duration(*b.TimeoutSeconds) * time.Second)
+		}
 	}
-	m, next, err := o.svc.Mail.WaitForMessage(ctx, auth.FromContext(ctx).OrgID, req.Id, body)
+	m, err := o.svc.Mail.WaitForMessage(ctx, auth.FromContext(ctx).OrgID, req.Id, w)
 	if err != nil {
 		return nil, err
 	}
-	return api.WaitForMessage200JSONResponse{Data: *m, Actions: next, FormatVersion: FormatVersion}, nil
+	next := []models.Action{actions.Tool("get_message", "agent", map[string]any{"id": m.ID})}
+	return api.WaitForMessage200JSONResponse{Data: message(m), Actions: next, FormatVersion: FormatVersion}, nil
+}
+
+// emailAddress is an address as the contract writes it.
+func emailAddress(a service.EmailAddress) models.EmailAddress {
+	v := models.EmailAddress{Id: a.ID, Address: a.Address, Domain: a.Domain, InboxId: a.InboxID, CatchAll: a.CatchAll, CreatedAt: a.CreatedAt}
+	if a.Deleted {
+		v.Deleted = ptr(true)
+	}
+	return v
+}
+
+// addressChange is an address as created or deleted, with its receipt,
+// undo and the budget that remains.
+func addressChange(c *service.AddressChange) models.EmailAddressChange {
+	v, m := emailAddress(c.EmailAddress), c.Mutated.Wire()
+	return models.EmailAddressChange{Id: v.Id, Address: v.Address, Domain: v.Domain, InboxId: v.InboxId, CatchAll: v.CatchAll,
+		CreatedAt: v.CreatedAt, Deleted: v.Deleted, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
+}
+
+func inboxInfo(i service.Inbox) models.Inbox {
+	return models.Inbox{Id: i.ID, Address: i.Address, Messages: i.Messages, BytesUsed: i.BytesUsed, BytesLimit: i.BytesLimit}
+}
+
+func messageSummary(m service.MessageSummary) models.MessageSummary {
+	return models.MessageSummary{Id: m.ID, InboxId: m.InboxID, From: m.From, To: m.To, Subject: m.Subject, ReceivedAt: m.ReceivedAt, Size: m.Size}
+}
+
+// message is a received message in full, as the contract writes it.
+func message(m *service.Message) models.Message {
+	v := models.Message{Id: m.ID, InboxId: m.InboxID, From: m.From, To: m.To, Subject: m.Subject, ReceivedAt: m.ReceivedAt, Size: m.Size, Text: m.Text,
+		Headers: m.Headers, Attachments: make([]models.Attachment, 0, len(m.Attachments)),
+		Auth: models.AuthResults{Dkim: m.Auth.DKIM, Dmarc: m.Auth.DMARC, Spf: m.Auth.SPF}}
+	for _, a := range m.Attachments {
+		v.Attachments = append(v.Attachments, models.Attachment{Filename: a.Filename, ContentType: a.ContentType, Size: a.Size, Sha256: a.SHA256})
+	}
+	if m.Auth.DKIMDomain != "" {
+		v.Auth.DkimDomain = ptr(m.Auth.DKIMDomain)
+	}
+	if m.HTML != "" {
+		v.Html = ptr(m.HTML)
+	}
+	return v
 }
 
 func (o mailRoutes) SendMessage(ctx context.Context, req api.SendMessageRequestObject) (api.SendMessageResponseObject, error) {

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/money"
 )
 
@@ -97,7 +96,7 @@ func TestMailRouting(t *testing.T) {
 	if _, err := h.svc.Mail.Deliver(h.ctx, Delivery{Rcpt: "bad"}); err == nil {
 		t.Fatal("delivered to a bad address")
 	}
-	ad, _, err := h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: "in@" + openapiEmail(dom)})
+	ad, err := h.svc.Mail.CreateAddress(h.ctx, a.agent, "in@"+dom, false)
 	h.must(err)
 	if ok, _ := h.svc.Mail.Fits(h.ctx, "in@"+dom, 10); !ok {
 		t.Fatal("a small message does not fit an empty inbox")
@@ -107,7 +106,7 @@ func TestMailRouting(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		h.svc.Mail.Deliver(h.ctx, Delivery{Rcpt: "in@" + dom, Subject: "late", Raw: []byte("x")})
 	}()
-	m, _, err := h.svc.Mail.WaitForMessage(h.ctx, a.org, ad.InboxId, models.WaitForMessageRequest{TimeoutSeconds: ptr(10)})
+	m, err := h.svc.Mail.WaitForMessage(h.ctx, a.org, ad.InboxID, MessageWait{Timeout: ptr(10 * time.Second)})
 	h.must(err)
 	if m.Subject != "late" {
 		t.Fatalf("message %+v", m)

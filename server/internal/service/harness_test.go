@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	openapi_types "github.com/oapi-codegen/runtime/types"
-
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
@@ -514,5 +512,3 @@ func (h *harness) mailDomain(tn tenant, seed string) string {
 // sleepABit yields to goroutines the service started, for tests that
 // wait on them.
 func sleepABit() { time.Sleep(5 * time.Millisecond) }
-
-func openapiEmail(s string) openapi_types.Email { return openapi_types.Email(s) }

@@ -7,41 +7,108 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-func addressView(a store.EmailAddress) models.EmailAddress {
-	v := models.EmailAddress{Id: a.ID, Address: a.Address, Domain: a.Domain, InboxId: a.InboxID, CatchAll: a.CatchAll, CreatedAt: a.CreatedAt}
-	if a.DeletedAt != nil {
-		v.Deleted = ptr(true)
-	}
-	return v
+// EmailAddress is an address that takes mail into its own inbox; a
+// catch-all's is *@domain. Deleted says it takes mail no more.
+type EmailAddress struct {
+	ID, Address, Domain, InboxID string
+	CatchAll, Deleted            bool
+	CreatedAt                    time.Time
+}
+
+// AddressChange is an address as created or deleted, with the mutation's
+// receipt, how to undo it and the budget that remains.
+type AddressChange struct {
+	EmailAddress
+	Mutated
+}
+
+// Inbox is where an address's mail is kept, and how full it is.
+type Inbox struct {
+	ID, Address           string
+	Messages              int
+	BytesUsed, BytesLimit int64
+}
+
+// MessageSummary is what a list shows of a received message.
+type MessageSummary struct {
+	ID, InboxID, From, Subject string
+	To                         []string
+	ReceivedAt                 time.Time
+	Size                       int
+}
+
+// Message is a received message in full.
+type Message struct {
+	MessageSummary
+	Headers     map[string][]string
+	Text, HTML  string
+	Attachments []StoredAttachment
+	Auth        AuthResults
+}
+
+// StoredAttachment is an attached file as a message keeps it: its blob
+// by content. It is kept with the message in the contract's JSON shape.
+type StoredAttachment struct {
+	ContentType string `json:"contentType"`
+	Filename    string `json:"filename"`
+	SHA256      string `json:"sha256"`
+	Size        int    `json:"size"`
+}
+
+// MessagePage is a page of an inbox's messages, newest first.
+// NextBefore, on a full page, names the message the next page starts
+// before; Args are list_messages' arguments for it, less that one.
+type MessagePage struct {
+	Messages   []MessageSummary
+	NextBefore *string
+	Args       map[string]any
+}
+
+// MessageDeletion is a deleted message and the mutation: nothing brings
+// the message back.
+type MessageDeletion struct {
+	ID, InboxID string
+	Mutated
+}
+
+// MessageWait is what WaitForMessage waits for: a message from and about
+// what is given, received at or after Since. Timeout is how long to wait;
+// nil waits 30 seconds.
+type MessageWait struct {
+	From, Subject string
+	Since         time.Time
+	Timeout       *time.Duration
+}
+
+func addressView(a store.EmailAddress) EmailAddress {
+	return EmailAddress{ID: a.ID, Address: a.Address, Domain: a.Domain, InboxID: a.InboxID, CatchAll: a.CatchAll, CreatedAt: a.CreatedAt,
+		Deleted: a.DeletedAt != nil}
 }
 
 // CreateAddress adds an address, with its own inbox, on a domain whose
-// mail is set up.
-func (s *Mail) CreateAddress(ctx context.Context, p *auth.Principal, req models.EmailAddressRequest) (*models.EmailAddressChange, []models.Action, error) {
-	raw := string(req.Address)
-	catchAll := req.CatchAll != nil && *req.CatchAll
-	local, domain, err := normAddress(raw)
+// mail is set up. With catchAll, the address's domain alone names it.
+func (s *Mail) CreateAddress(ctx context.Context, p *auth.Principal, address string, catchAll bool) (*AddressChange, error) {
+	local, domain, err := normAddress(address)
 	if err != nil {
-		return nil, nil, apierr.Newf("input:invalid", "%v", err).WithDetails(models.FieldProblem{Field: "body.address", Problem: "not an address"})
+		return nil, apierr.Newf("input:invalid", "%v", err).WithField("body.address", "not an address")
 	}
 	d, err := s.store.Mail().Domain(ctx, domain)
 	if errors.Is(err, store.ErrNotFound) || err == nil && (d.OrgID != p.OrgID || MailState(d.State) == MailRemoved) {
-		return nil, nil, apierr.Newf("mail:not_set_up", "%s has no mail set up in your organisation", domain).
-			WithActions(s.quoteMailAction(ctx, p.OrgID, domain))
+		return nil, apierr.Newf("mail:not_set_up", "%s has no mail set up in your organisation", domain).
+			WithActions(actions.Tool("create_quote", "agent", s.quoteMailArgs(ctx, p.OrgID, domain)))
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if MailState(d.State) != MailReady {
 		// Being set up: addresses come once Pier's DNS answers its records.
-		return nil, nil, apierr.Newf("mail:not_set_up", "mail for %s is still being set up; create the address once its setup task has succeeded", domain).
+		return nil, apierr.Newf("mail:not_set_up", "mail for %s is still being set up; create the address once its setup task has succeeded", domain).
 			WithActions(actions.Retry("get_task", "agent", map[string]any{"id": d.TaskID}, 2))
 	}
 	a := store.EmailAddress{ID: auth.ID("adr"), OrgID: p.OrgID, Domain: domain, Address: local + "@" + domain, InboxID: auth.ID("inb"), CatchAll: catchAll, CreatedAt: s.Now().UTC()}
@@ -53,47 +120,40 @@ func (s *Mail) CreateAddress(ctx context.Context, p *auth.Principal, req models.
 		limit = DefaultInboxBytes
 	}
 	if err := s.store.Mail().CreateAddress(ctx, a, limit); errors.Is(err, store.ErrConflict) {
-		return nil, nil, apierr.Newf("conflict:state", "%s is already an address", a.Address).WithActions(actions.Tool("list_email_addresses", "agent", nil))
+		return nil, apierr.Newf("conflict:state", "%s is already an address", a.Address).WithActions(actions.Tool("list_email_addresses", "agent", nil))
 	} else if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	v, err := addressChange(ctx, s, "create_email_address", a, UndoCall("delete_email_address", map[string]any{"id": a.ID}))
-	if err != nil {
-		return nil, nil, err
-	}
-	return v, []models.Action{
-		actions.Tool("wait_for_message", "agent", map[string]any{"id": a.InboxID}),
-		actions.Tool("delete_email_address", "agent", map[string]any{"id": a.ID}),
-	}, nil
+	return addressChange(ctx, s, "create_email_address", a, reverse("delete_email_address", map[string]any{"id": a.ID}))
 }
 
-// quoteMailAction is the create_quote that prices mail for domain, in the
-// organisation's first project; without one, projectId is listed as
-// missing.
-func (s *Mail) quoteMailAction(ctx context.Context, orgID, domain string) models.Action {
+// quoteMailArgs are the arguments of the create_quote that prices mail for
+// domain, in the organisation's first project; without one, projectId is
+// left out for the caller to give.
+func (s *Mail) quoteMailArgs(ctx context.Context, orgID, domain string) map[string]any {
 	args := map[string]any{"items": []any{map[string]any{"kind": "email", "domain": domain}}}
 	if ps, err := s.store.Projects().List(ctx, orgID); err == nil && len(ps) > 0 {
 		args["projectId"] = ps[0].ID
 	}
-	return actions.Tool("create_quote", "agent", args)
+	return args
 }
 
 // Addresses lists a page of the organisation's addresses, oldest first.
-func (s *Mail) Addresses(ctx context.Context, orgID string, f store.Filter) (*models.EmailAddressList, []models.Action, error) {
+func (s *Mail) Addresses(ctx context.Context, orgID string, f store.Filter) (*Page[EmailAddress], error) {
 	f = mailPage(f)
 	l, err := s.store.Mail().Addresses(ctx, orgID, f)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	out := &models.EmailAddressList{Addresses: []models.EmailAddress{}}
+	out := &Page[EmailAddress]{Items: []EmailAddress{}, Args: f.Args()}
 	for _, a := range l {
-		out.Addresses = append(out.Addresses, addressView(a))
+		out.Items = append(out.Items, addressView(a))
 	}
 	if len(l) > 0 {
 		last := l[len(l)-1]
 		out.NextCursor = nextCursor(f, len(l), last.CreatedAt, last.ID)
 	}
-	return out, actions.Page("list_email_addresses", out.NextCursor, f.Args()), nil
+	return out, nil
 }
 
 // mailPage is a mail list's filter: the contract's page of 50 when the
@@ -106,66 +166,55 @@ func mailPage(f store.Filter) store.Filter {
 }
 
 // DeleteAddress stops an address taking mail; its inbox stays.
-func (s *Mail) DeleteAddress(ctx context.Context, p *auth.Principal, id string) (*models.EmailAddressChange, []models.Action, error) {
+func (s *Mail) DeleteAddress(ctx context.Context, p *auth.Principal, id string) (*AddressChange, error) {
 	a, err := s.store.Mail().Address(ctx, p.OrgID, id)
 	if err == nil && a.DeletedAt == nil {
 		err = s.store.Mail().DeleteAddress(ctx, p.OrgID, id, s.Now())
 		a, _ = s.store.Mail().Address(ctx, p.OrgID, id)
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Newf("not_found:resource", "no email address %s in your organisation", id)
+		return nil, apierr.Newf("not_found:resource", "no email address %s in your organisation", id)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// Creating the address again takes mail again, into the same inbox.
-	v, err := addressChange(ctx, s, "delete_email_address", a, UndoCall("create_email_address",
+	return addressChange(ctx, s, "delete_email_address", a, reverse("create_email_address",
 		map[string]any{"address": a.Address, "catchAll": a.CatchAll}))
-	if err != nil {
-		return nil, nil, err
-	}
-	return v, []models.Action{actions.Stop("done")}, nil
 }
 
 // Inboxes lists a page of the organisation's inboxes, oldest first.
-func (s *Mail) Inboxes(ctx context.Context, orgID string, f store.Filter) (*models.InboxList, []models.Action, error) {
+func (s *Mail) Inboxes(ctx context.Context, orgID string, f store.Filter) (*Page[Inbox], error) {
 	f = mailPage(f)
 	l, err := s.store.Mail().Inboxes(ctx, orgID, f)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	out := &models.InboxList{Inboxes: []models.Inbox{}}
+	out := &Page[Inbox]{Items: []Inbox{}, Args: f.Args()}
 	for _, i := range l {
-		out.Inboxes = append(out.Inboxes, models.Inbox{Id: i.ID, Address: i.Address, Messages: i.Messages, BytesUsed: i.BytesUsed, BytesLimit: i.BytesLimit})
+		out.Items = append(out.Items, Inbox{ID: i.ID, Address: i.Address, Messages: i.Messages, BytesUsed: i.BytesUsed, BytesLimit: i.BytesLimit})
 	}
-	var first []models.Action
 	if len(l) > 0 {
 		last := l[len(l)-1]
 		out.NextCursor = nextCursor(f, len(l), last.CreatedAt, last.ID)
-		first = append(first, actions.Tool("list_messages", "agent", map[string]any{"id": l[0].ID}))
 	}
-	return out, actions.Page("list_inboxes", out.NextCursor, f.Args(), first...), nil
+	return out, nil
 }
 
-func summaryView(m store.Message) models.MessageSummary {
+func summaryView(m store.Message) MessageSummary {
 	var to []string
 	json.Unmarshal([]byte(m.Rcpt), &to)
 	if to == nil {
 		to = []string{}
 	}
-	return models.MessageSummary{Id: m.ID, InboxId: m.InboxID, From: m.FromHeader, To: to, Subject: m.Subject, ReceivedAt: m.ReceivedAt, Size: int(m.Size)}
+	return MessageSummary{ID: m.ID, InboxID: m.InboxID, From: m.FromHeader, To: to, Subject: m.Subject, ReceivedAt: m.ReceivedAt, Size: int(m.Size)}
 }
 
-func messageView(m store.Message) models.Message {
-	sv := summaryView(m)
-	v := models.Message{Id: m.ID, InboxId: m.InboxID, From: sv.From, To: sv.To, Subject: m.Subject, ReceivedAt: m.ReceivedAt, Size: sv.Size, Text: m.Text,
-		Headers: map[string][]string{}, Attachments: []models.Attachment{}}
+func messageView(m store.Message) Message {
+	v := Message{MessageSummary: summaryView(m), Text: m.Text, HTML: m.HTML, Headers: map[string][]string{}, Attachments: []StoredAttachment{}}
 	json.Unmarshal([]byte(m.Headers), &v.Headers)
 	json.Unmarshal([]byte(m.Attachments), &v.Attachments)
 	json.Unmarshal([]byte(m.Auth), &v.Auth)
-	if m.HTML != "" {
-		v.Html = ptr(m.HTML)
-	}
 	return v
 }
 
@@ -178,34 +227,33 @@ func (s *Mail) inbox(ctx context.Context, orgID, id string) error {
 }
 
 // Messages lists an inbox's messages, newest first.
-func (s *Mail) Messages(ctx context.Context, orgID, inboxID string, f store.MessageFilter) (*models.MessageList, []models.Action, error) {
+func (s *Mail) Messages(ctx context.Context, orgID, inboxID string, f store.MessageFilter) (*MessagePage, error) {
 	if err := s.inbox(ctx, orgID, inboxID); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
 	l, err := s.store.Mail().Messages(ctx, orgID, inboxID, f)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	out := &models.MessageList{Messages: []models.MessageSummary{}}
+	out := &MessagePage{Messages: []MessageSummary{}, Args: messagePageArgs(inboxID, f)}
 	for _, m := range l {
 		out.Messages = append(out.Messages, summaryView(m))
 	}
-	next := []models.Action{}
 	if len(l) == f.Limit {
 		last := l[len(l)-1].ID
 		out.NextBefore = &last
-		next = append(next, actions.Tool("list_messages", "agent", messagePageArgs(inboxID, f, last)))
 	}
-	return out, append(next, actions.Stop("done")), nil
+	return out, nil
 }
 
-// messagePageArgs are list_messages' arguments for the page after the
-// message before: the same inbox, filters and page size.
-func messagePageArgs(inboxID string, f store.MessageFilter, before string) map[string]any {
-	args := map[string]any{"id": inboxID, "before": before, "limit": f.Limit}
+// messagePageArgs are list_messages' arguments for the page after this
+// one, but for the message it starts before: the same inbox, filters and
+// page size.
+func messagePageArgs(inboxID string, f store.MessageFilter) map[string]any {
+	args := map[string]any{"id": inboxID, "limit": f.Limit}
 	if f.From != "" {
 		args["from"] = f.From
 	}
@@ -219,26 +267,26 @@ func messagePageArgs(inboxID string, f store.MessageFilter, before string) map[s
 }
 
 // Message reads a message.
-func (s *Mail) Message(ctx context.Context, orgID, id string) (*models.Message, []models.Action, error) {
+func (s *Mail) Message(ctx context.Context, orgID, id string) (*Message, error) {
 	m, err := s.store.Mail().Message(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Newf("not_found:resource", "no message %s in your organisation", id)
+		return nil, apierr.Newf("not_found:resource", "no message %s in your organisation", id)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	v := messageView(m)
-	return &v, []models.Action{actions.Tool("delete_message", "agent", map[string]any{"id": id})}, nil
+	return &v, nil
 }
 
 // DeleteMessage deletes a message and gives its bytes back to the inbox.
-func (s *Mail) DeleteMessage(ctx context.Context, orgID, id string) (*models.MessageDeletion, []models.Action, error) {
+func (s *Mail) DeleteMessage(ctx context.Context, orgID, id string) (*MessageDeletion, error) {
 	m, err := s.store.Mail().DeleteMessage(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Newf("not_found:resource", "no message %s in your organisation", id)
+		return nil, apierr.Newf("not_found:resource", "no message %s in your organisation", id)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	address := ""
 	if in, err := s.store.Mail().Inbox(ctx, orgID, m.InboxID); err == nil {
@@ -246,12 +294,10 @@ func (s *Mail) DeleteMessage(ctx context.Context, orgID, id string) (*models.Mes
 	}
 	left, err := mailBudget(ctx, s.store, orgID, address)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// A deleted message is gone: nothing brings it back.
-	mu := s.Mutation("delete_message", nil, nil, nil, left)
-	return &models.MessageDeletion{Id: m.ID, InboxId: m.InboxID, Deleted: true, Receipt: mu.Receipt, Undo: mu.Undo,
-		BudgetRemainingUsd: mu.BudgetRemainingUsd}, []models.Action{actions.Stop("done")}, nil
+	return &MessageDeletion{ID: m.ID, InboxID: m.InboxID, Mutated: s.mutated("delete_message", nil, nil, nil, left)}, nil
 }
 
 // WaitForMessage answers the oldest message in the inbox that matches and
@@ -259,24 +305,15 @@ func (s *Mail) DeleteMessage(ctx context.Context, orgID, id string) (*models.Mes
 // as there is one, or mail:no_message at the deadline. Oldest, because a
 // verification flow that waits from the moment it asked wants the first
 // answer to that request, not a later one.
-func (s *Mail) WaitForMessage(ctx context.Context, orgID, inboxID string, req models.WaitForMessageRequest) (*models.Message, []models.Action, error) {
+func (s *Mail) WaitForMessage(ctx context.Context, orgID, inboxID string, w MessageWait) (*Message, error) {
 	if err := s.inbox(ctx, orgID, inboxID); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	timeout := 30 * time.Second
-	if req.TimeoutSeconds != nil {
-		timeout = time.Duration(*req.TimeoutSeconds) * time.Second
+	if w.Timeout != nil {
+		timeout = *w.Timeout
 	}
-	f := store.MessageFilter{Limit: 1, Oldest: true}
-	if req.From != nil {
-		f.From = *req.From
-	}
-	if req.Subject != nil {
-		f.Subject = *req.Subject
-	}
-	if req.Since != nil {
-		f.Since = *req.Since
-	}
+	f := store.MessageFilter{Limit: 1, Oldest: true, From: w.From, Subject: w.Subject, Since: w.Since}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
@@ -284,11 +321,11 @@ func (s *Mail) WaitForMessage(ctx context.Context, orgID, inboxID string, req mo
 		woken := s.mailWaiters.wait(inboxID)
 		l, err := s.store.Mail().Messages(ctx, orgID, inboxID, f)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if len(l) > 0 {
 			v := messageView(l[0])
-			return &v, []models.Action{actions.Tool("get_message", "agent", map[string]any{"id": l[0].ID})}, nil
+			return &v, nil
 		}
 		select {
 		case <-woken:
@@ -302,10 +339,10 @@ func (s *Mail) WaitForMessage(ctx context.Context, orgID, inboxID string, req mo
 			if f.From != "" {
 				args["from"] = f.From
 			}
-			return nil, nil, apierr.Newf("mail:no_message", "no matching message arrived in %s", timeout).
+			return nil, apierr.Newf("mail:no_message", "no matching message arrived in %s", timeout).
 				WithActions(actions.Tool("wait_for_message", "agent", args))
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 }
@@ -405,13 +442,13 @@ func (s *outbox) Deliver(ctx context.Context, d Delivery) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	atts := []models.Attachment{}
+	atts := []StoredAttachment{}
 	for _, at := range d.Attachments {
 		sum, err := s.putBlob(ctx, at.Data, now)
 		if err != nil {
 			return "", err
 		}
-		atts = append(atts, models.Attachment{Filename: at.Filename, ContentType: at.ContentType, Size: len(at.Data), Sha256: sum})
+		atts = append(atts, StoredAttachment{Filename: at.Filename, ContentType: at.ContentType, Size: len(at.Data), SHA256: sum})
 	}
 	hj, _ := json.Marshal(d.Headers)
 	aj, _ := json.Marshal(atts)

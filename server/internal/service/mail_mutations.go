@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
@@ -34,17 +33,14 @@ func mailBudget(ctx context.Context, st mailBudgetStore, orgID, address string) 
 
 // addressChange is an address as created or deleted, with the mutation's
 // receipt, how to undo it and the budget that remains.
-func addressChange(ctx context.Context, s *Mail, op string, a store.EmailAddress, undo *models.ToolAction) (*models.EmailAddressChange, error) {
+func addressChange(ctx context.Context, s *Mail, op string, a store.EmailAddress, undo *Reversal) (*AddressChange, error) {
 	left, err := mailBudget(ctx, s.store, a.OrgID, a.Domain)
 	if err != nil {
 		return nil, err
 	}
-	var created []models.ResourceRef
+	var created []Resource
 	if op == "create_email_address" {
-		created = []models.ResourceRef{{Type: "email_address", Id: a.ID}, {Type: "inbox", Id: a.InboxID}}
+		created = []Resource{{Type: "email_address", ID: a.ID}, {Type: "inbox", ID: a.InboxID}}
 	}
-	m := s.Mutation(op, nil, created, undo, left)
-	v := addressView(a)
-	return &models.EmailAddressChange{Id: v.Id, Address: v.Address, Domain: v.Domain, InboxId: v.InboxId, CatchAll: v.CatchAll,
-		CreatedAt: v.CreatedAt, Deleted: v.Deleted, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}, nil
+	return &AddressChange{EmailAddress: addressView(a), Mutated: s.mutated(op, nil, created, undo, left)}, nil
 }

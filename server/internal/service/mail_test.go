@@ -3,8 +3,7 @@ package service
 import (
 	"errors"
 	"testing"
-
-	openapi_types "github.com/oapi-codegen/runtime/types"
+	"time"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/store"
@@ -75,7 +74,7 @@ func TestMailSetup(t *testing.T) {
 	if d, _ := h.st.Mail().Domain(h.ctx, dom); rm.Domain != dom || MailState(d.State) != MailRemoved {
 		t.Fatalf("removal %+v, domain %+v", rm, d)
 	}
-	_, _, err = h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: "hi@" + openapi_types.Email(dom)})
+	_, err = h.svc.Mail.CreateAddress(h.ctx, a.agent, "hi@"+dom, false)
 	wantCode(t, err, "mail:not_set_up")
 	h.books(a.org, a.project)
 }
@@ -86,20 +85,20 @@ func TestMailboxes(t *testing.T) {
 	h := newHarness(t, withInboxBytes(2000))
 	a, b := h.tenant(100, DefaultPolicy(), buyer...), h.tenant(100, DefaultPolicy(), buyer...)
 	dom := h.mailDomain(a, "boxes")
-	addr := openapi_types.Email("hi@" + dom)
+	addr := "hi@" + dom
 	for _, c := range []struct {
 		p    tenant
-		addr openapi_types.Email
+		addr string
 		code models.BlockedBy
 	}{{a, "not an address", "input:invalid"}, {a, "x@nomail.dev", "mail:not_set_up"}, {b, addr, "mail:not_set_up"}} {
-		_, _, err := h.svc.Mail.CreateAddress(h.ctx, c.p.agent, models.EmailAddressRequest{Address: c.addr})
+		_, err := h.svc.Mail.CreateAddress(h.ctx, c.p.agent, c.addr, false)
 		wantCode(t, err, c.code)
 	}
-	ad, _, err := h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: "Hi@" + openapi_types.Email(dom)})
+	ad, err := h.svc.Mail.CreateAddress(h.ctx, a.agent, "Hi@"+dom, false)
 	h.must(err)
-	_, _, err = h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: addr})
+	_, err = h.svc.Mail.CreateAddress(h.ctx, a.agent, addr, false)
 	wantCode(t, err, "conflict:state")
-	catch, _, err := h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: "any@" + openapi_types.Email(dom), CatchAll: ptr(true)})
+	catch, err := h.svc.Mail.CreateAddress(h.ctx, a.agent, "any@"+dom, true)
 	h.must(err)
 	if catch.Address != "*@"+dom {
 		t.Fatalf("catch-all %s", catch.Address)
@@ -121,55 +120,55 @@ func TestMailboxes(t *testing.T) {
 	if !errors.Is(err, ErrInboxFull) {
 		t.Fatalf("over the limit: %v", err)
 	}
-	m, _, err := h.svc.Mail.WaitForMessage(h.ctx, a.org, ad.InboxId, models.WaitForMessageRequest{Subject: ptr("code"), From: ptr("x@y.org"), Since: ptr(epoch)})
+	m, err := h.svc.Mail.WaitForMessage(h.ctx, a.org, ad.InboxID, MessageWait{Subject: "code", From: "x@y.org", Since: epoch})
 	h.must(err)
-	if m.Id != id || m.Html == nil || len(m.Attachments) != 1 || m.Auth.Dkim != "pass" {
+	if m.ID != id || m.HTML == "" || len(m.Attachments) != 1 || m.Attachments[0].Size != 3 || m.Auth.DKIM != "pass" {
 		t.Fatalf("message %+v", m)
 	}
-	_, _, err = h.svc.Mail.WaitForMessage(h.ctx, a.org, ad.InboxId, models.WaitForMessageRequest{Subject: ptr("never"), TimeoutSeconds: ptr(0)})
+	_, err = h.svc.Mail.WaitForMessage(h.ctx, a.org, ad.InboxID, MessageWait{Subject: "never", Timeout: ptr(time.Duration(0))})
 	wantCode(t, err, "mail:no_message")
 	// Organisation B reads none of it.
-	_, _, err = h.svc.Mail.Message(h.ctx, b.org, id)
+	_, err = h.svc.Mail.Message(h.ctx, b.org, id)
 	wantCode(t, err, "not_found:resource")
-	_, _, err = h.svc.Mail.Messages(h.ctx, b.org, ad.InboxId, store.MessageFilter{})
+	_, err = h.svc.Mail.Messages(h.ctx, b.org, ad.InboxID, store.MessageFilter{})
 	wantCode(t, err, "not_found:resource")
-	_, _, err = h.svc.Mail.WaitForMessage(h.ctx, b.org, ad.InboxId, models.WaitForMessageRequest{})
+	_, err = h.svc.Mail.WaitForMessage(h.ctx, b.org, ad.InboxID, MessageWait{})
 	wantCode(t, err, "not_found:resource")
-	_, _, err = h.svc.Mail.DeleteMessage(h.ctx, b.org, id)
+	_, err = h.svc.Mail.DeleteMessage(h.ctx, b.org, id)
 	wantCode(t, err, "not_found:resource")
-	_, _, err = h.svc.Mail.DeleteAddress(h.ctx, b.agent, ad.Id)
+	_, err = h.svc.Mail.DeleteAddress(h.ctx, b.agent, ad.ID)
 	wantCode(t, err, "not_found:resource")
-	if l, _, _ := h.svc.Mail.Inboxes(h.ctx, b.org, store.Filter{}); len(l.Inboxes) != 0 {
+	if l, _ := h.svc.Mail.Inboxes(h.ctx, b.org, store.Filter{}); len(l.Items) != 0 {
 		t.Fatal("org B lists A's inboxes")
 	}
 	mailboxReads(t, h, a, ad, id)
 }
 
 // mailboxReads reads and deletes what TestMailboxes delivered.
-func mailboxReads(t *testing.T, h *harness, a tenant, ad *models.EmailAddressChange, id string) {
-	l, next, err := h.svc.Mail.Messages(h.ctx, a.org, ad.InboxId, store.MessageFilter{Limit: 1})
+func mailboxReads(t *testing.T, h *harness, a tenant, ad *AddressChange, id string) {
+	l, err := h.svc.Mail.Messages(h.ctx, a.org, ad.InboxID, store.MessageFilter{Limit: 1, Subject: "code"})
 	h.must(err)
-	if len(l.Messages) != 1 || l.NextBefore == nil || !hasAction(next, "list_messages") {
+	if len(l.Messages) != 1 || l.NextBefore == nil || l.Args["subject"] != "code" || l.Args["limit"] != 1 {
 		t.Fatalf("messages %+v", l)
 	}
-	if m, _, err := h.svc.Mail.Message(h.ctx, a.org, id); err != nil || m.Subject != "Your code" {
+	if m, err := h.svc.Mail.Message(h.ctx, a.org, id); err != nil || m.Subject != "Your code" {
 		t.Fatalf("message %+v %v", m, err)
 	}
-	if in, _, _ := h.svc.Mail.Inboxes(h.ctx, a.org, store.Filter{}); len(in.Inboxes) != 2 || in.Inboxes[0].BytesLimit != 2000 {
+	if in, _ := h.svc.Mail.Inboxes(h.ctx, a.org, store.Filter{}); len(in.Items) != 2 || in.Items[0].BytesLimit != 2000 {
 		t.Fatalf("inboxes %+v", in)
 	}
-	d, _, err := h.svc.Mail.DeleteMessage(h.ctx, a.org, id)
+	d, err := h.svc.Mail.DeleteMessage(h.ctx, a.org, id)
 	h.must(err)
-	if !d.Deleted || d.Receipt.Action != "delete_message" || !d.Undo.Irreversible {
+	if d.ID != id || d.Receipt.Action != "delete_message" || !d.Undo.Irreversible {
 		t.Fatalf("deleted %+v", d)
 	}
-	del, _, err := h.svc.Mail.DeleteAddress(h.ctx, a.agent, ad.Id)
+	del, err := h.svc.Mail.DeleteAddress(h.ctx, a.agent, ad.ID)
 	h.must(err)
-	if again, _, err := h.svc.Mail.DeleteAddress(h.ctx, a.agent, ad.Id); err != nil || *again.Deleted != *del.Deleted {
+	if again, err := h.svc.Mail.DeleteAddress(h.ctx, a.agent, ad.ID); err != nil || !del.Deleted || !again.Deleted || again.Undo.Call.Tool != "create_email_address" {
 		t.Fatalf("deleting twice: %+v %v", again, err)
 	}
-	if list, _, _ := h.svc.Mail.Addresses(h.ctx, a.org, store.Filter{}); len(list.Addresses) != 1 || !list.Addresses[0].CatchAll {
-		t.Fatalf("addresses %+v", list.Addresses)
+	if list, _ := h.svc.Mail.Addresses(h.ctx, a.org, store.Filter{}); len(list.Items) != 1 || !list.Items[0].CatchAll {
+		t.Fatalf("addresses %+v", list.Items)
 	}
 }
 
@@ -179,7 +178,7 @@ func TestMailSend(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.tenant(100, DefaultPolicy(), buyer...), h.tenant(100, DefaultPolicy(), buyer...)
 	dom := h.mailDomain(a, "sender")
-	_, _, err := h.svc.Mail.CreateAddress(h.ctx, a.agent, models.EmailAddressRequest{Address: "out@" + openapi_types.Email(dom)})
+	_, err := h.svc.Mail.CreateAddress(h.ctx, a.agent, "out@"+dom, false)
 	h.must(err)
 	req := SendRequest{From: "out@" + dom, To: []string{"you@example.org"}, Subject: "Hi\r\nBcc: x", Text: "hello\nthere"}
 	sent, err := h.svc.Mail.Send(h.ctx, a.agent, req)

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -29,10 +28,50 @@ func signupNotFound() *apierr.Error {
 		actions.Tool("create_signup", "agent", nil))
 }
 
+// SignupRequest is what an agent says of the account it asks for; both
+// may be empty.
+type SignupRequest struct {
+	Email, OrganizationName string
+}
+
+// Signup is a started signup: the session and the secret that claims it,
+// the page its human reviews, and the mutation. No project exists yet, so
+// no budget remains, and nothing undoes a signup but time.
+type Signup struct {
+	ID, ClaimSecret, ReviewURL string
+	ExpiresAt                  time.Time
+	Mutated
+}
+
+// SignupPoll is what a poll of a signup found: its state; once reviewed,
+// the organisation and its first project; while the card is awaited, the
+// card page (CardURL); and, on the one poll that claims it, the key.
+type SignupPoll struct {
+	State            SignupState
+	OrgID, ProjectID string
+	CardURL          string
+	APIKey           string
+}
+
+// BillingSetupLink is a card flow opened for an organisation: the page for
+// its human, the secret its poll is bound to, and the mutation.
+type BillingSetupLink struct {
+	ID, URL, PollSecret string
+	ExpiresAt           time.Time
+	Mutated
+}
+
+// BillingPoll is what a poll of a card flow found: its state and, while
+// it is open, the card page.
+type BillingPoll struct {
+	State   BillingState
+	CardURL string
+}
+
 // SignupReview is what the review page shows about a signup.
 type SignupReview struct {
 	ID, Email, OrgName string
-	State              string
+	State              SignupState
 	Expired            bool
 	OrgID, SetupID     string
 	CreatedAt          time.Time
@@ -61,56 +100,41 @@ const BillingSetupTTL = 24 * time.Hour
 
 // CardSetup is what the card page shows.
 type CardSetup struct {
-	ID, Reason, State, DeclineCode string
-	Expired                        bool
-	ForSignup                      bool
-	ExpiresAt                      time.Time
-	Card                           *store.PaymentMethod // the card the flow added, or the one on file
+	ID, Reason, DeclineCode string
+	State                   BillingState
+	Expired                 bool
+	ForSignup               bool
+	ExpiresAt               time.Time
+	Card                    *store.PaymentMethod // the card the flow added, or the one on file
 }
 
 func setupNotFound(id string) *apierr.Error {
 	return apierr.Newf("not_found:resource", "no card setup %s in your organisation", id)
 }
 
-func (s *Onboarding) signupPoll(id, secret string) models.ToolAction {
-	t := actions.ToolAction("poll_signup", "agent", map[string]any{"signupSessionId": id, "claimSecret": secret})
-	t.RetryAfterSeconds = ptr(SignupPollSeconds)
-	return t
-}
-
 // StartSignup creates a signup session waiting for a human's review.
-func (s *Onboarding) StartSignup(ctx context.Context, caller string, req models.SignupRequest) (*models.Signup, []models.Action, error) {
+func (s *Onboarding) StartSignup(ctx context.Context, caller string, req SignupRequest) (*Signup, error) {
 	now := s.Now()
 	// Onboarding takes no Idempotency-Key (SPEC §7 rule 2): the same
 	// signup from the same caller within a short window is a retry, and
 	// answers the session it started.
 	key := signupKey(caller, req)
-	if out, next, ok := s.recent.get(key, now); ok {
-		return out, next, nil
+	if out, ok := s.recent.get(key, now); ok {
+		return out, nil
 	}
 	secret, review := auth.Token(32), auth.Token(32)
 	su := store.Signup{ID: auth.ID("sus"), SecretHash: auth.HashKey(secret), ReviewHash: auth.HashKey(review),
 		CreatedAt: now.UTC(), ExpiresAt: now.Add(SignupTTL).UTC().Truncate(time.Second)}
-	if req.Email != nil {
-		su.Email = string(*req.Email)
-	}
-	if req.OrganizationName != nil {
-		su.OrgName = strings.TrimSpace(*req.OrganizationName)
-	}
+	su.Email, su.OrgName = req.Email, strings.TrimSpace(req.OrganizationName)
 	if err := s.store.Onboarding().CreateSignup(ctx, su); err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	// Nothing undoes a signup but time: an unclaimed session expires. No
 	// project exists yet, so no budget remains.
-	m := s.Mutation("create_signup", nil, []models.ResourceRef{{Type: "signup_session", Id: su.ID}}, nil, 0)
-	out := &models.Signup{ReviewUrl: s.ReviewURL(review), SignupSessionId: su.ID, ClaimSecret: secret, ExpiresAt: su.ExpiresAt,
-		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
-	reviewAction := models.UrlAction{Kind: models.Url, Id: ptr("review"), Actor: "human", Url: out.ReviewUrl, Purpose: models.ReviewSignup}
-	poll := s.signupPoll(su.ID, secret)
-	poll.After = &[]string{"review"}
-	next := []models.Action{actions.Wrap(reviewAction), actions.Wrap(poll)}
-	s.recent.put(key, out, next, now)
-	return out, next, nil
+	out := &Signup{ID: su.ID, ClaimSecret: secret, ReviewURL: s.ReviewURL(review), ExpiresAt: su.ExpiresAt,
+		Mutated: s.mutated("create_signup", nil, []Resource{{Type: "signup_session", ID: su.ID}}, nil, 0)}
+	s.recent.put(key, out, now)
+	return out, nil
 }
 
 // signupDedupWindow is how long an identical signup from the same caller
@@ -127,36 +151,29 @@ type recentSignups struct {
 }
 
 type recentSignup struct {
-	out  models.Signup
-	next []models.Action
-	at   time.Time
+	out Signup
+	at  time.Time
 }
 
 const maxRecentSignups = 10_000
 
-func signupKey(caller string, req models.SignupRequest) string {
-	email, org := "", ""
-	if req.Email != nil {
-		email = strings.ToLower(strings.TrimSpace(string(*req.Email)))
-	}
-	if req.OrganizationName != nil {
-		org = strings.TrimSpace(*req.OrganizationName)
-	}
+func signupKey(caller string, req SignupRequest) string {
+	email, org := strings.ToLower(strings.TrimSpace(req.Email)), strings.TrimSpace(req.OrganizationName)
 	return caller + "\x00" + email + "\x00" + org
 }
 
-func (r *recentSignups) get(key string, now time.Time) (*models.Signup, []models.Action, bool) {
+func (r *recentSignups) get(key string, now time.Time) (*Signup, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.m[key]
 	if !ok || now.Sub(e.at) >= signupDedupWindow {
-		return nil, nil, false
+		return nil, false
 	}
 	out := e.out
-	return &out, e.next, true
+	return &out, true
 }
 
-func (r *recentSignups) put(key string, out *models.Signup, next []models.Action, now time.Time) {
+func (r *recentSignups) put(key string, out *Signup, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
@@ -172,47 +189,58 @@ func (r *recentSignups) put(key string, out *models.Signup, next []models.Action
 			return // a flood: new signups go undeduplicated until it drains
 		}
 	}
-	r.m[key] = recentSignup{out: *out, next: next, at: now}
+	r.m[key] = recentSignup{out: *out, at: now}
 }
 
 // PollSignup reports a signup's state to the holder of its claim secret.
 // The first poll after the human finished mints the key and returns it;
 // every later poll says it was claimed and never shows it again.
-func (s *Onboarding) PollSignup(ctx context.Context, req models.SignupPollRequest) (*models.SignupPollResult, []models.Action, error) {
-	su, err := s.store.Onboarding().Signup(ctx, req.SignupSessionId)
+func (s *Onboarding) PollSignup(ctx context.Context, id, claimSecret string) (*SignupPoll, error) {
+	su, err := s.store.Onboarding().Signup(ctx, id)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	// Compare in constant time, and compare even when the id is unknown.
 	stored := su.SecretHash
 	if stored == "" {
 		stored = strings.Repeat("0", 64)
 	}
-	if subtle.ConstantTimeCompare([]byte(auth.HashKey(req.ClaimSecret)), []byte(stored)) != 1 || su.ID == "" {
-		return nil, nil, signupNotFound()
+	if subtle.ConstantTimeCompare([]byte(auth.HashKey(claimSecret)), []byte(stored)) != 1 || su.ID == "" {
+		return nil, signupNotFound()
 	}
 	now := s.Now()
-	poll := s.signupPoll(su.ID, req.ClaimSecret)
-	res := &models.SignupPollResult{State: models.SignupPollResultState(su.State)}
-	if su.OrgID != "" {
-		res.OrganizationId, res.ProjectId = ptr(su.OrgID), ptr(su.ProjectID)
-	}
-	switch SignupState(su.State) {
+	res := &SignupPoll{State: SignupState(su.State), OrgID: su.OrgID, ProjectID: su.ProjectID}
+	switch res.State {
 	case SignupPendingReview:
 		if !now.Before(su.ExpiresAt) {
-			res.State = "expired"
-			return res, []models.Action{actions.Tool("create_signup", "agent", nil)}, nil
+			res.State = SignupExpired
 		}
-		return res, []models.Action{actions.Manual("wait_for_human", "human"), actions.Wrap(poll)}, nil
+		return res, nil
 	case SignupPendingCard:
-		card := actions.URL(s.BillingURL(su.SetupID), models.CardSetup, "human")
-		return res, []models.Action{card, actions.Wrap(poll)}, nil
+		res.CardURL = s.BillingURL(su.SetupID)
+		return res, nil
 	case SignupClaimed:
-		return res, []models.Action{actions.Tool("list_projects", "agent", nil), actions.Manual("create_key", "human")}, nil
+		return res, nil
 	}
 	// complete: exactly one poll wins the compare-and-set and sees the key.
+	secret, err := s.claimSignup(ctx, su, now)
+	if errors.Is(err, store.ErrConflict) {
+		res.State = SignupClaimed
+		return res, nil
+	}
+	if err != nil {
+		return nil, apierr.Internal(err)
+	}
+	res.State, res.APIKey = SignupComplete, secret
+	return res, nil
+}
+
+// claimSignup mints the key of a complete signup and marks it claimed,
+// answering the key's secret; store.ErrConflict when another poll claimed
+// it first.
+func (s *Onboarding) claimSignup(ctx context.Context, su store.Signup, now time.Time) (string, error) {
 	var secret string
-	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		cur, err := tx.Onboarding().LockSignup(ctx, su.ID)
 		if err != nil {
 			return err
@@ -232,15 +260,7 @@ func (s *Onboarding) PollSignup(ctx context.Context, req models.SignupPollReques
 			Details: map[string]any{"keyId": k.ID}}, now)
 		return err
 	})
-	if errors.Is(err, store.ErrConflict) {
-		res.State = "claimed"
-		return res, []models.Action{actions.Tool("list_projects", "agent", nil), actions.Manual("create_key", "human")}, nil
-	}
-	if err != nil {
-		return nil, nil, apierr.Internal(err)
-	}
-	res.State, res.ApiKey = "complete", &secret
-	return res, []models.Action{actions.Tool("get_project", "agent", map[string]any{"id": su.ProjectID}), actions.Stop("done")}, nil
+	return secret, err
 }
 
 // SignupForReview finds the signup a review token names.
@@ -252,7 +272,7 @@ func (s *Onboarding) SignupForReview(ctx context.Context, reviewToken string) (S
 	if err != nil {
 		return SignupReview{}, apierr.Internal(err)
 	}
-	return SignupReview{ID: su.ID, Email: su.Email, OrgName: su.OrgName, State: su.State, OrgID: su.OrgID, SetupID: su.SetupID,
+	return SignupReview{ID: su.ID, Email: su.Email, OrgName: su.OrgName, State: SignupState(su.State), OrgID: su.OrgID, SetupID: su.SetupID,
 		Expired: SignupState(su.State) == SignupPendingReview && !s.Now().Before(su.ExpiresAt), CreatedAt: su.CreatedAt, ExpiresAt: su.ExpiresAt}, nil
 }
 
@@ -388,7 +408,7 @@ func createFirstProject(ctx context.Context, tx *store.Tx, orgID, actor string, 
 func (s *Onboarding) openBillingSetup(ctx context.Context, tx *store.Tx, orgID, reason, signupID, actor string, now time.Time) (store.BillingSetup, string, error) {
 	secret := auth.Token(32)
 	b := store.BillingSetup{ID: auth.ID("bss"), OrgID: orgID, SecretHash: auth.HashKey(secret), Reason: reason, SignupID: signupID,
-		State: "pending", CreatedAt: now.UTC(), ExpiresAt: now.Add(BillingSetupTTL).UTC().Truncate(time.Second)}
+		State: string(BillingPending), CreatedAt: now.UTC(), ExpiresAt: now.Add(BillingSetupTTL).UTC().Truncate(time.Second)}
 	if err := tx.Onboarding().CreateBillingSetup(ctx, b); err != nil {
 		return b, "", err
 	}
@@ -417,19 +437,10 @@ func (s *Onboarding) orgRemaining(ctx context.Context, orgID string) (money.Micr
 	return left, nil
 }
 
-func (s *Onboarding) billingPoll(id, secret string) models.ToolAction {
-	t := actions.ToolAction("poll_billing", "agent", map[string]any{"setupSessionId": id, "pollSecret": secret})
-	t.RetryAfterSeconds = ptr(SignupPollSeconds)
-	return t
-}
-
 // CreateBillingSetupLink opens a card flow for the caller's organisation
 // and returns the page for its human and the secret its poll is bound to.
-func (s *Onboarding) CreateBillingSetupLink(ctx context.Context, p *auth.Principal, req models.BillingSetupLinkRequest) (*models.BillingSetupLink, []models.Action, error) {
-	reason := ""
-	if req.Reason != nil {
-		reason = string(*req.Reason)
-	}
+// With no reason given, the account's state says why.
+func (s *Onboarding) CreateBillingSetupLink(ctx context.Context, p *auth.Principal, reason string) (*BillingSetupLink, error) {
 	if reason == "" {
 		// Say why, from the account's state: no card yet, an expired one,
 		// or a working card being replaced.
@@ -438,7 +449,7 @@ func (s *Onboarding) CreateBillingSetupLink(ctx context.Context, p *auth.Princip
 		case errors.Is(err, store.ErrNotFound):
 			reason = "scratch_account"
 		case err != nil:
-			return nil, nil, apierr.Internal(err)
+			return nil, apierr.Internal(err)
 		case payments.Expired(pm.ExpMonth, pm.ExpYear, s.Now()):
 			reason = "expired_card"
 		default:
@@ -453,51 +464,42 @@ func (s *Onboarding) CreateBillingSetupLink(ctx context.Context, p *auth.Princip
 		return err
 	})
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	left, err := s.orgRemaining(ctx, p.OrgID)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	url := s.BillingURL(b.ID)
-	m := s.Mutation("create_billing_setup_link", nil, []models.ResourceRef{{Type: "billing_setup", Id: b.ID, Url: &url}}, nil, left)
-	out := &models.BillingSetupLink{SetupUrl: url, SetupSessionId: b.ID, PollSecret: secret, ExpiresAt: b.ExpiresAt,
-		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
-	card := models.UrlAction{Kind: models.Url, Id: ptr("card"), Actor: "human", Url: url, Purpose: models.CardSetup}
-	poll := s.billingPoll(b.ID, secret)
-	poll.After = &[]string{"card"}
-	return out, []models.Action{actions.Wrap(card), actions.Wrap(poll)}, nil
+	return &BillingSetupLink{ID: b.ID, URL: url, PollSecret: secret, ExpiresAt: b.ExpiresAt,
+		Mutated: s.mutated("create_billing_setup_link", nil, []Resource{{Type: "billing_setup", ID: b.ID, URL: url}}, nil, left)}, nil
 }
 
 // PollBilling reports a card flow's state to the caller's organisation,
 // bound to the flow's secret: another organisation, an unknown flow and a
 // wrong secret get the same answer.
-func (s *Onboarding) PollBilling(ctx context.Context, p *auth.Principal, req models.BillingPollRequest) (*models.BillingPollResult, []models.Action, error) {
-	b, err := s.store.Onboarding().BillingSetup(ctx, p.OrgID, req.SetupSessionId)
+func (s *Onboarding) PollBilling(ctx context.Context, p *auth.Principal, id, pollSecret string) (*BillingPoll, error) {
+	b, err := s.store.Onboarding().BillingSetup(ctx, p.OrgID, id)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	stored := b.SecretHash
 	if stored == "" {
 		stored = strings.Repeat("0", 64)
 	}
-	if subtle.ConstantTimeCompare([]byte(auth.HashKey(req.PollSecret)), []byte(stored)) != 1 || b.ID == "" {
-		return nil, nil, apierr.New("not_found:resource", "no card flow in your organisation matches this id and secret",
+	if subtle.ConstantTimeCompare([]byte(auth.HashKey(pollSecret)), []byte(stored)) != 1 || b.ID == "" {
+		return nil, apierr.New("not_found:resource", "no card flow in your organisation matches this id and secret",
 			actions.Tool("create_billing_setup_link", "agent", nil))
 	}
 	state := BillingState(b.State)
 	if state != BillingComplete && !s.Now().Before(b.ExpiresAt) {
 		state = BillingExpired
 	}
-	res := &models.BillingPollResult{State: models.BillingPollResultState(state)}
-	switch state {
-	case BillingComplete:
-		return res, []models.Action{actions.Stop("done")}, nil
-	case BillingExpired:
-		return res, []models.Action{actions.Tool("create_billing_setup_link", "agent", nil)}, nil
+	res := &BillingPoll{State: state}
+	if state != BillingComplete && state != BillingExpired {
+		res.CardURL = s.BillingURL(b.ID)
 	}
-	card := actions.URL(s.BillingURL(b.ID), models.CardSetup, "human")
-	return res, []models.Action{card, actions.Wrap(s.billingPoll(b.ID, req.PollSecret))}, nil
+	return res, nil
 }
 
 // CardSetupFor reads a card flow of the human's organisation.
@@ -509,7 +511,7 @@ func (s *Onboarding) CardSetupFor(ctx context.Context, h Human, id string) (Card
 	if err != nil {
 		return CardSetup{}, apierr.Internal(err)
 	}
-	cs := CardSetup{ID: b.ID, Reason: b.Reason, State: b.State, DeclineCode: b.DeclineCode, ForSignup: b.SignupID != "", ExpiresAt: b.ExpiresAt,
+	cs := CardSetup{ID: b.ID, Reason: b.Reason, State: BillingState(b.State), DeclineCode: b.DeclineCode, ForSignup: b.SignupID != "", ExpiresAt: b.ExpiresAt,
 		Expired: BillingState(b.State) != BillingComplete && !s.Now().Before(b.ExpiresAt)}
 	if pm, err := s.store.Onboarding().ActivePaymentMethod(ctx, h.OrgID); err == nil {
 		cs.Card = &pm

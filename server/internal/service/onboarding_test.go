@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	openapi_types "github.com/oapi-codegen/runtime/types"
-
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/payments"
@@ -26,25 +24,24 @@ var goodCard = payments.Card{Number: "4242 4242 4242 4242", ExpMonth: 12, ExpYea
 // claimed by the agent's poll exactly once.
 func TestSignupFlow(t *testing.T) {
 	h := newHarness(t)
-	req := models.SignupRequest{Email: ptr(openapi_types.Email("ada@example.org")), OrganizationName: ptr("Acme")}
-	su, next, err := h.svc.Onboarding.StartSignup(h.ctx, "203.0.113.9", req)
+	req := SignupRequest{Email: "ada@example.org", OrganizationName: "Acme"}
+	su, err := h.svc.Onboarding.StartSignup(h.ctx, "203.0.113.9", req)
 	h.must(err)
-	if names(next)[0] != "url:review_signup" || names(next)[1] != "poll_signup" {
-		t.Fatalf("next %v", names(next))
+	if su.Receipt.Action != "create_signup" || !su.Undo.Irreversible || su.BudgetRemaining != 0 {
+		t.Fatalf("signup %+v", su)
 	}
-	again, _, _ := h.svc.Onboarding.StartSignup(h.ctx, "203.0.113.9", req)
-	other, _, _ := h.svc.Onboarding.StartSignup(h.ctx, "198.51.100.1", req)
-	if again.SignupSessionId != su.SignupSessionId || other.SignupSessionId == su.SignupSessionId {
+	again, _ := h.svc.Onboarding.StartSignup(h.ctx, "203.0.113.9", SignupRequest{Email: " ADA@example.org", OrganizationName: "Acme "})
+	other, _ := h.svc.Onboarding.StartSignup(h.ctx, "198.51.100.1", req)
+	if again.ID != su.ID || again.ClaimSecret != su.ClaimSecret || other.ID == su.ID {
 		t.Fatal("a retried signup is not the same session, or another caller's is")
 	}
-	poll := models.SignupPollRequest{SignupSessionId: su.SignupSessionId, ClaimSecret: su.ClaimSecret}
-	for _, bad := range []models.SignupPollRequest{{SignupSessionId: su.SignupSessionId, ClaimSecret: "wrong"}, {SignupSessionId: "sus_nope", ClaimSecret: su.ClaimSecret}} {
-		wantCode(t, second(h.svc.Onboarding.PollSignup(h.ctx, bad)), "not_found:resource")
-	}
-	if r, next, _ := h.svc.Onboarding.PollSignup(h.ctx, poll); r.State != "pending_review" || !hasAction(next, "manual:wait_for_human") {
+	poll := func() (*SignupPoll, error) { return h.svc.Onboarding.PollSignup(h.ctx, su.ID, su.ClaimSecret) }
+	wantCode(t, second2(h.svc.Onboarding.PollSignup(h.ctx, su.ID, "wrong")), "not_found:resource")
+	wantCode(t, second2(h.svc.Onboarding.PollSignup(h.ctx, "sus_nope", su.ClaimSecret)), "not_found:resource")
+	if r, _ := poll(); r.State != SignupPendingReview || r.OrgID != "" || r.CardURL != "" {
 		t.Fatalf("poll %+v", r)
 	}
-	token := reviewToken(su.ReviewUrl)
+	token := reviewToken(su.ReviewURL)
 	rv, err := h.svc.Onboarding.SignupForReview(h.ctx, token)
 	h.must(err)
 	if rv.OrgName != "Acme" || rv.Expired {
@@ -53,13 +50,13 @@ func TestSignupFlow(t *testing.T) {
 	ap, err := h.svc.Onboarding.ApproveSignup(h.ctx, token, decision(50))
 	h.must(err)
 	wantCode(t, second2(h.svc.Onboarding.ApproveSignup(h.ctx, token, decision(50))), "conflict:state")
-	if r, next, _ := h.svc.Onboarding.PollSignup(h.ctx, poll); r.State != "pending_card" || names(next)[0] != "url:card_setup" {
-		t.Fatalf("poll %+v %v", r, names(next))
+	if r, _ := poll(); r.State != SignupPendingCard || r.CardURL != h.svc.Onboarding.BillingURL(ap.SetupID) || r.OrgID == "" {
+		t.Fatalf("poll %+v", r)
 	}
 	hu := ap.Session.Human
 	cs, err := h.svc.Onboarding.CardSetupFor(h.ctx, hu, ap.SetupID)
 	h.must(err)
-	if !cs.ForSignup || cs.State != "pending" || cs.Card != nil {
+	if !cs.ForSignup || cs.State != BillingPending || cs.Card != nil {
 		t.Fatalf("card setup %+v", cs)
 	}
 	_, err = h.svc.Onboarding.SubmitCard(h.ctx, hu, ap.SetupID, payments.Card{Number: "4000000000000002", ExpMonth: 1, ExpYear: 2031, CVC: "123"})
@@ -67,7 +64,7 @@ func TestSignupFlow(t *testing.T) {
 	if !errors.As(err, &decline) || decline.Code != payments.CardDeclined {
 		t.Fatalf("declined card: %v", err)
 	}
-	if cs, _ := h.svc.Onboarding.CardSetupFor(h.ctx, hu, ap.SetupID); cs.DeclineCode != payments.CardDeclined || cs.State == "complete" {
+	if cs, _ := h.svc.Onboarding.CardSetupFor(h.ctx, hu, ap.SetupID); cs.DeclineCode != payments.CardDeclined || cs.State == BillingComplete {
 		t.Fatalf("after a decline %+v", cs)
 	}
 	pm, err := h.svc.Onboarding.SubmitCard(h.ctx, hu, ap.SetupID, goodCard)
@@ -76,12 +73,12 @@ func TestSignupFlow(t *testing.T) {
 		t.Fatalf("card %+v", pm)
 	}
 	wantCode(t, second2(h.svc.Onboarding.SubmitCard(h.ctx, hu, ap.SetupID, goodCard)), "conflict:state")
-	r, _, err := h.svc.Onboarding.PollSignup(h.ctx, poll)
+	r, err := poll()
 	h.must(err)
-	if r.State != "complete" || r.ApiKey == nil || *r.ProjectId == "" {
+	if r.State != SignupComplete || r.APIKey == "" || r.ProjectID == "" {
 		t.Fatalf("claim %+v", r)
 	}
-	if r, next, _ := h.svc.Onboarding.PollSignup(h.ctx, poll); r.State != "claimed" || r.ApiKey != nil || !hasAction(next, "manual:create_key") {
+	if r, _ := poll(); r.State != SignupClaimed || r.APIKey != "" {
 		t.Fatalf("second claim %+v", r)
 	}
 	keys, _ := h.svc.Accounts.ListKeys(h.ctx, hu.OrgID)
@@ -96,8 +93,8 @@ func second2[A any](_ A, err error) error { return err }
 // link unknown, or its signup expired.
 func TestSignupReviewRefusals(t *testing.T) {
 	h := newHarness(t)
-	su, _, _ := h.svc.Onboarding.StartSignup(h.ctx, "x", models.SignupRequest{})
-	token := reviewToken(su.ReviewUrl)
+	su, _ := h.svc.Onboarding.StartSignup(h.ctx, "x", SignupRequest{})
+	token := reviewToken(su.ReviewURL)
 	long := strings.Repeat("a", 101)
 	for _, c := range []struct {
 		mod  func(*ReviewDecision)
@@ -120,15 +117,15 @@ func TestSignupReviewRefusals(t *testing.T) {
 	if rv, _ := h.svc.Onboarding.SignupForReview(h.ctx, token); !rv.Expired {
 		t.Fatal("not expired after SignupTTL")
 	}
-	if r, _, _ := h.svc.Onboarding.PollSignup(h.ctx, models.SignupPollRequest{SignupSessionId: su.SignupSessionId, ClaimSecret: su.ClaimSecret}); r.State != "expired" {
+	if r, _ := h.svc.Onboarding.PollSignup(h.ctx, su.ID, su.ClaimSecret); r.State != SignupExpired {
 		t.Fatalf("poll %s", r.State)
 	}
 	wantCode(t, second2(h.svc.Onboarding.ApproveSignup(h.ctx, token, decision(10))), "conflict:expired")
 	// With an approval threshold, the first project sends purchases above it to a human.
-	su2, _, _ := h.svc.Onboarding.StartSignup(h.ctx, "y", models.SignupRequest{})
+	su2, _ := h.svc.Onboarding.StartSignup(h.ctx, "y", SignupRequest{})
 	d := decision(10)
 	d.ApprovalAboveMicro, d.HumanName = ptr(money.MicroUSD(5_000_000)), ""
-	ap, err := h.svc.Onboarding.ApproveSignup(h.ctx, reviewToken(su2.ReviewUrl), d)
+	ap, err := h.svc.Onboarding.ApproveSignup(h.ctx, reviewToken(su2.ReviewURL), d)
 	h.must(err)
 	pl, _ := h.svc.Projects.List(h.ctx, ap.Session.OrgID, store.Filter{})
 	if a := pl.Items[0].Policy.ApprovalRules.ApprovalAbove; a == nil || *a != 5_000_000 || ap.Session.Name != "Owner" {
@@ -141,20 +138,22 @@ func TestSignupReviewRefusals(t *testing.T) {
 func TestBillingSetup(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.tenant(10, DefaultPolicy()), h.tenant(10, DefaultPolicy())
-	link, next, err := h.svc.Onboarding.CreateBillingSetupLink(h.ctx, a.agent, models.BillingSetupLinkRequest{})
+	link, err := h.svc.Onboarding.CreateBillingSetupLink(h.ctx, a.agent, "")
 	h.must(err)
-	if link.BudgetRemainingUsd != 10 || names(next)[0] != "url:card_setup" {
+	if link.BudgetRemaining != 10_000_000 || link.URL != h.svc.Onboarding.BillingURL(link.ID) || link.Receipt.Created[0].URL != link.URL {
 		t.Fatalf("link %+v", link)
 	}
-	if cs, _ := h.svc.Onboarding.CardSetupFor(h.ctx, a.human, link.SetupSessionId); cs.Reason != "scratch_account" {
+	if cs, _ := h.svc.Onboarding.CardSetupFor(h.ctx, a.human, link.ID); cs.Reason != "scratch_account" {
 		t.Fatalf("reason %q", cs.Reason)
 	}
-	poll := models.BillingPollRequest{SetupSessionId: link.SetupSessionId, PollSecret: link.PollSecret}
-	wantCode(t, second(h.svc.Onboarding.PollBilling(h.ctx, b.agent, poll)), "not_found:resource")
-	wantCode(t, second(h.svc.Onboarding.PollBilling(h.ctx, a.agent, models.BillingPollRequest{SetupSessionId: link.SetupSessionId, PollSecret: "x"})), "not_found:resource")
-	wantCode(t, second2(h.svc.Onboarding.CardSetupFor(h.ctx, b.human, link.SetupSessionId)), "not_found:resource")
-	wantCode(t, second2(h.svc.Onboarding.SubmitCard(h.ctx, b.human, link.SetupSessionId, goodCard)), "not_found:resource")
-	if r, _, _ := h.svc.Onboarding.PollBilling(h.ctx, a.agent, poll); r.State != "pending" {
+	poll := func(p tenant, id, secret string) (*BillingPoll, error) {
+		return h.svc.Onboarding.PollBilling(h.ctx, p.agent, id, secret)
+	}
+	wantCode(t, second2(poll(b, link.ID, link.PollSecret)), "not_found:resource")
+	wantCode(t, second2(poll(a, link.ID, "x")), "not_found:resource")
+	wantCode(t, second2(h.svc.Onboarding.CardSetupFor(h.ctx, b.human, link.ID)), "not_found:resource")
+	wantCode(t, second2(h.svc.Onboarding.SubmitCard(h.ctx, b.human, link.ID, goodCard)), "not_found:resource")
+	if r, _ := poll(a, link.ID, link.PollSecret); r.State != BillingPending || r.CardURL != link.URL {
 		t.Fatalf("poll %s", r.State)
 	}
 	for _, c := range []struct {
@@ -168,12 +167,12 @@ func TestBillingSetup(t *testing.T) {
 		{payments.Card{Number: "4000000000009995", ExpMonth: 1, ExpYear: 2030, CVC: "123"}, payments.InsufficientFunds},
 	} {
 		var d *payments.Decline
-		if _, err := h.svc.Onboarding.SubmitCard(h.ctx, a.human, link.SetupSessionId, c.card); !errors.As(err, &d) || d.Code != c.code {
+		if _, err := h.svc.Onboarding.SubmitCard(h.ctx, a.human, link.ID, c.card); !errors.As(err, &d) || d.Code != c.code {
 			t.Fatalf("want %s, got %v", c.code, err)
 		}
 	}
-	h.must(second2(h.svc.Onboarding.SubmitCard(h.ctx, a.human, link.SetupSessionId, goodCard)))
-	if r, next, _ := h.svc.Onboarding.PollBilling(h.ctx, a.agent, poll); r.State != "complete" || !hasAction(next, "stop:done") {
+	h.must(second2(h.svc.Onboarding.SubmitCard(h.ctx, a.human, link.ID, goodCard)))
+	if r, _ := poll(a, link.ID, link.PollSecret); r.State != BillingComplete || r.CardURL != "" {
 		t.Fatalf("poll %s", r.State)
 	}
 	if pm, _ := h.svc.Onboarding.PaymentMethodFor(h.ctx, a.org); pm == nil || pm.Last4 != "4242" {
@@ -186,19 +185,20 @@ func TestBillingSetup(t *testing.T) {
 	}
 	// Past its life a flow expires, and the card on file expires with time too.
 	h.clock.Advance(BillingSetupTTL)
-	cardLink, _, _ := h.svc.Onboarding.CreateBillingSetupLink(h.ctx, a.agent, models.BillingSetupLinkRequest{})
+	cardLink, _ := h.svc.Onboarding.CreateBillingSetupLink(h.ctx, a.agent, "")
 	h.clock.Advance(5 * 365 * 24 * time.Hour)
-	if r, next, _ := h.svc.Onboarding.PollBilling(h.ctx, a.agent, models.BillingPollRequest{SetupSessionId: cardLink.SetupSessionId, PollSecret: cardLink.PollSecret}); r.State != "expired" || !hasAction(next, "create_billing_setup_link") {
+	if r, _ := poll(a, cardLink.ID, cardLink.PollSecret); r.State != BillingExpired || r.CardURL != "" {
 		t.Fatalf("poll %s", r.State)
 	}
-	wantCode(t, second2(h.svc.Onboarding.SubmitCard(h.ctx, a.human, cardLink.SetupSessionId, goodCard)), "conflict:expired")
+	wantCode(t, second2(h.svc.Onboarding.SubmitCard(h.ctx, a.human, cardLink.ID, goodCard)), "conflict:expired")
 	id, _ = h.svc.Onboarding.OpenCardSetup(h.ctx, a.human)
 	if cs, _ := h.svc.Onboarding.CardSetupFor(h.ctx, a.human, id); cs.Reason != "expired_card" {
 		t.Fatalf("reason %q", cs.Reason)
 	}
-	reason := models.BillingSetupLinkRequestReason("expired_card")
-	if l, _, err := h.svc.Onboarding.CreateBillingSetupLink(h.ctx, a.agent, models.BillingSetupLinkRequest{Reason: &reason}); err != nil || l.SetupUrl == "" {
-		t.Fatalf("link with reason: %v", err)
+	l, err := h.svc.Onboarding.CreateBillingSetupLink(h.ctx, a.agent, "expired_card")
+	h.must(err)
+	if cs, _ := h.svc.Onboarding.CardSetupFor(h.ctx, a.human, l.ID); cs.Reason != "expired_card" {
+		t.Fatalf("link with reason: %q", cs.Reason)
 	}
 	if money.MicroUSD(-12_345_000).String() != "-$12.35" {
 		t.Fatal(money.MicroUSD(-12_345_000).String())

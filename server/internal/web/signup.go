@@ -86,10 +86,10 @@ func (p signupPages) review(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, nil, apierr.New("conflict:expired", "This signup expired before it was reviewed."))
 		return
 	}
-	if su.State != "pending_review" {
+	if su.State != service.SignupPendingReview {
 		if c, err := r.Cookie(cookieName(r, sessionCookie)); err == nil {
 			if sess, err := p.svc.Accounts.SessionFor(r.Context(), c.Value); err == nil && sess.OrgID == su.OrgID {
-				if su.State == "pending_card" {
+				if su.State == service.SignupPendingCard {
 					http.Redirect(w, r, "/billing/"+su.SetupID, http.StatusSeeOther)
 				} else {
 					http.Redirect(w, r, "/dashboard", http.StatusSeeOther)
