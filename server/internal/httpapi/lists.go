@@ -57,19 +57,3 @@ func listed[T, W any](ctx context.Context, cursor *string, limit *int, filter fu
 func byProjectAndState[S ~string](projectID *string, state *S) func(*store.Filter) {
 	return func(f *store.Filter) { f.ProjectID, f.State = deref(projectID), string(deref(state)) }
 }
-
-// orgList reads a page of the caller's organisation's objects with read,
-// for the lists whose nouns still answer the contract's list and its next
-// steps themselves.
-func orgList[L any](ctx context.Context, cursor *string, limit *int, read func(context.Context, string, store.Filter) (*L, []models.Action, error)) (L, []models.Action, error) {
-	var zero L
-	f, err := page(cursor, limit)
-	if err != nil {
-		return zero, nil, err
-	}
-	l, next, err := read(ctx, auth.FromContext(ctx).OrgID, f)
-	if err != nil {
-		return zero, nil, err
-	}
-	return *l, next, nil
-}
