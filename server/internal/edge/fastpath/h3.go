@@ -48,7 +48,7 @@ const (
 	// client's flow-control window, under the write timeout).
 	h3BigBody = 16 << 10
 	// Frame types and error codes of RFC 9114.
-	h3FrameData, h3FrameHeaders     = 0x00, 0x01
+	h3FrameData, h3FrameHeaders    = 0x00, 0x01
 	h3NoError, h3RequestIncomplete = 0x100, 0x10d
 )
 
