@@ -199,13 +199,23 @@ func (h *H3) serveConn(qc *quic.Conn) {
 			go raw.HandleUnidirectionalStream(us)
 		}
 	}()
+	sc := &h3scratch{}
 	for {
 		str, err := qc.AcceptStream(h.ctx)
 		if err != nil {
 			break
 		}
 		c.begin()
-		h.dispatch(h3work{c: c, str: str})
+		// Answered here when it can be at once: the answers to the
+		// streams that came in one packet are then all written before
+		// the connection's loop runs, and go out together.
+		w := h3work{c: c, str: str}
+		switch h.answer(&w, sc, true) {
+		case h3Answered:
+			c.end()
+		default:
+			h.dispatch(w)
+		}
 	}
 	if qc.Context().Err() != nil {
 		return
@@ -247,7 +257,28 @@ func (c *h3conn) checkIdle() {
 type h3work struct {
 	c   *h3conn
 	str *quic.Stream
+	// toQuic: for quic-go's request handling; rest: the body still to
+	// write of an answer begun.
+	toQuic bool
+	rest   []byte
 }
+
+// h3Outcome is what became of a request stream.
+type h3Outcome int
+
+const (
+	// h3Answered: answered here, or reset.
+	h3Answered h3Outcome = iota
+	// h3ToQuic: for quic-go's request handling.
+	h3ToQuic
+	// h3Later: not at once (its head has not all come, or the answer
+	// waits for the client's flow-control window); a worker goes on.
+	h3Later
+)
+
+// h3InlineWait is how long the connection's accept loop waits for a
+// stream's head before it gives the stream to a worker.
+const h3InlineWait = time.Millisecond
 
 // dispatch gives a stream to a waiting worker, or to a new one.
 func (h *H3) dispatch(w h3work) {
@@ -284,10 +315,17 @@ type h3scratch struct {
 	out  []byte
 }
 
-// stream answers a request stream here or hands it to quic-go.
+// stream answers a request stream here, finishes an answer begun, or
+// hands the stream to quic-go.
 func (h *H3) stream(w h3work, sc *h3scratch) {
 	defer w.c.end()
-	if h.answer(w.str, sc) {
+	switch {
+	case w.rest != nil:
+		w.str.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
+		_, err := w.str.Write(w.rest)
+		h.finish(w.str, err)
+		return
+	case !w.toQuic && h.answer(&w, sc, false) == h3Answered:
 		return
 	}
 	w.str.SetReadDeadline(time.Time{})
@@ -302,16 +340,21 @@ type h3Request struct {
 	hasAuthority                          bool
 }
 
-// answer answers a plain GET or HEAD from the edge's prepared answer. It
-// says whether it handled the stream; false leaves it unread for quic-go.
-func (h *H3) answer(str *quic.Stream, sc *h3scratch) bool {
-	block, ok, handled := h.peekHeaders(str, sc)
-	if !ok {
-		return handled
+// answer answers a plain GET or HEAD from the edge's prepared answer,
+// leaving anything else unread for quic-go. inline: without waiting (more
+// than h3InlineWait for the head; for the client's window not at all),
+// h3Later if it would; w then says what a worker is to do.
+func (h *H3) answer(w *h3work, sc *h3scratch, inline bool) h3Outcome {
+	str := w.str
+	block, out := h.peekHeaders(str, sc, inline)
+	if block == nil {
+		w.toQuic = out == h3ToQuic
+		return out
 	}
+	w.toQuic = true
 	var r h3Request
 	if !h.readHeaders(block, &r) {
-		return false
+		return h3ToQuic
 	}
 	cfg := &h.cfg
 	path := r.path
@@ -320,14 +363,14 @@ func (h *H3) answer(str *quic.Stream, sc *h3scratch) bool {
 	} else if u, err := url.ParseRequestURI(path); err == nil { // as quic-go does
 		path = u.Path
 	} else {
-		return false
+		return h3ToQuic
 	}
 	if cfg.API(r.authority) || cfg.Reserved != nil && cfg.Reserved(path) {
-		return false
+		return h3ToQuic
 	}
 	head, body, _, ok := cfg.Edge.PreparedFile(context.Background(), r.authority, path, r.inm, r.ae)
 	if !ok {
-		return false
+		return h3ToQuic
 	}
 	if r.method == "HEAD" {
 		body = nil
@@ -343,23 +386,31 @@ func (h *H3) answer(str *quic.Stream, sc *h3scratch) bool {
 		key = append(append(append([]byte(nil), head...), 0), ctype...)
 	}
 	blk := h.blocks.get(key, func() []byte { return h3Block(head, ctype) })
-	h.write(str, sc, blk, body)
-	h.fast.Add(1)
-	return true
+	w.toQuic = false
+	h.fast.Add(1) // before the client may see the answer
+	out = h.write(w, sc, blk, body, inline)
+	if out == h3Later && w.rest == nil {
+		h.fast.Add(-1) // nothing written: a worker answers
+	}
+	return out
 }
 
 // peekHeaders peeks at the stream's first frame: block is the field
-// section of a HEADERS frame of at most h3Peek bytes. ok false: the
-// stream is not for the fast path; handled: it was reset here (its head
-// did not come within the header timeout).
-func (h *H3) peekHeaders(str *quic.Stream, sc *h3scratch) (block []byte, ok, handled bool) {
-	str.SetReadDeadline(time.Now().Add(h.cfg.HeaderTimeout))
+// section of a HEADERS frame of at most h3Peek bytes. Without one, the
+// outcome says why: the stream is for quic-go, was reset here (its head
+// did not come within the header timeout) or, inline, has not all come.
+func (h *H3) peekHeaders(str *quic.Stream, sc *h3scratch, inline bool) (block []byte, _ h3Outcome) {
+	wait := h.cfg.HeaderTimeout
+	if inline {
+		wait = h3InlineWait
+	}
+	str.SetReadDeadline(time.Now().Add(wait))
 	b := sc.peek[:]
 	if n, err := str.Peek(b[:2]); n < 2 || err != nil {
-		return nil, false, h.timedOut(str, err)
+		return nil, h.peekFailed(str, err, inline)
 	}
 	if b[0] != h3FrameHeaders {
-		return nil, false, false
+		return nil, h3ToQuic
 	}
 	var ll int
 	switch b[1] >> 6 {
@@ -370,34 +421,38 @@ func (h *H3) peekHeaders(str *quic.Stream, sc *h3scratch) (block []byte, ok, han
 	case 2:
 		ll = 4
 	default:
-		return nil, false, false
+		return nil, h3ToQuic
 	}
 	if ll > 1 {
 		if n, err := str.Peek(b[:1+ll]); n < 1+ll || err != nil {
-			return nil, false, h.timedOut(str, err)
+			return nil, h.peekFailed(str, err, inline)
 		}
 	}
 	l, _, err := quicvarint.Parse(b[1 : 1+ll])
 	if err != nil || l > uint64(len(b)-1-ll) || int(l) > h.maxHeaderBytes() {
-		return nil, false, false
+		return nil, h3ToQuic
 	}
 	total := 1 + ll + int(l)
 	if n, err := str.Peek(b[:total]); n < total || err != nil && !(n == total && err == io.EOF) {
-		return nil, false, h.timedOut(str, err)
+		return nil, h.peekFailed(str, err, inline)
 	}
-	return b[1+ll : total], true, false
+	return b[1+ll : total], h3Answered
 }
 
-// timedOut resets a stream whose head did not come within the header
-// timeout, and says whether it did.
-func (h *H3) timedOut(str *quic.Stream, err error) bool {
+// peekFailed is the outcome of a peek that failed: a head that did not
+// come in time is left to a worker (inline) or reset (past the header
+// timeout); any other failure is quic-go's to handle.
+func (h *H3) peekFailed(str *quic.Stream, err error, inline bool) h3Outcome {
 	var ne interface{ Timeout() bool }
-	if !errors.As(err, &ne) || !ne.Timeout() {
-		return false
+	switch {
+	case !errors.As(err, &ne) || !ne.Timeout():
+		return h3ToQuic
+	case inline:
+		return h3Later
 	}
 	str.CancelRead(h3RequestIncomplete)
 	str.CancelWrite(h3RequestIncomplete)
-	return true
+	return h3Answered
 }
 
 func (h *H3) maxHeaderBytes() int {
@@ -520,9 +575,11 @@ func validLowerName(n string) bool {
 
 // write sends the answer: the HEADERS frame (block, then the Date field),
 // the body in a DATA frame, the stream's end; the client's body, if any,
-// is refused with STOP_SENDING(H3_NO_ERROR), as quic-go does.
-func (h *H3) write(str *quic.Stream, sc *h3scratch, block, body []byte) {
-	str.ReleaseStreamCredit() // as quic-go does once it handles a stream
+// is refused with STOP_SENDING(H3_NO_ERROR), as quic-go does. inline, it
+// queues what the client's window takes at once, and leaves the rest of
+// the body in w.rest (h3Later), or nothing at all (h3Later, w.rest nil).
+func (h *H3) write(w *h3work, sc *h3scratch, block, body []byte, inline bool) h3Outcome {
+	str := w.str
 	date := h3DateField()
 	out := sc.out[:0]
 	out = append(out, h3FrameHeaders)
@@ -535,16 +592,37 @@ func (h *H3) write(str *quic.Stream, sc *h3scratch, block, body []byte) {
 	big := len(body) >= h3BigBody
 	if !big {
 		out = append(out, body...)
-	} else {
+	}
+	if cap(out) <= 64<<10 {
+		sc.out = out
+	}
+	if inline {
+		if str.TryWriteAll(out) != nil {
+			return h3Later
+		}
+		str.ReleaseStreamCredit() // as quic-go does once it handles a stream
+		if big && str.TryWriteAll(body) != nil {
+			w.rest = body
+			return h3Later
+		}
+		h.finish(str, nil)
+		return h3Answered
+	}
+	str.ReleaseStreamCredit()
+	if big {
 		str.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
 	}
 	_, err := str.Write(out)
 	if err == nil && big {
 		_, err = str.Write(body)
 	}
-	if cap(out) <= 64<<10 {
-		sc.out = out
-	}
+	h.finish(str, err)
+	return h3Answered
+}
+
+// finish ends an answer: the stream's end, or its reset when writing
+// failed; the client's body, if any, is refused.
+func (h *H3) finish(str *quic.Stream, err error) {
 	str.CancelRead(h3NoError)
 	if err != nil {
 		str.CancelWrite(h3RequestIncomplete)
