@@ -576,8 +576,9 @@ func validLowerName(n string) bool {
 // write sends the answer: the HEADERS frame (block, then the Date field),
 // the body in a DATA frame, the stream's end; the client's body, if any,
 // is refused with STOP_SENDING(H3_NO_ERROR), as quic-go does. inline, it
-// queues what the client's window takes at once, and leaves the rest of
-// the body in w.rest (h3Later), or nothing at all (h3Later, w.rest nil).
+// queues the answer if the client's window takes it at once, and
+// otherwise nothing (h3Later, w.rest nil); of a big body it queues the
+// head and leaves the body in w.rest (h3Later).
 func (h *H3) write(w *h3work, sc *h3scratch, block, body []byte, inline bool) h3Outcome {
 	str := w.str
 	date := h3DateField()
@@ -601,7 +602,9 @@ func (h *H3) write(w *h3work, sc *h3scratch, block, body []byte, inline bool) h3
 			return h3Later
 		}
 		str.ReleaseStreamCredit() // as quic-go does once it handles a stream
-		if big && str.TryWriteAll(body) != nil {
+		if big {
+			// A worker writes it from the edge's bytes: TryWriteAll
+			// would copy it into a buffer of its own.
 			w.rest = body
 			return h3Later
 		}
