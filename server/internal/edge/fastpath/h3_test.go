@@ -3,6 +3,7 @@ package fastpath
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"log/slog"
 	"maps"
@@ -23,7 +24,7 @@ import (
 // h3Server serves HTTP/3 on a loopback UDP port: with the fast path in
 // front of quic-go's http3.Server when fast, with the http3.Server alone
 // otherwise. It returns the address and, when fast, the H3.
-func h3Server(t *testing.T, e *edge.Edge, fast bool) (string, *H3) {
+func h3Server(t *testing.T, e *edge.Edge, fast bool, cfg ...Config) (string, *H3) {
 	t.Helper()
 	ts := httptest.NewUnstartedServer(nil)
 	ts.StartTLS()
@@ -42,8 +43,13 @@ func h3Server(t *testing.T, e *edge.Edge, fast bool) (string, *H3) {
 	srv := &http3.Server{Handler: handler(e), Logger: slog.New(slog.DiscardHandler), IdleTimeout: time.Minute}
 	var h *H3
 	if fast {
-		h = NewH3(Config{Edge: e, API: isAPI, Reserved: func(p string) bool { return strings.HasPrefix(p, "/.well-known/acme-challenge/") },
-			Log: slog.New(slog.DiscardHandler)}, srv)
+		var c Config
+		if len(cfg) > 0 {
+			c = cfg[0]
+		}
+		c.Edge, c.API, c.Log = e, isAPI, slog.New(slog.DiscardHandler)
+		c.Reserved = func(p string) bool { return strings.HasPrefix(p, "/.well-known/acme-challenge/") }
+		h = NewH3(c, srv)
 		go h.Serve(ln)
 	} else {
 		go srv.ServeListener(ln)
@@ -221,5 +227,62 @@ func TestH3OtherConnections(t *testing.T) {
 	}
 	if conns, fast := h.Served(); conns != 0 || fast != 0 {
 		t.Fatalf("fast path served %d connections, %d requests", conns, fast)
+	}
+}
+
+// h3Dial opens a QUIC connection for HTTP/3 to addr, naming sni.
+func h3Dial(t *testing.T, addr, sni string) *quic.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	qc, err := quic.DialAddr(ctx, addr, &tls.Config{InsecureSkipVerify: true, ServerName: sni, NextProtos: []string{http3.NextProtoH3}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	return qc
+}
+
+// TestH3Timeouts: on the fast path's connections a stream whose head does
+// not all come within the header timeout is reset with
+// H3_REQUEST_INCOMPLETE, and a connection is closed an idle timeout after
+// its last request, not before.
+func TestH3Timeouts(t *testing.T) {
+	e := newEdge(t)
+	addr, h := h3Server(t, e, true, Config{HeaderTimeout: 200 * time.Millisecond, IdleTimeout: 600 * time.Millisecond})
+	qc := h3Dial(t, addr, siteHost)
+	str, err := qc.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	str.Write([]byte{h3FrameHeaders, 16, 0, 0}) // a HEADERS frame of 16 bytes, 2 sent
+	str.SetReadDeadline(time.Now().Add(3 * time.Second))
+	_, err = io.ReadAll(str)
+	var se *quic.StreamError
+	if !errors.As(err, &se) || se.ErrorCode != h3RequestIncomplete {
+		t.Fatalf("stream with half a head: %v", err)
+	}
+
+	c := h3Client(t, addr, siteHost)
+	start := time.Now()
+	for time.Since(start) < 900*time.Millisecond { // past the idle timeout, with requests
+		if a := h3Do(t, c, addr, h3Case{name: "busy", method: "GET", host: siteHost, path: "/about"}); a.status != 200 {
+			t.Fatalf("busy connection: %d %s", a.status, a.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if conns, _ := h.Served(); conns != 2 {
+		t.Fatalf("%d connections: the busy one was closed", conns)
+	}
+	idle := h3Dial(t, addr, siteHost)
+	select {
+	case <-idle.Context().Done():
+		t.Fatal("closed at once")
+	case <-time.After(300 * time.Millisecond):
+	}
+	select {
+	case <-idle.Context().Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("an idle connection was not closed")
 	}
 }
