@@ -188,7 +188,8 @@ func (h *H3) serveConn(qc *quic.Conn) {
 		h.mu.Unlock()
 		h.wg.Done()
 	}()
-	c.idle = time.AfterFunc(h.cfg.IdleTimeout, c.checkIdle)
+	c.idle = time.AfterFunc(time.Hour, c.checkIdle)
+	c.idle.Reset(h.cfg.IdleTimeout) // once c.idle is set, for checkIdle
 	defer c.idle.Stop()
 	go func() {
 		for {
