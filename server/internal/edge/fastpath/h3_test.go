@@ -286,3 +286,38 @@ func TestH3Timeouts(t *testing.T) {
 		t.Fatal("an idle connection was not closed")
 	}
 }
+
+// TestH3Shutdown: Shutdown closes the fast path's connections once their
+// requests are answered, at once; the http3.Server's get GOAWAY and are
+// closed when the deadline ends, if their clients have not closed them.
+func TestH3Shutdown(t *testing.T) {
+	e := newEdge(t)
+	addr, h := h3Server(t, e, true)
+	fast, other := h3Dial(t, addr, siteHost), h3Dial(t, addr, "localhost")
+	c := h3Client(t, addr, siteHost)
+	if a := h3Do(t, c, addr, h3Case{name: "before", method: "GET", host: siteHost, path: "/about"}); a.status != 200 {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- h.Shutdown(ctx) }()
+	select {
+	case <-fast.Context().Done():
+	case <-time.After(time.Second):
+		t.Fatal("the fast path's connection still open a second after Shutdown began")
+	}
+	select {
+	case <-other.Context().Done():
+		t.Fatal("the other connection closed before the deadline")
+	default:
+	}
+	if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case <-other.Context().Done():
+	case <-time.After(time.Second):
+		t.Fatal("the other connection still open after Shutdown")
+	}
+}
