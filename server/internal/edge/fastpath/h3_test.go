@@ -1,9 +1,11 @@
 package fastpath
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -15,8 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/quic-go/quicvarint"
 
 	"github.com/pierhq/pier/server/internal/edge"
 )
@@ -319,5 +323,126 @@ func TestH3Shutdown(t *testing.T) {
 	case <-other.Context().Done():
 	case <-time.After(time.Second):
 		t.Fatal("the other connection still open after Shutdown")
+	}
+}
+
+// h3Raw sends a request whose field section is fields, as they are
+// (names in any case, pseudo-header fields anywhere), on a stream of its
+// own, and returns the answer as text: the status and the fields but
+// Date, sorted, and the body; or the stream's error code.
+func h3Raw(t *testing.T, qc *quic.Conn, fields []qpack.HeaderField) string {
+	t.Helper()
+	var blk bytes.Buffer
+	enc := qpack.NewEncoder(&blk)
+	for _, f := range fields {
+		enc.WriteField(f)
+	}
+	str, err := qc.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := quicvarint.Append([]byte{h3FrameHeaders}, uint64(blk.Len()))
+	str.Write(append(req, blk.Bytes()...))
+	str.Close()
+	str.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(str)
+	var se *quic.StreamError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("stream error %#x", se.ErrorCode)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var body []byte
+	for r := bytes.NewReader(b); r.Len() > 0; {
+		typ, _ := quicvarint.Read(r)
+		n, _ := quicvarint.Read(r)
+		p := make([]byte, n)
+		io.ReadFull(r, p)
+		if typ == h3FrameData {
+			body = append(body, p...)
+			continue
+		}
+		next := (&qpack.Decoder{}).Decode(p)
+		for f, err := next(); err == nil; f, err = next() {
+			if f.Name != "date" {
+				out = append(out, f.Name+": "+f.Value)
+			}
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "\n") + "\n\n" + string(body)
+}
+
+// TestH3OddHeads sends heads quic-go refuses or reads in its own way, as
+// raw frames, to the fast path and to http3.Server: the same answer (or
+// the same stream error) from both.
+func TestH3OddHeads(t *testing.T) {
+	e := newEdge(t)
+	fastAddr, h := h3Server(t, e, true)
+	plainAddr, _ := h3Server(t, e, false)
+	fq, pq := h3Dial(t, fastAddr, siteHost), h3Dial(t, plainAddr, siteHost)
+	hf := func(kv ...string) []qpack.HeaderField {
+		var out []qpack.HeaderField
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, qpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	get := func(extra ...string) []qpack.HeaderField {
+		return hf(append([]string{":method", "GET", ":scheme", "https", ":authority", siteHost, ":path", "/about"}, extra...)...)
+	}
+	for name, fields := range map[string][]qpack.HeaderField{
+		"plain":               get(),
+		"upper name":          get("X-A", "b"),
+		"bad value":           get("x-a", "b\x00c"),
+		"bad name":            get("x a", "b"),
+		"pseudo after":        append(get("x-a", "b"), qpack.HeaderField{Name: ":path", Value: "/"}),
+		"duplicate path":      get(":path", "/"),
+		"unknown pseudo":      get(":foo", "x"),
+		"status pseudo":       get(":status", "200"),
+		"protocol":            get(":protocol", "websocket"),
+		"no authority":        hf(":method", "GET", ":scheme", "https", ":path", "/about"),
+		"host only":           hf(":method", "GET", ":scheme", "https", ":path", "/about", "host", siteHost),
+		"host differs":        get("host", "other.localhost"),
+		"host same":           get("host", siteHost),
+		"two hosts":           hf(":method", "GET", ":scheme", "https", ":path", "/about", "host", siteHost, "host", siteHost),
+		"userinfo":            hf(":method", "GET", ":scheme", "https", ":authority", "u@"+siteHost, ":path", "/about"),
+		"no path":             hf(":method", "GET", ":scheme", "https", ":authority", siteHost),
+		"empty path":          hf(":method", "GET", ":scheme", "https", ":authority", siteHost, ":path", ""),
+		"star path":           hf(":method", "GET", ":scheme", "https", ":authority", siteHost, ":path", "*"),
+		"absolute path":       hf(":method", "GET", ":scheme", "https", ":authority", siteHost, ":path", "https://"+siteHost+"/about"),
+		"no method":           hf(":scheme", "https", ":authority", siteHost, ":path", "/about"),
+		"lower method":        hf(":method", "get", ":scheme", "https", ":authority", siteHost, ":path", "/about"),
+		"scheme upper":        hf(":method", "GET", ":scheme", "HTTPS", ":authority", siteHost, ":path", "/about"),
+		"scheme http":         hf(":method", "GET", ":scheme", "http", ":authority", siteHost, ":path", "/about"),
+		"no scheme":           hf(":method", "GET", ":authority", siteHost, ":path", "/about"),
+		"connection":          get("connection", "close"),
+		"te trailers":         get("te", "trailers"),
+		"te gzip":             get("te", "gzip"),
+		"content-length":      get("content-length", "0"),
+		"bad content-length":  get("content-length", "x"),
+		"cookies":             get("cookie", "a=b", "cookie", "c=d"),
+		"control in path":     hf(":method", "GET", ":scheme", "https", ":authority", siteHost, ":path", "/ab\x7fout"),
+		"space in path":       hf(":method", "GET", ":scheme", "https", ":authority", siteHost, ":path", "/ab out"),
+		"percent path":        hf(":method", "GET", ":scheme", "https", ":authority", siteHost, ":path", "/%61bout"),
+		"head":                hf(":method", "HEAD", ":scheme", "https", ":authority", siteHost, ":path", "/about"),
+		"connect":             hf(":method", "CONNECT", ":authority", siteHost),
+		"empty authority":     hf(":method", "GET", ":scheme", "https", ":authority", "", ":path", "/about"),
+		"authority with port": hf(":method", "GET", ":scheme", "https", ":authority", siteHost+":443", ":path", "/about"),
+		"long header":         get("x-long", strings.Repeat("a", 5000)),
+	} {
+		got, want := h3Raw(t, fq, fields), h3Raw(t, pq, fields)
+		if got != want {
+			t.Errorf("%s:\nfast path: %q\nhttp3:     %q", name, got, want)
+		}
+	}
+	// The heads it reads as they are were answered there.
+	if _, fast := h.Served(); fast < 5 {
+		t.Errorf("%d answered on the fast path", fast)
+	}
+	if a := h3Raw(t, fq, get()); !strings.HasPrefix(a, ":status: 200\n") || !strings.HasSuffix(a, "\n\n<p>about</p>") {
+		t.Errorf("plain GET: %q", a)
 	}
 }
