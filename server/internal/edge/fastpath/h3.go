@@ -310,7 +310,7 @@ func (h *H3) worker(w h3work) {
 	}
 }
 
-// h3scratch is a worker's buffers.
+// h3scratch is the buffers of a worker, or of a connection's accept loop.
 type h3scratch struct {
 	peek [h3Peek]byte
 	out  []byte
