@@ -16,6 +16,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+
+	"github.com/pierhq/pier/server/internal/edge/fastpath"
 )
 
 // http3Off is the --http3-addr value that serves no HTTP/3.
@@ -48,6 +50,9 @@ const altSvcMaxAge = 86400
 type h3Listener struct {
 	conn net.PacketConn
 	srv  *http3.Server
+	// fast, when set, serves the connections for static sites itself
+	// (fastpath.H3) and hands srv the others.
+	fast *fastpath.H3
 	// altSvc is the Alt-Svc value that announces it, as a header map
 	// holds it.
 	altSvc []string
@@ -106,8 +111,9 @@ func (h *h3Listener) headerLine() []byte {
 // timeout, a connection closed after the idle timeout without requests, at
 // most maxH3Streams requests in flight per connection, request heads
 // within MaxHeaderBytes, and each request's body read and answer written
-// within the read and write timeouts.
-func (h *h3Listener) serve(handler http.Handler, getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error), lim ListenLimits, log *slog.Logger) {
+// within the read and write timeouts. fast, when set, is the edge's fast
+// path's configuration: connections for static sites are served by it.
+func (h *h3Listener) serve(handler http.Handler, getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error), lim ListenLimits, log *slog.Logger, fast *fastpath.Config) {
 	if h == nil {
 		return
 	}
@@ -131,8 +137,14 @@ func (h *h3Listener) serve(handler http.Handler, getCert func(*tls.ClientHelloIn
 		log.Error("http3 listener not started", "err", err)
 		return
 	}
+	capped := &cappedListener{QUICListener: ln, max: maxH3Conns}
+	serve := func() error { return h.srv.ServeListener(capped) }
+	if fast != nil {
+		h.fast = fastpath.NewH3(*fast, h.srv)
+		serve = func() error { return h.fast.Serve(capped) }
+	}
 	go func() {
-		if err := h.srv.ServeListener(&cappedListener{QUICListener: ln, max: maxH3Conns}); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http3 listener stopped", "err", err)
 		}
 	}()
@@ -247,7 +259,12 @@ func (h *h3Listener) stop(ctx context.Context) error {
 		return nil
 	}
 	var err error
-	if h.srv != nil {
+	if h.fast != nil {
+		err = h.fast.Shutdown(ctx)
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			err = nil
+		}
+	} else if h.srv != nil {
 		err = h.srv.Shutdown(ctx)
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			err = nil // Shutdown closed what was still open, as net/http's Close would

@@ -302,7 +302,15 @@ func (s *Server) serveLaunch(ctx context.Context, handler http.Handler) error {
 			s.log.Error("https listener stopped", "err", err)
 		}
 	}()
-	s.launch.h3.serve(handler, s.launch.certs.forHandshake, lim, s.log)
+	var h3fast *fastpath.Config
+	if !s.cfg.DisableEdgeFastPath {
+		h3fast = &fastpath.Config{Edge: s.launch.edge, API: s.isAPIHost, Log: s.log,
+			HeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, WriteTimeout: lim.WriteTimeout}
+		if s.launch.certs.acme != nil {
+			h3fast.Reserved = func(p string) bool { return strings.HasPrefix(p, acme.ChallengePrefix) }
+		}
+	}
+	s.launch.h3.serve(handler, s.launch.certs.forHandshake, lim, s.log, h3fast)
 	go func() {
 		if err := s.launch.smtp.Serve(s.launch.smtpLn); err != nil {
 			s.log.Error("smtp listener stopped", "err", err)
