@@ -125,3 +125,8 @@ replace github.com/gowebpki/jcs v1.0.2 => ./third_party/jcs
 // expressions at init, which every pier command paid for at start; the copy
 // builds them on first use. third_party/yaml/README.pier.md has the change.
 replace gopkg.in/yaml.v3 v3.0.1 => ./third_party/yaml
+
+// The upstream package compiles a regular expression at init, the last one
+// a pier start compiled; the copy matches the locale by hand.
+// third_party/runewidth/README.pier.md has the change.
+replace github.com/mattn/go-runewidth v0.0.16 => ./third_party/runewidth

@@ -54,7 +54,7 @@ var clientModules = map[string]string{
 	"github.com/gowebpki/jcs":                  "./third_party/jcs",
 	"github.com/lucasb-eyer/go-colorful":       "", // lipgloss
 	"github.com/mattn/go-isatty":               "", // terminal tests
-	"github.com/mattn/go-runewidth":            "", // lipgloss
+	"github.com/mattn/go-runewidth":            "./third_party/runewidth",
 	"github.com/muesli/termenv":                "", // colour profiles
 	"github.com/oapi-codegen/runtime":          "", // the generated client
 	"github.com/rivo/uniseg":                   "", // lipgloss
