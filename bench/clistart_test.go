@@ -94,7 +94,7 @@ func heaviest(inits []pkgInit) string {
 
 // buildClient builds cmd/pier as make build does, without cgo, and fails
 // unless the binary is static: linked against libc, it would start the
-// dynamic loader first, about 0.5 ms of every start (bench/README.md,
+// dynamic loader first, 1.3 ms of CPU a start on a loaded machine (bench/README.md,
 // "CLI start").
 func buildClient(t *testing.T) string {
 	t.Helper()
