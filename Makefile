@@ -19,8 +19,8 @@ help: ## List the tasks
 # pier, the client, is linked statically (CLIENT_ENV): with cgo, which Go
 # turns on whenever a C compiler is installed, every binary that links net
 # (pflag does) is linked against libc and pays the dynamic loader on each
-# start, 1.3 ms of CPU per pier --version on the loaded 2-core machine
-# where bare cobra took 2.5 (bench/README.md, "CLI start"); without cgo,
+# start, 1.2 to 1.5 ms of CPU on the loaded 2-core machine, half of what a
+# whole static start takes there (bench/README.md, "CLI start"); without cgo,
 # Go's own DNS resolver and /etc/passwd reader stand in for libc's.
 # pier-server, which starts once, is built as before.
 CLIENT_ENV := CGO_ENABLED=0

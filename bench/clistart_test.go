@@ -94,8 +94,8 @@ func heaviest(inits []pkgInit) string {
 
 // buildClient builds cmd/pier as make build does, without cgo, and fails
 // unless the binary is static: linked against libc, it would start the
-// dynamic loader first, 1.3 ms of CPU a start on a loaded machine (bench/README.md,
-// "CLI start").
+// dynamic loader first, 1.2 to 1.5 ms of CPU a start on a loaded machine
+// (bench/README.md, "CLI start").
 func buildClient(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "pier")
