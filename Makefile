@@ -9,7 +9,7 @@ SERVER_BIN := bin/pier-server
 export PATH := $(CURDIR)/tools/node_modules/.bin:$(PATH)
 # Patched copies of dependencies (third_party/, through go.mod's replace):
 # ./... does not reach them, so the tests name them.
-THIRD_PARTY := github.com/santhosh-tekuri/jsonschema/v6 github.com/gowebpki/jcs gopkg.in/yaml.v3 github.com/mattn/go-runewidth
+THIRD_PARTY := github.com/santhosh-tekuri/jsonschema/v6 github.com/gowebpki/jcs github.com/mattn/go-runewidth
 
 .PHONY: help build install run generate check-generate test test-short test-scale cover lint bench bench-wrk tools clean conformance fuzz
 

@@ -121,11 +121,6 @@ replace github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 => ./third_party/jsonsch
 // third_party/jcs/README.pier.md has the change.
 replace github.com/gowebpki/jcs v1.0.2 => ./third_party/jcs
 
-// The upstream package builds its resolve tables and two regular
-// expressions at init, which every pier command paid for at start; the copy
-// builds them on first use. third_party/yaml/README.pier.md has the change.
-replace gopkg.in/yaml.v3 v3.0.1 => ./third_party/yaml
-
 // The upstream package compiles a regular expression at init, the last one
 // a pier start compiled; the copy matches the locale by hand.
 // third_party/runewidth/README.pier.md has the change.

@@ -64,8 +64,7 @@ var clientModules = map[string]string{
 	"github.com/xo/terminfo":                   "", // termenv
 	"golang.org/x/sys":                         "", // termenv, x/term
 	"golang.org/x/text":                        "", // jsonschema's messages
-	// workflow files
-	"gopkg.in/yaml.v3": "./third_party/yaml",
+	"gopkg.in/yaml.v3":                         "", // workflow files
 }
 
 // The client links the modules in clientModules and no other, and the

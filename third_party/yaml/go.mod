@@ -1,3 +1,0 @@
-module "gopkg.in/yaml.v3"
-
-go 1.21
