@@ -115,3 +115,13 @@ tool (
 // which every pier command paid for at start; the copy compiles them on
 // first use. third_party/jsonschema/README.pier.md has the change.
 replace github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 => ./third_party/jsonschema
+
+// The upstream package compiles a regular expression at init, which every
+// pier command paid for at start; the copy compiles it on first use.
+// third_party/jcs/README.pier.md has the change.
+replace github.com/gowebpki/jcs v1.0.2 => ./third_party/jcs
+
+// The upstream package compiles a regular expression at init, the last one
+// a pier start compiled; the copy matches the locale by hand.
+// third_party/runewidth/README.pier.md has the change.
+replace github.com/mattn/go-runewidth v0.0.16 => ./third_party/runewidth

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"sync"
 
 	"github.com/gowebpki/jcs"
 
@@ -124,7 +125,10 @@ const (
 // holderNote is the note a governed probe's spec ends with.
 func holderNote(holder string) string { return " (holder: " + holder + ")" }
 
-var holderNoteRE = regexp.MustCompile(`\(holder: (none|simulated|human)\)$`)
+// holderNoteRE is compiled on first use, not at every pier command's start.
+var holderNoteRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\(holder: (none|simulated|human)\)$`)
+})
 
 // ProbeHolder is the holder a probe records in its spec note, "" when it
 // records none (a v1 report, or one from an older runner).
@@ -132,7 +136,7 @@ func ProbeHolder(p sdk.ConformanceProbe) string {
 	if p.Spec == nil {
 		return ""
 	}
-	if m := holderNoteRE.FindStringSubmatch(*p.Spec); m != nil {
+	if m := holderNoteRE().FindStringSubmatch(*p.Spec); m != nil {
 		return m[1]
 	}
 	return ""

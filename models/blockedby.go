@@ -9,17 +9,34 @@ type BlockedByInfo struct {
 	Description string
 }
 
+// blockedByRow is one row of blockedByTable.
+type blockedByRow struct {
+	code BlockedBy
+	info BlockedByInfo
+}
+
 // LookupBlockedBy returns the table row for a blockedBy code.
 func LookupBlockedBy(code BlockedBy) (BlockedByInfo, bool) {
-	info, ok := blockedByTable[code]
-	return info, ok
+	lo, hi := 0, len(blockedByTable)
+	for lo < hi { // the first row whose code is not below code
+		m := int(uint(lo+hi) >> 1)
+		if blockedByTable[m].code < code {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(blockedByTable) && blockedByTable[lo].code == code {
+		return blockedByTable[lo].info, true
+	}
+	return BlockedByInfo{}, false
 }
 
 // BlockedByCodes returns every blockedBy code the contract defines.
 func BlockedByCodes() []BlockedBy {
-	codes := make([]BlockedBy, 0, len(blockedByTable))
-	for c := range blockedByTable {
-		codes = append(codes, c)
+	codes := make([]BlockedBy, len(blockedByTable))
+	for i, row := range blockedByTable {
+		codes[i] = row.code
 	}
 	return codes
 }

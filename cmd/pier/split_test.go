@@ -35,6 +35,69 @@ func TestClientLinksNoServer(t *testing.T) {
 	}
 }
 
+// clientModules are the modules the client links besides the standard
+// library and Pier's own, each for a command that needs it, and the patched
+// copies (third_party) it links instead of upstream. Every package linked
+// initialises at every start, `pier --version` included, so a module joins
+// this list only once its init cost is known (bench/README.md, "CLI
+// start": GODEBUG=inittrace=1 and TestCLIStartBudget).
+var clientModules = map[string]string{
+	"github.com/apapsch/go-jsonmerge/v2":       "", // the generated client's unions
+	"github.com/aymanbagabas/go-osc52/v2":      "", // lipgloss
+	"github.com/charmbracelet/colorprofile":    "", // lipgloss
+	"github.com/charmbracelet/lipgloss":        "", // tables and colour
+	"github.com/charmbracelet/x/ansi":          "", // lipgloss
+	"github.com/charmbracelet/x/cellbuf":       "", // lipgloss
+	"github.com/charmbracelet/x/term":          "", // lipgloss
+	"github.com/go-jose/go-jose/v4":            "", // JWS: holder, conformance, sandbox proofs
+	"github.com/google/uuid":                   "", // the generated models
+	"github.com/gowebpki/jcs":                  "./third_party/jcs",
+	"github.com/lucasb-eyer/go-colorful":       "", // lipgloss
+	"github.com/mattn/go-isatty":               "", // terminal tests
+	"github.com/mattn/go-runewidth":            "./third_party/runewidth",
+	"github.com/muesli/termenv":                "", // colour profiles
+	"github.com/oapi-codegen/runtime":          "", // the generated client
+	"github.com/rivo/uniseg":                   "", // lipgloss
+	"github.com/santhosh-tekuri/jsonschema/v6": "./third_party/jsonschema",
+	"github.com/spf13/cobra":                   "",
+	"github.com/spf13/pflag":                   "",
+	"github.com/xo/terminfo":                   "", // termenv
+	"golang.org/x/sys":                         "", // termenv, x/term
+	"golang.org/x/text":                        "", // jsonschema's messages
+	"gopkg.in/yaml.v3":                         "", // workflow files
+}
+
+// The client links the modules in clientModules and no other, and the
+// patched copies in place of upstream's: a new dependency of a command,
+// or a dropped replace, shows here before it shows in pier's start.
+func TestClientModules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f",
+		`{{with .Module}}{{.Path}} {{with .Replace}}{{.Path}}{{end}}{{end}}`, ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		mod, replace, _ := strings.Cut(line, " ")
+		if mod == "" || mod == "github.com/pierhq/pier" || seen[mod] {
+			continue
+		}
+		seen[mod] = true
+		want, ok := clientModules[mod]
+		switch {
+		case !ok:
+			t.Errorf("cmd/pier links %s, which is not in clientModules: measure what it costs at start (bench/README.md, \"CLI start\") before adding it, or keep it out of the client", mod)
+		case replace != want:
+			t.Errorf("cmd/pier links %s from %q, want %q", mod, replace, want)
+		}
+	}
+	for mod := range clientModules {
+		if !seen[mod] {
+			t.Errorf("clientModules lists %s, which cmd/pier no longer links: drop it", mod)
+		}
+	}
+}
+
 // The client lists the server's commands as the full binary does: the
 // same names, groups and short help.
 func TestServerCommandsMatchServer(t *testing.T) {

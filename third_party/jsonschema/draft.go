@@ -26,69 +26,36 @@ func (d *Draft) String() string {
 
 var (
 	Draft4 = &Draft{
-		version: 4,
-		url:     "http://json-schema.org/draft-04/schema",
-		id:      "id",
-		subschemas: []SchemaPath{
-			// type agonistic
-			schemaPath("definitions/*"),
-			schemaPath("not"),
-			schemaPath("allOf/[]"),
-			schemaPath("anyOf/[]"),
-			schemaPath("oneOf/[]"),
-			// object
-			schemaPath("properties/*"),
-			schemaPath("additionalProperties"),
-			schemaPath("patternProperties/*"),
-			// array
-			schemaPath("items"),
-			schemaPath("items/[]"),
-			schemaPath("additionalItems"),
-			schemaPath("dependencies/*"),
-		},
+		version:       4,
+		url:           "http://json-schema.org/draft-04/schema",
+		id:            "id",
 		vocabPrefix:   "",
 		allVocabs:     map[string]*Schema{},
 		defaultVocabs: []string{},
 	}
 
 	Draft6 = &Draft{
-		version: 6,
-		url:     "http://json-schema.org/draft-06/schema",
-		id:      "$id",
-		subschemas: joinSubschemas(Draft4.subschemas,
-			schemaPath("propertyNames"),
-			schemaPath("contains"),
-		),
+		version:       6,
+		url:           "http://json-schema.org/draft-06/schema",
+		id:            "$id",
 		vocabPrefix:   "",
 		allVocabs:     map[string]*Schema{},
 		defaultVocabs: []string{},
 	}
 
 	Draft7 = &Draft{
-		version: 7,
-		url:     "http://json-schema.org/draft-07/schema",
-		id:      "$id",
-		subschemas: joinSubschemas(Draft6.subschemas,
-			schemaPath("if"),
-			schemaPath("then"),
-			schemaPath("else"),
-		),
+		version:       7,
+		url:           "http://json-schema.org/draft-07/schema",
+		id:            "$id",
 		vocabPrefix:   "",
 		allVocabs:     map[string]*Schema{},
 		defaultVocabs: []string{},
 	}
 
 	Draft2019 = &Draft{
-		version: 2019,
-		url:     "https://json-schema.org/draft/2019-09/schema",
-		id:      "$id",
-		subschemas: joinSubschemas(Draft7.subschemas,
-			schemaPath("$defs/*"),
-			schemaPath("dependentSchemas/*"),
-			schemaPath("unevaluatedProperties"),
-			schemaPath("unevaluatedItems"),
-			schemaPath("contentSchema"),
-		),
+		version:     2019,
+		url:         "https://json-schema.org/draft/2019-09/schema",
+		id:          "$id",
 		vocabPrefix: "https://json-schema.org/draft/2019-09/vocab/",
 		allVocabs: map[string]*Schema{
 			"core":       nil,
@@ -102,12 +69,9 @@ var (
 	}
 
 	Draft2020 = &Draft{
-		version: 2020,
-		url:     "https://json-schema.org/draft/2020-12/schema",
-		id:      "$id",
-		subschemas: joinSubschemas(Draft2019.subschemas,
-			schemaPath("prefixItems/[]"),
-		),
+		version:     2020,
+		url:         "https://json-schema.org/draft/2020-12/schema",
+		id:          "$id",
 		vocabPrefix: "https://json-schema.org/draft/2020-12/vocab/",
 		allVocabs: map[string]*Schema{
 			"core":              nil,
@@ -125,6 +89,50 @@ var (
 	draftLatest = Draft2020
 )
 
+// initSubschemas sets each draft's subschema paths. Pier: upstream sets them
+// in the drafts' package-level variables, about 100 allocations at the
+// start of every program that links the package; here the first
+// NewCompiler does, through loadMetaschemas, before any schema is compiled
+// (README.pier.md).
+func initSubschemas() {
+	Draft4.subschemas = []SchemaPath{
+		// type agonistic
+		schemaPath("definitions/*"),
+		schemaPath("not"),
+		schemaPath("allOf/[]"),
+		schemaPath("anyOf/[]"),
+		schemaPath("oneOf/[]"),
+		// object
+		schemaPath("properties/*"),
+		schemaPath("additionalProperties"),
+		schemaPath("patternProperties/*"),
+		// array
+		schemaPath("items"),
+		schemaPath("items/[]"),
+		schemaPath("additionalItems"),
+		schemaPath("dependencies/*"),
+	}
+	Draft6.subschemas = joinSubschemas(Draft4.subschemas,
+		schemaPath("propertyNames"),
+		schemaPath("contains"),
+	)
+	Draft7.subschemas = joinSubschemas(Draft6.subschemas,
+		schemaPath("if"),
+		schemaPath("then"),
+		schemaPath("else"),
+	)
+	Draft2019.subschemas = joinSubschemas(Draft7.subschemas,
+		schemaPath("$defs/*"),
+		schemaPath("dependentSchemas/*"),
+		schemaPath("unevaluatedProperties"),
+		schemaPath("unevaluatedItems"),
+		schemaPath("contentSchema"),
+	)
+	Draft2020.subschemas = joinSubschemas(Draft2019.subschemas,
+		schemaPath("prefixItems/[]"),
+	)
+}
+
 // metaschemas compiles the drafts' metaschemas once, on the first
 // NewCompiler, rather than in a package init that every program linking
 // this package would pay for at start whether it compiles a schema or not.
@@ -134,6 +142,7 @@ var metaschemas sync.Once
 
 func loadMetaschemas() {
 	metaschemas.Do(func() {
+		initSubschemas()
 		c := newCompiler()
 		c.AssertFormat()
 		for _, d := range []*Draft{Draft4, Draft6, Draft7, Draft2019, Draft2020} {

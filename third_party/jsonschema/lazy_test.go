@@ -47,3 +47,34 @@ func TestMetaschemasOnFirstCompiler(t *testing.T) {
 		}
 	}
 }
+
+// The drafts' subschema paths are set by the first NewCompiler too (see
+// README.pier.md): upstream's counts, and a $ref into $defs (found through
+// them) still resolves.
+func TestSubschemasOnFirstCompiler(t *testing.T) {
+	NewCompiler()
+	for d, n := range map[*Draft]int{Draft4: 12, Draft6: 14, Draft7: 17, Draft2019: 22, Draft2020: 23} {
+		if len(d.subschemas) != n {
+			t.Errorf("draft %d has %d subschema paths, want %d", d.version, len(d.subschemas), n)
+		}
+	}
+	c := NewCompiler()
+	doc, err := UnmarshalJSON(strings.NewReader(`{"$defs": {"n": {"$anchor": "num", "type": "number"}},
+		"properties": {"a": {"$ref": "#num"}, "b": {"items": {"$ref": "#/$defs/n"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddResource("mem://defs.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("mem://defs.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for inst, ok := range map[string]bool{`{"a": 1, "b": [2]}`: true, `{"a": "x"}`: false, `{"b": [1, "y"]}`: false} {
+		v, _ := UnmarshalJSON(strings.NewReader(inst))
+		if err := sch.Validate(v); (err == nil) != ok {
+			t.Errorf("%s: valid %v, want %v (%v)", inst, err == nil, ok, err)
+		}
+	}
+}

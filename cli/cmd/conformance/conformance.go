@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -337,7 +338,10 @@ type ConformanceVerifyOptions struct {
 	JSON  bool
 }
 
-var digestRE = regexp.MustCompile(`^[a-f0-9]{64}$`)
+// digestRE is compiled on first use: a counted repetition costs about 170
+// allocations, which every pier command would pay at start otherwise
+// (bench/README.md, "CLI start").
+var digestRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-f0-9]{64}$`) })
 
 // NewCmdConformanceVerify is `pier conformance verify`.
 func NewCmdConformanceVerify(f *cmdutil.Factory, runF func(*ConformanceVerifyOptions) error) *cobra.Command {
@@ -388,7 +392,7 @@ error: {code, message, file}}.`,
 			if (opts.Head != "" || opts.Count != 0) && opts.Chain == "" {
 				return cmdutil.UsageErrorf(cmd.CommandPath(), "--head and --count anchor a chain: use them with --chain DIR")
 			}
-			if opts.Head != "" && !digestRE.MatchString(opts.Head) {
+			if opts.Head != "" && !digestRE().MatchString(opts.Head) {
 				return cmdutil.UsageErrorf(cmd.CommandPath(), "--head must be a report digest, 64 lowercase hex characters")
 			}
 			if opts.Count < 0 {

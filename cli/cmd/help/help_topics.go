@@ -13,11 +13,15 @@ import (
 const GroupHelp = "help"
 
 // helpTopics are pages `pier help TOPIC` prints, shipped inside the binary
-// so that help never points at a file that was not installed with it.
+// so that help never points at a file that was not installed with it. A
+// page is made when the tree is built, not at init, which every pier
+// command, `pier --version` included, would pay (bench/README.md, "CLI
+// start").
 var helpTopics = []struct {
-	name, short, long string
+	name, short string
+	long        func() string
 }{
-	{"exit-codes", "What each exit code of pier means", exitCodesText()},
+	{"exit-codes", "What each exit code of pier means", exitCodesText},
 }
 
 // exitCodesText is EXIT_CODES.md as terminal text: the heading and the
@@ -44,7 +48,7 @@ func AddTopics(root *cobra.Command) {
 		cmd := &cobra.Command{
 			Use:     t.name,
 			Short:   t.short,
-			Long:    t.long,
+			Long:    t.long(),
 			GroupID: GroupHelp,
 			Args:    cobra.NoArgs,
 			Example: fmt.Sprintf("  pier help %s\n  pier %s", t.name, t.name),

@@ -68,16 +68,22 @@ func genServerOperations(ops []*operation) ([]byte, error) {
 	return gofmt(b.Bytes())
 }
 
-// genBlockedBy writes the blockedBy table into the models.
+// genBlockedBy writes the blockedBy table into the models: a slice sorted by
+// code, which the compiler lays out as data, where a map would be built by
+// code at init, which every pier command would pay at start (bench/README.md,
+// "CLI start"). LookupBlockedBy searches it.
 func genBlockedBy(blocked []blockedBy) ([]byte, error) {
+	sorted := slices.Clone(blocked)
+	slices.SortFunc(sorted, func(a, b blockedBy) int { return strings.Compare(a.Code, b.Code) })
 	var b bytes.Buffer
 	b.WriteString(header)
 	b.WriteString("package models\n\n")
-	b.WriteString("// blockedByTable maps each blockedBy code to its HTTP status and retryability.\n")
-	b.WriteString("// The server answers with these statuses and the SDK reads them in reverse.\n")
-	b.WriteString("var blockedByTable = map[BlockedBy]BlockedByInfo{\n")
-	for _, e := range blocked {
-		fmt.Fprintf(&b, "\t%q: {Status: %d, Retryable: %t, Description: %q},\n", e.Code, e.Status, e.Retryable, e.Description)
+	b.WriteString("// blockedByTable lists each blockedBy code with its HTTP status and\n")
+	b.WriteString("// retryability, sorted by code. The server answers with these statuses and\n")
+	b.WriteString("// the SDK reads them in reverse.\n")
+	b.WriteString("var blockedByTable = []blockedByRow{\n")
+	for _, e := range sorted {
+		fmt.Fprintf(&b, "\t{%q, BlockedByInfo{Status: %d, Retryable: %t, Description: %q}},\n", e.Code, e.Status, e.Retryable, e.Description)
 	}
 	b.WriteString("}\n")
 	return gofmt(b.Bytes())

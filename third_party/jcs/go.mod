@@ -1,0 +1,3 @@
+module github.com/gowebpki/jcs
+
+go 1.21
