@@ -61,10 +61,7 @@ func (o bundleRoutes) UploadAssets(ctx context.Context, req api.UploadAssetsRequ
 func uploadRequest(svc *service.Service, body models.UploadAssetsRequest) service.UploadRequest {
 	out := service.UploadRequest{ProjectID: body.ProjectId, BaseBundleID: deref(body.BaseBundleId)}
 	if body.Manifest != nil {
-		out.Manifest = svc.Bundles.NewManifest()
-		for _, f := range *body.Manifest {
-			out.Manifest.Add(manifestEntry(f))
-		}
+		out.Manifest = manifestIntake(svc, *body.Manifest)
 	}
 	if body.Files != nil {
 		out.Files = make([]service.InlineFile, 0, len(*body.Files))
@@ -84,6 +81,15 @@ func uploadRequest(svc *service.Service, body models.UploadAssetsRequest) servic
 	return out
 }
 
+// manifestIntake takes a decoded manifest's entries.
+func manifestIntake(svc *service.Service, files []models.ManifestFile) *service.ManifestIntake {
+	m := svc.Bundles.NewManifest()
+	for _, f := range files {
+		m.Add(manifestEntry(f))
+	}
+	return m
+}
+
 func manifestEntry(f models.ManifestFile) service.ManifestEntry {
 	return service.ManifestEntry{Path: f.Path, SHA256: f.Sha256, Size: f.Size, ContentType: deref(f.ContentType)}
 }
@@ -101,11 +107,7 @@ func bundleNext(b *service.UploadedBundle) []models.Action {
 }
 
 func (o bundleRoutes) FindMissingBlobs(ctx context.Context, req api.FindMissingBlobsRequestObject) (api.FindMissingBlobsResponseObject, error) {
-	m := o.svc.Bundles.NewManifest()
-	for _, f := range req.Body.Manifest {
-		m.Add(manifestEntry(f))
-	}
-	v, err := o.svc.Bundles.FindMissing(ctx, auth.FromContext(ctx), req.Body.ProjectId, m)
+	v, err := o.svc.Bundles.FindMissing(ctx, auth.FromContext(ctx), req.Body.ProjectId, manifestIntake(o.svc, req.Body.Manifest))
 	if err != nil {
 		return nil, err
 	}
