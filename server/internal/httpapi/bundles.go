@@ -49,8 +49,11 @@ func (o bundleRoutes) GetBundle(ctx context.Context, req api.GetBundleRequestObj
 }
 
 func (o bundleRoutes) UploadAssets(ctx context.Context, req api.UploadAssetsRequestObject) (api.UploadAssetsResponseObject, error) {
-	p := auth.FromContext(ctx)
-	b, err := o.svc.Bundles.Upload(ctx, p, uploadRequest(o.svc, models.UploadAssetsRequest(*req.Body)))
+	up, err := uploadRequest(ctx, o.svc, models.UploadAssetsRequest(*req.Body))
+	if err != nil {
+		return nil, err
+	}
+	b, err := o.svc.Bundles.Upload(ctx, auth.FromContext(ctx), up)
 	if err != nil {
 		return nil, err
 	}
@@ -58,10 +61,14 @@ func (o bundleRoutes) UploadAssets(ctx context.Context, req api.UploadAssetsRequ
 }
 
 // uploadRequest maps upload_assets' body; a member not sent stays nil.
-func uploadRequest(svc *service.Service, body models.UploadAssetsRequest) service.UploadRequest {
+func uploadRequest(ctx context.Context, svc *service.Service, body models.UploadAssetsRequest) (service.UploadRequest, error) {
 	out := service.UploadRequest{ProjectID: body.ProjectId, BaseBundleID: deref(body.BaseBundleId)}
 	if body.Manifest != nil {
-		out.Manifest = manifestIntake(svc, *body.Manifest)
+		m, err := manifestIntake(ctx, svc, *body.Manifest, true)
+		if err != nil {
+			return out, err
+		}
+		out.Manifest = m
 	}
 	if body.Files != nil {
 		out.Files = make([]service.InlineFile, 0, len(*body.Files))
@@ -78,16 +85,24 @@ func uploadRequest(svc *service.Service, body models.UploadAssetsRequest) servic
 	if body.Removed != nil {
 		out.Removed = append([]string{}, *body.Removed...)
 	}
-	return out
+	return out, nil
 }
 
-// manifestIntake takes a decoded manifest's entries.
-func manifestIntake(svc *service.Service, files []models.ManifestFile) *service.ManifestIntake {
-	m := svc.Bundles.NewManifest()
+// manifestIntake is the manifest the middleware streamed into the
+// service as the body came (streamManifest), or else takes a decoded
+// manifest's entries.
+func manifestIntake(ctx context.Context, svc *service.Service, files []models.ManifestFile, upload bool) (*service.ManifestIntake, error) {
+	if m, ok := ctx.Value(streamedKey{}).(*service.ManifestIntake); ok {
+		return m, nil
+	}
+	m, err := svc.Bundles.NewManifest(ctx, auth.FromContext(ctx), upload)
+	if err != nil {
+		return nil, err
+	}
 	for _, f := range files {
 		m.Add(manifestEntry(f))
 	}
-	return m
+	return m, nil
 }
 
 func manifestEntry(f models.ManifestFile) service.ManifestEntry {
@@ -107,7 +122,11 @@ func bundleNext(b *service.UploadedBundle) []models.Action {
 }
 
 func (o bundleRoutes) FindMissingBlobs(ctx context.Context, req api.FindMissingBlobsRequestObject) (api.FindMissingBlobsResponseObject, error) {
-	v, err := o.svc.Bundles.FindMissing(ctx, auth.FromContext(ctx), req.Body.ProjectId, manifestIntake(o.svc, req.Body.Manifest))
+	m, err := manifestIntake(ctx, o.svc, req.Body.Manifest, false)
+	if err != nil {
+		return nil, err
+	}
+	v, err := o.svc.Bundles.FindMissing(ctx, auth.FromContext(ctx), req.Body.ProjectId, m)
 	if err != nil {
 		return nil, err
 	}

@@ -98,23 +98,6 @@ type UploadedBundle struct {
 	Mutated      Mutated
 }
 
-// ManifestIntake takes a manifest's entries one at a time, in the order
-// a request sends them, for FindMissing or Upload.
-type ManifestIntake struct {
-	entries []ManifestEntry
-}
-
-// NewManifest starts taking a manifest's entries.
-func (s *Bundles) NewManifest() *ManifestIntake {
-	return &ManifestIntake{entries: []ManifestEntry{}}
-}
-
-// Add takes the next entry.
-func (m *ManifestIntake) Add(e ManifestEntry) error {
-	m.entries = append(m.entries, e)
-	return nil
-}
-
 // Bundle limits. The request body limit (x-body-limit) bounds the encoded
 // upload; these bound what it decodes to. A bundle made by digest (a
 // manifest of content uploaded one file at a time) may hold more files and
@@ -211,29 +194,6 @@ func bundleNotRead(id string, err error) error {
 	return apierr.Internal(err)
 }
 
-// manifestFiles checks a digest manifest whole, before any content
-// arrives: at most MaxManifestFiles files, safe and distinct paths, sizes
-// within the limits. It returns the files sorted by path, their total size
-// and the distinct hashes in manifest order.
-func manifestFiles(manifest []ManifestEntry) ([]site.File, int64, []string, error) {
-	if len(manifest) > MaxManifestFiles {
-		return nil, 0, nil, tooManyFiles("body.manifest", len(manifest))
-	}
-	if len(manifest) == 0 {
-		return nil, 0, nil, apierr.New("input:invalid", "the manifest lists no file").
-			WithField("body.manifest", "empty")
-	}
-	files, total, shas, err := manifestEntries("body.manifest", manifest)
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	if total > MaxManifestBytes {
-		return nil, 0, nil, tooManyBytes("body.manifest", total)
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	return files, total, shas, nil
-}
-
 func tooManyFiles(field string, n int) *apierr.Error {
 	return apierr.Newf("input:invalid", "a bundle holds at most %d files; this one would hold %d", MaxManifestFiles, n).
 		WithField(field, fmt.Sprintf("more than %d files", MaxManifestFiles))
@@ -254,31 +214,18 @@ func manifestEntries(field string, manifest []ManifestEntry) ([]site.File, int64
 	seenSHA := make(map[string]bool, len(manifest))
 	var total int64
 	var problems []Problem
-	for i, f := range manifest {
-		field := fmt.Sprintf("%s.%d", field, i)
-		if err := safePath(f.Path); err != nil {
-			problems = append(problems, Problem{Field: field + ".path", Problem: err.Error()})
+	for i, e := range manifest {
+		f, problem := entryFile(fmt.Sprintf("%s.%d", field, i), e, func(p string) bool {
+			dup := seenPath[p]
+			seenPath[p] = true
+			return dup
+		})
+		if problem != nil {
+			problems = append(problems, *problem)
 			continue
 		}
-		if seenPath[f.Path] {
-			problems = append(problems, Problem{Field: field + ".path", Problem: "duplicate path " + f.Path})
-			continue
-		}
-		seenPath[f.Path] = true
-		if !isSHA256(f.SHA256) {
-			problems = append(problems, Problem{Field: field + ".sha256", Problem: "not 64 lowercase hex digits"})
-			continue
-		}
-		if f.Size < 0 || f.Size > MaxFileBytes {
-			problems = append(problems, Problem{Field: field + ".size", Problem: fmt.Sprintf("not between 0 and %d bytes", MaxFileBytes)})
-			continue
-		}
-		total += int64(f.Size)
-		ctype := site.ContentType(f.Path)
-		if f.ContentType != "" {
-			ctype = f.ContentType
-		}
-		files = append(files, site.File{Path: f.Path, SHA256: f.SHA256, Size: int64(f.Size), ContentType: ctype})
+		total += f.Size
+		files = append(files, f)
 		if !seenSHA[f.SHA256] {
 			seenSHA[f.SHA256] = true
 			shas = append(shas, f.SHA256)
@@ -315,8 +262,7 @@ func (s *Bundles) missingFor(ctx context.Context, orgID, field string, files []s
 	want := make(map[string]int64, len(shas))
 	for _, f := range files {
 		if size, ok := sizes[f.SHA256]; ok && size != f.Size {
-			return nil, 0, apierr.Newf("input:invalid", "%s: the manifest says %d bytes, but the content with that SHA-256 has %d", f.Path, f.Size, size).
-				WithField(field, fmt.Sprintf("%s: size %d, content %d bytes", f.Path, f.Size, size))
+			return nil, 0, sizeMismatch(field, f, size)
 		}
 		want[f.SHA256] = f.Size
 	}
@@ -348,21 +294,20 @@ func (s *Bundles) FindMissing(ctx context.Context, p *auth.Principal, projectID 
 	if _, err := s.project(ctx, p.OrgID, projectID); err != nil {
 		return nil, err
 	}
-	files, total, shas, err := manifestFiles(m.entries)
-	if err != nil {
+	if err := m.checked(); err != nil {
 		return nil, err
 	}
-	if err := s.projects.checkBundleQuota(ctx, p.OrgID, total); err != nil {
+	if err := s.projects.checkBundleQuota(ctx, p.OrgID, m.total); err != nil {
 		return nil, err
 	}
-	missing, bytes, err := s.missingFor(ctx, p.OrgID, "body.manifest", files, shas)
-	if err != nil {
-		return nil, err
+	if m.mismatch != nil {
+		return nil, m.mismatch
 	}
+	missing := m.missing
 	if missing == nil {
 		missing = []string{}
 	}
-	return &MissingBlobs{ProjectID: projectID, Missing: missing, MissingBytes: bytes, FileCount: len(files), TotalBytes: total}, nil
+	return &MissingBlobs{ProjectID: projectID, Missing: missing, MissingBytes: m.missingBytes, FileCount: m.n, TotalBytes: m.total}, nil
 }
 
 // UploadBlob stores one file's content under its SHA-256, once, and
@@ -455,6 +400,9 @@ func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req UploadReque
 		if refs, err = s.fromManifest(ctx, p, req); err != nil {
 			return nil, err
 		}
+		// Its contents were looked up as they came, after the losses were
+		// read.
+		losses = req.Manifest.losses
 	case req.Files != nil:
 		files, _, n, err := s.storeInline(ctx, p, req.Files)
 		if err != nil {
@@ -480,22 +428,24 @@ func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req UploadReque
 // fromManifest checks a whole manifest, whose every content the
 // organisation must have uploaded, and stores it as pages.
 func (s *Bundles) fromManifest(ctx context.Context, p *auth.Principal, req UploadRequest) ([]store.PageRef, error) {
-	files, sum, shas, err := manifestFiles(req.Manifest.entries)
-	if err != nil {
+	m := req.Manifest
+	if m.w == nil {
+		return nil, apierr.Internal(errors.New("a manifest taken for find_missing_blobs was sent to upload_assets"))
+	}
+	if err := m.checked(); err != nil {
 		return nil, err
 	}
-	if err := s.projects.checkBundleQuota(ctx, p.OrgID, sum); err != nil {
+	if err := s.projects.checkBundleQuota(ctx, p.OrgID, m.total); err != nil {
 		return nil, err
 	}
-	missing, _, err := s.missingFor(ctx, p.OrgID, "body.manifest", files, shas)
-	if err != nil {
-		return nil, err
+	if m.mismatch != nil {
+		return nil, m.mismatch
 	}
-	if len(missing) > 0 {
-		return nil, blobsMissing(req.ProjectID, "body.manifest", missing,
-			fmt.Sprintf("%d of the manifest's %d distinct contents are not uploaded by your organisation; upload them with upload_blob, then send this again", len(missing), len(shas)))
+	if len(m.missing) > 0 {
+		return nil, blobsMissing(req.ProjectID, "body.manifest", m.missing,
+			fmt.Sprintf("%d of the manifest's %d distinct contents are not uploaded by your organisation; upload them with upload_blob, then send this again", len(m.missing), m.distinct))
 	}
-	refs, err := writePages(ctx, s.store.Bundles(), s.Now(), files)
+	refs, err := m.pages()
 	if err != nil {
 		return nil, apierr.Internal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -14,10 +15,17 @@ func mf(path, content string) ManifestEntry {
 }
 
 // manifest is a manifest of entries, taken as a request's body brings them.
-func (h *harness) manifest(entries []ManifestEntry) *ManifestIntake {
-	m := h.svc.Bundles.NewManifest()
+func (h *harness) manifest(p *auth.Principal, entries []ManifestEntry) *ManifestIntake {
+	return h.intake(p, entries, true)
+}
+
+// intake takes a manifest for upload_assets (upload) or
+// find_missing_blobs, as p.
+func (h *harness) intake(p *auth.Principal, entries []ManifestEntry, upload bool) *ManifestIntake {
+	m, err := h.svc.Bundles.NewManifest(h.ctx, p, upload)
+	h.must(err)
 	for _, e := range entries {
-		h.must(m.Add(e))
+		m.Add(e)
 	}
 	return m
 }
@@ -32,12 +40,12 @@ func TestBundleByDigest(t *testing.T) {
 	for p, c := range files {
 		manifest = append(manifest, mf(p, c))
 	}
-	miss, err := h.svc.Bundles.FindMissing(h.ctx, a.agent, a.project, h.manifest(manifest))
+	miss, err := h.svc.Bundles.FindMissing(h.ctx, a.agent, a.project, h.intake(a.agent, manifest, false))
 	h.must(err)
 	if len(miss.Missing) != 2 || miss.FileCount != 3 {
 		t.Fatalf("missing %+v", miss)
 	}
-	_, err = h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, Manifest: h.manifest(manifest)})
+	_, err = h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, Manifest: h.manifest(a.agent, manifest)})
 	if e := wantCode(t, err, "conflict:blobs_missing"); !hasAction(e.Actions, "find_missing_blobs") {
 		t.Fatalf("actions %v", names(e.Actions))
 	}
@@ -51,15 +59,15 @@ func TestBundleByDigest(t *testing.T) {
 		}
 	}
 	// Another organisation's uploads are not B's.
-	if m, _ := h.svc.Bundles.FindMissing(h.ctx, b.agent, b.project, h.manifest(manifest)); len(m.Missing) != 2 {
+	if m, _ := h.svc.Bundles.FindMissing(h.ctx, b.agent, b.project, h.intake(b.agent, manifest, false)); len(m.Missing) != 2 {
 		t.Fatalf("org B sees A's blobs: %+v", m)
 	}
-	bnd, err := h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, Manifest: h.manifest(manifest)})
+	bnd, err := h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, Manifest: h.manifest(a.agent, manifest)})
 	h.must(err)
 	if bnd.Deduplicated || bnd.FileCount != 3 || bnd.Target != "edge" {
 		t.Fatalf("bundle %+v", bnd)
 	}
-	dup, err := h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, Manifest: h.manifest(manifest)})
+	dup, err := h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, Manifest: h.manifest(a.agent, manifest)})
 	h.must(err)
 	if !dup.Deduplicated || dup.ID != bnd.ID {
 		t.Fatalf("same manifest again: %+v", dup)
@@ -117,9 +125,9 @@ func TestBundleDerived(t *testing.T) {
 		{"removes everything", a, UploadRequest{ProjectID: a.project, BaseBundleID: base, Removed: []string{"index.html", "about.html", "old.html"}}, "input:invalid"},
 		{"changes without base", a, UploadRequest{ProjectID: a.project, Changes: changes}, "input:invalid"},
 		{"removed without base", a, UploadRequest{ProjectID: a.project, Removed: removed}, "input:invalid"},
-		{"two forms", a, UploadRequest{ProjectID: a.project, BaseBundleID: base, Manifest: h.manifest(changes)}, "input:invalid"},
+		{"two forms", a, UploadRequest{ProjectID: a.project, BaseBundleID: base, Manifest: h.manifest(a.agent, changes)}, "input:invalid"},
 		{"no form", a, UploadRequest{ProjectID: a.project}, "input:invalid"},
-		{"unknown project", a, UploadRequest{ProjectID: "prj_nope", Manifest: h.manifest(changes)}, "not_found:resource"},
+		{"unknown project", a, UploadRequest{ProjectID: "prj_nope", Manifest: h.manifest(a.agent, changes)}, "not_found:resource"},
 	} {
 		_, err := h.svc.Bundles.Upload(h.ctx, c.p.agent, c.req)
 		if e := wantCode(t, err, c.code); e == nil {
@@ -137,7 +145,7 @@ func TestBundleRefusals(t *testing.T) {
 		return UploadRequest{ProjectID: tn.project, Files: fs}
 	}
 	digest := func(fs ...ManifestEntry) UploadRequest {
-		return UploadRequest{ProjectID: tn.project, Manifest: h.manifest(fs)}
+		return UploadRequest{ProjectID: tn.project, Manifest: h.manifest(tn.agent, fs)}
 	}
 	h.svc.Bundles.UploadBlob(h.ctx, tn.agent, shaOf("abc"), []byte("abc"))
 	for _, c := range []struct {
@@ -178,7 +186,7 @@ func TestBundleRefusals(t *testing.T) {
 	if out[0].AlreadyUploaded || !out[1].AlreadyUploaded {
 		t.Fatalf("put blobs %+v", out)
 	}
-	_, err = h.svc.Bundles.FindMissing(h.ctx, tn.agent, "prj_nope", h.manifest([]ManifestEntry{mf("a", "b")}))
+	_, err = h.svc.Bundles.FindMissing(h.ctx, tn.agent, "prj_nope", h.intake(tn.agent, []ManifestEntry{mf("a", "b")}, false))
 	wantCode(t, err, "not_found:resource")
 }
 
@@ -190,7 +198,7 @@ func TestBundleQuotas(t *testing.T) {
 	fs := []InlineFile{{Path: "big.txt", ContentBase64: base64.StdEncoding.EncodeToString([]byte(big))}}
 	_, err := h.svc.Bundles.Upload(h.ctx, tn.agent, UploadRequest{ProjectID: tn.project, Files: fs})
 	wantCode(t, err, "quota:storage")
-	_, err = h.svc.Bundles.FindMissing(h.ctx, tn.agent, tn.project, h.manifest([]ManifestEntry{mf("big.txt", big)}))
+	_, err = h.svc.Bundles.FindMissing(h.ctx, tn.agent, tn.project, h.intake(tn.agent, []ManifestEntry{mf("big.txt", big)}, false))
 	wantCode(t, err, "quota:storage")
 	h.site(tn, map[string]string{"a.txt": "small"})
 	_, err = h.svc.Bundles.Upload(h.ctx, tn.agent, UploadRequest{ProjectID: tn.project, Files: []InlineFile{{Path: "b.txt", ContentBase64: "eA=="}}})

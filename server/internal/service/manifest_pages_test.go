@@ -37,7 +37,7 @@ func TestDerivedPagesAreCanonical(t *testing.T) {
 		return out
 	}
 	m := whole()
-	base, err := h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, Manifest: h.manifest(m)})
+	base, err := h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, Manifest: h.manifest(a.agent, m)})
 	h.must(err)
 	root, err := h.st.Bundles().Root(h.ctx, a.org, base.ID)
 	h.must(err)
@@ -77,7 +77,7 @@ func TestDerivedPagesAreCanonical(t *testing.T) {
 		next, err := h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, BaseBundleID: base.ID, Changes: changes, Removed: removed})
 		h.must(err)
 		m := whole()
-		same, err := h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, Manifest: h.manifest(m)})
+		same, err := h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, Manifest: h.manifest(a.agent, m)})
 		h.must(err)
 		if !same.Deduplicated || same.ID != next.ID || next.FileCount != len(files) {
 			t.Fatalf("round %d: derived %+v, whole %+v", round, next, same)
