@@ -113,7 +113,8 @@ func (h *Handler) serveManifest(w http.ResponseWriter, r *http.Request, rt *rout
 	}
 	limit := h.bodyLimit(rt, r)
 	body := &manifestBody{r: http.MaxBytesReader(w, r.Body, limit), hash: requestHasher(r), keeping: true}
-	s, err := h.decodeManifest(r.Context(), body, p, rt.op.ID == "upload_assets")
+	mr := &manifestReader{svc: h.cfg.Service, schema: h.doc.Components.Schemas["ManifestFile"].Value, body: body, p: p, upload: rt.op.ID == "upload_assets"}
+	s, err := mr.decode(r.Context())
 	if errors.Is(err, errNotObject) {
 		// Read on, whole, to be refused as the contract says.
 		s, err = &streamed{}, nil
@@ -186,11 +187,21 @@ func (h *Handler) checkStreamed(r *http.Request, rt *route, s *streamed, badUTF8
 	return s.schema.refusal()
 }
 
-// decodeManifest decodes a body, streaming its manifest's entries into
-// the service (for upload_assets when upload) and keeping its other
-// members as they are.
-func (h *Handler) decodeManifest(ctx context.Context, body *manifestBody, p *auth.Principal, upload bool) (*streamed, error) {
-	dec := json.NewDecoder(body)
+// manifestReader decodes a body whose manifest streams into the service
+// (for upload_assets when upload), checking its entries against the
+// contract's ManifestFile schema.
+type manifestReader struct {
+	svc    *service.Service
+	schema *openapi3.Schema
+	body   *manifestBody
+	p      *auth.Principal
+	upload bool
+}
+
+// decode decodes the body, streaming its manifest's entries into the
+// service and keeping its other members as they are.
+func (mr *manifestReader) decode(ctx context.Context) (*streamed, error) {
+	dec := json.NewDecoder(mr.body)
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
@@ -213,7 +224,7 @@ func (h *Handler) decodeManifest(ctx context.Context, body *manifestBody, p *aut
 		out.Write(k)
 		out.WriteByte(':')
 		if key == "manifest" {
-			if err := h.streamEntries(ctx, dec, body, s, out, p, upload); err != nil {
+			if err := mr.entries(ctx, dec, s, out); err != nil {
 				return nil, err
 			}
 			continue
@@ -229,7 +240,7 @@ func (h *Handler) decodeManifest(ctx context.Context, body *manifestBody, p *aut
 	}
 	// What follows the object is not read, as by the decoder of a body
 	// read whole, but it is part of the body: hashed and checked as text.
-	if _, err := io.Copy(io.Discard, body); err != nil {
+	if _, err := io.Copy(io.Discard, mr.body); err != nil {
 		return nil, err
 	}
 	out.WriteByte('}')
@@ -237,12 +248,12 @@ func (h *Handler) decodeManifest(ctx context.Context, body *manifestBody, p *aut
 	return s, nil
 }
 
-// streamEntries streams a manifest's entries: the first stays in the cut
+// entries streams a manifest's entries: the first stays in the cut
 // body, for the contract's validator; the others are checked against the
 // contract's ManifestFile here, and every sound one goes to the service.
 // A manifest that is not an array stays in the cut body as a value the
 // validator refuses the same way.
-func (h *Handler) streamEntries(ctx context.Context, dec *json.Decoder, body *manifestBody, s *streamed, out *bytes.Buffer, p *auth.Principal, upload bool) error {
+func (mr *manifestReader) entries(ctx context.Context, dec *json.Decoder, s *streamed, out *bytes.Buffer) error {
 	tok, err := dec.Token()
 	if err != nil {
 		return err
@@ -250,12 +261,11 @@ func (h *Handler) streamEntries(ctx context.Context, dec *json.Decoder, body *ma
 	if tok != json.Delim('[') {
 		return notArray(dec, tok, out)
 	}
-	body.keeping, body.kept = false, nil
-	if s.intake, err = h.cfg.Service.Bundles.NewManifest(ctx, p, upload); err != nil {
+	mr.body.keeping, mr.body.kept = false, nil
+	if s.intake, err = mr.svc.Bundles.NewManifest(ctx, mr.p, mr.upload); err != nil {
 		return err
 	}
 	out.WriteByte('[')
-	schema := h.doc.Components.Schemas["ManifestFile"].Value
 	opts := []openapi3.SchemaValidationOption{openapi3.VisitAsRequest(), openapi3.MultiErrors()}
 	s.entries = 0
 	for ; dec.More(); s.entries++ {
@@ -263,7 +273,7 @@ func (h *Handler) streamEntries(ctx context.Context, dec *json.Decoder, body *ma
 		if err := dec.Decode(&v); err != nil {
 			return err
 		}
-		verr := schema.VisitJSON(v, opts...)
+		verr := mr.schema.VisitJSON(v, opts...)
 		switch {
 		case s.entries == 0:
 			j, _ := json.Marshal(v)

@@ -10,7 +10,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,5 +184,134 @@ func TestManifestStreamedRefusesAsWholeBody(t *testing.T) {
 				t.Errorf("%s, %s:\nwhole    %s\nstreamed %s", name, op.id, w, st)
 			}
 		}
+	}
+}
+
+// streamBody is a body written as it is sent, so that the client holds
+// none of it; it counts its bytes.
+func streamBody(project string, manifest func(io.Writer), size *int64) io.Reader {
+	pr, pw := io.Pipe()
+	go func() {
+		w := &countingWriter{w: pw, n: size}
+		fmt.Fprintf(w, `{"projectId":%q,"manifest":[`, project)
+		manifest(w)
+		io.WriteString(w, "]}")
+		pw.Close()
+	}()
+	return pr
+}
+
+type countingWriter struct {
+	w io.Writer
+	n *int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c.n += int64(len(p))
+	return c.w.Write(p)
+}
+
+// heapPeak runs f and answers by how much the heap in use grew over what
+// it was before, at the most, sampled every few milliseconds.
+func heapPeak(f func()) uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	before := m.HeapInuse
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+		}
+	}()
+	f()
+	close(done)
+	return peak.Load() - min(peak.Load(), before)
+}
+
+// TestManifestOf200000FilesStreamedOverHTTP: a 200,000-file manifest
+// (about 24 MB of JSON) sent to find_missing_blobs and upload_assets is
+// decoded, checked, looked up and written into pages as it arrives: the
+// server's heap grows by a fraction of the body, which it never holds
+// (what it keeps of each entry is a digest of its path, and only when
+// they do not come in path order for an upload).
+// A bad entry at the end of as long a list is refused, naming it.
+func TestManifestOf200000FilesStreamedOverHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends 200,000-file manifests")
+	}
+	contents := make([]string, 64)
+	for i := range contents {
+		contents[i] = fmt.Sprintf("content %d", i)
+	}
+	s := newManifestServer(t, contents...)
+	// Garbage is collected sooner, so that the peak is what is held.
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
+	for _, op := range []struct{ id, path string }{{"find_missing_blobs", "/v1/bundles/missing"}, {"upload_assets", "/v1/bundles"}} {
+		var size int64
+		var a answer
+		grown := heapPeak(func() {
+			a = s.post(op.path, streamBody(s.project, entries(service.MaxManifestFiles, contents, nil), &size), "")
+		})
+		t.Logf("%s: a %d MiB body of 200,000 entries grew the heap by %d MiB at most", op.id, size>>20, grown>>20)
+		d, _ := a.Body["data"].(map[string]any)
+		if a.Status >= 300 || d["fileCount"] != float64(service.MaxManifestFiles) {
+			t.Fatalf("%s: %d %v", op.id, a.Status, a.Body)
+		}
+		if grown > uint64(size)/2 {
+			t.Errorf("%s: the heap grew by %d MiB for a %d MiB body", op.id, grown>>20, size>>20)
+		}
+	}
+	last := service.MaxManifestFiles - 1
+	var size int64
+	bad := entries(service.MaxManifestFiles, contents, map[int]string{last: `{"path":"/etc/passwd","sha256":"` + shaHex("x") + `","size":1}`})
+	a := s.post("/v1/bundles", streamBody(s.project, bad, &size), "")
+	details, _ := a.Body["details"].([]any)
+	if a.Status != 400 || a.Body["blockedBy"] != "input:invalid" || len(details) != 1 ||
+		details[0].(map[string]any)["field"] != fmt.Sprintf("body.manifest.%d.path", last) {
+		t.Fatalf("a bad last entry: %d %v", a.Status, a.Body)
+	}
+	over := entries(service.MaxManifestFiles+1, contents, nil)
+	if a := s.post("/v1/bundles/missing", streamBody(s.project, over, &size), ""); a.Status != 400 || !strings.Contains(fmt.Sprint(a.Body["message"]), "maximum number of items is 200000") {
+		t.Fatalf("200,001 entries: %d %v", a.Status, a.Body)
+	}
+}
+
+// The same key and body streamed again is answered from the first
+// answer; the same key with another body is refused.
+func TestStreamedManifestIdempotency(t *testing.T) {
+	s := newManifestServer(t, "a", "b")
+	body := bodyWith(s.project, entries(5000, []string{"a", "b"}, nil))
+	first := s.post("/v1/bundles", bytes.NewReader(body), "idem-1")
+	again := s.post("/v1/bundles", bytes.NewReader(body), "idem-1")
+	d1, _ := first.Body["data"].(map[string]any)
+	d2, _ := again.Body["data"].(map[string]any)
+	if first.Status != 201 || again.Status != 201 || again.Replayed != "true" || d1["bundleId"] != d2["bundleId"] ||
+		d2["deduplicated"] != false || d1["receipt"].(map[string]any)["id"] != d2["receipt"].(map[string]any)["id"] {
+		t.Fatalf("replay: %v\n%v", first, again)
+	}
+	other := bodyWith(s.project, entries(4999, []string{"a", "b"}, nil))
+	if a := s.post("/v1/bundles", bytes.NewReader(other), "idem-1"); a.Status != 422 || a.Body["blockedBy"] != "idempotency:key_reused" {
+		t.Fatalf("another body with the key: %d %v", a.Status, a.Body)
+	}
+	// A new key records nothing new: the same files make the same bundle.
+	if a := s.post("/v1/bundles", bytes.NewReader(body), "idem-2"); a.Status != 201 || a.Replayed != "" || a.Body["data"].(map[string]any)["deduplicated"] != true {
+		t.Fatalf("a new key: %d %v", a.Status, a.Body)
+	}
+	miss := bodyWith(s.project, entries(3, []string{"a", "never uploaded"}, nil))
+	m1 := s.post("/v1/bundles/missing", bytes.NewReader(miss), "idem-3")
+	m2 := s.post("/v1/bundles/missing", bytes.NewReader(miss), "idem-3")
+	if m1.Status != 200 || said(m1) != said(m2) || len(m1.Body["data"].(map[string]any)["missing"].([]any)) != 1 {
+		t.Fatalf("find_missing_blobs replay: %v\n%v", m1, m2)
 	}
 }

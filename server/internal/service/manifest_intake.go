@@ -50,11 +50,12 @@ type ManifestIntake struct {
 	distinct       int
 	mismatch       error
 	err            error
-	// For an upload: the pages written so far, the last path written,
-	// and every entry once one came out of path order.
-	w        *pageWriter
-	last     string
-	gathered []site.File
+	// For an upload: the pages written so far, the last path, the path
+	// the entry being taken was compared with the last by, and every
+	// entry once one came out of path order.
+	w             *pageWriter
+	last, reached string
+	gathered      []site.File
 }
 
 // NewManifest starts taking a manifest's entries, for upload_assets
@@ -87,13 +88,17 @@ func (m *ManifestIntake) Add(e ManifestEntry) {
 	if m.n > MaxManifestFiles || m.err != nil {
 		return
 	}
-	f, problem := entryFile(fmt.Sprintf("body.manifest.%d", i), e, func(p string) bool {
-		k := m.digest(p)
-		_, dup := m.paths[k]
-		m.paths[k] = struct{}{}
-		return dup
-	})
+	m.reached = ""
+	f, problem := entryFile(fmt.Sprintf("body.manifest.%d", i), e, m.dup)
 	if problem != nil {
+		if m.w != nil && m.gathered == nil {
+			// Paths are compared by digest from here, this one's too
+			// when it was compared at all.
+			m.gather(false)
+			if m.reached != "" {
+				m.paths[m.digest(m.reached)] = struct{}{}
+			}
+		}
 		m.problems = append(m.problems, *problem)
 		return
 	}
@@ -114,38 +119,70 @@ func (m *ManifestIntake) Add(e ManifestEntry) {
 	}
 }
 
+// dup reports whether an entry's path came before. While an upload's
+// entries come in path order, each is compared with the last; from the
+// first that does not (or the first refused), every path's digest is
+// kept, those before read back from the pages written.
+func (m *ManifestIntake) dup(p string) bool {
+	if m.w != nil && m.gathered == nil {
+		if m.last == "" || p > m.last {
+			m.last, m.reached = p, p
+			return false
+		}
+		if m.gather(true); m.err != nil {
+			return false
+		}
+	}
+	k := m.digest(p)
+	_, dup := m.paths[k]
+	m.paths[k] = struct{}{}
+	return dup
+}
+
 func (m *ManifestIntake) seenContent(k [2]uint64) bool {
 	_, ok := m.contents[k]
 	return ok
 }
 
 // page writes an upload's entry into pages, or gathers it once entries
-// came out of path order: then the pages written so far are read back.
+// came out of path order.
 func (m *ManifestIntake) page(f site.File) {
-	switch {
-	case m.gathered == nil && (m.last == "" || f.Path > m.last):
-		m.last = f.Path
-		if err := m.w.add(f); err != nil {
-			m.err = apierr.Internal(err)
-		}
+	if m.gathered != nil {
+		m.gathered = append(m.gathered, f)
 		return
-	case m.gathered == nil:
-		refs, err := m.w.finish()
+	}
+	if err := m.w.add(f); err != nil {
+		m.err = apierr.Internal(err)
+	}
+}
+
+// gather reads back the pages an upload wrote so far and keeps their
+// paths' digests, once an entry came out of path order (and then the
+// entries, to be sorted) or was refused (then only the digests: nothing
+// more is written).
+func (m *ManifestIntake) gather(keep bool) {
+	refs, err := m.w.finish()
+	if err != nil {
+		m.err = apierr.Internal(err)
+		return
+	}
+	m.gathered = []site.File{}
+	if keep {
+		m.gathered = make([]site.File, 0, m.w.files+1)
+	}
+	for _, r := range refs {
+		entries, err := readPage(m.ctx, m.st, r.SHA256)
 		if err != nil {
 			m.err = apierr.Internal(err)
 			return
 		}
-		m.gathered = make([]site.File, 0, m.w.files+1)
-		for _, r := range refs {
-			entries, err := readPage(m.ctx, m.st, r.SHA256)
-			if err != nil {
-				m.err = apierr.Internal(err)
-				return
-			}
+		for _, f := range entries {
+			m.paths[m.digest(f.Path)] = struct{}{}
+		}
+		if keep {
 			m.gathered = append(m.gathered, entries...)
 		}
 	}
-	m.gathered = append(m.gathered, f)
 }
 
 // lookUp looks up the contents of the pending entries: which the
