@@ -49,11 +49,7 @@ func (o bundleRoutes) GetBundle(ctx context.Context, req api.GetBundleRequestObj
 }
 
 func (o bundleRoutes) UploadAssets(ctx context.Context, req api.UploadAssetsRequestObject) (api.UploadAssetsResponseObject, error) {
-	up, err := uploadRequest(ctx, o.svc, models.UploadAssetsRequest(*req.Body))
-	if err != nil {
-		return nil, err
-	}
-	b, err := o.svc.Bundles.Upload(ctx, auth.FromContext(ctx), up)
+	b, err := o.svc.Bundles.Upload(ctx, auth.FromContext(ctx), uploadRequest(ctx, o.svc, models.UploadAssetsRequest(*req.Body)))
 	if err != nil {
 		return nil, err
 	}
@@ -61,14 +57,10 @@ func (o bundleRoutes) UploadAssets(ctx context.Context, req api.UploadAssetsRequ
 }
 
 // uploadRequest maps upload_assets' body; a member not sent stays nil.
-func uploadRequest(ctx context.Context, svc *service.Service, body models.UploadAssetsRequest) (service.UploadRequest, error) {
+func uploadRequest(ctx context.Context, svc *service.Service, body models.UploadAssetsRequest) service.UploadRequest {
 	out := service.UploadRequest{ProjectID: body.ProjectId, BaseBundleID: deref(body.BaseBundleId)}
 	if body.Manifest != nil {
-		m, err := manifestIntake(ctx, svc, *body.Manifest, true)
-		if err != nil {
-			return out, err
-		}
-		out.Manifest = m
+		out.Manifest = manifestIntake(ctx, svc, *body.Manifest, true)
 	}
 	if body.Files != nil {
 		out.Files = make([]service.InlineFile, 0, len(*body.Files))
@@ -85,24 +77,21 @@ func uploadRequest(ctx context.Context, svc *service.Service, body models.Upload
 	if body.Removed != nil {
 		out.Removed = append([]string{}, *body.Removed...)
 	}
-	return out, nil
+	return out
 }
 
 // manifestIntake is the manifest the middleware streamed into the
-// service as the body came (streamManifest), or else takes a decoded
+// service as the body came (serveManifest), or else takes a decoded
 // manifest's entries.
-func manifestIntake(ctx context.Context, svc *service.Service, files []models.ManifestFile, upload bool) (*service.ManifestIntake, error) {
+func manifestIntake(ctx context.Context, svc *service.Service, files []models.ManifestFile, upload bool) *service.ManifestIntake {
 	if m, ok := ctx.Value(streamedKey{}).(*service.ManifestIntake); ok {
-		return m, nil
+		return m
 	}
-	m, err := svc.Bundles.NewManifest(ctx, auth.FromContext(ctx), upload)
-	if err != nil {
-		return nil, err
-	}
+	m := svc.Bundles.NewManifest(ctx, auth.FromContext(ctx), upload)
 	for _, f := range files {
 		m.Add(manifestEntry(f))
 	}
-	return m, nil
+	return m
 }
 
 func manifestEntry(f models.ManifestFile) service.ManifestEntry {
@@ -122,11 +111,7 @@ func bundleNext(b *service.UploadedBundle) []models.Action {
 }
 
 func (o bundleRoutes) FindMissingBlobs(ctx context.Context, req api.FindMissingBlobsRequestObject) (api.FindMissingBlobsResponseObject, error) {
-	m, err := manifestIntake(ctx, o.svc, req.Body.Manifest, false)
-	if err != nil {
-		return nil, err
-	}
-	v, err := o.svc.Bundles.FindMissing(ctx, auth.FromContext(ctx), req.Body.ProjectId, m)
+	v, err := o.svc.Bundles.FindMissing(ctx, auth.FromContext(ctx), req.Body.ProjectId, manifestIntake(ctx, o.svc, req.Body.Manifest, false))
 	if err != nil {
 		return nil, err
 	}

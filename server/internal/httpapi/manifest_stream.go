@@ -262,9 +262,7 @@ func (mr *manifestReader) entries(ctx context.Context, dec *json.Decoder, s *str
 		return notArray(dec, tok, out)
 	}
 	mr.body.keeping, mr.body.kept = false, nil
-	if s.intake, err = mr.svc.Bundles.NewManifest(ctx, mr.p, mr.upload); err != nil {
-		return err
-	}
+	s.intake = mr.svc.Bundles.NewManifest(ctx, mr.p, mr.upload)
 	out.WriteByte('[')
 	opts := []openapi3.SchemaValidationOption{openapi3.VisitAsRequest(), openapi3.MultiErrors()}
 	s.entries = 0

@@ -60,20 +60,21 @@ type ManifestIntake struct {
 
 // NewManifest starts taking a manifest's entries, for upload_assets
 // (upload: its pages are written as they come) or find_missing_blobs.
-func (s *Bundles) NewManifest(ctx context.Context, p *auth.Principal, upload bool) (*ManifestIntake, error) {
+// A failure to start is answered when the manifest is used.
+func (s *Bundles) NewManifest(ctx context.Context, p *auth.Principal, upload bool) *ManifestIntake {
 	m := &ManifestIntake{ctx: ctx, st: s.store.Bundles(), orgID: p.OrgID, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		paths: map[[2]uint64]struct{}{}, contents: map[[2]uint64]int64{}}
 	if !upload {
-		return m, nil
+		return m
 	}
 	// Contents are looked up as entries come: the bundle is recorded as
 	// checked at the loss count read before.
 	losses, err := m.st.Losses(ctx)
 	if err != nil {
-		return nil, apierr.Internal(err)
+		m.err = apierr.Internal(err)
 	}
 	m.losses, m.w = losses, newPageWriter(ctx, m.st, s.Now())
-	return m, nil
+	return m
 }
 
 func (m *ManifestIntake) digest(s string) [2]uint64 {
