@@ -154,6 +154,7 @@ func TestManifestStreamedRefusesAsWholeBody(t *testing.T) {
 		"path deep":         bodyWith(s.project, entries(n, []string{"a", "b"}, map[int]string{1234: `{"path":"../x","sha256":"` + a + `","size":1}`})),
 		"duplicate deep":    bodyWith(s.project, entries(n, []string{"a", "b"}, map[int]string{1400: `{"path":"assets/000/file-000003.html","sha256":"` + a + `","size":1}`})),
 		"several bad":       bodyWith(s.project, entries(n, []string{"a", "b"}, map[int]string{7: `{"path":"a//b","sha256":"` + a + `","size":1}`, 1201: `{"path":"c","sha256":"` + strings.ToUpper(a) + `","size":1}`})),
+		"bad then again":    bodyWith(s.project, entries(n, []string{"a", "b"}, map[int]string{10: `{"path":"assets/000/file-000010x","sha256":"` + a + `","size":-1}`, 11: `{"path":"assets/000/file-000010x","sha256":"` + a + `","size":1}`})),
 		"size not integer":  bodyWith(s.project, entries(n, []string{"a", "b"}, map[int]string{1000: `{"path":"x.html","sha256":"` + a + `","size":1.5}`})),
 		"unknown member":    bodyWith(s.project, entries(n, []string{"a", "b"}, map[int]string{999: `{"path":"y.html","sha256":"` + a + `","size":1,"mode":1}`})),
 		"bad hash":          bodyWith(s.project, entries(n, []string{"a", "b"}, map[int]string{500: `{"path":"y.html","sha256":"XYZ","size":1}`})),

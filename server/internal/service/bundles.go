@@ -294,20 +294,27 @@ func (s *Bundles) FindMissing(ctx context.Context, p *auth.Principal, projectID 
 	if _, err := s.project(ctx, p.OrgID, projectID); err != nil {
 		return nil, err
 	}
-	if err := m.checked(); err != nil {
+	if err := s.manifestSound(ctx, p, m); err != nil {
 		return nil, err
-	}
-	if err := s.projects.checkBundleQuota(ctx, p.OrgID, m.total); err != nil {
-		return nil, err
-	}
-	if m.mismatch != nil {
-		return nil, m.mismatch
 	}
 	missing := m.missing
 	if missing == nil {
 		missing = []string{}
 	}
 	return &MissingBlobs{ProjectID: projectID, Missing: missing, MissingBytes: m.missingBytes, FileCount: m.n, TotalBytes: m.total}, nil
+}
+
+// manifestSound ends a manifest's intake and refuses it, in the order a
+// manifest checked whole is refused in: on its own (ManifestIntake.checked),
+// over the organisation's quotas, a content of another size than said.
+func (s *Bundles) manifestSound(ctx context.Context, p *auth.Principal, m *ManifestIntake) error {
+	if err := m.checked(); err != nil {
+		return err
+	}
+	if err := s.projects.checkBundleQuota(ctx, p.OrgID, m.total); err != nil {
+		return err
+	}
+	return m.mismatch
 }
 
 // UploadBlob stores one file's content under its SHA-256, once, and
@@ -432,14 +439,8 @@ func (s *Bundles) fromManifest(ctx context.Context, p *auth.Principal, req Uploa
 	if m.w == nil {
 		return nil, apierr.Internal(errors.New("a manifest taken for find_missing_blobs was sent to upload_assets"))
 	}
-	if err := m.checked(); err != nil {
+	if err := s.manifestSound(ctx, p, m); err != nil {
 		return nil, err
-	}
-	if err := s.projects.checkBundleQuota(ctx, p.OrgID, m.total); err != nil {
-		return nil, err
-	}
-	if m.mismatch != nil {
-		return nil, m.mismatch
 	}
 	if len(m.missing) > 0 {
 		return nil, blobsMissing(req.ProjectID, "body.manifest", m.missing,
