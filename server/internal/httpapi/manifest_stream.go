@@ -34,8 +34,8 @@ type streamedKey struct{}
 
 // manifestBody reads a streamed body up to its limit, hashing every byte
 // for idempotency and checking that it is UTF-8 as it goes. Until
-// keeping is cleared it keeps what it read, for a body that turns out to
-// hold no manifest to stream.
+// keeping is cleared (the body is an object) it keeps what it read, for a
+// body that turns out not to be one and is read whole.
 type manifestBody struct {
 	r       io.Reader
 	hash    hash.Hash
@@ -118,6 +118,7 @@ func (h *Handler) serveManifest(w http.ResponseWriter, r *http.Request, rt *rout
 	if errors.Is(err, errNotObject) {
 		// Read on, whole, to be refused as the contract says.
 		s, err = &streamed{}, nil
+		body.keeping = false
 		rest, rerr := io.ReadAll(body)
 		s.small, err = append(body.kept, rest...), rerr
 	}
@@ -209,6 +210,8 @@ func (mr *manifestReader) decode(ctx context.Context) (*streamed, error) {
 		}
 		return nil, errNotObject
 	}
+	// An object: nothing of it need be read again.
+	mr.body.keeping, mr.body.kept = false, nil
 	s := &streamed{schema: schemaProblems{code: "input:invalid"}}
 	out := bytes.NewBufferString("{")
 	for dec.More() {
@@ -261,7 +264,6 @@ func (mr *manifestReader) entries(ctx context.Context, dec *json.Decoder, s *str
 	if tok != json.Delim('[') {
 		return notArray(dec, tok, out)
 	}
-	mr.body.keeping, mr.body.kept = false, nil
 	s.intake = mr.svc.Bundles.NewManifest(ctx, mr.p, mr.upload)
 	out.WriteByte('[')
 	opts := []openapi3.SchemaValidationOption{openapi3.VisitAsRequest(), openapi3.MultiErrors()}

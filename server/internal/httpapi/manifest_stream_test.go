@@ -168,6 +168,7 @@ func TestManifestStreamedRefusesAsWholeBody(t *testing.T) {
 		"manifest string":   []byte(`{"projectId":"` + s.project + `","manifest":"all"}`),
 		"manifest null":     []byte(`{"projectId":"` + s.project + `","manifest":null}`),
 		"not an object":     []byte(`[1,2]`),
+		"a long array":      []byte("[" + strings.Repeat(`"x",`, 50000) + "1]"),
 		"empty body":        []byte(` `),
 		"unknown project":   bodyWith("prj_nope", entries(n, []string{"a"}, nil)),
 		"no project":        []byte(`{"manifest":[{"path":"a","sha256":"` + a + `","size":1}]}`),
