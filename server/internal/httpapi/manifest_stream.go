@@ -11,6 +11,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -162,11 +163,15 @@ func (h *Handler) checkStreamed(r *http.Request, rt *route, s *streamed, badUTF8
 	text := func(problem string) error {
 		return apierr.Newf("input:invalid_text", "body: %s", problem).WithDetails(models.FieldProblem{Field: "body", Problem: problem})
 	}
+	// The path and the query, then the body, as checkText takes them.
+	if err := checkText(r, nil); err != nil {
+		return err
+	}
 	if badUTF8 {
 		return text("the body is not valid UTF-8")
 	}
-	if err := checkText(r, s.small); err != nil {
-		return err
+	if p := safetext.JSONProblem(s.small); p != "" {
+		return text(p)
 	}
 	if s.text != "" {
 		return text(s.text)
@@ -177,7 +182,7 @@ func (h *Handler) checkStreamed(r *http.Request, rt *route, s *streamed, badUTF8
 	}
 	var e *apierr.Error
 	if errors.As(err, &e) {
-		if len(e.Details) > 0 && e.Details[0].Field != "body" && !bytes.HasPrefix([]byte(e.Details[0].Field), []byte("body.")) {
+		if len(e.Details) > 0 && e.Details[0].Field != "body" && !strings.HasPrefix(e.Details[0].Field, "body.") {
 			return e
 		}
 		if e.Code != "input:invalid" {
