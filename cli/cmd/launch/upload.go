@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,6 +214,9 @@ func (ix *siteIndex) build() {
 				ix.bySHA[sf.entry.Sha256] = sf
 			}
 		}
+		// In path order (bytes, as the server's pages), the server writes
+		// the manifest's pages as it arrives and keeps no path set.
+		slices.SortFunc(ix.manifest, func(a, b sdk.ManifestFile) int { return strings.Compare(a.Path, b.Path) })
 	})
 }
 

@@ -22,39 +22,118 @@ import (
 )
 
 func (o bundleRoutes) ListBundles(ctx context.Context, req api.ListBundlesRequestObject) (api.ListBundlesResponseObject, error) {
-	f, err := page(req.Params.Cursor, req.Params.Limit)
+	l, err := listed(ctx, req.Params.Cursor, req.Params.Limit, nil, o.svc.Bundles.List, bundleSummary,
+		func(v service.BundleView) string { return v.ID }, "list_bundles", "")
 	if err != nil {
 		return nil, err
 	}
-	l, next, err := o.svc.Bundles.List(ctx, auth.FromContext(ctx).OrgID, f)
-	if err != nil {
-		return nil, err
-	}
-	return api.ListBundles200JSONResponse{Data: *l, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.ListBundles200JSONResponse{Data: models.BundleList{Bundles: l.Items, NextCursor: l.NextCursor}, Actions: l.Actions, FormatVersion: FormatVersion}, nil
+}
+
+func bundleSummary(b service.BundleView) models.BundleSummary {
+	return models.BundleSummary{Id: &b.ID, BundleId: b.ID, Sha256: b.SHA256, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), CreatedAt: b.CreatedAt}
 }
 
 func (o bundleRoutes) GetBundle(ctx context.Context, req api.GetBundleRequestObject) (api.GetBundleResponseObject, error) {
-	v, next, err := o.svc.Bundles.Get(ctx, auth.FromContext(ctx).OrgID, req.Id)
+	b, err := o.svc.Bundles.Get(ctx, auth.FromContext(ctx).OrgID, req.Id)
 	if err != nil {
 		return nil, err
 	}
-	return api.GetBundle200JSONResponse{Data: *v, Actions: next, FormatVersion: FormatVersion}, nil
+	out := models.BundleInfo{BundleId: b.ID, Sha256: b.SHA256, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), CreatedAt: b.CreatedAt,
+		Files: make([]models.BundleFile, 0, len(b.Files))}
+	for _, f := range b.Files {
+		out.Files = append(out.Files, models.BundleFile{ContentType: f.ContentType, Path: f.Path, Sha256: f.SHA256, Size: int(f.Size)})
+	}
+	next := []models.Action{actions.Tool("launch_service", "agent", map[string]any{"bundleId": b.ID, "target": b.Target})}
+	return api.GetBundle200JSONResponse{Data: out, Actions: next, FormatVersion: FormatVersion}, nil
 }
 
 func (o bundleRoutes) UploadAssets(ctx context.Context, req api.UploadAssetsRequestObject) (api.UploadAssetsResponseObject, error) {
-	b, next, err := o.svc.Bundles.Upload(ctx, auth.FromContext(ctx), models.UploadAssetsRequest(*req.Body))
+	b, err := o.svc.Bundles.Upload(ctx, auth.FromContext(ctx), uploadRequest(ctx, o.svc, models.UploadAssetsRequest(*req.Body)))
 	if err != nil {
 		return nil, err
 	}
-	return api.UploadAssets201JSONResponse{Data: *b, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.UploadAssets201JSONResponse{Data: bundleWire(b), Actions: bundleNext(b), FormatVersion: FormatVersion}, nil
+}
+
+// uploadRequest maps upload_assets' body; a member not sent stays nil.
+func uploadRequest(ctx context.Context, svc *service.Service, body models.UploadAssetsRequest) service.UploadRequest {
+	out := service.UploadRequest{ProjectID: body.ProjectId, BaseBundleID: deref(body.BaseBundleId)}
+	if body.Manifest != nil {
+		out.Manifest = manifestIntake(ctx, svc, *body.Manifest, true)
+	}
+	if body.Files != nil {
+		out.Files = make([]service.InlineFile, 0, len(*body.Files))
+		for _, f := range *body.Files {
+			out.Files = append(out.Files, service.InlineFile{Path: f.Path, ContentBase64: f.ContentBase64, ContentType: deref(f.ContentType)})
+		}
+	}
+	if body.Changes != nil {
+		out.Changes = make([]service.ManifestEntry, 0, len(*body.Changes))
+		for _, f := range *body.Changes {
+			out.Changes = append(out.Changes, manifestEntry(f))
+		}
+	}
+	if body.Removed != nil {
+		out.Removed = append([]string{}, *body.Removed...)
+	}
+	return out
+}
+
+// manifestIntake is the manifest the middleware streamed into the
+// service as the body came (serveManifest), or else takes a decoded
+// manifest's entries.
+func manifestIntake(ctx context.Context, svc *service.Service, files []models.ManifestFile, upload bool) *service.ManifestIntake {
+	if m, ok := ctx.Value(streamedKey{}).(*service.ManifestIntake); ok {
+		return m
+	}
+	m := svc.Bundles.NewManifest(ctx, auth.FromContext(ctx), upload)
+	for _, f := range files {
+		m.Add(manifestEntry(f))
+	}
+	return m
+}
+
+func manifestEntry(f models.ManifestFile) service.ManifestEntry {
+	return service.ManifestEntry{Path: f.Path, SHA256: f.Sha256, Size: f.Size, ContentType: deref(f.ContentType)}
+}
+
+// bundleWire is the contract's view of a bundle just recorded.
+func bundleWire(b *service.UploadedBundle) models.Bundle {
+	m := b.Mutated.Wire()
+	return models.Bundle{BundleId: b.ID, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), Sha256: b.SHA256,
+		Deduplicated: ptr(b.Deduplicated), NewBlobs: b.NewBlobs, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
+}
+
+// bundleNext is the step after a bundle is recorded: launch it.
+func bundleNext(b *service.UploadedBundle) []models.Action {
+	return []models.Action{actions.Tool("launch_service", "agent", map[string]any{"id": b.ProjectID, "bundleId": b.ID, "target": b.Target})}
 }
 
 func (o bundleRoutes) FindMissingBlobs(ctx context.Context, req api.FindMissingBlobsRequestObject) (api.FindMissingBlobsResponseObject, error) {
-	v, next, err := o.svc.Bundles.FindMissing(ctx, auth.FromContext(ctx), models.FindMissingBlobsRequest(*req.Body))
+	v, err := o.svc.Bundles.FindMissing(ctx, auth.FromContext(ctx), req.Body.ProjectId, manifestIntake(ctx, o.svc, req.Body.Manifest, false))
 	if err != nil {
 		return nil, err
 	}
-	return api.FindMissingBlobs200JSONResponse{Data: *v, Actions: next, FormatVersion: FormatVersion}, nil
+	return api.FindMissingBlobs200JSONResponse{Data: missingWire(v), Actions: uploadSteps(v.ProjectID, v.Missing), FormatVersion: FormatVersion}, nil
+}
+
+func missingWire(v *service.MissingBlobs) models.MissingBlobs {
+	return models.MissingBlobs{Missing: v.Missing, MissingBytes: int(v.MissingBytes), FileCount: v.FileCount, TotalBytes: int(v.TotalBytes)}
+}
+
+// uploadSteps are the actions after a digest check: upload the first
+// missing hash (the others the same way), then create the bundle.
+func uploadSteps(projectID string, missing []string) []models.Action {
+	create := actions.ToolAction("upload_assets", "agent", map[string]any{"projectId": projectID})
+	create.MissingArguments = &[]string{"manifest"}
+	if len(missing) == 0 {
+		return []models.Action{actions.Wrap(create)}
+	}
+	upload := actions.ToolAction("upload_blob", "agent", map[string]any{"sha256": missing[0]})
+	upload.Id = ptr("upload_blobs")
+	create.After = &[]string{"upload_blobs"}
+	return []models.Action{actions.Wrap(upload), actions.Wrap(create)}
 }
 
 // UploadBlob takes the content as raw bytes (application/octet-stream,
@@ -79,11 +158,16 @@ func (o bundleRoutes) UploadBlob(ctx context.Context, req api.UploadBlobRequestO
 	default:
 		return nil, apierr.New("input:unsupported_media_type", "send the content as Content-Type: application/octet-stream, or as JSON {contentBase64}")
 	}
-	v, next, err := o.svc.Bundles.UploadBlob(ctx, auth.FromContext(ctx), req.Sha256, data)
+	v, err := o.svc.Bundles.UploadBlob(ctx, auth.FromContext(ctx), req.Sha256, data)
 	if err != nil {
 		return nil, err
 	}
-	return api.UploadBlob200JSONResponse{Data: *v, Actions: next, FormatVersion: FormatVersion}, nil
+	next := actions.ToolNeeding("upload_assets", "agent", nil, "manifest")
+	return api.UploadBlob200JSONResponse{Data: blobWire(*v), Actions: []models.Action{next}, FormatVersion: FormatVersion}, nil
+}
+
+func blobWire(b service.Blob) models.Blob {
+	return models.Blob{Sha256: b.SHA256, Size: b.Size, AlreadyUploaded: b.AlreadyUploaded}
 }
 
 // Batches are stored as they arrive, a group at a time: a body cut short
@@ -146,7 +230,7 @@ func (b *blobBatch) flush() error {
 		return err
 	}
 	for _, bl := range blobs {
-		b.out.Blobs = append(b.out.Blobs, bl)
+		b.out.Blobs = append(b.out.Blobs, blobWire(bl))
 		b.out.Bytes += bl.Size
 		if !bl.AlreadyUploaded {
 			b.out.NewBlobs++

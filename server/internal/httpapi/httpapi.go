@@ -90,6 +90,9 @@ type route struct {
 	// streams: raw bytes are not read ahead but handed to the operation
 	// as they arrive, up to the limit (x-stream-body in the contract).
 	streams bool
+	// manifest: the JSON body carries a whole manifest, decoded and
+	// handed to the service entry by entry as it arrives.
+	manifest bool
 	// version, for a versioned read, is Config.Versions' counter.
 	version func() uint64
 	// medias are the media types of its successful answers.
@@ -163,6 +166,7 @@ func New(cfg Config) (*Handler, error) {
 			rt.streams = rt.operation.Extensions["x-stream-body"] == true
 		}
 		rt.medias = responseMedias(rt)
+		rt.manifest = streamsManifest[op.ID]
 		h.ops[op.ID] = rt
 		var next http.Handler
 		if extra, ok := cfg.Extra[op.ID]; ok {

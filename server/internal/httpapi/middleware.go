@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"mime"
 	"net/http"
@@ -72,6 +73,10 @@ func (h *Handler) chain(rt *route) http.Handler {
 			}
 		}
 
+		if rt.manifest && r.Body != nil && r.Body != http.NoBody {
+			h.serveManifest(w, r, rt, p)
+			return
+		}
 		body, err := h.readBody(w, r, rt)
 		if err != nil {
 			WriteError(w, r, h.cfg.Log, err)
@@ -103,7 +108,7 @@ func (h *Handler) chain(rt *route) http.Handler {
 			h.inner.ServeHTTP(w, r)
 			return
 		}
-		h.idempotent(w, r, op, p, key, body)
+		h.idempotent(w, r, op, p, key, requestHash(r, body))
 	})
 }
 
@@ -516,71 +521,98 @@ func (h *Handler) validate(r *http.Request, rt *route) error {
 }
 
 func validationError(err error) *apierr.Error {
-	code := models.BlockedBy("input:invalid")
-	var details []models.FieldProblem
-	var visit func(prefix string, err error)
-	visit = func(prefix string, err error) {
-		switch e := err.(type) {
-		case openapi3.MultiError:
-			for _, x := range e {
-				visit(prefix, x)
-			}
-			return
-		case *openapi3filter.RequestError:
-			field := "body"
-			if e.Parameter != nil {
-				field = e.Parameter.In + "." + e.Parameter.Name
-			}
-			if e.Err == nil {
-				details = append(details, models.FieldProblem{Field: field, Problem: e.Reason})
-				return
-			}
-			var pe *openapi3filter.ParseError
-			if e.Parameter == nil && errors.As(e.Err, &pe) {
-				code = "input:malformed_json"
-				details = append(details, models.FieldProblem{Field: field, Problem: "not valid JSON"})
-				return
-			}
-			visit(field, e.Err)
-			return
-		case *openapi3.SchemaError:
-			field := prefix
-			if ptr := e.JSONPointer(); len(ptr) > 0 {
-				field += "." + strings.Join(ptr, ".")
-			}
-			if e.SchemaField == "additionalProperties" || strings.HasSuffix(e.Reason, "is unsupported") {
-				code = "input:unknown_field"
-			}
-			details = append(details, models.FieldProblem{Field: field, Problem: e.Reason})
+	v := &schemaProblems{code: "input:invalid"}
+	v.visit("", err)
+	if len(v.details) == 0 {
+		v.details = []models.FieldProblem{{Field: "request", Problem: err.Error()}}
+	}
+	return v.refusal()
+}
+
+// schemaProblems gathers what the contract's validator found, as field
+// problems, and the code the refusal takes.
+type schemaProblems struct {
+	code    models.BlockedBy
+	details []models.FieldProblem
+}
+
+// visit adds the problems of err, naming fields under prefix.
+func (v *schemaProblems) visit(prefix string, err error) {
+	switch e := err.(type) {
+	case openapi3.MultiError:
+		for _, x := range e {
+			v.visit(prefix, x)
+		}
+		return
+	case *openapi3filter.RequestError:
+		field := "body"
+		if e.Parameter != nil {
+			field = e.Parameter.In + "." + e.Parameter.Name
+		}
+		if e.Err == nil {
+			v.details = append(v.details, models.FieldProblem{Field: field, Problem: e.Reason})
 			return
 		}
-		var re *openapi3filter.RequestError
-		if errors.As(err, &re) {
-			visit(prefix, re)
+		var pe *openapi3filter.ParseError
+		if e.Parameter == nil && errors.As(e.Err, &pe) {
+			v.code = "input:malformed_json"
+			v.details = append(v.details, models.FieldProblem{Field: field, Problem: "not valid JSON"})
 			return
 		}
-		var se *openapi3.SchemaError
-		if errors.As(err, &se) {
-			visit(prefix, se)
-			return
+		v.visit(field, e.Err)
+		return
+	case *openapi3.SchemaError:
+		field := prefix
+		if ptr := e.JSONPointer(); len(ptr) > 0 {
+			field += "." + strings.Join(ptr, ".")
 		}
-		details = append(details, models.FieldProblem{Field: prefix, Problem: err.Error()})
+		if e.SchemaField == "additionalProperties" || strings.HasSuffix(e.Reason, "is unsupported") {
+			v.code = "input:unknown_field"
+		}
+		v.details = append(v.details, models.FieldProblem{Field: field, Problem: e.Reason})
+		return
 	}
-	visit("", err)
-	if len(details) == 0 {
-		details = []models.FieldProblem{{Field: "request", Problem: err.Error()}}
+	var re *openapi3filter.RequestError
+	if errors.As(err, &re) {
+		v.visit(prefix, re)
+		return
 	}
-	msg := fmt.Sprintf("%s: %s", details[0].Field, details[0].Problem)
-	if len(details) > 1 {
-		msg += fmt.Sprintf(" (and %d more)", len(details)-1)
+	var se *openapi3.SchemaError
+	if errors.As(err, &se) {
+		v.visit(prefix, se)
+		return
 	}
-	return apierr.New(code, msg).WithDetails(details...)
+	v.details = append(v.details, models.FieldProblem{Field: prefix, Problem: err.Error()})
+}
+
+// refusal is the refusal of the problems gathered: the first in the
+// message, every one in the details.
+func (v *schemaProblems) refusal() *apierr.Error {
+	msg := fmt.Sprintf("%s: %s", v.details[0].Field, v.details[0].Problem)
+	if len(v.details) > 1 {
+		msg += fmt.Sprintf(" (and %d more)", len(v.details)-1)
+	}
+	return apierr.New(v.code, msg).WithDetails(v.details...)
 }
 
 // requestHash identifies a request for idempotency: the operation, its
 // path, its sorted query and its JSON body in canonical form, so that
 // re-serialising the same body differently is still "the same body".
 func requestHash(r *http.Request, body []byte) string {
+	h := requestHasher(r)
+	// Bodies compare canonically (RFC 8785): member order, white space and
+	// number spelling (1, 1.0, 1e0) do not make another request.
+	if canon, err := jcs.Transform(body); len(body) > 0 && err == nil {
+		h.Write(canon)
+	} else {
+		h.Write(body)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// requestHasher hashes what identifies a request besides its body: the
+// operation, its path and its sorted query.
+func requestHasher(r *http.Request) hash.Hash {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n", r.Method, r.URL.Path)
 	q := r.URL.Query()
@@ -592,20 +624,14 @@ func requestHash(r *http.Request, body []byte) string {
 	for _, k := range keys {
 		fmt.Fprintf(h, "%s=%s\n", url.QueryEscape(k), strings.Join(q[k], ","))
 	}
-	// Bodies compare canonically (RFC 8785): member order, white space and
-	// number spelling (1, 1.0, 1e0) do not make another request.
-	if canon, err := jcs.Transform(body); len(body) > 0 && err == nil {
-		h.Write(canon)
-	} else {
-		h.Write(body)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return h
 }
 
-// idempotent runs the operation at most once per (caller, key).
-func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op operation.Operation, p *auth.Principal, key string, body []byte) {
+// idempotent runs the operation at most once per (caller, key); hash
+// identifies the request (requestHash, or streamed: serveManifest).
+func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op operation.Operation, p *auth.Principal, key, hash string) {
 	ctx := r.Context()
-	claim := store.IdempotencyClaim{Principal: p.Caller, Key: key, Operation: op.ID, RequestHash: requestHash(r, body)}
+	claim := store.IdempotencyClaim{Principal: p.Caller, Key: key, Operation: op.ID, RequestHash: hash}
 	outcome, stored, err := h.cfg.Store.Idempotency().Begin(ctx, claim, h.cfg.Now(), h.cfg.IdempotencyLease, h.cfg.IdempotencyTTL)
 	if err != nil {
 		WriteError(w, r, h.cfg.Log, apierr.Internal(err))

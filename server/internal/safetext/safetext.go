@@ -52,6 +52,10 @@ func JSONProblem(doc []byte) string {
 	return walk(v)
 }
 
+// ValueProblem is JSONProblem for a value already decoded (strings,
+// []any, map[string]any): what is wrong with its strings, or "".
+func ValueProblem(v any) string { return walk(v) }
+
 func walk(v any) string {
 	switch x := v.(type) {
 	case string:

@@ -11,9 +11,9 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 	"unicode"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -22,8 +22,80 @@ import (
 	"github.com/pierhq/pier/server/internal/store"
 )
 
-func bundleSummary(b store.Bundle) models.BundleSummary {
-	return models.BundleSummary{Id: &b.ID, BundleId: b.ID, Sha256: b.SHA256, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), CreatedAt: b.CreatedAt}
+// BundleView is a bundle without its files.
+type BundleView struct {
+	ID, SHA256 string
+	FileCount  int
+	TotalBytes int64
+	CreatedAt  time.Time
+}
+
+func bundleView(b store.Bundle) BundleView {
+	return BundleView{ID: b.ID, SHA256: b.SHA256, FileCount: b.FileCount, TotalBytes: b.TotalBytes, CreatedAt: b.CreatedAt}
+}
+
+// BundleDetail is a bundle with its files in path order, and the target
+// its launch would take (edge, or process for a bundle with a Procfile).
+type BundleDetail struct {
+	BundleView
+	Files  []site.File
+	Target string
+}
+
+// ManifestEntry is one file of a manifest as a request sends it: its
+// path, its content's SHA-256 and size, and a content type ("" for the
+// one the path's extension gives).
+type ManifestEntry struct {
+	Path, SHA256, ContentType string
+	Size                      int
+}
+
+// InlineFile is one file of a bundle sent with its content, in base64.
+type InlineFile struct {
+	Path, ContentBase64, ContentType string
+}
+
+// Blob is a content the organisation uploaded: its SHA-256, its size and
+// whether it was uploaded before.
+type Blob struct {
+	SHA256          string
+	Size            int
+	AlreadyUploaded bool
+}
+
+// MissingBlobs is what a manifest's check answers: the hashes still to
+// upload, in manifest order, what they weigh, and the manifest's size.
+type MissingBlobs struct {
+	ProjectID    string
+	Missing      []string
+	MissingBytes int64
+	FileCount    int
+	TotalBytes   int64
+}
+
+// UploadRequest records a bundle in one of three forms: Manifest (content
+// uploaded by digest), Files (content inline) or BaseBundleID with
+// Changes and Removed. A nil slice, or an empty BaseBundleID, was not sent.
+type UploadRequest struct {
+	ProjectID    string
+	Manifest     *ManifestIntake
+	Files        []InlineFile
+	BaseBundleID string
+	Changes      []ManifestEntry
+	Removed      []string
+}
+
+// UploadedBundle is a bundle just recorded, or the organisation's bundle
+// of the same files (Deduplicated). NewBlobs counts the contents an inline
+// upload stored anew (nil for the other forms). ProjectID and Target are
+// what its launch would take.
+type UploadedBundle struct {
+	BundleView
+	Deduplicated bool
+	NewBlobs     *int
+	ProjectID    string
+	Target       string
+	Mutated      Mutated
 }
 
 // Bundle limits. The request body limit (x-body-limit) bounds the encoded
@@ -76,123 +148,91 @@ func safePath(p string) error {
 	return nil
 }
 
-// ListBundles lists the organisation's bundles.
-func (s *Bundles) List(ctx context.Context, orgID string, f store.Filter) (*models.BundleList, []models.Action, error) {
+// List lists the organisation's bundles.
+func (s *Bundles) List(ctx context.Context, orgID string, f store.Filter) (*Page[BundleView], error) {
 	bs, err := s.store.Bundles().List(ctx, orgID, f)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	out := &models.BundleList{Bundles: []models.BundleSummary{}}
+	out := &Page[BundleView]{Items: make([]BundleView, 0, len(bs)), Args: f.Args()}
 	for _, b := range bs {
-		out.Bundles = append(out.Bundles, bundleSummary(b))
+		out.Items = append(out.Items, bundleView(b))
 	}
 	if len(bs) > 0 {
 		last := bs[len(bs)-1]
 		out.NextCursor = nextCursor(f, len(bs), last.CreatedAt, last.ID)
 	}
-	return out, actions.Page("list_bundles", out.NextCursor, f.Args()), nil
+	return out, nil
 }
 
-// GetBundle reads one bundle with its manifest.
-func (s *Bundles) Get(ctx context.Context, orgID, id string) (*models.BundleInfo, []models.Action, error) {
+// Get reads one bundle with its manifest.
+func (s *Bundles) Get(ctx context.Context, orgID, id string) (*BundleDetail, error) {
 	b, err := s.store.Bundles().Get(ctx, orgID, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, notInOrg("bundle", id, "list_bundles")
-	}
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, bundleNotRead(id, err)
 	}
 	var manifest []site.File
 	if err := json.Unmarshal([]byte(b.Manifest), &manifest); err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	target, err := s.launchTarget(ctx, store.Bundle{Manifest: b.Manifest})
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	sum := bundleSummary(b)
-	out := &models.BundleInfo{BundleId: sum.BundleId, Sha256: sum.Sha256, FileCount: sum.FileCount, TotalBytes: sum.TotalBytes, CreatedAt: sum.CreatedAt, Files: []models.BundleFile{}}
-	for _, f := range manifest {
-		out.Files = append(out.Files, models.BundleFile{ContentType: f.ContentType, Path: f.Path, Sha256: f.SHA256, Size: int(f.Size)})
+	if manifest == nil {
+		manifest = []site.File{}
 	}
-	return out, []models.Action{actions.Tool("launch_service", "agent", map[string]any{"bundleId": b.ID, "target": target})}, nil
+	return &BundleDetail{BundleView: bundleView(b), Files: manifest, Target: target}, nil
 }
 
-// manifestFiles checks a digest manifest whole, before any content
-// arrives: at most MaxManifestFiles files, safe and distinct paths, sizes
-// within the limits. It returns the files sorted by path, their total size
-// and the distinct hashes in manifest order.
-func manifestFiles(manifest []models.ManifestFile) ([]site.File, int64, []string, error) {
-	if len(manifest) > MaxManifestFiles {
-		return nil, 0, nil, tooManyFiles("body.manifest", len(manifest))
+// bundleNotRead is the refusal of a bundle the store did not read: not
+// found (another organisation's too), or not read at all.
+func bundleNotRead(id string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return notInOrg("bundle", id, "list_bundles")
 	}
-	if len(manifest) == 0 {
-		return nil, 0, nil, apierr.New("input:invalid", "the manifest lists no file").
-			WithDetails(models.FieldProblem{Field: "body.manifest", Problem: "empty"})
-	}
-	files, total, shas, err := manifestEntries("body.manifest", manifest)
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	if total > MaxManifestBytes {
-		return nil, 0, nil, tooManyBytes("body.manifest", total)
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	return files, total, shas, nil
+	return apierr.Internal(err)
 }
 
 func tooManyFiles(field string, n int) *apierr.Error {
 	return apierr.Newf("input:invalid", "a bundle holds at most %d files; this one would hold %d", MaxManifestFiles, n).
-		WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("more than %d files", MaxManifestFiles)})
+		WithField(field, fmt.Sprintf("more than %d files", MaxManifestFiles))
 }
 
 func tooManyBytes(field string, total int64) *apierr.Error {
 	return apierr.Newf("input:body_too_large", "the manifest adds up to %d bytes; a bundle holds at most %d", total, MaxManifestBytes).
-		WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("more than %d bytes", MaxManifestBytes)})
+		WithField(field, fmt.Sprintf("more than %d bytes", MaxManifestBytes))
 }
 
 // manifestEntries checks manifest entries (safe and distinct paths,
 // hashes, sizes) and returns them as files in the order given, their
 // total size and their distinct hashes in that order.
-func manifestEntries(field string, manifest []models.ManifestFile) ([]site.File, int64, []string, error) {
+func manifestEntries(field string, manifest []ManifestEntry) ([]site.File, int64, []string, error) {
 	files := make([]site.File, 0, len(manifest))
 	var shas []string
 	seenPath := make(map[string]bool, len(manifest))
 	seenSHA := make(map[string]bool, len(manifest))
 	var total int64
-	var problems []models.FieldProblem
-	for i, f := range manifest {
-		field := fmt.Sprintf("%s.%d", field, i)
-		if err := safePath(f.Path); err != nil {
-			problems = append(problems, models.FieldProblem{Field: field + ".path", Problem: err.Error()})
+	var problems []Problem
+	for i, e := range manifest {
+		f, problem := entryFile(fmt.Sprintf("%s.%d", field, i), e, func(p string) bool {
+			dup := seenPath[p]
+			seenPath[p] = true
+			return dup
+		})
+		if problem != nil {
+			problems = append(problems, *problem)
 			continue
 		}
-		if seenPath[f.Path] {
-			problems = append(problems, models.FieldProblem{Field: field + ".path", Problem: "duplicate path " + f.Path})
-			continue
-		}
-		seenPath[f.Path] = true
-		if !isSHA256(f.Sha256) {
-			problems = append(problems, models.FieldProblem{Field: field + ".sha256", Problem: "not 64 lowercase hex digits"})
-			continue
-		}
-		if f.Size < 0 || f.Size > MaxFileBytes {
-			problems = append(problems, models.FieldProblem{Field: field + ".size", Problem: fmt.Sprintf("not between 0 and %d bytes", MaxFileBytes)})
-			continue
-		}
-		total += int64(f.Size)
-		ctype := site.ContentType(f.Path)
-		if f.ContentType != nil && *f.ContentType != "" {
-			ctype = *f.ContentType
-		}
-		files = append(files, site.File{Path: f.Path, SHA256: f.Sha256, Size: int64(f.Size), ContentType: ctype})
-		if !seenSHA[f.Sha256] {
-			seenSHA[f.Sha256] = true
-			shas = append(shas, f.Sha256)
+		total += f.Size
+		files = append(files, f)
+		if !seenSHA[f.SHA256] {
+			seenSHA[f.SHA256] = true
+			shas = append(shas, f.SHA256)
 		}
 	}
 	if len(problems) > 0 {
-		return nil, 0, nil, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
+		return nil, 0, nil, fieldsRefused(problems)
 	}
 	return files, total, shas, nil
 }
@@ -222,8 +262,7 @@ func (s *Bundles) missingFor(ctx context.Context, orgID, field string, files []s
 	want := make(map[string]int64, len(shas))
 	for _, f := range files {
 		if size, ok := sizes[f.SHA256]; ok && size != f.Size {
-			return nil, 0, apierr.Newf("input:invalid", "%s: the manifest says %d bytes, but the content with that SHA-256 has %d", f.Path, f.Size, size).
-				WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("%s: size %d, content %d bytes", f.Path, f.Size, size)})
+			return nil, 0, sizeMismatch(field, f, size)
 		}
 		want[f.SHA256] = f.Size
 	}
@@ -238,20 +277,6 @@ func (s *Bundles) missingFor(ctx context.Context, orgID, field string, files []s
 	return missing, bytes, nil
 }
 
-// uploadSteps are the actions after a digest check: upload the first
-// missing hash (the others the same way), then create the bundle.
-func uploadSteps(projectID string, missing []string) []models.Action {
-	create := actions.ToolAction("upload_assets", "agent", map[string]any{"projectId": projectID})
-	create.MissingArguments = &[]string{"manifest"}
-	if len(missing) == 0 {
-		return []models.Action{actions.Wrap(create)}
-	}
-	upload := actions.ToolAction("upload_blob", "agent", map[string]any{"sha256": missing[0]})
-	upload.Id = ptr("upload_blobs")
-	create.After = &[]string{"upload_blobs"}
-	return []models.Action{actions.Wrap(upload), actions.Wrap(create)}
-}
-
 func (s *Bundles) project(ctx context.Context, orgID, id string) (store.Project, error) {
 	proj, err := s.store.Projects().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) || err == nil && proj.DeletedAt != nil {
@@ -263,53 +288,57 @@ func (s *Bundles) project(ctx context.Context, orgID, id string) (store.Project,
 	return proj, nil
 }
 
-// FindMissingBlobs checks a manifest whole and answers which of its hashes
+// FindMissing checks a manifest whole and answers which of its hashes
 // the organisation has still to upload. It stores nothing.
-func (s *Bundles) FindMissing(ctx context.Context, p *auth.Principal, req models.FindMissingBlobsRequest) (*models.MissingBlobs, []models.Action, error) {
-	if _, err := s.project(ctx, p.OrgID, req.ProjectId); err != nil {
-		return nil, nil, err
+func (s *Bundles) FindMissing(ctx context.Context, p *auth.Principal, projectID string, m *ManifestIntake) (*MissingBlobs, error) {
+	if _, err := s.project(ctx, p.OrgID, projectID); err != nil {
+		return nil, err
 	}
-	files, total, shas, err := manifestFiles(req.Manifest)
-	if err != nil {
-		return nil, nil, err
+	if err := s.manifestSound(ctx, p, m); err != nil {
+		return nil, err
 	}
-	if err := s.projects.checkBundleQuota(ctx, p.OrgID, total); err != nil {
-		return nil, nil, err
-	}
-	missing, bytes, err := s.missingFor(ctx, p.OrgID, "body.manifest", files, shas)
-	if err != nil {
-		return nil, nil, err
-	}
+	missing := m.missing
 	if missing == nil {
 		missing = []string{}
 	}
-	out := &models.MissingBlobs{Missing: missing, MissingBytes: int(bytes), FileCount: len(files), TotalBytes: int(total)}
-	return out, uploadSteps(req.ProjectId, missing), nil
+	return &MissingBlobs{ProjectID: projectID, Missing: missing, MissingBytes: m.missingBytes, FileCount: m.n, TotalBytes: m.total}, nil
+}
+
+// manifestSound ends a manifest's intake and refuses it, in the order a
+// manifest checked whole is refused in: on its own (ManifestIntake.checked),
+// over the organisation's quotas, a content of another size than said.
+func (s *Bundles) manifestSound(ctx context.Context, p *auth.Principal, m *ManifestIntake) error {
+	if err := m.checked(); err != nil {
+		return err
+	}
+	if err := s.projects.checkBundleQuota(ctx, p.OrgID, m.total); err != nil {
+		return err
+	}
+	return m.mismatch
 }
 
 // UploadBlob stores one file's content under its SHA-256, once, and
 // records that the organisation uploaded it. Uploading it again is a
 // success that changes nothing.
-func (s *Bundles) UploadBlob(ctx context.Context, p *auth.Principal, sha string, data []byte) (*models.Blob, []models.Action, error) {
+func (s *Bundles) UploadBlob(ctx context.Context, p *auth.Principal, sha string, data []byte) (*Blob, error) {
 	if !isSHA256(sha) {
-		return nil, nil, apierr.New("input:invalid", "the path must name a SHA-256 in 64 lowercase hex digits").
-			WithDetails(models.FieldProblem{Field: "path.sha256", Problem: "not 64 lowercase hex digits"})
+		return nil, apierr.New("input:invalid", "the path must name a SHA-256 in 64 lowercase hex digits").
+			WithField("path.sha256", "not 64 lowercase hex digits")
 	}
 	if len(data) > MaxFileBytes {
-		return nil, nil, apierr.Newf("input:body_too_large", "the content is %d bytes; a file holds at most %d", len(data), MaxFileBytes).
-			WithDetails(models.FieldProblem{Field: "body", Problem: fmt.Sprintf("larger than %d bytes", MaxFileBytes)})
+		return nil, apierr.Newf("input:body_too_large", "the content is %d bytes; a file holds at most %d", len(data), MaxFileBytes).
+			WithField("body", fmt.Sprintf("larger than %d bytes", MaxFileBytes))
 	}
 	sum := sha256.Sum256(data)
 	if got := hex.EncodeToString(sum[:]); got != sha {
-		return nil, nil, apierr.Newf("input:invalid", "the content's SHA-256 is %s, not %s as the path says; nothing was stored", got, sha).
-			WithDetails(models.FieldProblem{Field: "body", Problem: fmt.Sprintf("SHA-256 %s (%d bytes) does not match the path", got, len(data))})
+		return nil, apierr.Newf("input:invalid", "the content's SHA-256 is %s, not %s as the path says; nothing was stored", got, sha).
+			WithField("body", fmt.Sprintf("SHA-256 %s (%d bytes) does not match the path", got, len(data)))
 	}
 	had, err := s.store.Bundles().PutOrgBlob(ctx, p.OrgID, sha, data, s.Now())
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	next := actions.ToolNeeding("upload_assets", "agent", nil, "manifest")
-	return &models.Blob{Sha256: sha, Size: len(data), AlreadyUploaded: had}, []models.Action{next}, nil
+	return &Blob{SHA256: sha, Size: len(data), AlreadyUploaded: had}, nil
 }
 
 // MaxBatchBlobs bounds the contents of one upload_blobs.
@@ -320,16 +349,16 @@ const MaxBatchBlobs = 1000
 func CheckBlob(field, sha string, data []byte) *apierr.Error {
 	if !isSHA256(sha) {
 		return apierr.New("input:invalid", "a content must be named by its SHA-256 in 64 lowercase hex digits").
-			WithDetails(models.FieldProblem{Field: field, Problem: "not 64 lowercase hex digits"})
+			WithField(field, "not 64 lowercase hex digits")
 	}
 	if len(data) > MaxFileBytes {
 		return apierr.Newf("input:body_too_large", "the content is %d bytes; a file holds at most %d", len(data), MaxFileBytes).
-			WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("larger than %d bytes", MaxFileBytes)})
+			WithField(field, fmt.Sprintf("larger than %d bytes", MaxFileBytes))
 	}
 	sum := sha256.Sum256(data)
 	if got := hex.EncodeToString(sum[:]); got != sha {
 		return apierr.Newf("input:invalid", "the content's SHA-256 is %s, not %s as sent; nothing of it was stored", got, sha).
-			WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("SHA-256 %s (%d bytes) does not match %s", got, len(data), sha)})
+			WithField(field, fmt.Sprintf("SHA-256 %s (%d bytes) does not match %s", got, len(data), sha))
 	}
 	return nil
 }
@@ -337,14 +366,14 @@ func CheckBlob(field, sha string, data []byte) *apierr.Error {
 // PutBlobs stores contents already checked (CheckBlob) and records them
 // as the organisation's, in one go; storing again what is there changes
 // nothing. It returns each content's answer.
-func (s *Bundles) PutBlobs(ctx context.Context, p *auth.Principal, contents []store.BlobContent) ([]models.Blob, error) {
+func (s *Bundles) PutBlobs(ctx context.Context, p *auth.Principal, contents []store.BlobContent) ([]Blob, error) {
 	had, err := s.store.Bundles().PutOrgBlobs(ctx, p.OrgID, contents, s.Now())
 	if err != nil {
 		return nil, apierr.Internal(err)
 	}
-	out := make([]models.Blob, len(contents))
+	out := make([]Blob, len(contents))
 	for i, c := range contents {
-		out[i] = models.Blob{Sha256: c.SHA256, Size: len(c.Data), AlreadyUploaded: had[i]}
+		out[i] = Blob{SHA256: c.SHA256, Size: len(c.Data), AlreadyUploaded: had[i]}
 	}
 	return out, nil
 }
@@ -353,79 +382,71 @@ func (s *Bundles) PutBlobs(ctx context.Context, p *auth.Principal, contents []st
 // been uploaded by the organisation (find_missing_blobs, upload_blob); with
 // files, the content comes inline and is stored content-addressed. It
 // launches nothing.
-func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req models.UploadAssetsRequest) (*models.Bundle, []models.Action, error) {
-	proj, err := s.project(ctx, p.OrgID, req.ProjectId)
+func (s *Bundles) Upload(ctx context.Context, p *auth.Principal, req UploadRequest) (*UploadedBundle, error) {
+	proj, err := s.project(ctx, p.OrgID, req.ProjectID)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var refs []store.PageRef
 	var newBlobs *int
-	var baseID string
 	if err := oneForm(req); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// Every content is checked stored below, or was when the base was:
 	// the bundle is recorded as checked at the loss count read first.
 	losses, err := s.store.Bundles().Losses(ctx)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
 	switch {
-	case req.BaseBundleId != nil:
+	case req.BaseBundleID != "":
 		if refs, err = s.derive(ctx, p, req, losses); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		baseID = *req.BaseBundleId
 	case req.Manifest != nil:
 		if refs, err = s.fromManifest(ctx, p, req); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
+		// Its contents were looked up as they came, after the losses were
+		// read.
+		losses = req.Manifest.losses
 	case req.Files != nil:
-		files, _, n, err := s.storeInline(ctx, p, *req.Files)
+		files, _, n, err := s.storeInline(ctx, p, req.Files)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if refs, err = writePages(ctx, s.store.Bundles(), s.Now(), files); err != nil {
-			return nil, nil, apierr.Internal(err)
+			return nil, apierr.Internal(err)
 		}
 		newBlobs = &n
 	}
-	b, created, err := s.putBundle(ctx, p, refs, losses, baseID)
+	b, created, err := s.putBundle(ctx, p, refs, losses, req.BaseBundleID)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	target, err := s.launchTarget(ctx, b)
 	if err != nil {
-		return nil, nil, apierr.Internal(err)
+		return nil, apierr.Internal(err)
 	}
-	m := s.Mutation("upload_assets", nil, []models.ResourceRef{{Type: "bundle", Id: b.ID}}, nil, remaining(proj))
-	out := &models.Bundle{BundleId: b.ID, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), Sha256: b.SHA256,
-		Deduplicated: ptr(!created), NewBlobs: newBlobs, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
-	next := []models.Action{
-		actions.Tool("launch_service", "agent", map[string]any{"id": proj.ID, "bundleId": b.ID, "target": target}),
-	}
-	return out, next, nil
+	m := s.mutated("upload_assets", nil, []Resource{{Type: "bundle", ID: b.ID}}, nil, remaining(proj))
+	return &UploadedBundle{BundleView: bundleView(b), Deduplicated: !created, NewBlobs: newBlobs, ProjectID: proj.ID, Target: target, Mutated: m}, nil
 }
 
 // fromManifest checks a whole manifest, whose every content the
 // organisation must have uploaded, and stores it as pages.
-func (s *Bundles) fromManifest(ctx context.Context, p *auth.Principal, req models.UploadAssetsRequest) ([]store.PageRef, error) {
-	files, sum, shas, err := manifestFiles(*req.Manifest)
-	if err != nil {
+func (s *Bundles) fromManifest(ctx context.Context, p *auth.Principal, req UploadRequest) ([]store.PageRef, error) {
+	m := req.Manifest
+	if m.w == nil {
+		return nil, apierr.Internal(errors.New("a manifest taken for find_missing_blobs was sent to upload_assets"))
+	}
+	if err := s.manifestSound(ctx, p, m); err != nil {
 		return nil, err
 	}
-	if err := s.projects.checkBundleQuota(ctx, p.OrgID, sum); err != nil {
-		return nil, err
+	if len(m.missing) > 0 {
+		return nil, blobsMissing(req.ProjectID, "body.manifest", m.missing,
+			fmt.Sprintf("%d of the manifest's %d distinct contents are not uploaded by your organisation; upload them with upload_blob, then send this again", len(m.missing), m.distinct))
 	}
-	missing, _, err := s.missingFor(ctx, p.OrgID, "body.manifest", files, shas)
-	if err != nil {
-		return nil, err
-	}
-	if len(missing) > 0 {
-		return nil, blobsMissing(req.ProjectId, "body.manifest", missing,
-			fmt.Sprintf("%d of the manifest's %d distinct contents are not uploaded by your organisation; upload them with upload_blob, then send this again", len(missing), len(shas)))
-	}
-	refs, err := writePages(ctx, s.store.Bundles(), s.Now(), files)
+	refs, err := m.pages()
 	if err != nil {
 		return nil, apierr.Internal(err)
 	}
@@ -465,7 +486,7 @@ func (s *Bundles) putBundle(ctx context.Context, p *auth.Principal, refs []store
 
 // oneForm refuses a request that sends more than one of the forms, none,
 // or changes without a base.
-func oneForm(req models.UploadAssetsRequest) error {
+func oneForm(req UploadRequest) error {
 	var sent []string
 	if req.Manifest != nil {
 		sent = append(sent, "manifest")
@@ -473,25 +494,25 @@ func oneForm(req models.UploadAssetsRequest) error {
 	if req.Files != nil {
 		sent = append(sent, "files")
 	}
-	if req.BaseBundleId != nil {
+	if req.BaseBundleID != "" {
 		sent = append(sent, "baseBundleId")
 	}
 	switch {
 	case len(sent) > 1:
 		return apierr.Newf("input:invalid", "send one of manifest (content uploaded by digest), files (content inline) and baseBundleId (a previous bundle with changes), not %s", strings.Join(sent, " and ")).
-			WithDetails(models.FieldProblem{Field: "body." + sent[1], Problem: "not allowed with " + sent[0]})
-	case req.BaseBundleId == nil && (req.Changes != nil || req.Removed != nil):
+			WithField("body."+sent[1], "not allowed with "+sent[0])
+	case req.BaseBundleID == "" && (req.Changes != nil || req.Removed != nil):
 		field := "body.changes"
 		if req.Changes == nil {
 			field = "body.removed"
 		}
 		return apierr.New("input:invalid", "changes and removed apply to a base bundle: send baseBundleId with them, or the whole manifest",
 			actions.Tool("list_bundles", "agent", nil)).
-			WithDetails(models.FieldProblem{Field: field, Problem: "needs baseBundleId"})
+			WithField(field, "needs baseBundleId")
 	case len(sent) == 0:
 		return apierr.New("input:invalid", "send manifest (content uploaded by digest: find_missing_blobs, upload_blob), files (content inline) or baseBundleId with changes",
-			actions.Tool("find_missing_blobs", "agent", map[string]any{"projectId": req.ProjectId})).
-			WithDetails(models.FieldProblem{Field: "body.manifest", Problem: "missing"})
+			actions.Tool("find_missing_blobs", "agent", map[string]any{"projectId": req.ProjectID})).
+			WithField("body.manifest", "missing")
 	}
 	return nil
 }
@@ -504,17 +525,17 @@ func oneForm(req models.UploadAssetsRequest) error {
 // content was lost since (losses is the count the base was checked at),
 // only the changes are looked up; otherwise every content of the result
 // is, as for a whole manifest.
-func (s *Bundles) derive(ctx context.Context, p *auth.Principal, req models.UploadAssetsRequest, losses int64) ([]store.PageRef, error) {
+func (s *Bundles) derive(ctx context.Context, p *auth.Principal, req UploadRequest, losses int64) ([]store.PageRef, error) {
 	cs, err := readChanges(req)
 	if err != nil {
 		return nil, err
 	}
 	// Another organisation's bundle is not found, as an unknown one.
-	base, err := s.store.Bundles().Root(ctx, p.OrgID, *req.BaseBundleId)
+	base, err := s.store.Bundles().Root(ctx, p.OrgID, req.BaseBundleID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apierr.Newf("not_found:resource", "no bundle %s in your organisation", *req.BaseBundleId).
+		return nil, apierr.Newf("not_found:resource", "no bundle %s in your organisation", req.BaseBundleID).
 			WithActions(actions.Tool("list_bundles", "agent", nil)).
-			WithDetails(models.FieldProblem{Field: "body.baseBundleId", Problem: "no such bundle"})
+			WithField("body.baseBundleId", "no such bundle")
 	}
 	if err != nil {
 		return nil, apierr.Internal(err)
@@ -539,14 +560,14 @@ func (s *Bundles) derive(ctx context.Context, p *auth.Principal, req models.Uplo
 		return nil, tooManyFiles("body.changes", files)
 	case files == 0:
 		return nil, apierr.New("input:invalid", "the bundle would hold no file").
-			WithDetails(models.FieldProblem{Field: "body.removed", Problem: "removes every file"})
+			WithField("body.removed", "removes every file")
 	case total > MaxManifestBytes:
 		return nil, tooManyBytes("body.changes", total)
 	}
 	if err := s.projects.checkBundleQuota(ctx, p.OrgID, total); err != nil {
 		return nil, err
 	}
-	if err := s.derivedContentStored(ctx, p.OrgID, req.ProjectId, base, losses, cs, refs); err != nil {
+	if err := s.derivedContentStored(ctx, p.OrgID, req.ProjectID, base, losses, cs, refs); err != nil {
 		return nil, err
 	}
 	return refs, nil
@@ -582,15 +603,9 @@ type changeSet struct {
 
 // readChanges checks a derived bundle's changes and removed paths on
 // their own: a removed path named once, and not also changed.
-func readChanges(req models.UploadAssetsRequest) (changeSet, error) {
-	var changes []models.ManifestFile
-	if req.Changes != nil {
-		changes = *req.Changes
-	}
-	var cs changeSet
-	if req.Removed != nil {
-		cs.removed = *req.Removed
-	}
+func readChanges(req UploadRequest) (changeSet, error) {
+	changes := req.Changes
+	cs := changeSet{removed: req.Removed}
 	if len(changes) > MaxManifestFiles {
 		return cs, tooManyFiles("body.changes", len(changes))
 	}
@@ -603,18 +618,18 @@ func readChanges(req models.UploadAssetsRequest) (changeSet, error) {
 		cs.byPath[f.Path] = i
 	}
 	cs.drop = make(map[string]int, len(cs.removed))
-	var problems []models.FieldProblem
+	var problems []Problem
 	for i, r := range cs.removed {
 		field := fmt.Sprintf("body.removed.%d", i)
 		if _, ok := cs.drop[r]; ok {
-			problems = append(problems, models.FieldProblem{Field: field, Problem: "duplicate path " + r})
+			problems = append(problems, Problem{Field: field, Problem: "duplicate path " + r})
 		} else if _, ok := cs.byPath[r]; ok {
-			problems = append(problems, models.FieldProblem{Field: field, Problem: "path " + r + " is also in changes"})
+			problems = append(problems, Problem{Field: field, Problem: "path " + r + " is also in changes"})
 		}
 		cs.drop[r] = i
 	}
 	if len(problems) > 0 {
-		return cs, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
+		return cs, fieldsRefused(problems)
 	}
 	return cs, nil
 }
@@ -643,13 +658,13 @@ func (cs changeSet) apply(baseID string, baseFiles []site.File) ([]site.File, in
 		for _, f := range baseFiles {
 			inBase[f.Path] = true
 		}
-		var problems []models.FieldProblem
+		var problems []Problem
 		for i, r := range cs.removed {
 			if !inBase[r] {
-				problems = append(problems, models.FieldProblem{Field: fmt.Sprintf("body.removed.%d", i), Problem: "bundle " + baseID + " holds no " + r})
+				problems = append(problems, Problem{Field: fmt.Sprintf("body.removed.%d", i), Problem: "bundle " + baseID + " holds no " + r})
 			}
 		}
-		return nil, 0, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
+		return nil, 0, fieldsRefused(problems)
 	}
 	added := false
 	for i, f := range cs.changed {
@@ -694,11 +709,11 @@ func (s *Bundles) derivedContentStored(ctx context.Context, orgID, projectID str
 // notInBase refuses removed paths the base does not hold.
 func notInBase(baseID string, cs changeSet, paths []string) error {
 	sort.Slice(paths, func(i, j int) bool { return cs.drop[paths[i]] < cs.drop[paths[j]] })
-	var problems []models.FieldProblem
+	var problems []Problem
 	for _, r := range paths {
-		problems = append(problems, models.FieldProblem{Field: fmt.Sprintf("body.removed.%d", cs.drop[r]), Problem: "bundle " + baseID + " holds no " + r})
+		problems = append(problems, Problem{Field: fmt.Sprintf("body.removed.%d", cs.drop[r]), Problem: "bundle " + baseID + " holds no " + r})
 	}
-	return apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
+	return fieldsRefused(problems)
 }
 
 // blobsMissing is the refusal of a bundle whose content is not all there,
@@ -707,10 +722,10 @@ func blobsMissing(projectID, field string, missing []string, msg string) *apierr
 	e := apierr.New("conflict:blobs_missing", msg)
 	for i, sha := range missing {
 		if i == maxMissingDetails {
-			e = e.WithDetails(models.FieldProblem{Field: field, Problem: fmt.Sprintf("and %d more; find_missing_blobs lists them all", len(missing)-i)})
+			e = e.WithField(field, fmt.Sprintf("and %d more; find_missing_blobs lists them all", len(missing)-i))
 			break
 		}
-		e = e.WithDetails(models.FieldProblem{Field: field, Problem: "missing " + sha})
+		e = e.WithField(field, "missing "+sha)
 	}
 	check := actions.ToolAction("find_missing_blobs", "agent", map[string]any{"projectId": projectID})
 	upload := actions.ToolAction("upload_blob", "agent", map[string]any{"sha256": missing[0]})
@@ -720,7 +735,7 @@ func blobsMissing(projectID, field string, missing []string, msg string) *apierr
 // storeInline decodes inline files, stores their content and records it
 // as the organisation's. It returns the manifest sorted by path, the total
 // size and how many contents the organisation had not uploaded before.
-func (s *Bundles) storeInline(ctx context.Context, p *auth.Principal, in []models.AssetFile) ([]site.File, int64, int, error) {
+func (s *Bundles) storeInline(ctx context.Context, p *auth.Principal, in []InlineFile) ([]site.File, int64, int, error) {
 	if len(in) > MaxBundleFiles {
 		return nil, 0, 0, apierr.Newf("input:invalid", "a bundle sent inline holds at most %d files; send a manifest (find_missing_blobs, upload_blob) for up to %d", MaxBundleFiles, MaxManifestFiles).
 			WithActions(actions.ToolNeeding("find_missing_blobs", "agent", nil))
@@ -732,37 +747,37 @@ func (s *Bundles) storeInline(ctx context.Context, p *auth.Principal, in []model
 	var files []decoded
 	var total int64
 	seen := map[string]bool{}
-	var problems []models.FieldProblem
+	var problems []Problem
 	for i, f := range in {
 		field := fmt.Sprintf("body.files.%d", i)
 		if err := safePath(f.Path); err != nil {
-			problems = append(problems, models.FieldProblem{Field: field + ".path", Problem: err.Error()})
+			problems = append(problems, Problem{Field: field + ".path", Problem: err.Error()})
 			continue
 		}
 		if seen[f.Path] {
-			problems = append(problems, models.FieldProblem{Field: field + ".path", Problem: "duplicate path " + f.Path})
+			problems = append(problems, Problem{Field: field + ".path", Problem: "duplicate path " + f.Path})
 			continue
 		}
 		seen[f.Path] = true
 		data, err := base64.StdEncoding.DecodeString(f.ContentBase64)
 		if err != nil {
-			problems = append(problems, models.FieldProblem{Field: field + ".contentBase64", Problem: "not standard base64"})
+			problems = append(problems, Problem{Field: field + ".contentBase64", Problem: "not standard base64"})
 			continue
 		}
 		if len(data) > MaxFileBytes {
-			problems = append(problems, models.FieldProblem{Field: field, Problem: fmt.Sprintf("larger than %d bytes", MaxFileBytes)})
+			problems = append(problems, Problem{Field: field, Problem: fmt.Sprintf("larger than %d bytes", MaxFileBytes)})
 			continue
 		}
 		total += int64(len(data))
 		sum := sha256.Sum256(data)
 		ctype := site.ContentType(f.Path)
-		if f.ContentType != nil && *f.ContentType != "" {
-			ctype = *f.ContentType
+		if f.ContentType != "" {
+			ctype = f.ContentType
 		}
 		files = append(files, decoded{site.File{Path: f.Path, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), ContentType: ctype}, data})
 	}
 	if len(problems) > 0 {
-		return nil, 0, 0, apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem).WithDetails(problems...)
+		return nil, 0, 0, fieldsRefused(problems)
 	}
 	if total > MaxBundleBytes {
 		return nil, 0, 0, apierr.Newf("input:body_too_large", "the bundle decodes to %d bytes; the limit is %d", total, MaxBundleBytes)
@@ -804,4 +819,14 @@ func (s *Bundles) launchTarget(ctx context.Context, b store.Bundle) (string, err
 		return "process", err
 	}
 	return "edge", err
+}
+
+// fieldsRefused is the refusal of a request's fields: the first problem
+// in the message, every one in the details.
+func fieldsRefused(problems []Problem) *apierr.Error {
+	e := apierr.Newf("input:invalid", "%s: %s", problems[0].Field, problems[0].Problem)
+	for _, p := range problems {
+		e = e.WithField(p.Field, p.Problem)
+	}
+	return e
 }

@@ -164,8 +164,8 @@ func (s *deployer) deploy(ctx context.Context, p *auth.Principal, svc0 store.Ser
 				return err
 			}
 		}
-		pl := launchPayload{ServiceID: svc.ID, ProjectID: svc.ProjectID, BundleID: v.BundleID, PreviewHost: svc.PreviewHost, Domain: svc.Domain,
-			Owned: svc.Domain != "", Actor: actorOf(p), Target: svc.Target, Version: v.Number, Previous: svc.Version}
+		pl := launchPayload{ServiceID: svc.ID, ProjectID: svc.ProjectID, BundleID: v.BundleID, PreviewHost: svc.PreviewHost, placement: placement{Domain: svc.Domain, Target: svc.Target},
+			Owned: svc.Domain != "", Actor: actorOf(p), Version: v.Number, Previous: svc.Version}
 		steps := []TaskStep{}
 		if pl.runs() {
 			steps = append(steps, TaskStep{Name: StepStart, State: "pending"})

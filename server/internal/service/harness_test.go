@@ -433,13 +433,13 @@ func takenDomain(t *testing.T, tld string) string {
 // site uploads an inline bundle of files (path → content) and returns its id.
 func (h *harness) site(tn tenant, files map[string]string) string {
 	h.t.Helper()
-	var fs []models.AssetFile
+	var fs []InlineFile
 	for p, c := range files {
-		fs = append(fs, models.AssetFile{Path: p, ContentBase64: base64.StdEncoding.EncodeToString([]byte(c))})
+		fs = append(fs, InlineFile{Path: p, ContentBase64: base64.StdEncoding.EncodeToString([]byte(c))})
 	}
-	b, _, err := h.svc.Bundles.Upload(h.ctx, tn.agent, models.UploadAssetsRequest{ProjectId: tn.project, Files: &fs})
+	b, err := h.svc.Bundles.Upload(h.ctx, tn.agent, UploadRequest{ProjectID: tn.project, Files: fs})
 	h.must(err)
-	return b.BundleId
+	return b.ID
 }
 
 func shaOf(s string) string {

@@ -29,8 +29,8 @@ type launchPayload struct {
 	ProjectID   string `json:"projectId"`
 	BundleID    string `json:"bundleId"`
 	PreviewHost string `json:"previewHost"`
-	Domain      string `json:"domain,omitempty"`
-	Years       int    `json:"years,omitempty"`
+	// The domain, the years it is bought for, and the target.
+	placement
 	// Gated: the key lacked buy_domain, so registration waits for a human.
 	Gated bool `json:"gated,omitempty"`
 	// Approval is "", "approved" or "denied".
@@ -50,11 +50,10 @@ type launchPayload struct {
 	PurchaseRef string   `json:"purchaseRef,omitempty"`
 	Receipt     *Receipt `json:"receipt,omitempty"`
 	Undo        *Undoing `json:"undo,omitempty"`
-	// Target is what the service runs on; Version the version this task
-	// puts live, and Previous the one serving before it (0 for none).
-	Target   string `json:"target,omitempty"`
-	Version  int    `json:"version,omitempty"`
-	Previous int    `json:"previous,omitempty"`
+	// Version is the version this task puts live, and Previous the one
+	// serving before it (0 for none).
+	Version  int `json:"version,omitempty"`
+	Previous int `json:"previous,omitempty"`
 	// Addr is where the started version answers.
 	Addr string `json:"addr,omitempty"`
 }
@@ -341,8 +340,8 @@ func (s *Launches) Launch(ctx context.Context, p *auth.Principal, projectID stri
 	if err != nil {
 		return nil, err
 	}
-	pl := launchPayload{ProjectID: projectID, BundleID: req.BundleID, Domain: domain, Owned: owned, Years: max(req.Years, 1), Actor: actorOf(p),
-		Gated: domain != "" && !owned && !p.HasScope("buy_domain"), Target: req.Target, Version: 1}
+	pl := launchPayload{ProjectID: projectID, BundleID: req.BundleID, placement: placement{Domain: domain, Years: max(req.Years, 1), Target: req.Target},
+		Owned: owned, Actor: actorOf(p), Gated: domain != "" && !owned && !p.HasScope("buy_domain"), Version: 1}
 	var view *Task
 	var task store.Task
 	err = s.store.InTx(ctx, func(tx *store.Tx) error {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -177,4 +178,44 @@ func TestServiceQuota(t *testing.T) {
 	bnd := h.site(tn, map[string]string{"index.html": "two"})
 	_, err := h.svc.Launches.Launch(h.ctx, tn.agent, tn.project, LaunchRequest{Name: "two", Target: "edge", BundleID: bnd})
 	wantCode(t, err, "quota:services")
+}
+
+// Launch payloads and quote items share their domain, years and target
+// (placement): what tasks and quotes stored before still decodes, and a
+// quote item encodes as it always did.
+func TestStoredPayloadsWithPlacementDecode(t *testing.T) {
+	const launch = `{"serviceId":"svc_1","projectId":"prj_1","bundleId":"bnd_1","previewHost":"p.example","domain":"acme.dev","years":2,` +
+		`"gated":true,"chargedMicroUsd":5000000,"actor":"key_1","target":"process","version":3,"previous":2}`
+	var pl launchPayload
+	if err := json.Unmarshal([]byte(launch), &pl); err != nil {
+		t.Fatal(err)
+	}
+	if pl.Domain != "acme.dev" || pl.Years != 2 || pl.Target != "process" || pl.ServiceID != "svc_1" || !pl.Gated || pl.Version != 3 || pl.ChargedMicro != 5_000_000 {
+		t.Fatalf("launch payload %+v", pl)
+	}
+	again, _ := json.Marshal(pl)
+	var back map[string]any
+	json.Unmarshal(again, &back)
+	if back["domain"] != "acme.dev" || back["years"] != 2.0 || back["target"] != "process" || len(back) != 12 {
+		t.Fatalf("launch payload encodes as %s", again)
+	}
+	const item = `{"kind":"domain","domain":"acme.dev","years":2,"amountMicroUsd":24000000,"firstYearMicroUsd":12000000,"annualRenewalMicroUsd":12000000}`
+	var it pricedItem
+	if err := json.Unmarshal([]byte(item), &it); err != nil {
+		t.Fatal(err)
+	}
+	if it.Kind != ItemDomain || it.Domain != "acme.dev" || it.Years != 2 || it.AmountMicro != 24_000_000 {
+		t.Fatalf("quote item %+v", it)
+	}
+	if j, _ := json.Marshal(it); string(j) != item {
+		t.Fatalf("quote item encodes as %s, was %s", j, item)
+	}
+	svc := `{"kind":"service","target":"process","workload":"dynamic_service","months":2,"name":"app","amountMicroUsd":10000000}`
+	it = pricedItem{}
+	if err := json.Unmarshal([]byte(svc), &it); err != nil || it.Target != "process" || it.Domain != "" {
+		t.Fatalf("service item %+v %v", it, err)
+	}
+	if j, _ := json.Marshal(it); string(j) != svc {
+		t.Fatalf("service item encodes as %s, was %s", j, svc)
+	}
 }

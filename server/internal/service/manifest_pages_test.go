@@ -9,7 +9,6 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/site"
 )
 
@@ -22,7 +21,7 @@ func TestDerivedPagesAreCanonical(t *testing.T) {
 	a := h.tenant(10, DefaultPolicy())
 	contents := []string{"one", "two", "three"}
 	for _, c := range contents {
-		_, _, err := h.svc.Bundles.UploadBlob(h.ctx, a.agent, shaOf(c), []byte(c))
+		_, err := h.svc.Bundles.UploadBlob(h.ctx, a.agent, shaOf(c), []byte(c))
 		h.must(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -30,24 +29,24 @@ func TestDerivedPagesAreCanonical(t *testing.T) {
 	for i := range 6000 {
 		files[fmt.Sprintf("d%02d/f%05d.html", i%37, i)] = contents[i%3]
 	}
-	whole := func() []models.ManifestFile {
-		out := make([]models.ManifestFile, 0, len(files))
+	whole := func() []ManifestEntry {
+		out := make([]ManifestEntry, 0, len(files))
 		for p, c := range files {
 			out = append(out, mf(p, c))
 		}
 		return out
 	}
 	m := whole()
-	base, _, err := h.svc.Bundles.Upload(h.ctx, a.agent, models.UploadAssetsRequest{ProjectId: a.project, Manifest: &m})
+	base, err := h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, Manifest: h.manifest(a.agent, m)})
 	h.must(err)
-	root, err := h.st.Bundles().Root(h.ctx, a.org, base.BundleId)
+	root, err := h.st.Bundles().Root(h.ctx, a.org, base.ID)
 	h.must(err)
 	if len(root.Pages) < 4 {
 		t.Fatalf("6,000 files in %d pages", len(root.Pages))
 	}
 	for round := range 8 {
 		paths := slices.Sorted(maps.Keys(files))
-		var changes []models.ManifestFile
+		var changes []ManifestEntry
 		var removed []string
 		taken := map[string]bool{}
 		for range 5 { // replaced
@@ -75,21 +74,21 @@ func TestDerivedPagesAreCanonical(t *testing.T) {
 				removed = append(removed, p)
 			}
 		}
-		next, _, err := h.svc.Bundles.Upload(h.ctx, a.agent, models.UploadAssetsRequest{ProjectId: a.project, BaseBundleId: &base.BundleId, Changes: &changes, Removed: &removed})
+		next, err := h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, BaseBundleID: base.ID, Changes: changes, Removed: removed})
 		h.must(err)
 		m := whole()
-		same, _, err := h.svc.Bundles.Upload(h.ctx, a.agent, models.UploadAssetsRequest{ProjectId: a.project, Manifest: &m})
+		same, err := h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, Manifest: h.manifest(a.agent, m)})
 		h.must(err)
-		if !*same.Deduplicated || same.BundleId != next.BundleId || next.FileCount != len(files) {
+		if !same.Deduplicated || same.ID != next.ID || next.FileCount != len(files) {
 			t.Fatalf("round %d: derived %+v, whole %+v", round, next, same)
 		}
 		base = next
-		if root, err = h.st.Bundles().Root(h.ctx, a.org, base.BundleId); err != nil {
+		if root, err = h.st.Bundles().Root(h.ctx, a.org, base.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A path removed that the base does not hold is refused, naming it.
-	_, _, err = h.svc.Bundles.Upload(h.ctx, a.agent, models.UploadAssetsRequest{ProjectId: a.project, BaseBundleId: &base.BundleId, Changes: &[]models.ManifestFile{}, Removed: &[]string{"d01/f00001.html", "no/such.html"}})
+	_, err = h.svc.Bundles.Upload(h.ctx, a.agent, UploadRequest{ProjectID: a.project, BaseBundleID: base.ID, Changes: []ManifestEntry{}, Removed: []string{"d01/f00001.html", "no/such.html"}})
 	if e := wantCode(t, err, "input:invalid"); e.Details[0].Field != "body.removed.1" {
 		t.Fatalf("details %+v", e.Details)
 	}
@@ -103,7 +102,7 @@ func TestManifestOf200000FilesStreamedInBoundedMemory(t *testing.T) {
 	h := newHarness(t)
 	a := h.tenant(10, DefaultPolicy())
 	for _, c := range []string{"x", "changed"} {
-		_, _, err := h.svc.Bundles.UploadBlob(h.ctx, a.agent, shaOf(c), []byte(c))
+		_, err := h.svc.Bundles.UploadBlob(h.ctx, a.agent, shaOf(c), []byte(c))
 		h.must(err)
 	}
 	heap := func() uint64 {
@@ -137,19 +136,19 @@ func TestManifestOf200000FilesStreamedInBoundedMemory(t *testing.T) {
 		t.Fatalf("bundle of %d files in %d pages", b.FileCount, len(refs))
 	}
 
-	change := []models.ManifestFile{mf("assets/123/file-123456.html", "changed")}
-	req := models.UploadAssetsRequest{ProjectId: a.project, BaseBundleId: &b.ID, Changes: &change, Removed: &[]string{}}
+	change := []ManifestEntry{mf("assets/123/file-123456.html", "changed")}
+	req := UploadRequest{ProjectID: a.project, BaseBundleID: b.ID, Changes: change, Removed: []string{}}
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	next, _, err := h.svc.Bundles.Upload(h.ctx, a.agent, req)
+	next, err := h.svc.Bundles.Upload(h.ctx, a.agent, req)
 	runtime.ReadMemStats(&m1)
 	h.must(err)
 	t.Logf("a one-file change: %d KiB allocated", (m1.TotalAlloc-m0.TotalAlloc)>>10)
 	if allocated := m1.TotalAlloc - m0.TotalAlloc; allocated > 4<<20 {
 		t.Errorf("a one-file change to 200,000 files allocated %d KiB", allocated>>10)
 	}
-	root, err := h.st.Bundles().Root(h.ctx, a.org, next.BundleId)
+	root, err := h.st.Bundles().Root(h.ctx, a.org, next.ID)
 	h.must(err)
 	differ := 0
 	for i := range refs {

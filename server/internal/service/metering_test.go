@@ -113,7 +113,7 @@ func (w *meterWorld) launched(name string, at time.Time, prepaid money.MicroUSD,
 	if err := w.st.ServiceRuns().Serve(ctx, id, 1, "bun_x", "127.0.0.1:1", "run_x", at); err != nil {
 		w.t.Fatal(err)
 	}
-	pl, _ := json.Marshal(launchPayload{ServiceID: id, ProjectID: w.proj, ChargedMicro: prepaid, Target: "process"})
+	pl, _ := json.Marshal(launchPayload{ServiceID: id, ProjectID: w.proj, ChargedMicro: prepaid, placement: placement{Target: "process"}})
 	if err := w.st.Tasks().Insert(ctx, store.Task{ID: task, OrgID: w.org, ProjectID: w.proj, Kind: "launch", State: "succeeded", Steps: "[]", Payload: string(pl), CreatedAt: at, UpdatedAt: at}); err != nil {
 		w.t.Fatal(err)
 	}
@@ -501,7 +501,7 @@ func (w *meterWorld) bought(domain string, at time.Time, gated bool) {
 	w.t.Helper()
 	ctx := context.Background()
 	task := "tsk_buy_" + strings.ReplaceAll(domain, ".", "_")
-	pl, _ := json.Marshal(launchPayload{ProjectID: w.proj, Domain: domain, Gated: gated, PurchaseRef: task})
+	pl, _ := json.Marshal(launchPayload{ProjectID: w.proj, placement: placement{Domain: domain}, Gated: gated, PurchaseRef: task})
 	if err := w.st.Tasks().Insert(ctx, store.Task{ID: task, OrgID: w.org, ProjectID: w.proj, Kind: "launch", State: "succeeded", Steps: "[]", Payload: string(pl), CreatedAt: at, UpdatedAt: at}); err != nil {
 		w.t.Fatal(err)
 	}

@@ -230,18 +230,25 @@ func ptr[T any](v T) *T { return &v }
 // pricedItem is one quote item with its price, as stored with the quote so
 // that consume can recheck it.
 type pricedItem struct {
-	Kind     QuoteItemKind `json:"kind"`
-	Domain   string        `json:"domain,omitempty"`
-	Years    int           `json:"years,omitempty"`
-	Target   string        `json:"target,omitempty"`
-	Workload string        `json:"workload,omitempty"`
-	Months   int           `json:"months,omitempty"`
+	Kind QuoteItemKind `json:"kind"`
+	placement
+	Workload string `json:"workload,omitempty"`
+	Months   int    `json:"months,omitempty"`
 	// Name is the service a service item prices; empty on older quotes.
 	Name        string         `json:"name,omitempty"`
 	AmountMicro money.MicroUSD `json:"amountMicroUsd"`
 	// FirstYear and AnnualRenewal are what the policy ceilings compare.
 	FirstYearMicro     money.MicroUSD `json:"firstYearMicroUsd,omitempty"`
 	AnnualRenewalMicro money.MicroUSD `json:"annualRenewalMicroUsd,omitempty"`
+}
+
+// placement is what a quote item and a launch both name: a domain, the
+// years it is bought for, and the target a service runs on. Both are
+// stored as JSON with these members' names, which embedding keeps.
+type placement struct {
+	Domain string `json:"domain,omitempty"`
+	Years  int    `json:"years,omitempty"`
+	Target string `json:"target,omitempty"`
 }
 
 func (it pricedItem) label() string {
@@ -280,14 +287,14 @@ func priceItems(prices registrar.PriceList, items []QuoteItem) ([]pricedItem, er
 				return nil, err
 			}
 			months := max(it.Months, 1)
-			out = append(out, pricedItem{Kind: ItemService, Target: chosen, Workload: it.Workload, Months: months, Name: it.Name, AmountMicro: monthly * money.MicroUSD(months)})
+			out = append(out, pricedItem{Kind: ItemService, placement: placement{Target: chosen}, Workload: it.Workload, Months: months, Name: it.Name, AmountMicro: monthly * money.MicroUSD(months)})
 		case ItemEmail:
 			if it.Domain == "" {
 				return nil, apierr.New("input:invalid", "an email item needs the domain whose mail it sets up").WithField(field+".domain", "missing")
 			}
 			addon, _ := pricing.AddonFor("mail")
 			months := max(it.Months, 1)
-			out = append(out, pricedItem{Kind: ItemEmail, Domain: strings.ToLower(it.Domain), Months: months, AmountMicro: addon.Base * money.MicroUSD(months)})
+			out = append(out, pricedItem{Kind: ItemEmail, placement: placement{Domain: strings.ToLower(it.Domain)}, Months: months, AmountMicro: addon.Base * money.MicroUSD(months)})
 		default:
 			return nil, apierr.Newf("input:invalid", "item kind %q is not domain, service or email", it.Kind)
 		}
@@ -320,7 +327,7 @@ func priceDomain(prices registrar.PriceList, name string, years int) (pricedItem
 		annualMicro = *annual
 		amount += money.MicroUSD(years-1) * annualMicro
 	}
-	return pricedItem{Kind: ItemDomain, Domain: name, Years: years, AmountMicro: amount,
+	return pricedItem{Kind: ItemDomain, placement: placement{Domain: name, Years: years}, AmountMicro: amount,
 		FirstYearMicro: *q.FirstYear, AnnualRenewalMicro: annualMicro}, nil
 }
 

@@ -66,7 +66,7 @@ func TestLaunchRefusesLostContent(t *testing.T) {
 	if e := wantCode(t, err, "conflict:blobs_missing"); !hasAction(e.Actions, "upload_blob") {
 		t.Fatalf("actions %v", names(e.Actions))
 	}
-	h.must(second(h.svc.Bundles.UploadBlob(h.ctx, tn.agent, shaOf("gone soon"), []byte("gone soon"))))
+	h.must(second2(h.svc.Bundles.UploadBlob(h.ctx, tn.agent, shaOf("gone soon"), []byte("gone soon"))))
 	if task := h.edge(tn, "site", LaunchRequest{BundleID: bnd}); task.State != "succeeded" {
 		t.Fatalf("after re-upload: %s", task.State)
 	}
