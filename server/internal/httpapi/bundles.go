@@ -100,7 +100,7 @@ func manifestEntry(f models.ManifestFile) service.ManifestEntry {
 
 // bundleWire is the contract's view of a bundle just recorded.
 func bundleWire(b *service.UploadedBundle) models.Bundle {
-	m := b.Mutated.Wire()
+	m := wireMutated(b.Mutated)
 	return models.Bundle{BundleId: b.ID, FileCount: b.FileCount, TotalBytes: int(b.TotalBytes), Sha256: b.SHA256,
 		Deduplicated: ptr(b.Deduplicated), NewBlobs: b.NewBlobs, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
 }

@@ -139,13 +139,13 @@ func (o domainRoutes) attachment(a *service.DomainAttachment) models.DomainAttac
 	out := models.DomainAttachment{Domain: a.Domain, State: models.Detached, ServiceId: optional(a.ServiceID),
 		PreviousServiceId: optional(a.PreviousServiceID), DomainUrl: optional(a.URL)}
 	action, created := "detach_domain", []models.ResourceRef{}
-	undo := service.UndoCall("attach_domain", map[string]any{"domain": a.Domain, "serviceId": a.PreviousServiceID})
+	undo := undoCall("attach_domain", map[string]any{"domain": a.Domain, "serviceId": a.PreviousServiceID})
 	if a.ServiceID != "" {
 		out.State, action = models.Attached, "attach_domain"
 		created = append(created, models.ResourceRef{Type: "host", Id: a.Domain, Url: out.DomainUrl}, models.ResourceRef{Type: "host", Id: "www." + a.Domain})
-		undo = service.UndoCall("detach_domain", map[string]any{"domain": a.Domain})
+		undo = undoCall("detach_domain", map[string]any{"domain": a.Domain})
 	}
-	m := o.svc.Mutation(action, nil, created, undo, a.BudgetRemaining)
+	m := mutation(o.svc.Now(), action, nil, created, undo, a.BudgetRemaining)
 	out.Receipt, out.Undo, out.BudgetRemainingUsd = m.Receipt, m.Undo, m.BudgetRemainingUsd
 	return out
 }

@@ -28,7 +28,7 @@ func (o mailRoutes) RemoveEmail(ctx context.Context, req api.RemoveEmailRequestO
 	if err != nil {
 		return nil, err
 	}
-	m := o.svc.Mutation("remove_email", nil, nil, nil, r.BudgetRemaining)
+	m := mutation(o.svc.Now(), "remove_email", nil, nil, nil, r.BudgetRemaining)
 	removal := models.MailRemoval{Domain: r.Domain, State: string(service.MailRemoved), Receipt: m.Receipt, Undo: m.Undo,
 		BudgetRemainingUsd: m.BudgetRemainingUsd}
 	return api.RemoveEmail200JSONResponse{Data: removal, Actions: []models.Action{actions.Stop("done")}, FormatVersion: FormatVersion}, nil
@@ -111,7 +111,7 @@ func (o mailRoutes) DeleteMessage(ctx context.Context, req api.DeleteMessageRequ
 	if err != nil {
 		return nil, err
 	}
-	m := d.Mutated.Wire()
+	m := wireMutated(d.Mutated)
 	out := models.MessageDeletion{Id: d.ID, InboxId: d.InboxID, Deleted: true, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
 	return api.DeleteMessage200JSONResponse{Data: out, Actions: []models.Action{actions.Stop("done")}, FormatVersion: FormatVersion}, nil
 }
@@ -144,7 +144,7 @@ func emailAddress(a service.EmailAddress) models.EmailAddress {
 // addressChange is an address as created or deleted, with its receipt,
 // undo and the budget that remains.
 func addressChange(c *service.AddressChange) models.EmailAddressChange {
-	v, m := emailAddress(c.EmailAddress), c.Mutated.Wire()
+	v, m := emailAddress(c.EmailAddress), wireMutated(c.Mutated)
 	return models.EmailAddressChange{Id: v.Id, Address: v.Address, Domain: v.Domain, InboxId: v.InboxId, CatchAll: v.CatchAll,
 		CreatedAt: v.CreatedAt, Deleted: v.Deleted, Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
 }
@@ -185,7 +185,7 @@ func (o mailRoutes) SendMessage(ctx context.Context, req api.SendMessageRequestO
 		return nil, err
 	}
 	// Sent mail cannot be called back: the undo is irreversible.
-	m := o.svc.Mutation("send_message", nil, []models.ResourceRef{{Type: "message", Id: sent.ID}}, nil, sent.BudgetRemaining)
+	m := mutation(o.svc.Now(), "send_message", nil, []models.ResourceRef{{Type: "message", Id: sent.ID}}, nil, sent.BudgetRemaining)
 	out := models.SentMessage{MessageId: sent.ID, From: sent.From, To: sent.To, Relay: sent.Relay, DkimSelector: sent.DKIMSelector,
 		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
 	return api.SendMessage202JSONResponse{Data: out, Actions: []models.Action{actions.Stop("done")}, FormatVersion: FormatVersion}, nil

@@ -22,7 +22,7 @@ func (o onboardingRoutes) CreateSignup(ctx context.Context, req api.CreateSignup
 	if err != nil {
 		return nil, err
 	}
-	m := su.Mutated.Wire()
+	m := wireMutated(su.Mutated)
 	out := models.Signup{ReviewUrl: su.ReviewURL, SignupSessionId: su.ID, ClaimSecret: su.ClaimSecret, ExpiresAt: su.ExpiresAt,
 		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
 	// The human reviews first; the agent polls after.
@@ -79,7 +79,7 @@ func (o onboardingRoutes) CreateBillingSetupLink(ctx context.Context, req api.Cr
 	if err != nil {
 		return nil, err
 	}
-	m := link.Mutated.Wire()
+	m := wireMutated(link.Mutated)
 	out := models.BillingSetupLink{SetupUrl: link.URL, SetupSessionId: link.ID, PollSecret: link.PollSecret, ExpiresAt: link.ExpiresAt,
 		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
 	// The human adds the card first; the agent polls after.

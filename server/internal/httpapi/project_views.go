@@ -80,7 +80,7 @@ func budgetPeriod(v service.PeriodView) models.BudgetPeriodView {
 
 // projectDeletion is the contract's view of a project's deletion.
 func projectDeletion(d *service.ProjectDeletion) models.ProjectDeletion {
-	m := d.Mutated.Wire()
+	m := wireMutated(d.Mutated)
 	return models.ProjectDeletion{ProjectId: d.ProjectID, Name: d.Name, ParentProjectId: d.ParentID, State: models.ProjectDeletionState(d.State),
 		TeardownTaskIds: nonNil(d.TeardownTasks), CanceledTaskIds: nonNil(d.CanceledTasks), ReturnedUsd: d.Returned.USD(), DeletedAt: d.DeletedAt,
 		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
@@ -97,7 +97,7 @@ func nonNil(ids []string) []string {
 // leavePackage is the contract's view of a leave package: every file
 // with its content in base64.
 func leavePackage(p *service.LeavePackage) models.LeavePackage {
-	m := p.Mutated.Wire()
+	m := wireMutated(p.Mutated)
 	out := models.LeavePackage{ProjectId: p.ProjectID, ManifestSha256: p.ManifestSHA256, Files: make([]models.PackageFile, 0, len(p.Files)),
 		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
 	for _, f := range p.Files {

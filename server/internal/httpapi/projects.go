@@ -30,7 +30,7 @@ func (o projectRoutes) CreateProject(ctx context.Context, req api.CreateProjectR
 	if err != nil {
 		return nil, err
 	}
-	m := c.Mutated.Wire()
+	m := wireMutated(c.Mutated)
 	out := models.ProjectCreation{Project: project(c.Project), ParentProjectId: c.Project.ParentID, ParentRemainingUsd: c.ParentRemaining.USD(),
 		Receipt: m.Receipt, Undo: m.Undo, BudgetRemainingUsd: m.BudgetRemainingUsd}
 	next := []models.Action{

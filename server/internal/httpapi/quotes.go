@@ -57,9 +57,9 @@ func (o quoteRoutes) CreateQuote(ctx context.Context, req api.CreateQuoteRequest
 	}
 	var undo *models.ToolAction
 	if q.State == service.QuoteHeld {
-		undo = service.UndoCall("release_quote", map[string]any{"id": q.ID})
+		undo = undoCall("release_quote", map[string]any{"id": q.ID})
 	}
-	m := o.svc.Mutation("create_quote", nil, []models.ResourceRef{{Type: "quote", Id: q.ID}}, undo, q.BudgetRemaining)
+	m := mutation(o.svc.Now(), "create_quote", nil, []models.ResourceRef{{Type: "quote", Id: q.ID}}, undo, q.BudgetRemaining)
 	return api.CreateQuote201JSONResponse{Data: quoteWire(q, m), Actions: createdNext(q), FormatVersion: FormatVersion}, nil
 }
 
@@ -68,7 +68,7 @@ func (o quoteRoutes) ReleaseQuote(ctx context.Context, req api.ReleaseQuoteReque
 	if err != nil {
 		return nil, err
 	}
-	m := o.svc.Mutation("release_quote", nil, nil, nil, q.BudgetRemaining)
+	m := mutation(o.svc.Now(), "release_quote", nil, nil, nil, q.BudgetRemaining)
 	return api.ReleaseQuote200JSONResponse{Data: quoteWire(q, m), Actions: []models.Action{actions.Stop("done")}, FormatVersion: FormatVersion}, nil
 }
 

@@ -148,7 +148,7 @@ func (o sandboxRoutes) RegisterSandboxMandate(ctx context.Context, req api.Regis
 	if err != nil {
 		return nil, err
 	}
-	mr := o.svc.Mutation("register_sandbox_mandate", nil,
+	mr := mutation(o.svc.Now(), "register_sandbox_mandate", nil,
 		[]models.ResourceRef{{Type: "sandbox_mandate", Id: m.SessionID}}, nil, m.BudgetRemaining)
 	return api.RegisterSandboxMandate201JSONResponse{
 		Data: models.MandateRegistered{
@@ -185,7 +185,7 @@ func (o sandboxRoutes) CreateSandboxAttempt(ctx context.Context, req api.CreateS
 	if a.ProofID != "" {
 		created = append(created, models.ResourceRef{Type: "sandbox_proof", Id: a.ProofID})
 	}
-	mr := o.svc.Mutation("create_sandbox_attempt", []service.Cost{{Item: item, Amount: a.Amount}}, created, nil, a.BudgetRemaining)
+	mr := mutation(o.svc.Now(), "create_sandbox_attempt", []service.Cost{{Item: item, Amount: a.Amount}}, created, nil, a.BudgetRemaining)
 	var proofID *string
 	if a.ProofID != "" {
 		proofID = &a.ProofID
@@ -218,7 +218,7 @@ func (o sandboxRoutes) DecideSandboxGate(ctx context.Context, req api.DecideSand
 		created = append(created, models.ResourceRef{Type: "sandbox_proof", Id: d.ProofID})
 		proofID = &d.ProofID
 	}
-	mr := o.svc.Mutation("decide_sandbox_gate", nil, created, nil, d.BudgetRemaining)
+	mr := mutation(o.svc.Now(), "decide_sandbox_gate", nil, created, nil, d.BudgetRemaining)
 	return api.DecideSandboxGate200JSONResponse{
 		Data: models.GateDecided{
 			SessionId: d.SessionID, Gate: d.Gate, ProofId: proofID,

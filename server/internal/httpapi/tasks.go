@@ -34,7 +34,7 @@ func TaskHandle(t *service.Task) *models.TaskHandle {
 	id, created := t.ID, t.CreatedAt
 	v := &models.TaskHandle{
 		Id: &id, CreatedAt: &created, TaskId: t.ID, Kind: models.TaskHandleKind(t.Kind), State: models.TaskHandleState(t.State),
-		Steps: make([]models.TaskStep, 0, len(t.Steps)), PollUrl: t.PollURL, Receipt: t.Receipt.Wire(), Undo: t.Undo.Wire(),
+		Steps: make([]models.TaskStep, 0, len(t.Steps)), PollUrl: t.PollURL, Receipt: wireReceipt(t.Receipt), Undo: wireUndo(t.Undo),
 		BudgetRemainingUsd: t.BudgetRemaining.USD(),
 		ServiceId:          optional(t.ServiceID), ServiceName: optional(t.ServiceName),
 		PreviewUrl: optional(t.PreviewURL), DomainUrl: optional(t.DomainURL),

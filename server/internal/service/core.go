@@ -6,9 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pierhq/pier/models"
-	"github.com/pierhq/pier/server/internal/actions"
-	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/money"
 )
 
@@ -16,15 +13,6 @@ import (
 type Cost struct {
 	Item   string
 	Amount money.MicroUSD
-}
-
-// Undo is a concrete reversal, or the irreversible marker when there is
-// none: {command: null, irreversible: true}.
-func Undo(cmd *models.ToolAction) models.Undo {
-	if cmd == nil {
-		return models.Undo{Command: nil, Irreversible: true}
-	}
-	return models.Undo{Command: cmd, Irreversible: false}
 }
 
 // timing is the service's clock, for the nouns that stamp what they do.
@@ -52,12 +40,6 @@ func (s edge) enqueue(ctx context.Context, taskID, what string) {
 	if err := s.platform.Enqueue(ctx, taskID); err != nil {
 		s.log.Warn("enqueue "+what, "task", taskID, "err", err)
 	}
-}
-
-// UndoCall returns the reversal calling operation id with args.
-func UndoCall(id string, args map[string]any) *models.ToolAction {
-	t := actions.ToolAction(id, "agent", args)
-	return &t
 }
 
 // ApprovalURL is where a human decides a gate. It carries the gate id and
@@ -92,75 +74,8 @@ func (s limits) quotas() Quotas {
 	return q
 }
 
-// Mutation builds the part every successful public mutation carries: the
-// receipt of what was done and what it cost, how to undo it, and the
-// project budget that remains. undo is nil for an irreversible action.
-func (s timing) Mutation(op string, costs []Cost, created []models.ResourceRef, undo *models.ToolAction, budgetRemaining money.MicroUSD) models.MutationResult {
-	lines := make([]models.CostLine, 0, len(costs))
-	var total money.MicroUSD
-	for _, c := range costs {
-		lines = append(lines, models.CostLine{Item: c.Item, AmountUsd: usd(c.Amount)})
-		total += c.Amount
-	}
-	if created == nil {
-		created = []models.ResourceRef{}
-	}
-	return models.MutationResult{
-		Receipt: models.Receipt{
-			Id:               auth.ID("rcp"),
-			Action:           op,
-			Costs:            lines,
-			TotalUsd:         usd(total),
-			CreatedResources: created,
-			CreatedAt:        s.Now().UTC(),
-		},
-		Undo:               Undo(undo),
-		BudgetRemainingUsd: usd(budgetRemaining),
-	}
-}
-
 // previews names preview hosts under the preview domain.
 type previews struct{ previewDomain string }
-
-// Wire is the mutation as the contract answers it. The doors map a task's
-// mutation with it, and the nouns not yet in the domain's types still
-// answer the contract's mutation result through it.
-func (m Mutated) Wire() models.MutationResult {
-	return models.MutationResult{Receipt: m.Receipt.Wire(), Undo: m.Undo.Wire(), BudgetRemainingUsd: usd(m.BudgetRemaining)}
-}
-
-// Wire is the receipt as the contract writes it.
-func (r Receipt) Wire() models.Receipt {
-	out := models.Receipt{Id: r.ID, Action: r.Action, Costs: make([]models.CostLine, 0, len(r.Costs)), TotalUsd: usd(r.Total),
-		CreatedResources: make([]models.ResourceRef, 0, len(r.Created)), CreatedAt: r.At}
-	for _, c := range r.Costs {
-		out.Costs = append(out.Costs, models.CostLine{Item: c.Item, AmountUsd: usd(c.Amount)})
-	}
-	for _, c := range r.Created {
-		ref := models.ResourceRef{Type: c.Type, Id: c.ID}
-		if c.URL != "" {
-			ref.Url = ptr(c.URL)
-		}
-		out.CreatedResources = append(out.CreatedResources, ref)
-	}
-	if r.Kept != nil {
-		out.Kept = ptr(r.Kept)
-	}
-	return out
-}
-
-// Wire is the undo as the contract writes it: the call as a tool action,
-// or {command: null, irreversible: true}.
-func (u Undoing) Wire() models.Undo {
-	out := models.Undo{Irreversible: u.Irreversible}
-	if u.Call != nil {
-		out.Command = UndoCall(u.Call.Tool, u.Call.Args)
-	}
-	if u.NotReversed != nil {
-		out.NotReversed = ptr(u.NotReversed)
-	}
-	return out
-}
 
 // PreviewHost is <service>--<project>.<preview domain>; underscores in ids
 // become hyphens so the label is a valid host name.

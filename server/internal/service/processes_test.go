@@ -64,9 +64,6 @@ func TestProcessLaunch(t *testing.T) {
 	h.books(a.org, a.project)
 }
 
-// second is the error of a three-valued call.
-func second[A, B any](_ A, _ B, err error) error { return err }
-
 // New versions start beside the serving one, take the traffic and stop
 // the one before; rollback serves an earlier version again.
 func TestDeployAndRollback(t *testing.T) {
