@@ -172,9 +172,16 @@ func TestStopIsGracefulThenKills(t *testing.T) {
 	ev := &events{}
 	s := newSupervisor(t, ev)
 	_, err := s.Start(context.Background(), Spec{ServiceID: "svc_e", Version: 1, Worker: true,
-		Command: `trap 'echo got TERM; exit 0' TERM; while true; do sleep 0.05; done`, Grace: 100 * time.Millisecond})
+		Command: `trap 'echo got TERM; exit 0' TERM; echo trapped; while true; do sleep 0.05; done`, Grace: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The shell is the sandbox's first process, which ignores a signal it
+	// has no handler for: stop it only once its trap is set.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(ev.text(), "trapped"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the trap was never set:\n%s", ev.text())
+		}
 	}
 	if err := s.Stop(context.Background(), "svc_e", 1); err != nil {
 		t.Fatal(err)
