@@ -60,12 +60,16 @@ func (db Ledger) Tail(ctx context.Context, orgID string, n int) ([]ledger.Entry,
 }
 
 // AppendLedger adds an entry to the organisation's chain inside the
-// mutation's transaction. The organisation row is locked first so that
-// concurrent appends take turns and the chain never forks.
+// mutation's transaction. On PostgreSQL the organisation row is locked
+// first so that concurrent appends take turns and the chain never forks;
+// SQLite's transactions already take turns (the write lock is taken at
+// BEGIN), so there it is not read.
 func (db Ledger) Append(ctx context.Context, r LedgerRecord, now time.Time) (ledger.Entry, error) {
-	var id string
-	if err := db.ex.QueryRowContext(ctx, db.q(`SELECT id FROM organizations WHERE id = ?`+db.forUpdate()), r.OrgID).Scan(&id); err != nil {
-		return ledger.Entry{}, err
+	if db.store.engine == Postgres {
+		var id string
+		if err := db.ex.QueryRowContext(ctx, db.q(`SELECT id FROM organizations WHERE id = ?`+db.forUpdate()), r.OrgID).Scan(&id); err != nil {
+			return ledger.Entry{}, err
+		}
 	}
 	e := ledger.Entry{Seq: 1, PrevHash: ledger.Genesis}
 	var seq int64

@@ -101,12 +101,29 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	}
 	tx := &Tx{tx: t, s: s}
 	tx.nouns = nouns{conn{store: s, ex: t, tx: tx}}
+	defer func() {
+		// A panic would otherwise keep the transaction, and on SQLite the
+		// write lock, open.
+		if r := recover(); r != nil {
+			t.Rollback()
+			s.keysRolledBack(tx.keysNonces)
+			panic(r)
+		}
+	}()
 	if err := fn(tx); err != nil {
 		t.Rollback()
 		s.keysRolledBack(tx.keysNonces)
 		return err
 	}
 	err = t.Commit()
+	tx.committed(err)
+	return err
+}
+
+// committed tells the store's caches what the transaction wrote, once
+// its COMMIT has returned err.
+func (tx *Tx) committed(err error) {
+	s := tx.s
 	if tx.domainsWritten {
 		s.domainsVersion.Add(1)
 	}
@@ -119,7 +136,6 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 			s.keysCommitted(n)
 		}
 	}
-	return err
 }
 
 // DomainsVersion changes after every write of who holds or claims a name
@@ -161,6 +177,8 @@ type Store struct {
 	// blobWrites commits this process's concurrent blob writes together
 	// on SQLite.
 	blobWrites groupCommit
+	// txGroup commits concurrent InGroupTx calls together on SQLite.
+	txGroup txGroup
 	// stmts holds the statements prepared once (execPrepared), by query.
 	stmts sync.Map
 	// domainsVersion: see DomainsVersion.
