@@ -376,6 +376,21 @@ CREATE TRIGGER blobs_lost AFTER DELETE ON blobs BEGIN UPDATE blob_losses SET n =
 CREATE FUNCTION blobs_lost() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN UPDATE blob_losses SET n = n + 1 WHERE id = 1; RETURN NULL; END $$;
 CREATE TRIGGER blobs_lost AFTER DELETE OR TRUNCATE ON blobs FOR EACH STATEMENT EXECUTE FUNCTION blobs_lost();`,
 	},
+	// The ledger's append locks the organisation and reads its chain's
+	// head in one round trip (Ledger.Append). Each statement of a
+	// function takes a snapshot of its own, so the head is read after the
+	// lock is granted and is the one the previous append committed.
+	26: {
+		Postgres: `
+CREATE FUNCTION ledger_head(p_org TEXT, OUT head_seq BIGINT, OUT head_hash TEXT) LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM 1 FROM organizations WHERE id = p_org FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'no organisation %', p_org USING ERRCODE = 'foreign_key_violation';
+	END IF;
+	SELECT l.seq, l.hash INTO head_seq, head_hash FROM ledger l WHERE l.org_id = p_org ORDER BY l.seq DESC LIMIT 1;
+END $$;`,
+	},
 }
 
 func (s *Store) applyMigration(ctx context.Context, version int, name, body string) error {
