@@ -25,7 +25,9 @@ import (
 // (its COMMIT, or a statement that rolls the whole transaction back), the
 // fns that had not failed by themselves run again, each in a transaction
 // of its own, so fn must be safe to run twice, as a retried transaction
-// is. fn runs on the goroutine of whichever caller leads the group.
+// is. fn runs on the goroutine of whichever caller leads the group, and
+// must not itself call InGroupTx (nor InTx, which on SQLite would wait for
+// the write lock the group holds).
 //
 // On PostgreSQL, whose transactions run side by side and lock rows, it is
 // InTx.
