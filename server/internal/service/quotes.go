@@ -493,7 +493,7 @@ func (s *Quotes) createLocked(ctx context.Context, tx *store.Tx, p *auth.Princip
 	}
 	rj, _ := json.Marshal(out.Reasons)
 	q.Reasons = string(rj)
-	if err := tx.Quotes().Insert(ctx, q); err != nil {
+	if err := insertQuote(ctx, tx, q); err != nil {
 		return nil, err
 	}
 	if capped && QuoteState(q.State) == QuoteHeld {
@@ -539,17 +539,25 @@ func (s *Quotes) decide(ctx context.Context, tx *store.Tx, p *auth.Principal, pr
 		out.Reasons = []apierr.Code{"policy:approval_required"}
 		out.GateTaskID, out.ApprovalURL = task.ID, s.ApprovalURL(task.GateID)
 	default:
+		// The quote's insert moves the money (Quotes.InsertHeld).
 		q.Decision = string(QuoteAllow)
 		q.State = string(QuoteHeld)
-		if err := tx.Projects().Hold(ctx, proj.ID, amount, q.ExpiresAt); err != nil {
-			if errors.Is(err, store.ErrBudget) {
-				return apierr.New("budget:insufficient", "the budget cannot cover this quote")
-			}
-			return err
-		}
 		proj.HeldMicro += amount
 	}
 	return nil
+}
+
+// insertQuote records a new quote; a held one moves its amount into its
+// project's held money with it.
+func insertQuote(ctx context.Context, tx *store.Tx, q store.Quote) error {
+	if QuoteState(q.State) != QuoteHeld {
+		return tx.Quotes().Insert(ctx, q)
+	}
+	err := tx.Quotes().InsertHeld(ctx, q)
+	if errors.Is(err, store.ErrBudget) {
+		return apierr.New("budget:insufficient", "the budget cannot cover this quote")
+	}
+	return err
 }
 
 // Release gives a held quote's budget back before it expires.
