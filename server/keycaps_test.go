@@ -93,6 +93,48 @@ func TestKeySpendCaps(t *testing.T) {
 	})
 }
 
+// TestKeyCapCountsWhatIsHeld: a key's quotes count against its cap while
+// their holds last. A lapsed hold stops counting (and the project's next
+// write settles it), a released one gives its room back, and quotes
+// within the cap go on passing: the running count the quotes keep never
+// lets one past the cap, nor refuses one the cap has room for.
+func TestKeyCapCountsWhatIsHeld(t *testing.T) {
+	engines(t, func(t *testing.T, db string) {
+		clock := testserver.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+		ts := start(t, server.Config{DatabaseURL: db, Now: clock.Now})
+		a := newAccount(t, ts, 1000_000_000, service.DefaultPolicy(), "read", "quote", "buy_domain")
+		names := availableDomains(5, "dev", "lapse")
+		_, first := quoteDomain(t, ts, a, a.project, names[0])
+		price := first["data"].(map[string]any)["amountUsd"].(float64)
+		if p := setCap(t, signIn(t, ts, a.org), a.keyID, formatUSD(price*2.5), "month"); p.status != 200 {
+			t.Fatalf("set cap: %d", p.status)
+		}
+		if status, q := quoteDomain(t, ts, a, a.project, names[1]); status != 201 {
+			t.Fatalf("the second quote, within the cap: %d %v", status, q)
+		}
+		if status, q := quoteDomain(t, ts, a, a.project, names[2]); status != 402 || q["blockedBy"] != "budget:key_cap" {
+			t.Fatalf("the third quote, past the cap: %d %v", status, q)
+		}
+		// Both holds lapse: their room comes back.
+		clock.Advance(service.HoldDuration + time.Minute)
+		for i, name := range names[2:4] {
+			if status, q := quoteDomain(t, ts, a, a.project, name); status != 201 {
+				t.Fatalf("quote %d after the holds lapsed: %d %v", i+3, status, q)
+			}
+		}
+		proj := ts.Client.Do("GET", "/v1/projects/"+a.project, nil, a.header()).JSON()["data"].(map[string]any)
+		if holds := proj["activeHolds"].([]any); len(holds) != 2 {
+			t.Fatalf("the lapsed holds still hold: %v", holds)
+		}
+		if spent := spendCap(t, ts, a)["spentUsd"].(float64); spent != 2*price {
+			t.Fatalf("whoami's spend %v, want %v", spent, 2*price)
+		}
+		if status, _ := quoteDomain(t, ts, a, a.project, names[4]); status != 402 {
+			t.Fatalf("a fifth quote past the cap: %d", status)
+		}
+	})
+}
+
 func formatUSD(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
 // TestNoAgentRaisesItsCap: the cap is written only by a signed-in person

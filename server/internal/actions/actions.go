@@ -43,6 +43,11 @@ func ToolNeeding(id string, actor models.Actor, args map[string]any, needed ...s
 // filled from args; the rest stay as arguments. Required arguments args
 // lacks are listed in missingArguments.
 func Tool(id string, actor models.Actor, args map[string]any) models.Action {
+	return wrap(toolAction(id, actor, args))
+}
+
+// toolAction is Tool's action before it goes into the union.
+func toolAction(id string, actor models.Actor, args map[string]any) models.ToolAction {
 	op, ok := operation.Lookup(id)
 	if !ok {
 		panic(fmt.Sprintf("actions: unknown operation %q", id))
@@ -89,7 +94,7 @@ func Tool(id string, actor models.Actor, args map[string]any) models.Action {
 	if len(headers) > 0 {
 		t.RequiredHeaders = &headers
 	}
-	return wrap(t)
+	return t
 }
 
 // Wrap puts a typed action into the union.
@@ -111,12 +116,10 @@ func wrap(v any) models.Action {
 }
 
 // ToolAction is Tool without the union wrapper, for undo commands.
+// It is built as Tool builds it, without the trip through the union's
+// JSON and back, which cost a write as much as its ledger entry.
 func ToolAction(id string, actor models.Actor, args map[string]any) models.ToolAction {
-	t, err := Tool(id, actor, args).AsToolAction()
-	if err != nil {
-		panic(err)
-	}
-	return t
+	return toolAction(id, actor, args)
 }
 
 // Retry returns a tool action that repeats a call after a wait.

@@ -388,6 +388,13 @@ func (s *Approvals) carryOut(ctx context.Context, tx *store.Tx, g store.Gate, pa
 	if err != nil {
 		return err
 	}
+	if GateKind(g.Kind) == GateQuoteApproval {
+		// Counted against its key's cap before expiring holds writes the
+		// ledger: a quote being created locks the key, then the ledger.
+		if err := countApprovedQuote(ctx, tx, g.OrgID, payload); err != nil {
+			return err
+		}
+	}
 	if err := s.projects.expireHolds(ctx, tx, &proj, now); err != nil {
 		return err
 	}
@@ -411,7 +418,7 @@ func (s *Approvals) carryOut(ctx context.Context, tx *store.Tx, g store.Gate, pa
 		if err := tx.Quotes().MarkApproved(ctx, quoteID, "gate:"+g.ID); err != nil {
 			return err
 		}
-		if err := tx.Projects().MoveMoney(ctx, proj.ID, amount, 0); err != nil {
+		if err := tx.Projects().Hold(ctx, proj.ID, amount, exp); err != nil {
 			if errors.Is(err, store.ErrBudget) {
 				return apierr.New("budget:insufficient", "the budget cannot cover the approved quote")
 			}
@@ -423,6 +430,22 @@ func (s *Approvals) carryOut(ctx context.Context, tx *store.Tx, g store.Gate, pa
 		return fmt.Errorf("gate kind %q has no action", g.Kind)
 	}
 	return nil
+}
+
+// countApprovedQuote adds a quote a human approved, about to be held, to
+// its key's running count (store.Keys.AddCapSpent). A human's approval is
+// not held to the key's cap; what it holds counts against the key's next
+// quotes.
+func countApprovedQuote(ctx context.Context, tx *store.Tx, orgID string, payload map[string]any) error {
+	quoteID, _ := payload["quoteId"].(string)
+	q, err := tx.Quotes().Lock(ctx, orgID, quoteID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // Hold says so
+	}
+	if err != nil || q.KeyID == "" || QuoteState(q.State) != QuoteNotHeld {
+		return err
+	}
+	return tx.Keys().AddCapSpent(ctx, q.KeyID, q.AmountMicro, q.CreatedAt)
 }
 
 // PendingApprovals lists a human's organisation's undecided gates.

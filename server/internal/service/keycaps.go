@@ -74,15 +74,23 @@ type KeySpend struct {
 	SpentMicro  money.MicroUSD
 }
 
-// keySpend reads the caller's key and its spend in the current period,
-// locking the key when keys is a transaction's, so that two quotes of one key in
-// different projects cannot both pass the cap. ok is false for callers
-// without a key (OAuth grants, sandbox agents).
-func keySpend(ctx context.Context, keys store.Keys, p *auth.Principal, now time.Time) (KeySpend, bool, error) {
+// keySpend reads and locks the caller's key and, when it is capped, what
+// it has committed in the cap's current period, so that two quotes of one
+// key in different projects cannot both pass the cap. ok is false for
+// callers without a key (OAuth grants, sandbox agents) and keys without a
+// cap.
+//
+// What it committed is the key's running count (store.CapCount) when that
+// counts from the period's start and leaves room for amount; the count
+// errs only high, so a quote it lets pass passes. Otherwise (a new
+// period, a cap just set, or a count that would refuse: a release or a
+// lapsed hold may have made room) the key's quotes are counted again,
+// exactly, and the count kept from then on.
+func keySpend(ctx context.Context, keys store.Keys, p *auth.Principal, amount money.MicroUSD, now time.Time) (KeySpend, bool, error) {
 	if p == nil || p.KeyID == "" {
 		return KeySpend{}, false, nil
 	}
-	k, err := keys.Lock(ctx, p.OrgID, p.KeyID)
+	k, count, err := keys.LockCount(ctx, p.OrgID, p.KeyID)
 	if errors.Is(err, store.ErrNotFound) {
 		return KeySpend{}, false, nil
 	}
@@ -90,25 +98,50 @@ func keySpend(ctx context.Context, keys store.Keys, p *auth.Principal, now time.
 		return KeySpend{Key: k}, false, err
 	}
 	since := capPeriodStart(k.CapPeriod, now)
+	ks := KeySpend{Key: k, PeriodStart: since, SpentMicro: count.Spent}
+	if count.Counted && count.Since.Equal(since) && count.Spent+amount <= *k.CapMicro {
+		return ks, true, nil
+	}
+	ks.SpentMicro, err = keys.Recount(ctx, k.ID, since, now)
+	return ks, err == nil, err
+}
+
+// keySpendNow reads the caller's key and, when it is capped, what it has
+// committed in the cap's current period, exactly and without writing: for
+// reads (whoami).
+func keySpendNow(ctx context.Context, keys store.Keys, p *auth.Principal, now time.Time) (KeySpend, error) {
+	if p == nil || p.KeyID == "" {
+		return KeySpend{}, nil
+	}
+	k, err := keys.Lock(ctx, p.OrgID, p.KeyID)
+	if errors.Is(err, store.ErrNotFound) {
+		return KeySpend{}, nil
+	}
+	if err != nil || k.CapMicro == nil {
+		return KeySpend{Key: k}, err
+	}
+	since := capPeriodStart(k.CapPeriod, now)
 	spent, err := keys.Spent(ctx, k.ID, since, now)
-	return KeySpend{Key: k, PeriodStart: since, SpentMicro: spent}, err == nil, err
+	return KeySpend{Key: k, PeriodStart: since, SpentMicro: spent}, err
 }
 
 // checkKeyCap refuses an amount that would take the caller's key past its
 // cap, with budget:key_cap and the keys page, where a person may raise it.
-func (s *Quotes) checkKeyCap(ctx context.Context, tx *store.Tx, p *auth.Principal, amount money.MicroUSD, now time.Time) error {
+// capped says the key has a cap: a quote it holds then adds to the key's
+// running count (store.Keys.AddCapSpent).
+func (s *Quotes) checkKeyCap(ctx context.Context, tx *store.Tx, p *auth.Principal, amount money.MicroUSD, now time.Time) (capped bool, err error) {
 	if amount <= 0 {
-		return nil
+		return false, nil
 	}
-	ks, capped, err := keySpend(ctx, tx.Keys(), p, now)
+	ks, capped, err := keySpend(ctx, tx.Keys(), p, amount, now)
 	if err != nil || !capped || ks.SpentMicro+amount <= *ks.Key.CapMicro {
-		return err
+		return capped, err
 	}
 	k := ks.Key
 	left := max(*k.CapMicro-ks.SpentMicro, 0)
 	msg := fmt.Sprintf("key %s (%s) may commit %s per %s and has %s left; this needs %s. A person can raise the cap on the keys page",
 		k.ID, k.Name, k.CapMicro.String(), k.CapPeriod, left.String(), amount.String())
-	return apierr.New("budget:key_cap", msg).WithActions(
+	return capped, apierr.New("budget:key_cap", msg).WithActions(
 		actions.URL(s.baseURL()+"/keys", "manage_keys", "human"),
 		actions.Stop("denied"))
 }

@@ -26,6 +26,8 @@ import (
 type (
 	txStore interface {
 		InTx(ctx context.Context, fn func(tx *store.Tx) error) error
+		// InGroupTx is InTx committed together with others on SQLite.
+		InGroupTx(ctx context.Context, fn func(tx *store.Tx) error) error
 	}
 	accountsStore        interface{ Accounts() store.Accounts }
 	bundlesStore         interface{ Bundles() store.Bundles }

@@ -165,7 +165,12 @@ type bookMeter interface {
 
 // expireHolds releases a locked project's holds whose time ran out, with a
 // ledger entry each, so that every read and write sees current books.
+// Until the project's HoldsExpireAt no hold can have run out, and the
+// project's row, read to lock it, says so: most writes look for none.
 func (s *projectBooks) expireHolds(ctx context.Context, tx *store.Tx, p *store.Project, now time.Time) error {
+	if now.Before(p.HoldsExpireAt) {
+		return nil
+	}
 	expired, err := tx.Quotes().ExpiredHolds(ctx, p.ID, now)
 	if err != nil {
 		return err
@@ -175,7 +180,8 @@ func (s *projectBooks) expireHolds(ctx context.Context, tx *store.Tx, p *store.P
 			return err
 		}
 	}
-	return nil
+	p.HoldsExpireAt, err = tx.Projects().RecountHoldsExpire(ctx, p.ID)
+	return err
 }
 
 // settleHold ends quote q's hold in state, gives its money back to the
@@ -594,7 +600,7 @@ func (s *Projects) whoamiKey(ctx context.Context, p *auth.Principal, out *Whoami
 			out.KeyName = k.Name
 		}
 	}
-	ks, _, err := keySpend(ctx, s.store.Keys(), p, s.Now())
+	ks, err := keySpendNow(ctx, s.store.Keys(), p, s.Now())
 	if err != nil {
 		return err
 	}

@@ -451,7 +451,8 @@ func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req QuoteRequest
 		}
 	}
 	var out *Quote
-	err = s.store.InTx(ctx, func(tx *store.Tx) error {
+	// Quotes arriving together commit together on SQLite.
+	err = s.store.InGroupTx(ctx, func(tx *store.Tx) error {
 		var err error
 		out, err = s.createLocked(ctx, tx, p, req.ProjectID, items)
 		return err
@@ -483,7 +484,8 @@ func (s *Quotes) createLocked(ctx context.Context, tx *store.Tx, p *auth.Princip
 	if amount > 0 && exhausted(proj) {
 		return nil, budgetExhausted(proj, pol, s.baseURL())
 	}
-	if err := s.checkKeyCap(ctx, tx, p, amount, now); err != nil {
+	capped, err := s.checkKeyCap(ctx, tx, p, amount, now)
+	if err != nil {
 		return nil, err
 	}
 	itemsJSON, _ := json.Marshal(items)
@@ -498,8 +500,13 @@ func (s *Quotes) createLocked(ctx context.Context, tx *store.Tx, p *auth.Princip
 	}
 	rj, _ := json.Marshal(out.Reasons)
 	q.Reasons = string(rj)
-	if err := tx.Quotes().Insert(ctx, q); err != nil {
+	if err := insertQuote(ctx, tx, q); err != nil {
 		return nil, err
+	}
+	if capped && QuoteState(q.State) == QuoteHeld {
+		if err := tx.Keys().AddCapSpent(ctx, p.KeyID, amount, q.CreatedAt); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "create_quote", ObjectType: "quote", ObjectID: q.ID,
 		Details: map[string]any{"projectId": proj.ID, "decision": q.Decision, "amountMicroUsd": amount, "held": QuoteState(q.State) == QuoteHeld, "reasons": out.Reasons}}, now); err != nil {
@@ -539,17 +546,25 @@ func (s *Quotes) decide(ctx context.Context, tx *store.Tx, p *auth.Principal, pr
 		out.Reasons = []apierr.Code{"policy:approval_required"}
 		out.GateTaskID, out.ApprovalURL = task.ID, s.ApprovalURL(task.GateID)
 	default:
+		// The quote's insert moves the money (Quotes.InsertHeld).
 		q.Decision = string(QuoteAllow)
 		q.State = string(QuoteHeld)
-		if err := tx.Projects().MoveMoney(ctx, proj.ID, amount, 0); err != nil {
-			if errors.Is(err, store.ErrBudget) {
-				return apierr.New("budget:insufficient", "the budget cannot cover this quote")
-			}
-			return err
-		}
 		proj.HeldMicro += amount
 	}
 	return nil
+}
+
+// insertQuote records a new quote; a held one moves its amount into its
+// project's held money with it.
+func insertQuote(ctx context.Context, tx *store.Tx, q store.Quote) error {
+	if QuoteState(q.State) != QuoteHeld {
+		return tx.Quotes().Insert(ctx, q)
+	}
+	err := tx.Quotes().InsertHeld(ctx, q)
+	if errors.Is(err, store.ErrBudget) {
+		return apierr.New("budget:insufficient", "the budget cannot cover this quote")
+	}
+	return err
 }
 
 // Release gives a held quote's budget back before it expires.

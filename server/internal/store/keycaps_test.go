@@ -58,4 +58,50 @@ var keyCapsCases = []storeCase{
 			t.Fatalf("a key with no quotes spent %d", got)
 		}
 	}},
+	{"the running count", func(t *testing.T, w world) {
+		keys := w.st.Keys()
+		must(t, keys.Create(ctx, store.APIKey{ID: "key_c", OrgID: w.org, CreatedAt: t0}, "hash-c"))
+		quote := func(id, state string, amount money.MicroUSD, at time.Time) {
+			must(t, w.st.Quotes().Insert(ctx, store.Quote{ID: id, OrgID: w.org, ProjectID: w.proj, KeyID: "key_c", Decision: "ALLOW",
+				State: state, AmountMicro: amount, Items: "[]", Reasons: "[]", CreatedAt: at, ExpiresAt: at.Add(15 * time.Minute)}))
+		}
+		quote("quo_before", "consumed", 1, t0.Add(-48*time.Hour))
+		quote("quo_held", "held", 10, t0)
+		count := func() store.CapCount {
+			_, c, err := keys.LockCount(ctx, w.org, "key_c")
+			must(t, err)
+			return c
+		}
+		// Uncapped, nothing counts; a cap just set has no count yet.
+		must(t, keys.AddCapSpent(ctx, "key_c", 5, t0))
+		limit := money.MicroUSD(1000)
+		must(t, keys.SetCap(ctx, w.org, "key_c", &limit, "month"))
+		if c := count(); c.Counted || c.Spent != 0 {
+			t.Fatalf("a cap just set: %+v", c)
+		}
+		since := t0.Add(-time.Hour)
+		if n, err := keys.Recount(ctx, "key_c", since, t0); err != nil || n != 10 {
+			t.Fatalf("recount %d %v, want 10", n, err)
+		}
+		if c := count(); !c.Counted || !c.Since.Equal(since) || c.Spent != 10 {
+			t.Fatalf("after the recount: %+v", c)
+		}
+		// A quote from before the count's start adds nothing; one after does.
+		must(t, keys.AddCapSpent(ctx, "key_c", 100, since.Add(-time.Second)))
+		must(t, keys.AddCapSpent(ctx, "key_c", 100, t0))
+		if c := count(); c.Spent != 110 {
+			t.Fatalf("after adding: %+v", c)
+		}
+		// A recount at a time the hold has lapsed leaves it out.
+		if n, _ := keys.Recount(ctx, "key_c", since, t0.Add(time.Hour)); n != 0 {
+			t.Fatalf("recount after the hold lapsed: %d", n)
+		}
+		must(t, keys.SetCap(ctx, w.org, "key_c", &limit, "lifetime"))
+		if c := count(); c.Counted {
+			t.Fatalf("a cap set again counts again: %+v", c)
+		}
+		if _, _, err := keys.LockCount(ctx, "org_other", "key_c"); err != store.ErrNotFound {
+			t.Fatalf("another organisation's key: %v", err)
+		}
+	}},
 }

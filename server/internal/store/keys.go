@@ -13,12 +13,15 @@ import (
 // keyCols are the columns scanKey reads, in its order.
 const keyCols = `id, org_id, name, scopes, created_at, revoked_at, cap_micro, cap_period`
 
-func scanKey(row interface{ Scan(...any) error }) (APIKey, error) {
+func scanKey(row interface{ Scan(...any) error }) (APIKey, error) { return scanKeyAnd(row) }
+
+// scanKeyAnd scans keyCols, then into more the columns that follow them.
+func scanKeyAnd(row interface{ Scan(...any) error }, more ...any) (APIKey, error) {
 	var k APIKey
 	var scopes string
 	var created int64
 	var revoked, capMicro sql.NullInt64
-	err := row.Scan(&k.ID, &k.OrgID, &k.Name, &scopes, &created, &revoked, &capMicro, &k.CapPeriod)
+	err := row.Scan(append([]any{&k.ID, &k.OrgID, &k.Name, &scopes, &created, &revoked, &capMicro, &k.CapPeriod}, more...)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return k, ErrNotFound
 	}
@@ -120,7 +123,9 @@ func (db Keys) SetScopes(ctx context.Context, orgID, id string, scopes []string)
 // SetCap sets or (with capMicro nil) removes a live key's spending cap per
 // period; it applies from the key's next quote.
 func (db Keys) SetCap(ctx context.Context, orgID, id string, capMicro *money.MicroUSD, period string) error {
-	res, err := db.ex.ExecContext(ctx, db.q(`UPDATE api_keys SET cap_micro = ?, cap_period = ? WHERE id = ? AND org_id = ? AND revoked_at IS NULL`), capMicro, period, id, orgID)
+	// The key's running count starts again at its next quote (CapCount).
+	res, err := db.ex.ExecContext(ctx, db.q(`UPDATE api_keys SET cap_micro = ?, cap_period = ?, cap_counted_since = NULL, cap_spent_micro = 0
+		WHERE id = ? AND org_id = ? AND revoked_at IS NULL`), capMicro, period, id, orgID)
 	if err != nil {
 		return err
 	}
@@ -138,4 +143,50 @@ func (db Keys) Spent(ctx context.Context, keyID string, since, now time.Time) (m
 		WHERE key_id = ? AND created_at >= ? AND (state = 'consumed' OR state = 'held' AND expires_at > ?)`),
 		keyID, since.UnixMicro(), now.UnixMicro()).Scan(&n)
 	return n, err
+}
+
+// CapCount is a capped key's running count: at least what its quotes
+// created since Since hold or have spent (Spent's figure, or more).
+// Quotes add to it as they are held (AddCapSpent), in the transaction
+// that holds them, with the key locked; releases and lapsed holds are
+// not taken off, so the count only errs high, and a quote the count would
+// refuse counts again exactly (Recount). Counted is false when there is
+// no count yet: the cap was just set, or the key came from before counts.
+type CapCount struct {
+	Counted bool
+	Since   time.Time
+	Spent   money.MicroUSD
+}
+
+// LockCount reads and locks a key of the organisation, as Lock does, with
+// its running count.
+func (db Keys) LockCount(ctx context.Context, orgID, id string) (APIKey, CapCount, error) {
+	var c CapCount
+	var since sql.NullInt64
+	k, err := scanKeyAnd(db.ex.QueryRowContext(ctx, db.q(`SELECT `+keyCols+`, cap_spent_micro, cap_counted_since FROM api_keys WHERE id = ? AND org_id = ?`+db.forUpdate()), id, orgID),
+		&c.Spent, &since)
+	if since.Valid {
+		c.Counted, c.Since = true, time.UnixMicro(since.Int64).UTC()
+	}
+	return k, c, err
+}
+
+// Recount counts a locked key's spending since a time exactly (Spent at
+// now) and keeps it as the key's running count from since.
+func (db Keys) Recount(ctx context.Context, keyID string, since, now time.Time) (money.MicroUSD, error) {
+	var n money.MicroUSD
+	err := db.ex.QueryRowContext(ctx, db.q(`UPDATE api_keys SET cap_counted_since = ?, cap_spent_micro = (SELECT COALESCE(SUM(amount_micro), 0) FROM quotes
+		WHERE key_id = ? AND created_at >= ? AND (state = 'consumed' OR state = 'held' AND expires_at > ?)) WHERE id = ? RETURNING cap_spent_micro`),
+		since.UnixMicro(), keyID, since.UnixMicro(), now.UnixMicro(), keyID).Scan(&n)
+	return n, err
+}
+
+// AddCapSpent adds a quote created at created, just held, to its key's
+// running count, when the key is capped and counts from no later than
+// created. Every quote held with a key passes here, in the transaction
+// that holds it.
+func (db Keys) AddCapSpent(ctx context.Context, keyID string, amount money.MicroUSD, created time.Time) error {
+	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE api_keys SET cap_spent_micro = cap_spent_micro + ?
+		WHERE id = ? AND cap_micro IS NOT NULL AND cap_counted_since <= ?`), amount, keyID, created.UnixMicro())
+	return err
 }

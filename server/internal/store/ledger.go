@@ -60,21 +60,24 @@ func (db Ledger) Tail(ctx context.Context, orgID string, n int) ([]ledger.Entry,
 }
 
 // AppendLedger adds an entry to the organisation's chain inside the
-// mutation's transaction. The organisation row is locked first so that
-// concurrent appends take turns and the chain never forks.
+// mutation's transaction. Appends to one chain take turns, so that it
+// never forks: on PostgreSQL the organisation's row is locked before the
+// head is read (both in one round trip, the function ledger_head);
+// SQLite's transactions already take turns (the write lock is taken at
+// BEGIN).
 func (db Ledger) Append(ctx context.Context, r LedgerRecord, now time.Time) (ledger.Entry, error) {
-	var id string
-	if err := db.ex.QueryRowContext(ctx, db.q(`SELECT id FROM organizations WHERE id = ?`+db.forUpdate()), r.OrgID).Scan(&id); err != nil {
-		return ledger.Entry{}, err
-	}
 	e := ledger.Entry{Seq: 1, PrevHash: ledger.Genesis}
-	var seq int64
-	var hash string
-	err := db.ex.QueryRowContext(ctx, db.q(`SELECT seq, hash FROM ledger WHERE org_id = ? ORDER BY seq DESC LIMIT 1`), r.OrgID).Scan(&seq, &hash)
+	var seq sql.NullInt64
+	var hash sql.NullString
+	head := `SELECT seq, hash FROM ledger WHERE org_id = ? ORDER BY seq DESC LIMIT 1`
+	if db.store.engine == Postgres {
+		head = `SELECT head_seq, head_hash FROM ledger_head(?)`
+	}
+	err := db.ex.QueryRowContext(ctx, db.q(head), r.OrgID).Scan(&seq, &hash)
 	switch {
-	case err == nil:
-		e.Seq, e.PrevHash = seq+1, hash
-	case !errors.Is(err, sql.ErrNoRows):
+	case err == nil && seq.Valid:
+		e.Seq, e.PrevHash = seq.Int64+1, hash.String
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
 		return e, err
 	}
 	e.At = now.UTC().Format("2006-01-02T15:04:05.000000Z")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/pierhq/pier/server/internal/money"
@@ -25,19 +26,24 @@ type Project struct {
 	// deletion's answer (JSON, owned by the service layer).
 	DeletedAt *time.Time
 	Deletion  string
+	// HoldsExpireAt: no held quote of the project expires before it, so
+	// there are no lapsed holds to settle until then (the zero time:
+	// look now).
+	HoldsExpireAt time.Time
 }
 
-const projectCols = `id, org_id, name, budget_limit_micro, spent_micro, held_micro, policy, created_at, COALESCE(parent_id, ''), deleted_at, COALESCE(deletion, '')`
+const projectCols = `id, org_id, name, budget_limit_micro, spent_micro, held_micro, policy, created_at, COALESCE(parent_id, ''), deleted_at, COALESCE(deletion, ''), holds_expire_at`
 
 func scanProject(row interface{ Scan(...any) error }) (Project, error) {
 	var p Project
-	var created int64
+	var created, holdsExpire int64
 	var deleted sql.NullInt64
-	err := row.Scan(&p.ID, &p.OrgID, &p.Name, &p.LimitMicro, &p.SpentMicro, &p.HeldMicro, &p.Policy, &created, &p.ParentID, &deleted, &p.Deletion)
+	err := row.Scan(&p.ID, &p.OrgID, &p.Name, &p.LimitMicro, &p.SpentMicro, &p.HeldMicro, &p.Policy, &created, &p.ParentID, &deleted, &p.Deletion, &holdsExpire)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, ErrNotFound
 	}
 	p.CreatedAt = time.UnixMicro(created).UTC()
+	p.HoldsExpireAt = time.UnixMicro(holdsExpire).UTC()
 	if deleted.Valid {
 		t := time.UnixMicro(deleted.Int64).UTC()
 		p.DeletedAt = &t
@@ -47,9 +53,9 @@ func scanProject(row interface{ Scan(...any) error }) (Project, error) {
 
 // CreateProject inserts a project, a child of p.ParentID when set.
 func (db Projects) Create(ctx context.Context, p Project) error {
-	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO projects (id, org_id, name, budget_limit_micro, spent_micro, held_micro, policy, created_at, parent_id)
-		VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?)`),
-		p.ID, p.OrgID, p.Name, p.LimitMicro, p.Policy, p.CreatedAt.UnixMicro(), nullable(p.ParentID))
+	_, err := db.ex.ExecContext(ctx, db.q(`INSERT INTO projects (id, org_id, name, budget_limit_micro, spent_micro, held_micro, policy, created_at, parent_id, holds_expire_at)
+		VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, ?)`),
+		p.ID, p.OrgID, p.Name, p.LimitMicro, p.Policy, p.CreatedAt.UnixMicro(), nullable(p.ParentID), noHoldExpires)
 	return err
 }
 
@@ -108,6 +114,35 @@ func (db Projects) MoveMoney(ctx context.Context, projectID string, heldDelta, s
 		return ErrBudget
 	}
 	return err
+}
+
+// Hold moves amount of a locked project's budget into held, for a quote
+// whose hold lapses at expires, which the project's HoldsExpireAt then
+// does not pass. The database refuses (ErrBudget) a result over the limit.
+func (db Projects) Hold(ctx context.Context, projectID string, amount money.MicroUSD, expires time.Time) error {
+	least := "MIN"
+	if db.store.engine == Postgres {
+		least = "LEAST"
+	}
+	_, err := db.ex.ExecContext(ctx, db.q(`UPDATE projects SET held_micro = held_micro + ?, holds_expire_at = `+least+`(holds_expire_at, ?) WHERE id = ?`),
+		amount, expires.UnixMicro(), projectID)
+	if isCheckViolation(err) {
+		return ErrBudget
+	}
+	return err
+}
+
+// noHoldExpires is HoldsExpireAt for a project without held quotes.
+const noHoldExpires = int64(math.MaxInt64)
+
+// RecountHoldsExpire sets a locked project's HoldsExpireAt to when its
+// first held quote expires (far in the future when none is held), after
+// its lapsed holds are settled, and returns it.
+func (db Projects) RecountHoldsExpire(ctx context.Context, projectID string) (time.Time, error) {
+	var at int64
+	err := db.ex.QueryRowContext(ctx, db.q(`UPDATE projects SET holds_expire_at = COALESCE((SELECT MIN(expires_at) FROM quotes WHERE project_id = ? AND state = 'held'), ?)
+		WHERE id = ? RETURNING holds_expire_at`), projectID, noHoldExpires, projectID).Scan(&at)
+	return time.UnixMicro(at).UTC(), err
 }
 
 // SetBudgetLimit changes a locked project's limit; ErrBudget when below

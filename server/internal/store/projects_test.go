@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
 )
 
@@ -136,5 +137,34 @@ var projectsCases = []storeCase{
 		}
 		_, err = projects.Lock(ctx, "org_b", "prj_2")
 		wantErr(t, "another organisation locked it", err, store.ErrNotFound)
+	}},
+	{"holds' earliest expiry", func(t *testing.T, w world) {
+		projects := w.st.Projects()
+		p, _ := projects.Get(ctx, w.org, w.proj)
+		if !p.HoldsExpireAt.After(t0.AddDate(1000, 0, 0)) {
+			t.Fatalf("a new project has no hold to expire: %v", p.HoldsExpireAt)
+		}
+		hold := func(id string, amount money.MicroUSD, expires time.Time) {
+			must(t, projects.Hold(ctx, w.proj, amount, expires))
+			must(t, w.st.Quotes().Insert(ctx, store.Quote{ID: id, OrgID: w.org, ProjectID: w.proj, Decision: "ALLOW", State: "held",
+				AmountMicro: amount, Items: "[]", Reasons: "[]", CreatedAt: t0, ExpiresAt: expires}))
+		}
+		hold("quo_late", 10, t0.Add(time.Hour))
+		hold("quo_early", 20, t0.Add(time.Minute))
+		hold("quo_mid", 30, t0.Add(30*time.Minute))
+		if p, _ = projects.Get(ctx, w.org, w.proj); !p.HoldsExpireAt.Equal(t0.Add(time.Minute)) || p.HeldMicro != 60 {
+			t.Fatalf("after three holds: expire %v held %d", p.HoldsExpireAt, p.HeldMicro)
+		}
+		wantErr(t, "held past the limit", projects.Hold(ctx, w.proj, 41, t0), store.ErrBudget)
+		must(t, w.st.Quotes().Settle(ctx, "quo_early", "expired", t0.Add(time.Minute)))
+		if at, err := projects.RecountHoldsExpire(ctx, w.proj); err != nil || !at.Equal(t0.Add(30*time.Minute)) {
+			t.Fatalf("recounted %v %v", at, err)
+		}
+		for _, id := range []string{"quo_mid", "quo_late"} {
+			must(t, w.st.Quotes().Settle(ctx, id, "released", t0))
+		}
+		if at, _ := projects.RecountHoldsExpire(ctx, w.proj); !at.After(t0.AddDate(1000, 0, 0)) {
+			t.Fatalf("no held quote left, and the earliest expiry is %v", at)
+		}
 	}},
 }

@@ -87,6 +87,26 @@ func (db Quotes) Insert(ctx context.Context, q Quote) error {
 	return err
 }
 
+// InsertHeld records a held quote and moves its amount into its locked
+// project's held money (Projects.Hold): on PostgreSQL in one statement, one
+// round trip. The database refuses (ErrBudget) a hold over the limit.
+func (db Quotes) InsertHeld(ctx context.Context, q Quote) error {
+	if db.store.engine != Postgres {
+		if err := (Projects{db.conn}).Hold(ctx, q.ProjectID, q.AmountMicro, q.ExpiresAt); err != nil {
+			return err
+		}
+		return db.Insert(ctx, q)
+	}
+	_, err := db.ex.ExecContext(ctx, db.q(`WITH hold AS (UPDATE projects SET held_micro = held_micro + ?, holds_expire_at = LEAST(holds_expire_at, ?) WHERE id = ?)
+		INSERT INTO quotes (`+quoteCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`),
+		q.AmountMicro, q.ExpiresAt.UnixMicro(), q.ProjectID,
+		q.ID, q.OrgID, q.ProjectID, q.KeyID, q.Decision, q.State, q.AmountMicro, q.Items, q.Reasons, q.CreatedAt.UnixMicro(), q.ExpiresAt.UnixMicro())
+	if isCheckViolation(err) {
+		return ErrBudget
+	}
+	return err
+}
+
 // LockQuote reads a quote of the organisation and locks it.
 func (db Quotes) Lock(ctx context.Context, orgID, id string) (Quote, error) {
 	return scanQuote(db.ex.QueryRowContext(ctx, db.q(`SELECT `+quoteCols+` FROM quotes WHERE id = ? AND org_id = ?`+db.forUpdate()), id, orgID))

@@ -152,4 +152,22 @@ var quotesCases = []storeCase{
 		_, err := w.st.Quotes().Gate(ctx, "org_other", "quo_1")
 		wantErr(t, "another organisation", err, store.ErrNotFound)
 	}},
+	{"a held quote's insert holds its money", func(t *testing.T, w world) {
+		q := store.Quote{ID: "quo_h1", OrgID: w.org, ProjectID: w.proj, Decision: "ALLOW", State: "held", AmountMicro: 60,
+			Items: "[]", Reasons: "[]", CreatedAt: t0, ExpiresAt: t0.Add(15 * time.Minute)}
+		must(t, w.st.InTx(ctx, func(tx *store.Tx) error { return tx.Quotes().InsertHeld(ctx, q) }))
+		p, _ := w.st.Projects().Get(ctx, w.org, w.proj)
+		if p.HeldMicro != 60 || !p.HoldsExpireAt.Equal(q.ExpiresAt) {
+			t.Fatalf("after the held quote: held %d, holds expire %v", p.HeldMicro, p.HoldsExpireAt)
+		}
+		q.ID = "quo_h2"
+		err := w.st.InTx(ctx, func(tx *store.Tx) error { return tx.Quotes().InsertHeld(ctx, q) })
+		wantErr(t, "a hold past the limit", err, store.ErrBudget)
+		if _, err := w.st.Quotes().Get(ctx, w.org, "quo_h2"); err != store.ErrNotFound {
+			t.Fatalf("the refused quote was recorded: %v", err)
+		}
+		if p, _ := w.st.Projects().Get(ctx, w.org, w.proj); p.HeldMicro != 60 {
+			t.Fatalf("the refused hold moved money: %d", p.HeldMicro)
+		}
+	}},
 }

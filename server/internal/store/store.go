@@ -101,12 +101,29 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	}
 	tx := &Tx{tx: t, s: s}
 	tx.nouns = nouns{conn{store: s, ex: t, tx: tx}}
+	defer func() {
+		// A panic would otherwise keep the transaction, and on SQLite the
+		// write lock, open.
+		if r := recover(); r != nil {
+			t.Rollback()
+			s.keysRolledBack(tx.keysNonces)
+			panic(r)
+		}
+	}()
 	if err := fn(tx); err != nil {
 		t.Rollback()
 		s.keysRolledBack(tx.keysNonces)
 		return err
 	}
 	err = t.Commit()
+	tx.committed(err)
+	return err
+}
+
+// committed tells the store's caches what the transaction wrote, once
+// its COMMIT has returned err.
+func (tx *Tx) committed(err error) {
+	s := tx.s
 	if tx.domainsWritten {
 		s.domainsVersion.Add(1)
 	}
@@ -119,7 +136,6 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 			s.keysCommitted(n)
 		}
 	}
-	return err
 }
 
 // DomainsVersion changes after every write of who holds or claims a name
@@ -161,6 +177,8 @@ type Store struct {
 	// blobWrites commits this process's concurrent blob writes together
 	// on SQLite.
 	blobWrites groupCommit
+	// txGroup commits concurrent InGroupTx calls together on SQLite.
+	txGroup txGroup
 	// stmts holds the statements prepared once (execPrepared), by query.
 	stmts sync.Map
 	// domainsVersion: see DomainsVersion.
@@ -357,6 +375,21 @@ CREATE TRIGGER blobs_lost AFTER DELETE ON blobs BEGIN UPDATE blob_losses SET n =
 		Postgres: `
 CREATE FUNCTION blobs_lost() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN UPDATE blob_losses SET n = n + 1 WHERE id = 1; RETURN NULL; END $$;
 CREATE TRIGGER blobs_lost AFTER DELETE OR TRUNCATE ON blobs FOR EACH STATEMENT EXECUTE FUNCTION blobs_lost();`,
+	},
+	// The ledger's append locks the organisation and reads its chain's
+	// head in one round trip (Ledger.Append). Each statement of a
+	// function takes a snapshot of its own, so the head is read after the
+	// lock is granted and is the one the previous append committed.
+	26: {
+		Postgres: `
+CREATE FUNCTION ledger_head(p_org TEXT, OUT head_seq BIGINT, OUT head_hash TEXT) LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM 1 FROM organizations WHERE id = p_org FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'no organisation %', p_org USING ERRCODE = 'foreign_key_violation';
+	END IF;
+	SELECT l.seq, l.hash INTO head_seq, head_hash FROM ledger l WHERE l.org_id = p_org ORDER BY l.seq DESC LIMIT 1;
+END $$;`,
 	},
 }
 
