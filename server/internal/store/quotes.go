@@ -92,7 +92,7 @@ func (db Quotes) Insert(ctx context.Context, q Quote) error {
 // round trip. The database refuses (ErrBudget) a hold over the limit.
 func (db Quotes) InsertHeld(ctx context.Context, q Quote) error {
 	if db.store.engine != Postgres {
-		if err := (Projects{db.conn}).Hold(ctx, q.ProjectID, q.AmountMicro, q.ExpiresAt); err != nil {
+		if err := Projects(db).Hold(ctx, q.ProjectID, q.AmountMicro, q.ExpiresAt); err != nil {
 			return err
 		}
 		return db.Insert(ctx, q)
