@@ -786,26 +786,32 @@ func (cs *conn) lingerClose() {
 	io.Copy(io.Discard, io.LimitReader(cs.c, 256<<10))
 }
 
-var dateCache struct {
-	sync.Mutex
-	sec  int64
-	line []byte
+// dateCache keeps the Date field encoded for the current second, so that
+// an answer's head copies it rather than formatting and encoding a time;
+// HTTP/1.1, h2 and h3 each encode it their way.
+type dateCache struct {
+	mu     sync.Mutex
+	sec    int64
+	field  []byte
+	encode func(date string) []byte
 }
 
-// date is the Date header line for the current second.
-func date() []byte {
+// get is the Date field for the current second.
+func (c *dateCache) get() []byte {
 	now := time.Now()
-	dateCache.Lock()
-	defer dateCache.Unlock()
-	if s := now.Unix(); s != dateCache.sec || dateCache.line == nil {
-		dateCache.sec = s
-		line := make([]byte, 0, 64)
-		line = append(line, "Date: "...)
-		line = now.UTC().AppendFormat(line, http.TimeFormat)
-		dateCache.line = append(line, "\r\n"...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := now.Unix(); s != c.sec || c.field == nil {
+		c.sec, c.field = s, c.encode(now.UTC().Format(http.TimeFormat))
 	}
-	return dateCache.line
+	return c.field
 }
+
+// h1Date is the Date header line.
+var h1Date = dateCache{encode: func(date string) []byte { return []byte("Date: " + date + "\r\n") }}
+
+// date is the Date header line for the current second.
+func date() []byte { return h1Date.get() }
 
 // bufConn is a connection handed to net/http: reads return the bytes the
 // fast path buffered first.

@@ -873,7 +873,7 @@ func (h *h2conn) block(head, ctype []byte) []byte {
 // its body. remoteOpen: the client still sends a body, which is refused
 // with RST_STREAM(NO_ERROR) once the answer is complete, as net/http does.
 func (h *h2conn) send(id uint32, block, data []byte, remoteOpen bool) {
-	h.hdr = append(append(h.hdr[:0], block...), dateField()...)
+	h.hdr = append(append(h.hdr[:0], block...), h2Date.get()...)
 	if len(h.hdr) > int(h.maxFrame) {
 		h.fr.WriteRSTStream(id, http2.ErrCodeInternal)
 		return
@@ -924,26 +924,13 @@ func (h *h2conn) pump() {
 	}
 }
 
-var dateFieldCache struct {
-	sync.Mutex
-	sec   int64
-	field []byte
-}
-
-// dateField is the Date field for the current second, hpack-encoded as a
-// literal without indexing.
-func dateField() []byte {
-	now := time.Now()
-	dateFieldCache.Lock()
-	defer dateFieldCache.Unlock()
-	if s := now.Unix(); s != dateFieldCache.sec || dateFieldCache.field == nil {
-		var b bytes.Buffer
-		enc := hpack.NewEncoder(&b)
-		enc.SetMaxDynamicTableSizeLimit(0)
-		enc.WriteField(hpack.HeaderField{Name: "date"})
-		b.Reset()
-		enc.WriteField(hpack.HeaderField{Name: "date", Value: now.UTC().Format(http.TimeFormat)})
-		dateFieldCache.sec, dateFieldCache.field = s, b.Bytes()
-	}
-	return dateFieldCache.field
-}
+// h2Date is the Date field hpack-encoded as a literal without indexing.
+var h2Date = dateCache{encode: func(date string) []byte {
+	var b bytes.Buffer
+	enc := hpack.NewEncoder(&b)
+	enc.SetMaxDynamicTableSizeLimit(0)
+	enc.WriteField(hpack.HeaderField{Name: "date"})
+	b.Reset()
+	enc.WriteField(hpack.HeaderField{Name: "date", Value: date})
+	return b.Bytes()
+}}

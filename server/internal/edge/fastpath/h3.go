@@ -582,7 +582,7 @@ func validLowerName(n string) bool {
 // head and leaves the body in w.rest (h3Later).
 func (h *H3) write(w *h3work, sc *h3scratch, block, body []byte, inline bool) h3Outcome {
 	str := w.str
-	date := h3DateField()
+	date := h3Date.get()
 	out := sc.out[:0]
 	out = append(out, h3FrameHeaders)
 	out = quicvarint.Append(out, uint64(len(block)+len(date)))
@@ -682,26 +682,14 @@ func (b *h3Blocks) get(key []byte, build func() []byte) []byte {
 	return blk
 }
 
-var h3DateCache struct {
-	sync.Mutex
-	sec   int64
-	field []byte
-}
-
-// h3DateField is the Date field for the current second, QPACK-encoded (a
-// literal with the static table's name).
-func h3DateField() []byte {
-	now := time.Now()
-	h3DateCache.Lock()
-	defer h3DateCache.Unlock()
-	if s := now.Unix(); s != h3DateCache.sec || h3DateCache.field == nil {
-		var b bytes.Buffer
-		enc := qpack.NewEncoder(&b)
-		enc.WriteField(qpack.HeaderField{Name: "date", Value: now.UTC().Format(http.TimeFormat)})
-		h3DateCache.sec, h3DateCache.field = s, b.Bytes()[2:] // without the section's prefix
-	}
-	return h3DateCache.field
-}
+// h3Date is the Date field QPACK-encoded, a literal with the static
+// table's name, without the field section's prefix.
+var h3Date = dateCache{encode: func(date string) []byte {
+	var b bytes.Buffer
+	enc := qpack.NewEncoder(&b)
+	enc.WriteField(qpack.HeaderField{Name: "date", Value: date})
+	return b.Bytes()[2:]
+}}
 
 // Served is how many connections were served here, and how many requests
 // answered from the edge's prepared answers.
