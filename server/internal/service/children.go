@@ -124,16 +124,16 @@ type ProjectDeletion struct {
 // deletionJSON is the shape a deleted project keeps its deletion in, for
 // replays: the contract's, with amounts in USD.
 type deletionJSON struct {
-	BudgetRemainingUsd float64       `json:"budgetRemainingUsd"`
-	CanceledTaskIds    []string      `json:"canceledTaskIds"`
-	DeletedAt          *time.Time    `json:"deletedAt,omitempty"`
+	ProjectId          string        `json:"projectId"`
 	Name               string        `json:"name"`
 	ParentProjectId    string        `json:"parentProjectId"`
-	ProjectId          string        `json:"projectId"`
-	Receipt            Receipt       `json:"receipt"`
-	ReturnedUsd        float64       `json:"returnedUsd"`
 	State              DeletionState `json:"state"`
 	TeardownTaskIds    []string      `json:"teardownTaskIds"`
+	CanceledTaskIds    []string      `json:"canceledTaskIds"`
+	ReturnedUsd        float64       `json:"returnedUsd"`
+	BudgetRemainingUsd float64       `json:"budgetRemainingUsd"`
+	DeletedAt          *time.Time    `json:"deletedAt,omitempty"`
+	Receipt            Receipt       `json:"receipt"`
 	Undo               Undoing       `json:"undo"`
 }
 
