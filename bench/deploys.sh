@@ -11,6 +11,8 @@
 #   bash bench/deploys.sh                      # 1,000, 20,000 and 100,000 files
 #   SIZES="1000 20000" ROUNDS=5 bash bench/deploys.sh
 #   RESULTS=file RUNSTATS=file bash bench/deploys.sh   # as bench/peers.sh does
+#   PERF=/tmp/perf.data SIZES=20000 ROUNDS=1 bash bench/deploys.sh
+#       # perf record -g of the server during each first deploy, to PERF.N
 #
 # Goals (issue "Performance, part three"): 20,000 files <= 3 s and 100,000
 # <= 15 s to the first HTTPS 200; a one-file change <= 150 ms at every size.
@@ -32,15 +34,16 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-API=127.0.0.1:18096
-for port in 18096 18097 18098 18099; do
+PORT=${PORT:-18096} # the API's; the next three are HTTPS, DNS and SMTP
+API=127.0.0.1:$PORT
+for port in $PORT $((PORT + 1)) $((PORT + 2)) $((PORT + 3)); do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "deploys.sh: port $port is taken" >&2; exit 1; fi
 done
 export PIER_DATA_DIR=$tmp/data
 mkdir -p "$PIER_DATA_DIR"
 key=$(./bin/pier-server admin create-key --scopes read,quote,launch --json | jq -r .apiKey)
 project=$(./bin/pier-server admin create-project --name bench --budget-usd 1000 --json | jq -r .projectId)
-./bin/pier-server server --http-addr $API --https-addr 127.0.0.1:18097 --dns-addr 127.0.0.1:18098 --smtp-addr 127.0.0.1:18099 --log-level warn 2>"$tmp/pier.log" &
+./bin/pier-server server --http-addr $API --https-addr 127.0.0.1:$((PORT + 1)) --dns-addr 127.0.0.1:$((PORT + 2)) --smtp-addr 127.0.0.1:$((PORT + 3)) --log-level warn 2>"$tmp/pier.log" &
 pids+=($!)
 pier_pid=$!
 for _ in $(seq 100); do curl -fsS "http://$API/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
@@ -106,7 +109,9 @@ for n in $SIZES; do
   site "$dir" "$n"
   sync
   runstat_begin "$pier_pid"
+  if [ -n "${PERF:-}" ]; then perf record -g -q -o "$PERF.$n" -p "$pier_pid" 2>/dev/null & perf_pid=$!; sleep 0.5; fi
   read -r wall scpu ccpu _ < <(deploy "$dir" "s$n" index.html)
+  if [ -n "${PERF:-}" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
   runstat_end "first deploy of $n files"
   goal=-
   case $n in 20000) goal=3000 ;; 100000) goal=15000 ;; esac

@@ -26,6 +26,31 @@ func TestMigrationsAreIdempotent(t *testing.T) {
 	})
 }
 
+// Every SQLite connection checkpoints its log every 8,192 pages and
+// still commits in WAL mode at synchronous NORMAL.
+func TestSQLiteLogSettings(t *testing.T) {
+	st, err := store.Open(context.Background(), t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	conn, err := st.DB().Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var pages, sync int
+	var mode string
+	for q, dst := range map[string]any{`PRAGMA wal_autocheckpoint`: &pages, `PRAGMA synchronous`: &sync, `PRAGMA journal_mode`: &mode} {
+		if err := conn.QueryRowContext(context.Background(), q).Scan(dst); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	if pages != 8192 || sync != 1 || mode != "wal" {
+		t.Fatalf("wal_autocheckpoint %d, synchronous %d, journal_mode %q; want 8192, 1 (NORMAL), wal", pages, sync, mode)
+	}
+}
+
 func TestOpenRefuses(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	must(t, os.WriteFile(file, nil, 0o600))
