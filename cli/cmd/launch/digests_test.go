@@ -77,7 +77,8 @@ func TestUnsentContents(t *testing.T) {
 
 // The parallel walk lists a site as filepath.WalkDir did, in its order:
 // hidden files and folders left out but .well-known, symbolic links left
-// out, a folder of more than walkChunk files statted in pieces.
+// out, a folder of more than walkChunk files statted in pieces, more
+// folders than walkOpen.
 func TestReadSiteOrder(t *testing.T) {
 	dir := t.TempDir()
 	var want []string
@@ -104,6 +105,9 @@ func TestReadSiteOrder(t *testing.T) {
 		write(fmt.Sprintf("big/%04d.txt", i), true)
 	}
 	write("index.html", true)
+	for i := range 2*walkOpen + 3 { // more folders than are held open at once
+		write(fmt.Sprintf("many/%03d/x.html", i), true)
+	}
 	if err := os.Symlink("index.html", filepath.Join(dir, "link.html")); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,9 @@ import (
 // site of one large folder is statted on every core too.
 const walkChunk = 256
 
+// walkOpen is how many folders the walk holds open at most.
+const walkOpen = 64
+
 // siteWalk reads a site's folders and stats their files on every core at
 // once: each folder is a task, and so is each walkChunk of its files. A
 // relaunch of an unchanged site is an lstat a file, so the walk is what
@@ -25,9 +28,12 @@ type siteWalk struct {
 	root  string // the site's directory, cleaned
 	cache *digestCache
 	sem   chan struct{}
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	errs  []error
+	// open bounds the folders held open at once: a folder stays open
+	// until its files are statted, and listing can run ahead of that.
+	open chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	errs []error
 }
 
 // walkFolder is one folder's entries in filepath.WalkDir's order: its
@@ -41,11 +47,13 @@ type walkFolder struct {
 
 // walkSite walks dir (a directory) as readSite does.
 func walkSite(dir string, cache *digestCache) ([]siteFile, error) {
-	w := &siteWalk{root: filepath.Clean(dir), cache: cache, sem: make(chan struct{}, max(2, min(runtime.NumCPU(), 8)))}
+	w := &siteWalk{root: filepath.Clean(dir), cache: cache, sem: make(chan struct{}, max(2, min(runtime.NumCPU(), 8))), open: make(chan struct{}, walkOpen)}
 	top := &walkFolder{}
 	w.wg.Add(1)
 	go w.folder("", top)
 	w.wg.Wait()
+	// In the same order whichever task failed first.
+	slices.SortFunc(w.errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	if err := errors.Join(w.errs...); err != nil {
 		return nil, err
 	}
@@ -76,10 +84,12 @@ func (w *siteWalk) join(rel string) string {
 // the folder held open.
 func (w *siteWalk) folder(rel string, f *walkFolder) {
 	defer w.wg.Done()
+	w.open <- struct{}{}
 	w.sem <- struct{}{}
 	dir, entries, err := readFolder(w.join(rel))
 	<-w.sem
 	if err != nil {
+		<-w.open
 		w.fail(err)
 		return
 	}
@@ -108,7 +118,7 @@ func (w *siteWalk) folder(rel string, f *walkFolder) {
 	}
 	chunks := (len(f.files) + walkChunk - 1) / walkChunk
 	if chunks == 0 {
-		dir.Close()
+		w.closeFolder(dir)
 		return
 	}
 	left := &atomic.Int32{}
@@ -149,8 +159,13 @@ func (w *siteWalk) stat(dir *os.File, skip int, files []siteFile, left *atomic.I
 		}
 	}
 	if left.Add(-1) == 0 {
-		dir.Close()
+		w.closeFolder(dir)
 	}
+}
+
+func (w *siteWalk) closeFolder(dir *os.File) {
+	dir.Close()
+	<-w.open
 }
 
 // flatten appends the folder's files, its folders' among them, to out.
