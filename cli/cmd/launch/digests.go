@@ -123,24 +123,41 @@ func loadDigestCache(path string) *digestCache {
 	if version == 3 {
 		n = 6
 	}
-	for len(body) > 0 {
-		rec, rest, ok := bytes.Cut(body, []byte{0})
-		body = rest
-		fields := bytes.SplitN(rec, []byte(" "), n)
-		if !ok || len(fields) != n || len(fields[0]) != 64 {
+	// One string for every record: the paths and hashes are slices of it,
+	// not a string each.
+	for rest := string(body); rest != ""; {
+		rec, tail, ok := strings.Cut(rest, "\x00")
+		rest = tail
+		if !ok {
 			return empty
 		}
-		var nums [4]int64
-		for i := range n - 2 {
-			v, err := strconv.ParseInt(string(fields[1+i]), 10, 64)
-			if err != nil {
-				return empty
-			}
-			nums[i] = v
+		path, e, ok := parseCacheRecord(rec, n)
+		if !ok {
+			return empty
 		}
-		c.Files[string(fields[n-1])] = cachedFile{Size: nums[0], ModTime: nums[1], Inode: nums[2], ChangeTime: nums[3], SHA256: string(fields[0])}
+		c.Files[path] = e
 	}
 	return &c
+}
+
+// parseCacheRecord reads "SHA256 SIZE MODTIME [INODE CTIME] PATH", n
+// fields.
+func parseCacheRecord(rec string, n int) (string, cachedFile, bool) {
+	var e cachedFile
+	if len(rec) < 65 || rec[64] != ' ' {
+		return "", e, false
+	}
+	e.SHA256, rec = rec[:64], rec[65:]
+	nums := [4]*int64{&e.Size, &e.ModTime, &e.Inode, &e.ChangeTime}
+	for i := range n - 2 {
+		field, tail, ok := strings.Cut(rec, " ")
+		v, err := strconv.ParseInt(field, 10, 64)
+		if !ok || err != nil {
+			return "", e, false
+		}
+		*nums[i], rec = v, tail
+	}
+	return rec, e, true
 }
 
 // lookup returns a file's hash when the cache knows it for this size,
@@ -279,7 +296,11 @@ func (c *digestCache) save(path string) {
 	if bundle == "" {
 		bundle = "-"
 	}
-	data := fmt.Appendf(nil, "%s 3 %d %d %s\n", digestCacheHeader, c.Written, interrupted, bundle)
+	size := 0
+	for p := range c.Files {
+		size += len(p) + 64 + 4*21 + 2
+	}
+	data := fmt.Appendf(make([]byte, 0, size+128), "%s 3 %d %d %s\n", digestCacheHeader, c.Written, interrupted, bundle)
 	for p, e := range c.Files {
 		data = append(data, e.SHA256...)
 		for _, v := range []int64{e.Size, e.ModTime, e.Inode, e.ChangeTime} {

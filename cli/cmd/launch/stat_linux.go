@@ -61,3 +61,21 @@ func (s *statter) close() {
 		unix.Close(s.fd)
 	}
 }
+
+// statAt lstats the file name in the folder f holds open, abs being its
+// path: the kernel looks up one name, not the site's path to it.
+func statAt(f *os.File, name, abs string) (fileStat, error) {
+	var st unix.Stat_t
+	fd := int(f.Fd())
+	for {
+		err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fileStat{}, &os.PathError{Op: "lstat", Path: abs, Err: err}
+		}
+		break
+	}
+	return fileStat{size: st.Size, mod: time.Unix(st.Mtim.Sec, st.Mtim.Nsec), ino: int64(st.Ino), ctime: st.Ctim.Sec*1e9 + st.Ctim.Nsec}, nil
+}

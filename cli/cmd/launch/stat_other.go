@@ -4,6 +4,7 @@ package launch
 
 import (
 	"io/fs"
+	"os"
 	"path/filepath"
 )
 
@@ -22,3 +23,6 @@ func (s *statter) stat(rel string) (fileStat, error) {
 }
 
 func (s *statter) close() {}
+
+// statAt lstats the file name of the folder f, abs being its path.
+func statAt(_ *os.File, _, abs string) (fileStat, error) { return lstatPath(abs) }

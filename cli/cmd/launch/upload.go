@@ -10,12 +10,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/pierhq/pier/cli/cmdutil"
@@ -38,9 +36,26 @@ type siteFile struct {
 
 // readSite walks a directory into manifest entries, hashing every file as
 // it streams by, so no file is held in memory; a file the cache knows by
-// its size and modification time is not read at all. Hidden files and
-// folders are left out, except .well-known.
+// its size, times and inode is not read at all. Hidden files and folders
+// are left out, except .well-known. The files come in filepath.WalkDir's
+// order.
 func readSite(dir string, cache *digestCache) ([]siteFile, error) {
+	if info, err := os.Lstat(dir); err != nil || !info.IsDir() {
+		return readSiteSerial(dir, cache)
+	}
+	files, err := walkSite(dir, cache)
+	if err == nil && len(files) == 0 {
+		err = fmt.Errorf("%s holds no files to upload", dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return files, nil
+}
+
+// readSiteSerial is readSite for a root that is not a directory, as
+// filepath.WalkDir sees it.
+func readSiteSerial(dir string, cache *digestCache) ([]siteFile, error) {
 	var files []siteFile
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -49,13 +64,6 @@ func readSite(dir string, cache *digestCache) ([]siteFile, error) {
 		rel, err := filepath.Rel(dir, path)
 		if err != nil {
 			return err
-		}
-		name := d.Name()
-		if rel != "." && strings.HasPrefix(name, ".") && name != ".well-known" {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
 		}
 		if d.IsDir() || !d.Type().IsRegular() {
 			return nil
@@ -69,42 +77,34 @@ func readSite(dir string, cache *digestCache) ([]siteFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Stat and hash on every core: reading thousands of small files is
-	// mostly waiting on the file system.
 	st := openStatter(dir)
 	defer st.close()
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	errs := make([]error, len(files))
-	for range max(2, min(runtime.NumCPU(), 8)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(files) {
-					return
-				}
-				sf := &files[i]
-				// The times are read before the content: a change made
-				// while hashing leaves times the next run does not match.
-				stat, err := st.stat(filepath.FromSlash(sf.entry.Path))
-				if err != nil {
-					errs[i] = err
-					continue
-				}
-				sf.stat = stat
-				if sha, ok, exact := cache.lookup(sf.entry.Path, stat); ok {
-					sf.entry.Sha256, sf.entry.Size, sf.cached = sha, int(stat.size), exact
-					continue
-				}
-				sum, size, err := hashFile(sf.abs)
-				sf.entry.Sha256, sf.entry.Size, errs[i] = sum, int(size), err
-			}
-		}()
+	for i := range files {
+		errs[i] = statFile(cache, &files[i], func(sf *siteFile) (fileStat, error) {
+			return st.stat(filepath.FromSlash(sf.entry.Path))
+		})
 	}
-	wg.Wait()
 	return files, errors.Join(errs...)
+}
+
+// statFile fills in a file's times and hash: from the cache when it knows
+// the file as it is, else by reading it. The times are read before the
+// content: a change made while hashing leaves times the next run does not
+// match.
+func statFile(cache *digestCache, sf *siteFile, lstat func(*siteFile) (fileStat, error)) error {
+	stat, err := lstat(sf)
+	if err != nil {
+		return err
+	}
+	sf.stat = stat
+	if sha, ok, exact := cache.lookup(sf.entry.Path, stat); ok {
+		sf.entry.Sha256, sf.entry.Size, sf.cached = sha, int(stat.size), exact
+		return nil
+	}
+	sum, size, err := hashFile(sf.abs)
+	sf.entry.Sha256, sf.entry.Size = sum, int(size)
+	return err
 }
 
 // lstatPath is os.Lstat as the cache compares it.
