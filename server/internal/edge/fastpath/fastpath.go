@@ -94,21 +94,7 @@ type Listener struct {
 
 // New starts accepting on inner.
 func New(inner net.Listener, cfg Config) *Listener {
-	if cfg.HeaderTimeout == 0 {
-		cfg.HeaderTimeout = 10 * time.Second
-	}
-	if cfg.IdleTimeout == 0 {
-		cfg.IdleTimeout = 2 * time.Minute
-	}
-	if cfg.WriteTimeout == 0 {
-		cfg.WriteTimeout = 2 * time.Minute
-	}
-	if cfg.ReadTimeout == 0 {
-		cfg.ReadTimeout = 2 * time.Minute
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
+	cfg = cfg.withDefaults()
 	l := &Listener{inner: inner, cfg: cfg, handoff: make(chan net.Conn), done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	go l.acceptLoop()
 	return l
@@ -873,4 +859,25 @@ func WithTLS(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// withDefaults fills the timeouts and log cfg leaves unset; the TCP
+// listener and HTTP/3 share them.
+func (cfg Config) withDefaults() Config {
+	if cfg.HeaderTimeout == 0 {
+		cfg.HeaderTimeout = 10 * time.Second
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 2 * time.Minute
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 2 * time.Minute
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 2 * time.Minute
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return cfg
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -81,18 +80,7 @@ type H3 struct {
 // Reserved, HeaderTimeout, IdleTimeout and WriteTimeout apply to the
 // latter.
 func NewH3(cfg Config, srv *http3.Server) *H3 {
-	if cfg.HeaderTimeout == 0 {
-		cfg.HeaderTimeout = 10 * time.Second
-	}
-	if cfg.IdleTimeout == 0 {
-		cfg.IdleTimeout = 2 * time.Minute
-	}
-	if cfg.WriteTimeout == 0 {
-		cfg.WriteTimeout = 2 * time.Minute
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
+	cfg = cfg.withDefaults()
 	ctx, stop := context.WithCancel(context.Background())
 	return &H3{cfg: cfg, srv: srv, ctx: ctx, stop: stop, work: make(chan h3work), conns: map[*h3conn]struct{}{},
 		raw: &http3.Server{Handler: srv.Handler, MaxHeaderBytes: srv.MaxHeaderBytes, Logger: srv.Logger}}
