@@ -14,60 +14,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/charmbracelet/lipgloss"
-	"github.com/charmbracelet/lipgloss/table"
-	"github.com/muesli/termenv"
 	"github.com/pierhq/pier/sdk"
 	"github.com/spf13/cobra"
 )
-
-// Styles are the few styles human output uses, bound to one stream's
-// renderer so that colour follows that stream.
-type Styles struct {
-	Key, Faint, Bold, Err, Header lipgloss.Style
-	r                             *lipgloss.Renderer
-}
-
-// NewStyles returns styles for w. Colour follows the stream's terminal
-// test (tty), not the writer's type, and the environment as the Factory
-// reads it: NO_COLOR, CLICOLOR=0 and TERM=dumb turn it off, TERM and
-// COLORTERM pick the palette, and CLICOLOR_FORCE turns it on off a
-// terminal too.
-func NewStyles(f *Factory, w io.Writer, tty func() bool) Styles {
-	r := lipgloss.NewRenderer(w)
-	r.SetColorProfile(colorProfile(f, tty))
-	return Styles{
-		r:      r,
-		Key:    r.NewStyle().Foreground(lipgloss.Color("6")),
-		Faint:  r.NewStyle().Faint(true),
-		Bold:   r.NewStyle().Bold(true),
-		Err:    r.NewStyle().Foreground(lipgloss.Color("1")).Bold(true),
-		Header: r.NewStyle().Bold(true),
-	}
-}
-
-// colorProfile decides a stream's palette. The output termenv probes is
-// io.Discard so that only tty, never the writer itself, says whether the
-// stream is a terminal.
-func colorProfile(f *Factory, tty func() bool) termenv.Profile {
-	o := termenv.NewOutput(io.Discard, termenv.WithTTY(IsTerminal(tty)), termenv.WithEnvironment(factoryEnviron{f}))
-	return o.EnvColorProfile()
-}
-
-// factoryEnviron is the Factory's environment as termenv reads it.
-type factoryEnviron struct{ f *Factory }
-
-func (e factoryEnviron) Getenv(k string) string { return e.f.Env(k) }
-
-func (e factoryEnviron) Environ() []string {
-	var env []string
-	for _, k := range []string{"TERM", "COLORTERM", "TERM_PROGRAM", "NO_COLOR", "CLICOLOR", "CLICOLOR_FORCE"} {
-		if v := e.f.Env(k); v != "" {
-			env = append(env, k+"="+v)
-		}
-	}
-	return env
-}
 
 // renderResponse writes a successful answer: as received with --json,
 // otherwise as a summary of data and the next actions.
@@ -81,7 +30,7 @@ func renderResponse(o *OperationOptions, resp *sdk.Response) error {
 		// Not an envelope, such as a published artifact or a script.
 		return WriteRaw(out, resp.Body)
 	}
-	st := NewStyles(o.Factory, out, o.IO.StdoutIsTerminal)
+	st := NewStyles(o.Factory, o.IO.StdoutIsTerminal)
 	var b strings.Builder
 	data := env.get("data")
 	if text, ok := decodedJWS(resp.Body); ok {
@@ -178,7 +127,7 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 	if err == nil {
 		return
 	}
-	st := NewStyles(f, f.IO.ErrOut, f.IO.StderrIsTerminal)
+	st := NewStyles(f, f.IO.StderrIsTerminal)
 	var apiErr *sdk.Error
 	var usage *UsageError
 	var failed *sdk.TaskFailedError
@@ -539,25 +488,7 @@ func renderTable(st Styles, arr *node, columns []string) string {
 		}
 		rows = append(rows, row)
 	}
-	t := table.New().
-		Border(lipgloss.NormalBorder()).
-		BorderTop(false).BorderBottom(false).BorderLeft(false).BorderRight(false).
-		BorderColumn(false).BorderHeader(true).
-		BorderStyle(st.Faint).
-		Headers(headers...).
-		Rows(rows...).
-		StyleFunc(func(row, col int) lipgloss.Style {
-			s := st.r.NewStyle().PaddingRight(2)
-			if row == table.HeaderRow {
-				return s.Inherit(st.Header)
-			}
-			return s
-		})
-	lines := strings.Split(t.String(), "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimRight(l, " ")
-	}
-	return strings.Join(lines, "\n")
+	return renderRows(st, headers, rows)
 }
 
 // cellText formats a scalar: null as "—", booleans as yes/no, amounts in

@@ -43,26 +43,17 @@ func TestClientLinksNoServer(t *testing.T) {
 // start": GODEBUG=inittrace=1 and TestCLIStartBudget).
 var clientModules = map[string]string{
 	"github.com/apapsch/go-jsonmerge/v2":       "", // the generated client's unions
-	"github.com/aymanbagabas/go-osc52/v2":      "", // lipgloss
-	"github.com/charmbracelet/colorprofile":    "", // lipgloss
-	"github.com/charmbracelet/lipgloss":        "", // tables and colour
-	"github.com/charmbracelet/x/ansi":          "", // lipgloss
-	"github.com/charmbracelet/x/cellbuf":       "", // lipgloss
-	"github.com/charmbracelet/x/term":          "", // lipgloss
 	"github.com/go-jose/go-jose/v4":            "", // JWS: holder, conformance, sandbox proofs
 	"github.com/google/uuid":                   "", // the generated models
 	"github.com/gowebpki/jcs":                  "./third_party/jcs",
-	"github.com/lucasb-eyer/go-colorful":       "", // lipgloss
-	"github.com/mattn/go-isatty":               "", // terminal tests
-	"github.com/mattn/go-runewidth":            "./third_party/runewidth",
-	"github.com/muesli/termenv":                "", // colour profiles
-	"github.com/oapi-codegen/runtime":          "", // the generated client
-	"github.com/rivo/uniseg":                   "", // lipgloss
+	"github.com/mattn/go-isatty":               "",                        // terminal tests
+	"github.com/mattn/go-runewidth":            "./third_party/runewidth", // table widths
+	"github.com/oapi-codegen/runtime":          "",                        // the generated client
+	"github.com/rivo/uniseg":                   "",                        // go-runewidth
 	"github.com/santhosh-tekuri/jsonschema/v6": "./third_party/jsonschema",
 	"github.com/spf13/cobra":                   "",
 	"github.com/spf13/pflag":                   "",
-	"github.com/xo/terminfo":                   "", // termenv
-	"golang.org/x/sys":                         "", // termenv, x/term
+	"golang.org/x/sys":                         "", // go-isatty
 	"golang.org/x/text":                        "", // jsonschema's messages
 	"gopkg.in/yaml.v3":                         "", // workflow files
 }

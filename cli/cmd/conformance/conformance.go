@@ -176,7 +176,7 @@ func conformanceRun(cmd *cobra.Command, o *ConformanceRunOptions) error {
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
-	errSt := cmdutil.NewStyles(f, o.IO.ErrOut, o.IO.StderrIsTerminal)
+	errSt := cmdutil.NewStyles(f, o.IO.StderrIsTerminal)
 	progress := func(suite string, p sdk.ConformanceProbe) {
 		if o.JSON || !cmdutil.IsTerminal(o.IO.StderrIsTerminal) {
 			return
@@ -243,7 +243,7 @@ func writeSignedReport(o *ConformanceRunOptions, key *holder.Key, keyPath string
 		}
 	} else {
 		// stdout's own styles: colour there follows stdout, not stderr.
-		out := cmdutil.NewStyles(f, o.IO.Out, o.IO.StdoutIsTerminal)
+		out := cmdutil.NewStyles(f, o.IO.StdoutIsTerminal)
 		renderConformance(o.IO, out, rep)
 		fmt.Fprintf(o.IO.Out, "%s %s\n", out.Bold.Render("digest:"), digest)
 		fmt.Fprintf(o.IO.Out, "%s %s (%s)\n", out.Bold.Render("signed by:"), key.Thumbprint(), keyPath)
@@ -465,7 +465,7 @@ func conformanceVerify(cmd *cobra.Command, o *ConformanceVerifyOptions) error {
 			return err
 		}
 	} else {
-		st := cmdutil.NewStyles(o.Factory, o.IO.Out, o.IO.StdoutIsTerminal)
+		st := cmdutil.NewStyles(o.Factory, o.IO.StdoutIsTerminal)
 		mark := st.Key.Render("ok")
 		if failure != nil {
 			mark = st.Err.Render("unverified")

@@ -118,7 +118,7 @@ func verifySandboxProof(cmd *cobra.Command, o *VerifyOptions) error {
 			return err
 		}
 	} else {
-		st := cmdutil.NewStyles(o.Factory, o.IO.Out, o.IO.StdoutIsTerminal)
+		st := cmdutil.NewStyles(o.Factory, o.IO.StdoutIsTerminal)
 		var b strings.Builder
 		width := 0
 		for _, c := range rep.Checks {
