@@ -32,6 +32,9 @@ type siteFile struct {
 	// cached: the digest cache holds this very record (path, size, times,
 	// hash), so what changed since it was written need not look it up.
 	cached bool
+	// rec is the cache's record of the file, when the walk took it from
+	// its folder's recorded listing (not looked up by path).
+	rec *cachedFile
 }
 
 // readSite walks a directory into manifest entries, hashing every file as
@@ -98,7 +101,17 @@ func statFile(cache *digestCache, sf *siteFile, lstat func(*siteFile) (fileStat,
 		return err
 	}
 	sf.stat = stat
-	if sha, ok, exact := cache.lookup(sf.entry.Path, stat); ok {
+	var sha string
+	var ok, exact bool
+	if sf.rec != nil {
+		if !stat.regular {
+			return nil // the walk lists its folder again
+		}
+		sha, ok, exact = cache.match(*sf.rec, true, stat)
+	} else {
+		sha, ok, exact = cache.lookup(sf.entry.Path, stat)
+	}
+	if ok {
 		sf.entry.Sha256, sf.entry.Size, sf.cached = sha, int(stat.size), exact
 		return nil
 	}
@@ -113,7 +126,7 @@ func lstatPath(path string) (fileStat, error) {
 	if err != nil {
 		return fileStat{}, err
 	}
-	st := fileStat{size: info.Size(), mod: info.ModTime()}
+	st := fileStat{size: info.Size(), mod: info.ModTime(), regular: info.Mode().IsRegular()}
 	st.ino, st.ctime = fileIdentity(info)
 	return st, nil
 }
