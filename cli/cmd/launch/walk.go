@@ -38,7 +38,7 @@ type siteWalk struct {
 	listings bool
 	// stale: a recorded entry was not as recorded.
 	stale atomic.Bool
-	dirs  []dirRecord // the folders walked, under mu
+	dirs  []dirRecord  // the folders walked, under mu
 	read  atomic.Int32 // the folders read (not taken from listings)
 }
 
