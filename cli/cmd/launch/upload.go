@@ -306,6 +306,11 @@ func uploadBatches(files []siteFile) [][]siteFile {
 			small = append(small, sf)
 		}
 	}
+	// In hash order: the server's index of contents is keyed by hash, and
+	// a first upload's contents then fill it from one end to the other, a
+	// few pages each commit, where in the site's order each commit
+	// touched a page a content.
+	slices.SortFunc(small, func(a, b siteFile) int { return strings.Compare(a.entry.Sha256, b.entry.Sha256) })
 	per := min(batchFiles, max(1, (len(small)+uploadParallelism-1)/uploadParallelism))
 	var cur []siteFile
 	var curBytes int64
