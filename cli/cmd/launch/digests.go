@@ -5,13 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pierhq/pier/cli/cmdutil"
@@ -51,7 +51,14 @@ type digestCache struct {
 	// modified less than racyWindow before it may have changed again
 	// within the file system's timestamp granularity: it is hashed again.
 	Written int64
-	Files   map[string]cachedFile
+	// order and recs are the files' paths and records, in the walk's
+	// order.
+	order []string
+	recs  []cachedFile
+	// byPath indexes them, made when first needed: a walk that finds
+	// each file in its folder's listing needs none.
+	byPathOnce sync.Once
+	byPath     map[string]cachedFile
 	// Interrupted is set by an upload that failed before making its
 	// bundle: some of what it sent may have arrived unacknowledged, so the
 	// next run asks the server, sending only what is still missing.
@@ -62,8 +69,6 @@ type digestCache struct {
 	Dirs []dirRecord
 	// listings are Dirs as read back: each folder's entries, by name.
 	listings map[string]*folderListing
-	// order is Files' paths in the walk's order, which save writes.
-	order []string
 	// walked are the folders this run's walk went through, for remember;
 	// read is how many of them it read (the others' entries were
 	// recorded).
@@ -132,7 +137,7 @@ func digestCachePath(f *cmdutil.Factory, baseURL, project, dir string) string {
 
 // loadDigestCache reads a cache; a missing or unreadable one is empty.
 func loadDigestCache(path string) *digestCache {
-	empty := &digestCache{Files: map[string]cachedFile{}}
+	empty := &digestCache{}
 	if path == "" {
 		return empty
 	}
@@ -163,12 +168,12 @@ func loadDigestCache(path string) *digestCache {
 		return empty
 	}
 	c.Interrupted = interrupted == 1
-	c.Files = make(map[string]cachedFile, bytes.Count(body, []byte{0}))
+	records := bytes.Count(body, []byte{0})
+	c.order, c.recs = make([]string, 0, records), make([]cachedFile, 0, records)
 	n := 4
 	if version >= 3 {
 		n = 6
 	}
-	c.order = make([]string, 0, len(c.Files))
 	// One string for every record: the paths and hashes are slices of it,
 	// not a string each.
 	for rest := string(body); rest != ""; {
@@ -189,11 +194,7 @@ func loadDigestCache(path string) *digestCache {
 		if !ok {
 			return empty
 		}
-		c.Files[path] = e
-		c.order = append(c.order, path)
-	}
-	if len(c.order) != len(c.Files) {
-		return empty // a path twice
+		c.order, c.recs = append(c.order, path), append(c.recs, e)
 	}
 	c.list()
 	return &c
@@ -226,13 +227,13 @@ func (c *digestCache) list() {
 	}
 	var last *folderListing
 	lastDir := "\x00"
-	for _, p := range c.order {
+	for i, p := range c.order {
 		parent, name := splitPath(p)
 		if parent != lastDir {
 			last, lastDir = c.listings[parent], parent
 		}
 		if last != nil {
-			last.entries = append(last.entries, listedEntry{name: name, path: p, file: c.Files[p]})
+			last.entries = append(last.entries, listedEntry{name: name, path: p, file: c.recs[i]})
 		}
 	}
 	for _, d := range c.Dirs {
@@ -304,8 +305,38 @@ func parseCacheRecord(rec string, n int) (string, cachedFile, bool) {
 // exact says the record is the file's to the last field (an older record
 // has no inode or change time).
 func (c *digestCache) lookup(rel string, st fileStat) (sha string, ok, exact bool) {
-	e, ok := c.Files[rel]
+	e, ok := c.record(rel)
 	return c.match(e, ok, st)
+}
+
+// record is a file's record by its path: from its folder's listing
+// when there is one, else from the index of every path.
+func (c *digestCache) record(rel string) (cachedFile, bool) {
+	parent, name := splitPath(rel)
+	if l := c.listings[parent]; l != nil {
+		i, ok := slices.BinarySearchFunc(l.entries, name, func(e listedEntry, n string) int { return strings.Compare(e.name, n) })
+		if ok && !l.entries[i].dir {
+			return l.entries[i].file, true
+		}
+		return cachedFile{}, false
+	}
+	c.byPathOnce.Do(func() {
+		c.byPath = make(map[string]cachedFile, len(c.order))
+		for i, p := range c.order {
+			c.byPath[p] = c.recs[i]
+		}
+	})
+	e, ok := c.byPath[rel]
+	return e, ok
+}
+
+// recordOf is a walked file's record: the one its folder's listing gave
+// it, else looked up.
+func (c *digestCache) recordOf(sf *siteFile) (cachedFile, bool) {
+	if sf.rec != nil {
+		return *sf.rec, true
+	}
+	return c.record(sf.entry.Path)
 }
 
 // match is lookup of the record e, when ok.
@@ -330,7 +361,7 @@ type fileStat struct {
 
 // usable reports whether the cache can stand in for asking which contents
 // the organisation has: not after an interruption, nor when empty.
-func (c *digestCache) usable() bool { return !c.Interrupted && len(c.Files) > 0 }
+func (c *digestCache) usable() bool { return !c.Interrupted && len(c.order) > 0 }
 
 // unsent returns the files whose content the last bundle did not hold,
 // one file per content, and the bytes they hold. A file at a path whose
@@ -338,12 +369,13 @@ func (c *digestCache) usable() bool { return !c.Interrupted && len(c.Files) > 0 
 // every cached content.
 func (c *digestCache) unsent(files []siteFile) ([]siteFile, int64) {
 	var changed []siteFile
-	for _, sf := range files {
+	for i := range files {
+		sf := &files[i]
 		if sf.cached {
 			continue
 		}
-		if e, ok := c.Files[sf.entry.Path]; !ok || e.SHA256 != sf.entry.Sha256 {
-			changed = append(changed, sf)
+		if e, ok := c.recordOf(sf); !ok || e.SHA256 != sf.entry.Sha256 {
+			changed = append(changed, *sf)
 		}
 	}
 	if len(changed) == 0 {
@@ -353,7 +385,7 @@ func (c *digestCache) unsent(files []siteFile) ([]siteFile, int64) {
 	for _, sf := range changed {
 		held[sf.entry.Sha256] = false
 	}
-	for _, e := range c.Files {
+	for _, e := range c.recs {
 		if _, ok := held[e.SHA256]; ok {
 			held[e.SHA256] = true
 		}
@@ -376,12 +408,13 @@ func (c *digestCache) changesSince(files []siteFile) ([]sdk.ManifestFile, []stri
 	changes := []sdk.ManifestFile{}
 	removed := []string{}
 	kept := 0
-	for _, sf := range files {
+	for i := range files {
+		sf := &files[i]
 		if sf.cached {
 			kept++
 			continue
 		}
-		e, ok := c.Files[sf.entry.Path]
+		e, ok := c.recordOf(sf)
 		if ok {
 			kept++
 		}
@@ -389,7 +422,7 @@ func (c *digestCache) changesSince(files []siteFile) ([]sdk.ManifestFile, []stri
 			changes = append(changes, sf.entry)
 		}
 	}
-	if kept == len(c.Files) {
+	if kept == len(c.order) {
 		// Every cached path is still there: nothing was removed.
 		return changes, removed
 	}
@@ -397,7 +430,7 @@ func (c *digestCache) changesSince(files []siteFile) ([]sdk.ManifestFile, []stri
 	for _, sf := range files {
 		seen[sf.entry.Path] = true
 	}
-	for p := range c.Files {
+	for _, p := range c.order {
 		if !seen[p] {
 			removed = append(removed, p)
 		}
@@ -409,28 +442,21 @@ func (c *digestCache) changesSince(files []siteFile) ([]sdk.ManifestFile, []stri
 // remember makes the cache what a bundle of files leaves behind.
 func (c *digestCache) remember(files []siteFile, bundle string) {
 	c.Written, c.Interrupted, c.Bundle = time.Now().UnixNano(), false, bundle
-	if c.Files == nil {
-		c.Files = make(map[string]cachedFile, len(files))
-	}
-	for _, sf := range files {
-		if !sf.cached { // a cached file's record is this one already
-			c.Files[sf.entry.Path] = cachedFile{Size: int64(sf.entry.Size), ModTime: sf.stat.mod.UnixNano(), Inode: sf.stat.ino, ChangeTime: sf.stat.ctime, SHA256: sf.entry.Sha256}
+	order, recs := make([]string, len(files)), make([]cachedFile, len(files))
+	for i := range files {
+		sf := &files[i]
+		order[i] = sf.entry.Path
+		if sf.cached { // a cached file's record is this one already
+			recs[i], _ = c.recordOf(sf)
+			continue
 		}
+		recs[i] = cachedFile{Size: int64(sf.entry.Size), ModTime: sf.stat.mod.UnixNano(), Inode: sf.stat.ino, ChangeTime: sf.stat.ctime, SHA256: sf.entry.Sha256}
 	}
-	if len(c.Files) != len(files) {
-		// Paths were removed: keep only the files'.
-		keep := make(map[string]cachedFile, len(files))
-		for _, sf := range files {
-			keep[sf.entry.Path] = c.Files[sf.entry.Path]
-		}
-		c.Files = keep
-	}
-	c.order = make([]string, len(files))
-	for i, sf := range files {
-		c.order[i] = sf.entry.Path
-	}
-	// The folders as listed with these very files.
+	c.order, c.recs = order, recs
+	// The folders as listed with these very files; what was read back
+	// is stale.
 	c.Dirs, c.walked = c.walked, nil
+	c.listings, c.byPath, c.byPathOnce = nil, nil, sync.Once{}
 }
 
 // save writes the cache atomically; failing to is not the upload's
@@ -448,16 +474,12 @@ func (c *digestCache) save(path string) {
 		bundle = "-"
 	}
 	size := 0
-	for p := range c.Files {
+	for _, p := range c.order {
 		size += len(p) + 64 + 4*21 + 2
 	}
 	data := fmt.Appendf(make([]byte, 0, size+len(c.Dirs)*64+128), "%s 4 %d %d %s\n", digestCacheHeader, c.Written, interrupted, bundle)
-	order := c.order
-	if len(order) != len(c.Files) {
-		order = slices.Sorted(maps.Keys(c.Files))
-	}
-	for _, p := range order {
-		e := c.Files[p]
+	for i, p := range c.order {
+		e := c.recs[i]
 		data = append(data, e.SHA256...)
 		for _, v := range [...]int64{e.Size, e.ModTime, e.Inode, e.ChangeTime} {
 			data = append(data, ' ')
