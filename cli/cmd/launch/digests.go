@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pierhq/pier/cli/cmdutil"
@@ -74,6 +75,8 @@ type digestCache struct {
 	// recorded).
 	walked []dirRecord
 	read   int
+	// kept is the bytes of small files this run keeps for their upload.
+	kept atomic.Int64
 }
 
 // dirRecord is a folder as the walk found it, by its path under the site

@@ -1,9 +1,11 @@
 package launch
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -136,4 +138,32 @@ func manifestOf(files []siteFile) []string {
 		out = append(out, sf.entry.Path+" "+sf.entry.Sha256[:8])
 	}
 	return out
+}
+
+// A small file kept from its hash to its upload is the bytes hashed, as
+// the file read again would be, also when it grew since it was statted
+// or is empty.
+func TestHashFileKeepsWhatItHashed(t *testing.T) {
+	dir := t.TempDir()
+	for _, content := range []string{"", "one", strings.Repeat("x", keepFileBytes)} {
+		p := filepath.Join(dir, "f")
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want, n, data, err := hashFile(p, -1)
+		if err != nil || data != nil || n != int64(len(content)) {
+			t.Fatalf("not kept: %d bytes, %v, %v", n, data, err)
+		}
+		for _, statted := range []int64{int64(len(content)), 0} { // as statted, and grown since
+			sum, n, data, err := hashFile(p, statted)
+			if err != nil || sum != want || n != int64(len(content)) || string(data) != content {
+				t.Fatalf("kept at %d: %s %d %q, want %s: %v", statted, sum, n, data, want, err)
+			}
+			rc, _ := siteFile{abs: p, data: data}.open()
+			sent, _ := io.ReadAll(rc)
+			if string(sent) != content {
+				t.Fatalf("sent %q", sent)
+			}
+		}
+	}
 }
