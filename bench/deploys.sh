@@ -13,6 +13,8 @@
 #   RESULTS=file RUNSTATS=file bash bench/deploys.sh   # as bench/peers.sh does
 #   PERF=/tmp/perf.data SIZES=20000 ROUNDS=1 bash bench/deploys.sh
 #       # perf record -g of the server during each first deploy, to PERF.N
+#   CLIPERF=/tmp/cli.perf SIZES=20000 ROUNDS=3 bash bench/deploys.sh
+#       # perf record -g of each exec'd CLI, to CLIPERF.sN.K
 #
 # Goals (issue "Performance, part three"): 20,000 files <= 3 s and 100,000
 # <= 15 s to the first HTTPS 200; a one-file change <= 150 ms at every size.
@@ -91,7 +93,9 @@ deploy() {
   local dir=$1 name=$2 path=$3 t0 c0 out preview
   c0=$(server_cpu)
   t0=$(now)
-  out=$(/usr/bin/time -f '%U %S' -o "$tmp/cli.time" ./bin/pier launch "$dir" --project "$project" --name "$name" 2>"$tmp/cli.err") || { cat "$tmp/cli.err" >&2; return 1; }
+  local perf=()
+  if [ -n "${CLIPERF:-}" ]; then perf=(perf record -g -q -F 2000 -o "$CLIPERF.$name.$(now)" --); fi
+  out=$(/usr/bin/time -f '%U %S' -o "$tmp/cli.time" "${perf[@]}" ./bin/pier launch "$dir" --project "$project" --name "$name" 2>"$tmp/cli.err") || { cat "$tmp/cli.err" >&2; return 1; }
   preview=$(grep -oE '^https://\S+' <<<"$out" | head -1)
   [ -n "$preview" ] || { echo "deploys.sh: no preview URL in: $out" >&2; return 1; }
   served "${preview%/}/$path" "$dir/$path"

@@ -106,7 +106,25 @@ type framedBody struct {
 	left     int64
 }
 
+// Read fills p with as many frames as fit: a body of small contents goes
+// out in a few large writes, not two or three a content.
 func (f *framedBody) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := f.readOne(p[n:])
+		n += m
+		if err == io.EOF && n > 0 {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// readOne reads from the current frame's header or content.
+func (f *framedBody) readOne(p []byte) (int, error) {
 	for {
 		switch {
 		case f.header != "":

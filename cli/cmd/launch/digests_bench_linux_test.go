@@ -13,9 +13,14 @@ import (
 // does on the machine before and after its one request: reading the
 // digest cache, walking and statting the site, what changed since the
 // last bundle, and writing the cache again.
-func BenchmarkRelaunchLocal(b *testing.B) {
+func BenchmarkRelaunchLocal(b *testing.B) { benchmarkRelaunchLocal(b, 20000) }
+
+// BenchmarkRelaunchLocal100k is BenchmarkRelaunchLocal of 100,000 files.
+func BenchmarkRelaunchLocal100k(b *testing.B) { benchmarkRelaunchLocal(b, 100000) }
+
+func benchmarkRelaunchLocal(b *testing.B, n int) {
 	dir := filepath.Join(b.TempDir(), "site")
-	for i := range 20000 {
+	for i := range n {
 		sub := filepath.Join(dir, "p", fmt.Sprintf("%04d", i/100))
 		if i%100 == 0 {
 			if err := os.MkdirAll(sub, 0o755); err != nil {

@@ -26,17 +26,17 @@ func TestDigestCacheVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := loadDigestCache(v2)
-	if c.Bundle != "bnd_1" || c.Files["p/a.html"] != (cachedFile{Size: 3, ModTime: 1000, SHA256: sha}) {
+	if e, _ := c.record("p/a.html"); c.Bundle != "bnd_1" || e != (cachedFile{Size: 3, ModTime: 1000, SHA256: sha}) {
 		t.Fatalf("version 2: %+v", c)
 	}
 	if got, ok, exact := c.lookup("p/a.html", fileStat{size: 3, mod: time.Unix(0, 1000), ino: 7, ctime: 9}); !ok || exact || got != sha {
 		t.Fatal("a version 2 record is not trusted on size and time, or not written again")
 	}
-	c.Files["p/a.html"] = cachedFile{Size: 3, ModTime: 1000, Inode: 7, ChangeTime: 9, SHA256: sha}
+	c.recs[0] = cachedFile{Size: 3, ModTime: 1000, Inode: 7, ChangeTime: 9, SHA256: sha}
 	v3 := filepath.Join(dir, "v3")
 	c.save(v3)
 	back := loadDigestCache(v3)
-	if back.Files["p/a.html"] != c.Files["p/a.html"] || back.Bundle != "bnd_1" {
+	if e, _ := back.record("p/a.html"); e != c.recs[0] || back.Bundle != "bnd_1" {
 		t.Fatalf("version 3 round trip: %+v", back)
 	}
 	for _, st := range []fileStat{
@@ -57,7 +57,7 @@ func TestDigestCacheVersions(t *testing.T) {
 // content another cached path holds.
 func TestUnsentContents(t *testing.T) {
 	sha := func(c byte) string { return strings.Repeat(string(c), 64) }
-	c := &digestCache{Files: map[string]cachedFile{"a": {Size: 1, SHA256: sha('a')}, "b": {Size: 1, SHA256: sha('b')}, "c": {Size: 1, SHA256: sha('c')}}}
+	c := &digestCache{order: []string{"a", "b", "c"}, recs: []cachedFile{{Size: 1, SHA256: sha('a')}, {Size: 1, SHA256: sha('b')}, {Size: 1, SHA256: sha('c')}}}
 	file := func(path string, content byte) siteFile {
 		return siteFile{abs: path, entry: sdk.ManifestFile{Path: path, Sha256: sha(content), Size: 1}}
 	}
@@ -206,14 +206,14 @@ func TestDigestCacheNoticesEdits(t *testing.T) {
 		if err := os.WriteFile(path, bad, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if c := loadDigestCache(path); len(c.Files) != 0 || c.Bundle != "" || c.usable() {
+		if c := loadDigestCache(path); len(c.order) != 0 || c.Bundle != "" || c.usable() {
 			t.Fatalf("a garbled cache was read: %+v", c)
 		}
 	}
 	c = loadDigestCache(path)
 	c.remember(files, "bnd_2")
 	c.save(path)
-	if back := loadDigestCache(path); back.Bundle != "bnd_2" || len(back.Files) != 2 {
+	if back := loadDigestCache(path); back.Bundle != "bnd_2" || len(back.order) != 2 {
 		t.Fatalf("the cache was not written again: %+v", back)
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".digests-*")); len(left) != 0 {

@@ -453,7 +453,7 @@ func (o *LaunchOptions) waitLaunch(ctx context.Context, c *sdk.Client, progress 
 	if o.runs() {
 		logs = &launchLogs{c: c, p: progress, taskID: launched.Data.TaskId}
 	}
-	final, err := c.WaitForTask(ctx, launched.Data.TaskId, sdk.WaitOptions{Interval: 200 * time.Millisecond, FirstInterval: 20 * time.Millisecond, OnProgress: func(t *sdk.TaskHandle) {
+	final, err := c.WaitForTask(ctx, launched.Data.TaskId, sdk.WaitOptions{Interval: 200 * time.Millisecond, FirstInterval: 4 * time.Millisecond, OnProgress: func(t *sdk.TaskHandle) {
 		step := string(t.State)
 		for _, s := range t.Steps {
 			if s.State == sdk.TaskStepStateRunning || s.State == sdk.TaskStepStateInputRequired {

@@ -53,7 +53,7 @@ func (s *statter) stat(rel string) (fileStat, error) {
 		}
 		break
 	}
-	return fileStat{size: st.Size, mod: time.Unix(st.Mtim.Sec, st.Mtim.Nsec), ino: int64(st.Ino), ctime: st.Ctim.Sec*1e9 + st.Ctim.Nsec}, nil
+	return statOf(&st), nil
 }
 
 func (s *statter) close() {
@@ -77,5 +77,24 @@ func statAt(f *os.File, name, abs string) (fileStat, error) {
 		}
 		break
 	}
-	return fileStat{size: st.Size, mod: time.Unix(st.Mtim.Sec, st.Mtim.Nsec), ino: int64(st.Ino), ctime: st.Ctim.Sec*1e9 + st.Ctim.Nsec}, nil
+	return statOf(&st), nil
+}
+
+func statOf(st *unix.Stat_t) fileStat {
+	return fileStat{size: st.Size, mod: time.Unix(st.Mtim.Sec, st.Mtim.Nsec), ino: int64(st.Ino), ctime: st.Ctim.Sec*1e9 + st.Ctim.Nsec, regular: st.Mode&unix.S_IFMT == unix.S_IFREG}
+}
+
+// statOpen fstats a file held open.
+func statOpen(f *os.File) (fileStat, error) {
+	var st unix.Stat_t
+	for {
+		err := unix.Fstat(int(f.Fd()), &st)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fileStat{}, &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
+		}
+		return statOf(&st), nil
+	}
 }

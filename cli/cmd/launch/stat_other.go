@@ -26,3 +26,13 @@ func (s *statter) close() {}
 
 // statAt lstats the file name of the folder f, abs being its path.
 func statAt(_ *os.File, _, abs string) (fileStat, error) { return lstatPath(abs) }
+
+// statOpen stats a file held open; with no inode or change time, the
+// cache lists its folder again.
+func statOpen(f *os.File) (fileStat, error) {
+	info, err := f.Stat()
+	if err != nil {
+		return fileStat{}, err
+	}
+	return fileStat{size: info.Size(), mod: info.ModTime(), regular: info.Mode().IsRegular()}, nil
+}

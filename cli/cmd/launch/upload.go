@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,7 +33,21 @@ type siteFile struct {
 	// cached: the digest cache holds this very record (path, size, times,
 	// hash), so what changed since it was written need not look it up.
 	cached bool
+	// rec is the cache's record of the file, when the walk took it from
+	// its folder's recorded listing (not looked up by path).
+	rec *cachedFile
+	// data is a small file's content as it was hashed, kept for the
+	// upload (keepFileBytes); nil when the upload reads the file again.
+	data []byte
 }
+
+// A file of at most keepFileBytes is kept in memory from its hash to its
+// upload, up to keepBytes in all: a first deploy of many small files
+// reads each once, not twice, and sends the bytes it hashed.
+const (
+	keepFileBytes = 16 << 10
+	keepBytes     = 128 << 20
+)
 
 // readSite walks a directory into manifest entries, hashing every file as
 // it streams by, so no file is held in memory; a file the cache knows by
@@ -98,12 +113,26 @@ func statFile(cache *digestCache, sf *siteFile, lstat func(*siteFile) (fileStat,
 		return err
 	}
 	sf.stat = stat
-	if sha, ok, exact := cache.lookup(sf.entry.Path, stat); ok {
+	var sha string
+	var ok, exact bool
+	if sf.rec != nil {
+		if !stat.regular {
+			return nil // the walk lists its folder again
+		}
+		sha, ok, exact = cache.match(*sf.rec, true, stat)
+	} else {
+		sha, ok, exact = cache.lookup(sf.entry.Path, stat)
+	}
+	if ok {
 		sf.entry.Sha256, sf.entry.Size, sf.cached = sha, int(stat.size), exact
 		return nil
 	}
-	sum, size, err := hashFile(sf.abs)
-	sf.entry.Sha256, sf.entry.Size = sum, int(size)
+	keep := int64(-1)
+	if stat.size <= keepFileBytes && cache.kept.Add(stat.size) <= keepBytes {
+		keep = stat.size
+	}
+	sum, size, data, err := hashFile(sf.abs, keep)
+	sf.entry.Sha256, sf.entry.Size, sf.data = sum, int(size), data
 	return err
 }
 
@@ -113,24 +142,40 @@ func lstatPath(path string) (fileStat, error) {
 	if err != nil {
 		return fileStat{}, err
 	}
-	st := fileStat{size: info.Size(), mod: info.ModTime()}
+	st := fileStat{size: info.Size(), mod: info.ModTime(), regular: info.Mode().IsRegular()}
 	st.ino, st.ctime = fileIdentity(info)
 	return st, nil
 }
 
-func hashFile(path string) (string, int64, error) {
+// hashFile hashes a file; keep, when not negative, is the size it was
+// statted at, and returns its bytes too.
+func hashFile(path string, keep int64) (string, int64, []byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, err
+	if keep >= 0 {
+		data, err := readSized(f, keep)
+		if err != nil {
+			return "", 0, nil, err
+		}
+		sum := sha256.Sum256(data)
+		return hex.EncodeToString(sum[:]), int64(len(data)), data, nil
 	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	h := sha256.New()
+	buf := hashBufs.Get().(*[]byte)
+	defer hashBufs.Put(buf)
+	// Not io.Copy: a file's WriteTo would take a buffer of its own, 32
+	// KiB of garbage a file.
+	n, err := io.CopyBuffer(h, struct{ io.Reader }{f}, *buf)
+	if err != nil {
+		return "", 0, nil, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil, nil
 }
+
+var hashBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
 // uploadStats says what a digest upload sent.
 type uploadStats struct {
@@ -293,6 +338,11 @@ func uploadBatches(files []siteFile) [][]siteFile {
 			small = append(small, sf)
 		}
 	}
+	// In hash order: the server's index of contents is keyed by hash, and
+	// a first upload's contents then fill it from one end to the other, a
+	// few pages each commit, where in the site's order each commit
+	// touched a page a content.
+	slices.SortFunc(small, func(a, b siteFile) int { return strings.Compare(a.entry.Sha256, b.entry.Sha256) })
 	per := min(batchFiles, max(1, (len(small)+uploadParallelism-1)/uploadParallelism))
 	var cur []siteFile
 	var curBytes int64
@@ -384,13 +434,14 @@ func uploadFiles(ctx context.Context, c *sdk.Client, p *cmdutil.Progress, files 
 	return done, sent, first
 }
 
-// uploadBatch streams several files in one request. A file that changed
-// since it was hashed fails the batch (its SHA-256 or its length no
-// longer matches); the files before it are kept by the server.
+// uploadBatch streams several files in one request. A file read again
+// (not kept since its hash) that changed since it was hashed fails the
+// batch (its SHA-256 or its length no longer matches); the files before
+// it are kept by the server.
 func uploadBatch(ctx context.Context, c *sdk.Client, batch []siteFile) error {
 	contents := make([]sdk.BlobSource, len(batch))
 	for i, sf := range batch {
-		contents[i] = sdk.BlobSource{SHA256: sf.entry.Sha256, Size: int64(sf.entry.Size), Open: func() (io.ReadCloser, error) { return os.Open(sf.abs) }}
+		contents[i] = sdk.BlobSource{SHA256: sf.entry.Sha256, Size: int64(sf.entry.Size), Open: sf.open}
 	}
 	_, err := c.PutBlobs(ctx, contents)
 	var e *sdk.Error
@@ -407,7 +458,7 @@ func uploadBatch(ctx context.Context, c *sdk.Client, batch []siteFile) error {
 // refused by the server (its SHA-256 no longer matches) or by the
 // transport (its length no longer matches): either way, run again.
 func uploadFile(ctx context.Context, c *sdk.Client, sf siteFile) error {
-	_, err := c.PutBlob(ctx, sf.entry.Sha256, int64(sf.entry.Size), func() (io.ReadCloser, error) { return os.Open(sf.abs) })
+	_, err := c.PutBlob(ctx, sf.entry.Sha256, int64(sf.entry.Size), sf.open)
 	var e *sdk.Error
 	if errors.As(err, &e) && e.BlockedBy == "input:invalid" {
 		return fmt.Errorf("%s changed while it was uploaded; run the command again: %w", sf.abs, err)
@@ -416,6 +467,35 @@ func uploadFile(ctx context.Context, c *sdk.Client, sf siteFile) error {
 		return fmt.Errorf("uploading %s: %w", sf.abs, err)
 	}
 	return err
+}
+
+// readSized reads a file to its end into a buffer of the size it was
+// statted at, and one byte more to find its end in two reads.
+func readSized(f *os.File, size int64) ([]byte, error) {
+	buf := make([]byte, size+1)
+	n := 0
+	for n < len(buf) {
+		m, err := f.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			return buf[:n:n], nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	// It grew since: the rest as it comes.
+	rest, err := io.ReadAll(f)
+	return append(buf, rest...), err
+}
+
+// open opens the file's content: the bytes hashed when they were kept,
+// else the file.
+func (sf siteFile) open() (io.ReadCloser, error) {
+	if sf.data != nil {
+		return io.NopCloser(bytes.NewReader(sf.data)), nil
+	}
+	return os.Open(sf.abs)
 }
 
 // humanBytes writes a size the way people read it.

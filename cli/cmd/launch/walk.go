@@ -34,6 +34,12 @@ type siteWalk struct {
 	wg   sync.WaitGroup
 	mu   sync.Mutex
 	errs []error
+	// listings: folders the cache records as they are are not listed.
+	listings bool
+	// stale: a recorded entry was not as recorded.
+	stale atomic.Bool
+	dirs  []dirRecord  // the folders walked, under mu
+	read  atomic.Int32 // the folders read (not taken from listings)
 }
 
 // walkFolder is one folder's entries in filepath.WalkDir's order: its
@@ -45,19 +51,37 @@ type walkFolder struct {
 	at   []int
 }
 
-// walkSite walks dir (a directory) as readSite does.
+// walkSite walks dir (a directory) as readSite does. A folder the cache
+// records as it is (cache.listing) is not listed again: its entries are
+// the recorded ones. Should one of them not be a regular file any more,
+// which the folder's unchanged times rule out but for a clock set back,
+// the site is walked again listing every folder.
 func walkSite(dir string, cache *digestCache) ([]siteFile, error) {
-	w := &siteWalk{root: filepath.Clean(dir), cache: cache, sem: make(chan struct{}, max(2, min(runtime.NumCPU(), 8))), open: make(chan struct{}, walkOpen)}
+	files, stale, err := walkOnce(dir, cache, true)
+	if stale {
+		files, _, err = walkOnce(dir, cache, false)
+	}
+	return files, err
+}
+
+// walkOnce walks dir; stale says a recorded folder was not as recorded,
+// and nothing was walked.
+func walkOnce(dir string, cache *digestCache, listings bool) ([]siteFile, bool, error) {
+	w := &siteWalk{root: filepath.Clean(dir), cache: cache, listings: listings, sem: make(chan struct{}, max(2, min(runtime.NumCPU(), 8))), open: make(chan struct{}, walkOpen)}
 	top := &walkFolder{}
 	w.wg.Add(1)
 	go w.folder("", top)
 	w.wg.Wait()
+	if w.stale.Load() {
+		return nil, true, nil
+	}
 	// In the same order whichever task failed first.
 	slices.SortFunc(w.errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	if err := errors.Join(w.errs...); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return top.flatten(nil), nil
+	cache.walked, cache.read = w.dirs, int(w.read.Load())
+	return top.flatten(nil), false, nil
 }
 
 func (w *siteWalk) fail(err error) {
@@ -86,35 +110,25 @@ func (w *siteWalk) folder(rel string, f *walkFolder) {
 	defer w.wg.Done()
 	w.open <- struct{}{}
 	w.sem <- struct{}{}
-	dir, entries, err := readFolder(w.join(rel))
+	slashRel := filepath.ToSlash(rel)
+	dir, listed, entries, st, err := w.readFolder(slashRel, w.join(rel))
 	<-w.sem
 	if err != nil {
 		<-w.open
 		w.fail(err)
 		return
 	}
+	w.mu.Lock()
+	w.dirs = append(w.dirs, dirRecord{Path: slashRel, ModTime: st.mod.UnixNano(), Inode: st.ino, ChangeTime: st.ctime})
+	w.mu.Unlock()
 	prefix := ""
 	if rel != "" {
 		prefix = rel + string(filepath.Separator)
 	}
-	for _, d := range entries {
-		name := d.Name()
-		if strings.HasPrefix(name, ".") && name != ".well-known" {
-			continue
-		}
-		if d.IsDir() {
-			sub := &walkFolder{}
-			f.subs = append(f.subs, sub)
-			f.at = append(f.at, len(f.files))
-			w.wg.Add(1)
-			go w.folder(prefix+name, sub)
-			continue
-		}
-		if !d.Type().IsRegular() {
-			continue
-		}
-		p := prefix + name
-		f.files = append(f.files, siteFile{abs: w.join(p), entry: sdk.ManifestFile{Path: filepath.ToSlash(p)}})
+	if listed != nil {
+		w.fromListing(prefix, listed, f)
+	} else {
+		w.fromEntries(prefix, entries, f)
 	}
 	chunks := (len(f.files) + walkChunk - 1) / walkChunk
 	if chunks == 0 {
@@ -129,20 +143,75 @@ func (w *siteWalk) folder(rel string, f *walkFolder) {
 	}
 }
 
-// readFolder opens a folder and lists it by name, as os.ReadDir does; the
-// folder is left open.
-func readFolder(path string) (*os.File, []os.DirEntry, error) {
-	dir, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
+// fromEntries takes a folder's listed entries into f, and walks its
+// folders.
+func (w *siteWalk) fromEntries(prefix string, entries []os.DirEntry, f *walkFolder) {
+	for _, d := range entries {
+		name := d.Name()
+		if strings.HasPrefix(name, ".") && name != ".well-known" {
+			continue
+		}
+		if d.IsDir() {
+			w.sub(prefix+name, f)
+			continue
+		}
+		if !d.Type().IsRegular() {
+			continue
+		}
+		p := prefix + name
+		f.files = append(f.files, siteFile{abs: w.join(p), entry: sdk.ManifestFile{Path: filepath.ToSlash(p)}})
 	}
-	entries, err := dir.ReadDir(-1)
+}
+
+// fromListing takes a folder's recorded entries into f, each file with
+// its record, and walks its folders.
+func (w *siteWalk) fromListing(prefix string, l *folderListing, f *walkFolder) {
+	f.files = make([]siteFile, 0, len(l.entries))
+	for i := range l.entries {
+		e := &l.entries[i]
+		if e.dir {
+			w.sub(prefix+e.name, f)
+			continue
+		}
+		f.files = append(f.files, siteFile{abs: w.join(prefix + e.name), entry: sdk.ManifestFile{Path: e.path}, rec: &e.file})
+	}
+}
+
+// sub walks the folder rel, which comes before f's next file.
+func (w *siteWalk) sub(rel string, f *walkFolder) {
+	sub := &walkFolder{}
+	f.subs = append(f.subs, sub)
+	f.at = append(f.at, len(f.files))
+	w.wg.Add(1)
+	go w.folder(rel, sub)
+}
+
+// readFolder opens a folder and stats it; then, unless the cache records
+// it as it is (listed), lists it by name, as os.ReadDir does. The folder
+// is left open. It is statted before it is listed: a change made while
+// listing leaves times the next walk does not match.
+func (w *siteWalk) readFolder(rel, path string) (dir *os.File, listed *folderListing, entries []os.DirEntry, st fileStat, err error) {
+	dir, err = os.Open(path)
+	if err != nil {
+		return nil, nil, nil, st, err
+	}
+	if st, err = statOpen(dir); err != nil {
+		dir.Close()
+		return nil, nil, nil, st, err
+	}
+	if w.listings {
+		if listed = w.cache.listing(rel, st); listed != nil {
+			return dir, listed, nil, st, nil
+		}
+	}
+	w.read.Add(1)
+	entries, err = dir.ReadDir(-1)
 	if err != nil {
 		dir.Close()
-		return nil, nil, err
+		return nil, nil, nil, st, err
 	}
 	slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return dir, entries, nil
+	return dir, nil, entries, st, nil
 }
 
 // stat stats files of the folder dir, whose paths' first skip bytes name
@@ -152,9 +221,15 @@ func (w *siteWalk) stat(dir *os.File, skip int, files []siteFile, left *atomic.I
 	w.sem <- struct{}{}
 	defer func() { <-w.sem }()
 	for i := range files {
-		if err := statFile(w.cache, &files[i], func(sf *siteFile) (fileStat, error) {
+		sf := &files[i]
+		err := statFile(w.cache, sf, func(sf *siteFile) (fileStat, error) {
 			return statAt(dir, sf.entry.Path[skip:], sf.abs)
-		}); err != nil {
+		})
+		if sf.rec != nil && (err != nil || !sf.stat.regular) {
+			w.stale.Store(true)
+			continue
+		}
+		if err != nil {
 			w.fail(err)
 		}
 	}

@@ -274,8 +274,23 @@ func (mr *manifestReader) entries(ctx context.Context, dec *json.Decoder, s *str
 	opts := []openapi3.SchemaValidationOption{openapi3.VisitAsRequest(), openapi3.MultiErrors()}
 	s.entries = 0
 	for ; dec.More(); s.entries++ {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return err
+		}
+		if e, ok := fastEntry(raw); ok && s.entries > 0 {
+			// Plainly sound: what the validator would accept, without
+			// decoding it into maps for the validator.
+			if s.entries == service.MaxManifestFiles {
+				s.schema.details = append([]models.FieldProblem{{Field: "body.manifest", Problem: fmt.Sprintf("maximum number of items is %d", service.MaxManifestFiles)}}, s.schema.details...)
+			}
+			if len(s.schema.details) == 0 {
+				s.intake.Add(e)
+			}
+			continue
+		}
 		var v any
-		if err := dec.Decode(&v); err != nil {
+		if err := json.Unmarshal(raw, &v); err != nil {
 			return err
 		}
 		verr := mr.schema.VisitJSON(v, opts...)

@@ -273,8 +273,12 @@ func (s *Store) commitGroup(ctx context.Context, batch []*blobWrite) {
 		w.err = err
 		close(w.done)
 	}
+	// In hash order: the contents' indexes are keyed by hash, and the
+	// inserts then walk their pages in order.
+	sorted := slices.Clone(batch)
+	slices.SortStableFunc(sorted, func(a, b *blobWrite) int { return strings.Compare(a.sha, b.sha) })
 	err := s.InTx(ctx, func(tx *Tx) error {
-		for _, w := range batch {
+		for _, w := range sorted {
 			if err := w.apply(ctx, tx.Bundles()); err != nil {
 				return err
 			}
