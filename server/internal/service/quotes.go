@@ -466,7 +466,10 @@ func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req QuoteRequest
 // createLocked decides and records a quote under the project's lock.
 func (s *Quotes) createLocked(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID string, items []pricedItem) (*Quote, error) {
 	now := s.Now()
-	proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
+	// The project, then the caller's key (and on PostgreSQL the ledger's
+	// head), in one call.
+	locks, err := tx.Quotes().LockForQuote(ctx, p.OrgID, projectID, p.KeyID)
+	proj := locks.Project
 	if errors.Is(err, store.ErrNotFound) || err == nil && proj.DeletedAt != nil {
 		return nil, projectNotFound(projectID)
 	}
@@ -484,7 +487,7 @@ func (s *Quotes) createLocked(ctx context.Context, tx *store.Tx, p *auth.Princip
 	if amount > 0 && exhausted(proj) {
 		return nil, budgetExhausted(proj, pol, s.baseURL())
 	}
-	capped, err := s.checkKeyCap(ctx, tx, p, amount, now)
+	capped, err := s.checkKeyCap(ctx, tx, p, locks, amount, now)
 	if err != nil {
 		return nil, err
 	}

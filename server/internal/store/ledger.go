@@ -62,18 +62,24 @@ func (db Ledger) Tail(ctx context.Context, orgID string, n int) ([]ledger.Entry,
 // AppendLedger adds an entry to the organisation's chain inside the
 // mutation's transaction. Appends to one chain take turns, so that it
 // never forks: on PostgreSQL the organisation's row is locked before the
-// head is read (both in one round trip, the function ledger_head);
+// head is read (both in one round trip, the function ledger_head, or
+// already by Quotes.LockForQuote, whose head the transaction keeps);
 // SQLite's transactions already take turns (the write lock is taken at
 // BEGIN).
 func (db Ledger) Append(ctx context.Context, r LedgerRecord, now time.Time) (ledger.Entry, error) {
 	e := ledger.Entry{Seq: 1, PrevHash: ledger.Genesis}
 	var seq sql.NullInt64
 	var hash sql.NullString
-	head := `SELECT seq, hash FROM ledger WHERE org_id = ? ORDER BY seq DESC LIMIT 1`
-	if db.store.engine == Postgres {
-		head = `SELECT head_seq, head_hash FROM ledger_head(?)`
+	var err error
+	if known := db.knownHead(r.OrgID); known != nil {
+		seq, hash = known.seq, known.hash
+	} else {
+		head := `SELECT seq, hash FROM ledger WHERE org_id = ? ORDER BY seq DESC LIMIT 1`
+		if db.store.engine == Postgres {
+			head = `SELECT head_seq, head_hash FROM ledger_head(?)`
+		}
+		err = db.ex.QueryRowContext(ctx, db.q(head), r.OrgID).Scan(&seq, &hash)
 	}
-	err := db.ex.QueryRowContext(ctx, db.q(head), r.OrgID).Scan(&seq, &hash)
 	switch {
 	case err == nil && seq.Valid:
 		e.Seq, e.PrevHash = seq.Int64+1, hash.String
@@ -95,7 +101,25 @@ func (db Ledger) Append(ctx context.Context, r LedgerRecord, now time.Time) (led
 	}
 	_, err = db.ex.ExecContext(ctx, db.q(`INSERT INTO ledger (org_id, seq, at, actor, action, object_type, object_id, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		e.OrgID, e.Seq, e.At, e.Actor, e.Action, e.ObjectType, e.ObjectID, detailsJSON, e.PrevHash, e.Hash)
+	if known := db.knownHead(r.OrgID); known != nil {
+		if err != nil {
+			// A failed statement ends a PostgreSQL transaction; know nothing.
+			db.tx.ledgerHead = nil
+		} else {
+			known.seq, known.hash = sql.NullInt64{Int64: e.Seq, Valid: true}, sql.NullString{String: e.Hash, Valid: true}
+		}
+	}
 	return e, err
+}
+
+// knownHead is the organisation's ledger head as the transaction last
+// saw it under the organisation's lock (Quotes.LockForQuote), or nil.
+// Every append in the transaction passes here and moves it on.
+func (db Ledger) knownHead(orgID string) *ledgerHead {
+	if db.tx == nil || db.tx.ledgerHead == nil || db.tx.ledgerHead.org != orgID {
+		return nil
+	}
+	return db.tx.ledgerHead
 }
 
 // LedgerEntries reads an organisation's chain after a sequence number.

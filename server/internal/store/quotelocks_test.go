@@ -1,0 +1,79 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/pierhq/pier/server/internal/money"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+func TestQuoteLocks(t *testing.T) { runCases(t, quoteLocksCases) }
+
+// quoteLocksCases are TestQuoteLocks's cases, each run on every engine.
+var quoteLocksCases = []storeCase{
+	{"the project and the key, as Lock and LockCount read them", func(t *testing.T, w world) {
+		keys := w.st.Keys()
+		must(t, keys.Create(ctx, store.APIKey{ID: "key_q", OrgID: w.org, Name: "agent", Scopes: []string{"quote", "read"}, CreatedAt: t0}, "hash-q"))
+		limit := money.MicroUSD(500)
+		must(t, keys.SetCap(ctx, w.org, "key_q", &limit, "lifetime"))
+		lock := func(project, key string) (store.QuoteLocks, error) {
+			var got store.QuoteLocks
+			err := w.st.InTx(ctx, func(tx *store.Tx) error {
+				var err error
+				got, err = tx.Quotes().LockForQuote(ctx, w.org, project, key)
+				return err
+			})
+			return got, err
+		}
+		got, err := lock(w.proj, "key_q")
+		must(t, err)
+		wantProject, _ := w.st.Projects().Get(ctx, w.org, w.proj)
+		wantKey, wantCount, _ := keys.LockCount(ctx, w.org, "key_q")
+		if fmt.Sprint(got.Project) != fmt.Sprint(wantProject) || fmt.Sprint(got.Key) != fmt.Sprint(wantKey) ||
+			got.Count != wantCount || !got.KeyFound || got.Key.CapMicro == nil || *got.Key.CapMicro != limit {
+			t.Fatalf("locks %+v, want %+v, %+v, %+v", got, wantProject, wantKey, wantCount)
+		}
+		for _, key := range []string{"", "key_missing"} {
+			got, err := lock(w.proj, key)
+			if err != nil || got.KeyFound || got.Key.ID != "" || got.Project.ID != w.proj {
+				t.Fatalf("key %q: %+v, %v", key, got, err)
+			}
+		}
+		o := w.other(t, "org_b")
+		if _, err := lock(o.proj, "key_q"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("another organisation's project: %v", err)
+		}
+		if _, err := lock("prj_missing", ""); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("no project: %v", err)
+		}
+	}},
+	{"appends after the locks keep one chain", func(t *testing.T, w world) {
+		// Quotes (the locks, then two entries) race plain appends; the
+		// head the locks read must be the one the entries follow.
+		const n = 12
+		race(t, n, func(i int) error {
+			return w.st.InTx(ctx, func(tx *store.Tx) error {
+				if i%2 == 0 {
+					_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: w.org, Action: "plain"}, t0)
+					return err
+				}
+				if _, err := tx.Quotes().LockForQuote(ctx, w.org, w.proj, ""); err != nil {
+					return err
+				}
+				for j := range 2 {
+					if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: w.org, Action: "quote", Details: map[string]any{"j": j}}, t0); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+		all, err := w.st.Ledger().Entries(ctx, w.org, 0, 100)
+		if err != nil || len(all) != n/2*3 {
+			t.Fatalf("%d entries, %v", len(all), err)
+		}
+		checkChain(t, all)
+	}},
+}
