@@ -18,20 +18,26 @@ type QuoteLocks struct {
 
 // LockForQuote locks a new quote's project and then the caller's key
 // (keyID "" for none), the order quotes take them in, and reads both
-// (ErrNotFound: no such project). On SQLite these are the statements
-// Projects.Lock and Keys.LockCount run. On PostgreSQL they are one round
-// trip (the function quote_locks), which also locks the organisation
-// and reads its ledger's head, as ledger_head does, for the quote's
-// ledger entry: Ledger.Append then sends only the entry. The organisation
-// is locked after the key, as before, when the entry was appended last.
+// (ErrNotFound: no such project), with the organisation's ledger head:
+// the transaction keeps it, and Ledger.Append then sends only the entry.
+// On PostgreSQL this is the function quote_locks, one round trip for what
+// took three (the project's lock, the key's, ledger_head); it locks the
+// organisation after the key, as the quote's ledger entry did. On SQLite,
+// whose write lock the transaction holds from BEGIN, it is one statement
+// for what took three.
 func (db Quotes) LockForQuote(ctx context.Context, orgID, projectID, keyID string) (QuoteLocks, error) {
-	if db.store.engine != Postgres || db.tx == nil {
-		return db.lockForQuoteApart(ctx, orgID, projectID, keyID)
+	if db.tx == nil {
+		return QuoteLocks{}, errors.New("store: LockForQuote outside a transaction")
 	}
 	var out QuoteLocks
 	var since sql.NullInt64
 	var head ledgerHead
-	row := db.ex.QueryRowContext(ctx, `SELECT `+quoteLocksCols+` FROM quote_locks($1, $2, $3) q WHERE (q.proj).id IS NOT NULL`, orgID, projectID, keyID)
+	var row *sql.Row
+	if db.store.engine == Postgres {
+		row = db.ex.QueryRowContext(ctx, `SELECT `+quoteLocksCols+` FROM quote_locks($1, $2, $3) q WHERE (q.proj).id IS NOT NULL`, orgID, projectID, keyID)
+	} else {
+		row = db.ex.QueryRowContext(ctx, quoteLocksSQLite, keyID, orgID, projectID, orgID)
+	}
 	var err error
 	out.Project, err = scanProject(scanFunc(func(project ...any) error {
 		var kerr error
@@ -54,23 +60,16 @@ func (db Quotes) LockForQuote(ctx context.Context, orgID, projectID, keyID strin
 	return out, nil
 }
 
-// lockForQuoteApart is LockForQuote in a statement for each lock.
-func (db Quotes) lockForQuoteApart(ctx context.Context, orgID, projectID, keyID string) (QuoteLocks, error) {
-	var out QuoteLocks
-	var err error
-	if out.Project, err = (Projects{db.conn}).Lock(ctx, orgID, projectID); err != nil || keyID == "" {
-		return out, err
-	}
-	out.Key, out.Count, err = (Keys{db.conn}).LockCount(ctx, orgID, keyID)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return QuoteLocks{Project: out.Project}, nil
-	case err != nil:
-		return QuoteLocks{}, err
-	}
-	out.KeyFound = true
-	return out, nil
-}
+// quoteLocksSQLite is LockForQuote's statement on SQLite, its columns as
+// quoteLocksCols's.
+const quoteLocksSQLite = `SELECT p.id, p.org_id, p.name, p.budget_limit_micro, p.spent_micro, p.held_micro, p.policy, p.created_at,
+	COALESCE(p.parent_id, ''), p.deleted_at, COALESCE(p.deletion, ''), p.holds_expire_at,
+	COALESCE(k.id, ''), COALESCE(k.org_id, ''), COALESCE(k.name, ''), COALESCE(k.scopes, ''), COALESCE(k.created_at, 0), k.revoked_at,
+	k.cap_micro, COALESCE(k.cap_period, 'month'), COALESCE(k.cap_spent_micro, 0), k.cap_counted_since, k.id IS NOT NULL, h.seq, h.hash
+	FROM projects p
+	LEFT JOIN api_keys k ON k.id = ? AND k.org_id = p.org_id
+	LEFT JOIN (SELECT seq, hash FROM ledger WHERE org_id = ? ORDER BY seq DESC LIMIT 1) h ON 1 = 1
+	WHERE p.id = ? AND p.org_id = ?`
 
 // quoteLocksCols are quote_locks' answer in the order scanProject and
 // scanKeyAnd read them (projectCols, keyCols), then the key's running
