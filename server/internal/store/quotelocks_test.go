@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/store"
@@ -82,5 +83,50 @@ var quoteLocksCases = []storeCase{
 			t.Fatalf("%d entries, want %d, %v", len(all), want, err)
 		}
 		checkChain(t, all)
+	}},
+	{"the hold, the quote and the entry together, or none of them", func(t *testing.T, w world) {
+		quote := func(id string, amount money.MicroUSD) store.Quote {
+			return store.Quote{ID: id, OrgID: w.org, ProjectID: w.proj, Decision: "ALLOW", State: "held", AmountMicro: amount,
+				Items: "[]", Reasons: "[]", CreatedAt: t0, ExpiresAt: t0.Add(15 * time.Minute)}
+		}
+		entry := func(id string) store.LedgerRecord {
+			return store.LedgerRecord{OrgID: w.org, Action: "create_quote", ObjectType: "quote", ObjectID: id, Details: map[string]any{"held": true}}
+		}
+		// With the head the locks read, and without it.
+		for i, locked := range []bool{true, false, true} {
+			id := fmt.Sprintf("quo_%d", i)
+			must(t, w.st.InTx(ctx, func(tx *store.Tx) error {
+				if locked {
+					if _, err := tx.Quotes().LockForQuote(ctx, w.org, w.proj, ""); err != nil {
+						return err
+					}
+				}
+				if err := tx.Quotes().InsertHeldLogged(ctx, quote(id, 30), entry(id), t0); err != nil {
+					return err
+				}
+				// An append after it follows it.
+				_, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: w.org, Action: "after"}, t0)
+				return err
+			}))
+		}
+		err := w.st.InTx(ctx, func(tx *store.Tx) error {
+			if _, err := tx.Quotes().LockForQuote(ctx, w.org, w.proj, ""); err != nil {
+				return err
+			}
+			return tx.Quotes().InsertHeldLogged(ctx, quote("quo_over", 11), entry("quo_over"), t0)
+		})
+		wantErr(t, "a hold past the limit", err, store.ErrBudget)
+		p, _ := w.st.Projects().Get(ctx, w.org, w.proj)
+		all, err := w.st.Ledger().Entries(ctx, w.org, 0, 100)
+		if p.HeldMicro != 90 || err != nil || len(all) != 6 {
+			t.Fatalf("held %d, %d entries (%v)", p.HeldMicro, len(all), err)
+		}
+		checkChain(t, all)
+		if _, err := w.st.Quotes().Get(ctx, w.org, "quo_over"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the refused quote: %v", err)
+		}
+		if all[0].ObjectID != "quo_0" || all[1].Action != "after" || all[2].ObjectID != "quo_1" || all[4].ObjectID != "quo_2" {
+			t.Fatalf("entries %+v", all)
+		}
 	}},
 }
