@@ -67,6 +67,9 @@ func normalize(d map[string]any) (map[string]any, error) {
 	if d == nil {
 		return map[string]any{}, nil
 	}
+	if out, ok := normalizedPlain(d); ok {
+		return out, nil
+	}
 	b, err := json.Marshal(d)
 	if err != nil {
 		return nil, err

@@ -97,6 +97,9 @@ type route struct {
 	version func() uint64
 	// medias are the media types of its successful answers.
 	medias []string
+	// acceptsFast, when set, proves some requests valid without the
+	// contract's validator (see acceptsFast).
+	acceptsFast func(r *http.Request, body []byte) bool
 }
 
 type opKey struct{}
@@ -167,6 +170,7 @@ func New(cfg Config) (*Handler, error) {
 		}
 		rt.medias = responseMedias(rt)
 		rt.manifest = streamsManifest[op.ID]
+		rt.acceptsFast = acceptsFast[op.ID]
 		h.ops[op.ID] = rt
 		var next http.Handler
 		if extra, ok := cfg.Extra[op.ID]; ok {

@@ -98,9 +98,11 @@ func (h *Handler) chain(rt *route) http.Handler {
 			return
 		}
 
-		if err := h.validate(r, rt); err != nil {
-			WriteError(w, r, h.cfg.Log, err)
-			return
+		if rt.acceptsFast == nil || !rt.acceptsFast(r, body) {
+			if err := h.validate(r, rt); err != nil {
+				WriteError(w, r, h.cfg.Log, err)
+				return
+			}
 		}
 
 		key := r.Header.Get("Idempotency-Key")

@@ -74,11 +74,12 @@ type KeySpend struct {
 	SpentMicro  money.MicroUSD
 }
 
-// keySpend reads and locks the caller's key and, when it is capped, what
-// it has committed in the cap's current period, so that two quotes of one
-// key in different projects cannot both pass the cap. ok is false for
-// callers without a key (OAuth grants, sandbox agents) and keys without a
-// cap.
+// keySpend is what the caller's key, read and locked with its running
+// count (store.Quotes.LockForQuote) before any other row but the
+// project, has committed in the cap's current period, so that two quotes
+// of one key in different projects cannot both pass the cap. ok is false
+// for callers without a key (OAuth grants, sandbox agents) and keys
+// without a cap.
 //
 // What it committed is the key's running count (store.CapCount) when that
 // counts from the period's start and leaves room for amount; the count
@@ -86,22 +87,20 @@ type KeySpend struct {
 // period, a cap just set, or a count that would refuse: a release or a
 // lapsed hold may have made room) the key's quotes are counted again,
 // exactly, and the count kept from then on.
-func keySpend(ctx context.Context, keys store.Keys, p *auth.Principal, amount money.MicroUSD, now time.Time) (KeySpend, bool, error) {
-	if p == nil || p.KeyID == "" {
+func keySpend(ctx context.Context, keys store.Keys, p *auth.Principal, locked store.QuoteLocks, amount money.MicroUSD, now time.Time) (KeySpend, bool, error) {
+	if p == nil || p.KeyID == "" || !locked.KeyFound {
 		return KeySpend{}, false, nil
 	}
-	k, count, err := keys.LockCount(ctx, p.OrgID, p.KeyID)
-	if errors.Is(err, store.ErrNotFound) {
-		return KeySpend{}, false, nil
-	}
-	if err != nil || k.CapMicro == nil {
-		return KeySpend{Key: k}, false, err
+	k, count := locked.Key, locked.Count
+	if k.CapMicro == nil {
+		return KeySpend{Key: k}, false, nil
 	}
 	since := capPeriodStart(k.CapPeriod, now)
 	ks := KeySpend{Key: k, PeriodStart: since, SpentMicro: count.Spent}
 	if count.Counted && count.Since.Equal(since) && count.Spent+amount <= *k.CapMicro {
 		return ks, true, nil
 	}
+	var err error
 	ks.SpentMicro, err = keys.Recount(ctx, k.ID, since, now)
 	return ks, err == nil, err
 }
@@ -129,11 +128,11 @@ func keySpendNow(ctx context.Context, keys store.Keys, p *auth.Principal, now ti
 // cap, with budget:key_cap and the keys page, where a person may raise it.
 // capped says the key has a cap: a quote it holds then adds to the key's
 // running count (store.Keys.AddCapSpent).
-func (s *Quotes) checkKeyCap(ctx context.Context, tx *store.Tx, p *auth.Principal, amount money.MicroUSD, now time.Time) (capped bool, err error) {
+func (s *Quotes) checkKeyCap(ctx context.Context, tx *store.Tx, p *auth.Principal, locked store.QuoteLocks, amount money.MicroUSD, now time.Time) (capped bool, err error) {
 	if amount <= 0 {
 		return false, nil
 	}
-	ks, capped, err := keySpend(ctx, tx.Keys(), p, amount, now)
+	ks, capped, err := keySpend(ctx, tx.Keys(), p, locked, amount, now)
 	if err != nil || !capped || ks.SpentMicro+amount <= *ks.Key.CapMicro {
 		return capped, err
 	}

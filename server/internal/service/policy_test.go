@@ -32,3 +32,27 @@ func TestPolicyKeepsItsJSON(t *testing.T) {
 		t.Fatalf("default %+v", d)
 	}
 }
+
+// A policy decoded again comes from memory as a copy of its own: what one
+// caller changes, the next does not see.
+func TestDecodedPoliciesAreCopies(t *testing.T) {
+	text := `{"tldAllowlist":["dev","io"],"tldDenylist":[],"maxFirstYearPriceUsd":40,"approvalRules":{"approvalAboveUsd":25,"domainPurchases":"human_gate"}}`
+	first, err := decodePolicy(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.TLDAllowlist[0] = "com"
+	*first.MaxFirstYearPrice = 1
+	*first.ApprovalRules.ApprovalAbove = 1
+	again, err := decodePolicy(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.TLDAllowlist[0] != "dev" || *again.MaxFirstYearPrice != 40_000_000 || *again.ApprovalRules.ApprovalAbove != 25_000_000 ||
+		again.TLDDenylist == nil || len(again.TLDDenylist) != 0 {
+		t.Fatalf("decoded again: %+v", again)
+	}
+	if _, err := decodePolicy(`{"tldAllowlist":`); err == nil {
+		t.Fatal("a broken policy decoded")
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pierhq/pier/internal/lib/version"
@@ -73,6 +74,9 @@ func DefaultPolicy() ProjectPolicy {
 }
 
 func decodePolicy(s string) (ProjectPolicy, error) {
+	if p, ok := policies.get(s); ok {
+		return p, nil
+	}
 	var p ProjectPolicy
 	err := json.Unmarshal([]byte(s), &p)
 	if p.TLDAllowlist == nil {
@@ -81,7 +85,56 @@ func decodePolicy(s string) (ProjectPolicy, error) {
 	if p.TLDDenylist == nil {
 		p.TLDDenylist = []string{}
 	}
+	if err == nil {
+		policies.put(s, p)
+	}
 	return p, err
+}
+
+// policies are policies decoded before, by their stored text: every
+// quote decodes its project's, and a project's policy seldom changes
+// (decoding it was a twentieth of a quote's CPU).
+var policies = policyCache{m: map[string]ProjectPolicy{}}
+
+// policyCache holds at most maxPolicies policies (it starts afresh when
+// full) and hands out copies, so that no caller changes another's.
+type policyCache struct {
+	mu sync.Mutex
+	m  map[string]ProjectPolicy
+}
+
+const maxPolicies = 1024
+
+func (c *policyCache) get(s string) (ProjectPolicy, bool) {
+	c.mu.Lock()
+	p, ok := c.m[s]
+	c.mu.Unlock()
+	return p.clone(), ok
+}
+
+func (c *policyCache) put(s string, p ProjectPolicy) {
+	c.mu.Lock()
+	if len(c.m) >= maxPolicies {
+		clear(c.m)
+	}
+	c.m[s] = p.clone()
+	c.mu.Unlock()
+}
+
+// clone is p with nothing shared: its lists and amounts copied.
+func (p ProjectPolicy) clone() ProjectPolicy {
+	p.TLDAllowlist, p.TLDDenylist = slices.Clone(p.TLDAllowlist), slices.Clone(p.TLDDenylist)
+	p.MaxFirstYearPrice, p.MaxRenewalPrice = clonePtr(p.MaxFirstYearPrice), clonePtr(p.MaxRenewalPrice)
+	p.ApprovalRules.ApprovalAbove = clonePtr(p.ApprovalRules.ApprovalAbove)
+	return p
+}
+
+func clonePtr[T any](v *T) *T {
+	if v == nil {
+		return nil
+	}
+	c := *v
+	return &c
 }
 
 // NewProject describes a project a human creates.

@@ -466,7 +466,10 @@ func (s *Quotes) Create(ctx context.Context, p *auth.Principal, req QuoteRequest
 // createLocked decides and records a quote under the project's lock.
 func (s *Quotes) createLocked(ctx context.Context, tx *store.Tx, p *auth.Principal, projectID string, items []pricedItem) (*Quote, error) {
 	now := s.Now()
-	proj, err := tx.Projects().Lock(ctx, p.OrgID, projectID)
+	// The project, then the caller's key (and on PostgreSQL the ledger's
+	// head), in one call.
+	locks, err := tx.Quotes().LockForQuote(ctx, p.OrgID, projectID, p.KeyID)
+	proj := locks.Project
 	if errors.Is(err, store.ErrNotFound) || err == nil && proj.DeletedAt != nil {
 		return nil, projectNotFound(projectID)
 	}
@@ -484,7 +487,7 @@ func (s *Quotes) createLocked(ctx context.Context, tx *store.Tx, p *auth.Princip
 	if amount > 0 && exhausted(proj) {
 		return nil, budgetExhausted(proj, pol, s.baseURL())
 	}
-	capped, err := s.checkKeyCap(ctx, tx, p, amount, now)
+	capped, err := s.checkKeyCap(ctx, tx, p, locks, amount, now)
 	if err != nil {
 		return nil, err
 	}
@@ -500,17 +503,15 @@ func (s *Quotes) createLocked(ctx context.Context, tx *store.Tx, p *auth.Princip
 	}
 	rj, _ := json.Marshal(out.Reasons)
 	q.Reasons = string(rj)
-	if err := insertQuote(ctx, tx, q); err != nil {
+	entry := store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "create_quote", ObjectType: "quote", ObjectID: q.ID,
+		Details: map[string]any{"projectId": proj.ID, "decision": q.Decision, "amountMicroUsd": amount, "held": QuoteState(q.State) == QuoteHeld, "reasons": out.Reasons}}
+	if err := insertQuote(ctx, tx, q, entry, now); err != nil {
 		return nil, err
 	}
 	if capped && QuoteState(q.State) == QuoteHeld {
 		if err := tx.Keys().AddCapSpent(ctx, p.KeyID, amount, q.CreatedAt); err != nil {
 			return nil, err
 		}
-	}
-	if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "create_quote", ObjectType: "quote", ObjectID: q.ID,
-		Details: map[string]any{"projectId": proj.ID, "decision": q.Decision, "amountMicroUsd": amount, "held": QuoteState(q.State) == QuoteHeld, "reasons": out.Reasons}}, now); err != nil {
-		return nil, err
 	}
 	out.Decision, out.State, out.Amount, out.BudgetRemaining = QuoteDecision(q.Decision), QuoteState(q.State), q.AmountMicro, remaining(proj)
 	for _, it := range items {
@@ -554,13 +555,18 @@ func (s *Quotes) decide(ctx context.Context, tx *store.Tx, p *auth.Principal, pr
 	return nil
 }
 
-// insertQuote records a new quote; a held one moves its amount into its
-// project's held money with it.
-func insertQuote(ctx context.Context, tx *store.Tx, q store.Quote) error {
+// insertQuote records a new quote and its ledger entry; a held one moves
+// its amount into its project's held money with it (on PostgreSQL all in
+// one round trip: Quotes.InsertHeldLogged).
+func insertQuote(ctx context.Context, tx *store.Tx, q store.Quote, entry store.LedgerRecord, now time.Time) error {
 	if QuoteState(q.State) != QuoteHeld {
-		return tx.Quotes().Insert(ctx, q)
+		if err := tx.Quotes().Insert(ctx, q); err != nil {
+			return err
+		}
+		_, err := tx.Ledger().Append(ctx, entry, now)
+		return err
 	}
-	err := tx.Quotes().InsertHeld(ctx, q)
+	err := tx.Quotes().InsertHeldLogged(ctx, q, entry, now)
 	if errors.Is(err, store.ErrBudget) {
 		return apierr.New("budget:insufficient", "the budget cannot cover this quote")
 	}

@@ -62,40 +62,82 @@ func (db Ledger) Tail(ctx context.Context, orgID string, n int) ([]ledger.Entry,
 // AppendLedger adds an entry to the organisation's chain inside the
 // mutation's transaction. Appends to one chain take turns, so that it
 // never forks: on PostgreSQL the organisation's row is locked before the
-// head is read (both in one round trip, the function ledger_head);
+// head is read (both in one round trip, the function ledger_head, or
+// already by Quotes.LockForQuote, whose head the transaction keeps);
 // SQLite's transactions already take turns (the write lock is taken at
 // BEGIN).
 func (db Ledger) Append(ctx context.Context, r LedgerRecord, now time.Time) (ledger.Entry, error) {
-	e := ledger.Entry{Seq: 1, PrevHash: ledger.Genesis}
-	var seq sql.NullInt64
-	var hash sql.NullString
-	head := `SELECT seq, hash FROM ledger WHERE org_id = ? ORDER BY seq DESC LIMIT 1`
-	if db.store.engine == Postgres {
-		head = `SELECT head_seq, head_hash FROM ledger_head(?)`
+	var head ledgerHead
+	if known := db.knownHead(r.OrgID); known != nil {
+		head = *known
+	} else {
+		q := `SELECT seq, hash FROM ledger WHERE org_id = ? ORDER BY seq DESC LIMIT 1`
+		if db.store.engine == Postgres {
+			q = `SELECT head_seq, head_hash FROM ledger_head(?)`
+		}
+		err := db.ex.QueryRowContext(ctx, db.q(q), r.OrgID).Scan(&head.seq, &head.hash)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return ledger.Entry{}, err
+		}
 	}
-	err := db.ex.QueryRowContext(ctx, db.q(head), r.OrgID).Scan(&seq, &hash)
-	switch {
-	case err == nil && seq.Valid:
-		e.Seq, e.PrevHash = seq.Int64+1, hash.String
-	case err != nil && !errors.Is(err, sql.ErrNoRows):
+	e, detailsJSON, err := entryAfter(head, r, now)
+	if err != nil {
 		return e, err
+	}
+	_, err = db.ex.ExecContext(ctx, db.q(`INSERT INTO ledger (`+ledgerCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`), entryArgs(e, detailsJSON)...)
+	db.appended(r.OrgID, e, err)
+	return e, err
+}
+
+// ledgerCols are a ledger row's columns, in entryArgs's order.
+const ledgerCols = `org_id, seq, at, actor, action, object_type, object_id, details, prev_hash, hash`
+
+func entryArgs(e ledger.Entry, detailsJSON string) []any {
+	return []any{e.OrgID, e.Seq, e.At, e.Actor, e.Action, e.ObjectType, e.ObjectID, detailsJSON, e.PrevHash, e.Hash}
+}
+
+// entryAfter is the entry r makes after head, with its hash, and its
+// details as stored.
+func entryAfter(head ledgerHead, r LedgerRecord, now time.Time) (ledger.Entry, string, error) {
+	e := ledger.Entry{Seq: 1, PrevHash: ledger.Genesis}
+	if head.seq.Valid {
+		e.Seq, e.PrevHash = head.seq.Int64+1, head.hash.String
 	}
 	e.At = now.UTC().Format("2006-01-02T15:04:05.000000Z")
 	e.OrgID, e.Actor, e.Action, e.ObjectType, e.ObjectID, e.Details = r.OrgID, r.Actor, r.Action, r.ObjectType, r.ObjectID, r.Details
 	if e.Details == nil {
 		e.Details = map[string]any{}
 	}
-	var err2 error
-	if e.Hash, err2 = e.ComputeHash(); err2 != nil {
-		return e, err2
+	var err error
+	if e.Hash, err = e.ComputeHash(); err != nil {
+		return e, "", err
 	}
 	detailsJSON, err := marshalDetails(e.Details)
-	if err != nil {
-		return e, err
+	return e, detailsJSON, err
+}
+
+// appended moves the head the transaction keeps on past e, or, when the
+// statement that wrote it failed, forgets it: a failed statement ends a
+// PostgreSQL transaction.
+func (c conn) appended(orgID string, e ledger.Entry, err error) {
+	known := Ledger{c}.knownHead(orgID)
+	switch {
+	case known == nil:
+	case err != nil:
+		c.tx.ledgerHead = nil
+	default:
+		known.seq, known.hash = sql.NullInt64{Int64: e.Seq, Valid: true}, sql.NullString{String: e.Hash, Valid: true}
 	}
-	_, err = db.ex.ExecContext(ctx, db.q(`INSERT INTO ledger (org_id, seq, at, actor, action, object_type, object_id, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		e.OrgID, e.Seq, e.At, e.Actor, e.Action, e.ObjectType, e.ObjectID, detailsJSON, e.PrevHash, e.Hash)
-	return e, err
+}
+
+// knownHead is the organisation's ledger head as the transaction last
+// saw it under the organisation's lock (Quotes.LockForQuote), or nil.
+// Every append in the transaction passes here and moves it on.
+func (db Ledger) knownHead(orgID string) *ledgerHead {
+	if db.tx == nil || db.tx.ledgerHead == nil || db.tx.ledgerHead.org != orgID {
+		return nil
+	}
+	return db.tx.ledgerHead
 }
 
 // LedgerEntries reads an organisation's chain after a sequence number.

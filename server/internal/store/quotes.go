@@ -107,6 +107,37 @@ func (db Quotes) InsertHeld(ctx context.Context, q Quote) error {
 	return err
 }
 
+// InsertHeldLogged is InsertHeld and then the quote's ledger entry r. On
+// PostgreSQL, when the transaction knows the ledger's head (its quote's
+// locks read it: LockForQuote), the hold, the quote and the entry are one
+// statement, one round trip; the database refuses (ErrBudget) a hold over
+// the limit and then writes none of them.
+func (db Quotes) InsertHeldLogged(ctx context.Context, q Quote, r LedgerRecord, now time.Time) error {
+	known := Ledger(db).knownHead(r.OrgID)
+	if db.store.engine != Postgres || known == nil {
+		if err := db.InsertHeld(ctx, q); err != nil {
+			return err
+		}
+		_, err := Ledger(db).Append(ctx, r, now)
+		return err
+	}
+	e, detailsJSON, err := entryAfter(*known, r, now)
+	if err != nil {
+		return err
+	}
+	args := append([]any{q.AmountMicro, q.ExpiresAt.UnixMicro(), q.ProjectID,
+		q.ID, q.OrgID, q.ProjectID, q.KeyID, q.Decision, q.State, q.AmountMicro, q.Items, q.Reasons, q.CreatedAt.UnixMicro(), q.ExpiresAt.UnixMicro()},
+		entryArgs(e, detailsJSON)...)
+	_, err = db.ex.ExecContext(ctx, db.q(`WITH hold AS (UPDATE projects SET held_micro = held_micro + ?, holds_expire_at = LEAST(holds_expire_at, ?) WHERE id = ?),
+		quote AS (INSERT INTO quotes (`+quoteCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL))
+		INSERT INTO ledger (`+ledgerCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`), args...)
+	db.appended(r.OrgID, e, err)
+	if isCheckViolation(err) {
+		return ErrBudget
+	}
+	return err
+}
+
 // LockQuote reads a quote of the organisation and locks it.
 func (db Quotes) Lock(ctx context.Context, orgID, id string) (Quote, error) {
 	return scanQuote(db.ex.QueryRowContext(ctx, db.q(`SELECT `+quoteCols+` FROM quotes WHERE id = ? AND org_id = ?`+db.forUpdate()), id, orgID))

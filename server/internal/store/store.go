@@ -90,6 +90,9 @@ type Tx struct {
 	// keysNonces: the transaction changed keys, with these announcements
 	// (keysChanged); the store's key cache is emptied once it commits.
 	keysNonces []string
+	// ledgerHead: the organisation's ledger head, read under its lock by
+	// Quotes.LockForQuote (PostgreSQL), for Ledger.Append.
+	ledgerHead *ledgerHead
 }
 
 // InTx runs fn in a transaction. On SQLite the write lock is taken at BEGIN,
@@ -398,6 +401,9 @@ BEGIN
 	SELECT l.seq, l.hash INTO head_seq, head_hash FROM ledger l WHERE l.org_id = p_org ORDER BY l.seq DESC LIMIT 1;
 END $$;`,
 	},
+	// A quote's locks and its ledger's head in one round trip
+	// (Quotes.LockForQuote).
+	27: {Postgres: quoteLocksSQL},
 }
 
 func (s *Store) applyMigration(ctx context.Context, version int, name, body string) error {

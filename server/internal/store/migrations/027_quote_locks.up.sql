@@ -1,0 +1,2 @@
+-- A quote's locks and its ledger's head in one round trip on PostgreSQL:
+-- the function quote_locks (engineSQL in store.go). Nothing for SQLite.
