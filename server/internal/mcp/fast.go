@@ -38,11 +38,12 @@ func (h *Handler) AnswerFast(dst []byte, q *FastRequest) (head, body []byte, ok 
 		return dst, nil, false
 	}
 	msg := bytes.TrimSpace(q.Body)
-	if !loneMessage(msg) || !h.onlyReads(msg) {
+	var m rpcMessage
+	if !loneMessage(msg) || !scanMessage(msg, &m) || !h.onlyReads(&m) {
 		return dst, nil, false
 	}
 	var header http.Header
-	c := caller{remoteAddr: q.RemoteAddr, host: q.Host}
+	c := caller{remoteAddr: q.RemoteAddr, host: q.Host, authorization: q.Authorization}
 	if a := q.Authorization; a != nil {
 		header = http.Header{"Authorization": {string(a)}}
 		sum := sha256.Sum256(a)
@@ -62,7 +63,7 @@ func (h *Handler) AnswerFast(dst []byte, q *FastRequest) (head, body []byte, ok 
 		return dst, nil, false
 	}
 	ctx := context.Background()
-	resp, invalid, unauthenticated := h.handleMessage(ctx, msg, header, c)
+	resp, invalid, unauthenticated := h.handleDecoded(ctx, &m, false, header, c)
 	if h.settle(ctx, c) != nil || invalid != "" || unauthenticated || resp == nil {
 		return dst, nil, false
 	}
@@ -90,13 +91,10 @@ func (h *Handler) versionServed(v string) bool {
 	return v == "" || v == ProtocolVersion || v >= firstStatelessVersion
 }
 
-// onlyReads reports whether a lone message is one whose running changes
-// nothing: initialize, ping, tools/list, or tools/call of a read-only tool.
-func (h *Handler) onlyReads(msg []byte) bool {
-	var m rpcMessage
-	if !scanMessage(msg, &m) {
-		return false
-	}
+// onlyReads reports whether a message, decoded by scanMessage, is one
+// whose running changes nothing: initialize, ping, tools/list, or
+// tools/call of a read-only tool.
+func (h *Handler) onlyReads(m *rpcMessage) bool {
 	switch m.Method {
 	case "initialize", "ping", "tools/list":
 		return true

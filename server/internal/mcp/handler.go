@@ -275,6 +275,9 @@ type caller struct {
 	key string
 	// cred, when set, is the credential check a lone message defers.
 	cred *credCheck
+	// authorization is the request's Authorization value, when the
+	// listener's fast path read it (nil otherwise: see header).
+	authorization []byte
 }
 
 // credCheck is the credential check of a lone message, deferred so that
