@@ -117,14 +117,26 @@ func (h *Handler) call(ctx context.Context, dst []byte, t *compiledTool, raw jso
 		return nil, err
 	}
 	if key != "" && kept.answered(status, ct, body) {
+		c.noteKept(t, rs, kept.result)
 		return append(dst, kept.result...), nil
 	}
 	start := len(dst)
 	dst = toolResult(dst, status, ct, body)
 	if key != "" && len(body) <= maxKeptAnswer {
-		h.shapes.put(key, &keptShape{rs: rs, status: status, contentType: ct, rest: body, result: bytes.Clone(dst[start:])})
+		result := bytes.Clone(dst[start:])
+		h.shapes.put(key, &keptShape{rs: rs, status: status, contentType: ct, rest: body, result: result})
+		c.noteKept(t, rs, result)
 	}
 	return dst, nil
+}
+
+// noteKept completes c's note of a call answered from the REST handler's
+// kept answers (answerKept) with the result made of it, which nothing
+// changes.
+func (c caller) noteKept(t *compiledTool, rs *requestShape, result []byte) {
+	if c.prep != nil && c.prep.rest != nil {
+		c.prep.tool, c.prep.rs, c.prep.result = t, rs, result
+	}
 }
 
 // serveREST answers the REST request rs stands for: from the REST
@@ -132,7 +144,10 @@ func (h *Handler) call(ctx context.Context, dst []byte, t *compiledTool, raw jso
 // else with ServeHTTP.
 func (h *Handler) serveREST(ctx context.Context, t *compiledTool, rs *requestShape, kept *keptShape, readOnly bool, header http.Header, c caller) (status int, contentType string, body []byte, err error) {
 	if readOnly && rs.keptPath != nil {
-		if body, ok := h.answerKept(t, rs, header, c); ok {
+		if body, ok := h.answerKept(nil, t, rs, header, c); ok {
+			if c.prep != nil {
+				c.prep.rest = body
+			}
 			return http.StatusOK, "application/json", body, nil
 		}
 	}
@@ -164,7 +179,9 @@ type keptAnswerer interface {
 // taken from the caller's bucket (its key's, or its address's) as
 // ServeHTTP would. ok is false for everything else, which ServeHTTP then
 // answers.
-func (h *Handler) answerKept(t *compiledTool, rs *requestShape, header http.Header, c caller) (body []byte, ok bool) {
+//
+// scratch is room for the REST handler's head, which is not used.
+func (h *Handler) answerKept(scratch []byte, t *compiledTool, rs *requestShape, header http.Header, c caller) (body []byte, ok bool) {
 	ka, isKA := h.rest.(keptAnswerer)
 	if !isKA {
 		return nil, false
@@ -183,8 +200,7 @@ func (h *Handler) answerKept(t *compiledTool, rs *requestShape, header http.Head
 	if rs.body != nil {
 		q.ContentType = jsonType
 	}
-	var scratch [256]byte
-	_, body, ok = ka.AnswerKept(scratch[:0], q)
+	_, body, ok = ka.AnswerKept(scratch, q)
 	if ok && q.Authorization != nil && c.cred != nil {
 		// AnswerKept answers a keyed read for a live API key only
 		// (httpapi's liveKey), which the REST chain's Authenticate takes

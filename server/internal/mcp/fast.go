@@ -20,6 +20,10 @@ type FastRequest struct {
 	Body   []byte
 	// RemoteAddr and Host are net/http's Request.RemoteAddr and Host.
 	RemoteAddr, Host string
+	// Scratch, when not nil, is a buffer the body may be made in (from
+	// Scratch[:0]), which the caller keeps until the body is sent:
+	// AnswerFast sets it to the buffer it made the body in.
+	Scratch []byte
 }
 
 // AnswerFast answers a request the way ServeHTTP would, without net/http,
@@ -38,45 +42,81 @@ func (h *Handler) AnswerFast(dst []byte, q *FastRequest) (head, body []byte, ok 
 		return dst, nil, false
 	}
 	msg := bytes.TrimSpace(q.Body)
-	var m rpcMessage
-	if !loneMessage(msg) || !scanMessage(msg, &m) || !h.onlyReads(&m) {
+	if !loneMessage(msg) {
 		return dst, nil, false
 	}
+	// A message answered before but for its id needs no decoding (it
+	// reads); any other must be one that reads.
+	p, id := h.prepared.find(msg)
+	var m rpcMessage
+	if p == nil && (!scanMessage(msg, &m) || !h.onlyReads(&m)) {
+		return dst, nil, false
+	}
+	c := fastCaller(q)
+	if _, allowed := h.allow(c); !allowed {
+		return dst, nil, false
+	}
+	if p != nil {
+		body, ok = h.answerPrepared(dst[len(dst):], q.Scratch[:0], p, id, c)
+		if !ok && !scanMessage(msg, &m) {
+			return dst, nil, false // never: msg is a message scanned before but for its id
+		}
+	}
+	if !ok {
+		if body, ok = h.answerDecoded(q.Scratch[:0], msg, &m, c); !ok {
+			return dst, nil, false
+		}
+	}
+	q.Scratch = body[:0]
+	dst = append(dst, "HTTP/1.1 200 OK\r\nContent-Length: "...)
+	dst = strconv.AppendInt(dst, int64(len(body)), 10)
+	dst = append(dst, "\r\nContent-Type: application/json\r\n"...)
+	return dst, body, true
+}
+
+// answerDecoded answers m, decoded from msg, for c as ServeHTTP would,
+// appending the body to dst; ok is false when ServeHTTP's answer is not a
+// 200 with a JSON-RPC response. A call answered from the REST handler's
+// kept answers is kept for the next message like it (preparedCalls).
+func (h *Handler) answerDecoded(dst, msg []byte, m *rpcMessage, c caller) (body []byte, ok bool) {
 	var header http.Header
-	c := caller{remoteAddr: q.RemoteAddr, host: q.Host, authorization: q.Authorization}
-	if a := q.Authorization; a != nil {
+	if a := c.authorization; a != nil {
 		header = http.Header{"Authorization": {string(a)}}
-		sum := sha256.Sum256(a)
-		c.key = "cred:" + hex.EncodeToString(sum[:12])
 		if h.authn != nil {
 			c.cred = &credCheck{header: header["Authorization"][0]}
 		}
 	} else {
 		header = http.Header{}
-		ip, _, err := net.SplitHostPort(q.RemoteAddr)
-		if err != nil {
-			ip = q.RemoteAddr
-		}
-		c.key = "ip:" + ip
-	}
-	if _, allowed := h.allow(c); !allowed {
-		return dst, nil, false
 	}
 	ctx := context.Background()
-	resp, invalid, unauthenticated := h.handleDecoded(ctx, &m, false, header, c)
-	if h.settle(ctx, c) != nil || invalid != "" || unauthenticated || resp == nil {
-		return dst, nil, false
+	c.prep = &preparedNote{}
+	resp, invalid, unauthenticated := h.handleDecoded(ctx, m, false, header, c)
+	if invalid != "" || unauthenticated || resp == nil || h.settle(ctx, c) != nil {
+		return nil, false
 	}
-	body = make([]byte, len(resp)+1)
-	copy(body, resp)
-	body[len(resp)] = '\n'
+	h.prepared.keep(msg, m, c.prep)
+	body = append(append(dst, resp...), '\n')
 	if cap(resp) <= maxPooledAnswer {
 		answerBufs.Put(&resp)
 	}
-	dst = append(dst, "HTTP/1.1 200 OK\r\nContent-Length: "...)
-	dst = strconv.AppendInt(dst, int64(len(body)), 10)
-	dst = append(dst, "\r\nContent-Type: application/json\r\n"...)
-	return dst, body, true
+	return body, true
+}
+
+// fastCaller is the caller of q, as ServeHTTP makes it, less the
+// deferred credential check (answerDecoded adds it).
+func fastCaller(q *FastRequest) caller {
+	c := caller{remoteAddr: q.RemoteAddr, host: q.Host, authorization: q.Authorization}
+	if a := q.Authorization; a != nil {
+		sum := sha256.Sum256(a)
+		c.key = "cred:" + hex.EncodeToString(sum[:12])
+		return c
+	}
+	ip, _, err := net.SplitHostPort(q.RemoteAddr)
+	if err != nil {
+		ip = q.RemoteAddr
+	}
+	c.key = "ip:" + ip
+	return c
 }
 
 // fastAccept is the Accept header MCP clients send, which acceptsBoth

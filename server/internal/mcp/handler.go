@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
@@ -86,6 +87,9 @@ type Handler struct {
 	limit     int64
 	tools     map[string]*compiledTool
 	shapes    *shapeCache
+	prepared  *preparedCalls
+	// preparedAnswers counts the calls answered from prepared.
+	preparedAnswers atomic.Int64
 	limiter   *ratelimit.Limiter
 	maxBatch  int
 	maxBatchB int64
@@ -121,6 +125,7 @@ func New(cfg Config) (*Handler, error) {
 		origins:   map[string]bool{},
 		tools:     map[string]*compiledTool{},
 		shapes:    newShapeCache(4096),
+		prepared:  newPreparedCalls(4096),
 		limiter:   cfg.Limiter,
 		maxBatch:  cfg.MaxBatch,
 		maxBatchB: cfg.MaxBatchBytes,
@@ -278,6 +283,9 @@ type caller struct {
 	// authorization is the request's Authorization value, when the
 	// listener's fast path read it (nil otherwise: see header).
 	authorization []byte
+	// prep, when set, is told of a tool call answered from the REST
+	// handler's kept answers (the fast path keeps it: preparedCalls).
+	prep *preparedNote
 }
 
 // credCheck is the credential check of a lone message, deferred so that

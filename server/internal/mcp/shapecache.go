@@ -1,8 +1,6 @@
 package mcp
 
 import (
-	"bytes"
-
 	"github.com/pierhq/pier/server/internal/cache"
 )
 
@@ -59,10 +57,5 @@ func (c *shapeCache) put(key string, k *keptShape) {
 
 // answered reports whether the kept result encodes this REST answer.
 func (k *keptShape) answered(status int, contentType string, body []byte) bool {
-	if k.result == nil || k.status != status || k.contentType != contentType || len(k.rest) != len(body) {
-		return false
-	}
-	// The REST handler's kept answer is the same slice each time it is
-	// given (and k holds it, so no other answer can take its place).
-	return len(body) == 0 || &k.rest[0] == &body[0] || bytes.Equal(k.rest, body)
+	return k.result != nil && k.status == status && k.contentType == contentType && sameAnswer(k.rest, body)
 }
