@@ -90,9 +90,9 @@ type Handler struct {
 	prepared  *preparedCalls
 	// preparedAnswers counts the calls answered from prepared.
 	preparedAnswers atomic.Int64
-	limiter   *ratelimit.Limiter
-	maxBatch  int
-	maxBatchB int64
+	limiter         *ratelimit.Limiter
+	maxBatch        int
+	maxBatchB       int64
 	// initializeResult and toolsList are encoded once: they never change.
 	initializeResult []byte
 	toolsList        []byte
