@@ -377,7 +377,7 @@ func (s *Server) apiRead(dst []byte, q *fastpath.APIRequest) (head, body []byte,
 		}
 		fr := mcp.FastRequest{Accept: q.Accept, ContentType: q.ContentType,
 			Authorization: q.AuthorizationValue, ProtocolVersion: q.MCPProtocolVersion, Origin: q.Origin, Body: q.Body,
-			RemoteAddr: q.RemoteAddr, Host: q.Host, Scratch: q.Scratch}
+			RemoteAddr: q.RemoteAddr, Host: q.Host, ClientIP: q.ClientIP, Scratch: q.Scratch}
 		head, body, ok = s.mcp.AnswerFast(dst, &fr)
 		q.Scratch = fr.Scratch
 	} else {

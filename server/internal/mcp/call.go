@@ -186,9 +186,12 @@ func (h *Handler) answerKept(scratch []byte, t *compiledTool, rs *requestShape, 
 	if !isKA {
 		return nil, false
 	}
-	ip, _, err := net.SplitHostPort(c.remoteAddr)
-	if err != nil {
-		return nil, false
+	ip := c.ip
+	if ip == "" {
+		var err error
+		if ip, _, err = net.SplitHostPort(c.remoteAddr); err != nil {
+			return nil, false
+		}
 	}
 	q := &httpapi.KeptRequest{Method: t.Method, Path: rs.keptPath, Query: rs.keptQuery, Body: rs.body, ClientIP: ip, Authorization: c.authorization}
 	if q.Authorization == nil {

@@ -20,6 +20,10 @@ type FastRequest struct {
 	Body   []byte
 	// RemoteAddr and Host are net/http's Request.RemoteAddr and Host.
 	RemoteAddr, Host string
+	// ClientIP is the client's address, without its port, as
+	// clientaddr resolves it: the peer's, unless a trusted proxy
+	// forwarded the request. Empty means the peer's.
+	ClientIP string
 	// Scratch, when not nil, is a buffer the body may be made in (from
 	// Scratch[:0]), which the caller keeps until the body is sent:
 	// AnswerFast sets it to the buffer it made the body in.
@@ -105,17 +109,28 @@ func (h *Handler) answerDecoded(dst, msg []byte, m *rpcMessage, c caller) (body 
 // fastCaller is the caller of q, as ServeHTTP makes it, less the
 // deferred credential check (answerDecoded adds it).
 func fastCaller(q *FastRequest) caller {
-	c := caller{remoteAddr: q.RemoteAddr, host: q.Host, authorization: q.Authorization}
+	c := caller{remoteAddr: q.RemoteAddr, host: q.Host, authorization: q.Authorization, ip: q.ClientIP}
+	peer, port, err := net.SplitHostPort(q.RemoteAddr)
+	switch {
+	case err != nil:
+		if c.ip == "" {
+			c.ip = q.RemoteAddr
+		}
+	case c.ip == "":
+		c.ip = peer
+	case c.ip != peer:
+		// As clientaddr.RemoteAddr has it.
+		c.remoteAddr = net.JoinHostPort(c.ip, port)
+	}
 	if a := q.Authorization; a != nil {
 		sum := sha256.Sum256(a)
-		c.key = "cred:" + hex.EncodeToString(sum[:12])
+		var k [len("cred:") + 24]byte
+		copy(k[:], "cred:")
+		hex.Encode(k[len("cred:"):], sum[:12])
+		c.key = string(k[:])
 		return c
 	}
-	ip, _, err := net.SplitHostPort(q.RemoteAddr)
-	if err != nil {
-		ip = q.RemoteAddr
-	}
-	c.key = "ip:" + ip
+	c.key = "ip:" + c.ip
 	return c
 }
 

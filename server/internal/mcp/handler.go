@@ -283,6 +283,9 @@ type caller struct {
 	// authorization is the request's Authorization value, when the
 	// listener's fast path read it (nil otherwise: see header).
 	authorization []byte
+	// ip, when set, is the client's address without its port (the fast
+	// path's; see remoteAddr).
+	ip string
 	// prep, when set, is told of a tool call answered from the REST
 	// handler's kept answers (the fast path keeps it: preparedCalls).
 	prep *preparedNote
