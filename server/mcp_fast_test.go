@@ -15,31 +15,13 @@ func mcpReq(body string, extra ...string) string {
 	return apiReq("POST", "/mcp", append([]string{fmt.Sprintf("Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n", len(body))}, extra...)...) + body
 }
 
-// withID is msg, a message with "id":1, with id instead.
-func withID(msg, id string) string { return strings.Replace(msg, `"id":1`, `"id":`+id, 1) }
-
-// The fast path answers the MCP endpoint's reads (initialize, ping,
-// tools/list, tools/call of a read-only tool, with a key or without)
-// exactly as net/http and the handler do, and hands everything else to
-// net/http: a table of requests sent to a server with the fast path and
-// to one without, in the same order on the same clock.
-func TestMCPFastPathMatchesNetHTTP(t *testing.T) {
-	p := startFastPair(t, map[string]ratelimit.Policy{"search": {PerSecond: 1, Burst: 1000}})
-	keys := map[*testserver.Server]string{p.slow: p.slow.Key(t, "read", "quote"), p.fast: p.fast.Key(t, "read", "quote")}
-	call := func(tool, args string) string {
-		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}}`
-	}
-	search := call("search_domains", `{"q":"acme","tldAllowlist":["com","dev","io"]}`)
-	key := "Authorization: Bearer {key}\r\n"
+// preparedCases are the keyed search again with ids of every kind, and
+// with its arguments in another order or spacing: answered from prepared
+// answers with the message's own id, or by net/http when the id is not a
+// string or a number.
+func preparedCases(search string, call func(tool, args string) string, key string) []fastCase {
 	one := []bool{false}
-	cases := []fastCase{
-		{name: "initialize", raw: mcpReq(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`), heads: one, fast: 1},
-		{name: "ping", raw: mcpReq(`{"jsonrpc":"2.0","id":"a","method":"ping"}`, "MCP-Protocol-Version: 2025-03-26\r\n"), heads: one, fast: 1},
-		{name: "tools/list", raw: mcpReq(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`), heads: one, fast: 1},
-		{name: "search", raw: mcpReq(search), heads: one, fast: 1},
-		{name: "search again", raw: mcpReq(search), heads: one, fast: 1},
-		{name: "search with a key", raw: mcpReq(search, key), heads: one, fast: 1},
-		{name: "search with a key again, pipelined", raw: mcpReq(search, key) + mcpReq(search, key), heads: []bool{false, false}, fast: 2},
+	return []fastCase{
 		// The same message with ids of every kind, answered from the
 		// prepared answer with the message's own id.
 		{name: "search with a key, id 0", raw: mcpReq(withID(search, `0`), key), heads: one, fast: 1},
@@ -68,6 +50,37 @@ func TestMCPFastPathMatchesNetHTTP(t *testing.T) {
 		{name: "an id among the arguments", raw: mcpReq(`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"search_domains","arguments":{"q":"acme","id":5}},"id":2}`, key), heads: one, fast: 1},
 		{name: "an id among the arguments again", raw: mcpReq(`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"search_domains","arguments":{"q":"acme","id":5}},"id":3}`, key), heads: one, fast: 1},
 		{name: "search without a key, another id", raw: mcpReq(withID(search, `"anon"`)), heads: one, fast: 1},
+	}
+}
+
+// withID is msg, a message with "id":1, with id instead.
+func withID(msg, id string) string { return strings.Replace(msg, `"id":1`, `"id":`+id, 1) }
+
+// The fast path answers the MCP endpoint's reads (initialize, ping,
+// tools/list, tools/call of a read-only tool, with a key or without)
+// exactly as net/http and the handler do, and hands everything else to
+// net/http: a table of requests sent to a server with the fast path and
+// to one without, in the same order on the same clock.
+func TestMCPFastPathMatchesNetHTTP(t *testing.T) {
+	p := startFastPair(t, map[string]ratelimit.Policy{"search": {PerSecond: 1, Burst: 1000}})
+	keys := map[*testserver.Server]string{p.slow: p.slow.Key(t, "read", "quote"), p.fast: p.fast.Key(t, "read", "quote")}
+	call := func(tool, args string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}}`
+	}
+	search := call("search_domains", `{"q":"acme","tldAllowlist":["com","dev","io"]}`)
+	key := "Authorization: Bearer {key}\r\n"
+	one := []bool{false}
+	cases := []fastCase{
+		{name: "initialize", raw: mcpReq(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`), heads: one, fast: 1},
+		{name: "ping", raw: mcpReq(`{"jsonrpc":"2.0","id":"a","method":"ping"}`, "MCP-Protocol-Version: 2025-03-26\r\n"), heads: one, fast: 1},
+		{name: "tools/list", raw: mcpReq(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`), heads: one, fast: 1},
+		{name: "search", raw: mcpReq(search), heads: one, fast: 1},
+		{name: "search again", raw: mcpReq(search), heads: one, fast: 1},
+		{name: "search with a key", raw: mcpReq(search, key), heads: one, fast: 1},
+		{name: "search with a key again, pipelined", raw: mcpReq(search, key) + mcpReq(search, key), heads: []bool{false, false}, fast: 2},
+	}
+	cases = append(cases, preparedCases(search, call, key)...)
+	cases = append(cases, []fastCase{
 		{name: "estimate with a key", raw: mcpReq(call("estimate", `{"workload":"database_backed_app"}`), key), heads: one, fast: 1},
 		{name: "arguments refused", raw: mcpReq(call("search_domains", `{"nope":1}`), key), heads: one, fast: 1},
 		{name: "estimate", raw: mcpReq(call("estimate", `{"workload":"static_site"}`)), heads: one, fast: 1},
@@ -93,7 +106,7 @@ func TestMCPFastPathMatchesNetHTTP(t *testing.T) {
 		{name: "close", raw: mcpReq(search, "Connection: close\r\n"), heads: one, fast: 1},
 		{name: "over TLS", raw: mcpReq(search, key), heads: one, tls: true, fast: 1},
 		{name: "GET", raw: apiReq("GET", "/mcp"), heads: one},
-	}
+	}...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { p.run(t, c, keys) })
 	}
