@@ -154,3 +154,32 @@ func TestMCPPreparedAnswersAreRateLimited(t *testing.T) {
 		t.Fatalf("the fourth message: %d %s", r.Status, r.Body)
 	}
 }
+
+// Behind a trusted proxy each client forwarded has its own mcp bucket on
+// the fast path, as on net/http's path: the client clientaddr resolves,
+// not the proxy's address.
+func TestMCPFastPathBucketsByForwardedClient(t *testing.T) {
+	ts := start(t, server.Config{TrustedProxies: []string{"127.0.0.1/32"},
+		RateLimits: map[string]server.RateLimit{"mcp": {PerSecond: 0.001, Burst: 2}}})
+	const ping = `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	send := func(client string) int {
+		raw := strings.ReplaceAll(mcpReq(ping, "X-Forwarded-For: "+client+"\r\n"), "{host}", ts.Addr())
+		as, _ := apiExchange(t, ts.Addr(), false, raw, 0, false)
+		if len(as) != 1 {
+			t.Fatalf("no answer: %v", as)
+		}
+		return as[0].Status
+	}
+	before := ts.APIFastAnswers()
+	for i, want := range []int{200, 200, 429} {
+		if got := send("198.51.100.1"); got != want {
+			t.Fatalf("client A's message %d: %d, want %d", i+1, got, want)
+		}
+	}
+	if got := send("198.51.100.2"); got != 200 {
+		t.Fatalf("client B's first message: %d, as if A's bucket were B's", got)
+	}
+	if n := ts.APIFastAnswers() - before; n != 3 {
+		t.Fatalf("%d answers on the fast path, want 3", n)
+	}
+}
