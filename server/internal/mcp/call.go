@@ -144,7 +144,7 @@ func (c caller) noteKept(t *compiledTool, rs *requestShape, result []byte) {
 // else with ServeHTTP.
 func (h *Handler) serveREST(ctx context.Context, t *compiledTool, rs *requestShape, kept *keptShape, readOnly bool, header http.Header, c caller) (status int, contentType string, body []byte, err error) {
 	if readOnly && rs.keptPath != nil {
-		if body, ok := h.answerKept(nil, t, rs, header, c); ok {
+		if body, ok := h.answerKept(t, rs, header, c); ok {
 			if c.prep != nil {
 				c.prep.rest = body
 			}
@@ -179,9 +179,7 @@ type keptAnswerer interface {
 // taken from the caller's bucket (its key's, or its address's) as
 // ServeHTTP would. ok is false for everything else, which ServeHTTP then
 // answers.
-//
-// scratch is room for the REST handler's head, which is not used.
-func (h *Handler) answerKept(scratch []byte, t *compiledTool, rs *requestShape, header http.Header, c caller) (body []byte, ok bool) {
+func (h *Handler) answerKept(t *compiledTool, rs *requestShape, header http.Header, c caller) (body []byte, ok bool) {
 	ka, isKA := h.rest.(keptAnswerer)
 	if !isKA {
 		return nil, false
@@ -193,7 +191,8 @@ func (h *Handler) answerKept(scratch []byte, t *compiledTool, rs *requestShape, 
 			return nil, false
 		}
 	}
-	q := &httpapi.KeptRequest{Method: t.Method, Path: rs.keptPath, Query: rs.keptQuery, Body: rs.body, ClientIP: ip, Authorization: c.authorization}
+	q := &httpapi.KeptRequest{Method: t.Method, Path: rs.keptPath, Query: rs.keptQuery, Body: rs.body, ClientIP: ip, Authorization: c.authorization,
+		BodyOnly: true}
 	if q.Authorization == nil {
 		// As request sends it: the first value, when not empty.
 		if a := header.Get("Authorization"); a != "" {
@@ -203,7 +202,7 @@ func (h *Handler) answerKept(scratch []byte, t *compiledTool, rs *requestShape, 
 	if rs.body != nil {
 		q.ContentType = jsonType
 	}
-	_, body, ok = ka.AnswerKept(scratch, q)
+	_, body, ok = ka.AnswerKept(nil, q)
 	if ok && q.Authorization != nil && c.cred != nil {
 		// AnswerKept answers a keyed read for a live API key only
 		// (httpapi's liveKey), which the REST chain's Authenticate takes

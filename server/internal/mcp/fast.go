@@ -61,7 +61,7 @@ func (h *Handler) AnswerFast(dst []byte, q *FastRequest) (head, body []byte, ok 
 		return dst, nil, false
 	}
 	if p != nil {
-		body, ok = h.answerPrepared(dst[len(dst):], q.Scratch[:0], p, id, c)
+		body, ok = h.answerPrepared(q.Scratch[:0], p, id, c)
 		if !ok && !scanMessage(msg, &m) {
 			return dst, nil, false // never: msg is a message scanned before but for its id
 		}

@@ -118,11 +118,10 @@ func (pc *preparedCalls) keep(msg []byte, m *rpcMessage, n *preparedNote) {
 
 // answerPrepared answers p's message with id from the REST handler's
 // kept answer, as call would, appending the body (the JSON-RPC response
-// and a newline) to dst; scratch is room for the REST handler's head,
-// which is not sent. ok is false, with nothing taken from any bucket,
+// and a newline) to dst. ok is false, with nothing taken from any bucket,
 // when the REST handler does not answer the call so.
-func (h *Handler) answerPrepared(scratch, dst []byte, p *preparedCall, id []byte, c caller) (body []byte, ok bool) {
-	rest, ok := h.answerKept(scratch, p.tool, p.rs, nil, c)
+func (h *Handler) answerPrepared(dst []byte, p *preparedCall, id []byte, c caller) (body []byte, ok bool) {
+	rest, ok := h.answerKept(p.tool, p.rs, nil, c)
 	if !ok {
 		return nil, false
 	}
