@@ -82,7 +82,7 @@ run() {
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
-echo "wrk -t1 -c$CONNS -d$DURATION, $REPEAT rounds, order alternating; pier on CPU 0, wrk on CPU 1; medians (a ratio is the median of the rounds')"
+echo "wrk -t1 -c$CONNS -d$DURATION, $REPEAT rounds, order alternating; pier on CPU 0, wrk on CPU 1; medians (a ratio is the median of the rounds'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-22s %10s %10s %9s %9s %9s %12s\n' case "mcp req/s" "rest req/s" "mcp/rest" "mcp µs" "rest µs" "cpu rest/mcp"
 for kind in key anon; do
   mr=() rr=() mc=() rc=() ratio=() cratio=()
@@ -105,4 +105,5 @@ for kind in key anon; do
   result "MCP tools/call vs REST over HTTP, $label search_domains (wrk -c$CONNS)" "$m" "$r" "$q" "req/s"
   result "MCP tools/call vs REST over HTTP, $label search_domains, server CPU per request (ratio rest/mcp)" "$md" "$rd" "$cq" "µs/req"
 done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 grep -E "Non-2xx|Socket errors" "$tmp/wrk.log" && { echo "errors during the run"; exit 1; } || true

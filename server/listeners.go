@@ -375,9 +375,11 @@ func (s *Server) apiRead(dst []byte, q *fastpath.APIRequest) (head, body []byte,
 		if s.mcp == nil || q.Query != nil {
 			return dst, nil, false
 		}
-		head, body, ok = s.mcp.AnswerFast(dst, &mcp.FastRequest{Accept: q.Accept, ContentType: q.ContentType,
+		fr := mcp.FastRequest{Accept: q.Accept, ContentType: q.ContentType,
 			Authorization: q.AuthorizationValue, ProtocolVersion: q.MCPProtocolVersion, Origin: q.Origin, Body: q.Body,
-			RemoteAddr: q.RemoteAddr, Host: q.Host})
+			RemoteAddr: q.RemoteAddr, Host: q.Host, ClientIP: q.ClientIP, Scratch: q.Scratch}
+		head, body, ok = s.mcp.AnswerFast(dst, &fr)
+		q.Scratch = fr.Scratch
 	} else {
 		head, body, ok = s.api.AnswerKept(dst, &httpapi.KeptRequest{Method: q.Method, Path: q.Path, Query: q.Query,
 			Accept: q.Accept, ContentType: q.ContentType, Authorization: q.AuthorizationValue, Body: q.Body, ClientIP: q.ClientIP, Refusals: true})

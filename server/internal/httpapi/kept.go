@@ -40,6 +40,9 @@ type KeptRequest struct {
 	// listener's fast path). Without it a refused request is not
 	// answered (ok false), and the chain answers it.
 	Refusals bool
+	// BodyOnly: the caller uses the body alone (an MCP tool call), so
+	// no head is made; dst comes back as it was.
+	BodyOnly bool
 }
 
 // mayKeep lists rt among the routes AnswerKept answers: pure or versioned
@@ -140,6 +143,9 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 		head, body := refusal(dst, op.ID, d)
 		return head, body, true
 	}
+	if q.BodyOnly {
+		return dst, k.body, true
+	}
 	head, body = keptAnswer(dst, k, d, limited)
 	return head, body, true
 }
@@ -159,6 +165,9 @@ func (h *Handler) remakeAsked(dst []byte, rt *route, key string, version uint64,
 	k, ok := h.remake(rt, key, version, q, caller)
 	if !ok {
 		return dst, nil, false
+	}
+	if q.BodyOnly {
+		return dst, k.body, true
 	}
 	head, body = keptAnswer(dst, k, d, limited)
 	return head, body, true

@@ -117,22 +117,37 @@ func (h *Handler) call(ctx context.Context, dst []byte, t *compiledTool, raw jso
 		return nil, err
 	}
 	if key != "" && kept.answered(status, ct, body) {
+		c.noteKept(t, rs, kept.result)
 		return append(dst, kept.result...), nil
 	}
 	start := len(dst)
 	dst = toolResult(dst, status, ct, body)
 	if key != "" && len(body) <= maxKeptAnswer {
-		h.shapes.put(key, &keptShape{rs: rs, status: status, contentType: ct, rest: body, result: bytes.Clone(dst[start:])})
+		result := bytes.Clone(dst[start:])
+		h.shapes.put(key, &keptShape{rs: rs, status: status, contentType: ct, rest: body, result: result})
+		c.noteKept(t, rs, result)
 	}
 	return dst, nil
 }
 
+// noteKept completes c's note of a call answered from the REST handler's
+// kept answers (answerKept) with the result made of it, which nothing
+// changes.
+func (c caller) noteKept(t *compiledTool, rs *requestShape, result []byte) {
+	if c.prep != nil && c.prep.rest != nil {
+		c.prep.tool, c.prep.rs, c.prep.result = t, rs, result
+	}
+}
+
 // serveREST answers the REST request rs stands for: from the REST
-// handler's kept answers for an anonymous call of a read-only tool when
-// it has one, else with ServeHTTP.
+// handler's kept answers for a call of a read-only tool when it has one,
+// else with ServeHTTP.
 func (h *Handler) serveREST(ctx context.Context, t *compiledTool, rs *requestShape, kept *keptShape, readOnly bool, header http.Header, c caller) (status int, contentType string, body []byte, err error) {
-	if readOnly && header.Get("Authorization") == "" {
-		if body, ok := h.answerKept(t, rs, c); ok {
+	if readOnly && rs.keptPath != nil {
+		if body, ok := h.answerKept(t, rs, header, c); ok {
+			if c.prep != nil {
+				c.prep.rest = body
+			}
 			return http.StatusOK, "application/json", body, nil
 		}
 	}
@@ -159,27 +174,45 @@ type keptAnswerer interface {
 	AnswerKept(dst []byte, q *httpapi.KeptRequest) (head, body []byte, ok bool)
 }
 
-// answerKept answers an anonymous call of a read-only tool from the REST
-// handler's kept answers, when it has one: the 200 body ServeHTTP would
-// answer, taken from the caller's bucket as ServeHTTP would. ok is false
-// for everything else, which ServeHTTP then answers.
-func (h *Handler) answerKept(t *compiledTool, rs *requestShape, c caller) (body []byte, ok bool) {
+// answerKept answers a call of a read-only tool from the REST handler's
+// kept answers, when it has one: the 200 body ServeHTTP would answer,
+// taken from the caller's bucket (its key's, or its address's) as
+// ServeHTTP would. ok is false for everything else, which ServeHTTP then
+// answers.
+func (h *Handler) answerKept(t *compiledTool, rs *requestShape, header http.Header, c caller) (body []byte, ok bool) {
 	ka, isKA := h.rest.(keptAnswerer)
-	if !isKA || rs.url.RawPath != "" {
+	if !isKA {
 		return nil, false
 	}
-	ip, _, err := net.SplitHostPort(c.remoteAddr)
-	if err != nil {
-		return nil, false
+	ip := c.ip
+	if ip == "" {
+		var err error
+		if ip, _, err = net.SplitHostPort(c.remoteAddr); err != nil {
+			return nil, false
+		}
 	}
-	q := &httpapi.KeptRequest{Method: t.Method, Path: []byte(rs.url.Path), Query: []byte(rs.url.RawQuery), Body: rs.body, ClientIP: ip}
+	q := &httpapi.KeptRequest{Method: t.Method, Path: rs.keptPath, Query: rs.keptQuery, Body: rs.body, ClientIP: ip, Authorization: c.authorization,
+		BodyOnly: true}
+	if q.Authorization == nil {
+		// As request sends it: the first value, when not empty.
+		if a := header.Get("Authorization"); a != "" {
+			q.Authorization = []byte(a)
+		}
+	}
 	if rs.body != nil {
-		q.ContentType = []byte("application/json")
+		q.ContentType = jsonType
 	}
-	var scratch [256]byte
-	_, body, ok = ka.AnswerKept(scratch[:0], q)
+	_, body, ok = ka.AnswerKept(nil, q)
+	if ok && q.Authorization != nil && c.cred != nil {
+		// AnswerKept answers a keyed read for a live API key only
+		// (httpapi's liveKey), which the REST chain's Authenticate takes
+		// too: the credential is proven.
+		c.cred.done = true
+	}
 	return body, ok
 }
+
+var jsonType = []byte("application/json")
 
 // decodeArguments reads the arguments object, keeping numbers as written so
 // that a query parameter or body field carries exactly what was sent.
@@ -210,6 +243,10 @@ type requestShape struct {
 	url    *url.URL // target, parsed
 	header http.Header
 	body   []byte // nil when the operation takes no body
+	// keptPath and keptQuery are the target as the REST handler's kept
+	// answers are asked for it (answerKept); keptPath is nil when they
+	// cannot be (a header argument, a path that needs decoding).
+	keptPath, keptQuery []byte
 }
 
 func (t *compiledTool) shape(args map[string]any) (*requestShape, error) {
@@ -244,6 +281,9 @@ func (t *compiledTool) shape(args map[string]any) (*requestShape, error) {
 		return nil, err
 	}
 	rs.url = u
+	if len(rs.header) == 0 && u.RawPath == "" {
+		rs.keptPath, rs.keptQuery = []byte(u.Path), []byte(u.RawQuery)
+	}
 	if t.hasBody {
 		b, err := json.Marshal(body)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/actions"
@@ -86,9 +87,12 @@ type Handler struct {
 	limit     int64
 	tools     map[string]*compiledTool
 	shapes    *shapeCache
-	limiter   *ratelimit.Limiter
-	maxBatch  int
-	maxBatchB int64
+	prepared  *preparedCalls
+	// preparedAnswers counts the calls answered from prepared.
+	preparedAnswers atomic.Int64
+	limiter         *ratelimit.Limiter
+	maxBatch        int
+	maxBatchB       int64
 	// initializeResult and toolsList are encoded once: they never change.
 	initializeResult []byte
 	toolsList        []byte
@@ -121,6 +125,7 @@ func New(cfg Config) (*Handler, error) {
 		origins:   map[string]bool{},
 		tools:     map[string]*compiledTool{},
 		shapes:    newShapeCache(4096),
+		prepared:  newPreparedCalls(4096),
 		limiter:   cfg.Limiter,
 		maxBatch:  cfg.MaxBatch,
 		maxBatchB: cfg.MaxBatchBytes,
@@ -275,6 +280,15 @@ type caller struct {
 	key string
 	// cred, when set, is the credential check a lone message defers.
 	cred *credCheck
+	// authorization is the request's Authorization value, when the
+	// listener's fast path read it (nil otherwise: see header).
+	authorization []byte
+	// ip, when set, is the client's address without its port (the fast
+	// path's; see remoteAddr).
+	ip string
+	// prep, when set, is told of a tool call answered from the REST
+	// handler's kept answers (the fast path keeps it: preparedCalls).
+	prep *preparedNote
 }
 
 // credCheck is the credential check of a lone message, deferred so that

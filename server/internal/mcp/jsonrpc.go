@@ -245,6 +245,12 @@ func (h *Handler) handleMessage(ctx context.Context, raw json.RawMessage, header
 		}
 		badParams = true
 	}
+	return h.handleDecoded(ctx, &m, badParams, header, c)
+}
+
+// handleDecoded is handleMessage once the message is decoded into m;
+// badParams says its params had a member of the wrong type.
+func (h *Handler) handleDecoded(ctx context.Context, m *rpcMessage, badParams bool, header http.Header, c caller) (answer []byte, invalid string, unauthenticated bool) {
 	id := m.ID
 	if len(id) > 0 && !validID(id) {
 		return nil, "id must be a string or a number", false
@@ -306,14 +312,15 @@ func objectOrNull(raw json.RawMessage) bool {
 }
 
 // validID accepts what MCP allows as a request id: a string or a number.
+// id is a value of a message whose syntax was checked (by decodeMessage,
+// or json.Unmarshal), so its first byte tells its kind.
 func validID(id json.RawMessage) bool {
+	if len(id) == 0 {
+		return false
+	}
 	switch id[0] {
-	case '"':
-		var s string
-		return json.Unmarshal(id, &s) == nil
-	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		var n json.Number
-		return json.Unmarshal(id, &n) == nil
+	case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return true
 	}
 	return false
 }

@@ -1,8 +1,6 @@
 package mcp
 
 import (
-	"bytes"
-
 	"github.com/pierhq/pier/server/internal/cache"
 )
 
@@ -59,5 +57,5 @@ func (c *shapeCache) put(key string, k *keptShape) {
 
 // answered reports whether the kept result encodes this REST answer.
 func (k *keptShape) answered(status int, contentType string, body []byte) bool {
-	return k.result != nil && k.status == status && k.contentType == contentType && bytes.Equal(k.rest, body)
+	return k.result != nil && k.status == status && k.contentType == contentType && sameAnswer(k.rest, body)
 }

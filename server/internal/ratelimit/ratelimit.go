@@ -118,22 +118,25 @@ func (l *Limiter) Allow(class, caller string) (Decision, bool) {
 		return Decision{Allowed: true}, false
 	}
 	now := l.now()
-	key := class + "\x00" + caller
 	if l.Shared != nil {
 		// PostgreSQL text holds no NUL: the shared key uses a space.
 		if d, err := l.allowShared(class+" "+caller, p, now); err == nil {
 			return d, true
 		}
 	}
+	// The bucket's key, class NUL caller, made on the stack: the map is
+	// read without allocating it, and only a new bucket keeps a copy.
+	var kb [64]byte
+	key := append(append(append(kb[:0], class...), 0), caller...)
 
 	l.mu.Lock()
 	if now.Sub(l.lastGC) > time.Minute {
 		l.gc(now)
 	}
-	b, ok := l.buckets[key]
+	b, ok := l.buckets[string(key)]
 	if !ok {
 		b = &bucket{lim: rate.NewLimiter(rate.Limit(p.PerSecond), p.Burst)}
-		l.buckets[key] = b
+		l.buckets[string(key)] = b
 	}
 	b.seen = now
 	allowed := b.lim.AllowN(now, 1)

@@ -49,6 +49,12 @@ type APIRequest struct {
 	ClientIP, RemoteAddr, Host string
 	// TLS is set for a request over TLS.
 	TLS bool
+	// Scratch is the connection's buffer for a body made for this answer
+	// (appended to from Scratch[:0]): an answerer that makes its body
+	// there sets Scratch to the buffer it made it in, which the
+	// connection keeps for its next answer. The body is copied or written
+	// before APIRead is called again on the connection.
+	Scratch []byte
 }
 
 // apiReq is what parseAPI reads of a request.
@@ -211,9 +217,13 @@ func (cs *conn) apiRead(n int) (handled, close bool, err error) {
 	q := APIRequest{Method: r.method, Path: path, Query: query, Accept: nilIfAbsent(r.accept, r.accepts),
 		ContentType: nilIfAbsent(r.ctype, r.ctypes), Authorization: r.auth, AuthorizationValue: nilIfAbsent(r.authz, r.authzs),
 		MCPProtocolVersion: nilIfAbsent(r.mcpv, r.mcpvs), Origin: r.origins > 0,
-		Body: all[n:], ClientIP: clientFor(cs.l.cfg.Trusted, cs.tcp, ip, r.xff), RemoteAddr: remote, Host: cs.host, TLS: cs.tls}
+		Body: all[n:], ClientIP: clientFor(cs.l.cfg.Trusted, cs.tcp, ip, r.xff), RemoteAddr: remote, Host: cs.host, TLS: cs.tls,
+		Scratch: cs.scratch[:0]}
 	at := len(cs.out)
 	out, body, ok := cfg.APIRead(cs.out, &q)
+	if cap(q.Scratch) <= maxScratch {
+		cs.scratch = q.Scratch
+	}
 	if !ok {
 		return false, false, nil
 	}
@@ -238,6 +248,10 @@ func (cs *conn) apiRead(n int) (handled, close bool, err error) {
 	}
 	return true, close, nil
 }
+
+// maxScratch bounds the buffer a connection keeps for bodies made for
+// its answers (APIRequest.Scratch).
+const maxScratch = 64 << 10
 
 func nilIfAbsent(v []byte, count int) []byte {
 	if count == 0 {

@@ -284,6 +284,8 @@ type conn struct {
 	// address once known and remote with its port.
 	apiReq     apiReq
 	ip, remote string
+	// scratch is where APIRead may make a body (APIRequest.Scratch).
+	scratch []byte
 }
 
 // request is one parsed head.
