@@ -186,8 +186,10 @@ type groupCommit struct {
 	leading bool
 }
 
-// maxGroup bounds one transaction's writes.
-const maxGroup = 64
+// maxGroup bounds one transaction's writes: 256 small files is some
+// 300 KiB of pages, and four times fewer COMMITs than 64 when uploads
+// queue up behind each other.
+const maxGroup = 256
 
 func (g *groupCommit) write(ctx context.Context, s *Store, ws ...*blobWrite) error {
 	for _, w := range ws {

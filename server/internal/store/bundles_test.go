@@ -278,18 +278,18 @@ var bundlesCases = []storeCase{
 		}
 	}},
 	{"a call of more writes than one INSERT takes", func(t *testing.T, w world) {
-		// 150 writes cross the 64 rows of one multi-row INSERT (and of
+		// 300 writes cross the 256 rows of one multi-row INSERT (and of
 		// one group commit on SQLite). Some contents were uploaded
 		// before, one was lost since, and two are named twice: one next
 		// to its twin, one whose twin sorts into the next INSERT.
 		bundles := w.st.Bundles()
 		content := func(i int) string { return fmt.Sprintf("many %d", i) }
-		shas := make([]string, 148)
+		shas := make([]string, 298)
 		for i := range shas {
 			shas[i] = hashOf(content(i))
 		}
 		sorted := slices.Sorted(slices.Values(shas))
-		across, beside := slices.Index(shas, sorted[63]), slices.Index(shas, sorted[100])
+		across, beside := slices.Index(shas, sorted[255]), slices.Index(shas, sorted[100])
 		for i := 0; i < len(shas); i += 10 {
 			_, err := bundles.PutOrgBlob(ctx, w.org, shas[i], []byte(content(i)), t0)
 			must(t, err)
