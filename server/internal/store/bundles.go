@@ -392,7 +392,8 @@ func (db Bundles) HasBlob(ctx context.Context, sha string) (bool, error) {
 // for as long as the count stays what it was.
 func (db Bundles) Losses(ctx context.Context) (int64, error) {
 	var n int64
-	err := db.ex.QueryRowContext(ctx, `SELECT n FROM blob_losses WHERE id = 1`).Scan(&n)
+	// Prepared: a digest upload reads it once per group of contents.
+	err := db.queryRowPrepared(ctx, `SELECT n FROM blob_losses WHERE id = 1`).Scan(&n)
 	return n, err
 }
 
