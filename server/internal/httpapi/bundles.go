@@ -173,7 +173,7 @@ func blobWire(b service.Blob) models.Blob {
 // Batches are stored as they arrive, a group at a time: a body cut short
 // leaves what fully arrived stored.
 const (
-	batchGroup      = 64
+	batchGroup      = 256
 	batchGroupBytes = 1 << 20
 )
 

@@ -367,14 +367,22 @@ func CheckBlob(field, sha string, data []byte) *apierr.Error {
 // as the organisation's, in one go; storing again what is there changes
 // nothing. It returns each content's answer.
 func (s *Bundles) PutBlobs(ctx context.Context, p *auth.Principal, contents []store.BlobContent) ([]Blob, error) {
+	// The loss count before the write: what it stores is known as of it.
+	losses, err := s.store.Bundles().Losses(ctx)
+	if err != nil {
+		return nil, apierr.Internal(err)
+	}
 	had, err := s.store.Bundles().PutOrgBlobs(ctx, p.OrgID, contents, s.Now())
 	if err != nil {
 		return nil, apierr.Internal(err)
 	}
 	out := make([]Blob, len(contents))
+	stored := make(map[string]int64, len(contents))
 	for i, c := range contents {
 		out[i] = Blob{SHA256: c.SHA256, Size: len(c.Data), AlreadyUploaded: had[i]}
+		stored[c.SHA256] = int64(len(c.Data))
 	}
+	s.known.add(p.OrgID, losses, stored)
 	return out, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"sort"
 
 	"github.com/pierhq/pier/server/internal/apierr"
@@ -36,6 +37,7 @@ type ManifestIntake struct {
 	st       store.Bundles
 	orgID    string
 	losses   int64
+	known    *knownBlobs
 	seeds    [2]maphash.Seed
 	n        int
 	total    int64
@@ -63,17 +65,18 @@ type ManifestIntake struct {
 // A failure to start is answered when the manifest is used.
 func (s *Bundles) NewManifest(ctx context.Context, p *auth.Principal, upload bool) *ManifestIntake {
 	m := &ManifestIntake{ctx: ctx, st: s.store.Bundles(), orgID: p.OrgID, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
-		paths: map[[2]uint64]struct{}{}, contents: map[[2]uint64]int64{}}
-	if !upload {
-		return m
-	}
+		paths: map[[2]uint64]struct{}{}, contents: map[[2]uint64]int64{}, known: s.known}
 	// Contents are looked up as entries come: the bundle is recorded as
-	// checked at the loss count read before.
+	// checked at the loss count read before, and what is known of them
+	// (knownBlobs) is as of it.
 	losses, err := m.st.Losses(ctx)
 	if err != nil {
 		m.err = apierr.Internal(err)
 	}
-	m.losses, m.w = losses, newPageWriter(ctx, m.st, s.Now())
+	m.losses = losses
+	if upload {
+		m.w = newPageWriter(ctx, m.st, s.Now())
+	}
 	return m
 }
 
@@ -193,14 +196,15 @@ func (m *ManifestIntake) lookUp() {
 	if len(m.pending) == 0 || m.err != nil || len(m.problems) > 0 {
 		return
 	}
-	shas := make([]string, len(m.fresh))
-	for i, f := range m.fresh {
-		shas[i] = f.SHA256
-	}
-	sizes, err := m.st.OrgBlobSizes(m.ctx, m.orgID, shas)
-	if err != nil {
-		m.err = apierr.Internal(err)
-		return
+	sizes := make(map[string]int64, len(m.fresh))
+	if shas := m.known.lookUp(m.orgID, m.losses, m.fresh, sizes); len(shas) > 0 {
+		found, err := m.st.OrgBlobSizes(m.ctx, m.orgID, shas)
+		if err != nil {
+			m.err = apierr.Internal(err)
+			return
+		}
+		m.known.add(m.orgID, m.losses, found)
+		maps.Copy(sizes, found)
 	}
 	m.distinct += len(m.fresh)
 	for _, f := range m.fresh {

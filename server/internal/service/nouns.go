@@ -111,6 +111,7 @@ type Bundles struct {
 	projects interface {
 		checkBundleQuota(ctx context.Context, orgID string, addBytes int64) error
 	}
+	known *knownBlobs
 }
 
 // Domains searches, lists and transfers out domains.

@@ -157,7 +157,7 @@ func New(cfg Config) *Service {
 		mail: mail, meter: meter, projects: books, quotes: quotes, runs: runs, tasks: tasks}
 	projects := &Projects{store: st, timing: clock, links: url, projectBooks: books, Zones: zones, databases: cfg.Databases,
 		launches: launches, meter: meter}
-	bundles := &Bundles{store: st, timing: clock, projects: books}
+	bundles := &Bundles{store: st, timing: clock, projects: books, known: newKnownBlobs()}
 	// A decided quote gate resumes the launches that wait on it.
 	approvals.onDecision = append(approvals.onDecision, launches.resumeWaitingLaunches)
 	return &Service{timing: clock, links: url, previews: pv,

@@ -277,6 +277,15 @@ var bundlesCases = []storeCase{
 			t.Fatalf("missing %v", missing)
 		}
 	}},
+	{"a call of more writes than one INSERT takes", func(t *testing.T, w world) {
+		// 300 writes cross the 256 rows of one multi-row INSERT (and of
+		// one group commit on SQLite), and two contents are named twice:
+		// one next to its twin, one whose twin sorts into the next
+		// INSERT. First all new; then some uploaded before and one lost
+		// since, which writes them one at a time.
+		manyWrites(t, w, "new", false)
+		manyWrites(t, w, "some there", true)
+	}},
 	{"concurrent uploads all commit, each told its own answer", func(t *testing.T, w world) {
 		// As a digest upload sends them: many at once, each content
 		// twice, singly and in groups (together, on SQLite).
@@ -411,4 +420,48 @@ var bundlesCases = []storeCase{
 			t.Fatalf("get forms with the object store down: %v", err)
 		}
 	}},
+}
+
+func manyWrites(t *testing.T, w world, name string, someThere bool) {
+	t.Helper()
+	bundles := w.st.Bundles()
+	content := func(i int) string { return fmt.Sprintf("%s %d", name, i) }
+	shas := make([]string, 298)
+	order := make([]int, len(shas))
+	for i := range shas {
+		shas[i], order[i] = hashOf(content(i)), i
+	}
+	sorted := slices.Sorted(slices.Values(shas))
+	order = append(order, slices.Index(shas, sorted[255]), slices.Index(shas, sorted[100]))
+	there := func(i int) bool { return someThere && i%10 == 0 && i != 20 }
+	for i := 0; someThere && i < len(shas); i += 10 {
+		_, err := bundles.PutOrgBlob(ctx, w.org, shas[i], []byte(content(i)), t0)
+		must(t, err)
+	}
+	if _, err := w.st.DB().Exec(fmt.Sprintf(`DELETE FROM blobs WHERE sha256 = '%s'`, shas[20])); err != nil {
+		t.Fatal(err)
+	}
+	var contents []store.BlobContent
+	var want []bool
+	for n, i := range order {
+		contents = append(contents, store.BlobContent{SHA256: shas[i], Data: []byte(content(i))})
+		want = append(want, n >= len(shas) || there(i))
+	}
+	had, err := bundles.PutOrgBlobs(ctx, w.org, contents, t0)
+	if err != nil || !slices.Equal(had, want) {
+		t.Fatalf("%s: had %v, want %v, %v", name, had, want, err)
+	}
+	sizes, err := bundles.OrgBlobSizes(ctx, w.org, shas)
+	if err != nil || len(sizes) != len(shas) {
+		t.Fatalf("%s: %d of %d recorded, %v", name, len(sizes), len(shas), err)
+	}
+	for i, sha := range shas {
+		if b, err := bundles.Blob(ctx, sha); err != nil || string(b) != content(i) || sizes[sha] != int64(len(b)) {
+			t.Fatalf("%s: blob %d: %q (size %d) %v", name, i, b, sizes[sha], err)
+		}
+	}
+	again, err := bundles.PutOrgBlobs(ctx, w.org, contents, t0)
+	if err != nil || slices.Contains(again, false) {
+		t.Fatalf("%s: a retry wrote again: %v, %v", name, again, err)
+	}
 }
