@@ -2,14 +2,16 @@
 # Digest deploys with the CLI exec'd as a user runs it: `pier launch DIR`
 # of a site of N files of 1 KiB (folders of 100, an index.html among them)
 # against one `pier server` (SQLite, the local CA) on loopback, timed until
-# its preview host answers the site's index over HTTPS with 200 (curl,
-# trusting only the server's CA); then ROUNDS times one file changed and
+# its preview host answers the site's index over HTTPS with 200
+# (bench/httpwait, one kept connection trusting only the server's CA;
+# CURL=1 for an exec'd curl a poll, as before 2026-11-27); then ROUNDS times one file changed and
 # `pier launch DIR` again, timed until that file answers with its new
 # content. The CLI keeps its digest cache under PIER_CACHE_DIR, as under
 # the user's cache directory.
 #
 #   bash bench/deploys.sh                      # 1,000, 20,000 and 100,000 files
 #   SIZES="1000 20000" ROUNDS=5 bash bench/deploys.sh
+#   CURL=1 SIZES=1000 bash bench/deploys.sh   # wait with curl, as before
 #   RESULTS=file RUNSTATS=file bash bench/deploys.sh   # as bench/peers.sh does
 #   PERF=/tmp/perf.data SIZES=20000 ROUNDS=1 bash bench/deploys.sh
 #       # perf record -g of the server during each first deploy, to PERF.N
@@ -28,8 +30,9 @@ ROUNDS=${ROUNDS:-3}
 . bench/runstat.sh
 for t in jq bc curl python3; do command -v $t >/dev/null || { echo "deploys.sh: needs $t" >&2; exit 1; }; done
 mkdir -p bin
-go build -o bin/pier ./cmd/pier
+CGO_ENABLED=0 go build -o bin/pier ./cmd/pier # static, as make build makes it
 go build -o bin/pier-server ./cmd/pier-server
+CGO_ENABLED=0 go build -o bin/httpwait ./bench/httpwait
 
 tmp=$(mktemp -d)
 pids=()
@@ -72,11 +75,20 @@ now() { date +%s%N; }
 server_cpu() { awk '{print $14 + $15}' "/proc/$pier_pid/stat"; }
 tick=$(getconf CLK_TCK)
 
-# served URL FILE: waits until URL answers 200 with FILE's bytes.
+# served URL FILE: waits until URL answers 200 with FILE's bytes, polling
+# every 2 ms over one kept HTTPS connection that trusts only the server's
+# CA (bench/httpwait). CURL=1 polls with an exec'd curl instead, as this
+# script did before: each poll then pays curl's start and a full TLS
+# handshake, 10 to 30 ms on the 2-core machine.
 served() {
-  local url=$1 want=$2 hostport host port
+  local url=$1 want=$2 hostport port
   hostport=${url#https://}; hostport=${hostport%%/*}
-  host=${hostport%:*}; port=${hostport##*:}
+  port=${hostport##*:}
+  if [ "${CURL:-0}" != 1 ]; then
+    ./bin/httpwait -cacert "$tmp/ca.pem" -addr "127.0.0.1:$port" -timeout 60s "$url" "$want"
+    return
+  fi
+  local host=${hostport%:*}
   for _ in $(seq 30000); do
     if curl -fsS --cacert "$tmp/ca.pem" --resolve "$host:$port:127.0.0.1" "$url" -o "$tmp/got" 2>/dev/null && cmp -s "$tmp/got" "$want"; then
       return 0
@@ -96,7 +108,8 @@ deploy() {
   local perf=()
   if [ -n "${CLIPERF:-}" ]; then perf=(perf record -g -q -F 2000 -o "$CLIPERF.$name.$(now)" --); fi
   out=$(/usr/bin/time -f '%U %S' -o "$tmp/cli.time" "${perf[@]}" ./bin/pier launch "$dir" --project "$project" --name "$name" 2>"$tmp/cli.err") || { cat "$tmp/cli.err" >&2; return 1; }
-  preview=$(grep -oE '^https://\S+' <<<"$out" | head -1)
+  preview=
+  [[ $out =~ (^|$'\n')(https://[^[:space:]]+) ]] && preview=${BASH_REMATCH[2]}
   [ -n "$preview" ] || { echo "deploys.sh: no preview URL in: $out" >&2; return 1; }
   served "${preview%/}/$path" "$dir/$path"
   local t1 c1
