@@ -17,9 +17,10 @@ import (
 // file, a file replaced by a folder, and a new file in a folder whose
 // time was set back.
 func TestWalkSkipsUnchangedFolders(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("folders are taken from the cache where inodes and change times are told")
-	}
+	// Elsewhere the system tells no inodes or change times, so every
+	// folder is read again: the walks must still agree, and only the
+	// count of folders read differs.
+	skips := runtime.GOOS == "linux"
 	for _, tc := range []struct {
 		name   string
 		change func(t *testing.T, dir string)
@@ -60,7 +61,7 @@ func TestWalkSkipsUnchangedFolders(t *testing.T) {
 			c.remember(files, "bnd_1")
 			c.save(path)
 			c = loadDigestCache(path)
-			if again, err := readSite(dir, c); err != nil || c.read != 0 || !sameFiles(again, files) {
+			if again, err := readSite(dir, c); err != nil || (skips && c.read != 0) || !sameFiles(again, files) {
 				t.Fatalf("unchanged: %d folders read, err %v", c.read, err)
 			}
 			tc.change(t, dir)
@@ -76,7 +77,7 @@ func TestWalkSkipsUnchangedFolders(t *testing.T) {
 			if !sameFiles(got, want) {
 				t.Fatalf("with the cache\n%v\nwithout\n%v", manifestOf(got), manifestOf(want))
 			}
-			if c.read != tc.read {
+			if skips && c.read != tc.read {
 				t.Fatalf("%d folders read, want %d: the changed ones, no other", c.read, tc.read)
 			}
 			// What the cache records now is the changed site.
