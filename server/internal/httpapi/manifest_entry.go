@@ -23,35 +23,17 @@ const (
 func fastEntry(raw []byte) (service.ManifestEntry, bool) {
 	var e service.ManifestEntry
 	var seen [4]bool
-	r := entryReader{b: raw}
-	if !r.byte('{') {
-		return e, false
-	}
-	for first := true; ; first = false {
-		if r.byte('}') {
-			break
-		}
-		if !first && !r.byte(',') {
-			return e, false
-		}
-		key, ok := r.str()
-		if !ok || !r.byte(':') {
-			return e, false
-		}
+	s := jsonScan{b: raw}
+	ok := s.object(func(key string) bool {
 		member := memberOf(key)
 		if member < 0 || seen[member] {
-			return e, false
+			return false
 		}
 		seen[member] = true
-		if !r.member(member, &e) {
-			return e, false
-		}
-	}
-	r.space()
-	if r.i != len(r.b) || !seen[0] || !seen[1] || !seen[2] {
-		return e, false
-	}
-	return e, true
+		return s.entryMember(member, &e)
+	})
+	s.space()
+	return e, ok && s.i == len(s.b) && seen[0] && seen[1] && seen[2]
 }
 
 // memberOf numbers ManifestFile's members: path, size, sha256 (the
@@ -70,76 +52,35 @@ func memberOf(key string) int {
 	return -1
 }
 
-// entryReader reads a JSON value already found well formed.
-type entryReader struct {
-	b []byte
-	i int
-}
-
-func (r *entryReader) space() {
-	for r.i < len(r.b) && (r.b[r.i] == ' ' || r.b[r.i] == '\t' || r.b[r.i] == '\n' || r.b[r.i] == '\r') {
-		r.i++
-	}
-}
-
-// byte reads c after any white space.
-func (r *entryReader) byte(c byte) bool {
-	r.space()
-	if r.i < len(r.b) && r.b[r.i] == c {
-		r.i++
-		return true
-	}
-	return false
-}
-
-// str reads a string without escapes, its text safe.
-func (r *entryReader) str() (string, bool) {
-	if !r.byte('"') {
-		return "", false
-	}
-	start := r.i
-	for r.i < len(r.b) {
-		switch r.b[r.i] {
-		case '\\':
-			return "", false
-		case '"':
-			s := string(r.b[start:r.i])
-			r.i++
-			return s, safetext.Problem(s) == ""
-		}
-		r.i++
-	}
-	return "", false
-}
-
-// member reads member m's value into e, checking it as the contract does.
-func (r *entryReader) member(m int, e *service.ManifestEntry) bool {
+// entryMember reads member m's value into e, checking it as the contract
+// does; a string's text must be safe (safetext).
+func (s *jsonScan) entryMember(m int, e *service.ManifestEntry) bool {
 	if m == 1 {
-		r.space()
+		s.space()
 		n, digits := 0, 0
-		for ; r.i < len(r.b) && r.b[r.i] >= '0' && r.b[r.i] <= '9' && digits < 9; r.i++ {
-			n = n*10 + int(r.b[r.i]-'0')
+		for ; s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' && digits < 9; s.i++ {
+			n = n*10 + int(s.b[s.i]-'0')
 			digits++
 		}
-		if digits == 0 || n > entrySizeMax || r.i < len(r.b) && (r.b[r.i] == '.' || r.b[r.i] == 'e' || r.b[r.i] == 'E' || r.b[r.i] >= '0' && r.b[r.i] <= '9') {
+		if digits == 0 || n > entrySizeMax || s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E' || s.b[s.i] >= '0' && s.b[s.i] <= '9') {
 			return false
 		}
 		e.Size = n
 		return true
 	}
-	s, ok := r.str()
+	v, ok := s.text()
 	switch {
-	case !ok:
+	case !ok || safetext.Problem(v) != "":
 		return false
 	case m == 0:
-		e.Path = s
-		return len(s) >= 1 && len(s) <= entryPathMax
+		e.Path = v
+		return len(v) >= 1 && len(v) <= entryPathMax
 	case m == 2:
-		e.SHA256 = s
-		return isLowerHex64(s)
+		e.SHA256 = v
+		return isLowerHex64(v)
 	}
-	e.ContentType = s
-	return len(s) <= entryContentTypeMax
+	e.ContentType = v
+	return len(v) <= entryContentTypeMax
 }
 
 func isLowerHex64(s string) bool {
