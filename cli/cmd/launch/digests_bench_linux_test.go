@@ -32,12 +32,7 @@ func benchmarkRelaunchLocal(b *testing.B, n int) {
 		}
 	}
 	path := filepath.Join(b.TempDir(), "cache")
-	c := loadDigestCache(path)
-	files, err := readSite(dir, c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c.remember(files, "bnd_1")
+	_, c := walkRemembered(b, dir, path, "bnd_1")
 	c.Written = time.Now().Add(time.Hour).UnixNano()
 	c.save(path)
 	cpu0 := cpuTime()

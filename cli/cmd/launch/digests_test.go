@@ -159,12 +159,7 @@ func TestDigestCacheNoticesEdits(t *testing.T) {
 		}
 	}
 	path := filepath.Join(t.TempDir(), "digests", "x")
-	c := loadDigestCache(path)
-	files, err := readSite(dir, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.remember(files, "bnd_1")
+	files, c := walkRemembered(t, dir, path, "bnd_1")
 	c.save(path)
 	sums := map[string]string{}
 	for _, sf := range files {
@@ -186,7 +181,7 @@ func TestDigestCacheNoticesEdits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	files, err = readSite(dir, loadDigestCache(path))
+	files, err := readSite(dir, loadDigestCache(path))
 	if err != nil {
 		t.Fatal(err)
 	}

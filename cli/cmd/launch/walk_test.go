@@ -53,12 +53,7 @@ func TestWalkSkipsUnchangedFolders(t *testing.T) {
 			}
 			setOld(t, dir, "sub/deep/d.html", "sub/deep", "sub/b.html", "sub/c.html", "sub", "other/f.html", "other", "a.html", ".")
 			path := filepath.Join(t.TempDir(), "cache")
-			c := loadDigestCache(path)
-			files, err := readSite(dir, c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.remember(files, "bnd_1")
+			files, c := walkRemembered(t, dir, path, "bnd_1")
 			c.save(path)
 			c = loadDigestCache(path)
 			if again, err := readSite(dir, c); err != nil || (skips && c.read != 0) || !sameFiles(again, files) {
@@ -89,6 +84,19 @@ func TestWalkSkipsUnchangedFolders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// walkRemembered walks dir with the cache at path, as an upload does, and
+// has the cache remember what it found as bundle: the caller saves it.
+func walkRemembered(tb testing.TB, dir, path, bundle string) ([]siteFile, *digestCache) {
+	tb.Helper()
+	c := loadDigestCache(path)
+	files, err := readSite(dir, c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c.remember(files, bundle)
+	return files, c
 }
 
 func write(t *testing.T, dir, rel, content string) {
