@@ -76,3 +76,24 @@ func TestBundleByDigestAfterALoss(t *testing.T) {
 		t.Fatalf("bundle %+v", bnd)
 	}
 }
+
+// What is remembered stays within maxKnownBlobs entries across
+// organisations, however many deploys teach it.
+func TestKnownBlobsAreBounded(t *testing.T) {
+	k := newKnownBlobs()
+	batch := map[string]int64{}
+	for i := range maxKnownBlobs + maxKnownBlobs/2 {
+		batch[shaOf(fmt.Sprint(i))] = 1
+		if len(batch) == 50_000 {
+			k.add(fmt.Sprintf("org_%d", i%3), 1, batch)
+			batch = map[string]int64{}
+			n := 0
+			for _, org := range k.orgs {
+				n += len(org)
+			}
+			if n != k.n || n > maxKnownBlobs {
+				t.Fatalf("%d remembered (counted %d), bound %d", n, k.n, maxKnownBlobs)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 )
 
@@ -54,5 +55,18 @@ func TestDecodedPoliciesAreCopies(t *testing.T) {
 	}
 	if _, err := decodePolicy(`{"tldAllowlist":`); err == nil {
 		t.Fatal("a broken policy decoded")
+	}
+}
+
+// Decoded policies are held within the cache's bounds however many
+// projects' policies pass through.
+func TestDecodedPoliciesAreBounded(t *testing.T) {
+	for i := range 3000 {
+		if _, err := decodePolicy(fmt.Sprintf(`{"tldAllowlist":["t%d"]}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, cost := policies.Len(), policies.Cost(); n > 1024 || cost > 4<<20 {
+		t.Fatalf("%d policies held, costing %d", n, cost)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pierhq/pier/internal/lib/version"
@@ -20,6 +19,7 @@ import (
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/cache"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/site"
 	"github.com/pierhq/pier/server/internal/store"
@@ -74,8 +74,8 @@ func DefaultPolicy() ProjectPolicy {
 }
 
 func decodePolicy(s string) (ProjectPolicy, error) {
-	if p, ok := policies.get(s); ok {
-		return p, nil
+	if p, ok := policies.Get(s); ok {
+		return p.clone(), nil
 	}
 	var p ProjectPolicy
 	err := json.Unmarshal([]byte(s), &p)
@@ -86,40 +86,18 @@ func decodePolicy(s string) (ProjectPolicy, error) {
 		p.TLDDenylist = []string{}
 	}
 	if err == nil {
-		policies.put(s, p)
+		policies.Put(s, p.clone())
 	}
 	return p, err
 }
 
 // policies are policies decoded before, by their stored text: every
 // quote decodes its project's, and a project's policy seldom changes
-// (decoding it was a twentieth of a quote's CPU).
-var policies = policyCache{m: map[string]ProjectPolicy{}}
-
-// policyCache holds at most maxPolicies policies (it starts afresh when
-// full) and hands out copies, so that no caller changes another's.
-type policyCache struct {
-	mu sync.Mutex
-	m  map[string]ProjectPolicy
-}
-
-const maxPolicies = 1024
-
-func (c *policyCache) get(s string) (ProjectPolicy, bool) {
-	c.mu.Lock()
-	p, ok := c.m[s]
-	c.mu.Unlock()
-	return p.clone(), ok
-}
-
-func (c *policyCache) put(s string, p ProjectPolicy) {
-	c.mu.Lock()
-	if len(c.m) >= maxPolicies {
-		clear(c.m)
-	}
-	c.m[s] = p.clone()
-	c.mu.Unlock()
-}
+// (decoding it was a twentieth of a quote's CPU). Entries are copies in
+// and out (clone), so that no caller changes another's.
+var policies = cache.New[string, ProjectPolicy](1024, 4<<20, func(text string, _ ProjectPolicy) int64 {
+	return int64(len(text)) + 256
+})
 
 // clone is p with nothing shared: its lists and amounts copied.
 func (p ProjectPolicy) clone() ProjectPolicy {
