@@ -155,15 +155,22 @@ func hashFile(path string, keep int64) (string, int64, []byte, error) {
 		return "", 0, nil, err
 	}
 	defer f.Close()
-	if keep >= 0 {
-		data, err := readSized(f, keep)
-		if err != nil {
-			return "", 0, nil, err
-		}
-		sum := sha256.Sum256(data)
-		return hex.EncodeToString(sum[:]), int64(len(data)), data, nil
-	}
 	h := sha256.New()
+	var head int64
+	if keep >= 0 {
+		data, whole, err := readSized(f, keep)
+		switch {
+		case err != nil:
+			return "", 0, nil, err
+		case whole:
+			sum := sha256.Sum256(data)
+			return hex.EncodeToString(sum[:]), int64(len(data)), data, nil
+		}
+		// It grew past what may be kept: hashed as it streams, and read
+		// again to be sent.
+		h.Write(data)
+		head = int64(len(data))
+	}
 	buf := hashBufs.Get().(*[]byte)
 	defer hashBufs.Put(buf)
 	// Not io.Copy: a file's WriteTo would take a buffer of its own, 32
@@ -172,7 +179,7 @@ func hashFile(path string, keep int64) (string, int64, []byte, error) {
 	if err != nil {
 		return "", 0, nil, err
 	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil, nil
+	return hex.EncodeToString(h.Sum(nil)), head + n, nil, nil
 }
 
 var hashBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
@@ -470,23 +477,27 @@ func uploadFile(ctx context.Context, c *sdk.Client, sf siteFile) error {
 }
 
 // readSized reads a file to its end into a buffer of the size it was
-// statted at, and one byte more to find its end in two reads.
-func readSized(f *os.File, size int64) ([]byte, error) {
+// statted at, and one byte more to find its end in two reads. A file
+// that grew since is read on only while it is within keepFileBytes;
+// whole is false when it is larger, and data then its first bytes.
+func readSized(f *os.File, size int64) (data []byte, whole bool, err error) {
 	buf := make([]byte, size+1)
 	n := 0
 	for n < len(buf) {
 		m, err := f.Read(buf[n:])
 		n += m
 		if err == io.EOF {
-			return buf[:n:n], nil
+			return buf[:n:n], true, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	// It grew since: the rest as it comes.
-	rest, err := io.ReadAll(f)
-	return append(buf, rest...), err
+	// It grew since: the rest as it comes, while the whole stays a file
+	// that may be kept.
+	more, err := io.ReadAll(io.LimitReader(f, max(0, keepFileBytes+1-int64(len(buf)))))
+	buf = append(buf, more...)
+	return buf, err == nil && len(buf) <= keepFileBytes, err
 }
 
 // open opens the file's content: the bytes hashed when they were kept,

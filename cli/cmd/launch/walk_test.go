@@ -176,3 +176,22 @@ func TestHashFileKeepsWhatItHashed(t *testing.T) {
 		}
 	}
 }
+
+// A file that grew past keepFileBytes since it was statted is not kept
+// (what is held stays bounded whatever the file grew to), and its hash
+// and size are still the whole file's.
+func TestHashFileKeepsNoFileThatGrewPastTheBound(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	content := strings.Repeat("y", 3*keepFileBytes)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, _, _, err := hashFile(p, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, n, data, err := hashFile(p, 10) // statted at 10 bytes
+	if err != nil || sum != want || n != int64(len(content)) || data != nil {
+		t.Fatalf("grown file: %s %d, %d bytes kept, %v; want %s", sum, n, len(data), err, want)
+	}
+}
