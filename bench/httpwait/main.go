@@ -81,7 +81,7 @@ func matches(client *http.Client, url string, want []byte) (bool, string) {
 		return false, err.Error()
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(len(want))+1))
 	if err != nil {
 		return false, err.Error()
 	}
