@@ -164,18 +164,14 @@ func (db Bundles) insertChunk(ctx context.Context, c blobChunk) (bool, error) {
 	return allNew, err
 }
 
-// The statements of a write alone, when some of a chunk's rows were there.
-const (
-	insertBlob    = `INSERT INTO blobs (sha256, size, data, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (sha256) DO NOTHING`
-	insertOrgBlob = `INSERT INTO org_blobs (org_id, sha256, size, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (org_id, sha256) DO NOTHING`
-)
-
+// apply writes one content and its record alone, when some of a chunk's
+// rows were there: the INSERTs of one row each.
 func (w *blobWrite) apply(ctx context.Context, db Bundles) error {
-	stored, err := db.execPrepared(ctx, insertBlob, w.sha, w.size, w.body, w.at)
+	stored, err := db.execPrepared(ctx, insertRows(blobsTable, 1), w.sha, w.size, w.body, w.at)
 	if err != nil {
 		return err
 	}
-	recorded, err := db.execPrepared(ctx, insertOrgBlob, w.orgID, w.sha, w.size, w.at)
+	recorded, err := db.execPrepared(ctx, insertRows(orgBlobsTable, 1), w.orgID, w.sha, w.size, w.at)
 	if err != nil {
 		return err
 	}
