@@ -34,19 +34,17 @@ type preparedCall struct {
 	// prefix and suffix are the message around its id's value: prefix
 	// ends with the id member's name, colon and any space.
 	prefix, suffix []byte
-	tool           *compiledTool
-	rs             *requestShape
-	// rest is the REST handler's kept answer (the slice it gives) that
-	// result, the tools/call result, encodes.
-	rest, result []byte
+	preparedNote
 }
 
 // preparedNote is what a call tells the fast path about its answer, for
 // keeping it: the REST answer it encodes, when it came from the REST
 // handler's kept answers.
 type preparedNote struct {
-	tool         *compiledTool
-	rs           *requestShape
+	tool *compiledTool
+	rs   *requestShape
+	// rest is the REST handler's kept answer (the slice it gives) that
+	// result, the tools/call result, encodes.
 	rest, result []byte
 }
 
@@ -112,9 +110,10 @@ func (pc *preparedCalls) keep(msg []byte, m *rpcMessage, n *preparedNote) {
 	if !ok || len(m.ID) != end-start || &m.ID[0] != &msg[start] {
 		return
 	}
-	prefix, suffix := bytes.Clone(msg[:start]), bytes.Clone(msg[end:])
-	pc.c.Put(pc.key(prefix, suffix), &preparedCall{prefix: prefix, suffix: suffix, tool: n.tool, rs: n.rs, rest: n.rest, result: n.result})
+	pc.put(&preparedCall{prefix: bytes.Clone(msg[:start]), suffix: bytes.Clone(msg[end:]), preparedNote: *n})
 }
+
+func (pc *preparedCalls) put(p *preparedCall) { pc.c.Put(pc.key(p.prefix, p.suffix), p) }
 
 // answerPrepared answers p's message with id from the REST handler's
 // kept answer, as call would, appending the body (the JSON-RPC response
@@ -128,7 +127,9 @@ func (h *Handler) answerPrepared(dst []byte, p *preparedCall, id []byte, c calle
 	result := p.result
 	if !sameAnswer(p.rest, rest) {
 		result = toolResult(nil, http.StatusOK, "application/json", rest)
-		h.prepared.c.Put(h.prepared.key(p.prefix, p.suffix), &preparedCall{prefix: p.prefix, suffix: p.suffix, tool: p.tool, rs: p.rs, rest: rest, result: result})
+		again := *p
+		again.rest, again.result = rest, result
+		h.prepared.put(&again)
 	}
 	h.preparedAnswers.Add(1)
 	body = append(dst, `{"jsonrpc":"2.0","id":`...)
