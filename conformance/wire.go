@@ -11,7 +11,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/pierhq/pier/openapi"
+	"github.com/pierhq/pier/openapi/schemaset"
 )
 
 // The MCP protocol version Pier negotiates (SPEC.md §9 rule 3).
@@ -41,7 +41,7 @@ var (
 // conformsTo validates a body against one of the published schemas the
 // runner carries (its own copy of the contract, not the target's).
 func conformsTo(name string, body []byte) error {
-	publishedOnce.Do(func() { published, publishedErr = openapi.CompileSchemas() })
+	publishedOnce.Do(func() { published, publishedErr = schemaset.Compile() })
 	if publishedErr != nil {
 		return publishedErr
 	}

@@ -176,10 +176,13 @@ func addExtra(root *cobra.Command, extra []*cobra.Command) {
 	for _, c := range extra {
 		// A command named like an existing group (`pier sandbox
 		// publish-reference` beside the generated `pier sandbox …`) joins
-		// that group.
+		// that group, in place of a command of the same name there.
 		if existing, _, err := root.Find([]string{c.Name()}); err == nil && existing != root && existing.Name() == c.Name() {
 			for _, sub := range c.Commands() {
 				c.RemoveCommand(sub)
+				if same := Subcommand(existing, sub.Name()); same != nil {
+					existing.RemoveCommand(same) // the generated `workflows prepare`
+				}
 				existing.AddCommand(sub)
 			}
 			continue

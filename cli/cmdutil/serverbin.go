@@ -29,43 +29,41 @@ const ServerBinEnv = "PIER_SERVER_BIN"
 // source (go build, then exec) when no server binary is installed.
 const modulePath = "github.com/pierhq/pier"
 
-// The server's commands as the client shows them: the same names, groups
-// and short help as server.NewCommands, which cmd/pier's tests hold them
-// to. Only the names and the short help are here; flags, long help and
-// the work itself are the server binary's.
-var serverCommands = []struct{ path, short string }{
-	{"server", "Run the Pier server with embedded defaults"},
-	{"admin", "Local operator commands that act on the data directory directly"},
-	{"ca", "Print the local certificate authority's root certificate"},
-	{"sandbox publish-reference", "Mint and publish the sandbox reference release"},
+// The commands the client hands over to pier-server, as the client shows
+// them: the same names, groups, use lines, short help and operations as the
+// full tree, which cmd/pier's tests hold them to. They are the server's
+// (server.NewCommands) and three whose packages would make every start of
+// the client dearer (cli/client): holder and conformance (JWS, JSON
+// canonicalisation, the JSON Schema validator and x/text) and workflows
+// prepare|verify (YAML). Flags, long help and the work itself are
+// pier-server's.
+var handedOver = []struct {
+	path, args, short, group, operation string
+}{
+	{path: "server", short: "Run the Pier server with embedded defaults"},
+	{path: "admin", short: "Local operator commands that act on the data directory directly"},
+	{path: "ca", short: "Print the local certificate authority's root certificate"},
+	{path: "sandbox publish-reference", short: "Mint and publish the sandbox reference release"},
+	{path: "holder", args: "<command>", short: "Act as the sandbox holder: a P-256 key, the mandate and gate decisions", group: GroupTrust},
+	{path: "conformance", short: "Run the public conformance probes and verify their signed reports", group: GroupTrust},
+	{path: "workflows prepare", args: "<plan.yaml>", short: "Prepare a workflow from a YAML or JSON file and show its plan", operation: "prepare_workflow"},
+	{path: "workflows verify", args: "<prepared.json>", short: "Check a prepared workflow against its signed plan and the published keys"},
 }
 
-// ServerCommands returns the server's commands for a binary that does not
-// link the server (cmd/pier): each hands its arguments, unparsed, to the
-// server binary, which replaces the process (see findServer). Pass them
-// to Main in place of server.NewCommands.
-func ServerCommands() []*cobra.Command {
+// HandedOver returns, for a binary without them (cmd/pier), the commands
+// pier-server runs: each a stub that hands its arguments, unparsed, to
+// pier-server, which replaces the process (see findServer). Pass them to
+// the client's Run in place of the commands themselves. A stub of two
+// words joins its group in the root (`pier sandbox publish-reference`,
+// `pier workflows prepare`), replacing the generated command of its name.
+func HandedOver() []*cobra.Command {
 	var cmds []*cobra.Command
 	parents := map[string]*cobra.Command{}
-	for _, sc := range serverCommands {
+	for _, sc := range handedOver {
 		words := strings.Fields(sc.path)
-		stub := &cobra.Command{
-			Annotations:        map[string]string{serverAnnotation: "true"},
-			Use:                words[len(words)-1],
-			Short:              sc.short,
-			Long:               sc.short + ".\n\n" + stubHelp,
-			DisableFlagParsing: true,
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return execServer(serverArgs(cmd, args), true)
-			},
-		}
-		stub.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
-			if err := execServer(serverArgs(cmd, []string{"--help"}), true); err != nil {
-				cmd.Root().HelpFunc()(cmd, nil)
-				fmt.Fprintf(cmd.ErrOrStderr(), "\n%v\n", err)
-			}
-		})
+		stub := newStub(words[len(words)-1], sc.args, sc.short, sc.operation)
 		if len(words) == 1 {
+			stub.GroupID = sc.group
 			cmds = append(cmds, stub)
 			continue
 		}
@@ -80,7 +78,32 @@ func ServerCommands() []*cobra.Command {
 	return cmds
 }
 
-// serverAnnotation marks the commands ServerCommands returns.
+// newStub is one handed-over command: name and its use line's arguments,
+// short help, and the contract operation it runs, if any.
+func newStub(name, args, short, operation string) *cobra.Command {
+	stub := &cobra.Command{
+		Annotations:        map[string]string{serverAnnotation: "true"},
+		Use:                strings.TrimSpace(name + " " + args),
+		Short:              short,
+		Long:               short + ".\n\n" + stubHelp,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return execServer(serverArgs(cmd, args), true)
+		},
+	}
+	if operation != "" {
+		stub.Annotations[OperationAnnotation] = operation
+	}
+	stub.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
+		if err := execServer(serverArgs(cmd, []string{"--help"}), true); err != nil {
+			cmd.Root().HelpFunc()(cmd, nil)
+			fmt.Fprintf(cmd.ErrOrStderr(), "\n%v\n", err)
+		}
+	})
+	return stub
+}
+
+// serverAnnotation marks the commands HandedOver returns.
 const serverAnnotation = "pier:server"
 
 // completeInServer hands a shell completion request (`pier __complete
@@ -118,10 +141,11 @@ func helpInServer(root *cobra.Command, args []string) {
 
 // stubHelp is the long help of the server's commands in the client, shown
 // only when the server binary, whose help it is, cannot be found.
-const stubHelp = `This command is in ` + ServerBinaryName + `, the CLI with the server's commands, which
-this binary hands it over to, and whose help lists its flags. ` + ServerBinaryName + ` is
-found as $` + ServerBinEnv + `, else beside this binary, else on the PATH, else,
-inside Pier's source tree, built from source with go build.`
+const stubHelp = `This command is in ` + ServerBinaryName + `, the full binary (the CLI with the
+server's commands), which this binary hands it over to, and whose help
+lists its flags. ` + ServerBinaryName + ` is found as $` + ServerBinEnv + `, else beside
+this binary, else on the PATH, else, inside Pier's source tree, built from
+source with go build.`
 
 // serverArgs is the server binary's command line for cmd run with args:
 // the command's path below the root, then the arguments as given.

@@ -151,17 +151,27 @@ func TestFindServerNone(t *testing.T) {
 	}
 }
 
-// Every server command of the client takes its arguments unparsed and
-// passes them on after its own path.
-func TestServerCommandsPassArguments(t *testing.T) {
+// Every command the client hands over takes its arguments unparsed and
+// passes them on after its own path; one that joins a group replaces the
+// generated command of its name there.
+func TestHandedOverPassArguments(t *testing.T) {
 	root := NewRootCommand(NewFactory(SystemIOStreams()))
-	root.AddCommand(&cobra.Command{Use: "sandbox", Short: "The sandbox's operations"})
-	addExtra(root, ServerCommands())
+	workflows := &cobra.Command{Use: "workflows", Short: "Prepared operation graphs"}
+	workflows.AddCommand(&cobra.Command{Use: "prepare", Short: "the generated one"}, &cobra.Command{Use: "apply <id>"})
+	root.AddCommand(&cobra.Command{Use: "sandbox", Short: "The sandbox's operations"}, workflows)
+	addExtra(root, HandedOver())
+	if n := len(workflows.Commands()); n != 3 {
+		t.Errorf("workflows has %d commands, want apply, prepare and verify", n)
+	}
 	for _, tc := range []struct{ args, want []string }{
 		{[]string{"server", "--http-addr", "127.0.0.1:0", "--help"}, []string{"server", "--http-addr", "127.0.0.1:0", "--help"}},
 		{[]string{"admin", "create-key", "--json"}, []string{"admin", "create-key", "--json"}},
 		{[]string{"sandbox", "publish-reference", "--replace"}, []string{"sandbox", "publish-reference", "--replace"}},
 		{[]string{"ca"}, []string{"ca"}},
+		{[]string{"holder", "mandate", "--session", "s", "--json"}, []string{"holder", "mandate", "--session", "s", "--json"}},
+		{[]string{"conformance", "verify", "r.json", "--keys", "k"}, []string{"conformance", "verify", "r.json", "--keys", "k"}},
+		{[]string{"workflows", "prepare", "plan.yaml", "--project", "p"}, []string{"workflows", "prepare", "plan.yaml", "--project", "p"}},
+		{[]string{"workflows", "verify", "--help"}, []string{"workflows", "verify", "--help"}},
 	} {
 		cmd, args, err := root.Find(tc.args)
 		if err != nil {

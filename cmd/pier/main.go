@@ -1,15 +1,17 @@
-// Command pier is Pier's CLI, a client of the API. It does not link the
-// server, so that it starts quickly: `pier server`, `pier admin …`, `pier
-// ca` and `pier sandbox publish-reference` hand over to the full binary,
-// pier-server (cmd/pier-server), as cli.ServerCommands describes.
+// Command pier is Pier's CLI, a client of the API. It links neither the
+// server nor the packages of the few commands that would slow every start:
+// `pier server`, `pier admin …`, `pier ca`, `pier sandbox
+// publish-reference`, `pier holder …`, `pier conformance …` and `pier
+// workflows prepare|verify` hand over to the full binary, pier-server
+// (cmd/pier-server), as cli/client describes.
 package main
 
 import (
 	"os"
 
-	"github.com/pierhq/pier/cli"
+	"github.com/pierhq/pier/cli/client"
 )
 
 func main() {
-	os.Exit(cli.Main(cli.ServerCommands()...))
+	os.Exit(client.Main())
 }

@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/pierhq/pier/cli"
+	clientpkg "github.com/pierhq/pier/cli/client"
 	"github.com/pierhq/pier/cli/cmdutil"
 	"github.com/pierhq/pier/server"
 )
@@ -40,22 +42,19 @@ func TestClientLinksNoServer(t *testing.T) {
 // copies (third_party) it links instead of upstream. Every package linked
 // initialises at every start, `pier --version` included, so a module joins
 // this list only once its init cost is known (bench/README.md, "CLI
-// start": GODEBUG=inittrace=1 and TestCLIStartBudget).
+// start": GODEBUG=inittrace=1 and TestCLIStartBudget). go-jose, jcs,
+// jsonschema with x/text, and yaml.v3 are pier-server's: the commands
+// that need them are handed over (cli/client).
 var clientModules = map[string]string{
-	"github.com/apapsch/go-jsonmerge/v2":       "", // the generated client's unions
-	"github.com/go-jose/go-jose/v4":            "", // JWS: holder, conformance, sandbox proofs
-	"github.com/google/uuid":                   "", // the generated models
-	"github.com/gowebpki/jcs":                  "./third_party/jcs",
-	"github.com/mattn/go-isatty":               "",                        // terminal tests
-	"github.com/mattn/go-runewidth":            "./third_party/runewidth", // table widths
-	"github.com/oapi-codegen/runtime":          "",                        // the generated client
-	"github.com/rivo/uniseg":                   "",                        // go-runewidth
-	"github.com/santhosh-tekuri/jsonschema/v6": "./third_party/jsonschema",
-	"github.com/spf13/cobra":                   "",
-	"github.com/spf13/pflag":                   "",
-	"golang.org/x/sys":                         "", // go-isatty
-	"golang.org/x/text":                        "", // jsonschema's messages
-	"gopkg.in/yaml.v3":                         "", // workflow files
+	"github.com/apapsch/go-jsonmerge/v2": "",                        // the generated client's unions
+	"github.com/google/uuid":             "",                        // the generated models
+	"github.com/mattn/go-isatty":         "",                        // terminal tests
+	"github.com/mattn/go-runewidth":      "./third_party/runewidth", // table widths
+	"github.com/oapi-codegen/runtime":    "",                        // the generated client
+	"github.com/rivo/uniseg":             "",                        // go-runewidth
+	"github.com/spf13/cobra":             "",
+	"github.com/spf13/pflag":             "",
+	"golang.org/x/sys":                   "", // go-isatty
 }
 
 // The client links the modules in clientModules and no other, and the
@@ -89,52 +88,69 @@ func TestClientModules(t *testing.T) {
 	}
 }
 
-// The client lists the server's commands as the full binary does: the
-// same names, groups and short help.
-func TestServerCommandsMatchServer(t *testing.T) {
-	help := func(args []string, client bool) string {
+// The client lists the commands it hands over as the full binary does: the
+// same names, groups, use lines and short help, and `pier capabilities`
+// gives the same answer from both.
+func TestHandedOverMatchFull(t *testing.T) {
+	run := func(args []string, client bool) string {
 		var out, errOut bytes.Buffer
 		f := cmdutil.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 		f.Getenv = func(string) string { return "" }
-		cmds := server.NewCommands()
+		code := 0
 		if client {
-			cmds = cli.ServerCommands()
+			code = clientpkg.Run(f, args, func() *cobra.Command { return clientpkg.NewRootCmd(f) }, cli.HandedOver()...)
+		} else {
+			code = cli.Run(f, args, server.NewCommands()...)
 		}
-		if code := cli.Run(f, args, cmds...); code != 0 {
+		if code != 0 {
 			t.Fatalf("pier %s: exit %d\n%s", strings.Join(args, " "), code, errOut.String())
 		}
 		return out.String()
 	}
-	for _, args := range [][]string{{"--help"}, {"sandbox", "--help"}, {"help"}} {
-		full, client := help(args, false), help(args, true)
+	for _, args := range [][]string{{"--help"}, {"sandbox", "--help"}, {"workflows", "--help"}, {"workflow", "--help"}, {"help"}, {"capabilities", "--json"}, {"capabilities"}} {
+		full, client := run(args, false), run(args, true)
 		if full != client {
 			t.Errorf("pier %s differs between pier-server and pier:\n--- pier-server\n%s\n--- pier\n%s", strings.Join(args, " "), full, client)
 		}
 	}
-	// Every command server.NewCommands adds is there, so the list in
-	// cli cannot miss a new one. `pier sandbox` is the generated group,
-	// which the server's publish-reference joins.
-	var stubs []string
-	for _, c := range cli.ServerCommands() {
-		stubs = append(stubs, c.Name())
+	// Every command the full tree has that the client does not is handed
+	// over, so the list in cmdutil cannot miss a new one.
+	f := cmdutil.NewFactory(&cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}})
+	clientRoot, fullRoot := clientpkg.NewRootCmd(f), cli.NewRootCmd(f)
+	for _, c := range server.NewCommands() {
+		fullRoot.AddCommand(c)
+	}
+	stubs := map[string]bool{}
+	for _, c := range cli.HandedOver() {
+		stubs[c.Name()] = c.Runnable()
 		for _, sub := range c.Commands() {
-			stubs = append(stubs, c.Name()+" "+sub.Name())
+			stubs[c.Name()+" "+sub.Name()] = true
 		}
 	}
-	for _, c := range server.NewCommands() {
-		name := c.Name()
-		if c.Runnable() || name != "sandbox" {
-			if !slices.Contains(stubs, name) {
-				t.Errorf("the client has no `pier %s`; add it to cli's serverCommands", name)
-			}
+	for _, path := range commandPaths(fullRoot, "") {
+		words := strings.Fields(path)
+		if stubs[path] || stubs[words[0]] {
 			continue
 		}
-		for _, sub := range c.Commands() {
-			if !slices.Contains(stubs, name+" "+sub.Name()) {
-				t.Errorf("the client has no `pier %s %s`; add it to cli's serverCommands", name, sub.Name())
-			}
+		if c, _, err := clientRoot.Find(words); err == nil && c.CommandPath() == "pier "+path {
+			continue
 		}
+		t.Errorf("pier-server has `pier %s`, which the client neither has nor hands over; add it to cmdutil's handedOver", path)
 	}
+}
+
+// commandPaths lists every command below c, as words after the root.
+func commandPaths(c *cobra.Command, prefix string) []string {
+	var out []string
+	for _, sub := range c.Commands() {
+		if sub.Hidden || sub.Name() == "help" || sub.Name() == "completion" {
+			continue
+		}
+		path := strings.TrimSpace(prefix + " " + sub.Name())
+		out = append(out, path)
+		out = append(out, commandPaths(sub, path)...)
+	}
+	return out
 }
 
 // TestClientHandsOverToTheServer builds both binaries and runs the
@@ -184,6 +200,28 @@ func TestClientHandsOverToTheServer(t *testing.T) {
 		out, err := cmd.Output()
 		if err != nil || !strings.Contains(string(out), "--http-addr\t") {
 			t.Errorf("pier __complete server --http: %v\n%s", err, out)
+		}
+	})
+
+	// The commands the client leaves to pier-server for their packages'
+	// sake run there as if the client had them: holder keygen writes its
+	// key, and the workflow alias reaches workflows prepare's own help.
+	t.Run("holder and workflows", func(t *testing.T) {
+		key := filepath.Join(t.TempDir(), "holder.jwk")
+		cmd := exec.Command(filepath.Join(dir, "pier"), "holder", "keygen", "--key", key, "--json")
+		cmd.Env = append(os.Environ(), "PIER_SERVER_BIN=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("pier holder keygen: %v\n%s", err, out)
+		}
+		if st, err := os.Stat(key); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("the holder key: %v, %v; want a file of mode 0600", st, err)
+		}
+		cmd = exec.Command(filepath.Join(dir, "pier"), "workflow", "prepare", "--help")
+		cmd.Env = append(os.Environ(), "PIER_SERVER_BIN=")
+		out, err = cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "print the plan a human should read") {
+			t.Errorf("pier workflow prepare --help: %v\n%s", err, out)
 		}
 	})
 

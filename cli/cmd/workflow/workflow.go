@@ -20,15 +20,14 @@ import (
 	"github.com/pierhq/pier/sdk"
 )
 
-// AddCommands makes `pier workflow` the workflows group's other
-// name and gives it the hand-written commands: prepare from a file and an
-// offline verify.
+// AddCommands gives the workflows group (`pier workflow` too, an alias
+// the client's tree gives it) the hand-written commands: prepare from a
+// file, in place of the generated one, and an offline verify.
 func AddCommands(root *cobra.Command, f *cmdutil.Factory) {
 	workflows := cmdutil.Subcommand(root, "workflows")
 	if workflows == nil {
 		return
 	}
-	workflows.Aliases = append(workflows.Aliases, "workflow")
 	if prepare := cmdutil.Subcommand(workflows, "prepare"); prepare != nil {
 		workflows.RemoveCommand(prepare)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/pierhq/pier/openapi"
+	"github.com/pierhq/pier/openapi/schemaset"
 )
 
 var (
@@ -45,7 +46,7 @@ func setup() {
 	if setupErr != nil {
 		return
 	}
-	schemas, setupErr = openapi.CompileSchemas()
+	schemas, setupErr = schemaset.Compile()
 }
 
 // Schema returns a compiled published schema, such as "error.json".

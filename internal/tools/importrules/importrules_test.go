@@ -111,9 +111,11 @@ func TestInternalLayersPointDown(t *testing.T) {
 
 // The CLI is laid out as gh's: cli assembles the tree from the command
 // packages under cli/cmd, one a noun, which share cli/cmdutil; the
-// helpers the tests share are in cli/internal/clitest.
+// helpers the tests share are in cli/internal/clitest. cli/client
+// assembles the client binary's part of the tree, which cli builds on.
 var (
 	cliRoot    = mod + "/cli"
+	cliClient  = mod + "/cli/client"
 	cliCmds    = mod + "/cli/cmd"
 	cliUtil    = mod + "/cli/cmdutil"
 	cliTestkit = mod + "/cli/internal/clitest"
@@ -128,8 +130,8 @@ func TestCLILayersPointDown(t *testing.T) {
 	for _, p := range load(t) {
 		if under(p.PkgPath, cliRoot) {
 			placed++
-			if p.PkgPath != cliRoot && !under(p.PkgPath, cliCmds, cliUtil, cliTestkit) {
-				t.Errorf("%s: a CLI package belongs in cli, under cli/cmd, in cli/cmdutil or in cli/internal/clitest", p.PkgPath)
+			if p.PkgPath != cliRoot && p.PkgPath != cliClient && !under(p.PkgPath, cliCmds, cliUtil, cliTestkit) {
+				t.Errorf("%s: a CLI package belongs in cli, cli/client, under cli/cmd, in cli/cmdutil or in cli/internal/clitest", p.PkgPath)
 			}
 		}
 		for imp := range p.Imports {
@@ -138,6 +140,8 @@ func TestCLILayersPointDown(t *testing.T) {
 				t.Errorf("%s imports %s (the CLI's test helpers) outside its tests", p.PkgPath, imp)
 			case under(p.PkgPath, cliUtil) && under(imp, cliRoot):
 				t.Errorf("%s (the commands' shared code) imports %s; command packages import cmdutil, never the reverse", p.PkgPath, imp)
+			case p.PkgPath == cliClient && imp == cliRoot:
+				t.Errorf("%s (the client's tree) imports %s (the full tree); cli builds on client, never the reverse", p.PkgPath, imp)
 			case under(p.PkgPath, cliCmds) && under(imp, cliRoot) && !under(imp, cliUtil) && !samePackageTree(p.PkgPath, imp):
 				t.Errorf("%s (a command package) imports %s; a command package imports cmdutil only, and cli assembles them", p.PkgPath, imp)
 			}

@@ -1,4 +1,9 @@
-package openapi
+// Package schemaset compiles the contract's published JSON Schemas, for
+// the conformance runner and the contract tests. It is apart from package
+// openapi so that what only reads the contract (pier capabilities) does not
+// link the validator, whose packages every start of the CLI would
+// initialise (bench/README.md, "CLI start").
+package schemaset
 
 import (
 	"bytes"
@@ -6,20 +11,22 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/pierhq/pier/openapi"
 )
 
-// CompileSchemas compiles the published JSON Schemas (draft 2020-12), by
+// Compile compiles the published JSON Schemas (draft 2020-12), by
 // file name ("error.json"), each able to refer to the others: what the
 // conformance runner and the contract tests validate answers against.
-func CompileSchemas() (map[string]*jsonschema.Schema, error) {
+func Compile() (map[string]*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
-	names, err := fs.Glob(Schemas, "schemas/*.json")
+	names, err := fs.Glob(openapi.Schemas, "schemas/*.json")
 	if err != nil {
 		return nil, err
 	}
 	for _, n := range names {
-		b, err := fs.ReadFile(Schemas, n)
+		b, err := fs.ReadFile(openapi.Schemas, n)
 		if err != nil {
 			return nil, err
 		}
