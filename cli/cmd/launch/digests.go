@@ -40,8 +40,13 @@ import (
 // instead of listing it again. Its files are still statted one by one: an
 // edit in place moves the file's times, never its folder's.
 //
-// On disk it is a line "pier-digests 4 WRITTEN INTERRUPTED BUNDLE" (BUNDLE
-// "-" when there is none; version 1 had no BUNDLE), then one
+// It also names the watcher's answer the walk that made Files was taken
+// against (Watch, "INSTANCE:TOKEN"): the next deploy asks that watcher
+// what changed since, and stats only that (sitewatch.go).
+//
+// On disk it is a line "pier-digests 5 WRITTEN INTERRUPTED BUNDLE WATCH"
+// (BUNDLE and WATCH "-" when there is none; version 1 had no BUNDLE,
+// versions before 5 no WATCH), then one
 // record per file, "SHA256 SIZE MODTIME INODE CTIME PATH" ended by a NUL
 // (which no path holds; versions 1 and 2 had no INODE and CTIME), in the
 // walk's order, then one per folder, "d MODTIME INODE CTIME PATH" ("" for
@@ -66,6 +71,10 @@ type digestCache struct {
 	Interrupted bool
 	// Bundle is the bundle the files made, "" when unknown.
 	Bundle string
+	// Watch is the watcher's "INSTANCE:TOKEN" of the walk that made the
+	// records, "" when none; watchNext is this run's, which remember
+	// makes Watch.
+	Watch, watchNext string
 	// Dirs are the folders the walk that made Files listed, in its order.
 	Dirs []dirRecord
 	// listings are Dirs as read back: each folder's entries, by name.
@@ -116,9 +125,24 @@ const digestCacheHeader = "pier-digests"
 const racyWindow = 2 * time.Second
 
 // digestCachePath names the cache of dir's uploads to project on baseURL:
-// under $PIER_CACHE_DIR, else the user's cache directory; "" when there is
-// none or PIER_CACHE_DIR is "off".
+// under cacheRoot; "" when there is none.
 func digestCachePath(f *cmdutil.Factory, baseURL, project, dir string) string {
+	root := cacheRoot(f)
+	if root == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(baseURL + "\x00" + project + "\x00" + abs))
+	return filepath.Join(root, "digests", hex.EncodeToString(sum[:16]))
+}
+
+// cacheRoot is where the CLI keeps its digests and its watchers'
+// sockets: $PIER_CACHE_DIR, else pier in the user's cache directory; ""
+// when there is none or PIER_CACHE_DIR is "off".
+func cacheRoot(f *cmdutil.Factory) string {
 	root := f.Env("PIER_CACHE_DIR")
 	if root == "off" {
 		return ""
@@ -130,12 +154,7 @@ func digestCachePath(f *cmdutil.Factory, baseURL, project, dir string) string {
 		}
 		root = filepath.Join(base, "pier")
 	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(baseURL + "\x00" + project + "\x00" + abs))
-	return filepath.Join(root, "digests", hex.EncodeToString(sum[:16]))
+	return root
 }
 
 // loadDigestCache reads a cache; a missing or unreadable one is empty.
@@ -163,9 +182,12 @@ func loadDigestCache(path string) *digestCache {
 	case err1 != nil || err2 != nil || err3 != nil:
 		return empty
 	case version == 1 && len(fields) == 4:
-	case version >= 2 && version <= 4 && len(fields) == 5:
+	case version >= 2 && version <= 4 && len(fields) == 5, version == 5 && len(fields) == 6:
 		if fields[4] != "-" {
 			c.Bundle = fields[4]
+		}
+		if version == 5 && fields[5] != "-" {
+			c.Watch = fields[5]
 		}
 	default:
 		return empty
@@ -444,7 +466,7 @@ func (c *digestCache) changesSince(files []siteFile) ([]sdk.ManifestFile, []stri
 
 // remember makes the cache what a bundle of files leaves behind.
 func (c *digestCache) remember(files []siteFile, bundle string) {
-	c.Written, c.Interrupted, c.Bundle = time.Now().UnixNano(), false, bundle
+	c.Written, c.Interrupted, c.Bundle, c.Watch = time.Now().UnixNano(), false, bundle, c.watchNext
 	order, recs := make([]string, len(files)), make([]cachedFile, len(files))
 	for i := range files {
 		sf := &files[i]
@@ -472,15 +494,18 @@ func (c *digestCache) save(path string) {
 	if c.Interrupted {
 		interrupted = 1
 	}
-	bundle := c.Bundle
+	bundle, watch := c.Bundle, c.Watch
 	if bundle == "" {
 		bundle = "-"
+	}
+	if watch == "" {
+		watch = "-"
 	}
 	size := 0
 	for _, p := range c.order {
 		size += len(p) + 64 + 4*21 + 2
 	}
-	data := fmt.Appendf(make([]byte, 0, size+len(c.Dirs)*64+128), "%s 4 %d %d %s\n", digestCacheHeader, c.Written, interrupted, bundle)
+	data := fmt.Appendf(make([]byte, 0, size+len(c.Dirs)*64+160), "%s 5 %d %d %s %s\n", digestCacheHeader, c.Written, interrupted, bundle, watch)
 	for i, p := range c.order {
 		e := c.recs[i]
 		data = append(data, e.SHA256...)

@@ -206,10 +206,15 @@ func uploadDir(ctx context.Context, f *cmdutil.Factory, p *cmdutil.Progress, dir
 	defer debug.SetGCPercent(debug.SetGCPercent(300))
 	cachePath := digestCachePath(f, f.BaseURL(), project, dir)
 	cache := loadDigestCache(cachePath)
-	files, err := readSite(dir, cache)
+	var watcher *siteWatch
+	if cachePath != "" {
+		watcher = openSiteWatch(f, p, dir, cache)
+	}
+	files, err := watcher.readSite(dir, cache)
 	if err != nil {
 		return nil, st, cmdutil.UsageErrorf("pier bundles upload", "%v", err)
 	}
+	watcher.after(files)
 	st.files = len(files)
 	c, err := f.Client()
 	if err != nil {

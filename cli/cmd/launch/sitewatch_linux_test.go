@@ -1,0 +1,243 @@
+package launch
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pierhq/pier/cli/cmd/launch/watch"
+	"github.com/pierhq/pier/cli/cmdutil"
+	"github.com/pierhq/pier/cli/internal/clitest"
+)
+
+// watchers are the watcher processes a test's deploys started: this test
+// binary run again as `pier __watch` (TestMain), in a session of its own
+// as the CLI starts it.
+type watchers struct {
+	mu    sync.Mutex
+	procs []*exec.Cmd
+}
+
+func useTestWatchers(t *testing.T) *watchers {
+	t.Helper()
+	ws := &watchers{}
+	old := startWatcher
+	startWatcher = func(sock, root string) error {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "PIER_TEST_WATCH_ROOT="+root, "PIER_TEST_WATCH_SOCKET="+sock)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		ws.mu.Lock()
+		ws.procs = append(ws.procs, cmd)
+		ws.mu.Unlock()
+		return nil
+	}
+	t.Cleanup(func() {
+		startWatcher = old
+		for _, c := range ws.all() {
+			c.Process.Kill()
+			c.Wait()
+		}
+	})
+	return ws
+}
+
+func (ws *watchers) all() []*exec.Cmd {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return append([]*exec.Cmd(nil), ws.procs...)
+}
+
+// deploy is what an upload does on this machine, without the server:
+// ask the watcher (starting it as the upload would), read the site,
+// remember it as a bundle and save the cache. It checks the files
+// against a walk of the whole site without a cache.
+func deploy(t *testing.T, f *cmdutil.Factory, dir string) *siteWatch {
+	t.Helper()
+	path := digestCachePath(f, "http://pier.test", "prj_1", dir)
+	c := loadDigestCache(path)
+	w := openSiteWatch(f, nil, dir, c)
+	files, err := w.readSite(dir, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.after(files)
+	want, err := readSite(dir, loadDigestCache(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameFiles(files, want) {
+		t.Fatalf("the deploy read\n%v\na walk of the whole site\n%v", manifestOf(files), manifestOf(want))
+	}
+	c.remember(files, "bnd_1")
+	c.save(path)
+	return w
+}
+
+// incremental reports whether a deploy took the watcher's answer.
+func (w *siteWatch) incremental() bool { return w != nil && w.ans != nil && !w.ans.Full }
+
+// awaitWatcher waits until the watcher of dir answers.
+func awaitWatcher(t *testing.T, f *cmdutil.Factory, dir string) *watch.Answer {
+	t.Helper()
+	real, _ := filepath.EvalSymlinks(dir)
+	sock := watch.SocketPath(cacheRoot(f), real)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if a, err := watch.Query(sock, "", 0, time.Second); err == nil {
+			return a
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no watcher answers for " + dir)
+		}
+	}
+}
+
+func watchFactory(t *testing.T, env map[string]string) *cmdutil.Factory {
+	env["PIER_CACHE_DIR"] = t.TempDir()
+	f, _ := clitest.NewFactory(env)
+	return f
+}
+
+// A deploy of a large site starts a watcher; the next deploy takes its
+// token with a walk of the whole site; the one after that finds a
+// one-file edit in place through the watcher, statting that file alone,
+// and reads the same manifest as a walk of the whole site.
+func TestWatcherFindsAnEditOfALargeSite(t *testing.T) {
+	ws := useTestWatchers(t)
+	dir := t.TempDir()
+	site := map[string]string{}
+	for i := range watcherFiles + 10 {
+		site[fmt.Sprintf("p/%03d/%05d.html", i/100, i)] = fmt.Sprintf("<p>%05d</p>", i)
+	}
+	writeSite(t, dir, site)
+	f := watchFactory(t, map[string]string{})
+	if w := deploy(t, f, dir); w.incremental() || len(ws.all()) != 1 {
+		t.Fatalf("the first deploy: %d watchers started", len(ws.all()))
+	}
+	awaitWatcher(t, f, dir)
+	if w := deploy(t, f, dir); w.incremental() {
+		t.Fatal("the deploy that takes the watcher's first token did not walk")
+	}
+	write(t, dir, "p/023/02345.html", "<p>EDIT!</p>") // the same size
+	setOld(t, dir, "p/023/02345.html")
+	w := deploy(t, f, dir)
+	if !w.incremental() || len(w.ans.Paths) != 1 || w.ans.Paths[0] != "p/023/02345.html" {
+		t.Fatalf("the edit was not found through the watcher: %+v", w.ans)
+	}
+	if w := deploy(t, f, dir); !w.incremental() || len(w.ans.Paths) != 0 || len(ws.all()) != 1 {
+		t.Fatalf("unchanged: %+v, %d watchers", w.ans, len(ws.all()))
+	}
+}
+
+// Every kind of change, deployed through the watcher (PIER_WATCHER=on,
+// any size), reads what a walk of the whole site reads.
+func TestWatcherDeploysEveryChange(t *testing.T) {
+	useTestWatchers(t)
+	dir := t.TempDir()
+	writeSite(t, dir, map[string]string{"a.html": "a", "sub/b.html": "b", "sub/c.html": "c", "sub/deep/d.html": "d", "z/e.html": "e", "a-b.html": "ab"})
+	setOld(t, dir, "a.html", "sub/b.html", "sub/c.html", "sub/deep/d.html", "z/e.html", "a-b.html")
+	f := watchFactory(t, map[string]string{"PIER_WATCHER": "on"})
+	deploy(t, f, dir) // starts the watcher and waits for it
+	deploy(t, f, dir) // takes its token
+	for _, c := range []struct {
+		name   string
+		change func()
+	}{
+		{"edit in place, time set back", func() { write(t, dir, "sub/b.html", "B"); setOld(t, dir, "sub/b.html") }},
+		{"append", func() { appendTo(t, dir, "a.html", "more") }},
+		{"truncate", func() { write(t, dir, "a.html", "") }},
+		{"new file", func() { write(t, dir, "sub/new.html", "new") }},
+		{"delete", func() { remove(t, dir, "sub/c.html") }},
+		{"rename a file", func() { rename(t, dir, "sub/new.html", "z/renamed.html") }},
+		{"new folder and a file in it", func() { write(t, dir, "fresh/deeper/f.html", "f") }},
+		{"rename a folder", func() { rename(t, dir, "fresh", "sub/moved") }},
+		{"a file of the moved folder edited", func() { write(t, dir, "sub/moved/deeper/f.html", "F") }},
+		{"delete a folder", func() { os.RemoveAll(filepath.Join(dir, "sub/deep")) }},
+		{"a hidden file and folder", func() {
+			write(t, dir, ".env", "x")
+			write(t, dir, ".git/HEAD", "x")
+			write(t, dir, ".well-known/k", "k")
+		}},
+		{"a file replaced by a folder", func() { remove(t, dir, "a.html"); write(t, dir, "a.html/index.html", "i") }},
+	} {
+		c.change()
+		if w := deploy(t, f, dir); !w.incremental() {
+			t.Fatalf("%s: the deploy walked: %+v", c.name, w.ans)
+		}
+	}
+}
+
+func appendTo(t *testing.T, dir, rel, s string) {
+	t.Helper()
+	fh, err := os.OpenFile(filepath.Join(dir, rel), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.WriteString(s)
+	fh.Close()
+}
+
+func rename(t *testing.T, dir, from, to string) {
+	t.Helper()
+	if err := os.Rename(filepath.Join(dir, from), filepath.Join(dir, to)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A watcher killed between deploys: the next deploy walks the whole site
+// (and starts another watcher, whose tokens the old cache's are not).
+// Two sites have a watcher each, and neither hears the other's changes.
+// With PIER_WATCHER=off, CI=true or PIER_NO_WATCHER, none starts.
+func TestWatcherKilledAndTwoSites(t *testing.T) {
+	ws := useTestWatchers(t)
+	one, two := t.TempDir(), t.TempDir()
+	writeSite(t, one, map[string]string{"a.html": "a", "b/c.html": "c"})
+	writeSite(t, two, map[string]string{"x.html": "x"})
+	f := watchFactory(t, map[string]string{"PIER_WATCHER": "on"})
+	for _, dir := range []string{one, two, one, two} {
+		deploy(t, f, dir)
+	}
+	if n := len(ws.all()); n != 2 {
+		t.Fatalf("%d watchers for two sites", n)
+	}
+	write(t, two, "x.html", "X")
+	if w := deploy(t, f, one); !w.incremental() || len(w.ans.Paths) != 0 {
+		t.Fatalf("site one heard site two: %+v", w.ans)
+	}
+	if w := deploy(t, f, two); !w.incremental() || len(w.ans.Paths) != 1 {
+		t.Fatalf("site two: %+v", w.ans)
+	}
+	ws.all()[0].Process.Kill()
+	ws.all()[0].Wait()
+	write(t, one, "b/c.html", "changed while no watcher ran")
+	if w := deploy(t, f, one); w.incremental() {
+		t.Fatal("a deploy after its watcher was killed took an answer as incremental")
+	}
+	if n := len(ws.all()); n != 3 {
+		t.Fatalf("%d watchers started, want a third for the killed one's site", n)
+	}
+	if w := deploy(t, f, one); !w.incremental() {
+		t.Fatal("the new watcher's token was not taken")
+	}
+	for _, env := range []map[string]string{{"PIER_WATCHER": "off"}, {"CI": "true"}, {"PIER_NO_WATCHER": "1"}, {"PIER_WATCHER": "on", "PIER_CACHE_DIR": "off"}} {
+		g, _ := clitest.NewFactory(env)
+		if env["PIER_CACHE_DIR"] == "" {
+			g = watchFactory(t, env)
+		}
+		dir := t.TempDir()
+		writeSite(t, dir, map[string]string{"a.html": "a"})
+		if w := openSiteWatch(g, nil, dir, &digestCache{order: make([]string, watcherFiles)}); w != nil {
+			t.Fatalf("%v: a watcher", env)
+		}
+	}
+	if n := len(ws.all()); n != 3 {
+		t.Fatalf("%d watchers started with the watcher off", n)
+	}
+}
