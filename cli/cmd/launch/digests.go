@@ -86,6 +86,8 @@ type digestCache struct {
 	read   int
 	// kept is the bytes of small files this run keeps for their upload.
 	kept atomic.Int64
+	// files is how many files the header says the cache records.
+	files int
 }
 
 // dirRecord is a folder as the walk found it, by its path under the site
@@ -168,31 +170,11 @@ func loadDigestCache(path string) *digestCache {
 		return empty
 	}
 	head, body, _ := bytes.Cut(data, []byte("\n"))
-	var c digestCache
-	var version, interrupted int
-	fields := strings.Fields(string(head))
-	if len(fields) < 4 || fields[0] != digestCacheHeader {
+	h, version, ok := parseCacheHeader(string(head))
+	if !ok {
 		return empty
 	}
-	var err1, err2, err3 error
-	version, err1 = strconv.Atoi(fields[1])
-	c.Written, err2 = strconv.ParseInt(fields[2], 10, 64)
-	interrupted, err3 = strconv.Atoi(fields[3])
-	switch {
-	case err1 != nil || err2 != nil || err3 != nil:
-		return empty
-	case version == 1 && len(fields) == 4:
-	case version >= 2 && version <= 4 && len(fields) == 5, version == 5 && len(fields) == 6:
-		if fields[4] != "-" {
-			c.Bundle = fields[4]
-		}
-		if version == 5 && fields[5] != "-" {
-			c.Watch = fields[5]
-		}
-	default:
-		return empty
-	}
-	c.Interrupted = interrupted == 1
+	c := digestCache{Written: h.Written, Interrupted: h.Interrupted, Bundle: h.Bundle, Watch: h.Watch, files: h.files}
 	records := bytes.Count(body, []byte{0})
 	c.order, c.recs = make([]string, 0, records), make([]cachedFile, 0, records)
 	n := 4
@@ -221,8 +203,49 @@ func loadDigestCache(path string) *digestCache {
 		}
 		c.order, c.recs = append(c.order, path), append(c.recs, e)
 	}
+	c.applyDelta(readDelta(path, c.Written))
 	c.list()
 	return &c
+}
+
+// cacheHeader is what a cache's first line says.
+type cacheHeader struct {
+	Written       int64
+	Interrupted   bool
+	Bundle, Watch string
+	files         int
+}
+
+// parseCacheHeader reads a cache's first line.
+func parseCacheHeader(head string) (c cacheHeader, version int, ok bool) {
+	var interrupted int
+	fields := strings.Fields(head)
+	if len(fields) < 4 || fields[0] != digestCacheHeader {
+		return c, 0, false
+	}
+	var err1, err2, err3, err4 error
+	version, err1 = strconv.Atoi(fields[1])
+	c.Written, err2 = strconv.ParseInt(fields[2], 10, 64)
+	interrupted, err3 = strconv.Atoi(fields[3])
+	switch {
+	case err1 != nil || err2 != nil || err3 != nil:
+		return c, 0, false
+	case version == 1 && len(fields) == 4:
+	case version >= 2 && version <= 4 && len(fields) == 5, version == 5 && len(fields) == 7:
+		if fields[4] != "-" {
+			c.Bundle = fields[4]
+		}
+		if version == 5 && fields[5] != "-" {
+			c.Watch = fields[5]
+		}
+		if version == 5 {
+			c.files, err4 = strconv.Atoi(fields[6])
+		}
+	default:
+		return c, 0, false
+	}
+	c.Interrupted = interrupted == 1
+	return c, version, err4 == nil
 }
 
 // parseDirRecord reads "MODTIME INODE CTIME PATH".
@@ -505,17 +528,10 @@ func (c *digestCache) save(path string) {
 	for _, p := range c.order {
 		size += len(p) + 64 + 4*21 + 2
 	}
-	data := fmt.Appendf(make([]byte, 0, size+len(c.Dirs)*64+160), "%s 5 %d %d %s %s\n", digestCacheHeader, c.Written, interrupted, bundle, watch)
+	data := fmt.Appendf(make([]byte, 0, size+len(c.Dirs)*64+160), "%s 5 %d %d %s %s %d\n", digestCacheHeader, c.Written, interrupted, bundle, watch, len(c.order))
 	for i, p := range c.order {
 		e := c.recs[i]
-		data = append(data, e.SHA256...)
-		for _, v := range [...]int64{e.Size, e.ModTime, e.Inode, e.ChangeTime} {
-			data = append(data, ' ')
-			data = strconv.AppendInt(data, v, 10)
-		}
-		data = append(data, ' ')
-		data = append(data, p...)
-		data = append(data, 0)
+		data = appendRecord(data, p, e)
 	}
 	for _, d := range c.Dirs {
 		data = append(data, "d "...)
@@ -542,5 +558,21 @@ func (c *digestCache) save(path string) {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
+		return
 	}
+	// The whole cache is written: what the journal added is in it.
+	os.Remove(deltaPath(path))
+}
+
+// appendRecord appends a file's record, "SHA256 SIZE MODTIME INODE CTIME
+// PATH" and a NUL.
+func appendRecord(data []byte, p string, e cachedFile) []byte {
+	data = append(data, e.SHA256...)
+	for _, v := range [...]int64{e.Size, e.ModTime, e.Inode, e.ChangeTime} {
+		data = append(data, ' ')
+		data = strconv.AppendInt(data, v, 10)
+	}
+	data = append(data, ' ')
+	data = append(data, p...)
+	return append(data, 0)
 }

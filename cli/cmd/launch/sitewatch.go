@@ -38,8 +38,9 @@ type siteWatch struct {
 	dir        string
 	p          *cmdutil.Progress
 	// ans is the watcher's answer before the walk, nil when none
-	// answered.
-	ans *watch.Answer
+	// answered; next is its "INSTANCE:TOKEN", for the cache.
+	ans  *watch.Answer
+	next string
 	// startAfter: no watcher runs; start one if the walk finds the
 	// folder large.
 	startAfter bool
@@ -64,9 +65,10 @@ func watcherMode(f *cmdutil.Factory) string {
 }
 
 // openSiteWatch asks the folder's watcher what changed since the cache's
-// walk, starting one first when the cache says the folder is large and
-// none runs; nil when there is to be no watcher.
-func openSiteWatch(f *cmdutil.Factory, p *cmdutil.Progress, dir string, cache *digestCache) *siteWatch {
+// walk (its token watchedAt, "INSTANCE:TOKEN"), starting one first when
+// the cache says the folder is large (files) and none runs; nil when
+// there is to be no watcher.
+func openSiteWatch(f *cmdutil.Factory, p *cmdutil.Progress, dir, watchedAt string, files int) *siteWatch {
 	mode, cacheDir := watcherMode(f), cacheRoot(f)
 	if mode == "off" || cacheDir == "" {
 		return nil
@@ -83,7 +85,7 @@ func openSiteWatch(f *cmdutil.Factory, p *cmdutil.Progress, dir string, cache *d
 		return nil
 	}
 	w := &siteWatch{on: mode == "on", sock: watch.SocketPath(cacheDir, real), root: real, dir: dir, p: p}
-	instance, token := cache.watchedAt()
+	instance, token := parseWatchToken(watchedAt)
 	ans, err := watch.Query(w.sock, instance, token, watchTimeout)
 	switch {
 	case err == nil:
@@ -91,7 +93,7 @@ func openSiteWatch(f *cmdutil.Factory, p *cmdutil.Progress, dir string, cache *d
 		// Untrusted, unsupported, or a watcher too slow to answer:
 		// this deploy walks, and starts none.
 		return w
-	case w.on || len(cache.order) >= watcherFiles:
+	case w.on || files >= watcherFiles:
 		// A large folder and no watcher: one is started and asked
 		// before the walk, so the next deploy asks it.
 		if w.start() != nil {
@@ -103,15 +105,18 @@ func openSiteWatch(f *cmdutil.Factory, p *cmdutil.Progress, dir string, cache *d
 	}
 	w.ans = ans
 	if ans != nil {
-		cache.watchNext = ans.Instance + ":" + strconv.FormatUint(ans.Token, 10)
+		w.next = ans.Instance + ":" + strconv.FormatUint(ans.Token, 10)
 	}
 	return w
 }
 
-// watchedAt is the watcher's instance and token the cache's records were
-// taken against.
-func (c *digestCache) watchedAt() (string, uint64) {
-	instance, token, ok := strings.Cut(c.Watch, ":")
+// incremental says whether the watcher told what changed since the
+// cache's token.
+func (w *siteWatch) incremental() bool { return w != nil && w.ans != nil && !w.ans.Full }
+
+// parseWatchToken reads a cache's "INSTANCE:TOKEN".
+func parseWatchToken(s string) (string, uint64) {
+	instance, token, ok := strings.Cut(s, ":")
 	n, err := strconv.ParseUint(token, 10, 64)
 	if !ok || err != nil {
 		return "", 0
@@ -145,7 +150,7 @@ func (w *siteWatch) await(instance string, token uint64) *watch.Answer {
 // readSite reads the site: from the cache and the paths the watcher names
 // when it could tell what changed, else by walking it all.
 func (w *siteWatch) readSite(dir string, cache *digestCache) ([]siteFile, error) {
-	if w != nil && w.ans != nil && !w.ans.Full && cache.Watch != "" && len(cache.order) > 0 {
+	if w.incremental() && cache.Watch != "" && len(cache.order) > 0 {
 		if files, ok := readChanged(dir, cache, w.ans.Paths); ok {
 			return files, nil
 		}

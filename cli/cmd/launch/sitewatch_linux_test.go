@@ -1,10 +1,12 @@
 package launch
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -55,34 +57,45 @@ func (ws *watchers) all() []*exec.Cmd {
 	return append([]*exec.Cmd(nil), ws.procs...)
 }
 
-// deploy is what an upload does on this machine, without the server:
-// ask the watcher (starting it as the upload would), read the site,
-// remember it as a bundle and save the cache. It checks the files
-// against a walk of the whole site without a cache.
-func deploy(t *testing.T, f *cmdutil.Factory, dir string) *siteWatch {
+// deployed is a deploy's watcher and what it did.
+type deployed struct {
+	w  *siteWatch
+	st uploadStats
+}
+
+// incremental says whether the deploy went by the watcher's answer,
+// reading and writing only the changed paths' records.
+func (d deployed) incremental() bool { return d.st.watched }
+
+// deploy uploads the site to the fake API as pier bundles upload does
+// (asking the watcher, starting it as the upload would), and checks the
+// bundle made against a walk of the whole site without a cache.
+func deploy(t *testing.T, f *cmdutil.Factory, dir string) deployed {
 	t.Helper()
-	path := digestCachePath(f, "http://pier.test", "prj_1", dir)
-	c := loadDigestCache(path)
-	w := openSiteWatch(f, nil, dir, c)
-	files, err := w.readSite(dir, c)
+	b, st, err := uploadDir(context.Background(), f, cmdutil.NewProgress(f), dir, "prj_1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.after(files)
 	want, err := readSite(dir, loadDigestCache(""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sameFiles(files, want) {
-		t.Fatalf("the deploy read\n%v\na walk of the whole site\n%v", manifestOf(files), manifestOf(want))
+	fb := fakes[f]
+	fb.Mu.Lock()
+	got := fb.Bundles[b.Data.BundleId]
+	fb.Mu.Unlock()
+	if len(got) != len(want) || st.files != len(want) {
+		t.Fatalf("the bundle holds %d files (%d counted), the site %d\n%v\n%v", len(got), st.files, len(want), got, manifestOf(want))
 	}
-	c.remember(files, "bnd_1")
-	c.save(path)
-	return w
+	for _, sf := range want {
+		if got[sf.entry.Path] != sf.entry.Sha256 {
+			t.Fatalf("the bundle has %s as %q, the site as %s", sf.entry.Path, got[sf.entry.Path], sf.entry.Sha256)
+		}
+	}
+	real, _ := filepath.EvalSymlinks(dir)
+	sock := watch.SocketPath(cacheRoot(f), real)
+	return deployed{w: &siteWatch{sock: sock}, st: st}
 }
-
-// incremental reports whether a deploy took the watcher's answer.
-func (w *siteWatch) incremental() bool { return w != nil && w.ans != nil && !w.ans.Full }
 
 // awaitWatcher waits until the watcher of dir answers.
 func awaitWatcher(t *testing.T, f *cmdutil.Factory, dir string) *watch.Answer {
@@ -99,9 +112,17 @@ func awaitWatcher(t *testing.T, f *cmdutil.Factory, dir string) *watch.Answer {
 	}
 }
 
+// fakes are the fake APIs of the factories watchFactory made.
+var fakes = map[*cmdutil.Factory]*clitest.FakeBlobs{}
+
 func watchFactory(t *testing.T, env map[string]string) *cmdutil.Factory {
+	fb := &clitest.FakeBlobs{}
+	srv := fakeBundleAPI(t, fb)
 	env["PIER_CACHE_DIR"] = t.TempDir()
+	env["PIER_BASE_URL"], env["PIER_API_KEY"] = srv.URL, "agk_test"
 	f, _ := clitest.NewFactory(env)
+	fakes[f] = fb
+	t.Cleanup(func() { delete(fakes, f) })
 	return f
 }
 
@@ -127,12 +148,19 @@ func TestWatcherFindsAnEditOfALargeSite(t *testing.T) {
 	}
 	write(t, dir, "p/023/02345.html", "<p>EDIT!</p>") // the same size
 	setOld(t, dir, "p/023/02345.html")
-	w := deploy(t, f, dir)
-	if !w.incremental() || len(w.ans.Paths) != 1 || w.ans.Paths[0] != "p/023/02345.html" {
-		t.Fatalf("the edit was not found through the watcher: %+v", w.ans)
+	if d := deploy(t, f, dir); !d.incremental() || d.st.uploaded != 1 {
+		t.Fatalf("the edit was not found through the watcher: %+v", d.st)
 	}
-	if w := deploy(t, f, dir); !w.incremental() || len(w.ans.Paths) != 0 || len(ws.all()) != 1 {
-		t.Fatalf("unchanged: %+v, %d watchers", w.ans, len(ws.all()))
+	if d := deploy(t, f, dir); !d.incremental() || d.st.uploaded != 0 || len(ws.all()) != 1 {
+		t.Fatalf("unchanged: %+v, %d watchers", d.st, len(ws.all()))
+	}
+	// The cache read whole (with its journal) is the site as it is.
+	path := digestCachePath(f, f.BaseURL(), "prj_1", dir)
+	c := loadDigestCache(path)
+	if files, err := readSite(dir, c); err != nil {
+		t.Fatal(err)
+	} else if changes, removed := c.changesSince(files); len(changes) != 0 || len(removed) != 0 {
+		t.Fatalf("the cache and its journal differ from the site: %v, %v", changes, removed)
 	}
 }
 
@@ -168,9 +196,32 @@ func TestWatcherDeploysEveryChange(t *testing.T) {
 		{"a file replaced by a folder", func() { remove(t, dir, "a.html"); write(t, dir, "a.html/index.html", "i") }},
 	} {
 		c.change()
-		if w := deploy(t, f, dir); !w.incremental() {
-			t.Fatalf("%s: the deploy walked: %+v", c.name, w.ans)
+		if d := deploy(t, f, dir); !d.incremental() {
+			t.Fatalf("%s: the deploy walked", c.name)
 		}
+	}
+	// The cache read whole applies its journal: the site's files, in
+	// the walk's order, with their contents.
+	c := loadDigestCache(digestCachePath(f, f.BaseURL(), "prj_1", dir))
+	files, err := readSite(dir, loadDigestCache(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for i, sf := range files {
+		paths = append(paths, sf.entry.Path)
+		if i < len(c.recs) && c.recs[i].SHA256 != sf.entry.Sha256 {
+			t.Fatalf("%s: the cache with its journal has %s", sf.entry.Path, c.recs[i].SHA256)
+		}
+	}
+	if !slices.Equal(c.order, paths) {
+		t.Fatalf("the cache with its journal: %q, the site %q", c.order, paths)
+	}
+	// Written whole, the cache leaves no journal.
+	c.remember(files, "bnd_x")
+	c.save(digestCachePath(f, f.BaseURL(), "prj_1", dir))
+	if _, err := os.Stat(deltaPath(digestCachePath(f, f.BaseURL(), "prj_1", dir))); !os.IsNotExist(err) {
+		t.Fatalf("a journal outlived the whole cache: %v", err)
 	}
 }
 
@@ -208,11 +259,11 @@ func TestWatcherKilledAndTwoSites(t *testing.T) {
 		t.Fatalf("%d watchers for two sites", n)
 	}
 	write(t, two, "x.html", "X")
-	if w := deploy(t, f, one); !w.incremental() || len(w.ans.Paths) != 0 {
-		t.Fatalf("site one heard site two: %+v", w.ans)
+	if d := deploy(t, f, one); !d.incremental() || d.st.uploaded != 0 {
+		t.Fatalf("site one heard site two: %+v", d.st)
 	}
-	if w := deploy(t, f, two); !w.incremental() || len(w.ans.Paths) != 1 {
-		t.Fatalf("site two: %+v", w.ans)
+	if d := deploy(t, f, two); !d.incremental() || d.st.uploaded != 1 {
+		t.Fatalf("site two: %+v", d.st)
 	}
 	ws.all()[0].Process.Kill()
 	ws.all()[0].Wait()
@@ -233,7 +284,7 @@ func TestWatcherKilledAndTwoSites(t *testing.T) {
 		}
 		dir := t.TempDir()
 		writeSite(t, dir, map[string]string{"a.html": "a"})
-		if w := openSiteWatch(g, nil, dir, &digestCache{order: make([]string, watcherFiles)}); w != nil {
+		if w := openSiteWatch(g, nil, dir, "", watcherFiles); w != nil {
 			t.Fatalf("%v: a watcher", env)
 		}
 	}

@@ -188,6 +188,8 @@ var hashBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b 
 type uploadStats struct {
 	files, uploaded int
 	uploadedBytes   int64
+	// watched: the watcher told what changed, and only that was read.
+	watched bool
 }
 
 // uploadDir uploads a directory as a bundle by digest: it hashes the files
@@ -205,10 +207,24 @@ func uploadDir(ctx context.Context, f *cmdutil.Factory, p *cmdutil.Progress, dir
 	// on a relaunch of 20,000 files (50 MiB resident).
 	defer debug.SetGCPercent(debug.SetGCPercent(300))
 	cachePath := digestCachePath(f, f.BaseURL(), project, dir)
-	cache := loadDigestCache(cachePath)
 	var watcher *siteWatch
-	if cachePath != "" {
-		watcher = openSiteWatch(f, p, dir, cache)
+	if wb := readWatchedBase(cachePath); cachePath != "" {
+		watch, files := "", 0
+		if wb != nil {
+			watch, files = wb.head.Watch, wb.head.files
+		}
+		watcher = openSiteWatch(f, p, dir, watch, files)
+		if watcher.incremental() && wb.usable() {
+			b, st, done, err := uploadWatched(ctx, f, p, watcher, wb, dir, project)
+			if done {
+				return b, st, err
+			}
+			watcher.ans = nil // the walk below, from the same token
+		}
+	}
+	cache := loadDigestCache(cachePath)
+	if watcher != nil {
+		cache.watchNext = watcher.next
 	}
 	files, err := watcher.readSite(dir, cache)
 	if err != nil {
