@@ -292,3 +292,30 @@ func TestWatcherKilledAndTwoSites(t *testing.T) {
 		t.Fatalf("%d watchers started with the watcher off", n)
 	}
 }
+
+// Read from the cache and the changed paths alone (as a deploy the
+// watcher answered does when it must make the whole cache, after an
+// interrupted upload), the site is what a walk of it finds, in its order.
+func TestReadChangedIsTheWalk(t *testing.T) {
+	dir := t.TempDir()
+	writeSite(t, dir, map[string]string{"a.html": "a", "a-b.html": "ab", "sub/b.html": "b", "sub/c.html": "c", "sub/deep/d.html": "d", "z/e.html": "e"})
+	path := filepath.Join(t.TempDir(), "cache")
+	_, c := walkRemembered(t, dir, path, "bnd_1")
+	c.save(path)
+	write(t, dir, "sub/b.html", "B")
+	write(t, dir, "a/x.html", "x")
+	remove(t, dir, "sub/c.html")
+	os.RemoveAll(filepath.Join(dir, "sub/deep"))
+	write(t, dir, ".hidden/y.html", "y")
+	got, ok := readChanged(dir, loadDigestCache(path), []string{".hidden", "a", "sub/b.html", "sub/c.html", "sub/deep"})
+	if !ok {
+		t.Fatal("readChanged refused")
+	}
+	want, err := readSite(dir, loadDigestCache(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameFiles(got, want) {
+		t.Fatalf("from the changes\n%v\nwalked\n%v", manifestOf(got), manifestOf(want))
+	}
+}
