@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -317,5 +318,39 @@ func TestReadChangedIsTheWalk(t *testing.T) {
 	}
 	if !sameFiles(got, want) {
 		t.Fatalf("from the changes\n%v\nwalked\n%v", manifestOf(got), manifestOf(want))
+	}
+}
+
+// pier __watch's flags, and --status of a folder no watcher watches: it
+// says so (exit 0), with --json as an object; a watcher of it then
+// answers --status.
+func TestWatchCommand(t *testing.T) {
+	f, _ := clitest.NewFactory(nil)
+	var got *WatchOptions
+	if code := clitest.RunWith(t, f, NewCmdWatch(f, func(o *WatchOptions) error { got = o; return nil }), "./site", "--idle", "5m", "--status", "--socket", "/tmp/s.sock"); code != 0 || got.Dir != "./site" || got.Idle != 5*time.Minute || !got.Status || got.Socket != "/tmp/s.sock" {
+		t.Fatalf("exit %d %+v", code, got)
+	}
+	f, _ = clitest.NewFactory(nil)
+	if code := clitest.RunWith(t, f, NewCmdWatch(f, func(*WatchOptions) error { return nil }), "./site", "--idle", "-1s"); code != cmdutil.ExitUsage {
+		t.Fatalf("a negative --idle: exit %d", code)
+	}
+	useTestWatchers(t)
+	dir := t.TempDir()
+	writeSite(t, dir, map[string]string{"a.html": "a"})
+	f = watchFactory(t, map[string]string{"PIER_WATCHER": "on"})
+	status := func(args ...string) string {
+		t.Helper()
+		g, ts := clitest.NewFactory(map[string]string{"PIER_CACHE_DIR": cacheRoot(f)})
+		if code := clitest.RunWith(t, g, NewCmdWatch(g, nil), append([]string{dir, "--status"}, args...)...); code != 0 {
+			t.Fatalf("--status %v: exit %d\n%s", args, code, ts.Err)
+		}
+		return ts.Out.String()
+	}
+	if out := status("--json"); !strings.Contains(out, `"running": false`) && !strings.Contains(out, `"running":false`) {
+		t.Fatalf("--status --json with no watcher: %s", out)
+	}
+	deploy(t, f, dir) // starts one
+	if out := status(); !strings.HasPrefix(out, "watching ") {
+		t.Fatalf("--status: %s", out)
 	}
 }
