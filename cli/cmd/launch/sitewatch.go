@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -159,12 +160,74 @@ func (w *siteWatch) readSite(dir string, cache *digestCache) ([]siteFile, error)
 }
 
 // after starts a watcher once the walk found the folder large, when none
-// runs: the deploy after next stats only what changed (the next one asks
-// it for the token to start from).
-func (w *siteWatch) after(files []siteFile) {
-	if w != nil && w.startAfter && (w.on || len(files) >= watcherFiles) {
-		w.start()
+// runs, and asks it for its first token while the upload runs: the
+// returned func waits for that. A change made between the walk and the
+// watcher's first watch would be in no answer, so the token goes to the
+// cache only if every file and folder is still as the walk found it,
+// none changed within verifyMargin before the walk (a later change in the
+// same tick of the file system's clock would leave the same times).
+// Otherwise the next deploy walks, and asks for a token then.
+func (w *siteWatch) after(dir string, files []siteFile, cache *digestCache, walked time.Time) (wait func()) {
+	if w == nil || !w.startAfter || (!w.on && len(files) < watcherFiles) || w.start() != nil {
+		return func() {}
 	}
+	done := make(chan string, 1)
+	go func() {
+		next := ""
+		if ans := w.await("", 0); ans != nil && unchangedSince(dir, files, cache.walked, walked.Add(-verifyMargin)) {
+			next = ans.Instance + ":" + strconv.FormatUint(ans.Token, 10)
+		}
+		done <- next
+	}()
+	return func() { cache.watchNext = <-done }
+}
+
+// verifyMargin is how long before a walk a file's last change must be
+// for after to vouch that a later one would show.
+const verifyMargin = 100 * time.Millisecond
+
+func sameStat(a, b fileStat) bool {
+	return a.size == b.size && a.mod.Equal(b.mod) && a.ino == b.ino && a.ctime == b.ctime && a.regular == b.regular
+}
+
+// unchangedSince reports whether every file and folder is as the walk
+// found it (statted again, on every core), and none changed after
+// before.
+func unchangedSince(dir string, files []siteFile, dirs []dirRecord, before time.Time) bool {
+	limit := before.UnixNano()
+	var bad atomic.Bool
+	var wg sync.WaitGroup
+	workers := max(1, min(runtime.NumCPU(), 4))
+	for k := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := openStatter(dir)
+			defer st.close()
+			for i := k; i < len(files) && !bad.Load(); i += workers {
+				was := files[i].stat
+				now, err := st.stat(filepath.FromSlash(files[i].entry.Path))
+				if err != nil || !sameStat(now, was) || was.ctime >= limit || was.ctime == 0 {
+					bad.Store(true)
+				}
+			}
+			for i := k; i < len(dirs) && !bad.Load(); i += workers {
+				d := dirs[i]
+				var now fileStat
+				var err error
+				if d.Path == "" {
+					now, err = lstatPath(dir)
+				} else {
+					now, err = st.stat(filepath.FromSlash(d.Path))
+				}
+				if err != nil || now.mod.UnixNano() != d.ModTime || now.ino != d.Inode || now.ctime != d.ChangeTime || d.ChangeTime >= limit {
+					bad.Store(true)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return !bad.Load()
 }
 
 // readChanged is the site as the cache records it but for the paths

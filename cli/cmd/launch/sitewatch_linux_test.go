@@ -144,9 +144,11 @@ func TestWatcherFindsAnEditOfALargeSite(t *testing.T) {
 		t.Fatalf("the first deploy: %d watchers started", len(ws.all()))
 	}
 	awaitWatcher(t, f, dir)
-	if w := deploy(t, f, dir); w.incremental() {
-		t.Fatal("the deploy that takes the watcher's first token did not walk")
-	}
+	// This one goes by the watcher if the first deploy could vouch that
+	// nothing changed between its walk and the watcher's start (the
+	// files were written just before it: it could not), else it walks
+	// and takes a token.
+	deploy(t, f, dir)
 	write(t, dir, "p/023/02345.html", "<p>EDIT!</p>") // the same size
 	setOld(t, dir, "p/023/02345.html")
 	if d := deploy(t, f, dir); !d.incremental() || d.st.uploaded != 1 {
@@ -352,5 +354,39 @@ func TestWatchCommand(t *testing.T) {
 	deploy(t, f, dir) // starts one
 	if out := status(); !strings.HasPrefix(out, "watching ") {
 		t.Fatalf("--status: %s", out)
+	}
+}
+
+// The first deploy's watcher token is kept only when every file and
+// folder is as the walk found it, and none changed just before it: an
+// edit in place with its time set back, a new file and a file changed
+// just before the walk all refuse it.
+func TestUnchangedSinceTheWalk(t *testing.T) {
+	dir := t.TempDir()
+	writeSite(t, dir, map[string]string{"a.html": "a", "sub/b.html": "b"})
+	walk := func() ([]siteFile, *digestCache) {
+		c := loadDigestCache("")
+		files, err := readSite(dir, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files, c
+	}
+	files, c := walk()
+	if !unchangedSince(dir, files, c.walked, time.Now()) {
+		t.Fatal("an unchanged site")
+	}
+	if unchangedSince(dir, files, c.walked, time.Now().Add(-time.Hour)) {
+		t.Fatal("a site changed just before the walk")
+	}
+	write(t, dir, "sub/b.html", "B")
+	setOld(t, dir, "sub/b.html")
+	if unchangedSince(dir, files, c.walked, time.Now()) {
+		t.Fatal("an edit in place, its time set back")
+	}
+	files, c = walk()
+	write(t, dir, "sub/new.html", "n")
+	if unchangedSince(dir, files, c.walked, time.Now()) {
+		t.Fatal("a new file")
 	}
 }

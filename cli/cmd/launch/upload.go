@@ -226,11 +226,14 @@ func uploadDir(ctx context.Context, f *cmdutil.Factory, p *cmdutil.Progress, dir
 	if watcher != nil {
 		cache.watchNext = watcher.next
 	}
+	walked := time.Now()
 	files, err := watcher.readSite(dir, cache)
 	if err != nil {
 		return nil, st, cmdutil.UsageErrorf("pier bundles upload", "%v", err)
 	}
-	watcher.after(files)
+	// A watcher started now is asked for its token while the upload
+	// runs; the cache records it only if nothing changed since the walk.
+	watched := watcher.after(dir, files, cache, walked)
 	st.files = len(files)
 	c, err := f.Client()
 	if err != nil {
@@ -260,6 +263,7 @@ func uploadDir(ctx context.Context, f *cmdutil.Factory, p *cmdutil.Progress, dir
 			continue
 		}
 		if err == nil {
+			watched()
 			cache.remember(files, b.Data.BundleId)
 			cache.save(cachePath)
 		}
