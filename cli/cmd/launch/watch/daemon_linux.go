@@ -74,8 +74,10 @@ func Run(ctx context.Context, o Options) error {
 	if o.Idle <= 0 {
 		o.Idle = DefaultIdle
 	}
-	unix.Umask(0o077)
 	if err := os.MkdirAll(filepath.Dir(o.Socket), 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(filepath.Dir(o.Socket), 0o700); err != nil {
 		return err
 	}
 	lock, err := os.OpenFile(o.Socket+".lock", os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
@@ -91,8 +93,10 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer w.close()
-	os.Remove(o.Socket) // a stale one: its watcher no longer holds the lock
+	os.Remove(o.Socket)        // a stale one: its watcher no longer holds the lock
+	umask := unix.Umask(0o077) // the socket is made 0600, not chmodded to it
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: o.Socket, Net: "unix"})
+	unix.Umask(umask)
 	if err != nil {
 		return err
 	}
