@@ -390,3 +390,47 @@ func TestUnchangedSinceTheWalk(t *testing.T) {
 		t.Fatal("a new file")
 	}
 }
+
+// A deploy through the watcher whose last bundle the server no longer
+// has, or that lacks a content the cache says it holds, walks the site
+// and deploys it whole, as without the watcher; a failed upload records
+// nothing, and the next deploy goes by the watcher again.
+func TestWatcherDeployFallsBack(t *testing.T) {
+	useTestWatchers(t)
+	dir := t.TempDir()
+	writeSite(t, dir, map[string]string{"a.html": "a", "sub/b.html": "b", "sub/c.html": "c"})
+	f := watchFactory(t, map[string]string{"PIER_WATCHER": "on"})
+	fb := fakes[f]
+	deploy(t, f, dir)
+	deploy(t, f, dir)
+	fb.Mu.Lock()
+	fb.Bundles = map[string]map[string]string{}
+	fb.Mu.Unlock()
+	write(t, dir, "a.html", "A")
+	if d := deploy(t, f, dir); d.incremental() {
+		t.Fatal("a deploy from a bundle the server lost went by the watcher")
+	}
+	fb.Mu.Lock()
+	delete(fb.Stored, sha256Hex("c"))
+	fb.Mu.Unlock()
+	write(t, dir, "sub/b.html", "B")
+	if d := deploy(t, f, dir); d.incremental() {
+		t.Fatal("a deploy that the server lacked a content for went by the watcher")
+	}
+	if _, ok := fb.Stored[sha256Hex("c")]; !ok {
+		t.Fatal("the lost content was not sent again")
+	}
+	fb.Mu.Lock()
+	fb.FailAfter, fb.Puts = 1, []string{"an upload before"}
+	fb.Mu.Unlock()
+	write(t, dir, "sub/c.html", "C!")
+	if _, _, err := uploadDir(context.Background(), f, cmdutil.NewProgress(f), dir, "prj_1"); err == nil {
+		t.Fatal("an upload that failed did not fail")
+	}
+	fb.Mu.Lock()
+	fb.FailAfter = 0
+	fb.Mu.Unlock()
+	if d := deploy(t, f, dir); !d.incremental() || d.st.uploaded != 1 {
+		t.Fatalf("after a failed upload: %+v", d.st)
+	}
+}
