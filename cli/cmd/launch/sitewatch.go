@@ -202,15 +202,20 @@ func unchangedSince(dir string, files []siteFile, dirs []dirRecord, before time.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st := openStatter(dir)
-			defer st.close()
-			for i := k; i < len(files) && !bad.Load(); i += workers {
+			// A worker's share of the files is a run of them in walk
+			// order, so each folder is opened once and each file is a
+			// lookup of its name.
+			fs := newFolderStatter(dir)
+			defer fs.close()
+			for i := k * len(files) / workers; i < (k+1)*len(files)/workers && !bad.Load(); i++ {
 				was := files[i].stat
-				now, err := st.stat(filepath.FromSlash(files[i].entry.Path))
+				now, err := fs.stat(files[i].entry.Path)
 				if err != nil || !sameStat(now, was) || was.ctime >= limit || was.ctime == 0 {
 					bad.Store(true)
 				}
 			}
+			st := openStatter(dir)
+			defer st.close()
 			for i := k; i < len(dirs) && !bad.Load(); i += workers {
 				d := dirs[i]
 				var now fileStat
