@@ -7,10 +7,16 @@
 # CURL=1 for an exec'd curl a poll, as before 2026-11-27); then ROUNDS times one file changed and
 # `pier launch DIR` again, timed until that file answers with its new
 # content. The CLI keeps its digest cache under PIER_CACHE_DIR, as under
-# the user's cache directory.
+# the user's cache directory. A deploy of 5,000 files or more starts the
+# CLI's watcher of the site (pier __watch), as it does for a user: the
+# first deploy starts it, the first change takes its token with a walk of
+# the whole site, and the changes after go by its answer (round 1 against
+# rounds 2 and on). WATCHER=off runs every deploy without it
+# (PIER_WATCHER=off); under CI=true none starts unless WATCHER=on.
 #
 #   bash bench/deploys.sh                      # 1,000, 20,000 and 100,000 files
 #   SIZES="1000 20000" ROUNDS=5 bash bench/deploys.sh
+#   WATCHER=off bash bench/deploys.sh          # every deploy walks the whole site
 #   CURL=1 SIZES=1000 bash bench/deploys.sh   # wait with curl, as before
 #   RESULTS=file RUNSTATS=file bash bench/deploys.sh   # as bench/peers.sh does
 #   PERF=/tmp/perf.data SIZES=20000 ROUNDS=1 bash bench/deploys.sh
@@ -54,6 +60,7 @@ pier_pid=$!
 for _ in $(seq 100); do curl -fsS "http://$API/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 ./bin/pier-server ca >"$tmp/ca.pem"
 export PIER_BASE_URL=http://$API PIER_API_KEY=$key PIER_CACHE_DIR=$tmp/cache
+if [ -n "${WATCHER:-}" ]; then export PIER_WATCHER=$WATCHER; fi
 
 # site DIR N: N files of 1 KiB of fresh text, folders of 100.
 site() {

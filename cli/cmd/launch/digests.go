@@ -40,8 +40,13 @@ import (
 // instead of listing it again. Its files are still statted one by one: an
 // edit in place moves the file's times, never its folder's.
 //
-// On disk it is a line "pier-digests 4 WRITTEN INTERRUPTED BUNDLE" (BUNDLE
-// "-" when there is none; version 1 had no BUNDLE), then one
+// It also names the watcher's answer the walk that made Files was taken
+// against (Watch, "INSTANCE:TOKEN"): the next deploy asks that watcher
+// what changed since, and stats only that (sitewatch.go).
+//
+// On disk it is a line "pier-digests 5 WRITTEN INTERRUPTED BUNDLE WATCH"
+// (BUNDLE and WATCH "-" when there is none; version 1 had no BUNDLE,
+// versions before 5 no WATCH), then one
 // record per file, "SHA256 SIZE MODTIME INODE CTIME PATH" ended by a NUL
 // (which no path holds; versions 1 and 2 had no INODE and CTIME), in the
 // walk's order, then one per folder, "d MODTIME INODE CTIME PATH" ("" for
@@ -66,6 +71,10 @@ type digestCache struct {
 	Interrupted bool
 	// Bundle is the bundle the files made, "" when unknown.
 	Bundle string
+	// Watch is the watcher's "INSTANCE:TOKEN" of the walk that made the
+	// records, "" when none; watchNext is this run's, which remember
+	// makes Watch.
+	Watch, watchNext string
 	// Dirs are the folders the walk that made Files listed, in its order.
 	Dirs []dirRecord
 	// listings are Dirs as read back: each folder's entries, by name.
@@ -77,6 +86,8 @@ type digestCache struct {
 	read   int
 	// kept is the bytes of small files this run keeps for their upload.
 	kept atomic.Int64
+	// files is how many files the header says the cache records.
+	files int
 }
 
 // dirRecord is a folder as the walk found it, by its path under the site
@@ -116,9 +127,24 @@ const digestCacheHeader = "pier-digests"
 const racyWindow = 2 * time.Second
 
 // digestCachePath names the cache of dir's uploads to project on baseURL:
-// under $PIER_CACHE_DIR, else the user's cache directory; "" when there is
-// none or PIER_CACHE_DIR is "off".
+// under cacheRoot; "" when there is none.
 func digestCachePath(f *cmdutil.Factory, baseURL, project, dir string) string {
+	root := cacheRoot(f)
+	if root == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(baseURL + "\x00" + project + "\x00" + abs))
+	return filepath.Join(root, "digests", hex.EncodeToString(sum[:16]))
+}
+
+// cacheRoot is where the CLI keeps its digests and its watchers'
+// sockets: $PIER_CACHE_DIR, else pier in the user's cache directory; ""
+// when there is none or PIER_CACHE_DIR is "off".
+func cacheRoot(f *cmdutil.Factory) string {
 	root := f.Env("PIER_CACHE_DIR")
 	if root == "off" {
 		return ""
@@ -130,12 +156,7 @@ func digestCachePath(f *cmdutil.Factory, baseURL, project, dir string) string {
 		}
 		root = filepath.Join(base, "pier")
 	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(baseURL + "\x00" + project + "\x00" + abs))
-	return filepath.Join(root, "digests", hex.EncodeToString(sum[:16]))
+	return root
 }
 
 // loadDigestCache reads a cache; a missing or unreadable one is empty.
@@ -149,28 +170,11 @@ func loadDigestCache(path string) *digestCache {
 		return empty
 	}
 	head, body, _ := bytes.Cut(data, []byte("\n"))
-	var c digestCache
-	var version, interrupted int
-	fields := strings.Fields(string(head))
-	if len(fields) < 4 || fields[0] != digestCacheHeader {
+	h, version, ok := parseCacheHeader(string(head))
+	if !ok {
 		return empty
 	}
-	var err1, err2, err3 error
-	version, err1 = strconv.Atoi(fields[1])
-	c.Written, err2 = strconv.ParseInt(fields[2], 10, 64)
-	interrupted, err3 = strconv.Atoi(fields[3])
-	switch {
-	case err1 != nil || err2 != nil || err3 != nil:
-		return empty
-	case version == 1 && len(fields) == 4:
-	case version >= 2 && version <= 4 && len(fields) == 5:
-		if fields[4] != "-" {
-			c.Bundle = fields[4]
-		}
-	default:
-		return empty
-	}
-	c.Interrupted = interrupted == 1
+	c := digestCache{Written: h.Written, Interrupted: h.Interrupted, Bundle: h.Bundle, Watch: h.Watch, files: h.files}
 	records := bytes.Count(body, []byte{0})
 	c.order, c.recs = make([]string, 0, records), make([]cachedFile, 0, records)
 	n := 4
@@ -199,8 +203,49 @@ func loadDigestCache(path string) *digestCache {
 		}
 		c.order, c.recs = append(c.order, path), append(c.recs, e)
 	}
+	c.applyDelta(readDelta(path, c.Written))
 	c.list()
 	return &c
+}
+
+// cacheHeader is what a cache's first line says.
+type cacheHeader struct {
+	Written       int64
+	Interrupted   bool
+	Bundle, Watch string
+	files         int
+}
+
+// parseCacheHeader reads a cache's first line.
+func parseCacheHeader(head string) (c cacheHeader, version int, ok bool) {
+	var interrupted int
+	fields := strings.Fields(head)
+	if len(fields) < 4 || fields[0] != digestCacheHeader {
+		return c, 0, false
+	}
+	var err1, err2, err3, err4 error
+	version, err1 = strconv.Atoi(fields[1])
+	c.Written, err2 = strconv.ParseInt(fields[2], 10, 64)
+	interrupted, err3 = strconv.Atoi(fields[3])
+	switch {
+	case err1 != nil || err2 != nil || err3 != nil:
+		return c, 0, false
+	case version == 1 && len(fields) == 4:
+	case version >= 2 && version <= 4 && len(fields) == 5, version == 5 && len(fields) == 7:
+		if fields[4] != "-" {
+			c.Bundle = fields[4]
+		}
+		if version == 5 && fields[5] != "-" {
+			c.Watch = fields[5]
+		}
+		if version == 5 {
+			c.files, err4 = strconv.Atoi(fields[6])
+		}
+	default:
+		return c, 0, false
+	}
+	c.Interrupted = interrupted == 1
+	return c, version, err4 == nil
 }
 
 // parseDirRecord reads "MODTIME INODE CTIME PATH".
@@ -444,7 +489,7 @@ func (c *digestCache) changesSince(files []siteFile) ([]sdk.ManifestFile, []stri
 
 // remember makes the cache what a bundle of files leaves behind.
 func (c *digestCache) remember(files []siteFile, bundle string) {
-	c.Written, c.Interrupted, c.Bundle = time.Now().UnixNano(), false, bundle
+	c.Written, c.Interrupted, c.Bundle, c.Watch = time.Now().UnixNano(), false, bundle, c.watchNext
 	order, recs := make([]string, len(files)), make([]cachedFile, len(files))
 	for i := range files {
 		sf := &files[i]
@@ -472,25 +517,21 @@ func (c *digestCache) save(path string) {
 	if c.Interrupted {
 		interrupted = 1
 	}
-	bundle := c.Bundle
+	bundle, watch := c.Bundle, c.Watch
 	if bundle == "" {
 		bundle = "-"
+	}
+	if watch == "" {
+		watch = "-"
 	}
 	size := 0
 	for _, p := range c.order {
 		size += len(p) + 64 + 4*21 + 2
 	}
-	data := fmt.Appendf(make([]byte, 0, size+len(c.Dirs)*64+128), "%s 4 %d %d %s\n", digestCacheHeader, c.Written, interrupted, bundle)
+	data := fmt.Appendf(make([]byte, 0, size+len(c.Dirs)*64+160), "%s 5 %d %d %s %s %d\n", digestCacheHeader, c.Written, interrupted, bundle, watch, len(c.order))
 	for i, p := range c.order {
 		e := c.recs[i]
-		data = append(data, e.SHA256...)
-		for _, v := range [...]int64{e.Size, e.ModTime, e.Inode, e.ChangeTime} {
-			data = append(data, ' ')
-			data = strconv.AppendInt(data, v, 10)
-		}
-		data = append(data, ' ')
-		data = append(data, p...)
-		data = append(data, 0)
+		data = appendRecord(data, p, e)
 	}
 	for _, d := range c.Dirs {
 		data = append(data, "d "...)
@@ -517,5 +558,21 @@ func (c *digestCache) save(path string) {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
+		return
 	}
+	// The whole cache is written: what the journal added is in it.
+	os.Remove(deltaPath(path))
+}
+
+// appendRecord appends a file's record, "SHA256 SIZE MODTIME INODE CTIME
+// PATH" and a NUL.
+func appendRecord(data []byte, p string, e cachedFile) []byte {
+	data = append(data, e.SHA256...)
+	for _, v := range [...]int64{e.Size, e.ModTime, e.Inode, e.ChangeTime} {
+		data = append(data, ' ')
+		data = strconv.AppendInt(data, v, 10)
+	}
+	data = append(data, ' ')
+	data = append(data, p...)
+	return append(data, 0)
 }

@@ -98,3 +98,51 @@ func statOpen(f *os.File) (fileStat, error) {
 		return statOf(&st), nil
 	}
 }
+
+// folderStatter lstats files by their paths under a site's directory,
+// holding the folder of the last one open: files that come in walk order
+// are each a lookup of one name, as the walk's are.
+type folderStatter struct {
+	root   string
+	folder string
+	fd     int
+}
+
+func newFolderStatter(root string) *folderStatter {
+	return &folderStatter{root: root, folder: "\x00", fd: -1}
+}
+
+// stat lstats rel, a slash-separated path under the root.
+func (s *folderStatter) stat(rel string) (fileStat, error) {
+	folder, name := splitPath(rel)
+	if folder != s.folder {
+		s.close()
+		s.folder = folder
+		fd, err := unix.Open(filepath.Join(s.root, filepath.FromSlash(folder)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fileStat{}, err
+		}
+		s.fd = fd
+	}
+	if s.fd < 0 {
+		return fileStat{}, &os.PathError{Op: "open", Path: filepath.Join(s.root, folder), Err: unix.EBADF}
+	}
+	var st unix.Stat_t
+	for {
+		err := unix.Fstatat(s.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fileStat{}, &os.PathError{Op: "lstat", Path: filepath.Join(s.root, rel), Err: err}
+		}
+		return statOf(&st), nil
+	}
+}
+
+func (s *folderStatter) close() {
+	if s.fd >= 0 {
+		unix.Close(s.fd)
+		s.fd = -1
+	}
+}

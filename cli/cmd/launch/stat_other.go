@@ -36,3 +36,14 @@ func statOpen(f *os.File) (fileStat, error) {
 	}
 	return fileStat{size: info.Size(), mod: info.ModTime(), regular: info.Mode().IsRegular()}, nil
 }
+
+// folderStatter lstats files by their paths under a site's directory.
+type folderStatter struct{ root string }
+
+func newFolderStatter(root string) *folderStatter { return &folderStatter{root: root} }
+
+func (s *folderStatter) stat(rel string) (fileStat, error) {
+	return lstatPath(filepath.Join(s.root, filepath.FromSlash(rel)))
+}
+
+func (s *folderStatter) close() {}

@@ -188,6 +188,8 @@ var hashBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b 
 type uploadStats struct {
 	files, uploaded int
 	uploadedBytes   int64
+	// watched: the watcher told what changed, and only that was read.
+	watched bool
 }
 
 // uploadDir uploads a directory as a bundle by digest: it hashes the files
@@ -205,11 +207,33 @@ func uploadDir(ctx context.Context, f *cmdutil.Factory, p *cmdutil.Progress, dir
 	// on a relaunch of 20,000 files (50 MiB resident).
 	defer debug.SetGCPercent(debug.SetGCPercent(300))
 	cachePath := digestCachePath(f, f.BaseURL(), project, dir)
+	var watcher *siteWatch
+	if wb := readWatchedBase(cachePath); cachePath != "" {
+		watch, files := "", 0
+		if wb != nil {
+			watch, files = wb.head.Watch, wb.head.files
+		}
+		watcher = openSiteWatch(f, p, dir, watch, files)
+		if watcher.incremental() && wb.usable() {
+			b, st, done, err := uploadWatched(ctx, f, p, watcher, wb, dir, project)
+			if done {
+				return b, st, err
+			}
+			watcher.ans = nil // the walk below, from the same token
+		}
+	}
 	cache := loadDigestCache(cachePath)
-	files, err := readSite(dir, cache)
+	if watcher != nil {
+		cache.watchNext = watcher.next
+	}
+	walked := time.Now()
+	files, err := watcher.readSite(dir, cache)
 	if err != nil {
 		return nil, st, cmdutil.UsageErrorf("pier bundles upload", "%v", err)
 	}
+	// A watcher started now is asked for its token while the upload
+	// runs; the cache records it only if nothing changed since the walk.
+	watched := watcher.after(dir, files, cache, walked)
 	st.files = len(files)
 	c, err := f.Client()
 	if err != nil {
@@ -239,6 +263,7 @@ func uploadDir(ctx context.Context, f *cmdutil.Factory, p *cmdutil.Progress, dir
 			continue
 		}
 		if err == nil {
+			watched()
 			cache.remember(files, b.Data.BundleId)
 			cache.save(cachePath)
 		}

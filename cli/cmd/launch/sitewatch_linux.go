@@ -1,0 +1,24 @@
+package launch
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// startWatcher starts `pier __watch` of root, answering on sock, in a
+// session of its own with no terminal and no stream of the CLI's, so it
+// outlives the deploy. Tests replace it.
+var startWatcher = func(sock, root string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(exe, watchCommand, "--socket", sock, root)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	return cmd.Process.Release()
+}
