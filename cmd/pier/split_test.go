@@ -206,24 +206,7 @@ func TestClientHandsOverToTheServer(t *testing.T) {
 	// The commands the client leaves to pier-server for their packages'
 	// sake run there as if the client had them: holder keygen writes its
 	// key, and the workflow alias reaches workflows prepare's own help.
-	t.Run("holder and workflows", func(t *testing.T) {
-		key := filepath.Join(t.TempDir(), "holder.jwk")
-		cmd := exec.Command(filepath.Join(dir, "pier"), "holder", "keygen", "--key", key, "--json")
-		cmd.Env = append(os.Environ(), "PIER_SERVER_BIN=")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("pier holder keygen: %v\n%s", err, out)
-		}
-		if st, err := os.Stat(key); err != nil || st.Mode().Perm() != 0o600 {
-			t.Errorf("the holder key: %v, %v; want a file of mode 0600", st, err)
-		}
-		cmd = exec.Command(filepath.Join(dir, "pier"), "workflow", "prepare", "--help")
-		cmd.Env = append(os.Environ(), "PIER_SERVER_BIN=")
-		out, err = cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "print the plan a human should read") {
-			t.Errorf("pier workflow prepare --help: %v\n%s", err, out)
-		}
-	})
+	t.Run("holder and workflows", func(t *testing.T) { runHandedOverCommands(t, dir) })
 
 	// The server binary gets the arguments and environment as given, and
 	// its exit code is the command's: a fake one shows it.
@@ -305,5 +288,26 @@ func TestClientBuildsTheServerFromSource(t *testing.T) {
 	bins, _ := filepath.Glob(filepath.Join(cache, "pier", "source-build", "*", "pier-server"))
 	if len(bins) != 1 {
 		t.Fatalf("binaries in the cache: %q", bins)
+	}
+}
+
+// runHandedOverCommands runs holder keygen and the workflow alias's
+// prepare --help through the client built in dir.
+func runHandedOverCommands(t *testing.T, dir string) {
+	key := filepath.Join(t.TempDir(), "holder.jwk")
+	cmd := exec.Command(filepath.Join(dir, "pier"), "holder", "keygen", "--key", key, "--json")
+	cmd.Env = append(os.Environ(), "PIER_SERVER_BIN=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("pier holder keygen: %v\n%s", err, out)
+	}
+	if st, err := os.Stat(key); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the holder key: %v, %v; want a file of mode 0600", st, err)
+	}
+	cmd = exec.Command(filepath.Join(dir, "pier"), "workflow", "prepare", "--help")
+	cmd.Env = append(os.Environ(), "PIER_SERVER_BIN=")
+	out, err = cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "print the plan a human should read") {
+		t.Errorf("pier workflow prepare --help: %v\n%s", err, out)
 	}
 }
