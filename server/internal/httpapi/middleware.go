@@ -632,6 +632,12 @@ func requestHasher(r *http.Request) hash.Hash {
 // idempotent runs the operation at most once per (caller, key); hash
 // identifies the request (requestHash, or streamed: serveManifest).
 func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op operation.Operation, p *auth.Principal, key, hash string) {
+	h.idempotentRun(w, r, op, p, key, hash, func(rec *Recorder) { h.inner.ServeHTTP(rec, r) })
+}
+
+// idempotentRun is idempotent, with run making the operation's answer:
+// for the chain, the handler; for the listener's fast path, its own.
+func (h *Handler) idempotentRun(w http.ResponseWriter, r *http.Request, op operation.Operation, p *auth.Principal, key, hash string, run func(rec *Recorder)) {
 	ctx := r.Context()
 	claim := store.IdempotencyClaim{Principal: p.Caller, Key: key, Operation: op.ID, RequestHash: hash}
 	outcome, stored, err := h.cfg.Store.Idempotency().Begin(ctx, claim, h.cfg.Now(), h.cfg.IdempotencyLease, h.cfg.IdempotencyTTL)
@@ -668,7 +674,7 @@ func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op operatio
 			h.cfg.Store.Idempotency().Abandon(bg, claim)
 		}
 	}()
-	h.inner.ServeHTTP(rec, r)
+	run(rec)
 	done = true
 
 	if keep(rec) {
