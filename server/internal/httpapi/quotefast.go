@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,7 +10,6 @@ import (
 	"strconv"
 
 	"github.com/pierhq/pier/server/api"
-	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 	"github.com/pierhq/pier/server/internal/safetext"
@@ -105,7 +102,7 @@ func (d *QuoteDoor) Answer(dst []byte, q *QuoteRequest) (head, body []byte, ok b
 			WriteError(rec, r, h.cfg.Log, err)
 			return
 		}
-		encodeCreated(rec, r, res)
+		encodeCreated(rec, res)
 	})
 	return d.recorded(dst, rec, q)
 }
@@ -185,14 +182,10 @@ func framed(head, b, scratch []byte) ([]byte, []byte) {
 }
 
 // created appends to dst the head of create_quote's 201 with res, as the
-// chain answers it (the generated handler's encoding), and returns it
+// chain answers it (the generated handler's bytes, appendQuoteEnvelope), and returns it
 // with the body, made in scratch, and the buffer to keep as scratch.
 func created(dst []byte, res api.CreateQuote201JSONResponse, dec ratelimit.Decision, limited bool, scratch []byte) (head, body, kept []byte) {
-	buf := bytes.NewBuffer(scratch[:0])
-	if err := json.NewEncoder(buf).Encode(res); err != nil {
-		panic(err) // the generated handler's types always encode
-	}
-	b := buf.Bytes()
+	b := appendQuoteEnvelope(scratch[:0], res)
 	// Header lines in net/http's order: sorted by name.
 	dst = append(dst, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"...)
 	if limited {
@@ -208,13 +201,8 @@ func created(dst []byte, res api.CreateQuote201JSONResponse, dec ratelimit.Decis
 
 // encodeCreated writes create_quote's 201 with res to w, as the generated
 // handler does.
-func encodeCreated(w http.ResponseWriter, r *http.Request, res api.CreateQuote201JSONResponse) {
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(res); err != nil {
-		WriteError(w, r, nil, apierr.Internal(err))
-		return
-	}
+func encodeCreated(w http.ResponseWriter, res api.CreateQuote201JSONResponse) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
-	buf.WriteTo(w)
+	w.Write(appendQuoteEnvelope(nil, res))
 }
