@@ -96,7 +96,7 @@ func (d *QuoteDoor) Answer(dst []byte, q *QuoteRequest) (head, body []byte, ok b
 	}
 	r := d.request(ctx, q)
 	rec := d.recorder(dec, limited)
-	h.idempotentRun(rec, r, op, p, string(q.IdempotencyKey), requestHash(r, q.Body), func(rec *Recorder) {
+	h.idempotent(rec, r, op, p, string(q.IdempotencyKey), requestHash(r, q.Body), func(rec *Recorder) {
 		res, err := d.h.quotes.createQuote(ctx, req)
 		if err != nil {
 			WriteError(rec, r, h.cfg.Log, err)
