@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/pierhq/pier/server/api"
+	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 	"github.com/pierhq/pier/server/internal/safetext"
@@ -61,6 +63,15 @@ type QuoteRequest struct {
 // nothing taken or written, for a request net/http must answer.
 func (d *QuoteDoor) Answer(dst []byte, q *QuoteRequest) (head, body []byte, ok bool) {
 	h, op := d.h, d.rt.op
+	defer func() {
+		// As the handler answers a panic (Handler.ServeHTTP): a 500
+		// envelope, the connection kept.
+		if v := recover(); v != nil {
+			rec := &Recorder{header: http.Header{}}
+			WriteError(rec, d.request(context.WithValue(context.Background(), opKey{}, d.rt), q), h.cfg.Log, apierr.Internal(fmt.Errorf("panic: %v", v)))
+			head, body, ok = d.recorded(dst, rec, q)
+		}
+	}()
 	if q.Method != http.MethodPost || string(q.Path) != op.Path || q.Query != nil || !plainAccept(q.Accept) ||
 		string(q.ContentType) != "application/json" || len(q.Body) == 0 || int64(len(q.Body)) > d.limit() ||
 		q.IdempotencyKey != nil && !idempotencyKeyText(q.IdempotencyKey) {
