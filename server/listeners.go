@@ -380,6 +380,14 @@ func (s *Server) apiRead(dst []byte, q *fastpath.APIRequest) (head, body []byte,
 			RemoteAddr: q.RemoteAddr, Host: q.Host, ClientIP: q.ClientIP, Scratch: q.Scratch}
 		head, body, ok = s.mcp.AnswerFast(dst, &fr)
 		q.Scratch = fr.Scratch
+	} else if q.Method == http.MethodPost && string(q.Path) == "/v1/quotes" && s.quotes != nil {
+		// create_quote, a write: answered here when the chain would run
+		// it, else by net/http.
+		fq := httpapi.QuoteRequest{KeptRequest: httpapi.KeptRequest{Method: q.Method, Path: q.Path, Query: q.Query,
+			Accept: q.Accept, ContentType: q.ContentType, Authorization: q.AuthorizationValue, Body: q.Body, ClientIP: q.ClientIP},
+			IdempotencyKey: q.IdempotencyKey, Scratch: q.Scratch}
+		head, body, ok = s.quotes.Answer(dst, &fq)
+		q.Scratch = fq.Scratch
 	} else {
 		head, body, ok = s.api.AnswerKept(dst, &httpapi.KeptRequest{Method: q.Method, Path: q.Path, Query: q.Query,
 			Accept: q.Accept, ContentType: q.ContentType, Authorization: q.AuthorizationValue, Body: q.Body, ClientIP: q.ClientIP, Refusals: true})

@@ -70,6 +70,8 @@ type Server struct {
 	api     *httpapi.Handler
 	mcp     *mcp.Handler
 	apiFast atomic.Int64
+	// quotes answers create_quote on the fast path (nil when it may not).
+	quotes *httpapi.QuoteDoor
 }
 
 // New opens the store and builds the handlers; Serve starts listening.
@@ -188,7 +190,7 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	authz.Mount(mux)
 	mountContract(mux, s.store, s.log)
-	s.api, s.mcp = api, mcpH
+	s.api, s.mcp, s.quotes = api, mcpH, httpapi.CreateQuoteDoor(api)
 	s.handler = clientaddr.Middleware(s.trusted, logRequests(s.log, s.route(api)))
 	return nil
 }

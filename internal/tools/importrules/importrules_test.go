@@ -54,6 +54,7 @@ var shared = []string{
 	mod + "/server/internal/httpheader",
 	mod + "/server/internal/nameindex",
 	mod + "/server/internal/clientaddr",
+	mod + "/server/internal/jsonappend",
 }
 
 // What the domain must not import: transports and the adapters built on

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/pierhq/pier/models"
+	"github.com/pierhq/pier/server/internal/jsonappend"
 	"github.com/pierhq/pier/server/internal/operation"
 )
 
@@ -36,14 +37,14 @@ func ToolNeeding(id string, actor models.Actor, args map[string]any, needed ...s
 	if len(missing) > 0 {
 		t.MissingArguments = &missing
 	}
-	return wrap(t)
+	return wrapTool(t)
 }
 
 // Tool returns an action calling operation id with args. Path parameters are
 // filled from args; the rest stay as arguments. Required arguments args
 // lacks are listed in missingArguments.
 func Tool(id string, actor models.Actor, args map[string]any) models.Action {
-	return wrap(toolAction(id, actor, args))
+	return wrapTool(toolAction(id, actor, args))
 }
 
 // toolAction is Tool's action before it goes into the union.
@@ -115,6 +116,17 @@ func wrap(v any) models.Action {
 	return a
 }
 
+// wrapTool is wrap for a tool action, whose JSON is written without
+// reflection (jsonappend.ToolAction: json.Marshal's bytes, which
+// TestWrapToolIsWrap compares): every answer offers one or more.
+func wrapTool(t models.ToolAction) models.Action {
+	var a models.Action
+	if err := a.UnmarshalJSON(jsonappend.ToolAction(nil, &t)); err != nil {
+		panic(err)
+	}
+	return a
+}
+
 // ToolAction is Tool without the union wrapper, for undo commands.
 // It is built as Tool builds it, without the trip through the union's
 // JSON and back, which cost a write as much as its ledger entry.
@@ -126,7 +138,7 @@ func ToolAction(id string, actor models.Actor, args map[string]any) models.ToolA
 func Retry(id string, actor models.Actor, args map[string]any, afterSeconds int) models.Action {
 	t := ToolAction(id, actor, args)
 	t.RetryAfterSeconds = &afterSeconds
-	return wrap(t)
+	return wrapTool(t)
 }
 
 // URL returns an action sending a person to a URL.
@@ -169,7 +181,7 @@ func Gate(taskID, approvalURL string) []models.Action {
 	u, _ := URL(approvalURL, "approve", "human").AsUrlAction()
 	id := "approve"
 	u.Id = &id
-	return []models.Action{wrap(u), wrap(poll)}
+	return []models.Action{wrap(u), wrapTool(poll)}
 }
 
 // Names renders actions as a reader scans them: a tool by its name, a URL

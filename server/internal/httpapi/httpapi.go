@@ -78,6 +78,9 @@ type Handler struct {
 	pure  *pureCache
 	// keptGet and keptPost are the routes AnswerKept may answer, by path.
 	keptGet, keptPost map[string]*route
+	// quotes makes create_quote's answer, for the generated handler and
+	// the listener's fast path (QuoteDoor).
+	quotes quoteRoutes
 }
 
 type route struct {
@@ -138,6 +141,7 @@ func New(cfg Config) (*Handler, error) {
 		keptGet: map[string]*route{}, keptPost: map[string]*route{}}
 
 	impl := newOperations(cfg.Service, &h.cfg)
+	h.quotes = impl.quoteRoutes
 	strict := api.NewStrictHandlerWithOptions(impl, []api.StrictMiddlewareFunc{withRequest}, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			WriteError(w, r, cfg.Log, apierr.Newf("input:malformed_json", "the body could not be decoded: %v", err))

@@ -16,6 +16,7 @@ import (
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/ratelimit"
+	"github.com/pierhq/pier/server/internal/store"
 )
 
 // KeptRequest is a request the listener read itself (the edge's fast
@@ -86,11 +87,11 @@ func (h *Handler) AnswerKept(dst []byte, q *KeptRequest) (head, body []byte, ok 
 	if q.Authorization != nil {
 		// A key on these (anonymous) reads only names the rate-limit
 		// bucket; the chain answers any other credential.
-		id, ok := h.liveKey(q.Authorization)
+		k, ok := h.liveKey(q.Authorization)
 		if !ok {
 			return dst, nil, false
 		}
-		caller = "key:" + id
+		caller = "key:" + k.ID
 	}
 	op := rt.op
 	if len(q.Body) > 0 {
@@ -308,15 +309,15 @@ func (h *Handler) Keeping(id string) (kept, versioned, fast bool) {
 // seen yet stays on the fast path). ok is false for anything else (no
 // key, an OAuth token, an unknown or revoked key, an error), which the
 // chain then answers.
-func (h *Handler) liveKey(header []byte) (id string, ok bool) {
+func (h *Handler) liveKey(header []byte) (k store.APIKey, ok bool) {
 	const bearer = "Bearer "
 	if len(header) <= len(bearer) || !equalFold(header[:len(bearer)], bearer) {
-		return "", false
+		return store.APIKey{}, false
 	}
 	token := header[len(bearer):]
 	if !bytes.HasPrefix(token, []byte(auth.KeyPrefix)) {
-		return "", false
+		return store.APIKey{}, false
 	}
 	k, err := h.cfg.Store.Keys().Live(context.Background(), auth.HashKey(string(token)))
-	return k.ID, err == nil
+	return k, err == nil
 }

@@ -147,7 +147,7 @@ func (h *Handler) serveManifest(w http.ResponseWriter, r *http.Request, rt *rout
 	}
 	// The body's bytes, as they came: a streamed body is the same
 	// request when it is the same bytes.
-	h.idempotent(w, r, rt.op, p, key, hex.EncodeToString(body.hash.Sum(nil)))
+	h.idempotent(w, r, rt.op, p, key, hex.EncodeToString(body.hash.Sum(nil)), nil)
 }
 
 func malformed(err error) *apierr.Error {

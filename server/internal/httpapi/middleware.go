@@ -110,7 +110,7 @@ func (h *Handler) chain(rt *route) http.Handler {
 			h.inner.ServeHTTP(w, r)
 			return
 		}
-		h.idempotent(w, r, op, p, key, requestHash(r, body))
+		h.idempotent(w, r, op, p, key, requestHash(r, body), nil)
 	})
 }
 
@@ -631,7 +631,12 @@ func requestHasher(r *http.Request) hash.Hash {
 
 // idempotent runs the operation at most once per (caller, key); hash
 // identifies the request (requestHash, or streamed: serveManifest).
-func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op operation.Operation, p *auth.Principal, key, hash string) {
+// run makes the operation's answer: nil for the chain's handler, and the
+// listener's fast path (QuoteDoor) brings its own.
+func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op operation.Operation, p *auth.Principal, key, hash string, run func(rec *Recorder)) {
+	if run == nil {
+		run = func(rec *Recorder) { h.inner.ServeHTTP(rec, r) }
+	}
 	ctx := r.Context()
 	claim := store.IdempotencyClaim{Principal: p.Caller, Key: key, Operation: op.ID, RequestHash: hash}
 	outcome, stored, err := h.cfg.Store.Idempotency().Begin(ctx, claim, h.cfg.Now(), h.cfg.IdempotencyLease, h.cfg.IdempotencyTTL)
@@ -668,7 +673,7 @@ func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, op operatio
 			h.cfg.Store.Idempotency().Abandon(bg, claim)
 		}
 	}()
-	h.inner.ServeHTTP(rec, r)
+	run(rec)
 	done = true
 
 	if keep(rec) {

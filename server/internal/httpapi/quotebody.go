@@ -3,6 +3,8 @@ package httpapi
 import (
 	"net/http"
 	"regexp"
+
+	"github.com/pierhq/pier/server/internal/service"
 )
 
 // A request the contract surely accepts need not go through kin-openapi,
@@ -25,6 +27,13 @@ func quoteRequestValid(r *http.Request, body []byte) bool {
 	if r.URL.RawQuery != "" || !plainJSONMedia(r) || !idempotencyKeyValid(r) {
 		return false
 	}
+	return readQuoteBody(body, nil)
+}
+
+// readQuoteBody reports whether body is a QuoteRequest proved valid (see
+// acceptsFast) and, when out is set, reads it into out as the generated
+// decoder and QuoteItems would.
+func readQuoteBody(body []byte, out *service.QuoteRequest) bool {
 	s := jsonScan{b: body}
 	seen := 0 // 1: projectId, 2: items
 	ok := s.object(func(key string) bool {
@@ -32,10 +41,13 @@ func quoteRequestValid(r *http.Request, body []byte) bool {
 		case key == "projectId" && seen&1 == 0:
 			seen |= 1
 			v, ok := s.str()
+			if out != nil {
+				out.ProjectID = v
+			}
 			return ok && len(v) <= 64 && resourceID(v)
 		case key == "items" && seen&2 == 0:
 			seen |= 2
-			return s.quoteItems()
+			return s.quoteItems(out)
 		}
 		return false
 	})
@@ -56,11 +68,19 @@ func idempotencyKeyValid(r *http.Request) bool {
 	switch {
 	case len(vs) == 0:
 		return true
-	case len(vs) > 1 || len(vs[0]) == 0 || len(vs[0]) > 255:
+	case len(vs) > 1:
 		return false
 	}
-	for i := 0; i < len(vs[0]); i++ {
-		if c := vs[0][i]; c < 0x21 || c > 0x7e {
+	return idempotencyKeyText(vs[0])
+}
+
+// idempotencyKeyText: 1 to 255 printable ASCII characters without space.
+func idempotencyKeyText[S string | []byte](v S) bool {
+	if len(v) == 0 || len(v) > 255 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x21 || c > 0x7e {
 			return false
 		}
 	}
@@ -89,19 +109,31 @@ var (
 	serviceNamePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
 )
 
-// quoteItems reads QuoteRequest.items: 1 to 20 QuoteItems.
-func (s *jsonScan) quoteItems() bool {
+// quoteItems reads QuoteRequest.items: 1 to 20 QuoteItems, into out's
+// when out is set.
+func (s *jsonScan) quoteItems(out *service.QuoteRequest) bool {
 	n := 0
+	var it service.QuoteItem
 	ok := s.array(func() bool {
 		n++
-		return n <= 20 && s.quoteItem()
+		if out == nil {
+			return n <= 20 && s.quoteItem(nil)
+		}
+		it = service.QuoteItem{}
+		ok := n <= 20 && s.quoteItem(&it)
+		out.Items = append(out.Items, it)
+		return ok
 	})
 	return ok && n >= 1
 }
 
-// quoteItem reads one QuoteItem.
-func (s *jsonScan) quoteItem() bool {
+// quoteItem reads one QuoteItem, into it when set.
+func (s *jsonScan) quoteItem(it *service.QuoteItem) bool {
 	var seen uint8
+	var years, months *int
+	if it != nil {
+		years, months = &it.Years, &it.Months
+	}
 	ok := s.object(func(key string) bool {
 		bit, ok := quoteItemMembers[key]
 		if !ok || seen&bit != 0 {
@@ -110,13 +142,16 @@ func (s *jsonScan) quoteItem() bool {
 		seen |= bit
 		switch key {
 		case "years":
-			return s.intIn(1, 10)
+			return s.intInto(1, 10, years)
 		case "months":
-			return s.intIn(1, 36)
+			return s.intInto(1, 36, months)
 		}
 		v, ok := s.str()
 		if !ok {
 			return false
+		}
+		if it != nil {
+			setQuoteItem(it, key, v)
 		}
 		switch key {
 		case "kind":
@@ -131,6 +166,40 @@ func (s *jsonScan) quoteItem() bool {
 		return serviceNamePattern.MatchString(v) // name
 	})
 	return ok && seen&1 != 0 // kind is required
+}
+
+// setQuoteItem sets it's member key, a string, to v.
+func setQuoteItem(it *service.QuoteItem, key, v string) {
+	switch key {
+	case "kind":
+		it.Kind = service.QuoteItemKind(v)
+	case "domain":
+		it.Domain = v
+	case "target":
+		it.Target = v
+	case "workload":
+		it.Workload = v
+	case "name":
+		it.Name = v
+	}
+}
+
+// intInto is intIn, the value stored in *v when v is set.
+func (s *jsonScan) intInto(lo, hi int, v *int) bool {
+	start := s.i
+	if !s.intIn(lo, hi) {
+		return false
+	}
+	if v != nil {
+		n := 0
+		for _, c := range s.b[start:s.i] {
+			if c >= '0' && c <= '9' {
+				n = n*10 + int(c-'0')
+			}
+		}
+		*v = n
+	}
+	return true
 }
 
 var quoteItemMembers = map[string]uint8{"kind": 1, "domain": 2, "years": 4, "target": 8, "workload": 16, "months": 32, "name": 64}

@@ -51,9 +51,19 @@ func (o quoteRoutes) Estimate(ctx context.Context, req api.EstimateRequestObject
 }
 
 func (o quoteRoutes) CreateQuote(ctx context.Context, req api.CreateQuoteRequestObject) (api.CreateQuoteResponseObject, error) {
-	q, err := o.svc.Quotes.Create(ctx, auth.FromContext(ctx), service.QuoteRequest{ProjectID: req.Body.ProjectId, Items: QuoteItems(req.Body.Items)})
+	res, err := o.createQuote(ctx, service.QuoteRequest{ProjectID: req.Body.ProjectId, Items: QuoteItems(req.Body.Items)})
 	if err != nil {
 		return nil, err
+	}
+	return res, nil
+}
+
+// createQuote is create_quote's answer to req, for the generated handler
+// and for the listener's fast path (AnswerCreateQuote).
+func (o quoteRoutes) createQuote(ctx context.Context, req service.QuoteRequest) (api.CreateQuote201JSONResponse, error) {
+	q, err := o.svc.Quotes.Create(ctx, auth.FromContext(ctx), req)
+	if err != nil {
+		return api.CreateQuote201JSONResponse{}, err
 	}
 	var undo *models.ToolAction
 	if q.State == service.QuoteHeld {

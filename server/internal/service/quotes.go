@@ -505,7 +505,9 @@ func (s *Quotes) createLocked(ctx context.Context, tx *store.Tx, p *auth.Princip
 	q.Reasons = string(rj)
 	entry := store.LedgerRecord{OrgID: p.OrgID, Actor: actorOf(p), Action: "create_quote", ObjectType: "quote", ObjectID: q.ID,
 		Details: map[string]any{"projectId": proj.ID, "decision": q.Decision, "amountMicroUsd": amount, "held": QuoteState(q.State) == QuoteHeld, "reasons": out.Reasons}}
-	if err := insertQuote(ctx, tx, q, entry, now); err != nil {
+	// A capped key's running count is written after the quote; else the
+	// quote's statement is the transaction's last.
+	if err := insertQuote(ctx, tx, q, entry, now, !capped); err != nil {
 		return nil, err
 	}
 	if capped && QuoteState(q.State) == QuoteHeld {
@@ -557,8 +559,9 @@ func (s *Quotes) decide(ctx context.Context, tx *store.Tx, p *auth.Principal, pr
 
 // insertQuote records a new quote and its ledger entry; a held one moves
 // its amount into its project's held money with it (on PostgreSQL all in
-// one round trip: Quotes.InsertHeldLogged).
-func insertQuote(ctx context.Context, tx *store.Tx, q store.Quote, entry store.LedgerRecord, now time.Time) error {
+// one round trip: Quotes.InsertHeldLogged). last: nothing follows it in the
+// transaction, whose COMMIT may then go with it on PostgreSQL.
+func insertQuote(ctx context.Context, tx *store.Tx, q store.Quote, entry store.LedgerRecord, now time.Time, last bool) error {
 	if QuoteState(q.State) != QuoteHeld {
 		if err := tx.Quotes().Insert(ctx, q); err != nil {
 			return err
@@ -566,7 +569,7 @@ func insertQuote(ctx context.Context, tx *store.Tx, q store.Quote, entry store.L
 		_, err := tx.Ledger().Append(ctx, entry, now)
 		return err
 	}
-	err := tx.Quotes().InsertHeldLogged(ctx, q, entry, now)
+	err := tx.Quotes().InsertHeldLogged(ctx, q, entry, now, last)
 	if errors.Is(err, store.ErrBudget) {
 		return apierr.New("budget:insufficient", "the budget cannot cover this quote")
 	}

@@ -68,7 +68,7 @@ func (c conn) forUpdate() string {
 func (c conn) execPrepared(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	if c.tx != nil {
 		v, ok := c.store.stmts.Load(query)
-		if !ok {
+		if !ok || c.tx.tx == nil {
 			return c.ex.ExecContext(ctx, c.q(query), args...)
 		}
 		return c.tx.tx.StmtContext(ctx, v.(*sql.Stmt)).ExecContext(ctx, args...)
@@ -84,7 +84,7 @@ func (c conn) execPrepared(ctx context.Context, query string, args ...any) (sql.
 func (c conn) queryRowPrepared(ctx context.Context, query string, args ...any) *sql.Row {
 	if c.tx != nil {
 		v, ok := c.store.stmts.Load(query)
-		if !ok {
+		if !ok || c.tx.tx == nil {
 			return c.ex.QueryRowContext(ctx, c.q(query), args...)
 		}
 		return c.tx.tx.StmtContext(ctx, v.(*sql.Stmt)).QueryRowContext(ctx, args...)

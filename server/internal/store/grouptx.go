@@ -33,7 +33,7 @@ import (
 // InTx.
 func (s *Store) InGroupTx(ctx context.Context, fn func(tx *Tx) error) error {
 	if s.engine != SQLite {
-		return s.InTx(ctx, fn)
+		return s.inFoldedTx(ctx, fn)
 	}
 	return s.txGroup.run(ctx, s, fn)
 }

@@ -32,10 +32,14 @@ func (db Quotes) LockForQuote(ctx context.Context, orgID, projectID, keyID strin
 	var out QuoteLocks
 	var since sql.NullInt64
 	var head ledgerHead
-	var row *sql.Row
-	if db.store.engine == Postgres {
+	var row interface{ Scan(...any) error }
+	switch {
+	case db.store.engine == Postgres && db.tx.fold != nil:
+		// With the transaction's BEGIN, in one round trip.
+		row = db.tx.fold.firstRow(ctx, `SELECT `+quoteLocksCols+` FROM quote_locks($1, $2, $3) q WHERE (q.proj).id IS NOT NULL`, orgID, projectID, keyID)
+	case db.store.engine == Postgres:
 		row = db.ex.QueryRowContext(ctx, `SELECT `+quoteLocksCols+` FROM quote_locks($1, $2, $3) q WHERE (q.proj).id IS NOT NULL`, orgID, projectID, keyID)
-	} else {
+	default:
 		row = db.ex.QueryRowContext(ctx, quoteLocksSQLite, keyID, orgID, projectID, orgID)
 	}
 	var err error

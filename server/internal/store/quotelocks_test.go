@@ -101,7 +101,7 @@ var quoteLocksCases = []storeCase{
 						return err
 					}
 				}
-				if err := tx.Quotes().InsertHeldLogged(ctx, quote(id, 30), entry(id), t0); err != nil {
+				if err := tx.Quotes().InsertHeldLogged(ctx, quote(id, 30), entry(id), t0, false); err != nil {
 					return err
 				}
 				// An append after it follows it.
@@ -113,7 +113,7 @@ var quoteLocksCases = []storeCase{
 			if _, err := tx.Quotes().LockForQuote(ctx, w.org, w.proj, ""); err != nil {
 				return err
 			}
-			return tx.Quotes().InsertHeldLogged(ctx, quote("quo_over", 11), entry("quo_over"), t0)
+			return tx.Quotes().InsertHeldLogged(ctx, quote("quo_over", 11), entry("quo_over"), t0, false)
 		})
 		wantErr(t, "a hold past the limit", err, store.ErrBudget)
 		p, _ := w.st.Projects().Get(ctx, w.org, w.proj)
@@ -127,6 +127,51 @@ var quoteLocksCases = []storeCase{
 		}
 		if all[0].ObjectID != "quo_0" || all[1].Action != "after" || all[2].ObjectID != "quo_1" || all[4].ObjectID != "quo_2" {
 			t.Fatalf("entries %+v", all)
+		}
+	}},
+	{"grouped: BEGIN with the locks, COMMIT with the last write", func(t *testing.T, w world) {
+		// InGroupTx's transaction on PostgreSQL sends BEGIN with the locks
+		// and COMMIT with the hold, the quote and the entry; a refusal,
+		// a failure before the last write and a missing project leave
+		// nothing, and the connections go on serving. The project's limit
+		// is 100: of quotes of 30 racing, three are held.
+		quote := func(id string) store.Quote {
+			return store.Quote{ID: id, OrgID: w.org, ProjectID: w.proj, Decision: "ALLOW", State: "held", AmountMicro: 30,
+				Items: "[]", Reasons: "[]", CreatedAt: t0, ExpiresAt: t0.Add(15 * time.Minute)}
+		}
+		failed := errors.New("the quote fails before its last write")
+		create := func(id, project string, fail bool) error {
+			return w.st.InGroupTx(ctx, func(tx *store.Tx) error {
+				if _, err := tx.Quotes().LockForQuote(ctx, w.org, project, ""); err != nil {
+					return err
+				}
+				if fail {
+					if _, err := tx.Ledger().Append(ctx, store.LedgerRecord{OrgID: w.org, Action: "lost"}, t0); err != nil {
+						return err
+					}
+					return failed
+				}
+				return tx.Quotes().InsertHeldLogged(ctx, quote(id), store.LedgerRecord{OrgID: w.org, Action: "create_quote",
+					ObjectType: "quote", ObjectID: id, Details: map[string]any{"held": true}}, t0, true)
+			})
+		}
+		wantErr(t, "no project", create("quo_none", "prj_missing", false), store.ErrNotFound)
+		wantErr(t, "a failure before the last write", create("quo_failed", w.proj, true), failed)
+		held := race(t, 8, func(i int) error { return create(fmt.Sprintf("quo_%d", i), w.proj, i%4 == 3) }, store.ErrBudget, failed)
+		wantErr(t, "past the limit", create("quo_over", w.proj, false), store.ErrBudget)
+		p, _ := w.st.Projects().Get(ctx, w.org, w.proj)
+		all, err := w.st.Ledger().Entries(ctx, w.org, 0, 100)
+		if held != 3 || p.HeldMicro != 90 || err != nil || len(all) != 3 {
+			t.Fatalf("%d held, held %d, %d entries (%v)", held, p.HeldMicro, len(all), err)
+		}
+		checkChain(t, all)
+		for _, e := range all {
+			if e.Action != "create_quote" {
+				t.Fatalf("entry %+v", e)
+			}
+			if _, err := w.st.Quotes().Get(ctx, w.org, e.ObjectID); err != nil {
+				t.Fatalf("the quote of %+v: %v", e, err)
+			}
 		}
 	}},
 }

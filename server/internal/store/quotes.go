@@ -112,7 +112,11 @@ func (db Quotes) InsertHeld(ctx context.Context, q Quote) error {
 // locks read it: LockForQuote), the hold, the quote and the entry are one
 // statement, one round trip; the database refuses (ErrBudget) a hold over
 // the limit and then writes none of them.
-func (db Quotes) InsertHeldLogged(ctx context.Context, q Quote, r LedgerRecord, now time.Time) error {
+//
+// last says that nothing follows it in the transaction: on PostgreSQL,
+// in InGroupTx, the transaction's COMMIT then goes with it (pgFold), and
+// when it returns nil the quote is committed.
+func (db Quotes) InsertHeldLogged(ctx context.Context, q Quote, r LedgerRecord, now time.Time, last bool) error {
 	known := Ledger(db).knownHead(r.OrgID)
 	if db.store.engine != Postgres || known == nil {
 		if err := db.InsertHeld(ctx, q); err != nil {
@@ -128,9 +132,14 @@ func (db Quotes) InsertHeldLogged(ctx context.Context, q Quote, r LedgerRecord, 
 	args := append([]any{q.AmountMicro, q.ExpiresAt.UnixMicro(), q.ProjectID,
 		q.ID, q.OrgID, q.ProjectID, q.KeyID, q.Decision, q.State, q.AmountMicro, q.Items, q.Reasons, q.CreatedAt.UnixMicro(), q.ExpiresAt.UnixMicro()},
 		entryArgs(e, detailsJSON)...)
-	_, err = db.ex.ExecContext(ctx, db.q(`WITH hold AS (UPDATE projects SET held_micro = held_micro + ?, holds_expire_at = LEAST(holds_expire_at, ?) WHERE id = ?),
-		quote AS (INSERT INTO quotes (`+quoteCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL))
-		INSERT INTO ledger (`+ledgerCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`), args...)
+	query := db.q(`WITH hold AS (UPDATE projects SET held_micro = held_micro + ?, holds_expire_at = LEAST(holds_expire_at, ?) WHERE id = ?),
+		quote AS (INSERT INTO quotes (` + quoteCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL))
+		INSERT INTO ledger (` + ledgerCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if last && db.tx != nil && db.tx.fold != nil {
+		err = db.tx.fold.execLast(ctx, query, args...)
+	} else {
+		_, err = db.ex.ExecContext(ctx, query, args...)
+	}
 	db.appended(r.OrgID, e, err)
 	if isCheckViolation(err) {
 		return ErrBudget

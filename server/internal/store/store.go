@@ -93,6 +93,10 @@ type Tx struct {
 	// ledgerHead: the organisation's ledger head, read under its lock by
 	// Quotes.LockForQuote (PostgreSQL), for Ledger.Append.
 	ledgerHead *ledgerHead
+	// fold, on PostgreSQL, is InGroupTx's transaction, whose BEGIN and
+	// COMMIT go with its first and last statements (pgfold.go); tx is
+	// then nil.
+	fold *pgFold
 }
 
 // InTx runs fn in a transaction. On SQLite the write lock is taken at BEGIN,

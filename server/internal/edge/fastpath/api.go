@@ -42,6 +42,9 @@ type APIRequest struct {
 	// carries an Origin header.
 	MCPProtocolVersion []byte
 	Origin             bool
+	// IdempotencyKey is the Idempotency-Key header's value, nil when
+	// absent (sent at most once).
+	IdempotencyKey []byte
 	// Body is the whole body, of the length Content-Length announced.
 	Body []byte
 	// ClientIP is the peer's address without its port, RemoteAddr with
@@ -59,20 +62,20 @@ type APIRequest struct {
 
 // apiReq is what parseAPI reads of a request.
 type apiReq struct {
-	method                                       string
-	target, host, accept, ctype, ua, authz, mcpv []byte
-	clen                                         int
-	close, auth                                  bool
-	xff                                          []string
-	hosts, accepts, ctypes, uas, clens           int
-	authzs, mcpvs, origins                       int
+	method                                             string
+	target, host, accept, ctype, ua, authz, mcpv, idem []byte
+	clen                                               int
+	close, auth                                        bool
+	xff                                                []string
+	hosts, accepts, ctypes, uas, clens                 int
+	authzs, mcpvs, origins, idems                      int
 }
 
 // parseAPI reads a head strictly for APIRead: an HTTP/1.1 GET or POST of
 // an origin-form target whose path needs no decoding and whose query
 // holds visible characters other than ';' and '#', one Host, at most one
 // Accept, Content-Type, User-Agent and Content-Length (up to maxAPIBody),
-// at most one Authorization and MCP-Protocol-Version, no
+// at most one Authorization, MCP-Protocol-Version and Idempotency-Key, no
 // Transfer-Encoding, Upgrade, Expect, Trailer or conditional or range
 // headers, and a Connection header of close and keep-alive only. ok is
 // false when the request is for net/http.
@@ -108,6 +111,8 @@ func parseAPI(b []byte, r *apiReq) bool {
 			r.xff = append(r.xff, string(v))
 		case equalFold(name, "mcp-protocol-version"):
 			r.mcpv, r.mcpvs = v, r.mcpvs+1
+		case equalFold(name, "idempotency-key"):
+			r.idem, r.idems = v, r.idems+1
 		case equalFold(name, "origin"):
 			r.origins++
 		case equalFold(name, "content-length"):
@@ -132,7 +137,7 @@ func parseAPI(b []byte, r *apiReq) bool {
 	}) {
 		return false
 	}
-	if r.hosts != 1 || r.accepts > 1 || r.ctypes > 1 || r.uas > 1 || r.authzs > 1 || r.mcpvs > 1 || !plainHost(r.host) {
+	if r.hosts != 1 || r.accepts > 1 || r.ctypes > 1 || r.uas > 1 || r.authzs > 1 || r.mcpvs > 1 || r.idems > 1 || !plainHost(r.host) {
 		return false
 	}
 	return true
@@ -216,7 +221,7 @@ func (cs *conn) apiRead(n int) (handled, close bool, err error) {
 	remote, ip := cs.peer()
 	q := APIRequest{Method: r.method, Path: path, Query: query, Accept: nilIfAbsent(r.accept, r.accepts),
 		ContentType: nilIfAbsent(r.ctype, r.ctypes), Authorization: r.auth, AuthorizationValue: nilIfAbsent(r.authz, r.authzs),
-		MCPProtocolVersion: nilIfAbsent(r.mcpv, r.mcpvs), Origin: r.origins > 0,
+		MCPProtocolVersion: nilIfAbsent(r.mcpv, r.mcpvs), Origin: r.origins > 0, IdempotencyKey: nilIfAbsent(r.idem, r.idems),
 		Body: all[n:], ClientIP: clientFor(cs.l.cfg.Trusted, cs.tcp, ip, r.xff), RemoteAddr: remote, Host: cs.host, TLS: cs.tls,
 		Scratch: cs.scratch[:0]}
 	at := len(cs.out)
