@@ -26,8 +26,11 @@ import (
 // deploy asks it what changed since the cache was written, and stats
 // only that; it waits watchTimeout for the answer, and a watcher it
 // starts watchStart to answer at all, else it walks the whole folder.
-const (
-	watcherFiles = 5000
+const watcherFiles = 5000
+
+// Variables so that tests, on a machine busy with other tests, can wait
+// longer than a deploy does and still see the watcher's answer.
+var (
 	watchTimeout = 50 * time.Millisecond
 	watchStart   = time.Second
 )

@@ -30,6 +30,12 @@ func useTestWatchers(t *testing.T) *watchers {
 	t.Helper()
 	ws := &watchers{}
 	old := startWatcher
+	// A deploy waits 50 ms for an answer and a second for a new watcher;
+	// with every package's tests running beside these, a watcher can take
+	// longer, and the deploy would walk: these tests check the answers,
+	// not their time (bench/README.md has that).
+	oldTimeout, oldStart := watchTimeout, watchStart
+	watchTimeout, watchStart = 5*time.Second, 20*time.Second
 	startWatcher = func(sock, root string) error {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "PIER_TEST_WATCH_ROOT="+root, "PIER_TEST_WATCH_SOCKET="+sock)
@@ -43,7 +49,7 @@ func useTestWatchers(t *testing.T) *watchers {
 		return nil
 	}
 	t.Cleanup(func() {
-		startWatcher = old
+		startWatcher, watchTimeout, watchStart = old, oldTimeout, oldStart
 		for _, c := range ws.all() {
 			c.Process.Kill()
 			c.Wait()
