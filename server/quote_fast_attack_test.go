@@ -1,0 +1,136 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/pierhq/pier/internal/testkit/testpg"
+	"github.com/pierhq/pier/internal/testkit/testserver"
+	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/ratelimit"
+	"github.com/pierhq/pier/server/internal/service"
+	"github.com/pierhq/pier/server/internal/store"
+)
+
+// tenantAccounts are what TestQuoteFastPathRefusesWhatNetHTTPRefuses
+// names in each server besides quoteAccounts: a second organisation
+// with a budget, a second key of the first organisation (rich's), and a
+// key revoked between two cases.
+type tenantAccounts struct {
+	other   account
+	sibling string
+	doomed  account
+}
+
+func newTenantAccounts(t *testing.T, ts *testServer, rich account) tenantAccounts {
+	t.Helper()
+	a := tenantAccounts{other: newAccount(t, ts, 1_000_000_000, service.DefaultPolicy(), "read", "quote"),
+		doomed: newAccount(t, ts, 1_000_000_000, service.DefaultPolicy(), "read", "quote")}
+	secret, hash := auth.NewKey()
+	k := store.APIKey{ID: auth.ID("key"), OrgID: rich.org, Name: "sibling", Scopes: []string{"read", "quote"}, CreatedAt: ts.Service().Now()}
+	if err := ts.Store().Keys().Create(context.Background(), k, hash); err != nil {
+		t.Fatal(err)
+	}
+	a.sibling = secret
+	return a
+}
+
+// The listener's fast path, attacked as a second tenant and as a hostile
+// client: the same requests to a server with the fast path and to one
+// without, compared answer by answer (runQuoteCase), on both engines.
+func TestQuoteFastPathRefusesWhatNetHTTPRefuses(t *testing.T) {
+	testserver.Engines(t, func(t *testing.T, databaseURL string) {
+		slowDB := ""
+		if databaseURL != "" {
+			slowDB = testpg.NewDatabase(t)
+		}
+		p := startFastPairOn(t, map[string]ratelimit.Policy{"quotes": {PerSecond: 0.5, Burst: 100}}, databaseURL, slowDB)
+		accounts := map[*testServer]quoteAccounts{}
+		tenants := map[*testServer]tenantAccounts{}
+		for _, ts := range []*testServer{p.slow, p.fast} {
+			accounts[ts] = newQuoteAccounts(t, ts)
+			tenants[ts] = newTenantAccounts(t, ts, accounts[ts].rich)
+		}
+		revoke := func() {
+			for ts, a := range tenants {
+				if err := ts.Store().Keys().Revoke(context.Background(), a.doomed.org, a.doomed.keyID, ts.Service().Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		fill := func(ts *testServer, raw string) string {
+			a := tenants[ts]
+			return strings.NewReplacer("{other}", a.other.project, "{otherkey}", a.other.key, "{sibling}", a.sibling,
+				"{doomed}", a.doomed.project, "{doomedkey}", a.doomed.key, "{PROJECT}", strings.ToUpper(accounts[ts].rich.project)).Replace(raw)
+		}
+		for _, c := range append(tenantCases(revoke), protocolCases()...) {
+			t.Run(c.name, func(t *testing.T) { runQuoteCaseFilled(t, p, c, accounts, fill) })
+		}
+	})
+}
+
+// tenantCases: another organisation and another key of the same one,
+// with the same Idempotency-Key and projects not theirs, and a key
+// revoked after it was used.
+func tenantCases(revoke func()) []fastCase {
+	const svc = `{"projectId":"{project}","items":[{"kind":"service","workload":"dynamic_service","months":1}]}`
+	const osvc = `{"projectId":"{other}","items":[{"kind":"service","workload":"dynamic_service","months":1}]}`
+	const dsvc = `{"projectId":"{doomed}","items":[{"kind":"service","workload":"static_site","months":1}]}`
+	key, other, sib := "Authorization: Bearer {key}\r\n", "Authorization: Bearer {otherkey}\r\n", "Authorization: Bearer {sibling}\r\n"
+	doomed := "Authorization: Bearer {doomedkey}\r\n"
+	one := []bool{false}
+	return []fastCase{
+		{name: "a first use", raw: quoteReq(svc, key, "Idempotency-Key: t-1\r\n"), heads: one, fast: 1},
+		{name: "its key, another organisation, the same body", raw: quoteReq(svc, other, "Idempotency-Key: t-1\r\n"), heads: one, fast: 1},
+		{name: "its key, another organisation, its own project", raw: quoteReq(osvc, other, "Idempotency-Key: t-1\r\n"), heads: one, fast: 1},
+		{name: "another organisation's replay", raw: quoteReq(osvc, other, "Idempotency-Key: t-1\r\n"), heads: one, fast: 1},
+		{name: "its key, a sibling key, the same body", raw: quoteReq(svc, sib, "Idempotency-Key: t-1\r\n"), heads: one, fast: 1},
+		{name: "the first key's replay", raw: quoteReq(svc, key, "Idempotency-Key: t-1\r\n"), heads: one, fast: 1},
+		{name: "another organisation's project, upper case", raw: quoteReq(strings.Replace(svc, "{project}", "{PROJECT}", 1), other), heads: one, fast: 1},
+		{name: "another organisation's project, padded", raw: quoteReq(strings.Replace(svc, `"{project}"`, `" {project}"`, 1), other), heads: one},
+		{name: "another organisation's project, escaped", raw: quoteReq(strings.Replace(svc, `"{project}"`, `"\u0070{project}"`, 1), other), heads: one},
+		{name: "another organisation's project, twice", raw: quoteReq(strings.Replace(osvc, `"projectId":"{other}"`, `"projectId":"{other}","projectId":"{project}"`, 1), other), heads: one},
+		{name: "another organisation's project over TLS", raw: quoteReq(svc, other), heads: one, tls: true, fast: 1},
+		{name: "a key used", raw: quoteReq(dsvc, doomed), heads: one, fast: 1},
+		{name: "the key revoked, the next request", raw: quoteReq(dsvc, doomed) + quoteReq(dsvc, doomed), heads: []bool{false, false}, before: revoke},
+		{name: "bearer in lower case", raw: quoteReq(osvc, "Authorization: bearer {otherkey}\r\n"), heads: one, fast: 1},
+		{name: "two spaces after Bearer", raw: quoteReq(osvc, "Authorization: Bearer  {otherkey}\r\n"), heads: one},
+		{name: "Basic", raw: quoteReq(osvc, "Authorization: Basic {otherkey}\r\n"), heads: one},
+		{name: "two Authorization headers", raw: quoteReq(osvc, other, key), heads: one},
+	}
+}
+
+// protocolCases: HTTP/1.1 as a hostile client sends it.
+func protocolCases() []fastCase {
+	const osvc = `{"projectId":"{other}","items":[{"kind":"service","workload":"dynamic_service","months":1}]}`
+	other := "Authorization: Bearer {otherkey}\r\n"
+	ct := "Content-Type: application/json\r\n"
+	one, two := []bool{false}, []bool{false, false}
+	q := quoteReq(osvc, other)
+	return []fastCase{
+		{name: "pipelined: fast, net/http, fast", raw: q + quoteReq(osvc, other, "Accept: text/html\r\n") + q, heads: []bool{false, false, false}, fast: 1},
+		{name: "head in two writes", raw: q, split: 20, heads: one, fast: 1},
+		{name: "body cut in two writes", raw: q, split: len(q) - 30, heads: one, fast: 1},
+		{name: "Content-Length short by one, then a request", raw: strings.Replace(q, "{clen}", "{clen-1}", 1) + q, heads: two},
+		{name: "Content-Length short, then spaces", raw: strings.Replace(q, "{clen}", "{clen-2}", 1) + "  ", heads: one, fast: 1},
+		{name: "chunked", raw: apiReq("POST", "/v1/quotes", ct, "Transfer-Encoding: chunked\r\n", other) + "10\r\n" + osvc[:16] + "\r\n" + strings.Repeat("0", 1) + "\r\n\r\n", heads: one},
+		{name: "Expect: 100-continue", raw: quoteReq(osvc, other, "Expect: 100-continue\r\n"), heads: two},
+		{name: "two Content-Lengths", raw: quoteReq(osvc, other, "Content-Length: {clen}\r\n"), heads: one},
+		{name: "two Content-Types", raw: quoteReq(osvc, other, ct), heads: one},
+		{name: "names in other cases", raw: apiReq("POST", "/v1/quotes", "content-type: application/json\r\nCONTENT-LENGTH: {clen}\r\n", "authorization: Bearer {otherkey}\r\nIDEMPOTENCY-KEY: c-1\r\n") + osvc, heads: one, fast: 1},
+		{name: "a long header", raw: quoteReq(osvc, other, "X-Pad: "+strings.Repeat("a", 9000)+"\r\n"), heads: one},
+		{name: "a long header and the body past the buffer", raw: quoteReq(osvc, other, "X-Pad: "+strings.Repeat("a", 8000)+"\r\n"), heads: one},
+		{name: "Idempotency-Key not ASCII", raw: quoteReq(osvc, other, "Idempotency-Key: k-\xc3\xa9\r\n"), heads: one},
+		{name: "Idempotency-Key with a control byte", raw: quoteReq(osvc, other, "Idempotency-Key: k-\x01\r\n"), heads: one},
+		{name: "an empty query", raw: strings.Replace(q, "/v1/quotes", "/v1/quotes?", 1), heads: one},
+		{name: "a slash after", raw: strings.Replace(q, "/v1/quotes", "/v1/quotes/", 1), heads: one},
+		{name: "two slashes", raw: strings.Replace(q, "/v1/quotes", "/v1//quotes", 1), heads: one},
+		{name: "HTTP/1.0", raw: strings.Replace(q, "HTTP/1.1", "HTTP/1.0", 1), heads: one},
+		{name: "keep-alive, close", raw: quoteReq(osvc, other, "Connection: keep-alive, close\r\n") + q, heads: one, fast: 1},
+		{name: "Accept application/*", raw: quoteReq(osvc, other, "Accept: application/*\r\n"), heads: one},
+		{name: "a byte order mark", raw: quoteReq("\xef\xbb\xbf"+osvc, other), heads: one},
+		{name: "X-Forwarded-For", raw: quoteReq(osvc, other, "X-Forwarded-For: 203.0.113.9\r\n"), heads: one, fast: 1},
+		{name: "Content-Encoding", raw: quoteReq(osvc, other, "Content-Encoding: gzip\r\n"), heads: one, fast: 1},
+	}
+}
