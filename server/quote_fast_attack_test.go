@@ -4,9 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pierhq/pier/internal/testkit/testpg"
 	"github.com/pierhq/pier/internal/testkit/testserver"
+	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/auth"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 	"github.com/pierhq/pier/server/internal/service"
@@ -132,5 +134,29 @@ func protocolCases() []fastCase {
 		{name: "a byte order mark", raw: quoteReq("\xef\xbb\xbf"+osvc, other), heads: one},
 		{name: "X-Forwarded-For", raw: quoteReq(osvc, other, "X-Forwarded-For: 203.0.113.9\r\n"), heads: one, fast: 1},
 		{name: "Content-Encoding", raw: quoteReq(osvc, other, "Content-Encoding: gzip\r\n"), heads: one, fast: 1},
+	}
+}
+
+// A body shorter than its Content-Length: net/http waits for the rest
+// until the read timeout, then answers the chain's refusal (the token
+// taken) and closes; the fast path must not end the connection without
+// an answer.
+func TestQuoteFastPathBodyShortOfItsLength(t *testing.T) {
+	clock := testserver.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	cfg := server.Config{Now: clock.Now, RateLimits: map[string]ratelimit.Policy{"quotes": {PerSecond: 0.5, Burst: 10}},
+		Listen: server.ListenLimits{ReadTimeout: time.Second}}
+	p := &fastPair{clock: clock, fast: start(t, cfg)}
+	cfg.DisableEdgeFastPath = true
+	p.slow = start(t, cfg)
+	accounts := map[*testServer]quoteAccounts{p.slow: newQuoteAccounts(t, p.slow), p.fast: newQuoteAccounts(t, p.fast)}
+	const svc = `{"projectId":"{project}","items":[{"kind":"service","workload":"dynamic_service","months":1}]}`
+	key := "Authorization: Bearer {key}\r\n"
+	one := []bool{false}
+	for _, c := range []fastCase{
+		{name: "ten bytes short", raw: strings.Replace(quoteReq(svc, key), "{clen}", "{clen+10}", 1), heads: one},
+		{name: "then a whole one", raw: quoteReq(svc, key), heads: one, fast: 1},
+		{name: "ten bytes short over TLS", raw: strings.Replace(quoteReq(svc, key), "{clen}", "{clen+10}", 1), heads: one, tls: true},
+	} {
+		t.Run(c.name, func(t *testing.T) { runQuoteCase(t, p, c, accounts) })
 	}
 }

@@ -42,6 +42,10 @@ func newQuoteAccounts(t *testing.T, ts *testServer) quoteAccounts {
 // between the two servers.
 var ids = regexp.MustCompile(`(?i)([a-z]{3})_[a-z2-7]{20}\b`)
 
+// loopback is an address on loopback, as a refusal may name the
+// connection's.
+var loopback = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
+
 // quoteReq is a create_quote request with body and the extra header
 // lines; {project}, {poor}, {key}, {poorkey}, {unscoped} and
 // {revoked} are filled in per server.
@@ -52,8 +56,9 @@ func quoteReq(body string, extra ...string) string {
 // requestStart finds where each request of a case's raw text starts.
 var requestStart = regexp.MustCompile(`(POST|GET) /v1/`)
 
-// clen is a request's {clen}, its body's length, or {clen-N}, N less.
-var clen = regexp.MustCompile(`\{clen(-[0-9]+)?\}`)
+// clen is a request's {clen}, its body's length, or {clen-N} or
+// {clen+N}, N less or more.
+var clen = regexp.MustCompile(`\{clen([-+][0-9]+)?\}`)
 
 // withLengths fills in each request's {clen} with its body's length.
 func withLengths(raw string) string {
@@ -67,8 +72,8 @@ func withLengths(raw string) string {
 		req := raw[s[0]:end]
 		if head, body, ok := strings.Cut(req, "\r\n\r\n"); ok {
 			head = clen.ReplaceAllStringFunc(head, func(m string) string {
-				less, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(m, "{clen"), "}"))
-				return fmt.Sprint(len(body) + less)
+				d, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(m, "{clen"), "}"))
+				return fmt.Sprint(len(body) + d)
 			})
 			req = head + "\r\n\r\n" + body
 		}
@@ -113,6 +118,7 @@ func runQuoteCaseFilled(t *testing.T, p *fastPair, c fastCase, accounts map[*tes
 		_, port, _ := net.SplitHostPort(ts.Addr())
 		for i := range as {
 			as[i].Body = ids.ReplaceAllString(strings.ReplaceAll(as[i].Body, "localhost:"+port, "localhost:PORT"), "${1}_ID")
+			as[i].Body = loopback.ReplaceAllString(as[i].Body, "127.0.0.1:PORT")
 		}
 	}
 	norm(p.slow, want)
