@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/pierhq/pier/internal/testkit/testserver"
 	"github.com/pierhq/pier/server"
 	"github.com/pierhq/pier/server/internal/auth"
+	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/ratelimit"
 	"github.com/pierhq/pier/server/internal/service"
 	"github.com/pierhq/pier/server/internal/store"
@@ -17,18 +19,22 @@ import (
 
 // tenantAccounts are what TestQuoteFastPathRefusesWhatNetHTTPRefuses
 // names in each server besides quoteAccounts: a second organisation
-// with a budget, a second key of the first organisation (rich's), and a
-// key revoked between two cases.
+// with a budget, a second key of the first organisation (rich's), a key
+// revoked between two cases and a key with a spending cap of $10 a month.
 type tenantAccounts struct {
-	other   account
-	sibling string
-	doomed  account
+	other, doomed, capped account
+	sibling               string
 }
 
 func newTenantAccounts(t *testing.T, ts *testServer, rich account) tenantAccounts {
 	t.Helper()
 	a := tenantAccounts{other: newAccount(t, ts, 1_000_000_000, service.DefaultPolicy(), "read", "quote"),
-		doomed: newAccount(t, ts, 1_000_000_000, service.DefaultPolicy(), "read", "quote")}
+		doomed: newAccount(t, ts, 1_000_000_000, service.DefaultPolicy(), "read", "quote"),
+		capped: newAccount(t, ts, 1_000_000_000, service.DefaultPolicy(), "read", "quote")}
+	ten := money.MicroUSD(10_000_000)
+	if err := ts.Store().Keys().SetCap(context.Background(), a.capped.org, a.capped.keyID, &ten, "month"); err != nil {
+		t.Fatal(err)
+	}
 	secret, hash := auth.NewKey()
 	k := store.APIKey{ID: auth.ID("key"), OrgID: rich.org, Name: "sibling", Scopes: []string{"read", "quote"}, CreatedAt: ts.Service().Now()}
 	if err := ts.Store().Keys().Create(context.Background(), k, hash); err != nil {
@@ -54,6 +60,14 @@ func TestQuoteFastPathRefusesWhatNetHTTPRefuses(t *testing.T) {
 			accounts[ts] = newQuoteAccounts(t, ts)
 			tenants[ts] = newTenantAccounts(t, ts, accounts[ts].rich)
 		}
+		lowerCap := func() {
+			for ts, a := range tenants {
+				one := money.MicroUSD(1)
+				if err := ts.Store().Keys().SetCap(context.Background(), a.capped.org, a.capped.keyID, &one, "month"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		revoke := func() {
 			for ts, a := range tenants {
 				if err := ts.Store().Keys().Revoke(context.Background(), a.doomed.org, a.doomed.keyID, ts.Service().Now()); err != nil {
@@ -64,9 +78,9 @@ func TestQuoteFastPathRefusesWhatNetHTTPRefuses(t *testing.T) {
 		fill := func(ts *testServer, raw string) string {
 			a := tenants[ts]
 			return strings.NewReplacer("{other}", a.other.project, "{otherkey}", a.other.key, "{sibling}", a.sibling,
-				"{doomed}", a.doomed.project, "{doomedkey}", a.doomed.key, "{PROJECT}", strings.ToUpper(accounts[ts].rich.project)).Replace(raw)
+				"{doomed}", a.doomed.project, "{doomedkey}", a.doomed.key, "{capped}", a.capped.project, "{cappedkey}", a.capped.key, "{PROJECT}", strings.ToUpper(accounts[ts].rich.project)).Replace(raw)
 		}
-		for _, c := range append(tenantCases(revoke), protocolCases()...) {
+		for _, c := range slices.Concat(tenantCases(revoke), capCases(lowerCap), protocolCases()) {
 			t.Run(c.name, func(t *testing.T) { runQuoteCaseFilled(t, p, c, accounts, fill) })
 		}
 	})
@@ -100,6 +114,23 @@ func tenantCases(revoke func()) []fastCase {
 		{name: "two spaces after Bearer", raw: quoteReq(osvc, "Authorization: Bearer  {otherkey}\r\n"), heads: one},
 		{name: "Basic", raw: quoteReq(osvc, "Authorization: Basic {otherkey}\r\n"), heads: one},
 		{name: "two Authorization headers", raw: quoteReq(osvc, other, key), heads: one},
+	}
+}
+
+// capCases: a key's spending cap, reached and then lowered, with and
+// without an Idempotency-Key.
+func capCases(lower func()) []fastCase {
+	const csvc = `{"projectId":"{capped}","items":[{"kind":"service","workload":"dynamic_service","months":1}]}`
+	const small = `{"projectId":"{capped}","items":[{"kind":"service","workload":"static_site","months":1}]}`
+	capped := "Authorization: Bearer {cappedkey}\r\n"
+	one := []bool{false}
+	return []fastCase{
+		{name: "a capped key's quote", raw: quoteReq(csvc, capped), heads: one, fast: 1},
+		{name: "a capped key past its cap", raw: quoteReq(csvc, capped), heads: one, fast: 1},
+		{name: "past its cap, kept", raw: quoteReq(csvc, capped, "Idempotency-Key: cap-1\r\n"), heads: one, fast: 1},
+		{name: "past its cap, replayed", raw: quoteReq(csvc, capped, "Idempotency-Key: cap-1\r\n"), heads: one, fast: 1},
+		{name: "within what is left", raw: quoteReq(small, capped), heads: one, fast: 1},
+		{name: "the cap lowered, the next quote", raw: quoteReq(small, capped), heads: one, fast: 1, before: lower},
 	}
 }
 
