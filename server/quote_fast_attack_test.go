@@ -141,6 +141,9 @@ func protocolCases() []fastCase {
 	ct := "Content-Type: application/json\r\n"
 	one, two := []bool{false}, []bool{false, false}
 	q := quoteReq(osvc, other)
+	// Twenty items: an answer past net/http's 2 KiB, which it chunks.
+	large := `{"projectId":"{other}","items":[` + strings.Repeat(`{"kind":"service","workload":"static_site","months":1},`, 19) +
+		`{"kind":"service","workload":"static_site","months":1}]}`
 	return []fastCase{
 		{name: "pipelined: fast, net/http, fast", raw: q + quoteReq(osvc, other, "Accept: text/html\r\n") + q, heads: []bool{false, false, false}, fast: 1},
 		{name: "head in two writes", raw: q, split: 20, heads: one, fast: 1},
@@ -164,6 +167,12 @@ func protocolCases() []fastCase {
 		{name: "Accept application/*", raw: quoteReq(osvc, other, "Accept: application/*\r\n"), heads: one},
 		{name: "a byte order mark", raw: quoteReq("\xef\xbb\xbf"+osvc, other), heads: one},
 		{name: "X-Forwarded-For", raw: quoteReq(osvc, other, "X-Forwarded-For: 203.0.113.9\r\n"), heads: one, fast: 1},
+		{name: "a large quote, chunked", raw: quoteReq(large, other), heads: one, fast: 1},
+		{name: "a large quote kept", raw: quoteReq(large, other, "Idempotency-Key: big-1\r\n"), heads: one, fast: 1},
+		{name: "a large quote replayed", raw: quoteReq(large, other, "Idempotency-Key: big-1\r\n"), heads: one, fast: 1},
+		{name: "a large quote over TLS", raw: quoteReq(large, other), heads: one, tls: true, fast: 1},
+		{name: "Idempotency-Key of 255", raw: quoteReq(osvc, other, "Idempotency-Key: "+strings.Repeat("k", 255)+"\r\n"), heads: one, fast: 1},
+		{name: "Idempotency-Key of 256", raw: quoteReq(osvc, other, "Idempotency-Key: "+strings.Repeat("k", 256)+"\r\n"), heads: one},
 		{name: "Content-Encoding", raw: quoteReq(osvc, other, "Content-Encoding: gzip\r\n"), heads: one, fast: 1},
 	}
 }
