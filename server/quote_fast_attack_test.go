@@ -114,6 +114,9 @@ func tenantCases(revoke func()) []fastCase {
 		{name: "two spaces after Bearer", raw: quoteReq(osvc, "Authorization: Bearer  {otherkey}\r\n"), heads: one},
 		{name: "Basic", raw: quoteReq(osvc, "Authorization: Basic {otherkey}\r\n"), heads: one},
 		{name: "two Authorization headers", raw: quoteReq(osvc, other, key), heads: one},
+		{name: "an OAuth token", raw: quoteReq(osvc, "Authorization: Bearer pat_nothing\r\n"), heads: one},
+		{name: "pipelined, one Idempotency-Key, two organisations", raw: quoteReq(osvc, other, "Idempotency-Key: t-2\r\n") +
+			quoteReq(svc, key, "Idempotency-Key: t-2\r\n") + quoteReq(osvc, other, "Idempotency-Key: t-2\r\n"), heads: []bool{false, false, false}, fast: 3},
 	}
 }
 
