@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,11 @@ func newQuoteAccounts(t *testing.T, ts *testServer) quoteAccounts {
 
 // ids are the random parts of the ids a server makes, which differ
 // between the two servers.
-var ids = regexp.MustCompile(`\b([a-z]{3})_[a-z2-7]{20}\b`)
+var ids = regexp.MustCompile(`(?i)([a-z]{3})_[a-z2-7]{20}\b`)
+
+// loopback is an address on loopback, as a refusal may name the
+// connection's.
+var loopback = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
 
 // quoteReq is a create_quote request with body and the extra header
 // lines; {project}, {poor}, {key}, {poorkey}, {unscoped} and
@@ -50,6 +55,10 @@ func quoteReq(body string, extra ...string) string {
 
 // requestStart finds where each request of a case's raw text starts.
 var requestStart = regexp.MustCompile(`(POST|GET) /v1/`)
+
+// clen is a request's {clen}, its body's length, or {clen-N} or
+// {clen+N}, N less or more.
+var clen = regexp.MustCompile(`\{clen([-+][0-9]+)?\}`)
 
 // withLengths fills in each request's {clen} with its body's length.
 func withLengths(raw string) string {
@@ -62,7 +71,11 @@ func withLengths(raw string) string {
 		}
 		req := raw[s[0]:end]
 		if head, body, ok := strings.Cut(req, "\r\n\r\n"); ok {
-			req = strings.Replace(head, "{clen}", fmt.Sprint(len(body)), 1) + "\r\n\r\n" + body
+			head = clen.ReplaceAllStringFunc(head, func(m string) string {
+				d, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(m, "{clen"), "}"))
+				return fmt.Sprint(len(body) + d)
+			})
+			req = head + "\r\n\r\n" + body
 		}
 		b.WriteString(req)
 	}
@@ -73,14 +86,24 @@ func withLengths(raw string) string {
 // path, and compares what a client sees, the ids made apart.
 func runQuoteCase(t *testing.T, p *fastPair, c fastCase, accounts map[*testServer]quoteAccounts) {
 	t.Helper()
+	runQuoteCaseFilled(t, p, c, accounts, nil)
+}
+
+// runQuoteCaseFilled is runQuoteCase with more to fill in per server:
+// more, when set, fills in its own names first.
+func runQuoteCaseFilled(t *testing.T, p *fastPair, c fastCase, accounts map[*testServer]quoteAccounts, more func(ts *testServer, raw string) string) {
+	t.Helper()
 	if c.before != nil {
 		c.before()
 	}
 	fill := func(ts *testServer) string {
-		a := accounts[ts]
+		a, raw := accounts[ts], c.raw
+		if more != nil {
+			raw = more(ts, raw)
+		}
 		r := strings.NewReplacer("{host}", ts.Addr(), "{project}", a.rich.project, "{poor}", a.poor.project,
 			"{key}", a.rich.key, "{poorkey}", a.poor.key, "{unscoped}", a.unscoped, "{revoked}", a.revokedKey)
-		return withLengths(r.Replace(c.raw))
+		return withLengths(r.Replace(raw))
 	}
 	addr := func(ts *testServer) string {
 		if c.tls {
@@ -95,6 +118,7 @@ func runQuoteCase(t *testing.T, p *fastPair, c fastCase, accounts map[*testServe
 		_, port, _ := net.SplitHostPort(ts.Addr())
 		for i := range as {
 			as[i].Body = ids.ReplaceAllString(strings.ReplaceAll(as[i].Body, "localhost:"+port, "localhost:PORT"), "${1}_ID")
+			as[i].Body = loopback.ReplaceAllString(as[i].Body, "127.0.0.1:PORT")
 		}
 	}
 	norm(p.slow, want)

@@ -63,12 +63,23 @@ type QuoteRequest struct {
 // nothing taken or written, for a request net/http must answer.
 func (d *QuoteDoor) Answer(dst []byte, q *QuoteRequest) (head, body []byte, ok bool) {
 	h, op := d.h, d.rt.op
+	var dec ratelimit.Decision
+	var limited, taken bool
 	defer func() {
-		// As the handler answers a panic (Handler.ServeHTTP): a 500
-		// envelope, the connection kept.
-		if v := recover(); v != nil {
-			rec := &Recorder{header: http.Header{}}
-			WriteError(rec, d.request(context.WithValue(context.Background(), opKey{}, d.rt), q), h.cfg.Log, apierr.Internal(fmt.Errorf("panic: %v", v)))
+		v := recover()
+		switch {
+		case v == nil:
+		case !taken:
+			// Nothing taken or written yet: net/http answers it.
+			head, body, ok = dst, nil, false
+		default:
+			// As the handler answers a panic (Handler.ServeHTTP): a 500
+			// envelope naming no operation (it recovers the request it
+			// was given, before the mux knew the operation), with the
+			// rate limit's headers the chain had set; the connection
+			// kept.
+			rec := d.recorder(dec, limited)
+			WriteError(rec, d.request(context.Background(), q), h.cfg.Log, apierr.Internal(fmt.Errorf("panic: %v", v)))
 			head, body, ok = d.recorded(dst, rec, q)
 		}
 	}()
@@ -89,7 +100,8 @@ func (d *QuoteDoor) Answer(dst []byte, q *QuoteRequest) (head, body []byte, ok b
 	if op.Scope != "" && !p.HasScope(op.Scope) {
 		return dst, nil, false
 	}
-	dec, limited := h.cfg.Limiter.Allow(op.RateLimit, p.Caller)
+	dec, limited = h.cfg.Limiter.Allow(op.RateLimit, p.Caller)
+	taken = true
 	if limited && !dec.Allowed {
 		head, body = refusal(dst, op.ID, dec)
 		return head, body, true

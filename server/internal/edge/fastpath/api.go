@@ -1,7 +1,9 @@
 package fastpath
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"strconv"
@@ -192,13 +194,10 @@ func (cs *conn) apiRead(n int) (handled, close bool, err error) {
 		return false, false, nil
 	}
 	if r.clen > 0 && cs.br.Buffered() < n+r.clen {
-		// The body is due within the read timeout of its head. Reading
-		// it may move the buffered bytes: the head is read again.
+		// Reading the body may move the buffered bytes: the head is
+		// read again.
 		cs.readBy = time.Time{} // the idle deadline is set anew
-		if err := cs.c.SetReadDeadline(time.Now().Add(cfg.ReadTimeout)); err != nil {
-			return false, false, err
-		}
-		if _, err := cs.br.Peek(n + r.clen); err != nil {
+		if cs.late, err = awaitBody(cs.c, cs.br, n+r.clen, cfg.ReadTimeout); err != nil || !cs.late.IsZero() {
 			return false, false, err
 		}
 		b, _ = cs.br.Peek(n)
@@ -252,6 +251,26 @@ func (cs *conn) apiRead(n int) (handled, close bool, err error) {
 		return true, close, cs.flush()
 	}
 	return true, close, nil
+}
+
+// awaitBody waits until br holds n bytes, a request's head and its
+// body, read from c within timeout. late is the deadline that passed
+// when they did not come in time (zero when they did): then net/http
+// answers the request as it would have (the chain's refusal), under that
+// deadline (conn.late).
+func awaitBody(c net.Conn, br *bufio.Reader, n int, timeout time.Duration) (late time.Time, err error) {
+	by := time.Now().Add(timeout)
+	if err := c.SetReadDeadline(by); err != nil {
+		return time.Time{}, err
+	}
+	if _, err := br.Peek(n); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return by, nil
+		}
+		return time.Time{}, err
+	}
+	return time.Time{}, nil
 }
 
 // maxScratch bounds the buffer a connection keeps for bodies made for

@@ -243,9 +243,9 @@ func (l *Listener) serve(nc net.Conn) {
 			headBy = cs.start.Add(l.cfg.HeaderTimeout)
 		}
 		if tc != nil {
-			give = &tlsConn{bufConn{Conn: tc, br: cs.br, headBy: headBy}, tc}
+			give = &tlsConn{bufConn{Conn: tc, br: cs.br, headBy: headBy, late: cs.late}, tc}
 		} else {
-			give = &bufConn{Conn: nc, br: cs.br, headBy: headBy}
+			give = &bufConn{Conn: nc, br: cs.br, headBy: headBy, late: cs.late}
 		}
 	}
 }
@@ -286,6 +286,10 @@ type conn struct {
 	ip, remote string
 	// scratch is where APIRead may make a body (APIRequest.Scratch).
 	scratch []byte
+	// late, when set, is the read deadline that passed before an API
+	// request's body came (apiRead): the request goes to net/http, whose
+	// reads keep that deadline.
+	late time.Time
 }
 
 // request is one parsed head.
@@ -357,7 +361,7 @@ func (cs *conn) one(n int) (handled, close bool, err error) {
 	// A connection that asked the API most likely asks it again.
 	triedAPI := cs.api && cs.l.cfg.APIRead != nil
 	if triedAPI {
-		if handled, close, err = cs.apiRead(n); handled || err != nil {
+		if handled, close, err = cs.apiRead(n); handled || err != nil || !cs.late.IsZero() {
 			return handled, close, err
 		}
 	}
@@ -372,7 +376,7 @@ func (cs *conn) one(n int) (handled, close bool, err error) {
 		}
 	}
 	if !triedAPI {
-		if handled, close, err = cs.apiRead(n); handled || err != nil {
+		if handled, close, err = cs.apiRead(n); handled || err != nil || !cs.late.IsZero() {
 			return handled, close, err
 		}
 	}
@@ -809,9 +813,17 @@ type bufConn struct {
 	// headBy, when set, caps the first read deadline net/http sets, the
 	// one for the head the fast path began reading.
 	headBy time.Time
+	// late, when set, caps every read deadline: the one that passed
+	// while the fast path waited for a request's body (conn.late), so
+	// that net/http's reading it, and the connection, end there as they
+	// would have had net/http waited itself.
+	late time.Time
 }
 
 func (c *bufConn) SetReadDeadline(t time.Time) error {
+	if !c.late.IsZero() && (t.IsZero() || t.After(c.late)) {
+		t = c.late
+	}
 	if !c.headBy.IsZero() {
 		if t.IsZero() || t.After(c.headBy) {
 			t = c.headBy
