@@ -118,23 +118,7 @@ func (p *fastPair) run(t *testing.T, c fastCase, keys map[*testserver.Server]str
 			}
 		}
 	}
-	if len(want) != len(got) {
-		t.Fatalf("%d answers, net/http %d", len(got), len(want))
-	}
-	for i := range want {
-		if w, g := want[i].String(), got[i].String(); w != g {
-			t.Errorf("answer %d:\nfast path:\n%s\nnet/http:\n%s", i+1, g, w)
-		}
-		if want[i].Err != "" {
-			t.Errorf("answer %d: %s", i+1, want[i].Err)
-		}
-	}
-	if testing.Verbose() {
-		t.Logf("%v", got)
-	}
-	if gotClosed != wantClosed {
-		t.Errorf("connection closed: %v, net/http %v", gotClosed, wantClosed)
-	}
+	sameAnswers(t, want, got, wantClosed, gotClosed)
 	if n := p.fast.APIFastAnswers() - before; n != c.fast {
 		t.Errorf("%d answers on the fast path, want %d", n, c.fast)
 	}
@@ -347,4 +331,27 @@ func searchSaysAvailable(t *testing.T, envelope []byte, domain string) bool {
 	}
 	t.Fatalf("%s not in %s", domain, envelope)
 	return false
+}
+
+// sameAnswers fails t where the fast path's answers on one connection
+// (got, and whether it was closed) differ from net/http's (want).
+func sameAnswers(t *testing.T, want, got []rawhttp.Answer, wantClosed, gotClosed bool) {
+	t.Helper()
+	if len(want) != len(got) {
+		t.Fatalf("%d answers, net/http %d", len(got), len(want))
+	}
+	for i := range want {
+		if w, g := want[i].String(), got[i].String(); w != g {
+			t.Errorf("answer %d:\nfast path:\n%s\nnet/http:\n%s", i+1, g, w)
+		}
+		if want[i].Err != "" {
+			t.Errorf("answer %d: %s", i+1, want[i].Err)
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("%v", got)
+	}
+	if gotClosed != wantClosed {
+		t.Errorf("connection closed: %v, net/http %v", gotClosed, wantClosed)
+	}
 }

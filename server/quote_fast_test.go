@@ -123,23 +123,7 @@ func runQuoteCaseFilled(t *testing.T, p *fastPair, c fastCase, accounts map[*tes
 	}
 	norm(p.slow, want)
 	norm(p.fast, got)
-	if len(want) != len(got) {
-		t.Fatalf("%d answers, net/http %d", len(got), len(want))
-	}
-	for i := range want {
-		if w, g := want[i].String(), got[i].String(); w != g {
-			t.Errorf("answer %d:\nfast path:\n%s\nnet/http:\n%s", i+1, g, w)
-		}
-		if want[i].Err != "" {
-			t.Errorf("answer %d: %s", i+1, want[i].Err)
-		}
-	}
-	if testing.Verbose() {
-		t.Logf("%v", got)
-	}
-	if gotClosed != wantClosed {
-		t.Errorf("connection closed: %v, net/http %v", gotClosed, wantClosed)
-	}
+	sameAnswers(t, want, got, wantClosed, gotClosed)
 	if n := p.fast.APIFastAnswers() - before; n != c.fast {
 		t.Errorf("%d answers on the fast path, want %d", n, c.fast)
 	}
