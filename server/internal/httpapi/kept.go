@@ -181,14 +181,21 @@ func keptAnswer(dst []byte, k kept, d ratelimit.Decision, limited bool) (head, b
 	dst = append(dst, "HTTP/1.1 200 OK\r\nContent-Length: "...)
 	dst = strconv.AppendInt(dst, int64(len(k.body)), 10)
 	dst = append(dst, "\r\nContent-Type: application/json\r\n"...)
-	if limited {
-		dst = append(dst, "Ratelimit: "...)
-		dst = d.AppendLimit(dst)
-		dst = append(dst, "\r\nRatelimit-Policy: "...)
-		dst = d.AppendPolicy(dst)
-		dst = append(dst, "\r\n"...)
-	}
+	dst = appendRateHeaders(dst, d, limited)
 	return dst, k.body
+}
+
+// appendRateHeaders appends the Ratelimit and Ratelimit-Policy header
+// lines of d when limited, as the chain sets them.
+func appendRateHeaders(dst []byte, d ratelimit.Decision, limited bool) []byte {
+	if !limited {
+		return dst
+	}
+	dst = append(dst, "Ratelimit: "...)
+	dst = d.AppendLimit(dst)
+	dst = append(dst, "\r\nRatelimit-Policy: "...)
+	dst = d.AppendPolicy(dst)
+	return append(dst, "\r\n"...)
 }
 
 // rateLimited is the refusal of a request to operation op that d did not

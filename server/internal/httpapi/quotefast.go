@@ -211,13 +211,7 @@ func created(dst []byte, res api.CreateQuote201JSONResponse, dec ratelimit.Decis
 	b := appendQuoteEnvelope(scratch[:0], res)
 	// Header lines in net/http's order: sorted by name.
 	dst = append(dst, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"...)
-	if limited {
-		dst = append(dst, "Ratelimit: "...)
-		dst = dec.AppendLimit(dst)
-		dst = append(dst, "\r\nRatelimit-Policy: "...)
-		dst = dec.AppendPolicy(dst)
-		dst = append(dst, "\r\n"...)
-	}
+	dst = appendRateHeaders(dst, dec, limited)
 	head, body = framed(dst, b, nil)
 	return head, body, b[:0]
 }
