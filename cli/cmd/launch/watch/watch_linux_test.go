@@ -305,3 +305,38 @@ func TestWatcherSocketTrust(t *testing.T) {
 	}
 	r.want("at the end")
 }
+
+// What a watcher keeps is bounded: an answer naming more than maxAnswer
+// paths is "full", and past maxChanged paths remembered it forgets them
+// all and answers every older token "full".
+func TestWatcherBoundsWhatItKeeps(t *testing.T) {
+	w, err := newWatcher(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	before := w.answer("", 0)
+	record := func(n int) { // as drain records events, with mu held
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		next := w.seq + 1
+		for i := range n {
+			w.event(w.dirs[""], unix.IN_CREATE, fmt.Sprintf("f%07d", i), next)
+		}
+		w.seq = next
+		if n > maxChanged {
+			w.drain()
+		}
+	}
+	record(maxAnswer + 1)
+	if a := w.answer(w.instance, before.Token); !a.Full || len(a.Paths) != 0 {
+		t.Fatalf("%d paths changed: %d named, full %v", maxAnswer+1, len(a.Paths), a.Full)
+	}
+	record(maxChanged + 1)
+	if len(w.changed) != 0 {
+		t.Fatalf("%d paths kept past the bound of %d", len(w.changed), maxChanged)
+	}
+	if a := w.answer(w.instance, before.Token); !a.Full {
+		t.Fatalf("a token from before the paths were forgotten: %+v", a.Reason)
+	}
+}
