@@ -23,8 +23,8 @@ import (
 // FILES the site's count), then one record a path changed, as the
 // cache's, or "- PATH" for a path removed, each ended by a NUL, later
 // ones over earlier ones. Reading the cache applies its journal; writing
-// it whole removes the journal. Past maxDelta records, the next deploy
-// takes the whole-cache path and writes the cache whole.
+// it whole removes the journal. Once the journal holds maxDelta records,
+// the next deploy takes the whole-cache path and writes the cache whole.
 const (
 	deltaHeader = "pier-digests-delta"
 	maxDelta    = 5000
