@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -74,4 +75,90 @@ func TestSQLiteStatementsPerConnection(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A transaction begins, commits and rolls back with the connection's own
+// statements, and a COMMIT that fails leaves the connection out of the
+// transaction, its writes gone, as the driver's own Commit does.
+func TestSQLiteTransactionStatements(t *testing.T) {
+	ctx := context.Background()
+	st, err := Open(ctx, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	conn, err := st.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE parent (id TEXT PRIMARY KEY);
+		CREATE TABLE child (parent_id TEXT REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+		t.Fatal(err)
+	}
+	count := func() (n int) {
+		if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM child WHERE parent_id <> ?`, "").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	insert := func(parent string) error {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO child (parent_id) VALUES (?)`, parent); err != nil {
+			tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	}
+	// The deferred key is checked at COMMIT, which fails.
+	if err := insert("missing"); err == nil || !strings.Contains(err.Error(), "FOREIGN KEY") {
+		t.Fatalf("commit of a row without its parent: %v", err)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("%d rows after a failed commit", n)
+	}
+	// The connection is out of the transaction: the next one begins.
+	if _, err := conn.ExecContext(ctx, `INSERT INTO parent (id) VALUES (?)`, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if err := insert("p"); err != nil {
+		t.Fatalf("a transaction after a failed commit: %v", err)
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.ExecContext(ctx, `INSERT INTO child (parent_id) VALUES (?)`, "p")
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("%d rows, want the one committed", n)
+	}
+	conn.Raw(func(dc any) error {
+		c := dc.(*stmtCachingConn)
+		for _, q := range []string{"BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"} {
+			if _, ok := c.stmts[q]; !ok {
+				t.Errorf("%q is not among the connection's statements", q)
+			}
+		}
+		return nil
+	})
+}
+
+func TestBeginFor(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"file:/d/pier.db?_pragma=busy_timeout(10000)&_txlock=immediate": "BEGIN IMMEDIATE",
+		"file:/d/pier.db?_txlock=exclusive":                              "BEGIN EXCLUSIVE",
+		"file:/d/pier.db?_pragma=foreign_keys(1)":                        "BEGIN",
+		"file:/d/pier.db":                                                "BEGIN",
+		"file:/d/pier.db?_txlock=drop%20table":                           "BEGIN",
+	} {
+		if got := beginFor(dsn); got != want {
+			t.Errorf("beginFor(%q) = %q, want %q", dsn, got, want)
+		}
+	}
 }
