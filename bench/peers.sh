@@ -29,7 +29,9 @@
 #                                 SQLite and PostgreSQL (BenchmarkServerCPU*, the server in a
 #                                 process of its own): server CPU per request from /proc, against
 #                                 the goals (keyed ≤ 1.5× anonymous, create_quote ≤ 250 µs),
-#                                 and requests a second beside it
+#                                 and requests a second beside it; then create_quote's floor on
+#                                 SQLite: its store calls alone, a quote a transaction and four
+#                                 (BenchmarkQuoteStoreFloor)
 #   cli       hyperfine           `pier --version` vs a bare cobra binary (bench/barecobra)
 #   launch    go test ./bench/    50-file launch to the first HTTPS 200 (BenchmarkLaunchLatency),
 #                                 against the issue's goals (p50 25 ms, 5 MB per launch)
@@ -164,6 +166,20 @@ for p in $PARTS; do
           result "create_quote on PostgreSQL, 4 clients (Go benchmark)" "$(bc -l <<<"1000000000 / $pgn")" "$(bc -l <<<"1000000000 / $pgn")" 1 "req/s, no peer"
           result "create_quote on PostgreSQL, server CPU (without PostgreSQL's) vs the goal" "$pg" 250 "$(bc -l <<<"250 / $pg")" "server µs/req, goal"
         fi
+      done
+      # The floor: what the store alone costs a held quote on SQLite, whose
+      # engine runs in the server's process. The server's CPU comes down
+      # towards it, not below it.
+      go test -c -o "$tmp/store.test" ./server/internal/store/
+      for _ in $(seq "$REPEAT"); do
+        out=$("$tmp/store.test" -test.run '^$' -test.bench QuoteStoreFloor -test.benchtime "${WRITE_N}x" -test.count 1)
+        echo "$out"
+        local alone grouped
+        alone=$(awk '/^BenchmarkQuoteStoreFloor\/alone/ { for (i = 2; i < NF; i++) if ($(i+1) == "cpu-µs/op") print $i }' <<<"$out")
+        grouped=$(awk '/^BenchmarkQuoteStoreFloor\/grouped/ { for (i = 2; i < NF; i++) if ($(i+1) == "cpu-µs/op") print $i }' <<<"$out")
+        [ -n "$alone" ] && [ -n "$grouped" ] || { echo "missing results in the floor benchmark's output"; return 1; }
+        result "create_quote's store calls alone on SQLite, a quote a transaction, vs the goal" "$alone" 250 "$(bc -l <<<"250 / $alone")" "cpu µs/quote, goal"
+        result "create_quote's store calls alone on SQLite, four a transaction, vs the goal" "$grouped" 250 "$(bc -l <<<"250 / $grouped")" "cpu µs/quote, goal"
       done
     }
     part agent agent
