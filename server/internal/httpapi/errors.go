@@ -42,6 +42,11 @@ func defaultActions(e *apierr.Error, op string) []models.Action {
 			}
 			return []models.Action{actions.Retry(op, "agent", nil, after)}
 		}
+		if e.Code.Namespace() == "internal" {
+			// Retryable, but with no operation to name: a person asks
+			// the operator, rather than a stop that says it is over.
+			return []models.Action{actions.Manual(models.ContactOperator, "human")}
+		}
 	case "input":
 		if e.Code == "input:not_acceptable" || e.Code == "input:unsupported_media_type" {
 			return []models.Action{actions.Manual("upgrade_client", "agent")}

@@ -185,7 +185,9 @@ func New(cfg Config) (*Handler, error) {
 		}
 
 		h.mux.Handle(op.Method+" "+op.Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), opKey{}, rt)))
+			r = r.WithContext(context.WithValue(r.Context(), opKey{}, rt))
+			defer h.answerPanic(w, r)
+			next.ServeHTTP(w, r)
 		}))
 	}
 	h.mux.HandleFunc("/", h.unmatched)
@@ -197,15 +199,22 @@ func New(cfg Config) (*Handler, error) {
 func (h *Handler) Mux() *http.ServeMux { return h.mux }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			WriteError(w, r, h.cfg.Log, apierr.Internal(fmt.Errorf("panic: %v", v)))
-		}
-	}()
+	defer h.answerPanic(w, r)
 	h.mux.ServeHTTP(w, r)
+}
+
+// answerPanic answers a handler's panic with the 500 envelope: retryable,
+// and its action a retry of r's operation when r's context names one (each
+// operation's route recovers its own panics so that it does), else a
+// human's contact with the operator. http.ErrAbortHandler goes on up, as
+// net/http expects.
+func (h *Handler) answerPanic(w http.ResponseWriter, r *http.Request) {
+	if v := recover(); v != nil {
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
+		WriteError(w, r, h.cfg.Log, apierr.Internal(fmt.Errorf("panic: %v", v)))
+	}
 }
 
 // unmatched answers 405 when the path exists under another method, else 404.

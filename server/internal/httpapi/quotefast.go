@@ -73,13 +73,12 @@ func (d *QuoteDoor) Answer(dst []byte, q *QuoteRequest) (head, body []byte, ok b
 			// Nothing taken or written yet: net/http answers it.
 			head, body, ok = dst, nil, false
 		default:
-			// As the handler answers a panic (Handler.ServeHTTP): a 500
-			// envelope naming no operation (it recovers the request it
-			// was given, before the mux knew the operation), with the
+			// As the handler answers a panic (Handler.answerPanic): a
+			// 500 envelope whose action retries create_quote, with the
 			// rate limit's headers the chain had set; the connection
 			// kept.
 			rec := d.recorder(dec, limited)
-			WriteError(rec, d.request(context.Background(), q), h.cfg.Log, apierr.Internal(fmt.Errorf("panic: %v", v)))
+			WriteError(rec, d.request(context.WithValue(context.Background(), opKey{}, d.rt), q), h.cfg.Log, apierr.Internal(fmt.Errorf("panic: %v", v)))
 			head, body, ok = d.recorded(dst, rec, q)
 		}
 	}()

@@ -16,9 +16,9 @@ import (
 )
 
 // A panic in create_quote is answered on the listener's fast path as
-// Handler.ServeHTTP answers it on net/http: the same 500 envelope (the
-// handler recovers the request it was given, before the operation is
-// known), with the rate limit's headers the chain had set.
+// Handler.ServeHTTP answers it on net/http: the same 500 envelope, which is
+// retryable and retries create_quote, with the rate limit's headers the
+// chain had set.
 func TestQuoteDoorAnswersAPanicAsTheHandler(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, t.TempDir(), "")
@@ -57,6 +57,10 @@ func TestQuoteDoorAnswersAPanicAsTheHandler(t *testing.T) {
 	}
 	if string(got) != w.Body.String() {
 		t.Errorf("fast path's body %s\nnet/http's %s", got, w.Body)
+	}
+	if b := w.Body.String(); !strings.Contains(b, `"retryable":true`) || !strings.Contains(b, `"kind":"tool"`) ||
+		!strings.Contains(b, `"create_quote"`) || strings.Contains(b, `"kind":"stop"`) {
+		t.Errorf("a panic's envelope should be retryable and retry create_quote: %s", b)
 	}
 	var names []string
 	for _, line := range strings.Split(strings.TrimSuffix(string(head), "\r\n"), "\r\n")[1:] {
