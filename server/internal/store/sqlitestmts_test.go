@@ -152,10 +152,10 @@ func TestSQLiteTransactionStatements(t *testing.T) {
 func TestBeginFor(t *testing.T) {
 	for dsn, want := range map[string]string{
 		"file:/d/pier.db?_pragma=busy_timeout(10000)&_txlock=immediate": "BEGIN IMMEDIATE",
-		"file:/d/pier.db?_txlock=exclusive":                              "BEGIN EXCLUSIVE",
-		"file:/d/pier.db?_pragma=foreign_keys(1)":                        "BEGIN",
-		"file:/d/pier.db":                                                "BEGIN",
-		"file:/d/pier.db?_txlock=drop%20table":                           "BEGIN",
+		"file:/d/pier.db?_txlock=exclusive":                             "BEGIN EXCLUSIVE",
+		"file:/d/pier.db?_pragma=foreign_keys(1)":                       "BEGIN",
+		"file:/d/pier.db":                      "BEGIN",
+		"file:/d/pier.db?_txlock=drop%20table": "BEGIN",
 	} {
 		if got := beginFor(dsn); got != want {
 			t.Errorf("beginFor(%q) = %q, want %q", dsn, got, want)
