@@ -197,7 +197,7 @@ func attackSpecs() map[string]func(ids map[string]string) []attackCall {
 		"get_bundle": byPath("bundle", nil), "get_quote": byPath("quote", nil), "release_quote": byPath("quote", nil),
 		"get_project": byPath("project", nil), "delete_project": byPath("project", nil), "export_project": byPath("project", nil),
 		"request_budget_raise": byPath("project", map[string]any{"amountUsd": 1, "reason": "intruder"}),
-		"get_service": byPath("service", nil), "get_service_logs": byPath("service", nil), "list_service_env": byPath("service", nil),
+		"get_service":          byPath("service", nil), "get_service_logs": byPath("service", nil), "list_service_env": byPath("service", nil),
 		"set_service_env":  byPath("service", map[string]any{"set": map[string]any{"INTRUDER": "1"}}),
 		"rollback_service": byPath("service", map[string]any{"version": 1}), "teardown_service": byPath("service", nil),
 		"get_task": byPath("task", nil), "delete_email_address": byPath("address", nil),
@@ -227,8 +227,12 @@ func attackSpecs() map[string]func(ids map[string]string) []attackCall {
 		"create_email_address": one(func(ids map[string]string) attackCall {
 			return attackCall{body: map[string]any{"address": "intruder@" + ids["domain"]}}
 		}),
-		"list_quotes":   one(func(ids map[string]string) attackCall { return attackCall{query: map[string]string{"projectId": ids["project"]}} }),
-		"list_services": one(func(ids map[string]string) attackCall { return attackCall{query: map[string]string{"projectId": ids["project"]}} }),
+		"list_quotes": one(func(ids map[string]string) attackCall {
+			return attackCall{query: map[string]string{"projectId": ids["project"]}}
+		}),
+		"list_services": one(func(ids map[string]string) attackCall {
+			return attackCall{query: map[string]string{"projectId": ids["project"]}}
+		}),
 	}
 	specs["launch_service"] = launchAttacks
 	specs["upload_assets"] = uploadAttacks
