@@ -73,6 +73,7 @@ func TestAttackSweep(t *testing.T) {
 			}
 		}
 		v.cursorsLeakNothing(t, ts, b)
+		v.otherHumanPagesRefuse(t, ts, b)
 		sink.mu.Lock()
 		if len(sink.msgs) != 0 {
 			t.Errorf("B sent %d messages through the relay", len(sink.msgs))
@@ -115,7 +116,7 @@ func newVictim(t *testing.T, ts *testServer) *victim {
 	t.Helper()
 	c := ts.Client
 	a := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "read", "quote", "launch", "buy_domain")
-	v := &victim{a: a, ids: map[string]string{"project": a.project}, contents: "<!doctype html><h1>only A has this</h1>"}
+	v := &victim{a: a, ids: map[string]string{"project": a.project, "key": a.keyID}, contents: "<!doctype html><h1>only A has this</h1>"}
 	v.ids["bundle"] = upload(t, ts, a, map[string]string{"index.html": v.contents}).(string)
 	sum := sha256.Sum256([]byte(v.contents))
 	v.ids["blob"] = hex.EncodeToString(sum[:])
@@ -163,7 +164,7 @@ func (v *victim) snapshot(t *testing.T, ts *testServer) string {
 		"/v1/quotes/" + v.ids["quote"], "/v1/tasks/" + v.ids["task"], "/v1/tasks/" + v.ids["raiseTask"],
 		"/v1/workflows/" + v.ids["workflow"], "/v1/bundles/" + v.ids["bundle"], "/v1/domains/" + v.ids["domain"],
 		"/v1/inboxes/" + v.ids["inbox"] + "/messages", "/v1/messages/" + v.ids["message"], "/v1/email-addresses",
-		"/v1/projects", "/v1/quotes", "/v1/services", "/v1/tasks", "/v1/bundles", "/v1/domains", "/v1/inboxes",
+		"/v1/projects", "/v1/quotes", "/v1/services", "/v1/tasks", "/v1/bundles", "/v1/domains", "/v1/inboxes", "/v1/whoami",
 	} {
 		r := ts.Client.Do("GET", path, nil, v.a.header())
 		fmt.Fprintf(&sb, "%s %d %s\n", path, r.StatusCode, r.Body)
@@ -391,6 +392,40 @@ func (v *victim) cursorsLeakNothing(t *testing.T, ts *testServer, b account) {
 			if k != "bProject" && k != "bBundle" && strings.Contains(string(r.Body), id) {
 				t.Errorf("B paging %s with A's cursor sees A's %s: %s", path, k, r.Body)
 			}
+		}
+	}
+}
+
+// otherHumanPagesRefuse: B's signed-in human, on every page that takes an
+// id, with A's ids: 404, as for an id that names nothing, and nothing of
+// A's on the page.
+func (v *victim) otherHumanPagesRefuse(t *testing.T, ts *testServer, b account) {
+	t.Helper()
+	hb := signIn(t, ts, b.org)
+	form := url.Values{"csrf": {csrfOf(t, hb.get("/dashboard"))}, "decision": {"approve"}, "scope": {"buy_domain"},
+		"cap_usd": {"1"}, "period": {"month"}, "budgetPeriod": {"monthly"}, "onBudgetExhausted": {"pause_services"}}
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/approvals/{gate}"}, {"POST", "/approvals/{gate}"},
+		{"POST", "/projects/{project}/budget-policy"},
+		{"POST", "/keys/{key}/cap"}, {"POST", "/keys/{key}/revoke"}, {"POST", "/keys/{key}/grant"},
+		{"POST", "/domains/{domain}/transfer-out"}, {"POST", "/domains/{domain}/renew"},
+		{"GET", "/billing/{setup}"}, {"POST", "/billing/{setup}"},
+	} {
+		var answers [2]page
+		for i, ids := range []map[string]string{v.ids, v.missing} {
+			path := tc.path
+			for k, id := range ids {
+				path = strings.ReplaceAll(path, "{"+k+"}", id)
+			}
+			if tc.method == "GET" {
+				answers[i] = hb.get(path)
+			} else {
+				answers[i] = hb.post(path, form)
+			}
+		}
+		got, want := answers[0], answers[1]
+		if got.status != 404 || want.status != 404 || v.normalise(got.body, v.ids) != v.normalise(want.body, v.missing) {
+			t.Errorf("B's human: %s %s: %d, a missing id: %d\n%s", tc.method, tc.path, got.status, want.status, got.body)
 		}
 	}
 }
