@@ -120,6 +120,8 @@ func newVictim(t *testing.T, ts *testServer) *victim {
 	v.ids["bundle"] = upload(t, ts, a, map[string]string{"index.html": v.contents}).(string)
 	sum := sha256.Sum256([]byte(v.contents))
 	v.ids["blob"] = hex.EncodeToString(sum[:])
+	// A asks after its own content, so the server remembers A has it.
+	c.Do("POST", "/v1/bundles/missing", map[string]any{"projectId": a.project, "manifest": []any{map[string]any{"path": "index.html", "size": len(v.contents), "sha256": v.ids["blob"]}}}, a.header())
 	names := availableDomains(3, "dev", "victim")
 	v.ids["domain"] = names[0]
 	q := c.Do("POST", "/v1/quotes", domainQuote(a.project, names[0], 1), a.header()).JSON()["data"].(map[string]any)
@@ -237,9 +239,14 @@ func attackSpecs() map[string]func(ids map[string]string) []attackCall {
 	}
 	specs["launch_service"] = launchAttacks
 	specs["upload_assets"] = uploadAttacks
-	specs["find_missing_blobs"] = one(func(ids map[string]string) attackCall {
-		return attackCall{body: map[string]any{"projectId": ids["project"], "manifest": []any{map[string]any{"path": "index.html", "size": 39, "sha256": ids["blob"]}}}}
-	})
+	// A's project; then B's own, asking after A's content.
+	specs["find_missing_blobs"] = func(ids map[string]string) []attackCall {
+		manifest := []any{map[string]any{"path": "index.html", "size": 39, "sha256": ids["blob"]}}
+		return []attackCall{
+			{body: map[string]any{"projectId": ids["project"], "manifest": manifest}},
+			{body: map[string]any{"projectId": ids["bProject"], "manifest": manifest}},
+		}
+	}
 	return specs
 }
 
