@@ -212,9 +212,13 @@ func attackSpecs() map[string]func(ids map[string]string) []attackCall {
 		"set_registrant_contact": byDomain(func(map[string]string) map[string]any {
 			return map[string]any{"name": "Intruder", "email": "intruder@example.org", "country": "NL"}
 		}),
-		"create_quote": one(func(ids map[string]string) attackCall {
-			return attackCall{body: map[string]any{"projectId": ids["project"], "items": []any{map[string]any{"kind": "service", "target": "edge", "workload": "static_site", "name": "intruder"}}}}
-		}),
+		// Into A's project; then into B's own, mail on A's domain.
+		"create_quote": func(ids map[string]string) []attackCall {
+			return []attackCall{
+				{body: map[string]any{"projectId": ids["project"], "items": []any{map[string]any{"kind": "service", "target": "edge", "workload": "static_site", "name": "intruder"}}}},
+				{body: map[string]any{"projectId": ids["bProject"], "items": []any{map[string]any{"kind": "email", "domain": ids["domain"]}}}},
+			}
+		},
 		"create_project": one(func(ids map[string]string) attackCall {
 			return attackCall{body: map[string]any{"name": "intruder", "budgetUsd": 1, "parentProjectId": ids["project"]}}
 		}),
@@ -294,7 +298,14 @@ func (v *victim) attack(t *testing.T, ts *testServer, b account, op sdk.Operatio
 		if !bare {
 			mst, want = v.send(t, ts, b, op, miss, over)
 		}
-		if g, w := v.normalise(got, v.ids), v.normalise(want, v.missing); st != mst || g != w {
+		// A refusal must read as the missing object's; a success (a
+		// quote for mail on a domain, say) is compared by status, since
+		// it names what it made.
+		g, w := v.normalise(got, v.ids), v.normalise(want, v.missing)
+		if blockedByOf(over, got) == "" && st < 300 && st == mst {
+			g, w = "", ""
+		}
+		if st != mst || g != w {
 			t.Errorf("%s: A's ids answer unlike missing ones:\nA's:     %d %s\nmissing: %d %s", name, st, got, mst, want)
 		}
 		if blocked := blockedByOf(over, got); pathID && hit.path[pathKey(op)] != v.ids["bProject"] && blocked != "not_found:resource" {
