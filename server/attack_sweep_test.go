@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -445,5 +446,45 @@ func (v *victim) otherHumanPagesRefuse(t *testing.T, ts *testServer, b account) 
 		if got.status != 404 || want.status != 404 || v.normalise(got.body, v.ids) != v.normalise(want.body, v.missing) {
 			t.Errorf("B's human: %s %s: %d, a missing id: %d\n%s", tc.method, tc.path, got.status, want.status, got.body)
 		}
+	}
+}
+
+// TestAttackSweepScopes: a key with the read scope alone calls every
+// operation that needs another scope, with its own organisation's ids,
+// over REST and MCP: each is auth:insufficient_scope, and nothing is made.
+func TestAttackSweepScopes(t *testing.T) {
+	ts := start(t, server.Config{RateLimits: attackRates})
+	v := newVictim(t, ts)
+	v.ids["bProject"], v.ids["bBundle"] = v.a.project, v.ids["bundle"]
+	reader := v.a
+	reader.key = strings.TrimPrefix(addKey(t, ts, v.a, "read").Get("Authorization"), "Bearer ")
+	if r := ts.Client.Do("GET", "/v1/projects/"+v.a.project, nil, reader.header()); r.StatusCode != 200 {
+		t.Fatalf("the read key reads nothing of its organisation's: %d %s", r.StatusCode, r.Body)
+	}
+	before := v.snapshot(t, ts)
+	specs := attackSpecs()
+	blob := map[string]any{"sha256": v.ids["blob"], "contentBase64": base64.StdEncoding.EncodeToString([]byte(v.contents))}
+	specs["upload_blob"] = func(ids map[string]string) []attackCall {
+		return []attackCall{{path: map[string]string{"sha256": ids["blob"]}, body: map[string]any{"contentBase64": blob["contentBase64"]}}}
+	}
+	specs["upload_blobs"] = func(map[string]string) []attackCall { return []attackCall{{body: map[string]any{"blobs": []any{blob}}}} }
+	for _, op := range sdk.Operations {
+		if op.Authority != "agent" || op.Scope == "read" || op.Scope == "" {
+			continue
+		}
+		calls := []attackCall{{}}
+		if spec, ok := specs[op.ID]; ok {
+			calls = spec(v.ids)
+		}
+		for i, call := range calls {
+			for _, over := range []string{"REST", "MCP"} {
+				if st, got := v.send(t, ts, reader, op, call, over); blockedByOf(over, got) != "auth:insufficient_scope" {
+					t.Errorf("%s %s #%d with a read key: %d %s", over, op.ID, i, st, got)
+				}
+			}
+		}
+	}
+	if after := v.snapshot(t, ts); after != before {
+		t.Errorf("a read key changed something:\nbefore %s\nafter  %s", before, after)
 	}
 }
