@@ -467,7 +467,9 @@ func TestAttackSweepScopes(t *testing.T) {
 	specs["upload_blob"] = func(ids map[string]string) []attackCall {
 		return []attackCall{{path: map[string]string{"sha256": ids["blob"]}, body: map[string]any{"contentBase64": blob["contentBase64"]}}}
 	}
-	specs["upload_blobs"] = func(map[string]string) []attackCall { return []attackCall{{body: map[string]any{"blobs": []any{blob}}}} }
+	specs["upload_blobs"] = func(map[string]string) []attackCall {
+		return []attackCall{{body: map[string]any{"blobs": []any{blob}}}}
+	}
 	for _, op := range sdk.Operations {
 		if op.Authority != "agent" || op.Scope == "read" || op.Scope == "" {
 			continue
