@@ -447,6 +447,15 @@ func (v *victim) otherHumanPagesRefuse(t *testing.T, ts *testServer, b account) 
 			t.Errorf("B's human: %s %s: %d, a missing id: %d\n%s", tc.method, tc.path, got.status, want.status, got.body)
 		}
 	}
+	// The pages that list: nothing of A's.
+	for _, path := range []string{"/dashboard", "/ledger.jsonl", "/keys", "/domains"} {
+		p := hb.get(path)
+		for k, id := range v.ids {
+			if k != "bProject" && k != "bBundle" && strings.Contains(p.body, id) {
+				t.Errorf("B's human sees A's %s on %s", k, path)
+			}
+		}
+	}
 }
 
 // TestAttackSweepScopes: a key with the read scope alone calls every
