@@ -38,6 +38,11 @@ type attackCall struct {
 	path  map[string]string
 	query map[string]string
 	body  map[string]any
+	// registered: the call names A's domain where whether a name is
+	// registered is public (RDAP and search say so), so a refusal saying
+	// it is taken is not compared with one for a free name; it must
+	// still be refused.
+	registered bool
 }
 
 // TestAttackSweep: as organisation B's agent key (every scope), every
@@ -74,6 +79,7 @@ func TestAttackSweep(t *testing.T) {
 			}
 		}
 		v.cursorsLeakNothing(t, ts, b)
+		v.planOnAsQuoteFails(t, ts, b)
 		v.otherHumanPagesRefuse(t, ts, b)
 		sink.mu.Lock()
 		if len(sink.msgs) != 0 {
@@ -223,9 +229,7 @@ func attackSpecs() map[string]func(ids map[string]string) []attackCall {
 		"create_project": one(func(ids map[string]string) attackCall {
 			return attackCall{body: map[string]any{"name": "intruder", "budgetUsd": 1, "parentProjectId": ids["project"]}}
 		}),
-		"prepare_workflow": one(func(ids map[string]string) attackCall {
-			return attackCall{body: siteWorkflow(ids["project"], ids["bBundle"], "intruder-wf.dev")}
-		}),
+		"prepare_workflow": workflowAttacks,
 		"poll_billing": one(func(ids map[string]string) attackCall {
 			return attackCall{body: map[string]any{"setupSessionId": ids["setup"], "pollSecret": ids["pollSecret"]}}
 		}),
@@ -253,6 +257,36 @@ func attackSpecs() map[string]func(ids map[string]string) []attackCall {
 		}
 	}
 	return specs
+}
+
+// workflowAttacks prepare a plan in A's project, and in B's own plans
+// whose steps name A's objects: what prepare reads of them (a service's
+// state, a bundle's digest, a quote's price) must not show.
+func workflowAttacks(ids map[string]string) []attackCall {
+	plan := func(steps ...map[string]any) attackCall {
+		list := []any{}
+		for i, s := range steps {
+			s["id"] = fmt.Sprintf("s%d", i)
+			list = append(list, s)
+		}
+		return attackCall{body: map[string]any{"projectId": ids["bProject"], "steps": list}}
+	}
+	step := func(tool string, args map[string]any) map[string]any {
+		return map[string]any{"tool": tool, "arguments": args}
+	}
+	taken := func(c attackCall) attackCall { c.registered = true; return c }
+	return []attackCall{
+		{body: siteWorkflow(ids["project"], ids["bBundle"], "intruder-wf.dev")},
+		plan(step("teardown_service", map[string]any{"id": ids["service"]})),
+		plan(step("launch_service", map[string]any{"id": ids["bProject"], "name": "intruder", "target": "edge", "bundleId": ids["bundle"]})),
+		plan(step("launch_service", map[string]any{"id": ids["project"], "name": "intruder", "target": "edge", "bundleId": ids["bBundle"]})),
+		plan(step("launch_service", map[string]any{"id": ids["bProject"], "name": "intruder", "target": "edge", "bundleId": ids["bBundle"], "quoteId": ids["quote"]})),
+		taken(plan(step("launch_service", map[string]any{"id": ids["bProject"], "name": "victim", "target": "edge", "bundleId": ids["bBundle"], "domain": ids["domain"]}))),
+		plan(step("create_quote", map[string]any{"projectId": ids["project"], "items": []any{map[string]any{"kind": "email", "domain": ids["domain"]}}})),
+		taken(plan(step("setup_email", map[string]any{"domain": ids["domain"], "quoteId": ids["quote"]}))),
+		taken(plan(step("set_registrant_contact", map[string]any{"domain": ids["domain"], "name": "Intruder", "email": "intruder@example.org", "country": "NL"}))),
+		plan(step("upload_assets", uploadBody(ids["project"], siteSaying("intruder")))),
+	}
 }
 
 // launchAttacks launch into A's project, and into B's own with A's
@@ -305,6 +339,12 @@ func (v *victim) attack(t *testing.T, ts *testServer, b account, op sdk.Operatio
 		g, w := v.normalise(got, v.ids), v.normalise(want, v.missing)
 		if blockedByOf(over, got) == "" && st < 300 && st == mst {
 			g, w = "", ""
+		}
+		if hit.registered {
+			if blockedByOf(over, got) == "" {
+				t.Errorf("%s: B's plan on A's domain was not refused: %d %s", name, st, got)
+			}
+			g, w, mst = "", "", st
 		}
 		if st != mst || g != w {
 			t.Errorf("%s: A's ids answer unlike missing ones:\nA's:     %d %s\nmissing: %d %s", name, st, got, mst, want)
@@ -497,5 +537,22 @@ func TestAttackSweepScopes(t *testing.T) {
 	}
 	if after := v.snapshot(t, ts); after != before {
 		t.Errorf("a read key changed something:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// planOnAsQuoteFails: B prepares a launch in its own project with A's
+// quote (prepare reads nothing of it) and applies it: the launch, run as
+// B, does not find the quote, and A's quote stays held.
+func (v *victim) planOnAsQuoteFails(t *testing.T, ts *testServer, b account) {
+	t.Helper()
+	wf := prepare(t, ts, b, map[string]any{"projectId": b.project, "steps": []any{map[string]any{"id": "site", "tool": "launch_service",
+		"arguments": map[string]any{"id": b.project, "name": "intruder", "target": "edge", "bundleId": v.ids["bBundle"], "quoteId": v.ids["quote"]}}}})
+	r := ts.Client.Do("POST", "/v1/workflows/"+wf["workflowId"].(string)+"/apply", map[string]any{"signedPlan": wf["signedPlan"]}, b.header())
+	if r.StatusCode != 202 {
+		t.Fatalf("apply: %d %s", r.StatusCode, r.Body)
+	}
+	task := waitTask(t, ts, b, r.JSON()["data"].(map[string]any)["taskId"].(string), "failed")
+	if raw, _ := json.Marshal(task); !strings.Contains(string(raw), "not_found:resource") {
+		t.Errorf("B's plan with A's quote: %s", raw)
 	}
 }
