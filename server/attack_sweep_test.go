@@ -80,6 +80,7 @@ func TestAttackSweep(t *testing.T) {
 		}
 		v.cursorsLeakNothing(t, ts, b)
 		v.planOnAsQuoteFails(t, ts, b)
+		v.keysReplayNothingOfAs(t, ts, b)
 		v.otherHumanPagesRefuse(t, ts, b)
 		sink.mu.Lock()
 		if len(sink.msgs) != 0 {
@@ -140,7 +141,9 @@ func newVictim(t *testing.T, ts *testServer) *victim {
 	v.ids["address"] = addrs[0].(map[string]any)["id"].(string)
 	msgs := c.Do("GET", "/v1/inboxes/"+v.ids["inbox"]+"/messages", nil, a.header()).JSON()["data"].(map[string]any)["messages"].([]any)
 	v.ids["message"] = msgs[0].(map[string]any)["id"].(string)
-	held := c.Do("POST", "/v1/quotes", map[string]any{"projectId": a.project, "items": []any{map[string]any{"kind": "service", "target": "edge", "workload": "static_site", "name": "held"}}}, a.header())
+	keyed := a.header()
+	keyed.Set("Idempotency-Key", "victim-held-quote")
+	held := c.Do("POST", "/v1/quotes", heldQuote(a.project), keyed)
 	v.ids["quote"] = held.JSON()["data"].(map[string]any)["quoteId"].(string)
 	v.ids["workflow"] = prepare(t, ts, a, siteWorkflow(a.project, v.ids["bundle"], names[1]))["workflowId"].(string)
 	raise := c.Do("POST", "/v1/projects/"+a.project+"/budget-raises", map[string]any{"amountUsd": 5, "reason": "victim raise"}, a.header()).JSON()["data"].(map[string]any)
@@ -554,5 +557,28 @@ func (v *victim) planOnAsQuoteFails(t *testing.T, ts *testServer, b account) {
 	task := waitTask(t, ts, b, r.JSON()["data"].(map[string]any)["taskId"].(string), "failed")
 	if raw, _ := json.Marshal(task); !strings.Contains(string(raw), "not_found:resource") {
 		t.Errorf("B's plan with A's quote: %s", raw)
+	}
+}
+
+func heldQuote(project string) map[string]any {
+	return map[string]any{"projectId": project, "items": []any{map[string]any{"kind": "service", "target": "edge", "workload": "static_site", "name": "held"}}}
+}
+
+// keysReplayNothingOfAs: B sends A's quote request byte for byte with
+// A's Idempotency-Key, over REST and MCP: B's key is another caller, so
+// nothing of A's is replayed; the project is not found.
+func (v *victim) keysReplayNothingOfAs(t *testing.T, ts *testServer, b account) {
+	t.Helper()
+	h := b.header()
+	h.Set("Idempotency-Key", "victim-held-quote")
+	r := ts.Client.Do("POST", "/v1/quotes", heldQuote(v.ids["project"]), h)
+	if r.StatusCode != 404 || r.Header.Get("Idempotency-Replayed") != "" || strings.Contains(string(r.Body), v.ids["quote"]) {
+		t.Errorf("A's request and key, sent by B: %d %s", r.StatusCode, r.Body)
+	}
+	args := heldQuote(v.ids["project"])
+	args["idempotencyKey"] = "victim-held-quote"
+	op, _ := sdk.LookupOperation("create_quote")
+	if _, got := v.send(t, ts, b, op, attackCall{body: args}, "MCP"); blockedByOf("MCP", got) != "not_found:resource" || strings.Contains(got, v.ids["quote"]) {
+		t.Errorf("A's request and key, sent by B over MCP: %s", got)
 	}
 }
