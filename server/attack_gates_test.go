@@ -44,6 +44,9 @@ func TestAttackSweepAgentCannotPassItsGate(t *testing.T) {
 		t.Fatalf("the human's approval: %d %s", p.status, p.body)
 	}
 	task, gate := raise()
+	// A quote above the project's approval threshold opens its own gate.
+	q := c.Do("POST", "/v1/quotes", domainQuote(project, availableDomains(1, "dev", "gated")[0], 2), agent)
+	quoteGate := approvalGateOf(t, q.JSON())
 	read := agentReads(t, ts, agent, project, su, cardPage)
 	tokens := map[string]bool{su.secret: true, su.id: true, key: true, strings.TrimPrefix(su.review[strings.LastIndex(su.review, "/"):], "/"): true}
 	for _, tok := range tokenish.FindAllString(read, -1) {
@@ -51,6 +54,7 @@ func TestAttackSweepAgentCannotPassItsGate(t *testing.T) {
 	}
 	for tok := range tokens {
 		tryToken(t, ts, gate, tok)
+		tryToken(t, ts, quoteGate, tok)
 	}
 	// The review link, replayed by the agent that was handed it.
 	if p := newBrowser(t, ts).get(su.review); p.status < 400 {
@@ -61,6 +65,22 @@ func TestAttackSweepAgentCannotPassItsGate(t *testing.T) {
 	if st["state"] != "input_required" || p["budgetLimitUsd"] != 105.5 {
 		t.Fatalf("the agent's gate was passed: task %v, limit %v", st["state"], p["budgetLimitUsd"])
 	}
+	if qd := c.Do("GET", "/v1/quotes/"+q.JSON()["data"].(map[string]any)["quoteId"].(string), nil, agent).JSON()["data"].(map[string]any); qd["decision"] != "REQUIRES_APPROVAL" || qd["state"] == "approved" {
+		t.Fatalf("the agent's quote was approved: %v", qd)
+	}
+}
+
+// approvalGateOf is the gate id in a REQUIRES_APPROVAL quote's approval
+// action.
+func approvalGateOf(t *testing.T, env map[string]any) string {
+	t.Helper()
+	for _, a := range env["actions"].([]any) {
+		if u, ok := a.(map[string]any)["url"].(string); ok && strings.Contains(u, "/approvals/") {
+			return u[strings.LastIndex(u, "/")+1:]
+		}
+	}
+	t.Fatalf("no approval URL in %v", env)
+	return ""
 }
 
 // agentReads is everything the agent's key and its signup capability
