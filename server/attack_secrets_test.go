@@ -93,3 +93,31 @@ func secretsAbsent(t *testing.T, what, body, key string) {
 		t.Errorf("%s: empty answer", what)
 	}
 }
+
+// TestAttackSweepSandboxSecretsShownOnce: a sandbox session's capability
+// and registration secret are in its creation's answer and in no read of
+// it, over REST and MCP, nor in an attempt's answer.
+func TestAttackSweepSandboxSecretsShownOnce(t *testing.T) {
+	ts := start(t, server.Config{})
+	c := ts.Client
+	data := c.Do("POST", "/v1/sandbox/sessions", nil, nil).JSON()["data"].(map[string]any)
+	id := data["session"].(map[string]any)["id"].(string)
+	secrets := []string{data["agentCapability"].(string), data["registrationSecret"].(string)}
+	h := http.Header{"Authorization": {data["authorizationHeader"].(string)}, "Idempotency-Key": {"attempt-1"}}
+	answers := map[string]string{
+		"REST get_sandbox_session": string(c.Do("GET", "/v1/sandbox/sessions/"+id, nil, nil).Body),
+		"REST attempt":             string(c.Do("POST", "/v1/sandbox/sessions/"+id+"/attempts", map[string]any{"scenario": "allowed"}, h).Body),
+	}
+	raw, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "get_sandbox_session", "arguments": map[string]any{"id": id}}})
+	_, answers["MCP get_sandbox_session"] = rawDo(t, c.BaseURL, "POST", "/mcp", "application/json", string(raw), http.Header{"Accept": {"application/json, text/event-stream"}})
+	for what, body := range answers {
+		if !strings.Contains(body, id) && what != "REST attempt" {
+			t.Errorf("%s does not read the session: %s", what, body)
+		}
+		for _, s := range secrets {
+			if strings.Contains(body, s) || strings.Contains(body, s[4:]) {
+				t.Errorf("%s shows a secret: %s", what, body)
+			}
+		}
+	}
+}
