@@ -90,6 +90,11 @@ func TestAttackSweep(t *testing.T) {
 		if after := v.snapshot(t, ts); after != before {
 			t.Errorf("A's objects changed under B's calls:\nbefore %s\nafter  %s", before, after)
 		}
+		// Nothing refused left B half-made things: no service, no spending.
+		services := ts.Client.Do("GET", "/v1/services", nil, b.header()).JSON()["data"].(map[string]any)["services"].([]any)
+		if spent, _ := budget(t, ts, b); len(services) != 0 || spent != 0 {
+			t.Errorf("B's refused calls left %d services and $%v spent", len(services), spent)
+		}
 	})
 }
 
