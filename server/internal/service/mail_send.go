@@ -97,12 +97,15 @@ func (s *Mail) Send(ctx context.Context, p *auth.Principal, req SendRequest) (*S
 	if err != nil {
 		return nil, apierr.Newf("input:invalid", "%v", err)
 	}
+	// The domain is the caller's before its addresses are looked up, so
+	// that another organisation's addresses answer as a domain without
+	// mail, whether they exist or not.
+	if d, err := s.store.Mail().Domain(ctx, domain); err != nil || d.OrgID != p.OrgID || MailState(d.State) != MailReady {
+		return nil, apierr.Newf("mail:not_set_up", "%s has no mail set up in your organisation", domain)
+	}
 	if _, err := s.store.Mail().Route(ctx, local+"@"+domain, domain); err != nil {
 		return nil, apierr.Newf("mail:not_set_up", "%s is not one of your addresses; create it first", req.From).
 			WithActions(actions.Tool("create_email_address", "agent", map[string]any{"address": req.From}))
-	}
-	if d, err := s.store.Mail().Domain(ctx, domain); err != nil || d.OrgID != p.OrgID || MailState(d.State) != MailReady {
-		return nil, apierr.Newf("mail:not_set_up", "%s has no mail set up in your organisation", domain)
 	}
 	to := req.To
 	msg, id, err := s.compose(ctx, req.From, to, req.Subject, req.Text)

@@ -482,7 +482,6 @@ func (r *Runner) sweepOrphans(done chan struct{}) {
 // Stop waits for running jobs to finish, up to ctx's deadline.
 func (r *Runner) Stop(ctx context.Context) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.closed = true
 	if r.idleTimer != nil {
 		r.idleTimer.Stop()
@@ -491,11 +490,18 @@ func (r *Runner) Stop(ctx context.Context) error {
 		close(r.sweeping)
 		r.sweeping = nil
 	}
+	running := r.running
+	r.mu.Unlock()
+	// River waits for the jobs it is running, and a job may enqueue
+	// another task (a workflow's launch step does): Enqueue takes mu, so
+	// River is stopped without it. closed keeps it from starting again.
 	var err error
-	if r.running {
+	if running {
 		err = r.stop(ctx)
-		r.running = false
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running = false
 	r.close()
 	return err
 }

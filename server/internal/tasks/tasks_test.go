@@ -280,3 +280,41 @@ func TestRunningTaskRenewsItsLease(t *testing.T) {
 		return ok
 	})
 }
+
+// TestStopWhileAJobEnqueues: a job that enqueues another task while the
+// runner stops (a workflow's launch step at shutdown) does not wait for
+// the stop, and the stop does not wait out its deadline for the job.
+func TestStopWhileAJobEnqueues(t *testing.T) {
+	st, addTask := newStore(t)
+	addTask("tsk_parent")
+	addTask("tsk_child")
+	var r *Runner
+	started, enqueued := make(chan struct{}), make(chan error, 1)
+	run := func(ctx context.Context, id string) error {
+		if id != "tsk_parent" {
+			return nil
+		}
+		close(started)
+		time.Sleep(300 * time.Millisecond) // Stop is under way
+		enqueued <- r.Enqueue(ctx, "tsk_child")
+		return nil
+	}
+	ctx := context.Background()
+	r, err := New(ctx, st, "", run, Config{IdleAfter: time.Minute, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	began := time.Now()
+	if err := r.Stop(sctx); err != nil || time.Since(began) > 3*time.Second {
+		t.Fatalf("Stop took %v: %v", time.Since(began), err)
+	}
+	if err := <-enqueued; err != nil {
+		t.Fatalf("the job's Enqueue: %v", err)
+	}
+}
