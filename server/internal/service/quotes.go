@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/publicsuffix"
+
 	"github.com/pierhq/pier/server/internal/actions"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/auth"
@@ -302,12 +304,34 @@ func priceItems(prices registrar.PriceList, items []QuoteItem) ([]pricedItem, er
 	return out, nil
 }
 
+// registrableParent is the name a registrar would sell that name lies
+// under (example.com for www.example.com, by the public suffix list),
+// when the registrar here sells it: its TLD one label, in the price list.
+func registrableParent(prices registrar.PriceList, name string) (string, bool) {
+	parent, err := publicsuffix.EffectiveTLDPlusOne(name)
+	if err != nil || parent == name {
+		return "", false
+	}
+	_, tld, _ := strings.Cut(parent, ".")
+	if _, ok := prices.Lookup(tld); !ok || strings.Contains(tld, ".") {
+		return "", false
+	}
+	return parent, true
+}
+
 // priceDomain prices registering a domain for years: the first year, then
 // the annualised renewal for each year after.
 func priceDomain(prices registrar.PriceList, name string, years int) (pricedItem, error) {
 	label, tldName, _ := strings.Cut(name, ".")
 	tld, ok := prices.Lookup(tldName)
 	if !ok || strings.Contains(tldName, ".") {
+		if parent, sold := registrableParent(prices, name); sold {
+			// www.example.com: what is bought is example.com, which
+			// then serves its www. name too.
+			parentLabel, _, _ := strings.Cut(parent, ".")
+			return pricedItem{}, apierr.Newf("plan:domain_unavailable", "%s is a name under %s, which is what a registrar sells: quote %s (a domain serves www. under it too), or attach %s to a service if your organisation holds it already", name, parent, parent, parent).
+				WithActions(actions.Tool("search_domains", "agent", map[string]any{"q": parentLabel}), actions.Tool("list_domains", "agent", nil))
+		}
 		return pricedItem{}, apierr.Newf("plan:domain_unavailable", "%s: the registrar does not sell .%s", name, tldName).
 			WithActions(actions.Tool("search_domains", "agent", map[string]any{"q": label, "includeExotic": true}))
 	}

@@ -2,9 +2,11 @@ package service
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/models"
 	"github.com/pierhq/pier/server/internal/apierr"
 	"github.com/pierhq/pier/server/internal/money"
 	"github.com/pierhq/pier/server/internal/registrar"
@@ -91,6 +93,28 @@ func TestQuoteRefusals(t *testing.T) {
 	_, err := h.svc.Quotes.Create(h.ctx, tn.agent, QuoteRequest{ProjectID: "prj_nope", Items: []QuoteItem{emailItem("a.dev")}})
 	wantCode(t, err, "not_found:resource")
 	h.books(tn.org, tn.project)
+}
+
+// A name under a registrable domain (www.acme.dev) is not for sale: the
+// refusal searches for the domain it lies under and lists the caller's
+// domains, where it would be attached; a second-level public suffix
+// (acme.co.uk) is refused as an unsold TLD.
+func TestQuoteNameUnderADomain(t *testing.T) {
+	h := newHarness(t, withoutDBs)
+	tn := h.tenant(100, DefaultPolicy())
+	_, err := h.svc.Quotes.Create(h.ctx, tn.agent, QuoteRequest{ProjectID: tn.project, Items: []QuoteItem{domainItem("www.acme.dev")}})
+	e := wantCode(t, err, "plan:domain_unavailable")
+	if !strings.Contains(e.Message, "acme.dev") || !hasAction(e.Actions, "list_domains") {
+		t.Errorf("refusal %q, actions %+v", e.Message, e.Actions)
+	}
+	args := toolArgs(t, e.Actions, "search_domains")
+	if args["q"] != "acme" {
+		t.Errorf("search_domains args %v, want q acme", args)
+	}
+	_, err = h.svc.Quotes.Create(h.ctx, tn.agent, QuoteRequest{ProjectID: tn.project, Items: []QuoteItem{domainItem("shop.acme.co.uk")}})
+	if e := wantCode(t, err, "plan:domain_unavailable"); !strings.Contains(e.Message, "does not sell") {
+		t.Errorf("a name under a second-level suffix: %q", e.Message)
+	}
 }
 
 // A held quote is released once, gives its budget back, and expires on its
@@ -251,4 +275,21 @@ func premiumDomain(t *testing.T) string {
 	}
 	t.Fatal("no two-letter name free")
 	return ""
+}
+
+// toolArgs is the arguments of the tool action in acts that calls tool.
+func toolArgs(t *testing.T, acts []models.Action, tool string) map[string]any {
+	t.Helper()
+	for _, a := range acts {
+		ta, err := a.AsToolAction()
+		if err != nil || ta.Kind != models.Tool || ta.Tool != tool {
+			continue
+		}
+		if ta.Arguments == nil {
+			return map[string]any{}
+		}
+		return *ta.Arguments
+	}
+	t.Fatalf("no %s action in %v", tool, names(acts))
+	return nil
 }
