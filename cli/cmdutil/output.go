@@ -131,8 +131,18 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 	var apiErr *sdk.Error
 	var usage *UsageError
 	var failed *sdk.TaskFailedError
+	var interrupted *ErrInterrupted
 	var b strings.Builder
 	switch {
+	case errors.As(err, &interrupted):
+		// Checked first: the request it cut short looks like a network
+		// error, and the server is not the reason it stopped.
+		fmt.Fprintf(&b, "%s interrupted (Ctrl-C) before the command finished\n", st.Err.Render("error:"))
+		next := interrupted.Next
+		if next == "" {
+			next = interruptedNext
+		}
+		b.WriteString("  " + next + "\n")
 	case errors.As(err, &apiErr):
 		if f.Config.JSON {
 			body := apiErr.Body

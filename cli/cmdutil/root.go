@@ -156,6 +156,9 @@ func Execute(f *Factory, root *cobra.Command, args []string, extra ...*cobra.Com
 	if err == nil {
 		return ExitOK
 	}
+	// Ctrl-C surfaces as whatever the command was doing (a request cut
+	// short, a wait that ended); say that it was the person's interrupt.
+	err = Interrupted(ctx, err, "")
 	if isCobraUsage(err) {
 		var usage *UsageError
 		if !errors.As(err, &usage) {

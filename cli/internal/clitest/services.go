@@ -36,6 +36,9 @@ type FakeServices struct {
 	Lines []string
 	// TornDown: get_service finds svc_1 torn down.
 	TornDown bool
+	// OnTaskPoll, when set, runs before each poll of a task is answered,
+	// with the task's id and how many polls of it came before.
+	OnTaskPoll func(id string, n int)
 
 	Mu          sync.Mutex
 	Follows     int
@@ -117,6 +120,9 @@ func (fs *FakeServices) getTask(w http.ResponseWriter, r *http.Request) {
 	n := fs.TaskPolls[id]
 	fs.TaskPolls[id]++
 	fs.Mu.Unlock()
+	if fs.OnTaskPoll != nil {
+		fs.OnTaskPoll(id, n)
+	}
 	if id == "tsk_3" {
 		state := "succeeded"
 		if fs.RollbackFails {

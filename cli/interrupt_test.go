@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pierhq/pier/cli/cmdutil"
+	"github.com/pierhq/pier/cli/internal/clitest"
+)
+
+// Ctrl-C while a command waits for its task (here a teardown) exits 130
+// and says that the task goes on on the server and how to follow it,
+// instead of blaming the network or the --timeout.
+func TestInterruptWhileWaitingForATask(t *testing.T) {
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			once.Do(func() { clitest.Interrupt(t) })
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPost {
+			w.WriteHeader(http.StatusAccepted)
+		}
+		fmt.Fprint(w, `{"data":{"taskId":"tsk_1","kind":"teardown","state":"running","steps":[{"name":"undeploy","state":"running"}]},"actions":[{"kind":"stop","reason":"done"}],"formatVersion":"1"}`)
+	}))
+	defer srv.Close()
+
+	f, ts := clitest.NewFactory(map[string]string{"PIER_BASE_URL": srv.URL, "PIER_API_KEY": "agk_1"})
+	code := run(f, []string{"services", "teardown", "svc_1", "--timeout", "20s"})
+	errOut := ts.Err.String()
+	if code != cmdutil.ExitInterrupted {
+		t.Fatalf("exit %d, want %d\nstderr: %s", code, cmdutil.ExitInterrupted, errOut)
+	}
+	for _, w := range []string{"interrupted (Ctrl-C)", "Task tsk_1 goes on on the server", "pier tasks get tsk_1"} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, errOut)
+		}
+	}
+	if strings.Contains(errOut, "--timeout") || strings.Contains(errOut, "Is Pier running") {
+		t.Errorf("an interruption blamed on the timeout or the network:\n%s", errOut)
+	}
+}
