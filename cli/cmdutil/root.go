@@ -117,12 +117,26 @@ func FinishTree(root *cobra.Command) {
 		c.DisableFlagsInUseLine = true
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return UsageErrorf(cmd.CommandPath(), "unknown command %q for %q", args[0], cmd.CommandPath())
+				return UsageErrorf(cmd.CommandPath(), "unknown command %q for %q%s", args[0], cmd.CommandPath(), suggestions(cmd, args[0]))
 			}
 			return cmd.Help()
 		}
 	}
 	walk(root)
+}
+
+// suggestions is the "Did you mean this?" cobra adds to an unknown
+// command of the root, for a group's subcommand: cobra suggests only at
+// the root, so `pier services lst` would otherwise name no command.
+func suggestions(c *cobra.Command, typed string) string {
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2
+	}
+	s := c.SuggestionsFor(typed)
+	if len(s) == 0 {
+		return ""
+	}
+	return "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
 }
 
 // projectAlias makes --project-id, the spelling older scripts and the
@@ -159,6 +173,12 @@ func Execute(f *Factory, root *cobra.Command, args []string, extra ...*cobra.Com
 	// Ctrl-C surfaces as whatever the command was doing (a request cut
 	// short, a wait that ended); say that it was the person's interrupt.
 	err = Interrupted(ctx, err, "")
+	var named *UsageError
+	if errors.As(err, &named) && named.Command == "" && cmd != nil {
+		// A usage error from shared code (the upload under pier launch)
+		// points at the help of the command that was run.
+		named.Command = cmd.CommandPath()
+	}
 	if isCobraUsage(err) {
 		var usage *UsageError
 		if !errors.As(err, &usage) {
