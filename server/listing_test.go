@@ -66,9 +66,15 @@ func TestEveryNounListsAndReads(t *testing.T) {
 			if r := c.Do("GET", n.get, nil, a.header()); r.StatusCode != 200 {
 				t.Errorf("GET %s: %d %s", n.get, r.StatusCode, r.Body)
 			}
-			if r := c.Do("GET", n.get, nil, b.header()); r.StatusCode != 404 || r.JSON()["blockedBy"] != "not_found:resource" {
+			// The 404 leads to the noun's list, where the right id is.
+			if r := c.Do("GET", n.get, nil, b.header()); r.StatusCode != 404 || r.JSON()["blockedBy"] != "not_found:resource" || !namesTool(r.JSON(), "list_"+n.key) {
 				t.Errorf("another organisation's GET %s: %d %s", n.get, r.StatusCode, r.Body)
 			}
+		}
+		// A launch of a bundle the caller's organisation lacks leads to
+		// its bundles too.
+		if r := c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "theirs", "target": "edge", "bundleId": bundle}, b.header()); r.StatusCode != 404 || !namesTool(r.JSON(), "list_bundles") {
+			t.Errorf("a launch of another organisation's bundle: %d %s", r.StatusCode, r.Body)
 		}
 		// A service reads with its URLs; a domain with the service serving it.
 		svc := c.Do("GET", "/v1/services/"+serviceID, nil, a.header()).JSON()["data"].(map[string]any)
@@ -229,4 +235,16 @@ func pagesWithIDs(t *testing.T, c *contracttest.Client, h http.Header, path, key
 		}
 	}
 	return len(seen)
+}
+
+// namesTool says whether an envelope's actions include a tool action
+// calling tool.
+func namesTool(env map[string]any, tool string) bool {
+	acts, _ := env["actions"].([]any)
+	for _, a := range acts {
+		if m, ok := a.(map[string]any); ok && m["kind"] == "tool" && m["tool"] == tool {
+			return true
+		}
+	}
+	return false
 }
