@@ -144,39 +144,7 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 		}
 		b.WriteString("  " + next + "\n")
 	case errors.As(err, &apiErr):
-		if f.Config.JSON {
-			body := apiErr.Body
-			if !json.Valid(body) {
-				body, _ = json.Marshal(map[string]any{
-					"blockedBy": apiErr.BlockedBy, "message": apiErr.Message,
-					"retryable": apiErr.Retryable, "actions": []any{},
-				})
-			}
-			WriteRaw(f.IO.Out, body)
-		}
-		msg := apiErr.Message
-		if apiErr.BlockedBy == "auth:missing_credentials" && f.APIKey() == "" {
-			// The server speaks to HTTP callers; a CLI user sets a variable.
-			msg = "this command needs an API key, and none is set: export PIER_API_KEY=agk_… or pass --api-key agk_…\n" +
-				"  Get a key: on the server's machine, pier admin create-key (it prints one); or sign up with pier signup create, and a human's review returns one.\n" +
-				"  Check it with: pier whoami"
-		}
-		fmt.Fprintf(&b, "%s %s: %s\n", st.Err.Render("error:"), apiErr.BlockedBy, msg)
-		for _, d := range apiErr.Details {
-			fmt.Fprintf(&b, "  %s: %s\n", st.Key.Render(d.Field), d.Problem)
-		}
-		if apiErr.Retryable {
-			msg := "  retryable"
-			if apiErr.RetryAfterSeconds > 0 {
-				msg += fmt.Sprintf(", after %ds", apiErr.RetryAfterSeconds)
-			}
-			b.WriteString(st.Faint.Render(msg) + "\n")
-		}
-		if !f.Config.JSON {
-			if env, ok := decodeOrdered(apiErr.Body); ok && env.kind == kindObject {
-				writeActions(&b, st, f, root, env.get("actions"))
-			}
-		}
+		writeAPIError(&b, st, f, root, apiErr)
 	case errors.As(err, &failed) && failedCause(failed) != "":
 		// A failed task's result says why: its blockedBy, its message (for
 		// a process, the last lines it wrote) and what to do next.
@@ -208,6 +176,62 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 		fmt.Fprintf(&b, "%s %s\n", st.Err.Render("error:"), err)
 	}
 	io.WriteString(f.IO.ErrOut, b.String())
+}
+
+// writeAPIError writes an API error: with --json its envelope to stdout as
+// received; on stderr its cause, message, details and, in human mode, its
+// next actions.
+func writeAPIError(b *strings.Builder, st Styles, f *Factory, root *cobra.Command, apiErr *sdk.Error) {
+	if f.Config.JSON {
+		body := apiErr.Body
+		if !json.Valid(body) {
+			body, _ = json.Marshal(map[string]any{
+				"blockedBy": apiErr.BlockedBy, "message": apiErr.Message,
+				"retryable": apiErr.Retryable, "actions": []any{},
+			})
+		}
+		WriteRaw(f.IO.Out, body)
+	}
+	msg := cliAuthMessage(f, apiErr)
+	fmt.Fprintf(b, "%s %s: %s\n", st.Err.Render("error:"), apiErr.BlockedBy, msg)
+	for _, d := range apiErr.Details {
+		fmt.Fprintf(b, "  %s: %s\n", st.Key.Render(d.Field), d.Problem)
+	}
+	if apiErr.Retryable {
+		msg := "  retryable"
+		if apiErr.RetryAfterSeconds > 0 {
+			msg += fmt.Sprintf(", after %ds", apiErr.RetryAfterSeconds)
+		}
+		b.WriteString(st.Faint.Render(msg) + "\n")
+	}
+	if !f.Config.JSON {
+		if env, ok := decodeOrdered(apiErr.Body); ok && env.kind == kindObject {
+			writeActions(b, st, f, root, env.get("actions"))
+		}
+	}
+}
+
+// cliAuthMessage is the message of an API error, in the CLI's words for
+// an auth error the server words for HTTP callers: a CLI user sets a
+// variable or a flag, and a key that the server does not know is most
+// often another server's or a revoked one.
+func cliAuthMessage(f *Factory, apiErr *sdk.Error) string {
+	key := f.APIKey()
+	switch {
+	case apiErr.BlockedBy == "auth:missing_credentials" && key == "":
+		return "this command needs an API key, and none is set: export PIER_API_KEY=agk_… or pass --api-key agk_…\n" +
+			"  Get a key: on the server's machine, pier admin create-key (it prints one); or sign up with pier signup create, and a human's review returns one.\n" +
+			"  Check it with: pier whoami"
+	case apiErr.BlockedBy == "auth:invalid_credentials" && key != "":
+		from := "PIER_API_KEY"
+		if f.Config.APIKey != "" {
+			from = "--api-key"
+		}
+		return fmt.Sprintf("%s (the key in %s is unknown to the server at %s: revoked, mistyped, or made by another server)\n", apiErr.Message, from, f.BaseURL()) +
+			"  Get a new key: on that server's machine, pier admin create-key (it prints one); or a person of the organisation makes one on its keys page.\n" +
+			"  Then export PIER_API_KEY=agk_… and check it with: pier whoami"
+	}
+	return apiErr.Message
 }
 
 // failedCause is the blockedBy a failed task's result names, or "".
