@@ -44,3 +44,31 @@ func TestInterruptWhileWaitingForATask(t *testing.T) {
 		t.Errorf("an interruption blamed on the timeout or the network:\n%s", errOut)
 	}
 }
+
+// A wait that runs past --timeout says so and how to follow the task; it
+// does not ask whether Pier is running, since the server answered.
+func TestWaitPastTimeoutBlamesTheTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPost {
+			w.WriteHeader(http.StatusAccepted)
+		}
+		fmt.Fprint(w, `{"data":{"taskId":"tsk_1","kind":"teardown","state":"running","steps":[]},"actions":[{"kind":"stop","reason":"done"}],"formatVersion":"1"}`)
+	}))
+	defer srv.Close()
+
+	f, ts := clitest.NewFactory(map[string]string{"PIER_BASE_URL": srv.URL, "PIER_API_KEY": "agk_1"})
+	code := run(f, []string{"services", "teardown", "svc_1", "--timeout", "300ms"})
+	errOut := ts.Err.String()
+	if code != cmdutil.ExitServer {
+		t.Fatalf("exit %d, want %d\nstderr: %s", code, cmdutil.ExitServer, errOut)
+	}
+	for _, w := range []string{"pier tasks get tsk_1", "ran past its --timeout of 300ms", "--timeout 0"} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, errOut)
+		}
+	}
+	if strings.Contains(errOut, "Is Pier running") {
+		t.Errorf("a timeout blamed on the server:\n%s", errOut)
+	}
+}

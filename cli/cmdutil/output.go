@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -171,7 +172,13 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 		}
 	case isNetworkError(err):
 		fmt.Fprintf(&b, "%s %s\n", st.Err.Render("error:"), err)
-		b.WriteString(st.Faint.Render(fmt.Sprintf("Is Pier running at %s? Set --base-url or PIER_BASE_URL.", f.BaseURL())) + "\n")
+		hint := fmt.Sprintf("Is Pier running at %s? Set --base-url or PIER_BASE_URL.", f.BaseURL())
+		if errors.Is(err, context.DeadlineExceeded) && f.Config.Timeout > 0 {
+			// The server may well have answered every call: the command's
+			// own limit ran out, such as while waiting for a task.
+			hint = fmt.Sprintf("The command ran past its --timeout of %s: raise it, or pass --timeout 0 for no limit.", f.Config.Timeout)
+		}
+		b.WriteString(st.Faint.Render(hint) + "\n")
 	default:
 		fmt.Fprintf(&b, "%s %s\n", st.Err.Render("error:"), err)
 	}
