@@ -71,6 +71,13 @@ func TestEveryNounListsAndReads(t *testing.T) {
 				t.Errorf("another organisation's GET %s: %d %s", n.get, r.StatusCode, r.Body)
 			}
 		}
+		// So do a teardown of another organisation's service and a
+		// release of its quote.
+		for path, tool := range map[string]string{"/v1/services/" + serviceID + "/teardown": "list_services", "/v1/quotes/" + quoteID + "/release": "list_quotes"} {
+			if r := c.Do("POST", path, nil, b.header()); r.StatusCode != 404 || !namesTool(r.JSON(), tool) {
+				t.Errorf("another organisation's POST %s: %d %s", path, r.StatusCode, r.Body)
+			}
+		}
 		// A launch of a bundle the caller's organisation lacks leads to
 		// its bundles too.
 		if r := c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "theirs", "target": "edge", "bundleId": bundle}, b.header()); r.StatusCode != 404 || !namesTool(r.JSON(), "list_bundles") {
