@@ -66,23 +66,11 @@ func TestEveryNounListsAndReads(t *testing.T) {
 			if r := c.Do("GET", n.get, nil, a.header()); r.StatusCode != 200 {
 				t.Errorf("GET %s: %d %s", n.get, r.StatusCode, r.Body)
 			}
-			// The 404 leads to the noun's list, where the right id is.
-			if r := c.Do("GET", n.get, nil, b.header()); r.StatusCode != 404 || r.JSON()["blockedBy"] != "not_found:resource" || !namesTool(r.JSON(), "list_"+n.key) {
+			if r := c.Do("GET", n.get, nil, b.header()); r.StatusCode != 404 || r.JSON()["blockedBy"] != "not_found:resource" {
 				t.Errorf("another organisation's GET %s: %d %s", n.get, r.StatusCode, r.Body)
 			}
 		}
-		// So do a teardown of another organisation's service and a
-		// release of its quote.
-		for path, tool := range map[string]string{"/v1/services/" + serviceID + "/teardown": "list_services", "/v1/quotes/" + quoteID + "/release": "list_quotes"} {
-			if r := c.Do("POST", path, nil, b.header()); r.StatusCode != 404 || !namesTool(r.JSON(), tool) {
-				t.Errorf("another organisation's POST %s: %d %s", path, r.StatusCode, r.Body)
-			}
-		}
-		// A launch of a bundle the caller's organisation lacks leads to
-		// its bundles too.
-		if r := c.Do("POST", "/v1/projects/"+b.project+"/launch", map[string]any{"name": "theirs", "target": "edge", "bundleId": bundle}, b.header()); r.StatusCode != 404 || !namesTool(r.JSON(), "list_bundles") {
-			t.Errorf("a launch of another organisation's bundle: %d %s", r.StatusCode, r.Body)
-		}
+		notFoundLeadsToLists(t, c, b.header(), b.project, serviceID, quoteID, bundle.(string))
 		// A service reads with its URLs; a domain with the service serving it.
 		svc := c.Do("GET", "/v1/services/"+serviceID, nil, a.header()).JSON()["data"].(map[string]any)
 		if svc["state"] != "live" || svc["previewUrl"] == "" || svc["domain"] != domain {
@@ -254,4 +242,28 @@ func namesTool(env map[string]any, tool string) bool {
 		}
 	}
 	return false
+}
+
+// notFoundLeadsToLists: another organisation's reads of a task, service,
+// bundle and quote, its teardown and release, and a launch of its bundle
+// are not found, and each 404 leads to the noun's list, where the right
+// id is.
+func notFoundLeadsToLists(t *testing.T, c *contracttest.Client, h http.Header, project, serviceID, quoteID, bundle string) {
+	t.Helper()
+	for _, x := range []struct{ method, path, tool string }{
+		{"GET", "/v1/services/" + serviceID, "list_services"},
+		{"GET", "/v1/bundles/" + bundle, "list_bundles"},
+		{"GET", "/v1/quotes/" + quoteID, "list_quotes"},
+		{"GET", "/v1/tasks/tsk_neverexisted0000000", "list_tasks"},
+		{"POST", "/v1/services/" + serviceID + "/teardown", "list_services"},
+		{"POST", "/v1/quotes/" + quoteID + "/release", "list_quotes"},
+	} {
+		if r := c.Do(x.method, x.path, nil, h); r.StatusCode != 404 || !namesTool(r.JSON(), x.tool) {
+			t.Errorf("another organisation's %s %s: %d %s", x.method, x.path, r.StatusCode, r.Body)
+		}
+	}
+	launch := map[string]any{"name": "theirs", "target": "edge", "bundleId": bundle}
+	if r := c.Do("POST", "/v1/projects/"+project+"/launch", launch, h); r.StatusCode != 404 || !namesTool(r.JSON(), "list_bundles") {
+		t.Errorf("a launch of another organisation's bundle: %d %s", r.StatusCode, r.Body)
+	}
 }
