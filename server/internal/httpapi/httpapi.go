@@ -186,7 +186,7 @@ func New(cfg Config) (*Handler, error) {
 
 		h.mux.Handle(op.Method+" "+op.Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r = r.WithContext(context.WithValue(r.Context(), opKey{}, rt))
-			defer h.answerPanic(w, r)
+			defer answerPanic(h.cfg.Log, w, r)
 			next.ServeHTTP(w, r)
 		}))
 	}
@@ -199,7 +199,7 @@ func New(cfg Config) (*Handler, error) {
 func (h *Handler) Mux() *http.ServeMux { return h.mux }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	defer h.answerPanic(w, r)
+	defer answerPanic(h.cfg.Log, w, r)
 	h.mux.ServeHTTP(w, r)
 }
 
@@ -208,12 +208,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // operation's route recovers its own panics so that it does), else a
 // human's contact with the operator. http.ErrAbortHandler goes on up, as
 // net/http expects.
-func (h *Handler) answerPanic(w http.ResponseWriter, r *http.Request) {
+func answerPanic(log *slog.Logger, w http.ResponseWriter, r *http.Request) {
 	if v := recover(); v != nil {
 		if v == http.ErrAbortHandler {
 			panic(v)
 		}
-		WriteError(w, r, h.cfg.Log, apierr.Internal(fmt.Errorf("panic: %v", v)))
+		WriteError(w, r, log, apierr.Internal(fmt.Errorf("panic: %v", v)))
 	}
 }
 

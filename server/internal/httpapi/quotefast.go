@@ -73,7 +73,7 @@ func (d *QuoteDoor) Answer(dst []byte, q *QuoteRequest) (head, body []byte, ok b
 			// Nothing taken or written yet: net/http answers it.
 			head, body, ok = dst, nil, false
 		default:
-			// As the handler answers a panic (Handler.answerPanic): a
+			// As the handler answers a panic (answerPanic): a
 			// 500 envelope whose action retries create_quote, with the
 			// rate limit's headers the chain had set; the connection
 			// kept.
