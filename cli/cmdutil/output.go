@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/pierhq/pier/sdk"
 	"github.com/spf13/cobra"
@@ -173,6 +175,9 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 	case isNetworkError(err):
 		fmt.Fprintf(&b, "%s %s\n", st.Err.Render("error:"), err)
 		hint := fmt.Sprintf("Is Pier running at %s? Set --base-url or PIER_BASE_URL.", f.BaseURL())
+		if errors.Is(err, syscall.ECONNREFUSED) && loopback(f.BaseURL()) {
+			hint = fmt.Sprintf("Nothing answers at %s. Start a server on this machine with: pier server (it says where it serves), or point at one with --base-url or PIER_BASE_URL.", f.BaseURL())
+		}
 		if errors.Is(err, context.DeadlineExceeded) && f.Config.Timeout > 0 {
 			// The server may well have answered every call: the command's
 			// own limit ran out, such as while waiting for a task.
@@ -824,4 +829,19 @@ func ExpandJWS(v any) any {
 		return map[string]any{"jws": map[string]any{"header": h, "payload": ExpandJWS(p), "signature": parts[2]}}
 	}
 	return v
+}
+
+// loopback says whether base names this machine, where pier server would
+// be the server to start.
+func loopback(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
