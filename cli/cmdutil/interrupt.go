@@ -31,7 +31,7 @@ func (e *ErrInterrupted) Unwrap() error { return e.Err }
 // more precise: what the server accepted stays, and nothing half-made
 // counts.
 const interruptedNext = "What the server accepted before the interruption stays, and nothing half-sent is kept: " +
-	"an upload resumes where it stopped when you run the command again, and a task goes on (pier tasks list shows it)."
+	"run the command again to go on (an upload resumes where it stopped; a task keeps running, and pier tasks list shows it)."
 
 // Interrupted turns err into an ErrInterrupted saying next when ctx ended
 // because the person pressed Ctrl-C, and returns err unchanged otherwise
