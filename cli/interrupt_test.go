@@ -2,11 +2,15 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pierhq/pier/cli/cmdutil"
 	"github.com/pierhq/pier/cli/internal/clitest"
@@ -70,5 +74,34 @@ func TestWaitPastTimeoutBlamesTheTimeout(t *testing.T) {
 	}
 	if strings.Contains(errOut, "Is Pier running") {
 		t.Errorf("a timeout blamed on the server:\n%s", errOut)
+	}
+}
+
+// Ctrl-C during an upload exits 130 and says that running the command
+// again resumes it, never that the server is unreachable.
+func TestInterruptDuringAnUpload(t *testing.T) {
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // so that the hang-up is seen
+		once.Do(func() { clitest.Interrupt(t) })
+		select { // the CLI hangs up once interrupted
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte("<p>hi</p>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	f, ts := clitest.NewFactory(map[string]string{"PIER_BASE_URL": srv.URL, "PIER_API_KEY": "agk_1", "PIER_WATCHER": "off"})
+	code := run(f, []string{"bundles", "upload", dir, "--project", "prj_1", "--timeout", "20s"})
+	errOut := ts.Err.String()
+	if code != cmdutil.ExitInterrupted {
+		t.Fatalf("exit %d, want %d\nstderr: %s", code, cmdutil.ExitInterrupted, errOut)
+	}
+	if !strings.Contains(errOut, "interrupted (Ctrl-C)") || !strings.Contains(errOut, "an upload resumes where it stopped") || strings.Contains(errOut, "Is Pier running") {
+		t.Errorf("stderr:\n%s", errOut)
 	}
 }
