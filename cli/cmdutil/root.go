@@ -72,7 +72,7 @@ func NewRootCommand(f *Factory) *cobra.Command {
 	root.SetErr(f.IO.ErrOut)
 	root.SetVersionTemplate("pier version {{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &UsageError{Err: err, Command: c.CommandPath()}
+		return &UsageError{Err: withFlagSuggestion(c, err), Command: c.CommandPath()}
 	})
 
 	pf := root.PersistentFlags()
