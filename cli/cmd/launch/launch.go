@@ -333,8 +333,7 @@ func launchSteps(ctx context.Context, f *cmdutil.Factory, o *LaunchOptions, emit
 	}
 	launched, err := c.LaunchService(ctx, o.Project, &sdk.LaunchServiceParams{}, body)
 	if err != nil {
-		return cmdutil.Interrupted(ctx, err, "The launch of "+o.Name+" may have reached the server before the interruption: "+
-			"pier tasks list shows its task if it did; run pier launch again if it did not.")
+		return cmdutil.Interrupted(ctx, err, launchMayHaveStarted(o.Name, body.QuoteId))
 	}
 	if err := emit(launched); err != nil {
 		return err
@@ -500,6 +499,18 @@ func (o *LaunchOptions) waitLaunch(ctx context.Context, c *sdk.Client, progress 
 		o.printLaunched(ctx, c, final.Data)
 	}
 	return nil
+}
+
+// launchMayHaveStarted says, after Ctrl-C during the launch request, how
+// to tell whether it reached the server, and what a quote made for it
+// holds if it did not.
+func launchMayHaveStarted(name string, quoteID *string) string {
+	msg := "The launch of " + name + " may have reached the server before the interruption: " +
+		"pier tasks list shows its task if it did; run pier launch again if it did not."
+	if quoteID != nil && *quoteID != "" {
+		msg += fmt.Sprintf(" Until then quote %s holds its budget (15 minutes at most); pier quotes release %s gives it back.", *quoteID, *quoteID)
+	}
+	return msg
 }
 
 // launchGoesOn says, after Ctrl-C during the wait, that the launch is a

@@ -39,6 +39,9 @@ type FakeServices struct {
 	// OnTaskPoll, when set, runs before each poll of a task is answered,
 	// with the task's id and how many polls of it came before.
 	OnTaskPoll func(id string, n int)
+	// OnLaunch, when set, runs once the launch's body is read and before
+	// it is answered.
+	OnLaunch func(r *http.Request)
 
 	Mu          sync.Mutex
 	Follows     int
@@ -105,6 +108,9 @@ func (fs *FakeServices) launch(w http.ResponseWriter, r *http.Request) {
 	fs.Mu.Lock()
 	fs.LaunchBody = ReadBody(fs.t, r)
 	fs.Mu.Unlock()
+	if fs.OnLaunch != nil {
+		fs.OnLaunch(r)
+	}
 	if fs.LaunchError != "" {
 		WriteEnvelope(w, 422, fs.LaunchError)
 		return
