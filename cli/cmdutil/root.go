@@ -136,7 +136,37 @@ func suggestions(c *cobra.Command, typed string) string {
 	if len(s) == 0 {
 		return ""
 	}
-	return "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	return "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+}
+
+// strictHelp makes `pier help TOPIC` fail as a usage error (exit 2, with
+// suggestions) when no command or topic is named TOPIC; cobra's own help
+// command prints "Unknown help topic" and the root's usage, and exits 0.
+func strictHelp(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	var help *cobra.Command
+	for _, c := range root.Commands() {
+		if c.Name() == "help" {
+			help = c
+		}
+	}
+	if help == nil {
+		return
+	}
+	help.Run = nil
+	help.RunE = func(c *cobra.Command, args []string) error {
+		cmd, rest, err := c.Root().Find(args)
+		if err != nil || cmd == nil || len(rest) > 0 {
+			parent, typed := c.Root(), strings.Join(args, " ")
+			if cmd != nil && len(rest) > 0 {
+				parent, typed = cmd, rest[0]
+			}
+			return UsageErrorf(c.CommandPath(), "unknown help topic %q%s", strings.Join(args, " "), suggestions(parent, typed))
+		}
+		cmd.InitDefaultHelpFlag()
+		cmd.InitDefaultVersionFlag()
+		return cmd.Help()
+	}
 }
 
 // projectAlias makes --project-id, the spelling older scripts and the
@@ -161,6 +191,7 @@ func Execute(f *Factory, root *cobra.Command, args []string, extra ...*cobra.Com
 	addExtra(root, extra)
 	completeInServer(root, args)
 	helpInServer(root, args)
+	strictHelp(root)
 	root.SetArgs(args)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
