@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -145,5 +146,17 @@ func TestVersionBeforeTheTree(t *testing.T) {
 		if fs.Out.String() != ss.Out.String() || fs.Out.String() == "" {
 			t.Errorf("%s: %q before the tree, %q through cobra", flag, fs.Out, ss.Out)
 		}
+	}
+}
+
+// pier version --json prints JSON, as every --json does.
+func TestVersionJSON(t *testing.T) {
+	f, ts := clitest.NewFactory(nil)
+	if code := run(f, []string{"version", "--json"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, ts.Err)
+	}
+	var v struct{ Version string }
+	if err := json.Unmarshal(ts.Out.Bytes(), &v); err != nil || v.Version == "" {
+		t.Errorf("pier version --json: %q (%v)", ts.Out, err)
 	}
 }

@@ -353,3 +353,23 @@ func TestNotImplementedOperationsAreTyped(t *testing.T) {
 
 // envelopeData answers an envelope's data.
 func envelopeData(env map[string]any) map[string]any { return env["data"].(map[string]any) }
+
+// TestEmailFormatIsInvalidInput: an address that is not one (the first
+// field of a signup) is input:invalid naming the field, over REST and MCP,
+// not a body that "could not be decoded" as malformed JSON.
+func TestEmailFormatIsInvalidInput(t *testing.T) {
+	ts := start(t, server.Config{})
+	r := ts.Client.Do("POST", "/v1/signup", map[string]any{"email": "not-an-address"}, nil)
+	env := r.JSON()
+	if r.StatusCode != 400 || env["blockedBy"] != "input:invalid" || !strings.Contains(string(r.Body), `"field":"body.email"`) {
+		t.Errorf("REST: %d %s", r.StatusCode, r.Body)
+	}
+	if r := ts.Client.Do("POST", "/v1/signup", map[string]any{"email": "you@example.com"}, nil); r.StatusCode >= 300 {
+		t.Errorf("a good address refused: %d %s", r.StatusCode, r.Body)
+	}
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_signup","arguments":{"email":"not-an-address"}}}`
+	_, body := rawDo(t, ts.Client.BaseURL, "POST", "/mcp", "application/json", call, http.Header{"Accept": {"application/json, text/event-stream"}})
+	if !strings.Contains(body, `"isError":true`) || !strings.Contains(body, `"blockedBy":"input:invalid"`) || strings.Contains(body, "malformed_json") {
+		t.Errorf("MCP: %s", body)
+	}
+}

@@ -70,6 +70,7 @@ func TestEveryNounListsAndReads(t *testing.T) {
 				t.Errorf("another organisation's GET %s: %d %s", n.get, r.StatusCode, r.Body)
 			}
 		}
+		notFoundLeadsToLists(t, c, b.header(), b.project, serviceID, quoteID, bundle.(string))
 		// A service reads with its URLs; a domain with the service serving it.
 		svc := c.Do("GET", "/v1/services/"+serviceID, nil, a.header()).JSON()["data"].(map[string]any)
 		if svc["state"] != "live" || svc["previewUrl"] == "" || svc["domain"] != domain {
@@ -229,4 +230,40 @@ func pagesWithIDs(t *testing.T, c *contracttest.Client, h http.Header, path, key
 		}
 	}
 	return len(seen)
+}
+
+// namesTool says whether an envelope's actions include a tool action
+// calling tool.
+func namesTool(env map[string]any, tool string) bool {
+	acts, _ := env["actions"].([]any)
+	for _, a := range acts {
+		if m, ok := a.(map[string]any); ok && m["kind"] == "tool" && m["tool"] == tool {
+			return true
+		}
+	}
+	return false
+}
+
+// notFoundLeadsToLists: another organisation's reads of a task, service,
+// bundle and quote, its teardown and release, and a launch of its bundle
+// are not found, and each 404 leads to the noun's list, where the right
+// id is.
+func notFoundLeadsToLists(t *testing.T, c *contracttest.Client, h http.Header, project, serviceID, quoteID, bundle string) {
+	t.Helper()
+	for _, x := range []struct{ method, path, tool string }{
+		{"GET", "/v1/services/" + serviceID, "list_services"},
+		{"GET", "/v1/bundles/" + bundle, "list_bundles"},
+		{"GET", "/v1/quotes/" + quoteID, "list_quotes"},
+		{"GET", "/v1/tasks/tsk_neverexisted0000000", "list_tasks"},
+		{"POST", "/v1/services/" + serviceID + "/teardown", "list_services"},
+		{"POST", "/v1/quotes/" + quoteID + "/release", "list_quotes"},
+	} {
+		if r := c.Do(x.method, x.path, nil, h); r.StatusCode != 404 || !namesTool(r.JSON(), x.tool) {
+			t.Errorf("another organisation's %s %s: %d %s", x.method, x.path, r.StatusCode, r.Body)
+		}
+	}
+	launch := map[string]any{"name": "theirs", "target": "edge", "bundleId": bundle}
+	if r := c.Do("POST", "/v1/projects/"+project+"/launch", launch, h); r.StatusCode != 404 || !namesTool(r.JSON(), "list_bundles") {
+		t.Errorf("a launch of another organisation's bundle: %d %s", r.StatusCode, r.Body)
+	}
 }

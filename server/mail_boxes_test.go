@@ -90,7 +90,7 @@ func TestSMTPRecipientAndInboxCaps(t *testing.T) {
 		if d := r.JSON()["data"].(map[string]any); r.StatusCode != 200 || d["deleted"] != true || d["id"] != id {
 			t.Fatalf("delete_message: %d %s", r.StatusCode, r.Body)
 		}
-		if r := c.Do("GET", "/v1/messages/"+id, nil, a.header()); r.StatusCode != 404 {
+		if r := c.Do("GET", "/v1/messages/"+id, nil, a.header()); r.StatusCode != 404 || !namesTool(r.JSON(), "list_inboxes") {
 			t.Fatalf("a deleted message reads: %d %s", r.StatusCode, r.Body)
 		}
 		if r := c.Do("DELETE", "/v1/messages/"+id, nil, a.header()); r.StatusCode != 404 {
@@ -99,7 +99,7 @@ func TestSMTPRecipientAndInboxCaps(t *testing.T) {
 		// Another organisation cannot delete one.
 		other := list[1].(map[string]any)["id"].(string)
 		b := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read")
-		if r := c.Do("DELETE", "/v1/messages/"+other, nil, b.header()); r.StatusCode != 404 {
+		if r := c.Do("DELETE", "/v1/messages/"+other, nil, b.header()); r.StatusCode != 404 || !namesTool(r.JSON(), "list_inboxes") {
 			t.Fatalf("another organisation deleted a message: %d %s", r.StatusCode, r.Body)
 		}
 		if after := inboxOf(); after["messages"] != 1.0 || after["bytesUsed"].(float64) != used-size {
@@ -306,6 +306,11 @@ func (m *mailAddresses) deletedAddressRefusesMail() {
 		t.Fatalf("delete_email_address: %d %s", r.StatusCode, r.Body)
 	}
 	m.refused("support@" + domain)
+	// An address the organisation never had is not found, and leads to
+	// its addresses.
+	if r := c.Do("DELETE", "/v1/email-addresses/adr_neverexisted0000000", nil, a.header()); r.StatusCode != 404 || !namesTool(r.JSON(), "list_email_addresses") {
+		t.Fatalf("delete_email_address of an unknown id: %d %s", r.StatusCode, r.Body)
+	}
 	if l := m.addresses(); len(l) != 1 {
 		t.Fatalf("addresses after delete: %v", l)
 	}

@@ -161,7 +161,7 @@ func TestMailSetupAndInbound(t *testing.T) {
 		}
 		// Another organisation sees none of it.
 		b := newAccount(t, ts, 100_000_000, service.DefaultPolicy(), "launch", "read", "quote")
-		if r := c.Do("GET", "/v1/inboxes/"+inbox+"/messages", nil, b.header()); r.StatusCode != 404 {
+		if r := c.Do("GET", "/v1/inboxes/"+inbox+"/messages", nil, b.header()); r.StatusCode != 404 || !namesTool(r.JSON(), "list_inboxes") {
 			t.Fatalf("another organisation read the inbox: %d", r.StatusCode)
 		}
 	})

@@ -88,8 +88,13 @@ func newCmdVersion(f *cmdutil.Factory) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the CLI version",
-		Args:  cobra.NoArgs,
+		Example: `  pier version
+  pier version --json         # {"version":"…"}, for scripts`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.Config.JSON {
+				return cmdutil.PrintJSON(f.IO.Out, map[string]string{"version": sdk.Version})
+			}
 			_, err := fmt.Fprintf(f.IO.Out, "pier version %s\n", sdk.Version)
 			return err
 		},

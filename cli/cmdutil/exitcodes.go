@@ -29,6 +29,7 @@ import (
 //	8     conflict                      conflict:*, idempotency:key_reused
 //	9     server or network             internal:*, unknown 5xx, connection failures, timeouts
 //	10    service failed                service:* (a version never became healthy, a crash loop)
+//	130   interrupted                   Ctrl-C (SIGINT) before the command finished, as shells count 128+2
 const (
 	ExitOK            = 0
 	ExitError         = 1
@@ -41,6 +42,7 @@ const (
 	ExitConflict      = 8
 	ExitServer        = 9
 	ExitServiceFailed = 10
+	ExitInterrupted   = 130
 )
 
 // ExitCodesDoc is EXIT_CODES.md, the table above as the README and
@@ -98,7 +100,10 @@ func ExitCode(err error) int {
 	var usage *UsageError
 	var input *ErrInputRequired
 	var failed *sdk.TaskFailedError
+	var interrupted *ErrInterrupted
 	switch {
+	case errors.As(err, &interrupted):
+		return ExitInterrupted
 	case errors.As(err, &input):
 		return ExitInputRequired
 	case errors.As(err, &failed):

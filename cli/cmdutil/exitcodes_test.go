@@ -58,6 +58,7 @@ func TestExitCode(t *testing.T) {
 		{"wrapped api error", fmt.Errorf("call: %w", api("auth:invalid_credentials", 401)), ExitAuth},
 		{"connection refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, ExitServer},
 		{"timeout", context.DeadlineExceeded, ExitServer},
+		{"interrupted", &ErrInterrupted{Err: context.Canceled}, ExitInterrupted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,7 +91,10 @@ func TestExitCodesDocumented(t *testing.T) {
 		n, _ := strconv.Atoi(m[1])
 		rows[n] = true
 	}
-	for code := ExitOK; code <= ExitServiceFailed; code++ {
+	for code := ExitOK; code <= ExitInterrupted; code++ {
+		if code > ExitServiceFailed && code < ExitInterrupted {
+			continue
+		}
 		if !rows[code] {
 			t.Errorf("EXIT_CODES.md has no row for %d", code)
 		}

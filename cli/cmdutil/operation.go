@@ -715,10 +715,11 @@ func PendingTask(body []byte) string {
 func WaitTask(ctx context.Context, f *Factory, c *sdk.Client, id string) (*sdk.Response, error) {
 	p := NewProgress(f)
 	defer p.Done()
+	goesOn := fmt.Sprintf("Task %s goes on on the server: follow it with pier tasks get %s", id, id)
 	for {
 		resp, err := c.Call(ctx, "GET", "/v1/tasks/"+url.PathEscape(id), nil, nil, nil)
 		if err != nil {
-			return nil, err
+			return nil, Interrupted(ctx, err, goesOn)
 		}
 		var env struct {
 			Data sdk.TaskHandle `json:"data"`
@@ -740,7 +741,8 @@ func WaitTask(ctx context.Context, f *Factory, c *sdk.Client, id string) (*sdk.R
 		p.Step("task " + id + ": " + step)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("task %s still %s when the wait ended (--timeout); follow it with: pier tasks get %s: %w", id, t.State, id, ctx.Err())
+			err := fmt.Errorf("task %s still %s when the wait ended (--timeout); follow it with: pier tasks get %s: %w", id, t.State, id, ctx.Err())
+			return nil, Interrupted(ctx, err, goesOn)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -2,17 +2,20 @@ package cmdutil
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/pierhq/pier/sdk"
 	"github.com/spf13/cobra"
@@ -131,42 +134,20 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 	var apiErr *sdk.Error
 	var usage *UsageError
 	var failed *sdk.TaskFailedError
+	var interrupted *ErrInterrupted
 	var b strings.Builder
 	switch {
+	case errors.As(err, &interrupted):
+		// Checked first: the request it cut short looks like a network
+		// error, and the server is not the reason it stopped.
+		fmt.Fprintf(&b, "%s interrupted (Ctrl-C) before the command finished\n", st.Err.Render("error:"))
+		next := interrupted.Next
+		if next == "" {
+			next = interruptedNext
+		}
+		b.WriteString("  " + next + "\n")
 	case errors.As(err, &apiErr):
-		if f.Config.JSON {
-			body := apiErr.Body
-			if !json.Valid(body) {
-				body, _ = json.Marshal(map[string]any{
-					"blockedBy": apiErr.BlockedBy, "message": apiErr.Message,
-					"retryable": apiErr.Retryable, "actions": []any{},
-				})
-			}
-			WriteRaw(f.IO.Out, body)
-		}
-		msg := apiErr.Message
-		if apiErr.BlockedBy == "auth:missing_credentials" && f.APIKey() == "" {
-			// The server speaks to HTTP callers; a CLI user sets a variable.
-			msg = "this command needs an API key, and none is set: export PIER_API_KEY=agk_… or pass --api-key agk_…\n" +
-				"  Get a key: on the server's machine, pier admin create-key (it prints one); or sign up with pier signup create, and a human's review returns one.\n" +
-				"  Check it with: pier whoami"
-		}
-		fmt.Fprintf(&b, "%s %s: %s\n", st.Err.Render("error:"), apiErr.BlockedBy, msg)
-		for _, d := range apiErr.Details {
-			fmt.Fprintf(&b, "  %s: %s\n", st.Key.Render(d.Field), d.Problem)
-		}
-		if apiErr.Retryable {
-			msg := "  retryable"
-			if apiErr.RetryAfterSeconds > 0 {
-				msg += fmt.Sprintf(", after %ds", apiErr.RetryAfterSeconds)
-			}
-			b.WriteString(st.Faint.Render(msg) + "\n")
-		}
-		if !f.Config.JSON {
-			if env, ok := decodeOrdered(apiErr.Body); ok && env.kind == kindObject {
-				writeActions(&b, st, f, root, env.get("actions"))
-			}
-		}
+		writeAPIError(&b, st, f, root, apiErr)
 	case errors.As(err, &failed) && failedCause(failed) != "":
 		// A failed task's result says why: its blockedBy, its message (for
 		// a process, the last lines it wrote) and what to do next.
@@ -193,11 +174,76 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 		}
 	case isNetworkError(err):
 		fmt.Fprintf(&b, "%s %s\n", st.Err.Render("error:"), err)
-		b.WriteString(st.Faint.Render(fmt.Sprintf("Is Pier running at %s? Set --base-url or PIER_BASE_URL.", f.BaseURL())) + "\n")
+		hint := fmt.Sprintf("Is Pier running at %s? Set --base-url or PIER_BASE_URL.", f.BaseURL())
+		if errors.Is(err, syscall.ECONNREFUSED) && loopback(f.BaseURL()) {
+			hint = fmt.Sprintf("Nothing answers at %s. Start a server on this machine with: pier server (it says where it serves), or point at one with --base-url or PIER_BASE_URL.", f.BaseURL())
+		}
+		if errors.Is(err, context.DeadlineExceeded) && f.Config.Timeout > 0 {
+			// The server may well have answered every call: the command's
+			// own limit ran out, such as while waiting for a task.
+			hint = fmt.Sprintf("The command ran past its --timeout of %s: raise it, or pass --timeout 0 for no limit.", f.Config.Timeout)
+		}
+		b.WriteString(st.Faint.Render(hint) + "\n")
 	default:
 		fmt.Fprintf(&b, "%s %s\n", st.Err.Render("error:"), err)
 	}
 	io.WriteString(f.IO.ErrOut, b.String())
+}
+
+// writeAPIError writes an API error: with --json its envelope to stdout as
+// received; on stderr its cause, message, details and, in human mode, its
+// next actions.
+func writeAPIError(b *strings.Builder, st Styles, f *Factory, root *cobra.Command, apiErr *sdk.Error) {
+	if f.Config.JSON {
+		body := apiErr.Body
+		if !json.Valid(body) {
+			body, _ = json.Marshal(map[string]any{
+				"blockedBy": apiErr.BlockedBy, "message": apiErr.Message,
+				"retryable": apiErr.Retryable, "actions": []any{},
+			})
+		}
+		WriteRaw(f.IO.Out, body)
+	}
+	msg := cliAuthMessage(f, apiErr)
+	fmt.Fprintf(b, "%s %s: %s\n", st.Err.Render("error:"), apiErr.BlockedBy, msg)
+	for _, d := range apiErr.Details {
+		fmt.Fprintf(b, "  %s: %s\n", st.Key.Render(d.Field), d.Problem)
+	}
+	if apiErr.Retryable {
+		msg := "  retryable"
+		if apiErr.RetryAfterSeconds > 0 {
+			msg += fmt.Sprintf(", after %ds", apiErr.RetryAfterSeconds)
+		}
+		b.WriteString(st.Faint.Render(msg) + "\n")
+	}
+	if !f.Config.JSON {
+		if env, ok := decodeOrdered(apiErr.Body); ok && env.kind == kindObject {
+			writeActions(b, st, f, root, env.get("actions"))
+		}
+	}
+}
+
+// cliAuthMessage is the message of an API error, in the CLI's words for
+// an auth error the server words for HTTP callers: a CLI user sets a
+// variable or a flag, and a key that the server does not know is most
+// often another server's or a revoked one.
+func cliAuthMessage(f *Factory, apiErr *sdk.Error) string {
+	key := f.APIKey()
+	switch {
+	case apiErr.BlockedBy == "auth:missing_credentials" && key == "":
+		return "this command needs an API key, and none is set: export PIER_API_KEY=agk_… or pass --api-key agk_…\n" +
+			"  Get a key: on the server's machine, pier admin create-key (it prints one); or sign up with pier signup create, and a human's review returns one.\n" +
+			"  Check it with: pier whoami"
+	case apiErr.BlockedBy == "auth:invalid_credentials" && key != "":
+		from := "PIER_API_KEY"
+		if f.Config.APIKey != "" {
+			from = "--api-key"
+		}
+		return fmt.Sprintf("%s (the key in %s is unknown to the server at %s: revoked, mistyped, or made by another server)\n", apiErr.Message, from, f.BaseURL()) +
+			"  Get a new key: on that server's machine, pier admin create-key (it prints one); or a person of the organisation makes one on its keys page.\n" +
+			"  Then export PIER_API_KEY=agk_… and check it with: pier whoami"
+	}
+	return apiErr.Message
 }
 
 // failedCause is the blockedBy a failed task's result names, or "".
@@ -783,4 +829,19 @@ func ExpandJWS(v any) any {
 		return map[string]any{"jws": map[string]any{"header": h, "payload": ExpandJWS(p), "signature": parts[2]}}
 	}
 	return v
+}
+
+// loopback says whether base names this machine, where pier server would
+// be the server to start.
+func loopback(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }

@@ -72,7 +72,7 @@ func NewRootCommand(f *Factory) *cobra.Command {
 	root.SetErr(f.IO.ErrOut)
 	root.SetVersionTemplate("pier version {{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &UsageError{Err: err, Command: c.CommandPath()}
+		return &UsageError{Err: withFlagSuggestion(c, err), Command: c.CommandPath()}
 	})
 
 	pf := root.PersistentFlags()
@@ -117,12 +117,56 @@ func FinishTree(root *cobra.Command) {
 		c.DisableFlagsInUseLine = true
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return UsageErrorf(cmd.CommandPath(), "unknown command %q for %q", args[0], cmd.CommandPath())
+				return UsageErrorf(cmd.CommandPath(), "unknown command %q for %q%s", args[0], cmd.CommandPath(), suggestions(cmd, args[0]))
 			}
 			return cmd.Help()
 		}
 	}
 	walk(root)
+}
+
+// suggestions is the "Did you mean this?" cobra adds to an unknown
+// command of the root, for a group's subcommand: cobra suggests only at
+// the root, so `pier services lst` would otherwise name no command.
+func suggestions(c *cobra.Command, typed string) string {
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2
+	}
+	s := c.SuggestionsFor(typed)
+	if len(s) == 0 {
+		return ""
+	}
+	return "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+}
+
+// strictHelp makes `pier help TOPIC` fail as a usage error (exit 2, with
+// suggestions) when no command or topic is named TOPIC; cobra's own help
+// command prints "Unknown help topic" and the root's usage, and exits 0.
+func strictHelp(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	var help *cobra.Command
+	for _, c := range root.Commands() {
+		if c.Name() == "help" {
+			help = c
+		}
+	}
+	if help == nil {
+		return
+	}
+	help.Run = nil
+	help.RunE = func(c *cobra.Command, args []string) error {
+		cmd, rest, err := c.Root().Find(args)
+		if err != nil || cmd == nil || len(rest) > 0 {
+			parent, typed := c.Root(), strings.Join(args, " ")
+			if cmd != nil && len(rest) > 0 {
+				parent, typed = cmd, rest[0]
+			}
+			return UsageErrorf(c.CommandPath(), "unknown help topic %q%s", strings.Join(args, " "), suggestions(parent, typed))
+		}
+		cmd.InitDefaultHelpFlag()
+		cmd.InitDefaultVersionFlag()
+		return cmd.Help()
+	}
 }
 
 // projectAlias makes --project-id, the spelling older scripts and the
@@ -147,6 +191,7 @@ func Execute(f *Factory, root *cobra.Command, args []string, extra ...*cobra.Com
 	addExtra(root, extra)
 	completeInServer(root, args)
 	helpInServer(root, args)
+	strictHelp(root)
 	root.SetArgs(args)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -155,6 +200,15 @@ func Execute(f *Factory, root *cobra.Command, args []string, extra ...*cobra.Com
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
+	}
+	// Ctrl-C surfaces as whatever the command was doing (a request cut
+	// short, a wait that ended); say that it was the person's interrupt.
+	err = Interrupted(ctx, err, "")
+	var named *UsageError
+	if errors.As(err, &named) && named.Command == "" && cmd != nil {
+		// A usage error from shared code (the upload under pier launch)
+		// points at the help of the command that was run.
+		named.Command = cmd.CommandPath()
 	}
 	if isCobraUsage(err) {
 		var usage *UsageError

@@ -333,7 +333,7 @@ func launchSteps(ctx context.Context, f *cmdutil.Factory, o *LaunchOptions, emit
 	}
 	launched, err := c.LaunchService(ctx, o.Project, &sdk.LaunchServiceParams{}, body)
 	if err != nil {
-		return err
+		return cmdutil.Interrupted(ctx, err, launchMayHaveStarted(o.Name, body.QuoteId))
 	}
 	if err := emit(launched); err != nil {
 		return err
@@ -493,12 +493,34 @@ func (o *LaunchOptions) waitLaunch(ctx context.Context, c *sdk.Client, progress 
 		// A failed task's message (for a process, its last log lines)
 		// and actions are printed with the error; it exits with the code
 		// of its blockedBy.
-		return err
+		return cmdutil.Interrupted(ctx, err, launchGoesOn(launched.Data))
 	}
 	if !f.Config.JSON {
 		o.printLaunched(ctx, c, final.Data)
 	}
 	return nil
+}
+
+// launchMayHaveStarted says, after Ctrl-C during the launch request, how
+// to tell whether it reached the server, and what a quote made for it
+// holds if it did not.
+func launchMayHaveStarted(name string, quoteID *string) string {
+	msg := "The launch of " + name + " may have reached the server before the interruption: " +
+		"pier tasks list shows its task if it did; run pier launch again if it did not."
+	if quoteID != nil && *quoteID != "" {
+		msg += fmt.Sprintf(" Until then quote %s holds its budget (15 minutes at most); pier quotes release %s gives it back.", *quoteID, *quoteID)
+	}
+	return msg
+}
+
+// launchGoesOn says, after Ctrl-C during the wait, that the launch is a
+// task of the server's that keeps running, and how to follow or undo it.
+func launchGoesOn(t sdk.TaskHandle) string {
+	msg := fmt.Sprintf("The launch goes on on the server as task %s: follow it with pier tasks get %s", t.TaskId, t.TaskId)
+	if t.ServiceId != nil && *t.ServiceId != "" {
+		msg += fmt.Sprintf(", or stop it with pier services teardown %s", *t.ServiceId)
+	}
+	return msg + "."
 }
 
 // printLaunched prints a finished launch: its URLs, service, version and

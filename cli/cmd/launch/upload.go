@@ -229,7 +229,7 @@ func uploadDir(ctx context.Context, f *cmdutil.Factory, p *cmdutil.Progress, dir
 	walked := time.Now()
 	files, err := watcher.readSite(dir, cache)
 	if err != nil {
-		return nil, st, cmdutil.UsageErrorf("pier bundles upload", "%v", err)
+		return nil, st, cmdutil.UsageErrorf("", "cannot read the folder to upload: %v", err)
 	}
 	// A watcher started now is asked for its token while the upload
 	// runs; the cache records it only if nothing changed since the walk.

@@ -6,6 +6,7 @@ package clitest
 
 import (
 	"bytes"
+	"os"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -51,4 +52,18 @@ func RunWith(t *testing.T, f *cmdutil.Factory, cmd *cobra.Command, args ...strin
 	root.AddCommand(cmd)
 	cmdutil.FinishTree(root)
 	return cmdutil.Execute(f, root, append([]string{cmd.Name()}, args...))
+}
+
+// Interrupt sends the test's own process SIGINT, as Ctrl-C does, for a
+// fake API to call while a command waits on it: cmdutil.Execute catches
+// the signal for as long as the command runs. It skips the test where a
+// process cannot signal itself.
+func Interrupt(t *testing.T) {
+	p, err := os.FindProcess(os.Getpid())
+	if err == nil {
+		err = p.Signal(os.Interrupt)
+	}
+	if err != nil {
+		t.Skipf("cannot send SIGINT: %v", err)
+	}
 }

@@ -36,6 +36,12 @@ type FakeServices struct {
 	Lines []string
 	// TornDown: get_service finds svc_1 torn down.
 	TornDown bool
+	// OnTaskPoll, when set, runs before each poll of a task is answered,
+	// with the task's id and how many polls of it came before.
+	OnTaskPoll func(id string, n int)
+	// OnLaunch, when set, runs once the launch's body is read and before
+	// it is answered.
+	OnLaunch func(r *http.Request)
 
 	Mu          sync.Mutex
 	Follows     int
@@ -102,6 +108,9 @@ func (fs *FakeServices) launch(w http.ResponseWriter, r *http.Request) {
 	fs.Mu.Lock()
 	fs.LaunchBody = ReadBody(fs.t, r)
 	fs.Mu.Unlock()
+	if fs.OnLaunch != nil {
+		fs.OnLaunch(r)
+	}
 	if fs.LaunchError != "" {
 		WriteEnvelope(w, 422, fs.LaunchError)
 		return
@@ -117,6 +126,9 @@ func (fs *FakeServices) getTask(w http.ResponseWriter, r *http.Request) {
 	n := fs.TaskPolls[id]
 	fs.TaskPolls[id]++
 	fs.Mu.Unlock()
+	if fs.OnTaskPoll != nil {
+		fs.OnTaskPoll(id, n)
+	}
 	if id == "tsk_3" {
 		state := "succeeded"
 		if fs.RollbackFails {

@@ -78,8 +78,11 @@ func toolSchema(spec map[string]any, op *operation) (map[string]any, [][2]string
 	}
 	if op.Idempotent {
 		key := lookupRef(spec, "#/components/parameters/IdempotencyKey")
-		if err := add("idempotencyKey", "header", obj(key["schema"]), false,
-			"Sent as the Idempotency-Key header: the same key and arguments replay the stored result."); err != nil {
+		desc := "Sent as the Idempotency-Key header: the same key and arguments replay the stored result."
+		if op.IdempotencyKeyRequired {
+			desc = "Required: sent as the Idempotency-Key header, so that a retry is recognised as one: the same key and arguments replay the stored result."
+		}
+		if err := add("idempotencyKey", "header", obj(key["schema"]), op.IdempotencyKeyRequired, desc); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -130,27 +130,30 @@ type mcpExt struct {
 }
 
 type operation struct {
-	ID            string
-	Method        string
-	Path          string
-	Summary       string
-	Description   string
-	Tags          []string
-	Params        []param // path and query, in spec order
-	Idempotent    bool    // declares Idempotency-Key
-	Body          *map[string]any
-	BodyRequired  bool
-	BodyFields    []bodyField
-	BodyMedia     string
-	SuccessStatus int
-	SuccessMedia  string
-	SuccessSchema string // component name, or "" for a plain string
-	Anonymous     bool
-	Authority     string
-	RateLimit     string
-	BodyLimit     int64
-	Pure          bool
-	Scope         string
+	ID          string
+	Method      string
+	Path        string
+	Summary     string
+	Description string
+	Tags        []string
+	Params      []param // path and query, in spec order
+	Idempotent  bool    // declares Idempotency-Key
+	// IdempotencyKeyRequired: the header is required (an operation that
+	// moves money), so the MCP tool's idempotencyKey argument is too.
+	IdempotencyKeyRequired bool
+	Body                   *map[string]any
+	BodyRequired           bool
+	BodyFields             []bodyField
+	BodyMedia              string
+	SuccessStatus          int
+	SuccessMedia           string
+	SuccessSchema          string // component name, or "" for a plain string
+	Anonymous              bool
+	Authority              string
+	RateLimit              string
+	BodyLimit              int64
+	Pure                   bool
+	Scope                  string
 	// InputRequired: the answer can be a task waiting for a human
 	// (x-input-required).
 	InputRequired bool
@@ -252,6 +255,7 @@ func (op *operation) readParams(spec map[string]any, raw map[string]any) error {
 		if in == "header" {
 			if name == "Idempotency-Key" {
 				op.Idempotent = true
+				op.IdempotencyKeyRequired, _ = pm["required"].(bool)
 				continue
 			}
 			return fmt.Errorf("%s: unsupported header parameter %q", op.ID, name)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/mail"
 	"net/url"
 	"slices"
 	"sort"
@@ -469,9 +470,21 @@ func (h *Handler) unauthorized(code models.BlockedBy, msg string) *apierr.Error 
 }
 
 var validationOptions = &openapi3filter.Options{
-	AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
-	MultiError:         true,
+	AuthenticationFunc:      openapi3filter.NoopAuthenticationFunc,
+	MultiError:              true,
+	SchemaValidationOptions: []openapi3.SchemaValidationOption{openapi3.WithStringFormatValidator("email", emailFormat)},
 }
+
+// emailFormat checks the contract's `format: email` as the generated
+// models' decoder does (net/mail), so that an address it would refuse is
+// refused here as input:invalid naming the field, rather than by the
+// decoder as a body that is not JSON.
+var emailFormat = openapi3.NewCallbackValidator(func(s string) error {
+	if _, err := mail.ParseAddress(s); err != nil {
+		return errors.New("not an email address, such as agent@example.dev")
+	}
+	return nil
+})
 
 var rawValidationOptions = &openapi3filter.Options{
 	AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,

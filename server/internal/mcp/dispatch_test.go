@@ -177,6 +177,9 @@ func TestArgumentErrors(t *testing.T) {
 		{"search_domains", `{"q":"acme","limit":"ten"}`, "input:invalid", "arguments.limit"},
 		{"create_quote", `{"projectId":"prj_1","items":[{"kind":"domain","colour":1}]}`, "input:unknown_field", "arguments.items.0.colour"},
 		{"get_task", `null`, "input:invalid", "arguments.id"},
+		// REST requires its Idempotency-Key: the argument is named, not
+		// the header an MCP client never sets.
+		{"create_sandbox_attempt", `{"id":"sbs_1","scenario":"allowed"}`, "input:invalid", "arguments.idempotencyKey"},
 	} {
 		res := toolsCall(t, h, tc.tool, tc.args, http.Header{"Authorization": {"Bearer agk_test"}})
 		env, _ := res["structuredContent"].(map[string]any)

@@ -386,7 +386,7 @@ func (s newLaunch) checkLaunchRequest(ctx context.Context, p *auth.Principal, pr
 	}
 	bundle, err := s.store.Bundles().Root(ctx, p.OrgID, req.BundleID)
 	if errors.Is(err, store.ErrNotFound) {
-		return bundle, apierr.Newf("not_found:resource", "no bundle %s in your organisation", req.BundleID)
+		return bundle, notInOrg("bundle", req.BundleID, "list_bundles").WithField("body.bundleId", "no such bundle")
 	} else if err != nil {
 		return bundle, apierr.Internal(err)
 	}

@@ -173,7 +173,7 @@ func (s *Mail) DeleteAddress(ctx context.Context, p *auth.Principal, id string) 
 		a, _ = s.store.Mail().Address(ctx, p.OrgID, id)
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apierr.Newf("not_found:resource", "no email address %s in your organisation", id)
+		return nil, notInOrg("email address", id, "list_email_addresses")
 	}
 	if err != nil {
 		return nil, err
@@ -221,7 +221,7 @@ func messageView(m store.Message) Message {
 func (s *Mail) inbox(ctx context.Context, orgID, id string) error {
 	_, err := s.store.Mail().Inbox(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return apierr.Newf("not_found:resource", "no inbox %s in your organisation", id)
+		return notInOrg("inbox", id, "list_inboxes")
 	}
 	return err
 }
@@ -270,7 +270,7 @@ func messagePageArgs(inboxID string, f store.MessageFilter) map[string]any {
 func (s *Mail) Message(ctx context.Context, orgID, id string) (*Message, error) {
 	m, err := s.store.Mail().Message(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apierr.Newf("not_found:resource", "no message %s in your organisation", id)
+		return nil, notInOrg("message", id, "list_inboxes")
 	}
 	if err != nil {
 		return nil, err
@@ -283,7 +283,7 @@ func (s *Mail) Message(ctx context.Context, orgID, id string) (*Message, error) 
 func (s *Mail) DeleteMessage(ctx context.Context, orgID, id string) (*MessageDeletion, error) {
 	m, err := s.store.Mail().DeleteMessage(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apierr.Newf("not_found:resource", "no message %s in your organisation", id)
+		return nil, notInOrg("message", id, "list_inboxes")
 	}
 	if err != nil {
 		return nil, err

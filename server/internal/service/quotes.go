@@ -607,7 +607,7 @@ func (s *Quotes) Release(ctx context.Context, p *auth.Principal, id string) (*Qu
 		now := s.Now()
 		q, err := tx.Quotes().Lock(ctx, p.OrgID, id)
 		if errors.Is(err, store.ErrNotFound) {
-			return apierr.Newf("not_found:resource", "no quote %s in your organisation", id)
+			return notInOrg("quote", id, "list_quotes")
 		}
 		if err != nil {
 			return err

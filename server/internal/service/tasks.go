@@ -133,7 +133,7 @@ func (s *Tasks) startedView(t store.Task, m Mutated) (*Task, error) {
 func (s *Tasks) Get(ctx context.Context, orgID, id string) (*Task, error) {
 	t, err := s.store.Tasks().Get(ctx, orgID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apierr.Newf("not_found:resource", "no task %s in your organisation", id)
+		return nil, notInOrg("task", id, "list_tasks")
 	}
 	if err != nil {
 		return nil, apierr.Internal(err)

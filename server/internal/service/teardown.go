@@ -50,7 +50,7 @@ func (s *Launches) Teardown(ctx context.Context, p *auth.Principal, serviceID st
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		svc, err := tx.Services().Lock(ctx, p.OrgID, serviceID)
 		if errors.Is(err, store.ErrNotFound) {
-			return apierr.Newf("not_found:resource", "no service %s in your organisation", serviceID)
+			return notInOrg("service", serviceID, "list_services")
 		}
 		if err != nil {
 			return err
