@@ -172,8 +172,11 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 		if usage.Command != "" {
 			b.WriteString(st.Faint.Render(fmt.Sprintf("Run '%s --help' for usage.", usage.Command)) + "\n")
 		}
+		writeCLIEnvelope(f, "input:invalid", usage.Err.Error(), false, cliAction{Kind: "manual", Actor: "agent", Step: "fix_input"})
 	case isNetworkError(err):
 		fmt.Fprintf(&b, "%s %s\n", st.Err.Render("error:"), err)
+		writeCLIEnvelope(f, "internal:unavailable", fmt.Sprintf("no answer from %s: %v", f.BaseURL(), err), true,
+			cliAction{Kind: "manual", Actor: "human", Step: "contact_operator"})
 		hint := fmt.Sprintf("Is Pier running at %s? Set --base-url or PIER_BASE_URL.", f.BaseURL())
 		if errors.Is(err, syscall.ECONNREFUSED) && loopback(f.BaseURL()) {
 			hint = fmt.Sprintf("Nothing answers at %s. Start a server on this machine with: pier server (it says where it serves), or point at one with --base-url or PIER_BASE_URL.", f.BaseURL())
@@ -188,6 +191,38 @@ func PrintError(f *Factory, root *cobra.Command, err error) {
 		fmt.Fprintf(&b, "%s %s\n", st.Err.Render("error:"), err)
 	}
 	io.WriteString(f.IO.ErrOut, b.String())
+}
+
+// cliEnvelope is the contract's error envelope (error.json) for an error
+// the CLI makes itself, which --json writes to stdout as it writes the
+// server's: a script reading stdout gets an envelope whichever side
+// refused. A usage error is input:invalid; a server that does not answer
+// (refused, unreachable, past --timeout) is internal:unavailable, which
+// retrying can mend.
+type cliEnvelope struct {
+	BlockedBy     string      `json:"blockedBy"`
+	Code          string      `json:"code"`
+	Message       string      `json:"message"`
+	Retryable     bool        `json:"retryable"`
+	Actions       []cliAction `json:"actions"`
+	FormatVersion string      `json:"formatVersion"`
+}
+
+// cliAction is a manual action: the contract's closed list of steps.
+type cliAction struct {
+	Kind  string `json:"kind"`
+	Actor string `json:"actor"`
+	Step  string `json:"step"`
+}
+
+func writeCLIEnvelope(f *Factory, code, msg string, retryable bool, next cliAction) {
+	if !f.Config.JSON {
+		return
+	}
+	b, err := json.Marshal(cliEnvelope{BlockedBy: code, Code: code, Message: msg, Retryable: retryable, Actions: []cliAction{next}, FormatVersion: "1"})
+	if err == nil {
+		WriteRaw(f.IO.Out, b)
+	}
 }
 
 // writeAPIError writes an API error: with --json its envelope to stdout as
