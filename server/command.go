@@ -2,10 +2,14 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -384,6 +388,34 @@ func orgFor(ctx context.Context, st *store.Store, id string, now time.Time) (sto
 	return o, err
 }
 
+// writeCAJSON writes the root certificate as JSON: the PEM, and what a
+// person compares before trusting it (its subject, validity and SHA-256
+// fingerprint, as browsers show it).
+func writeCAJSON(w io.Writer, rootPEM []byte) error {
+	block, _ := pem.Decode(rootPEM)
+	if block == nil {
+		return errors.New("pier ca: the CA's root certificate is not PEM")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return fmt.Errorf("pier ca: the CA's root certificate: %w", err)
+	}
+	sum := sha256.Sum256(cert.Raw)
+	hexes := make([]string, len(sum))
+	for i, b := range sum {
+		hexes[i] = fmt.Sprintf("%02X", b)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(map[string]any{
+		"certificatePem":    string(rootPEM),
+		"subject":           cert.Subject.String(),
+		"notBefore":         cert.NotBefore.UTC(),
+		"notAfter":          cert.NotAfter.UTC(),
+		"sha256Fingerprint": strings.Join(hexes, ":"),
+	})
+}
+
 func newCACmd() *cobra.Command {
 	var dataDir string
 	cmd := &cobra.Command{
@@ -393,7 +425,8 @@ func newCACmd() *cobra.Command {
 HTTPS certificates (preview hosts and launched domains). Give it to clients
 to trust, for example curl --cacert.`,
 		Example: `  pier ca > pier-ca.pem
-  curl --cacert pier-ca.pem https://site--prj-abc.localhost:8443/`,
+  curl --cacert pier-ca.pem https://site--prj-abc.localhost:8443/
+  pier ca --json | jq -r .sha256Fingerprint`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			how := adminDataDir(cmd, &dataDir, "")
@@ -403,6 +436,9 @@ to trust, for example curl --cacert.`,
 			ca, err := tlsca.LoadOrCreate(CADir(dataDir), nil)
 			if err != nil {
 				return err
+			}
+			if asJSON, _ := cmd.Flags().GetBool("json"); asJSON {
+				return writeCAJSON(cmd.OutOrStdout(), ca.RootPEM())
 			}
 			_, err = cmd.OutOrStdout().Write(ca.RootPEM())
 			return err

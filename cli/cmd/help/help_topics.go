@@ -1,7 +1,9 @@
 package help
 
 import (
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -20,8 +22,34 @@ const GroupHelp = "help"
 var helpTopics = []struct {
 	name, short string
 	long        func() string
+	// data is the page as data, for --json.
+	data func() any
 }{
-	{"exit-codes", "What each exit code of pier means", exitCodesText},
+	{"exit-codes", "What each exit code of pier means", exitCodesText, exitCodesData},
+}
+
+// exitCode is a row of EXIT_CODES.md's table.
+type exitCode struct {
+	Code    int    `json:"code"`
+	Meaning string `json:"meaning"`
+	Causes  string `json:"causes"`
+}
+
+// exitCodesData is EXIT_CODES.md's table as rows.
+func exitCodesData() any {
+	rows := []exitCode{}
+	for _, line := range strings.Split(cmdutil.ExitCodesDoc, "\n") {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		if len(cells) != 3 {
+			continue
+		}
+		code, err := strconv.Atoi(strings.TrimSpace(cells[0]))
+		if err != nil {
+			continue
+		}
+		rows = append(rows, exitCode{Code: code, Meaning: strings.TrimSpace(cells[1]), Causes: strings.TrimSpace(cells[2])})
+	}
+	return rows
 }
 
 // exitCodesText is EXIT_CODES.md as terminal text: the heading and the
@@ -53,12 +81,17 @@ func AddTopics(root *cobra.Command) {
 			Args:    cobra.NoArgs,
 			Example: fmt.Sprintf("  pier help %s\n  pier %s", t.name, t.name),
 			RunE: func(c *cobra.Command, _ []string) error {
+				if asJSON, _ := c.Flags().GetBool("json"); asJSON && t.data != nil {
+					enc := json.NewEncoder(c.OutOrStdout())
+					enc.SetIndent("", "  ")
+					return enc.Encode(t.data())
+				}
 				_, err := fmt.Fprint(c.OutOrStdout(), c.Long)
 				return err
 			},
 		}
 		cmd.SetHelpFunc(func(c *cobra.Command, _ []string) {
-			fmt.Fprint(c.OutOrStdout(), c.Long)
+			c.RunE(c, nil)
 		})
 		root.AddCommand(cmd)
 	}

@@ -1,6 +1,7 @@
 package help_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -32,5 +33,32 @@ func TestHelpExitCodes(t *testing.T) {
 	cli.Run(f, []string{"--help"})
 	if help := ts.Out.String(); strings.Contains(help, "EXIT_CODES.md") || !strings.Contains(help, "pier help exit-codes") {
 		t.Errorf("pier --help should point at pier help exit-codes:\n%s", help)
+	}
+}
+
+// With --json the exit codes are rows a script can read: every code the
+// CLI maps, each with its meaning.
+func TestHelpExitCodesJSON(t *testing.T) {
+	for _, args := range [][]string{{"help", "exit-codes", "--json"}, {"exit-codes", "--json"}} {
+		f, ts := clitest.NewFactory(nil)
+		if code := cli.Run(f, args); code != cmdutil.ExitOK {
+			t.Fatalf("pier %s: exit %d, stderr %s", strings.Join(args, " "), code, ts.Err)
+		}
+		var rows []struct {
+			Code    int    `json:"code"`
+			Meaning string `json:"meaning"`
+		}
+		if err := json.Unmarshal(ts.Out.Bytes(), &rows); err != nil {
+			t.Fatalf("pier %s: not JSON: %v\n%s", strings.Join(args, " "), err, ts.Out)
+		}
+		seen := map[int]string{}
+		for _, r := range rows {
+			seen[r.Code] = r.Meaning
+		}
+		for _, c := range []int{cmdutil.ExitOK, cmdutil.ExitUsage, cmdutil.ExitAuth, cmdutil.ExitServer, cmdutil.ExitInterrupted} {
+			if seen[c] == "" {
+				t.Errorf("pier %s: no row for exit %d in %v", strings.Join(args, " "), c, seen)
+			}
+		}
 	}
 }
