@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,6 +74,13 @@ func NewRootCommand(f *Factory) *cobra.Command {
 	root.SetVersionTemplate("pier version {{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &UsageError{Err: withFlagSuggestion(c, err), Command: c.CommandPath()}
+	})
+	help := root.HelpFunc()
+	root.SetHelpFunc(func(c *cobra.Command, args []string) {
+		if c.Example == "" && c.HasAvailableSubCommands() {
+			c.Example = GroupExamples(c)
+		}
+		help(c, args)
 	})
 
 	pf := root.PersistentFlags()
@@ -251,4 +259,51 @@ func addExtra(root *cobra.Command, extra []*cobra.Command) {
 		}
 		root.AddCommand(c)
 	}
+}
+
+// maxGroupExamples bounds the examples a group's help borrows.
+const maxGroupExamples = 4
+
+// exampleOf is the first line of ex that runs the command named name
+// (a pier command line with name among its words), else its first pier
+// command line, else "".
+func exampleOf(ex, name string) string {
+	first := ""
+	for _, l := range strings.Split(ex, "\n") {
+		t := strings.TrimSpace(l)
+		if !strings.HasPrefix(t, "pier ") {
+			continue
+		}
+		if slices.Contains(strings.Fields(t), name) {
+			return t
+		}
+		if first == "" {
+			first = t
+		}
+	}
+	return first
+}
+
+// GroupExamples is the Examples section of a group (pier services, pier
+// admin) that has none of its own: the first example of each of its
+// subcommands, in the order help lists them, at most maxGroupExamples.
+// It is made when the group's help is shown, not when the tree is built.
+func GroupExamples(group *cobra.Command) string {
+	var lines []string
+	for _, sub := range group.Commands() {
+		if len(lines) == maxGroupExamples {
+			break
+		}
+		if !sub.IsAvailableCommand() {
+			continue
+		}
+		ex := sub.Example
+		if ex == "" && sub.HasAvailableSubCommands() {
+			ex = GroupExamples(sub)
+		}
+		if l := exampleOf(ex, sub.Name()); l != "" {
+			lines = append(lines, "  "+l)
+		}
+	}
+	return strings.Join(lines, "\n")
 }

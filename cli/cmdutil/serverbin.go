@@ -37,17 +37,21 @@ const modulePath = "github.com/pierhq/pier"
 // canonicalisation, the JSON Schema validator and x/text) and workflows
 // prepare|verify (YAML). Flags, long help and the work itself are
 // pier-server's.
+// example is the command's example that its group's help borrows
+// (GroupExamples), for a command in a group.
 var handedOver = []struct {
-	path, args, short, group, operation string
+	path, args, short, group, operation, example string
 }{
 	{path: "server", short: "Run the Pier server with embedded defaults"},
 	{path: "admin", short: "Local operator commands that act on the data directory directly"},
 	{path: "ca", short: "Print the local certificate authority's root certificate"},
-	{path: "sandbox publish-reference", short: "Mint and publish the sandbox reference release"},
+	{path: "sandbox publish-reference", short: "Mint and publish the sandbox reference release", example: "pier sandbox publish-reference"},
 	{path: "holder", args: "<command>", short: "Act as the sandbox holder: a P-256 key, the mandate and gate decisions", group: GroupTrust},
 	{path: "conformance", short: "Run the public conformance probes and verify their signed reports", group: GroupTrust},
-	{path: "workflows prepare", args: "<plan.yaml>", short: "Prepare a workflow from a YAML or JSON file and show its plan", operation: "prepare_workflow"},
-	{path: "workflows verify", args: "<prepared.json>", short: "Check a prepared workflow against its signed plan and the published keys"},
+	{path: "workflows prepare", args: "<plan.yaml>", short: "Prepare a workflow from a YAML or JSON file and show its plan", operation: "prepare_workflow",
+		example: "pier workflow prepare plan.yaml --project prj_123 --json > prepared.json"},
+	{path: "workflows verify", args: "<prepared.json>", short: "Check a prepared workflow against its signed plan and the published keys",
+		example: "pier workflow verify prepared.json --jwks jwks.json"},
 }
 
 // HandedOver returns, for a binary without them (cmd/pier), the commands
@@ -62,6 +66,9 @@ func HandedOver() []*cobra.Command {
 	for _, sc := range handedOver {
 		words := strings.Fields(sc.path)
 		stub := newStub(words[len(words)-1], sc.args, sc.short, sc.operation)
+		if sc.example != "" {
+			stub.Example = "  " + sc.example
+		}
 		if len(words) == 1 {
 			stub.GroupID = sc.group
 			cmds = append(cmds, stub)
