@@ -447,7 +447,7 @@ func uploadFiles(ctx context.Context, c *sdk.Client, p *cmdutil.Progress, files 
 	var done int
 	var sent int64
 	var first error
-	last := time.Time{}
+	last, lastLine := time.Time{}, time.Now()
 	for r := range results {
 		if r.err != nil {
 			if first == nil {
@@ -458,13 +458,24 @@ func uploadFiles(ctx context.Context, c *sdk.Client, p *cmdutil.Progress, files 
 		}
 		done += r.files
 		sent += r.size
-		if p != nil && p.TTY() && (time.Since(last) > 100*time.Millisecond || done == len(files)) {
+		switch {
+		case p == nil:
+		case p.TTY() && (time.Since(last) > 100*time.Millisecond || done == len(files)):
 			last = time.Now()
+			p.Step(fmt.Sprintf("uploading %d/%d files, %s of %s", done, len(files), humanBytes(sent), humanBytes(total)))
+		case !p.TTY() && done < len(files) && time.Since(lastLine) >= uploadLineEvery:
+			// Off a terminal (a CI log), a line now and then, so that a
+			// long upload is seen going on.
+			lastLine = time.Now()
 			p.Step(fmt.Sprintf("uploading %d/%d files, %s of %s", done, len(files), humanBytes(sent), humanBytes(total)))
 		}
 	}
 	return done, sent, first
 }
+
+// uploadLineEvery is how often an upload off a terminal prints where it
+// is (a variable for tests).
+var uploadLineEvery = 10 * time.Second
 
 // uploadBatch streams several files in one request. A file read again
 // (not kept since its hash) that changed since it was hashed fails the

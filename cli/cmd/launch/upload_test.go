@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,12 +10,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pierhq/pier/cli/cmdutil"
 	"github.com/pierhq/pier/cli/internal/clitest"
 	"github.com/pierhq/pier/sdk"
 )
@@ -342,5 +345,44 @@ func (c *digestCacheRun) garbledCacheIsNoCache() {
 	}
 	if c.upload(); c.fb.Finds.Load() != 3 || !slices.Equal(c.fb.Puts, want) {
 		c.t.Fatalf("a garbled cache: %d finds, uploads %v", c.fb.Finds.Load(), c.fb.Puts)
+	}
+}
+
+// Off a terminal (a CI log) an upload prints where it is every
+// uploadLineEvery, so that a long one is seen going on; a short one
+// prints only its first line.
+func TestUploadOffATerminalPrintsWhereItIs(t *testing.T) {
+	defer func(d time.Duration) { uploadLineEvery = d }(uploadLineEvery)
+	counts := regexp.MustCompile(`uploading (\d+)/40 files, `)
+	for _, c := range []struct {
+		every time.Duration
+		lines bool
+	}{{0, true}, {time.Hour, false}} {
+		uploadLineEvery = c.every
+		fb := &clitest.FakeBlobs{}
+		srv := fakeBundleAPI(t, fb)
+		f, ts := clitest.NewFactory(map[string]string{"PIER_BASE_URL": srv.URL, "PIER_API_KEY": "agk_test",
+			"PIER_CACHE_DIR": t.TempDir(), "PIER_WATCHER": "off"})
+		dir := t.TempDir()
+		for i := range 40 {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%02d.txt", i)), []byte(fmt.Sprintf("file %d\n", i)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := uploadDir(context.Background(), f, cmdutil.NewProgress(f), dir, "prj_1"); err != nil {
+			t.Fatal(err)
+		}
+		got := counts.FindAllStringSubmatch(ts.Err.String(), -1)
+		if !strings.Contains(ts.Err.String(), "uploading 40 files") {
+			t.Errorf("every %v: no first line:\n%s", c.every, ts.Err)
+		}
+		if c.lines != (len(got) > 0) {
+			t.Errorf("every %v: %d progress lines:\n%s", c.every, len(got), ts.Err)
+		}
+		for _, m := range got {
+			if m[1] == "40" {
+				t.Errorf("every %v: the last count printed as progress:\n%s", c.every, ts.Err)
+			}
+		}
 	}
 }
