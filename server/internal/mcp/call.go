@@ -120,6 +120,7 @@ func (h *Handler) call(ctx context.Context, dst []byte, t *compiledTool, raw jso
 		c.noteKept(t, rs, kept.result)
 		return append(dst, kept.result...), nil
 	}
+	body = argumentFields(t, status, body)
 	start := len(dst)
 	dst = toolResult(dst, status, ct, body)
 	if key != "" && len(body) <= maxKeptAnswer {
